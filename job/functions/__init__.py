@@ -1,0 +1,1 @@
+"""Vectorised scalar functions behind Daggers SQL built-ins (S2 cell ids, ...)."""

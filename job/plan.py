@@ -1,0 +1,84 @@
+"""Plan a dagger without Spark: resolve schemas, translate the SQL, and build source configs.
+
+``daggers sql check`` and ``daggers sql translate`` stop here; ``daggers run`` starts Spark on the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from job.errors import SpecError
+from job.schema.registry import SchemaRegistry, default_registry
+from job.sources.kafka import SourceConfig
+from job.spec import DaggerSpec
+from job.sql import Translation, translate
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One stream: its table, the source config and the event-time column."""
+
+    table: str
+    source: SourceConfig
+    timestamp_field: str
+    timestamp_kind: str
+
+
+@dataclass(frozen=True)
+class DaggerPlan:
+    """Everything needed to start a dagger."""
+
+    spec: DaggerSpec
+    translation: Translation
+    streams: list[StreamPlan]
+    checkpoint: Path
+
+    @property
+    def bad_records_dir(self) -> Path:
+        return self.checkpoint / "bad_records"
+
+
+def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
+    """Return the plan of ``spec``.
+
+    Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)
+    or SqlError (the query).
+    """
+    registry = registry or default_registry()
+    tables: dict[str, set[str]] = {}
+    kinds: dict[str, str] = {}
+    for i, stream in enumerate(spec.streams):
+        fields = registry.fields(stream.proto_class)
+        ts = fields.get(stream.timestamp_field)
+        if ts is None:
+            raise SpecError(f"streams[{i}].timestamp_field: {stream.proto_class} has no field "
+                            f"{stream.timestamp_field!r}; fields: {', '.join(fields)}")
+        if ts.kind not in ("timestamp", "int64") or ts.repeated:
+            raise SpecError(f"streams[{i}].timestamp_field: {stream.timestamp_field!r} is {ts.kind}; it must be "
+                            "a google.protobuf.Timestamp or an int64 of epoch milliseconds")
+        tables[stream.table] = set(fields)
+        kinds[stream.table] = ts.kind
+    translation = translate(spec.sql, tables)
+    checkpoint = spec.resolved_checkpoint(state_dir)
+    streams = []
+    for stream in spec.streams:
+        columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field})
+        streams.append(StreamPlan(
+            table=stream.table,
+            timestamp_field=stream.timestamp_field,
+            timestamp_kind=kinds[stream.table],
+            source=SourceConfig(
+                bootstrap_servers=stream.bootstrap_servers,
+                topics=list(stream.topics),
+                proto_class=stream.proto_class,
+                descriptor_set_b64=registry.to_b64(),
+                columns=columns,
+                start_from=stream.start_from,
+                max_records_per_batch=stream.max_records_per_batch,
+                bad_records=stream.bad_records,
+                bad_records_dir=str(checkpoint / "bad_records"),
+                consumer_config=dict(stream.consumer_config),
+            ),
+        ))
+    return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint)

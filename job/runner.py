@@ -1,0 +1,245 @@
+"""Run a dagger: Kafka sources → Dagger SQL on Spark Structured Streaming → sinks.
+
+The query's offsets and window state live in ``<checkpoint>/spark``; a restart resumes exactly
+where the last committed micro-batch ended. Sinks are idempotent per window, so the batch that
+Spark replays after a crash overwrites what it had written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from job.errors import BadRecordError, DaggerError, SinkError, SourceError
+from job.functions.spark_udfs import register_functions
+from job.plan import DaggerPlan
+from job.sinks import Sink, build_sinks
+from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
+from job.spark_session import build_session
+
+log = logging.getLogger("daggers.runner")
+
+
+@dataclass
+class Progress:
+    """The job's counters, updated after every micro-batch and saved to ``<checkpoint>/status.json``."""
+
+    batches: int = 0
+    input_rows: int = 0
+    late_rows_dropped: int = 0
+    bad_records: int = 0
+    last_batch_id: int = -1
+    last_input_rows: int = 0
+    input_rows_per_s: float = 0.0
+    processed_rows_per_s: float = 0.0
+    batch_duration_ms: int = 0
+    watermark: str | None = None
+    sinks: dict[str, Any] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Listener(StreamingQueryListener):
+    def __init__(self, on_progress: Callable[[dict[str, Any]], None]) -> None:
+        self._on_progress = on_progress
+
+    def onQueryStarted(self, event: Any) -> None:
+        return None
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            self._on_progress(json.loads(event.progress.json))
+        except Exception:  # a listener must never kill the query
+            log.exception("progress listener failed")
+
+    def onQueryIdle(self, event: Any) -> None:
+        return None
+
+    def onQueryTerminated(self, event: Any) -> None:
+        return None
+
+
+class DaggerJob:
+    """A running (or runnable) dagger on a SparkSession."""
+
+    def __init__(self, plan: DaggerPlan, spark: SparkSession, sinks: list[Sink] | None = None) -> None:
+        self.plan = plan
+        self.spark = spark
+        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks)
+        self.query: StreamingQuery | None = None
+        self.progress = self._load_progress()
+        self._lock = threading.Lock()
+        self.batch_listeners: list[Callable[[Progress], None]] = []
+
+    # ---- status file --------------------------------------------------------------------------
+
+    @property
+    def status_path(self) -> Path:
+        return self.plan.checkpoint / "status.json"
+
+    def _load_progress(self) -> Progress:
+        try:
+            data = json.loads(self.status_path.read_text())
+            return Progress(**{k: v for k, v in data.items() if k in Progress.__dataclass_fields__})
+        except (OSError, ValueError, TypeError):
+            return Progress()
+
+    def _save_progress(self) -> None:
+        self.status_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.status_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.progress.to_dict(), indent=2, default=str))
+        tmp.replace(self.status_path)
+
+    def _on_progress(self, p: dict[str, Any]) -> None:
+        if self.query is None or p.get("id") != str(self.query.id):
+            return
+        with self._lock:
+            pr = self.progress
+            pr.batches += 1
+            pr.last_batch_id = int(p.get("batchId", -1))
+            pr.last_input_rows = int(p.get("numInputRows") or 0)
+            pr.input_rows += pr.last_input_rows
+            pr.input_rows_per_s = float(p.get("inputRowsPerSecond") or 0.0)
+            pr.processed_rows_per_s = float(p.get("processedRowsPerSecond") or 0.0)
+            pr.batch_duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
+            pr.late_rows_dropped += sum(int(s.get("numRowsDroppedByWatermark") or 0)
+                                        for s in p.get("stateOperators") or [])
+            pr.watermark = (p.get("eventTime") or {}).get("watermark")
+            pr.bad_records = count_bad_records(self.plan.bad_records_dir)
+            pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
+            pr.updated_at = time.time()
+            self._save_progress()
+        for listener in self.batch_listeners:
+            listener(self.progress)
+        if pr.last_input_rows or pr.late_rows_dropped:
+            log.info("batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s",
+                     pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
+                     pr.late_rows_dropped, pr.bad_records, pr.watermark)
+
+    # ---- start --------------------------------------------------------------------------------
+
+    def _stream_frame(self, index: int) -> DataFrame:
+        stream = self.plan.streams[index]
+        df = (self.spark.readStream.format(SOURCE_NAME)
+              .options(**source_options(stream.source)).load())
+        ts = F.col(stream.timestamp_field)
+        if stream.timestamp_kind == "int64":
+            ts = F.timestamp_millis(ts)
+        delay = f"{self.plan.spec.watermark_delay_ms} milliseconds"
+        return df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
+
+    def _write_batch(self, df: DataFrame, batch_id: int) -> None:
+        table = df.toArrow()
+        for sink in self.sinks:
+            sink.write(table, batch_id)
+
+    def start(self, *, available_now: bool = False, trigger_interval_s: float | None = None) -> StreamingQuery:
+        """Open the sinks, start the streaming query and return it.
+
+        Raises SinkError when a sink cannot work, before anything is read.
+        """
+        for sink in self.sinks:
+            sink.open()
+        self.spark.dataSource.register(DaggerKafkaSource)
+        register_functions(self.spark)
+        self.spark.streams.addListener(_Listener(self._on_progress))
+        for i, stream in enumerate(self.plan.streams):
+            self._stream_frame(i).createOrReplaceTempView(stream.table)
+        result = self.spark.sql(self.plan.translation.spark_sql)
+        interval = self.plan.spec.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
+        writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
+                  .outputMode("append")
+                  .option("checkpointLocation", str(self.plan.checkpoint / "spark"))
+                  .foreachBatch(self._write_batch))
+        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
+            processingTime=f"{max(interval, 0.0)} seconds")
+        self.plan.checkpoint.mkdir(parents=True, exist_ok=True)
+        self.query = writer.start()
+        return self.query
+
+    def stop(self) -> None:
+        """Stop the query gracefully (the current batch is re-run from the checkpoint next time)."""
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        for sink in self.sinks:
+            sink.close()
+
+
+_ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
+_PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
+_KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
+                                        "SinkError": SinkError, "BackpressureError": SinkError}
+
+
+def explain_failure(exc: BaseException) -> DaggerError:
+    """Turn a Spark exception into the DaggerError raised inside it (or a generic one)."""
+    if isinstance(exc, DaggerError):
+        return exc
+    text = str(exc)
+    match = _ERROR_RE.search(text)
+    if match:
+        kind, message, hint = match.groups()
+        err = _KINDS.get(kind, DaggerError)(message, hint=hint)
+        if kind == "BadRecordError":
+            err.title = BadRecordError.title
+        return err
+    py_errors = _PY_ERROR_RE.findall(text)
+    if py_errors:
+        return DaggerError(f"the streaming query failed: {py_errors[-1][:500]}")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return DaggerError(f"the streaming query failed: {first[:500]}")
+
+
+def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now: bool = False,
+                   trigger_interval_s: float | None = None, max_seconds: float | None = None,
+                   spark: SparkSession | None = None) -> Progress:
+    """Run a dagger until Ctrl-C/SIGTERM (or ``max_seconds``, or all input with ``available_now``).
+
+    Returns the final progress. Raises DaggerError with a readable message when the query fails.
+    """
+    own_session = spark is None
+    spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,
+                                   shuffle_partitions=plan.spec.parallelism)
+    job = DaggerJob(plan, spark)
+    stopping = threading.Event()
+
+    def _terminate(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    try:
+        query = job.start(available_now=available_now, trigger_interval_s=trigger_interval_s)
+        deadline = time.monotonic() + max_seconds if max_seconds else None
+        while query.isActive and not stopping.is_set():
+            if deadline and time.monotonic() > deadline:
+                break
+            query.awaitTermination(0.5)
+        if query.exception() is not None:
+            raise explain_failure(query.exception())
+    except KeyboardInterrupt:
+        pass
+    except DaggerError:
+        raise
+    except Exception as exc:
+        raise explain_failure(exc) from None
+    finally:
+        job.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if own_session:
+            spark.stop()
+    return job.progress

@@ -1,0 +1,5 @@
+"""Sinks: where a dagger's result rows go. See :mod:`job.sinks.base` for the contract."""
+
+from job.sinks.base import Sink, SinkMetrics, build_sinks
+
+__all__ = ["Sink", "SinkMetrics", "build_sinks"]

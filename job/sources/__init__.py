@@ -1,0 +1,1 @@
+"""Sources: where a dagger's rows come from."""

@@ -1,0 +1,343 @@
+"""The Kafka source: a PySpark Python Data Source over protobuf topics.
+
+* Spark partitions are Kafka offset ranges ``[start, end)`` of one topic partition (a long range
+  is split so that every core gets work).
+* ``read()`` runs on the executors: it assigns (no consumer group), seeks, fetches with
+  confluent-kafka and yields ``pyarrow.RecordBatch``es decoded column by column.
+* Offsets live only in Spark's checkpoint (``{topic: {partition: next offset}}``), so a restart
+  neither loses nor repeats input.
+* Bad records follow the stream's policy: ``fail`` stops the query with the topic, partition and
+  offset; ``skip`` leaves them out, logs and records each one (raw bytes included) under
+  ``bad_records_dir`` so nothing is lost and the count is known.
+
+Options (all strings, set by :func:`source_options`): ``bootstrap_servers``, ``topics`` (JSON list),
+``proto_class``, ``descriptor_set`` (base64), ``columns`` (JSON list), ``start_from``,
+``max_records_per_batch``, ``split_records``, ``bad_records``, ``bad_records_dir``, ``consumer_config``
+(JSON object).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from job.errors import BadRecordError, SourceError
+from job.schema.arrow import ArrowDecoder, gc_paused
+from job.schema.registry import SchemaRegistry
+from job.sources import offsets as kofs
+
+SOURCE_NAME = "dagger_kafka"
+FETCH_BATCH = 10_000  # records decoded per Arrow batch
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """The parsed options of one stream's source."""
+
+    bootstrap_servers: str
+    topics: list[str]
+    proto_class: str
+    descriptor_set_b64: str
+    columns: list[str]
+    start_from: str = "earliest"
+    max_records_per_batch: int = 0
+    split_records: int = 200_000
+    bad_records: str = "skip"
+    bad_records_dir: str = ""
+    consumer_config: dict[str, str] | None = None
+    read_timeout_s: float = 60.0
+
+    @classmethod
+    def from_options(cls, options: Any) -> SourceConfig:
+        """Build from Spark's (lower-cased) option map; raise SourceError naming a missing option."""
+        def need(key: str) -> str:
+            if key not in options:
+                raise SourceError(f"the {SOURCE_NAME} source needs the option {key!r}")
+            return str(options[key])
+
+        return cls(
+            bootstrap_servers=need("bootstrap_servers"),
+            topics=json.loads(need("topics")),
+            proto_class=need("proto_class"),
+            descriptor_set_b64=need("descriptor_set"),
+            columns=json.loads(need("columns")),
+            start_from=str(options.get("start_from", "earliest")),
+            max_records_per_batch=int(options.get("max_records_per_batch", 0)),
+            split_records=int(options.get("split_records", 200_000)),
+            bad_records=str(options.get("bad_records", "skip")),
+            bad_records_dir=str(options.get("bad_records_dir", "")),
+            consumer_config=json.loads(options.get("consumer_config", "{}")),
+            read_timeout_s=float(options.get("read_timeout_s", 60.0)),
+        )
+
+    def decoder(self) -> ArrowDecoder:
+        """Return the decoder for this stream's message class and columns."""
+        return ArrowDecoder(SchemaRegistry.from_b64(self.descriptor_set_b64), self.proto_class, self.columns)
+
+
+def source_options(cfg: SourceConfig) -> dict[str, str]:
+    """Return the Spark options that :meth:`SourceConfig.from_options` reads back."""
+    return {
+        "bootstrap_servers": cfg.bootstrap_servers,
+        "topics": json.dumps(cfg.topics),
+        "proto_class": cfg.proto_class,
+        "descriptor_set": cfg.descriptor_set_b64,
+        "columns": json.dumps(cfg.columns),
+        "start_from": cfg.start_from,
+        "max_records_per_batch": str(cfg.max_records_per_batch),
+        "split_records": str(cfg.split_records),
+        "bad_records": cfg.bad_records,
+        "bad_records_dir": cfg.bad_records_dir,
+        "consumer_config": json.dumps(cfg.consumer_config or {}),
+        "read_timeout_s": str(cfg.read_timeout_s),
+    }
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records ``[start, end)`` of one topic partition: one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:  # InputPartition has __init__(value)
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        object.__setattr__(self, "value", (topic, partition, start, end))
+
+
+class DaggerKafkaSource(DataSource):
+    """``spark.readStream.format("dagger_kafka")``: protobuf records from Kafka topics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SourceConfig.from_options(self.options).decoder().spark_schema
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(SourceConfig.from_options(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans offset ranges on the driver and reads them on the executors."""
+
+    def __init__(self, cfg: SourceConfig) -> None:
+        self.cfg = cfg
+        self._client: Consumer | None = None
+        self._target: kofs.Offsets | None = None
+
+    # The driver-side client must not travel to executors with the pickled reader.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    def _consumer(self) -> Consumer:
+        if self._client is None:
+            self._client = kofs.driver_consumer(self.cfg.bootstrap_servers, self.cfg.consumer_config)
+        return self._client
+
+    def _partitions(self) -> list[TopicPartition]:
+        return kofs.partitions_of(self._consumer(), self.cfg.topics, self.cfg.bootstrap_servers)
+
+    def _ends(self) -> kofs.Offsets:
+        return kofs.end_offsets(self._consumer(), self._partitions())
+
+    def initialOffset(self) -> dict:
+        tps = self._partitions()
+        how = self.cfg.start_from.strip().lower()
+        if how == "earliest":
+            return kofs.beginning_offsets(self._consumer(), tps)
+        ends = kofs.end_offsets(self._consumer(), tps)
+        if how == "latest":
+            return ends
+        return kofs.offsets_for_time(self._consumer(), tps, kofs.parse_start_time(self.cfg.start_from), ends)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.cfg.max_records_per_batch
+        return ReadMaxRows(n) if n > 0 else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._ends()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        end = self._target or self._ends()
+        begin = kofs.beginning_offsets(self._consumer(), self._partitions()) if _has_new(start, end) else {}
+        merged: kofs.Offsets = {}
+        for topic, parts in end.items():
+            for part, hi in parts.items():
+                lo = start.get(topic, {}).get(part, begin.get(topic, {}).get(part, 0))
+                merged.setdefault(topic, {})[part] = max(hi, lo)
+        full_start = {t: {p: start.get(t, {}).get(p, begin.get(t, {}).get(p, 0)) for p in ps}
+                      for t, ps in merged.items()}
+        if isinstance(limit, ReadMaxRows):
+            merged = kofs.split_limit(full_start, merged, limit.max_rows)
+        return merged
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        out: list[InputPartition] = []
+        step = max(self.cfg.split_records, 1)
+        for topic, parts in end.items():
+            for part, hi in parts.items():
+                lo = start.get(topic, {}).get(part, 0)
+                for s in range(lo, hi, step):
+                    out.append(OffsetRange(topic, int(part), s, min(s + step, hi)))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        yield from read_range(self.cfg, partition)
+
+    def commit(self, end: dict) -> None:
+        return None
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _has_new(start: dict, end: kofs.Offsets) -> bool:
+    return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
+
+
+# ---- executor side ---------------------------------------------------------------------------
+
+_CONSUMERS: dict[str, Consumer] = {}
+
+
+def _executor_consumer(cfg: SourceConfig) -> Consumer:
+    """One consumer per Python worker, reused across tasks (workers are reused by Spark)."""
+    key = json.dumps([cfg.bootstrap_servers, cfg.consumer_config], sort_keys=True)
+    consumer = _CONSUMERS.get(key)
+    if consumer is None:
+        consumer = Consumer({
+            "bootstrap.servers": cfg.bootstrap_servers,
+            "group.id": "daggers-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.min.bytes": 1,
+            "fetch.wait.max.ms": 100,
+            "queued.max.messages.kbytes": 262144,
+            "receive.message.max.bytes": 1_000_000_000,
+            "log_level": 3,
+            **(cfg.consumer_config or {}),
+        })
+        _CONSUMERS[key] = consumer
+    return consumer
+
+
+def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Yield the decoded records of ``rng`` in batches of at most FETCH_BATCH rows.
+
+    Raises BadRecordError (policy ``fail``) or SourceError when the range cannot be read in
+    ``read_timeout_s`` (the broker is down, or the records were deleted by retention).
+    """
+    if rng.end <= rng.start:
+        return
+    decoder = cfg.decoder()
+    consumer = _executor_consumer(cfg)
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    next_offset = rng.start
+    payloads: list[bytes | None] = []
+    offs: list[int] = []
+    last_progress = time.monotonic()
+    try:
+        while next_offset < rng.end:
+            msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
+            if not msgs:
+                if time.monotonic() - last_progress > cfg.read_timeout_s:
+                    raise SourceError(
+                        f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
+                        f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end})")
+                continue
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= rng.end:
+                            next_offset = rng.end
+                        continue
+                    raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
+                off = msg.offset()
+                if off < next_offset or off >= rng.end:
+                    continue
+                payloads.append(msg.value())
+                offs.append(off)
+                next_offset = off + 1
+            last_progress = time.monotonic()
+            if len(payloads) >= FETCH_BATCH:
+                yield _decode(cfg, decoder, rng, payloads, offs)
+                payloads, offs = [], []
+        if payloads:
+            yield _decode(cfg, decoder, rng, payloads, offs)
+    finally:
+        consumer.unassign()
+
+
+def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],
+            offs: list[int]) -> pa.RecordBatch:
+    with gc_paused():
+        messages, _, failures = decoder.parse(payloads)
+        if failures:
+            _handle_bad(cfg, rng, payloads, offs, failures)
+        return decoder.to_batch(messages)
+
+
+def _handle_bad(cfg: SourceConfig, rng: OffsetRange, payloads: list[bytes | None], offs: list[int],
+                failures: list[Any]) -> None:
+    first = failures[0]
+    if cfg.bad_records == "fail":
+        raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
+    for f in failures:
+        print(f"daggers: skipped bad record {rng.topic}[{rng.partition}]@{offs[f.index]}: {f.reason}",
+              file=sys.stderr)
+    if cfg.bad_records_dir:
+        folder = Path(cfg.bad_records_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        # One file per range and first offset: a replayed batch rewrites the same file, so counts stay exact.
+        target = folder / f"{rng.topic}-{rng.partition}-{offs[first.index]:020d}.jsonl"
+        lines = [json.dumps({
+            "topic": rng.topic, "partition": rng.partition, "offset": offs[f.index], "error": f.reason,
+            "value_b64": base64.b64encode(payloads[f.index] or b"").decode(),
+        }) for f in failures]
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(target)
+
+
+def count_bad_records(bad_records_dir: str | Path) -> int:
+    """Return how many bad records a job has skipped so far (each recorded once)."""
+    folder = Path(bad_records_dir)
+    if not folder.is_dir():
+        return 0
+    seen: set[tuple[str, int, int]] = set()
+    for path in folder.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            seen.add((rec["topic"], rec["partition"], rec["offset"]))
+    return len(seen)

@@ -1,0 +1,158 @@
+"""Kafka offsets as the driver sees them: partitions, start positions and true end offsets.
+
+Offsets are kept as ``{topic: {partition (str): next offset to read}}`` — the JSON form Spark
+stores in the query's checkpoint.
+
+Brokers differ: tansu answers ListOffsets "latest" with the base offset of the newest record
+batch + 1 (a topic holding one 100-record batch says 1), while a Fetch response carries the true
+high watermark on every broker. So :func:`end_offsets` lists offsets first (cheap, exact on most
+brokers, a lower bound on tansu) and then fetches the newest record of each partition and reads
+the high watermark that came with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
+from job.errors import SourceError
+
+Offsets = dict[str, dict[str, int]]
+
+
+def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Consumer:
+    """Return a consumer for offset look-ups (assign only; it never joins or commits a group)."""
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "daggers-offsets",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "fetch.max.bytes": 1024 * 1024,
+        "max.partition.fetch.bytes": 64 * 1024,
+        "socket.timeout.ms": 10000,
+        "log_level": 3,
+        **(extra or {}),
+    }
+    return Consumer(conf)
+
+
+def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, timeout: float = 10.0
+                  ) -> list[TopicPartition]:
+    """Return every partition of ``topics``; raise SourceError naming a topic that does not exist."""
+    out: list[TopicPartition] = []
+    for topic in topics:
+        try:
+            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        except KafkaException as exc:
+            raise SourceError(f"cannot reach the Kafka broker at {bootstrap}: {exc.args[0]}") from None
+        if meta is None or meta.error is not None or not meta.partitions:
+            why = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
+            raise SourceError(f"topic {topic!r} does not exist on {bootstrap} ({why})",
+                              hint="create it, or produce to it first: daggers produce --topic " + topic)
+        out.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
+    return out
+
+
+def _listed(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout,
+                                              cached=False)
+    except KafkaException as exc:
+        raise SourceError(f"cannot list offsets of {tp.topic}[{tp.partition}]: {exc.args[0]}") from None
+
+
+def beginning_offsets(consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0) -> Offsets:
+    """Return the first available offset of each partition."""
+    out: Offsets = {}
+    for tp in tps:
+        out.setdefault(tp.topic, {})[str(tp.partition)] = _listed(consumer, tp, timeout)[0]
+    return out
+
+
+def end_offsets(consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0) -> Offsets:
+    """Return the true end (high watermark) of each partition, correct on tansu too.
+
+    Raises SourceError when the broker cannot be reached.
+    """
+    listed = {(tp.topic, tp.partition): _listed(consumer, tp, timeout) for tp in tps}
+    probe = [TopicPartition(t, p, max(hi - 1, lo)) for (t, p), (lo, hi) in listed.items()]
+    result = {key: hi for key, (_, hi) in listed.items()}
+    pending = set(result)
+    consumer.assign(probe)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise SourceError(f"fetch from {msg.topic()}[{msg.partition()}] failed: {err.str()}")
+            key = (msg.topic(), msg.partition())
+            if key in pending:
+                _, hw = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
+                if hw is not None and hw >= 0:
+                    result[key] = max(result[key], hw)
+                pending.discard(key)
+    finally:
+        consumer.unassign()
+    out: Offsets = {}
+    for (topic, part), hi in result.items():
+        out.setdefault(topic, {})[str(part)] = hi
+    return out
+
+
+def offsets_for_time(consumer: Consumer, tps: list[TopicPartition], ts_ms: int, ends: Offsets,
+                     timeout: float = 10.0) -> Offsets:
+    """Return, per partition, the first offset whose record time is at or after ``ts_ms``.
+
+    A partition with nothing that new starts at its end.
+    """
+    try:
+        found = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, ts_ms) for tp in tps],
+                                           timeout=timeout)
+    except KafkaException as exc:
+        raise SourceError(f"cannot look up offsets for time {ts_ms}: {exc.args[0]}") from None
+    out: Offsets = {}
+    for tp in found:
+        end = ends[tp.topic][str(tp.partition)]
+        off = end if tp.offset in (-1, OFFSET_END) or tp.offset < 0 else min(tp.offset, end)
+        out.setdefault(tp.topic, {})[str(tp.partition)] = off
+    return out
+
+
+def split_limit(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
+    """Cap ``end`` so that at most ``max_rows`` records are read, shared across partitions in
+    proportion to what each has pending (so every partition advances in every micro-batch and an
+    event-time watermark does not run ahead on one partition)."""
+    pending = {(t, p): end[t][p] - start.get(t, {}).get(p, 0) for t in end for p in end[t]}
+    total = sum(max(v, 0) for v in pending.values())
+    if total <= max_rows:
+        return end
+    out: Offsets = {}
+    for (t, p), n in pending.items():
+        take = max(n, 0) * max_rows // total
+        if n > 0 and take == 0:
+            take = 1
+        out.setdefault(t, {})[p] = start.get(t, {}).get(p, 0) + take
+    return out
+
+
+def parse_start_time(text: str) -> int:
+    """Return epoch milliseconds of ``start_from`` given as ISO 8601 or epoch milliseconds.
+
+    Raises SourceError for anything else.
+    """
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SourceError(f"start_from {text!r} is not earliest, latest, an ISO 8601 time or epoch ms") from None
+    if moment.tzinfo is None:
+        raise SourceError(f"start_from {text!r} has no time zone; add Z or +07:00")
+    return int(moment.timestamp() * 1000)

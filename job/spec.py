@@ -1,0 +1,236 @@
+"""The dagger spec: what a user writes in YAML, validated by pydantic.
+
+Every bad value is reported with the path of its field (``streams[0].topics``) and, when the spec
+came from a YAML file, the line it is on.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from job.errors import SourceError, SpecError
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class StreamSpec(_Model):
+    """One input stream, seen by the SQL as a table."""
+
+    table: str = Field(description="The name the SQL uses for this stream (FROM `table`).")
+    topics: list[str] = Field(min_length=1, description="Kafka topics read into this table (a union).")
+    proto_class: str = Field(description="Full name of the protobuf message, e.g. daggers.events.BookingLog.")
+    timestamp_field: str = Field(description="The Timestamp field that is the event time (rowtime in SQL).")
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port].")
+    group: str = Field(description="Consumer group name shown in monitoring (offsets live in the checkpoint).")
+    start_from: str = Field(
+        default="earliest",
+        description="Where a new job starts: earliest, latest, or a time (ISO 8601 with zone, or epoch ms).")
+    bad_records: Literal["fail", "skip"] = Field(
+        default="skip",
+        description="A record that does not decode: fail stops the job naming topic/partition/offset; "
+                    "skip leaves it out, counts it and keeps its bytes under the checkpoint.")
+    max_records_per_batch: int = Field(
+        default=500_000, ge=0, description="Records per micro-batch at most, shared across partitions (0: all).")
+    consumer_config: dict[str, str] = Field(
+        default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
+
+    @field_validator("table", "timestamp_field")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not IDENT_RE.match(v):
+            raise ValueError(f"{v!r} is not a plain identifier (letters, digits, _)")
+        return v
+
+    @field_validator("start_from")
+    @classmethod
+    def _start(cls, v: str) -> str:
+        from job.sources.offsets import parse_start_time
+
+        if v.strip().lower() in ("earliest", "latest"):
+            return v.strip().lower()
+        try:
+            parse_start_time(v)
+        except SourceError as exc:
+            raise ValueError(exc.message) from None
+        return v
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        for part in v.split(","):
+            host, _, port = part.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"{part.strip()!r} is not host:port")
+        return v
+
+
+class InfluxSinkSpec(_Model):
+    """Writes each row as an InfluxDB point: window_timestamp is the time, tag_*/label_* are tags."""
+
+    type: Literal["influx"]
+    url: str = Field(default="http://127.0.0.1:8086", description="InfluxDB base URL.")
+    api: Literal["v1", "v2"] = Field(
+        default="v1", description="v1: line protocol on /write (InfluxDB 1.x); v2: /api/v2/write (1.8+, 2.x, 3.x).")
+    database: str | None = Field(default=None, description="v1: the database to write to.")
+    retention_policy: str | None = Field(default=None, description="v1: the retention policy (default: the db's).")
+    bucket: str | None = Field(default=None, description="v2: the bucket.")
+    org: str | None = Field(default=None, description="v2: the organisation.")
+    token: SecretStr | None = Field(default=None, description="v2: the API token (never logged).")
+    username: str | None = Field(default=None, description="v1: user name, if auth is on.")
+    password: SecretStr | None = Field(default=None, description="v1: password (never logged).")
+    measurement: str = Field(description="The measurement the points go to.")
+    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Points per HTTP write.")
+    flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
+    max_retries: int = Field(default=8, ge=0, description="Retries of a failed write, with exponential back-off.")
+    create_database: bool = Field(default=False, description="v1: create the database when it is missing.")
+
+    @model_validator(mode="after")
+    def _target(self) -> InfluxSinkSpec:
+        if self.api == "v1" and not self.database:
+            raise ValueError("api v1 needs database")
+        if self.api == "v2" and not self.bucket:
+            raise ValueError("api v2 needs bucket")
+        return self
+
+
+class LogSinkSpec(_Model):
+    """Prints rows to the console, for debugging."""
+
+    type: Literal["log"]
+    max_rows: int = Field(default=50, ge=1, description="Rows printed per micro-batch at most.")
+
+
+SinkSpec = Annotated[InfluxSinkSpec | LogSinkSpec, Field(discriminator="type")]
+
+
+class DaggerSpec(_Model):
+    """A dagger: one or two streams, a Dagger SQL query, and where the results go."""
+
+    name: str = Field(description="Lower-case name, letters, digits and dashes; unique per team.")
+    streams: list[StreamSpec] = Field(min_length=1, max_length=2, description="The input streams (1 or 2).")
+    sql: str = Field(min_length=1, description="The Dagger SQL query.")
+    watermark_delay_ms: int = Field(
+        default=10_000, ge=0, description="How late an event may be and still count in its window.")
+    parallelism: int = Field(default=2, ge=1, le=1024, description="Shuffle partitions for the aggregation.")
+    checkpoint_dir: str = Field(
+        default="", description="Where offsets and window state live (default: <state dir>/checkpoints/<name>).")
+    trigger_interval_s: float = Field(default=5.0, ge=0, description="Seconds between micro-batches.")
+    sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_sink(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sink" in data:
+            if "sinks" in data:
+                raise ValueError("give either sink or sinks, not both")
+            data = dict(data)
+            data["sinks"] = [data.pop("sink")]
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter")
+        return v
+
+    @model_validator(mode="after")
+    def _tables(self) -> DaggerSpec:
+        names = [s.table for s in self.streams]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stream tables must differ; got {names}")
+        return self
+
+    def resolved_checkpoint(self, state_dir: Path) -> Path:
+        """Return the checkpoint folder: ``checkpoint_dir`` or ``<state_dir>/checkpoints/<name>``."""
+        return Path(self.checkpoint_dir) if self.checkpoint_dir else state_dir / "checkpoints" / self.name
+
+
+# ---- loading with line numbers ---------------------------------------------------------------
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Return the 1-based line of the YAML node at ``loc`` (the deepest one that exists)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+            if nxt is None and key == "sinks":
+                nxt = next((v for k, v in node.value if getattr(k, "value", None) == "sink"), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            if isinstance(node, yaml.SequenceNode) and key == 0 and node.tag.endswith(":map"):
+                continue
+            continue
+        node = nxt
+        line = node.start_mark.line + 1
+    return line
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for key in loc:
+        if isinstance(key, int):
+            out += f"[{key}]"
+        elif key in ("influx", "log", "function-after[_target()]"):
+            continue
+        else:
+            out += ("." if out else "") + str(key)
+    return out or "(spec)"
+
+
+def format_validation(err: ValidationError, node: yaml.Node | None = None, source: str = "spec") -> str:
+    """Return one line per problem: ``source:LINE: field.path: message``."""
+    lines = []
+    for e in err.errors():
+        loc = tuple(k for k in e["loc"] if k not in ("influx", "log"))
+        line = _line_of(node, loc) if node is not None else None
+        where = f"{source}:{line}" if line else source
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {_path(loc)}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_spec(text: str, source: str = "spec") -> DaggerSpec:
+    """Parse and validate YAML text; raise SpecError naming each bad field and its line."""
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise SpecError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a dagger spec is a YAML mapping (name, streams, sql, sink)")
+    try:
+        return DaggerSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation(exc, node, source)) from None
+
+
+def load_spec(path: str | Path) -> DaggerSpec:
+    """Read and validate a spec file; raise SpecError (file missing, bad YAML, bad fields)."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"no spec file at {p}")
+    return parse_spec(p.read_text(), source=str(p))

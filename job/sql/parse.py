@@ -1,0 +1,66 @@
+"""Parse Dagger SQL into a sqlglot AST, with errors that carry line and column."""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from job.errors import SqlError
+
+_TOKEN_RE = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+.*?>")
+READ_DIALECT = "spark"  # backquoted names, INTERVAL literals and Spark's functions parse as Flink writes them
+
+
+def position(node: exp.Expression | None) -> tuple[int | None, int | None]:
+    """Return the (line, column) of the first token of ``node`` that sqlglot located."""
+    if node is None:
+        return None, None
+    best: tuple[int, int] | None = None
+    for sub in node.walk():
+        meta = sub.meta if isinstance(sub, exp.Expression) else {}
+        if "line" in meta:
+            start_col = meta["col"] - (meta["end"] - meta["start"])
+            here = (meta["line"], max(start_col, 1))
+            best = here if best is None or here < best else best
+    return best if best else (None, None)
+
+
+def _trailing_comma(text: str) -> None:
+    tokens = sqlglot.tokenize(text, read=READ_DIALECT)
+    for prev, tok in zip(tokens, tokens[1:], strict=False):
+        if prev.token_type == TokenType.COMMA and tok.token_type in (TokenType.FROM, TokenType.WHERE,
+                                                                     TokenType.GROUP_BY):
+            raise SqlError(f"a comma before {tok.text.upper()} ends the SELECT list with nothing after it",
+                           line=prev.line, col=prev.col, hint="remove the trailing comma")
+
+
+def parse(text: str) -> exp.Query:
+    """Return the AST of one SELECT statement (optionally with UNION ALL).
+
+    Raises SqlError with the line and column of the first problem.
+    """
+    if not text.strip():
+        raise SqlError("the query is empty", line=1, col=1)
+    try:
+        _trailing_comma(text)
+        trees = sqlglot.parse(text, read=READ_DIALECT)
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        desc = _TOKEN_RE.sub(lambda m: repr(m.group(1)), first.get("description", str(exc)))
+        near = first.get("highlight") or ""
+        raise SqlError(f"{desc}" + (f" (near {near!r})" if near else ""), line=first.get("line"),
+                       col=first.get("col")) from None
+    except TokenError as exc:
+        raise SqlError(f"cannot read the query: {exc}") from None
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise SqlError(f"a dagger runs exactly one query; found {len(trees)} statements")
+    tree = trees[0]
+    if not isinstance(tree, exp.Query):
+        line, col = position(tree)
+        raise SqlError(f"a dagger query is a SELECT; found {tree.key.upper()}", line=line or 1, col=col or 1)
+    return tree

@@ -1,0 +1,122 @@
+"""Dagger SQL → Spark SQL: each rewrite is a small pure function from AST to AST.
+
+``to_spark`` applies them in order. None of them mutates its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from job.errors import SqlError
+from job.sql.parse import position
+
+UNITS = {
+    "MILLISECOND": "milliseconds", "SECOND": "seconds", "MINUTE": "minutes", "HOUR": "hours",
+    "DAY": "days", "WEEK": "weeks",
+}
+WINDOW_FUNCS = {"TUMBLE", "HOP"}
+WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end"}
+
+
+def fname(node: exp.Expression) -> str:
+    """Return the upper-case name of a function call node ('' for anything else)."""
+    if isinstance(node, exp.Anonymous):
+        return node.name.upper()
+    return node.sql_name().upper() if isinstance(node, exp.Func) else ""
+
+
+def interval_text(node: exp.Expression) -> str:
+    """Return Spark's duration text for ``INTERVAL 'n' UNIT`` (e.g. ``'60 seconds'``).
+
+    Raises SqlError at the node for anything that is not a positive whole interval.
+    """
+    line, col = position(node)
+    if not isinstance(node, exp.Interval):
+        raise SqlError(f"expected INTERVAL 'n' UNIT, found {node.sql()}", line=line, col=col)
+    unit = (node.unit.name if node.unit else "").upper().rstrip("S") if node.unit else ""
+    amount = node.this.name if isinstance(node.this, exp.Literal) else ""
+    if unit not in UNITS:
+        raise SqlError(f"unknown interval unit {unit or '(none)'!r}; use one of {', '.join(UNITS)}",
+                       line=line, col=col)
+    if not amount.strip().isdigit() or int(amount) <= 0:
+        raise SqlError(f"an interval needs a positive whole number, found {amount!r}", line=line, col=col)
+    return f"{int(amount)} {UNITS[unit]}"
+
+
+def window_args(fn: exp.Anonymous) -> tuple[exp.Expression, str, str | None]:
+    """Return (time column, size, slide or None) of a TUMBLE/HOP call or one of its properties."""
+    name, args = fname(fn), fn.expressions
+    hop = name.startswith("HOP")
+    want = 3 if hop else 2
+    if len(args) != want:
+        line, col = position(fn)
+        usage = f"{name}(rowtime, INTERVAL slide, INTERVAL size)" if hop else f"{name}(rowtime, INTERVAL 'n' unit)"
+        raise SqlError(f"{name} takes {want} arguments: {usage}", line=line, col=col)
+    if hop:  # Flink's HOP is (time, slide, size); Spark's window() is (time, size, slide)
+        return args[0], interval_text(args[2]), interval_text(args[1])
+    return args[0], interval_text(args[1]), None
+
+
+def _spark_window(fn: exp.Anonymous) -> exp.Anonymous:
+    time_col, size, slide = window_args(fn)
+    args = [time_col.copy(), exp.Literal.string(size)]
+    if slide is not None:
+        args.append(exp.Literal.string(slide))
+    return exp.Anonymous(this="window", expressions=args)
+
+
+def rewrite_group_windows(tree: exp.Expression) -> exp.Expression:
+    """``GROUP BY TUMBLE(t, INTERVAL '60' SECOND)`` → ``GROUP BY window(t, '60 seconds')``;
+    ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_FUNCS:
+            return _spark_window(node)
+        return node
+
+    return tree.transform(visit)
+
+
+def rewrite_window_properties(tree: exp.Expression) -> exp.Expression:
+    """``TUMBLE_START(...)``/``HOP_START(...)`` → ``window.start``; ``*_END`` → ``window.end``."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_PROPERTIES:
+            window_args(node)  # validates the arguments
+            return exp.column(WINDOW_PROPERTIES[fname(node)], table="window")
+        return node
+
+    return tree.transform(visit)
+
+
+def rewrite_distinct_count(tree: exp.Expression) -> exp.Expression:
+    """``DistinctCount(x)`` → ``size(collect_set(x))`` (Spark streams reject COUNT(DISTINCT))."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and fname(node) == "DISTINCTCOUNT":
+            if len(node.expressions) != 1:
+                line, col = position(node)
+                raise SqlError("DistinctCount takes one argument", line=line, col=col)
+            inner = exp.Anonymous(this="collect_set", expressions=[node.expressions[0].copy()])
+            return exp.Anonymous(this="size", expressions=[inner])
+        return node
+
+    return tree.transform(visit)
+
+
+REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    rewrite_window_properties,
+    rewrite_group_windows,
+    rewrite_distinct_count,
+]
+
+
+def to_spark(tree: exp.Expression) -> exp.Expression:
+    """Apply every rewrite in order; return a new tree."""
+    for rewrite in REWRITES:
+        tree = rewrite(tree)
+    return tree
+
+
+def render(tree: exp.Expression) -> str:
+    """Return Spark SQL text for a rewritten tree (function names keep their case)."""
+    return tree.sql(dialect="spark", normalize_functions=False)

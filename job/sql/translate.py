@@ -1,0 +1,46 @@
+"""Translate a Dagger SQL query into Spark SQL for a given set of stream tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from job.sql import validate
+from job.sql.parse import parse
+from job.sql.rewrite import render, to_spark, window_args
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The result of translating one query."""
+
+    dagger_sql: str
+    spark_sql: str
+    columns: dict[str, list[str]]  # stream table -> the columns the query reads, sorted
+    aggregates: bool  # whether results are emitted per window (append after the watermark)
+    window: tuple[str, str | None] | None = None  # (size, slide) of the outermost window
+    notes: list[str] = field(default_factory=list)
+
+
+def translate(sql: str, tables: Mapping[str, set[str]]) -> Translation:
+    """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
+
+    Raises SqlError with line and column for a query that does not parse, reads an unknown table,
+    column or function, or aggregates a stream without a window.
+    """
+    tree = parse(sql)
+    validate.check_functions(tree)
+    validate.check_tables(tree, tables)
+    used = validate.check_columns(tree, tables)
+    validate.check_windows(tree)
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    window = validate.group_window(select) if select is not None else None
+    return Translation(
+        dagger_sql=sql,
+        spark_sql=render(to_spark(tree)),
+        columns={t: sorted(c) for t, c in used.items()},
+        aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
+        window=window_args(window)[1:] if window is not None else None,
+    )

@@ -1,0 +1,148 @@
+"""Checks that run before Spark starts, each raising SqlError with a line and column."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from job.errors import SqlError
+from job.sql.catalog import DAGGER_FUNCTIONS, dagger_kind, is_known
+from job.sql.parse import position
+from job.sql.rewrite import WINDOW_FUNCS, WINDOW_PROPERTIES, fname, window_args
+
+TIME_COLUMN = "rowtime"
+
+
+def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
+    line, col = position(node)
+    return SqlError(message, line=line, col=col, hint=hint)
+
+
+def check_functions(tree: exp.Expression) -> None:
+    """Every called function must be a Spark built-in or a Dagger function."""
+    for node in tree.find_all(exp.Anonymous):
+        if not is_known(node.name):
+            near = [f.name for f in DAGGER_FUNCTIONS.values() if f.name.lower()[:3] == node.name.lower()[:3]]
+            raise _fail(f"unknown function {node.name}", node,
+                        hint=f"did you mean {', '.join(near)}?" if near else None)
+    for count in tree.find_all(exp.Count):
+        if isinstance(count.this, exp.Distinct):
+            raise _fail("COUNT(DISTINCT ...) is not available on streams", count,
+                        hint="use DistinctCount(x)")
+
+
+def cte_and_subquery_names(tree: exp.Expression) -> set[str]:
+    """Return the names that CTEs and aliased subqueries define."""
+    names = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    names |= {sq.alias_or_name for sq in tree.find_all(exp.Subquery) if sq.alias_or_name}
+    return names
+
+
+def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
+    """Every table read must be one of the dagger's streams (or a CTE/subquery of the query)."""
+    local = cte_and_subquery_names(tree)
+    for table in tree.find_all(exp.Table):
+        if table.name not in tables and table.name not in local:
+            raise _fail(f"unknown table {table.name}; this dagger's streams are {', '.join(sorted(tables))}",
+                        table)
+
+
+def _aliases(tree: exp.Expression) -> dict[str, str]:
+    """Map each table alias (and table name) in FROM/JOIN to its stream table."""
+    out: dict[str, str] = {}
+    for table in tree.find_all(exp.Table):
+        out[table.name] = table.name
+        if table.alias:
+            out[table.alias] = table.name
+    return out
+
+
+def check_columns(tree: exp.Expression, tables: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Every column must exist in a stream (or be a SELECT alias or ``rowtime``).
+
+    Returns the columns used per stream table. Queries with subqueries or CTEs are checked only
+    for names that exist nowhere (Spark resolves their scopes).
+    """
+    aliases = _aliases(tree)
+    select_aliases = {e.alias for e in tree.find_all(exp.Alias) if e.alias}
+    nested = bool(cte_and_subquery_names(tree)) or any(True for _ in tree.find_all(exp.Subquery))
+    used: dict[str, set[str]] = {name: set() for name in tables}
+    for col in tree.find_all(exp.Column):
+        if isinstance(col.parent, exp.Dot) and col.parent.this is col and col.table == "window":
+            continue
+        name, qual = col.name, col.table
+        if qual and qual == "window":
+            continue
+        if qual:
+            table = aliases.get(qual)
+            if table is None or table not in tables:
+                if nested:
+                    continue
+                raise _fail(f"unknown table or alias {qual} in {qual}.{name}", col)
+            if name != TIME_COLUMN and name not in tables[table]:
+                raise _fail(f"table {table} has no column {name}", col,
+                            hint=_suggest(name, tables[table]))
+            used[table].add(name)
+            continue
+        owners = [t for t, cols in tables.items() if name in cols]
+        if name == TIME_COLUMN:
+            continue
+        if len(owners) > 1:
+            raise _fail(f"column {name} is in {' and '.join(owners)}; qualify it", col)
+        if owners:
+            used[owners[0]].add(name)
+        elif name not in select_aliases:
+            all_cols = set().union(*tables.values()) if tables else set()
+            raise _fail(f"unknown column {name}", col, hint=_suggest(name, all_cols))
+    return used
+
+
+def _suggest(name: str, options: set[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(options), n=3)
+    return f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(sorted(options))}"
+
+
+def has_aggregate(select: exp.Select) -> bool:
+    """Return whether a SELECT aggregates (GROUP BY, or an aggregate function in its list)."""
+    if select.args.get("group"):
+        return True
+    for node in select.expressions:
+        for sub in node.walk():
+            if isinstance(sub, exp.AggFunc) or (isinstance(sub, exp.Anonymous)
+                                                and dagger_kind(sub.name) == "aggregate"):
+                return True
+    return False
+
+
+def group_window(select: exp.Select) -> exp.Anonymous | None:
+    """Return the TUMBLE/HOP call in a SELECT's GROUP BY, if any."""
+    group = select.args.get("group")
+    if not group:
+        return None
+    for item in group.expressions:
+        if isinstance(item, exp.Anonymous) and fname(item) in WINDOW_FUNCS:
+            return item
+    return None
+
+
+def check_windows(tree: exp.Expression) -> None:
+    """A streaming aggregation needs a window; window properties must match the GROUP BY window."""
+    for select in tree.find_all(exp.Select):
+        props = [n for n in select.expressions for n in n.walk()
+                 if isinstance(n, exp.Anonymous) and fname(n) in WINDOW_PROPERTIES]
+        window = group_window(select)
+        if has_aggregate(select) and window is None:
+            group = select.args.get("group")
+            target = group.expressions[0] if group and group.expressions else select
+            raise _fail("an aggregation over a stream needs a window in GROUP BY", target,
+                        hint="add TUMBLE(rowtime, INTERVAL '60' SECOND) to the GROUP BY")
+        if props and window is None:
+            raise _fail(f"{fname(props[0])} needs a TUMBLE or HOP window in GROUP BY", props[0])
+        for prop in props:
+            family = "HOP" if fname(prop).startswith("HOP") else "TUMBLE"
+            if window is not None and (fname(window) != family or window_args(prop)[1:] != window_args(window)[1:]):
+                raise _fail(f"{fname(prop)} must name the same window as the GROUP BY "
+                            f"({window.sql(dialect='spark')})", prop)
