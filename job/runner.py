@@ -28,6 +28,7 @@ from job.plan import DaggerPlan
 from job.sinks import Sink, build_sinks
 from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
 from job.spark_session import build_session
+from job.sql.rewrite import BARRIER_COLUMN
 
 log = logging.getLogger("daggers.runner")
 
@@ -83,6 +84,7 @@ class DaggerJob:
         self.query: StreamingQuery | None = None
         self.progress = self._load_progress()
         self._lock = threading.Lock()
+        self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
 
     # ---- status file --------------------------------------------------------------------------
@@ -107,7 +109,11 @@ class DaggerJob:
     def _on_progress(self, p: dict[str, Any]) -> None:
         if self.query is None or p.get("id") != str(self.query.id):
             return
+        key = (str(p.get("runId")), int(p.get("batchId", -1)))
         with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
             pr = self.progress
             pr.batches += 1
             pr.last_batch_id = int(p.get("batchId", -1))
@@ -140,7 +146,9 @@ class DaggerJob:
         if stream.timestamp_kind == "int64":
             ts = F.timestamp_millis(ts)
         delay = f"{self.plan.spec.watermark_delay_ms} milliseconds"
-        return df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
+        watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
+        # See job.sql.rewrite.add_watermark_barrier: keeps the WHERE above the watermark.
+        return watermarked.withColumn(BARRIER_COLUMN, F.rand())
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
         table = df.toArrow()
@@ -160,6 +168,8 @@ class DaggerJob:
         for i, stream in enumerate(self.plan.streams):
             self._stream_frame(i).createOrReplaceTempView(stream.table)
         result = self.spark.sql(self.plan.translation.spark_sql)
+        if BARRIER_COLUMN in result.columns:  # SELECT * would carry it to the sinks
+            result = result.drop(BARRIER_COLUMN)
         interval = self.plan.spec.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
         writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
                   .outputMode("append")
@@ -171,10 +181,19 @@ class DaggerJob:
         self.query = writer.start()
         return self.query
 
+    def sync_progress(self) -> None:
+        """Count every batch the query reported, including those whose listener event has not arrived
+        (listener events are asynchronous)."""
+        if self.query is None:
+            return
+        for p in self.query.recentProgress:
+            self._on_progress(json.loads(p.json) if hasattr(p, "json") else dict(p))
+
     def stop(self) -> None:
         """Stop the query gracefully (the current batch is re-run from the checkpoint next time)."""
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        self.sync_progress()
         for sink in self.sinks:
             sink.close()
 

@@ -59,6 +59,18 @@ class StreamSpec(_Model):
             raise ValueError(f"{v!r} is not a plain identifier (letters, digits, _)")
         return v
 
+    @field_validator("start_from", mode="before")
+    @classmethod
+    def _start_text(cls, v: Any) -> Any:
+        """YAML reads an unquoted time as a datetime and a number as an int: take both."""
+        from datetime import datetime
+
+        if isinstance(v, datetime):
+            return v.isoformat()
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v
+
     @field_validator("start_from")
     @classmethod
     def _start(cls, v: str) -> str:
@@ -211,8 +223,36 @@ def format_validation(err: ValidationError, node: yaml.Node | None = None, sourc
     return "\n".join(lines)
 
 
-def parse_spec(text: str, source: str = "spec") -> DaggerSpec:
-    """Parse and validate YAML text; raise SpecError naming each bad field and its line."""
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = "spec") -> str:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values (secrets stay out of files).
+
+    Raises SpecError naming the line of a variable that is unset and has no default.
+    """
+    import os
+
+    values = os.environ if env is None else env
+    out = []
+    for lineno, line in enumerate(text.splitlines(keepends=True), start=1):
+        def sub(m: re.Match[str], lineno: int = lineno) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in values:
+                return values[name]
+            if default is not None:
+                return default
+            raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)")
+        out.append(_ENV_RE.sub(sub, line))
+    return "".join(out)
+
+
+def parse_spec(text: str, source: str = "spec", env: dict[str, str] | None = None) -> DaggerSpec:
+    """Parse and validate YAML text; raise SpecError naming each bad field and its line.
+
+    ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment).
+    """
+    text = interpolate_env(text, env, source)
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +43,8 @@ from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder, gc_paused
 from job.schema.registry import SchemaRegistry
 from job.sources import offsets as kofs
+
+log = logging.getLogger("daggers.source.kafka")
 
 SOURCE_NAME = "dagger_kafka"
 FETCH_BATCH = 10_000  # records decoded per Arrow batch
@@ -185,12 +188,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         end = self._target or self._ends()
-        begin = kofs.beginning_offsets(self._consumer(), self._partitions()) if _has_new(start, end) else {}
+        behind = _ahead_of_end(start, end)
+        begin = (kofs.beginning_offsets(self._consumer(), self._partitions())
+                 if _has_new(start, end) or behind else {})
         merged: kofs.Offsets = {}
         for topic, parts in end.items():
             for part, hi in parts.items():
                 lo = start.get(topic, {}).get(part, begin.get(topic, {}).get(part, 0))
+                if (topic, part) in behind:
+                    # The topic holds fewer records than the checkpoint has read: it was deleted and
+                    # made again. Like auto.offset.reset=earliest, go back to its first record.
+                    log.warning("%s[%s]: checkpoint offset %d is past the end %d; the topic was recreated, "
+                                "reading it again from its beginning", topic, part, lo, hi)
+                    merged.setdefault(topic, {})[part] = begin[topic][part]
+                    continue
                 merged.setdefault(topic, {})[part] = max(hi, lo)
+        if behind:
+            return merged
         full_start = {t: {p: start.get(t, {}).get(p, begin.get(t, {}).get(p, 0)) for p in ps}
                       for t, ps in merged.items()}
         if isinstance(limit, ReadMaxRows):
@@ -220,6 +234,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = None
 
 
+def _ahead_of_end(start: dict, end: kofs.Offsets) -> set[tuple[str, str]]:
+    return {(t, p) for t, ps in end.items() for p, hi in ps.items() if start.get(t, {}).get(p, 0) > hi}
+
+
 def _has_new(start: dict, end: kofs.Offsets) -> bool:
     return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
 
@@ -244,7 +262,7 @@ def _executor_consumer(cfg: SourceConfig) -> Consumer:
             "fetch.wait.max.ms": 100,
             "queued.max.messages.kbytes": 262144,
             "receive.message.max.bytes": 1_000_000_000,
-            "log_level": 3,
+            "log_level": 2,
             **(cfg.consumer_config or {}),
         })
         _CONSUMERS[key] = consumer

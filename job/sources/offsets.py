@@ -33,7 +33,7 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
         "fetch.max.bytes": 1024 * 1024,
         "max.partition.fetch.bytes": 64 * 1024,
         "socket.timeout.ms": 10000,
-        "log_level": 3,
+        "log_level": 2,
         **(extra or {}),
     }
     return Consumer(conf)

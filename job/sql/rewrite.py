@@ -103,6 +103,33 @@ def rewrite_distinct_count(tree: exp.Expression) -> exp.Expression:
     return tree.transform(visit)
 
 
+BARRIER_COLUMN = "__dagger_wm"
+
+
+def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expression:
+    """``WHERE c`` → ``WHERE (c) AND <stream>.__dagger_wm >= 0`` for each stream read directly.
+
+    Spark pushes a WHERE that does not touch the event time below the watermark, so the watermark
+    would follow only the rows the query keeps. Each stream's view carries ``__dagger_wm = rand()``;
+    a filter that reads it cannot pass that non-deterministic projection, so the watermark (like
+    Flink's) follows every event of the stream.
+    """
+    tree = tree.copy()
+    for select in tree.find_all(exp.Select):
+        where = select.args.get("where")
+        if where is None:
+            continue
+        sources = [select.args.get("from_") or select.args.get("from")] + list(select.args.get("joins") or [])
+        refs = [t for src in sources if src is not None for t in [src.this] if isinstance(t, exp.Table)
+                and t.name in streams]
+        cond = where.this
+        for table in refs:
+            guard = exp.GTE(this=exp.column(BARRIER_COLUMN, table=table.alias_or_name), expression=exp.Literal.number(0))
+            cond = exp.And(this=exp.paren(cond) if isinstance(cond, exp.Or) else cond, expression=guard)
+        select.set("where", exp.Where(this=cond))
+    return tree
+
+
 REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
     rewrite_window_properties,
     rewrite_group_windows,

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from job.sql import validate
 from job.sql.parse import parse
-from job.sql.rewrite import render, to_spark, window_args
+from job.sql.rewrite import add_watermark_barrier, render, to_spark, window_args
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def translate(sql: str, tables: Mapping[str, set[str]]) -> Translation:
     window = validate.group_window(select) if select is not None else None
     return Translation(
         dagger_sql=sql,
-        spark_sql=render(to_spark(tree)),
+        spark_sql=render(add_watermark_barrier(to_spark(tree), set(tables))),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,

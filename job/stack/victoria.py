@@ -1,0 +1,78 @@
+"""VictoriaMetrics (Debian's ``victoria-metrics``) as a local service."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import requests
+
+from job.stack.errors import StackError
+from job.stack.process import ManagedProcess
+
+VICTORIA = "/usr/bin/victoria-metrics"
+
+
+def victoria_binary() -> str:
+    """Return the path of ``victoria-metrics``.
+
+    Raises:
+        StackError: it is not installed (Debian package ``victoria-metrics``).
+    """
+    if Path(VICTORIA).is_file():
+        return VICTORIA
+    found = shutil.which("victoria-metrics")
+    if found:
+        return found
+    raise StackError("victoria-metrics was not found (Debian: apt-get install victoria-metrics)")
+
+
+class VictoriaServer:
+    """``victoria-metrics -httpListenAddr 127.0.0.1:<port> -storageDataPath <root>/data``.
+
+    ``root`` holds ``data/``, ``victoria-metrics.log`` and ``victoria-metrics.pid``.
+    """
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = Path(root)
+        self.port = port
+        self.process = ManagedProcess(
+            "VictoriaMetrics",
+            [
+                victoria_binary(),
+                f"-httpListenAddr=127.0.0.1:{port}",
+                f"-storageDataPath={self.root / 'data'}",
+            ],
+            log_path=self.root / "victoria-metrics.log",
+            pid_path=self.root / "victoria-metrics.pid",
+        )
+
+    @property
+    def url(self) -> str:
+        """The HTTP base URL, ``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        """Return True when ``GET /health`` answers 200."""
+        try:
+            return requests.get(f"{self.url}/health", timeout=timeout).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start VictoriaMetrics and wait until ``/health`` answers; on failure stop it again.
+
+        Raises:
+            StackError: it exits or is not healthy within ``timeout`` seconds (with the log's last lines).
+        """
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        try:
+            self.process.wait_healthy(lambda: self.healthy(1.0), timeout)
+        except BaseException:
+            self.process.stop(timeout=5.0)
+            raise
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop VictoriaMetrics and wait until it is gone."""
+        self.process.stop(timeout)

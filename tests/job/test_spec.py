@@ -1,0 +1,90 @@
+"""The spec model: valid specs load; each bad value is named with its field and line."""
+
+from __future__ import annotations
+
+import pytest
+
+from job.errors import SpecError
+from job.spec import DaggerSpec, InfluxSinkSpec, interpolate_env, load_spec, parse_spec
+
+GOOD = """name: bookings-per-s2
+streams:
+  - table: data_stream
+    topics: [booking-log]
+    proto_class: daggers.events.BookingLog
+    timestamp_field: event_timestamp
+    bootstrap_servers: 127.0.0.1:9092
+    group: g1
+sql: SELECT 1
+sink:
+  type: influx
+  database: daggers
+  measurement: m
+  password: ${INFLUX_PASSWORD:-s3cret}
+"""
+
+
+def test_good_spec_loads_with_defaults() -> None:
+    spec = parse_spec(GOOD, "good.yaml")
+    assert isinstance(spec, DaggerSpec)
+    assert spec.streams[0].start_from == "earliest"
+    assert spec.watermark_delay_ms == 10_000
+    sink = spec.sinks[0]
+    assert isinstance(sink, InfluxSinkSpec) and sink.api == "v1" and sink.batch_size == 5000
+    assert sink.password is not None and sink.password.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(spec) and "s3cret" not in spec.model_dump_json()
+
+
+def test_every_bad_field_is_named_with_its_line() -> None:
+    bad = GOOD.replace("name: bookings-per-s2", "name: Bad_Name").replace("topics: [booking-log]", "topics: []") \
+        .replace("127.0.0.1:9092", "localhost").replace("group: g1", "group: g1\n    start_from: yesterday")
+    with pytest.raises(SpecError) as info:
+        parse_spec(bad, "bad.yaml")
+    assert str(info.value).splitlines() == [
+        "bad.yaml:1: name: 'Bad_Name' must be 2-63 lower-case letters, digits or dashes, starting with a letter",
+        "bad.yaml:4: streams[0].topics: List should have at least 1 item after validation, not 0",
+        "bad.yaml:7: streams[0].bootstrap_servers: 'localhost' is not host:port",
+        "bad.yaml:9: streams[0].start_from: start_from 'yesterday' is not earliest, latest, an ISO 8601 time or "
+        "epoch ms",
+    ]
+
+
+def test_sink_errors_and_unknown_keys() -> None:
+    bad = GOOD.replace("  database: daggers\n", "").replace("  measurement: m", "  measurement: m\n  colour: red")
+    with pytest.raises(SpecError) as info:
+        parse_spec(bad, "s.yaml")
+    text = str(info.value)
+    assert "s.yaml:13: sinks[0].colour: Extra inputs are not permitted" in text
+
+
+def test_v1_needs_database() -> None:
+    with pytest.raises(SpecError, match="api v1 needs database"):
+        parse_spec(GOOD.replace("  database: daggers\n", ""), "s.yaml")
+
+
+def test_not_yaml_names_line_and_column() -> None:
+    with pytest.raises(SpecError, match=r"^x.yaml:2:6: not valid YAML"):
+        parse_spec("name: x\n  bad: [", "x.yaml")
+
+
+def test_start_from_time_needs_zone() -> None:
+    with pytest.raises(SpecError, match="has no time zone"):
+        parse_spec(GOOD.replace("group: g1", "group: g1\n    start_from: 2026-01-01T00:00:00"), "t.yaml")
+    spec = parse_spec(GOOD.replace("group: g1", "group: g1\n    start_from: 2026-01-01T00:00:00Z"), "t.yaml")
+    assert spec.streams[0].start_from == "2026-01-01T00:00:00+00:00"
+
+
+def test_env_interpolation() -> None:
+    assert interpolate_env("a: ${X}\nb: ${Y:-d}\n", {"X": "1"}) == "a: 1\nb: d\n"
+    with pytest.raises(SpecError, match=r"^f.yaml:2: environment variable NOPE is not set"):
+        interpolate_env("a: 1\nb: ${NOPE}\n", {}, "f.yaml")
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SpecError, match="no spec file at /nonexistent.yaml"):
+        load_spec("/nonexistent.yaml")
+
+
+def test_examples_are_valid() -> None:
+    for name in ("examples/bookings-per-s2.yaml", "examples/drivers-per-s2.yaml"):
+        assert load_spec(name).name in name

@@ -1,0 +1,251 @@
+"""Pytest fixtures that start REAL local services on ports chosen by the OS.
+
+Load them with ``pytest_plugins = ["tests.services"]`` in ``tests/conftest.py`` (the repository root
+must be on ``sys.path``: ``pythonpath = ["."]`` in pyproject). Every fixture is session scoped, keeps
+its files under a pytest temporary folder (PostgreSQL: a folder of its own under the system temp
+dir, which the ``postgres`` user can reach) and stops its process at the end of the session, also
+when tests fail or the run is interrupted (Ctrl-C, SIGTERM: a handler stops what is left). Brokers,
+InfluxDB and VictoriaMetrics are also started with ``setpriv --pdeathsig KILL``, so even a SIGKILLed
+test run does not leave them behind; PostgreSQL (daemonized by ``pg_ctl``) can outlive a SIGKILL.
+
+Fixtures: ``tansu_broker`` and ``noida_broker`` (bootstrap strings), ``broker`` (both kinds, as a
+:class:`BrokerHandle`), ``influxdb`` (:class:`InfluxHandle`), ``victoria_metrics``
+(:class:`VictoriaHandle`), ``postgres`` (:class:`PostgresHandle`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pytest
+import requests
+
+from job.stack.broker import BrokerKind, NoidaBroker, TansuBroker, create_topic
+from job.stack.errors import StackError
+from job.stack.influx import InfluxServer, influx_query
+from job.stack.influx import create_database as _create_database
+from job.stack.ports import free_port, free_ports
+from job.stack.postgres import PostgresServer
+from job.stack.victoria import VictoriaServer
+
+__all__ = [
+    "BrokerHandle",
+    "InfluxHandle",
+    "PostgresHandle",
+    "VictoriaHandle",
+    "broker",
+    "influxdb",
+    "noida_broker",
+    "postgres",
+    "tansu_broker",
+    "victoria_metrics",
+]
+
+
+class _Server(Protocol):
+    def start(self, timeout: float = ...) -> None: ...
+    def stop(self, timeout: float = ...) -> None: ...
+
+
+S = TypeVar("S", bound=_Server)
+
+#: Servers started by these fixtures and not yet stopped, and folders to remove: cleaned up at
+#: interpreter exit or on SIGTERM as a last resort (fixture teardown normally does it).
+_RUNNING: list[_Server] = []
+_FOLDERS: list[Path] = []
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    while _RUNNING:
+        with contextlib.suppress(Exception):
+            _RUNNING.pop().stop(5.0)
+    while _FOLDERS:
+        shutil.rmtree(_FOLDERS.pop(), ignore_errors=True)
+
+
+def _on_sigterm(signum: int, _frame: object) -> None:
+    """Stop our services when the test run is terminated, then die of SIGTERM as before."""
+    _stop_leftovers()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _guard_against_sigterm() -> None:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+        signal.SIG_DFL,
+        None,
+    ):
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _start(make: Callable[[], S], attempts: int = 3) -> S:
+    """Start ``make()``; when it exits at once (another program took its port first) try new ports."""
+    _guard_against_sigterm()
+    for attempt in range(attempts):
+        server = make()
+        process = getattr(server, "process", None)
+        if process is not None:  # PostgreSQL is daemonized by pg_ctl and has no ManagedProcess
+            process.die_with_parent = True
+        try:
+            server.start()
+        except StackError as exc:
+            if attempt == attempts - 1 or "exited" not in str(exc):
+                raise
+            continue
+        _RUNNING.append(server)
+        return server
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _serving(make: Callable[[], S]) -> Iterator[S]:
+    server = _start(make)
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(ValueError):
+            _RUNNING.remove(server)
+        server.stop(10.0)
+
+
+# -- brokers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerHandle:
+    """A running broker: ``kind`` ("tansu" or "noida") and ``bootstrap`` ("127.0.0.1:<port>")."""
+
+    kind: BrokerKind
+    bootstrap: str
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> None:
+        """Create topic ``name`` (idempotent; on noida with ``retention.ms=-1``) and wait until it is visible."""
+        create_topic(self.bootstrap, name, partitions, config, kind=self.kind)
+
+
+@pytest.fixture(scope="session")
+def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Tansu broker (memory storage); yields its bootstrap string."""
+    root = tmp_path_factory.mktemp("tansu")
+    with _serving(lambda: TansuBroker(root, free_port())) as server:
+        yield server.bootstrap
+
+
+@pytest.fixture(scope="session")
+def noida_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A noida-db broker (data under a temporary folder); yields its bootstrap string.
+
+    Create topics with ``create_topic(..., kind="noida")`` so old records are not deleted.
+    """
+    root = tmp_path_factory.mktemp("noida")
+    with _serving(lambda: NoidaBroker(root, free_port())) as server:
+        yield server.bootstrap
+
+
+@pytest.fixture(scope="session", params=["tansu", "noida"], ids=["tansu", "noida"])
+def broker(request: pytest.FixtureRequest) -> BrokerHandle:
+    """Each broker kind in turn (tests using it run twice); a :class:`BrokerHandle`."""
+    kind: BrokerKind = request.param
+    return BrokerHandle(kind, request.getfixturevalue(f"{kind}_broker"))
+
+
+# -- InfluxDB ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InfluxHandle:
+    """A running influxd 1.6: ``url`` is ``http://127.0.0.1:<port>``."""
+
+    url: str
+
+    def create_database(self, name: str) -> None:
+        """Create database ``name`` (idempotent)."""
+        _create_database(self.url, name)
+
+    def write(self, lines: str, db: str, precision: str = "ns") -> None:
+        """Write line-protocol ``lines`` to ``db`` through ``/write``; raises AssertionError unless 204."""
+        resp = requests.post(
+            f"{self.url}/write", params={"db": db, "precision": precision}, data=lines.encode(), timeout=30
+        )
+        assert resp.status_code == 204, f"InfluxDB /write answered {resp.status_code}: {resp.text}"
+
+    def query(self, q: str, db: str | None = None) -> list[dict[str, Any]]:
+        """Run InfluxQL ``q`` on ``db``; return the series of all results (each a dict with
+        ``name``, ``columns``, ``values`` and maybe ``tags``), ``[]`` when nothing matches.
+
+        Raises StackError when InfluxDB reports an error.
+        """
+        body = influx_query(self.url, q, db)
+        return [series for result in body.get("results", []) for series in result.get("series", [])]
+
+
+@pytest.fixture(scope="session")
+def influxdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfluxHandle]:
+    """An influxd 1.6 with its files under a temporary folder; an :class:`InfluxHandle`."""
+    root = tmp_path_factory.mktemp("influxdb")
+
+    def make() -> InfluxServer:
+        port, bind_port = free_ports(2)
+        return InfluxServer(root, port, bind_port)
+
+    with _serving(make) as server:
+        yield InfluxHandle(server.url)
+
+
+# -- VictoriaMetrics ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VictoriaHandle:
+    """A running VictoriaMetrics: ``url`` is ``http://127.0.0.1:<port>``."""
+
+    url: str
+
+
+@pytest.fixture(scope="session")
+def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaHandle]:
+    """A VictoriaMetrics single node with its data under a temporary folder; a :class:`VictoriaHandle`."""
+    root = tmp_path_factory.mktemp("victoria")
+    with _serving(lambda: VictoriaServer(root, free_port())) as server:
+        yield VictoriaHandle(server.url)
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PostgresHandle:
+    """A running PostgreSQL: ``dsn`` is ``postgresql://postgres@127.0.0.1:<port>/postgres`` (trust auth)."""
+
+    dsn: str
+    port: int
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresHandle]:
+    """A PostgreSQL 15 cluster in a fresh folder under the system temp dir; a :class:`PostgresHandle`.
+
+    pytest's own temp folders are private to the current user, which the ``postgres`` user (needed
+    when tests run as root) could not enter, hence a separate, traversable folder.
+    """
+    base = Path(tempfile.mkdtemp(prefix="daggers-pg-"))
+    os.chmod(base, 0o755)
+    _FOLDERS.append(base)
+    try:
+        with _serving(lambda: PostgresServer(base / "pg", free_port())) as server:
+            yield PostgresHandle(server.dsn, server.port)
+    finally:
+        with contextlib.suppress(ValueError):
+            _FOLDERS.remove(base)
+        shutil.rmtree(base, ignore_errors=True)
