@@ -25,8 +25,8 @@ protos_app = typer.Typer(help="The protobuf schemas in protos/.", no_args_is_hel
 app.add_typer(sql_app, name="sql")
 app.add_typer(protos_app, name="protos")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
@@ -132,7 +132,10 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
                   explain: Annotated[bool, typer.Option(help="Also start Spark and print the plan.")] = False) -> None:
     """Print the Spark SQL a spec's Dagger SQL becomes (and with --explain, Spark's plan)."""
     p = _plan_or_fail(spec, state_dir)
-    out.print(Syntax(p.translation.spark_sql, "sql", word_wrap=True))
+    if out.is_terminal:
+        out.print(Syntax(p.translation.spark_sql, "sql", word_wrap=True))
+    else:  # pipes and scripts get the SQL as one plain line
+        out.print(p.translation.spark_sql, markup=False, highlight=False)
     if explain:
         _explain(p)
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless)
+APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless chromium)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

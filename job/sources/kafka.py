@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -142,6 +142,46 @@ class DaggerKafkaSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(SourceConfig.from_options(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(SourceConfig.from_options(self.options))
+
+
+class KafkaBatchReader(DataSourceReader):
+    """A bounded read for previews: from ``start_from`` to the end offsets at planning time, and at
+    most ``max_records_per_batch`` records per partition (the newest ones)."""
+
+    def __init__(self, cfg: SourceConfig) -> None:
+        self.cfg = cfg
+
+    def partitions(self) -> list[InputPartition]:
+        consumer = kofs.driver_consumer(self.cfg.bootstrap_servers, self.cfg.consumer_config)
+        try:
+            tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.bootstrap_servers)
+            ends = kofs.end_offsets(consumer, tps)
+            how = self.cfg.start_from.strip().lower()
+            if how == "latest":
+                starts = ends
+            elif how == "earliest":
+                starts = kofs.beginning_offsets(consumer, tps)
+            else:
+                starts = kofs.offsets_for_time(consumer, tps, kofs.parse_start_time(self.cfg.start_from), ends)
+        finally:
+            consumer.close()
+        cap = self.cfg.max_records_per_batch
+        out: list[InputPartition] = []
+        for topic, parts in ends.items():
+            for part, hi in parts.items():
+                lo = starts.get(topic, {}).get(part, hi)
+                if cap > 0:
+                    lo = max(lo, hi - cap)
+                if lo < hi:
+                    out.append(OffsetRange(topic, int(part), lo, hi))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        yield from read_range(self.cfg, partition)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

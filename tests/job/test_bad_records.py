@@ -1,0 +1,67 @@
+"""Bad records: `skip` keeps every good record around a bad one and counts the bad ones (with their
+bytes kept); `fail` stops with the topic, partition and offset of the first bad record."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from confluent_kafka import Producer
+
+from job.errors import DaggerError
+from job.plan import plan
+from job.produce.generator import generate
+from job.produce.producer import corrupt
+from job.runner import run_foreground
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def _send(bootstrap: str, topic: str, payloads: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for value in payloads:
+        producer.produce(topic, value, partition=0)
+    producer.flush()
+
+
+def test_skip_keeps_good_records_and_counts_bad_ones(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("bad"), unique("db").replace("-", "_")
+    influxdb.create_database(db)
+    batch = generate("booking", 2000, seed=8, start=T0, duration_s=180)
+    closing = generate("booking", 1, seed=9, start=T0 + timedelta(minutes=30), duration_s=1)
+    payloads, bad = corrupt(list(batch.payloads), 0.02, seed=4)
+    _send(tansu_broker, topic, payloads + closing.payloads)
+    spec, _ = make_spec(name=unique("bad"), bootstrap=tansu_broker, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="skip")
+    progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    good_rows = [r for i, r in enumerate(batch.table.to_pylist()) if i not in set(bad)]
+    got = influx_points(influxdb, db, "m", "num_of_bookings", ["tag_city_id", "tag_s2id", "tag_vehicle_type"])
+    assert len(bad) == 40
+    assert got == expected_bookings(good_rows)
+    assert progress.bad_records == 40
+    assert progress.input_rows == 2001 - 40
+    kept = [json.loads(line) for f in (tmp_path / "ckpt" / "bad_records").glob("*.jsonl")
+            for line in f.read_text().splitlines()]
+    assert sorted(r["offset"] for r in kept) == sorted(bad)  # partition 0: offset == position
+    assert all(base64.b64decode(r["value_b64"]) == payloads[r["offset"]] for r in kept)  # nothing lost
+
+
+def test_fail_names_topic_partition_and_offset(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("bad"), unique("db").replace("-", "_")
+    influxdb.create_database(db)
+    batch = generate("booking", 50, seed=8, start=T0, duration_s=60)
+    payloads = list(batch.payloads)
+    payloads[17] = b"\x0a\xff\xff\xff"  # a length past the end
+    _send(tansu_broker, topic, payloads)
+    spec, _ = make_spec(name=unique("bad"), bootstrap=tansu_broker, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="fail")
+    with pytest.raises(DaggerError) as info:
+        run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    assert info.value.title == "Bad record"
+    assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in info.value.message

@@ -1,0 +1,42 @@
+"""Preview runs a dagger's SQL over the recent records of its topics, as a bounded batch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from job.preview import preview
+from job.produce.generator import generate
+from job.produce.producer import produce
+from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique
+
+pytestmark = pytest.mark.integration
+
+
+def test_preview_shows_windows_of_the_last_minutes(spark, tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = unique("preview")
+    now = datetime.now(UTC).replace(microsecond=0)
+    old = generate("booking", 500, seed=1, start=now - timedelta(hours=3), duration_s=60)
+    recent = generate("booking", 800, seed=2, start=now - timedelta(minutes=2), duration_s=90)
+    produce(tansu_broker, topic, [old, recent], partitions=2, progress=False)
+    spec, _ = make_spec(name=unique("pv"), bootstrap=tansu_broker, topic=topic, proto_class="daggers.events.BookingLog",
+                        sql=BOOKINGS_SQL, influx_url="http://127.0.0.1:9", db="unused", measurement="m",
+                        checkpoint=tmp_path / "never")
+    table = preview(spec, minutes=30, limit=10_000, spark=spark)
+    got = {(int(r["window_timestamp"].timestamp()), str(r["tag_city_id"]), r["tag_s2id"], r["tag_vehicle_type"]):
+           r["num_of_bookings"] for r in table.to_pylist()}
+    assert got == expected_bookings(recent.table.to_pylist())  # only the recent events, open windows included
+    assert not (tmp_path / "never").exists()  # no checkpoint, nothing deployed
+
+
+def test_preview_limit(spark, tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = unique("preview")
+    now = datetime.now(UTC)
+    produce(tansu_broker, topic, generate("booking", 300, seed=3, start=now - timedelta(minutes=1), duration_s=30),
+            progress=False)
+    spec, _ = make_spec(name=unique("pv"), bootstrap=tansu_broker, topic=topic, proto_class="daggers.events.BookingLog",
+                        sql="SELECT order_number, city_id FROM data_stream", influx_url="http://127.0.0.1:9",
+                        db="unused", measurement="m", checkpoint=tmp_path / "never")
+    table = preview(spec, minutes=5, limit=7, spark=spark)
+    assert table.num_rows == 7 and table.column_names == ["order_number", "city_id"]
