@@ -300,6 +300,11 @@ def _executor_consumer(cfg: SourceConfig) -> Consumer:
             "auto.offset.reset": "earliest",
             "fetch.min.bytes": 1,
             "fetch.wait.max.ms": 100,
+            # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
+            # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "queued.min.messages": 500_000,
             "queued.max.messages.kbytes": 262144,
             "receive.message.max.bytes": 1_000_000_000,
             "log_level": 2,
