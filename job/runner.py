@@ -29,6 +29,7 @@ from job.sinks import Sink, build_sinks
 from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
 from job.spark_session import build_session
 from job.sql.rewrite import BARRIER_COLUMN
+from job.transform import apply_output_transformers, apply_stream_transformers
 
 log = logging.getLogger("daggers.runner")
 
@@ -147,6 +148,7 @@ class DaggerJob:
             ts = F.timestamp_millis(ts)
         delay = f"{self.plan.spec.watermark_delay_ms} milliseconds"
         watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
+        watermarked = apply_stream_transformers(watermarked, self.plan.spec.streams[index])
         # See job.sql.rewrite.add_watermark_barrier: keeps the WHERE above the watermark.
         return watermarked.withColumn(BARRIER_COLUMN, F.rand())
 
@@ -170,6 +172,7 @@ class DaggerJob:
         result = self.spark.sql(self.plan.translation.spark_sql)
         if BARRIER_COLUMN in result.columns:  # SELECT * would carry it to the sinks
             result = result.drop(BARRIER_COLUMN)
+        result = apply_output_transformers(result, self.plan.spec)
         interval = self.plan.spec.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
         writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
                   .outputMode("append")
