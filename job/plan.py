@@ -36,6 +36,7 @@ class DaggerPlan:
 
     @property
     def bad_records_dir(self) -> Path:
+        """The folder holding every stream's bad-record files (one sub-folder per table)."""
         return self.checkpoint / "bad_records"
 
 
@@ -77,8 +78,10 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 start_from=stream.start_from,
                 max_records_per_batch=stream.max_records_per_batch,
                 bad_records=stream.bad_records,
-                bad_records_dir=str(checkpoint / "bad_records"),
+                bad_records_dir=str(checkpoint / "bad_records" / stream.table),
                 consumer_config=dict(stream.consumer_config),
+                max_outage_s=stream.max_outage_s,
+                dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
             ),
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint)

@@ -20,12 +20,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
 from job.functions.spark_udfs import register_functions
 from job.plan import DaggerPlan
 from job.sinks import Sink, build_sinks
+from job.sinks.base import start_sinks
 from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
 from job.spark_session import build_session
 from job.sql.rewrite import BARRIER_COLUMN
@@ -158,12 +160,10 @@ class DaggerJob:
             sink.write(table, batch_id)
 
     def start(self, *, available_now: bool = False, trigger_interval_s: float | None = None) -> StreamingQuery:
-        """Open the sinks, start the streaming query and return it.
+        """Start the streaming query and return it; the sinks are opened and bound to the result schema first.
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
-        for sink in self.sinks:
-            sink.open()
         self.spark.dataSource.register(DaggerKafkaSource)
         register_functions(self.spark)
         self.spark.streams.addListener(_Listener(self._on_progress))
@@ -173,6 +173,8 @@ class DaggerJob:
         if BARRIER_COLUMN in result.columns:  # SELECT * would carry it to the sinks
             result = result.drop(BARRIER_COLUMN)
         result = apply_output_transformers(result, self.plan.spec)
+        # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
+        start_sinks(self.sinks, to_arrow_schema(result.schema, timezone="UTC"))
         interval = self.plan.spec.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
         writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
                   .outputMode("append")

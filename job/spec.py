@@ -43,10 +43,18 @@ class StreamSpec(_Model):
     start_from: str = Field(
         default="earliest",
         description="Where a new job starts: earliest, latest, or a time (ISO 8601 with zone, or epoch ms).")
-    bad_records: Literal["fail", "skip"] = Field(
+    bad_records: Literal["fail", "skip", "dead-letter"] = Field(
         default="skip",
         description="A record that does not decode: fail stops the job naming topic/partition/offset; "
-                    "skip leaves it out, counts it and keeps its bytes under the checkpoint.")
+                    "skip leaves it out, counts it and keeps its bytes under the checkpoint; dead-letter "
+                    "also publishes it (raw bytes, with topic/partition/offset/error headers) to "
+                    "dead_letter_topic.")
+    dead_letter_topic: str | None = Field(
+        default=None, description="Topic for bad records with bad_records: dead-letter "
+                                  "(default: <dagger name>-<table>-dead-letter), on the same cluster.")
+    max_outage_s: float = Field(
+        default=600.0, gt=0, description="How long the broker may be unreachable before the job stops "
+                                         "with an error; until then it waits and retries.")
     max_records_per_batch: int = Field(
         default=500_000, ge=0, description="Records per micro-batch at most, shared across partitions (0: all).")
     consumer_config: dict[str, str] = Field(
@@ -94,7 +102,44 @@ class StreamSpec(_Model):
         return v
 
 
-class InfluxSinkSpec(_Model):
+def _check_bootstrap(v: str) -> str:
+    """Return ``v`` when every comma-separated part is ``host:port``; raise ValueError naming the bad part."""
+    for part in v.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"{part.strip()!r} is not host:port")
+    return v
+
+
+def _check_columns(v: list[str] | None) -> list[str] | None:
+    """Return ``v`` when its names are plain identifiers without repeats; raise ValueError otherwise."""
+    if v is None:
+        return v
+    for name in v:
+        if not IDENT_RE.match(name):
+            raise ValueError(f"{name!r} is not a column name (letters, digits, _)")
+    if len(set(v)) != len(v):
+        raise ValueError(f"a column is named twice in {v}")
+    return v
+
+
+class _SinkModel(_Model):
+    """Settings every sink has."""
+
+    name: str | None = Field(
+        default=None,
+        description="The sink's name in metrics and logs (default: its type, numbered when a dagger has "
+                    "several sinks of one type).")
+
+    @field_validator("name")
+    @classmethod
+    def _sink_name(cls, v: str | None) -> str | None:
+        if v is not None and not NAME_RE.match(v):
+            raise ValueError(f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter")
+        return v
+
+
+class InfluxSinkSpec(_SinkModel):
     """Writes each row as an InfluxDB point: window_timestamp is the time, tag_*/label_* are tags."""
 
     type: Literal["influx"]
@@ -112,6 +157,7 @@ class InfluxSinkSpec(_Model):
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Points per HTTP write.")
     flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
     max_retries: int = Field(default=8, ge=0, description="Retries of a failed write, with exponential back-off.")
+    timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried.")
     create_database: bool = Field(default=False, description="v1: create the database when it is missing.")
 
     @model_validator(mode="after")
@@ -123,14 +169,104 @@ class InfluxSinkSpec(_Model):
         return self
 
 
-class LogSinkSpec(_Model):
+class LogSinkSpec(_SinkModel):
     """Prints rows to the console, for debugging."""
 
     type: Literal["log"]
     max_rows: int = Field(default=50, ge=1, description="Rows printed per micro-batch at most.")
 
 
-SinkSpec = Annotated[InfluxSinkSpec | LogSinkSpec, Field(discriminator="type")]
+class KafkaSinkSpec(_SinkModel):
+    """Publishes each row as one Kafka record, for applications (fraud rules, campaign triggers).
+
+    The value is the row encoded as a protobuf message (columns → fields by name) or as JSON; the
+    key is built from ``key_columns``; the record's timestamp is the row's window_timestamp.
+    """
+
+    type: Literal["kafka"]
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port].")
+    topic: str = Field(min_length=1, max_length=249, description="The topic the records go to.")
+    format: Literal["protobuf", "json"] = Field(
+        default="protobuf",
+        description="protobuf: the row as a proto_class message (columns → fields by name); json: a JSON object.")
+    proto_class: str | None = Field(
+        default=None, description="protobuf: full name of the output message, e.g. daggers.aggregates.BookingAggregate.")
+    key_columns: list[str] | None = Field(
+        default=None,
+        description="Columns that make the record key (one: its text; several: a JSON object). Default: "
+                    "window_timestamp and the tag_*/label_* columns; []: no key.")
+    create_topic: bool = Field(default=False, description="Create the topic when it is missing.")
+    partitions: int = Field(default=4, ge=1, le=10_000, description="Partitions of a topic this sink creates.")
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field(
+        default="lz4", description="Compression of record batches.")
+    linger_ms: int = Field(default=20, ge=0, le=60_000,
+                           description="How long the producer waits to fill a batch before sending it.")
+    batch_size: int = Field(default=10_000, ge=1, le=1_000_000, description="Records per producer batch at most.")
+    delivery_timeout_ms: int = Field(
+        default=30_000, ge=1000,
+        description="How long the producer keeps retrying one delivery (librdkafka message.timeout.ms).")
+    max_retries: int = Field(
+        default=5, ge=0, description="Rounds of sending again the records whose delivery failed, with back-off.")
+    producer_config: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Extra librdkafka producer settings (e.g. security.protocol, sasl.password); never logged.")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return _check_bootstrap(v)
+
+    @field_validator("key_columns")
+    @classmethod
+    def _keys(cls, v: list[str] | None) -> list[str] | None:
+        return _check_columns(v)
+
+    @model_validator(mode="after")
+    def _format(self) -> KafkaSinkSpec:
+        if self.format == "protobuf" and not self.proto_class:
+            raise ValueError("format protobuf needs proto_class (or use format: json)")
+        if self.format == "json" and self.proto_class:
+            raise ValueError("proto_class is only used with format: protobuf")
+        return self
+
+
+class PostgresSinkSpec(_SinkModel):
+    """Upserts rows into one PostgreSQL table per dagger, created from the query's output if missing."""
+
+    type: Literal["postgres"]
+    dsn: SecretStr = Field(
+        description="libpq connection URI or key=value string, e.g. postgresql://user@host:5432/db "
+                    "(held as a secret: it may carry a password).")
+    password: SecretStr | None = Field(default=None, description="The password, if not in the dsn (never logged).")
+    table: str = Field(description="The table: name or schema.name (default schema: public).")
+    key_columns: list[str] | None = Field(
+        default=None,
+        description="Columns a row is upserted on. Default: window_timestamp and the tag_*/label_* columns.")
+    create_table: bool = Field(
+        default=True, description="Create the table (with a unique key) from the query's output when missing.")
+    batch_size: int = Field(default=10_000, ge=1, le=1_000_000, description="Rows per COPY and upsert statement.")
+    max_retries: int = Field(
+        default=5, ge=0, description="Retries of a micro-batch after a lost connection, with exponential back-off.")
+    connect_timeout_s: int = Field(default=10, ge=1, le=300, description="Seconds to wait for a connection.")
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) > 2 or not all(IDENT_RE.match(p) for p in parts):
+            raise ValueError(f"{v!r} is not a table name (name or schema.name; letters, digits, _)")
+        return v
+
+    @field_validator("key_columns")
+    @classmethod
+    def _keys(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("an upsert needs at least one key column (leave key_columns out for the default)")
+        return _check_columns(v)
+
+
+SinkSpec = Annotated[InfluxSinkSpec | LogSinkSpec | KafkaSinkSpec | PostgresSinkSpec, Field(discriminator="type")]
+SINK_TYPES = ("influx", "log", "kafka", "postgres")
 
 
 class DaggerSpec(_Model):
@@ -204,7 +340,7 @@ def _path(loc: tuple[Any, ...]) -> str:
     for key in loc:
         if isinstance(key, int):
             out += f"[{key}]"
-        elif key in ("influx", "log", "function-after[_target()]"):
+        elif key in (*SINK_TYPES, "function-after[_target()]", "function-after[_format()]"):
             continue
         else:
             out += ("." if out else "") + str(key)
@@ -215,7 +351,7 @@ def format_validation(err: ValidationError, node: yaml.Node | None = None, sourc
     """Return one line per problem: ``source:LINE: field.path: message``."""
     lines = []
     for e in err.errors():
-        loc = tuple(k for k in e["loc"] if k not in ("influx", "log"))
+        loc = tuple(k for k in e["loc"] if k not in SINK_TYPES)
         line = _line_of(node, loc) if node is not None else None
         where = f"{source}:{line}" if line else source
         msg = e["msg"].removeprefix("Value error, ")

@@ -1,45 +1,87 @@
-"""The sink contract: ``open()`` once, ``write(table, batch_id)`` per micro-batch, ``close()``.
+"""The sink contract: ``open()`` once, ``bind(schema)`` with the query's output, ``write(table, batch_id)``
+per micro-batch, ``close()``.
 
-A micro-batch can be written again after a crash (Spark replays the last batch from the
-checkpoint), so every sink must be idempotent per row key: writing the same rows twice leaves
-the same result.
+* ``open()`` checks what can be checked without the query's output: the server is reachable, the
+  target exists (or may be created), the credentials are allowed. It raises SinkError before any
+  data is read.
+* ``bind(schema)`` checks the query's output schema against the sink (a column without a protobuf
+  field, a type that does not fit, a table without the key) and creates targets that depend on it
+  (a PostgreSQL table). The runner calls it at start with the Arrow schema of the result
+  (:func:`start_sinks`); otherwise :meth:`Sink.write` calls it before writing the first batch.
+* A micro-batch can be written again after a crash (Spark replays the last batch from the
+  checkpoint), so every sink is idempotent per row key: InfluxDB overwrites a point, PostgreSQL
+  upserts, Kafka sends the same records with the same keys (see :mod:`job.sinks.kafka`).
+
+Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failures, retries).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+log = logging.getLogger("daggers.sink")
+
+#: Columns whose values identify a row of a windowed dagger: the default key of upserts and records.
+TIME_COLUMN = "window_timestamp"
+TAG_PREFIXES = ("tag_", "label_")
+
+
+def default_key_columns(names: Sequence[str]) -> list[str]:
+    """Return the default row key of a result with columns ``names``: window_timestamp (when there)
+    then the tag_*/label_* columns, in output order. Empty when there are none."""
+    keys = [TIME_COLUMN] if TIME_COLUMN in names else []
+    return keys + [n for n in names if n.startswith(TAG_PREFIXES)]
+
 
 @dataclass
 class SinkMetrics:
-    """What a sink has done since the job started."""
+    """What a sink has done since the job started.
 
+    ``rows_written`` counts rows the target acknowledged (a replayed batch counts again),
+    ``rows_skipped`` rows left out on purpose (e.g. a point without fields), ``writes`` the
+    micro-batches written, ``failures`` the writes that gave up, ``retries`` the attempts made again
+    after a transient error. Latencies are milliseconds per micro-batch write.
+    """
+
+    sink_type: str = ""
     rows_written: int = 0
     rows_skipped: int = 0
     writes: int = 0
     failures: int = 0
     retries: int = 0
     last_write_ms: float = 0.0
+    max_write_ms: float = 0.0
     write_ms_total: float = 0.0
     last_error: str | None = None
     extra: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def mean_write_ms(self) -> float:
+        """Return the mean latency of a micro-batch write (0.0 before the first)."""
+        return self.write_ms_total / self.writes if self.writes else 0.0
+
     def to_dict(self) -> dict[str, object]:
-        """Return the metrics as plain JSON-able values."""
-        return {k: v for k, v in self.__dict__.items()}
+        """Return the metrics as plain JSON-able values (with ``mean_write_ms``)."""
+        out: dict[str, object] = {k: v for k, v in self.__dict__.items()}
+        out["extra"] = dict(self.extra)
+        out["mean_write_ms"] = round(self.mean_write_ms, 3)
+        return out
 
 
 class Sink(ABC):
-    """Writes result rows somewhere. Subclasses set ``name`` and implement open/write."""
+    """Writes result rows somewhere. Subclasses set ``name`` and implement ``open`` and ``_write``."""
 
     name: str = "sink"
 
     def __init__(self) -> None:
-        self.metrics = SinkMetrics()
+        self.metrics = SinkMetrics(sink_type=type(self).name)
+        self._bound: pa.Schema | None = None
 
     @abstractmethod
     def open(self) -> None:
@@ -48,14 +90,32 @@ class Sink(ABC):
         Raises SinkError with what is wrong, before any data is read.
         """
 
+    def bind(self, schema: pa.Schema) -> None:
+        """Check the query's output ``schema`` against the sink and prepare targets that depend on it.
+
+        Default: nothing to check. Raises SinkError naming the column that cannot be written.
+        """
+        self._bound = schema
+
+    @property
+    def bound_schema(self) -> pa.Schema | None:
+        """The output schema the sink was last bound to (None before :meth:`bind`)."""
+        return self._bound
+
     @abstractmethod
     def _write(self, table: pa.Table, batch_id: int) -> int:
         """Write ``table``; return how many rows were written. Raises SinkError when it gives up."""
 
     def write(self, table: pa.Table, batch_id: int) -> int:
-        """Write one micro-batch, recording metrics; return the rows written."""
+        """Write one micro-batch, recording metrics; return the rows written.
+
+        Binds the sink to the batch's schema first when it was not bound to an equal one.
+        Raises SinkError (after the sink's own retries) when the rows could not be written.
+        """
         started = time.perf_counter()
         try:
+            if self._bound is None or not _same_columns(self._bound, table.schema):
+                self.bind(table.schema)
             written = self._write(table, batch_id)
         except Exception as exc:
             self.metrics.failures += 1
@@ -65,6 +125,7 @@ class Sink(ABC):
         self.metrics.writes += 1
         self.metrics.rows_written += written
         self.metrics.last_write_ms = elapsed
+        self.metrics.max_write_ms = max(self.metrics.max_write_ms, elapsed)
         self.metrics.write_ms_total += elapsed
         return written
 
@@ -72,18 +133,86 @@ class Sink(ABC):
         """Release connections. Default: nothing."""
 
 
-def build_sinks(specs: list[object]) -> list[Sink]:
-    """Return a sink for each sink spec of a dagger."""
-    from job.sinks.influx import InfluxSink
-    from job.sinks.log import LogSink
-    from job.spec import InfluxSinkSpec, LogSinkSpec
+def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    """True when both schemas have the same column names and types (time zone spellings aside)."""
+    if a.names != b.names:
+        return False
+    for x, y in zip(a.types, b.types, strict=True):
+        if x == y:
+            continue
+        if pa.types.is_timestamp(x) and pa.types.is_timestamp(y) and x.unit == y.unit and bool(x.tz) == bool(y.tz):
+            continue
+        return False
+    return True
+
+
+def build_sinks(specs: Sequence[object]) -> list[Sink]:
+    """Return a sink for each sink spec of a dagger, each with a distinct ``name``.
+
+    A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
+    """
+    from job.spec import InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
 
     out: list[Sink] = []
+    used: set[str] = set()
     for spec in specs:
+        sink: Sink
+        # imported per type: psycopg and influxdb-client are optional extras
         if isinstance(spec, InfluxSinkSpec):
-            out.append(InfluxSink(spec))
+            from job.sinks.influx import InfluxSink
+
+            sink = InfluxSink(spec)
         elif isinstance(spec, LogSinkSpec):
-            out.append(LogSink(spec))
+            from job.sinks.log import LogSink
+
+            sink = LogSink(spec)
+        elif isinstance(spec, KafkaSinkSpec):
+            from job.sinks.kafka import KafkaSink
+
+            sink = KafkaSink(spec)
+        elif isinstance(spec, PostgresSinkSpec):
+            try:
+                from job.sinks.postgres import PostgresSink
+            except ImportError:
+                from job.errors import SinkError
+
+                raise SinkError("the postgres sink needs the psycopg package",
+                                hint="pip install 'daggers[postgres]'") from None
+            sink = PostgresSink(spec)
         else:  # pragma: no cover - the spec model rejects other types
             raise TypeError(f"no sink for {type(spec).__name__}")
+        base = getattr(spec, "name", None) or sink.name
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name)
+        sink.name = name
+        out.append(sink)
     return out
+
+
+def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
+    """Open every sink and, given the query's output ``schema``, bind each to it.
+
+    When one cannot work, the sinks opened so far are closed again and its SinkError is raised
+    (named after the sink: ``sink 'kafka': ...``), before any data is read.
+    """
+    from job.errors import SinkError
+
+    opened: list[Sink] = []
+    current: Sink | None = None
+    try:
+        for current in sinks:
+            current.open()
+            opened.append(current)
+            if schema is not None:
+                current.bind(schema)
+    except SinkError as exc:
+        for done in opened:
+            try:
+                done.close()
+            except Exception:  # closing is best effort; the first error is the one to report
+                log.debug("closing sink %s failed", done.name, exc_info=True)
+        name = current.name if current is not None else "?"
+        raise SinkError(f"sink {name!r}: {exc.message}", hint=exc.hint) from None

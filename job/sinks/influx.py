@@ -7,13 +7,22 @@ window again overwrites it with the same values.
 A failed write is retried with exponential back-off (connection errors, 5xx, 429); a 4xx that
 retrying cannot fix (missing database, bad points, no permission) fails at once with InfluxDB's
 own message. Passwords and tokens are never put in logs or error messages.
+
+``api: v1`` posts line protocol to ``/write`` with requests. ``api: v2`` uses ``influxdb-client``'s
+write API in synchronous mode (its batching mode does not raise errors: they only reach a callback,
+which would drop points silently); the token lives only in that client's ``Authorization`` header,
+which is never logged (the client's HTTP debug log stays off). Both send the same line protocol,
+with the precision (s, ms or us) that holds the batch's timestamps exactly.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import re
 import time
+from typing import Any
 
 import pyarrow as pa
 import requests
@@ -40,8 +49,8 @@ class InfluxSink(Sink):
         self._sleep = sleep
         if spec.api == "v1" and spec.username:
             self.http.auth = (spec.username, spec.password.get_secret_value() if spec.password else "")
-        if spec.api == "v2" and spec.token:
-            self.http.headers["Authorization"] = f"Token {spec.token.get_secret_value()}"
+        self._client: Any = None  # influxdb_client.InfluxDBClient for api v2, made in open()
+        self._write_api: Any = None
 
     def __repr__(self) -> str:
         target = self.spec.database if self.spec.api == "v1" else self.spec.bucket
@@ -58,6 +67,44 @@ class InfluxSink(Sink):
             raise SinkError(f"InfluxDB at {self.url} answered /ping with HTTP {ping.status_code}")
         if self.spec.api == "v1":
             self._check_database()
+        else:
+            version = ping.headers.get("X-Influxdb-Version", "")
+            if _older_than_1_8(version):
+                raise SinkError(f"InfluxDB {version} at {self.url} has no v2 write API (it came with 1.8)",
+                                hint="use api: v1 with database, or upgrade the server")
+            self._open_v2()
+
+    def _open_v2(self) -> None:
+        """Create the v2 client and check the token and bucket where the server has a buckets API.
+
+        Servers without one (InfluxDB 1.8, VictoriaMetrics) answer 400/404 and are not checked further.
+        """
+        try:
+            from influxdb_client import InfluxDBClient
+            from influxdb_client.client.write_api import SYNCHRONOUS
+            from influxdb_client.rest import ApiException
+        except ImportError:
+            raise SinkError("api v2 needs the influxdb-client package",
+                            hint="pip install 'daggers[influx2]'") from None
+        token = self.spec.token.get_secret_value() if self.spec.token else ""
+        self._client = InfluxDBClient(url=self.url, token=token, org=self.spec.org or "",
+                                      timeout=int(self.spec.timeout_s * 1000), debug=False)
+        self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
+        bucket = self.spec.bucket or ""
+        try:
+            found = self._client.buckets_api().find_bucket_by_name(bucket)
+        except ApiException as exc:
+            if exc.status in (401, 403):
+                raise SinkError(f"InfluxDB at {self.url} refused the token (HTTP {exc.status})",
+                                hint="check token (and org) on the sink") from None
+            log.debug("no buckets API at %s (HTTP %s); bucket %r not checked", self.url, exc.status, bucket)
+            return
+        except Exception as exc:  # urllib3 connection errors, unexpected bodies
+            log.debug("bucket check at %s failed (%s); not checked", self.url, type(exc).__name__)
+            return
+        if found is None:
+            raise SinkError(f"InfluxDB bucket {bucket!r} does not exist at {self.url}",
+                            hint="create it (influx bucket create), or fix bucket/org on the sink")
 
     def _query(self, q: str, method: str = "GET") -> dict:
         resp = self.http.request(method, f"{self.url}/query", params={"q": q}, timeout=10)
@@ -108,7 +155,12 @@ class InfluxSink(Sink):
         attempt = 0
         while True:
             try:
-                self._post(url, params, body)
+                if self.spec.api == "v2":
+                    if self._write_api is None:
+                        self._open_v2()
+                    self._write_v2(body, precision)
+                else:
+                    self._post(url, params, body)
                 return
             except BackpressureError as exc:
                 delay = exc.retry_after
@@ -146,6 +198,41 @@ class InfluxSink(Sink):
             raise SinkError(f"InfluxDB at {self.url} refused the write (HTTP {resp.status_code}): {text}")
         raise SinkError(f"InfluxDB rejected the points (HTTP {resp.status_code}): {text}")
 
+    def _write_v2(self, body: bytes, precision: str) -> None:
+        """Write ``body`` with influxdb-client's synchronous write API; map its errors like :meth:`_post`."""
+        from influxdb_client import WritePrecision
+        from influxdb_client.rest import ApiException
+        from urllib3.exceptions import HTTPError
+
+        wp = {"s": WritePrecision.S, "ms": WritePrecision.MS, "u": WritePrecision.US}[precision]
+        try:
+            self._write_api.write(bucket=self.spec.bucket or "", org=self.spec.org or "", record=body,
+                                  write_precision=wp)
+        except ApiException as exc:
+            status = int(exc.status or 0)
+            text = _api_error_text(exc)
+            if status in (429, 503):
+                retry_after = float((exc.headers or {}).get("Retry-After", "1") or 1)
+                raise BackpressureError(f"InfluxDB is overloaded (HTTP {status}): {text}", retry_after) from None
+            if status >= 500 or status == 0:
+                raise _Retryable(f"HTTP {status}: {text}") from None
+            if status in (401, 403):
+                raise SinkError(f"InfluxDB at {self.url} refused the write (HTTP {status}): {text}") from None
+            if status == 404:
+                raise SinkError(f"InfluxDB at {self.url} answered /api/v2/write with HTTP 404 (no bucket "
+                                f"{self.spec.bucket!r} in org {self.spec.org!r}, or no v2 API): {text}",
+                                hint="create the bucket, or fix bucket/org on the sink") from None
+            raise SinkError(f"InfluxDB rejected the points (HTTP {status}): {text}") from None
+        except HTTPError as exc:
+            raise _Retryable(f"cannot reach {self.url}: {type(exc).__name__}") from None
+
+    def close(self) -> None:
+        """Close the v2 client and the HTTP session."""
+        if self._client is not None:
+            self._client.close()
+            self._client = self._write_api = None
+        self.http.close()
+
 
 class _Retryable(Exception):
     """A write failure that another attempt may fix."""
@@ -156,3 +243,19 @@ def _error_text(resp: requests.Response) -> str:
         return str(resp.json().get("error") or resp.json().get("message") or resp.text).strip()[:300]
     except ValueError:
         return resp.text.strip()[:300]
+
+
+def _api_error_text(exc: Any) -> str:
+    """Return the server's message of an influxdb-client ApiException (never its request headers)."""
+    body = exc.body if isinstance(exc.body, str) else (exc.body.decode(errors="replace") if exc.body else "")
+    try:
+        data = json.loads(body)
+        return str(data.get("message") or data.get("error") or body).strip()[:300]
+    except (ValueError, AttributeError):
+        return (body or str(exc.reason or "")).strip()[:300]
+
+
+def _older_than_1_8(version: str) -> bool:
+    """True for an InfluxDB version string (``1.6.7``) before 1.8; False when unknown or newer."""
+    match = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    return bool(match) and (int(match.group(1)), int(match.group(2))) < (1, 8)

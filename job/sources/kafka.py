@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ log = logging.getLogger("daggers.source.kafka")
 
 SOURCE_NAME = "dagger_kafka"
 FETCH_BATCH = 10_000  # records decoded per Arrow batch
+RECREATED_CONFIRMATIONS = 3  # consecutive look-ups that must show a topic shorter than the checkpoint
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class SourceConfig:
     bad_records_dir: str = ""
     consumer_config: dict[str, str] | None = None
     read_timeout_s: float = 60.0
+    max_outage_s: float = 600.0
+    dead_letter_topic: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> SourceConfig:
@@ -88,6 +92,8 @@ class SourceConfig:
             bad_records_dir=str(options.get("bad_records_dir", "")),
             consumer_config=json.loads(options.get("consumer_config", "{}")),
             read_timeout_s=float(options.get("read_timeout_s", 60.0)),
+            max_outage_s=float(options.get("max_outage_s", 600.0)),
+            dead_letter_topic=str(options.get("dead_letter_topic", "")),
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -110,6 +116,8 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "bad_records_dir": cfg.bad_records_dir,
         "consumer_config": json.dumps(cfg.consumer_config or {}),
         "read_timeout_s": str(cfg.read_timeout_s),
+        "max_outage_s": str(cfg.max_outage_s),
+        "dead_letter_topic": cfg.dead_letter_topic,
     }
 
 
@@ -191,6 +199,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cfg = cfg
         self._client: Consumer | None = None
         self._target: kofs.Offsets | None = None
+        self._outage_since: float | None = None
+        self._behind_seen = 0
+
+    def _during_outage(self, start: dict, exc: SourceError) -> dict:
+        """The broker cannot be reached: plan no new data and try again at the next trigger, until
+        ``max_outage_s`` has passed (then the error stops the query)."""
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        waited = now - self._outage_since
+        if waited > self.cfg.max_outage_s:
+            raise SourceError(f"{exc.message} (for {waited:.0f} s, more than max_outage_s "
+                              f"{self.cfg.max_outage_s:.0f})", hint=exc.hint) from None
+        log.warning("broker unavailable for %.0f s, will retry: %s", waited, exc.message)
+        if self._client is not None:  # start afresh: a restarted broker may have new metadata
+            self._client.close()
+            self._client = None
+        return start
 
     # The driver-side client must not travel to executors with the pickled reader.
     def __getstate__(self) -> dict[str, Any]:
@@ -227,8 +253,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._ends()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        end = self._target or self._ends()
+        try:
+            end = self._target or self._ends()
+        except SourceError as exc:
+            return self._during_outage(start, exc)
+        self._outage_since = None
         behind = _ahead_of_end(start, end)
+        if behind:
+            # A broker that is starting up can briefly report empty partitions: believe that the
+            # topic was recreated only when it says so several times in a row.
+            self._behind_seen += 1
+            if self._behind_seen < RECREATED_CONFIRMATIONS:
+                log.warning("%s: end offsets are behind the checkpoint (%s); waiting to confirm", self.cfg.topics,
+                            sorted(behind))
+                return start
+        self._behind_seen = 0
         begin = (kofs.beginning_offsets(self._consumer(), self._partitions())
                  if _has_new(start, end) or behind else {})
         merged: kofs.Offsets = {}
@@ -244,6 +283,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     continue
                 merged.setdefault(topic, {})[part] = max(hi, lo)
         if behind:
+            self._behind_seen = 0
             return merged
         full_start = {t: {p: start.get(t, {}).get(p, begin.get(t, {}).get(p, 0)) for p in ps}
                       for t, ps in merged.items()}
@@ -266,7 +306,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self.cfg, partition)
 
     def commit(self, end: dict) -> None:
-        return None
+        """Spark has committed everything before ``end``: publish that data's bad records."""
+        if self.cfg.bad_records == "dead-letter" and self.cfg.bad_records_dir:
+            publish_dead_letters(self.cfg.bad_records_dir, self.cfg.bootstrap_servers,
+                                 self.cfg.dead_letter_topic, self.cfg.consumer_config)
 
     def stop(self) -> None:
         if self._client is not None:
@@ -317,6 +360,9 @@ def _executor_consumer(cfg: SourceConfig) -> Consumer:
 def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the decoded records of ``rng`` in batches of at most FETCH_BATCH rows.
 
+    Bad records follow ``cfg.bad_records``; with skip or dead-letter they are written, raw bytes
+    included, to one file per offset range under ``bad_records_dir`` (the same file again when
+    Spark replays the range, so nothing is counted or published twice).
     Raises BadRecordError (policy ``fail``) or SourceError when the range cannot be read in
     ``read_timeout_s`` (the broker is down, or the records were deleted by retention).
     """
@@ -328,6 +374,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     next_offset = rng.start
     payloads: list[bytes | None] = []
     offs: list[int] = []
+    bad: list[dict[str, Any]] = []
     last_progress = time.monotonic()
     try:
         while next_offset < rng.end:
@@ -345,6 +392,8 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                         if msg.offset() >= rng.end:
                             next_offset = rng.end
                         continue
+                    if err.retriable() or err.code() in _TRANSIENT:
+                        continue  # librdkafka retries on its own; the read timeout bounds the wait
                     raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
                 off = msg.offset()
                 if off < next_offset or off >= rng.end:
@@ -354,43 +403,94 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 next_offset = off + 1
             last_progress = time.monotonic()
             if len(payloads) >= FETCH_BATCH:
-                yield _decode(cfg, decoder, rng, payloads, offs)
+                yield _decode(cfg, decoder, rng, payloads, offs, bad)
                 payloads, offs = [], []
         if payloads:
-            yield _decode(cfg, decoder, rng, payloads, offs)
+            yield _decode(cfg, decoder, rng, payloads, offs, bad)
     finally:
         consumer.unassign()
+    if bad:
+        _record_bad(cfg, rng, bad)
+
+
+_TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 
 
 def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],
-            offs: list[int]) -> pa.RecordBatch:
+            offs: list[int], bad: list[dict[str, Any]]) -> pa.RecordBatch:
     with gc_paused():
         messages, _, failures = decoder.parse(payloads)
         if failures:
-            _handle_bad(cfg, rng, payloads, offs, failures)
+            first = failures[0]
+            if cfg.bad_records == "fail":
+                raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
+            for f in failures:
+                print(f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
+                      f"{f.reason}", file=sys.stderr)
+                bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
+                            "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
         return decoder.to_batch(messages)
 
 
-def _handle_bad(cfg: SourceConfig, rng: OffsetRange, payloads: list[bytes | None], offs: list[int],
-                failures: list[Any]) -> None:
-    first = failures[0]
-    if cfg.bad_records == "fail":
-        raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
-    for f in failures:
-        print(f"daggers: skipped bad record {rng.topic}[{rng.partition}]@{offs[f.index]}: {f.reason}",
-              file=sys.stderr)
-    if cfg.bad_records_dir:
-        folder = Path(cfg.bad_records_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        # One file per range and first offset: a replayed batch rewrites the same file, so counts stay exact.
-        target = folder / f"{rng.topic}-{rng.partition}-{offs[first.index]:020d}.jsonl"
-        lines = [json.dumps({
-            "topic": rng.topic, "partition": rng.partition, "offset": offs[f.index], "error": f.reason,
-            "value_b64": base64.b64encode(payloads[f.index] or b"").decode(),
-        }) for f in failures]
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(target)
+def _range_file(folder: Path, rng: OffsetRange) -> Path:
+    return folder / f"{rng.topic}-{rng.partition}-{rng.start:020d}-{rng.end:020d}.jsonl"
+
+
+def _record_bad(cfg: SourceConfig, rng: OffsetRange, bad: list[dict[str, Any]]) -> None:
+    if not cfg.bad_records_dir:
+        return
+    folder = Path(cfg.bad_records_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = _range_file(folder, rng)
+    if target.with_suffix(".jsonl.published").exists():
+        return  # a replayed range whose bad records are already in the dead-letter topic
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(rec) + "\n" for rec in bad))
+    tmp.replace(target)
+
+
+def publish_dead_letters(bad_records_dir: str | Path, bootstrap: str, topic: str,
+                         producer_config: dict[str, str] | None = None) -> int:
+    """Publish every not yet published bad-record file to the dead-letter topic; return the count.
+
+    Each record keeps its raw bytes as the value, ``<topic>:<partition>:<offset>`` as the key and
+    the source topic, partition, offset and error as headers. A file is marked published only
+    after the broker acknowledged all of its records (a crash in between publishes it again:
+    consumers can drop repeats by key). Raises SourceError when delivery fails.
+    """
+    from confluent_kafka import Producer
+
+    folder = Path(bad_records_dir)
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    if not files:
+        return 0
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 20, "log_level": 2, **(producer_config or {})})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    sent = 0
+    for path in files:
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            producer.produce(topic, value=base64.b64decode(rec["value_b64"]),
+                             key=f"{rec['topic']}:{rec['partition']}:{rec['offset']}",
+                             headers={"dagger.source.topic": rec["topic"],
+                                      "dagger.source.partition": str(rec["partition"]),
+                                      "dagger.source.offset": str(rec["offset"]),
+                                      "dagger.error": rec["error"][:1000]},
+                             on_delivery=on_delivery)
+            producer.poll(0)
+            sent += 1
+        left = producer.flush(30)
+        if errors or left:
+            raise SourceError(f"cannot publish bad records to dead-letter topic {topic!r}: "
+                              f"{errors[0] if errors else f'{left} not acknowledged'}")
+        path.replace(path.with_suffix(".jsonl.published"))
+    return sent
 
 
 def count_bad_records(bad_records_dir: str | Path) -> int:
@@ -399,7 +499,7 @@ def count_bad_records(bad_records_dir: str | Path) -> int:
     if not folder.is_dir():
         return 0
     seen: set[tuple[str, int, int]] = set()
-    for path in folder.glob("*.jsonl"):
+    for path in [*folder.rglob("*.jsonl"), *folder.rglob("*.jsonl.published")]:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
             seen.add((rec["topic"], rec["partition"], rec["offset"]))

@@ -42,6 +42,7 @@ class VictoriaServer:
                 victoria_binary(),
                 f"-httpListenAddr=127.0.0.1:{port}",
                 f"-storageDataPath={self.root / 'data'}",
+                "-dedup.minScrapeInterval=1ms",  # a replayed sample overwrites, as in InfluxDB
             ],
             log_path=self.root / "victoria-metrics.log",
             pid_path=self.root / "victoria-metrics.pid",

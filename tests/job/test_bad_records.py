@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -45,7 +46,7 @@ def test_skip_keeps_good_records_and_counts_bad_ones(spark, tansu_broker, influx
     assert got == expected_bookings(good_rows)
     assert progress.bad_records == 40
     assert progress.input_rows == 2001 - 40
-    kept = [json.loads(line) for f in (tmp_path / "ckpt" / "bad_records").glob("*.jsonl")
+    kept = [json.loads(line) for f in (tmp_path / "ckpt" / "bad_records").rglob("*.jsonl*")
             for line in f.read_text().splitlines()]
     assert sorted(r["offset"] for r in kept) == sorted(bad)  # partition 0: offset == position
     assert all(base64.b64decode(r["value_b64"]) == payloads[r["offset"]] for r in kept)  # nothing lost
@@ -65,3 +66,62 @@ def test_fail_names_topic_partition_and_offset(spark, tansu_broker, influxdb, tm
         run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     assert info.value.title == "Bad record"
     assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in info.value.message
+
+
+def test_dead_letter_million_good_ten_thousand_bad(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 7: 10,000 malformed messages mixed into 1,000,000 good ones. The dagger keeps running,
+    every good event is counted, and the dead-letter topic holds exactly the bad ones."""
+    import numpy as np
+    from confluent_kafka import Consumer, TopicPartition
+
+
+    topic, db = unique("mixed"), unique("db").replace("-", "_")
+    influxdb.create_database(db)
+    good = [generate("booking", 250_000, seed=20 + i, start=T0 + timedelta(seconds=60 * i), duration_s=60,
+                     first_index=250_000 * i) for i in range(4)]
+    good_payloads = [p for g in good for p in g.payloads]
+    good_rows = [r for g in good for r in g.table.to_pylist()]
+    bad_payloads, replaced = corrupt(good_payloads[:10_000], 1.0, seed=6)
+    assert len(replaced) == 10_000
+    positions = set(np.random.default_rng(6).choice(1_010_000, 10_000, replace=False).tolist())
+    good_iter, bad_iter = iter(good_payloads), iter(bad_payloads)
+    payloads = [next(bad_iter) if i in positions else next(good_iter) for i in range(1_010_000)]
+    closing = generate("booking", 1, seed=7, start=T0 + timedelta(hours=1), duration_s=1)
+    producer = Producer({"bootstrap.servers": tansu_broker, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.size": 1_000_000})
+    for i, value in enumerate(payloads + list(closing.payloads)):
+        producer.produce(topic, value, partition=i % 4)
+        if i % 50_000 == 0:
+            producer.poll(0)
+    producer.flush()
+    spec, _ = make_spec(name=unique("dlq"), bootstrap=tansu_broker, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="dead-letter",
+                        max_records_per_batch=400_000)
+    progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    assert progress.bad_records == 10_000
+    assert progress.input_rows == len(good_rows) + 1
+    got = influx_points(influxdb, db, "m", "num_of_bookings", ["tag_city_id", "tag_s2id", "tag_vehicle_type"])
+    assert got == expected_bookings(good_rows)
+
+    dlq = f"{spec.name}-data_stream-dead-letter"
+    want = sorted(bad_payloads)
+    consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g"), "enable.partition.eof": True})
+    parts = consumer.list_topics(dlq, timeout=10).topics[dlq].partitions
+    consumer.assign([TopicPartition(dlq, p, 0) for p in parts])
+    seen: list[bytes] = []
+    eofs: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(eofs) < len(parts) and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            eofs.add(msg.partition())
+            continue
+        seen.append(msg.value())
+        headers = dict(msg.headers())
+        assert headers["dagger.source.topic"] == topic.encode()
+    consumer.close()
+    assert len(seen) == 10_000
+    assert sorted(seen) == want  # exactly the bad ones, each once

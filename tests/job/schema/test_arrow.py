@@ -50,7 +50,7 @@ def test_schema_types() -> None:
 def test_unknown_column_and_class() -> None:
     with pytest.raises(SchemaError, match="has no field 'nope'"):
         ArrowDecoder(default_registry(), PING, ["nope"])
-    with pytest.raises(SchemaError, match="unknown proto_class 'x.Y'; known classes: daggers.events.ApiLog"):
+    with pytest.raises(SchemaError, match="unknown proto_class 'x.Y'; known classes: daggers.aggregates.BookingAggregate, daggers.events.ApiLog"):
         default_registry().descriptor("x.Y")
 
 
@@ -59,5 +59,5 @@ def test_registry_round_trips_through_base64() -> None:
 
     reg = default_registry()
     again = SchemaRegistry.from_b64(reg.to_b64())
-    assert again.message_names() == ["daggers.events.ApiLog", "daggers.events.BookingLog",
-                                     "daggers.events.DriverLocationPing"]
+    assert again.message_names() == ["daggers.aggregates.BookingAggregate", "daggers.events.ApiLog",
+                                     "daggers.events.BookingLog", "daggers.events.DriverLocationPing"]
