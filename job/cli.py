@@ -179,16 +179,23 @@ def protos_list() -> None:
 
 
 @protos_app.command("build")
-def protos_build() -> None:
-    """Compile protos/ (descriptor set and *_pb2.py modules) with grpcio-tools."""
-    from job.schema.compile import compile_descriptor_set, generate_python
+def protos_build(out_file: Annotated[Path | None, typer.Option("--out", help="Also write the compiled schema "
+                                                               "version (a FileDescriptorSet) here.")] = None) -> None:
+    """Compile protos/ (a versioned descriptor set and *_pb2.py modules) with grpcio-tools."""
+    from job.schema.compile import PROTO_ROOT, compile_descriptor_set, generate_python, source_hash
 
     try:
-        compile_descriptor_set()
+        data = compile_descriptor_set()
         for path in generate_python():
             out.print(f"generated {path}")
     except DaggerError as exc:
         fail(exc)
+        return
+    out.print(f"schema version {source_hash(PROTO_ROOT)} ({len(data):,} bytes)")
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_bytes(data)
+        out.print(f"wrote {out_file} (use it as schema_file: in a spec)")
 
 
 # ---- demo --------------------------------------------------------------------------------------
@@ -211,11 +218,13 @@ def demo(
 
 
 def _register_commands() -> None:
+    from job.cli_chaos import register as register_chaos
     from job.cli_produce import register as register_produce
     from job.cli_stack import register as register_stack
 
     register_stack(app)
     register_produce(app)
+    register_chaos(app)
 
 
 _register_commands()

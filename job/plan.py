@@ -40,13 +40,53 @@ class DaggerPlan:
         return self.checkpoint / "bad_records"
 
 
+PINNED_SCHEMA = "schema.pb"
+
+
+def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
+    """Return the schema version a dagger runs against.
+
+    ``schema_file`` when the spec names one; else the version pinned in the checkpoint when the
+    dagger first started (so a change to protos/ never changes a running dagger); else the current
+    protos/. Raises SchemaError for a file that is missing or not a descriptor set.
+    """
+    from job.errors import SchemaError
+
+    if spec.schema_file:
+        path = Path(spec.schema_file)
+        if not path.is_file():
+            raise SchemaError(f"schema_file {path} does not exist", hint="daggers protos build writes one")
+        try:
+            return SchemaRegistry(path.read_bytes())
+        except Exception as exc:  # a protobuf DecodeError or TypeError: not a descriptor set
+            raise SchemaError(f"schema_file {path} is not a compiled FileDescriptorSet ({exc})") from None
+    pinned = checkpoint / PINNED_SCHEMA
+    if pinned.is_file():
+        return SchemaRegistry(pinned.read_bytes())
+    return default_registry()
+
+
+def pin_schema(plan_: DaggerPlan) -> Path:
+    """Record the plan's schema version in its checkpoint (once: the first start pins it)."""
+    import base64
+
+    pinned = plan_.checkpoint / PINNED_SCHEMA
+    if not pinned.is_file() and plan_.streams:
+        pinned.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pinned.with_suffix(".tmp")
+        tmp.write_bytes(base64.b64decode(plan_.streams[0].source.descriptor_set_b64))
+        tmp.replace(pinned)
+    return pinned
+
+
 def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
     """Return the plan of ``spec``.
 
     Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)
     or SqlError (the query).
     """
-    registry = registry or default_registry()
+    checkpoint = spec.resolved_checkpoint(state_dir)
+    registry = registry or schema_for(spec, checkpoint)
     tables: dict[str, set[str]] = {}
     kinds: dict[str, str] = {}
     for i, stream in enumerate(spec.streams):
@@ -61,7 +101,6 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         tables[stream.table] = set(fields)
         kinds[stream.table] = ts.kind
     translation = translate(spec.sql, tables)
-    checkpoint = spec.resolved_checkpoint(state_dir)
     streams = []
     for stream in spec.streams:
         columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field})

@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
 from job.functions.spark_udfs import register_functions
-from job.plan import DaggerPlan
+from job.plan import DaggerPlan, pin_schema
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
@@ -183,6 +183,7 @@ class DaggerJob:
         writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
             processingTime=f"{max(interval, 0.0)} seconds")
         self.plan.checkpoint.mkdir(parents=True, exist_ok=True)
+        pin_schema(self.plan)
         self.query = writer.start()
         return self.query
 

@@ -156,7 +156,7 @@ class InfluxSinkSpec(_SinkModel):
     measurement: str = Field(description="The measurement the points go to.")
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Points per HTTP write.")
     flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
-    max_retries: int = Field(default=8, ge=0, description="Retries of a failed write, with exponential back-off.")
+    max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off capped at 30 s (15: about 2.5 to 7.5 minutes in all, so an InfluxDB restart does not stop the job).")
     timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried.")
     create_database: bool = Field(default=False, description="v1: create the database when it is missing.")
 
@@ -281,6 +281,11 @@ class DaggerSpec(_Model):
     checkpoint_dir: str = Field(
         default="", description="Where offsets and window state live (default: <state dir>/checkpoints/<name>).")
     trigger_interval_s: float = Field(default=5.0, ge=0, description="Seconds between micro-batches.")
+    schema_file: str | None = Field(
+        default=None,
+        description="A compiled protobuf FileDescriptorSet to run against (daggers protos build writes one "
+                    "per version). Default: the version pinned in the checkpoint at the first start, or the "
+                    "current protos/ for a new dagger.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
 
     @model_validator(mode="before")

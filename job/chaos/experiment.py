@@ -1,0 +1,112 @@
+"""Chaos experiments: files (YAML or JSON) with a name, a description, a dagger, a load and cases.
+
+```yaml
+name: broker-and-influx-outages
+description: The broker is stopped for 30 s, then InfluxDB for 60 s, under steady load.
+dagger: examples/bookings-per-s2.yaml     # its sql and sink measurement are used; addresses are the tool's
+load: {stream: booking, topic: chaos-bookings, events_per_s: 2000, duration_s: 240, partitions: 3}
+cases:
+  - {name: broker down, target: broker, fault: stop, at_s: 40, downtime_s: 30}
+  - {name: influx down, target: influxdb, fault: stop, at_s: 120, downtime_s: 60}
+  - {name: dagger killed, target: dagger, fault: kill, at_s: 200, downtime_s: 5}
+```
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from job.errors import SpecError
+from job.spec import format_validation
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Load(_Model):
+    """The events the experiment produces while it runs."""
+
+    stream: Literal["driver_location", "booking", "api_log"] = Field(description="Which event schema to produce.")
+    topic: str = Field(description="The topic the dagger reads; created by the tool.")
+    events_per_s: float = Field(gt=0, le=1_000_000, description="Steady produce rate.")
+    duration_s: float = Field(gt=0, le=3600, description="How long the load runs.")
+    partitions: int = Field(default=3, ge=1, le=64, description="Partitions of the topic.")
+    seed: int = Field(default=7, description="Seed of the event generator (same seed, same events).")
+
+
+class Case(_Model):
+    """One fault: what it hits (blast radius), how, when and for how long."""
+
+    name: str = Field(description="A short name shown in the report.")
+    target: Literal["broker", "influxdb", "dagger"] = Field(description="The blast radius.")
+    fault: Literal["stop", "kill", "pause"] = Field(
+        description="stop: graceful stop then start again; kill: SIGKILL then start again; "
+                    "pause: SIGSTOP then SIGCONT (a hung process).")
+    at_s: float = Field(ge=0, description="Seconds after the load starts.")
+    downtime_s: float = Field(ge=0, le=600, description="Seconds until the target is back.")
+
+
+class Experiment(_Model):
+    """A chaos experiment."""
+
+    name: str = Field(description="The experiment's name.")
+    description: str = Field(default="", description="What it shows, for the report.")
+    dagger: str = Field(description="Path of the dagger spec whose SQL and sink measurement are used.")
+    load: Load
+    cases: list[Case] = Field(default_factory=list, description="The faults, in any order.")
+    watermark_delay_ms: int = Field(default=10_000, ge=0, description="The dagger's watermark delay.")
+    recover_timeout_s: float = Field(default=300, gt=0, description="How long to wait for the outputs at the end.")
+
+    @model_validator(mode="after")
+    def _cases_fit(self) -> Experiment:
+        for i, case in enumerate(self.cases):
+            if case.at_s > self.load.duration_s:
+                raise ValueError(f"cases[{i}] ({case.name}) starts at {case.at_s} s, after the load ends "
+                                 f"({self.load.duration_s} s)")
+        return self
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read an experiment file (YAML or JSON); raise SpecError naming the field and line."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"no experiment file at {p}")
+    text = p.read_text()
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        node = None if p.suffix == ".json" else yaml.compose(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SpecError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}") from None
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation(exc, node, str(p))) from None
+
+
+TEMPLATE = """name: {name}
+description: What this experiment shows.
+dagger: examples/bookings-per-s2.yaml
+load:
+  stream: booking
+  topic: chaos-{name}
+  events_per_s: 2000
+  duration_s: 180
+  partitions: 3
+cases:
+  - name: broker down
+    target: broker
+    fault: stop
+    at_s: 40
+    downtime_s: 30
+  - name: dagger killed
+    target: dagger
+    fault: kill
+    at_s: 120
+    downtime_s: 5
+"""

@@ -1,0 +1,86 @@
+"""Write a chaos report: ``report.json``, ``report.md`` and PNG plots of throughput and lag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from job.chaos.runner import Report
+
+
+def _plots(report: Report, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [s.t for s in report.samples]
+    names = []
+    for name, ylabel, series in [
+        ("throughput.png", "events/s", [("read by the dagger", _rate([s.read for s in report.samples], t)),
+                                        ("acknowledged by the broker", _rate([s.produced for s in report.samples], t))]),
+        ("lag.png", "events behind", [("lag (acknowledged − read)", [s.lag for s in report.samples])]),
+    ]:
+        fig, ax = plt.subplots(figsize=(9, 3.2), dpi=110)
+        for label, ys in series:
+            ax.plot(t, ys, label=label, linewidth=1.4)
+        for case in report.cases:
+            ax.axvspan(case.started_s, case.ended_s, color="tab:red", alpha=0.15)
+            ax.text(case.started_s, ax.get_ylim()[1] * 0.92, case.name, fontsize=8, color="tab:red")
+        ax.set_xlabel("seconds since the load started")
+        ax.set_ylabel(ylabel)
+        ax.legend(loc="upper right", fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / name)
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+def _rate(counts: list[int], t: list[float], span: int = 5) -> list[float]:
+    out = []
+    for i in range(len(counts)):
+        j = max(0, i - span)
+        dt = t[i] - t[j]
+        out.append((counts[i] - counts[j]) / dt if dt > 0 else 0.0)
+    return out
+
+
+def write_report(report: Report, out: Path) -> Path:
+    """Write the report files into ``out``; return the Markdown file."""
+    (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2, default=str))
+    plots = _plots(report, out) if report.samples else []
+    lines = [
+        f"# Chaos experiment: {report.experiment}",
+        "",
+        report.description,
+        "",
+        f"- started {report.started_at}, ran {report.duration_s:.0f} s",
+        f"- events generated {report.events_generated:,}; acknowledged by the broker {report.events_acknowledged:,}; "
+        f"in the topic at the end {report.events_in_topic:,}; read by the dagger {report.rows_read:,}",
+        "- ground truth: the dagger's SQL as a Spark batch over every record in the topic",
+        f"- dagger process restarts: {report.dagger_restarts}",
+        f"- **outputs equal the ground truth: {'yes' if report.exact else 'NO'}**",
+        "",
+        "## Faults",
+        "",
+        "| case | target | fault | from (s) | to (s) | time to recover (s) |",
+        "|---|---|---|---:|---:|---:|",
+        *[f"| {c.name} | {c.target} | {c.fault} | {c.started_s} | {c.ended_s} | "
+          f"{c.recovered_s if c.recovered_s is not None else 'not within the run'} |" for c in report.cases],
+        "",
+        "## Outputs per window (expected versus written)",
+        "",
+        "| window end (UTC) | expected points | written points | equal |",
+        "|---|---:|---:|---:|",
+        *[f"| {w.window} | {w.expected_points} | {w.written_points} | {w.matching} |" for w in report.windows],
+        "",
+        *[f"![{name}]({name})" for name in plots],
+        "",
+    ]
+    md = out / "report.md"
+    md.write_text("\n".join(lines))
+    return md

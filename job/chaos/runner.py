@@ -1,0 +1,405 @@
+"""Run a chaos experiment: start services, produce load, inject faults, watch the dagger, check outputs.
+
+The dagger runs as its own process (``python -m job.cli run``), exactly as in production. The
+ground truth is the dagger's own SQL evaluated as a Spark batch over the events the tool generated,
+so it does not depend on Kafka or on the streaming engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import requests
+import yaml
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from job.chaos.experiment import Case, Experiment
+from job.errors import SpecError
+from job.produce.generator import EventBatch, generate
+from job.spec import load_spec
+from job.stack.broker import NoidaBroker, create_topic
+from job.stack.influx import InfluxServer, create_database
+from job.stack.ports import free_ports
+
+STREAM_CLASSES = {"driver_location": "daggers.events.DriverLocationPing", "booking": "daggers.events.BookingLog",
+                  "api_log": "daggers.events.ApiLog"}
+DATABASE = "chaos"
+
+
+@dataclass
+class Sample:
+    """One observation per second."""
+
+    t: float
+    produced: int
+    read: int
+    lag: int
+    input_rows_per_s: float
+    dagger_alive: bool
+    watermark: str | None
+
+
+@dataclass
+class CaseResult:
+    name: str
+    target: str
+    fault: str
+    started_s: float
+    ended_s: float
+    recovered_s: float | None  # seconds from the end of the fault until the dagger caught up again
+
+
+@dataclass
+class WindowCheck:
+    window: str
+    expected_points: int
+    written_points: int
+    matching: int
+
+
+@dataclass
+class Report:
+    experiment: str
+    description: str
+    started_at: str
+    duration_s: float
+    events_generated: int
+    events_acknowledged: int
+    events_in_topic: int
+    rows_read: int
+    dagger_restarts: int
+    cases: list[CaseResult]
+    windows: list[WindowCheck]
+    exact: bool
+    samples: list[Sample] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Dagger:
+    """The dagger process, restartable."""
+
+    def __init__(self, spec_path: Path, state_dir: Path, log: Path) -> None:
+        self.spec_path, self.state_dir, self.log = spec_path, state_dir, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "job.cli", "run", str(self.spec_path), "--state-dir", str(self.state_dir)],
+            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=Path(__file__).resolve().parents[2])
+        self.starts += 1
+
+    def send(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
+        if self.proc is None:
+            return
+        self.send(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.send(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class ChaosRun:
+    """One run of an experiment, with everything it started under ``out_dir``."""
+
+    def __init__(self, exp: Experiment, out_dir: Path, *, log: Any = print) -> None:
+        self.exp, self.out = exp, out_dir
+        self.say = log
+        self.out.mkdir(parents=True, exist_ok=True)
+        bport, iport, ibackup = free_ports(3)
+        self.broker = NoidaBroker(self.out / "broker", bport)
+        self.influx = InfluxServer(self.out / "influxdb", iport, ibackup)
+        self.batches: list[EventBatch] = []
+        self.acked = 0
+        self.generated = 0
+        self.in_topic = 0
+        self.samples: list[Sample] = []
+        self.case_spans: list[tuple[Case, float, float]] = []
+        self._stop = threading.Event()
+        self._t0 = 0.0
+
+    # ---- set-up -------------------------------------------------------------------------------
+
+    def _dagger_spec(self) -> Path:
+        env = {"DAGGERS_BOOTSTRAP": self.broker.bootstrap, "DAGGERS_INFLUX": self.influx.url}
+        os.environ.update(env)
+        base = load_spec(self.exp.dagger)
+        want = STREAM_CLASSES[self.exp.load.stream]
+        if base.streams[0].proto_class != want:
+            raise SpecError(f"the load stream {self.exp.load.stream} produces {want}, but {self.exp.dagger} "
+                            f"reads {base.streams[0].proto_class}")
+        data = yaml.safe_load(Path(self.exp.dagger).read_text())
+        data["name"] = f"chaos-{base.name}"[:63]
+        stream = data["streams"][0]
+        stream.update(topics=[self.exp.load.topic], bootstrap_servers=self.broker.bootstrap, start_from="earliest",
+                      max_records_per_batch=int(self.exp.load.events_per_s * 10))
+        data["watermark_delay_ms"] = self.exp.watermark_delay_ms
+        data["trigger_interval_s"] = 2
+        data["checkpoint_dir"] = str(self.out / "checkpoint")
+        sink = data.pop("sink", None) or data["sinks"][0]
+        measurement = sink["measurement"]
+        data["sinks"] = [{"type": "influx", "url": self.influx.url, "api": "v1", "database": DATABASE,
+                          "measurement": measurement}]
+        self.measurement = measurement
+        self.sql = data["sql"]
+        path = self.out / "dagger.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    # ---- threads ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        load = self.exp.load
+        conf = {"bootstrap.servers": self.broker.bootstrap, "linger.ms": 20, "acks": "all",
+                "message.timeout.ms": 900_000, "log_level": 2, "queue.buffering.max.messages": 2_000_000}
+        # Not idempotent: a broker that loses producer state on restart (noida-db) fails an idempotent
+        # producer fatally. Retries may then repeat a record; the ground truth is taken from the topic.
+        producer = Producer(conf)
+
+        def acked(err: Any, msg: Any) -> None:
+            if err is None:
+                self.acked += 1
+
+        second = 0
+        while not self._stop.is_set() and second < load.duration_s:
+            due = self._t0 + second
+            if time.monotonic() < due:
+                time.sleep(due - time.monotonic())
+            now = datetime.now(UTC)
+            batch = generate(load.stream, int(load.events_per_s), seed=load.seed + second, start=now,  # type: ignore[arg-type]
+                             duration_s=1.0, first_index=second * int(load.events_per_s))
+            for key, value in zip(batch.keys, batch.payloads, strict=True):
+                while True:
+                    try:
+                        producer.produce(load.topic, value, key=key, on_delivery=acked)
+                        break
+                    except BufferError:
+                        producer.poll(0.5)
+                    except KafkaException as exc:
+                        self.say(f"load producer failed ({exc.args[0].str()}); starting a new one")
+                        producer = Producer(conf)
+            producer.poll(0)
+            self.batches.append(batch)
+            self.generated += len(batch.payloads)
+            second += 1
+        closing = generate(load.stream, 1, seed=load.seed + 10_000,  # type: ignore[arg-type]
+                           start=datetime.now(UTC) + timedelta(minutes=30), duration_s=1.0)
+        for key, value in zip(closing.keys, closing.payloads, strict=True):
+            producer.produce(load.topic, value, key=key, on_delivery=acked)
+        self.closing = closing
+        while producer.flush(5) and not self._stop.is_set():
+            pass
+
+    def _sample(self, dagger: _Dagger) -> None:
+        status_path = self.out / "checkpoint" / "status.json"
+        while not self._stop.is_set():
+            try:
+                st = json.loads(status_path.read_text())
+            except (OSError, ValueError):
+                st = {}
+            read = int(st.get("input_rows", 0))
+            self.samples.append(Sample(t=round(time.monotonic() - self._t0, 1), produced=self.acked, read=read,
+                                       lag=max(self.acked - read, 0),
+                                       input_rows_per_s=float(st.get("processed_rows_per_s", 0.0)),
+                                       dagger_alive=dagger.alive(), watermark=st.get("watermark")))
+            time.sleep(1.0)
+
+    def _inject(self, case: Case, dagger: _Dagger) -> None:
+        delay = self._t0 + case.at_s - time.monotonic()
+        if delay > 0 and self._stop.wait(delay):
+            return
+        started = time.monotonic() - self._t0
+        self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
+        if case.target == "dagger":
+            if case.fault == "pause":
+                dagger.send(signal.SIGSTOP)
+                time.sleep(case.downtime_s)
+                dagger.send(signal.SIGCONT)
+            else:
+                dagger.stop(signal.SIGKILL if case.fault == "kill" else signal.SIGTERM)
+                time.sleep(case.downtime_s)
+                dagger.start()
+        else:
+            server = self.broker if case.target == "broker" else self.influx
+            if case.fault == "pause":
+                os.killpg(server.process.pid, signal.SIGSTOP)  # type: ignore[attr-defined]
+                time.sleep(case.downtime_s)
+                os.killpg(server.process.pid, signal.SIGCONT)  # type: ignore[attr-defined]
+            else:
+                if case.fault == "kill":
+                    os.killpg(server.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+                server.stop()
+                time.sleep(case.downtime_s)
+                server.start()
+        ended = time.monotonic() - self._t0
+        self.case_spans.append((case, started, ended))
+        self.say(f"[{ended:6.1f}s] recovered target: {case.name}")
+
+    # ---- checks -------------------------------------------------------------------------------
+
+    def expected_points(self) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """The dagger's SQL as a Spark batch over the generated events: (time s, tags…) -> fields."""
+        from pyspark.sql import functions as F
+
+        from job.functions.spark_udfs import register_functions
+        from job.spark_session import build_session
+        from job.sql import translate
+        from job.sql.rewrite import BARRIER_COLUMN
+
+        table = self.topic_table()
+        spark = build_session("chaos-ground-truth", shuffle_partitions=2)
+        try:
+            register_functions(spark)
+            df = spark.createDataFrame(table.to_pandas())
+            (df.withColumn("rowtime", F.col("event_timestamp")).withColumn(BARRIER_COLUMN, F.lit(0.0))
+             .createOrReplaceTempView("data_stream"))
+            sql = translate(self.sql, {"data_stream": set(table.column_names)}).spark_sql
+            rows = spark.sql(sql).drop(BARRIER_COLUMN).toArrow().to_pylist()
+        finally:
+            spark.stop()
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for r in rows:
+            tags = tuple(sorted((k.removeprefix("label_") if k.startswith("label_") else k, str(v))
+                                for k, v in r.items() if k.startswith(("tag_", "label_")) and v not in (None, "")))
+            fields = {k: v for k, v in r.items() if k != "window_timestamp" and not k.startswith(("tag_", "label_"))
+                      and v is not None}
+            out[(int(r["window_timestamp"].timestamp()), tags)] = fields
+        return out
+
+    def topic_table(self) -> pa.Table:
+        """Every record in the load topic, decoded (all fields). Sets ``in_topic``."""
+        from job.schema import default_registry
+        from job.schema.arrow import ArrowDecoder
+
+        message = STREAM_CLASSES[self.exp.load.stream]
+        registry = default_registry()
+        decoder = ArrowDecoder(registry, message, list(registry.fields(message)))
+        consumer = Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": "chaos-truth",
+                             "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 2})
+        parts = consumer.list_topics(self.exp.load.topic, timeout=30).topics[self.exp.load.topic].partitions
+        consumer.assign([TopicPartition(self.exp.load.topic, p, 0) for p in parts])
+        payloads: list[bytes | None] = []
+        done: set[int] = set()
+        while len(done) < len(parts):
+            for msg in consumer.consume(10_000, 2.0):
+                if msg.error() is None:
+                    payloads.append(msg.value())
+                elif msg.error().code() == KafkaError._PARTITION_EOF:
+                    done.add(msg.partition())
+        consumer.close()
+        batch, _ = decoder.decode(payloads)
+        self.in_topic = batch.num_rows
+        return pa.Table.from_batches([batch])
+
+    def written_points(self) -> dict[tuple[Any, ...], dict[str, Any]]:
+        resp = requests.get(f"{self.influx.url}/query", params={"db": DATABASE, "epoch": "s",
+                                                                "q": f'SELECT * FROM "{self.measurement}"'},
+                            timeout=30)
+        resp.raise_for_status()
+        tag_keys = self._tag_keys()
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for result in resp.json().get("results", []):
+            for series in result.get("series") or []:
+                for values in series["values"]:
+                    row = dict(zip(series["columns"], values, strict=True))
+                    tags = tuple(sorted((k, str(row[k])) for k in tag_keys if row.get(k) is not None))
+                    out[(row["time"], tags)] = {k: v for k, v in row.items() if k != "time" and k not in tag_keys
+                                                and v is not None}
+        return out
+
+    def _tag_keys(self) -> set[str]:
+        resp = requests.get(f"{self.influx.url}/query", params={"db": DATABASE,
+                                                                "q": f'SHOW TAG KEYS FROM "{self.measurement}"'},
+                            timeout=30)
+        series = (resp.json().get("results") or [{}])[0].get("series") or [{}]
+        return {v[0] for v in series[0].get("values") or []}
+
+    # ---- run ----------------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        """Run the experiment; return its report (also written under the output folder)."""
+        exp = self.exp
+        started_at = datetime.now(UTC)
+        self.broker.start()
+        self.influx.start()
+        dagger: _Dagger | None = None
+        threads: list[threading.Thread] = []
+        try:
+            create_topic(self.broker.bootstrap, exp.load.topic, exp.load.partitions, kind="noida")
+            create_database(self.influx.url, DATABASE)
+            dagger = _Dagger(self._dagger_spec(), self.out, self.out / "dagger.log")
+            dagger.start()
+            self._t0 = time.monotonic()
+            threads = [threading.Thread(target=self._load, daemon=True),
+                       threading.Thread(target=self._sample, args=(dagger,), daemon=True)]
+            threads += [threading.Thread(target=self._inject, args=(c, dagger), daemon=True) for c in exp.cases]
+            for t in threads:
+                t.start()
+            for t in threads[2:] + threads[:1]:
+                t.join()
+            self.say(f"load done: {self.generated:,} events generated, {self.acked:,} acknowledged")
+            want = self.expected_points()
+            deadline = time.monotonic() + exp.recover_timeout_s
+            got = self.written_points()
+            while got != want and time.monotonic() < deadline:
+                if not dagger.alive():
+                    dagger.start()  # what a controller does after a crash
+                time.sleep(3)
+                got = self.written_points()
+        finally:
+            self._stop.set()
+            if dagger is not None:
+                dagger.stop()
+            self.influx.stop()
+            self.broker.stop()
+        report = self._report(exp, started_at, want, got, dagger)
+        from job.chaos.report import write_report
+
+        write_report(report, self.out)
+        return report
+
+    def _report(self, exp: Experiment, started_at: datetime, want: dict, got: dict,  # type: ignore[type-arg]
+                dagger: _Dagger | None) -> Report:
+        windows: dict[int, list[int]] = {}
+        for key, fields in want.items():
+            counts = windows.setdefault(key[0], [0, 0, 0])
+            counts[0] += 1
+            counts[2] += int(got.get(key) == fields)
+        for key in got:
+            windows.setdefault(key[0], [0, 0, 0])[1] += 1
+        cases = []
+        for case, s, e in self.case_spans:
+            caught = next((x.t for x in self.samples if x.t >= e and x.lag <= max(exp.load.events_per_s * 4, 100)),
+                          None)
+            cases.append(CaseResult(case.name, case.target, case.fault, round(s, 1), round(e, 1),
+                                    round(caught - e, 1) if caught is not None else None))
+        return Report(
+            experiment=exp.name, description=exp.description, started_at=started_at.isoformat(),
+            duration_s=round(time.monotonic() - self._t0, 1), events_generated=self.generated,
+            events_acknowledged=self.acked, events_in_topic=self.in_topic, rows_read=self.samples[-1].read if self.samples else 0,
+            dagger_restarts=(dagger.starts - 1) if dagger else 0, cases=cases,
+            windows=[WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
+                     for w, c in sorted(windows.items())],
+            exact=got == want, samples=self.samples)

@@ -1,0 +1,36 @@
+"""A short real chaos run: load, a dagger SIGKILL and a broker stop, then the ground-truth check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from job.chaos.experiment import Case, Experiment, Load
+from job.chaos.runner import ChaosRun
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
+    exp = Experiment(
+        name="short", description="kill the dagger, stop the broker", dagger="examples/bookings-per-s2.yaml",
+        load=Load(stream="booking", topic="chaos-short", events_per_s=300, duration_s=60, partitions=2),
+        cases=[Case(name="dagger killed", target="dagger", fault="kill", at_s=20, downtime_s=2),
+               Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10)],
+        recover_timeout_s=240)
+    report = ChaosRun(exp, tmp_path / "out", log=lambda *_: None).run()
+    assert report.events_generated == 18_000
+    assert report.events_acknowledged == 18_001  # and the closing event
+    assert report.events_in_topic >= 18_001
+    assert report.exact, [w for w in report.windows if w.matching != w.expected_points]
+    assert sum(w.expected_points for w in report.windows) > 100
+    assert report.dagger_restarts >= 1
+    assert [c.name for c in report.cases] == ["dagger killed", "broker down"]
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["exact"] is True
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "outputs equal the ground truth: yes" in md
+    assert (tmp_path / "out" / "throughput.png").stat().st_size > 5000
+    assert (tmp_path / "out" / "lag.png").stat().st_size > 5000

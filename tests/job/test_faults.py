@@ -1,0 +1,137 @@
+"""Issue 7: faults a running dagger must survive with nothing lost or counted twice. Each test runs
+the dagger as its own process against real services, injects the fault, and ends with an exact
+comparison of InfluxDB against the ground truth."""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from job.produce.generator import generate
+from job.produce.producer import produce
+from job.stack.broker import NoidaBroker, create_topic
+from job.stack.influx import InfluxServer, create_database
+from job.stack.ports import free_ports
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status, _wait
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+T0 = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
+TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
+
+
+def _chunks(n: int, seed: int) -> list:  # type: ignore[type-arg]
+    return [generate("booking", 2000, seed=seed + i, start=T0 + timedelta(seconds=90 * i), duration_s=90,
+                     out_of_order_fraction=0.05, first_index=2000 * i) for i in range(n)]
+
+
+def _closing():  # type: ignore[no-untyped-def]
+    return generate("booking", 1, seed=999, start=T0 + timedelta(hours=1), duration_s=1)
+
+
+def _dagger(tmp_path: Path, bootstrap: str, influx_url: str, db: str, topic: str):  # type: ignore[no-untyped-def]
+    spec, text = make_spec(name=unique("fault"), bootstrap=bootstrap, topic=topic,
+                           proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influx_url, db=db,
+                           measurement="m", checkpoint=tmp_path / "ckpt", max_records_per_batch=1500,
+                           trigger_interval_s=1.0)
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_broker_stopped_for_30_seconds(influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port = free_ports(1)[0]
+    broker = NoidaBroker(tmp_path / "noida", port)
+    broker.start()
+    proc = None
+    log = tmp_path / "dagger.log"
+    try:
+        topic, db = unique("outage"), unique("db").replace("-", "_")
+        create_topic(broker.bootstrap, topic, 2, kind="noida")
+        influxdb.create_database(db)
+        chunks = _chunks(3, seed=40)
+        produce(broker.bootstrap, topic, chunks[0], progress=False)
+        proc = _start_dagger(_dagger(tmp_path, broker.bootstrap, influxdb.url, db, topic), tmp_path, log)
+        _wait(lambda: _status(tmp_path / "ckpt").get("input_rows", 0) >= 2000, 180, "the first chunk", proc, log)
+
+        broker.stop()  # SIGINT: noida-db keeps its data folder
+        time.sleep(30)
+        assert proc.poll() is None, "the dagger must wait for the broker, not die"
+        broker = NoidaBroker(tmp_path / "noida", port)
+        broker.start()
+        produce(broker.bootstrap, topic, [chunks[1], chunks[2], _closing()], progress=False)
+
+        want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
+        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 240,
+              "InfluxDB to equal the ground truth after the outage", proc, log)
+        assert _status(tmp_path / "ckpt")["input_rows"] == 6001
+    finally:
+        if proc is not None:
+            _kill_group(proc, signal.SIGTERM)
+        broker.stop()
+
+
+def test_influxdb_stopped_for_60_seconds(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port, backup = free_ports(2)
+    influx = InfluxServer(tmp_path / "influx", port, backup)
+    influx.start()
+    proc = None
+    log = tmp_path / "dagger.log"
+    try:
+        topic, db = unique("influx-outage"), "faults"
+        create_topic(tansu_broker, topic, 2)
+        create_database(influx.url, db)
+        handle = type("Influx", (), {"url": influx.url})
+        chunks = _chunks(3, seed=60)
+        produce(tansu_broker, topic, [chunks[0], chunks[1]], progress=False)
+        proc = _start_dagger(_dagger(tmp_path, tansu_broker, influx.url, db, topic), tmp_path, log)
+        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 180, "the first windows", proc, log)
+
+        influx.stop()
+        produce(tansu_broker, topic, [chunks[2], _closing()], progress=False)
+        time.sleep(60)
+        assert proc.poll() is None, "the dagger must retry, not die"
+        influx = InfluxServer(tmp_path / "influx", port, backup)
+        influx.start()
+
+        want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
+        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS) == want, 300,
+              "InfluxDB to equal the ground truth after its outage", proc, log)
+        status = _status(tmp_path / "ckpt")
+        assert status["sinks"]["influx"]["retries"] >= 1
+    finally:
+        if proc is not None:
+            _kill_group(proc, signal.SIGTERM)
+        influx.stop()
+
+
+def test_sigkill_several_times_during_a_long_run(tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("kills"), unique("db").replace("-", "_")
+    create_topic(tansu_broker, topic, 3)
+    influxdb.create_database(db)
+    spec_path = _dagger(tmp_path, tansu_broker, influxdb.url, db, topic)
+    log = tmp_path / "dagger.log"
+    chunks = _chunks(4, seed=80)
+    proc = None
+    try:
+        for i, chunk in enumerate(chunks):
+            produce(tansu_broker, topic, chunk, progress=False)
+            proc = _start_dagger(spec_path, tmp_path, log)
+            target = 2000 * i + 700
+            _wait(lambda t=target: _status(tmp_path / "ckpt").get("input_rows", 0) >= t, 180,
+                  f"progress before kill {i + 1}", proc, log)
+            time.sleep(0.3 * i)  # a different moment of the micro-batch each time
+            _kill_group(proc, signal.SIGKILL)
+        produce(tansu_broker, topic, _closing(), progress=False)
+        proc = _start_dagger(spec_path, tmp_path, log)
+        want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
+        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 240,
+              "InfluxDB to equal the ground truth after 4 kills", proc, log)
+    finally:
+        if proc is not None:
+            _kill_group(proc, signal.SIGTERM)
