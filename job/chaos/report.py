@@ -62,6 +62,9 @@ def write_report(report: Report, out: Path) -> Path:
         f"- events generated {report.events_generated:,}; acknowledged by the broker {report.events_acknowledged:,}; "
         f"in the topic at the end {report.events_in_topic:,}; read by the dagger {report.rows_read:,}",
         "- ground truth: the dagger's SQL as a Spark batch over every record in the topic",
+        *([f"- **the broker lost {report.events_acknowledged - report.events_in_topic:,} acknowledged records** "
+           "(acknowledged, but not in the topic after the run); the dagger cannot count what the broker dropped"]
+          if report.events_in_topic < report.events_acknowledged else []),
         f"- dagger process restarts: {report.dagger_restarts}",
         f"- **outputs equal the ground truth: {'yes' if report.exact else 'NO'}**",
         "",

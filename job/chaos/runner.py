@@ -286,7 +286,9 @@ class ChaosRun:
             fields = {k: v for k, v in r.items() if k != "window_timestamp" and not k.startswith(("tag_", "label_"))
                       and v is not None}
             out[(int(r["window_timestamp"].timestamp()), tags)] = fields
-        return out
+        # The closing event's own window never closes (nothing comes after it): it is not expected.
+        cutoff = int(self.closing.table.column("event_timestamp")[0].as_py().timestamp())
+        return {k: v for k, v in out.items() if k[0] <= cutoff}
 
     def topic_table(self) -> pa.Table:
         """Every record in the load topic, decoded (all fields). Sets ``in_topic``."""
