@@ -218,6 +218,8 @@ def demo(
 
 
 def _register_commands() -> None:
+    from job.cli_alerts import register as register_alerts
+    from job.cli_atlas import register as register_atlas
     from job.cli_chaos import register as register_chaos
     from job.cli_produce import register as register_produce
     from job.cli_stack import register as register_stack
@@ -225,6 +227,8 @@ def _register_commands() -> None:
     register_stack(app)
     register_produce(app)
     register_chaos(app)
+    register_alerts(app)
+    register_atlas(app)
 
 
 _register_commands()

@@ -51,6 +51,8 @@ class Progress:
     batch_duration_ms: int = 0
     watermark: str | None = None
     sinks: dict[str, Any] = field(default_factory=dict)
+    state: str = "starting"  # starting | running | stopped | failed
+    last_error: str | None = None
     updated_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,8 +60,9 @@ class Progress:
 
 
 class _Listener(StreamingQueryListener):
-    def __init__(self, on_progress: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, on_progress: Callable[[dict[str, Any]], None], on_idle: Callable[[], None]) -> None:
         self._on_progress = on_progress
+        self._on_idle = on_idle
 
     def onQueryStarted(self, event: Any) -> None:
         return None
@@ -71,7 +74,10 @@ class _Listener(StreamingQueryListener):
             log.exception("progress listener failed")
 
     def onQueryIdle(self, event: Any) -> None:
-        return None
+        try:
+            self._on_idle()
+        except Exception:  # a listener must never kill the query
+            log.exception("idle listener failed")
 
     def onQueryTerminated(self, event: Any) -> None:
         return None
@@ -130,6 +136,7 @@ class DaggerJob:
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
+            pr.state = "running"
             pr.updated_at = time.time()
             self._save_progress()
         for listener in self.batch_listeners:
@@ -166,7 +173,7 @@ class DaggerJob:
         """
         self.spark.dataSource.register(DaggerKafkaSource)
         register_functions(self.spark)
-        self.spark.streams.addListener(_Listener(self._on_progress))
+        self.spark.streams.addListener(_Listener(self._on_progress, self._heartbeat))
         for i, stream in enumerate(self.plan.streams):
             self._stream_frame(i).createOrReplaceTempView(stream.table)
         result = self.spark.sql(self.plan.translation.spark_sql)
@@ -186,6 +193,22 @@ class DaggerJob:
         pin_schema(self.plan)
         self.query = writer.start()
         return self.query
+
+    def _heartbeat(self) -> None:
+        """An idle query is alive: refresh ``updated_at`` so health checks do not take it for down."""
+        with self._lock:
+            self.progress.state = "running"
+            self.progress.updated_at = time.time()
+            self._save_progress()
+
+    def mark(self, state: str, error: str | None = None) -> None:
+        """Record the job's state (and last error) in status.json."""
+        with self._lock:
+            self.progress.state = state
+            if error is not None:
+                self.progress.last_error = error
+            self.progress.updated_at = time.time()
+            self._save_progress()
 
     def sync_progress(self) -> None:
         """Count every batch the query reported, including those whose listener event has not arrived
@@ -248,6 +271,7 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         query = job.start(available_now=available_now, trigger_interval_s=trigger_interval_s)
+        job.mark("running")
         deadline = time.monotonic() + max_seconds if max_seconds else None
         while query.isActive and not stopping.is_set():
             if deadline and time.monotonic() > deadline:
@@ -257,12 +281,17 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
             raise explain_failure(query.exception())
     except KeyboardInterrupt:
         pass
-    except DaggerError:
+    except DaggerError as exc:
+        job.mark("failed", f"{exc.title}: {exc.message}")
         raise
     except Exception as exc:
-        raise explain_failure(exc) from None
+        err = explain_failure(exc)
+        job.mark("failed", f"{err.title}: {err.message}")
+        raise err from None
     finally:
         job.stop()
+        if job.progress.state != "failed":
+            job.mark("stopped")
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if own_session:

@@ -1,0 +1,165 @@
+"""``daggers atlas``: start the Atlas map (a Streamlit app in ``web_atlas/``) on a local port.
+
+Call :func:`register` on the main Typer app. The engine never imports Streamlit or pydeck: the
+command runs ``python -m streamlit run web_atlas/app.py`` as a child process, with static serving
+on (the blank base map is served by the app at ``/app/static/``), no usage statistics, no browser
+opened, and the InfluxDB URL and database in the environment (``DAGGERS_INFLUX``,
+``DAGGERS_ATLAS_DB``). A password for InfluxDB is only taken from ``DAGGERS_INFLUX_PASSWORD``
+(with ``DAGGERS_INFLUX_USERNAME``), never from the command line. Ctrl-C stops the app.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, NoReturn
+from urllib.parse import urlsplit
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from job.errors import DaggerError
+from job.stack.influx import influx_ping
+from job.stack.ports import free_port, port_in_use
+
+DEFAULT_PORT = 8501
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_INFLUX = "http://127.0.0.1:8086"
+DEFAULT_DATABASE = "daggers"
+EXIT_ERROR = 2
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class AtlasLaunchError(DaggerError):
+    """``daggers atlas`` cannot start: Streamlit is missing, the app is not found, a bad option."""
+
+    title = "Cannot start the Atlas"
+
+
+def app_path() -> Path:
+    """Return the path of the Atlas's Streamlit script (``web_atlas/app.py``).
+
+    Raises:
+        AtlasLaunchError: the ``web_atlas`` package is not next to ``job`` nor importable.
+    """
+    candidate = _REPO_ROOT / "web_atlas" / "app.py"
+    if candidate.is_file():
+        return candidate
+    spec = importlib.util.find_spec("web_atlas")  # finds the package without importing it
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            if (Path(folder) / "app.py").is_file():
+                return Path(folder) / "app.py"
+    raise AtlasLaunchError("the Atlas app (web_atlas/app.py) is not installed",
+                           hint="install Daggers with its atlas extra: pip install 'daggers[atlas]'")
+
+
+def streamlit_argv(port: int, address: str = DEFAULT_ADDRESS, *, python: str | None = None,
+                   app: Path | None = None) -> list[str]:
+    """Return the command that serves the Atlas on ``address:port`` (``python -m streamlit run ...``)."""
+    return [
+        python or sys.executable, "-m", "streamlit", "run", str(app or app_path()),
+        "--server.port", str(port),
+        "--server.address", address,
+        "--server.headless", "true",
+        "--server.enableStaticServing", "true",
+        "--server.fileWatcherType", "none",
+        "--server.runOnSave", "false",
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
+        "--global.developmentMode", "false",
+        "--theme.primaryColor", "#2b6cb0",
+    ]
+
+
+def atlas_env(influx_url: str, database: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the environment of the Atlas process: ``base`` (default ``os.environ``) plus the InfluxDB
+    URL and database, and the project root on ``PYTHONPATH`` so ``web_atlas`` imports."""
+    env = dict(os.environ if base is None else base)
+    env["DAGGERS_INFLUX"] = influx_url
+    env["DAGGERS_ATLAS_DB"] = database
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def check_options(influx_url: str, database: str, port: int, address: str) -> int:
+    """Validate the options; return the port to use (a free one from the OS when ``port`` is 0).
+
+    Raises:
+        AtlasLaunchError: a bad URL, database or port, or the port is taken (the message names the option).
+    """
+    parts = urlsplit(influx_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AtlasLaunchError(f"--influx: {influx_url!r} is not an http(s) URL such as {DEFAULT_INFLUX}")
+    if parts.username or parts.password:
+        raise AtlasLaunchError("--influx: do not put credentials in the URL",
+                               hint="set DAGGERS_INFLUX_USERNAME and DAGGERS_INFLUX_PASSWORD instead")
+    if not database.strip():
+        raise AtlasLaunchError("--db: the database name is empty")
+    if port == 0:
+        return free_port(address)
+    if not 1 <= port <= 65535:
+        raise AtlasLaunchError(f"--port: {port} is not a TCP port (1-65535, or 0 for any free port)")
+    if port_in_use(address, port):
+        raise AtlasLaunchError(f"--port: {address}:{port} is already in use",
+                               hint="pass another --port, or --port 0 for any free one")
+    return port
+
+
+def _fail(exc: DaggerError) -> NoReturn:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]{escape(exc.title)}:[/bold red] [red]{escape(exc.message)}[/red]")
+    if exc.hint:
+        err.print(f"[yellow]hint:[/yellow] {escape(exc.hint)}")
+    raise typer.Exit(EXIT_ERROR)
+
+
+def atlas_command(
+    influx: Annotated[str, typer.Option("--influx", envvar="DAGGERS_INFLUX",
+                                        help="InfluxDB 1.x URL the daggers write to.")] = DEFAULT_INFLUX,
+    db: Annotated[str, typer.Option("--db", envvar="DAGGERS_ATLAS_DB",
+                                    help="InfluxDB database.")] = DEFAULT_DATABASE,
+    port: Annotated[int, typer.Option("--port", help="Port of the web page (0: any free port).")] = DEFAULT_PORT,
+    address: Annotated[str, typer.Option("--address", help="Address to listen on.")] = DEFAULT_ADDRESS,
+) -> None:
+    """Open the Atlas: a map of a dagger's S2-cell aggregates in InfluxDB (Ctrl-C stops it)."""
+    out = Console(highlight=False, soft_wrap=True)
+    try:
+        if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("pydeck") is None:
+            raise AtlasLaunchError("Streamlit and pydeck are not installed",
+                                   hint="pip install 'daggers[atlas]'")
+        port = check_options(influx, db, port, address)
+        argv = streamlit_argv(port, address)
+    except DaggerError as exc:
+        _fail(exc)
+    influx = influx.rstrip("/")
+    if not influx_ping(influx):
+        out.print(f"[yellow]warning:[/yellow] InfluxDB at {escape(influx)} does not answer /ping yet; "
+                  "the map shows an error until it does ([bold]daggers up[/bold] starts one).")
+    out.print(f"[bold]Atlas[/bold] on [link=http://{address}:{port}]http://{address}:{port}[/link]  "
+              f"(InfluxDB {escape(influx)}, database {escape(db)}); Ctrl-C stops it")
+    child = subprocess.Popen(argv, env=atlas_env(influx, db))
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:  # the child got the same SIGINT from the terminal; give it time to stop
+        try:
+            code = child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGTERM)
+            code = child.wait()
+    raise typer.Exit(0 if code in (0, -signal.SIGINT, -signal.SIGTERM) else code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``atlas`` command to ``app``."""
+    app.command("atlas")(atlas_command)
+
+
+__all__ = ["AtlasLaunchError", "app_path", "atlas_command", "atlas_env", "check_options", "register",
+           "streamlit_argv"]

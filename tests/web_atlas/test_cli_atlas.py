@@ -1,0 +1,107 @@
+"""``daggers atlas``: option checks (unit), and the real command serving the app and its blank map
+style, then stopping on Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import typer
+from typer.testing import CliRunner
+
+from job.cli_atlas import AtlasLaunchError, app_path, atlas_env, check_options, register, streamlit_argv
+from job.stack.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """Test app."""
+
+    register(app)
+    return app
+
+
+def test_argv_and_environment() -> None:
+    assert app_path() == ROOT / "web_atlas" / "app.py"
+    argv = streamlit_argv(8765, python="/py")
+    assert argv[:5] == ["/py", "-m", "streamlit", "run", str(ROOT / "web_atlas" / "app.py")]
+    opts = dict(zip(argv[5::2], argv[6::2], strict=True))
+    assert opts["--server.port"] == "8765" and opts["--server.address"] == "127.0.0.1"
+    assert opts["--server.enableStaticServing"] == "true" and opts["--browser.gatherUsageStats"] == "false"
+    assert opts["--server.headless"] == "true"
+    env = atlas_env("http://h:1", "db1", {"PYTHONPATH": "/x", "KEEP": "1"})
+    assert (env["DAGGERS_INFLUX"], env["DAGGERS_ATLAS_DB"], env["KEEP"]) == ("http://h:1", "db1", "1")
+    assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/x"
+
+
+def test_option_errors_name_the_option() -> None:
+    with pytest.raises(AtlasLaunchError, match="--influx: 'influx:8086' is not an http"):
+        check_options("influx:8086", "daggers", 8501, "127.0.0.1")
+    with pytest.raises(AtlasLaunchError, match="--influx: do not put credentials in the URL"):
+        check_options("http://u:secret@h:8086", "daggers", 8501, "127.0.0.1")
+    with pytest.raises(AtlasLaunchError, match="--db: the database name is empty"):
+        check_options("http://h:8086", " ", 8501, "127.0.0.1")
+    with pytest.raises(AtlasLaunchError, match="--port: 70000 is not a TCP port"):
+        check_options("http://h:8086", "d", 70000, "127.0.0.1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(AtlasLaunchError, match=f"--port: 127.0.0.1:{port} is already in use"):
+            check_options("http://h:8086", "d", port, "127.0.0.1")
+    assert 0 < check_options("http://h:8086", "d", 0, "127.0.0.1") < 65536
+
+
+def test_cli_reports_bad_options_without_a_traceback() -> None:
+    result = CliRunner().invoke(_app(), ["atlas", "--influx", "ftp://h", "--port", "0"])
+    assert result.exit_code == 2
+    assert "Cannot start the Atlas: --influx: 'ftp://h' is not an http(s) URL" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.integration
+def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -> None:
+    port = free_port()
+    code = "import typer; from job.cli_atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
+           "register(app); app()"
+    log = tmp_path / "atlas.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", influxdb.url, "--db", "atlasdb",
+                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        style = requests.get(f"http://127.0.0.1:{port}/app/static/blank-light.json", timeout=10)
+        assert style.status_code == 200
+        assert [layer["id"] for layer in style.json()["layers"]] == ["background"]
+        assert requests.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    text = log.read_text()
+    assert f"Atlas on http://127.0.0.1:{port}" in text and f"InfluxDB {influxdb.url}, database atlasdb" in text
