@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,7 @@ def write_report(report: Report, out: Path) -> Path:
     """Write the report files into ``out``; return the Markdown file."""
     (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2, default=str))
     plots = _plots(report, out) if report.samples else []
+    loads = [s.load_1m for s in report.samples if getattr(s, "load_1m", 0.0)]
     lines = [
         f"# Chaos experiment: {report.experiment}",
         "",
@@ -66,6 +68,8 @@ def write_report(report: Report, out: Path) -> Path:
            "(acknowledged, but not in the topic after the run); the dagger cannot count what the broker dropped"]
           if report.events_in_topic < report.events_acknowledged else []),
         f"- dagger process restarts: {report.dagger_restarts}",
+        *([f"- machine: {os.cpu_count()} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
+           "during the run (times to recover stretch with it)"] if loads else []),
         f"- **outputs equal the ground truth: {'yes' if report.exact else 'NO'}**",
         "",
         "## Faults",

@@ -48,6 +48,7 @@ class Sample:
     input_rows_per_s: float
     dagger_alive: bool
     watermark: str | None
+    load_1m: float = 0.0
 
 
 @dataclass
@@ -223,7 +224,8 @@ class ChaosRun:
             self.samples.append(Sample(t=round(time.monotonic() - self._t0, 1), produced=self.acked, read=read,
                                        lag=max(self.acked - read, 0),
                                        input_rows_per_s=float(st.get("processed_rows_per_s", 0.0)),
-                                       dagger_alive=dagger.alive(), watermark=st.get("watermark")))
+                                       dagger_alive=dagger.alive(), watermark=st.get("watermark"),
+                                       load_1m=os.getloadavg()[0]))
             time.sleep(1.0)
 
     def _inject(self, case: Case, dagger: _Dagger) -> None:
