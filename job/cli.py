@@ -142,12 +142,12 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
     from job.functions.spark_udfs import register_functions
-    from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, source_options
+    from job.sources.kafka import SOURCE_NAME, register_source, source_options
     from job.spark_session import build_session
 
     spark = build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
-        spark.dataSource.register(DaggerKafkaSource)
+        register_source(spark)
         register_functions(spark)
         from pyspark.sql import functions as F
 

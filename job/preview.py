@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from job.errors import DaggerError
 from job.functions.spark_udfs import register_functions
 from job.plan import plan
-from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, source_options
+from job.sources.kafka import SOURCE_NAME, register_source, source_options
 from job.spec import DaggerSpec
 from job.sql.rewrite import BARRIER_COLUMN
 
@@ -38,10 +38,12 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview")
     own = spark is None
     base = spark or build_session(f"preview-{spec.name}", shuffle_partitions=spec.parallelism)
-    session = base.newSession()  # its own temp views: never clashes with a running dagger's
+    # Not newSession(): Spark 4.3 reports a child session's inherited Python data source as existing yet
+    # cannot find it. Replacing a temp view does not touch a streaming query already started on it.
+    session = base
     since_ms = int((time.time() - minutes * 60) * 1000)
     try:
-        session.dataSource.register(DaggerKafkaSource)
+        register_source(session)
         register_functions(session)
         for stream in p.streams:
             cfg = dataclasses.replace(stream.source, start_from=str(since_ms), max_records_per_batch=max_records,

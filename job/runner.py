@@ -28,7 +28,7 @@ from job.functions.spark_udfs import register_functions
 from job.plan import DaggerPlan, pin_schema
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
-from job.sources.kafka import SOURCE_NAME, DaggerKafkaSource, count_bad_records, source_options
+from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.spark_session import build_session
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
@@ -60,7 +60,7 @@ class Progress:
 
 
 class _Listener(StreamingQueryListener):
-    def __init__(self, on_progress: Callable[[dict[str, Any]], None], on_idle: Callable[[], None]) -> None:
+    def __init__(self, on_progress: Callable[[dict[str, Any]], None], on_idle: Callable[[str], None]) -> None:
         self._on_progress = on_progress
         self._on_idle = on_idle
 
@@ -75,7 +75,7 @@ class _Listener(StreamingQueryListener):
 
     def onQueryIdle(self, event: Any) -> None:
         try:
-            self._on_idle()
+            self._on_idle(str(event.id))
         except Exception:  # a listener must never kill the query
             log.exception("idle listener failed")
 
@@ -93,6 +93,8 @@ class DaggerJob:
         self.query: StreamingQuery | None = None
         self.progress = self._load_progress()
         self._lock = threading.Lock()
+        self._ended = False  # set once the job is marked stopped or failed
+        self._listener: _Listener | None = None
         self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
 
@@ -136,7 +138,8 @@ class DaggerJob:
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
-            pr.state = "running"
+            if not self._ended:  # a late listener event must not bring a stopped job back to life
+                pr.state = "running"
             pr.updated_at = time.time()
             self._save_progress()
         for listener in self.batch_listeners:
@@ -171,9 +174,10 @@ class DaggerJob:
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
-        self.spark.dataSource.register(DaggerKafkaSource)
+        register_source(self.spark)
         register_functions(self.spark)
-        self.spark.streams.addListener(_Listener(self._on_progress, self._heartbeat))
+        self._listener = _Listener(self._on_progress, self._heartbeat)
+        self.spark.streams.addListener(self._listener)
         for i, stream in enumerate(self.plan.streams):
             self._stream_frame(i).createOrReplaceTempView(stream.table)
         result = self.spark.sql(self.plan.translation.spark_sql)
@@ -194,9 +198,15 @@ class DaggerJob:
         self.query = writer.start()
         return self.query
 
-    def _heartbeat(self) -> None:
-        """An idle query is alive: refresh ``updated_at`` so health checks do not take it for down."""
+    def _heartbeat(self, query_id: str) -> None:
+        """An idle query is alive: refresh ``updated_at`` so health checks do not take it for down.
+
+        Listeners see every query of the session: only this job's query counts."""
+        if self.query is None or query_id != str(self.query.id):
+            return
         with self._lock:
+            if self._ended:
+                return
             self.progress.state = "running"
             self.progress.updated_at = time.time()
             self._save_progress()
@@ -204,6 +214,7 @@ class DaggerJob:
     def mark(self, state: str, error: str | None = None) -> None:
         """Record the job's state (and last error) in status.json."""
         with self._lock:
+            self._ended = state in ("stopped", "failed")
             self.progress.state = state
             if error is not None:
                 self.progress.last_error = error
@@ -223,6 +234,9 @@ class DaggerJob:
         if self.query is not None and self.query.isActive:
             self.query.stop()
         self.sync_progress()
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
         for sink in self.sinks:
             sink.close()
 

@@ -504,3 +504,16 @@ def count_bad_records(bad_records_dir: str | Path) -> int:
             rec = json.loads(line)
             seen.add((rec["topic"], rec["partition"], rec["offset"]))
     return len(seen)
+
+
+def register_source(spark: Any) -> None:
+    """Register the Kafka data source (``SOURCE_NAME``) with ``spark``.
+
+    Idempotent: a session made by ``newSession()`` inherits its parent's data sources and refuses to
+    register the same name again (DATA_SOURCE_ALREADY_EXISTS); that inherited source is the same one.
+    """
+    try:
+        spark.dataSource.register(DaggerKafkaSource)
+    except Exception as exc:  # pyspark's AnalysisException; the class moved between releases
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise

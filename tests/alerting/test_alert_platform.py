@@ -4,6 +4,7 @@ broker's end offsets; restart loops and sink failures also from a fake health so
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,7 +45,9 @@ def test_platform_alerts_from_a_real_dagger(bookings_output: DaggerOutput, tmp_p
                                                                    state=bookings_output.state_dir),
                         channels=channels_yaml(http))
     status = read_status(bookings_output.checkpoint)
-    assert status is not None
+    assert status is not None and status["state"] == "stopped"  # the run ended cleanly
+    # A dagger killed by SIGKILL leaves its last status behind: "running", with no progress since.
+    (bookings_output.checkpoint / "status.json").write_text(json.dumps({**status, "state": "running"}))
     updated = float(status["updated_at"])
     engine = engine_for(config, tmp_path)
     try:

@@ -90,8 +90,13 @@ def test_dead_letter_million_good_ten_thousand_bad(spark, tansu_broker, influxdb
     producer = Producer({"bootstrap.servers": tansu_broker, "enable.idempotence": True, "linger.ms": 20,
                          "batch.size": 1_000_000})
     for i, value in enumerate(payloads + list(closing.payloads)):
-        producer.produce(topic, value, partition=i % 4)
-        if i % 50_000 == 0:
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % 4)
+                break
+            except BufferError:  # the local queue is full: let the broker catch up
+                producer.poll(0.1)
+        if i % 10_000 == 0:
             producer.poll(0)
     producer.flush()
     spec, _ = make_spec(name=unique("dlq"), bootstrap=tansu_broker, topic=topic,

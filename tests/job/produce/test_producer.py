@@ -144,13 +144,35 @@ def test_chunks_stream_lazily_and_bad_records_arrive_as_sent(tansu_broker: str) 
 
 
 @pytest.mark.integration
-def test_delivery_errors_are_raised_with_a_report(tansu_broker: str) -> None:
-    batch = _batch("booking", 20_000)
-    with pytest.raises(ProduceError, match="not delivered") as info:
-        produce(tansu_broker, _topic("timeouts"), batch, progress=False,
-                producer_config={"message.timeout.ms": 5, "linger.ms": 1})
+def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
+    """A broker that stops answering after the first chunk: the rest time out and are reported."""
+    import os
+    import signal
+
+    from job.stack.broker import TansuBroker
+    from job.stack.ports import free_port
+    from tests.services import _serving
+
+    with _serving(lambda: TansuBroker(tmp_path, free_port())) as server:
+        pid = server.process.pid
+        assert pid is not None
+        first = generate("booking", 1_000, seed=1, start=START, duration_s=10)
+        rest = generate("booking", 4_000, seed=2, start=START, duration_s=40, first_index=1_000)
+
+        def chunks():  # type: ignore[no-untyped-def]
+            yield first
+            time.sleep(1.0)  # the first chunk is acknowledged before the broker freezes
+            os.kill(pid, signal.SIGSTOP)
+            yield rest
+
+        try:
+            with pytest.raises(ProduceError, match="not delivered") as info:
+                produce(server.bootstrap, _topic("timeouts"), chunks(), progress=False, total=5_000,
+                        producer_config={"message.timeout.ms": 2_000})
+        finally:
+            os.kill(pid, signal.SIGCONT)
     report = info.value.report
-    assert report is not None and report.errors > 0
+    assert report is not None and report.errors == 4_000 and report.count == 1_000
     assert any("timed out" in s.lower() for s in report.error_samples)
 
 
