@@ -148,15 +148,21 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
     spark = build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
         register_source(spark)
-        register_functions(spark)
+        register_functions(spark, p.spec.udf_file)
         from pyspark.sql import functions as F
+
+        from job.sql.rewrite import BARRIER_COLUMN
 
         for s in p.streams:
             df = spark.readStream.format(SOURCE_NAME).options(**source_options(s.source)).load()
-            (df.withColumn("rowtime", F.col(s.timestamp_field))
+            ts = F.col(s.timestamp_field)
+            if s.timestamp_kind == "int64":
+                ts = F.timestamp_millis(ts)
+            (df.withColumn("rowtime", ts)
              .withWatermark("rowtime", f"{p.spec.watermark_delay_ms} milliseconds")
+             .withColumn(BARRIER_COLUMN, F.rand())
              .createOrReplaceTempView(s.table))
-        spark.sql(p.translation.spark_sql).explain(mode="formatted")
+        spark.sql(p.translation.spark_sql).explain(mode="extended")
     finally:
         spark.stop()
 
@@ -221,6 +227,7 @@ def _register_commands() -> None:
     from job.cli_alerts import register as register_alerts
     from job.cli_atlas import register as register_atlas
     from job.cli_chaos import register as register_chaos
+    from job.cli_control import register as register_control
     from job.cli_produce import register as register_produce
     from job.cli_stack import register as register_stack
 
@@ -229,6 +236,7 @@ def _register_commands() -> None:
     register_chaos(app)
     register_alerts(app)
     register_atlas(app)
+    register_control(app)
 
 
 _register_commands()

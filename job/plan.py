@@ -100,10 +100,16 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                             "a google.protobuf.Timestamp or an int64 of epoch milliseconds")
         tables[stream.table] = set(fields)
         kinds[stream.table] = ts.kind
-    translation = translate(spec.sql, tables)
+    udfs = None
+    if spec.udf_file:
+        from job.functions.user import catalog_entries, load_user_functions
+
+        udfs = catalog_entries(load_user_functions(spec.udf_file))
+    translation = translate(spec.sql, tables, udfs)
     streams = []
     for stream in spec.streams:
-        columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field})
+        columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field}
+                         | stream.transformer_columns())
         streams.append(StreamPlan(
             table=stream.table,
             timestamp_field=stream.timestamp_field,

@@ -175,7 +175,7 @@ class DaggerJob:
         Raises SinkError when a sink cannot work, before anything is read.
         """
         register_source(self.spark)
-        register_functions(self.spark)
+        register_functions(self.spark, self.plan.spec.udf_file)
         self._listener = _Listener(self._on_progress, self._heartbeat)
         self.spark.streams.addListener(self._listener)
         for i, stream in enumerate(self.plan.streams):

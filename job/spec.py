@@ -31,6 +31,95 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# ---- transformers (steps on a stream before the SQL, or on the SQL's result) -----------------
+
+class DeduplicateTransformer(_Model):
+    """Drops a record when a record with the same key was kept less than ``ttl_s`` earlier (event time)."""
+
+    type: Literal["deduplicate"]
+    keys: list[str] = Field(min_length=1, description="The columns whose values together are the record's key.")
+    ttl_s: int = Field(ge=1, le=30 * 86400,
+                       description="How long (seconds of event time) a key is remembered after its first record.")
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, v: list[str]) -> list[str]:
+        return _check_columns(v) or v
+
+
+class InvalidRecordFilter(_Model):
+    """Drops records that miss a required value, fall outside a range, or fail a condition."""
+
+    type: Literal["invalid_record_filter"]
+    required: list[str] = Field(
+        default_factory=list, description="Columns that must have a value: not NULL, not '' and not NaN.")
+    ranges: dict[str, tuple[float | None, float | None]] = Field(
+        default_factory=dict, description="Column -> [min, max], both inclusive (null: unbounded).")
+    where: str | None = Field(
+        default=None, validate_default=True,
+        description="A Spark SQL condition a valid record satisfies, e.g. \"status <> 'UNKNOWN'\".")
+
+    @field_validator("required")
+    @classmethod
+    def _required(cls, v: list[str]) -> list[str]:
+        return _check_columns(v) or v
+
+    @field_validator("ranges")
+    @classmethod
+    def _ranges(cls, v: dict[str, tuple[float | None, float | None]]) -> dict[str, tuple[float | None, float | None]]:
+        for name, (low, high) in v.items():
+            if not IDENT_RE.match(name):
+                raise ValueError(f"{name!r} is not a column name (letters, digits, _)")
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"{name}: the minimum {low} is above the maximum {high}")
+        return v
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, v: str | None, info: Any) -> str | None:
+        if v is not None:
+            import sqlglot
+            from sqlglot.errors import ParseError
+
+            try:
+                sqlglot.parse_one(v, read="spark")
+            except ParseError as exc:
+                raise ValueError(f"cannot read the condition {v!r}: {exc.errors[0].get('description', exc)}") from None
+        if v is None and not info.data.get("required") and not info.data.get("ranges"):
+            raise ValueError("give at least one of required, ranges or where")
+        return v
+
+
+class HashTransformer(_Model):
+    """Replaces the values of columns by their SHA-256 (hex), e.g. to mask personal data."""
+
+    type: Literal["hash"]
+    columns: list[str] = Field(min_length=1, description="The columns to hash (their values become 64 hex digits).")
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, v: list[str]) -> list[str]:
+        return _check_columns(v) or v
+
+
+TransformerSpec = Annotated[DeduplicateTransformer | InvalidRecordFilter | HashTransformer,
+                            Field(discriminator="type")]
+TRANSFORMER_TYPES = ("deduplicate", "invalid_record_filter", "hash")
+
+
+def transformer_columns(transformers: list[TransformerSpec]) -> set[str]:
+    """Return the columns that ``transformers`` read (a source must decode them even if the SQL does not)."""
+    out: set[str] = set()
+    for t in transformers:
+        if isinstance(t, DeduplicateTransformer):
+            out |= set(t.keys)
+        elif isinstance(t, HashTransformer):
+            out |= set(t.columns)
+        else:
+            out |= set(t.required) | set(t.ranges)
+    return out
+
+
 class StreamSpec(_Model):
     """One input stream, seen by the SQL as a table."""
 
@@ -59,6 +148,14 @@ class StreamSpec(_Model):
         default=500_000, ge=0, description="Records per micro-batch at most, shared across partitions (0: all).")
     consumer_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
+    transformers: list[TransformerSpec] = Field(
+        default_factory=list,
+        description="Steps on this stream's records after its watermark and before the SQL, in order "
+                    "(deduplicate, invalid_record_filter, hash).")
+
+    def transformer_columns(self) -> set[str]:
+        """Return the columns this stream's transformers read (the source must decode them too)."""
+        return transformer_columns(self.transformers)
 
     @field_validator("table", "timestamp_field")
     @classmethod
@@ -281,6 +378,14 @@ class DaggerSpec(_Model):
     checkpoint_dir: str = Field(
         default="", description="Where offsets and window state live (default: <state dir>/checkpoints/<name>).")
     trigger_interval_s: float = Field(default=5.0, ge=0, description="Seconds between micro-batches.")
+    udf_file: str | None = Field(
+        default=None,
+        description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "
+                    "relative to the spec file's folder.")
+    transformers: list[TransformerSpec] = Field(
+        default_factory=list,
+        description="Steps on the SQL's result rows before the sinks, in order (deduplicate, "
+                    "invalid_record_filter, hash).")
     schema_file: str | None = Field(
         default=None,
         description="A compiled protobuf FileDescriptorSet to run against (daggers protos build writes one "
@@ -356,7 +461,7 @@ def format_validation(err: ValidationError, node: yaml.Node | None = None, sourc
     """Return one line per problem: ``source:LINE: field.path: message``."""
     lines = []
     for e in err.errors():
-        loc = tuple(k for k in e["loc"] if k not in SINK_TYPES)
+        loc = tuple(k for k in e["loc"] if k not in SINK_TYPES + TRANSFORMER_TYPES)
         line = _line_of(node, loc) if node is not None else None
         where = f"{source}:{line}" if line else source
         msg = e["msg"].removeprefix("Value error, ")
@@ -414,4 +519,7 @@ def load_spec(path: str | Path) -> DaggerSpec:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"no spec file at {p}")
-    return parse_spec(p.read_text(), source=str(p))
+    spec = parse_spec(p.read_text(), source=str(p))
+    if spec.udf_file and not Path(spec.udf_file).is_absolute():
+        spec = spec.model_copy(update={"udf_file": str(p.parent / spec.udf_file)})
+    return spec

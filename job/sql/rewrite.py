@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
 from job.errors import SqlError
+from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
+from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
 from job.sql.parse import position
 
 UNITS = {
@@ -18,6 +20,8 @@ UNITS = {
 }
 WINDOW_FUNCS = {"TUMBLE", "HOP"}
 WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end"}
+ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME"}
+ROWTIME_WINDOW = "__dagger_window"  # the inner window struct that an outer window_time() reads
 
 
 def fname(node: exp.Expression) -> str:
@@ -103,6 +107,102 @@ def rewrite_distinct_count(tree: exp.Expression) -> exp.Expression:
     return tree.transform(visit)
 
 
+def _output_name(item: exp.Expression) -> str:
+    """Return the column name a SELECT item produces; raise SqlError when it has none we can name."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+        return item.name
+    line, col = position(item)
+    raise SqlError(f"name this column (... AS name): a query with TUMBLE_ROWTIME/HOP_ROWTIME passes its "
+                   f"columns on by name, found {item.sql(dialect='spark')}", line=line, col=col)
+
+
+def _rowtime_select(select: exp.Select) -> exp.Select:
+    """Return ``select`` wrapped so each TUMBLE_ROWTIME/HOP_ROWTIME item becomes ``window_time`` of the window."""
+    inner = select.copy()
+    names: list[tuple[str, bool]] = []  # (output name, is a rowtime item)
+    items = []
+    for item in inner.expressions:
+        target = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(target, exp.Anonymous) and fname(target) in ROWTIME_PROPERTIES:
+            window_args(target)  # validates the arguments
+            names.append((item.alias if isinstance(item, exp.Alias) else "rowtime", True))
+            items.append(exp.alias_(exp.column("window"), ROWTIME_WINDOW))
+        else:
+            names.append((_output_name(item), False))
+            items.append(item)
+    inner.set("expressions", items)
+    outer = [exp.alias_(exp.Anonymous(this="window_time", expressions=[exp.column(ROWTIME_WINDOW)]), name)
+             if rowtime else exp.column(name) for name, rowtime in names]
+    return exp.select(*outer).from_(exp.Subquery(this=inner, alias=exp.TableAlias(
+        this=exp.to_identifier("__dagger_rowtime"))))
+
+
+def rewrite_rowtime(tree: exp.Expression) -> exp.Expression:
+    """``SELECT TUMBLE_ROWTIME(t, i) AS rt, k, n ... GROUP BY TUMBLE(t, i), k`` →
+    ``SELECT window_time(__dagger_window) AS rt, k, n FROM (SELECT window AS __dagger_window, k, n ...)``.
+
+    Spark's ``window_time(window)`` cannot sit in the SELECT that groups by the window, so the
+    grouping SELECT hands the window struct up to a projection that turns it into an event time
+    (the window's end - 1 µs), which an outer TUMBLE/HOP can group by again.
+    """
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Select) and any(
+                isinstance(t, exp.Anonymous) and fname(t) in ROWTIME_PROPERTIES
+                for item in node.expressions for t in [item.this if isinstance(item, exp.Alias) else item]):
+            return _rowtime_select(node)
+        return node
+
+    return bottom_up(tree, visit)
+
+
+def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
+    """Flink's ``FROM t, LATERAL TABLE(F(args)) AS T(c1, ...)`` → Spark's ``FROM t LATERAL VIEW g T AS c1, ...``.
+
+    ``HistogramBucket(x, 'b1,b2')`` becomes ``explode`` of the buckets that x falls in (and '+Inf');
+    ``OutlierMad(...)`` becomes ``inline`` of the Arrow UDF's array of row structs. ``LEFT JOIN LATERAL
+    TABLE(...) ON TRUE`` becomes ``LATERAL VIEW OUTER``.
+    """
+    tree = tree.copy()
+    count = 0
+    for select in list(tree.find_all(exp.Select)):
+        joins = list(select.args.get("joins") or [])
+        keep, laterals = [], list(select.args.get("laterals") or [])
+        for join in joins:
+            lateral = join.this
+            if not (isinstance(lateral, exp.Lateral) and isinstance(lateral.this, exp.Anonymous)
+                    and fname(lateral.this) == "TABLE"):
+                keep.append(join)
+                continue
+            calls = lateral.this.expressions
+            call = calls[0] if len(calls) == 1 else None
+            fn = DAGGER_FUNCTIONS.get(str(call.name).lower()) if isinstance(call, exp.Anonymous) else None
+            if fn is None or fn.kind != "table":
+                raise fail("LATERAL TABLE(...) takes one table function: HistogramBucket or OutlierMad", lateral)
+            args = call_args(call)
+            if fn.name == "HistogramBucket":
+                gen = build("explode(concat(array('+Inf'), filter(split(__a1, ',', -1), "
+                            "__b -> __a0 <= CAST(__b AS DOUBLE))))", args)
+            else:
+                gen = exp.Anonymous(this="inline", expressions=[call.copy()])
+            alias = lateral.args.get("alias")
+            columns = list(alias.columns) if alias is not None and alias.columns else [
+                exp.to_identifier(c) for c in fn.columns]
+            if len(columns) != len(fn.columns):
+                raise fail(f"{fn.name} adds {len(fn.columns)} column(s) ({', '.join(fn.columns)}), "
+                           f"found {len(columns)} names", alias)
+            name = alias.this if alias is not None and alias.this else exp.to_identifier(f"__dagger_t{count}")
+            count += 1
+            outer = bool(join.side) and str(join.side).upper() == "LEFT"
+            laterals.append(exp.Lateral(this=gen, view=True, outer=outer,
+                                        alias=exp.TableAlias(this=name, columns=columns)))
+        if len(keep) != len(joins):
+            select.set("joins", keep or None)
+            select.set("laterals", laterals)
+    return tree
+
+
 BARRIER_COLUMN = "__dagger_wm"
 
 
@@ -131,17 +231,19 @@ def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expres
 
 
 REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    rewrite_lateral_tables,
+    rewrite_rowtime,
     rewrite_window_properties,
     rewrite_group_windows,
     rewrite_distinct_count,
 ]
 
 
-def to_spark(tree: exp.Expression) -> exp.Expression:
-    """Apply every rewrite in order; return a new tree."""
+def to_spark(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expression:
+    """Apply every rewrite in order, then the function library (``user`` functions stay calls); return a new tree."""
     for rewrite in REWRITES:
         tree = rewrite(tree)
-    return tree
+    return rewrite_library(tree, user)
 
 
 def render(tree: exp.Expression) -> str:

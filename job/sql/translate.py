@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from job.sql import validate
+from job.sql.catalog import DaggerFunction
 from job.sql.parse import parse
 from job.sql.rewrite import add_watermark_barrier, render, to_spark, window_args
 
@@ -24,14 +25,19 @@ class Translation:
     notes: list[str] = field(default_factory=list)
 
 
-def translate(sql: str, tables: Mapping[str, set[str]]) -> Translation:
+def translate(sql: str, tables: Mapping[str, set[str]],
+              udfs: Mapping[str, DaggerFunction] | None = None) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
 
+    ``udfs`` are the dagger's own functions (lower-case name → description, see
+    :func:`job.functions.user.catalog_entries`); they are called as they are.
+
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
-    column or function, or aggregates a stream without a window.
+    column or function, calls a function with the wrong arguments, or aggregates a stream without
+    a window.
     """
     tree = parse(sql)
-    validate.check_functions(tree)
+    validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)
     used = validate.check_columns(tree, tables)
     validate.check_windows(tree)
@@ -39,7 +45,7 @@ def translate(sql: str, tables: Mapping[str, set[str]]) -> Translation:
     window = validate.group_window(select) if select is not None else None
     return Translation(
         dagger_sql=sql,
-        spark_sql=render(add_watermark_barrier(to_spark(tree), set(tables))),
+        spark_sql=render(add_watermark_barrier(to_spark(tree, udfs), set(tables))),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from job.errors import SqlError
-from job.sql.catalog import DAGGER_FUNCTIONS, dagger_kind, is_known
+from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction, dagger_kind, is_known, lookup
+from job.sql.library import call_name, check_call
 from job.sql.parse import position
-from job.sql.rewrite import WINDOW_FUNCS, WINDOW_PROPERTIES, fname, window_args
+from job.sql.rewrite import ROWTIME_PROPERTIES, WINDOW_FUNCS, WINDOW_PROPERTIES, fname, window_args
 
 TIME_COLUMN = "rowtime"
 
@@ -19,13 +20,40 @@ def _fail(message: str, node: exp.Expression | None, hint: str | None = None) ->
     return SqlError(message, line=line, col=col, hint=hint)
 
 
-def check_functions(tree: exp.Expression) -> None:
-    """Every called function must be a Spark built-in or a Dagger function."""
-    for node in tree.find_all(exp.Anonymous):
-        if not is_known(node.name):
-            near = [f.name for f in DAGGER_FUNCTIONS.values() if f.name.lower()[:3] == node.name.lower()[:3]]
-            raise _fail(f"unknown function {node.name}", node,
-                        hint=f"did you mean {', '.join(near)}?" if near else None)
+def _in_lateral_table(node: exp.Expression) -> bool:
+    """Return whether ``node`` is the ``TABLE(...)`` of a LATERAL TABLE or the call inside it."""
+    parent = node.parent
+    if isinstance(node, exp.Anonymous) and str(node.name).upper() == "TABLE":
+        return isinstance(parent, exp.Lateral)
+    return (isinstance(parent, exp.Anonymous) and str(parent.name).upper() == "TABLE"
+            and isinstance(parent.parent, exp.Lateral))
+
+
+def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> None:
+    """Every called function must be a Spark built-in, a Dagger function or one of the dagger's own
+    (``user``); each Dagger call must have the right argument count and literal arguments.
+
+    Raises SqlError at the call or the argument.
+    """
+    for node in tree.walk():
+        if not isinstance(node, exp.Anonymous | exp.RegexpSplit):
+            continue
+        name = node.name if isinstance(node, exp.Anonymous) else "Split"
+        if isinstance(node, exp.Anonymous) and str(name).upper() == "TABLE" and _in_lateral_table(node):
+            continue
+        if not is_known(name, user):
+            known = [f.name for f in DAGGER_FUNCTIONS.values()] + [f.name for f in (user or {}).values()]
+            near = [n for n in known if n.lower()[:3] == name.lower()[:3]]
+            raise _fail(f"unknown function {name}", node, hint=f"did you mean {', '.join(near)}?" if near else None)
+        fn = lookup(call_name(node) or name, user)
+        if fn is None or fn.kind in ("window", "window_property", "rowtime"):
+            continue  # Spark built-ins; windows are checked by check_windows
+        if isinstance(node, exp.RegexpSplit) and node.args.get("limit") is not None:
+            continue  # Spark's own split(text, regex, limit)
+        if fn.kind == "table" and not _in_lateral_table(node):
+            raise _fail(f"{fn.name} is a table function: call it as LATERAL TABLE({fn.name}(...)) in FROM", node,
+                        hint=fn.signature)
+        check_call(fn, node)
     for count in tree.find_all(exp.Count):
         if isinstance(count.this, exp.Distinct):
             raise _fail("COUNT(DISTINCT ...) is not available on streams", count,
@@ -66,13 +94,17 @@ def check_columns(tree: exp.Expression, tables: Mapping[str, set[str]]) -> dict[
     """
     aliases = _aliases(tree)
     select_aliases = {e.alias for e in tree.find_all(exp.Alias) if e.alias}
+    laterals = [lat.args.get("alias") for lat in tree.find_all(exp.Lateral)]
+    select_aliases |= {c.name for alias in laterals if alias is not None for c in alias.columns}
+    select_aliases |= {p.name for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
+    lateral_names = {alias.name for alias in laterals if alias is not None and alias.name}
     nested = bool(cte_and_subquery_names(tree)) or any(True for _ in tree.find_all(exp.Subquery))
     used: dict[str, set[str]] = {name: set() for name in tables}
     for col in tree.find_all(exp.Column):
         if isinstance(col.parent, exp.Dot) and col.parent.this is col and col.table == "window":
             continue
         name, qual = col.name, col.table
-        if qual and qual == "window":
+        if qual and (qual == "window" or qual in lateral_names):
             continue
         if qual:
             table = aliases.get(qual)
@@ -83,7 +115,8 @@ def check_columns(tree: exp.Expression, tables: Mapping[str, set[str]]) -> dict[
             if name != TIME_COLUMN and name not in tables[table]:
                 raise _fail(f"table {table} has no column {name}", col,
                             hint=_suggest(name, tables[table]))
-            used[table].add(name)
+            if name != TIME_COLUMN:
+                used[table].add(name)
             continue
         owners = [t for t, cols in tables.items() if name in cols]
         if name == TIME_COLUMN:
@@ -106,7 +139,7 @@ def _suggest(name: str, options: set[str]) -> str | None:
 
 
 def has_aggregate(select: exp.Select) -> bool:
-    """Return whether a SELECT aggregates (GROUP BY, or an aggregate function in its list)."""
+    """Return whether a SELECT aggregates (GROUP BY, or an aggregate or Dagger aggregate function in its list)."""
     if select.args.get("group"):
         return True
     for node in select.expressions:
@@ -132,7 +165,7 @@ def check_windows(tree: exp.Expression) -> None:
     """A streaming aggregation needs a window; window properties must match the GROUP BY window."""
     for select in tree.find_all(exp.Select):
         props = [n for n in select.expressions for n in n.walk()
-                 if isinstance(n, exp.Anonymous) and fname(n) in WINDOW_PROPERTIES]
+                 if isinstance(n, exp.Anonymous) and fname(n) in {*WINDOW_PROPERTIES, *ROWTIME_PROPERTIES}]
         window = group_window(select)
         if has_aggregate(select) and window is None:
             group = select.args.get("group")

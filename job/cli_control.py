@@ -1,0 +1,578 @@
+"""The control plane on the command line: ``daggers dagger|cluster|team|user|dc|registry|audit``,
+``daggers controller`` and ``daggers tui``.
+
+Call :func:`register` on the main Typer app. Every command acts as ``--user`` (or ``$DAGGERS_USER``)
+on the registry ``--registry`` (or ``$DAGGERS_REGISTRY``, default ``sqlite:///<state dir>/registry.db``);
+the rights are checked by the control plane itself. ``--json`` prints machine-readable output (and,
+for a known error, ``{"ok": false, "error": {...}}``). Known errors print ``title: message`` and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from job.errors import DaggerError
+
+EXIT_ERROR = 2
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", envvar="DAGGERS_USER",
+                                             help="Act as this user ($DAGGERS_USER).")]
+RegistryOpt = Annotated[str | None, typer.Option("--registry", envvar="DAGGERS_REGISTRY",
+                                                 help="Registry URL: sqlite:///path or postgresql://... "
+                                                      "(default: sqlite:///<state dir>/registry.db).")]
+StateOpt = Annotated[Path | None, typer.Option("--state-dir", help="State folder ($DAGGERS_HOME or ./.daggers).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+RefArg = Annotated[str, typer.Argument(help="The dagger: team/name, or name when it is unique in your teams.")]
+FreshOpt = Annotated[bool, typer.Option("--fresh-start", help="Allow a change that cannot resume from the "
+                                                              "checkpoint (new checkpoint, empty state).")]
+
+dagger_app = typer.Typer(help="Create, preview, deploy, edit and stop daggers.", no_args_is_help=True)
+cluster_app = typer.Typer(help="Clusters: where daggers run, and their health.", no_args_is_help=True)
+team_app = typer.Typer(help="Teams and their members' roles (viewer, editor, admin).", no_args_is_help=True)
+user_app = typer.Typer(help="Users of the control plane.", no_args_is_help=True)
+dc_app = typer.Typer(help="Data centres.", no_args_is_help=True)
+registry_app = typer.Typer(help="The registry database.", no_args_is_help=True)
+
+
+# ---- plumbing ----------------------------------------------------------------------------------
+
+def _fail(exc: DaggerError, as_json: bool) -> NoReturn:
+    if as_json:
+        typer.echo(json.dumps({"ok": False, "error": {"title": exc.title, "message": exc.message,
+                                                      "hint": exc.hint}}, indent=2))
+    else:
+        err.print(f"[bold red]{escape(exc.title)}:[/] {escape(exc.message)}")
+        if exc.hint:
+            err.print(f"[yellow]hint:[/] {escape(exc.hint)}")
+    raise typer.Exit(EXIT_ERROR)
+
+
+def _registry_url(registry: str | None, state_dir: Path | None) -> str:
+    from job.control.registry import default_registry_url
+
+    return registry or default_registry_url(state_dir)
+
+
+@contextmanager
+def _errors(as_json: bool) -> Iterator[None]:
+    try:
+        yield
+    except DaggerError as exc:
+        _fail(exc, as_json)
+
+
+def _plane(user: str | None, registry: str | None, state_dir: Path | None = None) -> Any:
+    from job.control import ControlError, ControlPlane, Registry
+
+    if not user:
+        raise ControlError("who are you? pass --user NAME or set DAGGERS_USER")
+    return ControlPlane(Registry(_registry_url(registry, state_dir)), user)
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+    else:
+        human()
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _ok(message: str, data: dict[str, Any], as_json: bool) -> None:
+    _emit({"ok": True, **data}, as_json, lambda: out.print(message))
+
+
+# ---- registry, users, teams, data centres -----------------------------------------------------
+
+@registry_app.command("init")
+def registry_init(admin: Annotated[str, typer.Option("--admin", help="The first user, a superuser.")],
+                  registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Create the registry's tables and its first user (a superuser)."""
+    from job.control import Registry, bootstrap_admin
+
+    with _errors(as_json):
+        reg = Registry(_registry_url(registry, state_dir))
+        bootstrap_admin(reg, admin)
+        _ok(f"registry {reg.safe_url} ready; superuser {admin}", {"registry": reg.safe_url, "admin": admin},
+            as_json)
+
+
+@user_app.command("add")
+def user_add(name: str, superuser: Annotated[bool, typer.Option("--superuser")] = False, user: UserOpt = None,
+             registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Add a user (superusers only)."""
+    with _errors(as_json):
+        _plane(user, registry, state_dir).add_user(name, superuser=superuser)
+        _ok(f"user {name} added", {"user": name}, as_json)
+
+
+@user_app.command("list")
+def user_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+              as_json: JsonOpt = False) -> None:
+    """List the users you can see, with their roles."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).users()
+
+    def human() -> None:
+        t = Table("user", "superuser", "teams")
+        for r in rows:
+            t.add_row(r["user"], "yes" if r["superuser"] else "", ", ".join(f"{k}:{v}" for k, v in r["teams"].items()))
+        out.print(t)
+    _emit(rows, as_json, human)
+
+
+@team_app.command("add")
+def team_add(name: str, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+             as_json: JsonOpt = False) -> None:
+    """Add a team (superusers only)."""
+    with _errors(as_json):
+        _plane(user, registry, state_dir).add_team(name)
+        _ok(f"team {name} added", {"team": name}, as_json)
+
+
+@team_app.command("member")
+def team_member(team: str, member: str,
+                role: Annotated[str, typer.Option("--role", help="viewer, editor or admin.")] = "editor",
+                remove: Annotated[bool, typer.Option("--remove", help="Remove the member instead.")] = False,
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Give MEMBER a role in TEAM (or --remove them): superusers and the team's admins."""
+    with _errors(as_json):
+        plane = _plane(user, registry, state_dir)
+        if remove:
+            plane.remove_member(team, member)
+            _ok(f"{member} removed from {team}", {"team": team, "user": member, "role": None}, as_json)
+        else:
+            plane.set_member(team, member, role)
+            _ok(f"{member} is {role} in {team}", {"team": team, "user": member, "role": role}, as_json)
+
+
+@team_app.command("list")
+def team_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+              as_json: JsonOpt = False) -> None:
+    """List your teams and their members."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).teams()
+
+    def human() -> None:
+        t = Table("team", "members")
+        for r in rows:
+            t.add_row(r["team"], ", ".join(f"{k}:{v}" for k, v in r["members"].items()))
+        out.print(t)
+    _emit(rows, as_json, human)
+
+
+@dc_app.command("add")
+def dc_add(name: str, description: Annotated[str, typer.Option("--description")] = "", user: UserOpt = None,
+           registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Add a data centre (superusers only)."""
+    with _errors(as_json):
+        _plane(user, registry, state_dir).add_datacentre(name, description)
+        _ok(f"data centre {name} added", {"datacentre": name}, as_json)
+
+
+@dc_app.command("list")
+def dc_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+            as_json: JsonOpt = False) -> None:
+    """List the data centres."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).datacentres()
+    _emit(rows, as_json, lambda: [out.print(f"{r['name']}  {r['description']}") for r in rows])
+
+
+def whoami(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+           as_json: JsonOpt = False) -> None:
+    """Show who you act as and your roles."""
+    with _errors(as_json):
+        me = _plane(user, registry, state_dir).whoami()
+    _emit(me, as_json, lambda: out.print(f"{me['user']}{' (superuser)' if me['superuser'] else ''}: "
+                                         + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team")))
+
+
+def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
+          target: Annotated[str | None, typer.Option(help="Only entries whose target contains this.")] = None,
+          user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+          as_json: JsonOpt = False) -> None:
+    """Show who did what, when (your teams' entries; refused attempts too)."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).audit(limit, target)
+
+    def human() -> None:
+        t = Table("when (UTC)", "user", "action", "target", "allowed", "details")
+        for r in rows:
+            t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else "[red]DENIED[/]",
+                      escape(json.dumps(r.details, default=str))[:80])
+        out.print(t)
+    _emit([r.to_dict() for r in rows], as_json, human)
+
+
+# ---- clusters ----------------------------------------------------------------------------------
+
+@cluster_app.command("add")
+def cluster_add(name: str,
+                team: Annotated[str, typer.Option("--team", help="The team that owns it.")],
+                dc: Annotated[str, typer.Option("--dc", help="Its data centre.")],
+                master: Annotated[str, typer.Option("--master", help="local[*] or spark://host:port.")],
+                kafka: Annotated[str, typer.Option("--kafka", help="Kafka bootstrap servers host:port[,...].")],
+                influx: Annotated[str, typer.Option("--influx", help="InfluxDB URL.")],
+                spark_ui: Annotated[str | None, typer.Option("--spark-ui", help="The master's web UI URL.")] = None,
+                description: Annotated[str, typer.Option("--description")] = "",
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Add a cluster to a team (superusers and the team's admins)."""
+    with _errors(as_json):
+        view = _plane(user, registry, state_dir).add_cluster(
+            name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka, influx_url=influx,
+            spark_ui_url=spark_ui, description=description)
+        _ok(f"cluster {name} added to {team} in {dc}", {"cluster": view.to_dict()}, as_json)
+
+
+@cluster_app.command("list")
+def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                 as_json: JsonOpt = False) -> None:
+    """List your teams' clusters by data centre, with their last recorded health."""
+    from job.control.health import summary
+
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).clusters()
+
+    def human() -> None:
+        t = Table("data centre", "cluster", "team", "master", "daggers", "health")
+        for c in rows:
+            t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
+                      summary(c.health))
+        out.print(t)
+    _emit([c.to_dict() for c in rows], as_json, human)
+
+
+@cluster_app.command("health")
+def cluster_health(name: str,
+                   live: Annotated[bool, typer.Option("--live", help="Probe from here now instead of showing "
+                                                                     "what the controller recorded.")] = False,
+                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   as_json: JsonOpt = False) -> None:
+    """Show a cluster's health: Spark master and workers, Kafka, InfluxDB, daggers running."""
+    from job.control.health import summary
+
+    with _errors(as_json):
+        health = _plane(user, registry, state_dir).cluster_health(name, live=live)
+    _emit(health, as_json, lambda: out.print(f"{name}: {'OK' if health.get('ok') else 'NOT OK'} · "
+                                             f"{summary(health) if 'spark' in health else health.get('error')} · "
+                                             f"daggers {health['daggers']['running']}/{health['daggers']['total']}"))
+
+
+@cluster_app.command("topics")
+def cluster_topics(name: str, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   as_json: JsonOpt = False) -> None:
+    """List the topics on a cluster's brokers."""
+    with _errors(as_json):
+        topics = _plane(user, registry, state_dir).cluster_topics(name)
+    _emit(topics, as_json, lambda: [out.print(t) for t in topics])
+
+
+# ---- daggers -----------------------------------------------------------------------------------
+
+def _read(path: Path) -> str:
+    from job.errors import SpecError
+
+    if not path.is_file():
+        raise SpecError(f"no spec file at {path}")
+    return path.read_text()
+
+
+def _dagger_table(rows: list[Any]) -> Table:
+    t = Table("dagger", "cluster", "v", "desired", "actual", "rows/s", "lag", "batch ms", "restarts")
+    for d in rows:
+        p = d.progress
+        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state,
+                  f"{p.get('input_rows_per_s', 0):.0f}" if p else "-", str(d.lag) if d.lag is not None else "-",
+                  str(p.get("batch_duration_ms", "-")) if p else "-", str(d.restarts))
+    return t
+
+
+@dagger_app.command("list")
+def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None,
+                search: Annotated[str | None, typer.Option("--search")] = None,
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """List the daggers of your teams."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).daggers(cluster, search)
+    _emit([d.to_dict() for d in rows], as_json, lambda: out.print(_dagger_table(rows)))
+
+
+@dagger_app.command("show")
+def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Show a dagger's state, progress and last error."""
+    with _errors(as_json):
+        d = _plane(user, registry, state_dir).dagger(ref)
+
+    def human() -> None:
+        out.print(_dagger_table([d]))
+        if d.last_error:
+            out.print(f"[red]last error:[/] {escape(d.last_error)}")
+        if d.progress:
+            out.print(escape(json.dumps(d.progress, indent=2, default=str)))
+    _emit(d.to_dict(), as_json, human)
+
+
+@dagger_app.command("validate")
+def dagger_validate(spec: Path, cluster: Annotated[str, typer.Option("--cluster")], user: UserOpt = None,
+                    registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Check a spec for a cluster (schemas, SQL with line and column) without running anything."""
+    with _errors(as_json):
+        v = _plane(user, registry, state_dir).validate(cluster, _read(spec))
+    where = f" (SQL line {v.line}, column {v.col})" if v.line else ""
+    _emit(v.to_dict(), as_json, lambda: out.print("[green]OK[/]" if v.ok else
+                                                  f"[red]{escape(v.title)}{where}:[/] {escape(v.message)}"))
+    if not v.ok:
+        raise typer.Exit(EXIT_ERROR)
+
+
+@dagger_app.command("create")
+def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")],
+                  deploy: Annotated[bool, typer.Option("--deploy", help="Run it at once.")] = False,
+                  comment: Annotated[str, typer.Option("--comment")] = "",
+                  user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                  as_json: JsonOpt = False) -> None:
+    """Create a dagger on a cluster from a spec file (version 1)."""
+    with _errors(as_json):
+        d = _plane(user, registry, state_dir).create(cluster, _read(spec), deploy=deploy, comment=comment)
+        _ok(f"created {d.ref} v1 on {cluster}" + (" and asked to deploy it" if deploy else ""),
+            {"dagger": d.to_dict()}, as_json)
+
+
+def _state_change(name: str, verb: str) -> None:
+    def command(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+        with _errors(as_json):
+            d = getattr(_plane(user, registry, state_dir), name)(ref)
+            _ok(f"{d.ref}: {verb} (desired {d.desired_state}; the controller acts on it)", {"dagger": d.to_dict()},
+                as_json)
+    command.__doc__ = {"deploy": "Run the dagger's current version.",
+                       "stop": "Stop the dagger gracefully (deploy resumes it from its checkpoint).",
+                       "restart": "Stop and start the dagger, forgetting earlier crashes.",
+                       "delete": "Stop and delete the dagger (team admins); its history stays."}[name]
+    dagger_app.command(name)(command)
+
+
+for _name, _verb in (("deploy", "deploy asked"), ("stop", "stop asked"), ("restart", "restart asked"),
+                     ("delete", "delete asked")):
+    _state_change(_name, _verb)
+
+
+def _print_edit(result: Any, as_json: bool) -> None:
+    c = result.compatibility
+
+    def human() -> None:
+        out.print(f"{result.ref}: version {result.version} ({'rolling out now' if result.redeploys else 'not running'})")
+        if c.resume:
+            out.print(f"[green]resumes from the checkpoint[/] (epoch {result.checkpoint_epoch})")
+        else:
+            out.print(f"[yellow]starts a NEW checkpoint[/] (epoch {result.checkpoint_epoch}): "
+                      + escape("; ".join(c.reasons)))
+        for note in c.notes:
+            out.print(f"  note: {escape(note)}")
+    _emit({"ok": True, **result.to_dict()}, as_json, human)
+
+
+@dagger_app.command("edit")
+def dagger_edit(ref: RefArg, spec: Path, fresh_start: FreshOpt = False,
+                expect_version: Annotated[int | None, typer.Option("--expect-version", help="Refuse if the "
+                                                                   "current version is not this one.")] = None,
+                comment: Annotated[str, typer.Option("--comment")] = "",
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Make a spec file the dagger's next version; says whether it resumes from the checkpoint."""
+    with _errors(as_json):
+        result = _plane(user, registry, state_dir).edit(ref, _read(spec), expected_version=expect_version,
+                                                         allow_fresh_start=fresh_start, comment=comment)
+    _print_edit(result, as_json)
+
+
+@dagger_app.command("rollback")
+def dagger_rollback(ref: RefArg, to: Annotated[int, typer.Option("--to", help="The version to go back to.")],
+                    fresh_start: FreshOpt = False, user: UserOpt = None, registry: RegistryOpt = None,
+                    state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Make an earlier version's spec the next version."""
+    with _errors(as_json):
+        result = _plane(user, registry, state_dir).rollback(ref, to, allow_fresh_start=fresh_start)
+    _print_edit(result, as_json)
+
+
+@dagger_app.command("publish")
+def dagger_publish(ref: RefArg, topic: Annotated[str, typer.Option("--topic", help="The Kafka topic.")],
+                   bootstrap: Annotated[str | None, typer.Option("--bootstrap", help="Default: the cluster's.")] = None,
+                   fmt: Annotated[str, typer.Option("--format", help="json or protobuf.")] = "json",
+                   proto_class: Annotated[str | None, typer.Option("--proto-class", help="With --format "
+                                                                   "protobuf: the output message.")] = None,
+                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   as_json: JsonOpt = False) -> None:
+    """Publish the dagger's rows to a Kafka topic too (a new version with a Kafka sink)."""
+    with _errors(as_json):
+        result = _plane(user, registry, state_dir).publish_to_kafka(ref, topic, bootstrap_servers=bootstrap,
+                                                                    fmt=fmt, proto_class=proto_class)
+    _print_edit(result, as_json)
+
+
+@dagger_app.command("history")
+def dagger_history(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   as_json: JsonOpt = False) -> None:
+    """List the dagger's spec versions."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir).history(ref)
+
+    def human() -> None:
+        t = Table("v", "when (UTC)", "by", "checkpoint", "comment")
+        for v in rows:
+            t.add_row(str(v.version), _when(v.created_at), v.created_by, f"epoch {v.checkpoint_epoch}", v.comment)
+        out.print(t)
+    _emit([v.to_dict() for v in rows], as_json, human)
+
+
+@dagger_app.command("diff")
+def dagger_diff(ref: RefArg, a: Annotated[int | None, typer.Option("--from")] = None,
+                b: Annotated[int | None, typer.Option("--to")] = None, user: UserOpt = None,
+                registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the diff between two spec versions (default: the previous and the current one)."""
+    with _errors(as_json):
+        text = _plane(user, registry, state_dir).diff(ref, a, b)
+    _emit({"diff": text}, as_json, lambda: out.print(escape(text) or "(no difference)"))
+
+
+@dagger_app.command("spec")
+def dagger_spec(ref: RefArg, version: Annotated[int | None, typer.Option("--version")] = None,
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Print a spec version (default: the current one)."""
+    with _errors(as_json):
+        v = _plane(user, registry, state_dir).version(ref, version)
+    _emit(v.to_dict(), as_json, lambda: typer.echo(v.spec_text, nl=False))
+
+
+@dagger_app.command("preview")
+def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (or give --spec).")] = None,
+                   spec: Annotated[Path | None, typer.Option("--spec", help="Preview a spec file instead.")] = None,
+                   cluster: Annotated[str | None, typer.Option("--cluster", help="With --spec.")] = None,
+                   minutes: Annotated[float, typer.Option(help="How far back to read.")] = 5.0,
+                   limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   as_json: JsonOpt = False) -> None:
+    """Run the SQL over the last minutes of the topics and show the first rows (nothing is deployed)."""
+    from job.control import ControlError
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    with _errors(as_json):
+        plane = _plane(user, registry, state_dir)
+        if spec is not None:
+            if not cluster:
+                raise ControlError("--spec needs --cluster")
+            table = plane.preview_text(cluster, _read(spec), minutes=minutes, limit=limit)
+        elif ref:
+            table = plane.preview(ref, minutes=minutes, limit=limit)
+        else:
+            raise ControlError("name a dagger or give --spec FILE --cluster NAME")
+    rows = table.to_pylist()
+
+    def human() -> None:
+        t = Table(*table.column_names)
+        for r in rows:
+            t.add_row(*(str(v) for v in r.values()))
+        out.print(t)
+        out.print(f"{len(rows)} rows")
+    _emit(rows, as_json, human)
+
+
+# ---- controller and console ----------------------------------------------------------------------
+
+def controller(cluster: Annotated[str, typer.Option("--cluster", help="The cluster to run daggers on.")],
+               registry: RegistryOpt = None, state_dir: StateOpt = None,
+               poll: Annotated[float, typer.Option(help="Seconds between reconcile rounds.")] = 1.0,
+               max_restarts: Annotated[int, typer.Option(help="Crashes in a row restarted.")] = 5,
+               backoff: Annotated[float, typer.Option(help="First restart delay (doubles).")] = 2.0,
+               stop_daggers_on_exit: Annotated[bool, typer.Option(help="Stop the daggers when the controller "
+                                                                       "stops (default: leave them running).")] = False,
+               standby: Annotated[bool, typer.Option(help="Keep a warm dagger process for the next deploy "
+                                                          "(local masters).")] = True,
+               verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """Run a cluster's controller: start, watch, restart and stop its daggers as the registry says."""
+    from job.control import Registry
+    from job.control.controller import Controller, ControllerSettings
+    from job.stack.local import default_state_dir
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    with _errors(False):
+        root = (state_dir or default_state_dir()) / "controller" / cluster
+        settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
+                                      standby=standby)
+        ctl = Controller(Registry(_registry_url(registry, state_dir)), cluster, root, settings=settings)
+        ctl.run_forever(stop_daggers_on_exit=stop_daggers_on_exit)
+
+
+def tui(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+        alerts_store: Annotated[str | None, typer.Option("--alerts-store", envvar="DAGGERS_ALERTS_STORE",
+                                                         help="The alert store URL, for the alerts feed "
+                                                              "(default: <state dir>/alerts.db if it exists).")] = None
+        ) -> None:
+    """Open the operator console."""
+    with _errors(False):
+        plane = _plane(user, registry, state_dir)
+        plane.whoami()  # fail here, not inside the console, for an unknown user
+    from job.stack.local import default_state_dir
+
+    default_alerts = (state_dir or default_state_dir()) / "alerts.db"  # daggers alerts' default store
+    if alerts_store is None and default_alerts.is_file():
+        alerts_store = f"sqlite:///{default_alerts}"
+    # The console lives outside job/ (job never imports textual): run it as its own module.
+    # Settings go by environment, not argv: a registry URL may carry a password that `ps` would show.
+    env = {**os.environ, "DAGGERS_USER": str(user), "DAGGERS_REGISTRY": _registry_url(registry, state_dir)}
+    if alerts_store:
+        env["DAGGERS_ALERTS_STORE"] = alerts_store
+    os.execve(sys.executable, [sys.executable, "-m", "tui"], env)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``dagger``, ``cluster``, ``team``, ``user``, ``dc``, ``registry``, ``whoami``, ``audit``,
+    ``controller`` and ``tui`` to ``app``."""
+    app.add_typer(dagger_app, name="dagger")
+    app.add_typer(cluster_app, name="cluster")
+    app.add_typer(team_app, name="team")
+    app.add_typer(user_app, name="user")
+    app.add_typer(dc_app, name="dc")
+    app.add_typer(registry_app, name="registry")
+    app.command("whoami")(whoami)
+    app.command("audit")(audit)
+    app.command("controller")(controller)
+    app.command("tui")(tui)
+
+
+def main() -> None:
+    """Run these commands on their own (``python -m job.cli_control``), e.g. before they are wired in."""
+    standalone = typer.Typer(name="daggers", no_args_is_help=True, pretty_exceptions_enable=False,
+                             add_completion=False)
+    register(standalone)
+    standalone()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

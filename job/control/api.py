@@ -1,0 +1,356 @@
+"""The control plane: every operation on daggers, as one user, checked and audited.
+
+``ControlPlane(registry, user)`` is what the ``daggers`` subcommands and the console call; they add
+no rights of their own. Daggers are named ``team/name`` (or ``name`` when it is unique among the
+user's teams). An operation changes the registry only: the cluster's controller
+(:mod:`job.control.controller`) sees the new desired state or version and makes it so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from job.control import specs
+from job.control.admin import AdminOps
+from job.control.compat import compatibility
+from job.control.errors import ConflictError, ControlError, NotFoundError
+from job.control.models import AuditEntry, Cluster, Dagger, DaggerStatus, DaggerVersion, Sample, Team, now
+from job.control.views import (
+    AuditView,
+    Compatibility,
+    DaggerView,
+    EditResult,
+    SampleView,
+    Validation,
+    VersionView,
+)
+from job.errors import DaggerError, SpecError, SqlError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from job.spec import DaggerSpec
+
+#: States from which "deploy" or "restart" (re)starts counting crashes from zero.
+_IDLE = ("created", "stopped", "failed", "crashed", "deleted")
+
+
+def _scratch_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "daggers-validate"
+
+
+class ControlPlane(AdminOps):
+    """The operations on daggers of one registry, as user ``user``."""
+
+    # ---- lookups ------------------------------------------------------------------------------
+
+    def _find(self, s: Session, ref: str, need: str, action: str) -> Dagger:
+        """Return the live dagger ``ref`` ("team/name" or "name") if the user has ``need`` in its team.
+
+        Raises NotFoundError when it does not exist or is in a team the user is not in (the attempt
+        is recorded), ConflictError when ``name`` is in several of the user's teams, and
+        PermissionDeniedError when the role is too low.
+        """
+        team_name, _, name = ref.rpartition("/")
+        query = select(Dagger).where(Dagger.name == name, Dagger.tombstone == 0)
+        if team_name:
+            query = query.join(Team).where(Team.name == team_name)
+        found = list(s.scalars(query))
+        visible = self._visible_teams(s)
+        mine = [d for d in found if visible is None or d.team_id in visible]
+        if not mine:
+            if found:
+                self._record_denied(action, found[0].team.name, f"dagger {ref}", "not a member of the team")
+            raise NotFoundError(f"no dagger {ref!r} in your teams")
+        if len(mine) > 1:
+            raise ConflictError(f"{name!r} names a dagger in several of your teams "
+                                f"({', '.join(sorted(d.team.name for d in mine))}); write team/name")
+        dagger = mine[0]
+        self._require(s, dagger.team, need, action, f"dagger {dagger.team.name}/{dagger.name}")
+        return dagger
+
+    def _current(self, s: Session, dagger: Dagger) -> DaggerVersion:
+        return s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == dagger.id,
+                                                     DaggerVersion.version == dagger.current_version)).one()
+
+    def _env(self, cluster: Cluster, text: str) -> dict[str, str]:
+        return specs.validation_env(text, specs.cluster_env(cluster.kafka_bootstrap, cluster.influx_url))
+
+    def _parse(self, cluster: Cluster, text: str, source: str) -> DaggerSpec:
+        """Return the spec of ``text`` checked through planning; raise SpecError, SchemaError or SqlError."""
+        return specs.validate_text(text, self._env(cluster, text), _scratch_dir(), source).spec
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def daggers(self, cluster: str | None = None, search: str | None = None) -> list[DaggerView]:
+        """Return the live daggers the user may see (of one cluster, names containing ``search``), by name."""
+        with self.registry.session() as s:
+            query = select(Dagger).where(Dagger.tombstone == 0).order_by(Dagger.name)
+            if cluster is not None:
+                query = query.where(Dagger.cluster_id == self._cluster(s, cluster).id)
+            visible = self._visible_teams(s)
+            out = [DaggerView.of(d) for d in s.scalars(query) if visible is None or d.team_id in visible]
+        if search:
+            needle = search.lower()
+            out = [d for d in out if needle in d.name or needle in d.team]
+        return out
+
+    def dagger(self, ref: str) -> DaggerView:
+        """Return one dagger (see :meth:`_find` for the errors)."""
+        with self.registry.session() as s:
+            return DaggerView.of(self._find(s, ref, "viewer", "see"))
+
+    def samples(self, ref: str, limit: int = 120) -> list[SampleView]:
+        """Return the dagger's last ``limit`` progress samples, oldest first."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            rows = s.scalars(select(Sample).where(Sample.dagger_id == d.id).order_by(Sample.at.desc()).limit(limit))
+            return [SampleView.of(r) for r in reversed(list(rows))]
+
+    def history(self, ref: str) -> list[VersionView]:
+        """Return every spec version of the dagger, oldest first."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            return [VersionView.of(v) for v in d.versions]
+
+    def version(self, ref: str, number: int | None = None) -> VersionView:
+        """Return spec version ``number`` (default: the current one); raise NotFoundError."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            number = d.current_version if number is None else number
+            v = next((v for v in d.versions if v.version == number), None)
+            if v is None:
+                raise NotFoundError(f"dagger {ref} has no version {number} (1..{d.current_version})")
+            return VersionView.of(v)
+
+    def diff(self, ref: str, a: int | None = None, b: int | None = None) -> str:
+        """Return the unified diff of spec version ``a`` (default: the one before ``b``) to ``b`` (default:
+        the current one); "" when they are the same."""
+        ref = self.dagger(ref).ref
+        new = self.version(ref, b)
+        old = self.version(ref, a if a is not None else max(new.version - 1, 1))
+        return "".join(difflib.unified_diff(old.spec_text.splitlines(keepends=True),
+                                            new.spec_text.splitlines(keepends=True),
+                                            fromfile=f"{ref} v{old.version}", tofile=f"{ref} v{new.version}"))
+
+    def audit(self, limit: int = 100, target: str | None = None) -> list[AuditView]:
+        """Return the newest audit entries of the user's teams (all for a superuser), newest first."""
+        with self.registry.session() as s:
+            visible = self._visible_teams(s)
+            names = None if visible is None else {t.name for t in s.scalars(select(Team).where(Team.id.in_(visible)))}
+            query = select(AuditEntry).order_by(AuditEntry.id.desc())
+            if target:
+                query = query.where(AuditEntry.target.contains(target))
+            out = []
+            for row in s.scalars(query):
+                if names is None or row.team in names or row.user == self.user:
+                    out.append(AuditView.of(row))
+                    if len(out) >= limit:
+                        break
+            return out
+
+    # ---- validation and preview ---------------------------------------------------------------
+
+    def validate(self, cluster: str, text: str) -> Validation:
+        """Check a spec text for ``cluster`` (schemas, SQL) without Spark; never raises for a bad spec."""
+        with self.registry.session() as s:
+            c = self._cluster(s, cluster)
+            env = self._env(c, text)
+        try:
+            p = specs.validate_text(text, env, _scratch_dir())
+        except DaggerError as exc:
+            line, col = specs.error_position(exc)
+            message = exc.reason if isinstance(exc, SqlError) else exc.message
+            return Validation(ok=False, title=exc.title, message=message, line=line, col=col, hint=exc.hint)
+        window = list(p.translation.window) if p.translation.window else None
+        return Validation(ok=True, columns=p.translation.columns, window=window)
+
+    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100,
+                spark: SparkSession | None = None) -> pa.Table:
+        """Run the dagger's current SQL over the last ``minutes`` of its topics; return up to ``limit`` rows.
+
+        Nothing is deployed and no consumer group is used (see :func:`job.preview.preview`).
+        """
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "preview")
+            text, cluster = self._current(s, d).spec_text, d.cluster
+            spec = specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}")
+        return self._run_preview(spec, minutes, limit, spark)
+
+    def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
+                     spark: SparkSession | None = None) -> pa.Table:
+        """Preview a spec text that is not a dagger yet (the console's form), on ``cluster``'s brokers."""
+        with self.registry.session() as s:
+            c = self._cluster(s, cluster, "viewer", "preview on")
+            spec = self._parse(c, text, "preview")
+        return self._run_preview(spec, minutes, limit, spark)
+
+    @staticmethod
+    def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None) -> pa.Table:
+        from job.preview import preview
+
+        return preview(spec, minutes=minutes, limit=limit, spark=spark)
+
+    def cluster_topics(self, cluster: str) -> list[str]:
+        """Return the topics on the cluster's brokers (for the form's multi-select). Raises SourceError."""
+        from job.control.health import list_topics
+
+        return list_topics(self.cluster(cluster).kafka_bootstrap)
+
+    def cluster_health(self, cluster: str, *, live: bool = False) -> dict[str, Any]:
+        """Return the cluster's health: the one its controller recorded (with ``age_s``), or, with
+        ``live``, probed from here now."""
+        view = self.cluster(cluster)
+        if live:
+            from job.control.health import probe_cluster
+
+            return probe_cluster(view.spark_master, view.spark_ui_url, view.kafka_bootstrap, view.influx_url,
+                                 daggers_running=view.daggers_running, daggers_total=view.daggers_total)
+        if view.health is None:
+            return {"ok": False, "recorded": False, "error": "no controller has recorded health yet",
+                    "daggers": {"running": view.daggers_running, "total": view.daggers_total}}
+        return {**view.health, "recorded": True, "age_s": round(now() - (view.health_at or 0.0), 1),
+                "daggers": {"running": view.daggers_running, "total": view.daggers_total}}
+
+    # ---- changes ------------------------------------------------------------------------------
+
+    def create(self, cluster: str, text: str, *, deploy: bool = False, comment: str = "") -> DaggerView:
+        """Create a dagger on ``cluster`` from spec ``text`` (version 1); deploy it at once with ``deploy``.
+
+        Raises SpecError/SchemaError/SqlError for a spec that cannot run, ConflictError when the team
+        has a dagger of that name, PermissionDeniedError below editor.
+        """
+        with self.registry.session() as s:
+            c = self._cluster(s, cluster, "editor", "create daggers on")
+            spec = self._parse(c, text, "spec")
+            taken = s.scalar(select(Dagger).where(Dagger.team_id == c.team_id, Dagger.name == spec.name,
+                                                  Dagger.tombstone == 0))
+            if taken is not None:
+                raise ConflictError(f"team {c.team.name} already has a dagger {spec.name!r} "
+                                    f"(on cluster {taken.cluster.name})")
+            d = Dagger(name=spec.name, team_id=c.team_id, cluster_id=c.id, current_version=1,
+                       desired_state="running" if deploy else "stopped", created_by=self.user)
+            d.versions.append(DaggerVersion(version=1, spec_text=text, checkpoint_epoch=1, comment=comment,
+                                            created_by=self.user))
+            d.status = DaggerStatus(actual_state="pending" if deploy else "created")
+            s.add(d)
+            self._audit(s, "create", c.team.name, f"dagger {c.team.name}/{spec.name}",
+                        {"cluster": cluster, "version": 1, "deploy": deploy})
+            if deploy:
+                self._audit(s, "deploy", c.team.name, f"dagger {c.team.name}/{spec.name}", {"version": 1})
+            s.flush()
+            s.refresh(d)
+            return DaggerView.of(d)
+
+    def _set_desired(self, ref: str, action: str, desired: str, need: str = "editor",
+                     restart: bool = False) -> DaggerView:
+        with self.registry.session() as s:
+            d = self._find(s, ref, need, action)
+            before = d.desired_state
+            d.desired_state = desired
+            d.updated_at = now()
+            if restart:
+                d.restart_generation += 1
+            st = d.status or DaggerStatus(actual_state="created")
+            d.status = st
+            if desired == "running" and (restart or st.actual_state in _IDLE):
+                st.restarts, st.next_restart_at = 0, None
+                if st.actual_state in _IDLE:
+                    st.actual_state = "pending"
+            if desired == "deleted":
+                d.tombstone = d.id
+                if st.actual_state in ("created", "stopped", "failed"):
+                    st.actual_state = "deleted"
+            self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
+                        {"desired_before": before, "desired": desired, "version": d.current_version})
+            s.flush()
+            return DaggerView.of(d)
+
+    def deploy(self, ref: str) -> DaggerView:
+        """Ask the controller to run the dagger's current version."""
+        return self._set_desired(ref, "deploy", "running")
+
+    def stop(self, ref: str) -> DaggerView:
+        """Ask the controller to stop the dagger gracefully (it resumes from its checkpoint on deploy)."""
+        return self._set_desired(ref, "stop", "stopped")
+
+    def restart(self, ref: str) -> DaggerView:
+        """Ask the controller to stop and start the dagger (and to forget earlier crashes)."""
+        return self._set_desired(ref, "restart", "running", restart=True)
+
+    def delete(self, ref: str) -> DaggerView:
+        """Stop and delete the dagger (team admin). Its versions and audit trail stay; the name is free again."""
+        return self._set_desired(ref, "delete", "deleted", need="admin")
+
+    def check_edit(self, ref: str, text: str) -> Compatibility:
+        """Return whether ``text`` could resume from the dagger's current checkpoint (changes nothing)."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            old = specs.parse_text(self._current(s, d).spec_text, self._env(d.cluster, text))
+            new = self._parse(d.cluster, text, "spec")
+            return compatibility(old, new)
+
+    def edit(self, ref: str, text: str, *, expected_version: int | None = None, allow_fresh_start: bool = False,
+             comment: str = "", action: str = "edit") -> EditResult:
+        """Make ``text`` the dagger's next spec version; a running dagger rolls over to it.
+
+        The version resumes from the current checkpoint when Spark allows it (see
+        :mod:`job.control.compat`); otherwise it needs ``allow_fresh_start`` and gets a new checkpoint.
+        Raises ConflictError when the current version is not ``expected_version`` (someone else edited),
+        when nothing changed, or when a fresh start is needed but not allowed; SpecError when the name
+        changes; SpecError/SchemaError/SqlError for a spec that cannot run.
+        """
+        with self.registry.session() as s:
+            d = self._find(s, ref, "editor", action)
+            if expected_version is not None and expected_version != d.current_version:
+                raise ConflictError(f"dagger {ref} is at version {d.current_version}, not {expected_version}: "
+                                    "someone changed it meanwhile", hint="reload it and edit again")
+            cur = self._current(s, d)
+            if cur.spec_text.strip() == text.strip():
+                raise ConflictError(f"version {cur.version} of {ref} already is this spec: nothing to change")
+            new = self._parse(d.cluster, text, "spec")
+            if new.name != d.name:
+                raise SpecError(f"name: a dagger keeps its name ({d.name}); create a new dagger for {new.name!r}")
+            old = specs.parse_text(cur.spec_text, self._env(d.cluster, cur.spec_text))
+            compat = compatibility(old, new)
+            if not compat.resume and not allow_fresh_start:
+                raise ConflictError(f"version {cur.version + 1} of {ref} {compat.summary()}",
+                                    hint="allow a fresh start (--fresh-start): a new checkpoint, empty window "
+                                         "state and counters, and the streams' start_from apply")
+            epoch = cur.checkpoint_epoch if compat.resume else cur.checkpoint_epoch + 1
+            version = d.current_version + 1
+            d.versions.append(DaggerVersion(version=version, spec_text=text, checkpoint_epoch=epoch,
+                                            comment=comment, created_by=self.user))
+            d.current_version, d.updated_at = version, now()
+            self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
+                        {"version": version, "resume": compat.resume, "reasons": compat.reasons,
+                         "notes": compat.notes, "comment": comment})
+            return EditResult(ref=f"{d.team.name}/{d.name}", version=version, checkpoint_epoch=epoch,
+                              compatibility=compat, redeploys=d.desired_state == "running")
+
+    def rollback(self, ref: str, to_version: int, *, allow_fresh_start: bool = False) -> EditResult:
+        """Make version ``to_version``'s spec the next version (history is never rewritten)."""
+        old = self.version(ref, to_version)
+        return self.edit(ref, old.spec_text, allow_fresh_start=allow_fresh_start,
+                         comment=f"rollback to v{to_version}", action="rollback")
+
+    def publish_to_kafka(self, ref: str, topic: str, *, bootstrap_servers: str | None = None, fmt: str = "json",
+                         proto_class: str | None = None) -> EditResult:
+        """Add a Kafka sink writing the dagger's rows to ``topic`` (default brokers: the cluster's; JSON, or
+        ``proto_class`` messages with ``fmt="protobuf"``) as a new version, which resumes from the
+        checkpoint. Raises ControlError for a bad topic name or one the dagger already publishes to."""
+        if not topic or any(ch in topic for ch in " /\\,:\"'"):
+            raise ControlError(f"topic {topic!r} is not a valid Kafka topic name")
+        dagger = self.dagger(ref)
+        cur = self.version(dagger.ref)
+        bootstrap = bootstrap_servers or self.cluster(dagger.cluster).kafka_bootstrap
+        text = specs.with_kafka_sink(cur.spec_text, topic, bootstrap, fmt=fmt, proto_class=proto_class)
+        return self.edit(dagger.ref, text, expected_version=cur.version, comment=f"publish to kafka {topic}",
+                         action="publish")

@@ -1,0 +1,569 @@
+"""The controller of one cluster: make what runs match what the registry asks for.
+
+``daggers controller --cluster NAME`` runs this loop on the cluster's gateway machine. Every round it
+
+* starts each dagger that should run as its own process and Spark application
+  (``python -m job.cli run <spec> --master <cluster master>``), from the version the registry names,
+  on the checkpoint of that version's epoch (so a compatible edit resumes where the last one ended);
+* stops a dagger gracefully (SIGTERM: the runner finishes its query and exits; SIGKILL after
+  ``stop_timeout_s``), and rolls a running one over to a new version or restart generation;
+* notices a crash, records its exit code and last error (from the dagger's log), and restarts it
+  after an exponential back-off, at most ``max_restarts`` times in a row before giving up (``failed``);
+* records the progress the dagger's StreamingQueryListener writes to ``<checkpoint>/status.json``
+  (rates, batch duration, late rows, bad records), its consumer lag, a sample for sparklines, the
+  controller's heartbeat and the cluster's health.
+
+Daggers are independent of the controller: stopping the controller leaves them running, and the
+next controller adopts them again (by PID and process start time). Spec files are written with
+``${VAR}`` references unresolved and mode 0600; the cluster's ``DAGGERS_BOOTSTRAP`` and
+``DAGGERS_INFLUX`` are set in each dagger's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import delete, or_, select
+
+from job.control import specs
+from job.control.errors import ConflictError, NotFoundError, RegistryError
+from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
+from job.control.processes import (
+    LOG_ROTATE_BYTES,
+    QUERY_FILE,
+    Command,
+    Proc,
+    Standby,
+    StandbyCommand,
+    default_command,
+    default_standby_command,
+    last_error,
+    read_json,
+    tail_file,
+)
+from job.control.registry import Registry
+from job.errors import DaggerError
+from job.stack.process import group_members, pid_alive, process_start_time
+
+log = logging.getLogger("daggers.controller")
+
+
+
+class ControllerSettings(BaseModel):
+    """How a controller paces itself and treats crashes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    poll_interval_s: float = Field(default=1.0, gt=0, description="Seconds between two reconcile rounds.")
+    health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between two health probes.")
+    lag_interval_s: float = Field(default=5.0, gt=0, description="Seconds between two consumer-lag reads per dagger.")
+    max_restarts: int = Field(default=5, ge=0,
+                              description="Crashes in a row restarted before a dagger is left failed.")
+    backoff_initial_s: float = Field(default=2.0, ge=0, description="Wait before the first restart after a crash.")
+    backoff_max_s: float = Field(default=120.0, ge=0, description="Longest wait between restarts (it doubles).")
+    stable_after_s: float = Field(default=300.0, gt=0,
+                                  description="A run this long forgets the crashes before it.")
+    stop_timeout_s: float = Field(default=60.0, gt=0,
+                                  description="Seconds a graceful stop (SIGTERM) may take before SIGKILL.")
+    heartbeat_stale_s: float = Field(default=15.0, gt=0,
+                                     description="A controller heartbeat older than this counts as gone.")
+    sample_retention_s: float = Field(default=3600.0, gt=0, description="How long progress samples are kept.")
+    standby: bool = Field(default=True, description="On local masters, keep one dagger process started and warm "
+                                                    "(Python, JVM, Spark session) for the next deploy, which then "
+                                                    "skips Spark's start-up. It costs one idle JVM on the gateway.")
+    standby_every_s: float = Field(default=30.0, ge=0,
+                                   description="Start a standby process at most this often (a failing one "
+                                               "is not restarted in a tight loop).")
+
+
+def backoff_delay(crashes: int, initial_s: float, max_s: float) -> float:
+    """Return the wait before restart number ``crashes`` (1, 2, ...): ``initial * 2**(crashes-1)``, capped."""
+    return min(initial_s * (2 ** max(crashes - 1, 0)), max_s)
+
+
+@dataclass
+class _Item:
+    """A snapshot of one dagger and its status, taken at the start of a round."""
+
+    id: int
+    name: str
+    team: str
+    desired: str
+    deleted: bool
+    version: int
+    generation: int
+    spec_text: str
+    epoch: int
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.team}/{self.name}"
+
+
+_STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
+                  "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
+                  "last_exit_code", "last_error", "progress", "lag", "log_path")
+
+
+class Controller:
+    """Reconciles the daggers of one cluster (see the module docstring)."""
+
+    def __init__(self, registry: Registry, cluster: str, state_dir: Path, *,
+                 settings: ControllerSettings | None = None, command: Command | None = None,
+                 standby_command: StandbyCommand | None = None, host: str | None = None) -> None:
+        self.registry = registry
+        self.cluster_name = cluster
+        self.state_dir = Path(state_dir).absolute()
+        self.settings = settings or ControllerSettings()
+        self.command = command or default_command
+        # A custom command (tests) runs without a standby unless it brings its own.
+        self.standby_command = standby_command or (default_standby_command if command is None else None)
+        self._standby: Standby | None = None
+        self._standby_tried = 0.0
+        self.host = host or socket.gethostname()
+        self.pid = os.getpid()
+        self._procs: dict[int, Proc] = {}
+        self._lag_at: dict[int, float] = {}
+        self._streams: dict[tuple[int, int], list[tuple[str, list[str], dict[str, str]]]] = {}
+        self._health_at = 0.0
+        self._health_job: Future[dict[str, Any]] | None = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
+        self._pruned_at = 0.0
+        with registry.session() as s:
+            c = s.scalar(select(Cluster).where(Cluster.name == cluster))
+            if c is None:
+                raise NotFoundError(f"no cluster {cluster!r} in the registry {registry.safe_url}")
+            self.cluster_id = c.id
+            self.master = c.spark_master
+            self.spark_ui = c.spark_ui_url
+            self.kafka_bootstrap = c.kafka_bootstrap
+            self.influx_url = c.influx_url
+
+    # ---- controller lock ----------------------------------------------------------------------
+
+    def claim(self) -> None:
+        """Record this controller as the cluster's; raise ConflictError when another one is alive."""
+        with self.registry.session() as s:
+            c = s.get(Cluster, self.cluster_id)
+            assert c is not None
+            fresh = c.controller_heartbeat is not None and time.time() - c.controller_heartbeat < \
+                self.settings.heartbeat_stale_s
+            other = (c.controller_host, c.controller_pid) != (self.host, self.pid)
+            gone = c.controller_host == self.host and c.controller_pid is not None and not pid_alive(c.controller_pid)
+            if fresh and other and not gone:
+                raise ConflictError(f"cluster {self.cluster_name} already has a controller "
+                                    f"({c.controller_host}, pid {c.controller_pid})",
+                                    hint="stop it first; a heartbeat older than "
+                                         f"{self.settings.heartbeat_stale_s:g} s is taken over")
+            c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, time.time()
+
+    def release(self) -> None:
+        """Clear this controller's heartbeat (when it is still the recorded one)."""
+        with self.registry.session() as s:
+            c = s.get(Cluster, self.cluster_id)
+            if c is not None and (c.controller_host, c.controller_pid) == (self.host, self.pid):
+                c.controller_heartbeat = None
+
+    # ---- one round ----------------------------------------------------------------------------
+
+    def _snapshot(self) -> list[_Item]:
+        items: list[_Item] = []
+        with self.registry.session() as s:
+            query = (select(Dagger).outerjoin(DaggerStatus)
+                     .where(Dagger.cluster_id == self.cluster_id,
+                            or_(Dagger.tombstone == 0, DaggerStatus.actual_state.is_(None),
+                                DaggerStatus.actual_state != "deleted")))
+            for d in s.scalars(query):
+                v = s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == d.id,
+                                                          DaggerVersion.version == d.current_version)).one()
+                st = d.status
+                status = {f: getattr(st, f) for f in _STATUS_FIELDS} if st else {"actual_state": "created",
+                                                                                 "restarts": 0}
+                items.append(_Item(id=d.id, name=d.name, team=d.team.name, desired=d.desired_state,
+                                   deleted=d.tombstone != 0, version=d.current_version,
+                                   generation=d.restart_generation, spec_text=v.spec_text,
+                                   epoch=v.checkpoint_epoch, status=status))
+        return items
+
+    def reconcile_once(self) -> dict[int, dict[str, Any]]:
+        """Run one round; return the status changes it recorded, by dagger id."""
+        now = time.time()
+        updates: dict[int, dict[str, Any]] = {}
+        samples: list[Sample] = []
+        items = self._snapshot()
+        for item in items:
+            upd = self._reconcile(item, now)
+            observed, sample = self._observe(item, {**item.status, **upd}, now)
+            upd.update(observed)
+            if sample is not None:
+                samples.append(sample)
+            changed = {k: v for k, v in upd.items() if item.status.get(k) != v}
+            if changed:
+                updates[item.id] = changed
+                item.status.update(changed)
+        health = self._maybe_health(items, now)
+        self._write(updates, samples, health, now)
+        self._keep_standby(items, now)
+        return updates
+
+    def _reconcile(self, item: _Item, now: float) -> dict[str, Any]:
+        st = item.status
+        proc = self._procs.get(item.id) or self._adopt(item)
+        alive = proc is not None and proc.alive()
+        actual = st.get("actual_state") or "created"
+        want_running = item.desired == "running" and not item.deleted
+        if alive:
+            assert proc is not None
+            stale = (st.get("running_version") != item.version
+                     or (st.get("running_generation") or 0) != item.generation)
+            if actual == "stopping":
+                return self._keep_stopping(item, proc, now)
+            if not want_running or stale:
+                why = f"roll over to v{item.version}" if want_running else item.desired
+                log.info("%s: stopping (%s)", item.ref, why)
+                proc.signal(signal.SIGTERM)
+                return {"actual_state": "stopping", "stop_requested_at": now}
+            return {}
+        upd: dict[str, Any] = {}
+        if proc is not None or (st.get("pid") and actual in ("starting", "running", "stopping")):
+            upd = self._exited(item, proc, actual, now)
+            actual = upd.get("actual_state", actual)
+        if item.deleted or item.desired == "deleted":
+            return {**upd, "actual_state": "deleted", "pid": None}
+        if not want_running:
+            if actual not in ("created", "stopped"):
+                upd.update(actual_state="stopped", pid=None)
+            return upd
+        due = actual == "crashed" and now >= float(upd.get("next_restart_at", st.get("next_restart_at")) or 0.0)
+        if actual in ("created", "pending", "stopped", "starting", "running", "stopping") or due:
+            return {**upd, **self._launch(item, now)}
+        return upd
+
+    def _keep_stopping(self, item: _Item, proc: Proc, now: float) -> dict[str, Any]:
+        asked = float(item.status.get("stop_requested_at") or now)
+        if now - asked > self.settings.stop_timeout_s:
+            log.warning("%s: did not stop within %.0f s; SIGKILL", item.ref, self.settings.stop_timeout_s)
+            proc.signal(signal.SIGKILL, group=True)
+        return {}
+
+    def _exited(self, item: _Item, proc: Proc | None, actual: str, now: float) -> dict[str, Any]:
+        """Record that the dagger's process is gone: a stop that finished, or a crash."""
+        self._procs.pop(item.id, None)
+        code = proc.exit_code() if proc is not None else None
+        if proc is not None:
+            proc.reap_group()
+        st = item.status
+        if actual == "stopping":
+            log.info("%s: stopped (exit code %s)", item.ref, code)
+            return {"actual_state": "stopped", "pid": None, "last_exit_code": code, "stop_requested_at": None}
+        text = proc.log_since_start() if proc is not None else tail_file(st.get("log_path"))
+        error = last_error(text) or (f"killed by signal {-code}" if code is not None and code < 0 else
+                                     f"exited with code {code}" if code is not None else "the process is gone")
+        uptime = now - float(st.get("started_at") or now)
+        restarts = (0 if uptime > self.settings.stable_after_s else int(st.get("restarts") or 0)) + 1
+        if restarts > self.settings.max_restarts:
+            log.error("%s: crashed %d times in a row; giving up: %s", item.ref, restarts, error)
+            return {"actual_state": "failed", "pid": None, "last_exit_code": code, "last_error": error,
+                    "restarts": restarts, "next_restart_at": None}
+        delay = backoff_delay(restarts, self.settings.backoff_initial_s, self.settings.backoff_max_s)
+        log.warning("%s: crashed (exit code %s): %s; restart %d in %.0f s", item.ref, code, error, restarts, delay)
+        return {"actual_state": "crashed", "pid": None, "last_exit_code": code, "last_error": error,
+                "restarts": restarts, "next_restart_at": now + delay}
+
+    def _workdir(self, item: _Item) -> Path:
+        return self.state_dir / "daggers" / f"{item.id}-{item.name}"
+
+    def _launch(self, item: _Item, now: float) -> dict[str, Any]:
+        workdir = self._workdir(item)
+        workdir.mkdir(parents=True, exist_ok=True)
+        checkpoint = workdir / f"checkpoint-{item.epoch}"
+        spec_path = workdir / f"v{item.version}.yaml"
+        spec_path.write_text(specs.run_text(item.spec_text, checkpoint))
+        spec_path.chmod(0o600)
+        log_path = workdir / "dagger.log"
+        if log_path.exists() and log_path.stat().st_size > LOG_ROTATE_BYTES:
+            log_path.replace(log_path.with_suffix(".log.1"))
+        standby = self._take_standby(item, spec_path, workdir, checkpoint)
+        if standby is not None:
+            proc = standby
+            self._procs[item.id] = proc
+            log.info("%s: v%d handed to the warm standby pid %d (checkpoint %s)", item.ref, item.version, proc.pid,
+                     checkpoint)
+            return {"actual_state": "starting", "running_version": item.version,
+                    "running_generation": item.generation, "checkpoint": str(checkpoint), "host": self.host,
+                    "pid": proc.pid, "pid_start_time": proc.start_time, "started_at": now, "stop_requested_at": None,
+                    "next_restart_at": None, "log_path": str(proc.log_path)}
+        argv = self.command(spec_path, workdir, self.master)
+        env = self._env()
+        with log_path.open("ab") as fh:
+            offset = fh.tell()
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            fh.write(f"=== {stamp} controller {self.host}: starting {item.ref} v{item.version} "
+                     f"(checkpoint {checkpoint.name})\n".encode())
+            fh.flush()
+            try:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                         env=env, cwd=workdir, start_new_session=True, close_fds=True)
+            except OSError as exc:
+                return {"actual_state": "failed", "pid": None, "last_error": f"cannot start: {exc}"}
+        proc = Proc(pid=popen.pid, start_time=process_start_time(popen.pid), log_path=log_path,
+                     log_offset=offset, popen=popen)
+        self._procs[item.id] = proc
+        log.info("%s: started v%d as pid %d (checkpoint %s)", item.ref, item.version, popen.pid, checkpoint)
+        return {"actual_state": "starting", "running_version": item.version, "running_generation": item.generation,
+                "checkpoint": str(checkpoint), "host": self.host, "pid": popen.pid,
+                "pid_start_time": proc.start_time, "started_at": now, "stop_requested_at": None,
+                "next_restart_at": None, "log_path": str(log_path)}
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **specs.cluster_env(self.kafka_bootstrap, self.influx_url), "PYTHONUNBUFFERED": "1"}
+
+    # ---- the warm standby ---------------------------------------------------------------------
+
+    def _keep_standby(self, items: list[_Item], now: float) -> None:
+        """Start a standby process when there is none, unless a dagger is starting (they would compete
+        for the CPU) or one was started less than ``standby_every_s`` ago."""
+        if self.standby_command is None or not self.settings.standby or not self.master.startswith("local"):
+            return  # on a standalone cluster an idle application would hold executors that others need
+        if self._standby is not None:
+            if self._standby.popen.poll() is None:
+                return
+            log.warning("the standby process exited (code %s); see %s", self._standby.popen.returncode,
+                        self._standby.log_path)
+            self._standby = None
+        if now - self._standby_tried < self.settings.standby_every_s or any(
+                i.status.get("actual_state") == "starting" for i in items):
+            return
+        self._standby_tried = now
+        folder = self.state_dir / "standby"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        ready, log_path = folder / f"{stamp}.ready", folder / f"{stamp}.log"
+        try:
+            with log_path.open("ab") as fh:
+                popen = subprocess.Popen(self.standby_command(ready, self.master), stdin=subprocess.PIPE, stdout=fh,
+                                         stderr=subprocess.STDOUT, env=self._env(), cwd=folder,
+                                         start_new_session=True, close_fds=True)
+        except OSError as exc:
+            log.warning("cannot start a standby process: %s", exc)
+            return
+        self._standby = Standby(popen=popen, log_path=log_path, ready_file=ready)
+        log.info("standby process pid %d starting", popen.pid)
+
+    def _take_standby(self, item: _Item, spec_path: Path, workdir: Path, checkpoint: Path) -> Proc | None:
+        """Hand the dagger to the warm standby, if one is ready; return its process (None: start one)."""
+        standby = self._standby
+        if standby is None or not standby.ready() or standby.popen.stdin is None:
+            return None
+        self._standby = None
+        log_path = workdir / f"dagger-{standby.popen.pid}.log"
+        try:
+            standby.log_path.replace(log_path)  # the process keeps writing to the same (moved) file
+            offset = log_path.stat().st_size
+            standby.popen.stdin.write((json.dumps({"spec": str(spec_path), "state_dir": str(workdir)}) + "\n").encode())
+            standby.popen.stdin.close()
+        except OSError as exc:
+            log.warning("the standby could not take %s (%s); starting a new process", item.ref, exc)
+            standby.popen.kill()
+            return None
+        with contextlib.suppress(OSError):
+            standby.ready_file.unlink()
+        with (workdir / "dagger.log").open("ab") as fh:
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            fh.write(f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the warm standby "
+                     f"pid {standby.popen.pid}; its output: {log_path}\n".encode())
+        return Proc(pid=standby.popen.pid, start_time=process_start_time(standby.popen.pid), log_path=log_path,
+                     log_offset=offset, popen=standby.popen)
+
+    def _drop_standby(self) -> None:
+        standby, self._standby = self._standby, None
+        if standby is None:
+            return
+        with contextlib.suppress(OSError):
+            if standby.popen.stdin is not None:
+                standby.popen.stdin.close()  # EOF: the standby exits on its own
+        try:
+            standby.popen.wait(15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(standby.popen.pid, signal.SIGKILL)
+            standby.popen.wait(5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group_members(standby.popen.pid):
+                os.killpg(standby.popen.pid, signal.SIGKILL)
+
+    def _adopt(self, item: _Item) -> Proc | None:
+        """Take over a dagger process an earlier controller on this host started, if it still runs."""
+        st = item.status
+        pid, start = st.get("pid"), st.get("pid_start_time")
+        if not pid or st.get("host") != self.host or not pid_alive(int(pid), start):
+            return None
+        proc = Proc(pid=int(pid), start_time=start, log_path=Path(st.get("log_path") or os.devnull))
+        self._procs[item.id] = proc
+        log.info("%s: adopted running pid %s", item.ref, pid)
+        return proc
+
+    # ---- progress, lag, health ----------------------------------------------------------------
+
+    def _observe(self, item: _Item, st: dict[str, Any], now: float) -> tuple[dict[str, Any], Sample | None]:
+        """Read a live dagger's status.json (and, now and then, its consumer lag), given its status
+        ``st`` after this round's decisions; return the status changes and a sample when the dagger
+        reported a new micro-batch."""
+        if st.get("actual_state") not in ("starting", "running") or not st.get("checkpoint"):
+            return {}, None
+        checkpoint = Path(st["checkpoint"])
+        progress, query = read_json(checkpoint / "status.json"), read_json(checkpoint / QUERY_FILE)
+        upd: dict[str, Any] = {}
+        sample = None
+        started = float(st.get("started_at") or 0.0)
+        reported = isinstance(progress, dict) and float(progress.get("updated_at") or 0.0) >= started
+        query_up = isinstance(query, dict) and query.get("state") in ("started", "active", "idle") and float(
+            query.get("at") or 0.0) >= started
+        if (reported or query_up) and st.get("actual_state") == "starting":
+            log.info("%s: running (%s)", item.ref, "first batch reported" if reported else "query started")
+            upd["actual_state"] = "running"
+        if reported and isinstance(progress, dict):
+            old = st.get("progress") or {}
+            if progress.get("updated_at") != old.get("updated_at"):
+                upd["progress"] = progress
+                sample = Sample(dagger_id=item.id, at=float(progress.get("updated_at") or now),
+                                input_rows=int(progress.get("input_rows") or 0),
+                                input_rows_per_s=float(progress.get("input_rows_per_s") or 0.0),
+                                processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
+                                batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
+                                lag=st.get("lag"))
+        if now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
+            self._lag_at[item.id] = now
+            upd["lag"] = self._lag(item, checkpoint)
+            if sample is not None:
+                sample.lag = upd["lag"]
+        return upd, sample
+
+    def _lag(self, item: _Item, checkpoint: Path) -> int | None:
+        from job.control.lag import dagger_lag
+
+        key = (item.id, item.version)
+        if key not in self._streams:
+            try:
+                env = {**os.environ, **specs.cluster_env(self.kafka_bootstrap, self.influx_url)}
+                spec = specs.parse_text(item.spec_text, env)
+            except DaggerError as exc:
+                log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
+                return None
+            self._streams[key] = [(s.bootstrap_servers, list(s.topics), dict(s.consumer_config))
+                                  for s in spec.streams]
+        try:
+            return dagger_lag(checkpoint, self._streams[key])
+        except DaggerError as exc:
+            log.warning("%s: lag unknown: %s", item.ref, exc.message)
+            return None
+
+    def _maybe_health(self, items: list[_Item], now: float) -> dict[str, Any] | None:
+        """Start a health probe in the background when one is due; return the result of a finished one
+        (probes wait on network timeouts, which must not hold up reconciling)."""
+        from job.control.health import probe_cluster
+
+        result = None
+        if self._health_job is not None and self._health_job.done():
+            try:
+                result = self._health_job.result()
+            except Exception as exc:  # a probe must never stop the controller
+                log.warning("health probe failed: %s", exc)
+            self._health_job = None
+        if self._health_job is None and now - self._health_at >= self.settings.health_interval_s:
+            self._health_at = now
+            live = [i for i in items if not i.deleted]
+            running = sum(1 for i in live if i.status.get("actual_state") == "running")
+            self._health_job = self._pool.submit(
+                probe_cluster, self.master, self.spark_ui, self.kafka_bootstrap, self.influx_url,
+                daggers_running=running, daggers_total=len(live))
+        return result
+
+    def _write(self, updates: dict[int, dict[str, Any]], samples: list[Sample], health: dict[str, Any] | None,
+               now: float) -> None:
+        with self.registry.session() as s:
+            for dagger_id, upd in updates.items():
+                st = s.get(DaggerStatus, dagger_id)
+                if st is None:
+                    st = DaggerStatus(dagger_id=dagger_id)
+                    s.add(st)
+                for key, value in upd.items():
+                    setattr(st, key, value)
+                st.updated_at = now
+            s.add_all(samples)
+            c = s.get(Cluster, self.cluster_id)
+            if c is not None:
+                c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, now
+                if health is not None:
+                    c.health, c.health_at = health, now
+            if now - self._pruned_at > 60:
+                self._pruned_at = now
+                s.execute(delete(Sample).where(Sample.at < now - self.settings.sample_retention_s))
+
+    # ---- the loop -----------------------------------------------------------------------------
+
+    def run_forever(self, stop: threading.Event | None = None, *, stop_daggers_on_exit: bool = False) -> None:
+        """Reconcile every ``poll_interval_s`` until ``stop`` is set (or SIGTERM/SIGINT in the main thread).
+
+        A registry that cannot be reached is retried; the daggers keep running meanwhile.
+        Raises ConflictError when another controller owns the cluster.
+        """
+        stop = stop or threading.Event()
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        self.claim()
+        log.info("controller of %s on %s (pid %d), registry %s, state %s", self.cluster_name, self.host,
+                 self.pid, self.registry.safe_url, self.state_dir)
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    self.reconcile_once()
+                except RegistryError as exc:
+                    log.warning("registry unavailable, retrying: %s", exc.message)
+                stop.wait(max(self.settings.poll_interval_s - (time.monotonic() - started), 0.05))
+        finally:
+            self.close()
+            if stop_daggers_on_exit:
+                self.stop_all()
+            with contextlib.suppress(RegistryError):
+                self.release()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def close(self) -> None:
+        """Stop the standby process and the health prober (daggers keep running)."""
+        self._drop_standby()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop_all(self, timeout: float | None = None) -> None:
+        """Stop every dagger process this controller holds, gracefully, and wait until they are gone."""
+        timeout = self.settings.stop_timeout_s if timeout is None else timeout
+        procs = list(self._procs.values())
+        for proc in procs:
+            proc.signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while any(p.alive() for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for proc in procs:
+            if proc.alive():
+                proc.signal(signal.SIGKILL, group=True)
+            proc.reap_group()
+        self._procs.clear()

@@ -1,0 +1,156 @@
+"""Health of a cluster: its Spark master and workers, its Kafka brokers, its InfluxDB.
+
+* Spark standalone: the master's JSON API (``http://host:webui/json/``) gives the workers (alive or
+  not, cores and memory used and free, last heartbeat) and the running applications. ``local``
+  masters are the gateway machine itself: its cores and memory (``/proc/meminfo``).
+* Kafka: a metadata request (brokers, topics, partitions) with confluent-kafka.
+* InfluxDB: ``/ping`` (and the version header it answers with).
+
+Each probe returns a dict and never raises: an unreachable part is ``ok: False`` with the error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+
+DEFAULT_SPARK_UI_PORT = 8080
+
+
+def spark_ui_url(spark_master: str, spark_ui_url: str | None) -> str | None:
+    """Return the master web UI URL: the configured one, else ``http://<master host>:8080`` for a
+    ``spark://`` master, else None (local mode has no master)."""
+    if spark_ui_url:
+        return spark_ui_url.rstrip("/")
+    if spark_master.startswith("spark://"):
+        host = urlparse(spark_master.replace("spark://", "http://", 1).split(",")[0]).hostname
+        return f"http://{host}:{DEFAULT_SPARK_UI_PORT}"
+    return None
+
+
+def _meminfo() -> tuple[int, int]:
+    """Return (total, available) memory of this machine in MiB (0, 0 when unknown)."""
+    values: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            key, _, rest = line.partition(":")
+            values[key] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return values.get("MemTotal", 0) // 1024, values.get("MemAvailable", 0) // 1024
+
+
+def local_cores(master: str) -> int:
+    """Return the cores a ``local``/``local[N]``/``local[*]`` master uses on this machine."""
+    cpus = os.cpu_count() or 1
+    if "[" not in master:
+        return 1
+    inside = master[master.find("[") + 1:master.find("]")].split(",")[0].strip()
+    return int(inside) if inside.isdigit() else cpus
+
+
+def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> dict[str, Any]:
+    """Return the Spark part of the health: mode, status, workers, cores and memory used/free, apps."""
+    url = spark_ui_url(spark_master, ui_url)
+    if url is None:
+        total, free = _meminfo()
+        cores = local_cores(spark_master)
+        return {"ok": True, "mode": "local", "master": spark_master, "status": "LOCAL", "workers_alive": 1,
+                "workers": 1, "cores": cores, "cores_used": 0, "memory_mb": total, "memory_used_mb": total - free,
+                "active_apps": None, "error": None}
+    try:
+        resp = requests.get(f"{url}/json/", timeout=timeout)
+        resp.raise_for_status()
+        data = resp.json()
+    except (requests.RequestException, ValueError) as exc:
+        return {"ok": False, "mode": "standalone", "master": spark_master, "status": "UNREACHABLE",
+                "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}"}
+    workers = [{"id": w.get("id"), "host": w.get("host"), "state": w.get("state"), "cores": w.get("cores"),
+                "cores_used": w.get("coresused"), "cores_free": w.get("coresfree"), "memory_mb": w.get("memory"),
+                "memory_used_mb": w.get("memoryused"), "memory_free_mb": w.get("memoryfree"),
+                "last_heartbeat_ms": w.get("lastheartbeat")} for w in data.get("workers") or []]
+    alive = [w for w in workers if w["state"] == "ALIVE"]
+    status = str(data.get("status", "UNKNOWN"))
+    return {"ok": status == "ALIVE" and bool(alive), "mode": "standalone", "master": spark_master,
+            "status": status, "workers_alive": len(alive), "workers": len(workers),
+            "cores": int(data.get("cores") or 0), "cores_used": int(data.get("coresused") or 0),
+            "memory_mb": int(data.get("memory") or 0), "memory_used_mb": int(data.get("memoryused") or 0),
+            "active_apps": [a.get("name") for a in data.get("activeapps") or []],
+            "worker_list": workers, "error": None if alive else "no ALIVE worker"}
+
+
+def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
+    """Return the Kafka part of the health: reachable, brokers, topics and partitions."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                         "log_level": 0})
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        return {"ok": False, "bootstrap": bootstrap, "error": str(exc.args[0] if exc.args else exc)[:200]}
+    topics = {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
+    return {"ok": True, "bootstrap": bootstrap, "brokers": len(md.brokers), "topics": len(topics),
+            "partitions": sum(topics.values()), "error": None}
+
+
+def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
+    """Return the topic names on the broker, sorted (internal ``__`` topics left out).
+
+    Raises SourceError when the broker does not answer.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from job.errors import SourceError
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                         "log_level": 0})
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise SourceError(f"cannot list the topics of {bootstrap}: {exc.args[0] if exc.args else exc}") from None
+    return sorted(name for name in md.topics if not name.startswith("__"))
+
+
+def probe_influx(url: str, timeout: float = 3.0) -> dict[str, Any]:
+    """Return the InfluxDB part of the health: ``/ping`` answered with 204, and the version."""
+    try:
+        resp = requests.get(f"{url.rstrip('/')}/ping", timeout=timeout)
+    except requests.RequestException as exc:
+        return {"ok": False, "url": url, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    ok = resp.status_code == 204
+    return {"ok": ok, "url": url, "version": resp.headers.get("X-Influxdb-Version"),
+            "error": None if ok else f"/ping answered {resp.status_code}"}
+
+
+def probe_cluster(spark_master: str, spark_ui: str | None, kafka_bootstrap: str, influx_url: str,
+                  *, daggers_running: int, daggers_total: int, timeout: float = 3.0) -> dict[str, Any]:
+    """Probe the three parts in parallel; return ``{ok, checked_at, spark, kafka, influx, daggers}``."""
+    with ThreadPoolExecutor(3) as pool:
+        spark = pool.submit(probe_spark, spark_master, spark_ui, timeout)
+        kafka = pool.submit(probe_kafka, kafka_bootstrap, timeout)
+        influx = pool.submit(probe_influx, influx_url, timeout)
+        parts = {"spark": spark.result(), "kafka": kafka.result(), "influx": influx.result()}
+    return {"ok": all(p["ok"] for p in parts.values()), "checked_at": time.time(), **parts,
+            "daggers": {"running": daggers_running, "total": daggers_total}}
+
+
+def summary(health: dict[str, Any] | None) -> str:
+    """Return a one-line summary of a health dict, e.g. ``spark ok 2/2 workers 1/4 cores · kafka ok 12 partitions · influx ok``."""
+    if not health:
+        return "no health recorded"
+    sp, kf, ix = health.get("spark") or {}, health.get("kafka") or {}, health.get("influx") or {}
+    spark = (f"spark {'ok' if sp.get('ok') else 'DOWN'} {sp.get('workers_alive', 0)}/{sp.get('workers', 0)} workers "
+             f"{sp.get('cores_used', 0)}/{sp.get('cores', 0)} cores") if sp.get("mode") == "standalone" else (
+        f"spark local {sp.get('cores', 0)} cores")
+    kafka = f"kafka {'ok' if kf.get('ok') else 'DOWN'}" + (f" {kf.get('partitions')} partitions" if kf.get("ok") else "")
+    influx = f"influx {'ok' if ix.get('ok') else 'DOWN'}"
+    return " · ".join([spark, kafka, influx])

@@ -1,0 +1,138 @@
+"""``python -m job.control.launch SPEC --state-dir DIR --master MASTER``: one dagger, as a controller runs it.
+
+``--standby READY_FILE`` starts Python, the JVM and the Spark session (and runs a first tiny job) before
+any dagger is known, then waits for one on stdin: the controller keeps such a warm process ready, so a
+deploy does not wait for Spark to start. Each process still runs exactly one dagger.
+
+It is ``daggers run`` (the same :func:`job.runner.run_foreground`, SIGTERM for a graceful stop, known
+errors printed as ``title: message`` with exit code 2) plus a liveness file for the controller:
+``<checkpoint>/query.json``, written by a StreamingQueryListener when Spark reports the query started
+and refreshed on every progress and idle event. The runner's ``status.json`` only changes after a
+micro-batch, so without it a dagger that resumes onto topics with nothing new would look "starting"
+forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from job.control.processes import QUERY_FILE
+from job.errors import DaggerError
+
+log = logging.getLogger("daggers.launch")
+
+
+class LivenessListener(StreamingQueryListener):
+    """Writes ``{"state", "at", "id", "run_id"}`` to a file on every query event (never raises)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _write(self, state: str, event: Any, **extra: Any) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": str(getattr(event, "id", "")),
+                                       "run_id": str(getattr(event, "runId", "")), **extra}))
+            tmp.replace(self.path)
+        except Exception:  # a listener must never kill the query
+            log.exception("cannot write %s", self.path)
+
+    def onQueryStarted(self, event: Any) -> None:
+        self._write("started", event)
+
+    def onQueryProgress(self, event: Any) -> None:
+        self._write("active", event.progress)
+
+    def onQueryIdle(self, event: Any) -> None:
+        self._write("idle", event)
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self._write("terminated", event, exception=getattr(event, "exception", None))
+
+
+def _warm(spark: Any) -> None:
+    """Start what a dagger's first batch would otherwise wait for: the data source, the functions, a job
+    on the executors and a Python worker."""
+    from job.functions.spark_udfs import register_functions
+    from job.sources.kafka import register_source
+
+    register_source(spark)
+    register_functions(spark)
+    spark.sql("SELECT S2Id(-6.2, 106.8, 13) AS cell, count(1) AS n FROM range(4) GROUP BY 1").collect()
+
+
+def _wait_for_assignment(ready_file: Path) -> tuple[Path, Path] | None:
+    """Say the standby is ready, then block until the controller writes ``{"spec", "state_dir"}`` on stdin;
+    return them, or None when stdin closes without an assignment."""
+    ready_file.parent.mkdir(parents=True, exist_ok=True)
+    ready_file.write_text(json.dumps({"at": time.time()}))
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    data = json.loads(line)
+    return Path(data["spec"]), Path(data["state_dir"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the dagger of a spec file until SIGTERM; return the exit code (0, or 2 for a known error).
+
+    With ``--standby``, start Spark first and wait for the spec on stdin (see :func:`_wait_for_assignment`).
+    """
+    from job.plan import plan
+    from job.runner import run_foreground
+    from job.spark_session import build_session
+    from job.spec import load_spec
+
+    parser = argparse.ArgumentParser(prog="python -m job.control.launch", description=__doc__)
+    parser.add_argument("spec", type=Path, nargs="?", help="The dagger spec file (checkpoint_dir set).")
+    parser.add_argument("--state-dir", type=Path, help="The dagger's state folder.")
+    parser.add_argument("--master", default="local[*]", help="Spark master: local[*] or spark://host:port.")
+    parser.add_argument("--standby", type=Path, metavar="READY_FILE",
+                        help="Start Spark now, write READY_FILE, then read the assignment from stdin.")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark = None
+    try:
+        if args.standby is not None:
+            spark = build_session("daggers-standby", master=args.master)
+            _warm(spark)
+            assigned = _wait_for_assignment(args.standby)
+            if assigned is None:
+                return 0
+            args.spec, args.state_dir = assigned
+        if args.spec is None or args.state_dir is None:
+            parser.error("give SPEC and --state-dir, or --standby READY_FILE")
+        p = plan(load_spec(args.spec), args.state_dir)
+        print(f"dagger {p.spec.name}: checkpoint {p.checkpoint}", flush=True)
+        if spark is None:
+            spark = build_session(f"dagger-{p.spec.name}", master=args.master, shuffle_partitions=p.spec.parallelism)
+        else:
+            spark.conf.set("spark.sql.shuffle.partitions", str(p.spec.parallelism))
+        spark.streams.addListener(LivenessListener(p.checkpoint / QUERY_FILE))
+        progress = run_foreground(p, spark=spark)
+    except DaggerError as exc:
+        print(f"{exc.title}: {exc.message}", file=sys.stderr, flush=True)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        if spark is not None:
+            spark.stop()
+    print(f"stopped after {progress.batches} batches: {progress.input_rows} rows read, "
+          f"{progress.late_rows_dropped} late rows dropped, {progress.bad_records} bad records skipped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

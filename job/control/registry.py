@@ -1,0 +1,129 @@
+"""The registry database: SQLite by default (one file), PostgreSQL when many operators share it.
+
+``Registry(url)`` opens it and creates the tables when they are missing. URLs:
+
+* ``sqlite:///path/to/registry.db`` (the default is ``<state dir>/registry.db``);
+* ``postgresql://user@host:port/db`` (psycopg 3; ``postgresql+psycopg://`` also works). Put the
+  password in ``$PGPASSWORD`` or ``~/.pgpass`` rather than in the URL; a URL's password is never
+  printed (see :attr:`Registry.safe_url`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from job.control.errors import RegistryError
+from job.control.models import Base
+
+ENV_REGISTRY = "DAGGERS_REGISTRY"
+
+
+def default_registry_url(state_dir: Path | None = None) -> str:
+    """Return ``$DAGGERS_REGISTRY``, else ``sqlite:///<state dir>/registry.db``."""
+    if os.environ.get(ENV_REGISTRY):
+        return os.environ[ENV_REGISTRY]
+    if state_dir is None:
+        from job.stack.local import default_state_dir
+
+        state_dir = default_state_dir()
+    return f"sqlite:///{Path(state_dir).absolute() / 'registry.db'}"
+
+
+def normalise_url(url: str) -> str:
+    """Return ``url`` with a driver SQLAlchemy can use: ``postgresql://`` becomes ``postgresql+psycopg://``.
+
+    Raises RegistryError for a URL that is neither SQLite nor PostgreSQL.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise RegistryError(f"registry URL {url!r} is not a database URL",
+                            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db") from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend != "sqlite":
+        raise RegistryError(f"registry URL scheme {parsed.drivername!r} is not supported",
+                            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers (the console) never block the controller's writes
+    cur.execute("PRAGMA busy_timeout=15000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Registry:
+    """An open registry: an engine and a session factory. Tables are created when missing."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = normalise_url(url)
+        parsed = make_url(self.url)
+        self.kind = parsed.get_backend_name()
+        kwargs: dict[str, Any] = {"future": True}
+        if self.kind == "sqlite" and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": 15}
+        else:
+            kwargs["pool_pre_ping"] = True
+        self.engine: Engine = create_engine(self.url, **kwargs)
+        if self.kind == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        if create:
+            self.create_schema()
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def create_schema(self) -> None:
+        """Create the tables that do not exist yet. Raises RegistryError when the database is unreachable."""
+        try:
+            Base.metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise RegistryError(f"cannot open the registry at {self.safe_url}: {_first_line(exc)}") from None
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """Yield a session in a transaction: committed on success, rolled back on any error.
+
+        Database errors become RegistryError (with the masked URL), other errors pass through.
+        """
+        sess = self._sessions()
+        try:
+            yield sess
+            sess.commit()
+        except SQLAlchemyError as exc:
+            sess.rollback()
+            raise RegistryError(f"registry {self.safe_url}: {_first_line(exc)}") from None
+        except BaseException:
+            sess.rollback()
+            raise
+        finally:
+            sess.close()
+
+    def close(self) -> None:
+        """Release the connections."""
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Registry({self.safe_url!r})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,138 @@
+"""Unit tests of the benchmark harness's pure helpers (the benchmarks themselves never run in the suite)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+import s2sphere
+
+from bench.feeder import split_pool, varint5
+from bench.procstats import TreeSampler, read_proc, role, tree
+from bench.run import compare
+from bench.workloads import (
+    PING_CLASS,
+    WORKLOADS,
+    Approx,
+    _p95,
+    driver_pings,
+    expected_drivers,
+    expected_pass_through,
+    square_points,
+)
+from job.schema import default_registry
+
+
+def _signed(lat: float, lng: float) -> str:
+    cid = s2sphere.CellId.from_lat_lng(s2sphere.LatLng.from_degrees(lat, lng)).parent(13).id()
+    return str(cid - (1 << 64) if cid >= 1 << 63 else cid)
+
+
+def test_varint5_round_trips_and_rejects_other_widths() -> None:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    for seconds in (1_772_438_400, 2**28, 2**35 - 1):
+        encoded = varint5(seconds)
+        assert len(encoded) == 5
+        assert Timestamp.FromString(b"\x08" + encoded).seconds == seconds
+    with pytest.raises(ValueError):
+        varint5(100)
+
+
+def test_split_pool_patches_only_the_seconds() -> None:
+    batch = driver_pings(50, 3, datetime(2026, 1, 1, tzinfo=UTC), 10.0)
+    micros = batch.table.column("event_timestamp").cast(pa.int64()).to_pylist()
+    parts = split_pool(batch.payloads, [m // 1_000_000 for m in micros])
+    cls = default_registry().message_class(PING_CLASS)
+    for (head, tail), payload, us in zip(parts, batch.payloads, micros, strict=True):
+        patched = cls.FromString(head + varint5(1_800_000_123) + tail)
+        original = cls.FromString(payload)
+        assert patched.event_timestamp.seconds == 1_800_000_123
+        assert patched.event_timestamp.nanos == (us % 1_000_000) * 1000
+        original.event_timestamp.seconds = 1_800_000_123
+        assert patched == original
+
+
+def test_square_points_cover_about_44000_level_13_cells_around_jakarta() -> None:
+    import numpy as np
+
+    from job.functions import s2
+
+    lat, lng = square_points(np.random.default_rng(1), 400_000)
+    half_lat, half_lng = 127 / 111.195, 127 / (111.195 * 0.99413)  # cos(6.2088 deg)
+    assert -6.2088 - half_lat < lat.min() < -6.2088 - half_lat + 0.01
+    assert -6.2088 + half_lat - 0.01 < lat.max() < -6.2088 + half_lat
+    assert lng.min() > 106.8456 - half_lng and lng.max() < 106.8456 + half_lng
+    assert 42_000 < len(np.unique(s2.latlng_to_cell_id(lat, lng, 13))) < 46_000
+
+
+def test_expected_drivers_counts_distinct_drivers_per_cell_and_window() -> None:
+    base = 1_772_438_400_000_000  # 2026-03-02T08:00:00Z, a minute boundary
+    table = pa.table({
+        "driver_id": ["D1", "D1", "D2", "D3", "D1"],
+        "lat": [-6.2, -6.2, -6.2, -6.9, -6.2],
+        "long": [106.8, 106.8, 106.8, 107.3, 106.8],
+        "event_timestamp": pa.array([base, base + 1, base + 59_999_999, base + 5, base + 60_000_000],
+                                    pa.timestamp("us", tz="UTC")),
+    })
+    end = base // 1_000_000 + 60
+    assert expected_drivers(table) == {
+        (end, _signed(-6.2, 106.8)): (2,),
+        (end, _signed(-6.9, 107.3)): (1,),
+        (end + 60, _signed(-6.2, 106.8)): (1,),
+    }
+
+
+def test_p95_is_the_nearest_rank_with_the_rank_error_of_percentile_approx() -> None:
+    import numpy as np
+
+    p = _p95(np.arange(1.0, 101.0))
+    assert (p.value, p.lo, p.hi) == (95.0, 94.0, 96.0)
+    assert p == 96.0 and p == 94.0 and p != 97.0
+    assert Approx(1.0, 1.0, 1.0) != "1.0"
+
+
+def test_expected_pass_through_keeps_5xx_and_slow_requests_one_point_per_tags_and_time() -> None:
+    ts = pa.array([1, 2, 2, 3], pa.timestamp("us", tz="UTC"))
+    table = pa.table({"service": ["a", "a", "a", "b"], "path": ["/x", "/x", "/x", "/y"],
+                      "status_code": pa.array([500, 200, 200, 404], pa.int32()),
+                      "latency_ms": [1.0, 300.0, 400.0, 10.0], "event_timestamp": ts})
+    assert expected_pass_through(table) == {(1, "a", "/x", "500"): (1.0,), (2, "a", "/x", "200"): (400.0,)}
+
+
+def test_compare_reports_equal_missing_extra_and_wrong() -> None:
+    w = WORKLOADS["a"]
+    expected = {(60, "1"): (2,), (60, "2"): (1,), (120, "1"): (3,)}
+    assert compare(expected, dict(expected), w) == "equal (3 points)"
+    got = {(60, "1"): (2,), (60, "2"): (5,), (180, "9"): (1,)}
+    text = compare(expected, got, w)
+    assert text.startswith("DIFFERENT: 1 missing, 1 extra, 1 wrong of 3")
+    assert compare(expected, got, w, only_windows={60}).startswith("DIFFERENT: 0 missing, 0 extra, 1 wrong of 2")
+    ranged = {(60, "/a", "200"): (10, Approx(5.0, 4.0, 6.0))}
+    assert compare(ranged, {(60, "/a", "200"): (10, 4.5)}, WORKLOADS["b"]) == "equal (1 points)"
+
+
+def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
+    try:
+        sampler = TreeSampler(os.getpid(), interval_s=0.1).start()
+        time.sleep(1.0)
+        sampler.stop()
+        pids = {p.pid for p in tree(os.getpid())}
+        assert child.pid in pids
+        me = read_proc(os.getpid())
+        assert me is not None and me.rss > 0 and role(me, os.getpid()) == "driver-python"
+        kid = read_proc(child.pid)
+        assert kid is not None and role(kid, os.getpid()) == "worker"
+        first, last = sampler.samples[0], sampler.samples[-1]
+        used = last.cpu_s - first.cpu_s  # the child spins; how much CPU it gets depends on the machine's load
+        assert 0 < used <= (last.t - first.t) * os.cpu_count() + 0.05
+        assert sampler.cpu_cores(first.t, last.t) == pytest.approx(used / (last.t - first.t))
+        assert sampler.peak_rss(("driver-python",)) >= me.rss // 2
+    finally:
+        child.wait(10)

@@ -1,0 +1,88 @@
+"""A registry with two teams, their users and clusters in two data centres, for control-plane tests.
+
+team-a: adam (admin), alice (editor), vera (viewer); clusters a-jkt (jkt) and a-sgp (sgp).
+team-b: bob (editor); cluster b-jkt (jkt). root is the superuser.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from job.control import ControlPlane, Registry, bootstrap_admin
+
+BOOKINGS_SPEC = """name: {name}
+streams:
+  - table: data_stream
+    topics: [{topic}]
+    proto_class: daggers.events.BookingLog
+    timestamp_field: event_timestamp
+    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
+    group: dagger-{name}
+    start_from: earliest
+sql: |
+  SELECT city_id AS tag_city_id,
+         count(1) AS bookings,
+         TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+  FROM data_stream
+  WHERE status = 'COMPLETED'
+  GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id
+watermark_delay_ms: 10000
+trigger_interval_s: 1
+sink:
+  type: influx
+  url: ${{DAGGERS_INFLUX}}
+  database: {db}
+  measurement: {measurement}
+"""
+
+
+def bookings_spec(name: str, topic: str = "booking-log", db: str = "daggers", measurement: str = "bookings") -> str:
+    """Return a valid one-stream spec text (brokers and InfluxDB come from the cluster's variables)."""
+    return BOOKINGS_SPEC.format(name=name, topic=topic, db=db, measurement=measurement)
+
+
+def seed(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9",
+         master: str = "local[2]") -> ControlPlane:
+    """Fill ``registry`` with the teams, users and clusters above; return root's control plane."""
+    bootstrap_admin(registry, "root")
+    root = ControlPlane(registry, "root")
+    for team in ("team-a", "team-b"):
+        root.add_team(team)
+    for user in ("adam", "alice", "vera", "bob"):
+        root.add_user(user)
+    root.set_member("team-a", "adam", "admin")
+    root.set_member("team-a", "alice", "editor")
+    root.set_member("team-a", "vera", "viewer")
+    root.set_member("team-b", "bob", "editor")
+    root.add_datacentre("jkt", "Jakarta")
+    root.add_datacentre("sgp", "Singapore")
+    for name, team, dc in (("a-jkt", "team-a", "jkt"), ("a-sgp", "team-a", "sgp"), ("b-jkt", "team-b", "jkt")):
+        root.add_cluster(name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka,
+                         influx_url=influx)
+    return root
+
+
+def postgres_url(dsn: str) -> str:
+    """Create a fresh database on the test PostgreSQL server and return its URL."""
+    import psycopg
+
+    name = f"reg_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return dsn.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registry]:
+    """An empty registry, once on SQLite and once on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'registry.db'}"
+    else:
+        url = postgres_url(request.getfixturevalue("postgres").dsn)
+    reg = Registry(url)
+    yield reg
+    reg.close()

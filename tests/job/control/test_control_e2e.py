@@ -1,0 +1,177 @@
+"""Issue 4's end-to-end must-show, on a real broker (tansu), a real InfluxDB and real Spark in the
+dagger's own process: a dagger created through the control-plane API reaches "running" on the
+controller (``daggers controller``, a separate process), writes exact windows to InfluxDB, survives a
+SIGKILL (restarted with back-off, resuming from its checkpoint), is edited to a new version that
+resumes and keeps its totals, and is stopped. Team B can neither see, preview, edit nor stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from job.control import ControlPlane, NotFoundError, Registry
+from job.control.views import DaggerView
+from job.produce.generator import generate
+from job.produce.producer import produce
+from job.stack.process import pid_alive
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, unique
+from tests.job.control.control_seed import seed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
+DELAY_MS = 30_000
+REPO = Path(__file__).resolve().parents[3]
+
+
+def spec_text(name: str, topic: str, db: str, trigger_s: float) -> str:
+    sql = "\n".join("  " + line for line in BOOKINGS_SQL.splitlines())
+    return f"""name: {name}
+streams:
+  - table: data_stream
+    topics: [{topic}]
+    proto_class: daggers.events.BookingLog
+    timestamp_field: event_timestamp
+    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
+    group: dagger-{name}
+    start_from: earliest
+    max_records_per_batch: 2500
+sql: |
+{sql}
+watermark_delay_ms: {DELAY_MS}
+parallelism: 2
+trigger_interval_s: {trigger_s}
+sink:
+  type: influx
+  url: ${{DAGGERS_INFLUX}}
+  database: {db}
+  measurement: bookings
+"""
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            tail = log.read_text()[-4000:] if log and log.exists() else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
+        time.sleep(0.5)
+
+
+def closed(rows: list[dict[str, Any]]) -> dict[tuple, int]:
+    """The windows a watermark-driven dagger has emitted after reading ``rows``: those whose end is at or
+    before the highest event time minus the watermark delay."""
+    watermark_s = max(r["event_timestamp"].timestamp() for r in rows) - DELAY_MS / 1000
+    return {k: v for k, v in expected_bookings(rows).items() if k[0] <= watermark_s}
+
+
+def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("e2e-bookings"), unique("e2e").replace("-", "_")
+    from job.stack.broker import create_topic
+
+    create_topic(tansu_broker, topic, 2)
+    influxdb.create_database(db)
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    registry = Registry(url)
+    seed(registry, kafka=tansu_broker, influx=influxdb.url, master="local[2]")
+    alice, bob = ControlPlane(registry, "alice"), ControlPlane(registry, "bob")
+
+    first = generate("booking", 4000, seed=41, start=T0, duration_s=240, out_of_order_fraction=0.05)
+    closer1 = generate("booking", 1, seed=42, start=T0 + timedelta(minutes=10), duration_s=1)
+    produce(tansu_broker, topic, [first, closer1], progress=False)
+    rows1 = first.table.to_pylist() + closer1.table.to_pylist()
+
+    log = tmp_path / "controller.log"
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "job.cli_control", "controller", "--cluster", "a-jkt", "--registry", url,
+         "--state-dir", str(tmp_path / "state"), "--poll", "0.5", "--backoff", "1", "--stop-daggers-on-exit"],
+        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+    pids: set[int] = set()
+    try:
+        t_deploy = time.monotonic()
+        created = alice.create("a-jkt", spec_text("e2e-bookings", topic, db, 1.0), deploy=True)
+        assert (created.ref, created.actual_state, created.desired_state) == ("team-a/e2e-bookings", "pending", "running")
+        ref = created.ref
+
+        def state() -> DaggerView:
+            d = alice.dagger(ref)
+            if d.pid:
+                pids.add(d.pid)
+            return d
+
+        running = wait_for("running", lambda: state().actual_state == "running" and state(), 120, log)
+        t_running = time.monotonic() - t_deploy
+        dagger_log = Path(running.checkpoint).parent / "dagger.log"
+        want1 = closed(rows1)
+        wait_for("the first windows in InfluxDB", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
+                                                                        TAGS) == want1, 120, dagger_log)
+        assert sum(want1.values()) > 1500 and len(want1) > 300
+        done1 = wait_for("all of batch 1 counted, lag 0", lambda: (d := state()).progress.get("input_rows") == 4001
+                         and d.lag == 0 and d, 60, dagger_log)
+        assert done1.progress["late_rows_dropped"] == 0 and len(alice.samples(ref)) >= 2
+
+        # team B sees nothing of it, and cannot act on it
+        for attempt in (bob.dagger, bob.stop, bob.history, bob.preview,
+                        lambda r: bob.edit(r, spec_text("e2e-bookings", topic, db, 9.0))):
+            with pytest.raises(NotFoundError):
+                attempt(ref)
+        assert bob.daggers() == [] and alice.dagger(ref).desired_state == "running"
+
+        # a crash: the controller restarts it after the back-off; it resumes from the checkpoint
+        os.killpg(running.pid, signal.SIGKILL)
+        back = wait_for("the restart after a crash", lambda: (d := state()).restarts == 1
+                        and d.actual_state == "running" and d.pid != running.pid and d, 120, log)
+        assert "killed by signal 9" in (back.last_error or "") and back.last_exit_code == -9
+
+        # edit: a compatible new version rolls out and resumes from the same checkpoint
+        result = alice.edit(ref, spec_text("e2e-bookings", topic, db, 2.0), comment="slower trigger")
+        assert (result.version, result.compatibility.resume, result.redeploys, result.checkpoint_epoch) == (2, True, True, 1)
+        v2 = wait_for("version 2 running", lambda: (d := state()).running_version == 2
+                      and d.actual_state == "running" and d, 120, log)
+        assert v2.checkpoint == running.checkpoint and v2.pid != back.pid
+
+        second = generate("booking", 4000, seed=43, start=T0 + timedelta(minutes=20), duration_s=240,
+                          first_index=10_000)
+        closer2 = generate("booking", 1, seed=44, start=T0 + timedelta(minutes=40), duration_s=1, first_index=20_000)
+        produce(tansu_broker, topic, [second, closer2], progress=False)
+        want = closed(rows1 + second.table.to_pylist() + closer2.table.to_pylist())
+        assert len(want) > len(want1) + 300
+        wait_for("every window exactly once", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
+                                                                    TAGS) == want, 120, dagger_log)
+        totals = wait_for("the totals kept across crash and edit", lambda: (d := state()).progress.get("input_rows")
+                          == 8002 and d.lag == 0 and d, 60, dagger_log)
+        assert totals.progress["late_rows_dropped"] == 0 and totals.running_version == 2
+
+        alice.stop(ref)
+        stopped = wait_for("stopped", lambda: (d := state()).actual_state == "stopped" and d, 90, log)
+        assert stopped.last_exit_code == 0 and stopped.pid is None and not pid_alive(v2.pid)
+        entries = list(reversed(alice.audit(target="e2e-bookings")))
+        assert [(e.user, e.action) for e in entries if e.allowed] == [
+            ("alice", "create"), ("alice", "deploy"), ("alice", "edit"), ("alice", "stop")]
+        assert [(e.user, e.action) for e in entries if not e.allowed] == [
+            ("bob", "see"), ("bob", "stop"), ("bob", "see"), ("bob", "preview"), ("bob", "edit")]
+        print(f"\ndeploy -> running: {t_running:.1f} s")
+    finally:
+        controller.send_signal(signal.SIGTERM)
+        try:
+            controller.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(controller.pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        registry.close()

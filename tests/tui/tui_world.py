@@ -1,0 +1,109 @@
+"""A registry for console tests with pinned times, so screens (and their SVG snapshots) are the same
+on every run: team-a has 20 created daggers and one running dagger with progress, samples and a past
+error on cluster a-jkt (healthy, controller alive); team-b has one dagger on b-jkt."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from sqlalchemy import update
+from textual.pilot import Pilot
+
+from job.control import ControlPlane, Registry
+from job.control.models import (
+    AuditEntry,
+    Cluster,
+    Dagger,
+    DaggerStatus,
+    DaggerVersion,
+    DataCentre,
+    Sample,
+    Team,
+    User,
+)
+from tests.job.control.control_seed import bookings_spec, seed
+
+T = 1_772_445_600.0  # 2026-03-02 10:00:00 UTC
+NOW = T + 60
+SNAPSHOTS = Path(__file__).with_name("snapshots")
+
+HEALTH = {"ok": True, "checked_at": T + 50,
+          "spark": {"ok": True, "mode": "standalone", "status": "ALIVE", "workers_alive": 2, "workers": 2,
+                    "cores": 8, "cores_used": 3, "memory_mb": 16384, "memory_used_mb": 6144},
+          "kafka": {"ok": True, "brokers": 3, "topics": 12, "partitions": 96},
+          "influx": {"ok": True, "version": "1.6.7"}, "daggers": {"running": 1, "total": 21}}
+
+
+def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9") -> None:
+    """Fill ``registry`` (see the module docstring)."""
+    seed(registry, kafka=kafka, influx=influx, master="spark://gw-1:7077")
+    alice, bob = ControlPlane(registry, "alice"), ControlPlane(registry, "bob")
+    for i in range(20):
+        alice.create("a-jkt", bookings_spec(f"dag-{i:02d}"))
+    live = alice.create("a-jkt", bookings_spec("live-bookings"), deploy=True)
+    bob.create("b-jkt", bookings_spec("b-secret"))
+    with registry.session() as s:
+        st = s.get(DaggerStatus, live.id)
+        assert st is not None
+        st.actual_state, st.running_version, st.running_generation = "running", 1, 0
+        st.pid, st.host, st.started_at, st.restarts = 4242, "gw-1", T - 3600, 1
+        st.last_error = "Sink error: InfluxDB answered 503 (restarted)"
+        st.progress = {"batches": 720, "input_rows": 3_456_000, "input_rows_per_s": 4800.0,
+                       "processed_rows_per_s": 9100.0, "batch_duration_ms": 1350, "late_rows_dropped": 12,
+                       "bad_records": 0, "watermark": "2026-03-02T09:59:40.000Z", "updated_at": T + 58}
+        st.lag, st.checkpoint, st.updated_at = 1200, "/srv/daggers/1-live/checkpoint-1", T + 58
+        s.add_all(Sample(dagger_id=live.id, at=T - 120 + 4 * i, input_rows=1000 * i,
+                         input_rows_per_s=4000 + 1000 * math.sin(i / 3), processed_rows_per_s=9000.0,
+                         batch_duration_ms=int(1200 + 300 * math.cos(i / 4)), lag=int(1500 - 10 * i))
+                  for i in range(30))
+        for c in s.query(Cluster).filter(Cluster.name == "a-jkt"):
+            c.health, c.health_at = HEALTH, T + 50
+            c.controller_host, c.controller_pid, c.controller_heartbeat = "gw-1", 777, T + 55
+    pin_times(registry, T)
+
+
+def pin_times(registry: Registry, t: float) -> None:
+    """Set every creation and audit time to ``t`` (ages and dates on screen stop depending on the run)."""
+    with registry.session() as s:
+        for model in (DataCentre, Team, User, Cluster, Dagger, DaggerVersion):
+            s.execute(update(model).values(created_at=t))
+        s.execute(update(Dagger).values(updated_at=t))
+        s.execute(update(AuditEntry).values(at=t))
+        s.execute(update(DaggerStatus).where(DaggerStatus.actual_state != "running").values(updated_at=t))
+
+
+def keys(text: str) -> Sequence[str]:
+    """Return the key names that type ``text`` with ``pilot.press``."""
+    names = {" ": "space", "\n": "enter", "-": "minus", "_": "underscore", ",": "comma", "(": "left_parenthesis",
+             ")": "right_parenthesis", "'": "apostrophe", ".": "full_stop", "/": "slash", "*": "asterisk",
+             "=": "equals_sign"}
+    return [names.get(ch, ch) for ch in text]
+
+
+async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
+    """Compare the screen as SVG with ``snapshots/<name>.svg``; write it when missing or when
+    ``DAGGERS_UPDATE_SNAPSHOTS=1``. Raises AssertionError (keeping ``<name>.new.svg``) on a difference.
+
+    The focus is taken away while the picture is taken (a blinking cursor would make it depend on the
+    moment), and given back after."""
+    app = pilot.app
+    focused = app.focused
+    app.screen.set_focus(None)
+    await pilot.pause()
+    svg = app.export_screenshot()
+    if focused is not None:
+        focused.focus()
+        await pilot.pause()
+    path = SNAPSHOTS / f"{name}.svg"
+    SNAPSHOTS.mkdir(exist_ok=True)
+    if os.environ.get("DAGGERS_UPDATE_SNAPSHOTS") == "1" or not path.exists():
+        path.write_text(svg)
+        return path
+    if path.read_text() != svg:
+        new = path.with_suffix(".new.svg")
+        new.write_text(svg)
+        raise AssertionError(f"screen {name} differs from {path}; see {new} (DAGGERS_UPDATE_SNAPSHOTS=1 accepts it)")
+    return path

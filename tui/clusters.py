@@ -1,0 +1,136 @@
+"""The first screen: the user's clusters grouped by data centre, with their health at a glance."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from job.control.views import ClusterView
+from job.errors import DaggerError
+from tui.format import age, number, ok_text, spark_detail
+
+if TYPE_CHECKING:
+    from tui.app import DaggersApp
+
+COLUMNS = ("cluster", "team", "master", "daggers", "spark", "kafka", "influx", "controller")
+
+
+class ClustersScreen(Screen[None]):
+    """Clusters by data centre. Enter opens a cluster's daggers; ``h`` probes health live from here."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open"),
+        Binding("n", "new", "New dagger"),
+        Binding("h", "probe", "Live health"),
+        Binding("a", "alerts", "Alerts"),
+        Binding("r", "reload", "Refresh"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    app: DaggersApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clusters: list[ClusterView] = []
+        self.live: dict[str, dict[str, Any]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="whoami")
+        yield DataTable(id="clusters", cursor_type="row", zebra_stripes=True)
+        yield Static(id="summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        self.query_one("#whoami", Static).update(self.app.identity_line())
+        self.reload()
+        if self.app.refresh_s:
+            self.set_interval(self.app.refresh_s, self.reload)
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the clusters and their recorded health again and redraw the table (keeping the cursor)."""
+        try:
+            self.clusters = self.app.plane.clusters()
+        except DaggerError as exc:
+            self.app.report(exc)
+            return
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        table.clear()
+        now = self.app.clock()
+        dc = None
+        for c in self.clusters:
+            if c.datacentre != dc:
+                dc = c.datacentre
+                table.add_row(Text(f"▾ {dc}", style="bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
+            health = self.live.get(c.name) or c.health or {}
+            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if c.controller_alive(now)
+                   else Text("○ none", style="bold red"))
+            table.add_row(f"  {c.name}", c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
+                          ok_text(health.get("spark"), spark_detail(health.get("spark"))),
+                          ok_text(health.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p"
+                                  if (health.get("kafka") or {}).get("ok") else ""),
+                          ok_text(health.get("influx")), ctl, key=f"cluster:{c.name}")
+        if table.row_count:  # keep the cursor; at first, on the first cluster rather than its data centre
+            table.move_cursor(row=min(keep or 1, table.row_count - 1))
+        teams = sorted({c.team for c in self.clusters})
+        self.query_one("#summary", Static).update(
+            f"{len(self.clusters)} clusters in {len({c.datacentre for c in self.clusters})} data centres · "
+            f"teams: {', '.join(teams) or '-'}")
+
+    def selected(self) -> ClusterView | None:
+        """Return the cluster under the cursor (None on a data-centre row)."""
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        name = key.removeprefix("cluster:") if key.startswith("cluster:") else None
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        cluster = self.selected()
+        if cluster is not None:
+            self.app.open_cluster(cluster.name)
+
+    def action_new(self) -> None:
+        cluster = self.selected()
+        if cluster is not None:
+            self.app.new_dagger(cluster.name)
+
+    def action_alerts(self) -> None:
+        self.app.open_alerts()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_probe(self) -> None:
+        cluster = self.selected()
+        if cluster is not None:
+            self.notify(f"probing {cluster.name}…")
+            self._probe(cluster.name)
+
+    @work(thread=True, exclusive=True, group="probe")
+    def _probe(self, name: str) -> None:
+        try:
+            health = self.app.plane.cluster_health(name, live=True)
+        except DaggerError as exc:
+            self.app.call_from_thread(self.app.report, exc)
+            return
+        self.live[name] = health
+        self.app.call_from_thread(self.reload)
+        self.app.call_from_thread(self.notify, f"{name}: {'healthy' if health['ok'] else 'NOT healthy'}",
+                                  severity="information" if health["ok"] else "warning")

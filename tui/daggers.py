@@ -1,0 +1,161 @@
+"""The daggers of one cluster: search, sort, pages, and states in colour."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from job.control.views import DaggerView
+from job.errors import DaggerError
+from tui.format import age, number, state_text
+
+if TYPE_CHECKING:
+    from tui.app import DaggersApp
+
+COLUMNS = ("dagger", "team", "v", "desired", "state", "rows/s", "lag", "batch ms", "restarts", "updated")
+#: The sort keys ``s`` cycles through: (label, key function).
+SORTS: list[tuple[str, Any]] = [
+    ("name", lambda d: (d.name, d.team)),
+    ("state", lambda d: (d.actual_state, d.name)),
+    ("rows/s", lambda d: (-(d.progress.get("input_rows_per_s") or 0.0), d.name)),
+    ("lag", lambda d: (-(d.lag or 0), d.name)),
+    ("batch ms", lambda d: (-(d.progress.get("batch_duration_ms") or 0), d.name)),
+]
+
+
+class DaggersScreen(Screen[None]):
+    """One cluster's daggers. ``/`` searches, ``s`` sorts, ``[`` ``]`` page, Enter opens, ``n`` creates."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open"),
+        Binding("n", "new", "New"),
+        Binding("slash", "search", "Search"),
+        Binding("s", "sort", "Sort"),
+        Binding("left_square_bracket", "page(-1)", "Prev page"),
+        Binding("right_square_bracket", "page(1)", "Next page"),
+        Binding("r", "reload", "Refresh"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    app: DaggersApp
+
+    def __init__(self, cluster: str, page_size: int = 15) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self.page_size = page_size
+        self.page = 0
+        self.sort_index = 0
+        self.all: list[DaggerView] = []
+        self.shown: list[DaggerView] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="title")
+        yield Input(placeholder="search daggers (/)", id="search")
+        yield DataTable(id="daggers", cursor_type="row", zebra_stripes=True)
+        yield Static(id="pager")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*COLUMNS)
+        self.reload()
+        self.query_one(DataTable).focus()
+        if self.app.refresh_s:
+            self.set_interval(self.app.refresh_s, self.reload)
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    @property
+    def filtered(self) -> list[DaggerView]:
+        """The daggers that match the search, in the current sort order."""
+        needle = self.query_one("#search", Input).value.strip().lower()
+        rows = [d for d in self.all if not needle or needle in d.name or needle in d.team]
+        return sorted(rows, key=SORTS[self.sort_index][1])
+
+    @property
+    def pages(self) -> int:
+        """How many pages the filtered daggers fill (at least 1)."""
+        return max((len(self.filtered) + self.page_size - 1) // self.page_size, 1)
+
+    def reload(self) -> None:
+        """Read the cluster's daggers again and redraw."""
+        try:
+            self.all = self.app.plane.daggers(self.cluster)
+        except DaggerError as exc:
+            self.app.report(exc)
+            return
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Show the current page of the filtered, sorted daggers (keeping the cursor row)."""
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        table.clear()
+        rows = self.filtered
+        self.page = min(self.page, self.pages - 1)
+        self.shown = rows[self.page * self.page_size:(self.page + 1) * self.page_size]
+        now = self.app.clock()
+        for d in self.shown:
+            p = d.progress
+            table.add_row(d.name, d.team, str(d.current_version), d.desired_state, state_text(d.actual_state),
+                          number(p.get("input_rows_per_s")) if p else "-", number(d.lag),
+                          number(p.get("batch_duration_ms")) if p else "-", str(d.restarts),
+                          age(now, d.status_updated_at), key=d.ref)
+        if table.row_count:
+            table.move_cursor(row=min(keep, table.row_count - 1))
+        self.query_one("#title", Static).update(
+            f"cluster [b]{self.cluster}[/b] · {len(self.all)} daggers, "
+            f"{sum(1 for d in self.all if d.actual_state == 'running')} running")
+        self.query_one("#pager", Static).update(
+            f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}")
+
+    def selected(self) -> DaggerView | None:
+        """Return the dagger under the cursor."""
+        table = self.query_one(DataTable)
+        if not table.row_count or table.cursor_row >= len(self.shown):
+            return None
+        return self.shown[table.cursor_row]
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.page = 0
+        self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(DataTable).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        dagger = self.selected()
+        if dagger is not None:
+            self.app.open_dagger(dagger.ref)
+
+    def action_new(self) -> None:
+        self.app.new_dagger(self.cluster)
+
+    def action_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.redraw()
+
+    def action_page(self, delta: int) -> None:
+        self.page = min(max(self.page + delta, 0), self.pages - 1)
+        self.redraw()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_back(self) -> None:
+        search = self.query_one("#search", Input)
+        if search.has_focus:
+            self.query_one(DataTable).focus()
+        else:
+            self.app.pop_screen()

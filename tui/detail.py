@@ -1,0 +1,234 @@
+"""One dagger: its state, live sparklines, last error, spec, versions with diffs, and the actions."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static, TabbedContent, TabPane
+
+from job.control.views import DaggerView, VersionView
+from job.errors import DaggerError
+from tui.format import age, number, state_text, when
+from tui.modals import AskScreen, ConfirmScreen, RowsScreen
+
+if TYPE_CHECKING:
+    from tui.app import DaggersApp
+
+
+class DaggerScreen(Screen[None]):
+    """A dagger's detail. Actions: deploy, stop, restart, edit, publish to Kafka, preview, rollback, delete."""
+
+    BINDINGS = [
+        Binding("d", "deploy", "Deploy"),
+        Binding("s", "stop", "Stop"),
+        Binding("r", "restart", "Restart"),
+        Binding("e", "edit", "Edit"),
+        Binding("k", "publish", "Publish to Kafka"),
+        Binding("p", "preview", "Preview"),
+        Binding("b", "rollback", "Roll back to selected"),
+        Binding("x", "delete", "Delete"),
+        Binding("1", "tab('spec-tab')", "Spec", show=False),
+        Binding("2", "tab('versions-tab')", "Versions", show=False),
+        Binding("3", "tab('audit-tab')", "Audit", show=False),
+        Binding("escape", "back", "Back"),
+    ]
+
+    app: DaggersApp
+
+    def __init__(self, ref: str) -> None:
+        super().__init__()
+        self.ref = ref
+        self.view: DaggerView | None = None
+        self.versions: list[VersionView] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(id="status")
+            with Horizontal(id="sparks"):
+                for key, label in (("throughput", "rows/s"), ("lag", "lag"), ("batch", "batch ms")):
+                    with Vertical(classes="spark"):
+                        yield Label(label, id=f"{key}-label")
+                        yield Sparkline([], id=f"{key}-spark")
+            yield Static(id="error")
+            with TabbedContent(id="tabs"):
+                with TabPane("Spec", id="spec-tab"):
+                    yield Static(id="spec")
+                with TabPane("Versions", id="versions-tab"):
+                    yield DataTable(id="versions", cursor_type="row")
+                    yield Static(id="diff")
+                with TabPane("Audit", id="audit-tab"):
+                    yield DataTable(id="audit", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#versions", DataTable).add_columns("v", "when (UTC)", "by", "checkpoint", "comment")
+        self.query_one("#audit", DataTable).add_columns("when (UTC)", "user", "action", "allowed")
+        self.reload()
+        if self.app.refresh_s:
+            self.set_interval(self.app.refresh_s, self.reload)
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the dagger, its samples, versions and audit trail again and redraw."""
+        plane = self.app.plane
+        try:
+            self.view = view = plane.dagger(self.ref)
+            samples = plane.samples(self.ref, 120)
+            versions = plane.history(self.ref)
+            audit = plane.audit(50, target=f"dagger {view.ref}")
+        except DaggerError as exc:
+            self.app.report(exc)
+            return
+        self.ref = view.ref
+        now = self.app.clock()
+        p = view.progress
+        status = Text.assemble(
+            (view.ref, "bold"), f"  on {view.cluster} ({view.datacentre})  ", state_text(view.actual_state),
+            f"  desired {view.desired_state}\n",
+            f"version {view.current_version}" + (f" (running v{view.running_version})" if view.running_version else ""),
+            f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
+            f" · restarts {view.restarts}\n",
+            f"rows read {number(p.get('input_rows'))} · {number(p.get('input_rows_per_s'))} rows/s in, "
+            f"{number(p.get('processed_rows_per_s'))} rows/s processed · batch {number(p.get('batch_duration_ms'))} ms"
+            f" · lag {number(view.lag)} · late dropped {number(p.get('late_rows_dropped'))}"
+            f" · bad records {number(p.get('bad_records'))}\nwatermark {p.get('watermark') or '-'}"
+            f" · last update {age(now, view.status_updated_at)} ago")
+        self.query_one("#status", Static).update(status)
+        series = {"throughput": [s.input_rows_per_s for s in samples], "lag": [float(s.lag or 0) for s in samples],
+                  "batch": [float(s.batch_duration_ms) for s in samples]}
+        for key, data in series.items():
+            self.query_one(f"#{key}-spark", Sparkline).data = data
+            last = number(data[-1]) if data else "-"
+            label = {"throughput": "rows/s", "lag": "lag", "batch": "batch ms"}[key]
+            self.query_one(f"#{key}-label", Label).update(f"{label}: {last} (max {number(max(data) if data else None)})")
+        error = self.query_one("#error", Static)
+        error.update(Text(f"last error: {view.last_error}", style="red") if view.last_error else "")
+        error.display = bool(view.last_error)
+        if [v.version for v in versions] != [v.version for v in self.versions]:
+            self._show_versions(versions)
+        table = self.query_one("#audit", DataTable)
+        table.clear()
+        for a in audit:
+            table.add_row(when(a.at), a.user, a.action, "yes" if a.allowed else Text("DENIED", style="red"))
+
+    def _show_versions(self, versions: list[VersionView]) -> None:
+        self.versions = versions
+        current = versions[-1]
+        self.query_one("#spec", Static).update(Syntax(current.spec_text, "yaml", line_numbers=True,
+                                                      theme="ansi_dark", word_wrap=True))
+        table = self.query_one("#versions", DataTable)
+        table.clear()
+        for v in reversed(versions):
+            table.add_row(str(v.version), when(v.created_at), v.created_by, f"epoch {v.checkpoint_epoch}",
+                          v.comment, key=str(v.version))
+        self._show_diff(current.version)
+
+    def _show_diff(self, version: int) -> None:
+        text = self.app.plane.diff(self.ref, max(version - 1, 1), version) if version > 1 else ""
+        self.query_one("#diff", Static).update(Syntax(text or "(first version)", "diff", theme="ansi_dark"))
+
+    def selected_version(self) -> int | None:
+        """Return the version under the cursor of the Versions table."""
+        table = self.query_one("#versions", DataTable)
+        if not table.row_count:
+            return None
+        return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or 0) or None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "versions" and event.row_key is not None and event.row_key.value:
+            self._show_diff(int(event.row_key.value))
+
+    # ---- actions ------------------------------------------------------------------------------
+
+    def _do(self, what: str, call: object) -> bool:
+        try:
+            call()  # type: ignore[operator]
+        except DaggerError as exc:
+            self.app.report(exc)
+            return False
+        self.notify(what)
+        self.reload()
+        return True
+
+    def action_deploy(self) -> None:
+        self._do(f"{self.ref}: deploy asked", lambda: self.app.plane.deploy(self.ref))
+
+    def action_stop(self) -> None:
+        self._do(f"{self.ref}: stop asked", lambda: self.app.plane.stop(self.ref))
+
+    def action_restart(self) -> None:
+        self._do(f"{self.ref}: restart asked", lambda: self.app.plane.restart(self.ref))
+
+    def action_edit(self) -> None:
+        if self.view is not None:
+            self.app.edit_dagger(self.view)
+
+    def action_publish(self) -> None:
+        def publish(topic: str | None) -> None:
+            if topic:
+                self._do(f"{self.ref}: publishing to Kafka topic {topic}",
+                         lambda: self.app.plane.publish_to_kafka(self.ref, topic))
+        self.app.push_screen(AskScreen("Publish the rows to Kafka topic:", placeholder="topic name",
+                                       value=f"{self.view.name}-out" if self.view else ""), publish)
+
+    def action_delete(self) -> None:
+        def delete(yes: bool | None) -> None:
+            if yes and self._do(f"{self.ref}: deleted", lambda: self.app.plane.delete(self.ref)):
+                self.app.pop_screen()
+        self.app.push_screen(ConfirmScreen(f"Delete {self.ref}?", "It is stopped; its versions and audit trail "
+                                                                  "stay in the registry."), delete)
+
+    def action_rollback(self) -> None:
+        version = self.selected_version()
+        if version is None or self.view is None or version == self.view.current_version:
+            self.notify("select an earlier version in the Versions tab first", severity="warning")
+            return
+        try:
+            compat = self.app.plane.check_edit(self.ref, self.app.plane.version(self.ref, version).spec_text)
+        except DaggerError as exc:
+            self.app.report(exc)
+            return
+
+        def rollback(yes: bool | None) -> None:
+            if yes:
+                self._do(f"{self.ref}: rolled back to v{version}",
+                         lambda: self.app.plane.rollback(self.ref, version, allow_fresh_start=not compat.resume))
+        self.app.push_screen(ConfirmScreen(f"Roll {self.ref} back to v{version}?", f"The new version "
+                                           f"{compat.summary()}."), rollback)
+
+    def action_preview(self) -> None:
+        self.notify(f"previewing {self.ref} over the last {self.app.preview_minutes:g} minutes…")
+        self._preview()
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _preview(self) -> None:
+        started = time.monotonic()
+        try:
+            table = self.app.plane.preview(self.ref, minutes=self.app.preview_minutes, limit=50,
+                                           spark=self.app.spark_session())
+        except DaggerError as exc:
+            self.app.call_from_thread(self.app.report, exc)
+            return
+        title = f"preview of {self.ref}: {table.num_rows} rows in {time.monotonic() - started:.1f} s"
+        self.app.call_from_thread(self.app.push_screen, RowsScreen(title, table.column_names, table.to_pylist()))
+
+    def action_tab(self, tab: str) -> None:
+        """Show a tab (1 spec, 2 versions, 3 audit) and focus its table."""
+        self.query_one(TabbedContent).active = tab
+        target = {"versions-tab": "#versions", "audit-tab": "#audit"}.get(tab)
+        if target:
+            self.query_one(target, DataTable).focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,70 @@
+"""How the console shows states, rates, ages and health: plain functions returning Rich text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.text import Text
+
+STATE_STYLES = {
+    "running": "bold green",
+    "starting": "yellow",
+    "pending": "yellow",
+    "stopping": "yellow",
+    "crashed": "bold dark_orange",
+    "failed": "bold red",
+    "stopped": "dim",
+    "created": "dim",
+    "deleted": "dim strike",
+}
+
+
+def state_text(state: str) -> Text:
+    """Return the actual state coloured: green running, yellow on its way, orange crashed, red failed."""
+    return Text(state, style=STATE_STYLES.get(state, ""))
+
+
+def number(value: float | int | None) -> str:
+    """Return ``value`` short: 950, 12.3k, 4.1M; "-" for None."""
+    if value is None:
+        return "-"
+    v = float(value)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= size:
+            return f"{v / size:.1f}{unit}"
+    return f"{v:.0f}"
+
+
+def age(now: float, then: float | None) -> str:
+    """Return how long ago ``then`` was: 4s, 3m, 2h, 5d; "-" for None."""
+    if not then:
+        return "-"
+    s = max(now - then, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit}"
+    return f"{s:.0f}s"
+
+
+def when(ts: float | None) -> str:
+    """Return a UTC time as ``YYYY-MM-DD HH:MM``; "-" for None."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
+
+
+def ok_text(part: dict[str, Any] | None, detail: str = "") -> Text:
+    """Return ``● ok …`` in green, ``● down`` in red, or a dim ``○ unknown``."""
+    if not part:
+        return Text("○ unknown", style="dim")
+    if part.get("ok"):
+        return Text(f"● ok {detail}".rstrip(), style="green")
+    return Text("● down", style="bold red")
+
+
+def spark_detail(spark: dict[str, Any] | None) -> str:
+    """Return workers and cores of a Spark health part: ``1/1 w 0/2 cores`` or ``local 2 cores``."""
+    if not spark:
+        return ""
+    if spark.get("mode") == "local":
+        return f"local {spark.get('cores', 0)}c"
+    return f"{spark.get('workers_alive', 0)}/{spark.get('workers', 0)}w {spark.get('cores_used', 0)}/{spark.get('cores', 0)}c"

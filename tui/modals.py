@@ -1,0 +1,81 @@
+"""Small dialogs: confirm an action, ask for one value, show a table of rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Input, Label, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask a yes/no question; dismisses with True for yes (``y``/Enter on Yes), False otherwise."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str, detail: str = "") -> None:
+        super().__init__()
+        self.question, self.detail = question, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.question, id="question")
+            if self.detail:
+                yield Static(self.detail, id="detail")
+            with Horizontal(id="buttons"):
+                yield Button("Yes (y)", id="yes", variant="warning")
+                yield Button("No (n)", id="no", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class AskScreen(ModalScreen["str | None"]):
+    """Ask for one value; dismisses with the text (Enter) or None (Escape)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str, placeholder: str = "", value: str = "") -> None:
+        super().__init__()
+        self.question, self.placeholder, self.value = question, placeholder, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.question, id="question")
+            yield Input(value=self.value, placeholder=self.placeholder, id="answer")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class RowsScreen(ModalScreen[None]):
+    """Show rows (e.g. a preview's result) in a table; Escape closes it."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, title: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.title_text, self.columns, self.rows = title, columns, rows
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="wide"):
+            yield Label(self.title_text, id="question")
+            yield DataTable(id="rows", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*self.columns)
+        for row in self.rows:
+            table.add_row(*(str(row.get(c)) for c in self.columns))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
