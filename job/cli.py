@@ -143,9 +143,10 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
     from job.functions.spark_udfs import register_functions
     from job.sources.kafka import SOURCE_NAME, register_source, source_options
-    from job.spark_session import build_session
+    from job.spark_session import build_session, running_session
 
-    spark = build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
+    running = running_session()
+    spark = running or build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
         register_source(spark)
         register_functions(spark, p.spec.udf_file)
@@ -164,7 +165,8 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
              .createOrReplaceTempView(s.table))
         spark.sql(p.translation.spark_sql).explain(mode="extended")
     finally:
-        spark.stop()
+        if running is None:
+            spark.stop()
 
 
 # ---- protos ------------------------------------------------------------------------------------

@@ -124,6 +124,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 max_records_per_batch=stream.max_records_per_batch,
                 bad_records=stream.bad_records,
                 bad_records_dir=str(checkpoint / "bad_records" / stream.table),
+                derived=[d.to_json() for d in translation.derived.get(stream.table, [])],
                 consumer_config=dict(stream.consumer_config),
                 max_outage_s=stream.max_outage_s,
                 dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",

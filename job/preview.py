@@ -21,6 +21,7 @@ from job.functions.spark_udfs import register_functions
 from job.plan import plan
 from job.sources.kafka import SOURCE_NAME, register_source, source_options
 from job.spec import DaggerSpec
+from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 
 
@@ -33,9 +34,10 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     spec that cannot run, SourceError when a broker or topic cannot be read.
     """
     from job.runner import explain_failure
-    from job.spark_session import build_session
+    from job.spark_session import build_session, running_session
 
     p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview")
+    spark = spark or running_session()
     own = spark is None
     base = spark or build_session(f"preview-{spec.name}", shuffle_partitions=spec.parallelism)
     # Not newSession(): Spark 4.3 reports a child session's inherited Python data source as existing yet
@@ -57,8 +59,10 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
             recent = df.withColumn("rowtime", ts).where(F.col("rowtime") >= F.timestamp_millis(F.lit(since_ms)))
             recent.withColumn(BARRIER_COLUMN, F.lit(0.0)).createOrReplaceTempView(stream.table)
         result = session.sql(p.translation.spark_sql)
-        if BARRIER_COLUMN in result.columns:
-            result = result.drop(BARRIER_COLUMN)
+        # SELECT * would carry the barrier and the source's derived columns to the sinks
+        internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
+        if internal:
+            result = result.drop(*internal)
         return result.limit(limit).toArrow()
     except DaggerError:
         raise

@@ -29,7 +29,8 @@ from job.plan import DaggerPlan, pin_schema
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
-from job.spark_session import build_session
+from job.spark_session import build_session, running_session
+from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
 
@@ -181,8 +182,10 @@ class DaggerJob:
         for i, stream in enumerate(self.plan.streams):
             self._stream_frame(i).createOrReplaceTempView(stream.table)
         result = self.spark.sql(self.plan.translation.spark_sql)
-        if BARRIER_COLUMN in result.columns:  # SELECT * would carry it to the sinks
-            result = result.drop(BARRIER_COLUMN)
+        # SELECT * would carry the barrier and the source's derived columns to the sinks
+        internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
+        if internal:
+            result = result.drop(*internal)
         result = apply_output_transformers(result, self.plan.spec)
         # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
         start_sinks(self.sinks, to_arrow_schema(result.schema, timezone="UTC"))
@@ -273,6 +276,7 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
 
     Returns the final progress. Raises DaggerError with a readable message when the query fails.
     """
+    spark = spark or running_session()
     own_session = spark is None
     spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,
                                    shuffle_partitions=plan.spec.parallelism)

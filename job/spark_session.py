@@ -45,3 +45,15 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def running_session() -> SparkSession | None:
+    """Return the SparkSession this process already runs (from any thread), or None.
+
+    Code that would build a session of its own and stop it afterwards uses this one instead and
+    leaves it running: stopping it would stop every other query of the process.
+    """
+    session = SparkSession._instantiatedSession  # getActiveSession() is per thread
+    if session is None or getattr(session.sparkContext, "_jsc", None) is None:
+        return None
+    return session

@@ -14,6 +14,7 @@ def spark() -> Iterator[object]:
     """One local[2] SparkSession for the in-process dagger runs of the whole test session."""
     from job.spark_session import build_session
 
-    session = build_session("daggers-tests", master="local[2]", shuffle_partitions=2)
+    session = build_session("daggers-tests", master="local[2]", shuffle_partitions=2,
+                            extra={"spark.driver.memory": "2g"})
     yield session
     session.stop()

@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder, gc_paused
@@ -70,6 +70,7 @@ class SourceConfig:
     read_timeout_s: float = 60.0
     max_outage_s: float = 600.0
     dead_letter_topic: str = ""
+    derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
 
     @classmethod
     def from_options(cls, options: Any) -> SourceConfig:
@@ -94,11 +95,31 @@ class SourceConfig:
             read_timeout_s=float(options.get("read_timeout_s", 60.0)),
             max_outage_s=float(options.get("max_outage_s", 600.0)),
             dead_letter_topic=str(options.get("dead_letter_topic", "")),
+            derived=json.loads(options.get("derived", "[]")),
         )
 
     def decoder(self) -> ArrowDecoder:
         """Return the decoder for this stream's message class and columns."""
         return ArrowDecoder(SchemaRegistry.from_b64(self.descriptor_set_b64), self.proto_class, self.columns)
+
+    def spark_schema(self) -> StructType:
+        """Return the rows' schema: the decoded columns, then the derived ones (strings)."""
+        fields = list(self.decoder().spark_schema.fields)
+        return StructType(fields + [StructField(str(name), StringType(), True) for name, *_ in self.derived or []])
+
+    def add_derived(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Append the derived columns to a decoded batch (``S2Id`` computed with numpy)."""
+        if not self.derived:
+            return batch
+        from job.functions.spark_udfs import s2id_arrow
+
+        arrays, names = list(batch.columns), list(batch.schema.names)
+        for name, function, lat, lng, level in self.derived:
+            if function != "s2id":
+                raise SourceError(f"unknown derived column function {function!r} for {name!r}")
+            arrays.append(s2id_arrow(batch.column(lat), batch.column(lng), pa.repeat(pa.scalar(int(level), pa.int32()), batch.num_rows)))
+            names.append(str(name))
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def source_options(cfg: SourceConfig) -> dict[str, str]:
@@ -118,6 +139,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "read_timeout_s": str(cfg.read_timeout_s),
         "max_outage_s": str(cfg.max_outage_s),
         "dead_letter_topic": cfg.dead_letter_topic,
+        "derived": json.dumps(cfg.derived or []),
     }
 
 
@@ -146,7 +168,7 @@ class DaggerKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return SourceConfig.from_options(self.options).decoder().spark_schema
+        return SourceConfig.from_options(self.options).spark_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(SourceConfig.from_options(self.options))
@@ -429,7 +451,7 @@ def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads
                       f"{f.reason}", file=sys.stderr)
                 bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
                             "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
-        return decoder.to_batch(messages)
+        return cfg.add_derived(decoder.to_batch(messages))
 
 
 def _range_file(folder: Path, rng: OffsetRange) -> Path:

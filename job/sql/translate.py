@@ -10,6 +10,7 @@ from sqlglot import exp
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
 from job.sql.parse import parse
+from job.sql.pushdown import DerivedColumn, push_down_s2
 from job.sql.rewrite import add_watermark_barrier, render, to_spark, window_args
 
 
@@ -23,6 +24,7 @@ class Translation:
     aggregates: bool  # whether results are emitted per window (append after the watermark)
     window: tuple[str, str | None] | None = None  # (size, slide) of the outermost window
     notes: list[str] = field(default_factory=list)
+    derived: dict[str, list[DerivedColumn]] = field(default_factory=dict)  # table -> columns its source computes
 
 
 def translate(sql: str, tables: Mapping[str, set[str]],
@@ -43,10 +45,12 @@ def translate(sql: str, tables: Mapping[str, set[str]],
     validate.check_windows(tree)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
+    pushed, derived = push_down_s2(tree, set(tables))
     return Translation(
         dagger_sql=sql,
-        spark_sql=render(add_watermark_barrier(to_spark(tree, udfs), set(tables))),
+        spark_sql=render(add_watermark_barrier(to_spark(pushed, udfs), set(tables))),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,
+        derived=derived,
     )

@@ -1,0 +1,87 @@
+"""Move per-row geo functions out of Spark and into the Kafka source.
+
+``S2Id(lat, long, 13)`` over a stream's own columns is computed by the source while it decodes each
+Arrow batch (numpy, in the same Python worker that already holds the batch), and the query reads a
+column instead. Spark then runs no Python UDF for it: no extra Arrow round trip between the JVM and a
+Python worker per row. A pure function over the AST, like the rewrites in :mod:`job.sql.rewrite`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+DERIVED_PREFIX = "__dagger_s2_"
+
+
+@dataclass(frozen=True)
+class DerivedColumn:
+    """A column the source computes: ``name`` = ``function(*args)``; ``args`` are column names, then literals."""
+
+    name: str
+    function: str
+    lat: str
+    lng: str
+    level: int
+
+    def to_json(self) -> list[object]:
+        """Return the JSON form carried in the source's options."""
+        return [self.name, self.function, self.lat, self.lng, self.level]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> DerivedColumn:
+        """Inverse of :meth:`to_json`."""
+        name, function, lat, lng, level = data
+        return cls(str(name), str(function), str(lat), str(lng), int(str(level)))
+
+
+def _source_table(select: exp.Select, streams: set[str]) -> tuple[str, set[str]] | None:
+    """Return (stream table, the names that may qualify its columns) when ``select`` reads exactly one
+    stream table directly (no joins, no lateral tables); else None."""
+    src = select.args.get("from_") or select.args.get("from")
+    if src is None or select.args.get("joins") or select.args.get("laterals"):
+        return None
+    table = src.this
+    if not isinstance(table, exp.Table) or table.name not in streams:
+        return None
+    return table.name, {table.name, table.alias_or_name}
+
+
+def _level(node: exp.Expression) -> int | None:
+    if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
+        level = int(node.name)
+        return level if 0 <= level <= 30 else None
+    return None
+
+
+def push_down_s2(tree: exp.Expression, streams: set[str]
+                 ) -> tuple[exp.Expression, dict[str, list[DerivedColumn]]]:
+    """Replace ``S2Id(<col>, <col>, <level literal>)`` over a stream read directly by a source column.
+
+    Returns the new tree (the input is not changed) and, per stream table, the columns its source must
+    add. Calls over anything else (expressions, subquery columns, joined tables) are left as they are.
+    """
+    tree = tree.copy()
+    derived: dict[str, dict[str, DerivedColumn]] = {}
+    for select in list(tree.find_all(exp.Select)):
+        found = _source_table(select, streams)
+        if found is None:
+            continue
+        table, qualifiers = found
+        for call in list(select.find_all(exp.Anonymous)):
+            if call.name.upper() != "S2ID" or call.find_ancestor(exp.Select) is not select:
+                continue
+            args = call.expressions
+            if len(args) != 3 or not all(isinstance(a, exp.Column) for a in args[:2]):
+                continue
+            lat, lng = args[0], args[1]
+            if any(c.table and c.table not in qualifiers for c in (lat, lng)):
+                continue
+            level = _level(args[2])
+            if level is None:
+                continue
+            col = DerivedColumn(f"{DERIVED_PREFIX}{lat.name}_{lng.name}_{level}", "s2id", lat.name, lng.name, level)
+            derived.setdefault(table, {})[col.name] = col
+            call.replace(exp.column(col.name, table=lat.table or None))
+    return tree, {t: list(cols.values()) for t, cols in derived.items()}

@@ -1,0 +1,42 @@
+"""The source computes S2Id columns pushed down from the SQL (job.sql.pushdown)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import s2sphere
+
+from job.schema import default_registry
+from job.sources.kafka import SourceConfig, source_options
+
+
+def _config(derived: list[list[object]] | None) -> SourceConfig:
+    return SourceConfig(bootstrap_servers="127.0.0.1:1", topics=["t"], proto_class="daggers.events.DriverLocationPing",
+                        descriptor_set_b64=default_registry().to_b64(), columns=["driver_id", "lat", "long"],
+                        derived=derived)
+
+
+def _signed(lat: float, lng: float, level: int) -> str:
+    cell = s2sphere.CellId.from_lat_lng(s2sphere.LatLng.from_degrees(lat, lng)).parent(level).id()
+    return str(cell - (1 << 64) if cell >= 1 << 63 else cell)
+
+
+def test_derived_columns_follow_the_decoded_ones_in_schema_and_batches() -> None:
+    cfg = _config([["__dagger_s2_lat_long_13", "s2id", "lat", "long", 13], ["__dagger_s2_lat_long_2", "s2id", "lat", "long", 2]])
+    assert cfg.spark_schema().fieldNames() == ["driver_id", "lat", "long", "__dagger_s2_lat_long_13",
+                                               "__dagger_s2_lat_long_2"]
+    batch = pa.RecordBatch.from_pydict({"driver_id": ["a", "b", "c"], "lat": [-6.2, None, -89.99],
+                                        "long": [106.8, 10.0, 179.999]})
+    out = cfg.add_derived(batch)
+    assert out.schema.names == cfg.spark_schema().fieldNames()
+    assert out.column("__dagger_s2_lat_long_13").to_pylist() == [_signed(-6.2, 106.8, 13), None,
+                                                                 _signed(-89.99, 179.999, 13)]
+    assert out.column("__dagger_s2_lat_long_2").to_pylist()[0] == _signed(-6.2, 106.8, 2)
+    assert cfg.add_derived(batch.slice(0, 0)).num_rows == 0
+
+
+def test_without_derived_columns_the_batch_is_untouched_and_options_round_trip() -> None:
+    cfg = _config(None)
+    batch = pa.RecordBatch.from_pydict({"driver_id": ["a"], "lat": [1.0], "long": [2.0]})
+    assert cfg.add_derived(batch) is batch
+    derived = [["__dagger_s2_lat_long_13", "s2id", "lat", "long", 13]]
+    assert SourceConfig.from_options(source_options(_config(derived))).derived == derived
