@@ -50,6 +50,7 @@ class Progress:
     input_rows_per_s: float = 0.0
     processed_rows_per_s: float = 0.0
     batch_duration_ms: int = 0
+    batch_phases_ms: dict[str, int] = field(default_factory=dict)  # Spark's durationMs of the last batch
     watermark: str | None = None
     sinks: dict[str, Any] = field(default_factory=dict)
     state: str = "starting"  # starting | running | stopped | failed
@@ -134,6 +135,10 @@ class DaggerJob:
             pr.input_rows_per_s = float(p.get("inputRowsPerSecond") or 0.0)
             pr.processed_rows_per_s = float(p.get("processedRowsPerSecond") or 0.0)
             pr.batch_duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
+            pr.batch_phases_ms = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}
+            states = p.get("stateOperators") or []
+            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                pr.batch_phases_ms[f"state.{key.removesuffix('TimeMs')}"] = sum(int(s.get(key) or 0) for s in states)
             pr.late_rows_dropped += sum(int(s.get("numRowsDroppedByWatermark") or 0)
                                         for s in p.get("stateOperators") or [])
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
@@ -146,9 +151,10 @@ class DaggerJob:
         for listener in self.batch_listeners:
             listener(self.progress)
         if pr.last_input_rows or pr.late_rows_dropped:
-            log.info("batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s",
+            log.info("batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
                      pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
-                     pr.late_rows_dropped, pr.bad_records, pr.watermark)
+                     pr.late_rows_dropped, pr.bad_records, pr.watermark,
+                     " ".join(f"{k}={v}" for k, v in pr.batch_phases_ms.items() if v))
 
     # ---- start --------------------------------------------------------------------------------
 

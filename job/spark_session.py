@@ -37,6 +37,10 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        # A commit writes a changelog of the batch's changes instead of a snapshot of the whole state.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Skips a read before every write that only keeps the numRowsTotal metric exact.
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         **(extra or {}),
     }
     builder = SparkSession.builder.appName(app_name).master(master)
