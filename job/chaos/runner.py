@@ -266,21 +266,29 @@ class ChaosRun:
         from pyspark.sql import functions as F
 
         from job.functions.spark_udfs import register_functions
-        from job.spark_session import build_session
+        from job.spark_session import build_session, running_session
         from job.sql import translate
         from job.sql.rewrite import BARRIER_COLUMN
 
         table = self.topic_table()
-        spark = build_session("chaos-ground-truth", shuffle_partitions=2)
+        # A session this process already runs (e.g. a caller's) is used and left running: stopping it
+        # would stop every other query of the process.
+        running = running_session()
+        spark = running or build_session("chaos-ground-truth", shuffle_partitions=2)
         try:
             register_functions(spark)
+            translation = translate(self.sql, {"data_stream": set(table.column_names)})
             df = spark.createDataFrame(table.to_pandas())
+            # Columns the job's source computes (S2Id pushed down): here with the Spark function instead.
+            for col in translation.derived.get("data_stream", []):
+                df = df.withColumn(col.name, F.expr(f"S2Id(`{col.lat}`, `{col.lng}`, {col.level})"))
             (df.withColumn("rowtime", F.col("event_timestamp")).withColumn(BARRIER_COLUMN, F.lit(0.0))
              .createOrReplaceTempView("data_stream"))
-            sql = translate(self.sql, {"data_stream": set(table.column_names)}).spark_sql
+            sql = translation.spark_sql
             rows = spark.sql(sql).drop(BARRIER_COLUMN).toArrow().to_pylist()
         finally:
-            spark.stop()
+            if running is None:
+                spark.stop()
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in rows:
             tags = tuple(sorted((k.removeprefix("label_") if k.startswith("label_") else k, str(v))
