@@ -234,14 +234,32 @@ def cluster_add(name: str,
                 influx: Annotated[str, typer.Option("--influx", help="InfluxDB URL.")],
                 spark_ui: Annotated[str | None, typer.Option("--spark-ui", help="The master's web UI URL.")] = None,
                 description: Annotated[str, typer.Option("--description")] = "",
+                failover_to: Annotated[str | None, typer.Option(
+                    "--failover-to", help="A cluster of the team that takes over its running daggers when its "
+                                          "controller is gone (checkpoints on shared storage).")] = None,
                 user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Add a cluster to a team (superusers and the team's admins)."""
     with _errors(as_json):
         view = _plane(user, registry, state_dir).add_cluster(
             name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka, influx_url=influx,
-            spark_ui_url=spark_ui, description=description)
+            spark_ui_url=spark_ui, description=description, failover_to=failover_to)
         _ok(f"cluster {name} added to {team} in {dc}", {"cluster": view.to_dict()}, as_json)
+
+
+@cluster_app.command("failover")
+def cluster_failover(name: str,
+                     to: Annotated[str | None, typer.Option("--to", help="The cluster of the same team that takes "
+                                                                         "over (omit: no failover).")] = None,
+                     user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                     as_json: JsonOpt = False) -> None:
+    """Set the cluster whose controller takes over this one's running daggers when this one's controller
+    heartbeat is stale (team admins). The daggers resume from their checkpoints, which must be on
+    storage both clusters mount at the same path."""
+    with _errors(as_json):
+        view = _plane(user, registry, state_dir).set_failover(name, to)
+        _ok(f"cluster {name} fails over to {to}" if to else f"cluster {name}: no failover",
+            {"cluster": view.to_dict()}, as_json)
 
 
 @cluster_app.command("list")
@@ -254,10 +272,10 @@ def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: 
         rows = _plane(user, registry, state_dir).clusters()
 
     def human() -> None:
-        t = Table("data centre", "cluster", "team", "master", "daggers", "health")
+        t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "health")
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
-                      summary(c.health))
+                      c.failover_to or "-", summary(c.health))
         out.print(t)
     _emit([c.to_dict() for c in rows], as_json, human)
 
@@ -321,17 +339,25 @@ def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None
 @dagger_app.command("show")
 def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
-    """Show a dagger's state, progress and last error."""
+    """Show a dagger's state, progress, last error and moves between clusters."""
     with _errors(as_json):
-        d = _plane(user, registry, state_dir).dagger(ref)
+        plane = _plane(user, registry, state_dir)
+        d = plane.dagger(ref)
+        moves = plane.moves(d.ref)
 
     def human() -> None:
         out.print(_dagger_table([d]))
+        if d.moving_from:
+            out.print(f"[yellow]moving:[/] from {d.moving_from} to {d.cluster} (the old cluster stops it first)")
+        for m in moves:
+            why = f" ({escape(m.details['reason'])})" if m.details.get("reason") else ""
+            out.print(f"{m.action}: {m.details.get('from')} -> {m.details.get('to')} by {m.user} at "
+                      f"{_when(m.at)} UTC{why}")
         if d.last_error:
             out.print(f"[red]last error:[/] {escape(d.last_error)}")
         if d.progress:
             out.print(escape(json.dumps(d.progress, indent=2, default=str)))
-    _emit(d.to_dict(), as_json, human)
+    _emit({**d.to_dict(), "moves": [m.to_dict() for m in moves]}, as_json, human)
 
 
 @dagger_app.command("validate")
@@ -377,6 +403,19 @@ def _state_change(name: str, verb: str) -> None:
 for _name, _verb in (("deploy", "deploy asked"), ("stop", "stop asked"), ("restart", "restart asked"),
                      ("delete", "delete asked")):
     _state_change(_name, _verb)
+
+
+@dagger_app.command("move")
+def dagger_move(ref: RefArg, cluster: Annotated[str, typer.Option("--cluster", help="Another cluster of the team.")],
+                reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")] = None,
+                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Move the dagger to another cluster of its team: the old cluster stops it, the new one resumes it from
+    the same checkpoint (which must be on storage both clusters mount at the same path)."""
+    with _errors(as_json):
+        d = _plane(user, registry, state_dir).move(ref, cluster, reason=reason)
+        _ok(f"{d.ref}: moving from {d.moving_from} to {d.cluster} (its controllers hand it over)",
+            {"dagger": d.to_dict()}, as_json)
 
 
 def _print_edit(result: Any, as_json: bool) -> None:
@@ -512,6 +551,9 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
                                                                        "stops (default: leave them running).")] = False,
                standby: Annotated[bool, typer.Option(help="Keep a warm dagger process for the next deploy "
                                                           "(local masters).")] = True,
+               failover_after: Annotated[float, typer.Option(help="Take over the running daggers of a cluster that "
+                                                                  "fails over to this one once its controller "
+                                                                  "heartbeat is this many seconds old.")] = 60.0,
                verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Run a cluster's controller: start, watch, restart and stop its daggers as the registry says."""
     from job.control import Registry
@@ -523,7 +565,7 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
     with _errors(False):
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
-                                      standby=standby)
+                                      standby=standby, failover_after_s=failover_after)
         ctl = Controller(Registry(_registry_url(registry, state_dir)), cluster, root, settings=settings)
         ctl.run_forever(stop_daggers_on_exit=stop_daggers_on_exit)
 

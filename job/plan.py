@@ -128,6 +128,9 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 consumer_config=dict(stream.consumer_config),
                 max_outage_s=stream.max_outage_s,
                 dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
+                failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
+                failover_after_s=stream.failover.after_s if stream.failover else 30.0,
+                positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
             ),
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint)

@@ -28,6 +28,7 @@ from job.functions.spark_udfs import register_functions
 from job.plan import DaggerPlan, pin_schema
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
+from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.spark_session import build_session, running_session
 from job.sql.pushdown import DERIVED_PREFIX
@@ -53,6 +54,7 @@ class Progress:
     batch_phases_ms: dict[str, int] = field(default_factory=dict)  # Spark's durationMs of the last batch
     watermark: str | None = None
     sinks: dict[str, Any] = field(default_factory=dict)
+    kafka_clusters: dict[str, str] = field(default_factory=dict)  # table -> primary|secondary (with failover)
     state: str = "starting"  # starting | running | stopped | failed
     last_error: str | None = None
     updated_at: float = 0.0
@@ -144,6 +146,8 @@ class DaggerJob:
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
+            pr.kafka_clusters = {s.table: read_active(s.source.positions_dir)
+                                 for s in self.plan.streams if s.source.failover}
             if not self._ended:  # a late listener event must not bring a stopped job back to life
                 pr.state = "running"
             pr.updated_at = time.time()

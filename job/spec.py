@@ -120,6 +120,23 @@ def transformer_columns(transformers: list[TransformerSpec]) -> set[str]:
     return out
 
 
+class FailoverSpec(_Model):
+    """A secondary Kafka cluster that mirrors the stream's topics (e.g. with MirrorMaker), to read from
+    when the primary is lost. It must hold the same records with the same timestamps (CreateTime);
+    its offsets may differ. The dagger moves once and never moves back by itself."""
+
+    bootstrap_servers: str = Field(description="The secondary cluster's bootstrap servers, host:port[,host:port].")
+    after_s: float = Field(
+        default=30.0, gt=0,
+        description="How long the primary must be unreachable before the dagger moves to the secondary "
+                    "(less than the stream's max_outage_s).")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return _check_bootstrap(v)
+
+
 class StreamSpec(_Model):
     """One input stream, seen by the SQL as a table."""
 
@@ -148,6 +165,11 @@ class StreamSpec(_Model):
         default=500_000, ge=0, description="Records per micro-batch at most, shared across partitions (0: all).")
     consumer_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
+    failover: FailoverSpec | None = Field(
+        default=None,
+        description="A secondary cluster mirroring the topics: when the primary has been unreachable for "
+                    "after_s, the dagger continues there from the last record it read (by timestamp); "
+                    "never back automatically.")
     transformers: list[TransformerSpec] = Field(
         default_factory=list,
         description="Steps on this stream's records after its watermark and before the SQL, in order "
@@ -196,6 +218,17 @@ class StreamSpec(_Model):
             host, _, port = part.strip().rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"{part.strip()!r} is not host:port")
+        return v
+
+    @field_validator("failover")
+    @classmethod
+    def _failover(cls, v: FailoverSpec | None, info: Any) -> FailoverSpec | None:
+        max_outage_s, primary = info.data.get("max_outage_s"), info.data.get("bootstrap_servers")
+        if v is not None and max_outage_s is not None and v.after_s >= max_outage_s:
+            raise ValueError(f"after_s ({v.after_s:g}) must be less than max_outage_s ({max_outage_s:g}), "
+                             "or the job stops before it fails over")
+        if v is not None and primary is not None and v.bootstrap_servers.strip() == primary.strip():
+            raise ValueError("bootstrap_servers names the primary cluster itself")
         return v
 
 

@@ -177,8 +177,12 @@ class AdminOps(Access):
                     for d in s.scalars(select(DataCentre).order_by(DataCentre.name))]
 
     def add_cluster(self, name: str, *, team: str, datacentre: str, spark_master: str, kafka_bootstrap: str,
-                    influx_url: str, spark_ui_url: str | None = None, description: str = "") -> ClusterView:
-        """Add a cluster to ``team`` in ``datacentre`` (superuser or the team's admin); return it."""
+                    influx_url: str, spark_ui_url: str | None = None, description: str = "",
+                    failover_to: str | None = None) -> ClusterView:
+        """Add a cluster to ``team`` in ``datacentre`` (superuser or the team's admin); return it.
+
+        ``failover_to`` names a cluster of the same team that takes over its running daggers when its
+        controller is gone (see :meth:`set_failover`)."""
         check_name("cluster", name)
         _validate_master(spark_master)
         _validate_bootstrap(kafka_bootstrap)
@@ -192,14 +196,39 @@ class AdminOps(Access):
                 raise NotFoundError(f"no data centre {datacentre!r}")
             if s.scalar(select(Cluster).where(Cluster.name == name)) is not None:
                 raise ConflictError(f"cluster {name!r} exists")
+            backup = self._failover_target(s, t, failover_to) if failover_to else None
             c = Cluster(name=name, team=t, datacentre=dc, spark_master=spark_master, spark_ui_url=spark_ui_url,
-                        kafka_bootstrap=kafka_bootstrap, influx_url=influx_url, description=description)
+                        kafka_bootstrap=kafka_bootstrap, influx_url=influx_url, description=description,
+                        failover_to_id=backup.id if backup else None)
             s.add(c)
             self._audit(s, "add cluster", team, f"cluster {name}",
                         {"datacentre": datacentre, "spark_master": spark_master, "kafka_bootstrap": kafka_bootstrap,
-                         "influx_url": influx_url})
+                         "influx_url": influx_url, "failover_to": failover_to})
             s.flush()
+            s.refresh(c)
             return ClusterView.of(c)
+
+    def _failover_target(self, s: Session, team: Team, name: str) -> Cluster:
+        target = self._cluster(s, name)
+        if target.team_id != team.id:
+            raise ControlError(f"cluster {name} belongs to team {target.team.name}, not to {team.name}: a cluster "
+                               "fails over only to a cluster of its own team")
+        return target
+
+    def set_failover(self, cluster: str, failover_to: str | None) -> ClusterView:
+        """Make ``failover_to`` (a cluster of the same team; None: no failover) take over ``cluster``'s
+        running daggers when ``cluster``'s controller heartbeat is stale for the failover controller's
+        ``failover_after_s`` (the team's admin). Their checkpoints must be on storage both reach."""
+        with self.registry.session() as s:
+            c = self._cluster(s, cluster, "admin", "set the failover of")
+            before = c.failover_to.name if c.failover_to is not None else None
+            target = self._failover_target(s, c.team, failover_to) if failover_to else None
+            if target is not None and target.id == c.id:
+                raise ControlError(f"cluster {cluster} cannot fail over to itself")
+            c.failover_to_id = target.id if target is not None else None
+            self._audit(s, "set failover", c.team.name, f"cluster {cluster}",
+                        {"failover_to": failover_to, "before": before})
+        return self.cluster(cluster)
 
     def clusters(self) -> list[ClusterView]:
         """Return the clusters of the user's teams (all for a superuser), by data centre then name."""

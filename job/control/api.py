@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from job.control import specs
+from job.control import handoff, specs
 from job.control.admin import AdminOps
 from job.control.compat import compatibility
 from job.control.errors import ConflictError, ControlError, NotFoundError
@@ -113,6 +113,16 @@ class ControlPlane(AdminOps):
             d = self._find(s, ref, "viewer", "see")
             rows = s.scalars(select(Sample).where(Sample.dagger_id == d.id).order_by(Sample.at.desc()).limit(limit))
             return [SampleView.of(r) for r in reversed(list(rows))]
+
+    def moves(self, ref: str) -> list[AuditView]:
+        """Return the dagger's moves between clusters (by hand and by failover), oldest first."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            rows = s.scalars(select(AuditEntry).where(AuditEntry.target == f"dagger {d.team.name}/{d.name}",
+                                                      AuditEntry.action.in_(("move", "failover")),
+                                                      AuditEntry.allowed.is_(True),
+                                                      AuditEntry.at >= d.created_at).order_by(AuditEntry.id))
+            return [AuditView.of(r) for r in rows]
 
     def history(self, ref: str) -> list[VersionView]:
         """Return every spec version of the dagger, oldest first."""
@@ -288,6 +298,27 @@ class ControlPlane(AdminOps):
     def delete(self, ref: str) -> DaggerView:
         """Stop and delete the dagger (team admin). Its versions and audit trail stay; the name is free again."""
         return self._set_desired(ref, "delete", "deleted", need="admin")
+
+    def move(self, ref: str, cluster: str, *, reason: str | None = None) -> DaggerView:
+        """Move the dagger to ``cluster``, another cluster of its team (editors and admins).
+
+        The old cluster's controller stops it gracefully; the new one starts it from the same checkpoint
+        once the old one has (see :mod:`job.control.handoff`), so totals continue. The checkpoint folder
+        must be reachable from both clusters at the same path (shared storage); when it is not, the new
+        cluster does not start the dagger and marks it failed with an error saying so.
+        Raises ControlError for a cluster of another team, ConflictError when the dagger is already there
+        or still moving, NotFoundError/PermissionDeniedError as :meth:`_find`.
+        """
+        with self.registry.session() as s:
+            d = self._find(s, ref, "editor", "move")
+            target = self._cluster(s, cluster, "editor", "move daggers to")
+            source = handoff.relocate(d, target, now())
+            self._audit(s, "move", d.team.name, f"dagger {d.team.name}/{d.name}",
+                        {"from": source, "to": target.name, "reason": reason or "",
+                         "desired": d.desired_state, "version": d.current_version})
+            s.flush()
+            s.expire(d, ["cluster", "moving_from"])
+            return DaggerView.of(d)
 
     def check_edit(self, ref: str, text: str) -> Compatibility:
         """Return whether ``text`` could resume from the dagger's current checkpoint (changes nothing)."""

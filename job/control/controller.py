@@ -9,6 +9,10 @@
   ``stop_timeout_s``), and rolls a running one over to a new version or restart generation;
 * notices a crash, records its exit code and last error (from the dagger's log), and restarts it
   after an exponential back-off, at most ``max_restarts`` times in a row before giving up (``failed``);
+* hands daggers over when they move to another cluster (see :mod:`job.control.handoff`): stops the
+  ones leaving this cluster, starts arriving ones only once the old cluster has stopped them, and
+  takes over the running daggers of a cluster that names this one as its failover when that
+  cluster's controller heartbeat has been stale for ``failover_after_s``;
 * records the progress the dagger's StreamingQueryListener writes to ``<checkpoint>/status.json``
   (rates, batch duration, late rows, bad records), its consumer lag, a sample for sparklines, the
   controller's heartbeat and the cluster's health.
@@ -37,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, or_, select, update
 
-from job.control import specs
+from job.control import handoff, specs
 from job.control.errors import ConflictError, NotFoundError, RegistryError
 from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
 from job.control.processes import (
@@ -81,6 +85,12 @@ class ControllerSettings(BaseModel):
                                   description="Seconds a graceful stop (SIGTERM) may take before SIGKILL.")
     heartbeat_stale_s: float = Field(default=15.0, gt=0,
                                      description="A controller heartbeat older than this counts as gone.")
+    failover_after_s: float = Field(default=60.0, gt=0,
+                                    description="Take over the running daggers of a cluster that names this one "
+                                                "as its failover once its controller heartbeat is this old.")
+    handoff_quiet_s: float = Field(default=60.0, gt=0,
+                                   description="A moved dagger whose old controller is gone, on another host: "
+                                               "start it once its liveness file has been quiet this long.")
     sample_retention_s: float = Field(default=3600.0, gt=0, description="How long progress samples are kept.")
     standby: bool = Field(default=True, description="On local masters, keep one dagger process started and warm "
                                                     "(Python, JVM, Spark session) for the next deploy, which then "
@@ -109,6 +119,9 @@ class _Item:
     spec_text: str
     epoch: int
     status: dict[str, Any] = field(default_factory=dict)
+    leaving: bool = False  # moved away: stop it here, then hand it over
+    arriving_from: str | None = None  # moved here from this cluster: start it once the old one let go
+    from_heartbeat: float | None = None  # the heartbeat of the cluster it arrives from
 
     @property
     def ref(self) -> str:
@@ -144,6 +157,8 @@ class Controller:
         self._health_job: Future[dict[str, Any]] | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
         self._pruned_at = 0.0
+        self._fencing: dict[int, tuple[Proc, float]] = {}
+        self._waiting: set[int] = set()
         with registry.session() as s:
             c = s.scalar(select(Cluster).where(Cluster.name == cluster))
             if c is None:
@@ -185,7 +200,7 @@ class Controller:
         items: list[_Item] = []
         with self.registry.session() as s:
             query = (select(Dagger).outerjoin(DaggerStatus)
-                     .where(Dagger.cluster_id == self.cluster_id,
+                     .where(or_(Dagger.cluster_id == self.cluster_id, Dagger.moving_from_id == self.cluster_id),
                             or_(Dagger.tombstone == 0, DaggerStatus.actual_state.is_(None),
                                 DaggerStatus.actual_state != "deleted")))
             for d in s.scalars(query):
@@ -198,6 +213,11 @@ class Controller:
                                    deleted=d.tombstone != 0, version=d.current_version,
                                    generation=d.restart_generation, spec_text=v.spec_text,
                                    epoch=v.checkpoint_epoch, status=status))
+                if d.cluster_id != self.cluster_id:
+                    items[-1].leaving = True
+                elif d.moving_from is not None:
+                    items[-1].arriving_from = d.moving_from.name
+                    items[-1].from_heartbeat = d.moving_from.controller_heartbeat
         return items
 
     def reconcile_once(self) -> dict[int, dict[str, Any]]:
@@ -205,19 +225,33 @@ class Controller:
         now = time.time()
         updates: dict[int, dict[str, Any]] = {}
         samples: list[Sample] = []
+        self._fail_over(now)
         items = self._snapshot()
+        handed: list[int] = []
         for item in items:
-            upd = self._reconcile(item, now)
+            before = dict(item.status)
+            upd: dict[str, Any] = {}
+            if item.arriving_from is None:
+                self._waiting.discard(item.id)
+            elif not self._arrived(item, now):
+                continue  # moved here; the old cluster has not let go yet
+            else:
+                upd = self._take_over(item)
+                handed.append(item.id)
+            upd.update(self._reconcile(item, now))
             observed, sample = self._observe(item, {**item.status, **upd}, now)
             upd.update(observed)
             if sample is not None:
                 samples.append(sample)
-            changed = {k: v for k, v in upd.items() if item.status.get(k) != v}
+            changed = {k: v for k, v in upd.items() if before.get(k) != v}
             if changed:
                 updates[item.id] = changed
-                item.status.update(changed)
-        health = self._maybe_health(items, now)
-        self._write(updates, samples, health, now)
+            item.status.update(upd)
+            if item.leaving and item.id not in self._procs:
+                log.info("%s: stopped here; handed over to its new cluster", item.ref)
+                handed.append(item.id)
+        health = self._maybe_health([i for i in items if not i.leaving], now)
+        self._write(updates, samples, health, now, handed)
         self._keep_standby(items, now)
         return updates
 
@@ -226,7 +260,7 @@ class Controller:
         proc = self._procs.get(item.id) or self._adopt(item)
         alive = proc is not None and proc.alive()
         actual = st.get("actual_state") or "created"
-        want_running = item.desired == "running" and not item.deleted
+        want_running = item.desired == "running" and not item.deleted and not item.leaving
         if alive:
             assert proc is not None
             stale = (st.get("running_version") != item.version
@@ -286,10 +320,26 @@ class Controller:
                 "restarts": restarts, "next_restart_at": now + delay}
 
     def _workdir(self, item: _Item) -> Path:
-        return self.state_dir / "daggers" / f"{item.id}-{item.name}"
+        """Return the dagger's folder: the one its checkpoint was recorded in (by any cluster's controller:
+        a moved dagger resumes there), else a new one under this controller's state dir.
+
+        Raises ConflictError when the recorded folder lies elsewhere and cannot be reached from here.
+        """
+        own = self.state_dir / "daggers" / f"{item.id}-{item.name}"
+        recorded = item.status.get("checkpoint")
+        if not recorded:
+            return own
+        folder = Path(recorded).parent
+        if folder.is_dir() or folder == own:
+            return folder
+        raise ConflictError(handoff.unreachable(folder, self.cluster_name, self.host))
 
     def _launch(self, item: _Item, now: float) -> dict[str, Any]:
-        workdir = self._workdir(item)
+        try:
+            workdir = self._workdir(item)
+        except ConflictError as exc:
+            log.error("%s: %s", item.ref, exc.message)
+            return {"actual_state": "failed", "pid": None, "last_error": exc.message, "next_restart_at": None}
         workdir.mkdir(parents=True, exist_ok=True)
         checkpoint = workdir / f"checkpoint-{item.epoch}"
         spec_path = workdir / f"v{item.version}.yaml"
@@ -407,6 +457,68 @@ class Controller:
             if group_members(standby.popen.pid):
                 os.killpg(standby.popen.pid, signal.SIGKILL)
 
+    # ---- moves and failover ---------------------------------------------------------------------
+
+    def _fail_over(self, now: float) -> None:
+        """Take over the running daggers of the clusters whose controller is gone and that fail over to this one."""
+        with self.registry.session() as s:
+            me = s.get(Cluster, self.cluster_id)
+            if me is not None:
+                handoff.fail_over(s, me, self.settings.failover_after_s, now)
+
+    def _arrived(self, item: _Item, now: float) -> bool:
+        """Return whether a dagger moved here may start: its old cluster's controller stopped it (then
+        ``arriving_from`` is clear and this is not called), or that controller is gone and so is the old
+        process (stopped here when it runs on this host; see :mod:`job.control.handoff`)."""
+        st = item.status
+        stale_s = min(self.settings.heartbeat_stale_s, self.settings.failover_after_s)
+        if item.from_heartbeat is not None and now - item.from_heartbeat < stale_s:
+            self._wait(item, f"waiting for {item.arriving_from}'s controller to stop it")
+            return False
+        pid = st.get("pid")
+        if st.get("actual_state") not in ("starting", "running", "stopping") or not pid:
+            return True
+        if st.get("host") != self.host:
+            if handoff.liveness_quiet(st.get("checkpoint"), self.settings.handoff_quiet_s, now):
+                return True
+            self._wait(item, f"the controller of {item.arriving_from} is gone; waiting until pid {pid} on "
+                             f"{st.get('host')} stops (its liveness file is quiet for "
+                             f"{self.settings.handoff_quiet_s:g} s)")
+            return False
+        fence = self._fencing.get(item.id)
+        if fence is None:
+            proc = Proc(pid=int(pid), start_time=st.get("pid_start_time"), log_path=Path(os.devnull))
+            if not proc.alive():
+                return True
+            log.warning("%s: the controller of %s is gone; stopping its pid %s before taking over", item.ref,
+                        item.arriving_from, pid)
+            proc.signal(signal.SIGTERM)
+            self._fencing[item.id] = (proc, now)
+            return False
+        proc, asked = fence
+        if proc.alive():
+            if now - asked > self.settings.stop_timeout_s:
+                proc.signal(signal.SIGKILL, group=True)
+            return False
+        proc.reap_group()
+        del self._fencing[item.id]
+        return True
+
+    def _wait(self, item: _Item, why: str) -> None:
+        if item.id not in self._waiting:
+            self._waiting.add(item.id)
+            log.info("%s: moved here from %s; %s", item.ref, item.arriving_from, why)
+
+    def _take_over(self, item: _Item) -> dict[str, Any]:
+        """Return the status of a dagger handed over to this cluster (its old process is gone)."""
+        self._waiting.discard(item.id)
+        log.info("%s: taking over from %s", item.ref, item.arriving_from)
+        item.arriving_from = None
+        if item.status.get("actual_state") in ("starting", "running", "stopping"):
+            item.status.update(actual_state="stopped", pid=None, stop_requested_at=None)
+            return {"actual_state": "stopped", "pid": None, "stop_requested_at": None}
+        return {}
+
     def _adopt(self, item: _Item) -> Proc | None:
         """Take over a dagger process an earlier controller on this host started, if it still runs."""
         st = item.status
@@ -495,7 +607,7 @@ class Controller:
         return result
 
     def _write(self, updates: dict[int, dict[str, Any]], samples: list[Sample], health: dict[str, Any] | None,
-               now: float) -> None:
+               now: float, handed: list[int] | None = None) -> None:
         with self.registry.session() as s:
             for dagger_id, upd in updates.items():
                 st = s.get(DaggerStatus, dagger_id)
@@ -506,6 +618,11 @@ class Controller:
                     setattr(st, key, value)
                 st.updated_at = now
             s.add_all(samples)
+            if handed:  # moves whose hand-off is done: leaving daggers stopped here, arriving ones taken over
+                s.execute(update(Dagger).where(Dagger.id.in_(handed), Dagger.moving_from_id.is_not(None),
+                                               or_(Dagger.moving_from_id == self.cluster_id,
+                                                   Dagger.cluster_id == self.cluster_id))
+                          .values(moving_from_id=None))
             c = s.get(Cluster, self.cluster_id)
             if c is not None:
                 c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, now

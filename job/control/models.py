@@ -96,8 +96,14 @@ class Cluster(Base):
     controller_heartbeat: Mapped[float | None] = mapped_column(Float, nullable=True)
     health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     health_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The cluster (of the same team) whose controller takes over this one's running daggers when this
+    #: one's controller heartbeat has been stale for its ``failover_after_s`` (see job.control.handoff).
+    failover_to_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     team: Mapped[Team] = relationship()
     datacentre: Mapped[DataCentre] = relationship()
+    failover_to: Mapped[Cluster | None] = relationship(
+        primaryjoin="Cluster.failover_to_id == Cluster.id", foreign_keys="Cluster.failover_to_id",
+        remote_side="Cluster.id", viewonly=True)
 
 
 class Dagger(Base):
@@ -114,11 +120,17 @@ class Dagger(Base):
     #: Bumped by "restart": the controller restarts a running dagger whose generation it has not run.
     restart_generation: Mapped[int] = mapped_column(Integer, default=0)
     tombstone: Mapped[int] = mapped_column(Integer, default=0)
+    #: Set by a move: the cluster the dagger is leaving. Its controller stops the dagger and clears it;
+    #: the new cluster's controller starts the dagger only then (or once the old controller is gone and
+    #: the old process verifiably stopped), so the two never run it at once.
+    moving_from_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_by: Mapped[str] = mapped_column(String(63))
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     team: Mapped[Team] = relationship()
-    cluster: Mapped[Cluster] = relationship()
+    cluster: Mapped[Cluster] = relationship(foreign_keys=[cluster_id])
+    moving_from: Mapped[Cluster | None] = relationship(
+        primaryjoin="Dagger.moving_from_id == Cluster.id", foreign_keys=[moving_from_id], viewonly=True)
     versions: Mapped[list[DaggerVersion]] = relationship(
         back_populates="dagger", order_by="DaggerVersion.version", cascade="all, delete-orphan")
     status: Mapped[DaggerStatus | None] = relationship(back_populates="dagger", cascade="all, delete-orphan",

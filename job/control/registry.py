@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,8 +94,20 @@ class Registry:
         """Create the tables that do not exist yet. Raises RegistryError when the database is unreachable."""
         try:
             Base.metadata.create_all(self.engine)
+            self._add_missing_columns()
         except OperationalError as exc:
             raise RegistryError(f"cannot open the registry at {self.safe_url}: {_first_line(exc)}") from None
+
+    def _add_missing_columns(self) -> None:
+        """Add the nullable columns newer code knows and an older registry lacks (e.g. the failover ones)."""
+        insp = inspect(self.engine)
+        for table in Base.metadata.sorted_tables:
+            have = {c["name"] for c in insp.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in have and column.nullable:
+                    kind = column.type.compile(dialect=self.engine.dialect)
+                    with self.engine.begin() as conn:
+                        conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
     @contextmanager
     def session(self) -> Iterator[Session]:

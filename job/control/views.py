@@ -32,6 +32,7 @@ class ClusterView:
     health_at: float | None
     daggers_total: int = 0
     daggers_running: int = 0
+    failover_to: str | None = None  # the cluster that takes over its daggers when its controller is gone
 
     @classmethod
     def of(cls, c: Cluster, total: int = 0, running: int = 0) -> ClusterView:
@@ -40,7 +41,8 @@ class ClusterView:
                    spark_ui_url=c.spark_ui_url, kafka_bootstrap=c.kafka_bootstrap, influx_url=c.influx_url,
                    description=c.description, controller_host=c.controller_host,
                    controller_pid=c.controller_pid, controller_heartbeat=c.controller_heartbeat,
-                   health=c.health, health_at=c.health_at, daggers_total=total, daggers_running=running)
+                   health=c.health, health_at=c.health_at, daggers_total=total, daggers_running=running,
+                   failover_to=c.failover_to.name if c.failover_to is not None else None)
 
     def controller_alive(self, now: float, within_s: float = 30.0) -> bool:
         """Return True when the controller's last heartbeat is less than ``within_s`` seconds old."""
@@ -77,6 +79,7 @@ class DaggerView:
     created_by: str
     created_at: float
     updated_at: float
+    moving_from: str | None = None  # the cluster it is leaving: set until that cluster has stopped it
 
     @property
     def ref(self) -> str:
@@ -96,7 +99,8 @@ class DaggerView:
                    pid=st.pid if st else None, host=st.host if st else None,
                    checkpoint=st.checkpoint if st else None, started_at=st.started_at if st else None,
                    status_updated_at=st.updated_at if st else None, created_by=d.created_by,
-                   created_at=d.created_at, updated_at=d.updated_at)
+                   created_at=d.created_at, updated_at=d.updated_at,
+                   moving_from=d.moving_from.name if d.moving_from is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (with ``ref``)."""

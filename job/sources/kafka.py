@@ -13,7 +13,8 @@
 Options (all strings, set by :func:`source_options`): ``bootstrap_servers``, ``topics`` (JSON list),
 ``proto_class``, ``descriptor_set`` (base64), ``columns`` (JSON list), ``start_from``,
 ``max_records_per_batch``, ``split_records``, ``bad_records``, ``bad_records_dir``, ``consumer_config``
-(JSON object).
+(JSON object), and for failover (:mod:`job.sources.failover`) ``failover_bootstrap_servers``,
+``failover_after_s`` and ``positions_dir``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder, gc_paused
 from job.schema.registry import SchemaRegistry
+from job.sources import failover as kfo
 from job.sources import offsets as kofs
 
 log = logging.getLogger("daggers.source.kafka")
@@ -71,6 +73,18 @@ class SourceConfig:
     max_outage_s: float = 600.0
     dead_letter_topic: str = ""
     derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
+    failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
+    failover_after_s: float = 30.0
+    positions_dir: str = ""  # where readers record the last record of each range read on the primary
+
+    @property
+    def failover(self) -> bool:
+        """Whether the stream names a secondary cluster."""
+        return bool(self.failover_bootstrap_servers)
+
+    def bootstrap(self, cluster: str) -> str:
+        """Return the bootstrap servers of ``cluster`` (primary or secondary)."""
+        return self.failover_bootstrap_servers if cluster == kfo.SECONDARY else self.bootstrap_servers
 
     @classmethod
     def from_options(cls, options: Any) -> SourceConfig:
@@ -96,6 +110,9 @@ class SourceConfig:
             max_outage_s=float(options.get("max_outage_s", 600.0)),
             dead_letter_topic=str(options.get("dead_letter_topic", "")),
             derived=json.loads(options.get("derived", "[]")),
+            failover_bootstrap_servers=str(options.get("failover_bootstrap_servers", "")),
+            failover_after_s=float(options.get("failover_after_s", 30.0)),
+            positions_dir=str(options.get("positions_dir", "")),
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -140,24 +157,36 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "max_outage_s": str(cfg.max_outage_s),
         "dead_letter_topic": cfg.dead_letter_topic,
         "derived": json.dumps(cfg.derived or []),
+        "failover_bootstrap_servers": cfg.failover_bootstrap_servers,
+        "failover_after_s": str(cfg.failover_after_s),
+        "positions_dir": cfg.positions_dir,
     }
 
 
 @dataclass(frozen=True)
 class OffsetRange(InputPartition):
-    """Records ``[start, end)`` of one topic partition: one Spark task."""
+    """Records ``[start, end)`` of one topic partition on one cluster (primary or secondary): one Spark task.
+
+    ``anchor`` is where the micro-batch starts on that partition (``start`` or before it, when a long
+    range was split): the position recorded there lets a reader move a primary range to the secondary.
+    """
 
     topic: str
     partition: int
     start: int
     end: int
+    cluster: str
+    anchor: int
 
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:  # InputPartition has __init__(value)
+    def __init__(self, topic: str, partition: int, start: int, end: int,  # InputPartition has __init__(value)
+                 cluster: str = kfo.PRIMARY, anchor: int | None = None) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "partition", partition)
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "end", end)
-        object.__setattr__(self, "value", (topic, partition, start, end))
+        object.__setattr__(self, "cluster", cluster)
+        object.__setattr__(self, "anchor", start if anchor is None else anchor)
+        object.__setattr__(self, "value", (topic, partition, start, end, cluster, self.anchor))
 
 
 class DaggerKafkaSource(DataSource):
@@ -215,71 +244,148 @@ class KafkaBatchReader(DataSourceReader):
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans offset ranges on the driver and reads them on the executors."""
+    """Plans offset ranges on the driver and reads them on the executors.
+
+    With failover, the offsets say which cluster they belong to (:mod:`job.sources.failover`) and the
+    driver reads from that cluster; it moves to the secondary when the primary has been unreachable
+    for ``failover_after_s``, and never moves back.
+    """
 
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
-        self._client: Consumer | None = None
-        self._target: kofs.Offsets | None = None
+        self._clients: dict[str, Consumer] = {}
+        self._target: tuple[str, kofs.Offsets] | None = None
+        self._available_now = False
         self._outage_since: float | None = None
         self._behind_seen = 0
+        self._positioned: set[tuple[str, str, int]] = set()  # (topic, partition, offset) with a known position
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
-        ``max_outage_s`` has passed (then the error stops the query)."""
+        ``max_outage_s`` has passed (then the error stops the query). With failover, move to the
+        secondary once the primary has been unreachable for ``failover_after_s``."""
         now = time.monotonic()
         if self._outage_since is None:
             self._outage_since = now
         waited = now - self._outage_since
+        self._drop_clients()  # start afresh: a restarted broker may have new metadata
+        cluster, offsets = kfo.split_cluster(start)
+        if self.cfg.failover and cluster == kfo.PRIMARY and waited >= self.cfg.failover_after_s:
+            try:
+                return self._fail_over(offsets, waited, exc)
+            except SourceError as second:
+                log.warning("cannot fail over to the secondary cluster %s yet: %s",
+                            self.cfg.failover_bootstrap_servers, second.message)
         if waited > self.cfg.max_outage_s:
             raise SourceError(f"{exc.message} (for {waited:.0f} s, more than max_outage_s "
                               f"{self.cfg.max_outage_s:.0f})", hint=exc.hint) from None
         log.warning("broker unavailable for %.0f s, will retry: %s", waited, exc.message)
-        if self._client is not None:  # start afresh: a restarted broker may have new metadata
-            self._client.close()
-            self._client = None
         return start
 
-    # The driver-side client must not travel to executors with the pickled reader.
+    def _fail_over(self, start: kofs.Offsets, waited: float, exc: SourceError) -> dict:
+        """Return the switch offsets: where to start on the secondary (a micro-batch that reads nothing)."""
+        consumer = self._consumer(kfo.SECONDARY)
+        tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.failover_bootstrap_servers)
+        positions = {(tp.topic, tp.partition): self._position(start, tp) for tp in tps}
+        target = kfo.secondary_start(consumer, tps, positions, self.cfg.start_from)
+        log.warning("FAILOVER %s: the primary cluster %s has been unreachable for %.0f s (%s); switching to the "
+                    "secondary cluster %s at offsets %s (by the timestamps of the last records read; no "
+                    "automatic failback)", self.cfg.topics, self.cfg.bootstrap_servers, waited, exc.message,
+                    self.cfg.failover_bootstrap_servers, json.dumps(target, sort_keys=True))
+        print(f"daggers: FAILOVER of {self.cfg.topics} from {self.cfg.bootstrap_servers} to "
+              f"{self.cfg.failover_bootstrap_servers} after {waited:.0f} s", file=sys.stderr)
+        if self.cfg.positions_dir:
+            kfo.write_active(self.cfg.positions_dir, kfo.SECONDARY, self.cfg.failover_bootstrap_servers)
+        self._outage_since = None
+        self._target = None
+        return kfo.tag(target, kfo.SECONDARY, True)
+
+    def _ensure_positions(self, start: kofs.Offsets) -> None:
+        """Make sure the position before every start offset is known (readers record it for the ranges
+        they read; offsets read before failover was configured have none): fetch the missing ones."""
+        for topic, parts in start.items():
+            for part, offset in parts.items():
+                key = (topic, part, offset)
+                if key in self._positioned:
+                    continue
+                try:
+                    if not kfo.has_position(self.cfg.positions_dir, topic, int(part), offset):
+                        kfo.record_position(self._consumer(), self.cfg.positions_dir, topic, int(part), offset)
+                except SourceError as exc:  # e.g. deleted by retention: failover uses start_from there
+                    log.warning("%s[%s]: cannot record the position before offset %d: %s", topic, part, offset,
+                                exc.message)
+                self._positioned.add(key)
+
+    def _position(self, start: kofs.Offsets, tp: TopicPartition) -> kfo.Position | None:
+        offset = start.get(tp.topic, {}).get(str(tp.partition))
+        if offset is None or not self.cfg.positions_dir:
+            return None
+        return kfo.find_position(self.cfg.positions_dir, tp.topic, tp.partition, offset)
+
+    # The driver-side clients must not travel to executors with the pickled reader.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None
+        state["_clients"] = {}
         return state
 
-    def _consumer(self) -> Consumer:
-        if self._client is None:
-            self._client = kofs.driver_consumer(self.cfg.bootstrap_servers, self.cfg.consumer_config)
-        return self._client
+    def _drop_clients(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients = {}
 
-    def _partitions(self) -> list[TopicPartition]:
-        return kofs.partitions_of(self._consumer(), self.cfg.topics, self.cfg.bootstrap_servers)
+    def _consumer(self, cluster: str = kfo.PRIMARY) -> Consumer:
+        if cluster not in self._clients:
+            self._clients[cluster] = kofs.driver_consumer(self.cfg.bootstrap(cluster), self.cfg.consumer_config)
+        return self._clients[cluster]
 
-    def _ends(self) -> kofs.Offsets:
-        return kofs.end_offsets(self._consumer(), self._partitions())
+    def _partitions(self, cluster: str = kfo.PRIMARY) -> list[TopicPartition]:
+        return kofs.partitions_of(self._consumer(cluster), self.cfg.topics, self.cfg.bootstrap(cluster))
+
+    def _ends(self, cluster: str = kfo.PRIMARY) -> kofs.Offsets:
+        return kofs.end_offsets(self._consumer(cluster), self._partitions(cluster))
+
+    def _cluster_of(self, offsets: dict) -> tuple[str, kofs.Offsets]:
+        cluster, bare = kfo.split_cluster(offsets)
+        if cluster == kfo.SECONDARY and not self.cfg.failover:
+            raise SourceError(f"the checkpoint of {self.cfg.topics} is on the secondary cluster, but the spec "
+                              "names no failover cluster", hint="put failover back in the spec, or start "
+                              "a new checkpoint (there is no automatic failback)")
+        return cluster, bare
 
     def initialOffset(self) -> dict:
         tps = self._partitions()
         how = self.cfg.start_from.strip().lower()
         if how == "earliest":
-            return kofs.beginning_offsets(self._consumer(), tps)
+            return kfo.tag(kofs.beginning_offsets(self._consumer(), tps), kfo.PRIMARY, self.cfg.failover)
         ends = kofs.end_offsets(self._consumer(), tps)
         if how == "latest":
-            return ends
-        return kofs.offsets_for_time(self._consumer(), tps, kofs.parse_start_time(self.cfg.start_from), ends)
+            return kfo.tag(ends, kfo.PRIMARY, self.cfg.failover)
+        found = kofs.offsets_for_time(self._consumer(), tps, kofs.parse_start_time(self.cfg.start_from), ends)
+        return kfo.tag(found, kfo.PRIMARY, self.cfg.failover)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.cfg.max_records_per_batch
         return ReadMaxRows(n) if n > 0 else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._ends()
+        self._available_now = True
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        cluster, bare = self._cluster_of(start)
         try:
-            end = self._target or self._ends()
+            if self._available_now and (self._target is None or self._target[0] != cluster):
+                self._target = (cluster, self._ends(cluster))  # the end of "now", once per cluster
+            end = self._target[1] if self._target is not None else self._ends(cluster)
         except SourceError as exc:
             return self._during_outage(start, exc)
         self._outage_since = None
+        if self.cfg.positions_dir and kfo.read_active(self.cfg.positions_dir) != cluster:
+            kfo.write_active(self.cfg.positions_dir, cluster, self.cfg.bootstrap(cluster))
+        if self.cfg.positions_dir and cluster == kfo.PRIMARY:
+            self._ensure_positions(bare)
+        return kfo.tag(self._plan_end(cluster, bare, end, limit), cluster, self.cfg.failover)
+
+    def _plan_end(self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit) -> kofs.Offsets:
         behind = _ahead_of_end(start, end)
         if behind:
             # A broker that is starting up can briefly report empty partitions: believe that the
@@ -290,7 +396,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             sorted(behind))
                 return start
         self._behind_seen = 0
-        begin = (kofs.beginning_offsets(self._consumer(), self._partitions())
+        begin = (kofs.beginning_offsets(self._consumer(cluster), self._partitions(cluster))
                  if _has_new(start, end) or behind else {})
         merged: kofs.Offsets = {}
         for topic, parts in end.items():
@@ -314,13 +420,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return merged
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        (from_cluster, start_), (cluster, end_) = self._cluster_of(start), self._cluster_of(end)
+        if from_cluster != cluster:
+            return []  # the failover micro-batch: it only moves the offsets to the secondary
         out: list[InputPartition] = []
         step = max(self.cfg.split_records, 1)
-        for topic, parts in end.items():
+        for topic, parts in end_.items():
             for part, hi in parts.items():
-                lo = start.get(topic, {}).get(part, 0)
+                lo = start_.get(topic, {}).get(part, 0)
                 for s in range(lo, hi, step):
-                    out.append(OffsetRange(topic, int(part), s, min(s + step, hi)))
+                    out.append(OffsetRange(topic, int(part), s, min(s + step, hi), cluster, lo))
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -328,15 +437,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self.cfg, partition)
 
     def commit(self, end: dict) -> None:
-        """Spark has committed everything before ``end``: publish that data's bad records."""
+        """Spark has committed everything before ``end``: publish that data's bad records, and forget
+        the positions of ranges before it."""
+        cluster, offsets = self._cluster_of(end)
+        if self.cfg.positions_dir and cluster == kfo.PRIMARY:
+            kfo.prune_positions(self.cfg.positions_dir, offsets)
         if self.cfg.bad_records == "dead-letter" and self.cfg.bad_records_dir:
-            publish_dead_letters(self.cfg.bad_records_dir, self.cfg.bootstrap_servers,
+            publish_dead_letters(self.cfg.bad_records_dir, self.cfg.bootstrap(cluster),
                                  self.cfg.dead_letter_topic, self.cfg.consumer_config)
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._drop_clients()
 
 
 def _ahead_of_end(start: dict, end: kofs.Offsets) -> set[tuple[str, str]]:
@@ -352,13 +463,13 @@ def _has_new(start: dict, end: kofs.Offsets) -> bool:
 _CONSUMERS: dict[str, Consumer] = {}
 
 
-def _executor_consumer(cfg: SourceConfig) -> Consumer:
-    """One consumer per Python worker, reused across tasks (workers are reused by Spark)."""
-    key = json.dumps([cfg.bootstrap_servers, cfg.consumer_config], sort_keys=True)
+def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> Consumer:
+    """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark)."""
+    key = json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
     consumer = _CONSUMERS.get(key)
     if consumer is None:
         consumer = Consumer({
-            "bootstrap.servers": cfg.bootstrap_servers,
+            "bootstrap.servers": bootstrap,
             "group.id": "daggers-reader",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -385,45 +496,67 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     Bad records follow ``cfg.bad_records``; with skip or dead-letter they are written, raw bytes
     included, to one file per offset range under ``bad_records_dir`` (the same file again when
     Spark replays the range, so nothing is counted or published twice).
+
+    With failover, a range read on the primary records its last record under ``positions_dir``
+    (:mod:`job.sources.failover`); and when the primary gives nothing for ``failover_after_s`` the
+    reader moves the rest of the range to the secondary: it finds the batch's start (``anchor``)
+    there by the position recorded for it and reads the same number of records on from it (this
+    assumes offsets without gaps, i.e. no compaction and no transaction markers, on both clusters).
     Raises BadRecordError (policy ``fail``) or SourceError when the range cannot be read in
     ``read_timeout_s`` (the broker is down, or the records were deleted by retention).
     """
     if rng.end <= rng.start:
         return
     decoder = cfg.decoder()
-    consumer = _executor_consumer(cfg)
+    consumer = _executor_consumer(cfg, cfg.bootstrap(rng.cluster))
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     next_offset = rng.start
+    shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
     payloads: list[bytes | None] = []
     offs: list[int] = []
     bad: list[dict[str, Any]] = []
+    last: Any = None  # the last record read (its position is recorded for failover)
+    last_offset = -1
     last_progress = time.monotonic()
     try:
         while next_offset < rng.end:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
-            if not msgs:
-                if time.monotonic() - last_progress > cfg.read_timeout_s:
-                    raise SourceError(
-                        f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
-                        f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end})")
-                continue
+            moved = 0 if shift is None else shift
+            progressed = False
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= rng.end:
+                        progressed = True
+                        if msg.offset() - moved >= rng.end:
                             next_offset = rng.end
                         continue
                     if err.retriable() or err.code() in _TRANSIENT:
                         continue  # librdkafka retries on its own; the read timeout bounds the wait
                     raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
-                off = msg.offset()
+                off = msg.offset() - moved
                 if off < next_offset or off >= rng.end:
                     continue
                 payloads.append(msg.value())
                 offs.append(off)
                 next_offset = off + 1
-            last_progress = time.monotonic()
+                last, last_offset = msg, off
+                progressed = True
+            now = time.monotonic()
+            if progressed:
+                last_progress = now
+            elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
+                  and now - last_progress > min(cfg.failover_after_s, cfg.read_timeout_s)):
+                shift = _shift_to_secondary(cfg, rng, next_offset, now - last_progress)
+                consumer.unassign()
+                consumer = _executor_consumer(cfg, cfg.failover_bootstrap_servers)
+                consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
+                last_progress = time.monotonic()
+                continue
+            elif now - last_progress > cfg.read_timeout_s:
+                raise SourceError(
+                    f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
+                    f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end})")
             if len(payloads) >= FETCH_BATCH:
                 yield _decode(cfg, decoder, rng, payloads, offs, bad)
                 payloads, offs = [], []
@@ -433,6 +566,28 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         consumer.unassign()
     if bad:
         _record_bad(cfg, rng, bad)
+    if last is not None and cfg.positions_dir and rng.cluster == kfo.PRIMARY:
+        kfo.write_position(cfg.positions_dir, rng.topic, rng.partition, rng.start, rng.end,
+                           kfo.Position(last_offset, last.timestamp()[1], kfo.fingerprint(last.key(), last.value()),
+                                        moved=shift is not None))
+
+
+def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, waited: float) -> int:
+    """Return how far the secondary's offsets of ``rng``'s partition are from the primary's, found
+    from the position recorded at the batch's start (``rng.anchor``). Raises SourceError when the
+    secondary cannot be reached."""
+    pos = kfo.find_position(cfg.positions_dir, rng.topic, rng.partition, rng.anchor) if cfg.positions_dir else None
+    consumer = kofs.driver_consumer(cfg.failover_bootstrap_servers, cfg.consumer_config)
+    try:
+        tp = TopicPartition(rng.topic, rng.partition)
+        start = kfo.secondary_start(consumer, [tp], {(rng.topic, rng.partition): pos}, cfg.start_from)
+    finally:
+        consumer.close()
+    shift = start[rng.topic][str(rng.partition)] - rng.anchor
+    print(f"daggers: FAILOVER of {rng.topic}[{rng.partition}] range {rng.start}..{rng.end}: no records from the "
+          f"primary {cfg.bootstrap_servers} for {waited:.0f} s; reading offsets {next_offset + shift}.."
+          f"{rng.end + shift} on the secondary {cfg.failover_bootstrap_servers}", file=sys.stderr)
+    return shift
 
 
 _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}

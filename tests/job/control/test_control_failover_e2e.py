@@ -1,0 +1,126 @@
+"""Cluster failover end to end, on a real broker (tansu), a real InfluxDB and real Spark: two REAL
+controller processes on two clusters of a team (both local Spark, separate state dirs on one file
+system, i.e. "shared storage"). A dagger runs on a-jkt, is moved by hand to a-sgp (a-jkt's controller
+stops it, a-sgp's resumes it from the same checkpoint), then a-sgp's controller is SIGKILLed and the
+automatic failover brings it back to a-jkt (which stops the orphaned dagger process first). After
+each step the InfluxDB windows equal, exactly, those of every event produced: totals continue,
+nothing is lost or counted twice."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from job.control import ControlPlane, Registry
+from job.control.views import DaggerView
+from job.produce.generator import generate
+from job.produce.producer import produce
+from job.stack.process import pid_alive
+from tests.helpers import influx_points, unique
+from tests.job.control.control_seed import seed
+from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+N = 2000  # events per step
+
+
+def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("move-bookings"), unique("move").replace("-", "_")
+    from job.stack.broker import create_topic
+
+    create_topic(tansu_broker, topic, 2)
+    influxdb.create_database(db)
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    registry = Registry(url)
+    seed(registry, kafka=tansu_broker, influx=influxdb.url, master="local[2]")
+    alice, adam = ControlPlane(registry, "alice"), ControlPlane(registry, "adam")
+    rows: list[dict] = []
+
+    def step(k: int) -> None:
+        """Produce N events (minute 20*k on) and one later event that closes their windows."""
+        batch = generate("booking", N, seed=50 + k, start=T0 + timedelta(minutes=20 * k), duration_s=180,
+                         first_index=10_000 * k)
+        closer = generate("booking", 1, seed=60 + k, start=T0 + timedelta(minutes=20 * k + 10), duration_s=1,
+                          first_index=10_000 * k + 9_999)
+        produce(tansu_broker, topic, [batch, closer], progress=False)
+        rows.extend(batch.table.to_pylist() + closer.table.to_pylist())
+
+    def controller(cluster: str, *extra: str) -> subprocess.Popen[bytes]:
+        log = (tmp_path / f"{cluster}.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "job.cli_control", "controller", "--cluster", cluster, "--registry", url,
+             "--state-dir", str(tmp_path / cluster), "--poll", "0.5", "--no-standby", *extra],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+
+    pids: set[int] = set()
+
+    def state() -> DaggerView:
+        d = alice.dagger(ref)
+        if d.pid:
+            pids.add(d.pid)
+        return d
+
+    def exact(what: str, pid: int, cluster: str, log: Path) -> DaggerView:
+        """Wait until the dagger runs on ``cluster`` in a process other than ``pid`` and InfluxDB holds
+        exactly the windows of every event produced; return the dagger."""
+        d = wait_for(f"{what}: running on {cluster}", lambda: (d := state()).cluster == cluster and d.pid != pid
+                     and d.actual_state == "running" and d, 150, log)
+        want = closed(rows)
+        wait_for(f"{what}: every window exactly once", lambda: influx_points(
+            influxdb, db, "bookings", "num_of_bookings", TAGS) == want, 120, Path(d.checkpoint).parent / "dagger.log")
+        return wait_for(f"{what}: all {len(rows)} events counted once", lambda: (d := state()).progress.get(
+            "input_rows") == len(rows) and d, 60, log)
+
+    step(0)
+    one = controller("a-jkt", "--failover-after", "3", "--stop-daggers-on-exit")
+    two = controller("a-sgp")
+    ref = "team-a/move-bookings"
+    try:
+        t0 = time.monotonic()
+        alice.create("a-jkt", spec_text("move-bookings", topic, db, 1.0), deploy=True)
+        first = exact("on a-jkt", 0, "a-jkt", tmp_path / "a-jkt.log")
+        t1 = time.monotonic()
+
+        # by hand: a-jkt's controller stops it, a-sgp's resumes it from the same checkpoint
+        alice.move(ref, "a-sgp", reason="e2e")
+        step(1)
+        moved = exact("moved to a-sgp", first.pid or 0, "a-sgp", tmp_path / "a-sgp.log")
+        assert moved.checkpoint == first.checkpoint and not pid_alive(first.pid or 0)
+        assert str(tmp_path / "a-jkt") in (moved.checkpoint or "")  # the folder recorded in the registry
+        t2 = time.monotonic()
+
+        # automatic: a-sgp's controller dies; a-jkt's takes the dagger back once the heartbeat is 3 s old
+        adam.set_failover("a-sgp", "a-jkt")
+        two.kill()
+        two.wait(10)
+        step(2)
+        back = exact("failed over to a-jkt", moved.pid or 0, "a-jkt", tmp_path / "a-jkt.log")
+        assert back.checkpoint == first.checkpoint and not pid_alive(moved.pid or 0)
+        assert back.progress["late_rows_dropped"] == 0 and back.restarts == 0
+        t3 = time.monotonic()
+        moves = [(m.user, m.action, m.details["from"], m.details["to"]) for m in alice.moves(ref)]
+        assert moves == [("alice", "move", "a-jkt", "a-sgp"), ("controller:a-jkt", "failover", "a-sgp", "a-jkt")]
+        print(f"\n{len(rows)} events, {len(closed(rows))} windows; first run {t1 - t0:.1f} s, "
+              f"move {t2 - t1:.1f} s, failover {t3 - t2:.1f} s")
+    finally:
+        for proc in (one, two):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (one, two):
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        registry.close()
