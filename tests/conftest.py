@@ -18,3 +18,15 @@ def spark() -> Iterator[object]:
                             extra={"spark.driver.memory": "2g"})
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules that hold slow tests first (a stable sort keeps each module's tests together).
+
+    With ``-n N --dist loadfile`` a worker takes the next module when it is free: starting with the
+    longest ones (outages that last a minute, repeated kills) keeps the workers busy to the end
+    instead of leaving one on a long module while the other is idle.
+    """
+    slow_modules = {item.module.__name__ for item in items
+                    if item.get_closest_marker("slow") is not None and item.module is not None}
+    items.sort(key=lambda item: 0 if item.module is not None and item.module.__name__ in slow_modules else 1)

@@ -197,6 +197,7 @@ rules:{spike("city-spike", 55)}""", channels=channels_yaml(http))
     assert firing_at_6[SURABAYA] == Level.OK  # it did fire and resolve, silently
 
 
+@pytest.mark.slow
 def test_receiver_down_60s_gets_every_notification_once(bookings_output: DaggerOutput, tmp_path: Path,
                                                         http_receiver: HttpReceiver, smtp_receiver: SmtpReceiver,
                                                         caplog: pytest.LogCaptureFixture) -> None:
