@@ -47,3 +47,24 @@ def counts_per_window(url: str, db: str, measurement: str, field: str, since_s: 
             if n:
                 out[int(t)] = int(n)
     return out
+
+
+def one_tag_value(url: str, db: str, measurement: str, tag: str, at_s: int) -> str | None:
+    """Return the ``tag`` value of one point of ``measurement`` at time ``at_s`` (None when there is none)."""
+    series = query(url, db, f'SELECT * FROM "{measurement}" WHERE time = {at_s}s LIMIT 1')
+    if not series:
+        return None
+    row = dict(zip(series[0]["columns"], series[0]["values"][0], strict=True))
+    return None if row.get(tag) is None else str(row[tag])
+
+
+def windows_of_series(url: str, db: str, measurement: str, field: str, tag: str, value: str, since_s: int,
+                      window_s: int = 60) -> set[int]:
+    """Return the window times (s) >= ``since_s`` at which the one series ``tag=value`` has a point.
+
+    One series: cheap for InfluxDB, unlike a count over every series of a 44,000-cell measurement,
+    which costs it a fraction of a core at a few queries a second."""
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    q = (f'SELECT count("{field}") FROM "{measurement}" WHERE "{tag}" = \'{escaped}\' AND time >= {since_s}s '
+         f"GROUP BY time({window_s}s)")
+    return {int(t) for series in query(url, db, q) for t, n in series["values"] if n}

@@ -13,7 +13,8 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,23 @@ class _Listener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         return None
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set SQL ``settings`` on ``spark`` for the block, then put back what was there (a shared or warm
+    session's other queries keep their own settings)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 class DaggerJob:
@@ -185,6 +203,11 @@ class DaggerJob:
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
+        sql_conf = {k: v for k, v in self.plan.spec.spark_conf.items() if k.startswith("spark.sql.")}
+        with session_conf(self.spark, sql_conf):  # the query keeps them: it runs on a clone of the session
+            return self._start(available_now, trigger_interval_s)
+
+    def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:
         register_source(self.spark)
         register_functions(self.spark, self.plan.spec.udf_file)
         self._listener = _Listener(self._on_progress, self._heartbeat)
@@ -289,7 +312,7 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     spark = spark or running_session()
     own_session = spark is None
     spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,
-                                   shuffle_partitions=plan.spec.parallelism)
+                                   shuffle_partitions=plan.spec.parallelism, extra=plan.spec.spark_conf)
     job = DaggerJob(plan, spark)
     stopping = threading.Event()
 

@@ -425,6 +425,23 @@ class DaggerSpec(_Model):
                     "per version). Default: the version pinned in the checkpoint at the first start, or the "
                     "current protos/ for a new dagger.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark settings for the dagger (e.g. spark.sql.streaming.stateStore.providerClass). "
+                    "spark.sql.* settings apply to its query in any session; others only when the dagger "
+                    "starts a Spark application of its own. The cluster sets spark.master.")
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _spark_conf(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        for key in v:
+            if not isinstance(key, str) or not key.startswith("spark."):
+                raise ValueError(f"{key!r} is not a Spark setting (spark.…)")
+            if key == "spark.master":
+                raise ValueError("spark.master is the cluster's, not the dagger's")
+        return {k: str(val).lower() if isinstance(val, bool) else str(val) for k, val in v.items()}
 
     @model_validator(mode="before")
     @classmethod

@@ -23,9 +23,10 @@ def spark() -> Iterator[object]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the modules that hold slow tests first (a stable sort keeps each module's tests together).
 
-    With ``-n N --dist loadfile`` a worker takes the next module when it is free: starting with the
-    longest ones (outages that last a minute, repeated kills) keeps the workers busy to the end
-    instead of leaving one on a long module while the other is idle.
+    With ``-n N --dist loadfile --no-loadscope-reorder`` (xdist otherwise orders modules by their
+    number of tests, which puts these one-test modules last) a worker takes the next module when it is
+    free: starting with the longest ones (outages that last a minute, repeated kills) keeps the workers
+    busy to the end instead of leaving one on a long module while the other is idle.
     """
     slow_modules = {item.module.__name__ for item in items
                     if item.get_closest_marker("slow") is not None and item.module is not None}

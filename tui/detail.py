@@ -32,8 +32,9 @@ class DaggerScreen(Screen[None]):
         Binding("r", "restart", "Restart"),
         Binding("e", "edit", "Edit"),
         Binding("k", "publish", "Publish to Kafka"),
+        Binding("m", "move", "Move"),
         Binding("p", "preview", "Preview"),
-        Binding("b", "rollback", "Roll back to selected"),
+        Binding("b", "rollback", "Roll back"),
         Binding("x", "delete", "Delete"),
         Binding("1", "tab('spec-tab')", "Spec", show=False),
         Binding("2", "tab('versions-tab')", "Versions", show=False),
@@ -94,7 +95,8 @@ class DaggerScreen(Screen[None]):
         now = self.app.clock()
         p = view.progress
         status = Text.assemble(
-            (view.ref, "bold"), f"  on {view.cluster} ({view.datacentre})  ", state_text(view.actual_state),
+            (view.ref, "bold"), f"  on {view.cluster} ({view.datacentre})  ",
+            (f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.actual_state),
             f"  desired {view.desired_state}\n",
             f"version {view.current_version}" + (f" (running v{view.running_version})" if view.running_version else ""),
             f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
@@ -181,6 +183,19 @@ class DaggerScreen(Screen[None]):
                          lambda: self.app.plane.publish_to_kafka(self.ref, topic))
         self.app.push_screen(AskScreen("Publish the rows to Kafka topic:", placeholder="topic name",
                                        value=f"{self.view.name}-out" if self.view else ""), publish)
+
+    def action_move(self) -> None:
+        if self.view is None:
+            return
+        here = self.view.cluster
+        others = [c.name for c in self.app.plane.clusters() if c.team == self.view.team and c.name != here]
+
+        def move(cluster: str | None) -> None:
+            if cluster:
+                self._do(f"{self.ref}: moving from {here} to {cluster} (the old cluster stops it, the new one "
+                         "resumes it from its checkpoint)", lambda: self.app.plane.move(self.ref, cluster))
+        self.app.push_screen(AskScreen(f"Move {self.ref} from {here} to cluster:",
+                                       placeholder=", ".join(others) or "no other cluster of the team"), move)
 
     def action_delete(self) -> None:
         def delete(yes: bool | None) -> None:

@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         p = plan(load_spec(args.spec), args.state_dir)
         print(f"dagger {p.spec.name}: checkpoint {p.checkpoint}", flush=True)
         if spark is None:
-            spark = build_session(f"dagger-{p.spec.name}", master=args.master, shuffle_partitions=p.spec.parallelism)
+            spark = build_session(f"dagger-{p.spec.name}", master=args.master, shuffle_partitions=p.spec.parallelism,
+                                  extra=p.spec.spark_conf)
         else:
             spark.conf.set("spark.sql.shuffle.partitions", str(p.spec.parallelism))
         spark.streams.addListener(LivenessListener(p.checkpoint / QUERY_FILE))

@@ -258,7 +258,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._outage_since: float | None = None
         self._behind_seen = 0
-        self._positioned: set[tuple[str, str, int]] = set()  # (topic, partition, offset) with a known position
+        self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -305,8 +305,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         they read; offsets read before failover was configured have none): fetch the missing ones."""
         for topic, parts in start.items():
             for part, offset in parts.items():
-                key = (topic, part, offset)
-                if key in self._positioned:
+                if self._positioned.get((topic, part)) == offset:
                     continue
                 try:
                     if not kfo.has_position(self.cfg.positions_dir, topic, int(part), offset):
@@ -314,7 +313,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 except SourceError as exc:  # e.g. deleted by retention: failover uses start_from there
                     log.warning("%s[%s]: cannot record the position before offset %d: %s", topic, part, offset,
                                 exc.message)
-                self._positioned.add(key)
+                self._positioned[(topic, part)] = offset  # one entry per partition: no growth over a long run
 
     def _position(self, start: kofs.Offsets, tp: TopicPartition) -> kfo.Position | None:
         offset = start.get(tp.topic, {}).get(str(tp.partition))

@@ -34,7 +34,7 @@ def closing_event(stream: str, at: datetime, seed: int):  # type: ignore[no-unty
 
 
 def run_case(spark: SparkSession, broker, influxdb, tmp_path: Path, stream: str, proto: str, sql: str,  # type: ignore[no-untyped-def]
-             count: int, **gen: object):
+             count: int, spark_conf: dict[str, str] | None = None, **gen: object):
     topic, db = unique(stream.replace("_", "-")), unique("db").replace("-", "_")
     broker.create_topic(topic, partitions=3)
     influxdb.create_database(db)
@@ -43,6 +43,8 @@ def run_case(spark: SparkSession, broker, influxdb, tmp_path: Path, stream: str,
     spec, _ = make_spec(name=unique("it"), bootstrap=broker.bootstrap, topic=topic, proto_class=proto, sql=sql,
                         influx_url=influxdb.url, db=db, measurement="m", checkpoint=tmp_path / "ckpt",
                         max_records_per_batch=4000)
+    if spark_conf:
+        spec = spec.model_copy(update={"spark_conf": spark_conf})
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     return batch, db, progress
 
@@ -67,3 +69,26 @@ def test_distinct_drivers_per_cell_and_status(spark, broker, influxdb, tmp_path)
     assert any(v > 1 for v in want.values())  # distinct counting matters: drivers ping more than once a cell
     assert got == want
     assert progress.input_rows == 8001
+
+
+HDFS_STATE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A spec's spark_conf (another state store, other shuffle partitions) runs the dagger with those
+    settings, recorded in its checkpoint, gives the same exact windows, and leaves the shared session
+    as it was."""
+    from tests.services import BrokerHandle
+
+    key = "spark.sql.streaming.stateStore.providerClass"
+    before = (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions"))
+    batch, db, progress = run_case(spark, BrokerHandle("tansu", tansu_broker), influxdb, tmp_path,
+                                   "driver_location", "daggers.events.DriverLocationPing", DRIVERS_SQL, 3000,
+                                   spark_conf={key: HDFS_STATE, "spark.sql.shuffle.partitions": "3"}, drivers=200)
+    want = expected_drivers(batch.table.to_pylist())
+    assert influx_points(influxdb, db, "m", "drivers", ["tag_s2id", "tag_driver_status"]) == want
+    assert progress.input_rows == 3001
+    offsets = sorted((tmp_path / "ckpt" / "spark" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    metadata = offsets[0].read_text().splitlines()[1]
+    assert HDFS_STATE in metadata and '"spark.sql.shuffle.partitions":"3"' in metadata
+    assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before

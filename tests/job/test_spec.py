@@ -88,3 +88,15 @@ def test_missing_file() -> None:
 def test_examples_are_valid() -> None:
     for name in ("examples/bookings-per-s2.yaml", "examples/drivers-per-s2.yaml"):
         assert load_spec(name).name in name
+
+
+def test_spark_conf_takes_spark_settings_only() -> None:
+    spec = parse_spec(GOOD + "spark_conf:\n  spark.sql.shuffle.partitions: 4\n  spark.sql.ansi.enabled: false\n",
+                      "c.yaml")
+    assert spec.spark_conf == {"spark.sql.shuffle.partitions": "4", "spark.sql.ansi.enabled": "false"}
+    with pytest.raises(SpecError) as info:
+        parse_spec(GOOD + "spark_conf:\n  shuffle.partitions: 4\n", "c.yaml")
+    assert str(info.value) == "c.yaml:16: spark_conf: 'shuffle.partitions' is not a Spark setting (spark.…)"
+    with pytest.raises(SpecError) as info:
+        parse_spec(GOOD + "spark_conf:\n  spark.master: local[8]\n", "c.yaml")
+    assert "spark.master is the cluster's, not the dagger's" in str(info.value)

@@ -157,6 +157,30 @@ async def test_dagger_detail_and_its_actions(world: Registry) -> None:
 
 
 @pytest.mark.asyncio
+async def test_moving_a_dagger_to_another_cluster_of_the_team(world: Registry) -> None:
+    app = console(world, "alice")
+    plane = app.plane
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_dagger("live-bookings")
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("m")
+        ask = app.screen
+        assert isinstance(ask, AskScreen) and ask.query_one(Input).placeholder == "a-sgp"
+        await pilot.press(*keys("b-jkt"), "enter")  # team-b's cluster: refused by the control plane
+        await pilot.pause()
+        assert plane.dagger("live-bookings").cluster == "a-jkt"
+        assert any("a cluster of another team" in n.message or "b-jkt" in n.message for n in app._notifications)
+        await pilot.press("m", *keys("a-sgp"), "enter")
+        await pilot.pause()
+        moved = plane.dagger("live-bookings")
+        assert (moved.cluster, moved.moving_from, moved.desired_state) == ("a-sgp", "a-jkt", "running")
+        assert "on a-sgp (sgp)  moving from a-jkt" in text_of(screen.query_one("#status", Static))
+        assert [(m.user, m.details["from"], m.details["to"]) for m in plane.moves("live-bookings")] == [
+            ("alice", "a-jkt", "a-sgp")]
+
+
+@pytest.mark.asyncio
 async def test_an_admin_deletes_from_the_console(world: Registry) -> None:
     app = console(world, "adam")
     async with app.run_test(size=SIZE) as pilot:

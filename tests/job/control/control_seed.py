@@ -66,6 +66,24 @@ def seed(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http:
     return root
 
 
+def live_world(kafka: str, influxdb: object, tmp_path: Path, prefix: str) -> tuple[str, str, str, Registry]:
+    """A seeded SQLite registry over a real broker and InfluxDB, for end-to-end tests with controllers.
+
+    Creates a 2-partition topic and a database named after ``prefix``; returns (topic, database,
+    registry URL, registry). Both clusters of team-a run ``local[2]``.
+    """
+    from job.stack.broker import create_topic
+    from tests.helpers import unique
+
+    topic, db = unique(f"{prefix}-bookings"), unique(prefix).replace("-", "_")
+    create_topic(kafka, topic, 2)
+    influxdb.create_database(db)  # type: ignore[attr-defined]
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    registry = Registry(url)
+    seed(registry, kafka=kafka, influx=influxdb.url, master="local[2]")  # type: ignore[attr-defined]
+    return topic, db, url, registry
+
+
 def postgres_url(dsn: str) -> str:
     """Create a fresh database on the test PostgreSQL server and return its URL."""
     import psycopg

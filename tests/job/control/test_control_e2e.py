@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from job.control import ControlPlane, NotFoundError, Registry
+from job.control import ControlPlane, NotFoundError
 from job.control.views import DaggerView
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, unique
-from tests.job.control.control_seed import seed
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points
+from tests.job.control.control_seed import live_world
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -80,14 +80,7 @@ def closed(rows: list[dict[str, Any]]) -> dict[tuple, int]:
 
 
 def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    topic, db = unique("e2e-bookings"), unique("e2e").replace("-", "_")
-    from job.stack.broker import create_topic
-
-    create_topic(tansu_broker, topic, 2)
-    influxdb.create_database(db)
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    registry = Registry(url)
-    seed(registry, kafka=tansu_broker, influx=influxdb.url, master="local[2]")
+    topic, db, url, registry = live_world(tansu_broker, influxdb, tmp_path, "e2e")
     alice, bob = ControlPlane(registry, "alice"), ControlPlane(registry, "bob")
 
     first = generate("booking", 4000, seed=41, start=T0, duration_s=240, out_of_order_fraction=0.05)

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from job.control import ControlPlane, Registry
+from job.control import ControlPlane
 from job.control.views import DaggerView
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
-from tests.helpers import influx_points, unique
-from tests.job.control.control_seed import seed
+from tests.helpers import influx_points
+from tests.job.control.control_seed import live_world
 from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -35,14 +35,7 @@ N = 2000  # events per step
 
 
 def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    topic, db = unique("move-bookings"), unique("move").replace("-", "_")
-    from job.stack.broker import create_topic
-
-    create_topic(tansu_broker, topic, 2)
-    influxdb.create_database(db)
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    registry = Registry(url)
-    seed(registry, kafka=tansu_broker, influx=influxdb.url, master="local[2]")
+    topic, db, url, registry = live_world(tansu_broker, influxdb, tmp_path, "move")
     alice, adam = ControlPlane(registry, "alice"), ControlPlane(registry, "adam")
     rows: list[dict] = []
 
