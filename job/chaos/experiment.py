@@ -45,9 +45,13 @@ class Case(_Model):
 
     name: str = Field(description="A short name shown in the report.")
     target: Literal["broker", "influxdb", "dagger"] = Field(description="The blast radius.")
-    fault: Literal["stop", "kill", "pause"] = Field(
+    fault: Literal["stop", "kill", "pause", "slow"] = Field(
         description="stop: graceful stop then start again; kill: SIGKILL then start again; "
-                    "pause: SIGSTOP then SIGCONT (a hung process).")
+                    "pause: SIGSTOP then SIGCONT (a hung process); slow: the process runs only "
+                    "1 - slow_fraction of the time (SIGSTOP/SIGCONT every 100 ms), as on a starved disk, "
+                    "network or CPU: it still answers, late.")
+    slow_fraction: float = Field(default=0.8, gt=0, lt=1,
+                                 description="With fault slow: the share of each 100 ms the target is stopped.")
     at_s: float = Field(ge=0, description="Seconds after the load starts.")
     downtime_s: float = Field(ge=0, le=600, description="Seconds until the target is back.")
 

@@ -7,6 +7,7 @@ so it does not depend on Kafka or on the streaming engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -234,7 +235,14 @@ class ChaosRun:
             return
         started = time.monotonic() - self._t0
         self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
-        if case.target == "dagger":
+        if case.fault == "slow":
+            if case.target == "dagger":
+                pgid = dagger.proc.pid if dagger.proc is not None else None
+            else:
+                pgid = server_pid(self.broker if case.target == "broker" else self.influx)
+            if pgid is not None:
+                throttle(pgid, case.downtime_s, case.slow_fraction, self._stop)
+        elif case.target == "dagger":
             if case.fault == "pause":
                 dagger.send(signal.SIGSTOP)
                 time.sleep(case.downtime_s)
@@ -260,6 +268,7 @@ class ChaosRun:
         self.say(f"[{ended:6.1f}s] recovered target: {case.name}")
 
     # ---- checks -------------------------------------------------------------------------------
+
 
     def expected_points(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         """The dagger's SQL as a Spark batch over the generated events: (time s, tags…) -> fields."""
@@ -415,3 +424,30 @@ class ChaosRun:
             windows=[WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
                      for w, c in sorted(windows.items())],
             exact=got == want, samples=self.samples)
+
+
+def server_pid(server: Any) -> int:
+    """Return the process group of a local server (broker or InfluxDB) the experiment started."""
+    return int(server.process.pid)
+
+
+def throttle(pgid: int, seconds: float, stopped_fraction: float, stop: threading.Event | None = None,
+             period_s: float = 0.1) -> int:
+    """Slow process group ``pgid`` down for ``seconds``: in every ``period_s`` it is stopped (SIGSTOP) for
+    ``stopped_fraction`` of the period and runs for the rest. Always leaves it running (SIGCONT).
+
+    Returns the number of periods. Raises ProcessLookupError when the group does not exist.
+    """
+    periods = 0
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end and not (stop is not None and stop.is_set()):
+            os.killpg(pgid, signal.SIGSTOP)
+            time.sleep(period_s * stopped_fraction)
+            os.killpg(pgid, signal.SIGCONT)
+            time.sleep(period_s * (1 - stopped_fraction))
+            periods += 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGCONT)
+    return periods

@@ -3,10 +3,12 @@ SVG snapshot of each screen (tests/tui/snapshots/). Team isolation holds in the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Select, SelectionList, Sparkline, Static
 
 from job.control import ControlPlane, Registry
@@ -34,6 +36,17 @@ def world(tmp_path: Path) -> Iterator[Registry]:
 
 def console(registry: Registry, user: str) -> DaggersApp:
     return DaggersApp(ControlPlane(registry, user), clock=lambda: NOW, refresh_s=0, warm_preview=False)
+
+
+@asynccontextmanager
+async def detail_of(registry: Registry, user: str, ref: str) -> AsyncIterator[tuple[DaggersApp, Pilot[None], DaggerScreen]]:
+    """Run the console as ``user`` with dagger ``ref``'s detail screen open."""
+    app = console(registry, user)
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_dagger(ref)
+        await pilot.pause()
+        assert isinstance(app.screen, DaggerScreen)
+        yield app, pilot, app.screen
 
 
 def text_of(widget: Static) -> str:
@@ -102,13 +115,8 @@ async def test_daggers_search_sort_and_pages(world: Registry) -> None:
 
 @pytest.mark.asyncio
 async def test_dagger_detail_and_its_actions(world: Registry) -> None:
-    app = console(world, "alice")
-    plane = app.plane
-    async with app.run_test(size=SIZE) as pilot:
-        app.open_dagger("live-bookings")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, DaggerScreen)
+    async with detail_of(world, "alice", "live-bookings") as (app, pilot, screen):
+        plane = app.plane
         status = text_of(screen.query_one("#status", Static))
         assert "team-a/live-bookings  on a-jkt (jkt)  running  desired running" in status
         assert "pid 4242 on gw-1 · up 1h · restarts 1" in status
@@ -158,12 +166,8 @@ async def test_dagger_detail_and_its_actions(world: Registry) -> None:
 
 @pytest.mark.asyncio
 async def test_moving_a_dagger_to_another_cluster_of_the_team(world: Registry) -> None:
-    app = console(world, "alice")
-    plane = app.plane
-    async with app.run_test(size=SIZE) as pilot:
-        app.open_dagger("live-bookings")
-        await pilot.pause()
-        screen = app.screen
+    async with detail_of(world, "alice", "live-bookings") as (app, pilot, screen):
+        plane = app.plane
         await pilot.press("m")
         ask = app.screen
         assert isinstance(ask, AskScreen) and ask.query_one(Input).placeholder == "a-sgp"

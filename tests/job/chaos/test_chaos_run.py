@@ -1,4 +1,5 @@
-"""A short real chaos run: load, a dagger SIGKILL and a broker stop, then the ground-truth check."""
+"""A short real chaos run: load, a dagger SIGKILL, a broker stop and a slowed InfluxDB, then the ground-truth
+check."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
     exp = Experiment(
-        name="short", description="kill the dagger, stop the broker", dagger="examples/bookings-per-s2.yaml",
+        name="short", description="kill the dagger, stop the broker, slow InfluxDB down", dagger="examples/bookings-per-s2.yaml",
         load=Load(stream="booking", topic="chaos-short", events_per_s=300, duration_s=60, partitions=2),
         cases=[Case(name="dagger killed", target="dagger", fault="kill", at_s=20, downtime_s=2),
-               Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10)],
+               Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10),
+               Case(name="influxdb slow", target="influxdb", fault="slow", at_s=48, downtime_s=10,
+                    slow_fraction=0.9)],
         recover_timeout_s=240)
     report = ChaosRun(exp, tmp_path / "out", log=lambda *_: None).run()
     assert report.events_generated == 18_000
@@ -27,7 +30,7 @@ def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
     assert report.exact, [w for w in report.windows if w.matching != w.expected_points]
     assert sum(w.expected_points for w in report.windows) > 100
     assert report.dagger_restarts >= 1
-    assert [c.name for c in report.cases] == ["dagger killed", "broker down"]
+    assert [c.name for c in report.cases] == ["dagger killed", "broker down", "influxdb slow"]
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["exact"] is True
     md = (tmp_path / "out" / "report.md").read_text()

@@ -6,8 +6,12 @@ team-b: bob (editor); cluster b-jkt (jkt). root is the superuser.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -82,6 +86,22 @@ def live_world(kafka: str, influxdb: object, tmp_path: Path, prefix: str) -> tup
     registry = Registry(url)
     seed(registry, kafka=kafka, influx=influxdb.url, master="local[2]")  # type: ignore[attr-defined]
     return topic, db, url, registry
+
+
+def stop_controllers(controllers: Iterable[subprocess.Popen[bytes]], dagger_pids: Iterable[int]) -> None:
+    """Stop controller processes (SIGTERM, SIGKILL of the group after 90 s), then kill whatever is left of
+    the daggers' process groups: a test leaves no process behind."""
+    controllers = list(controllers)
+    for proc in controllers:
+        proc.send_signal(signal.SIGTERM)
+    for proc in controllers:
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    for pid in dagger_pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def postgres_url(dsn: str) -> str:

@@ -6,7 +6,6 @@ resumes and keeps its totals, and is stopped. Team B can neither see, preview, e
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
 from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points
-from tests.job.control.control_seed import live_world
+from tests.job.control.control_seed import live_world, stop_controllers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -159,12 +158,5 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
             ("bob", "see"), ("bob", "stop"), ("bob", "see"), ("bob", "preview"), ("bob", "edit")]
         print(f"\ndeploy -> running: {t_running:.1f} s")
     finally:
-        controller.send_signal(signal.SIGTERM)
-        try:
-            controller.wait(90)
-        except subprocess.TimeoutExpired:
-            os.killpg(controller.pid, signal.SIGKILL)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        stop_controllers([controller], pids)
         registry.close()

@@ -8,9 +8,6 @@ nothing is lost or counted twice."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +22,7 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
 from tests.helpers import influx_points
-from tests.job.control.control_seed import live_world
+from tests.job.control.control_seed import live_world, stop_controllers
 from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -106,14 +103,5 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
         print(f"\n{len(rows)} events, {len(closed(rows))} windows; first run {t1 - t0:.1f} s, "
               f"move {t2 - t1:.1f} s, failover {t3 - t2:.1f} s")
     finally:
-        for proc in (one, two):
-            proc.send_signal(signal.SIGTERM)
-        for proc in (one, two):
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        stop_controllers((one, two), pids)
         registry.close()
