@@ -235,13 +235,11 @@ class ChaosRun:
             return
         started = time.monotonic() - self._t0
         self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
+        server = self.broker if case.target == "broker" else self.influx
         if case.fault == "slow":
-            if case.target == "dagger":
-                pgid = dagger.proc.pid if dagger.proc is not None else None
-            else:
-                pgid = server_pid(self.broker if case.target == "broker" else self.influx)
-            if pgid is not None:
-                throttle(pgid, case.downtime_s, case.slow_fraction, self._stop)
+            proc = dagger.proc if case.target == "dagger" else server.process  # type: ignore[attr-defined]
+            if proc is not None:  # each leads a process group of its own
+                throttle(proc.pid, case.downtime_s, case.slow_fraction, self._stop)
         elif case.target == "dagger":
             if case.fault == "pause":
                 dagger.send(signal.SIGSTOP)
@@ -252,7 +250,6 @@ class ChaosRun:
                 time.sleep(case.downtime_s)
                 dagger.start()
         else:
-            server = self.broker if case.target == "broker" else self.influx
             if case.fault == "pause":
                 os.killpg(server.process.pid, signal.SIGSTOP)  # type: ignore[attr-defined]
                 time.sleep(case.downtime_s)
@@ -268,7 +265,6 @@ class ChaosRun:
         self.say(f"[{ended:6.1f}s] recovered target: {case.name}")
 
     # ---- checks -------------------------------------------------------------------------------
-
 
     def expected_points(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         """The dagger's SQL as a Spark batch over the generated events: (time s, tags…) -> fields."""
@@ -424,11 +420,6 @@ class ChaosRun:
             windows=[WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
                      for w, c in sorted(windows.items())],
             exact=got == want, samples=self.samples)
-
-
-def server_pid(server: Any) -> int:
-    """Return the process group of a local server (broker or InfluxDB) the experiment started."""
-    return int(server.process.pid)
 
 
 def throttle(pgid: int, seconds: float, stopped_fraction: float, stop: threading.Event | None = None,
