@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from job.chaos.runner import Report
+    from job.chaos.runner import CaseResult, Report
 
 
 def _plots(report: Report, out: Path) -> list[str]:
@@ -30,6 +30,10 @@ def _plots(report: Report, out: Path) -> list[str]:
         for case in report.cases:
             ax.axvspan(case.started_s, case.ended_s, color="tab:red", alpha=0.15)
             ax.text(case.started_s, ax.get_ylim()[1] * 0.92, case.name, fontsize=8, color="tab:red")
+            if case.moved_to and case.running_again_s is not None:
+                at = case.started_s + case.running_again_s
+                ax.axvline(at, color="tab:green", linestyle="--", linewidth=1)
+                ax.text(at, ax.get_ylim()[1] * 0.82, f" runs on {case.moved_to}", fontsize=8, color="tab:green")
         ax.set_xlabel("seconds since the load started")
         ax.set_ylabel(ylabel)
         ax.legend(loc="upper right", fontsize=8)
@@ -50,6 +54,47 @@ def _rate(counts: list[int], t: list[float], span: int = 5) -> list[float]:
     return out
 
 
+def _faults(report: Report) -> list[str]:
+    """The faults table; under the control plane with the cluster hit, where the dagger went and when."""
+    def recovered(c: CaseResult) -> str:
+        return str(c.recovered_s) if c.recovered_s is not None else "not within the run"
+
+    if report.mode != "control-plane":
+        return ["| case | target | fault | from (s) | to (s) | time to recover (s) |",
+                "|---|---|---|---:|---:|---:|",
+                *[f"| {c.name} | {c.target} | {c.fault} | {c.started_s} | {c.ended_s} | {recovered(c)} |"
+                  for c in report.cases]]
+    def again(c: CaseResult) -> str:
+        if c.running_again_s is not None:
+            return str(c.running_again_s)
+        lost = c.fault in ("kill", "stop") and c.target in ("dagger", "cluster")
+        return "not within the run" if lost else "same process"
+
+    rows = [f"| {c.name} | {c.target} | {c.fault} | {c.cluster or ''} | {c.started_s} | {c.ended_s} | "
+            f"{c.moved_to or 'stayed'} | {again(c)} | {recovered(c)} |" for c in report.cases]
+    return ["| case | target | fault | dagger on | from (s) | to (s) | dagger went to | "
+            "running again after (s) | time to recover (s) |",
+            "|---|---|---|---|---:|---:|---|---:|---:|", *rows,
+            "",
+            "*dagger on*: its cluster when the fault started (the one a cluster case hits). *running again "
+            "after*: from the fault's start until the control plane reported the dagger running in a new "
+            "process (on *dagger went to* when it moved). *time to recover*: from the fault's end until the "
+            "lag was back to about four seconds of load."]
+
+
+def _moves(report: Report) -> list[str]:
+    """The control plane's audit of the dagger's moves."""
+    if report.mode != "control-plane":
+        return []
+    if not report.moves:
+        return ["## Moves (control-plane audit)", "", "The dagger never moved.", ""]
+    return ["## Moves (control-plane audit)", "",
+            "| at (s) | by | action | from | to | reason |", "|---:|---|---|---|---|---|",
+            *[f"| {m.get('t', '')} | {m['user']} | {m['action']} | {m['details'].get('from', '')} | "
+              f"{m['details'].get('to', '')} | {m['details'].get('reason', '')} |" for m in report.moves],
+            ""]
+
+
 def write_report(report: Report, out: Path) -> Path:
     """Write the report files into ``out``; return the Markdown file."""
     (out / "report.json").write_text(json.dumps(report.to_dict(), indent=2, default=str))
@@ -67,6 +112,8 @@ def write_report(report: Report, out: Path) -> Path:
         *([f"- **the broker lost {report.events_acknowledged - report.events_in_topic:,} acknowledged records** "
            "(acknowledged, but not in the topic after the run); the dagger cannot count what the broker dropped"]
           if report.events_in_topic < report.events_acknowledged else []),
+        *(["- the dagger ran under the control plane (two clusters, a controller each, failing over to each "
+           "other); the controllers restarted and moved it"] if report.mode == "control-plane" else []),
         f"- dagger process restarts: {report.dagger_restarts}",
         *([f"- machine: {os.cpu_count()} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
            "during the run (times to recover stretch with it)"] if loads else []),
@@ -74,11 +121,9 @@ def write_report(report: Report, out: Path) -> Path:
         "",
         "## Faults",
         "",
-        "| case | target | fault | from (s) | to (s) | time to recover (s) |",
-        "|---|---|---|---:|---:|---:|",
-        *[f"| {c.name} | {c.target} | {c.fault} | {c.started_s} | {c.ended_s} | "
-          f"{c.recovered_s if c.recovered_s is not None else 'not within the run'} |" for c in report.cases],
+        *_faults(report),
         "",
+        *_moves(report),
         "## Outputs per window (expected versus written)",
         "",
         "| window end (UTC) | expected points | written points | equal |",

@@ -1,37 +1,40 @@
 """Run a chaos experiment: start services, produce load, inject faults, watch the dagger, check outputs.
 
-The dagger runs as its own process (``python -m job.cli run``), exactly as in production. The
-ground truth is the dagger's own SQL evaluated as a Spark batch over the events the tool generated,
-so it does not depend on Kafka or on the streaming engine.
+The dagger runs as its own process (``python -m job.cli run``), exactly as in production; with any
+``cluster`` case it runs under the control plane instead, on two clusters with a controller each (see
+:mod:`job.chaos.world`), and the controllers, not the run, restart and move it. The ground truth is
+the dagger's own SQL evaluated as a Spark batch over the events the tool generated, so it does not
+depend on Kafka or on the streaming engine.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import requests
 import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from job.chaos.dagger import DaggerHandle, ProcessDagger
 from job.chaos.experiment import Case, Experiment
+from job.chaos.faults import throttle
 from job.errors import SpecError
 from job.produce.generator import EventBatch, generate
 from job.spec import load_spec
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_ports
+
+if TYPE_CHECKING:
+    from job.chaos.world import ControlPlaneWorld
 
 STREAM_CLASSES = {"driver_location": "daggers.events.DriverLocationPing", "booking": "daggers.events.BookingLog",
                   "api_log": "daggers.events.ApiLog"}
@@ -50,6 +53,9 @@ class Sample:
     dagger_alive: bool
     watermark: str | None
     load_1m: float = 0.0
+    cluster: str | None = None  # under the control plane: where the dagger is, its process and state
+    pid: int | None = None
+    state: str | None = None
 
 
 @dataclass
@@ -60,6 +66,23 @@ class CaseResult:
     started_s: float
     ended_s: float
     recovered_s: float | None  # seconds from the end of the fault until the dagger caught up again
+    # Under the control plane: the cluster the dagger was on when the fault started (the one a cluster
+    # case hit), the cluster it ran on next when that is another one, and the seconds from the fault's
+    # start until it ran again in a new process (None: the same process ran on, or none within the run).
+    cluster: str | None = None
+    moved_to: str | None = None
+    running_again_s: float | None = None
+
+
+@dataclass
+class _Span:
+    """A fault as it happened: when, and (under the control plane) the dagger's cluster and pid then."""
+
+    case: Case
+    started: float
+    ended: float
+    cluster: str | None = None
+    pid: int | None = None
 
 
 @dataclass
@@ -85,42 +108,11 @@ class Report:
     windows: list[WindowCheck]
     exact: bool
     samples: list[Sample] = field(default_factory=list)
+    mode: str = "process"  # process: a bare dagger process; control-plane: under two clusters' controllers
+    moves: list[dict[str, Any]] = field(default_factory=list)  # the control plane's audit of its moves
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _Dagger:
-    """The dagger process, restartable."""
-
-    def __init__(self, spec_path: Path, state_dir: Path, log: Path) -> None:
-        self.spec_path, self.state_dir, self.log = spec_path, state_dir, log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "run", str(self.spec_path), "--state-dir", str(self.state_dir)],
-            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
-            cwd=Path(__file__).resolve().parents[2])
-        self.starts += 1
-
-    def send(self, sig: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
-        if self.proc is None:
-            return
-        self.send(sig)
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.send(signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 class ChaosRun:
@@ -138,13 +130,16 @@ class ChaosRun:
         self.generated = 0
         self.in_topic = 0
         self.samples: list[Sample] = []
-        self.case_spans: list[tuple[Case, float, float]] = []
+        self.case_spans: list[_Span] = []
         self._stop = threading.Event()
         self._t0 = 0.0
+        self._wall0 = 0.0
+        self.world: ControlPlaneWorld | None = None  # with cluster cases: the registry, controllers, dagger
 
     # ---- set-up -------------------------------------------------------------------------------
 
-    def _dagger_spec(self) -> Path:
+    def _dagger_data(self) -> dict[str, Any]:
+        """The dagger spec the run deploys: the experiment's dagger on the load topic (addresses not set)."""
         env = {"DAGGERS_BOOTSTRAP": self.broker.bootstrap, "DAGGERS_INFLUX": self.influx.url}
         os.environ.update(env)
         base = load_spec(self.exp.dagger)
@@ -155,20 +150,40 @@ class ChaosRun:
         data = yaml.safe_load(Path(self.exp.dagger).read_text())
         data["name"] = f"chaos-{base.name}"[:63]
         stream = data["streams"][0]
-        stream.update(topics=[self.exp.load.topic], bootstrap_servers=self.broker.bootstrap, start_from="earliest",
+        stream.update(topics=[self.exp.load.topic], start_from="earliest",
                       max_records_per_batch=int(self.exp.load.events_per_s * 10))
         data["watermark_delay_ms"] = self.exp.watermark_delay_ms
         data["trigger_interval_s"] = 2
-        data["checkpoint_dir"] = str(self.out / "checkpoint")
+        data.pop("checkpoint_dir", None)
         sink = data.pop("sink", None) or data["sinks"][0]
         measurement = sink["measurement"]
-        data["sinks"] = [{"type": "influx", "url": self.influx.url, "api": "v1", "database": DATABASE,
+        data["sinks"] = [{"type": "influx", "url": "", "api": "v1", "database": DATABASE,
                           "measurement": measurement}]
         self.measurement = measurement
         self.sql = data["sql"]
+        return data
+
+    def _dagger_spec(self) -> Path:
+        """Write the bare dagger's spec file (the run's broker and InfluxDB, a checkpoint under the output)."""
+        data = self._dagger_data()
+        data["streams"][0]["bootstrap_servers"] = self.broker.bootstrap
+        data["sinks"][0]["url"] = self.influx.url
+        data["checkpoint_dir"] = str(self.out / "checkpoint")
         path = self.out / "dagger.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
+
+    def _control_spec(self) -> str:
+        """Return the spec text the control plane deploys: the clusters' ``${DAGGERS_BOOTSTRAP}`` and
+        ``${DAGGERS_INFLUX}``, no ``checkpoint_dir`` (the controller picks it)."""
+        from job.control.specs import ENV_BOOTSTRAP, ENV_INFLUX, dump
+
+        data = self._dagger_data()
+        data["streams"][0]["bootstrap_servers"] = f"${{{ENV_BOOTSTRAP}}}"
+        data["sinks"][0]["url"] = f"${{{ENV_INFLUX}}}"
+        text = dump(data)
+        (self.out / "dagger.yaml").write_text(text)
+        return text
 
     # ---- threads ------------------------------------------------------------------------------
 
@@ -214,32 +229,37 @@ class ChaosRun:
         while producer.flush(5) and not self._stop.is_set():
             pass
 
-    def _sample(self, dagger: _Dagger) -> None:
-        status_path = self.out / "checkpoint" / "status.json"
+    def _sample(self, dagger: DaggerHandle) -> None:
         while not self._stop.is_set():
-            try:
-                st = json.loads(status_path.read_text())
-            except (OSError, ValueError):
-                st = {}
+            obs = dagger.observe()
+            st = obs.progress
             read = int(st.get("input_rows", 0))
             self.samples.append(Sample(t=round(time.monotonic() - self._t0, 1), produced=self.acked, read=read,
                                        lag=max(self.acked - read, 0),
                                        input_rows_per_s=float(st.get("processed_rows_per_s", 0.0)),
-                                       dagger_alive=dagger.alive(), watermark=st.get("watermark"),
-                                       load_1m=os.getloadavg()[0]))
+                                       dagger_alive=obs.alive, watermark=st.get("watermark"),
+                                       load_1m=os.getloadavg()[0], cluster=obs.cluster, pid=obs.pid,
+                                       state=obs.state))
             time.sleep(1.0)
 
-    def _inject(self, case: Case, dagger: _Dagger) -> None:
+    def _inject(self, case: Case, dagger: DaggerHandle, world: ControlPlaneWorld | None) -> None:
         delay = self._t0 + case.at_s - time.monotonic()
         if delay > 0 and self._stop.wait(delay):
             return
         started = time.monotonic() - self._t0
         self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
         server = self.broker if case.target == "broker" else self.influx
-        if case.fault == "slow":
-            proc = dagger.proc if case.target == "dagger" else server.process  # type: ignore[attr-defined]
-            if proc is not None:  # each leads a process group of its own
-                throttle(proc.pid, case.downtime_s, case.slow_fraction, self._stop)
+        cluster = pid = None
+        if dagger.supervised and case.target != "cluster":  # where it ran, to see where it runs next
+            obs = dagger.observe()
+            cluster, pid = obs.cluster, obs.pid
+        if case.target == "cluster":
+            assert world is not None
+            cluster, pid = world.hit(case, self._stop)
+        elif case.fault == "slow":
+            group = dagger.pid() if case.target == "dagger" else server.process.pid  # type: ignore[attr-defined]
+            if group is not None:  # each leads a process group of its own
+                throttle(group, case.downtime_s, case.slow_fraction, self._stop)
         elif case.target == "dagger":
             if case.fault == "pause":
                 dagger.send(signal.SIGSTOP)
@@ -261,8 +281,9 @@ class ChaosRun:
                 time.sleep(case.downtime_s)
                 server.start()
         ended = time.monotonic() - self._t0
-        self.case_spans.append((case, started, ended))
-        self.say(f"[{ended:6.1f}s] recovered target: {case.name}")
+        self.case_spans.append(_Span(case, started, ended, cluster, pid))
+        where = f" (it hit {cluster})" if cluster and case.target == "cluster" else ""
+        self.say(f"[{ended:6.1f}s] recovered target: {case.name}{where}")
 
     # ---- checks -------------------------------------------------------------------------------
 
@@ -361,17 +382,30 @@ class ChaosRun:
         started_at = datetime.now(UTC)
         self.broker.start()
         self.influx.start()
-        dagger: _Dagger | None = None
+        dagger: DaggerHandle | None = None
+        world: ControlPlaneWorld | None = None
         threads: list[threading.Thread] = []
+        moves: list[dict[str, Any]] = []
         try:
             create_topic(self.broker.bootstrap, exp.load.topic, exp.load.partitions, kind="noida")
             create_database(self.influx.url, DATABASE)
-            dagger = _Dagger(self._dagger_spec(), self.out, self.out / "dagger.log")
-            dagger.start()
-            self._t0 = time.monotonic()
+            if exp.controlled:
+                from job.chaos.world import ControlPlaneWorld
+
+                world = ControlPlaneWorld(self.out, kafka=self.broker.bootstrap, influx=self.influx.url,
+                                          failover_after_s=exp.failover_after_s)
+                self.world = world
+                dagger = world.start(self._control_spec())
+                self.say(f"dagger {world.dagger.ref if world.dagger else ''} deployed on {world.clusters[0]} "
+                         f"(control plane: {', '.join(world.clusters)})")
+            else:
+                dagger = ProcessDagger(self._dagger_spec(), self.out, self.out / "checkpoint", self.out / "dagger.log")
+                dagger.start()
+            self._t0, self._wall0 = time.monotonic(), time.time()
             threads = [threading.Thread(target=self._load, daemon=True),
                        threading.Thread(target=self._sample, args=(dagger,), daemon=True)]
-            threads += [threading.Thread(target=self._inject, args=(c, dagger), daemon=True) for c in exp.cases]
+            threads += [threading.Thread(target=self._inject, args=(c, dagger, world), daemon=True)
+                        for c in exp.cases]
             for t in threads:
                 t.start()
             for t in threads[2:] + threads[:1]:
@@ -381,24 +415,46 @@ class ChaosRun:
             deadline = time.monotonic() + exp.recover_timeout_s
             got = self.written_points()
             while got != want and time.monotonic() < deadline:
-                if not dagger.alive():
+                if not dagger.supervised and not dagger.alive():
                     dagger.start()  # what a controller does after a crash
                 time.sleep(3)
                 got = self.written_points()
+            if world is not None:
+                moves = world.moves()
         finally:
             self._stop.set()
-            if dagger is not None:
+            if world is not None:
+                world.close()
+            elif dagger is not None:
                 dagger.stop()
             self.influx.stop()
             self.broker.stop()
-        report = self._report(exp, started_at, want, got, dagger)
+        report = self._report(exp, started_at, want, got, dagger, moves)
         from job.chaos.report import write_report
 
         write_report(report, self.out)
         return report
 
+    def _case_result(self, span: _Span) -> CaseResult:
+        """The outcome of one fault, from the samples: when the dagger caught up (lag back to about four
+        seconds of load) and, for a cluster case, where and when it ran again."""
+        exp, case, s, e = self.exp, span.case, span.started, span.ended
+        caught = next((x.t for x in self.samples if x.t >= e and x.lag <= max(exp.load.events_per_s * 4, 100)),
+                      None)
+        result = CaseResult(case.name, case.target, case.fault, round(s, 1), round(e, 1),
+                            round(caught - e, 1) if caught is not None else None, cluster=span.cluster)
+        if span.cluster is not None:
+            # a new process (right after a move the old one is still recorded), before the next fault
+            until = min((o.started for o in self.case_spans if o.started > s), default=float("inf"))
+            again = next((x for x in self.samples if s <= x.t < until and x.state == "running"
+                          and x.pid is not None and x.pid != span.pid), None)
+            if again is not None:
+                result.running_again_s = round(again.t - s, 1)
+                result.moved_to = again.cluster if again.cluster != span.cluster else None
+        return result
+
     def _report(self, exp: Experiment, started_at: datetime, want: dict, got: dict,  # type: ignore[type-arg]
-                dagger: _Dagger | None) -> Report:
+                dagger: DaggerHandle | None, moves: list[dict[str, Any]]) -> Report:
         windows: dict[int, list[int]] = {}
         for key, fields in want.items():
             counts = windows.setdefault(key[0], [0, 0, 0])
@@ -406,39 +462,16 @@ class ChaosRun:
             counts[2] += int(got.get(key) == fields)
         for key in got:
             windows.setdefault(key[0], [0, 0, 0])[1] += 1
-        cases = []
-        for case, s, e in self.case_spans:
-            caught = next((x.t for x in self.samples if x.t >= e and x.lag <= max(exp.load.events_per_s * 4, 100)),
-                          None)
-            cases.append(CaseResult(case.name, case.target, case.fault, round(s, 1), round(e, 1),
-                                    round(caught - e, 1) if caught is not None else None))
+        for move in moves:  # seconds since the load started, as everything else in the report
+            move["t"] = round(float(move["at"]) - self._wall0, 1)
         return Report(
             experiment=exp.name, description=exp.description, started_at=started_at.isoformat(),
             duration_s=round(time.monotonic() - self._t0, 1), events_generated=self.generated,
             events_acknowledged=self.acked, events_in_topic=self.in_topic, rows_read=self.samples[-1].read if self.samples else 0,
-            dagger_restarts=(dagger.starts - 1) if dagger else 0, cases=cases,
+            dagger_restarts=max(dagger.starts - 1, 0) if dagger else 0,
+            cases=[self._case_result(span) for span in self.case_spans],
             windows=[WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
                      for w, c in sorted(windows.items())],
-            exact=got == want, samples=self.samples)
+            exact=got == want, samples=self.samples, mode="control-plane" if exp.controlled else "process",
+            moves=moves)
 
-
-def throttle(pgid: int, seconds: float, stopped_fraction: float, stop: threading.Event | None = None,
-             period_s: float = 0.1) -> int:
-    """Slow process group ``pgid`` down for ``seconds``: in every ``period_s`` it is stopped (SIGSTOP) for
-    ``stopped_fraction`` of the period and runs for the rest. Always leaves it running (SIGCONT).
-
-    Returns the number of periods. Raises ProcessLookupError when the group does not exist.
-    """
-    periods = 0
-    end = time.monotonic() + seconds
-    try:
-        while time.monotonic() < end and not (stop is not None and stop.is_set()):
-            os.killpg(pgid, signal.SIGSTOP)
-            time.sleep(period_s * stopped_fraction)
-            os.killpg(pgid, signal.SIGCONT)
-            time.sleep(period_s * (1 - stopped_fraction))
-            periods += 1
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGCONT)
-    return periods
