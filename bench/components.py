@@ -95,7 +95,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from job.functions import s2
-    from job.functions.spark_udfs import s2id_arrow
+    from job.functions.spark_udfs import s2cell_arrow, s2id_arrow
     from job.schema import default_registry
     from job.schema.arrow import ArrowDecoder
 
@@ -132,8 +132,9 @@ def main() -> int:
     translation = translate(DRIVERS_SQL, {"data_stream": fields})
     # S2Id is computed by the Kafka source (job.sql.pushdown): add the columns it would add
     for col in translation.derived.get("data_stream", []):
-        batch = batch.append_column(col.name, s2id_arrow(batch.column(col.lat), batch.column(col.lng),
-                                                         pa.repeat(pa.scalar(col.level, pa.int32()), batch.num_rows)))
+        function = s2cell_arrow if col.function == "s2cell" else s2id_arrow
+        batch = batch.append_column(col.name, function(batch.column(col.lat), batch.column(col.lng),
+                                                       pa.repeat(pa.scalar(col.level, pa.int32()), batch.num_rows)))
     table = pa.Table.from_batches([batch])
     df = (spark.createDataFrame(table).withColumn("rowtime", F.col("event_timestamp"))
           .withColumn(BARRIER_COLUMN, F.rand()))

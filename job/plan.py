@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from job.errors import SpecError
@@ -33,6 +34,7 @@ class DaggerPlan:
     translation: Translation
     streams: list[StreamPlan]
     checkpoint: Path
+    features: dict[str, str] = field(default_factory=lambda: dict(ENGINE_FEATURES))
 
     @property
     def bad_records_dir(self) -> Path:
@@ -41,6 +43,23 @@ class DaggerPlan:
 
 
 PINNED_SCHEMA = "schema.pb"
+PINNED_ENGINE = "engine.json"
+# How the engine lays out a dagger's window state. A checkpoint keeps the layout it was started with
+# (its state could not be read with another), so a change here reaches new daggers and fresh starts.
+ENGINE_FEATURES = {"s2_keys": "int64"}  # S2 cells pushed into the source are 64-bit keys, not text
+_BEFORE_PINNING = {"s2_keys": "string"}  # checkpoints started before the features were pinned
+
+
+def engine_features(checkpoint: Path) -> dict[str, str]:
+    """Return the engine features a dagger runs with: those pinned in its checkpoint; for a checkpoint
+    that has run but pinned none (older engine), the features of that engine; else the current ones."""
+    pinned = checkpoint / PINNED_ENGINE
+    if pinned.is_file():
+        return {**_BEFORE_PINNING, **json.loads(pinned.read_text())}
+    offsets = checkpoint / "spark" / "offsets"
+    if offsets.is_dir() and any(offsets.iterdir()):
+        return dict(_BEFORE_PINNING)
+    return dict(ENGINE_FEATURES)
 
 
 def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
@@ -67,9 +86,15 @@ def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
 
 
 def pin_schema(plan_: DaggerPlan) -> Path:
-    """Record the plan's schema version in its checkpoint (once: the first start pins it)."""
+    """Record the plan's schema version and engine features in its checkpoint (once: the first start
+    pins them); return the schema file."""
     import base64
 
+    engine = plan_.checkpoint / PINNED_ENGINE
+    if not engine.is_file():
+        engine.parent.mkdir(parents=True, exist_ok=True)
+        engine.with_suffix(".tmp").write_text(json.dumps(plan_.features))
+        engine.with_suffix(".tmp").replace(engine)
     pinned = plan_.checkpoint / PINNED_SCHEMA
     if not pinned.is_file() and plan_.streams:
         pinned.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +130,8 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         from job.functions.user import catalog_entries, load_user_functions
 
         udfs = catalog_entries(load_user_functions(spec.udf_file))
-    translation = translate(spec.sql, tables, udfs)
+    features = engine_features(checkpoint)
+    translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64")
     streams = []
     for stream in spec.streams:
         columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field}
@@ -125,6 +151,8 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 bad_records=stream.bad_records,
                 bad_records_dir=str(checkpoint / "bad_records" / stream.table),
                 derived=[d.to_json() for d in translation.derived.get(stream.table, [])],
+                hidden=sorted(set(translation.derived_only.get(stream.table, [])) - {stream.timestamp_field}
+                              - stream.transformer_columns()),
                 consumer_config=dict(stream.consumer_config),
                 max_outage_s=stream.max_outage_s,
                 dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
@@ -133,4 +161,5 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
             ),
         ))
-    return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint)
+    return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,
+                      features=features)

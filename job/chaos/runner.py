@@ -307,7 +307,7 @@ class ChaosRun:
             df = spark.createDataFrame(table.to_pandas())
             # Columns the job's source computes (S2Id pushed down): here with the Spark function instead.
             for col in translation.derived.get("data_stream", []):
-                df = df.withColumn(col.name, F.expr(f"S2Id(`{col.lat}`, `{col.lng}`, {col.level})"))
+                df = df.withColumn(col.name, F.expr(col.spark_expr()))
             (df.withColumn("rowtime", F.col("event_timestamp")).withColumn(BARRIER_COLUMN, F.lit(0.0))
              .createOrReplaceTempView("data_stream"))
             sql = translation.spark_sql

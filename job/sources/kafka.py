@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder, gc_paused
@@ -73,6 +73,7 @@ class SourceConfig:
     max_outage_s: float = 600.0
     dead_letter_topic: str = ""
     derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
+    hidden: list[str] | None = None  # decoded only to compute derived columns: not handed to Spark
     failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
@@ -110,6 +111,7 @@ class SourceConfig:
             max_outage_s=float(options.get("max_outage_s", 600.0)),
             dead_letter_topic=str(options.get("dead_letter_topic", "")),
             derived=json.loads(options.get("derived", "[]")),
+            hidden=json.loads(options.get("hidden", "[]")),
             failover_bootstrap_servers=str(options.get("failover_bootstrap_servers", "")),
             failover_after_s=float(options.get("failover_after_s", 30.0)),
             positions_dir=str(options.get("positions_dir", "")),
@@ -120,23 +122,31 @@ class SourceConfig:
         return ArrowDecoder(SchemaRegistry.from_b64(self.descriptor_set_b64), self.proto_class, self.columns)
 
     def spark_schema(self) -> StructType:
-        """Return the rows' schema: the decoded columns, then the derived ones (strings)."""
-        fields = list(self.decoder().spark_schema.fields)
-        return StructType(fields + [StructField(str(name), StringType(), True) for name, *_ in self.derived or []])
+        """Return the rows' schema: the decoded columns but the hidden ones, then the derived ones
+        (``s2id``: strings, ``s2cell``: longs)."""
+        hidden = set(self.hidden or [])
+        fields = [f for f in self.decoder().spark_schema.fields if f.name not in hidden]
+        return StructType(fields + [StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
+                                    for name, function, *_ in self.derived or []])
 
     def add_derived(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Append the derived columns to a decoded batch (``S2Id`` computed with numpy)."""
+        """Append the derived columns to a decoded batch (S2 cells computed with numpy) and drop the
+        hidden ones. Raises SourceError for a derived column of an unknown function."""
         if not self.derived:
             return batch
-        from job.functions.spark_udfs import s2id_arrow
+        from job.functions.spark_udfs import s2cell_arrow, s2id_arrow
 
+        functions = {"s2id": s2id_arrow, "s2cell": s2cell_arrow}
         arrays, names = list(batch.columns), list(batch.schema.names)
         for name, function, lat, lng, level in self.derived:
-            if function != "s2id":
+            if function not in functions:
                 raise SourceError(f"unknown derived column function {function!r} for {name!r}")
-            arrays.append(s2id_arrow(batch.column(lat), batch.column(lng), pa.repeat(pa.scalar(int(level), pa.int32()), batch.num_rows)))
+            levels = pa.repeat(pa.scalar(int(level), pa.int32()), batch.num_rows)
+            arrays.append(functions[function](batch.column(lat), batch.column(lng), levels))
             names.append(str(name))
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+        hidden = set(self.hidden or [])
+        keep = [i for i, n in enumerate(names) if n not in hidden]
+        return pa.RecordBatch.from_arrays([arrays[i] for i in keep], names=[names[i] for i in keep])
 
 
 def source_options(cfg: SourceConfig) -> dict[str, str]:
@@ -157,6 +167,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "max_outage_s": str(cfg.max_outage_s),
         "dead_letter_topic": cfg.dead_letter_topic,
         "derived": json.dumps(cfg.derived or []),
+        "hidden": json.dumps(cfg.hidden or []),
         "failover_bootstrap_servers": cfg.failover_bootstrap_servers,
         "failover_after_s": str(cfg.failover_after_s),
         "positions_dir": cfg.positions_dir,

@@ -4,6 +4,12 @@
 Arrow batch (numpy, in the same Python worker that already holds the batch), and the query reads a
 column instead. Spark then runs no Python UDF for it: no extra Arrow round trip between the JVM and a
 Python worker per row. A pure function over the AST, like the rewrites in :mod:`job.sql.rewrite`.
+
+With ``int_keys`` (the default for new daggers) the source column holds the signed 64-bit cell id
+(``s2cell``) rather than its decimal text: a ``GROUP BY S2Id(...)`` then groups, shuffles and keeps
+window state on an 8-byte key, and every other use reads ``CAST(column AS STRING)``, so the query's
+results are the same text as before. A checkpoint whose window state was keyed on the text keeps
+the text (``s2id``), see :func:`job.plan.engine_features`.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ class DerivedColumn:
     """A column the source computes: ``name`` = ``function(*args)``; ``args`` are column names, then literals."""
 
     name: str
-    function: str
+    function: str  # s2id: the decimal text of the signed id; s2cell: the signed 64-bit id
     lat: str
     lng: str
     level: int
+
+    def spark_expr(self) -> str:
+        """Return the Spark SQL expression (over the stream's columns) that computes this column, for a
+        batch over data that did not come through the source."""
+        call = f"S2Id(`{self.lat}`, `{self.lng}`, {self.level})"
+        return f"CAST({call} AS BIGINT)" if self.function == "s2cell" else call
 
     def to_json(self) -> list[object]:
         """Return the JSON form carried in the source's options."""
@@ -55,11 +67,12 @@ def _level(node: exp.Expression) -> int | None:
     return None
 
 
-def push_down_s2(tree: exp.Expression, streams: set[str]
+def push_down_s2(tree: exp.Expression, streams: set[str], *, int_keys: bool = True
                  ) -> tuple[exp.Expression, dict[str, list[DerivedColumn]]]:
     """Replace ``S2Id(<col>, <col>, <level literal>)`` over a stream read directly by a source column.
 
-    Returns the new tree (the input is not changed) and, per stream table, the columns its source must
+    With ``int_keys`` the column is the 64-bit id: a GROUP BY item reads it as it is, any other use
+    reads ``CAST(column AS STRING)``. Returns the new tree (the input is not changed) and, per stream table, the columns its source must
     add. Calls over anything else (expressions, subquery columns, joined tables) are left as they are.
     """
     tree = tree.copy()
@@ -81,7 +94,12 @@ def push_down_s2(tree: exp.Expression, streams: set[str]
             level = _level(args[2])
             if level is None:
                 continue
-            col = DerivedColumn(f"{DERIVED_PREFIX}{lat.name}_{lng.name}_{level}", "s2id", lat.name, lng.name, level)
+            col = DerivedColumn(f"{DERIVED_PREFIX}{lat.name}_{lng.name}_{level}", "s2cell" if int_keys else "s2id",
+                                lat.name, lng.name, level)
             derived.setdefault(table, {})[col.name] = col
-            call.replace(exp.column(col.name, table=lat.table or None))
+            ref = exp.column(col.name, table=lat.table or None)
+            if int_keys and not isinstance(call.parent, exp.Group):
+                call.replace(exp.Cast(this=ref, to=exp.DataType.build("string")))
+            else:
+                call.replace(ref)
     return tree, {t: list(cols.values()) for t, cols in derived.items()}

@@ -25,14 +25,18 @@ class Translation:
     window: tuple[str, str | None] | None = None  # (size, slide) of the outermost window
     notes: list[str] = field(default_factory=list)
     derived: dict[str, list[DerivedColumn]] = field(default_factory=dict)  # table -> columns its source computes
+    # table -> the columns the query reads only through its derived columns (the source decodes them
+    # for those and need not hand them to Spark)
+    derived_only: dict[str, list[str]] = field(default_factory=dict)
 
 
 def translate(sql: str, tables: Mapping[str, set[str]],
-              udfs: Mapping[str, DaggerFunction] | None = None) -> Translation:
+              udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
 
     ``udfs`` are the dagger's own functions (lower-case name → description, see
-    :func:`job.functions.user.catalog_entries`); they are called as they are.
+    :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
+    :func:`job.sql.pushdown.push_down_s2`.
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -45,7 +49,7 @@ def translate(sql: str, tables: Mapping[str, set[str]],
     validate.check_windows(tree)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
-    pushed, derived = push_down_s2(tree, set(tables))
+    pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
     return Translation(
         dagger_sql=sql,
         spark_sql=render(add_watermark_barrier(to_spark(pushed, udfs), set(tables))),
@@ -53,4 +57,15 @@ def translate(sql: str, tables: Mapping[str, set[str]],
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,
         derived=derived,
+        derived_only=_derived_only(pushed, derived),
     )
+
+
+def _derived_only(pushed: exp.Expression, derived: dict[str, list[DerivedColumn]]) -> dict[str, list[str]]:
+    """Return, per table, the derived columns' inputs that the rewritten query no longer names (none when
+    it selects ``*``: every column is read then)."""
+    if any(True for _ in pushed.find_all(exp.Star)):
+        return {}
+    named = {c.name for c in pushed.find_all(exp.Column)}
+    out = {t: sorted({n for c in cols for n in (c.lat, c.lng)} - named) for t, cols in derived.items()}
+    return {t: cols for t, cols in out.items() if cols}

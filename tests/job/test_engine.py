@@ -92,3 +92,43 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     metadata = offsets[0].read_text().splitlines()[1]
     assert HDFS_STATE in metadata and '"spark.sql.shuffle.partitions":"3"' in metadata
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
+
+
+def test_a_checkpoint_keyed_on_s2_text_keeps_text_keys_after_an_upgrade(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
+                                                                         tmp_path) -> None:
+    """Window state started by an engine that keyed S2 cells on their text (no engine.json in the
+    checkpoint) is resumed with text keys, so the open windows' state is read, not refused; the totals
+    across the restart are exact. A fresh checkpoint is keyed on 64-bit cells and pins that."""
+    from job.plan import PINNED_ENGINE
+    from tests.services import BrokerHandle
+
+    broker = BrokerHandle("tansu", tansu_broker)
+    topic, db = unique("upgrade"), unique("db").replace("-", "_")
+    broker.create_topic(topic, partitions=2)
+    influxdb.create_database(db)
+    checkpoint = tmp_path / "ckpt"
+    spec, _ = make_spec(name=unique("upgrade"), bootstrap=broker.bootstrap, topic=topic,
+                        proto_class="daggers.events.DriverLocationPing", sql=DRIVERS_SQL, influx_url=influxdb.url,
+                        db=db, measurement="m", checkpoint=checkpoint, max_records_per_batch=3000)
+    assert plan(spec, tmp_path).features == {"s2_keys": "int64"}  # fresh
+    first = generate("driver_location", 3000, seed=21, start=T0, duration_s=300, drivers=150)
+    produce(broker.bootstrap, topic, [first], progress=False)
+    checkpoint.mkdir()
+    (checkpoint / PINNED_ENGINE).write_text('{"s2_keys": "string"}')  # as the older engine ran it
+    old = plan(spec, tmp_path)
+    assert old.streams[0].source.derived == [["__dagger_s2_lat_long_13", "s2id", "lat", "long", 13]]
+    run_foreground(old, available_now=True, spark=spark)
+    (checkpoint / PINNED_ENGINE).unlink()  # the older engine wrote no such file
+    # the second half (after the first run's watermark) overlaps its open windows; a late event closes them
+    second = generate("driver_location", 3000, seed=22, start=T0 + timedelta(minutes=4, seconds=40), duration_s=240,
+                      drivers=150, first_index=10_000)
+    produce(broker.bootstrap, topic, [second, closing_event("driver_location", T0 + timedelta(minutes=30), 23)],
+            progress=False)
+    resumed = plan(spec, tmp_path)
+    assert resumed.features == {"s2_keys": "string"}
+    progress = run_foreground(resumed, available_now=True, spark=spark)
+    assert (checkpoint / PINNED_ENGINE).read_text() == '{"s2_keys": "string"}'
+    want = expected_drivers(first.table.to_pylist() + second.table.to_pylist())
+    assert any(v > 1 for v in want.values())
+    assert influx_points(influxdb, db, "m", "drivers", ["tag_s2id", "tag_driver_status"]) == want
+    assert progress.input_rows == 6001

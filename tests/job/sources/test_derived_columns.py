@@ -9,10 +9,10 @@ from job.schema import default_registry
 from job.sources.kafka import SourceConfig, source_options
 
 
-def _config(derived: list[list[object]] | None) -> SourceConfig:
+def _config(derived: list[list[object]] | None, hidden: list[str] | None = None) -> SourceConfig:
     return SourceConfig(bootstrap_servers="127.0.0.1:1", topics=["t"], proto_class="daggers.events.DriverLocationPing",
                         descriptor_set_b64=default_registry().to_b64(), columns=["driver_id", "lat", "long"],
-                        derived=derived)
+                        derived=derived, hidden=hidden)
 
 
 def _signed(lat: float, lng: float, level: int) -> str:
@@ -40,3 +40,29 @@ def test_without_derived_columns_the_batch_is_untouched_and_options_round_trip()
     assert cfg.add_derived(batch) is batch
     derived = [["__dagger_s2_lat_long_13", "s2id", "lat", "long", 13]]
     assert SourceConfig.from_options(source_options(_config(derived))).derived == derived
+
+
+def test_s2cell_columns_are_64_bit_ids_and_hidden_inputs_leave_the_rows() -> None:
+    from pyspark.sql.types import LongType
+
+    cfg = _config([["__dagger_s2_lat_long_13", "s2cell", "lat", "long", 13]], hidden=["lat", "long"])
+    schema = cfg.spark_schema()
+    assert schema.fieldNames() == ["driver_id", "__dagger_s2_lat_long_13"]
+    assert schema["__dagger_s2_lat_long_13"].dataType == LongType()
+    batch = pa.RecordBatch.from_pydict({"driver_id": ["a", "b"], "lat": [-6.2, float("nan")], "long": [106.8, 1.0]})
+    out = cfg.add_derived(batch)
+    assert out.schema.names == schema.fieldNames()
+    assert out.column(1).type == pa.int64()
+    assert out.column(1).to_pylist() == [int(_signed(-6.2, 106.8, 13)), None]
+    again = SourceConfig.from_options(source_options(cfg))
+    assert again.hidden == ["lat", "long"] and again.derived == cfg.derived
+
+
+def test_an_unknown_derived_function_is_a_clear_error() -> None:
+    import pytest
+
+    from job.errors import SourceError
+
+    batch = pa.RecordBatch.from_pydict({"driver_id": ["a"], "lat": [1.0], "long": [2.0]})
+    with pytest.raises(SourceError, match="unknown derived column function 'h3' for 'x'"):
+        _config([["x", "h3", "lat", "long", 13]]).add_derived(batch)

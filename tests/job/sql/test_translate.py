@@ -67,14 +67,15 @@ def test_interval_text(text: str, want: str) -> None:
 def test_seed_bookings_golden() -> None:
     t = translate(SEED_BOOKINGS, BOOKING)
     assert t.spark_sql == (
-        "SELECT city_id AS tag_city_id, __dagger_s2_pickup_lat_pickup_long_13 AS tag_s2id, "
+        "SELECT city_id AS tag_city_id, CAST(__dagger_s2_pickup_lat_pickup_long_13 AS STRING) AS tag_s2id, "
         "vehicle_type AS tag_vehicle_type, COUNT(1) AS num_of_bookings, window.end AS window_timestamp "
         "FROM `data_stream` WHERE status = 'COMPLETED' AND data_stream.__dagger_wm >= 0 "
         "GROUP BY window(rowtime, '60 seconds'), city_id, "
         "__dagger_s2_pickup_lat_pickup_long_13, vehicle_type")
-    assert t.derived == {"data_stream": [DerivedColumn("__dagger_s2_pickup_lat_pickup_long_13", "s2id", "pickup_lat",
+    assert t.derived == {"data_stream": [DerivedColumn("__dagger_s2_pickup_lat_pickup_long_13", "s2cell", "pickup_lat",
                                                        "pickup_long", 13)]}
     assert t.columns == {"data_stream": ["city_id", "pickup_lat", "pickup_long", "status", "vehicle_type"]}
+    assert t.derived_only == {"data_stream": ["pickup_lat", "pickup_long"]}  # decoded, not handed to Spark
     assert t.aggregates is True
     assert t.window == ("60 seconds", None)
 
@@ -85,10 +86,17 @@ def test_seed_drivers_golden() -> None:
            "FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), S2Id(lat, long, 13), driver_status")
     t = translate(sql, PINGS)
     assert t.spark_sql == (
-        "SELECT __dagger_s2_lat_long_13 AS tag_s2id, driver_status AS tag_driver_status, "
+        "SELECT CAST(__dagger_s2_lat_long_13 AS STRING) AS tag_s2id, driver_status AS tag_driver_status, "
         "size(collect_set(driver_id)) AS drivers, window.end AS window_timestamp FROM data_stream "
         "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status")
     assert t.columns == {"data_stream": ["driver_id", "driver_status", "lat", "long"]}
+    assert t.derived_only == {"data_stream": ["lat", "long"]}
+
+
+def test_columns_named_elsewhere_or_star_stay_in_the_rows() -> None:
+    t = translate("SELECT lat, S2Id(lat, long, 13) AS c FROM data_stream", PINGS)
+    assert t.derived_only == {"data_stream": ["long"]}
+    assert translate("SELECT *, S2Id(lat, long, 13) AS c FROM data_stream", PINGS).derived_only == {}
 
 
 def test_projection_without_window_is_allowed() -> None:
