@@ -419,6 +419,12 @@ class ChaosRun:
                     dagger.start()  # what a controller does after a crash
                 time.sleep(3)
                 got = self.written_points()
+            # The last batch's points are written before its progress is saved: let the samples see every
+            # record read before the report takes the count from them.
+            settle = time.monotonic() + 30
+            while (got == want and self.samples and self.samples[-1].read < self.in_topic
+                   and time.monotonic() < settle):
+                time.sleep(1)
             if world is not None:
                 moves = world.moves()
         finally:

@@ -96,7 +96,7 @@ class EngineProcess:
 
     def signal(self, sig: int) -> int:
         os.killpg(self.proc.pid, sig)
-        return self.proc.wait(30)
+        return self.proc.wait(90)  # a graceful stop waits for running evaluations and sends (10 s timeouts)
 
     def kill_quietly(self) -> None:
         if self.proc.poll() is None:
