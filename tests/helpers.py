@@ -90,6 +90,15 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def topic_and_db(broker: Any, influx: Any, prefix: str, partitions: int) -> tuple[str, str]:
+    """Create a fresh topic (``partitions`` partitions) on ``broker`` (a BrokerHandle) and a fresh database
+    on ``influx``; return their names."""
+    topic, db = unique(prefix), unique("db").replace("-", "_")
+    broker.create_topic(topic, partitions=partitions)
+    influx.create_database(db)
+    return topic, db
+
+
 def make_spec(*, name: str, bootstrap: str, topic: str, proto_class: str, sql: str, influx_url: str, db: str,
               measurement: str, checkpoint: Path, watermark_delay_ms: int = 30_000,
               max_records_per_batch: int = 500_000, bad_records: str = "skip",

@@ -20,6 +20,7 @@ from tests.helpers import (
     expected_drivers,
     influx_points,
     make_spec,
+    topic_and_db,
     unique,
 )
 
@@ -103,9 +104,7 @@ def test_a_checkpoint_keyed_on_s2_text_keeps_text_keys_after_an_upgrade(spark, t
     from tests.services import BrokerHandle
 
     broker = BrokerHandle("tansu", tansu_broker)
-    topic, db = unique("upgrade"), unique("db").replace("-", "_")
-    broker.create_topic(topic, partitions=2)
-    influxdb.create_database(db)
+    topic, db = topic_and_db(broker, influxdb, "upgrade", 2)
     checkpoint = tmp_path / "ckpt"
     spec, _ = make_spec(name=unique("upgrade"), bootstrap=broker.bootstrap, topic=topic,
                         proto_class="daggers.events.DriverLocationPing", sql=DRIVERS_SQL, influx_url=influxdb.url,

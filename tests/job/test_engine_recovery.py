@@ -19,7 +19,7 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.runner import run_foreground
 from job.schema import default_registry
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, topic_and_db, unique
 
 pytestmark = pytest.mark.integration
 
@@ -67,9 +67,7 @@ def test_sigkill_mid_stream_then_resume_gives_exact_totals(tansu_broker, influxd
     from tests.services import BrokerHandle
 
     broker = BrokerHandle("tansu", tansu_broker)
-    topic, db = unique("bookings"), unique("db").replace("-", "_")
-    broker.create_topic(topic, partitions=3)
-    influxdb.create_database(db)
+    topic, db = topic_and_db(broker, influxdb, "bookings", 3)
     checkpoint = tmp_path / "ckpt"
     spec, text = make_spec(name=unique("kill"), bootstrap=broker.bootstrap, topic=topic,
                            proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url,
