@@ -88,6 +88,49 @@ class _Listener(StreamingQueryListener):
         return None
 
 
+def _batch_offsets(spark_dir: Path, batch: int) -> list[dict[str, Any]] | None:
+    """Return the sources' end offsets that the offset log records for ``batch`` (None when missing)."""
+    try:
+        lines = (spark_dir / "offsets" / str(batch)).read_text().splitlines()
+        return [json.loads(line) if line.strip() not in ("", "-") else {} for line in lines[2:]]
+    except (OSError, ValueError):
+        return None
+
+
+def _records_between(start: dict[str, Any], end: dict[str, Any]) -> int:
+    """Kafka records from ``start`` to ``end`` offsets ({topic: {partition: offset}}; other keys ignored)."""
+    total = 0
+    for topic, parts in end.items():
+        if not isinstance(parts, dict):
+            continue
+        for partition, offset in parts.items():
+            before = (start.get(topic) or {}).get(partition)
+            if isinstance(offset, int) and isinstance(before, int):
+                total += max(offset - before, 0)
+    return total
+
+
+def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
+    """Return (records, last batch id) of the batches Spark committed after ``last_reported``, counted
+    from the offset log as Kafka records (bad records included); (0, last_reported) when there are none
+    or their offsets cannot be read."""
+    try:
+        committed = [int(p.name) for p in (spark_dir / "commits").iterdir() if p.name.isdigit()]
+    except OSError:
+        return 0, last_reported
+    newer = sorted(b for b in committed if b > last_reported)
+    if last_reported < 0 or not newer:
+        return 0, last_reported
+    rows, last = 0, last_reported
+    for batch in newer:
+        start, end = _batch_offsets(spark_dir, batch - 1), _batch_offsets(spark_dir, batch)
+        if start is None or end is None or len(start) != len(end):
+            break
+        rows += sum(_records_between(a, b) for a, b in zip(start, end, strict=True))
+        last = batch
+    return rows, last
+
+
 @contextmanager
 def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Set SQL ``settings`` on ``spark`` for the block, then put back what was there (a shared or warm
@@ -129,9 +172,20 @@ class DaggerJob:
     def _load_progress(self) -> Progress:
         try:
             data = json.loads(self.status_path.read_text())
-            return Progress(**{k: v for k, v in data.items() if k in Progress.__dataclass_fields__})
+            progress = Progress(**{k: v for k, v in data.items() if k in Progress.__dataclass_fields__})
         except (OSError, ValueError, TypeError):
             return Progress()
+        # A process killed after Spark committed a batch but before its progress event was counted
+        # leaves that batch out of status.json, and Spark does not run it again: count it from the
+        # checkpoint's offset log.
+        rows, last = committed_since(self.plan.checkpoint / "spark", progress.last_batch_id)
+        if last > progress.last_batch_id:
+            log.info("counting batches %d..%d (%d rows) committed before the last stop but not reported",
+                     progress.last_batch_id + 1, last, rows)
+            progress.input_rows += rows
+            progress.batches += last - progress.last_batch_id
+            progress.last_batch_id = last
+        return progress
 
     def _save_progress(self) -> None:
         self.status_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,42 @@
+"""A dagger killed after Spark committed a batch but before its progress was counted: the next start
+counts that batch from the checkpoint's offset log (Spark does not run it again)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from job.runner import committed_since
+
+META = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
+
+
+def _batch(spark: Path, batch: int, *sources: dict[str, object], commit: bool = True) -> None:
+    (spark / "offsets").mkdir(parents=True, exist_ok=True)
+    (spark / "commits").mkdir(parents=True, exist_ok=True)
+    lines = ["v1", META, *(json.dumps(s) for s in sources)]
+    (spark / "offsets" / str(batch)).write_text("\n".join(lines))
+    if commit:
+        (spark / "commits" / str(batch)).write_text("v1\n{}")
+
+
+def test_committed_but_unreported_batches_are_counted_from_offsets(tmp_path: Path) -> None:
+    spark = tmp_path / "spark"
+    _batch(spark, 0, {"t": {"0": 10, "1": 5}})
+    _batch(spark, 1, {"t": {"0": 40, "1": 25}, "@cluster": "primary"})
+    _batch(spark, 2, {"t": {"0": 100, "1": 25}})
+    _batch(spark, 3, {"t": {"0": 160, "1": 30}}, commit=False)  # planned, not committed: Spark runs it again
+    assert committed_since(spark, 0) == (30 + 20 + 60, 2)
+    assert committed_since(spark, 1) == (60, 2)
+    assert committed_since(spark, 2) == (0, 2)
+    assert committed_since(spark, -1) == (0, -1)  # nothing reported yet: nothing to add
+
+
+def test_two_streams_and_a_missing_offset_file(tmp_path: Path) -> None:
+    spark = tmp_path / "spark"
+    _batch(spark, 4, {"a": {"0": 1}}, {"b": {"0": 7}})
+    _batch(spark, 5, {"a": {"0": 3}}, {"b": {"0": 10}})
+    assert committed_since(spark, 4) == (2 + 3, 5)
+    (spark / "offsets" / "4").unlink()
+    assert committed_since(spark, 4) == (0, 4)  # cannot tell: counts nothing
+    assert committed_since(tmp_path / "nothing", 3) == (0, 3)
