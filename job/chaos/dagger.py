@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from job.chaos.faults import signal_group
+from job.control.processes import read_json
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,7 @@ def read_status(checkpoint: Path | str | None) -> dict[str, Any]:
     """Return the runner's ``<checkpoint>/status.json`` ({} when missing or partial)."""
     if not checkpoint:
         return {}
-    try:
-        data = json.loads((Path(checkpoint) / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json(Path(checkpoint) / "status.json") or {}
 
 
 class DaggerHandle(Protocol):
