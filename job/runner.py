@@ -88,45 +88,21 @@ class _Listener(StreamingQueryListener):
         return None
 
 
-def _batch_offsets(spark_dir: Path, batch: int) -> list[dict[str, Any]] | None:
-    """Return the sources' end offsets that the offset log records for ``batch`` (None when missing)."""
-    try:
-        lines = (spark_dir / "offsets" / str(batch)).read_text().splitlines()
-        return [json.loads(line) if line.strip() not in ("", "-") else {} for line in lines[2:]]
-    except (OSError, ValueError):
-        return None
-
-
-def _records_between(start: dict[str, Any], end: dict[str, Any]) -> int:
-    """Kafka records from ``start`` to ``end`` offsets ({topic: {partition: offset}}; other keys ignored)."""
-    total = 0
-    for topic, parts in end.items():
-        if not isinstance(parts, dict):
-            continue
-        for partition, offset in parts.items():
-            before = (start.get(topic) or {}).get(partition)
-            if isinstance(offset, int) and isinstance(before, int):
-                total += max(offset - before, 0)
-    return total
-
-
 def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
     """Return (records, last batch id) of the batches Spark committed after ``last_reported``, counted
     from the offset log as Kafka records (bad records included); (0, last_reported) when there are none
     or their offsets cannot be read."""
-    try:
-        committed = [int(p.name) for p in (spark_dir / "commits").iterdir() if p.name.isdigit()]
-    except OSError:
-        return 0, last_reported
-    newer = sorted(b for b in committed if b > last_reported)
+    from job.control.lag import batch_offsets, committed_batches, lag_of
+
+    newer = [b for b in committed_batches(spark_dir) if b > last_reported]
     if last_reported < 0 or not newer:
         return 0, last_reported
     rows, last = 0, last_reported
     for batch in newer:
-        start, end = _batch_offsets(spark_dir, batch - 1), _batch_offsets(spark_dir, batch)
-        if start is None or end is None or len(start) != len(end):
+        start, end = batch_offsets(spark_dir, batch - 1), batch_offsets(spark_dir, batch)
+        if start is None or end is None:
             break
-        rows += sum(_records_between(a, b) for a, b in zip(start, end, strict=True))
+        rows += lag_of(start, end)
         last = batch
     return rows, last
 
