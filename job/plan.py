@@ -46,8 +46,13 @@ PINNED_SCHEMA = "schema.pb"
 PINNED_ENGINE = "engine.json"
 # How the engine lays out a dagger's window state. A checkpoint keeps the layout it was started with
 # (its state could not be read with another), so a change here reaches new daggers and fresh starts.
-ENGINE_FEATURES = {"s2_keys": "int64"}  # S2 cells pushed into the source are 64-bit keys, not text
-_BEFORE_PINNING = {"s2_keys": "string"}  # checkpoints started before the features were pinned
+ENGINE_FEATURES = {
+    "s2_keys": "int64",  # S2 cells pushed into the source are 64-bit keys, not text
+    "group_keys": "window_last",  # a GROUP BY's window is the last part of the state key, see job.sql.rewrite
+}
+# What a checkpoint ran with before a feature was pinned: a checkpoint with no engine.json (started before
+# any was pinned), and a feature missing from an engine.json written before that feature existed.
+_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written"}
 
 
 def engine_features(checkpoint: Path) -> dict[str, str]:
@@ -131,7 +136,8 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
 
         udfs = catalog_entries(load_user_functions(spec.udf_file))
     features = engine_features(checkpoint)
-    translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64")
+    translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
+                            window_keys_last=features["group_keys"] == "window_last")
     streams = []
     for stream in spec.streams:
         columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field}

@@ -203,6 +203,29 @@ def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
+def _is_window_key(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Anonymous) and node.name.lower() == "window"
+
+
+def put_window_keys_last(tree: exp.Expression) -> exp.Expression:
+    """``GROUP BY window(t, '60 seconds'), cell, kind`` → ``GROUP BY cell, kind, window(t, '60 seconds')``.
+
+    The order of GROUP BY items does not change a query's result, but it is the order of the window
+    state's key. Spark's streaming aggregation sorts each batch's rows by that key (it leaves its
+    hash map at 128 keys), and a sort can compare a leading number or string by an 8-byte prefix but
+    must compare a leading window struct field by field: with the window last, the sort of workload
+    (a) costs ~5x less. Keys that are not windows keep their order. Not applied to a checkpoint
+    whose state was keyed as written (see :func:`job.plan.engine_features`).
+    """
+    tree = tree.copy()
+    for group in tree.find_all(exp.Group):
+        keys = list(group.expressions)
+        ordered = [k for k in keys if not _is_window_key(k)] + [k for k in keys if _is_window_key(k)]
+        if ordered != keys:
+            group.set("expressions", ordered)
+    return tree
+
+
 BARRIER_COLUMN = "__dagger_wm"
 
 

@@ -11,7 +11,7 @@ from job.sql import validate
 from job.sql.catalog import DaggerFunction
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, push_down_s2
-from job.sql.rewrite import add_watermark_barrier, render, to_spark, window_args
+from job.sql.rewrite import add_watermark_barrier, put_window_keys_last, render, to_spark, window_args
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,13 @@ class Translation:
 
 
 def translate(sql: str, tables: Mapping[str, set[str]],
-              udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True) -> Translation:
+              udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True,
+              window_keys_last: bool = True) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
 
     ``udfs`` are the dagger's own functions (lower-case name → description, see
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
-    :func:`job.sql.pushdown.push_down_s2`.
+    :func:`job.sql.pushdown.push_down_s2`. ``window_keys_last``: see :func:`job.sql.rewrite.put_window_keys_last`.
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -50,9 +51,10 @@ def translate(sql: str, tables: Mapping[str, set[str]],
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
     pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
+    spark = add_watermark_barrier(to_spark(pushed, udfs), set(tables))
     return Translation(
         dagger_sql=sql,
-        spark_sql=render(add_watermark_barrier(to_spark(pushed, udfs), set(tables))),
+        spark_sql=render(put_window_keys_last(spark) if window_keys_last else spark),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,

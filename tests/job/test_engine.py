@@ -3,6 +3,7 @@ Spark and real InfluxDB, asserting the exact points read back with InfluxQL."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -95,12 +96,19 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
-def test_a_checkpoint_keyed_on_s2_text_keeps_text_keys_after_an_upgrade(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
-                                                                         tmp_path) -> None:
-    """Window state started by an engine that keyed S2 cells on their text (no engine.json in the
-    checkpoint) is resumed with text keys, so the open windows' state is read, not refused; the totals
-    across the restart are exact. A fresh checkpoint is keyed on 64-bit cells and pins that."""
-    from job.plan import PINNED_ENGINE
+@pytest.mark.parametrize(("pinned", "derived", "resumed_features"), [
+    # the first engine: S2 text keys, the window first, no engine.json
+    (None, "s2id", {"s2_keys": "string", "group_keys": "as_written"}),
+    # the engine that pinned 64-bit S2 keys, before the window went last in the state key
+    ('{"s2_keys": "int64"}', "s2cell", {"s2_keys": "int64", "group_keys": "as_written"}),
+])
+def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  # type: ignore[no-untyped-def]
+        spark, tansu_broker, influxdb, tmp_path, pinned: str | None, derived: str,
+        resumed_features: dict[str, str]) -> None:
+    """Window state started by an older engine (S2 cells keyed on their text or the window first in the
+    state key) is resumed with that layout, so the open windows' state is read, not refused; the totals
+    across the restart are exact. A fresh checkpoint gets the current layout and pins it."""
+    from job.plan import ENGINE_FEATURES, PINNED_ENGINE
     from tests.services import BrokerHandle
 
     broker = BrokerHandle("tansu", tansu_broker)
@@ -109,24 +117,30 @@ def test_a_checkpoint_keyed_on_s2_text_keeps_text_keys_after_an_upgrade(spark, t
     spec, _ = make_spec(name=unique("upgrade"), bootstrap=broker.bootstrap, topic=topic,
                         proto_class="daggers.events.DriverLocationPing", sql=DRIVERS_SQL, influx_url=influxdb.url,
                         db=db, measurement="m", checkpoint=checkpoint, max_records_per_batch=3000)
-    assert plan(spec, tmp_path).features == {"s2_keys": "int64"}  # fresh
+    assert plan(spec, tmp_path).features == ENGINE_FEATURES == {"s2_keys": "int64", "group_keys": "window_last"}
     first = generate("driver_location", 3000, seed=21, start=T0, duration_s=300, drivers=150)
     produce(broker.bootstrap, topic, [first], progress=False)
     checkpoint.mkdir()
-    (checkpoint / PINNED_ENGINE).write_text('{"s2_keys": "string"}')  # as the older engine ran it
+    older = json.dumps(resumed_features)
+    (checkpoint / PINNED_ENGINE).write_text(older)  # as the older engine ran it
     old = plan(spec, tmp_path)
-    assert old.streams[0].source.derived == [["__dagger_s2_lat_long_13", "s2id", "lat", "long", 13]]
+    assert old.streams[0].source.derived == [["__dagger_s2_lat_long_13", derived, "lat", "long", 13]]
+    assert old.translation.spark_sql.endswith("GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, "
+                                              "driver_status")
     run_foreground(old, available_now=True, spark=spark)
-    (checkpoint / PINNED_ENGINE).unlink()  # the older engine wrote no such file
+    if pinned is None:
+        (checkpoint / PINNED_ENGINE).unlink()  # the first engine wrote no such file
+    else:
+        (checkpoint / PINNED_ENGINE).write_text(pinned)
     # the second half (after the first run's watermark) overlaps its open windows; a late event closes them
     second = generate("driver_location", 3000, seed=22, start=T0 + timedelta(minutes=4, seconds=40), duration_s=240,
                       drivers=150, first_index=10_000)
     produce(broker.bootstrap, topic, [second, closing_event("driver_location", T0 + timedelta(minutes=30), 23)],
             progress=False)
     resumed = plan(spec, tmp_path)
-    assert resumed.features == {"s2_keys": "string"}
+    assert resumed.features == resumed_features
     progress = run_foreground(resumed, available_now=True, spark=spark)
-    assert (checkpoint / PINNED_ENGINE).read_text() == '{"s2_keys": "string"}'
+    assert json.loads((checkpoint / PINNED_ENGINE).read_text()) == json.loads(pinned or older)
     want = expected_drivers(first.table.to_pylist() + second.table.to_pylist())
     assert any(v > 1 for v in want.values())
     assert influx_points(influxdb, db, "m", "drivers", ["tag_s2id", "tag_driver_status"]) == want

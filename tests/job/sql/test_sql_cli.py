@@ -56,11 +56,11 @@ def write(tmp_path: Path, sql: str, two_streams: bool = False) -> Path:
 
 @pytest.mark.parametrize(("sql", "two", "window", "spark_sql"), [
     (HOP_SQL, False, '["5 minutes", "1 minutes"]',
-     "GROUP BY window(rowtime, '5 minutes', '1 minutes'), city_id"),
+     "GROUP BY city_id, window(rowtime, '5 minutes', '1 minutes')"),
     (NESTED_SQL, False, '["5 minutes", null]',
      "SELECT window.end AS window_timestamp, SUM(n) AS n FROM (SELECT window_time(__dagger_window) AS rt, city_id, n "
      "FROM (SELECT window AS __dagger_window, city_id, COUNT(1) AS n FROM data_stream "
-     "GROUP BY window(rowtime, '1 minutes'), city_id) AS __dagger_rowtime) AS m GROUP BY window(rt, '5 minutes')"),
+     "GROUP BY city_id, window(rowtime, '1 minutes')) AS __dagger_rowtime) AS m GROUP BY window(rt, '5 minutes')"),
     (JOIN_SQL, True, '["5 minutes", null]',
      "FROM bookings AS b JOIN pings AS p ON b.driver_id = p.driver_id AND p.rowtime BETWEEN b.rowtime AND "
      "b.rowtime + INTERVAL '5' MINUTE GROUP BY window(b.rowtime, '5 minutes')"),

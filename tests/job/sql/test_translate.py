@@ -11,6 +11,7 @@ from job.sql.pushdown import DerivedColumn
 from job.sql.rewrite import (
     add_watermark_barrier,
     interval_text,
+    put_window_keys_last,
     render,
     rewrite_distinct_count,
     rewrite_group_windows,
@@ -45,6 +46,33 @@ def test_group_window_hop_swaps_slide_and_size() -> None:
     assert got == "SELECT 1 FROM t GROUP BY window(rowtime, '5 minutes', '1 minutes')"
 
 
+@pytest.mark.parametrize(("sql", "want"), [
+    ("SELECT 1 FROM t GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), cell, kind",
+     "SELECT 1 FROM t GROUP BY cell, kind, window(rowtime, '60 seconds')"),
+    ("SELECT 1 FROM t GROUP BY a, HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE), b",
+     "SELECT 1 FROM t GROUP BY a, b, window(rowtime, '5 minutes', '1 minutes')"),
+    ("SELECT 1 FROM t GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND)",
+     "SELECT 1 FROM t GROUP BY window(rowtime, '60 seconds')"),
+    ("SELECT a FROM t GROUP BY a", "SELECT a FROM t GROUP BY a"),
+    ("SELECT n FROM (SELECT COUNT(1) AS n FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), a) AS s "
+     "GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE), n",
+     "SELECT n FROM (SELECT COUNT(1) AS n FROM t GROUP BY a, window(rowtime, '1 minutes')) AS s "
+     "GROUP BY n, window(rt, '5 minutes')"),
+])
+def test_put_window_keys_last(sql: str, want: str) -> None:
+    tree = rewrite_group_windows(sqlglot.parse_one(sql, read="spark"))
+    before = render(tree)
+    assert render(put_window_keys_last(tree)) == want
+    assert render(tree) == before  # the input is not changed
+
+
+def test_window_keys_as_written_for_an_older_checkpoint() -> None:
+    sql = "SELECT COUNT(1) AS n FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), driver_status"
+    assert translate(sql, PINGS).spark_sql.endswith("GROUP BY driver_status, window(rowtime, '60 seconds')")
+    assert translate(sql, PINGS, window_keys_last=False).spark_sql.endswith(
+        "GROUP BY window(rowtime, '60 seconds'), driver_status")
+
+
 def test_window_properties() -> None:
     got = rw(rewrite_window_properties, "SELECT TUMBLE_START(rowtime, INTERVAL '1' HOUR) AS s, "
                                         "TUMBLE_END(rowtime, INTERVAL '1' HOUR) AS e FROM t")
@@ -70,8 +98,7 @@ def test_seed_bookings_golden() -> None:
         "SELECT city_id AS tag_city_id, CAST(__dagger_s2_pickup_lat_pickup_long_13 AS STRING) AS tag_s2id, "
         "vehicle_type AS tag_vehicle_type, COUNT(1) AS num_of_bookings, window.end AS window_timestamp "
         "FROM `data_stream` WHERE status = 'COMPLETED' AND data_stream.__dagger_wm >= 0 "
-        "GROUP BY window(rowtime, '60 seconds'), city_id, "
-        "__dagger_s2_pickup_lat_pickup_long_13, vehicle_type")
+        "GROUP BY city_id, __dagger_s2_pickup_lat_pickup_long_13, vehicle_type, window(rowtime, '60 seconds')")
     assert t.derived == {"data_stream": [DerivedColumn("__dagger_s2_pickup_lat_pickup_long_13", "s2cell", "pickup_lat",
                                                        "pickup_long", 13)]}
     assert t.columns == {"data_stream": ["city_id", "pickup_lat", "pickup_long", "status", "vehicle_type"]}
@@ -88,7 +115,7 @@ def test_seed_drivers_golden() -> None:
     assert t.spark_sql == (
         "SELECT CAST(__dagger_s2_lat_long_13 AS STRING) AS tag_s2id, driver_status AS tag_driver_status, "
         "size(collect_set(driver_id)) AS drivers, window.end AS window_timestamp FROM data_stream "
-        "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status")
+        "GROUP BY __dagger_s2_lat_long_13, driver_status, window(rowtime, '60 seconds')")
     assert t.columns == {"data_stream": ["driver_id", "driver_status", "lat", "long"]}
     assert t.derived_only == {"data_stream": ["lat", "long"]}
 
