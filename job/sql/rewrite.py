@@ -213,9 +213,10 @@ def put_window_keys_last(tree: exp.Expression) -> exp.Expression:
     The order of GROUP BY items does not change a query's result, but it is the order of the window
     state's key. Spark's streaming aggregation sorts each batch's rows by that key (it leaves its
     hash map at 128 keys), and a sort can compare a leading number or string by an 8-byte prefix but
-    must compare a leading window struct field by field: with the window last, the sort of workload
-    (a) costs ~5x less. Keys that are not windows keep their order. Not applied to a checkpoint
-    whose state was keyed as written (see :func:`job.plan.engine_features`).
+    must compare a leading window struct field by field: with the window last, the sort's share of
+    workload (a)'s executor CPU fell from 54% to 31% (JFR samples, live at 100,000 events/s). Keys
+    that are not windows keep their order. Not applied to a checkpoint whose state was keyed as
+    written (see :func:`job.plan.engine_features`).
     """
     tree = tree.copy()
     for group in tree.find_all(exp.Group):
