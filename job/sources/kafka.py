@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from job.errors import BadRecordError, SourceError
-from job.schema.arrow import ArrowDecoder, gc_paused
+from job.schema.arrow import ArrowDecoder
 from job.schema.registry import SchemaRegistry
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
@@ -605,18 +605,17 @@ _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._T
 
 def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],
             offs: list[int], bad: list[dict[str, Any]]) -> pa.RecordBatch:
-    with gc_paused():
-        messages, _, failures = decoder.parse(payloads)
-        if failures:
-            first = failures[0]
-            if cfg.bad_records == "fail":
-                raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
-            for f in failures:
-                print(f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
-                      f"{f.reason}", file=sys.stderr)
-                bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
-                            "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
-        return cfg.add_derived(decoder.to_batch(messages))
+    batch, failures = decoder.decode(payloads)
+    if failures:
+        first = failures[0]
+        if cfg.bad_records == "fail":
+            raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
+        for f in failures:
+            print(f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
+                  f"{f.reason}", file=sys.stderr)
+            bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
+                        "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
+    return cfg.add_derived(batch)
 
 
 def _range_file(folder: Path, rng: OffsetRange) -> Path:
