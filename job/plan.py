@@ -159,6 +159,8 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 derived=[d.to_json() for d in translation.derived.get(stream.table, [])],
                 hidden=sorted(set(translation.derived_only.get(stream.table, [])) - {stream.timestamp_field}
                               - stream.transformer_columns()),
+                # a transformer may keep the first of equal rows (deduplicate): arrival order then
+                batch_order="" if stream.transformers else translation.batch_order.get(stream.table, ""),
                 consumer_config=dict(stream.consumer_config),
                 max_outage_s=stream.max_outage_s,
                 dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",

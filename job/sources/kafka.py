@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -74,6 +75,7 @@ class SourceConfig:
     dead_letter_topic: str = ""
     derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
     hidden: list[str] | None = None  # decoded only to compute derived columns: not handed to Spark
+    batch_order: str = ""  # the column each batch is sorted by, stably ("": arrival order; job.sql.pushdown)
     failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
@@ -112,6 +114,7 @@ class SourceConfig:
             dead_letter_topic=str(options.get("dead_letter_topic", "")),
             derived=json.loads(options.get("derived", "[]")),
             hidden=json.loads(options.get("hidden", "[]")),
+            batch_order=str(options.get("batch_order", "")),
             failover_bootstrap_servers=str(options.get("failover_bootstrap_servers", "")),
             failover_after_s=float(options.get("failover_after_s", 30.0)),
             positions_dir=str(options.get("positions_dir", "")),
@@ -148,6 +151,12 @@ class SourceConfig:
         keep = [i for i, n in enumerate(names) if n not in hidden]
         return pa.RecordBatch.from_arrays([arrays[i] for i in keep], names=[names[i] for i in keep])
 
+    def ordered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Return ``batch`` sorted stably by ``batch_order`` (rows with equal keys keep their order)."""
+        if not self.batch_order or batch.num_rows < 2:
+            return batch
+        return batch.take(pc.sort_indices(batch, [(self.batch_order, "ascending")]))  # nulls last
+
 
 def source_options(cfg: SourceConfig) -> dict[str, str]:
     """Return the Spark options that :meth:`SourceConfig.from_options` reads back."""
@@ -168,6 +177,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "dead_letter_topic": cfg.dead_letter_topic,
         "derived": json.dumps(cfg.derived or []),
         "hidden": json.dumps(cfg.hidden or []),
+        "batch_order": cfg.batch_order,
         "failover_bootstrap_servers": cfg.failover_bootstrap_servers,
         "failover_after_s": str(cfg.failover_after_s),
         "positions_dir": cfg.positions_dir,
@@ -615,7 +625,7 @@ def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads
                   f"{f.reason}", file=sys.stderr)
             bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
                         "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
-    return cfg.add_derived(batch)
+    return cfg.ordered(cfg.add_derived(batch))
 
 
 def _range_file(folder: Path, rng: OffsetRange) -> Path:

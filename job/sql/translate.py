@@ -10,7 +10,7 @@ from sqlglot import exp
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
 from job.sql.parse import parse
-from job.sql.pushdown import DerivedColumn, push_down_s2
+from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
 from job.sql.rewrite import add_watermark_barrier, put_window_keys_last, render, to_spark, window_args
 
 
@@ -28,6 +28,8 @@ class Translation:
     # table -> the columns the query reads only through its derived columns (the source decodes them
     # for those and need not hand them to Spark)
     derived_only: dict[str, list[str]] = field(default_factory=dict)
+    # table -> the column its source sorts each batch by (job.sql.pushdown.batch_order)
+    batch_order: dict[str, str] = field(default_factory=dict)
 
 
 def translate(sql: str, tables: Mapping[str, set[str]],
@@ -52,14 +54,18 @@ def translate(sql: str, tables: Mapping[str, set[str]],
     window = validate.group_window(select) if select is not None else None
     pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
     spark = add_watermark_barrier(to_spark(pushed, udfs), set(tables))
+    if window_keys_last:
+        spark = put_window_keys_last(spark)
+    columns = {t: set(cols) | {c.name for c in derived.get(t, [])} for t, cols in tables.items()}
     return Translation(
         dagger_sql=sql,
-        spark_sql=render(put_window_keys_last(spark) if window_keys_last else spark),
+        spark_sql=render(spark),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
         window=window_args(window)[1:] if window is not None else None,
         derived=derived,
         derived_only=_derived_only(pushed, derived),
+        batch_order=batch_order(spark, columns),
     )
 
 

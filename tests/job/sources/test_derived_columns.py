@@ -66,3 +66,14 @@ def test_an_unknown_derived_function_is_a_clear_error() -> None:
     batch = pa.RecordBatch.from_pydict({"driver_id": ["a"], "lat": [1.0], "long": [2.0]})
     with pytest.raises(SourceError, match="unknown derived column function 'h3' for 'x'"):
         _config([["x", "h3", "lat", "long", 13]]).add_derived(batch)
+
+
+def test_batches_are_sorted_stably_by_the_batch_order_column() -> None:
+    batch = pa.RecordBatch.from_pydict({"driver_id": ["a", "b", "c", "d", "e"], "lat": [3.0, 1.0, None, 1.0, 2.0],
+                                        "long": [0.0] * 5})
+    assert _config(None).ordered(batch) is batch  # no order: arrival order
+    cfg = SourceConfig.from_options(source_options(
+        SourceConfig(**{**_config(None).__dict__, "batch_order": "lat"})))
+    assert cfg.batch_order == "lat"
+    assert cfg.ordered(batch).to_pydict() == {"driver_id": ["b", "d", "e", "a", "c"], "lat": [1.0, 1.0, 2.0, 3.0, None],
+                                              "long": [0.0] * 5}

@@ -73,6 +73,28 @@ def test_window_keys_as_written_for_an_older_checkpoint() -> None:
         "GROUP BY window(rowtime, '60 seconds'), driver_status")
 
 
+@pytest.mark.parametrize(("sql", "tables", "want"), [
+    (SEED_BOOKINGS, BOOKING, {"data_stream": "city_id"}),
+    ("SELECT S2Id(lat, long, 13) AS c, COUNT(1) AS n FROM data_stream "
+     "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), S2Id(lat, long, 13)", PINGS,
+     {"data_stream": "__dagger_s2_lat_long_13"}),
+    ("SELECT COUNT(1) AS n FROM data_stream AS d GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), d.driver_status", PINGS,
+     {"data_stream": "driver_status"}),
+    ("SELECT n FROM (SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt, driver_status, COUNT(1) AS n "
+     "FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), driver_status) AS m "
+     "GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE), n", PINGS, {"data_stream": "driver_status"}),
+    # not grouped on one of the stream's columns, or not read by one SELECT alone: arrival order
+    ("SELECT COUNT(1) AS n FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)", PINGS, {}),
+    ("SELECT driver_id, lat FROM data_stream", PINGS, {}),
+    ("SELECT upper(driver_id) AS u, COUNT(1) AS n FROM data_stream "
+     "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), upper(driver_id)", PINGS, {}),
+    ("SELECT COUNT(1) AS n FROM a JOIN b ON a.x = b.x GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE), a.x",
+     {"a": {"x"}, "b": {"x"}}, {}),
+])
+def test_batch_order(sql: str, tables: dict[str, set[str]], want: dict[str, str]) -> None:
+    assert translate(sql, tables).batch_order == want
+
+
 def test_window_properties() -> None:
     got = rw(rewrite_window_properties, "SELECT TUMBLE_START(rowtime, INTERVAL '1' HOUR) AS s, "
                                         "TUMBLE_END(rowtime, INTERVAL '1' HOUR) AS e FROM t")
