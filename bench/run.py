@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -725,6 +726,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="Benchmark Daggers end to end against Python peers.")
     ap.add_argument("--workload", choices=["a", "b", "c", "all"], default="a")
     ap.add_argument("--events", type=int, default=None, help="pre-loaded events per workload (default per workload)")
+    ap.add_argument("--density", type=float, default=None,
+                    help="events per second of event time in the pre-loaded topics (default per workload; workload "
+                         "(a) at 100000 has the live run's ~136 drivers per cell and window)")
     ap.add_argument("--rate", type=float, default=None, help="also run workload (a) live at this many events/s")
     ap.add_argument("--seconds", type=int, default=150, help="length of the live run")
     ap.add_argument("--cores", type=int, choices=[1, 2], default=2, help="cores given to the job under test")
@@ -765,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
         with local_stack(folder / "stack", args.broker) as stack:
             for key in keys:
                 w = WORKLOADS[key]
+                if args.density:
+                    w = dataclasses.replace(w, default_density=args.density)
                 entry: dict[str, Any] = {"title": w.title}
                 results["workloads"][key] = entry
                 if not args.no_preload:
