@@ -221,26 +221,17 @@ def decode_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds:
                         a[slot, i] = 1 if v != 0 else 0
                     else:
                         a[slot, i] = np.int64(v)
-            elif wire == 1:
-                if p + 8 > end:
+            elif wire == 1 or wire == 5:
+                width = 8 if wire == 1 else 4  # fixed64 (double) or fixed32 (float), little-endian
+                if p + width > end:
                     good = False
                     break
                 if slot >= 0:
                     v = np.uint64(0)
-                    for k in range(8):
+                    for k in range(width):
                         v |= np.uint64(buf[p + k]) << np.uint64(8 * k)
                     a[slot, i] = np.int64(v)
-                p += 8
-            elif wire == 5:
-                if p + 4 > end:
-                    good = False
-                    break
-                if slot >= 0:
-                    v = np.uint64(0)
-                    for k in range(4):
-                        v |= np.uint64(buf[p + k]) << np.uint64(8 * k)
-                    a[slot, i] = np.int64(v)
-                p += 4
+                p += width
             else:  # length-delimited: string, bytes, Timestamp
                 n, p = _varint(buf, p, end)
                 if p < 0 or n > np.uint64(end - p):
