@@ -222,8 +222,9 @@ class ArrowDecoder:
         nulls = [i for i, p in enumerate(payloads) if p is None] if None in payloads else []
         present: Sequence[bytes] = [p or b"" for p in payloads] if nulls else payloads  # type: ignore[assignment]
         buf = np.frombuffer(b"".join(present), dtype=np.uint8)
-        ends = np.cumsum(np.fromiter(map(len, present), dtype=np.int64, count=n))
-        starts = ends - np.fromiter(map(len, present), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, present), dtype=np.int64, count=n)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
         a = np.zeros((len(self.columns), n), dtype=np.int64)
         b = np.zeros((len(self.columns), n), dtype=np.int64)
         ok = np.ones(n, dtype=np.bool_)
