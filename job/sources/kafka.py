@@ -153,7 +153,7 @@ class SourceConfig:
 
     def ordered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Return ``batch`` sorted stably by ``batch_order`` (rows with equal keys keep their order)."""
-        if not self.batch_order or batch.num_rows < 2:
+        if not self.batch_order or batch.num_rows < 2 or self.batch_order not in batch.schema.names:
             return batch
         return batch.take(pc.sort_indices(batch, [(self.batch_order, "ascending")]))  # nulls last
 
