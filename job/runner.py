@@ -259,6 +259,7 @@ class DaggerJob:
                   .foreachBatch(self._write_batch))
         writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
             processingTime=f"{max(interval, 0.0)} seconds")
+        self._interval_s = max(interval, 0.0)
         self.plan.checkpoint.mkdir(parents=True, exist_ok=True)
         pin_schema(self.plan)
         self.query = writer.start()
@@ -295,9 +296,31 @@ class DaggerJob:
         for p in self.query.recentProgress:
             self._on_progress(json.loads(p.json) if hasattr(p, "json") else dict(p))
 
+    def settle(self, grace_s: float = 10.0) -> None:
+        """Wait (at most ``grace_s``) until the query is idle for a whole trigger interval.
+
+        Spark evicts the windows a data batch's watermark closed in the *next* trigger (a no-data
+        batch), and it keeps that watermark only in memory: a query stopped between the two would
+        resume with the older watermark and hold those windows back until new data arrives.
+        """
+        if self.query is None or not self.query.isActive:
+            return
+        deadline = time.monotonic() + grace_s
+        idle_since: float | None = None
+        while time.monotonic() < deadline and self.query.isActive:
+            status = self.query.status
+            idle = not status.get("isTriggerActive") and not status.get("isDataAvailable")
+            now = time.monotonic()
+            idle_since = (idle_since or now) if idle else None
+            if idle_since is not None and now - idle_since > getattr(self, "_interval_s", 1.0) + 0.5:
+                return
+            time.sleep(0.1)
+
     def stop(self) -> None:
-        """Stop the query gracefully (the current batch is re-run from the checkpoint next time)."""
+        """Stop the query gracefully, once the windows its last batch closed are written (see
+        :meth:`settle`); a batch in progress then is re-run from the checkpoint next time."""
         if self.query is not None and self.query.isActive:
+            self.settle()
             self.query.stop()
         self.sync_progress()
         if self._listener is not None:
