@@ -132,6 +132,7 @@ class DaggerJob:
         self.spark = spark
         self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks)
         self.query: StreamingQuery | None = None
+        self._interval_s = 1.0  # the query's trigger interval, set when it starts
         self.progress = self._load_progress()
         self._lock = threading.Lock()
         self._ended = False  # set once the job is marked stopped or failed
@@ -312,7 +313,7 @@ class DaggerJob:
             idle = not status.get("isTriggerActive") and not status.get("isDataAvailable")
             now = time.monotonic()
             idle_since = (idle_since or now) if idle else None
-            if idle_since is not None and now - idle_since > getattr(self, "_interval_s", 1.0) + 0.5:
+            if idle_since is not None and now - idle_since > self._interval_s + 0.5:
                 return
             time.sleep(0.1)
 
