@@ -158,10 +158,11 @@ class ArrowDecoder:
         self.columns = list(columns)
         self.spark_schema = message_struct(self.descriptor, self.columns)
         self.arrow_schema: pa.Schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        self._converters = [self._converter(name) for name in self.columns]
-        self._wire = _wire_plan(self.descriptor, self.columns)
         self._enums = {name: _enum_names(self.descriptor.fields_by_name[name]) for name in self.columns
                        if self.descriptor.fields_by_name[name].type == FieldDescriptor.TYPE_ENUM}
+        self._converters = [self._converter(name) for name in self.columns]
+        self._wire = _wire_plan(self.descriptor, self.columns)
+        self._wire_columns = [self._wire_column(name) for name in self.columns] if self._wire is not None else []
 
     def _converter(self, name: str) -> Callable[[list[Message]], pa.Array]:
         field = self.descriptor.fields_by_name[name]
@@ -173,7 +174,7 @@ class ArrowDecoder:
             return lambda msgs: _timestamps(msgs, name)
         get = attrgetter(name)
         if info.kind == "enum":
-            enum = _enum_names(field)
+            enum = self._enums[name]
             return lambda msgs: enum(list(map(get, msgs)))
         return lambda msgs: pa.array(list(map(get, msgs)), atype)
 
@@ -243,31 +244,39 @@ class ArrowDecoder:
                 return None
             failures.sort(key=lambda f: f.index)
         keep = ok if failures else None
-        arrays = [self._wire_column(name, buf, a[k] if keep is None else a[k][keep], b[k] if keep is None else b[k][keep])
-                  for k, name in enumerate(self.columns)]
+        arrays = [column(buf, a[k] if keep is None else a[k][keep], b[k] if keep is None else b[k][keep])
+                  for k, column in enumerate(self._wire_columns)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema), failures
 
-    def _wire_column(self, name: str, buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
-        """Return the Arrow array of one column from the wire decoder's ``a``/``b`` values."""
+    def _wire_column(self, name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], pa.Array]:
+        """Return the function that turns the wire decoder's ``a``/``b`` values of column ``name``
+        (and the payload buffer ``buf`` they point into) into its Arrow array."""
         from job.schema import wire
 
         kind = wire.field_kind(self.descriptor.fields_by_name[name])
         atype = self.arrow_schema.field(name).type
         if kind in (wire.K_STRING, wire.K_BYTES):
-            offsets = np.empty(len(a) + 1, dtype=np.int64 if pa.types.is_large_string(atype) else np.int32)
-            data = wire.gather_bytes(buf, a, b, offsets)
-            return pa.Array.from_buffers(atype, len(a), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+            wide = np.int64 if pa.types.is_large_string(atype) or pa.types.is_large_binary(atype) else np.int32
+
+            def text(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
+                offsets = np.empty(len(a) + 1, dtype=wide)
+                data = wire.gather_bytes(buf, a, b, offsets)
+                return pa.Array.from_buffers(atype, len(a), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+            return text
         if kind == wire.K_TIMESTAMP:
-            return timestamp_array(a, b)
+            return lambda buf, a, b: timestamp_array(a, b)
         if kind == wire.K_ENUM:
-            return self._enums[name](a)
+            enum = self._enums[name]
+            return lambda buf, a, b: enum(a)
         if kind == wire.K_DOUBLE:
-            return pa.array(a.view(np.float64), atype)
+            return lambda buf, a, b: pa.array(a.view(np.float64), atype)
         if kind == wire.K_FLOAT:
-            return pa.array(a.astype(np.uint32).view(np.float32), atype)
+            return lambda buf, a, b: pa.array(a.astype(np.uint32).view(np.float32), atype)
         if kind == wire.K_BOOL:
-            return pa.array(a.astype(np.bool_), atype)
-        return pa.array(a if kind == wire.K_INT64 else a.astype(np.int32), atype)
+            return lambda buf, a, b: pa.array(a.astype(np.bool_), atype)
+        if kind == wire.K_INT64:
+            return lambda buf, a, b: pa.array(a, atype)
+        return lambda buf, a, b: pa.array(a.astype(np.int32), atype)
 
 
 def _wire_plan(desc: Descriptor, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
