@@ -172,7 +172,7 @@ def tail(path: Path, n: int = 15) -> str:
 
 
 def write_spec(w: Workload, stack: Stack, topic: str, folder: Path, *, runner: str, trigger_s: float,
-               max_records: int, tag: str, spark_conf: list[str] | None = None) -> Path:
+               max_records: int | None, tag: str, spark_conf: list[str] | None = None) -> Path:
     """Write the dagger spec of ``w`` over ``topic`` (sink: ``<measurement>_<runner>``); return its path.
 
     ``spark_conf`` holds ``KEY=VALUE`` Spark settings for the spec's ``spark_conf``."""
@@ -180,6 +180,7 @@ def write_spec(w: Workload, stack: Stack, topic: str, folder: Path, *, runner: s
     conf = dict(item.split("=", 1) for item in spark_conf or [])
     conf_block = "spark_conf:\n" + "".join(f"  {k}: '{v}'\n" for k, v in conf.items()) if conf else ""
     checkpoint = folder / f"checkpoint-{w.key}-{runner}-{tag}"
+    max_records_line = "" if max_records is None else f"    max_records_per_batch: {max_records}\n"
     text = f"""name: {w.name}
 streams:
   - table: data_stream
@@ -189,8 +190,7 @@ streams:
     bootstrap_servers: {stack.bootstrap}
     group: {w.name}
     start_from: earliest
-    max_records_per_batch: {max_records}
-sql: |
+{max_records_line}sql: |
 {sql}
 watermark_delay_ms: {WATERMARK_DELAY_MS}
 parallelism: 2
@@ -745,9 +745,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--trigger-s", type=float, default=0.0, help="trigger interval of the pre-loaded runs")
     ap.add_argument("--live-trigger-s", type=float, default=1.0, help="trigger interval of the live run")
     ap.add_argument("--poll-s", type=float, default=0.25, help="InfluxDB poll interval of the live run")
-    ap.add_argument("--max-records", type=int, default=500_000, help="max_records_per_batch of the dagger")
+    ap.add_argument("--max-records", type=int, default=None,
+                    help="max_records_per_batch of the dagger (default: the spec's default)")
     ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the engine's dagger (its spec's spark_conf); repeatable")
+    ap.add_argument("--sql-file", type=Path, default=None,
+                    help="run the engine with this Dagger SQL instead of the workload's (an experiment: it must "
+                         "give the workload's results, which are checked as always)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
     ap.add_argument("--record", action="store_true", help="append the results to BENCHMARKS.md with a plot")
@@ -773,6 +777,8 @@ def main(argv: list[str] | None = None) -> int:
                 w = WORKLOADS[key]
                 if args.density:
                     w = dataclasses.replace(w, default_density=args.density)
+                if args.sql_file:
+                    w = dataclasses.replace(w, sql=args.sql_file.read_text())
                 entry: dict[str, Any] = {"title": w.title}
                 results["workloads"][key] = entry
                 if not args.no_preload:

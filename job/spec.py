@@ -162,7 +162,11 @@ class StreamSpec(_Model):
         default=600.0, gt=0, description="How long the broker may be unreachable before the job stops "
                                          "with an error; until then it waits and retries.")
     max_records_per_batch: int = Field(
-        default=500_000, ge=0, description="Records per micro-batch at most, shared across partitions (0: all).")
+        default=4_000_000, ge=0,
+        description="Records per micro-batch at most, shared across partitions (0: all). A live stream's batches hold "
+                    "what arrived since the last one; this bounds a batch only while the dagger catches up, and "
+                    "larger ones catch up faster: each batch reads and rewrites the state of every window key it "
+                    "touches once (workload (a) of bench/: 178,000 events/s at 1M, 193,000 at 2M, 242,000 at 4M).")
     consumer_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
     failover: FailoverSpec | None = Field(
