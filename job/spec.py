@@ -166,7 +166,7 @@ class StreamSpec(_Model):
         description="Records per micro-batch at most, shared across partitions (0: all). A live stream's batches hold "
                     "what arrived since the last one; this bounds a batch only while the dagger catches up, and "
                     "larger ones catch up faster: each batch reads and rewrites the state of every window key it "
-                    "touches once (workload (a) of bench/: 178,000 events/s at 1M, 193,000 at 2M, 242,000 at 4M).")
+                    "touches once (BENCHMARKS.md, sixth session).")
     consumer_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
     failover: FailoverSpec | None = Field(
