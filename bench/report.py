@@ -177,7 +177,7 @@ def record(results: dict[str, Any], stamp: str) -> Path:
              f"- Date: {results['date']}",
              f"- Machine: {results['machine']} (shared VM: other engineers' test suites were running; the "
              "load average next to each result says how busy it was)",
-             f"- Job under test on {results['cores']} core(s) (`local[{results.get('slots', results['cores'])}]`"
+             f"- Job under test on {results['cores']} core(s) (`local[{results['slots']}]`"
              + (", pinned with sched_setaffinity" if results["cores"] == 1 else "") + f"), broker {results['broker']}",
              "- events/s: pre-loaded topic, from the start of the first micro-batch to the moment the last expected "
              "point was visible in InfluxDB (startup excluded, shown apart). Memory: peak RSS; CPU: mean cores "

@@ -298,7 +298,7 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
     status_path = folder / f"checkpoint-{w.key}-engine-pre" / "status.json"
     log = folder / f"{w.key}-engine.log"
     started = time.time()
-    proc = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots or args.cores}]",
+    proc = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
                   "--state-dir", str(folder / "state")], log, cores=args.cores)
     sampler = TreeSampler(proc.pid, extra=stack.pids()).start()
     want = len(loaded.expected)
@@ -535,7 +535,7 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
 
     warmup = w.make(WARMUP_EVENTS, args.seed + 1, datetime.fromtimestamp(time.time() - 300, UTC), 100.0)
     produce(stack.bootstrap, topic, warmup, progress=False)
-    job = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots or args.cores}]",
+    job = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
                  "--state-dir", str(folder / "state")], folder / f"{w.key}-engine-live.log", cores=args.cores)
     sampler = TreeSampler(job.pid, extra=stack.pids(), interval_s=1.0).start()
     ready_by = time.time() + args.engine_timeout
@@ -755,7 +755,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
     ap.add_argument("--record", action="store_true", help="append the results to BENCHMARKS.md with a plot")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.slots = args.slots or args.cores
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -768,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict[str, Any] = {"command": "python bench/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
                                "date": datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y"),
-                               "machine": report.machine(), "cores": args.cores, "slots": args.slots or args.cores, "broker": args.broker,
+                               "machine": report.machine(), "cores": args.cores, "slots": args.slots, "broker": args.broker,
                                "workloads": {}}
     print(f"daggers bench: {results['machine']}; job on {args.cores} core(s); load {load_average()}", flush=True)
     try:
