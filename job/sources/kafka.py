@@ -80,6 +80,17 @@ class SourceConfig:
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
 
+    def __post_init__(self) -> None:
+        if self.batch_order and self.batch_order not in self.output_columns():
+            raise SourceError(f"batch_order {self.batch_order!r} is not a column the source hands over "
+                              f"({', '.join(self.output_columns())})")
+
+    def output_columns(self) -> list[str]:
+        """Return the names of the columns each batch hands to Spark: the decoded ones but the hidden,
+        then the derived ones."""
+        hidden = set(self.hidden or [])
+        return [c for c in self.columns if c not in hidden] + [str(d[0]) for d in self.derived or []]
+
     @property
     def failover(self) -> bool:
         """Whether the stream names a secondary cluster."""
@@ -153,7 +164,7 @@ class SourceConfig:
 
     def ordered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Return ``batch`` sorted stably by ``batch_order`` (rows with equal keys keep their order)."""
-        if not self.batch_order or batch.num_rows < 2 or self.batch_order not in batch.schema.names:
+        if not self.batch_order or batch.num_rows < 2:
             return batch
         return batch.take(pc.sort_indices(batch, [(self.batch_order, "ascending")]))  # nulls last
 

@@ -77,3 +77,18 @@ def test_batches_are_sorted_stably_by_the_batch_order_column() -> None:
     assert cfg.batch_order == "lat"
     assert cfg.ordered(batch).to_pydict() == {"driver_id": ["b", "d", "e", "a", "c"], "lat": [1.0, 1.0, 2.0, 3.0, None],
                                               "long": [0.0] * 5}
+
+
+def test_batch_order_must_name_a_column_the_source_hands_over() -> None:
+    import pytest
+
+    from job.errors import SourceError
+
+    derived = [["__dagger_s2_lat_long_13", "s2cell", "lat", "long", 13]]
+    cfg = SourceConfig(**{**_config(derived, hidden=["lat", "long"]).__dict__, "batch_order": "__dagger_s2_lat_long_13"})
+    assert cfg.output_columns() == ["driver_id", "__dagger_s2_lat_long_13"]
+    with pytest.raises(SourceError, match=r"batch_order 'lat' is not a column the source hands over "
+                                          r"\(driver_id, __dagger_s2_lat_long_13\)"):
+        SourceConfig(**{**cfg.__dict__, "batch_order": "lat"})  # hidden: decoded for the S2 cell only
+    with pytest.raises(SourceError, match="batch_order 'nope'"):
+        SourceConfig.from_options({**source_options(_config(None)), "batch_order": "nope"})
