@@ -1,12 +1,15 @@
-"""End and beginning offsets on real brokers (tansu's ListOffsets "latest" is a lower bound)."""
+"""End and beginning offsets on real brokers (tansu's ListOffsets "latest" is a lower bound), and the
+stream reader's plan of each micro-batch from them."""
 
 from __future__ import annotations
 
 import uuid
 
 from confluent_kafka import Producer
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from job.sources import offsets as kofs
+from job.sources.kafka import KafkaStreamReader, SourceConfig
 
 
 def _produce_batches(bootstrap: str, topic: str, counts: dict[int, list[int]]) -> None:
@@ -32,3 +35,41 @@ def test_end_offsets_are_the_true_ends_on_both_brokers(broker) -> None:  # type:
         assert kofs.end_offsets(consumer, []) == {}
     finally:
         consumer.close()
+
+
+def _reader(bootstrap: str, topic: str) -> KafkaStreamReader:
+    return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
+                                          descriptor_set_b64="", columns=[]))
+
+
+def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = f"plan-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=2)
+    _produce_batches(broker.bootstrap, topic, {0: [10], 1: [3]})
+    reader = _reader(broker.bootstrap, topic)
+    try:
+        assert reader.initialOffset() == {topic: {"0": 0, "1": 0}}
+        # a partition the checkpoint does not know starts at its beginning; at most 6 rows a batch, shared in
+        # proportion to what each partition has pending (10 and 3, then 6 and 2)
+        assert reader.latestOffset({}, ReadMaxRows(6)) == {topic: {"0": 4, "1": 1}}
+        assert reader.latestOffset({topic: {"0": 4, "1": 1}}, ReadMaxRows(6)) == {topic: {"0": 8, "1": 2}}
+        assert reader.latestOffset({topic: {"0": 8, "1": 2}}, ReadAllAvailable()) == {topic: {"0": 10, "1": 3}}
+    finally:
+        reader.stop()
+
+
+def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_the_beginning(broker) -> None:  # type: ignore[no-untyped-def]
+    """The topic was deleted and made again with fewer records than the checkpoint has read."""
+    topic = f"recreated-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=1)
+    _produce_batches(broker.bootstrap, topic, {0: [4]})
+    checkpoint = {topic: {"0": 50}}
+    reader = _reader(broker.bootstrap, topic)
+    try:
+        # a broker starting up can briefly report an empty partition: no new batch until it says so 3 times
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == {topic: {"0": 0}}
+        assert reader.latestOffset({topic: {"0": 0}}, ReadAllAvailable()) == {topic: {"0": 4}}
+    finally:
+        reader.stop()
