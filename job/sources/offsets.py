@@ -32,6 +32,9 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
         "enable.partition.eof": True,
         "fetch.max.bytes": 1024 * 1024,
         "max.partition.fetch.bytes": 64 * 1024,
+        # Its fetches are probes that want an answer now. With the default (500 ms) a fetch that finds no
+        # new record is held by the broker, and the next probe on this consumer waits behind it.
+        "fetch.wait.max.ms": 10,
         "socket.timeout.ms": 10000,
         "log_level": 2,
         **(extra or {}),

@@ -3,6 +3,7 @@ stream reader's plan of each micro-batch from them."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka import Producer
@@ -36,6 +37,25 @@ def test_end_offsets_are_the_true_ends_on_both_brokers(broker) -> None:  # type:
     finally:
         consumer.close()
 
+
+
+def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  # type: ignore[no-untyped-def]
+    """After a probe the consumer's next fetch (at the end) is held by the broker for fetch.wait.max.ms;
+    the driver's consumer keeps that short, or every look-up after the first waits (500 ms on tansu)."""
+    topic = f"offsets-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=2)
+    _produce_batches(broker.bootstrap, topic, {0: [20], 1: [3]})
+    consumer = kofs.driver_consumer(broker.bootstrap)
+    try:
+        tps = kofs.partitions_of(consumer, [topic], broker.bootstrap)
+        took = []
+        for _ in range(4):
+            started = time.monotonic()
+            assert kofs.end_offsets(consumer, tps) == {topic: {"0": 20, "1": 3}}
+            took.append(time.monotonic() - started)
+        assert max(took[1:]) < 0.3, f"look-ups took {', '.join(f'{t:.3f}' for t in took)} s"
+    finally:
+        consumer.close()
 
 def _reader(bootstrap: str, topic: str) -> KafkaStreamReader:
     return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
