@@ -86,7 +86,7 @@ def test_batch_order_must_name_a_column_the_source_hands_over() -> None:
 
     derived = [["__dagger_s2_lat_long_13", "s2cell", "lat", "long", 13]]
     cfg = SourceConfig(**{**_config(derived, hidden=["lat", "long"]).__dict__, "batch_order": "__dagger_s2_lat_long_13"})
-    assert cfg.output_columns() == ["driver_id", "__dagger_s2_lat_long_13"]
+    assert cfg.output_columns() == ["driver_id", "__dagger_s2_lat_long_13"] == cfg.spark_schema().fieldNames()
     with pytest.raises(SourceError, match=r"batch_order 'lat' is not a column the source hands over "
                                           r"\(driver_id, __dagger_s2_lat_long_13\)"):
         SourceConfig(**{**cfg.__dict__, "batch_order": "lat"})  # hidden: decoded for the S2 cell only
