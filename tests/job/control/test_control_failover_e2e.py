@@ -70,8 +70,20 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
         # outage tests share the 2 cores with it (CI runs those first)
         wait_for(f"{what}: every window exactly once", lambda: influx_points(
             influxdb, db, "bookings", "num_of_bookings", TAGS) == want, 300, Path(d.checkpoint).parent / "dagger.log")
-        return wait_for(f"{what}: all {len(rows)} events counted once", lambda: (d := state()).progress.get(
-            "input_rows") == len(rows) and d, 60, log)
+        counted: list[object] = []  # what the dagger reported last, for the message of a time-out
+
+        def all_counted() -> DaggerView | None:
+            d = state()
+            counted[:] = [d.progress.get("input_rows"), d.progress.get("last_batch_id"), d.pid]
+            return d if counted[0] == len(rows) else None
+
+        try:
+            return wait_for(f"{what}: all {len(rows)} events counted once", all_counted, 60, log)
+        except AssertionError as exc:
+            own = Path(d.checkpoint or ".").parent / "dagger.log"
+            raise AssertionError(f"{exc}\nlast reported: input_rows {counted[0]}, last_batch_id {counted[1]}, "
+                                 f"pid {counted[2]}; the dagger's own log: "
+                                 f"{own.read_text()[-3000:] if own.is_file() else '(none)'}") from None
 
     step(0)
     one = controller("a-jkt", "--failover-after", "3", "--stop-daggers-on-exit")
