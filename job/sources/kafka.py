@@ -81,9 +81,12 @@ class SourceConfig:
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
 
     def __post_init__(self) -> None:
-        if self.batch_order and self.batch_order not in self.output_columns():
+        if not self.batch_order:
+            return
+        columns = self.output_columns()
+        if self.batch_order not in columns:
             raise SourceError(f"batch_order {self.batch_order!r} is not a column the source hands over "
-                              f"({', '.join(self.output_columns())})")
+                              f"({', '.join(columns)})")
 
     def output_columns(self) -> list[str]:
         """Return the names of the columns each batch hands to Spark: the decoded ones but the hidden,

@@ -4,13 +4,13 @@ stream reader's plan of each micro-batch from them."""
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import Producer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from job.sources import offsets as kofs
 from job.sources.kafka import KafkaStreamReader, SourceConfig
+from tests.helpers import unique
 
 
 def _produce_batches(bootstrap: str, topic: str, counts: dict[int, list[int]]) -> None:
@@ -24,7 +24,7 @@ def _produce_batches(bootstrap: str, topic: str, counts: dict[int, list[int]]) -
 
 
 def test_end_offsets_are_the_true_ends_on_both_brokers(broker) -> None:  # type: ignore[no-untyped-def]
-    topic = f"offsets-{uuid.uuid4().hex[:8]}"
+    topic = unique("offsets")
     broker.create_topic(topic, partitions=4)
     # partition 3 stays empty; partition 1 ends with a 100-record batch (tansu lists its base + 1)
     _produce_batches(broker.bootstrap, topic, {0: [1], 1: [5, 100], 2: [30, 30, 7]})
@@ -38,11 +38,10 @@ def test_end_offsets_are_the_true_ends_on_both_brokers(broker) -> None:  # type:
         consumer.close()
 
 
-
 def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  # type: ignore[no-untyped-def]
     """After a probe the consumer's next fetch (at the end) is held by the broker for fetch.wait.max.ms;
     the driver's consumer keeps that short, or every look-up after the first waits (500 ms on tansu)."""
-    topic = f"offsets-{uuid.uuid4().hex[:8]}"
+    topic = unique("offsets")
     broker.create_topic(topic, partitions=2)
     _produce_batches(broker.bootstrap, topic, {0: [20], 1: [3]})
     consumer = kofs.driver_consumer(broker.bootstrap)
@@ -57,13 +56,14 @@ def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  
     finally:
         consumer.close()
 
+
 def _reader(bootstrap: str, topic: str) -> KafkaStreamReader:
     return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
                                           descriptor_set_b64="", columns=[]))
 
 
 def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -> None:  # type: ignore[no-untyped-def]
-    topic = f"plan-{uuid.uuid4().hex[:8]}"
+    topic = unique("plan")
     broker.create_topic(topic, partitions=2)
     _produce_batches(broker.bootstrap, topic, {0: [10], 1: [3]})
     reader = _reader(broker.bootstrap, topic)
@@ -80,7 +80,7 @@ def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -
 
 def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_the_beginning(broker) -> None:  # type: ignore[no-untyped-def]
     """The topic was deleted and made again with fewer records than the checkpoint has read."""
-    topic = f"recreated-{uuid.uuid4().hex[:8]}"
+    topic = unique("recreated")
     broker.create_topic(topic, partitions=1)
     _produce_batches(broker.bootstrap, topic, {0: [4]})
     checkpoint = {topic: {"0": 50}}
