@@ -14,6 +14,7 @@ from job.schema.registry import SchemaRegistry, default_registry
 from job.sources.kafka import SourceConfig
 from job.spec import DaggerSpec
 from job.sql import Translation, translate
+from job.sql.rewrite import interval_ms
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
     features = engine_features(checkpoint)
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
                             window_keys_last=features["group_keys"] == "window_last")
+    close_period_ms = 0
+    if translation.aggregates and translation.window and spec.close_windows_promptly:
+        size, slide = translation.window
+        close_period_ms = interval_ms(slide or size)  # windows end every slide (HOP) or size (TUMBLE)
     streams = []
     for stream in spec.streams:
         columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field}
@@ -167,6 +172,8 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
                 failover_after_s=stream.failover.after_s if stream.failover else 30.0,
                 positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
+                close_period_ms=close_period_ms,
+                close_delay_ms=spec.watermark_delay_ms,
             ),
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,

@@ -47,6 +47,7 @@ from job.schema.arrow import ArrowDecoder
 from job.schema.registry import SchemaRegistry
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
+from job.sources.pacing import ClosePacer
 
 log = logging.getLogger("daggers.source.kafka")
 
@@ -79,6 +80,8 @@ class SourceConfig:
     failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
+    close_period_ms: int = 0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
+    close_delay_ms: int = 0  # ... closed this long after, by the watermark
 
     def __post_init__(self) -> None:
         if not self.batch_order:
@@ -132,6 +135,8 @@ class SourceConfig:
             failover_bootstrap_servers=str(options.get("failover_bootstrap_servers", "")),
             failover_after_s=float(options.get("failover_after_s", 30.0)),
             positions_dir=str(options.get("positions_dir", "")),
+            close_period_ms=int(options.get("close_period_ms", 0)),
+            close_delay_ms=int(options.get("close_delay_ms", 0)),
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -195,6 +200,8 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "failover_bootstrap_servers": cfg.failover_bootstrap_servers,
         "failover_after_s": str(cfg.failover_after_s),
         "positions_dir": cfg.positions_dir,
+        "close_period_ms": str(cfg.close_period_ms),
+        "close_delay_ms": str(cfg.close_delay_ms),
     }
 
 
@@ -286,6 +293,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     for ``failover_after_s``, and never moves back.
     """
 
+    clock = staticmethod(time.time)  # wall-clock seconds, for pacing (tests set their own)
+
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
         self._clients: dict[str, Consumer] = {}
@@ -294,6 +303,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._outage_since: float | None = None
         self._behind_seen = 0
         self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
+        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms)
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -406,6 +416,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cluster, bare = self._cluster_of(start)
+        now = self.clock()
+        if not self._available_now and self._pacer.hold(now):
+            return start  # no new data: Spark closes the windows the last batch's watermark passed in a short batch
         try:
             if self._available_now and (self._target is None or self._target[0] != cluster):
                 self._target = (cluster, self._ends(cluster))  # the end of "now", once per cluster
@@ -417,7 +430,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             kfo.write_active(self.cfg.positions_dir, cluster, self.cfg.bootstrap(cluster))
         if self.cfg.positions_dir and cluster == kfo.PRIMARY:
             self._ensure_positions(bare)
-        return kfo.tag(self._plan_end(cluster, bare, end, limit), cluster, self.cfg.failover)
+        planned = self._plan_end(cluster, bare, end, limit)
+        if _advances(bare, planned):
+            self._pacer.planned(now)
+        return kfo.tag(planned, cluster, self.cfg.failover)
 
     def _plan_end(self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit) -> kofs.Offsets:
         behind = _ahead_of_end(start, end)
@@ -490,6 +506,11 @@ def _ahead_of_end(start: dict, end: kofs.Offsets) -> set[tuple[str, str]]:
 
 def _has_new(start: dict, end: kofs.Offsets) -> bool:
     return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
+
+
+def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:
+    """Whether ``end`` reads anything past ``start`` (a new partition counts from 0)."""
+    return any(hi > start.get(t, {}).get(p, 0) for t, ps in end.items() for p, hi in ps.items())
 
 
 # ---- executor side ---------------------------------------------------------------------------

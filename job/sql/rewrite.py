@@ -18,6 +18,8 @@ UNITS = {
     "MILLISECOND": "milliseconds", "SECOND": "seconds", "MINUTE": "minutes", "HOUR": "hours",
     "DAY": "days", "WEEK": "weeks",
 }
+UNIT_MS = {"milliseconds": 1, "seconds": 1_000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000,
+           "weeks": 604_800_000}
 WINDOW_FUNCS = {"TUMBLE", "HOP"}
 WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end"}
 ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME"}
@@ -47,6 +49,12 @@ def interval_text(node: exp.Expression) -> str:
     if not amount.strip().isdigit() or int(amount) <= 0:
         raise SqlError(f"an interval needs a positive whole number, found {amount!r}", line=line, col=col)
     return f"{int(amount)} {UNITS[unit]}"
+
+
+def interval_ms(text: str) -> int:
+    """Return the milliseconds of an interval as :func:`interval_text` writes it (``'60 seconds'`` → 60000)."""
+    amount, unit = text.split()
+    return int(amount) * UNIT_MS[unit]
 
 
 def window_args(fn: exp.Anonymous) -> tuple[exp.Expression, str, str | None]:

@@ -1,4 +1,4 @@
-"""What a plan hands each stream's source: the order of its batches."""
+"""What a plan hands each stream's source: the order of its batches, where its windows close."""
 
 from __future__ import annotations
 
@@ -18,3 +18,21 @@ def test_a_grouped_stream_is_sorted_by_its_first_key_unless_a_transformer_reads_
                                              "    bad_records:")
     assert dedup != text
     assert plan(parse_spec(dedup, "b.yaml"), tmp_path).streams[0].source.batch_order == ""
+
+
+def _source(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    _, text = make_spec(name="close", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",
+                        sql=sql, influx_url="http://127.0.0.1:1", db="d", measurement="m",
+                        checkpoint=tmp_path / "ckpt", watermark_delay_ms=7_000)
+    return plan(parse_spec(text + extra, "c.yaml"), tmp_path).streams[0].source
+
+
+def test_the_source_knows_when_windows_close_every_size_or_slide_after_the_watermark_delay(tmp_path: Path) -> None:
+    tumble = _source(tmp_path, DRIVERS_SQL)
+    assert (tumble.close_period_ms, tumble.close_delay_ms) == (60_000, 7_000)
+    hop = _source(tmp_path, "SELECT COUNT(*) AS n, HOP_END(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE) AS t "
+                            "FROM data_stream GROUP BY HOP(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE)")
+    assert hop.close_period_ms == 15_000
+    projection = _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''")
+    assert projection.close_period_ms == 0
+    assert _source(tmp_path, DRIVERS_SQL, "close_windows_promptly: false\n").close_period_ms == 0

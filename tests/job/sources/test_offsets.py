@@ -93,3 +93,41 @@ def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_
         assert reader.latestOffset({topic: {"0": 0}}, ReadAllAvailable()) == {topic: {"0": 4}}
     finally:
         reader.stop()
+
+
+def _paced_reader(bootstrap: str, topic: str, now: list[float]) -> KafkaStreamReader:
+    """A reader of windows that end every 60 s and close 10 s later, on the clock ``now[0]``."""
+    reader = KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
+                                            descriptor_set_b64="", columns=[], close_period_ms=60_000,
+                                            close_delay_ms=10_000))
+    reader.clock = lambda: now[0]  # type: ignore[method-assign]
+    return reader
+
+
+def test_after_a_window_boundary_the_driver_plans_one_batch_with_no_new_data(broker) -> None:  # type: ignore[no-untyped-def]
+    """Once a batch is planned past a window's end plus the watermark delay, the next reads nothing, so that
+    Spark closes the window in a no-data batch (job.sources.pacing); a backfill (availableNow) never waits."""
+    topic = unique("pacing")
+    broker.create_topic(topic, partitions=1)
+    minute = 1_800_000_000.0
+    now = [minute]
+    reader = _paced_reader(broker.bootstrap, topic, now)
+    try:
+        offsets: dict = {}
+        for t, more, expect in [(5.0, 3, 3), (9.0, 2, 5), (10.5, 4, 9), (11.8, 1, 9), (13.0, 0, 10), (14.0, 2, 12)]:
+            now[0] = minute + t
+            _produce_batches(broker.bootstrap, topic, {0: [more]} if more else {})
+            offsets = reader.latestOffset(offsets, ReadAllAvailable())
+            assert offsets == {topic: {"0": expect}}, t
+    finally:
+        reader.stop()
+    backfill = _paced_reader(broker.bootstrap, topic, now)
+    try:
+        backfill.prepareForTriggerAvailableNow()
+        offsets = {topic: {"0": 0}}
+        for t, expect in [(69.0, 4), (70.5, 8), (71.8, 12)]:
+            now[0] = minute + t
+            offsets = backfill.latestOffset(offsets, ReadMaxRows(4))
+            assert offsets == {topic: {"0": expect}}, t
+    finally:
+        backfill.stop()
