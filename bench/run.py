@@ -172,10 +172,12 @@ def tail(path: Path, n: int = 15) -> str:
 
 
 def write_spec(w: Workload, stack: Stack, topic: str, folder: Path, *, runner: str, trigger_s: float,
-               max_records: int | None, tag: str, spark_conf: list[str] | None = None) -> Path:
+               max_records: int | None, tag: str, spark_conf: list[str] | None = None,
+               close_promptly: bool = True) -> Path:
     """Write the dagger spec of ``w`` over ``topic`` (sink: ``<measurement>_<runner>``); return its path.
 
-    ``spark_conf`` holds ``KEY=VALUE`` Spark settings for the spec's ``spark_conf``."""
+    ``spark_conf`` holds ``KEY=VALUE`` Spark settings for the spec's ``spark_conf``; ``close_promptly`` is
+    the spec's ``close_windows_promptly``."""
     sql = "\n".join("  " + line for line in w.sql.splitlines())
     conf = dict(item.split("=", 1) for item in spark_conf or [])
     conf_block = "spark_conf:\n" + "".join(f"  {k}: '{v}'\n" for k, v in conf.items()) if conf else ""
@@ -196,6 +198,7 @@ watermark_delay_ms: {WATERMARK_DELAY_MS}
 parallelism: 2
 checkpoint_dir: {checkpoint}
 trigger_interval_s: {trigger_s}
+close_windows_promptly: {str(close_promptly).lower()}
 {conf_block}sink:
   type: influx
   url: {stack.url}
@@ -294,7 +297,8 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
     """Run the dagger over the pre-loaded topic until every expected point is in InfluxDB."""
     res = RunResult("engine", load_before=load_average())
     spec = write_spec(w, stack, loaded.topic, folder, runner="engine", trigger_s=args.trigger_s,
-                      max_records=args.max_records, tag="pre", spark_conf=args.spark_conf)
+                      max_records=args.max_records, tag="pre", spark_conf=args.spark_conf,
+                      close_promptly=not args.no_close_promptly)
     status_path = folder / f"checkpoint-{w.key}-engine-pre" / "status.json"
     log = folder / f"{w.key}-engine.log"
     started = time.time()
@@ -525,7 +529,8 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
     topic = f"bench-{w.key}-live-{int(time.time())}"
     ensure_topic(stack.bootstrap, topic, 4)
     spec = write_spec(w, stack, topic, folder, runner="engine", trigger_s=args.live_trigger_s,
-                      max_records=args.max_records, tag="live", spark_conf=args.spark_conf)
+                      max_records=args.max_records, tag="live", spark_conf=args.spark_conf,
+                      close_promptly=not args.no_close_promptly)
     status_path = folder / f"checkpoint-{w.key}-engine-live" / "status.json"
     measurement = w.measurement_for("engine") + "_live"
     spec.write_text(spec.read_text().replace(f"measurement: {w.measurement_for('engine')}",
@@ -752,6 +757,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sql-file", type=Path, default=None,
                     help="run the engine with this Dagger SQL instead of the workload's (an experiment: it must "
                          "give the workload's results, which are checked as always)")
+    ap.add_argument("--no-close-promptly", action="store_true",
+                    help="run the engine with close_windows_promptly: false (Spark closes a window in the next full "
+                         "micro-batch; for comparison)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
     ap.add_argument("--record", action="store_true", help="append the results to BENCHMARKS.md with a plot")

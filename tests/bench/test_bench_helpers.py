@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -136,3 +138,15 @@ def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
         assert sampler.peak_rss(("driver-python",)) >= me.rss // 2
     finally:
         child.wait(10)
+
+
+def test_the_bench_spec_parses_and_says_whether_windows_close_promptly(tmp_path: Path) -> None:
+    from bench.run import Stack, write_spec
+    from job.spec import parse_spec
+
+    stack = Stack(tmp_path, SimpleNamespace(bootstrap="127.0.0.1:1"), SimpleNamespace(url="http://127.0.0.1:2"))
+    for promptly in (True, False):
+        path = write_spec(WORKLOADS["a"], stack, "t", tmp_path, runner="engine", trigger_s=1.0, max_records=None,
+                          tag=f"x{promptly}", close_promptly=promptly)
+        spec = parse_spec(path.read_text(), str(path))
+        assert spec.close_windows_promptly is promptly and spec.trigger_interval_s == 1.0
