@@ -32,9 +32,12 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
         "enable.partition.eof": True,
         "fetch.max.bytes": 1024 * 1024,
         "max.partition.fetch.bytes": 64 * 1024,
-        # Its fetches are probes that want an answer now. With the default (500 ms) a fetch that finds no
-        # new record is held by the broker, and the next probe on this consumer waits behind it.
-        "fetch.wait.max.ms": 10,
+        # Its fetches are probes. The broker may take up to fetch.wait.max.ms to answer one, and tansu gives up
+        # looking for the records in that time and answers empty: with 10 ms it never found the newest record
+        # of a 35M-record partition (a long live run); keep librdkafka's 500 ms. The cost: a probe's follow-up
+        # fetch that finds nothing new is held that long, and a look-up less than 500 ms after the last waits
+        # behind it (at a dagger's start; live batches are further apart).
+        "fetch.wait.max.ms": 500,
         "socket.timeout.ms": 10000,
         "log_level": 2,
         **(extra or {}),
