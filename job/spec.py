@@ -417,10 +417,10 @@ class DaggerSpec(_Model):
     trigger_interval_s: float = Field(default=5.0, ge=0, description="Seconds between micro-batches.")
     close_windows_promptly: bool = Field(
         default=True,
-        description="Right after a window's end plus the watermark delay passes (wall clock), plan one "
-                    "micro-batch with no new data, so that Spark closes the window in a short no-data batch "
-                    "instead of the next full one: about one batch time less delay when events arrive in "
-                    "real time, one short batch per window when they do not (job.sources.pacing).")
+        description="After planning a micro-batch that reads a record stamped (Kafka timestamp) at or past a "
+                    "window's end plus the watermark delay, plan one with no new data, so that Spark closes "
+                    "the window in a short no-data batch instead of the next full one: about one batch time "
+                    "less delay (job.sources.pacing).")
     udf_file: str | None = Field(
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "

@@ -293,8 +293,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     for ``failover_after_s``, and never moves back.
     """
 
-    clock = staticmethod(time.time)  # wall-clock seconds, for pacing (tests set their own)
-
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
         self._clients: dict[str, Consumer] = {}
@@ -304,6 +302,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._behind_seen = 0
         self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
         self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms)
+        self._newest_ms: dict[tuple[str, int], int] = {}  # (topic, partition) -> the newest probed record's time
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -386,7 +385,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return kofs.partitions_of(self._consumer(cluster), self.cfg.topics, self.cfg.bootstrap(cluster))
 
     def _ends(self, cluster: str = kfo.PRIMARY) -> kofs.Offsets:
-        return kofs.end_offsets(self._consumer(cluster), self._partitions(cluster))
+        ends, self._newest_ms = kofs.probe_ends(self._consumer(cluster), self._partitions(cluster))
+        return ends
 
     def _cluster_of(self, offsets: dict) -> tuple[str, kofs.Offsets]:
         cluster, bare = kfo.split_cluster(offsets)
@@ -416,8 +416,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cluster, bare = self._cluster_of(start)
-        now = self.clock()
-        if not self._available_now and self._pacer.hold(now):
+        if not self._available_now and self._pacer.hold():
             return start  # no new data: Spark closes the windows the last batch's watermark passed in a short batch
         try:
             if self._available_now and (self._target is None or self._target[0] != cluster):
@@ -431,8 +430,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.cfg.positions_dir and cluster == kfo.PRIMARY:
             self._ensure_positions(bare)
         planned = self._plan_end(cluster, bare, end, limit)
-        if _advances(bare, planned):
-            self._pacer.planned(now)
+        newest = _newest_read(planned, end, self._newest_ms)
+        if newest is not None and _advances(bare, planned):
+            self._pacer.planned(newest / 1000)
         return kfo.tag(planned, cluster, self.cfg.failover)
 
     def _plan_end(self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit) -> kofs.Offsets:
@@ -506,6 +506,14 @@ def _ahead_of_end(start: dict, end: kofs.Offsets) -> set[tuple[str, str]]:
 
 def _has_new(start: dict, end: kofs.Offsets) -> bool:
     return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
+
+
+def _newest_read(planned: kofs.Offsets, end: kofs.Offsets, newest_ms: dict[tuple[str, int], int]) -> int | None:
+    """Return the time of the newest probed record that ``planned`` reads: over the partitions it reads to
+    their end (a batch capped by a read limit does not reach the probed record)."""
+    times = [newest_ms[(t, int(p))] for t, ps in planned.items() for p, hi in ps.items()
+             if (t, int(p)) in newest_ms and hi >= end.get(t, {}).get(p, hi + 1)]
+    return max(times, default=None)
 
 
 def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:

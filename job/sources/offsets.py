@@ -16,7 +16,14 @@ import time
 from collections.abc import Iterable
 from datetime import datetime
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from job.errors import SourceError
 
@@ -83,9 +90,20 @@ def end_offsets(consumer: Consumer, tps: list[TopicPartition], timeout: float = 
 
     Raises SourceError when the broker cannot be reached.
     """
+    return probe_ends(consumer, tps, timeout)[0]
+
+
+def probe_ends(consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0
+               ) -> tuple[Offsets, dict[tuple[str, int], int]]:
+    """Return the true end of each partition (see :func:`end_offsets`) and, per partition that holds
+    records, the Kafka timestamp (epoch ms) of the newest record batch's probed record.
+
+    Raises SourceError when the broker cannot be reached.
+    """
     listed = {(tp.topic, tp.partition): _listed(consumer, tp, timeout) for tp in tps}
     probe = [TopicPartition(t, p, max(hi - 1, lo)) for (t, p), (lo, hi) in listed.items()]
     result = {key: hi for key, (_, hi) in listed.items()}
+    times: dict[tuple[str, int], int] = {}
     pending = set(result)
     consumer.assign(probe)
     deadline = time.monotonic() + timeout
@@ -102,13 +120,16 @@ def end_offsets(consumer: Consumer, tps: list[TopicPartition], timeout: float = 
                 _, hw = consumer.get_watermark_offsets(TopicPartition(*key), cached=True)
                 if hw is not None and hw >= 0:
                     result[key] = max(result[key], hw)
+                kind, ts = msg.timestamp() if err is None else (TIMESTAMP_NOT_AVAILABLE, 0)
+                if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0:
+                    times[key] = ts
                 pending.discard(key)
     finally:
         consumer.unassign()
     out: Offsets = {}
     for (topic, part), hi in result.items():
         out.setdefault(topic, {})[str(part)] = hi
-    return out
+    return out, times
 
 
 def offsets_for_time(consumer: Consumer, tps: list[TopicPartition], ts_ms: int, ends: Offsets,

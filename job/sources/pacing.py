@@ -7,19 +7,17 @@ When no new data is waiting, Spark runs a *no-data* batch instead, which only ev
 a full batch.
 
 A source that knows where the window boundaries fall (every ``period_ms`` of event time, closed
-``delay_ms`` later by the watermark) can ask for that short batch: right after the first batch
-planned once a boundary has passed in wall-clock time, it plans one batch with no new data. When
-events arrive in real time, that first batch read the event that moved the watermark past the
-boundary, and the empty batch closes the window at once. When they do not (a backlog, a replay),
-the empty batch costs one eviction pass per window period and nothing is lost: the data waits for
-the next trigger.
+``delay_ms`` later by the watermark) can ask for that short batch: right after planning a batch that
+reads a record stamped at or past a boundary, it plans one batch with no new data. The stamp is the
+Kafka record timestamp of the newest record the driver probed (``job.sources.offsets.probe_ends``):
+the event time when producers set it, as ``daggers produce`` does, else the time the record was
+sent. When the two differ, the empty batch may come a batch early (it closes nothing) or late (the
+window closes as it would without it); nothing is lost either way, the data waits one trigger.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-SLACK_S = 0.25  # a batch planned this soon after a boundary may not hold the events sent at it yet
 
 
 def boundary_before(t_s: float, period_ms: int, delay_ms: int) -> float:
@@ -32,14 +30,12 @@ def boundary_before(t_s: float, period_ms: int, delay_ms: int) -> float:
 class ClosePacer:
     """Decides, at each plan of a micro-batch, whether to plan it empty (see the module docstring).
 
-    ``period_ms`` 0 turns it off. Times are wall-clock seconds since the epoch, passed in by the
-    caller so that the rule is a pure function of them.
+    ``period_ms`` 0 turns it off. Times are record timestamps in seconds since the epoch.
     """
 
     period_ms: int = 0
     delay_ms: int = 0
-    slack_s: float = SLACK_S
-    _planned_at: float | None = field(default=None, init=False)  # the last plan that read new data
+    _newest_s: float | None = field(default=None, init=False)  # the newest record a planned batch reads
     _closed_for: float = field(default=-math.inf, init=False)  # the last boundary an empty batch was planned for
 
     @property
@@ -47,20 +43,17 @@ class ClosePacer:
         """Whether the source has window boundaries to pace (a windowed aggregation)."""
         return self.period_ms > 0
 
-    def hold(self, now_s: float) -> bool:
-        """Return True when the batch planned at ``now_s`` should read nothing: the previous batch
-        with data was planned at least ``slack_s`` after a boundary not yet closed by an empty batch."""
-        if not self.enabled:
+    def hold(self) -> bool:
+        """Return True when the batch to plan now should read nothing: a batch planned before read a record
+        at or past a boundary that no empty batch has followed yet."""
+        if not self.enabled or self._newest_s is None:
             return False
-        if self._planned_at is None:
-            self._closed_for = boundary_before(now_s - self.slack_s, self.period_ms, self.delay_ms)
-            return False
-        boundary = boundary_before(self._planned_at - self.slack_s, self.period_ms, self.delay_ms)
+        boundary = boundary_before(self._newest_s, self.period_ms, self.delay_ms)
         if boundary <= self._closed_for:
             return False
         self._closed_for = boundary
         return True
 
-    def planned(self, now_s: float) -> None:
-        """Record that the batch planned at ``now_s`` reads new data."""
-        self._planned_at = now_s
+    def planned(self, newest_s: float) -> None:
+        """Record that the batch just planned reads records up to one stamped ``newest_s``."""
+        self._newest_s = newest_s if self._newest_s is None else max(self._newest_s, newest_s)

@@ -95,39 +95,53 @@ def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_
         reader.stop()
 
 
-def _paced_reader(bootstrap: str, topic: str, now: list[float]) -> KafkaStreamReader:
-    """A reader of windows that end every 60 s and close 10 s later, on the clock ``now[0]``."""
-    reader = KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
-                                            descriptor_set_b64="", columns=[], close_period_ms=60_000,
-                                            close_delay_ms=10_000))
-    reader.clock = lambda: now[0]  # type: ignore[method-assign]
-    return reader
+def _produce_at(bootstrap: str, topic: str, n: int, at_s: float) -> None:
+    """Send ``n`` records stamped ``at_s`` (epoch seconds) to partition 0, in one record batch."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(n):
+        producer.produce(topic, f"r{i}".encode(), partition=0, timestamp=int(at_s * 1000))
+    assert producer.flush(30) == 0
 
 
-def test_after_a_window_boundary_the_driver_plans_one_batch_with_no_new_data(broker) -> None:  # type: ignore[no-untyped-def]
-    """Once a batch is planned past a window's end plus the watermark delay, the next reads nothing, so that
-    Spark closes the window in a no-data batch (job.sources.pacing); a backfill (availableNow) never waits."""
+def _paced_reader(bootstrap: str, topic: str) -> KafkaStreamReader:
+    """A reader of windows that end every 60 s and close 10 s later."""
+    return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
+                                          descriptor_set_b64="", columns=[], close_period_ms=60_000,
+                                          close_delay_ms=10_000))
+
+
+def test_after_reading_past_a_window_boundary_the_driver_plans_one_batch_with_no_new_data(broker) -> None:  # type: ignore[no-untyped-def]
+    """Once a planned batch reads a record stamped past a window's end plus the watermark delay, the next reads
+    nothing, so that Spark closes the window in a no-data batch (job.sources.pacing). A batch capped by the
+    read limit does not count (it stops short of the probed newest record); a backfill never waits."""
     topic = unique("pacing")
     broker.create_topic(topic, partitions=1)
     minute = 1_800_000_000.0
-    now = [minute]
-    reader = _paced_reader(broker.bootstrap, topic, now)
+    reader = _paced_reader(broker.bootstrap, topic)
     try:
         offsets: dict = {}
-        for t, more, expect in [(5.0, 3, 3), (9.0, 2, 5), (10.5, 4, 9), (11.8, 1, 9), (13.0, 0, 10), (14.0, 2, 12)]:
-            now[0] = minute + t
-            _produce_batches(broker.bootstrap, topic, {0: [more]} if more else {})
-            offsets = reader.latestOffset(offsets, ReadAllAvailable())
-            assert offsets == {topic: {"0": expect}}, t
+        # (records to send, stamped minute + s, the read limit, the planned end): boundaries at minute + 10, + 70
+        steps = [(3, 5.0, 0, 3), (2, 9.0, 0, 3), (0, 0, 0, 5), (4, 10.5, 0, 9), (1, 11.0, 0, 9), (0, 0, 0, 10),
+                 (2, 14.0, 0, 12), (4, 75.0, 2, 14), (0, 0, 2, 16), (0, 0, 2, 16), (0, 0, 0, 16)]
+        for i, (n, at, limit, expect) in enumerate(steps):
+            if n:
+                _produce_at(broker.bootstrap, topic, n, minute + at)
+            offsets = reader.latestOffset(offsets, ReadMaxRows(limit) if limit else ReadAllAvailable())
+            assert offsets == {topic: {"0": expect}}, (i, offsets)
     finally:
         reader.stop()
-    backfill = _paced_reader(broker.bootstrap, topic, now)
+    # a backfill (trigger availableNow) reads on to its end: partition 0 reaches its end first, with a record past
+    # a boundary, and the next batch still reads partition 1
+    topic = unique("pacing-backfill")
+    broker.create_topic(topic, partitions=2)
+    _produce_at(broker.bootstrap, topic, 1, minute + 75)
+    _produce_batches(broker.bootstrap, topic, {1: [20]})
+    backfill = _paced_reader(broker.bootstrap, topic)
     try:
         backfill.prepareForTriggerAvailableNow()
-        offsets = {topic: {"0": 0}}
-        for t, expect in [(69.0, 4), (70.5, 8), (71.8, 12)]:
-            now[0] = minute + t
-            offsets = backfill.latestOffset(offsets, ReadMaxRows(4))
-            assert offsets == {topic: {"0": expect}}, t
+        offsets = {topic: {"0": 0, "1": 0}}
+        for expect in ({"0": 1, "1": 6}, {"0": 1, "1": 13}):
+            offsets = backfill.latestOffset(offsets, ReadMaxRows(7))
+            assert offsets == {topic: expect}
     finally:
         backfill.stop()

@@ -14,42 +14,34 @@ def test_boundaries_are_every_period_shifted_by_the_delay() -> None:
     assert boundary_before(T0 + 0.7, 500, 0) == T0 + 0.5
 
 
-def _run(pacer: ClosePacer, times: list[float]) -> list[bool]:
-    """Plan at each of ``times`` (offsets from T0); every plan that is not held reads new data."""
+def _run(pacer: ClosePacer, newest: list[float]) -> list[bool]:
+    """Plan one batch per entry: held, or reading records up to one stamped T0 + the entry."""
     held = []
-    for t in times:
-        hold = pacer.hold(T0 + t)
+    for t in newest:
+        hold = pacer.hold()
         if not hold:
             pacer.planned(T0 + t)
         held.append(hold)
     return held
 
 
-def test_one_empty_batch_after_the_first_batch_planned_past_each_boundary() -> None:
-    pacer = ClosePacer(60_000, 10_000)
-    # boundaries at 10 and 70. The plan at 10.1 is too close to the boundary to hold its events (slack 0.25 s);
-    # the plan at 10.3 read them, so the next one is empty; one empty batch per boundary.
-    times = [5.0, 9.5, 10.1, 10.3, 11.7, 13.1, 14.5, 70.2, 70.4, 71.0, 72.4]
-    assert _run(pacer, times) == [False, False, False, False, True, False, False, False, False, True, False]
+def test_one_empty_batch_after_each_batch_that_reads_past_a_boundary() -> None:
+    pacer = ClosePacer(60_000, 10_000)  # boundaries at 10 and 70
+    assert pacer.hold() is False  # nothing planned yet
+    # the first batch reads records past the boundary at -50: one empty batch; the batch reading a record
+    # stamped 10.0 is followed by one; a batch whose records are all older than a boundary is not
+    newest = [5.0, 9.0, 9.5, 9.99, 10.0, 11.0, 13.0, 69.0, 71.0, 72.0, 73.0]
+    assert _run(pacer, newest) == [False, True, False, False, False, True, False, False, False, True, False]
 
 
-def test_no_empty_batch_at_the_start_or_without_windows() -> None:
-    # the first plan comes after a boundary: the batches before it were another run's
-    assert _run(ClosePacer(60_000, 10_000), [11.0, 12.0, 13.0]) == [False, False, False]
+def test_no_empty_batch_without_windows_and_none_for_older_records() -> None:
     assert _run(ClosePacer(0, 10_000), [5.0, 11.0, 12.0, 71.0, 72.0]) == [False] * 5
-
-
-def test_a_plan_with_no_new_data_does_not_count_as_reading_past_the_boundary() -> None:
     pacer = ClosePacer(60_000, 10_000)
-    assert _run(pacer, [5.0]) == [False]
-    assert pacer.hold(T0 + 11.0) is False  # nothing new at 11: not recorded as planned
-    assert pacer.hold(T0 + 12.0) is False
-    pacer.planned(T0 + 12.0)  # data at 12
-    assert pacer.hold(T0 + 13.0) is True
-    assert pacer.hold(T0 + 14.0) is False
+    assert _run(pacer, [11.0, 12.0]) == [False, True]
+    pacer.planned(T0 - 100.0)  # a batch of older records (another partition) keeps the newest seen
+    assert _run(pacer, [12.5, 13.0]) == [False, False]
 
 
 def test_a_hop_window_closes_every_slide() -> None:
     pacer = ClosePacer(10_000, 0)  # HOP with a 10-s slide, no watermark delay
-    times = [1.0, 10.5, 11.5, 12.5, 20.5, 21.5, 31.0, 32.0]
-    assert _run(pacer, times) == [False, False, True, False, False, True, False, True]
+    assert _run(pacer, [1.0, 9.0, 10.5, 11.5, 12.5, 31.0, 32.0]) == [False, True, False, True, False, False, True]
