@@ -57,9 +57,9 @@ def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  
         consumer.close()
 
 
-def _reader(bootstrap: str, topic: str) -> KafkaStreamReader:
+def _reader(bootstrap: str, topic: str, **options: int) -> KafkaStreamReader:
     return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
-                                          descriptor_set_b64="", columns=[]))
+                                          descriptor_set_b64="", columns=[], **options))
 
 
 def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -> None:  # type: ignore[no-untyped-def]
@@ -105,9 +105,7 @@ def _produce_at(bootstrap: str, topic: str, n: int, at_s: float) -> None:
 
 def _paced_reader(bootstrap: str, topic: str) -> KafkaStreamReader:
     """A reader of windows that end every 60 s and close 10 s later."""
-    return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
-                                          descriptor_set_b64="", columns=[], close_period_ms=60_000,
-                                          close_delay_ms=10_000))
+    return _reader(bootstrap, topic, close_period_ms=60_000, close_delay_ms=10_000)
 
 
 def test_after_reading_past_a_window_boundary_the_driver_plans_one_batch_with_no_new_data(broker) -> None:  # type: ignore[no-untyped-def]
