@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import socket
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -28,6 +30,29 @@ DRIVERS_SQL = """SELECT S2Id(lat, long, 13) AS tag_s2id,
        TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), S2Id(lat, long, 13), driver_status"""
+
+
+def reusable_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that the OS confirms free (each is bound once), drawn at random from
+    below the kernel's ephemeral range (32768+).
+
+    For a test that stops a server and starts it again on the same port: a port from the ephemeral range
+    (what binding port 0 gives) can be taken in between as the local port of any outgoing connection on
+    the machine, which made such restarts fail now and then with "port ... already in use".
+    """
+    rng = random.SystemRandom()
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = rng.randrange(20000, 32768)
+        if port in chosen:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        chosen.append(port)
+    return chosen
 
 
 def s2_signed(lat: float, lng: float, level: int = 13) -> str:

@@ -25,6 +25,7 @@ from job.cli_stack import register
 from job.stack import LocalStack, StackError, create_topic, free_ports
 from job.stack.influx import influx_query
 from job.stack.process import pid_alive
+from tests.helpers import reusable_ports
 
 if TYPE_CHECKING:
     from tests.services import BrokerHandle, InfluxHandle, PostgresHandle, VictoriaHandle
@@ -174,7 +175,7 @@ def test_port_in_use_gives_stack_error_naming_port_and_service(stack: LocalStack
 
 
 def test_status_reports_killed_service_down_and_up_restarts_it(stack: LocalStack) -> None:
-    broker_port, influx_port = free_ports(2)
+    broker_port, influx_port = reusable_ports(2)  # the broker comes back on the same port
     first = stack.up(broker="tansu", broker_port=broker_port, influx_port=influx_port)
     broker_pid = first.services[0].pid
     influx_pid = first.services[1].pid
