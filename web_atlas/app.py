@@ -1,7 +1,8 @@
 """The Atlas: a Streamlit page that draws a dagger's per-S2-cell aggregates on a map.
 
 Run it with ``daggers atlas`` (which starts ``streamlit run`` on this file with static serving on,
-so the blank base map at ``/app/static/`` is served by the app itself). Settings come from the
+so the offline base map at ``/app/static/`` is served by the app itself; a deployment can point the
+Atlas at its own MapLibre style or XYZ tiles instead, :mod:`web_atlas.basemap`). Settings come from the
 environment (:mod:`web_atlas.settings`).
 
 Layout: the sidebar holds the data controls (dagger output, service area, tag filters, the fields
@@ -234,7 +235,8 @@ def timeline_and_map() -> None:
     started = time.perf_counter()
     summary = "sum" if color_aggregate == "sum" else "mean"
     data = build_map(current, replace(base_request, summary=summary), _geometry(), previous)
-    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms)
+    basemap = SETTINGS.base_map(dark=map_style == "dark")
+    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap)
     built_s = time.perf_counter() - started
 
     map_col, side = st.columns([5, 1])
@@ -247,8 +249,10 @@ def timeline_and_map() -> None:
         st.metric(label, format_value(data.total), delta=delta,
                   help=None if delta is None else f"against {compare}: {format_value(data.previous_total or 0)}")
         st.markdown(legend_html(data.scale, data.legend_title), unsafe_allow_html=True)
+    credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
     st.caption(f"{_window_label(window_end, size_s)} · read {len(current):,} cells in {read_s:.2f} s · "
-               f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}")
+               f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
+               f"{credit}")
 
 
 timeline_and_map()

@@ -95,7 +95,7 @@ def test_deck_rows_layers_and_view_for_all_cities(monkeypatch: pytest.MonkeyPatc
     at = _app(monkeypatch, influxdb.url, known_db.db)
     deck = _deck(at)
     assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer"]
-    assert deck["mapStyle"] == "/app/static/blank-light.json"
+    assert deck["mapStyle"] == "/app/static/basemap-light.json"
     rows = _rows(deck)
     assert set(rows) == {known_db.k1, known_db.k2, known_db.k3}
     k1 = rows[known_db.k1]
@@ -205,7 +205,7 @@ def test_elevation_scale_and_map_style(monkeypatch: pytest.MonkeyPatch, influxdb
     # The busiest cell is 3000 m tall; the others in proportion.
     assert rows[known_db.k1]["elevation"] == 3000.0 and rows[known_db.k2]["elevation"] == 600.0
     assert deck["initialViewState"]["pitch"] == 45
-    assert deck["mapStyle"] == "/app/static/blank-dark.json"
+    assert deck["mapStyle"] == "/app/static/basemap-dark.json"
     # Linear from 10 to 50 on the dark palette: ends at plasma's yellow, starts at its purple.
     assert rows[known_db.k1]["fill"][:3] == [240, 249, 33]
     assert rows[known_db.k2]["fill"][:3] == [59, 4, 154]

@@ -96,6 +96,10 @@ def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -
         style = requests.get(f"http://127.0.0.1:{port}/app/static/blank-light.json", timeout=10)
         assert style.status_code == 200
         assert [layer["id"] for layer in style.json()["layers"]] == ["background"]
+        # the offline base map: its style and the GeoJSON it points at are served by the app too
+        style = requests.get(f"http://127.0.0.1:{port}/app/static/basemap-light.json", timeout=10).json()
+        land = requests.get(f"http://127.0.0.1:{port}{style['sources']['land']['data']}", timeout=10)
+        assert land.status_code == 200 and land.json()["type"] == "FeatureCollection"
         assert requests.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         assert proc.wait(timeout=30) == 0
