@@ -83,7 +83,7 @@ def test_comparison_joins_both_windows() -> None:
 def test_mixed_levels_and_precision() -> None:
     ids = np.array([int(latlng_to_cell_id(-6.2, 106.8, 13)), int(latlng_to_cell_id(-6.3, 106.9, 20))], dtype=np.uint64)
     frame = pd.DataFrame({"cell": to_decimal_strings(ids), "id": ids, "n": [1.0, 2.5]})
-    data = build_map(frame, MapRequest("n", ("n",)), CellGeometryCache())
+    data = build_map(frame, MapRequest("n", ("n",), level=20), CellGeometryCache())
     assert data.uniform_level is None and "(level {level})" in data.tooltip_html
     assert data.decimals == coordinate_decimals(20) == 7
     assert sorted((r["level"], r["n"]) for r in data.rows()) == [(13, 1), (20, 2.5)]
