@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from urllib.parse import quote
 
 from job.produce.geography import Place, places
-from web_atlas.areas import ServiceArea
+from web_atlas.areas import ServiceArea, View, view_for_area
 from web_atlas.geometry import distance_km
 
 BaseMapKind = Literal["offline", "style", "tiles", "none"]
@@ -40,6 +40,10 @@ WIDE_LABEL_MIN_POP: Final = 1_000_000
 """With no area chosen (all cities), only places this big are named."""
 LABEL_MARGIN_KM: Final = 8.0
 MAX_LABELS: Final = 40
+LABEL_BOX_PX: Final = (90.0, 22.0)
+"""Width and height (px) kept free around a label's anchor: a smaller town closer than that is not named."""
+WIDE_ZOOM: Final = 4.5
+"""About the zoom of the all-cities view (Medan to Makassar, Bangkok to Bali)."""
 
 
 @dataclass(frozen=True)
@@ -107,18 +111,38 @@ def _label_size(population: int) -> float:
     return round(min(18.0, 12.0 + 1.5 * max(0.0, math.log10(max(population, 1) / 20_000))), 1)
 
 
+def _km_per_px(area: ServiceArea | None) -> float:
+    """Return the ground size of a pixel where the labels are drawn: the area's view, or the view of
+    all the cities (about zoom 4.5)."""
+    view = view_for_area(area) if area is not None else View(0.0, 110.0, WIDE_ZOOM)
+    return 40075.016686 * math.cos(math.radians(view.latitude)) / (512 * 2**view.zoom)
+
+
+def _crowded(place: Place, chosen: list[Place], km_per_px: float) -> bool:
+    """Return whether ``place``'s label would overlap one already chosen (a box of
+    :data:`LABEL_BOX_PX` around each)."""
+    width_km, height_km = LABEL_BOX_PX[0] * km_per_px, LABEL_BOX_PX[1] * km_per_px
+    for other in chosen:
+        dy = abs(place.lat - other.lat) * 111.2
+        dx = abs(place.lng - other.lng) * 111.2 * math.cos(math.radians(place.lat))
+        if dx < width_km and dy < height_km:
+            return True
+    return False
+
+
 def label_rows(area: ServiceArea | None) -> list[dict[str, Any]]:
     """Return the place names to draw: the towns in and around ``area`` (or, with no area, the big
-    cities), biggest first, at most :data:`MAX_LABELS`; each row has ``name``, ``position``
-    (``[lng, lat]``) and ``size`` (px)."""
+    cities), biggest first, leaving out a town whose label would overlap a bigger one's, at most
+    :data:`MAX_LABELS`; each row has ``name``, ``position`` (``[lng, lat]``) and ``size`` (px)."""
     chosen: list[Place] = []
+    km_per_px = _km_per_px(area)
     for place in places():
         if area is not None:
             d = float(distance_km(place.lat, place.lng, area.latitude, area.longitude))
             keep = d <= area.radius_km + LABEL_MARGIN_KM and place.population >= AREA_LABEL_MIN_POP
         else:
             keep = place.population >= WIDE_LABEL_MIN_POP
-        if keep:
+        if keep and not _crowded(place, chosen, km_per_px):
             chosen.append(place)
         if len(chosen) >= MAX_LABELS:
             break

@@ -27,7 +27,7 @@ import pandas as pd
 from job.functions.s2 import cell_level, cell_parent, to_decimal_strings
 from web_atlas.areas import View
 
-MIN_CELL_PX: Final = 5.0
+MIN_CELL_PX: Final = 8.0
 """The auto level is the finest whose cells are at least this many pixels across at the view's zoom."""
 COARSEST_LEVEL: Final = 4
 _EARTH_CIRCUMFERENCE_KM: Final = 40075.016686

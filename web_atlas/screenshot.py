@@ -60,7 +60,7 @@ def take(out: Path, *, area_name: str = "Jakarta", style: str = "light", elevati
 
     area = area_by_name(area_name)
     if area is None:
-        raise AtlasError(f"pick one city for the screenshot, not {ALL_AREAS!r}")
+        return _take_all_cities(out, style=style)
     indonesia = [a for a in SERVICE_AREAS if a.city_id <= 8]
     ends = [WINDOW_END_S - 60 * k for k in range(WINDOW_S // 60)]
     ends += [e - 86_400 for e in ends] + [e - 7 * 86_400 for e in ends]
@@ -116,11 +116,51 @@ def take(out: Path, *, area_name: str = "Jakarta", style: str = "light", elevati
     return out
 
 
+def _take_all_cities(out: Path, *, style: str = "light") -> Path:
+    """Write a screenshot of all the Indonesian presets at once (coarse cells, no tooltip) to ``out``."""
+    from playwright.sync_api import sync_playwright
+
+    indonesia = [a for a in SERVICE_AREAS if a.city_id <= 8]
+    ends = [WINDOW_END_S - 60 * k for k in range(WINDOW_S // 60)]
+    sample = sample_points(indonesia, ends, seed=2026)
+    with tempfile.TemporaryDirectory(prefix="daggers-atlas-shot-") as tmp:
+        port, bind_port = free_ports(2)
+        influx = InfluxServer(Path(tmp) / "influx", port, bind_port)
+        influx.start()
+        try:
+            influx.create_database("daggers")
+            resp = requests.post(f"{influx.url}/write", params={"db": "daggers", "precision": "s"},
+                                 data=sample.body().encode(), timeout=120)
+            if resp.status_code != 204:
+                raise AtlasError(f"InfluxDB refused the sample points: {resp.text}")
+            with serve_atlas(influx.url, "daggers", Path(tmp) / "streamlit.log") as server, sync_playwright() as pw:
+                browser = chromium(pw)
+                try:
+                    page = AtlasPage(browser.new_page(viewport=VIEWPORT))
+                    page.open(server.url)
+                    page.choose("Window", "15 min")
+                    if style != "light":
+                        page.page.get_by_text(style, exact=True).click()
+                        page.wait_idle()
+                    page.page.mouse.move(5, 5)
+                    page.page.wait_for_timeout(2500)
+                    if page.console_errors or page.page_errors:
+                        raise AtlasError(f"errors in the page: {page.console_errors + page.page_errors}")
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    page.page.screenshot(path=str(out))
+                finally:
+                    browser.close()
+        finally:
+            influx.stop()
+    print(f"{out}: {ALL_AREAS}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and take the screenshot; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="PNG file to write, e.g. docs/atlas.png")
-    parser.add_argument("--area", default="Jakarta", help="service area to show (default Jakarta)")
+    parser.add_argument("--area", default="Jakarta", help=f"service area to show (default Jakarta; {ALL_AREAS!r}: all)")
     parser.add_argument("--style", default="light", choices=("light", "dark"), help="map style")
     parser.add_argument("--elevation", action="store_true", help="extrude the cells by num_of_bookings")
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ import s2sphere
 
 from job.functions.s2 import cell_parent, to_decimal_strings
 from web_atlas.areas import View, area_by_name, view_for_area
-from web_atlas.coarsen import auto_level, cell_edge_km, coarsen, combine_note
+from web_atlas.coarsen import MIN_CELL_PX, auto_level, cell_edge_km, coarsen, combine_note
 from web_atlas.geometry import CellGeometryCache
 from web_atlas.mapdata import MapRequest, build_map
 
@@ -75,11 +75,11 @@ def test_coarsening_to_the_data_level_changes_nothing() -> None:
 
 def test_auto_level_keeps_cells_readable() -> None:
     jakarta = view_for_area(area_by_name("Jakarta"))
-    assert auto_level(jakarta, 13) == 13  # a city: level-13 cells (1.2 km) are ~12 px
+    assert auto_level(jakarta, 13) == 13  # a city: level-13 cells (1.2 km) are ~11 px
     country = View(-2.0, 110.0, 4.0)
     level = auto_level(country, 13)
     km_per_px = 40075.016686 * math.cos(math.radians(-2.0)) / (512 * 16)
-    assert cell_edge_km(level) / km_per_px >= 5.0 > cell_edge_km(level + 1) / km_per_px
+    assert cell_edge_km(level) / km_per_px >= MIN_CELL_PX > cell_edge_km(level + 1) / km_per_px
     assert level == 8
 
 
