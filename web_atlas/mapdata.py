@@ -26,7 +26,7 @@ from job.functions.s2 import cell_level
 from web_atlas.areas import ServiceArea, View, in_area, view_for_area, view_for_cells
 from web_atlas.coarsen import auto_level, coarsen, combine_note, data_level
 from web_atlas.colors import DARK_SEQUENTIAL, DIVERGING, LIGHT_SEQUENTIAL, ColorScale, ScaleKind, color_scale
-from web_atlas.geometry import CellGeometryCache
+from web_atlas.geometry import CellGeometry, CellGeometryCache
 
 CompareMode = Literal["none", "D-1", "D-7"]
 COMPARE_MODES: Final[tuple[CompareMode, ...]] = ("none", "D-1", "D-7")
@@ -249,7 +249,8 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         if name is not None and name not in request.fields:
             raise ValueError(f"field {name!r} is not one of {', '.join(request.fields)}")
     comparing = request.compare != "none"
-    current, centers = _placed(current, request.area, geometry)
+    current, placed = _placed(current, request.area, geometry)
+    centers = placed.centers
     if request.area is not None:
         view = view_for_area(request.area, request.width_px, request.height_px)
     else:
@@ -257,19 +258,23 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
     finest = data_level(current) or 13
     level = min(request.level, finest) if request.level is not None else auto_level(view, finest)
     level_note = combine_note(level, finest, request.combine_rule(request.color_field))
-    if level < finest:
+    coarse = level < finest
+    if coarse:
         how = {name: request.combine_rule(name) for name in request.fields}
         current = coarsen(current, level, how)
         if comparing and previous is not None:
             previous = coarsen(_placed(previous, request.area, geometry)[0], level, how)
     frame = _merge(current, previous if comparing else None, request.fields)
     ids = frame["id"].to_numpy(dtype=np.uint64)
-    geo = geometry.lookup(ids)
-    keep = np.isfinite(geo.centers).all(axis=1)
-    if request.area is not None:
-        keep &= in_area(geo.centers, request.area, margin_km=_area_margin_km(level))
-    frame = frame[keep].reset_index(drop=True)
-    ids, polygons = ids[keep], geo.polygons[keep]
+    if coarse or comparing:  # other cells than those placed above
+        geo = geometry.lookup(ids)
+        keep = np.isfinite(geo.centers).all(axis=1)
+        if request.area is not None:
+            keep &= in_area(geo.centers, request.area, margin_km=_area_margin_km(level))
+        frame = frame[keep].reset_index(drop=True)
+        ids, polygons = ids[keep], geo.polygons[keep]
+    else:
+        polygons = placed.polygons
 
     columns = {f: row_key(f) for f in request.fields}
     color_values = frame[request.color_field].to_numpy(dtype=np.float64)
@@ -308,13 +313,15 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
 
 
 def _placed(frame: pd.DataFrame, area: ServiceArea | None, geometry: CellGeometryCache
-            ) -> tuple[pd.DataFrame, npt.NDArray[np.float64]]:
-    """Return the rows of ``frame`` whose cell has a valid centre inside ``area`` (when set), and the centres."""
-    centers = geometry.lookup(frame["id"].to_numpy(dtype=np.uint64)).centers
-    keep = np.isfinite(centers).all(axis=1)
+            ) -> tuple[pd.DataFrame, CellGeometry]:
+    """Return the rows of ``frame`` whose cell has a valid centre inside ``area`` (when set), and their geometry."""
+    geo = geometry.lookup(frame["id"].to_numpy(dtype=np.uint64))
+    keep = np.isfinite(geo.centers).all(axis=1)
     if area is not None:
-        keep &= in_area(centers, area)
-    return frame[keep].reset_index(drop=True), centers[keep]
+        keep &= in_area(geo.centers, area)
+    if keep.all():
+        return frame, geo
+    return frame[keep].reset_index(drop=True), CellGeometry(geo.polygons[keep], geo.centers[keep])
 
 
 def _area_margin_km(level: int) -> float:

@@ -6,6 +6,7 @@ names Jakarta; a deployment's XYZ raster tiles come from a tile server this test
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 from collections.abc import Iterator
@@ -69,57 +70,64 @@ def _wait_for_colour(atlas: AtlasPage, lat: float, lng: float, view: View, expec
         waited += 500
 
 
-def test_offline_base_map_draws_sea_land_and_place_names_under_the_cells(influxdb: Any, city_db: KnownCells,
-                                                                          tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _jakarta(influxdb: Any, db: str, log: Path, env: dict[str, str]) -> Iterator[tuple[AtlasPage, str]]:
+    """Yield the Atlas (with ``env``, no camera flight) open on Jakarta in Chromium, and its URL."""
     from playwright.sync_api import sync_playwright
 
-    jakarta = area_by_name("Jakarta")
-    view = view_for_area(jakarta)
-    with serve_atlas(influxdb.url, city_db.db, tmp_path / "streamlit.log",
-                     extra_env={"DAGGERS_ATLAS_FLY_MS": "0"}) as server, sync_playwright() as pw:
+    with serve_atlas(influxdb.url, db, log, extra_env={"DAGGERS_ATLAS_FLY_MS": "0", **env}) as server, \
+            sync_playwright() as pw:
         browser = chromium(pw)
         try:
             atlas = AtlasPage(browser.new_page(viewport=VIEWPORT))
             atlas.open(server.url)
             atlas.choose("Service area", "Jakarta")
             atlas.page.mouse.move(5, 5)
-            image = _wait_for_colour(atlas, *JAVA_SEA, view, SEA_LIGHT)
-            sea, land = _patch(atlas, image, *JAVA_SEA, view), _patch(atlas, image, *INLAND, view)
-            assert _close(sea, SEA_LIGHT), sea
-            assert _close(land, LAND_LIGHT), land
-            # The known cell at the centre is drawn over the land: a saturated choropleth colour.
-            centre = _patch(atlas, image, jakarta.latitude + 0.012, jakarta.longitude + 0.012, view, half=1)
-            assert max(centre) - min(centre) > 40 and not _close(centre, LAND_LIGHT), centre
-            # "Jakarta" is written at its GeoNames position: dark text pixels around it (the cells,
-            # land and sea there are all light or saturated).
-            label = label_rows(jakarta)[0]
-            assert label["name"] == "Jakarta"
-            around = _patch(atlas, image, label["position"][1], label["position"][0], view, half=12)
-            box = atlas.page.locator(DECK_SELECTOR).bounding_box()
-            canvas = atlas.deck_box()
-            dx, dy = project(label["position"][1], label["position"][0], view)
-            x = round(canvas["x"] - box["x"] + canvas["width"] / 2 + dx)
-            y = round(canvas["y"] - box["y"] + canvas["height"] / 2 + dy)
-            text = image[y - 10:y + 11, x - 40:x + 41]
-            dark = (text.max(axis=2) < 90) & (np.ptp(text, axis=2) < 30)
-            assert dark.sum() > 40, (dark.sum(), around)
-            # The attribution is on the map.
-            attribution = atlas.page.locator(f"{DECK_SELECTOR} .maplibregl-ctrl-attrib, "
-                                             f"{DECK_SELECTOR} .mapboxgl-ctrl-attrib").first.inner_text()
-            assert "Natural Earth" in attribution and "GeoNames" in attribution
-
-            # The dark variant paints the same places in its own colours.
-            atlas.page.get_by_text("dark", exact=True).click()
-            atlas.wait_idle()
-            atlas.page.mouse.move(5, 5)
-            image = _wait_for_colour(atlas, *JAVA_SEA, view, (0x0E, 0x16, 0x20))
-            assert _close(_patch(atlas, image, *JAVA_SEA, view), (0x0E, 0x16, 0x20))
-            assert _close(_patch(atlas, image, *INLAND, view), (0x25, 0x2A, 0x31))
-
-            assert atlas.console_errors == [] and atlas.page_errors == []
-            assert atlas.hosts == {server.url.removeprefix("http://")}, atlas.hosts
+            yield atlas, server.url
         finally:
             browser.close()
+
+
+def test_offline_base_map_draws_sea_land_and_place_names_under_the_cells(influxdb: Any, city_db: KnownCells,
+                                                                          tmp_path: Path) -> None:
+    jakarta = area_by_name("Jakarta")
+    view = view_for_area(jakarta)
+    with _jakarta(influxdb, city_db.db, tmp_path / "streamlit.log", {}) as (atlas, url):
+        image = _wait_for_colour(atlas, *JAVA_SEA, view, SEA_LIGHT)
+        sea, land = _patch(atlas, image, *JAVA_SEA, view), _patch(atlas, image, *INLAND, view)
+        assert _close(sea, SEA_LIGHT), sea
+        assert _close(land, LAND_LIGHT), land
+        # The known cell at the centre is drawn over the land: a saturated choropleth colour.
+        centre = _patch(atlas, image, jakarta.latitude + 0.012, jakarta.longitude + 0.012, view, half=1)
+        assert max(centre) - min(centre) > 40 and not _close(centre, LAND_LIGHT), centre
+        # "Jakarta" is written at its GeoNames position: dark text pixels around it (the cells,
+        # land and sea there are all light or saturated).
+        label = label_rows(jakarta)[0]
+        assert label["name"] == "Jakarta"
+        around = _patch(atlas, image, label["position"][1], label["position"][0], view, half=12)
+        box = atlas.page.locator(DECK_SELECTOR).bounding_box()
+        canvas = atlas.deck_box()
+        dx, dy = project(label["position"][1], label["position"][0], view)
+        x = round(canvas["x"] - box["x"] + canvas["width"] / 2 + dx)
+        y = round(canvas["y"] - box["y"] + canvas["height"] / 2 + dy)
+        text = image[y - 10:y + 11, x - 40:x + 41]
+        dark = (text.max(axis=2) < 90) & (np.ptp(text, axis=2) < 30)
+        assert dark.sum() > 40, (dark.sum(), around)
+        # The attribution is on the map.
+        attribution = atlas.page.locator(f"{DECK_SELECTOR} .maplibregl-ctrl-attrib, "
+                                         f"{DECK_SELECTOR} .mapboxgl-ctrl-attrib").first.inner_text()
+        assert "Natural Earth" in attribution and "GeoNames" in attribution
+
+        # The dark variant paints the same places in its own colours.
+        atlas.page.get_by_text("dark", exact=True).click()
+        atlas.wait_idle()
+        atlas.page.mouse.move(5, 5)
+        image = _wait_for_colour(atlas, *JAVA_SEA, view, (0x0E, 0x16, 0x20))
+        assert _close(_patch(atlas, image, *JAVA_SEA, view), (0x0E, 0x16, 0x20))
+        assert _close(_patch(atlas, image, *INLAND, view), (0x25, 0x2A, 0x31))
+
+        assert atlas.console_errors == [] and atlas.page_errors == []
+        assert atlas.hosts == {url.removeprefix("http://")}, atlas.hosts
 
 
 class _TileServer:
@@ -173,40 +181,28 @@ def tile_server() -> Iterator[_TileServer]:
 
 def test_deployment_raster_tiles_are_requested_and_drawn(influxdb: Any, city_db: KnownCells, tmp_path: Path,
                                                         tile_server: _TileServer) -> None:
-    from playwright.sync_api import sync_playwright
-
     view = view_for_area(area_by_name("Jakarta"))
-    env = {"DAGGERS_ATLAS_FLY_MS": "0", "DAGGERS_ATLAS_BASEMAP": "tiles",
-           "DAGGERS_ATLAS_BASEMAP_URL": f"{tile_server.url}/{{z}}/{{x}}/{{y}}.png",
+    env = {"DAGGERS_ATLAS_BASEMAP": "tiles", "DAGGERS_ATLAS_BASEMAP_URL": f"{tile_server.url}/{{z}}/{{x}}/{{y}}.png",
            "DAGGERS_ATLAS_ATTRIBUTION": "© Test Tiles"}
-    with serve_atlas(influxdb.url, city_db.db, tmp_path / "streamlit.log", extra_env=env) as server, \
-            sync_playwright() as pw:
-        browser = chromium(pw)
-        try:
-            atlas = AtlasPage(browser.new_page(viewport=VIEWPORT))
-            atlas.open(server.url)
-            atlas.choose("Service area", "Jakarta")
-            atlas.page.mouse.move(5, 5)
-            image = _wait_for_colour(atlas, *JAVA_SEA, view, TILE_RGB)
-            # The tiles are drawn where there is no cell (the same colour at sea and on land now)...
-            assert _close(_patch(atlas, image, *JAVA_SEA, view), TILE_RGB)
-            assert _close(_patch(atlas, image, *INLAND, view), TILE_RGB)
-            # ...and under the cells, which keep their colours.
-            jakarta = area_by_name("Jakarta")
-            centre = _patch(atlas, image, jakarta.latitude + 0.012, jakarta.longitude + 0.012, view, half=1)
-            assert not _close(centre, TILE_RGB), centre
-            # Jakarta's tiles at the view's zoom were asked for: x/y of the centre at z = round(zoom) +/- 1
-            # (MapLibre's 512-px zoom; 256-px tiles are one level deeper).
-            asked = [tuple(int(v) for v in p.strip("/").removesuffix(".png").split("/")) for p in tile_server.requests]
-            assert asked, "no tile was requested"
-            z = max(a[0] for a in asked)
-            n = 2**z
-            cx = int((jakarta.longitude + 180) / 360 * n)
-            lat = np.radians(jakarta.latitude)
-            cy = int((1 - np.log(np.tan(lat) + 1 / np.cos(lat)) / np.pi) / 2 * n)
-            assert abs(z - (view.zoom + 1)) <= 1.5 and (z, cx, cy) in asked, (z, cx, cy, sorted(set(asked))[:10])
-            assert "© Test Tiles" in atlas.caption()
-            assert atlas.console_errors == [] and atlas.page_errors == []
-            assert atlas.hosts == {server.url.removeprefix("http://"), tile_server.url.removeprefix("http://")}
-        finally:
-            browser.close()
+    with _jakarta(influxdb, city_db.db, tmp_path / "streamlit.log", env) as (atlas, url):
+        image = _wait_for_colour(atlas, *JAVA_SEA, view, TILE_RGB)
+        # The tiles are drawn where there is no cell (the same colour at sea and on land now)...
+        assert _close(_patch(atlas, image, *JAVA_SEA, view), TILE_RGB)
+        assert _close(_patch(atlas, image, *INLAND, view), TILE_RGB)
+        # ...and under the cells, which keep their colours.
+        jakarta = area_by_name("Jakarta")
+        centre = _patch(atlas, image, jakarta.latitude + 0.012, jakarta.longitude + 0.012, view, half=1)
+        assert not _close(centre, TILE_RGB), centre
+        # Jakarta's tiles at the view's zoom were asked for: x/y of the centre at z = round(zoom) +/- 1
+        # (MapLibre's 512-px zoom; 256-px tiles are one level deeper).
+        asked = [tuple(int(v) for v in p.strip("/").removesuffix(".png").split("/")) for p in tile_server.requests]
+        assert asked, "no tile was requested"
+        z = max(a[0] for a in asked)
+        n = 2**z
+        cx = int((jakarta.longitude + 180) / 360 * n)
+        lat = np.radians(jakarta.latitude)
+        cy = int((1 - np.log(np.tan(lat) + 1 / np.cos(lat)) / np.pi) / 2 * n)
+        assert abs(z - (view.zoom + 1)) <= 1.5 and (z, cx, cy) in asked, (z, cx, cy, sorted(set(asked))[:10])
+        assert "© Test Tiles" in atlas.caption()
+        assert atlas.console_errors == [] and atlas.page_errors == []
+        assert atlas.hosts == {url.removeprefix("http://"), tile_server.url.removeprefix("http://")}
