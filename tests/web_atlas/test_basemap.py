@@ -27,7 +27,7 @@ STATIC = Path(__file__).resolve().parents[2] / "web_atlas" / "static"
 def test_offline_styles_draw_land_coast_and_borders_from_files_the_app_serves(variant: str) -> None:
     style = json.loads((STATIC / f"basemap-{variant}.json").read_text())
     assert [(layer["id"], layer["type"]) for layer in style["layers"]] == [
-        ("sea", "background"), ("land", "fill"), ("coastline", "line"), ("borders", "line")]
+        ("sea", "background"), ("land", "fill"), ("coastline", "line"), ("provinces", "line"), ("borders", "line")]
     assert style["sources"]["land"]["attribution"] == OFFLINE_ATTRIBUTION
     for source in style["sources"].values():
         path = source["data"].removeprefix("/app/static/")
@@ -94,3 +94,12 @@ def test_settings_choose_the_base_map_from_the_environment() -> None:
     ]:
         with pytest.raises(AtlasError, match=re.escape(message)):
             AtlasSettings.from_env(env)
+
+
+def test_borders_hold_country_and_province_lines_of_the_region() -> None:
+    features = json.loads((STATIC / "basemap" / "borders.json").read_text())["features"]
+    admin = [f["properties"]["admin"] for f in features]
+    assert admin.count(0) > 5 and admin.count(1) > 100 and set(admin) == {0, 1}
+    lngs = [x for f in features for line in (f["geometry"]["coordinates"] if f["geometry"]["type"] ==
+                                             "MultiLineString" else [f["geometry"]["coordinates"]]) for x, _ in line]
+    assert 94.0 <= min(lngs) and max(lngs) <= 142.0
