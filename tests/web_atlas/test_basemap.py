@@ -102,4 +102,4 @@ def test_borders_hold_country_and_province_lines_of_the_region() -> None:
     assert admin.count(0) > 5 and admin.count(1) > 100 and set(admin) == {0, 1}
     lngs = [x for f in features for line in (f["geometry"]["coordinates"] if f["geometry"]["type"] ==
                                              "MultiLineString" else [f["geometry"]["coordinates"]]) for x, _ in line]
-    assert 94.0 <= min(lngs) and max(lngs) <= 142.0
+    assert min(lngs) >= 94.0 and max(lngs) <= 142.0
