@@ -12,7 +12,7 @@ Both files in ``job/produce/data/`` are made by ``scripts/make_basemap.py`` from
 :meth:`LandMask.to_land` moves points that are not in a land cell towards the anchor, along the
 straight line, to the first land cell on the way: the point then lies on land exactly (its cell is
 wholly land), stays within the city circle (the anchor is inside it) and stays near where it was
-(the coast it crossed). It is vectorised: 64 probes and 8 bisection steps per moved point, no
+(the coast it crossed). It is vectorised: 16 probes and 12 bisection steps per moved point, no
 per-point Python.
 """
 
@@ -30,10 +30,10 @@ import numpy.typing as npt
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
 PLACES_FILE: Final = DATA_DIR / "places.json"
 LAND_MASK_FILE: Final = DATA_DIR / "land_mask.npz"
-PROBES: Final = 64
+PROBES: Final = 16
 """Points tried on the way from a point at sea to the anchor (the first on land is taken)."""
-BISECTIONS: Final = 8
-"""Halvings of the step between the last probe at sea and the first on land (1/16,384 of the way)."""
+BISECTIONS: Final = 12
+"""Halvings of the step between the last probe at sea and the first on land (1/65,536 of the way)."""
 
 
 @dataclass(frozen=True)
