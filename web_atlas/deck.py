@@ -86,6 +86,7 @@ def label_layer(rows: list[dict[str, Any]], *, dark: bool) -> pdk.Layer:
         font_family='"Helvetica Neue, Arial, sans-serif"',
         font_weight=600,
         font_settings={"sdf": True},
+        character_set='"auto"',  # the names' own characters (Cần Thơ, Biên Hòa), not ASCII only
         outline_width=3,
         outline_color=[20, 22, 28, 230] if dark else [255, 255, 255, 230],
         get_text_anchor='"middle"',

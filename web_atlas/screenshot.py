@@ -104,6 +104,10 @@ def _take_all_cities(out: Path, *, style: str = "light") -> Path:
             page.page.get_by_text(style, exact=True).click()
             page.wait_idle()
         page.page.mouse.move(5, 5)
+        page.page.wait_for_function(  # the 15-minute window is on the map (a slow rerun may still be going)
+            """() => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+                     .some(e => e.innerText.includes('07:45–08:00'))""", timeout=120_000)
+        page.wait_idle()
         page.page.wait_for_timeout(2500)
         _save(page, out)
     print(f"{out}: {ALL_AREAS}")

@@ -116,7 +116,7 @@ def test_deck_json_is_compact_with_layers_tooltip_and_local_style() -> None:
     names = spec["layers"][2]
     assert names["data"][0] == {"name": "Jakarta", "position": [106.8451, -6.2146], "size": 15.9}
     assert {"Bekasi", "Tangerang", "Depok"} <= {row["name"] for row in names["data"]}
-    assert names["pickable"] is False and names["getText"] == "@@=name"
+    assert names["pickable"] is False and names["getText"] == "@@=name" and names["characterSet"] == "auto"
     with pytest.raises(ValueError, match="map style 'sepia' is not one of light, dark"):
         map_style_url("sepia")
 
