@@ -2,7 +2,7 @@
 
 Call :func:`register` on the main Typer app. The engine never imports Streamlit or pydeck: the
 command runs ``python -m streamlit run web_atlas/app.py`` as a child process, with static serving
-on (the blank base map is served by the app at ``/app/static/``), no usage statistics, no browser
+on (the offline base map is served by the app at ``/app/static/``), no usage statistics, no browser
 opened, and the InfluxDB URL and database in the environment (``DAGGERS_INFLUX``,
 ``DAGGERS_ATLAS_DB``). A password for InfluxDB is only taken from ``DAGGERS_INFLUX_PASSWORD``
 (with ``DAGGERS_INFLUX_USERNAME``), never from the command line. Ctrl-C stops the app.
@@ -32,6 +32,8 @@ DEFAULT_PORT = 8501
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_INFLUX = "http://127.0.0.1:8086"
 DEFAULT_DATABASE = "daggers"
+BASEMAPS = ("offline", "style", "tiles", "none")
+"""Base map kinds (``web_atlas.basemap``): the shipped offline map, a MapLibre style URL, XYZ raster tiles, none."""
 EXIT_ERROR = 2
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,14 +80,33 @@ def streamlit_argv(port: int, address: str = DEFAULT_ADDRESS, *, python: str | N
     ]
 
 
-def atlas_env(influx_url: str, database: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def atlas_env(influx_url: str, database: str, base: Mapping[str, str] | None = None, *,
+              basemap: str | None = None, basemap_url: str | None = None) -> dict[str, str]:
     """Return the environment of the Atlas process: ``base`` (default ``os.environ``) plus the InfluxDB
-    URL and database, and the project root on ``PYTHONPATH`` so ``web_atlas`` imports."""
+    URL and database, the base map when given, and the project root on ``PYTHONPATH`` so
+    ``web_atlas`` imports."""
     env = dict(os.environ if base is None else base)
     env["DAGGERS_INFLUX"] = influx_url
     env["DAGGERS_ATLAS_DB"] = database
+    if basemap:
+        env["DAGGERS_ATLAS_BASEMAP"] = basemap
+    if basemap_url:
+        env["DAGGERS_ATLAS_BASEMAP_URL"] = basemap_url
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def check_basemap(basemap: str, basemap_url: str | None) -> None:
+    """Validate ``--basemap`` and ``--basemap-url`` (the app checks the URL's form again).
+
+    Raises:
+        AtlasLaunchError: an unknown kind, or ``style``/``tiles`` without a URL (the message names the option).
+    """
+    if basemap not in BASEMAPS:
+        raise AtlasLaunchError(f"--basemap: {basemap!r} is not one of {', '.join(BASEMAPS)}")
+    if basemap in ("style", "tiles") and not (basemap_url or "").strip():
+        example = "https://tiles.example/{z}/{x}/{y}.png" if basemap == "tiles" else "https://maps.example/style.json"
+        raise AtlasLaunchError(f"--basemap {basemap} needs --basemap-url", hint=f"for example --basemap-url {example}")
 
 
 def check_options(influx_url: str, database: str, port: int, address: str) -> int:
@@ -127,6 +148,13 @@ def atlas_command(
                                     help="InfluxDB database.")] = DEFAULT_DATABASE,
     port: Annotated[int, typer.Option("--port", help="Port of the web page (0: any free port).")] = DEFAULT_PORT,
     address: Annotated[str, typer.Option("--address", help="Address to listen on.")] = DEFAULT_ADDRESS,
+    basemap: Annotated[str, typer.Option(
+        "--basemap", envvar="DAGGERS_ATLAS_BASEMAP",
+        help="Base map: offline (shipped Natural Earth map), style (a MapLibre style URL), tiles (an XYZ raster "
+             "tile URL) or none.")] = "offline",
+    basemap_url: Annotated[str | None, typer.Option(
+        "--basemap-url", envvar="DAGGERS_ATLAS_BASEMAP_URL",
+        help="The style URL or the tile URL template with {z}, {x} and {y}.")] = None,
 ) -> None:
     """Open the Atlas: a map of a dagger's S2-cell aggregates in InfluxDB (Ctrl-C stops it)."""
     out = Console(highlight=False, soft_wrap=True)
@@ -135,6 +163,7 @@ def atlas_command(
             raise AtlasLaunchError("Streamlit and pydeck are not installed",
                                    hint="pip install 'daggers[atlas]'")
         port = check_options(influx, db, port, address)
+        check_basemap(basemap, basemap_url)
         argv = streamlit_argv(port, address)
     except DaggerError as exc:
         _fail(exc)
@@ -144,7 +173,7 @@ def atlas_command(
                   "the map shows an error until it does ([bold]daggers up[/bold] starts one).")
     out.print(f"[bold]Atlas[/bold] on [link=http://{address}:{port}]http://{address}:{port}[/link]  "
               f"(InfluxDB {escape(influx)}, database {escape(db)}); Ctrl-C stops it")
-    child = subprocess.Popen(argv, env=atlas_env(influx, db))
+    child = subprocess.Popen(argv, env=atlas_env(influx, db, basemap=basemap, basemap_url=basemap_url))
     try:
         code = child.wait()
     except KeyboardInterrupt:  # the child got the same SIGINT from the terminal; give it time to stop
@@ -161,5 +190,5 @@ def register(app: typer.Typer) -> None:
     app.command("atlas")(atlas_command)
 
 
-__all__ = ["AtlasLaunchError", "app_path", "atlas_command", "atlas_env", "check_options", "register",
-           "streamlit_argv"]
+__all__ = ["BASEMAPS", "AtlasLaunchError", "app_path", "atlas_command", "atlas_env", "check_basemap", "check_options",
+           "register", "streamlit_argv"]

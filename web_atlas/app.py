@@ -1,7 +1,8 @@
 """The Atlas: a Streamlit page that draws a dagger's per-S2-cell aggregates on a map.
 
 Run it with ``daggers atlas`` (which starts ``streamlit run`` on this file with static serving on,
-so the blank base map at ``/app/static/`` is served by the app itself). Settings come from the
+so the offline base map at ``/app/static/`` is served by the app itself; a deployment can point the
+Atlas at its own MapLibre style or XYZ tiles instead, :mod:`web_atlas.basemap`). Settings come from the
 environment (:mod:`web_atlas.settings`).
 
 Layout: the sidebar holds the data controls (dagger output, service area, tag filters, the fields
@@ -28,6 +29,7 @@ import streamlit as st
 
 from job.errors import DaggerError
 from web_atlas.areas import ALL_AREAS, area_by_name, area_names
+from web_atlas.coarsen import cell_edge_km
 from web_atlas.colors import SCALE_KINDS, format_value, legend_html
 from web_atlas.deck import MAP_STYLES, build_deck
 from web_atlas.geometry import CellGeometryCache
@@ -38,6 +40,7 @@ from web_atlas.settings import AtlasSettings
 WINDOW_SIZES: dict[str, int] = {"1 min": 60, "5 min": 300, "15 min": 900, "1 hour": 3600}
 LOOK_BACK: dict[str, int] = {"1 hour": 3600, "6 hours": 6 * 3600, "24 hours": 86_400, "7 days": 7 * 86_400}
 ALL_VALUES = "all"
+CELL_SIZES: list[str] = ["auto", *(str(level) for level in range(16, 3, -1))]
 MAP_HEIGHT = 640
 
 
@@ -163,6 +166,11 @@ aggregate = st.sidebar.selectbox("Combine points by", AGGREGATES, key="atlas_agg
                                  help="How the points of a cell in one window are combined: across the tags "
                                       "not filtered and the dagger windows inside a longer window. auto sums "
                                       "integer fields (counts) and averages float fields.")
+cell_size = st.sidebar.selectbox(
+    "Cell size", CELL_SIZES, key="atlas_cell_size",
+    format_func=lambda s: s if s == "auto" else f"level {s} (~{cell_edge_km(int(s)):.3g} km)",
+    help="auto: the finest S2 level whose cells are readable at the map's zoom; coarser cells combine their "
+         "children as 'Combine points by' says (counts add up).")
 map_style = st.sidebar.radio("Map style", list(MAP_STYLES), key="atlas_style", horizontal=True)
 size_label = st.sidebar.selectbox("Window", list(WINDOW_SIZES), key="atlas_window_size")
 span_label = st.sidebar.selectbox("Look back", list(LOOK_BACK), index=1, key="atlas_span",
@@ -187,7 +195,7 @@ run_every = SETTINGS.refresh_s if live else (SETTINGS.play_interval_s if playing
 base_request = MapRequest(color_field=color_field, fields=tuple(info.fields),
                           elevation_field=None if elevation_choice == "none" else elevation_choice,
                           scale=scale_kind, dark=map_style == "dark", compare=compare, area=area,
-                          tags=tuple(shown_tags))
+                          tags=tuple(shown_tags), level=None if cell_size == "auto" else int(cell_size))
 
 
 @st.fragment(run_every=run_every)
@@ -233,8 +241,10 @@ def timeline_and_map() -> None:
     read_s = time.perf_counter() - started
     started = time.perf_counter()
     summary = "sum" if color_aggregate == "sum" else "mean"
-    data = build_map(current, replace(base_request, summary=summary), _geometry(), previous)
-    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms)
+    combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
+    data = build_map(current, replace(base_request, summary=summary, combine=combine), _geometry(), previous)
+    basemap = SETTINGS.base_map(dark=map_style == "dark")
+    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap)
     built_s = time.perf_counter() - started
 
     map_col, side = st.columns([5, 1])
@@ -246,9 +256,11 @@ def timeline_and_map() -> None:
         label = f"{color_field}, all cells" if summary == "sum" else f"{color_field}, mean of cells"
         st.metric(label, format_value(data.total), delta=delta,
                   help=None if delta is None else f"against {compare}: {format_value(data.previous_total or 0)}")
-        st.markdown(legend_html(data.scale, data.legend_title), unsafe_allow_html=True)
+        st.markdown(legend_html(data.scale, data.legend_title, data.level_note), unsafe_allow_html=True)
+    credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
     st.caption(f"{_window_label(window_end, size_s)} · read {len(current):,} cells in {read_s:.2f} s · "
-               f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}")
+               f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
+               f"{credit}")
 
 
 timeline_and_map()

@@ -225,9 +225,10 @@ def color_scale(values: npt.ArrayLike, kind: ScaleKind, palette: Sequence[str], 
     raise ValueError(f"colour scale {kind!r} is not one of {', '.join(SCALE_KINDS)}")
 
 
-def legend_html(scale: ColorScale, title: str) -> str:
-    """Return an HTML legend (title, then a gradient bar with ticks or one swatch per class); its text
-    takes the page's colour, so it reads on a light or a dark Streamlit theme."""
+def legend_html(scale: ColorScale, title: str, note: str = "") -> str:
+    """Return an HTML legend (title, then a gradient bar with ticks or one swatch per class, then
+    ``note``: what the cells are, e.g. coarser cells summing their children); its text takes the
+    page's colour, so it reads on a light or a dark Streamlit theme."""
     parts = ['<div class="atlas-legend" style="font:13px sans-serif;color:inherit">',
              f"<div style='font-weight:600;margin-bottom:4px'>{html.escape(title)}</div>"]
     if scale.gradient:
@@ -245,6 +246,9 @@ def legend_html(scale: ColorScale, title: str) -> str:
         parts.append("<div style='display:flex;align-items:center;gap:6px'>"
                      f"<span style='display:inline-block;width:14px;height:14px;background:rgba({r},{g},{b},0.4)'>"
                      "</span><span>no data</span></div>")
+    if note:
+        parts.append(f"<div class='atlas-legend-note' style='font-size:11px;opacity:.75;margin-top:6px'>"
+                     f"{html.escape(note)}</div>")
     parts.append("</div>")
     return "".join(parts)
 

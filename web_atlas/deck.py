@@ -1,6 +1,7 @@
 """The pydeck chart of the Atlas: a ``PolygonLayer`` of S2 cells (choropleth, optional 3D), a
-``PathLayer`` ring around the chosen service area, a tooltip, and a blank base map served by the
-app itself.
+``PathLayer`` ring around the chosen service area, place names (a ``TextLayer``, with the offline
+base map), a tooltip, and the base map under it all (:mod:`web_atlas.basemap`: by default the
+offline Natural Earth map served by the app itself).
 
 :class:`AtlasDeck` serialises without indentation or key sorting (pydeck's own ``to_json`` indents
 every value, which doubles the bytes and the time for 44,000 cells).
@@ -15,12 +16,12 @@ import pydeck as pdk
 from pydeck.bindings.json_tools import default_serialize
 
 from web_atlas.areas import View
+from web_atlas.basemap import LABEL_LAYER_ID, STATIC_PREFIX, BaseMap, base_map, label_rows
 from web_atlas.geometry import circle_path
 from web_atlas.mapdata import MapData
 
-STATIC_PREFIX: Final = "/app/static"
-LIGHT_STYLE: Final = "blank-light.json"
-DARK_STYLE: Final = "blank-dark.json"
+LIGHT_STYLE: Final = "basemap-light.json"
+DARK_STYLE: Final = "basemap-dark.json"
 MAP_STYLES: Final[dict[str, str]] = {"light": LIGHT_STYLE, "dark": DARK_STYLE}
 CELL_LAYER_ID: Final = "cells"
 AREA_LAYER_ID: Final = "service-area"
@@ -29,7 +30,7 @@ FLY_MS: Final = 1200
 
 
 def map_style_url(style: str) -> str:
-    """Return the app-relative URL of the blank MapLibre style ``style`` ("light" or "dark").
+    """Return the app-relative URL of the offline base map's MapLibre style ``style`` ("light" or "dark").
 
     Raises:
         ValueError: an unknown style; the message lists the known ones.
@@ -70,14 +71,42 @@ def view_state(view: View, *, fly_ms: int = FLY_MS) -> pdk.ViewState:
                          bearing=view.bearing, min_zoom=1, max_zoom=18, transition_duration=fly_ms)
 
 
-def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms: int = FLY_MS) -> AtlasDeck:
+def label_layer(rows: list[dict[str, Any]], *, dark: bool) -> pdk.Layer:
+    """Return the ``TextLayer`` of place names: dark text with a light halo (light text with a dark
+    one in the dark style), readable over land, sea and cells alike."""
+    return pdk.Layer(
+        "TextLayer",
+        id=LABEL_LAYER_ID,
+        data=rows,
+        get_position="position",
+        get_text="name",
+        get_size="size",
+        size_units='"pixels"',
+        get_color=[235, 235, 235, 255] if dark else [34, 34, 34, 255],
+        font_family='"Helvetica Neue, Arial, sans-serif"',
+        font_weight=600,
+        font_settings={"sdf": True},
+        character_set='"auto"',  # the names' own characters (Cần Thơ, Biên Hòa), not ASCII only
+        outline_width=3,
+        outline_color=[20, 22, 28, 230] if dark else [255, 255, 255, 230],
+        get_text_anchor='"middle"',
+        get_alignment_baseline='"center"',
+        pickable=False,
+    )
+
+
+def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms: int = FLY_MS,
+               basemap: BaseMap | None = None) -> AtlasDeck:
     """Return the deck for ``data``: the cell layer, the service-area ring when an area is chosen,
-    the tooltip and the blank ``style`` base map.
+    place names when the base map wants them, the tooltip, and ``basemap`` (default: the offline
+    base map in ``style``).
 
     Raises:
         ValueError: an unknown ``style``.
     """
+    map_style_url(style)  # validates the style name
     dark = style == "dark"
+    basemap = basemap or base_map("offline", dark=dark)
     layers: list[pdk.Layer] = [
         pdk.Layer(
             "PolygonLayer",
@@ -111,6 +140,8 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
             get_width=30,
             pickable=False,
         ))
+    if basemap.labels:
+        layers.append(label_layer(label_rows(data.area_ring), dark=dark))
     style_box: dict[str, Any] = {
         "backgroundColor": "#20232a" if dark else "#ffffff",
         "color": "#f0f0f0" if dark else "#222222",
@@ -121,7 +152,7 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
     return AtlasDeck(
         layers=layers,
         initial_view_state=view_state(data.view, fly_ms=fly_ms),
-        map_style=map_style_url(style),
+        map_style=basemap.style_url,
         map_provider=None,
         tooltip={"html": data.tooltip_html, "style": style_box},
         height=height,
@@ -131,5 +162,5 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
 
 __all__ = [
     "AREA_LAYER_ID", "CELL_LAYER_ID", "DARK_STYLE", "FLY_MS", "LIGHT_STYLE", "MAP_STYLES", "STATIC_PREFIX",
-    "AtlasDeck", "build_deck", "map_style_url", "view_state",
+    "AtlasDeck", "build_deck", "label_layer", "map_style_url", "view_state",
 ]

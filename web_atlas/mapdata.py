@@ -24,8 +24,9 @@ import pandas as pd
 
 from job.functions.s2 import cell_level
 from web_atlas.areas import ServiceArea, View, in_area, view_for_area, view_for_cells
+from web_atlas.coarsen import auto_level, coarsen, combine_note, data_level
 from web_atlas.colors import DARK_SEQUENTIAL, DIVERGING, LIGHT_SEQUENTIAL, ColorScale, ScaleKind, color_scale
-from web_atlas.geometry import CellGeometryCache
+from web_atlas.geometry import CellGeometry, CellGeometryCache
 
 CompareMode = Literal["none", "D-1", "D-7"]
 COMPARE_MODES: Final[tuple[CompareMode, ...]] = ("none", "D-1", "D-7")
@@ -53,6 +54,9 @@ class MapRequest:
     ``tags`` are the measurement's other tags with the chosen value (``"all"`` when not filtered):
     they are the same for every cell and are shown in the tooltip. ``summary`` says how the colour
     field's cells add up for the page header: a sum (counts) or a mean over cells (averages).
+    ``level`` is the S2 level to draw (None: the finest whose cells are readable at the view's zoom,
+    :func:`web_atlas.coarsen.auto_level`); coarser cells combine their children field by field as
+    ``combine`` says (``sum`` when a field is not named; :mod:`web_atlas.coarsen`).
     """
 
     color_field: str
@@ -66,6 +70,12 @@ class MapRequest:
     summary: Literal["sum", "mean"] = "sum"
     width_px: int = 1000
     height_px: int = 640
+    level: int | None = None
+    combine: tuple[tuple[str, str], ...] = ()
+
+    def combine_rule(self, name: str) -> str:
+        """Return how field ``name`` combines children into a coarser cell (``sum`` by default)."""
+        return dict(self.combine).get(name, "sum")
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class MapData:
     previous_total: float | None
     area_ring: ServiceArea | None = None
     columns: dict[str, str] = field(default_factory=dict)
+    level_note: str = ""
 
     @property
     def count(self) -> int:
@@ -238,14 +249,32 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         if name is not None and name not in request.fields:
             raise ValueError(f"field {name!r} is not one of {', '.join(request.fields)}")
     comparing = request.compare != "none"
+    current, placed = _placed(current, request.area, geometry)
+    centers = placed.centers
+    if request.area is not None:
+        view = view_for_area(request.area, request.width_px, request.height_px)
+    else:
+        view = view_for_cells(centers, request.width_px, request.height_px)
+    finest = data_level(current) or 13
+    level = min(request.level, finest) if request.level is not None else auto_level(view, finest)
+    level_note = combine_note(level, finest, request.combine_rule(request.color_field))
+    coarse = level < finest
+    if coarse:
+        how = {name: request.combine_rule(name) for name in request.fields}
+        current = coarsen(current, level, how)
+        if comparing and previous is not None:
+            previous = coarsen(_placed(previous, request.area, geometry)[0], level, how)
     frame = _merge(current, previous if comparing else None, request.fields)
     ids = frame["id"].to_numpy(dtype=np.uint64)
-    geo = geometry.lookup(ids)
-    keep = np.isfinite(geo.centers).all(axis=1)
-    if request.area is not None:
-        keep &= in_area(geo.centers, request.area)
-    frame = frame[keep].reset_index(drop=True)
-    ids, polygons, centers = ids[keep], geo.polygons[keep], geo.centers[keep]
+    if coarse or comparing:  # other cells than those placed above
+        geo = geometry.lookup(ids)
+        keep = np.isfinite(geo.centers).all(axis=1)
+        if request.area is not None:
+            keep &= in_area(geo.centers, request.area, margin_km=_area_margin_km(level))
+        frame = frame[keep].reset_index(drop=True)
+        ids, polygons = ids[keep], geo.polygons[keep]
+    else:
+        polygons = placed.polygons
 
     columns = {f: row_key(f) for f in request.fields}
     color_values = frame[request.color_field].to_numpy(dtype=np.float64)
@@ -272,10 +301,6 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         values += [(f"{key}__prev", frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)),
                    (f"{key}__diff", color_values)]
     levels = cell_level(ids)
-    if request.area is not None:
-        view = view_for_area(request.area, request.width_px, request.height_px)
-    else:
-        view = view_for_cells(centers, request.width_px, request.height_px)
     if elevation is not None:
         view = view.tilted(EXTRUDED_PITCH)
     uniform = int(levels[0]) if levels.size and (levels == levels[0]).all() else None
@@ -284,7 +309,27 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         levels=levels, values=tuple(values),
         decimals=coordinate_decimals(int(levels.max()) if levels.size else 13),
         scale=scale, legend_title=title, view=view, tooltip_html=_tooltip(request, columns, uniform),
-        total=total, previous_total=previous_total, area_ring=request.area, columns=columns)
+        total=total, previous_total=previous_total, area_ring=request.area, columns=columns, level_note=level_note)
+
+
+def _placed(frame: pd.DataFrame, area: ServiceArea | None, geometry: CellGeometryCache
+            ) -> tuple[pd.DataFrame, CellGeometry]:
+    """Return the rows of ``frame`` whose cell has a valid centre inside ``area`` (when set), and their geometry."""
+    geo = geometry.lookup(frame["id"].to_numpy(dtype=np.uint64))
+    keep = np.isfinite(geo.centers).all(axis=1)
+    if area is not None:
+        keep &= in_area(geo.centers, area)
+    if keep.all():
+        return frame, geo
+    return frame[keep].reset_index(drop=True), CellGeometry(geo.polygons[keep], geo.centers[keep])
+
+
+def _area_margin_km(level: int) -> float:
+    """Return how far outside an area a coarse cell's centre may lie (its children were inside)."""
+    from web_atlas.areas import AREA_MARGIN_KM
+    from web_atlas.coarsen import cell_edge_km
+
+    return max(AREA_MARGIN_KM, cell_edge_km(level))
 
 
 __all__ = [

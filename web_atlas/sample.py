@@ -5,6 +5,8 @@ The points look like what the seed dagger ``bookings-per-s2`` writes: measuremen
 ``tag_vehicle_type``, an integer field ``num_of_bookings``, a float field ``avg_distance_km``, and
 the window's end as the point's time (seconds precision). Demand falls off from the city centre,
 with a few hot spots, and is drawn from a seeded generator: the same arguments give the same points.
+Only cells whose centre lies on land (the shipped land grid, :mod:`job.produce.geography`) get
+points, as no booking happens at sea.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from job.functions.s2 import cell_center, latlng_to_cell_id, to_decimal_strings
+from job.produce.geography import land_mask
 from web_atlas.areas import ServiceArea
 from web_atlas.geometry import distance_km
 
@@ -39,6 +42,18 @@ def cells_in_circle(lat: float, lng: float, radius_km: float, level: int = 13) -
     ids = np.unique(latlng_to_cell_id(lats, lngs, level))
     centers = cell_center(ids)
     return ids[distance_km(centers[:, 0], centers[:, 1], lat, lng) <= radius_km]
+
+
+def land_cells(ids: npt.NDArray[np.uint64], city_id: int) -> npt.NDArray[np.uint64]:
+    """Return the ``ids`` whose centre lies on land by the city's land grid (cells beyond the grid,
+    or of a city without one, are kept)."""
+    mask = land_mask()
+    if city_id not in mask or not ids.size:
+        return ids
+    grid = mask.grids[city_id]
+    centers = cell_center(ids)
+    keep = grid.on_land(centers[:, 0], centers[:, 1]) | ~grid.covers(centers[:, 0], centers[:, 1])
+    return ids[keep]
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,8 @@ def sample_points(areas: Sequence[ServiceArea], window_ends_s: Iterable[int], *,
     lines: list[str] = []
     cells = 0
     for area in areas:
-        ids = cells_in_circle(area.latitude, area.longitude, radius_km or area.radius_km, level)
+        ids = land_cells(cells_in_circle(area.latitude, area.longitude, radius_km or area.radius_km, level),
+                         area.city_id)
         cells += ids.size
         signed = to_decimal_strings(ids)
         demand = _demand(ids, area, rng)
@@ -96,4 +112,4 @@ def sample_points(areas: Sequence[ServiceArea], window_ends_s: Iterable[int], *,
     return SamplePoints(lines, cells, len(ends))
 
 
-__all__ = ["MEASUREMENT", "VEHICLE_TYPES", "SamplePoints", "cells_in_circle", "sample_points"]
+__all__ = ["MEASUREMENT", "VEHICLE_TYPES", "SamplePoints", "cells_in_circle", "land_cells", "sample_points"]

@@ -13,7 +13,16 @@ variable                   setting                        default
 ``DAGGERS_INFLUX_PASSWORD`` :attr:`AtlasSettings.password`  (none)
 ``DAGGERS_ATLAS_REFRESH_S`` :attr:`AtlasSettings.refresh_s` ``10``
 ``DAGGERS_ATLAS_FLY_MS``   :attr:`AtlasSettings.fly_ms`    ``1200``
+``DAGGERS_ATLAS_BASEMAP``  :attr:`AtlasSettings.basemap`   ``offline``
+``DAGGERS_ATLAS_BASEMAP_URL`` :attr:`AtlasSettings.basemap_url` (none)
+``DAGGERS_ATLAS_TILE_SIZE`` :attr:`AtlasSettings.tile_size` ``256``
+``DAGGERS_ATLAS_ATTRIBUTION`` :attr:`AtlasSettings.attribution` (none)
 ========================== ============================== ==========================
+
+The base map (:mod:`web_atlas.basemap`) is ``offline`` (Natural Earth land, coastline, borders and
+GeoNames place names shipped with Daggers), ``style`` (a MapLibre style URL in ``basemap_url``),
+``tiles`` (an XYZ raster tile URL template such as ``https://tiles.example/{z}/{x}/{y}.png``) or
+``none``. Vector tiles come with a style: give its URL as ``style``.
 """
 
 from __future__ import annotations
@@ -22,8 +31,17 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from web_atlas.basemap import BaseMap, BaseMapKind, base_map
 from web_atlas.errors import AtlasError
 
 ENV_INFLUX = "DAGGERS_INFLUX"
@@ -32,6 +50,10 @@ ENV_USERNAME = "DAGGERS_INFLUX_USERNAME"
 ENV_PASSWORD = "DAGGERS_INFLUX_PASSWORD"
 ENV_REFRESH = "DAGGERS_ATLAS_REFRESH_S"
 ENV_FLY = "DAGGERS_ATLAS_FLY_MS"
+ENV_BASEMAP = "DAGGERS_ATLAS_BASEMAP"
+ENV_BASEMAP_URL = "DAGGERS_ATLAS_BASEMAP_URL"
+ENV_TILE_SIZE = "DAGGERS_ATLAS_TILE_SIZE"
+ENV_ATTRIBUTION = "DAGGERS_ATLAS_ATTRIBUTION"
 
 DEFAULT_INFLUX_URL = "http://127.0.0.1:8086"
 DEFAULT_DATABASE = "daggers"
@@ -60,6 +82,43 @@ class AtlasSettings(BaseModel):
     play_interval_s: float = Field(
         default=1.5, ge=0.2, le=60, description="Seconds each window stays on screen while playing."
     )
+    basemap: BaseMapKind = Field(
+        default="offline",
+        description="What is drawn under the cells: offline (the shipped Natural Earth map), style (a MapLibre "
+                    "style URL), tiles (an XYZ raster tile URL template) or none (a plain background).",
+    )
+    basemap_url: str | None = Field(
+        default=None,
+        description="The MapLibre style URL (basemap=style) or the XYZ tile URL template with {z}, {x} and {y} "
+                    "(basemap=tiles); http(s), or a path on the Atlas's own server.",
+    )
+    tile_size: int = Field(default=256, description="Pixel size of the raster tiles (256 or 512).")
+    attribution: str = Field(default="", description="Credit line of a deployment's base map, shown on the map.")
+
+    @field_validator("tile_size")
+    @classmethod
+    def _tile_size(cls, value: int) -> int:
+        if value not in (256, 512):
+            raise ValueError(f"{value} is not 256 or 512")
+        return value
+
+    @field_validator("basemap_url")
+    @classmethod
+    def _basemap_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if urlsplit(value).scheme not in ("http", "https") and not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an http(s) URL or a path such as /app/static/style.json")
+        return value
+
+    @model_validator(mode="after")
+    def _basemap_needs_url(self) -> AtlasSettings:
+        if self.basemap in ("style", "tiles") and not self.basemap_url:
+            raise ValueError(f"basemap={self.basemap} needs {ENV_BASEMAP_URL}")
+        if self.basemap == "tiles" and not all(p in (self.basemap_url or "") for p in ("{z}", "{x}", "{y}")):
+            raise ValueError("a tile URL needs {z}, {x} and {y} in it")
+        return self
 
     @field_validator("influx_url")
     @classmethod
@@ -71,6 +130,11 @@ class AtlasSettings(BaseModel):
             raise ValueError("put the user name and password in DAGGERS_INFLUX_USERNAME/_PASSWORD, not the URL")
         return value.strip().rstrip("/")
 
+    def base_map(self, *, dark: bool) -> BaseMap:
+        """Return the configured base map in the light or dark variant."""
+        return base_map(self.basemap, dark=dark, url=self.basemap_url, tile_size=self.tile_size,
+                        attribution=self.attribution)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AtlasSettings:
         """Return the settings read from ``env`` (default: ``os.environ``); unset variables keep defaults.
@@ -81,7 +145,8 @@ class AtlasSettings(BaseModel):
         env = os.environ if env is None else env
         names = {
             "influx_url": ENV_INFLUX, "database": ENV_DATABASE, "username": ENV_USERNAME,
-            "password": ENV_PASSWORD, "refresh_s": ENV_REFRESH, "fly_ms": ENV_FLY,
+            "password": ENV_PASSWORD, "refresh_s": ENV_REFRESH, "fly_ms": ENV_FLY, "basemap": ENV_BASEMAP,
+            "basemap_url": ENV_BASEMAP_URL, "tile_size": ENV_TILE_SIZE, "attribution": ENV_ATTRIBUTION,
         }
         values = {field: env[var] for field, var in names.items() if env.get(var, "").strip()}
         try:
@@ -89,13 +154,14 @@ class AtlasSettings(BaseModel):
         except ValidationError as exc:
             problems = []
             for error in exc.errors():
-                field = str(error["loc"][0]) if error["loc"] else "?"
-                problems.append(f"{names.get(field, field)}: {error['msg']}")
+                field = str(error["loc"][0]) if error["loc"] else ""
+                where = names.get(field, field)
+                problems.append(f"{where}: {error['msg']}" if where else str(error["msg"]).removeprefix("Value error, "))
             raise AtlasError("; ".join(problems), hint="fix the variable, or pass --influx/--db to daggers atlas"
                              ) from None
 
 
 __all__ = [
-    "DEFAULT_DATABASE", "DEFAULT_INFLUX_URL", "ENV_DATABASE", "ENV_FLY", "ENV_INFLUX", "ENV_PASSWORD", "ENV_REFRESH",
-    "ENV_USERNAME", "AtlasSettings",
+    "DEFAULT_DATABASE", "DEFAULT_INFLUX_URL", "ENV_ATTRIBUTION", "ENV_BASEMAP", "ENV_BASEMAP_URL", "ENV_DATABASE",
+    "ENV_FLY", "ENV_INFLUX", "ENV_PASSWORD", "ENV_REFRESH", "ENV_TILE_SIZE", "ENV_USERNAME", "AtlasSettings",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "cell_area_km2",
     "cell_center",
     "cell_level",
+    "cell_parent",
     "cell_vertices",
     "from_decimal_strings",
     "from_tokens",
@@ -170,6 +171,19 @@ def _parent(ids: UInt64Array, level: int | Int64Array) -> UInt64Array:
     """Return ``CellId(id).parent(level).id()`` for valid ids with level <= their own level."""
     lsb = np.left_shift(np.uint64(1), np.asarray(2 * (MAX_LEVEL - level), dtype=np.uint64))
     return (ids & ~(lsb - np.uint64(1))) | lsb
+
+
+def cell_parent(ids: npt.ArrayLike, level: int) -> UInt64Array:
+    """Return the ancestor at ``level`` of each valid cell id (the id itself when it is at ``level``
+    or coarser): ``CellId(id).parent(level)`` for ids finer than ``level``.
+
+    Raises:
+        ValueError: ``level`` is not 0..30.
+    """
+    _check_level(level)
+    arr = _as_ids(ids)
+    finer = cell_level(arr) > level
+    return np.where(finer, _parent(arr, level), arr)
 
 
 def _latlng_block(lat: Float64Array, lng: Float64Array, level: int | Int64Array) -> UInt64Array:

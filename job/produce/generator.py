@@ -8,10 +8,13 @@ The model
 ---------
 * **World** (from ``seed``, ``drivers`` and the chosen cities only, so every chunk of a long run and
   every stream share it): each driver has a home city, a vehicle (30% cars), an anchor point drawn
-  from the city's Gaussian mixture (a dense centre plus fixed hotspots) and a smooth path around it
+  from the city's Gaussian mixture (a dense centre plus hotspots on the city's biggest named places,
+  GeoNames suburbs and satellite towns, :mod:`job.produce.geography`) and a smooth path around it
   (a sum of slow sinusoids, 4–12 km/h each). A driver's position, speed and status are functions of
   the absolute event time, so successive pings of a driver are near each other even across chunks,
-  late or out-of-order events. Every point is folded back inside the city radius.
+  late or out-of-order events. Every point is folded back inside the city radius, then moved onto
+  land (Natural Earth 1:10m, the Atlas's base map) when it falls at sea: towards the driver's home
+  for pings, the city centre for bookings, to the first cell wholly on land.
 * **Statuses** are held for 5–20 minute segments per driver: AVAILABLE 50%, ON_TRIP 40%,
   UNAVAILABLE 10%; bikes serve GO_RIDE/GO_FOOD/GO_SEND, cars GO_CAR.
 * **Bookings** (one event per order): COMPLETED 55%, CANCELLED 15%, CREATED 12%, DRIVER_FOUND 10%,
@@ -48,6 +51,7 @@ import pyarrow.compute as pc
 
 from job.errors import DaggerError
 from job.produce.cities import City, resolve_cities
+from job.produce.geography import land_mask, places
 from job.schema import default_registry
 
 Stream = Literal["driver_location", "booking", "api_log"]
@@ -182,22 +186,42 @@ class _Mixture:
     fold_km: np.ndarray  # (cities,) radius every point is folded into
     lat0: np.ndarray
     long0: np.ndarray
+    city_id: np.ndarray  # (cities,) City.city_id
 
 
 HOTSPOTS = 6
 CENTRE_SHARE = 0.35
 
 
+def _city_places(city: City) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the east, north (km from the centre) and population of the city's named places on land
+    (GeoNames, :func:`job.produce.geography.places`) within 85% of its radius, the biggest
+    :data:`HOTSPOTS` first, leaving out the centre itself."""
+    found = [(p.population, (p.lng - city.long) * KM_PER_DEG * math.cos(math.radians(city.lat)),
+              (p.lat - city.lat) * KM_PER_DEG) for p in places() if p.on_land]
+    near = sorted((f for f in found if 2.0 < math.hypot(f[1], f[2]) <= 0.85 * city.radius_km), reverse=True)
+    near = near[:HOTSPOTS]
+    return (np.array([f[1] for f in near]), np.array([f[2] for f in near]),
+            np.array([f[0] for f in near], dtype=np.float64))
+
+
 def _city_components(city: City) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Return a city's fixed mixture (centre + hotspots): east, north, sigma (km) and weights."""
+    """Return a city's fixed mixture (centre + hotspots): east, north, sigma (km) and weights.
+
+    The hotspots are the city's biggest named places (suburbs and satellite towns), weighted by
+    population; random places in the radius make up the number when it has fewer."""
     rng = np.random.default_rng([0xC17, city.city_id])
     r = city.radius_km
-    angle = rng.uniform(0, 2 * math.pi, HOTSPOTS)
-    dist = r * rng.uniform(0.15, 0.7, HOTSPOTS)
-    mu_e = np.concatenate([[0.0], dist * np.cos(angle)])
-    mu_n = np.concatenate([[0.0], dist * np.sin(angle)])
+    place_e, place_n, population = _city_places(city)
+    extra = HOTSPOTS - place_e.size
+    angle = rng.uniform(0, 2 * math.pi, extra)
+    dist = r * rng.uniform(0.15, 0.7, extra)
+    mu_e = np.concatenate([[0.0], place_e, dist * np.cos(angle)])
+    mu_n = np.concatenate([[0.0], place_n, dist * np.sin(angle)])
     sigma = np.concatenate([[0.18 * r], r * rng.uniform(0.03, 0.08, HOTSPOTS)])
-    hot = rng.dirichlet(np.full(HOTSPOTS, 2.0)) * (1 - CENTRE_SHARE)
+    shares = np.concatenate([population ** 0.6, rng.dirichlet(np.full(extra, 2.0)) * population.sum() ** 0.6 * 0.3
+                             if population.size else rng.dirichlet(np.full(extra, 2.0))])
+    hot = shares / shares.sum() * (1 - CENTRE_SHARE)
     return mu_e, mu_n, sigma, np.concatenate([[CENTRE_SHARE], hot])
 
 
@@ -212,6 +236,7 @@ def _mixture(cities: tuple[City, ...]) -> _Mixture:
         fold_km=np.array([0.98 * c.radius_km for c in cities]),
         lat0=np.array([c.lat for c in cities]),
         long0=np.array([c.long for c in cities]),
+        city_id=np.array([c.city_id for c in cities]),
     )
 
 
@@ -240,6 +265,15 @@ def _to_lat_long(mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.nd
     return lat, long
 
 
+def _on_land(mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.ndarray,
+             anchors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return latitude and longitude of the offsets, moved onto land (towards the city's anchor, or
+    ``anchors`` per point, :meth:`job.produce.geography.LandMask.to_land`) where they fall at sea
+    or on a coastal cell."""
+    lat, long = _to_lat_long(mix, city, east, north)
+    return land_mask().to_land(mix.city_id[city], lat, long, anchors)
+
+
 # --------------------------------------------------------------------------- the driver world
 
 DRIVER_STATUS_SHARES = {"AVAILABLE": 0.50, "ON_TRIP": 0.40, "UNAVAILABLE": 0.10}
@@ -258,6 +292,8 @@ class _World:
     car: np.ndarray
     anchor_e: np.ndarray
     anchor_n: np.ndarray
+    home_lat: np.ndarray  # the anchor on land: where a ping at sea is moved towards
+    home_long: np.ndarray
     amp: np.ndarray  # (drivers, 2, components) km
     omega: np.ndarray  # rad/s
     phase: np.ndarray
@@ -289,9 +325,10 @@ def _world(seed: int, drivers: int, cities: tuple[City, ...]) -> _World:
     counts = np.bincount(key, minlength=2 * len(cities))
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     width = max(6, len(str(drivers)))
+    home_lat, home_long = _on_land(mix, city, east, north)
     return _World(
         salt=int(rng.integers(0, 2**62)), ids=_fixed_ascii("D", np.arange(1, drivers + 1), width),
-        city=city, car=car, anchor_e=east, anchor_n=north, amp=amp, omega=omega,
+        city=city, car=car, anchor_e=east, anchor_n=north, home_lat=home_lat, home_long=home_long, amp=amp, omega=omega,
         phase=rng.uniform(0, 2 * math.pi, shape), segment_s=segment,
         segment_phase_s=rng.uniform(0, 1, drivers) * segment,
         group_order=order, group_start=starts, group_count=counts,
@@ -499,7 +536,7 @@ def _driver_location(rng: np.random.Generator, times: _Times, world: _World, cit
     mix = _mixture(cities)
     city = world.city[d]
     east, north = _fold(east + gps[0], north + gps[1], mix.fold_km[city])
-    lat, long = _to_lat_long(mix, city, east, north)
+    lat, long = _on_land(mix, city, east, north, (world.home_lat[d], world.home_long[d]))
     status = _categorical(_segment_uniforms(world, d, t_s, 1), range(3), list(DRIVER_STATUS_SHARES.values()))
     bike_service = _categorical(_segment_uniforms(world, d, t_s, 2), (0, 2, 3), list(BIKE_SERVICE_SHARES.values()))
     service = np.where(world.car[d], 1, bike_service)
@@ -565,7 +602,7 @@ def _booking(rng: np.random.Generator, times: _Times, world: _World, cities: tup
     customer = np.floor(customers * rng.random(n) ** 2.5).astype(np.int64) + 1  # some book far more often
     mix = _mixture(cities)
     east, north = _fold(*_sample_points(rng, mix, city), mix.fold_km[city])
-    lat, long = _to_lat_long(mix, city, east, north)
+    lat, long = _on_land(mix, city, east, north)
     orders = _order_numbers(seed, first_index, n)
     city_ids = np.array([c.city_id for c in cities], dtype=np.int32)[city]
     columns = {

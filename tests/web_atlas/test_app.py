@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import s2sphere
 from streamlit.testing.v1 import AppTest
 
+from job.functions.s2 import cell_level, cell_parent, from_decimal_strings
 from tests.web_atlas.conftest import JAKARTA, E, KnownCells
 
 pytestmark = pytest.mark.integration
@@ -94,8 +96,8 @@ def test_deck_rows_layers_and_view_for_all_cities(monkeypatch: pytest.MonkeyPatc
                                                   known_db: KnownCells) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     deck = _deck(at)
-    assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer"]
-    assert deck["mapStyle"] == "/app/static/blank-light.json"
+    assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer", "TextLayer"]
+    assert deck["mapStyle"] == "/app/static/basemap-light.json"
     rows = _rows(deck)
     assert set(rows) == {known_db.k1, known_db.k2, known_db.k3}
     k1 = rows[known_db.k1]
@@ -124,7 +126,7 @@ def test_service_area_flies_there_and_keeps_its_cells(monkeypatch: pytest.Monkey
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_area").select("Jakarta")
     deck = _deck(_run(at))
-    assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer", "PathLayer"]
+    assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer", "PathLayer", "TextLayer"]
     assert set(_rows(deck)) == {known_db.k1, known_db.k2}
     view = deck["initialViewState"]
     assert (view["latitude"], view["longitude"]) == JAKARTA
@@ -205,7 +207,7 @@ def test_elevation_scale_and_map_style(monkeypatch: pytest.MonkeyPatch, influxdb
     # The busiest cell is 3000 m tall; the others in proportion.
     assert rows[known_db.k1]["elevation"] == 3000.0 and rows[known_db.k2]["elevation"] == 600.0
     assert deck["initialViewState"]["pitch"] == 45
-    assert deck["mapStyle"] == "/app/static/blank-dark.json"
+    assert deck["mapStyle"] == "/app/static/basemap-dark.json"
     # Linear from 10 to 50 on the dark palette: ends at plasma's yellow, starts at its purple.
     assert rows[known_db.k1]["fill"][:3] == [240, 249, 33]
     assert rows[known_db.k2]["fill"][:3] == [59, 4, 154]
@@ -215,6 +217,16 @@ def test_other_measurement_with_negative_cell_ids(monkeypatch: pytest.MonkeyPatc
                                                   known_db: KnownCells) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_measurement").select("drivers_per_s2")
+    # Jakarta and Mexico City in one view: the world, where level-13 cells would be specks, so the
+    # map draws coarse ancestors, each the sum of its cells, and the legend says so.
+    coarse = _rows(_deck(_run(at)))
+    assert sorted(row["drivers"] for row in coarse.values()) == [4, 17]
+    level = int(cell_level(from_decimal_strings(list(coarse)))[0])
+    assert 4 <= level <= 8
+    assert set(coarse) == {str(np.uint64(cell_parent(from_decimal_strings([k]), level)[0]).astype(np.int64))
+                           for k in (known_db.k1, known_db.k4)}
+    assert f"level-{level} S2 cells, each the sum of its level-13 cells" in at.markdown[-1].value
+    at.selectbox(key="atlas_cell_size").select("13")
     deck = _deck(_run(at))
     rows = _rows(deck)
     assert known_db.k4.startswith("-")

@@ -17,7 +17,15 @@ import requests
 import typer
 from typer.testing import CliRunner
 
-from job.cli_atlas import AtlasLaunchError, app_path, atlas_env, check_options, register, streamlit_argv
+from job.cli_atlas import (
+    AtlasLaunchError,
+    app_path,
+    atlas_env,
+    check_basemap,
+    check_options,
+    register,
+    streamlit_argv,
+)
 from job.stack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +53,9 @@ def test_argv_and_environment() -> None:
     env = atlas_env("http://h:1", "db1", {"PYTHONPATH": "/x", "KEEP": "1"})
     assert (env["DAGGERS_INFLUX"], env["DAGGERS_ATLAS_DB"], env["KEEP"]) == ("http://h:1", "db1", "1")
     assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/x"
+    assert "DAGGERS_ATLAS_BASEMAP" not in env
+    env = atlas_env("http://h:1", "db1", {}, basemap="tiles", basemap_url="http://t/{z}/{x}/{y}.png")
+    assert (env["DAGGERS_ATLAS_BASEMAP"], env["DAGGERS_ATLAS_BASEMAP_URL"]) == ("tiles", "http://t/{z}/{x}/{y}.png")
 
 
 def test_option_errors_name_the_option() -> None:
@@ -63,6 +74,17 @@ def test_option_errors_name_the_option() -> None:
         with pytest.raises(AtlasLaunchError, match=f"--port: 127.0.0.1:{port} is already in use"):
             check_options("http://h:8086", "d", port, "127.0.0.1")
     assert 0 < check_options("http://h:8086", "d", 0, "127.0.0.1") < 65536
+
+
+def test_basemap_options() -> None:
+    check_basemap("offline", None)
+    check_basemap("style", "https://maps.example/style.json")
+    with pytest.raises(AtlasLaunchError, match="--basemap: 'globe' is not one of offline, style, tiles, none"):
+        check_basemap("globe", None)
+    with pytest.raises(AtlasLaunchError, match="--basemap tiles needs --basemap-url"):
+        check_basemap("tiles", " ")
+    result = CliRunner().invoke(_app(), ["atlas", "--basemap", "style", "--port", "0"])
+    assert result.exit_code == 2 and "--basemap style needs --basemap-url" in " ".join(result.output.split())
 
 
 def test_cli_reports_bad_options_without_a_traceback() -> None:
@@ -96,6 +118,10 @@ def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -
         style = requests.get(f"http://127.0.0.1:{port}/app/static/blank-light.json", timeout=10)
         assert style.status_code == 200
         assert [layer["id"] for layer in style.json()["layers"]] == ["background"]
+        # the offline base map: its style and the GeoJSON it points at are served by the app too
+        style = requests.get(f"http://127.0.0.1:{port}/app/static/basemap-light.json", timeout=10).json()
+        land = requests.get(f"http://127.0.0.1:{port}{style['sources']['land']['data']}", timeout=10)
+        assert land.status_code == 200 and land.json()["type"] == "FeatureCollection"
         assert requests.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         assert proc.wait(timeout=30) == 0

@@ -83,7 +83,7 @@ def test_comparison_joins_both_windows() -> None:
 def test_mixed_levels_and_precision() -> None:
     ids = np.array([int(latlng_to_cell_id(-6.2, 106.8, 13)), int(latlng_to_cell_id(-6.3, 106.9, 20))], dtype=np.uint64)
     frame = pd.DataFrame({"cell": to_decimal_strings(ids), "id": ids, "n": [1.0, 2.5]})
-    data = build_map(frame, MapRequest("n", ("n",)), CellGeometryCache())
+    data = build_map(frame, MapRequest("n", ("n",), level=20), CellGeometryCache())
     assert data.uniform_level is None and "(level {level})" in data.tooltip_html
     assert data.decimals == coordinate_decimals(20) == 7
     assert sorted((r["level"], r["n"]) for r in data.rows()) == [(13, 1), (20, 2.5)]
@@ -104,15 +104,19 @@ def test_deck_json_is_compact_with_layers_tooltip_and_local_style() -> None:
     text = deck.to_json()
     assert "\n" not in text and ": " not in text
     spec = json.loads(text)
-    assert [(layer["@@type"], layer["id"]) for layer in spec["layers"]] == [("PolygonLayer", "cells"),
-                                                                              ("PathLayer", "service-area")]
+    assert [(layer["@@type"], layer["id"]) for layer in spec["layers"]] == [
+        ("PolygonLayer", "cells"), ("PathLayer", "service-area"), ("TextLayer", "place-names")]
     cells = spec["layers"][0]
     assert (cells["getPolygon"], cells["getFillColor"], cells["pickable"]) == ("@@=polygon", "@@=fill", True)
     assert cells["positionFormat"] == "XY" and cells["stroked"] is False
-    assert cells["data"] == data.rows() and len(cells["data"]) == 2 and spec["mapStyle"] == "/app/static/blank-dark.json"
+    assert cells["data"] == data.rows() and len(cells["data"]) == 2 and spec["mapStyle"] == "/app/static/basemap-dark.json"
     assert spec["initialViewState"]["transitionDuration"] == 1200
     assert deck._tooltip["html"] == data.tooltip_html  # what st.pydeck_chart sends as the tooltip
-    assert map_style_url("light") == "/app/static/blank-light.json"
+    assert map_style_url("light") == "/app/static/basemap-light.json"
+    names = spec["layers"][2]
+    assert names["data"][0] == {"name": "Jakarta", "position": [106.8451, -6.2146], "size": 15.9}
+    assert {"Bekasi", "Tangerang", "Depok"} <= {row["name"] for row in names["data"]}
+    assert names["pickable"] is False and names["getText"] == "@@=name" and names["characterSet"] == "auto"
     with pytest.raises(ValueError, match="map style 'sepia' is not one of light, dark"):
         map_style_url("sepia")
 

@@ -225,8 +225,9 @@ def test_points_cluster_at_the_centre_and_hotspots() -> None:
     batch = _gen("booking", 20_000, cities=["Jakarta"])
     d = _haversine_km(batch.table.column("pickup_lat").to_numpy(), batch.table.column("pickup_long").to_numpy(),
                       jakarta.lat, jakarta.long)
-    # far denser near the centre than a uniform disc (where 10% lie within 0.316 R)
-    assert (d < 0.316 * jakarta.radius_km).mean() > 0.3
+    # far denser near the centre than a uniform disc (where 10% lie within 0.316 R), even with a
+    # good part of the demand in the suburbs and satellite towns (Tangerang, Bekasi, Depok...)
+    assert (d < 0.316 * jakarta.radius_km).mean() > 0.25
     hist, _, _ = np.histogram2d(batch.table.column("pickup_lat").to_numpy(),
                                 batch.table.column("pickup_long").to_numpy(), bins=30)
     assert hist.max() > 8 * hist[hist > 0].mean() / 2  # peaks (hotspots), not a flat cloud
@@ -245,8 +246,11 @@ def test_drivers_move_smoothly_and_stay_in_their_city() -> None:
     km = np.hypot(dx, dy)[same]
     dt_h = (us[1:] - us[:-1])[same] / 3.6e9
     assert len(set(ids)) == 400
-    # successive pings of a driver are near each other: at most path speed (< 80 km/h) plus GPS noise
-    assert (km <= 80.0 * dt_h + 0.5).all()
+    # successive pings of a driver are near each other: at most path speed (< 80 km/h) plus GPS noise;
+    # a ping whose path leaves the land is moved to the shore on the line to the driver's home, which
+    # on an indented coast (Semarang's, Singapore's islands) can slide it a little further, rarely
+    fast = km > 80.0 * dt_h + 0.5
+    assert fast.sum() <= 5 and (km <= 80.0 * dt_h + 3.0).all(), np.sort(km[fast])
     assert np.median(km) < 0.1
     # no driver changes city
     first_lat = {}
