@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
+from job.sql.flink import FLINK_REWRITES
 from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
 from job.sql.parse import position
 
@@ -263,6 +264,7 @@ def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expres
 
 
 REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    *FLINK_REWRITES,
     rewrite_lateral_tables,
     rewrite_rowtime,
     rewrite_window_properties,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -32,10 +32,11 @@ class Translation:
     batch_order: dict[str, str] = field(default_factory=dict)
 
 
-def translate(sql: str, tables: Mapping[str, set[str]],
+def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
               udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True,
               window_keys_last: bool = True) -> Translation:
-    """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
+    """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
+    Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
 
     ``udfs`` are the dagger's own functions (lower-case name → description, see
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
