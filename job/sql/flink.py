@@ -84,7 +84,7 @@ def rewrite_casts(tree: exp.Expression) -> exp.Expression:
             return node  # every CAST the dialect reads is a TryCast; a plain Cast was built by a rewrite
         to = node.args["to"]
         if to.this in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
-            raise fail("CAST to TIME is not supported: Spark has no time-of-day type", to,
+            raise fail("CAST to TIME is not supported: Spark has no time-of-day type", node,
                        hint="use DATE_FORMAT(ts, 'HH:mm:ss') for the text or HOUR(ts)/MINUTE(ts) for numbers")
         precision = None
         if to.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ,
@@ -96,7 +96,7 @@ def rewrite_casts(tree: exp.Expression) -> exp.Expression:
         cast = exp.TryCast(this=node.this, to=to, safe=True)
         unit = _TIMESTAMP_PRECISION.get(precision) if precision is not None else None
         if precision is not None and precision < 3 and unit is None:
-            raise fail(f"TIMESTAMP({precision}) is not supported; use TIMESTAMP(0) or TIMESTAMP(3)", node.args["to"])
+            raise fail(f"TIMESTAMP({precision}) is not supported; use TIMESTAMP(0) or TIMESTAMP(3)", node)
         if unit is not None:
             return exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(unit), cast])
         return cast
@@ -120,31 +120,30 @@ def rewrite_subscripts(tree: exp.Expression) -> exp.Expression:
 
 
 def rewrite_constructors(tree: exp.Expression) -> exp.Expression:
-    """Flink's ``MAP['k1', v1, ...]`` → ``map('k1', v1, ...)``; ``ROW(a, b)`` → ``struct(a, b)``."""
+    """Flink's ``MAP['k1', v1, ...]`` → ``map('k1', v1, ...)``."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Bracket) and isinstance(node.this, exp.Column) and not node.this.table \
                 and node.this.name.upper() == "MAP" and not node.this.this.quoted:
             return exp.Anonymous(this="map", expressions=list(node.expressions))
-        if isinstance(node, exp.Anonymous) and str(node.name).upper() == "ROW":
-            return exp.Anonymous(this="struct", expressions=list(node.expressions))
         return node
 
     return bottom_up(tree, visit)
 
 
-def check_pattern(pattern: exp.Expression | None) -> None:
-    """Raise SqlError at a Java datetime pattern that Spark's formatter would refuse or read otherwise."""
+def check_pattern(pattern: exp.Expression | None, call: exp.Expression) -> None:
+    """Raise SqlError at ``call`` when its Java datetime pattern is one Spark's formatter would refuse or
+    read otherwise."""
     text = string_literal(pattern) if pattern is not None else None
     if text is None:
         return
     letters = re.sub(r"'[^']*'", "", text)  # quoted text is not pattern letters
     for letter, what in _REFUSED_LETTERS.items():
         if letter in letters:
-            raise fail(f"datetime pattern {text!r}: {letter!r} ({what}) is not supported", pattern,
+            raise fail(f"datetime pattern {text!r}: {letter!r} ({what}) is not supported", call,
                        hint="Spark formats no week-based fields; use DAYOFWEEK(ts) or WEEKOFYEAR(ts)")
     for run in re.findall(r"S+", letters):
         if len(run) != 3:
-            raise fail(f"datetime pattern {text!r}: use SSS for milliseconds, found {run}", pattern)
+            raise fail(f"datetime pattern {text!r}: use SSS for milliseconds, found {run}", call)
 
 
 def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
@@ -153,7 +152,7 @@ def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
     unit)`` → ``date_trunc``."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.TimeToStr | exp.UnixToStr | exp.StrToUnix):
-            check_pattern(node.args.get("format"))
+            check_pattern(node.args.get("format"), node)
         if isinstance(node, exp.StrToUnix) and not isinstance(node.this, exp.CurrentTimestamp):
             fmt = node.args.get("format") or exp.Literal.string("yyyy-MM-dd HH:mm:ss")
             return build("CASE WHEN __a0 IS NULL THEN CAST(NULL AS BIGINT) ELSE coalesce(unix_timestamp("

@@ -102,6 +102,12 @@ def _field_type(kind: exp.DataType | None, name: str) -> tuple[bool, exp.DataTyp
     return name in fields, fields.get(name), list(fields)
 
 
+def _map_constructor(col: exp.Column) -> bool:
+    """Whether ``col`` is the MAP of Flink's ``MAP['k', v]``."""
+    return col.name.upper() == "MAP" and not col.this.quoted and isinstance(col.parent, exp.Bracket) \
+        and col.parent.this is col
+
+
 def _in_lambda(col: exp.Column) -> bool:
     lam = col.find_ancestor(exp.Lambda)
     while lam is not None:
@@ -222,7 +228,7 @@ class _Resolver:
 
     def column(self, col: exp.Column, scope: Scope, sources: dict[str, Source]) -> None:
         parts, top = _path(col)
-        if len(parts) == 1 and _in_lambda(col):
+        if len(parts) == 1 and (_in_lambda(col) or _map_constructor(col)):
             return
         found = self.lookup(parts, col, scope, sources)
         if found is None:
