@@ -290,7 +290,7 @@ FROM lines GROUP BY TUMBLE(rowtime, INTERVAL '1' HOUR), name, channel"""
     registry = SchemaRegistry(schema_file.read_bytes())
     late = {"order_number": "o9", "event_timestamp": datetime(2026, 3, 2, 13, 0, tzinfo=UTC)}
     _produce(tansu_broker, topics["booking"], registry, BOOKING, [*BOOKINGS, late])
-    _produce(tansu_broker, topics["payment"], registry, PAYMENT, [{**PAYMENTS[0], **late}])
+    _produce(tansu_broker, topics["payment"], registry, PAYMENT, [*PAYMENTS, {"order_id": "o9", "event_timestamp": late["event_timestamp"]}])
     run_foreground(plan(parse_spec(text, "stream.yaml"), tmp_path), available_now=True, spark=spark)
     got = influx_points(influxdb, db, "m", "quantity", ["tag_name", "tag_channel"])
     h11 = int(H11.timestamp())
