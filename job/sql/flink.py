@@ -171,6 +171,15 @@ def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
+def check_unsupported(tree: exp.Expression) -> None:
+    """Raise SqlError at a Flink construct Spark cannot run: a temporal join (``FOR SYSTEM_TIME AS OF``)."""
+    for table in tree.find_all(exp.Table):
+        if table.args.get("version") is not None:
+            raise fail("a temporal join (FOR SYSTEM_TIME AS OF) is not supported: Spark has no versioned tables",
+                       table, hint="join two streams on an interval: b.rowtime BETWEEN a.rowtime AND "
+                                   "a.rowtime + INTERVAL '5' MINUTE")
+
+
 FLINK_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
     rewrite_unnest,
     rewrite_casts,

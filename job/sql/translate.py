@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
+from job.sql.flink import check_unsupported
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
 from job.sql.rewrite import add_watermark_barrier, put_window_keys_last, render, to_spark, window_args
@@ -47,6 +48,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     a window.
     """
     tree = parse(sql)
+    check_unsupported(tree)
     validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)
     used = validate.check_columns(tree, tables)
