@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from sqlglot import exp
+from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
@@ -281,5 +282,12 @@ def to_spark(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = N
 
 
 def render(tree: exp.Expression) -> str:
-    """Return Spark SQL text for a rewritten tree (function names keep their case)."""
-    return tree.sql(dialect="spark", normalize_functions=False)
+    """Return Spark SQL text for a rewritten tree (function names keep their case).
+
+    Raises SqlError for anything sqlglot's Spark generator cannot express (it would otherwise log a
+    warning and write something else, e.g. ``TRUNCATE(x, 2)`` as ``CAST(x AS BIGINT)``).
+    """
+    try:
+        return tree.sql(dialect="spark", normalize_functions=False, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise SqlError(f"cannot be translated to Spark SQL: {exc}") from None
