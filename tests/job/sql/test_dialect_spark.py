@@ -24,7 +24,7 @@ from job.runner import run_foreground
 from job.schema.compile import compile_descriptor_set
 from job.schema.registry import SchemaRegistry
 from job.spec import parse_spec
-from tests.helpers import influx_points, unique
+from tests.helpers import influx_points, streams_yaml, unique
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -218,13 +218,8 @@ def _produce(bootstrap: str, topic: str, registry: SchemaRegistry, proto: str, r
 
 
 def _spec_text(name: str, bootstrap: str, topics: dict[str, str], schema: Path, sql: str, sink: str) -> str:
-    streams = "".join(f"""  - table: {table}
-    topics: [{topic}]
-    proto_class: {proto}
-    timestamp_field: event_timestamp
-    bootstrap_servers: {bootstrap}
-    group: {name}-{table}
-""" for table, topic, proto in (("booking", topics["booking"], BOOKING), ("payment", topics["payment"], PAYMENT)))
+    streams = streams_yaml(name, bootstrap, [("booking", topics["booking"], BOOKING),
+                                             ("payment", topics["payment"], PAYMENT)])
     block = "\n".join("  " + line for line in sql.splitlines())
     return f"""name: {name}
 streams:
