@@ -7,9 +7,8 @@ may also see its enclosing SELECT's), a column ``t.c`` in source ``t``, and any 
 the stream's schema gives it. Unknown and ambiguous names raise :class:`~job.errors.SqlError` at
 their line and column with a suggestion.
 
-:func:`resolve` also leaves what the rewrites need on the tree's nodes (``meta``, which copies and
-transforms keep): the kind of each ``UNNEST`` (:data:`UNNEST_KIND`: ``map``, ``rows`` or ``array``)
-and whether a ``x[i]`` indexes an array or a map (:data:`INDEX_KIND`).
+:func:`resolve` also leaves what the UNNEST rewrite needs on the tree (``meta``, which copies and
+transforms keep): the kind of each ``UNNEST`` (:data:`UNNEST_KIND`: ``map``, ``rows`` or ``array``).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from job.sql.parse import READ_DIALECT, position
 
 TIME_COLUMN = "rowtime"
 UNNEST_KIND = "dagger_unnest"  # meta key on an Unnest: "map" | "rows" | "array" (absent: type unknown)
-INDEX_KIND = "dagger_index"  # meta key on a Bracket: "array" | "map" (absent: type unknown)
 _TIMESTAMP = "TIMESTAMP"
 
 ColumnTypes = dict[str, exp.DataType | None]  # column -> its type (None: not known)
@@ -338,14 +336,10 @@ def resolve(tree: exp.Expression, tables: Mapping[str, Iterable[str] | Mapping[s
     """Check every column of ``tree`` against the sources of its own SELECT; return the columns used.
 
     ``tables``: stream table -> its column names, or -> column -> Spark type text (then nested fields
-    and UNNEST are checked against the types). Marks UNNEST and ``[...]`` nodes with their kind (see
-    the module's docstring). Raises SqlError at the first unknown or ambiguous name.
+    and UNNEST are checked against the types). Marks each UNNEST with its kind (see the module's
+    docstring). Raises SqlError at the first unknown or ambiguous name.
     """
     resolver = _Resolver(column_types(tables))
     for scope in traverse_scope(tree):
         resolver.scope(scope)
-    for bracket in tree.find_all(exp.Bracket):
-        kind = resolver.types.get(id(bracket.this))
-        if kind is not None and kind.this in (exp.DataType.Type.ARRAY, exp.DataType.Type.MAP):
-            bracket.meta[INDEX_KIND] = "array" if kind.this == exp.DataType.Type.ARRAY else "map"
     return Resolution(used=resolver.used)
