@@ -177,6 +177,14 @@ WHERE num_orders > 0""",
      "CAST(created_at_s AS DOUBLE) / 5, CAST('true' AS BOOLEAN), CAST('2026-03-02 10:00:05.123456' AS TIMESTAMP(3)),\n"
      "CAST(order_number AS BIGINT), CAST(3 AS TINYINT) FROM booking WHERE order_number = 'o1'",
      [("1772445605", 13, None, Decimal("2.50"), 354489121.0, True, at(0, 5, 123000), None, 3)]),
+    ("calcite-builtins",
+     "SELECT TIMESTAMPADD(HOUR, 1, rowtime), TIMESTAMPDIFF(SECOND, rowtime, TIMESTAMP '2026-03-02 10:01:00'),\n"
+     "EXTRACT(MINUTE FROM rowtime), SUBSTRING(order_url FROM 9 FOR 2), POSITION('o1' IN order_url),\n"
+     "CHAR_LENGTH(order_number), order_number || '-' || customer_id, TRIM(BOTH 'o' FROM order_number),\n"
+     "status IS DISTINCT FROM 'COMPLETED', CARDINALITY(tags), TO_TIMESTAMP(created_at_text),\n"
+     "REGEXP_EXTRACT(order_url, 'off=([0-9]+)', 1), UPPER(service_type), CONCAT_WS('/', service_area_id, driver_id)\n"
+     "FROM booking WHERE order_number = 'o1'",
+     [(at(0, 5).replace(hour=11), 55, 0, "x/", 11, 2, "o1-c1", "1", False, 2, at(0, 5), "50", "GO_RIDE", "1/d1")]),
     ("map-constructor",
      "SELECT MAP['a', order_number]['a'] FROM booking WHERE order_number = 'o3'",
      [("o3",)]),
