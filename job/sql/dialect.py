@@ -9,7 +9,7 @@ three differences that change a query's meaning, fixed here:
 * datetime patterns (``DATE_FORMAT``, ``FROM_UNIXTIME``, ``UNIX_TIMESTAMP``) are kept as the Java
   pattern the user wrote, not mapped through strftime and back (which turned ``Y`` into ``yyyy``);
   :mod:`job.sql.flink` checks them;
-* Flink's type names ``BYTES`` and ``STRING`` parse as types.
+* Flink's type name ``BYTES`` parses as a type, and ``SESSION(rowtime, gap)`` as a call.
 """
 
 from __future__ import annotations
@@ -25,4 +25,6 @@ class DaggerSql(Spark):
 
     class Tokenizer(Spark.Tokenizer):
         STRING_ESCAPES = ["'"]  # Calcite: '' is a quote inside a string; a backslash is itself
-        KEYWORDS = {**Spark.Tokenizer.KEYWORDS, "BYTES": TokenType.VARBINARY}
+        # SESSION(rowtime, gap) is Flink's session window, not a keyword
+        KEYWORDS = {**{k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"},
+                    "BYTES": TokenType.VARBINARY}

@@ -12,7 +12,7 @@ from job.sql.catalog import DaggerFunction
 from job.sql.flink import check_unsupported
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
-from job.sql.rewrite import add_watermark_barrier, put_window_keys_last, render, to_spark, window_args
+from job.sql.rewrite import add_watermark_barrier, fname, put_window_keys_last, render, to_spark, window_args
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
         spark_sql=render(spark),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
-        window=window_args(window)[1:] if window is not None else None,
+        window=window_args(window)[1:] if window is not None and fname(window) != "SESSION" else None,
         derived=derived,
         derived_only=_derived_only(pushed, derived),
         batch_order=batch_order(spark, columns),

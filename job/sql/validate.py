@@ -10,7 +10,14 @@ from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction, dagger_kind, is_known, lookup
 from job.sql.library import call_name, check_call
 from job.sql.parse import position
-from job.sql.rewrite import ROWTIME_PROPERTIES, WINDOW_FUNCS, WINDOW_PROPERTIES, fname, window_args
+from job.sql.rewrite import (
+    ROWTIME_PROPERTIES,
+    WINDOW_FUNCS,
+    WINDOW_PROPERTIES,
+    fname,
+    window_args,
+    window_family,
+)
 from job.sql.scope import TIME_COLUMN, resolve
 
 __all__ = ["TIME_COLUMN", "check_columns", "check_functions", "check_tables", "check_windows"]
@@ -99,7 +106,7 @@ def has_aggregate(select: exp.Select) -> bool:
 
 
 def group_window(select: exp.Select) -> exp.Anonymous | None:
-    """Return the TUMBLE/HOP call in a SELECT's GROUP BY, if any."""
+    """Return the TUMBLE/HOP/SESSION call in a SELECT's GROUP BY, if any."""
     group = select.args.get("group")
     if not group:
         return None
@@ -121,9 +128,9 @@ def check_windows(tree: exp.Expression) -> None:
             raise _fail("an aggregation over a stream needs a window in GROUP BY", target,
                         hint="add TUMBLE(rowtime, INTERVAL '60' SECOND) to the GROUP BY")
         if props and window is None:
-            raise _fail(f"{fname(props[0])} needs a TUMBLE or HOP window in GROUP BY", props[0])
+            raise _fail(f"{fname(props[0])} needs a {window_family(props[0])} window in GROUP BY", props[0])
         for prop in props:
-            family = "HOP" if fname(prop).startswith("HOP") else "TUMBLE"
+            family = window_family(prop)
             if window is not None and (fname(window) != family or window_args(prop)[1:] != window_args(window)[1:]):
                 raise _fail(f"{fname(prop)} must name the same window as the GROUP BY "
                             f"({window.sql(dialect='spark')})", prop)

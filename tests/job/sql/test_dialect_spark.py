@@ -177,6 +177,14 @@ WHERE num_orders > 0""",
      "CAST(created_at_s AS DOUBLE) / 5, CAST('true' AS BOOLEAN), CAST('2026-03-02 10:00:05.123456' AS TIMESTAMP(3)),\n"
      "CAST(order_number AS BIGINT), CAST(3 AS TINYINT) FROM booking WHERE order_number = 'o1'",
      [("1772445605", 13, None, Decimal("2.50"), 354489121.0, True, at(0, 5, 123000), None, 3)]),
+    ("session-window",  # c1's two bookings are 65 s apart: one session with a 2-minute gap, two with 1 minute
+     "SELECT customer_id, COUNT(1) AS n, SESSION_START(rowtime, INTERVAL '2' MINUTE) AS s,\n"
+     "SESSION_END(rowtime, INTERVAL '2' MINUTE) AS e FROM booking GROUP BY SESSION(rowtime, INTERVAL '2' MINUTE), customer_id\n"
+     "UNION ALL SELECT customer_id, COUNT(1) AS n, SESSION_START(rowtime, INTERVAL '1' MINUTE) AS s,\n"
+     "SESSION_END(rowtime, INTERVAL '1' MINUTE) AS e FROM booking WHERE customer_id = 'c1'\n"
+     "GROUP BY SESSION(rowtime, INTERVAL '1' MINUTE), customer_id",
+     [("c1", 2, at(0, 5), at(3, 10)), ("c2", 1, at(0, 40), at(2, 40)), ("c3", 1, at(2, 30), at(4, 30)),
+      ("c1", 1, at(0, 5), at(1, 5)), ("c1", 1, at(1, 10), at(2, 10))]),
     ("calcite-builtins",
      "SELECT TIMESTAMPADD(HOUR, 1, rowtime), TIMESTAMPDIFF(SECOND, rowtime, TIMESTAMP '2026-03-02 10:01:00'),\n"
      "EXTRACT(MINUTE FROM rowtime), SUBSTRING(order_url FROM 9 FOR 2), POSITION('o1' IN order_url),\n"
