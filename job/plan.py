@@ -11,6 +11,7 @@ from pathlib import Path
 
 from job.errors import SpecError
 from job.schema.registry import SchemaRegistry, default_registry
+from job.schema.sql_types import column_types
 from job.sources.kafka import SourceConfig
 from job.spec import DaggerSpec
 from job.sql import Translation, translate
@@ -118,7 +119,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
     """
     checkpoint = spec.resolved_checkpoint(state_dir)
     registry = registry or schema_for(spec, checkpoint)
-    tables: dict[str, set[str]] = {}
+    tables: dict[str, dict[str, str]] = {}
     kinds: dict[str, str] = {}
     for i, stream in enumerate(spec.streams):
         fields = registry.fields(stream.proto_class)
@@ -129,7 +130,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         if ts.kind not in ("timestamp", "int64") or ts.repeated:
             raise SpecError(f"streams[{i}].timestamp_field: {stream.timestamp_field!r} is {ts.kind}; it must be "
                             "a google.protobuf.Timestamp or an int64 of epoch milliseconds")
-        tables[stream.table] = set(fields)
+        tables[stream.table] = column_types(registry, stream.proto_class)
         kinds[stream.table] = ts.kind
     udfs = None
     if spec.udf_file:

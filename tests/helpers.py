@@ -124,6 +124,18 @@ def topic_and_db(broker: Any, influx: Any, prefix: str, partitions: int) -> tupl
     return topic, db
 
 
+def streams_yaml(name: str, bootstrap: str, streams: list[tuple[str, str, str]], extra: str = "") -> str:
+    """Return the ``streams:`` entries of a spec for (table, topic, proto_class) triples, each reading
+    ``event_timestamp`` with the consumer group ``<name>-<table>``; ``extra`` lines are added to each."""
+    return "".join(f"""  - table: {table}
+    topics: [{topic}]
+    proto_class: {proto}
+    timestamp_field: event_timestamp
+    bootstrap_servers: {bootstrap}
+    group: {name}-{table}
+{extra}""" for table, topic, proto in streams)
+
+
 def make_spec(*, name: str, bootstrap: str, topic: str, proto_class: str, sql: str, influx_url: str, db: str,
               measurement: str, checkpoint: Path, watermark_delay_ms: int = 30_000,
               max_records_per_batch: int = 500_000, bad_records: str = "skip",

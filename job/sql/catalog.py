@@ -60,6 +60,12 @@ _LIBRARY = [
        "The exclusive end of the row's sliding window.", (3,), "window"),
     _f("HOP_ROWTIME", "rowtime", "HOP_ROWTIME(rowtime, slide, size)",
        "The sliding window's last instant (end - 1 µs) as an event time for an outer window.", (3,), "window"),
+    _f("SESSION", "window", "SESSION(rowtime, INTERVAL gap)",
+       "GROUP BY item: a window per run of rows with no gap longer than `gap` between them.", (2,), "window"),
+    _f("SESSION_START", "window_property", "SESSION_START(rowtime, INTERVAL gap)",
+       "The inclusive start of the row's session window (its first event).", (2,), "window"),
+    _f("SESSION_END", "window_property", "SESSION_END(rowtime, INTERVAL gap)",
+       "The exclusive end of the row's session window (its last event + gap).", (2,), "window"),
     # geo
     _f("S2Id", "scalar", "S2Id(lat DOUBLE, long DOUBLE, level INT) -> STRING",
        "The S2 cell containing the point at `level` (0-30), as the decimal string of the signed 64-bit "

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from sqlglot import exp
+from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
+from job.sql.flink import FLINK_REWRITES
 from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
 from job.sql.parse import position
 
@@ -20,8 +22,9 @@ UNITS = {
 }
 UNIT_MS = {"milliseconds": 1, "seconds": 1_000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000,
            "weeks": 604_800_000}
-WINDOW_FUNCS = {"TUMBLE", "HOP"}
-WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end"}
+WINDOW_FUNCS = {"TUMBLE", "HOP", "SESSION"}
+WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end",
+                     "SESSION_START": "start", "SESSION_END": "end"}
 ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME"}
 ROWTIME_WINDOW = "__dagger_window"  # the inner window struct that an outer window_time() reads
 
@@ -58,7 +61,8 @@ def interval_ms(text: str) -> int:
 
 
 def window_args(fn: exp.Anonymous) -> tuple[exp.Expression, str, str | None]:
-    """Return (time column, size, slide or None) of a TUMBLE/HOP call or one of its properties."""
+    """Return (time column, size, slide or None) of a TUMBLE/HOP/SESSION call or one of its properties
+    (a SESSION's size is its gap)."""
     name, args = fname(fn), fn.expressions
     hop = name.startswith("HOP")
     want = 3 if hop else 2
@@ -71,17 +75,27 @@ def window_args(fn: exp.Anonymous) -> tuple[exp.Expression, str, str | None]:
     return args[0], interval_text(args[1]), None
 
 
+def window_column(fn: exp.Anonymous) -> str:
+    """Return the Spark column of the window a TUMBLE/HOP/SESSION call or property names."""
+    return "session_window" if fname(fn).startswith("SESSION") else "window"
+
+
+def window_family(fn: exp.Anonymous) -> str:
+    """Return TUMBLE, HOP or SESSION for a window call or one of its properties."""
+    return fname(fn).split("_")[0]
+
+
 def _spark_window(fn: exp.Anonymous) -> exp.Anonymous:
     time_col, size, slide = window_args(fn)
     args = [time_col.copy(), exp.Literal.string(size)]
     if slide is not None:
         args.append(exp.Literal.string(slide))
-    return exp.Anonymous(this="window", expressions=args)
+    return exp.Anonymous(this=window_column(fn), expressions=args)
 
 
 def rewrite_group_windows(tree: exp.Expression) -> exp.Expression:
     """``GROUP BY TUMBLE(t, INTERVAL '60' SECOND)`` → ``GROUP BY window(t, '60 seconds')``;
-    ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``."""
+    ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``; ``SESSION(t, gap)`` → ``session_window(t, 'gap')``."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_FUNCS:
             return _spark_window(node)
@@ -91,11 +105,12 @@ def rewrite_group_windows(tree: exp.Expression) -> exp.Expression:
 
 
 def rewrite_window_properties(tree: exp.Expression) -> exp.Expression:
-    """``TUMBLE_START(...)``/``HOP_START(...)`` → ``window.start``; ``*_END`` → ``window.end``."""
+    """``TUMBLE_START(...)``/``HOP_START(...)`` → ``window.start``; ``*_END`` → ``window.end``;
+    ``SESSION_START``/``SESSION_END`` → ``session_window.start``/``.end``."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_PROPERTIES:
             window_args(node)  # validates the arguments
-            return exp.column(WINDOW_PROPERTIES[fname(node)], table="window")
+            return exp.column(WINDOW_PROPERTIES[fname(node)], table=window_column(node))
         return node
 
     return tree.transform(visit)
@@ -212,7 +227,7 @@ def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
 
 
 def _is_window_key(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Anonymous) and node.name.lower() == "window"
+    return isinstance(node, exp.Anonymous) and node.name.lower() in ("window", "session_window")
 
 
 def put_window_keys_last(tree: exp.Expression) -> exp.Expression:
@@ -263,6 +278,7 @@ def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expres
 
 
 REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    *FLINK_REWRITES,
     rewrite_lateral_tables,
     rewrite_rowtime,
     rewrite_window_properties,
@@ -279,5 +295,12 @@ def to_spark(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = N
 
 
 def render(tree: exp.Expression) -> str:
-    """Return Spark SQL text for a rewritten tree (function names keep their case)."""
-    return tree.sql(dialect="spark", normalize_functions=False)
+    """Return Spark SQL text for a rewritten tree (function names keep their case).
+
+    Raises SqlError for anything sqlglot's Spark generator cannot express (it would otherwise log a
+    warning and write something else, e.g. ``TRUNCATE(x, 2)`` as ``CAST(x AS BIGINT)``).
+    """
+    try:
+        return tree.sql(dialect="spark", normalize_functions=False, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise SqlError(f"cannot be translated to Spark SQL: {exc}") from None

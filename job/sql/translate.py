@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
+from job.sql.flink import check_unsupported
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
-from job.sql.rewrite import add_watermark_barrier, put_window_keys_last, render, to_spark, window_args
+from job.sql.rewrite import add_watermark_barrier, fname, put_window_keys_last, render, to_spark, window_args
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,11 @@ class Translation:
     batch_order: dict[str, str] = field(default_factory=dict)
 
 
-def translate(sql: str, tables: Mapping[str, set[str]],
+def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
               udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True,
               window_keys_last: bool = True) -> Translation:
-    """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names).
+    """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
+    Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
 
     ``udfs`` are the dagger's own functions (lower-case name → description, see
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
@@ -46,6 +48,7 @@ def translate(sql: str, tables: Mapping[str, set[str]],
     a window.
     """
     tree = parse(sql)
+    check_unsupported(tree)
     validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)
     used = validate.check_columns(tree, tables)
@@ -62,7 +65,7 @@ def translate(sql: str, tables: Mapping[str, set[str]],
         spark_sql=render(spark),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
-        window=window_args(window)[1:] if window is not None else None,
+        window=window_args(window)[1:] if window is not None and fname(window) != "SESSION" else None,
         derived=derived,
         derived_only=_derived_only(pushed, derived),
         batch_order=batch_order(spark, columns),

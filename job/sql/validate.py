@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
 
@@ -10,10 +10,17 @@ from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction, dagger_kind, is_known, lookup
 from job.sql.library import call_name, check_call
 from job.sql.parse import position
-from job.sql.rewrite import ROWTIME_PROPERTIES, WINDOW_FUNCS, WINDOW_PROPERTIES, fname, window_args
+from job.sql.rewrite import (
+    ROWTIME_PROPERTIES,
+    WINDOW_FUNCS,
+    WINDOW_PROPERTIES,
+    fname,
+    window_args,
+    window_family,
+)
+from job.sql.scope import TIME_COLUMN, resolve
 
-TIME_COLUMN = "rowtime"
-
+__all__ = ["TIME_COLUMN", "check_columns", "check_functions", "check_tables", "check_windows"]
 
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
@@ -76,66 +83,14 @@ def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
                         table)
 
 
-def _aliases(tree: exp.Expression) -> dict[str, str]:
-    """Map each table alias (and table name) in FROM/JOIN to its stream table."""
-    out: dict[str, str] = {}
-    for table in tree.find_all(exp.Table):
-        out[table.name] = table.name
-        if table.alias:
-            out[table.alias] = table.name
-    return out
+def check_columns(tree: exp.Expression,
+                  tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> dict[str, set[str]]:
+    """Every column must exist in a source of its own SELECT (see :mod:`job.sql.scope`).
 
-
-def check_columns(tree: exp.Expression, tables: Mapping[str, set[str]]) -> dict[str, set[str]]:
-    """Every column must exist in a stream (or be a SELECT alias or ``rowtime``).
-
-    Returns the columns used per stream table. Queries with subqueries or CTEs are checked only
-    for names that exist nowhere (Spark resolves their scopes).
+    ``tables``: stream table -> column names, or -> column -> Spark type text. Returns the columns
+    used per stream table.
     """
-    aliases = _aliases(tree)
-    select_aliases = {e.alias for e in tree.find_all(exp.Alias) if e.alias}
-    laterals = [lat.args.get("alias") for lat in tree.find_all(exp.Lateral)]
-    select_aliases |= {c.name for alias in laterals if alias is not None for c in alias.columns}
-    select_aliases |= {p.name for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
-    lateral_names = {alias.name for alias in laterals if alias is not None and alias.name}
-    nested = bool(cte_and_subquery_names(tree)) or any(True for _ in tree.find_all(exp.Subquery))
-    used: dict[str, set[str]] = {name: set() for name in tables}
-    for col in tree.find_all(exp.Column):
-        if isinstance(col.parent, exp.Dot) and col.parent.this is col and col.table == "window":
-            continue
-        name, qual = col.name, col.table
-        if qual and (qual == "window" or qual in lateral_names):
-            continue
-        if qual:
-            table = aliases.get(qual)
-            if table is None or table not in tables:
-                if nested:
-                    continue
-                raise _fail(f"unknown table or alias {qual} in {qual}.{name}", col)
-            if name != TIME_COLUMN and name not in tables[table]:
-                raise _fail(f"table {table} has no column {name}", col,
-                            hint=_suggest(name, tables[table]))
-            if name != TIME_COLUMN:
-                used[table].add(name)
-            continue
-        owners = [t for t, cols in tables.items() if name in cols]
-        if name == TIME_COLUMN:
-            continue
-        if len(owners) > 1:
-            raise _fail(f"column {name} is in {' and '.join(owners)}; qualify it", col)
-        if owners:
-            used[owners[0]].add(name)
-        elif name not in select_aliases:
-            all_cols = set().union(*tables.values()) if tables else set()
-            raise _fail(f"unknown column {name}", col, hint=_suggest(name, all_cols))
-    return used
-
-
-def _suggest(name: str, options: set[str]) -> str | None:
-    import difflib
-
-    close = difflib.get_close_matches(name, sorted(options), n=3)
-    return f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(sorted(options))}"
+    return resolve(tree, tables).used
 
 
 def has_aggregate(select: exp.Select) -> bool:
@@ -151,7 +106,7 @@ def has_aggregate(select: exp.Select) -> bool:
 
 
 def group_window(select: exp.Select) -> exp.Anonymous | None:
-    """Return the TUMBLE/HOP call in a SELECT's GROUP BY, if any."""
+    """Return the TUMBLE/HOP/SESSION call in a SELECT's GROUP BY, if any."""
     group = select.args.get("group")
     if not group:
         return None
@@ -173,9 +128,9 @@ def check_windows(tree: exp.Expression) -> None:
             raise _fail("an aggregation over a stream needs a window in GROUP BY", target,
                         hint="add TUMBLE(rowtime, INTERVAL '60' SECOND) to the GROUP BY")
         if props and window is None:
-            raise _fail(f"{fname(props[0])} needs a TUMBLE or HOP window in GROUP BY", props[0])
+            raise _fail(f"{fname(props[0])} needs a {window_family(props[0])} window in GROUP BY", props[0])
         for prop in props:
-            family = "HOP" if fname(prop).startswith("HOP") else "TUMBLE"
+            family = window_family(prop)
             if window is not None and (fname(window) != family or window_args(prop)[1:] != window_args(window)[1:]):
                 raise _fail(f"{fname(prop)} must name the same window as the GROUP BY "
                             f"({window.sql(dialect='spark')})", prop)

@@ -21,7 +21,7 @@ from job.produce.generator import EventBatch, generate
 from job.produce.producer import produce
 from job.runner import run_foreground
 from job.spec import parse_spec
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, streams_yaml, unique
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -144,14 +144,8 @@ def test_one_table_from_two_topics(spark, tansu_broker, influxdb, tmp_path) -> N
 def _two_stream_spec(name: str, bootstrap: str, bookings: str, pings: str, influx: str, db: str, checkpoint: Path,
                      sql: str) -> str:
     sql_block = "\n".join("  " + line for line in sql.splitlines())
-    streams = "".join(f"""  - table: {table}
-    topics: [{topic}]
-    proto_class: {proto}
-    timestamp_field: event_timestamp
-    bootstrap_servers: {bootstrap}
-    group: {name}-{table}
-    max_records_per_batch: 1200
-""" for table, topic, proto in (("bookings", bookings, BOOKING), ("pings", pings, PING)))
+    streams = streams_yaml(name, bootstrap, [("bookings", bookings, BOOKING), ("pings", pings, PING)],
+                           "    max_records_per_batch: 1200\n")
     return f"""name: {name}
 streams:
 {streams}sql: |

@@ -1,0 +1,189 @@
+"""Flink/Calcite constructs → Spark SQL, each a small pure function from AST to AST.
+
+Where Flink and Spark differ, the rewrite keeps Flink's meaning (see docs/sql.md):
+
+* ``FROM t, UNNEST(t.xs) AS u (a, b)`` (or ``CROSS JOIN UNNEST``) → ``LATERAL VIEW``: ``explode`` of a
+  map (key, value) or an array of scalars, ``inline`` of an array of messages (one column per
+  field); ``LEFT JOIN UNNEST(...) ON TRUE`` → ``LATERAL VIEW OUTER``;
+* ``CAST`` → ``TRY_CAST``: Flink 1.14 (the original platform's) gave NULL for a value that does not
+  convert, where Spark's ANSI mode stops the query; ``TIMESTAMP(p)`` with p ≤ 3 truncates to p
+  digits of second as Flink does; ``TIME`` has no Spark type and is refused;
+* ``x[i]`` → ``try_element_at(x, i)``: Flink's arrays count from 1 and a missing element or map key
+  is NULL (Spark's ``x[i]`` counts from 0);
+* ``DATE_FORMAT``, ``FROM_UNIXTIME``, ``UNIX_TIMESTAMP`` keep the Java pattern, checked against what
+  Spark's formatter takes; ``UNIX_TIMESTAMP(s, fmt)`` of a string that does not parse is
+  ``-9223372036854775808`` (Long.MIN_VALUE) as in Flink, not NULL or an error;
+* ``FLOOR(ts TO unit)`` / ``CEIL(ts TO unit)`` → ``date_trunc``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from job.sql.library import bottom_up, build, fail, string_literal
+from job.sql.scope import UNNEST_KIND
+
+# Java datetime pattern letters that Spark's formatter refuses (week-based fields) or reads otherwise
+_REFUSED_LETTERS = {
+    "Y": "week-based year", "w": "week of year", "W": "week of month", "u": "day number of week",
+    "e": "localized day of week", "c": "localized day of week", "F": "day of week in month",
+    "A": "milli of day", "n": "nano of second", "N": "nano of day",
+}
+_TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND"}
+_TIMESTAMP_PRECISION = {0: "SECOND", 1: None, 2: None, 3: "MILLISECOND"}
+
+
+def _selects(tree: exp.Expression) -> list[exp.Select]:
+    return list(tree.find_all(exp.Select))
+
+
+def rewrite_unnest(tree: exp.Expression) -> exp.Expression:
+    """``FROM t, UNNEST(t.m) AS u (k, v)`` → ``FROM t LATERAL VIEW explode(t.m) u AS k, v``;
+    ``UNNEST(t.items) AS i (id, qty)`` over messages → ``LATERAL VIEW inline(t.items) i AS id, qty``.
+
+    The kind comes from :func:`job.sql.scope.resolve` (the column's type); without one, several
+    names mean an array of messages and one name an array.
+    """
+    tree = tree.copy()
+    for select in _selects(tree):
+        joins = list(select.args.get("joins") or [])
+        keep, laterals = [], list(select.args.get("laterals") or [])
+        for join in joins:
+            unnest = join.this
+            if not isinstance(unnest, exp.Unnest):
+                keep.append(join)
+                continue
+            if unnest.args.get("offset"):
+                raise fail("UNNEST ... WITH ORDINALITY is not supported", unnest,
+                           hint="posexplode is not offered; number the elements in the producer")
+            alias = unnest.args.get("alias")
+            names = list(alias.columns) if alias is not None and alias.columns else []
+            name = alias.this if alias is not None and alias.this else exp.to_identifier(f"__dagger_u{len(laterals)}")
+            kind = unnest.meta.get(UNNEST_KIND) or ("array" if len(names) <= 1 else "rows")
+            if kind == "array" and not names:
+                names = [name.copy()]
+            generator = "inline" if kind == "rows" else "explode"
+            outer = bool(join.side) and str(join.side).upper() == "LEFT"
+            gen = exp.Anonymous(this=generator, expressions=[unnest.expressions[0].copy()])
+            laterals.append(exp.Lateral(this=gen, view=True, outer=outer,
+                                        alias=exp.TableAlias(this=name, columns=names or None)))
+        if len(keep) != len(joins):
+            select.set("joins", keep or None)
+            select.set("laterals", laterals)
+    return tree
+
+
+def rewrite_casts(tree: exp.Expression) -> exp.Expression:
+    """``CAST(x AS T)`` → ``TRY_CAST(x AS T)``; ``CAST(x AS TIMESTAMP(3))`` → ``date_trunc('MILLISECOND',
+    TRY_CAST(x AS TIMESTAMP))``. Raises SqlError for ``TIME``, which Spark has no type for."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.TryCast) or node.args.get("safe"):
+            return node  # every CAST the dialect reads is a TryCast; a plain Cast was built by a rewrite
+        to = node.args["to"]
+        if to.this in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
+            raise fail("CAST to TIME is not supported: Spark has no time-of-day type", node,
+                       hint="use DATE_FORMAT(ts, 'HH:mm:ss') for the text or HOUR(ts)/MINUTE(ts) for numbers")
+        precision = None
+        if to.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ,
+                       exp.DataType.Type.TIMESTAMPLTZ) and to.expressions:
+            param = to.expressions[0]
+            value = param.this if isinstance(param, exp.DataTypeParam) else param
+            precision = int(value.name) if isinstance(value, exp.Literal) and value.name.isdigit() else None
+            to = exp.DataType.build("TIMESTAMP")
+        cast = exp.TryCast(this=node.this, to=to, safe=True)
+        unit = _TIMESTAMP_PRECISION.get(precision) if precision is not None else None
+        if precision is not None and precision < 3 and unit is None:
+            raise fail(f"TIMESTAMP({precision}) is not supported; use TIMESTAMP(0) or TIMESTAMP(3)", node)
+        if unit is not None:
+            return exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(unit), cast])
+        return cast
+
+    return bottom_up(tree, visit)
+
+
+def rewrite_subscripts(tree: exp.Expression) -> exp.Expression:
+    """``xs[i]`` → ``try_element_at(xs, i)`` (Flink: from 1, NULL when out of range); ``m['k']`` →
+    ``try_element_at(m, 'k')`` (NULL for a missing key)."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+            target = node.this
+            if isinstance(target, exp.Column) and not target.table and target.name.upper() == "MAP" \
+                    and not target.this.quoted:
+                return node  # MAP['k', v] is a map constructor (rewrite_constructors)
+            return exp.Anonymous(this="try_element_at", expressions=[target, node.expressions[0]])
+        return node
+
+    return bottom_up(tree, visit)
+
+
+def rewrite_constructors(tree: exp.Expression) -> exp.Expression:
+    """Flink's ``MAP['k1', v1, ...]`` → ``map('k1', v1, ...)``."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Bracket) and isinstance(node.this, exp.Column) and not node.this.table \
+                and node.this.name.upper() == "MAP" and not node.this.this.quoted:
+            return exp.Anonymous(this="map", expressions=list(node.expressions))
+        return node
+
+    return bottom_up(tree, visit)
+
+
+def check_pattern(pattern: exp.Expression | None, call: exp.Expression) -> None:
+    """Raise SqlError at ``call`` when its Java datetime pattern is one Spark's formatter would refuse or
+    read otherwise."""
+    text = string_literal(pattern) if pattern is not None else None
+    if text is None:
+        return
+    letters = re.sub(r"'[^']*'", "", text)  # quoted text is not pattern letters
+    for letter, what in _REFUSED_LETTERS.items():
+        if letter in letters:
+            raise fail(f"datetime pattern {text!r}: {letter!r} ({what}) is not supported", call,
+                       hint="Spark formats no week-based fields; use DAYOFWEEK(ts) or WEEKOFYEAR(ts)")
+    for run in re.findall(r"S+", letters):
+        if len(run) != 3:
+            raise fail(f"datetime pattern {text!r}: use SSS for milliseconds, found {run}", call)
+
+
+def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
+    """Check the Java patterns of ``DATE_FORMAT`` / ``FROM_UNIXTIME`` / ``UNIX_TIMESTAMP``;
+    ``UNIX_TIMESTAMP(s, fmt)`` → Long.MIN_VALUE for text that does not parse (Flink); ``FLOOR/CEIL(ts TO
+    unit)`` → ``date_trunc``."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.TimeToStr | exp.UnixToStr | exp.StrToUnix):
+            check_pattern(node.args.get("format"), node)
+        if isinstance(node, exp.StrToUnix) and not isinstance(node.this, exp.CurrentTimestamp):
+            fmt = node.args.get("format") or exp.Literal.string("yyyy-MM-dd HH:mm:ss")
+            return build("CASE WHEN __a0 IS NULL THEN CAST(NULL AS BIGINT) ELSE coalesce(unix_timestamp("
+                         "try_to_timestamp(__a0, __a1)), -9223372036854775807L - 1L) END", [node.this, fmt])
+        if isinstance(node, exp.Floor | exp.Ceil) and node.args.get("to") is not None:
+            unit = node.args["to"].name.upper()
+            if unit not in _TRUNC_UNITS:
+                raise fail(f"{type(node).__name__.upper()}(... TO {unit}) is not supported; units: "
+                           f"{', '.join(sorted(_TRUNC_UNITS))}", node)
+            floor = exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(unit), node.this])
+            if isinstance(node, exp.Floor):
+                return floor
+            return build(f"IF(__a0 = __a1, __a1, __a0 + INTERVAL 1 {unit})", [floor, node.this])
+        return node
+
+    return bottom_up(tree, visit)
+
+
+def check_unsupported(tree: exp.Expression) -> None:
+    """Raise SqlError at a Flink construct Spark cannot run: a temporal join (``FOR SYSTEM_TIME AS OF``)."""
+    for table in tree.find_all(exp.Table):
+        if table.args.get("version") is not None:
+            raise fail("a temporal join (FOR SYSTEM_TIME AS OF) is not supported: Spark has no versioned tables",
+                       table, hint="join two streams on an interval: b.rowtime BETWEEN a.rowtime AND "
+                                   "a.rowtime + INTERVAL '5' MINUTE")
+
+
+FLINK_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    rewrite_unnest,
+    rewrite_casts,
+    rewrite_constructors,
+    rewrite_subscripts,
+    rewrite_datetime,
+]
