@@ -185,7 +185,7 @@ def _check_array(fn: str, args: list[exp.Expression], aggregate: bool) -> None:
 
 def _check_zone_at(index: int) -> Callable[[str, list[exp.Expression]], None]:
     def check(fn: str, args: list[exp.Expression]) -> None:
-        _need_number(fn, args[0], "the epoch seconds")
+        _need_number(fn, args[0], "the epoch time")
         if len(args) > index:
             _check_zone(fn, args[index])
     return check
@@ -323,6 +323,20 @@ def _in_zone(expr: str) -> str:
     return f"unix_timestamp(to_utc_timestamp({expr}, __a1))"
 
 
+MILLIS_THRESHOLD = 100_000_000_000
+"""StartOfWeek/EndOfWeek read an argument whose magnitude is at least this (1e11) as epoch
+milliseconds, below it as epoch seconds: 1e11 s is the year 5138, 1e11 ms is 1973-03-03."""
+
+
+def _seconds_or_millis(local: str, minus: int) -> str:
+    """``local`` is a wall-clock timestamp in zone __a1 built from ``_LOCAL``: return its epoch seconds
+    (minus ``minus``) for an argument in seconds, its epoch milliseconds (minus ``minus``) for one in
+    milliseconds, as the original (whose code took milliseconds and whose docs said seconds)."""
+    millis = local.replace("timestamp_seconds(__a0)", "timestamp_millis(__a0)")
+    return (f"CASE WHEN abs(__a0) >= {MILLIS_THRESHOLD} THEN {_in_zone(millis)} * 1000 - {minus} "
+            f"ELSE {_in_zone(local)} - {minus} END")
+
+
 def _element_at(args: list[exp.Expression]) -> exp.Expression:
     if len(args) == 2:
         return build("CAST(try_element_at(__a0, IF(__a1 >= 0, __a1 + 1, __a1)) AS STRING)", args)
@@ -404,8 +418,8 @@ TEMPLATES: dict[str, str] = {
     "timestampfromunix": "timestamp_seconds(__a0)",
     "formattimeinzone": "date_format(from_utc_timestamp(__a0, __a1), __a2)",
     "jsonquery": "get_json_object(__a0, __a1)",
-    "startofweek": _in_zone(f"date_trunc('WEEK', {_LOCAL})"),
-    "endofweek": _in_zone(f"date_trunc('WEEK', {_LOCAL}) + INTERVAL '7' DAY") + " - 1",
+    "startofweek": _seconds_or_millis(f"date_trunc('WEEK', {_LOCAL})", 0),
+    "endofweek": _seconds_or_millis(f"date_trunc('WEEK', {_LOCAL}) + INTERVAL '7' DAY", 1),
     "startofmonth": _in_zone(f"date_trunc('MONTH', {_LOCAL})"),
     "endofmonth": _in_zone(f"date_trunc('MONTH', {_LOCAL}) + INTERVAL '1' MONTH") + " - 1",
     "distance": f"6371 * (2 * atan2(sqrt({_HAVERSINE_A}), sqrt(1 - {_HAVERSINE_A})))",
