@@ -20,6 +20,9 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
 
+from job.functions.feature_rows import FEATURE_ROWS_TYPE, feature_rows_arrow
+from job.sql.feature_rows import FEATURE_ROWS_UDF
+
 OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
                   "is_outlier:boolean>>")
 _UINT64_MAX = "18446744073709551615"
@@ -177,6 +180,7 @@ LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
     "LinearTrend": (linear_trend_arrow, "double"),
     "ExponentialMovingAverage": (ema_arrow, "double"),
     "OutlierMad": (outlier_mad_arrow, OUTLIER_RETURN),
+    FEATURE_ROWS_UDF: (feature_rows_arrow, FEATURE_ROWS_TYPE),
 }
 
 

@@ -31,6 +31,9 @@ class DaggerFunction:
 
     def arity_text(self) -> str:
         """Return ``'3 arguments'`` or ``'2 or 4 arguments'`` for error messages."""
+        if len(self.arity) > 4:  # variadic: groups of (key, value) or (key, value, type)
+            step = self.arity[1] - self.arity[0]
+            return f"{self.arity[0]}, {self.arity[1]}, … arguments (groups of {step})"
         counts = [str(n) for n in self.arity]
         text = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " or " + counts[-1]
         return f"{text} argument{'s' if self.arity != (1,) else ''}"
@@ -124,6 +127,17 @@ _LIBRARY = [
        "The non-NULL values of x in the group as an array (DISTINCT: each once).", (1,)),
     _f("PercentileAggregator", "aggregate", "PercentileAggregator(percentile DOUBLE, x DOUBLE) -> DOUBLE",
        "The percentile (0-100) of x in the group, estimated as Apache Commons Math does.", (2,)),
+    # feature rows (the original's Feast functions)
+    _f("Features", "aggregate", "Features(key1, value1[, key2, value2, ...]) -> ARRAY<FEATURE_ROW>",
+       "The feature rows (key, value by the value's SQL type, name) of every pair of every event in the group.",
+       tuple(range(2, 2 * 128 + 1, 2))),
+    _f("FeaturesWithType", "aggregate",
+       "FeaturesWithType(key1, value1, 'Type1'[, key2, value2, 'Type2', ...]) -> ARRAY<FEATURE_ROW>",
+       "The distinct feature rows of every (key, value, type) triplet of every event in the group.",
+       tuple(range(3, 3 * 128 + 1, 3))),
+    _f("SingleFeatureWithType", "scalar",
+       "SingleFeatureWithType(key1, value1, 'Type1'[, ...]) -> ARRAY<FEATURE_ROW>",
+       "The distinct feature rows of one event's (key, value, type) triplets.", tuple(range(3, 3 * 128 + 1, 3))),
     # table functions
     _f("HistogramBucket", "table", "LATERAL TABLE(HistogramBucket(x DOUBLE, 'b1,b2,...')) AS T(bucket)",
        "One row per cumulative histogram bucket that x falls in, always including '+Inf'.", (2,),
