@@ -149,7 +149,7 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
     spark = running or build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
         register_source(spark)
-        register_functions(spark, p.spec.udf_file)
+        register_functions(spark, p.spec.udf_file, p.spec.dart_store)
         from pyspark.sql import functions as F
 
         from job.sql.rewrite import BARRIER_COLUMN

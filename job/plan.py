@@ -110,6 +110,23 @@ def pin_schema(plan_: DaggerPlan) -> Path:
     return pinned
 
 
+def _check_dart_store(spec: DaggerSpec) -> None:
+    """A query that calls DartGet/DartContains needs a store: raise SpecError when it has none."""
+    import os
+
+    from job.sql.calls import called_functions
+    from job.sql.parse import parse
+
+    if spec.dart_store or os.environ.get("DAGGERS_DART_STORE"):
+        return
+    used = called_functions(parse(spec.sql)) & {"dartget", "dartcontains"}
+    if used:
+        name = "DartGet" if "dartget" in used else "DartContains"
+        raise SpecError(f"dart_store: the SQL calls {name} but the spec names no store",
+                        hint="set dart_store: to a folder or an http(s):// URL with dart-get/ and dart-contains/ "
+                             "(or DAGGERS_DART_STORE)")
+
+
 def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
     """Return the plan of ``spec``.
 
@@ -136,6 +153,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         from job.functions.user import catalog_entries, load_user_functions
 
         udfs = catalog_entries(load_user_functions(spec.udf_file))
+    _check_dart_store(spec)
     features = engine_features(checkpoint)
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
                             window_keys_last=features["group_keys"] == "window_last")

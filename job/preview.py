@@ -46,7 +46,7 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     since_ms = int((time.time() - minutes * 60) * 1000)
     try:
         register_source(session)
-        register_functions(session, spec.udf_file)
+        register_functions(session, spec.udf_file, spec.dart_store)
         for stream in p.streams:
             cfg = dataclasses.replace(stream.source, start_from=str(since_ms), max_records_per_batch=max_records,
                                       bad_records="skip", bad_records_dir="")

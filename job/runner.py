@@ -240,7 +240,7 @@ class DaggerJob:
 
     def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:
         register_source(self.spark)
-        register_functions(self.spark, self.plan.spec.udf_file)
+        register_functions(self.spark, self.plan.spec.udf_file, self.plan.spec.dart_store)
         self._listener = _Listener(self._on_progress, self._heartbeat)
         self.spark.streams.addListener(self._listener)
         for i, stream in enumerate(self.plan.streams):

@@ -425,6 +425,11 @@ class DaggerSpec(_Model):
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "
                     "relative to the spec file's folder.")
+    dart_store: str | None = Field(
+        default=None,
+        description="Where DartGet/DartContains read their collections: a folder (relative to the spec file's "
+                    "folder), a file:// URL or an http(s):// URL holding dart-get/<name> and dart-contains/<name> "
+                    "JSON files (the original's GCS layout). Default: the DAGGERS_DART_STORE environment variable.")
     transformers: list[TransformerSpec] = Field(
         default_factory=list,
         description="Steps on the SQL's result rows before the sinks, in order (deduplicate, "
@@ -582,4 +587,6 @@ def load_spec(path: str | Path) -> DaggerSpec:
     spec = parse_spec(p.read_text(), source=str(p))
     if spec.udf_file and not Path(spec.udf_file).is_absolute():
         spec = spec.model_copy(update={"udf_file": str(p.parent / spec.udf_file)})
+    if spec.dart_store and "://" not in spec.dart_store and not Path(spec.dart_store).is_absolute():
+        spec = spec.model_copy(update={"dart_store": str(p.parent / spec.dart_store)})
     return spec

@@ -8,6 +8,7 @@ which parse each document. A dagger's own functions (``udf_file``) are registere
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
@@ -171,6 +172,9 @@ def outlier_mad_arrow(values: pa.Array, timestamps: pa.Array, window_start: pa.A
     return outlier_mad(values, timestamps, window_start, window, observation, tolerance, percentage)
 
 
+DART_UDFS = {"DartGet": "string", "DartContains": "boolean"}
+"""Return types of the look-ups registered per dagger (their store is the spec's)."""
+
 LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
     "S2Id": (s2id_arrow, "string"),
     "S2AreaInKm2": (s2_area_arrow, "double"),
@@ -184,15 +188,38 @@ LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
 }
 
 
-def register_functions(spark: SparkSession, udf_file: str | Path | None = None) -> None:
-    """Register every Dagger function that runs as a UDF under its SQL name, and the functions of
-    ``udf_file`` (the spec's ``udf_file``), if any.
+def dart_functions(store: str | None) -> dict[str, Callable[..., pa.Array]]:
+    """Return DartGet and DartContains reading the collections of ``store`` (a folder or URL; default:
+    ``DAGGERS_DART_STORE``). Without a store they fail the query with a line that says so."""
+    from job.functions.dart import DartStoreError, dart_contains, dart_get, store_url
+
+    store = store or os.environ.get("DAGGERS_DART_STORE")
+    url = store_url(store) if store else ""
+
+    def DartGet(names: pa.Array, keys: pa.Array, hours: pa.Array, *default: pa.Array) -> pa.Array:  # noqa: N802
+        if not url:
+            raise DartStoreError("DartGet: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+        return dart_get(url, names, keys, hours, default[0] if default else None)
+
+    def DartContains(names: pa.Array, values: pa.Array, *rest: pa.Array) -> pa.Array:  # noqa: N802
+        if not url:
+            raise DartStoreError("DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+        return dart_contains(url, names, values, *rest)
+
+    return {"DartGet": DartGet, "DartContains": DartContains}
+
+
+def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None) -> None:
+    """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
+    on ``dart_store`` (the spec's), and the functions of ``udf_file`` (the spec's ``udf_file``), if any.
 
 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
         spark.udf.register(name, arrow_udf(fn, returns))
+    for name, fn in dart_functions(dart_store).items():
+        spark.udf.register(name, arrow_udf(fn, DART_UDFS[name]))
     if udf_file:
         from job.functions.user import load_user_functions
 

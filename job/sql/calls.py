@@ -105,3 +105,8 @@ def build(template: str, args: list[exp.Expression]) -> exp.Expression:
     return _parsed(template).copy().transform(visit)
 
 
+
+
+def called_functions(tree: exp.Expression) -> set[str]:
+    """Return the lower-case names of the functions a query calls by name (Dagger and user functions)."""
+    return {call_name(node) for node in tree.find_all(exp.Anonymous, exp.RegexpSplit)}

@@ -127,6 +127,14 @@ _LIBRARY = [
        "The non-NULL values of x in the group as an array (DISTINCT: each once).", (1,)),
     _f("PercentileAggregator", "aggregate", "PercentileAggregator(percentile DOUBLE, x DOUBLE) -> DOUBLE",
        "The percentile (0-100) of x in the group, estimated as Apache Commons Math does.", (2,)),
+    # look-ups in key-value collections of a store (the original's GCS "darts")
+    _f("DartGet", "scalar", "DartGet(collection STRING, key STRING, refresh_hours DOUBLE[, default STRING]) -> STRING",
+       "The value of `key` in a dart-get collection (NULL, or `default`, when missing), re-read after "
+       "`refresh_hours`.", (3, 4), "udf"),
+    _f("DartContains", "scalar",
+       "DartContains(collection STRING, value STRING[, regex STRING][, refresh_hours DOUBLE]) -> BOOLEAN",
+       "Whether `value` is in a dart-contains collection (or matches `regex` with an item in place of %s).",
+       (2, 3, 4), "udf"),
     # feature rows (the original's Feast functions)
     _f("Features", "aggregate", "Features(key1, value1[, key2, value2, ...]) -> ARRAY<FEATURE_ROW>",
        "The feature rows (key, value by the value's SQL type, name) of every pair of every event in the group.",

@@ -194,6 +194,18 @@ def _check_outlier(fn: str, args: list[exp.Expression]) -> None:
         need_int_range(fn, args[i], what, 0, None)
 
 
+def _check_dart_get(fn: str, args: list[exp.Expression]) -> None:
+    need_number(fn, args[2], "the refresh rate in hours")
+
+
+def _check_dart_contains(fn: str, args: list[exp.Expression]) -> None:
+    if len(args) == 4:
+        if string_literal(args[2]) is None and number_literal(args[2]) is not None:
+            raise fail(f"{fn}: the regex must be a string such as '^%s.*', found {args[2].sql(dialect='spark')}",
+                       args[2])
+        need_number(fn, args[3], "the refresh rate in hours")
+
+
 CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
     "s2id": _check_s2id,
     "geohash": _check_geohash,
@@ -215,6 +227,8 @@ CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
     "lineartrend": _check_trend,
     "exponentialmovingaverage": _check_trend,
     "outliermad": _check_outlier,
+    "dartget": _check_dart_get,
+    "dartcontains": _check_dart_contains,
     "featureswithtype": check_typed,
     "singlefeaturewithtype": check_typed,
 }
