@@ -141,7 +141,7 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
-    from job.functions.spark_udfs import register_functions
+    from job.functions.spark_udfs import register_plan_functions
     from job.sources.kafka import SOURCE_NAME, register_source, source_options
     from job.spark_session import build_session, running_session
 
@@ -149,7 +149,7 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
     spark = running or build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
         register_source(spark)
-        register_functions(spark, p.spec.udf_file, p.spec.dart_store)
+        register_plan_functions(spark, p)
         from pyspark.sql import functions as F
 
         from job.sql.rewrite import BARRIER_COLUMN

@@ -25,7 +25,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
-from job.functions.spark_udfs import register_functions
+from job.functions.spark_udfs import register_plan_functions
 from job.plan import DaggerPlan, pin_schema
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
@@ -240,7 +240,7 @@ class DaggerJob:
 
     def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:
         register_source(self.spark)
-        register_functions(self.spark, self.plan.spec.udf_file, self.plan.spec.dart_store)
+        register_plan_functions(self.spark, self.plan)
         self._listener = _Listener(self._on_progress, self._heartbeat)
         self.spark.streams.addListener(self._listener)
         for i, stream in enumerate(self.plan.streams):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,10 @@ from pyspark.sql.functions import arrow_udf, udf
 
 from job.functions.feature_rows import FEATURE_ROWS_TYPE, feature_rows_arrow
 from job.sql.feature_rows import FEATURE_ROWS_UDF
+from job.sql.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
+
+if TYPE_CHECKING:
+    from job.plan import DaggerPlan
 
 OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
                   "is_outlier:boolean>>")
@@ -209,9 +213,34 @@ def dart_functions(store: str | None) -> dict[str, Callable[..., pa.Array]]:
     return {"DartGet": DartGet, "DartContains": DartContains}
 
 
-def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None) -> None:
+def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., pa.Array]]:
+    """Return Filters' and SelectFields' UDFs reading messages with the schema version of a dagger
+    (a base64 FileDescriptorSet; default: the project's protos/)."""
+    from job.functions.proto_fields import filters, select_fields
+
+    schema = descriptor_set_b64 or ""
+
+    def run_filters(lists: pa.Array, classes: pa.Array, predicates: pa.Array) -> pa.Array:
+        return filters(schema, lists, classes, predicates)
+
+    def run_select_fields(lists: pa.Array, classes: pa.Array, paths: pa.Array) -> pa.Array:
+        return select_fields(schema, lists, classes, paths)
+
+    return {FILTERS_UDF: run_filters, SELECT_FIELDS_UDF: run_select_fields}
+
+
+def register_plan_functions(spark: SparkSession, plan: DaggerPlan) -> None:
+    """Register the functions a planned dagger can call: the library, its darts on its store, its
+    schema version for Filters/SelectFields, and its ``udf_file``."""
+    schema = plan.streams[0].source.descriptor_set_b64 if plan.streams else None
+    register_functions(spark, plan.spec.udf_file, plan.spec.dart_store, schema)
+
+
+def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,
+                       descriptor_set_b64: str | None = None) -> None:
     """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
-    on ``dart_store`` (the spec's), and the functions of ``udf_file`` (the spec's ``udf_file``), if any.
+    on ``dart_store`` (the spec's), Filters/SelectFields on the schema ``descriptor_set_b64`` (default:
+    protos/), and the functions of ``udf_file`` (the spec's ``udf_file``), if any.
 
 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
@@ -220,6 +249,8 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
         spark.udf.register(name, arrow_udf(fn, returns))
     for name, fn in dart_functions(dart_store).items():
         spark.udf.register(name, arrow_udf(fn, DART_UDFS[name]))
+    for name, fn in schema_functions(descriptor_set_b64).items():
+        spark.udf.register(name, arrow_udf(fn, "array<binary>" if name == FILTERS_UDF else "array<string>"))
     if udf_file:
         from job.functions.user import load_user_functions
 

@@ -31,8 +31,10 @@ class DaggerFunction:
 
     def arity_text(self) -> str:
         """Return ``'3 arguments'`` or ``'2 or 4 arguments'`` for error messages."""
-        if len(self.arity) > 4:  # variadic: groups of (key, value) or (key, value, type)
+        if len(self.arity) > 4:  # variadic: groups of (key, value) or (key, value, type), or any count
             step = self.arity[1] - self.arity[0]
+            if step == 1:
+                return f"{self.arity[0]} or more arguments"
             return f"{self.arity[0]}, {self.arity[1]}, … arguments (groups of {step})"
         counts = [str(n) for n in self.arity]
         text = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " or " + counts[-1]
@@ -135,6 +137,15 @@ _LIBRARY = [
        "DartContains(collection STRING, value STRING[, regex STRING][, refresh_hours DOUBLE]) -> BOOLEAN",
        "Whether `value` is in a dart-contains collection (or matches `regex` with an item in place of %s).",
        (2, 3, 4), "udf"),
+    # predicates and projections over lists of serialized messages (the original's LongbowPlus)
+    _f("CondEq", "scalar", "CondEq(field STRING, value) -> PREDICATE",
+       "An equality predicate on a message field (dotted path) for Filters.", (2,)),
+    _f("Filters", "scalar", "Filters(messages ARRAY<BINARY>, class STRING[, CondEq(...), ...]) -> ARRAY<BINARY>",
+       "The messages of the list (of that protobuf class) for which every CondEq holds.", tuple(range(2, 66))),
+    _f("SelectFields", "scalar",
+       "SelectFields(messages ARRAY<BINARY>, class STRING, path STRING) | SelectFields(Filters(...), path) "
+       "-> ARRAY<STRING>",
+       "The value at a field path of each message of the list, as text.", (2, 3)),
     # feature rows (the original's Feast functions)
     _f("Features", "aggregate", "Features(key1, value1[, key2, value2, ...]) -> ARRAY<FEATURE_ROW>",
        "The feature rows (key, value by the value's SQL type, name) of every pair of every event in the group.",

@@ -30,6 +30,14 @@ from job.sql.calls import (
 )
 from job.sql.catalog import DaggerFunction
 from job.sql.feature_rows import check_typed, features, features_with_type, single_feature_with_type
+from job.sql.proto_fields import (
+    check_cond_eq,
+    check_filters,
+    check_select_fields,
+    cond_eq,
+    filters,
+    select_fields,
+)
 
 _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OFFSET_ZONE = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}(:\d{2}){0,2}|(UTC|GMT)[+-]\d{1,2}(:\d{2})?)$")
@@ -229,6 +237,9 @@ CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
     "outliermad": _check_outlier,
     "dartget": _check_dart_get,
     "dartcontains": _check_dart_contains,
+    "condeq": check_cond_eq,
+    "filters": check_filters,
+    "selectfields": check_select_fields,
     "featureswithtype": check_typed,
     "singlefeaturewithtype": check_typed,
 }
@@ -289,10 +300,12 @@ def _split(args: list[exp.Expression]) -> exp.Expression:
 
 def _array_aggregate(args: list[exp.Expression]) -> exp.Expression:
     prefixes, final, kind = parse_array_operation("ArrayAggregate", args[1], args[2], aggregate=True)
+    number = "DOUBLE" if kind in FLOAT_TYPES else "BIGINT"
     arr = "filter(__a0, __x -> __x IS NOT NULL)"
+    if kind != "other":  # numbers as numbers, also when they come as text (SelectFields): 9 < 10
+        arr = f"transform({arr}, __x -> CAST(__x AS {number}))"
     for prefix in prefixes:
         arr = f"array_distinct({arr})" if prefix == "distinct" else f"array_sort({arr})"
-    number = "DOUBLE" if kind in FLOAT_TYPES else "BIGINT"
     zero = "0D" if number == "DOUBLE" else "0L"
     templates = {
         "sum": f"aggregate({arr}, {zero}, (__acc, __x) -> __acc + CAST(__x AS {number}))",
@@ -368,6 +381,9 @@ REWRITERS: dict[str, Callable[[list[exp.Expression]], exp.Expression]] = {
     "arrayoperate": _array_operate,
     "timeindate": _time_in_date,
     "collectarray": _collect_array,
+    "condeq": cond_eq,
+    "filters": filters,
+    "selectfields": select_fields,
     "features": features,
     "featureswithtype": features_with_type,
     "singlefeaturewithtype": single_feature_with_type,
