@@ -11,6 +11,7 @@ from pathlib import Path
 
 from job.errors import SpecError
 from job.schema.registry import SchemaRegistry, default_registry
+from job.schema.team import team_schema_from_dir, team_schema_from_url
 from job.sources.kafka import SourceConfig
 from job.spec import DaggerSpec
 from job.sql import Translation, translate
@@ -72,8 +73,10 @@ def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
     """Return the schema version a dagger runs against.
 
     ``schema_file`` when the spec names one; else the version pinned in the checkpoint when the
-    dagger first started (so a change to protos/ never changes a running dagger); else the current
-    protos/. Raises SchemaError for a file that is missing or not a descriptor set.
+    dagger first started (so a change to protos/, to the team's ``schema_dir`` or to what its
+    ``schema_url`` serves never changes a running dagger); else the team's ``schema_url`` or
+    ``schema_dir``; else the current protos/. Raises SchemaError for a file, folder or URL that is
+    missing, does not compile or is not a descriptor set.
     """
     from job.errors import SchemaError
 
@@ -88,6 +91,10 @@ def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
     pinned = checkpoint / PINNED_SCHEMA
     if pinned.is_file():
         return SchemaRegistry(pinned.read_bytes())
+    if spec.schema_url:
+        return team_schema_from_url(spec.schema_url)
+    if spec.schema_dir:
+        return team_schema_from_dir(Path(spec.schema_dir))
     return default_registry()
 
 

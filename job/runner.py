@@ -27,6 +27,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
 from job.functions.spark_udfs import register_plan_functions
 from job.plan import DaggerPlan, pin_schema
+from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.failover import read_active
@@ -130,7 +131,8 @@ class DaggerJob:
     def __init__(self, plan: DaggerPlan, spark: SparkSession, sinks: list[Sink] | None = None) -> None:
         self.plan = plan
         self.spark = spark
-        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks)
+        schema = SchemaRegistry.from_b64(plan.streams[0].source.descriptor_set_b64) if plan.streams else None
+        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks, schema)
         self.query: StreamingQuery | None = None
         self._interval_s = 1.0  # the query's trigger interval, set when it starts
         self.progress = self._load_progress()

@@ -439,12 +439,28 @@ class DaggerSpec(_Model):
         description="A compiled protobuf FileDescriptorSet to run against (daggers protos build writes one "
                     "per version). Default: the version pinned in the checkpoint at the first start, or the "
                     "current protos/ for a new dagger.")
+    schema_dir: str | None = Field(
+        default=None,
+        description="A team's own folder of .proto files (relative to the spec file's folder), compiled when the "
+                    "dagger first starts and then pinned in its checkpoint, like the project's protos/.")
+    schema_url: str | None = Field(
+        default=None,
+        description="A team's compiled FileDescriptorSet at an http(s):// or file:// URL (a schema registry's "
+                    "versioned artifact; daggers protos build --root DIR --out FILE writes one), read when the "
+                    "dagger first starts and then pinned in its checkpoint.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark settings for the dagger (e.g. spark.sql.streaming.stateStore.providerClass). "
                     "spark.sql.* settings apply to its query in any session; others only when the dagger "
                     "starts a Spark application of its own. The cluster sets spark.master.")
+
+    @model_validator(mode="after")
+    def _one_schema_source(self) -> DaggerSpec:
+        named = [k for k in ("schema_file", "schema_dir", "schema_url") if getattr(self, k)]
+        if len(named) > 1:
+            raise ValueError(f"name one schema source, not {' and '.join(named)}")
+        return self
 
     @field_validator("spark_conf", mode="before")
     @classmethod
@@ -587,6 +603,8 @@ def load_spec(path: str | Path) -> DaggerSpec:
     spec = parse_spec(p.read_text(), source=str(p))
     if spec.udf_file and not Path(spec.udf_file).is_absolute():
         spec = spec.model_copy(update={"udf_file": str(p.parent / spec.udf_file)})
-    if spec.dart_store and "://" not in spec.dart_store and not Path(spec.dart_store).is_absolute():
-        spec = spec.model_copy(update={"dart_store": str(p.parent / spec.dart_store)})
+    for key in ("dart_store", "schema_dir"):
+        value = getattr(spec, key)
+        if value and "://" not in value and not Path(value).is_absolute():
+            spec = spec.model_copy(update={key: str(p.parent / value)})
     return spec

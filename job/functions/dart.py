@@ -19,14 +19,15 @@ import logging
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from job import urls
+from job.urls import as_url
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +50,15 @@ class _Entry:
 
 def store_url(store: str) -> str:
     """Return ``store`` as a URL: ``http(s)://`` and ``file://`` as they are, a path as ``file://``."""
-    scheme = urllib.parse.urlsplit(store).scheme
-    if scheme in ("http", "https", "file"):
-        return store.rstrip("/")
-    return Path(store).resolve().as_uri()
+    return as_url(store)
 
 
 def read_url(url: str) -> bytes:
     """Return the bytes at a ``file://`` or ``http(s)://`` URL; raise DartStoreError naming it."""
     try:
-        if url.startswith("file://"):
-            return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path)).read_bytes()
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 (http/https only)
-            return bytes(resp.read())
-    except (OSError, ValueError) as exc:
-        raise DartStoreError(f"cannot read {url}: {exc}") from None
+        return urls.read_url(url, FETCH_TIMEOUT_S)
+    except OSError as exc:
+        raise DartStoreError(str(exc)) from None
 
 
 def _text(value: Any) -> str:
