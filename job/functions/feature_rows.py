@@ -74,22 +74,24 @@ def _slot(values: pa.Array, position: int) -> tuple[int | None, pa.Array]:
                     "bytes or timestamp")
 
 
-def _feature(keys: pa.Array, values: pa.Array, position: int) -> pa.StructArray:
-    slot, cast = _slot(values, position)
-    n = len(keys)
-    children = [cast if i == slot else pa.nulls(n, t) for i, t in enumerate(_ARROW)]
-    value = pa.StructArray.from_arrays(children, fields=list(_VALUE_ARROW))
-    keys = pc.fill_null(keys.cast(pa.string()), "null")  # Java's String.valueOf(null)
-    return pa.StructArray.from_arrays([keys, value, keys], fields=list(_FEATURE_ARROW))
+def _interleave(arrays: list[pa.Array], order: pa.Array) -> pa.Array:
+    """Row i's elements of every array, in array order: [a0[0], a1[0], …, a0[1], a1[1], …]."""
+    return pa.concat_arrays(arrays).take(order)
 
 
 def feature_rows_arrow(*args: pa.Array) -> pa.Array:
     """The feature rows of (key, value) pairs, one list per row in argument order: ``Features``'s
-    per-event part (the aggregate concatenates the lists of a window)."""
+    per-event part (the aggregate concatenates the lists of a window). Arrays are interleaved per
+    leaf field (flat takes), then assembled once."""
     pairs = len(args) // 2
     n = len(args[0])
-    features = [_feature(args[2 * j], args[2 * j + 1], j + 1) for j in range(pairs)]
-    flat = pa.concat_arrays(features)
-    order = (np.arange(pairs)[None, :] * n + np.arange(n)[:, None]).ravel()  # row-major: row i, pair j
+    order = pa.array((np.arange(pairs)[None, :] * n + np.arange(n)[:, None]).ravel())  # row i, pair j
+    keys = [pc.fill_null(args[2 * j].cast(pa.string()), "null") for j in range(pairs)]  # String.valueOf(null)
+    slots = [_slot(args[2 * j + 1], j + 1) for j in range(pairs)]
+    children = [_interleave([cast if slot == i else pa.nulls(n, t) for slot, cast in slots], order)
+                for i, t in enumerate(_ARROW)]
+    value = pa.StructArray.from_arrays(children, fields=list(_VALUE_ARROW))
+    key = _interleave(keys, order)
+    rows = pa.StructArray.from_arrays([key, value, key], fields=list(_FEATURE_ARROW))
     offsets = pa.array(np.arange(0, n * pairs + 1, pairs, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, flat.take(pa.array(order)))
+    return pa.ListArray.from_arrays(offsets, rows)
