@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from job.errors import BadRecordError, DaggerError, SinkError, SourceError
+from job.errors import BadRecordError, DaggerError, FunctionError, SinkError, SourceError
 from job.functions.spark_udfs import register_plan_functions
 from job.plan import DaggerPlan, pin_schema
 from job.schema.registry import SchemaRegistry
@@ -336,7 +336,8 @@ class DaggerJob:
 _ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
 _PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
 _KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
-                                        "SinkError": SinkError, "BackpressureError": SinkError}
+                                        "SinkError": SinkError, "BackpressureError": SinkError,
+                                        "FunctionError": FunctionError}
 
 
 def explain_failure(exc: BaseException) -> DaggerError:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from job import urls
+from job.errors import FunctionError
 from job.urls import as_url
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,6 @@ DEFAULT_REFRESH_HOURS = 1.0
 """DartContains' refresh rate when the call names none (the original's default)."""
 FETCH_TIMEOUT_S = 10.0
 
-
-class DartStoreError(RuntimeError):
-    """A collection that cannot be read (missing, not JSON, not the expected shape)."""
 
 
 @dataclass
@@ -54,11 +52,11 @@ def store_url(store: str) -> str:
 
 
 def read_url(url: str) -> bytes:
-    """Return the bytes at a ``file://`` or ``http(s)://`` URL; raise DartStoreError naming it."""
+    """Return the bytes at a ``file://`` or ``http(s)://`` URL; raise FunctionError naming it."""
     try:
         return urls.read_url(url, FETCH_TIMEOUT_S)
     except OSError as exc:
-        raise DartStoreError(str(exc)) from None
+        raise FunctionError(str(exc)) from None
 
 
 def _text(value: Any) -> str:
@@ -70,9 +68,9 @@ def parse_map(data: bytes, url: str) -> tuple[pa.Array, pa.Array]:
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise DartStoreError(f"{url} is not JSON: {exc}") from None
+        raise FunctionError(f"{url} is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise DartStoreError(f"{url}: a dart-get collection is a JSON object of key: value")
+        raise FunctionError(f"{url}: a dart-get collection is a JSON object of key: value")
     items = [(str(k), None if v is None else _text(v)) for k, v in doc.items()]
     return pa.array([k for k, _ in items], pa.string()), pa.array([v for _, v in items], pa.string())
 
@@ -82,10 +80,10 @@ def parse_set(data: bytes, url: str) -> pa.Array:
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise DartStoreError(f"{url} is not JSON: {exc}") from None
+        raise FunctionError(f"{url} is not JSON: {exc}") from None
     items = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(items, list):
-        raise DartStoreError(f'{url}: a dart-contains collection is a JSON object {{"data": [...]}}')
+        raise FunctionError(f'{url}: a dart-contains collection is a JSON object {{"data": [...]}}')
     return pc.unique(pa.array([_text(i) for i in items if i is not None], pa.string()))
 
 
@@ -117,7 +115,7 @@ class DartStore:
                     fresh = _Entry(now, keys, values)
                 else:
                     fresh = _Entry(now, parse_set(data, url), None)
-            except DartStoreError as exc:
+            except FunctionError as exc:
                 if entry is None:
                     raise
                 log.warning("%s; keeping the copy read %.0f s ago", exc, now - entry.fetched_at)

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from job.errors import FunctionError
+
 TIMESTAMP_TYPE = "struct<seconds:bigint,nanos:int>"
 VALUE_FIELDS: tuple[tuple[str, str], ...] = (
     ("bytes_val", "binary"),
@@ -70,8 +72,8 @@ def _slot(values: pa.Array, position: int) -> tuple[int | None, pa.Array]:
         return 7, _timestamps(values)
     if pa.types.is_struct(t) and [f.name for f in t] == ["seconds", "nanos"]:
         return 7, values.cast(_TIMESTAMP_ARROW)
-    raise TypeError(f"Features: value {position} is {t}; a feature value is a string, number, boolean, "
-                    "bytes or timestamp")
+    raise FunctionError(f"Features: value {position} is {t}; a feature value is a string, number, boolean, "
+                        "bytes or timestamp")
 
 
 def _interleave(arrays: list[pa.Array], order: pa.Array) -> pa.Array:

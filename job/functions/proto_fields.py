@@ -22,11 +22,8 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from job.errors import FunctionError
 from job.schema.registry import SchemaRegistry, default_registry
-
-
-class ProtoFieldError(ValueError):
-    """A class or field path that the schema does not have."""
 
 
 @cache
@@ -39,7 +36,7 @@ def _parser(descriptor_set_b64: str, class_name: str) -> Callable[[bytes], Messa
     try:
         return _registry(descriptor_set_b64).message_class(class_name).FromString
     except Exception as exc:  # SchemaError: unknown class
-        raise ProtoFieldError(str(exc)) from None
+        raise FunctionError(str(exc)) from None
 
 
 def read_path(message: Message, path: str) -> Any:
@@ -49,11 +46,11 @@ def read_path(message: Message, path: str) -> Any:
     for key in parents:
         field = message.DESCRIPTOR.fields_by_name.get(key)
         if field is None or field.message_type is None:
-            raise ProtoFieldError(f"{message.DESCRIPTOR.full_name} has no message field {key!r} (path {path!r})")
+            raise FunctionError(f"{message.DESCRIPTOR.full_name} has no message field {key!r} (path {path!r})")
         message = getattr(message, key)
     field = message.DESCRIPTOR.fields_by_name.get(last)
     if field is None:
-        raise ProtoFieldError(f"{message.DESCRIPTOR.full_name} has no field {last!r} (path {path!r})")
+        raise FunctionError(f"{message.DESCRIPTOR.full_name} has no field {last!r} (path {path!r})")
     value = getattr(message, last)
     if field.type == FieldDescriptor.TYPE_ENUM:
         names = field.enum_type.values_by_number

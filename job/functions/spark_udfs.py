@@ -195,19 +195,20 @@ LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
 def dart_functions(store: str | None) -> dict[str, Callable[..., pa.Array]]:
     """Return DartGet and DartContains reading the collections of ``store`` (a folder or URL; default:
     ``DAGGERS_DART_STORE``). Without a store they fail the query with a line that says so."""
-    from job.functions.dart import DartStoreError, dart_contains, dart_get, store_url
+    from job.errors import FunctionError
+    from job.functions.dart import dart_contains, dart_get, store_url
 
     store = store or os.environ.get("DAGGERS_DART_STORE")
     url = store_url(store) if store else ""
 
     def DartGet(names: pa.Array, keys: pa.Array, hours: pa.Array, *default: pa.Array) -> pa.Array:  # noqa: N802
         if not url:
-            raise DartStoreError("DartGet: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+            raise FunctionError("DartGet: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
         return dart_get(url, names, keys, hours, default[0] if default else None)
 
     def DartContains(names: pa.Array, values: pa.Array, *rest: pa.Array) -> pa.Array:  # noqa: N802
         if not url:
-            raise DartStoreError("DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+            raise FunctionError("DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
         return dart_contains(url, names, values, *rest)
 
     return {"DartGet": DartGet, "DartContains": DartContains}

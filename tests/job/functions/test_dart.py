@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from job.functions.dart import DartStore, DartStoreError, read_url, store_url
+from job.errors import FunctionError
+from job.functions.dart import DartStore, read_url, store_url
 from tests.helpers import serve_directory
 
 
@@ -68,10 +69,10 @@ def test_a_failed_reread_keeps_the_old_copy_a_first_read_fails(tmp_path: Path) -
     (tmp_path / "dart-get" / "m").write_text("{not json")
     clock.now += 7200
     assert store.get("m", pa.array(["k"]), 1).to_pylist() == ["v1"]
-    with pytest.raises(DartStoreError, match=r"dart-get/nope: .*No such file"):
+    with pytest.raises(FunctionError, match=r"dart-get/nope: .*No such file"):
         store.get("nope", pa.array(["k"]), 1)
     write(tmp_path, "dart-contains", "bad", {"items": []})
-    with pytest.raises(DartStoreError, match=r'a dart-contains collection is a JSON object \{"data"'):
+    with pytest.raises(FunctionError, match=r'a dart-contains collection is a JSON object \{"data"'):
         store.contains("bad", pa.array(["k"]), 1)
 
 
@@ -84,7 +85,7 @@ def test_over_http_one_request_per_collection(tmp_path: Path) -> None:
         assert got[:3] == ["city-0", "city-1", "city-2"] and got[1100] is None and got[1999] == "city-799"
         store.get("city names", keys, 1)
         assert requests == ["/dart-get/city%20names"]
-        with pytest.raises(DartStoreError, match="404"):
+        with pytest.raises(FunctionError, match="404"):
             read_url(f"{url}/dart-get/missing")
 
 

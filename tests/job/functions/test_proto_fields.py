@@ -92,8 +92,14 @@ def test_select_filter_and_aggregate(spark, schema: SchemaRegistry) -> None:  # 
 
 
 def test_an_unknown_field_or_class_fails_with_its_name(spark, schema: SchemaRegistry) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(Exception, match="team.orders.Item has no field 'weight'"):
+    from job.errors import FunctionError
+    from job.runner import explain_failure
+
+    with pytest.raises(Exception, match="team.orders.Item has no field 'weight'") as info:
         run(spark, schema, f"SELECT SelectFields({messages_sql(schema)}, '{ORDER}', 'item.weight')")
+    err = explain_failure(info.value)  # what the CLI and the console show: one line, no traceback
+    assert isinstance(err, FunctionError)
+    assert str(err) == "team.orders.Item has no field 'weight' (path 'item.weight')"
     with pytest.raises(Exception, match="unknown proto_class 'team.orders.Nope'"):
         run(spark, schema, f"SELECT SelectFields({messages_sql(schema)}, 'team.orders.Nope', 'x')")
 
