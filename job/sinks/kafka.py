@@ -415,8 +415,9 @@ class KafkaSink(Sink):
                 self._message_class = registry.message_class(name)
             except SchemaError as exc:
                 raise SinkError(f"proto_class: {exc.message}",
-                                hint="add the message to a .proto file under protos/ (e.g. protos/daggers/"
-                                     "aggregates/) or fix the name") from None
+                                hint="add the message to the dagger's schema (its schema_dir or schema_url) or to "
+                                     "a .proto file under protos/ (e.g. protos/daggers/aggregates/), or fix the "
+                                     "name") from None
         self._check_reachable()
         self._producer = self._new_producer()
         self._check_topic()
