@@ -141,7 +141,7 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
-    from job.functions.spark_udfs import register_functions
+    from job.functions.spark_udfs import register_plan_functions
     from job.sources.kafka import SOURCE_NAME, register_source, source_options
     from job.spark_session import build_session, running_session
 
@@ -149,7 +149,7 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
     spark = running or build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
     try:
         register_source(spark)
-        register_functions(spark, p.spec.udf_file)
+        register_plan_functions(spark, p)
         from pyspark.sql import functions as F
 
         from job.sql.rewrite import BARRIER_COLUMN
@@ -188,22 +188,29 @@ def protos_list() -> None:
 
 @protos_app.command("build")
 def protos_build(out_file: Annotated[Path | None, typer.Option("--out", help="Also write the compiled schema "
-                                                               "version (a FileDescriptorSet) here.")] = None) -> None:
+                                                               "version (a FileDescriptorSet) here.")] = None,
+                 root: Annotated[Path | None, typer.Option(
+                     "--root", help="A team's own folder of .proto files instead of protos/ (no *_pb2.py are "
+                                    "generated; serve the --out file for schema_url:).")] = None) -> None:
     """Compile protos/ (a versioned descriptor set and *_pb2.py modules) with grpcio-tools."""
     from job.schema.compile import PROTO_ROOT, compile_descriptor_set, generate_python, source_hash
+    from job.schema.team import CACHE_DIR
 
     try:
-        data = compile_descriptor_set()
-        for path in generate_python():
-            out.print(f"generated {path}")
+        if root is not None:
+            data = compile_descriptor_set(root, CACHE_DIR)
+        else:
+            data = compile_descriptor_set()
+            for path in generate_python():
+                out.print(f"generated {path}")
     except DaggerError as exc:
         fail(exc)
         return
-    out.print(f"schema version {source_hash(PROTO_ROOT)} ({len(data):,} bytes)")
+    out.print(f"schema version {source_hash(root or PROTO_ROOT)} ({len(data):,} bytes)")
     if out_file is not None:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_bytes(data)
-        out.print(f"wrote {out_file} (use it as schema_file: in a spec)")
+        out.print(f"wrote {out_file} (use it as schema_file: in a spec, or serve it for schema_url:)")
 
 
 # ---- demo --------------------------------------------------------------------------------------

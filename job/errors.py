@@ -48,6 +48,13 @@ class SqlError(DaggerError):
         self.reason = message
 
 
+class FunctionError(DaggerError):
+    """A Dagger function cannot run on a dagger's data: a dart collection that cannot be read, a
+    class or field path its schema lacks, a value with no feature type. Raised in Spark's workers."""
+
+    title = "Function error"
+
+
 class SourceError(DaggerError):
     """The Kafka source cannot work: unreachable broker, missing topic, bad start offset."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from job.errors import SpecError
 from job.schema.registry import SchemaRegistry, default_registry
 from job.schema.sql_types import column_types
+from job.schema.team import team_schema_from_dir, team_schema_from_url
 from job.sources.kafka import SourceConfig
 from job.spec import DaggerSpec
 from job.sql import Translation, translate
@@ -73,8 +74,10 @@ def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
     """Return the schema version a dagger runs against.
 
     ``schema_file`` when the spec names one; else the version pinned in the checkpoint when the
-    dagger first started (so a change to protos/ never changes a running dagger); else the current
-    protos/. Raises SchemaError for a file that is missing or not a descriptor set.
+    dagger first started (so a change to protos/, to the team's ``schema_dir`` or to what its
+    ``schema_url`` serves never changes a running dagger); else the team's ``schema_url`` or
+    ``schema_dir``; else the current protos/. Raises SchemaError for a file, folder or URL that is
+    missing, does not compile or is not a descriptor set.
     """
     from job.errors import SchemaError
 
@@ -89,6 +92,10 @@ def schema_for(spec: DaggerSpec, checkpoint: Path) -> SchemaRegistry:
     pinned = checkpoint / PINNED_SCHEMA
     if pinned.is_file():
         return SchemaRegistry(pinned.read_bytes())
+    if spec.schema_url:
+        return team_schema_from_url(spec.schema_url)
+    if spec.schema_dir:
+        return team_schema_from_dir(Path(spec.schema_dir))
     return default_registry()
 
 
@@ -109,6 +116,23 @@ def pin_schema(plan_: DaggerPlan) -> Path:
         tmp.write_bytes(base64.b64decode(plan_.streams[0].source.descriptor_set_b64))
         tmp.replace(pinned)
     return pinned
+
+
+def _check_dart_store(spec: DaggerSpec) -> None:
+    """A query that calls DartGet/DartContains needs a store: raise SpecError when it has none."""
+    import os
+
+    from job.sql.calls import called_functions
+    from job.sql.parse import parse
+
+    if spec.dart_store or os.environ.get("DAGGERS_DART_STORE"):
+        return
+    used = called_functions(parse(spec.sql)) & {"dartget", "dartcontains"}
+    if used:
+        name = "DartGet" if "dartget" in used else "DartContains"
+        raise SpecError(f"dart_store: the SQL calls {name} but the spec names no store",
+                        hint="set dart_store: to a folder or an http(s):// URL with dart-get/ and dart-contains/ "
+                             "(or DAGGERS_DART_STORE)")
 
 
 def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
@@ -137,6 +161,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         from job.functions.user import catalog_entries, load_user_functions
 
         udfs = catalog_entries(load_user_functions(spec.udf_file))
+    _check_dart_store(spec)
     features = engine_features(checkpoint)
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
                             window_keys_last=features["group_keys"] == "window_last")

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from job.errors import DaggerError
-from job.functions.spark_udfs import register_functions
+from job.functions.spark_udfs import register_plan_functions
 from job.plan import plan
 from job.sources.kafka import SOURCE_NAME, register_source, source_options
 from job.spec import DaggerSpec
@@ -46,7 +46,7 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     since_ms = int((time.time() - minutes * 60) * 1000)
     try:
         register_source(session)
-        register_functions(session, spec.udf_file)
+        register_plan_functions(session, p)
         for stream in p.streams:
             cfg = dataclasses.replace(stream.source, start_from=str(since_ms), max_records_per_batch=max_records,
                                       bad_records="skip", bad_records_dir="")

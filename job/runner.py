@@ -24,9 +24,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from job.errors import BadRecordError, DaggerError, SinkError, SourceError
-from job.functions.spark_udfs import register_functions
+from job.errors import BadRecordError, DaggerError, FunctionError, SinkError, SourceError
+from job.functions.spark_udfs import register_plan_functions
 from job.plan import DaggerPlan, pin_schema
+from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.failover import read_active
@@ -130,7 +131,8 @@ class DaggerJob:
     def __init__(self, plan: DaggerPlan, spark: SparkSession, sinks: list[Sink] | None = None) -> None:
         self.plan = plan
         self.spark = spark
-        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks)
+        schema = SchemaRegistry.from_b64(plan.streams[0].source.descriptor_set_b64) if plan.streams else None
+        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks, schema)
         self.query: StreamingQuery | None = None
         self._interval_s = 1.0  # the query's trigger interval, set when it starts
         self.progress = self._load_progress()
@@ -240,7 +242,7 @@ class DaggerJob:
 
     def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:
         register_source(self.spark)
-        register_functions(self.spark, self.plan.spec.udf_file)
+        register_plan_functions(self.spark, self.plan)
         self._listener = _Listener(self._on_progress, self._heartbeat)
         self.spark.streams.addListener(self._listener)
         for i, stream in enumerate(self.plan.streams):
@@ -334,7 +336,8 @@ class DaggerJob:
 _ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
 _PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
 _KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
-                                        "SinkError": SinkError, "BackpressureError": SinkError}
+                                        "SinkError": SinkError, "BackpressureError": SinkError,
+                                        "FunctionError": FunctionError}
 
 
 def explain_failure(exc: BaseException) -> DaggerError:

@@ -425,6 +425,11 @@ class DaggerSpec(_Model):
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "
                     "relative to the spec file's folder.")
+    dart_store: str | None = Field(
+        default=None,
+        description="Where DartGet/DartContains read their collections: a folder (relative to the spec file's "
+                    "folder), a file:// URL or an http(s):// URL holding dart-get/<name> and dart-contains/<name> "
+                    "JSON files (the original's GCS layout). Default: the DAGGERS_DART_STORE environment variable.")
     transformers: list[TransformerSpec] = Field(
         default_factory=list,
         description="Steps on the SQL's result rows before the sinks, in order (deduplicate, "
@@ -434,12 +439,28 @@ class DaggerSpec(_Model):
         description="A compiled protobuf FileDescriptorSet to run against (daggers protos build writes one "
                     "per version). Default: the version pinned in the checkpoint at the first start, or the "
                     "current protos/ for a new dagger.")
+    schema_dir: str | None = Field(
+        default=None,
+        description="A team's own folder of .proto files (relative to the spec file's folder), compiled when the "
+                    "dagger first starts and then pinned in its checkpoint, like the project's protos/.")
+    schema_url: str | None = Field(
+        default=None,
+        description="A team's compiled FileDescriptorSet at an http(s):// or file:// URL (a schema registry's "
+                    "versioned artifact; daggers protos build --root DIR --out FILE writes one), read when the "
+                    "dagger first starts and then pinned in its checkpoint.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark settings for the dagger (e.g. spark.sql.streaming.stateStore.providerClass). "
                     "spark.sql.* settings apply to its query in any session; others only when the dagger "
                     "starts a Spark application of its own. The cluster sets spark.master.")
+
+    @model_validator(mode="after")
+    def _one_schema_source(self) -> DaggerSpec:
+        named = [k for k in ("schema_file", "schema_dir", "schema_url") if getattr(self, k)]
+        if len(named) > 1:
+            raise ValueError(f"name one schema source, not {' and '.join(named)}")
+        return self
 
     @field_validator("spark_conf", mode="before")
     @classmethod
@@ -582,4 +603,8 @@ def load_spec(path: str | Path) -> DaggerSpec:
     spec = parse_spec(p.read_text(), source=str(p))
     if spec.udf_file and not Path(spec.udf_file).is_absolute():
         spec = spec.model_copy(update={"udf_file": str(p.parent / spec.udf_file)})
+    for key in ("dart_store", "schema_dir"):
+        value = getattr(spec, key)
+        if value and "://" not in value and not Path(value).is_absolute():
+            spec = spec.model_copy(update={key: str(p.parent / value)})
     return spec

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,32 @@ sink:
   measurement: {measurement}
 """
     return parse_spec(text, f"{name}.yaml"), text
+
+
+@contextlib.contextmanager
+def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
+    """Serve ``root`` over HTTP on 127.0.0.1 at a port the OS picks; yield (base URL, the request
+    paths so far). The server stops when the block ends."""
+    import functools
+    import http.server
+    import threading
+
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

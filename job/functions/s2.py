@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "EARTH_AREA_KM2",
     "EARTH_RADIUS_KM",
     "MAX_LEVEL",
     "cell_area_km2",
@@ -53,7 +54,9 @@ __all__ = [
 
 MAX_LEVEL: Final = 30
 EARTH_RADIUS_KM: Final = 6371.0088
-"""Mean Earth radius (IUGG), used by :func:`cell_area_km2`."""
+"""Mean Earth radius (IUGG), for distances (the Atlas)."""
+EARTH_AREA_KM2: Final = 510_072_000
+"""The Earth's surface in km², as the original platform's S2AreaInKm2: area = steradians × this / 4π."""
 
 _POS_BITS: Final = 2 * MAX_LEVEL + 1
 _MAX_SIZE: Final = 1 << MAX_LEVEL
@@ -509,7 +512,8 @@ def _triangle_area(a: Float64Array, b: Float64Array, c: Float64Array) -> Float64
 
 
 def cell_area_km2(ids: npt.ArrayLike) -> Float64Array:
-    """Return each cell's area in km², ``Cell.exact_area() * EARTH_RADIUS_KM**2`` (float64).
+    """Return each cell's area in km², ``Cell.exact_area() * EARTH_AREA_KM2 / (4 * pi)`` (float64),
+    the original platform's formula in its order of operations (510,072,000 km² for the sphere).
 
     Exact area, as s2sphere: the two spherical triangles (v0, v1, v2) and (v0, v2, v3)
     of the unit vertices, by l'Huilier's formula or Girard's for thin triangles. Agrees
@@ -522,4 +526,4 @@ def cell_area_km2(ids: npt.ArrayLike) -> Float64Array:
     v = np.stack([x, y, z], axis=-1)  # (n, 4, 3)
     v0, v1, v2, v3 = v[:, 0], v[:, 1], v[:, 2], v[:, 3]
     steradians = _triangle_area(v0, v1, v2) + _triangle_area(v0, v2, v3)
-    return np.where(valid, steradians * (EARTH_RADIUS_KM * EARTH_RADIUS_KM), np.nan)
+    return np.where(valid, steradians * float(EARTH_AREA_KM2) / (4 * math.pi), np.nan)

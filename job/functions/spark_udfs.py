@@ -8,17 +8,25 @@ which parse each document. A dagger's own functions (``udf_file``) are registere
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
+
+from job.functions.feature_rows import FEATURE_ROWS_TYPE, feature_rows_arrow
+from job.sql.feature_rows import FEATURE_ROWS_UDF
+from job.sql.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
+
+if TYPE_CHECKING:
+    from job.plan import DaggerPlan
 
 OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
                   "is_outlier:boolean>>")
@@ -168,6 +176,9 @@ def outlier_mad_arrow(values: pa.Array, timestamps: pa.Array, window_start: pa.A
     return outlier_mad(values, timestamps, window_start, window, observation, tolerance, percentage)
 
 
+DART_UDFS = {"DartGet": "string", "DartContains": "boolean"}
+"""Return types of the look-ups registered per dagger (their store is the spec's)."""
+
 LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
     "S2Id": (s2id_arrow, "string"),
     "S2AreaInKm2": (s2_area_arrow, "double"),
@@ -177,18 +188,70 @@ LIBRARY_UDFS: dict[str, tuple[Callable[..., pa.Array], str]] = {
     "LinearTrend": (linear_trend_arrow, "double"),
     "ExponentialMovingAverage": (ema_arrow, "double"),
     "OutlierMad": (outlier_mad_arrow, OUTLIER_RETURN),
+    FEATURE_ROWS_UDF: (feature_rows_arrow, FEATURE_ROWS_TYPE),
 }
 
 
-def register_functions(spark: SparkSession, udf_file: str | Path | None = None) -> None:
-    """Register every Dagger function that runs as a UDF under its SQL name, and the functions of
-    ``udf_file`` (the spec's ``udf_file``), if any.
+def dart_functions(store: str | None) -> dict[str, Callable[..., pa.Array]]:
+    """Return DartGet and DartContains reading the collections of ``store`` (a folder or URL; default:
+    ``DAGGERS_DART_STORE``). Without a store they fail the query with a line that says so."""
+    from job.errors import FunctionError
+    from job.functions.dart import dart_contains, dart_get, store_url
+
+    store = store or os.environ.get("DAGGERS_DART_STORE")
+    url = store_url(store) if store else ""
+
+    def DartGet(names: pa.Array, keys: pa.Array, hours: pa.Array, *default: pa.Array) -> pa.Array:  # noqa: N802
+        if not url:
+            raise FunctionError("DartGet: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+        return dart_get(url, names, keys, hours, default[0] if default else None)
+
+    def DartContains(names: pa.Array, values: pa.Array, *rest: pa.Array) -> pa.Array:  # noqa: N802
+        if not url:
+            raise FunctionError("DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+        return dart_contains(url, names, values, *rest)
+
+    return {"DartGet": DartGet, "DartContains": DartContains}
+
+
+def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., pa.Array]]:
+    """Return Filters' and SelectFields' UDFs reading messages with the schema version of a dagger
+    (a base64 FileDescriptorSet; default: the project's protos/)."""
+    from job.functions.proto_fields import filters, select_fields
+
+    schema = descriptor_set_b64 or ""
+
+    def run_filters(lists: pa.Array, classes: pa.Array, predicates: pa.Array) -> pa.Array:
+        return filters(schema, lists, classes, predicates)
+
+    def run_select_fields(lists: pa.Array, classes: pa.Array, paths: pa.Array) -> pa.Array:
+        return select_fields(schema, lists, classes, paths)
+
+    return {FILTERS_UDF: run_filters, SELECT_FIELDS_UDF: run_select_fields}
+
+
+def register_plan_functions(spark: SparkSession, plan: DaggerPlan) -> None:
+    """Register the functions a planned dagger can call: the library, its darts on its store, its
+    schema version for Filters/SelectFields, and its ``udf_file``."""
+    schema = plan.streams[0].source.descriptor_set_b64 if plan.streams else None
+    register_functions(spark, plan.spec.udf_file, plan.spec.dart_store, schema)
+
+
+def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,
+                       descriptor_set_b64: str | None = None) -> None:
+    """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
+    on ``dart_store`` (the spec's), Filters/SelectFields on the schema ``descriptor_set_b64`` (default:
+    protos/), and the functions of ``udf_file`` (the spec's ``udf_file``), if any.
 
 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
         spark.udf.register(name, arrow_udf(fn, returns))
+    for name, fn in dart_functions(dart_store).items():
+        spark.udf.register(name, arrow_udf(fn, DART_UDFS[name]))
+    for name, fn in schema_functions(descriptor_set_b64).items():
+        spark.udf.register(name, arrow_udf(fn, "array<binary>" if name == FILTERS_UDF else "array<string>"))
     if udf_file:
         from job.functions.user import load_user_functions
 

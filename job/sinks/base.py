@@ -22,8 +22,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from job.schema.registry import SchemaRegistry
 
 log = logging.getLogger("daggers.sink")
 
@@ -146,8 +150,9 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     return True
 
 
-def build_sinks(specs: Sequence[object]) -> list[Sink]:
-    """Return a sink for each sink spec of a dagger, each with a distinct ``name``.
+def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None) -> list[Sink]:
+    """Return a sink for each sink spec of a dagger, each with a distinct ``name``; a Kafka sink
+    finds its proto_class in ``registry`` (the dagger's schema version) before protos/.
 
     A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
     """
@@ -169,7 +174,7 @@ def build_sinks(specs: Sequence[object]) -> list[Sink]:
         elif isinstance(spec, KafkaSinkSpec):
             from job.sinks.kafka import KafkaSink
 
-            sink = KafkaSink(spec)
+            sink = KafkaSink(spec, registry)
         elif isinstance(spec, PostgresSinkSpec):
             try:
                 from job.sinks.postgres import PostgresSink

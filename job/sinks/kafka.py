@@ -406,14 +406,18 @@ class KafkaSink(Sink):
         ``create_topic``) or not creatable.
         """
         if self.spec.format == "protobuf":
+            name = self.spec.proto_class or ""
             registry = self._registry or default_registry()
+            if self._registry is not None and name not in self._registry.message_names():
+                registry = default_registry()  # a team's input schema; the output class from protos/
             try:
-                self._descriptor = registry.descriptor(self.spec.proto_class or "")
-                self._message_class = registry.message_class(self.spec.proto_class or "")
+                self._descriptor = registry.descriptor(name)
+                self._message_class = registry.message_class(name)
             except SchemaError as exc:
                 raise SinkError(f"proto_class: {exc.message}",
-                                hint="add the message to a .proto file under protos/ (e.g. protos/daggers/"
-                                     "aggregates/) or fix the name") from None
+                                hint="add the message to the dagger's schema (its schema_dir or schema_url) or to "
+                                     "a .proto file under protos/ (e.g. protos/daggers/aggregates/), or fix the "
+                                     "name") from None
         self._check_reachable()
         self._producer = self._new_producer()
         self._check_topic()

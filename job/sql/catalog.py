@@ -31,6 +31,11 @@ class DaggerFunction:
 
     def arity_text(self) -> str:
         """Return ``'3 arguments'`` or ``'2 or 4 arguments'`` for error messages."""
+        if len(self.arity) > 4:  # variadic: groups of (key, value) or (key, value, type), or any count
+            step = self.arity[1] - self.arity[0]
+            if step == 1:
+                return f"{self.arity[0]} or more arguments"
+            return f"{self.arity[0]}, {self.arity[1]}, … arguments (groups of {step})"
         counts = [str(n) for n in self.arity]
         text = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " or " + counts[-1]
         return f"{text} argument{'s' if self.arity != (1,) else ''}"
@@ -93,10 +98,10 @@ _LIBRARY = [
     _f("ByteToString", "scalar", "ByteToString(bytes BINARY) -> STRING",
        "The bytes decoded as UTF-8 (invalid sequences become U+FFFD).", (1,)),
     # time
-    _f("StartOfWeek", "scalar", "StartOfWeek(epoch_seconds BIGINT, time_zone STRING) -> BIGINT",
-       "Epoch seconds of Monday 00:00:00 of the week, in the zone.", (2,)),
-    _f("EndOfWeek", "scalar", "EndOfWeek(epoch_seconds BIGINT, time_zone STRING) -> BIGINT",
-       "Epoch seconds of Sunday 23:59:59 of the week, in the zone.", (2,)),
+    _f("StartOfWeek", "scalar", "StartOfWeek(epoch_seconds_or_millis BIGINT, time_zone STRING) -> BIGINT",
+       "Monday 00:00:00 of the week, in the zone, in the argument's unit (milliseconds from 1e11 up).", (2,)),
+    _f("EndOfWeek", "scalar", "EndOfWeek(epoch_seconds_or_millis BIGINT, time_zone STRING) -> BIGINT",
+       "Sunday 23:59:59 (.999 for milliseconds) of the week, in the zone, in the argument's unit.", (2,)),
     _f("StartOfMonth", "scalar", "StartOfMonth(epoch_seconds BIGINT, time_zone STRING) -> BIGINT",
        "Epoch seconds of the first day of the month 00:00:00, in the zone.", (2,)),
     _f("EndOfMonth", "scalar", "EndOfMonth(epoch_seconds BIGINT, time_zone STRING) -> BIGINT",
@@ -130,6 +135,34 @@ _LIBRARY = [
        "The non-NULL values of x in the group as an array (DISTINCT: each once).", (1,)),
     _f("PercentileAggregator", "aggregate", "PercentileAggregator(percentile DOUBLE, x DOUBLE) -> DOUBLE",
        "The percentile (0-100) of x in the group, estimated as Apache Commons Math does.", (2,)),
+    # look-ups in key-value collections of a store (the original's GCS "darts")
+    _f("DartGet", "scalar", "DartGet(collection STRING, key STRING, refresh_hours DOUBLE[, default STRING]) -> STRING",
+       "The value of `key` in a dart-get collection (NULL, or `default`, when missing), re-read after "
+       "`refresh_hours`.", (3, 4), "udf"),
+    _f("DartContains", "scalar",
+       "DartContains(collection STRING, value STRING[, regex STRING][, refresh_hours DOUBLE]) -> BOOLEAN",
+       "Whether `value` is in a dart-contains collection (or matches `regex` with an item in place of %s).",
+       (2, 3, 4), "udf"),
+    # predicates and projections over lists of serialized messages (the original's LongbowPlus)
+    _f("CondEq", "scalar", "CondEq(field STRING, value) -> PREDICATE",
+       "An equality predicate on a message field (dotted path) for Filters.", (2,)),
+    _f("Filters", "scalar", "Filters(messages ARRAY<BINARY>, class STRING[, CondEq(...), ...]) -> ARRAY<BINARY>",
+       "The messages of the list (of that protobuf class) for which every CondEq holds.", tuple(range(2, 66))),
+    _f("SelectFields", "scalar",
+       "SelectFields(messages ARRAY<BINARY>, class STRING, path STRING) | SelectFields(Filters(...), path) "
+       "-> ARRAY<STRING>",
+       "The value at a field path of each message of the list, as text.", (2, 3)),
+    # feature rows (the original's Feast functions)
+    _f("Features", "aggregate", "Features(key1, value1[, key2, value2, ...]) -> ARRAY<FEATURE_ROW>",
+       "The feature rows (key, value by the value's SQL type, name) of every pair of every event in the group.",
+       tuple(range(2, 2 * 128 + 1, 2))),
+    _f("FeaturesWithType", "aggregate",
+       "FeaturesWithType(key1, value1, 'Type1'[, key2, value2, 'Type2', ...]) -> ARRAY<FEATURE_ROW>",
+       "The distinct feature rows of every (key, value, type) triplet of every event in the group.",
+       tuple(range(3, 3 * 128 + 1, 3))),
+    _f("SingleFeatureWithType", "scalar",
+       "SingleFeatureWithType(key1, value1, 'Type1'[, ...]) -> ARRAY<FEATURE_ROW>",
+       "The distinct feature rows of one event's (key, value, type) triplets.", tuple(range(3, 3 * 128 + 1, 3))),
     # table functions
     _f("HistogramBucket", "table", "LATERAL TABLE(HistogramBucket(x DOUBLE, 'b1,b2,...')) AS T(bucket)",
        "One row per cumulative histogram bucket that x falls in, always including '+Inf'.", (2,),

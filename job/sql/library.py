@@ -13,17 +13,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import sqlglot
 from sqlglot import exp
 
-from job.errors import SqlError
+from job.sql.calls import (
+    build,
+    call_args,
+    call_name,
+    fail,
+    need_int_range,
+    need_number,
+    need_string,
+    number_literal,
+    string_literal,
+)
 from job.sql.catalog import DaggerFunction
-from job.sql.parse import READ_DIALECT, position
+from job.sql.feature_rows import check_typed, features, features_with_type, single_feature_with_type
+from job.sql.proto_fields import (
+    check_cond_eq,
+    check_filters,
+    check_select_fields,
+    cond_eq,
+    filters,
+    select_fields,
+)
 
-_PLACEHOLDER = re.compile(r"^__a(\d+)$")
 _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _OFFSET_ZONE = re.compile(r"^(UTC|GMT|Z|[+-]\d{2}(:\d{2}){0,2}|(UTC|GMT)[+-]\d{1,2}(:\d{2})?)$")
 
@@ -34,72 +49,6 @@ AGG_OPS = {"average", "min", "max", "sum", "count", "findfirst", "findany"}
 OTHER_OPS = {"count", "findfirst", "findany"}
 PREFIXES = {"distinct", "sort"}
 OPERATE_OPS = {"distinct", "sorted", "sort"}
-
-
-def fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
-    """Return a SqlError at ``node``'s line and column."""
-    line, col = position(node)
-    return SqlError(message, line=line, col=col, hint=hint)
-
-
-# ---- arguments and literals ------------------------------------------------------------------
-
-def call_args(node: exp.Expression) -> list[exp.Expression]:
-    """Return the argument nodes of a function call (sqlglot parses ``Split`` as RegexpSplit)."""
-    if isinstance(node, exp.Anonymous):
-        return list(node.expressions)
-    if isinstance(node, exp.RegexpSplit):
-        return [a for a in (node.this, node.expression, node.args.get("limit")) if a is not None]
-    return []
-
-
-def call_name(node: exp.Expression) -> str:
-    """Return the lower-case name a call was written with ('' for other nodes)."""
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.RegexpSplit):
-        return "split"
-    return ""
-
-
-def string_literal(node: exp.Expression) -> str | None:
-    """Return the text of a string literal, or None for anything else."""
-    return str(node.this) if isinstance(node, exp.Literal) and node.is_string else None
-
-
-def number_literal(node: exp.Expression) -> float | None:
-    """Return the value of a numeric literal (with an optional minus sign), or None."""
-    sign = 1.0
-    if isinstance(node, exp.Neg):
-        node, sign = node.this, -1.0
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            return sign * float(node.this)
-        except ValueError:
-            return None
-    return None
-
-
-def _need_number(fn: str, arg: exp.Expression, what: str) -> None:
-    if string_literal(arg) is not None:
-        raise fail(f"{fn}: {what} must be a number, found the string {arg.sql(dialect='spark')}", arg)
-
-
-def _need_int_range(fn: str, arg: exp.Expression, what: str, low: int, high: int | None) -> None:
-    _need_number(fn, arg, what)
-    value = number_literal(arg)
-    if value is None:
-        return
-    top = "" if high is None else f"..{high}"
-    if value != int(value) or value < low or (high is not None and value > high):
-        raise fail(f"{fn}: {what} must be a whole number in {low}{top}, found {arg.sql(dialect='spark')}", arg)
-
-
-def _need_string(fn: str, arg: exp.Expression, what: str) -> str:
-    text = string_literal(arg)
-    if text is None:
-        raise fail(f"{fn}: {what} must be a string literal such as 'sum', found {arg.sql(dialect='spark')}", arg)
-    return text
 
 
 def valid_zone(zone: str) -> bool:
@@ -126,8 +75,8 @@ def parse_array_operation(fn: str, op_node: exp.Expression, type_node: exp.Expre
 
     Raises SqlError at the argument for an unknown operation or type, or a maths operation on 'other'.
     """
-    op_text = _need_string(fn, op_node, "the operation")
-    kind = _need_string(fn, type_node, "the element type").lower()
+    op_text = need_string(fn, op_node, "the operation")
+    kind = need_string(fn, type_node, "the element type").lower()
     if kind not in ARRAY_TYPES:
         raise fail(f"{fn}: unknown element type {kind!r}; use one of {', '.join(sorted(ARRAY_TYPES))}", type_node)
     parts = [p.strip().lower() for p in op_text.split(".")]
@@ -153,25 +102,25 @@ def parse_array_operation(fn: str, op_node: exp.Expression, type_node: exp.Expre
 # ---- static checks -----------------------------------------------------------------------------
 
 def _check_s2id(fn: str, args: list[exp.Expression]) -> None:
-    _need_number(fn, args[0], "the latitude")
-    _need_number(fn, args[1], "the longitude")
-    _need_int_range(fn, args[2], "the level", 0, 30)
+    need_number(fn, args[0], "the latitude")
+    need_number(fn, args[1], "the longitude")
+    need_int_range(fn, args[2], "the level", 0, 30)
 
 
 def _check_geohash(fn: str, args: list[exp.Expression]) -> None:
-    _need_number(fn, args[0], "the latitude")
-    _need_number(fn, args[1], "the longitude")
-    _need_int_range(fn, args[2], "the length", 1, 12)
+    need_number(fn, args[0], "the latitude")
+    need_number(fn, args[1], "the longitude")
+    need_int_range(fn, args[2], "the length", 1, 12)
 
 
 def _check_distance(fn: str, args: list[exp.Expression]) -> None:
     for arg, what in zip(args, ("lat1", "long1", "lat2", "long2"), strict=True):
-        _need_number(fn, arg, what)
+        need_number(fn, arg, what)
 
 
 def _check_element_at(fn: str, args: list[exp.Expression]) -> None:
     index = args[1] if len(args) == 2 else args[2]
-    _need_int_range(fn, index, "the index", -(2**31), 2**31 - 1)
+    need_int_range(fn, index, "the index", -(2**31), 2**31 - 1)
     if len(args) >= 4:
         path = string_literal(args[3])
         if path is None or not _FIELD_PATH.match(path):
@@ -185,16 +134,16 @@ def _check_array(fn: str, args: list[exp.Expression], aggregate: bool) -> None:
 
 def _check_zone_at(index: int) -> Callable[[str, list[exp.Expression]], None]:
     def check(fn: str, args: list[exp.Expression]) -> None:
-        _need_number(fn, args[0], "the epoch seconds")
+        need_number(fn, args[0], "the epoch time")
         if len(args) > index:
             _check_zone(fn, args[index])
     return check
 
 
 def _check_time_in_date(fn: str, args: list[exp.Expression]) -> None:
-    _need_number(fn, args[0], "the epoch seconds")
-    _need_int_range(fn, args[1], "the hour", 0, None)
-    _need_int_range(fn, args[2], "the minute", 0, None)
+    need_number(fn, args[0], "the epoch seconds")
+    need_int_range(fn, args[1], "the hour", 0, None)
+    need_int_range(fn, args[2], "the minute", 0, None)
     if len(args) == 4:
         _check_zone(fn, args[3])
 
@@ -227,7 +176,7 @@ def _check_percentile(fn: str, args: list[exp.Expression]) -> None:
 
 
 def _check_histogram(fn: str, args: list[exp.Expression]) -> None:
-    _need_number(fn, args[0], "the value")
+    need_number(fn, args[0], "the value")
     text = string_literal(args[1])
     if text is None:
         return
@@ -239,10 +188,10 @@ def _check_histogram(fn: str, args: list[exp.Expression]) -> None:
 
 
 def _check_trend(fn: str, args: list[exp.Expression]) -> None:
-    _need_int_range(fn, args[3], "the window length in minutes", 1, None)
+    need_int_range(fn, args[3], "the window length in minutes", 1, None)
     if fn == "ExponentialMovingAverage":
         alpha = number_literal(args[4])
-        _need_number(fn, args[4], "alpha")
+        need_number(fn, args[4], "alpha")
         if alpha is not None and not 0 <= alpha <= 1:
             raise fail(f"{fn}: alpha must be in 0..1, found {args[4].sql(dialect='spark')}", args[4])
 
@@ -250,7 +199,19 @@ def _check_trend(fn: str, args: list[exp.Expression]) -> None:
 def _check_outlier(fn: str, args: list[exp.Expression]) -> None:
     for i, what in ((3, "the window length in minutes"), (4, "the observation period in minutes"),
                     (5, "the tolerance"), (6, "the outlier percentage")):
-        _need_int_range(fn, args[i], what, 0, None)
+        need_int_range(fn, args[i], what, 0, None)
+
+
+def _check_dart_get(fn: str, args: list[exp.Expression]) -> None:
+    need_number(fn, args[2], "the refresh rate in hours")
+
+
+def _check_dart_contains(fn: str, args: list[exp.Expression]) -> None:
+    if len(args) == 4:
+        if string_literal(args[2]) is None and number_literal(args[2]) is not None:
+            raise fail(f"{fn}: the regex must be a string such as '^%s.*', found {args[2].sql(dialect='spark')}",
+                       args[2])
+        need_number(fn, args[3], "the refresh rate in hours")
 
 
 CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
@@ -274,6 +235,13 @@ CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
     "lineartrend": _check_trend,
     "exponentialmovingaverage": _check_trend,
     "outliermad": _check_outlier,
+    "dartget": _check_dart_get,
+    "dartcontains": _check_dart_contains,
+    "condeq": check_cond_eq,
+    "filters": check_filters,
+    "selectfields": check_select_fields,
+    "featureswithtype": check_typed,
+    "singlefeaturewithtype": check_typed,
 }
 
 
@@ -292,35 +260,26 @@ def check_call(fn: DaggerFunction, node: exp.Expression) -> None:
 
 # ---- templates ---------------------------------------------------------------------------------
 
-@cache
-def _parsed(template: str) -> exp.Expression:
-    return sqlglot.parse_one(template, read=READ_DIALECT)
-
-
-def _atomic(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren | exp.Dot | exp.Bracket
-                      | exp.Boolean | exp.Null | exp.Cast)
-
-
-def build(template: str, args: list[exp.Expression]) -> exp.Expression:
-    """Return the expression of a Spark SQL ``template`` with ``__aN`` replaced by a copy of ``args[N]``."""
-    def visit(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and not node.table:
-            match = _PLACEHOLDER.match(node.name)
-            if match:
-                arg = args[int(match.group(1))].copy()
-                return arg if _atomic(arg) else exp.Paren(this=arg)
-        return node
-
-    return _parsed(template).copy().transform(visit)
-
-
 _LOCAL = "from_utc_timestamp(timestamp_seconds(__a0), __a1)"
 
 
 def _in_zone(expr: str) -> str:
     """``expr`` is a local wall-clock timestamp in zone __a1: return its epoch seconds."""
     return f"unix_timestamp(to_utc_timestamp({expr}, __a1))"
+
+
+MILLIS_THRESHOLD = 100_000_000_000
+"""StartOfWeek/EndOfWeek read an argument whose magnitude is at least this (1e11) as epoch
+milliseconds, below it as epoch seconds: 1e11 s is the year 5138, 1e11 ms is 1973-03-03."""
+
+
+def _seconds_or_millis(local: str, minus: int) -> str:
+    """``local`` is a wall-clock timestamp in zone __a1 built from ``_LOCAL``: return its epoch seconds
+    (minus ``minus``) for an argument in seconds, its epoch milliseconds (minus ``minus``) for one in
+    milliseconds, as the original (whose code took milliseconds and whose docs said seconds)."""
+    millis = local.replace("timestamp_seconds(__a0)", "timestamp_millis(__a0)")
+    return (f"CASE WHEN abs(__a0) >= {MILLIS_THRESHOLD} THEN {_in_zone(millis)} * 1000 - {minus} "
+            f"ELSE {_in_zone(local)} - {minus} END")
 
 
 def _element_at(args: list[exp.Expression]) -> exp.Expression:
@@ -341,10 +300,12 @@ def _split(args: list[exp.Expression]) -> exp.Expression:
 
 def _array_aggregate(args: list[exp.Expression]) -> exp.Expression:
     prefixes, final, kind = parse_array_operation("ArrayAggregate", args[1], args[2], aggregate=True)
+    number = "DOUBLE" if kind in FLOAT_TYPES else "BIGINT"
     arr = "filter(__a0, __x -> __x IS NOT NULL)"
+    if kind != "other":  # numbers as numbers, also when they come as text (SelectFields): 9 < 10
+        arr = f"transform({arr}, __x -> CAST(__x AS {number}))"
     for prefix in prefixes:
         arr = f"array_distinct({arr})" if prefix == "distinct" else f"array_sort({arr})"
-    number = "DOUBLE" if kind in FLOAT_TYPES else "BIGINT"
     zero = "0D" if number == "DOUBLE" else "0L"
     templates = {
         "sum": f"aggregate({arr}, {zero}, (__acc, __x) -> __acc + CAST(__x AS {number}))",
@@ -404,8 +365,8 @@ TEMPLATES: dict[str, str] = {
     "timestampfromunix": "timestamp_seconds(__a0)",
     "formattimeinzone": "date_format(from_utc_timestamp(__a0, __a1), __a2)",
     "jsonquery": "get_json_object(__a0, __a1)",
-    "startofweek": _in_zone(f"date_trunc('WEEK', {_LOCAL})"),
-    "endofweek": _in_zone(f"date_trunc('WEEK', {_LOCAL}) + INTERVAL '7' DAY") + " - 1",
+    "startofweek": _seconds_or_millis(f"date_trunc('WEEK', {_LOCAL})", 0),
+    "endofweek": _seconds_or_millis(f"date_trunc('WEEK', {_LOCAL}) + INTERVAL '7' DAY", 1),
     "startofmonth": _in_zone(f"date_trunc('MONTH', {_LOCAL})"),
     "endofmonth": _in_zone(f"date_trunc('MONTH', {_LOCAL}) + INTERVAL '1' MONTH") + " - 1",
     "distance": f"6371 * (2 * atan2(sqrt({_HAVERSINE_A}), sqrt(1 - {_HAVERSINE_A})))",
@@ -420,6 +381,12 @@ REWRITERS: dict[str, Callable[[list[exp.Expression]], exp.Expression]] = {
     "arrayoperate": _array_operate,
     "timeindate": _time_in_date,
     "collectarray": _collect_array,
+    "condeq": cond_eq,
+    "filters": filters,
+    "selectfields": select_fields,
+    "features": features,
+    "featureswithtype": features_with_type,
+    "singlefeaturewithtype": single_feature_with_type,
 }
 
 

@@ -54,7 +54,11 @@ def query(spark, sql: str) -> list[tuple]:  # type: ignore[no-untyped-def]
 
 def _area(lat: float, lng: float, level: int) -> float:
     cell = s2sphere.Cell(s2sphere.CellId.from_lat_lng(s2sphere.LatLng.from_degrees(lat, lng)).parent(level))
-    return cell.exact_area() * 6371.0088**2
+    return cell.exact_area() * 510072000 / (4 * math.pi)  # the original's S2AreaInKm2
+
+
+def _area_of(cell_id: str) -> float:
+    return s2sphere.Cell(s2sphere.CellId(int(cell_id))).exact_area() * 510072000 / (4 * math.pi)
 
 
 def _haversine(l1: float, o1: float, l2: float, o2: float) -> float:
@@ -82,6 +86,8 @@ def test_geo_functions(spark) -> None:  # type: ignore[no-untyped-def]
         ("S2AreaInKm2(S2Id(-6.2D, 106.816666D, 13))", _area(-6.2, 106.816666, 13)),
         (f"S2AreaInKm2('{unsigned}')", _area(-6.2, 106.816666, 13)),
         ("S2AreaInKm2(S2Id(-89.5D, 10.0D, 20))", _area(-89.5, 10.0, 20)),
+        ("S2AreaInKm2('3267730965564227584')", _area_of("3267730965564227584")),
+        ("round(S2AreaInKm2('3267730965564227584'), 5)", 909.97058),  # the original's own test value
         ("S2AreaInKm2('not an id')", None),
         ("S2AreaInKm2('0')", None),
         ("S2AreaInKm2('99999999999999999999')", None),  # above 2**64 - 1
@@ -173,6 +179,23 @@ def test_time_functions(spark) -> None:  # type: ignore[no-untyped-def]
         (f"EndOfWeek({monday}L, 'Asia/Jakarta')", _epoch(datetime(2026, 3, 8, 23, 59, 59, tzinfo=jkt))),
         ("EndOfMonth(1772442000L, 'UTC')", _epoch(datetime(2026, 3, 31, 23, 59, 59, tzinfo=UTC))),
         ("StartOfWeek(CAST(NULL AS BIGINT), 'UTC')", None),
+        # milliseconds (magnitude >= 1e11): the values the original's StartOfWeekTest/EndOfWeekTest assert
+        ("StartOfWeek(1562224758000L, 'Asia/Kolkata')", 1561919400000),
+        ("StartOfWeek(1562224758000L, 'Asia/Jakarta')", 1561914000000),
+        ("StartOfWeek(1562224758000L, 'UTC')", 1561939200000),
+        ("StartOfWeek(1561939200000L, 'UTC')", 1561939200000),
+        ("EndOfWeek(1562224758000L, 'Asia/Kolkata')", 1562524199999),
+        ("EndOfWeek(1562224758000L, 'Asia/Jakarta')", 1562518799999),
+        ("EndOfWeek(1562224758000L, 'UTC')", 1562543999999),
+        ("EndOfWeek(1561939200000L, 'UTC')", 1562543999999),
+        # the same instants in seconds give the same weeks in seconds
+        ("StartOfWeek(1562224758L, 'Asia/Jakarta')", 1561914000),
+        ("EndOfWeek(1562224758L, 'Asia/Jakarta')", 1562518799),
+        # either side of the threshold: 99999999999 s is in the year 5138, 1e11 ms is 1973-03-03 09:46:40 UTC
+        ("StartOfWeek(99999999999L, 'UTC')", _epoch(datetime(5138, 11, 14, tzinfo=UTC))),
+        ("StartOfWeek(100000000000L, 'UTC')", _epoch(datetime(1973, 2, 26, tzinfo=UTC)) * 1000),
+        ("EndOfWeek(-100000000000L, 'UTC')", _epoch(datetime(1966, 11, 6, 23, 59, 59, tzinfo=UTC)) * 1000 + 999),
+        ("EndOfWeek(CAST(NULL AS BIGINT), 'UTC')", None),
         ("StartOfMonth(1772442000L, CAST(NULL AS STRING))", None),
         ("TimeInDate(1772442000L, 10, 30)", _epoch(datetime(2026, 3, 2, 10, 30, tzinfo=UTC))),
         ("TimeInDate(1772442000L, 10, 30, 'Asia/Jakarta')", _epoch(datetime(2026, 3, 2, 10, 30, tzinfo=jkt))),

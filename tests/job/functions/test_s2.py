@@ -298,10 +298,19 @@ def test_areas_match_s2sphere_exact_area() -> None:
     ids = _sample_cells(2000, 9)
     got = s2.cell_area_km2(ids)
     want = np.array([s2sphere.Cell(s2sphere.CellId(x)).exact_area() for x in ids.tolist()])
-    np.testing.assert_allclose(got, want * s2.EARTH_RADIUS_KM**2, rtol=1e-12)
+    np.testing.assert_allclose(got, want * 510_072_000 / (4 * math.pi), rtol=1e-12)
     faces = np.array([s2sphere.CellId.from_face_pos_level(f, 0, 0).id() for f in range(6)], np.uint64)
     total = s2.cell_area_km2(faces).sum()
-    assert total == pytest.approx(4 * math.pi * s2.EARTH_RADIUS_KM**2, rel=1e-12)
+    assert total == pytest.approx(510_072_000, rel=1e-12)  # the original's Earth surface
+
+
+def test_area_is_the_original_platforms_value() -> None:
+    # S2AreaInKm2Test of the original platform: s2id 3267730965564227584 -> 909.97058 km² (delta 1e-4)
+    area = s2.cell_area_km2(np.array([3267730965564227584], dtype=np.uint64))[0]
+    assert abs(area - 909.97058) < 1e-4
+    # the former convention (mean radius 6371.0088 km) was off by ~1e-5 relative: outside that delta
+    old = area * 4 * math.pi / 510_072_000 * 6371.0088**2
+    assert abs(old - 909.97058) > 1e-3
 
 
 def test_geometry_of_invalid_ids_is_nan() -> None:

@@ -57,12 +57,26 @@ def test_every_library_function_has_a_section() -> None:
     assert len(examples()) >= 30
 
 
+@pytest.fixture(scope="module")
+def dart_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The collections the page's DartGet/DartContains examples say they read."""
+    import json
+
+    root = tmp_path_factory.mktemp("darts")
+    (root / "dart-get").mkdir()
+    (root / "dart-contains").mkdir()
+    (root / "dart-get" / "city_names").write_text(json.dumps({"1": "Jakarta", "2": "Bandung"}))
+    (root / "dart-contains" / "blocked_customers").write_text(json.dumps({"data": ["c-9"]}))
+    return str(root)
+
+
 @pytest.mark.parametrize(("section", "sql", "result"), examples(), ids=[f"{s}-{i}" for i, (s, _, _) in
                                                                         enumerate(examples())])
-def test_example_gives_the_documented_result(spark, section: str, sql: str, result: str) -> None:  # type: ignore[no-untyped-def]
+def test_example_gives_the_documented_result(spark, dart_store: str, section: str, sql: str,  # type: ignore[no-untyped-def]
+                                             result: str) -> None:
     from job.functions.spark_udfs import register_functions
 
-    register_functions(spark)
+    register_functions(spark, dart_store=dart_store)
     tree = parse(sql)
     check_functions(tree)
     rows = spark.sql(render(to_spark(tree))).collect()

@@ -66,12 +66,12 @@ def test_library_templates(dagger: str, spark: str) -> None:
 
 
 def test_every_function_is_rewritten_registered_or_a_window() -> None:
-    from job.functions.spark_udfs import LIBRARY_UDFS
+    from job.functions.spark_udfs import DART_UDFS, LIBRARY_UDFS
 
     for fn in DAGGER_FUNCTIONS.values():
         low = fn.name.lower()
         if fn.impl == "udf":
-            assert fn.name in LIBRARY_UDFS, fn.name
+            assert fn.name in LIBRARY_UDFS or fn.name in DART_UDFS, fn.name
         elif fn.impl == "rewrite":
             assert low in REWRITERS or low in ("distinctcount", "histogrambucket"), fn.name
     assert set(CHECKS) <= set(DAGGER_FUNCTIONS)
@@ -110,3 +110,23 @@ def test_user_lambda_variables_are_not_columns() -> None:
     t = translate("SELECT transform(arr, e -> e + 1) AS a FROM s", {"s": {"arr"}})
     assert t.spark_sql == "SELECT TRANSFORM(arr, e -> e + 1) AS a FROM s"
     assert render(to_spark(sqlglot.parse_one("SELECT 1", read="spark"))) == "SELECT 1"
+
+
+@pytest.mark.parametrize(("dagger", "spark"), [
+    ("CondEq('status', 'X')", "TO_JSON(STRUCT('status' AS field, 'X' AS value))"),
+    ("Filters(m, 'a.B', CondEq('s', 1))", "dagger_filters(m, 'a.B', ARRAY(TO_JSON(STRUCT('s' AS field, 1 AS value))))"),
+    ("Filters(m, 'a.B')", "dagger_filters(m, 'a.B', CAST(ARRAY() AS ARRAY<STRING>))"),
+    # the two-argument form takes the class of the Filters it reads
+    ("SelectFields(Filters(m, 'a.B', CondEq('s', 1)), 'x.y')",
+     "dagger_select_fields(dagger_filters(m, 'a.B', ARRAY(TO_JSON(STRUCT('s' AS field, 1 AS value)))), 'a.B', 'x.y')"),
+    ("SelectFields(m, 'a.B', 'x')", "dagger_select_fields(m, 'a.B', 'x')"),
+    ("Features('k', v)", "FLATTEN(COLLECT_LIST(dagger_feature_rows(COALESCE(CAST('k' AS STRING), 'null'), v)))"),
+    ("SingleFeatureWithType(k, v, 'BooleanType')",
+     "ARRAY_DISTINCT(ARRAY(STRUCT(COALESCE(CAST(k AS STRING), 'null') AS key, STRUCT(CAST(NULL AS BINARY) AS "
+     "bytes_val, CAST(NULL AS STRING) AS string_val, CAST(NULL AS INT) AS int32_val, CAST(NULL AS BIGINT) AS "
+     "int64_val, CAST(NULL AS DOUBLE) AS double_val, CAST(NULL AS FLOAT) AS float_val, COALESCE(CAST(v AS BOOLEAN), "
+     "FALSE) AS bool_val, CAST(NULL AS STRUCT<seconds: BIGINT, nanos: INT>) AS timestamp_val) AS value, "
+     "COALESCE(CAST(k AS STRING), 'null') AS name)))"),
+])
+def test_migrated_function_templates(dagger: str, spark: str) -> None:
+    assert rw(rewrite_library, f"SELECT {dagger} AS c FROM t") == f"SELECT {spark} AS c FROM t"

@@ -1,0 +1,112 @@
+"""The parts of a function call in the SQL tree that rewrites and checks read: its name, its
+arguments, its literal values, errors at an argument's position, and Spark SQL templates.
+
+Used by the function library (:mod:`job.sql.library`) and the modules of its function groups.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import sqlglot
+from sqlglot import exp
+
+from job.errors import SqlError
+from job.sql.parse import READ_DIALECT, position
+
+_PLACEHOLDER = re.compile(r"^__a(\d+)$")
+
+
+def fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
+    """Return a SqlError at ``node``'s line and column."""
+    line, col = position(node)
+    return SqlError(message, line=line, col=col, hint=hint)
+
+
+def call_args(node: exp.Expression) -> list[exp.Expression]:
+    """Return the argument nodes of a function call (sqlglot parses ``Split`` as RegexpSplit)."""
+    if isinstance(node, exp.Anonymous):
+        return list(node.expressions)
+    if isinstance(node, exp.RegexpSplit):
+        return [a for a in (node.this, node.expression, node.args.get("limit")) if a is not None]
+    return []
+
+
+def call_name(node: exp.Expression) -> str:
+    """Return the lower-case name a call was written with ('' for other nodes)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.RegexpSplit):
+        return "split"
+    return ""
+
+
+def string_literal(node: exp.Expression) -> str | None:
+    """Return the text of a string literal, or None for anything else."""
+    return str(node.this) if isinstance(node, exp.Literal) and node.is_string else None
+
+
+def number_literal(node: exp.Expression) -> float | None:
+    """Return the value of a numeric literal (with an optional minus sign), or None."""
+    sign = 1.0
+    if isinstance(node, exp.Neg):
+        node, sign = node.this, -1.0
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return sign * float(node.this)
+        except ValueError:
+            return None
+    return None
+
+
+def need_number(fn: str, arg: exp.Expression, what: str) -> None:
+    if string_literal(arg) is not None:
+        raise fail(f"{fn}: {what} must be a number, found the string {arg.sql(dialect='spark')}", arg)
+
+
+def need_int_range(fn: str, arg: exp.Expression, what: str, low: int, high: int | None) -> None:
+    need_number(fn, arg, what)
+    value = number_literal(arg)
+    if value is None:
+        return
+    top = "" if high is None else f"..{high}"
+    if value != int(value) or value < low or (high is not None and value > high):
+        raise fail(f"{fn}: {what} must be a whole number in {low}{top}, found {arg.sql(dialect='spark')}", arg)
+
+
+def need_string(fn: str, arg: exp.Expression, what: str) -> str:
+    text = string_literal(arg)
+    if text is None:
+        raise fail(f"{fn}: {what} must be a string literal such as 'sum', found {arg.sql(dialect='spark')}", arg)
+    return text
+
+
+@cache
+def _parsed(template: str) -> exp.Expression:
+    return sqlglot.parse_one(template, read=READ_DIALECT)
+
+
+def _atomic(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren | exp.Dot | exp.Bracket
+                      | exp.Boolean | exp.Null | exp.Cast)
+
+
+def build(template: str, args: list[exp.Expression]) -> exp.Expression:
+    """Return the expression of a Spark SQL ``template`` with ``__aN`` replaced by a copy of ``args[N]``."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not node.table:
+            match = _PLACEHOLDER.match(node.name)
+            if match:
+                arg = args[int(match.group(1))].copy()
+                return arg if _atomic(arg) else exp.Paren(this=arg)
+        return node
+
+    return _parsed(template).copy().transform(visit)
+
+
+
+
+def called_functions(tree: exp.Expression) -> set[str]:
+    """Return the lower-case names of the functions a query calls by name (Dagger and user functions)."""
+    return {call_name(node) for node in tree.find_all(exp.Anonymous, exp.RegexpSplit)}
