@@ -93,7 +93,7 @@ def test_translation_of_a_nested_window_query() -> None:
 
 @pytest.mark.parametrize(("sql", "line", "col", "needle"), [
     ("SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt\nFROM s", 1, 8,
-     "TUMBLE_ROWTIME needs a TUMBLE or HOP window in GROUP BY"),
+     "TUMBLE_ROWTIME needs a TUMBLE window in GROUP BY"),
     ("SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '2' MINUTE) AS rt, count(1) AS n\nFROM s\n"
      "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)", 1, 8, "TUMBLE_ROWTIME must name the same window"),
     ("SELECT b FROM s,\n  LATERAL TABLE(HistogramBucket(x)) AS T(b)", 2, 17, "HistogramBucket takes 2 arguments, found 1"),
