@@ -1,0 +1,57 @@
+"""``daggers run`` (one dagger in the foreground) and ``daggers demo`` (the whole path on the local stack)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from job.cli.common import SpecPath, StateDir, fail, out, setup_logging, state_dir_or_default
+from job.errors import DaggerError
+
+
+def run(
+    spec: SpecPath,
+    once: Annotated[bool, typer.Option(help="Process what is in the topics now, then stop.")] = False,
+    max_seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    master: Annotated[str, typer.Option(help="Spark master: local[*] or spark://host:port.")] = "local[*]",
+    state_dir: StateDir = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run a dagger in the foreground until Ctrl-C; the next run resumes from its checkpoint."""
+    from job.plan import plan
+    from job.runner import run_foreground
+    from job.spec import load_spec
+
+    setup_logging(verbose)
+    try:
+        p = plan(load_spec(spec), state_dir_or_default(state_dir))
+        out.print(f"[bold]dagger[/] {p.spec.name}: checkpoint {p.checkpoint}")
+        progress = run_foreground(p, master=master, available_now=once, max_seconds=max_seconds)
+    except DaggerError as exc:
+        fail(exc)
+        return
+    out.print(f"stopped after {progress.batches} batches: {progress.input_rows} rows read, "
+              f"{progress.late_rows_dropped} late rows dropped, {progress.bad_records} bad records skipped")
+
+
+def demo(
+    broker: Annotated[str, typer.Option(help="tansu or noida.")] = "tansu",
+    events: Annotated[int, typer.Option(help="Events per stream.")] = 200_000,
+    minutes: Annotated[int, typer.Option(help="Minutes of event time the events cover.")] = 5,
+    state_dir: StateDir = None,
+) -> None:
+    """Start the local stack, produce realistic events, run the two seed daggers and show their windows."""
+    from job.demo import run_demo
+
+    setup_logging(False)
+    try:
+        run_demo(state_dir_or_default(state_dir), broker=broker, events=events, minutes=minutes, console=out)
+    except DaggerError as exc:
+        fail(exc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``run`` and ``demo`` to ``app``."""
+    app.command("run")(run)
+    app.command("demo")(demo)
