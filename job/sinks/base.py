@@ -146,52 +146,6 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     return True
 
 
-def build_sinks(specs: Sequence[object]) -> list[Sink]:
-    """Return a sink for each sink spec of a dagger, each with a distinct ``name``.
-
-    A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
-    """
-    from job.spec import InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
-
-    out: list[Sink] = []
-    used: set[str] = set()
-    for spec in specs:
-        sink: Sink
-        # imported per type: psycopg and influxdb-client are optional extras
-        if isinstance(spec, InfluxSinkSpec):
-            from job.sinks.influx import InfluxSink
-
-            sink = InfluxSink(spec)
-        elif isinstance(spec, LogSinkSpec):
-            from job.sinks.log import LogSink
-
-            sink = LogSink(spec)
-        elif isinstance(spec, KafkaSinkSpec):
-            from job.sinks.kafka import KafkaSink
-
-            sink = KafkaSink(spec)
-        elif isinstance(spec, PostgresSinkSpec):
-            try:
-                from job.sinks.postgres import PostgresSink
-            except ImportError:
-                from job.errors import SinkError
-
-                raise SinkError("the postgres sink needs the psycopg package",
-                                hint="pip install 'daggers[postgres]'") from None
-            sink = PostgresSink(spec)
-        else:  # pragma: no cover - the spec model rejects other types
-            raise TypeError(f"no sink for {type(spec).__name__}")
-        base = getattr(spec, "name", None) or sink.name
-        name, n = base, 1
-        while name in used:
-            n += 1
-            name = f"{base}-{n}"
-        used.add(name)
-        sink.name = name
-        out.append(sink)
-    return out
-
-
 def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
     """Open every sink and, given the query's output ``schema``, bind each to it.
 
