@@ -8,16 +8,49 @@ Errors that Daggers knows (bad spec, bad SQL, unreachable services…) print as 
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Annotated
 
 import typer
 
 from job.cli import alerts, atlas, chaos, control, produce, protos, run, sql, stack
-from job.cli.common import print_error
+from job.cli.common import DEBUG_ENV, out, print_error
 from job.errors import DaggerError
 
 app = typer.Typer(name="daggers", help="Real-time aggregation over Kafka protobuf streams with Dagger SQL.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
+
+def _daggers_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import job
+
+    try:
+        return version("daggers")
+    except PackageNotFoundError:  # run from a source folder
+        return job.__version__
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"daggers {_daggers_version()}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Print full tracebacks and Spark's own logs "
+                                        "(also: DAGGERS_DEBUG=1).")] = False,
+) -> None:
+    """Real-time aggregation over Kafka protobuf streams with Dagger SQL."""
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # children (Spark, controllers' daggers) inherit it
+
 
 for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control):
     _group.register(app)

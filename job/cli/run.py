@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from job.cli.common import SpecPath, StateDir, fail, out, setup_logging, state_dir_or_default
+from job.cli.common import (
+    EXIT_INTERRUPTED,
+    SpecPath,
+    StateDir,
+    fail,
+    out,
+    setup_logging,
+    state_dir_or_default,
+)
 from job.errors import DaggerError
 
 
@@ -30,9 +38,36 @@ def run(
         progress = run_foreground(p, master=master, available_now=once, max_seconds=max_seconds)
     except DaggerError as exc:
         fail(exc)
-        return
-    out.print(f"stopped after {progress.batches} batches: {progress.input_rows} rows read, "
-              f"{progress.late_rows_dropped} late rows dropped, {progress.bad_records} bad records skipped")
+    except KeyboardInterrupt:  # Ctrl-C before the query ran (while waiting for a broker, or Spark starting)
+        out.print("stopped before the dagger started")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    out.print(f"stopped after {progress.batches} batches: {progress.input_rows:,} rows read, "
+              f"{progress.late_rows_dropped:,} late rows dropped, {progress.bad_records:,} bad records skipped")
+    for line in written_summary(progress.sinks):
+        out.print(line, highlight=False, markup=False)
+
+
+def written_summary(sinks: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per sink: how many rows it wrote, where (measurement, topic or table), and the range of the
+    windows (their end times) written; or why nothing was written."""
+    lines = []
+    for name, m in sinks.items():
+        rows, target = int(m.get("rows_written") or 0), m.get("target") or name
+        if not rows:
+            lines.append(f"{name}: wrote nothing to {target} (no window closed yet: a window is written once "
+                         "the watermark passes its end)")
+            continue
+        first, last = (_clock(m.get(k)) for k in ("first_window", "last_window"))
+        span = f"windows ending {first}" + (f" to {last}" if last != first else "") if first else "no windows"
+        lines.append(f"{name}: wrote {rows:,} rows to {target}, {span}")
+    return lines
+
+
+def _clock(iso: str | None) -> str:
+    """``2026-03-02T09:01:00+00:00`` -> ``2026-03-02 09:01:00 UTC``."""
+    if not iso:
+        return ""
+    return iso.replace("T", " ").removesuffix("+00:00") + " UTC"
 
 
 def demo(

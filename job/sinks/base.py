@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 log = logging.getLogger("daggers.sink")
 
@@ -60,6 +61,9 @@ class SinkMetrics:
     write_ms_total: float = 0.0
     last_error: str | None = None
     extra: dict[str, int] = field(default_factory=dict)
+    target: str = ""  # where the rows go, for people: "measurement m in database d at http://…"
+    first_window: str | None = None  # the earliest and latest window_timestamp written (ISO, UTC)
+    last_window: str | None = None
 
     @property
     def mean_write_ms(self) -> float:
@@ -82,6 +86,11 @@ class Sink(ABC):
     def __init__(self) -> None:
         self.metrics = SinkMetrics(sink_type=type(self).name)
         self._bound: pa.Schema | None = None
+
+    @property
+    def target(self) -> str:
+        """Where the rows go, for people (the measurement, topic or table, and the server)."""
+        return self.name
 
     @abstractmethod
     def open(self) -> None:
@@ -127,7 +136,19 @@ class Sink(ABC):
         self.metrics.last_write_ms = elapsed
         self.metrics.max_write_ms = max(self.metrics.max_write_ms, elapsed)
         self.metrics.write_ms_total += elapsed
+        self.metrics.target = self.target
+        if written and TIME_COLUMN in table.column_names:
+            self._note_windows(table.column(TIME_COLUMN))
         return written
+
+    def _note_windows(self, times: pa.ChunkedArray) -> None:
+        if not pa.types.is_timestamp(times.type) or times.null_count == len(times):
+            return
+        bounds = pc.min_max(times)
+        low, high = (bounds[k].as_py() for k in ("min", "max"))
+        first, last = self.metrics.first_window, self.metrics.last_window
+        self.metrics.first_window = min(first, low.isoformat()) if first else low.isoformat()
+        self.metrics.last_window = max(last, high.isoformat()) if last else high.isoformat()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Default: nothing."""
