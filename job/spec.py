@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -478,6 +479,15 @@ class DaggerSpec(_Model):
             raise ValueError(f"stream tables must differ; got {names}")
         return self
 
+    #: The environment variables substituted into the spec: name -> the text put in (never shown).
+    _substituted: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def name_variables(self, message: str) -> str:
+        """Return ``message`` with the variables named whose substituted values it mentions, so an error
+        about such a value (an unreachable ``${DAGGERS_BOOTSTRAP}``) says where the value came from."""
+        names = [n for n, v in self._substituted.items() if len(v) >= 3 and v in message]
+        return message + (f" (from {', '.join('${' + n + '}' for n in names)})" if names else "")
+
     def resolved_checkpoint(self, state_dir: Path) -> Path:
         """Return the checkpoint folder: ``checkpoint_dir`` or ``<state_dir>/checkpoints/<name>``."""
         return Path(self.checkpoint_dir) if self.checkpoint_dir else state_dir / "checkpoints" / self.name
@@ -565,26 +575,29 @@ _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = "spec",
-                    variables: dict[int, list[str]] | None = None) -> str:
+                    variables: dict[int, list[str]] | None = None, values: dict[str, str] | None = None) -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values (secrets stay out of files).
 
     As in the shell, ``${VAR:-default}`` gives the default when VAR is unset or empty. ``variables``, when
-    given, gets line -> the names substituted on it (so errors about a value can name its variable).
+    given, gets line -> the names substituted on it (so errors about a value can name its variable), and
+    ``values`` name -> the text put in.
     Raises SpecError naming the line of a variable that is unset and has no default.
     """
     import os
 
-    values = os.environ if env is None else env
+    env_values = os.environ if env is None else env
     out = []
     for lineno, line in enumerate(text.splitlines(keepends=True), start=1):
         def sub(m: re.Match[str], lineno: int = lineno) -> str:
             name, default = m.group(1), m.group(2)
             if variables is not None:
                 variables.setdefault(lineno, []).append(name)
-            value = values.get(name)
+            value = env_values.get(name)
             if default is not None and not value:
-                return default
+                value = default
             if value is not None:
+                if values is not None:
+                    values[name] = value
                 return value
             raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)",
                             hint=f"export {name}=…, or write ${{{name}:-default}} in the spec")
@@ -598,7 +611,8 @@ def parse_spec(text: str, source: str = "spec", env: dict[str, str] | None = Non
     ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment).
     """
     variables: dict[int, list[str]] = {}
-    text = interpolate_env(text, env, source, variables)
+    substituted: dict[str, str] = {}
+    text = interpolate_env(text, env, source, variables, substituted)
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -611,9 +625,11 @@ def parse_spec(text: str, source: str = "spec", env: dict[str, str] | None = Non
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a dagger spec is a YAML mapping (name, streams, sql, sink)")
     try:
-        return DaggerSpec.model_validate(data)
+        spec = DaggerSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(format_validation(exc, node, source, variables)) from None
+    spec._substituted = substituted
+    return spec
 
 
 def load_spec(path: str | Path) -> DaggerSpec:

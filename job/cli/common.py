@@ -57,8 +57,12 @@ def state_dir_or_default(state_dir: Path | None) -> Path:
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log to stderr at INFO (DEBUG with ``--verbose``), py4j kept quiet."""
+    """Log to stderr at INFO (DEBUG with ``--verbose``), py4j kept quiet.
+
+    py4j logs the whole traceback of an error raised in a ``foreachBatch`` callback; the runner reports
+    that error itself, as one line, so py4j's own log shows only when debugging.
+    """
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        logging.getLogger(noisy).setLevel(logging.WARNING if debug_enabled() else logging.CRITICAL + 1)

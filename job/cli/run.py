@@ -32,11 +32,15 @@ def run(
     from job.spec import load_spec
 
     setup_logging(verbose)
+    loaded = None
     try:
-        p = plan(load_spec(spec), state_dir_or_default(state_dir))
+        loaded = load_spec(spec)
+        p = plan(loaded, state_dir_or_default(state_dir))
         out.print(f"[bold]dagger[/] {p.spec.name}: checkpoint {p.checkpoint}")
         progress = run_foreground(p, master=master, available_now=once, max_seconds=max_seconds)
     except DaggerError as exc:
+        if loaded is not None:  # an error about a value from the environment names its variable
+            exc.message = loaded.name_variables(exc.message)
         fail(exc)
     except KeyboardInterrupt:  # Ctrl-C before the query ran (while waiting for a broker, or Spark starting)
         out.print("stopped before the dagger started")

@@ -101,6 +101,16 @@ def test_an_error_about_a_substituted_value_names_its_variable() -> None:
     assert unset.value.hint is not None and "BROKER" in unset.value.hint
 
 
+def test_a_runtime_error_about_a_substituted_value_names_its_variable() -> None:
+    text = GOOD.replace("127.0.0.1:9092", "${BROKER}").replace("password: ${INFLUX_PASSWORD:-s3cret}",
+                                                               "password: ${PW}")
+    spec = parse_spec(text, "t.yaml", env={"BROKER": "10.1.2.3:9092", "PW": "hunter2"})
+    assert spec.name_variables("cannot reach the Kafka broker at 10.1.2.3:9092") == \
+        "cannot reach the Kafka broker at 10.1.2.3:9092 (from ${BROKER})"
+    assert spec.model_copy().name_variables("at 10.1.2.3:9092") == "at 10.1.2.3:9092 (from ${BROKER})"
+    assert spec.name_variables("something else") == "something else"
+
+
 @pytest.mark.parametrize(("before", "typo", "message"), [
     ("  password:", "  measurment: m2", "t.yaml:14: sinks[0].measurment: unknown field; did you mean measurement?"),
     ("sql: SELECT 1", "watermark_delay: 5", "t.yaml:9: watermark_delay: unknown field; did you mean watermark_delay_ms?"),

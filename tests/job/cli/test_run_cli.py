@@ -102,10 +102,11 @@ def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results
 
 def test_a_dagger_gives_up_after_max_outage_s_with_one_line_and_a_hint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()  # nothing listens there
-    spec = _spec(tmp_path, f"127.0.0.1:{port}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=4)
+    spec = _spec(tmp_path, "${RUN_TEST_BROKER:-127.0.0.1:9092}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=4)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+                          capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "RUN_TEST_BROKER": f"127.0.0.1:{port}"})
     took = time.monotonic() - started
     assert done.returncode == 2
     err = done.stderr.strip().splitlines()
@@ -113,7 +114,7 @@ def test_a_dagger_gives_up_after_max_outage_s_with_one_line_and_a_hint(tmp_path)
                              "unreachable for ")
     assert err[0].endswith("giving up after max_outage_s 4 s")
     assert re.fullmatch(rf"Source error: cannot reach the Kafka broker at 127.0.0.1:{port} \(waited [45] s, "
-                        r"max_outage_s 4\)", err[-2]), err
+                        r"max_outage_s 4\) \(from \$\{RUN_TEST_BROKER\}\)", err[-2]), err
     assert err[-1].startswith("hint: start it (`daggers up` starts the local stack)")
     assert len(err) == 3 and not [n for n in NOISE if n in done.stdout + done.stderr]
     assert took < 60  # before Spark starts
@@ -183,3 +184,26 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
                         after[0])
     assert not [n for n in NOISE if n in text], text[-3000:]
     assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == expected_bookings(batch.table.to_pylist())
+
+
+def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer
+
+    topic = unique("bad")
+    payloads = list(generate("booking", 50, seed=8, start=T0, duration_s=60).payloads)
+    payloads[17] = b"\x0a\xff\xff\xff"  # a length past the end: the executor's decoder fails on it
+    producer = Producer({"bootstrap.servers": tansu_broker})
+    for value in payloads:
+        producer.produce(topic, value, partition=0)
+    producer.flush()
+    spec = _spec(tmp_path, tansu_broker, topic, "http://127.0.0.1:9", "db", max_outage_s=60)
+    text = spec.read_text().replace("bad_records: skip", "bad_records: fail")
+    spec.write_text(text[:text.index("sink:\n")] + "sink:\n  type: log\n")
+    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master", "local[2]",
+                           "--state-dir", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()
+    error = next(i for i, line in enumerate(last) if line.startswith("Bad record: "))
+    assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in last[error]
+    assert all(line.startswith("hint: ") for line in last[error + 1:])
+    assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
