@@ -42,8 +42,8 @@ def run(
         if loaded is not None:  # an error about a value from the environment names its variable
             exc.message = loaded.name_variables(exc.message)
         fail(exc)
-    except KeyboardInterrupt:  # Ctrl-C before the query ran (while waiting for a broker, or Spark starting)
-        out.print("stopped before the dagger started")
+    except KeyboardInterrupt:  # Ctrl-C while waiting for a broker or Spark, or a second Ctrl-C while stopping
+        out.print("interrupted: stopped at once (the next run resumes from the checkpoint)")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     out.print(f"stopped after {progress.batches} batches: {progress.input_rows:,} rows read, "
               f"{progress.late_rows_dropped:,} late rows dropped, {progress.bad_records:,} bad records skipped")
