@@ -207,3 +207,19 @@ def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_b
     assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in last[error]
     assert all(line.startswith("hint: ") for line in last[error + 1:])
     assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
+
+
+def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
+    try:
+        _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = log.read_text().strip().splitlines()
+    assert lines[-1] == "interrupted: stopped at once (the next run resumes from the checkpoint)"
+    assert not [n for n in NOISE if n in log.read_text()]
