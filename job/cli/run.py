@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -37,6 +39,7 @@ def run(
         loaded = load_spec(spec)
         p = plan(loaded, state_dir_or_default(state_dir))
         out.print(f"[bold]dagger[/] {p.spec.name}: checkpoint {p.checkpoint}")
+        last_batch_before = _last_batch(p.checkpoint / "status.json")
         progress = run_foreground(p, master=master, available_now=once, max_seconds=max_seconds)
     except DaggerError as exc:
         if loaded is not None:  # an error about a value from the environment names its variable
@@ -47,8 +50,18 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     out.print(f"stopped after {progress.batches} batches: {progress.input_rows:,} rows read, "
               f"{progress.late_rows_dropped:,} late rows dropped, {progress.bad_records:,} bad records skipped")
+    if progress.last_batch_id == last_batch_before:  # the sink counters are an earlier run's
+        out.print("no micro-batch ran: nothing written", highlight=False)
+        return
     for line in written_summary(progress.sinks):
         out.print(line, highlight=False, markup=False)
+
+
+def _last_batch(status: Path) -> int:
+    try:
+        return int(json.loads(status.read_text()).get("last_batch_id", -1))
+    except (OSError, ValueError, TypeError):
+        return -1
 
 
 def written_summary(sinks: dict[str, dict[str, Any]]) -> list[str]:
