@@ -158,7 +158,7 @@ def main() -> int:
                           kafka_bootstrap=broker.bootstrap, influx_url=influx.url)
         plane = ControlPlane(registry, "operator")
         controller = subprocess.Popen(
-            [sys.executable, "-m", "job.cli_control", "controller", "--cluster", "bench", "--registry", url,
+            [sys.executable, "-m", "job.cli", "controller", "--cluster", "bench", "--registry", url,
              "--state-dir", str(root / "state"), "--poll", "0.5", "--stop-daggers-on-exit",
              "--no-standby" if args.no_standby else "--standby"],
             stdout=(root / "controller.log").open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)

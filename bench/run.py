@@ -53,7 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import influx_read  # noqa: E402
+from bench import influx_read, verdict  # noqa: E402
 from bench.peers.progress import read_progress  # noqa: E402
 from bench.procstats import TreeSampler, load_average  # noqa: E402
 from bench.workloads import (  # noqa: E402
@@ -344,7 +344,9 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
     res.startup_s = first_start - started
     first = next(b for b in res.batches if b.get("input_rows"))
     rest = res.events - int(first["input_rows"])
-    if rest > 0 and done_at > first["updated_at"]:
+    # events/s after batch 1 only when later batches read more than the closing events: when everything
+    # is in one batch the figure is meaningless
+    if rest > loaded.total - loaded.events and done_at > first["updated_at"]:
         res.steady_events_per_s = rest / (done_at - first["updated_at"])
     _resources(res, sampler, first_start, done_at)
     res.load_after = load_average()
@@ -821,6 +823,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"kept {folder}")
     print(report.table(results))
+    failed = verdict.failures(results)
+    results["failures"] = failed
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -829,6 +833,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         md = report.record(results, stamp)
         print(f"appended to BENCHMARKS.md; plot {md}")
+    if failed:
+        print("BENCHMARK FAILED: " + "; ".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

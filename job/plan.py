@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from job.errors import SpecError
 from job.schema.registry import SchemaRegistry, default_registry
@@ -17,6 +18,9 @@ from job.sources.kafka import SourceConfig
 from job.spec import DaggerSpec
 from job.sql import Translation, translate
 from job.sql.rewrite import interval_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -204,3 +208,12 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,
                       features=features)
+
+
+def register_plan_functions(spark: SparkSession, plan: DaggerPlan) -> None:
+    """Register the functions a planned dagger can call on ``spark``: the library, its darts on its
+    store, its schema version for Filters/SelectFields, and its ``udf_file``."""
+    from job.functions.spark_udfs import register_functions
+
+    schema = plan.streams[0].source.descriptor_set_b64 if plan.streams else None
+    register_functions(spark, plan.spec.udf_file, plan.spec.dart_store, schema)

@@ -17,8 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from job.errors import DaggerError
-from job.functions.spark_udfs import register_plan_functions
-from job.plan import plan
+from job.plan import plan, register_plan_functions
 from job.sources.kafka import SOURCE_NAME, register_source, source_options
 from job.spec import DaggerSpec
 from job.sql.pushdown import DERIVED_PREFIX

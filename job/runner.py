@@ -25,13 +25,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from job.errors import BadRecordError, DaggerError, FunctionError, SinkError, SourceError
-from job.functions.spark_udfs import register_plan_functions
-from job.plan import DaggerPlan, pin_schema
+from job.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
+from job.sources.preflight import wait_for_brokers
 from job.spark_session import build_session, running_session
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
@@ -365,7 +365,9 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     """Run a dagger until Ctrl-C/SIGTERM (or ``max_seconds``, or all input with ``available_now``).
 
     Returns the final progress. Raises DaggerError with a readable message when the query fails.
+    Ctrl-C (SIGINT) stops it as SIGTERM does; a second Ctrl-C interrupts the graceful stop.
     """
+    wait_for_brokers([s.source for s in plan.streams])  # an unreachable broker delays the start, up to max_outage_s
     spark = spark or running_session()
     own_session = spark is None
     spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,
@@ -374,9 +376,12 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     stopping = threading.Event()
 
     def _terminate(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and stopping.is_set():
+            raise KeyboardInterrupt
         stopping.set()
 
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    previous_int = signal.signal(signal.SIGINT, _terminate) if previous is not None else None
     try:
         query = job.start(available_now=available_now, trigger_interval_s=trigger_interval_s)
         job.mark("running")
@@ -402,6 +407,7 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
             job.mark("stopped")
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
         if own_session:
             spark.stop()
     return job.progress

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
+
+#: Spark's logging when nobody asked for traces (DAGGERS_DEBUG unset): see the file.
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 
 
 def prepare_environment() -> None:
@@ -43,12 +49,34 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         **(extra or {}),
     }
+    if not _debugging() and "spark.driver.extraJavaOptions" not in conf:
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}"
+    _launch_gateway_apart({"spark.master": master, "spark.app.name": app_name, **conf})
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _debugging() -> bool:
+    return os.environ.get("DAGGERS_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _launch_gateway_apart(conf: dict[str, str]) -> None:
+    """Start this process's JVM in a session of its own (unless one runs already).
+
+    Ctrl-C in a terminal signals the whole foreground process group. PySpark starts the JVM with SIGINT
+    ignored, but its Python workers turn it back on and print KeyboardInterrupt tracebacks; in their own
+    session neither the JVM nor its workers get the terminal's signals. The driver stops the query
+    itself, and the JVM exits when this process does (its stdin pipe closes).
+    """
+    if SparkContext._gateway is not None:
+        return
+    spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
 
 
 def running_session() -> SparkSession | None:

@@ -6,15 +6,17 @@ came from a YAML file, the line it is on.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -498,6 +500,15 @@ class DaggerSpec(_Model):
             raise ValueError(f"stream tables must differ; got {names}")
         return self
 
+    #: The environment variables substituted into the spec: name -> the text put in (never shown).
+    _substituted: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def name_variables(self, message: str) -> str:
+        """Return ``message`` with the variables named whose substituted values it mentions, so an error
+        about such a value (an unreachable ``${DAGGERS_BOOTSTRAP}``) says where the value came from."""
+        names = [n for n, v in self._substituted.items() if len(v) >= 3 and v in message]
+        return message + (f" (from {', '.join('${' + n + '}' for n in names)})" if names else "")
+
     def resolved_checkpoint(self, state_dir: Path) -> Path:
         """Return the checkpoint folder: ``checkpoint_dir`` or ``<state_dir>/checkpoints/<name>``."""
         return Path(self.checkpoint_dir) if self.checkpoint_dir else state_dir / "checkpoints" / self.name
@@ -538,38 +549,79 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(spec)"
 
 
-def format_validation(err: ValidationError, node: yaml.Node | None = None, source: str = "spec") -> str:
-    """Return one line per problem: ``source:LINE: field.path: message``."""
+def format_validation(err: ValidationError, node: yaml.Node | None = None, source: str = "spec",
+                      variables: dict[int, list[str]] | None = None) -> str:
+    """Return one line per problem: ``source:LINE: field.path: message``.
+
+    An unknown field gets "did you mean …?"; a problem on a line whose value came from ``${VAR}``
+    names the variable (``variables``: line -> the variables substituted on it).
+    """
     lines = []
     for e in err.errors():
         loc = tuple(k for k in e["loc"] if k not in SINK_TYPES + TRANSFORMER_TYPES)
         line = _line_of(node, loc) if node is not None else None
         where = f"{source}:{line}" if line else source
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            near = difflib.get_close_matches(str(e["loc"][-1]), sorted(_fields_at(e["loc"])), n=3, cutoff=0.6)
+            msg = "unknown field" + (f"; did you mean {' or '.join(near)}?" if near else "")
+        if line and variables and line in variables:
+            msg += f" (the value comes from {', '.join('${' + v + '}' for v in variables[line])})"
         lines.append(f"{where}: {_path(loc)}: {msg}")
     return "\n".join(lines)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _fields_at(loc: tuple[Any, ...]) -> set[str]:
+    """The field names the spec models at ``loc`` (an error's location, its last key the bad field) accept."""
+    models: list[type[BaseModel]] = [DaggerSpec]
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        tagged = [m for m in models if key in get_args(getattr(m.model_fields.get("type"), "annotation", None))]
+        if tagged:
+            models = tagged
+            continue
+        models = [sub for m in models if key in m.model_fields for sub in _models_in(m.model_fields[key].annotation)]
+    names = {name for m in models for name in m.model_fields}
+    return names | ({"sink"} if DaggerSpec in models else set())
 
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = "spec") -> str:
+def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = "spec",
+                    variables: dict[int, list[str]] | None = None, values: dict[str, str] | None = None) -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values (secrets stay out of files).
 
+    As in the shell, ``${VAR:-default}`` gives the default when VAR is unset or empty. ``variables``, when
+    given, gets line -> the names substituted on it (so errors about a value can name its variable), and
+    ``values`` name -> the text put in.
     Raises SpecError naming the line of a variable that is unset and has no default.
     """
     import os
 
-    values = os.environ if env is None else env
+    env_values = os.environ if env is None else env
     out = []
     for lineno, line in enumerate(text.splitlines(keepends=True), start=1):
         def sub(m: re.Match[str], lineno: int = lineno) -> str:
             name, default = m.group(1), m.group(2)
-            if name in values:
-                return values[name]
-            if default is not None:
-                return default
-            raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)")
+            if variables is not None:
+                variables.setdefault(lineno, []).append(name)
+            value = env_values.get(name)
+            if default is not None and not value:
+                value = default
+            if value is not None:
+                if values is not None:
+                    values[name] = value
+                return value
+            raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)",
+                            hint=f"export {name}=…, or write ${{{name}:-default}} in the spec")
         out.append(_ENV_RE.sub(sub, line))
     return "".join(out)
 
@@ -579,20 +631,26 @@ def parse_spec(text: str, source: str = "spec", env: dict[str, str] | None = Non
 
     ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment).
     """
-    text = interpolate_env(text, env, source)
+    variables: dict[int, list[str]] = {}
+    substituted: dict[str, str] = {}
+    text = interpolate_env(text, env, source, variables, substituted)
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise SpecError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        names = variables.get(mark.line + 1) if mark else None
+        origin = f" (the value comes from {', '.join('${' + v + '}' for v in names)})" if names else ""
+        raise SpecError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}{origin}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a dagger spec is a YAML mapping (name, streams, sql, sink)")
     try:
-        return DaggerSpec.model_validate(data)
+        spec = DaggerSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(format_validation(exc, node, source)) from None
+        raise SpecError(format_validation(exc, node, source, variables)) from None
+    spec._substituted = substituted
+    return spec
 
 
 def load_spec(path: str | Path) -> DaggerSpec:

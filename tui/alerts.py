@@ -6,7 +6,7 @@ them for a superuser), like every other screen.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,10 +14,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
+from tui.actions import ConsoleApp
 from tui.format import age, when
-
-if TYPE_CHECKING:
-    from tui.app import DaggersApp
 
 LEVEL_STYLES = {"CRIT": "bold red", "WARN": "bold yellow", "OK": "green"}
 HIDDEN_LABELS = {"alertname", "rule", "team"}
@@ -28,7 +26,7 @@ class AlertsScreen(Screen[None]):
 
     BINDINGS = [Binding("r", "reload", "Refresh"), Binding("escape", "back", "Back")]
 
-    app: DaggersApp
+    app: ConsoleApp
 
     def __init__(self, store: Any) -> None:
         super().__init__()

@@ -21,6 +21,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from job.control.api import ControlPlane
 from job.control.views import DaggerView
 from job.errors import DaggerError
+from tui.actions import ConsoleApp
 from tui.clusters import ClustersScreen
 from tui.daggers import DaggersScreen
 from tui.detail import DaggerScreen
@@ -62,7 +63,7 @@ class DaggerCommands(Provider):
                 yield Hit(score, matcher.highlight(text), callback, help=help_text)
 
 
-class DaggersApp(App[None]):
+class DaggersApp(ConsoleApp):
     """The console, acting as ``plane.user``.
 
     ``spark``: a session for previews (default: one started on the first preview, kept warm);
@@ -92,11 +93,6 @@ class DaggersApp(App[None]):
         self.me = plane.whoami()
         self.sub_title = self.identity_line()
 
-    def identity_line(self) -> str:
-        """Return ``user · team: role, …`` for the header."""
-        teams = ", ".join(f"{t}: {r}" for t, r in self.me["teams"].items()) or "no team"
-        return f"{self.me['user']}{' (superuser)' if self.me['superuser'] else ''} · {teams}"
-
     def on_mount(self) -> None:
         self.push_screen(ClustersScreen())
 
@@ -114,11 +110,6 @@ class DaggersApp(App[None]):
         first Preview shows rows within seconds instead of waiting for Spark to start."""
         if self._spark is None and self.warm_preview:
             self.run_worker(self.spark_session, thread=True, exclusive=True, group="spark", exit_on_error=False)
-
-    def report(self, exc: DaggerError) -> None:
-        """Show a known error as a notification: title, message and hint."""
-        self.notify(exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""), title=exc.title, severity="error",
-                    timeout=8)
 
     def open_cluster(self, name: str) -> None:
         """Show the daggers of cluster ``name``."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -13,10 +13,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from job.control.views import ClusterView
 from job.errors import DaggerError
+from tui.actions import ConsoleApp
 from tui.format import age, number, ok_text, spark_detail
-
-if TYPE_CHECKING:
-    from tui.app import DaggersApp
 
 COLUMNS = ("cluster", "team", "master", "daggers", "spark", "kafka", "influx", "controller")
 
@@ -33,7 +31,7 @@ class ClustersScreen(Screen[None]):
         Binding("q", "app.quit", "Quit"),
     ]
 
-    app: DaggersApp
+    app: ConsoleApp
 
     def __init__(self) -> None:
         super().__init__()

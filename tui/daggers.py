@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,10 +11,8 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from job.control.views import DaggerView
 from job.errors import DaggerError
+from tui.actions import ConsoleApp
 from tui.format import age, number, state_text
-
-if TYPE_CHECKING:
-    from tui.app import DaggersApp
 
 COLUMNS = ("dagger", "team", "v", "desired", "state", "rows/s", "lag", "batch ms", "restarts", "updated")
 #: The sort keys ``s`` cycles through: (label, key function).
@@ -41,7 +39,7 @@ class DaggersScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
-    app: DaggersApp
+    app: ConsoleApp
 
     def __init__(self, cluster: str, page_size: int = 15) -> None:
         super().__init__()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -16,11 +15,9 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.control.views import DaggerView, VersionView
 from job.errors import DaggerError
+from tui.actions import ConsoleApp
 from tui.format import age, number, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
-
-if TYPE_CHECKING:
-    from tui.app import DaggersApp
 
 
 class DaggerScreen(Screen[None]):
@@ -42,7 +39,7 @@ class DaggerScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
-    app: DaggersApp
+    app: ConsoleApp
 
     def __init__(self, ref: str) -> None:
         super().__init__()

@@ -4,7 +4,7 @@ Preview and Deploy."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -30,11 +30,9 @@ from textual.widgets import (
 from job.control.specs import DaggerForm
 from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
+from tui.actions import ConsoleApp
 from tui.modals import ConfirmScreen
 from tui.sql_area import SqlArea
-
-if TYPE_CHECKING:
-    from tui.app import DaggersApp
 
 TEMPLATE_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS events,
@@ -53,7 +51,7 @@ class DaggerFormScreen(Screen[None]):
         Binding("escape", "cancel", "Cancel"),
     ]
 
-    app: DaggersApp
+    app: ConsoleApp
 
     def __init__(self, cluster: str, dagger: DaggerView | None = None) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 and the README screenshot.
 
 * :func:`serve_atlas` starts ``streamlit run web_atlas/app.py`` exactly as ``daggers atlas`` does
-  (:func:`job.cli_atlas.streamlit_argv`) on a port from the OS, waits for its health check, and
+  (:func:`job.cli.atlas.streamlit_argv`) on a port from the OS, waits for its health check, and
   stops its whole process group afterwards (with ``setpriv --pdeathsig KILL`` it also dies with
   its parent).
 * :func:`chromium` launches Debian's Chromium through Playwright (never ``playwright install``).
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from job.cli_atlas import atlas_env, streamlit_argv
+from job.cli.atlas import atlas_env, streamlit_argv
 from job.stack.ports import free_port
 from web_atlas.areas import View, project
 from web_atlas.errors import AtlasError

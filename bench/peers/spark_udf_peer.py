@@ -16,11 +16,13 @@ Runs until SIGTERM (or ``--max-seconds``), writing the progress file after every
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +36,15 @@ def s2id_plain(lat: float, lng: float) -> str:
 
     cid = s2sphere.CellId.from_lat_lng(s2sphere.LatLng.from_degrees(lat, lng)).parent(13).id()
     return str(cid - (1 << 64) if cid >= 1 << 63 else cid)
+
+
+NEEDED = ("lat", "long", "driver_id", "event_timestamp")
+
+
+def plain_source(cfg: Any) -> Any:
+    """The source's options with the plain decoded columns: Daggers' plan has the source compute the S2
+    cell itself (a derived column) and hide lat/long, which is what this peer does the PySpark way."""
+    return dataclasses.replace(cfg, derived=None, hidden=None, batch_order="")
 
 
 def main() -> int:
@@ -63,7 +74,12 @@ def main() -> int:
     register_source(spark)
     s2id = udf(s2id_plain, "string")
 
-    df = (spark.readStream.format(SOURCE_NAME).options(**source_options(p.streams[0].source)).load()
+    source = plain_source(p.streams[0].source)
+    missing = set(NEEDED) - set(source.output_columns())
+    if missing:
+        print(f"spark-udf peer: the source does not hand over {sorted(missing)}", file=sys.stderr)
+        return 2
+    df = (spark.readStream.format(SOURCE_NAME).options(**source_options(source)).load()
           .withColumn("rowtime", F.col("event_timestamp"))
           .withWatermark("rowtime", f"{spec.watermark_delay_ms} milliseconds"))
     result = (df.groupBy(F.window("rowtime", "60 seconds"), s2id("lat", "long").alias("tag_s2id"))
@@ -103,13 +119,14 @@ def main() -> int:
             progress.first_event_at = first_start
             progress.points = written[0]
             progress.flush()
-    if query.exception() is not None:
+    failed = query.exception() is not None
+    if failed:
         print(f"spark-udf peer failed: {str(query.exception())[:2000]}", file=sys.stderr)
     query.stop()
     progress.flush(done=True)
     sink.close()
     spark.stop()
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

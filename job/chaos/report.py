@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from job.chaos.runner import CaseResult, Report
+from job.chaos.results import CaseResult, Report
 
 
 def _plots(report: Report, out: Path) -> list[str]:

@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from job.chaos.dagger import DaggerHandle, ProcessDagger
 from job.chaos.experiment import Case, Experiment
 from job.chaos.faults import throttle
+from job.chaos.report import write_report
+from job.chaos.results import CaseResult, Report, Sample, WindowCheck
 from job.errors import SpecError
 from job.produce.generator import EventBatch, generate
 from job.spec import load_spec
@@ -42,39 +44,6 @@ DATABASE = "chaos"
 
 
 @dataclass
-class Sample:
-    """One observation per second."""
-
-    t: float
-    produced: int
-    read: int
-    lag: int
-    input_rows_per_s: float
-    dagger_alive: bool
-    watermark: str | None
-    load_1m: float = 0.0
-    cluster: str | None = None  # under the control plane: where the dagger is, its process and state
-    pid: int | None = None
-    state: str | None = None
-
-
-@dataclass
-class CaseResult:
-    name: str
-    target: str
-    fault: str
-    started_s: float
-    ended_s: float
-    recovered_s: float | None  # seconds from the end of the fault until the dagger caught up again
-    # Under the control plane: the cluster the dagger was on when the fault started (the one a cluster
-    # case hit), the cluster it ran on next when that is another one, and the seconds from the fault's
-    # start until it ran again in a new process (None: the same process ran on, or none within the run).
-    cluster: str | None = None
-    moved_to: str | None = None
-    running_again_s: float | None = None
-
-
-@dataclass
 class _Span:
     """A fault as it happened: when, and (under the control plane) the dagger's cluster and pid then."""
 
@@ -83,36 +52,6 @@ class _Span:
     ended: float
     cluster: str | None = None
     pid: int | None = None
-
-
-@dataclass
-class WindowCheck:
-    window: str
-    expected_points: int
-    written_points: int
-    matching: int
-
-
-@dataclass
-class Report:
-    experiment: str
-    description: str
-    started_at: str
-    duration_s: float
-    events_generated: int
-    events_acknowledged: int
-    events_in_topic: int
-    rows_read: int
-    dagger_restarts: int
-    cases: list[CaseResult]
-    windows: list[WindowCheck]
-    exact: bool
-    samples: list[Sample] = field(default_factory=list)
-    mode: str = "process"  # process: a bare dagger process; control-plane: under two clusters' controllers
-    moves: list[dict[str, Any]] = field(default_factory=list)  # the control plane's audit of its moves
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class ChaosRun:
@@ -436,8 +375,6 @@ class ChaosRun:
             self.influx.stop()
             self.broker.stop()
         report = self._report(exp, started_at, want, got, dagger, moves)
-        from job.chaos.report import write_report
-
         write_report(report, self.out)
         return report
 

@@ -7,7 +7,7 @@ shared storage would). The registry holds one team (``chaos``) whose admin (``ch
 watches the dagger, a superuser (``root``) who seeded it, one data centre per cluster and the clusters
 (``chaos-a`` and ``chaos-b``, ``local[2]``, the run's broker and InfluxDB), each the other's failover.
 
-The controllers run as ``daggers controller`` does (``python -m job.cli_control controller``, their
+The controllers run as ``daggers controller`` does (``python -m job.cli controller``, their
 own process group, ``--poll 0.5 --no-standby --failover-after S``) with ``--stop-daggers-on-exit``:
 a controller stopped on purpose stops its daggers gracefully and clears its heartbeat (no failover),
 one that dies leaves them to be fenced by the cluster that takes over. What a cluster case does is
@@ -73,7 +73,7 @@ class ControllerProcess:
 
     def argv(self) -> list[str]:
         """Return the controller's command line."""
-        return [sys.executable, "-m", "job.cli_control", "controller", "--cluster", self.cluster,
+        return [sys.executable, "-m", "job.cli", "controller", "--cluster", self.cluster,
                 "--registry", self.registry_url, "--state-dir", str(self.state_dir), "--poll", str(self.poll_s),
                 "--no-standby", "--failover-after", str(self.failover_after_s), "--stop-daggers-on-exit"]
 

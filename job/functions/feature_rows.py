@@ -14,6 +14,9 @@ import pyarrow.compute as pc
 
 from job.errors import FunctionError
 
+#: The SQL name the rewrite of Features calls (registered by job.functions.spark_udfs).
+FEATURE_ROWS_UDF = "dagger_feature_rows"
+
 TIMESTAMP_TYPE = "struct<seconds:bigint,nanos:int>"
 VALUE_FIELDS: tuple[tuple[str, str], ...] = (
     ("bytes_val", "binary"),

@@ -25,6 +25,10 @@ from google.protobuf.message import DecodeError, Message
 from job.errors import FunctionError
 from job.schema.registry import SchemaRegistry, default_registry
 
+#: The SQL names the rewrites of Filters and SelectFields call (registered by job.functions.spark_udfs).
+FILTERS_UDF = "dagger_filters"
+SELECT_FIELDS_UDF = "dagger_select_fields"
+
 
 @cache
 def _registry(descriptor_set_b64: str) -> SchemaRegistry:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,12 +21,8 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
 
-from job.functions.feature_rows import FEATURE_ROWS_TYPE, feature_rows_arrow
-from job.sql.feature_rows import FEATURE_ROWS_UDF
-from job.sql.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
-
-if TYPE_CHECKING:
-    from job.plan import DaggerPlan
+from job.functions.feature_rows import FEATURE_ROWS_TYPE, FEATURE_ROWS_UDF, feature_rows_arrow
+from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
 
 OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
                   "is_outlier:boolean>>")
@@ -228,13 +224,6 @@ def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., 
         return select_fields(schema, lists, classes, paths)
 
     return {FILTERS_UDF: run_filters, SELECT_FIELDS_UDF: run_select_fields}
-
-
-def register_plan_functions(spark: SparkSession, plan: DaggerPlan) -> None:
-    """Register the functions a planned dagger can call: the library, its darts on its store, its
-    schema version for Filters/SelectFields, and its ``udf_file``."""
-    schema = plan.streams[0].source.descriptor_set_b64 if plan.streams else None
-    register_functions(spark, plan.spec.udf_file, plan.spec.dart_store, schema)
 
 
 def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,

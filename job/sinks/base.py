@@ -22,12 +22,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    from job.schema.registry import SchemaRegistry
+import pyarrow.compute as pc
 
 log = logging.getLogger("daggers.sink")
 
@@ -64,6 +61,9 @@ class SinkMetrics:
     write_ms_total: float = 0.0
     last_error: str | None = None
     extra: dict[str, int] = field(default_factory=dict)
+    target: str = ""  # where the rows go, for people: "measurement m in database d at http://…"
+    first_window: str | None = None  # the earliest and latest window_timestamp written (ISO, UTC)
+    last_window: str | None = None
 
     @property
     def mean_write_ms(self) -> float:
@@ -86,6 +86,11 @@ class Sink(ABC):
     def __init__(self) -> None:
         self.metrics = SinkMetrics(sink_type=type(self).name)
         self._bound: pa.Schema | None = None
+
+    @property
+    def target(self) -> str:
+        """Where the rows go, for people (the measurement, topic or table, and the server)."""
+        return self.name
 
     @abstractmethod
     def open(self) -> None:
@@ -131,7 +136,19 @@ class Sink(ABC):
         self.metrics.last_write_ms = elapsed
         self.metrics.max_write_ms = max(self.metrics.max_write_ms, elapsed)
         self.metrics.write_ms_total += elapsed
+        self.metrics.target = self.target
+        if written and TIME_COLUMN in table.column_names:
+            self._note_windows(table.column(TIME_COLUMN))
         return written
+
+    def _note_windows(self, times: pa.ChunkedArray) -> None:
+        if not pa.types.is_timestamp(times.type) or times.null_count == len(times):
+            return
+        bounds = pc.min_max(times)
+        low, high = (bounds[k].as_py() for k in ("min", "max"))
+        first, last = self.metrics.first_window, self.metrics.last_window
+        self.metrics.first_window = min(first, low.isoformat()) if first else low.isoformat()
+        self.metrics.last_window = max(last, high.isoformat()) if last else high.isoformat()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Default: nothing."""
@@ -148,53 +165,6 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
             continue
         return False
     return True
-
-
-def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None) -> list[Sink]:
-    """Return a sink for each sink spec of a dagger, each with a distinct ``name``; a Kafka sink
-    finds its proto_class in ``registry`` (the dagger's schema version) before protos/.
-
-    A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
-    """
-    from job.spec import InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
-
-    out: list[Sink] = []
-    used: set[str] = set()
-    for spec in specs:
-        sink: Sink
-        # imported per type: psycopg and influxdb-client are optional extras
-        if isinstance(spec, InfluxSinkSpec):
-            from job.sinks.influx import InfluxSink
-
-            sink = InfluxSink(spec)
-        elif isinstance(spec, LogSinkSpec):
-            from job.sinks.log import LogSink
-
-            sink = LogSink(spec)
-        elif isinstance(spec, KafkaSinkSpec):
-            from job.sinks.kafka import KafkaSink
-
-            sink = KafkaSink(spec, registry)
-        elif isinstance(spec, PostgresSinkSpec):
-            try:
-                from job.sinks.postgres import PostgresSink
-            except ImportError:
-                from job.errors import SinkError
-
-                raise SinkError("the postgres sink needs the psycopg package",
-                                hint="pip install 'daggers[postgres]'") from None
-            sink = PostgresSink(spec)
-        else:  # pragma: no cover - the spec model rejects other types
-            raise TypeError(f"no sink for {type(spec).__name__}")
-        base = getattr(spec, "name", None) or sink.name
-        name, n = base, 1
-        while name in used:
-            n += 1
-            name = f"{base}-{n}"
-        used.add(name)
-        sink.name = name
-        out.append(sink)
-    return out
 
 
 def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:

@@ -52,6 +52,11 @@ class InfluxSink(Sink):
         self._client: Any = None  # influxdb_client.InfluxDBClient for api v2, made in open()
         self._write_api: Any = None
 
+    @property
+    def target(self) -> str:
+        where = f"database {self.spec.database}" if self.spec.api == "v1" else f"bucket {self.spec.bucket}"
+        return f"measurement {self.spec.measurement} in {where} at {self.url}"
+
     def __repr__(self) -> str:
         target = self.spec.database if self.spec.api == "v1" else self.spec.bucket
         return f"InfluxSink({self.url}, api={self.spec.api}, target={target}, measurement={self.spec.measurement})"
@@ -62,7 +67,9 @@ class InfluxSink(Sink):
         try:
             ping = self.http.get(f"{self.url}/ping", timeout=5)
         except requests.RequestException as exc:
-            raise SinkError(f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}") from None
+            raise SinkError(f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}",
+                            hint="start the local stack with `daggers up`, or set the sink's url to your "
+                                 "InfluxDB") from None
         if ping.status_code not in (200, 204):
             raise SinkError(f"InfluxDB at {self.url} answered /ping with HTTP {ping.status_code}")
         if self.spec.api == "v1":

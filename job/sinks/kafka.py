@@ -364,6 +364,10 @@ class KafkaSink(Sink):
         self._encoder: ProtoEncoder | None = None
         self._keys: list[str] = []
 
+    @property
+    def target(self) -> str:
+        return f"topic {self.spec.topic} at {self.spec.bootstrap_servers}"
+
     def __repr__(self) -> str:
         what = self.spec.proto_class if self.spec.format == "protobuf" else "json"
         return f"KafkaSink({self.spec.bootstrap_servers}, topic={self.spec.topic}, format={what})"

@@ -9,6 +9,9 @@ from rich.table import Table
 from job.sinks.base import Sink
 from job.spec import LogSinkSpec
 
+#: Values up to this long stay on one line of their column; longer ones wrap (never cut).
+WHOLE_UP_TO = 32
+
 
 class LogSink(Sink):
     """Prints up to ``max_rows`` rows of every non-empty micro-batch as a table."""
@@ -23,15 +26,27 @@ class LogSink(Sink):
     def open(self) -> None:
         return None
 
+    @property
+    def target(self) -> str:
+        return "the console"
+
     def _write(self, table: pa.Table, batch_id: int) -> int:
         if table.num_rows == 0:
             return 0
+        rows = [["NULL" if v is None else str(v) for v in row.values()]
+                for row in table.slice(0, self.spec.max_rows).to_pylist()]
         view = Table(title=f"batch {batch_id}: {table.num_rows} rows", show_lines=False)
-        for name in table.column_names:
-            view.add_column(name)
-        for row in table.slice(0, self.spec.max_rows).to_pylist():
-            view.add_row(*("NULL" if v is None else str(v) for v in row.values()))
-        self.console.print(view)
+        needed = 1
+        for i, name in enumerate(table.column_names):
+            # values are never cut short: a column is as wide as its longest value (up to
+            # WHOLE_UP_TO characters, which keeps S2 ids and timestamps on one line), longer ones wrap
+            width = min(max([len(name), *(len(r[i]) for r in rows)]), WHOLE_UP_TO)
+            view.add_column(name, overflow="fold", min_width=width)
+            needed += width + 3
+        for row in rows:
+            view.add_row(*row)
+        # wider than the terminal rather than a column dropped or cut
+        self.console.print(view, width=max(self.console.width, needed), crop=False)
         if table.num_rows > self.spec.max_rows:
             self.console.print(f"... {table.num_rows - self.spec.max_rows} more rows")
         return table.num_rows

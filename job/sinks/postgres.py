@@ -114,6 +114,10 @@ class PostgresSink(Sink):
         self._secrets = [s for s in (spec.dsn.get_secret_value(), info.get("password"),
                                      spec.password.get_secret_value() if spec.password else None) if s]
 
+    @property
+    def target(self) -> str:
+        return f"table {self.spec.table} at {self._where}"
+
     def __repr__(self) -> str:
         return f"PostgresSink({self._where}, table={self.schema_name}.{self.table_name})"
 

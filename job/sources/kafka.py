@@ -258,7 +258,7 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         consumer = kofs.driver_consumer(self.cfg.bootstrap_servers, self.cfg.consumer_config)
         try:
-            tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.bootstrap_servers)
+            tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.bootstrap_servers, proto_class=self.cfg.proto_class)
             ends = kofs.end_offsets(consumer, tps)
             how = self.cfg.start_from.strip().lower()
             if how == "latest":
@@ -382,7 +382,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._clients[cluster]
 
     def _partitions(self, cluster: str = kfo.PRIMARY) -> list[TopicPartition]:
-        return kofs.partitions_of(self._consumer(cluster), self.cfg.topics, self.cfg.bootstrap(cluster))
+        return kofs.partitions_of(self._consumer(cluster), self.cfg.topics, self.cfg.bootstrap(cluster),
+                                  proto_class=self.cfg.proto_class)
 
     def _ends(self, cluster: str = kfo.PRIMARY) -> kofs.Offsets:
         ends, self._newest_ms = kofs.probe_ends(self._consumer(cluster), self._partitions(cluster))

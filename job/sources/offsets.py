@@ -52,9 +52,21 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
     return Consumer(conf)
 
 
-def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, timeout: float = 10.0
-                  ) -> list[TopicPartition]:
-    """Return every partition of ``topics``; raise SourceError naming a topic that does not exist."""
+def produce_hint(topic: str, bootstrap: str, proto_class: str | None = None) -> str:
+    """A ``daggers produce`` command that creates ``topic`` with events of ``proto_class`` (when it is one of
+    the generator's streams)."""
+    from job.produce.generator import MESSAGE_NAMES
+
+    streams = [s for s, name in MESSAGE_NAMES.items() if name == proto_class] or list(MESSAGE_NAMES)
+    command = f"daggers produce --stream {streams[0]} --topic {topic} --bootstrap {bootstrap} --count 10000"
+    others = f" (or --stream {' / '.join(streams[1:])})" if len(streams) > 1 else ""
+    return f"create it, or produce to it first: {command}{others}"
+
+
+def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, timeout: float = 10.0,
+                  proto_class: str | None = None) -> list[TopicPartition]:
+    """Return every partition of ``topics``; raise SourceError naming a topic that does not exist (with a
+    ``daggers produce`` command for events of ``proto_class``)."""
     out: list[TopicPartition] = []
     for topic in topics:
         try:
@@ -64,7 +76,7 @@ def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, tim
         if meta is None or meta.error is not None or not meta.partitions:
             why = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
             raise SourceError(f"topic {topic!r} does not exist on {bootstrap} ({why})",
-                              hint="create it, or produce to it first: daggers produce --topic " + topic)
+                              hint=produce_hint(topic, bootstrap, proto_class))
         out.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
     return out
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from job.functions.feature_rows import TIMESTAMP_TYPE, VALUE_FIELDS
+from job.functions.feature_rows import FEATURE_ROWS_UDF, TIMESTAMP_TYPE, VALUE_FIELDS
 from job.sql.calls import build, fail, string_literal
 
-FEATURE_ROWS_UDF = "dagger_feature_rows"
 MAX_FEATURES = 128
 
 _ZERO_IF_NULL = "coalesce(CAST(__v AS {t}), {zero})"

@@ -12,10 +12,9 @@ import re
 
 from sqlglot import exp
 
+from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
 from job.sql.calls import build, call_name, fail, string_literal
 
-FILTERS_UDF = "dagger_filters"
-SELECT_FIELDS_UDF = "dagger_select_fields"
 _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 

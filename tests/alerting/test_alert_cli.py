@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from alerting.config import parse_config
 from alerting.engine import AlertEngine
 from alerting.store import AlertStore
-from job.cli_alerts import register
+from job.cli.alerts import register
 from tests.alerting.alert_data import T0, DaggerOutput, at_minute, city_id
 from tests.alerting.alert_setup import WEBHOOK_SECRET, FakeReader, Recorder, config_for
 

@@ -42,7 +42,7 @@ LIVE_SQL = """SELECT city_id AS tag_city_id,
        TUMBLE_END(rowtime, INTERVAL '5' SECOND) AS window_timestamp
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '5' SECOND), city_id"""
-CLI = "import typer; from job.cli_alerts import register; app = typer.Typer(); register(app); app()"
+CLI = "import typer; from job.cli.alerts import register; app = typer.Typer(); register(app); app()"
 
 
 class LiveProducer:
@@ -249,7 +249,7 @@ def stopped_json(http: HttpReceiver) -> dict:
 def _cli():  # type: ignore[no-untyped-def]
     import typer
 
-    from job.cli_alerts import register
+    from job.cli.alerts import register
 
     app = typer.Typer()
     register(app)

@@ -54,7 +54,7 @@ def test_sink_errors_and_unknown_keys() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(bad, "s.yaml")
     text = str(info.value)
-    assert "s.yaml:13: sinks[0].colour: Extra inputs are not permitted" in text
+    assert "s.yaml:13: sinks[0].colour: unknown field" in text
 
 
 def test_v1_needs_database() -> None:
@@ -78,6 +78,54 @@ def test_env_interpolation() -> None:
     assert interpolate_env("a: ${X}\nb: ${Y:-d}\n", {"X": "1"}) == "a: 1\nb: d\n"
     with pytest.raises(SpecError, match=r"^f.yaml:2: environment variable NOPE is not set"):
         interpolate_env("a: 1\nb: ${NOPE}\n", {}, "f.yaml")
+
+
+def test_a_set_but_empty_variable_gives_the_default_as_in_the_shell() -> None:
+    assert interpolate_env("a: ${X:-d}\nb: ${X}|\nc: ${Y:-e}\n", {"X": ""}) == "a: d\nb: |\nc: e\n"
+    assert interpolate_env("a: ${X:-d}\n", {"X": "v"}) == "a: v\n"
+    spec = parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER:-127.0.0.1:9093}"), "t.yaml", env={"BROKER": ""})
+    assert spec.streams[0].bootstrap_servers == "127.0.0.1:9093"
+
+
+def test_an_error_about_a_substituted_value_names_its_variable() -> None:
+    text = GOOD.replace("  measurement: m", "  measurement: m\n  batch_size: ${BATCH}")
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, "t.yaml", env={"BATCH": "lots"})
+    assert caught.value.message.startswith("t.yaml:14: sinks[0].batch_size: Input should be a valid integer")
+    assert caught.value.message.endswith("(the value comes from ${BATCH})")
+    with pytest.raises(SpecError, match=r"^t.yaml:7: streams\[0\].bootstrap_servers: .*\(the value comes from \$\{BROKER\}\)$"):
+        parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER}"), "t.yaml", env={"BROKER": "localhost"})
+    with pytest.raises(SpecError) as unset:
+        parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER}"), "t.yaml", env={})
+    assert unset.value.message == "t.yaml:7: environment variable BROKER is not set (and has no :-default)"
+    assert unset.value.hint is not None and "BROKER" in unset.value.hint
+
+
+def test_a_runtime_error_about_a_substituted_value_names_its_variable() -> None:
+    text = GOOD.replace("127.0.0.1:9092", "${BROKER}").replace("password: ${INFLUX_PASSWORD:-s3cret}",
+                                                               "password: ${PW}")
+    spec = parse_spec(text, "t.yaml", env={"BROKER": "10.1.2.3:9092", "PW": "hunter2"})
+    assert spec.name_variables("cannot reach the Kafka broker at 10.1.2.3:9092") == \
+        "cannot reach the Kafka broker at 10.1.2.3:9092 (from ${BROKER})"
+    assert spec.model_copy().name_variables("at 10.1.2.3:9092") == "at 10.1.2.3:9092 (from ${BROKER})"
+    assert spec.name_variables("something else") == "something else"
+
+
+@pytest.mark.parametrize(("before", "typo", "message"), [
+    ("  password:", "  measurment: m2", "t.yaml:14: sinks[0].measurment: unknown field; did you mean measurement?"),
+    ("sql: SELECT 1", "watermark_delay: 5", "t.yaml:9: watermark_delay: unknown field; did you mean watermark_delay_ms?"),
+    ("    group: g1", "    grup: g", "t.yaml:8: streams[0].grup: unknown field; did you mean group?"),
+])
+def test_an_unknown_field_gets_did_you_mean(before: str, typo: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(GOOD.replace(before, typo + "\n" + before), "t.yaml")
+    assert caught.value.message == message
+
+
+def test_an_unknown_field_far_from_any_gets_no_guess() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(GOOD + "zzzqqq: 1\n", "t.yaml")
+    assert caught.value.message == "t.yaml:15: zzzqqq: unknown field"
 
 
 def test_missing_file() -> None:

@@ -47,7 +47,7 @@ def test_console_in_tmux(tmp_path: Path) -> None:
             time.sleep(0.3)
         raise AssertionError(f"{text!r} never appeared; the screen:\n{screen()}")
 
-    command = (f"cd {REPO} && unset COLUMNS LINES && DAGGERS_USER=alice {sys.executable} -m job.cli_control tui --registry {url}; "
+    command = (f"cd {REPO} && unset COLUMNS LINES && DAGGERS_USER=alice {sys.executable} -m job.cli.control tui --registry {url}; "
                "echo CONSOLE-EXITED-$?; sleep 30")
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", command)
     try:

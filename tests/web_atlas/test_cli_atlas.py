@@ -17,7 +17,7 @@ import requests
 import typer
 from typer.testing import CliRunner
 
-from job.cli_atlas import (
+from job.cli.atlas import (
     AtlasLaunchError,
     app_path,
     atlas_env,
@@ -97,7 +97,7 @@ def test_cli_reports_bad_options_without_a_traceback() -> None:
 @pytest.mark.integration
 def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -> None:
     port = free_port()
-    code = "import typer; from job.cli_atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
+    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
            "register(app); app()"
     log = tmp_path / "atlas.log"
     with open(log, "wb") as out:

@@ -59,7 +59,7 @@ def test_overlapping_cluster_cases_and_a_zero_failover_are_rejected(tmp_path: Pa
 
 def test_report_shows_where_the_dagger_moved(tmp_path: Path) -> None:
     from job.chaos.report import write_report
-    from job.chaos.runner import CaseResult, Report
+    from job.chaos.results import CaseResult, Report
 
     moves = [{"at": 0.0, "t": 26.5, "user": "controller:chaos-b", "action": "failover", "team": "chaos",
               "target": "dagger chaos/d", "allowed": True,

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.testing import CliRunner
 
-from job.cli_control import register
+from job.cli.control import register
 from job.control import Registry
 from tests.job.control.control_seed import bookings_spec, seed
 
@@ -99,7 +99,7 @@ def test_team_b_is_refused_on_the_command_line(tmp_path: Path) -> None:
     spec.write_text(bookings_spec("private").replace("trigger_interval_s: 1", "trigger_interval_s: 7"))
 
     def daggers(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "job.cli_control", *args, "--registry", url, "--user", "bob"],
+        return subprocess.run([sys.executable, "-m", "job.cli", *args, "--registry", url, "--user", "bob"],
                               capture_output=True, text=True, cwd=REPO, timeout=120)
 
     for args in (["dagger", "show", "team-a/private"], ["dagger", "stop", "team-a/private"],

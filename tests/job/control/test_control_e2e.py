@@ -89,7 +89,7 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
 
     log = tmp_path / "controller.log"
     controller = subprocess.Popen(
-        [sys.executable, "-m", "job.cli_control", "controller", "--cluster", "a-jkt", "--registry", url,
+        [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", url,
          "--state-dir", str(tmp_path / "state"), "--poll", "0.5", "--backoff", "1", "--stop-daggers-on-exit"],
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
     pids: set[int] = set()

@@ -48,7 +48,7 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
     def controller(cluster: str, *extra: str) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"{cluster}.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "job.cli_control", "controller", "--cluster", cluster, "--registry", url,
+            [sys.executable, "-m", "job.cli", "controller", "--cluster", cluster, "--registry", url,
              "--state-dir", str(tmp_path / cluster), "--poll", "0.5", "--no-standby", *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
 

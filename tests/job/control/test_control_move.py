@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from job.cli_control import register
+from job.cli.control import register
 from job.control import (
     ConflictError,
     ControlError,

@@ -28,7 +28,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource
 from typer.testing import CliRunner
 
-from job.cli_produce import (
+from job.cli.produce import (
     DEFAULT_BOOTSTRAP,
     UsageError,
     default_bootstrap,

@@ -112,6 +112,7 @@ def test_v2_errors_at_open(influxdb) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SinkError) as info:
         v2_sink(f"http://127.0.0.1:{free_port()}", "m").open()
     assert "is unreachable: ConnectionError" in info.value.message and TOKEN not in str(info.value)
+    assert info.value.hint == "start the local stack with `daggers up`, or set the sink's url to your InfluxDB"
     with pytest.raises(SinkError, match=r"^InfluxDB 1.6.7\S* at http://127.0.0.1:\d+ has no v2 write API"):
         v2_sink(influxdb.url, "m").open()
 

@@ -6,9 +6,10 @@ import pyarrow as pa
 import pytest
 
 from job.errors import SinkError, SpecError
-from job.sinks.base import Sink, build_sinks, default_key_columns, start_sinks
+from job.sinks.base import Sink, default_key_columns, start_sinks
 from job.sinks.kafka import KafkaSink
 from job.sinks.postgres import PostgresSink, dedupe_last, pg_type
+from job.sinks.registry import build_sinks
 from job.spec import KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec, parse_spec
 
 HEAD = """name: bookings-per-s2

@@ -21,7 +21,7 @@ import typer
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from typer.testing import CliRunner
 
-from job.cli_stack import register
+from job.cli.stack import register
 from job.stack import LocalStack, StackError, create_topic, free_ports
 from job.stack.influx import influx_query
 from job.stack.process import pid_alive

@@ -17,13 +17,14 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from job.cli.common import fail
 from job.errors import DaggerError
 from job.stack.influx import influx_ping
 from job.stack.ports import free_port, port_in_use
@@ -35,7 +36,7 @@ DEFAULT_DATABASE = "daggers"
 BASEMAPS = ("offline", "style", "tiles", "none")
 """Base map kinds (``web_atlas.basemap``): the shipped offline map, a MapLibre style URL, XYZ raster tiles, none."""
 EXIT_ERROR = 2
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class AtlasLaunchError(DaggerError):
@@ -133,14 +134,6 @@ def check_options(influx_url: str, database: str, port: int, address: str) -> in
     return port
 
 
-def _fail(exc: DaggerError) -> NoReturn:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]{escape(exc.title)}:[/bold red] [red]{escape(exc.message)}[/red]")
-    if exc.hint:
-        err.print(f"[yellow]hint:[/yellow] {escape(exc.hint)}")
-    raise typer.Exit(EXIT_ERROR)
-
-
 def atlas_command(
     influx: Annotated[str, typer.Option("--influx", envvar="DAGGERS_INFLUX",
                                         help="InfluxDB 1.x URL the daggers write to.")] = DEFAULT_INFLUX,
@@ -166,7 +159,7 @@ def atlas_command(
         check_basemap(basemap, basemap_url)
         argv = streamlit_argv(port, address)
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     influx = influx.rstrip("/")
     if not influx_ping(influx):
         out.print(f"[yellow]warning:[/yellow] InfluxDB at {escape(influx)} does not answer /ping yet; "

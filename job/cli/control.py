@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from job.cli.common import print_error
 from job.errors import DaggerError
 
 EXIT_ERROR = 2
@@ -56,9 +57,7 @@ def _fail(exc: DaggerError, as_json: bool) -> NoReturn:
         typer.echo(json.dumps({"ok": False, "error": {"title": exc.title, "message": exc.message,
                                                       "hint": exc.hint}}, indent=2))
     else:
-        err.print(f"[bold red]{escape(exc.title)}:[/] {escape(exc.message)}")
-        if exc.hint:
-            err.print(f"[yellow]hint:[/] {escape(exc.hint)}")
+        print_error(exc)
     raise typer.Exit(EXIT_ERROR)
 
 
@@ -608,7 +607,7 @@ def register(app: typer.Typer) -> None:
 
 
 def main() -> None:
-    """Run these commands on their own (``python -m job.cli_control``), e.g. before they are wired in."""
+    """Run these commands on their own, without the rest of ``daggers``."""
     standalone = typer.Typer(name="daggers", no_args_is_help=True, pretty_exceptions_enable=False,
                              add_completion=False)
     register(standalone)

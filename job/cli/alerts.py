@@ -25,13 +25,14 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from job.cli.common import fail
 from job.errors import DaggerError
 
 if TYPE_CHECKING:
@@ -51,14 +52,6 @@ StateDirOption = Annotated[Path | None, typer.Option(
     "--state-dir", help="State folder for the default SQLite store ($DAGGERS_HOME or ./.daggers).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 DEFAULT_CONFIG = Path("alerts.yaml")
-
-
-def _fail(exc: DaggerError) -> NoReturn:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]{escape(exc.title)}:[/bold red] [red]{escape(exc.message)}[/red]")
-    if exc.hint:
-        err.print(f"[yellow]hint:[/yellow] {escape(exc.hint)}")
-    raise typer.Exit(EXIT_ERROR)
 
 
 def _out() -> Console:
@@ -119,7 +112,7 @@ def run_command(
         cfg = _config(config)
         engine = AlertEngine(cfg, state_dir=_state_dir(state_dir))
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     out = _out()
     out.print(f"[bold]daggers alerts[/bold]: {len(cfg.rules)} rules, {len(cfg.channels)} channels, "
               f"store {escape(engine.store.safe_url)}")
@@ -134,7 +127,7 @@ def run_command(
         engine.run_forever(stop)
     except DaggerError as exc:
         engine.close()
-        _fail(exc)
+        fail(exc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -177,7 +170,7 @@ def test_command(
         finally:
             engine.close()
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(json.dumps(_report_json(report), indent=2))
         return
@@ -235,7 +228,7 @@ def list_command(
         finally:
             store.close()
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(json.dumps({
             "firing": [{"rule": s.rule, "kind": s.kind, "tags": s.tags, "level": s.level.name,
@@ -290,7 +283,7 @@ def history_command(
         finally:
             store.close()
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     out = _out()
     for e in reversed(events):
         change = ""
@@ -308,7 +301,7 @@ def check_command(config: ConfigOption = DEFAULT_CONFIG) -> None:
     try:
         cfg = _config(config)
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     out = _out()
     out.print(f"[green]OK[/green] {escape(str(config))}: {len(cfg.rules)} rules, {len(cfg.channels)} channels, "
               f"{len(cfg.routes)} routes, {len(cfg.silences)} silences"
@@ -354,7 +347,7 @@ def silence_add(
         finally:
             store.close()
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     _out().print(f"silence {silence.id[:12]} from {_iso(silence.starts_at)} until {_iso(silence.ends_at)}: "
                  f"{escape(', '.join(str(m) for m in parsed))}")
 
@@ -376,7 +369,7 @@ def silence_list(
         finally:
             store.close()
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     now = time.time()
     out = _out()
     shown = [s for s in found if expired or s.ends_at > now]
@@ -408,7 +401,7 @@ def silence_expire(
         if not ok:
             raise AlertConfigError(f"no single silence has id {silence_id!r}", hint="see daggers alerts silence list")
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     _out().print(f"silence {escape(silence_id)} expired")
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from job.cli.common import err, fail
 from job.errors import DaggerError
 
 DEFAULT_DIR = Path("examples/chaos")
@@ -20,11 +21,6 @@ def register(app: typer.Typer) -> None:
                         no_args_is_help=True)
     app.add_typer(chaos, name="chaos")
     out = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
-
-    def fail(exc: DaggerError) -> None:
-        err.print(f"[bold red]{exc.title}:[/] {exc.message}")
-        raise typer.Exit(2)
 
     @chaos.command("run")
     def run(file: Path, out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder.")] = None) -> None:

@@ -21,12 +21,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from job.cli.common import fail
 from job.errors import DaggerError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -49,14 +48,6 @@ class UsageError(DaggerError):
     """Options of ``daggers produce`` that do not fit together or do not parse."""
 
     title = "Invalid produce options"
-
-
-def _fail(exc: DaggerError) -> NoReturn:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]{escape(exc.title)}:[/bold red] [red]{escape(exc.message)}[/red]")
-    if exc.hint:
-        err.print(f"[yellow]hint:[/yellow] {escape(exc.hint)}")
-    raise typer.Exit(EXIT_ERROR)
 
 
 def default_bootstrap(state_dir: Path | None = None) -> str:
@@ -210,7 +201,7 @@ def produce_command(
         report = produce(bootstrap or default_bootstrap(state_dir), topic, chained, rate=plan.send_rate,
                          partitions=partitions, progress=progress, total=plan.total)
     except DaggerError as exc:
-        _fail(exc)
+        fail(exc)
     extras = [f"{late[0]:,} late" if late_fraction else "", f"{bad[0]:,} corrupt" if corrupt_fraction else ""]
     extra = ", ".join(e for e in extras if e)
     typer.echo(report.summary() + (f" [{extra}]" if extra else ""))

@@ -1,0 +1,68 @@
+"""What every ``daggers`` command group shares: the consoles, the one-line error, the state folder.
+
+A known error (:class:`~job.errors.DaggerError`) prints as ``title: message`` plus a ``hint:`` line and
+exits with status 2. The full traceback is printed only with ``daggers --debug`` or ``DAGGERS_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from job.errors import DaggerError
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+DEBUG_ENV = "DAGGERS_DEBUG"
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
+SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
+
+
+def debug_enabled() -> bool:
+    """Whether full tracebacks are wanted (``--debug`` sets ``DAGGERS_DEBUG=1`` for the whole process tree)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def print_error(exc: DaggerError) -> None:
+    """Print a known error for a person: ``title: message``, then ``hint: …`` (and the trace if debugging)."""
+    if debug_enabled():
+        err.print("".join(traceback.format_exception(exc)), markup=False, highlight=False)
+    err.print(f"[bold red]{escape(exc.title)}:[/] {escape(exc.message)}", highlight=False)
+    if exc.hint:
+        err.print(f"[yellow]hint:[/] {escape(exc.hint)}", highlight=False)
+
+
+def fail(exc: DaggerError) -> NoReturn:
+    """Print a known error for a person and exit 2."""
+    print_error(exc)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def state_dir_or_default(state_dir: Path | None) -> Path:
+    """The ``--state-dir`` given, else ``$DAGGERS_HOME`` or ``./.daggers``."""
+    from job.stack.local import default_state_dir
+
+    return state_dir or default_state_dir()
+
+
+def setup_logging(verbose: bool) -> None:
+    """Log to stderr at INFO (DEBUG with ``--verbose``), py4j kept quiet.
+
+    py4j logs the whole traceback of an error raised in a ``foreachBatch`` callback; the runner reports
+    that error itself, as one line, so py4j's own log shows only when debugging.
+    """
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if debug_enabled() else logging.CRITICAL + 1)

@@ -1,0 +1,57 @@
+"""Build a dagger's sinks from its sink specs: the factory lives apart from what it builds, so
+:mod:`job.sinks.base` (the contract every sink imports) never imports a sink."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from job.errors import SinkError
+from job.sinks.base import Sink
+from job.spec import InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
+
+if TYPE_CHECKING:
+    from job.schema.registry import SchemaRegistry
+
+
+def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None) -> list[Sink]:
+    """Return a sink for each sink spec of a dagger, each with a distinct ``name``; a Kafka sink
+    finds its proto_class in ``registry`` (the dagger's schema version) before protos/.
+
+    A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
+    """
+    out: list[Sink] = []
+    used: set[str] = set()
+    for spec in specs:
+        sink: Sink
+        # imported per type: psycopg and influxdb-client are optional extras
+        if isinstance(spec, InfluxSinkSpec):
+            from job.sinks.influx import InfluxSink
+
+            sink = InfluxSink(spec)
+        elif isinstance(spec, LogSinkSpec):
+            from job.sinks.log import LogSink
+
+            sink = LogSink(spec)
+        elif isinstance(spec, KafkaSinkSpec):
+            from job.sinks.kafka import KafkaSink
+
+            sink = KafkaSink(spec, registry)
+        elif isinstance(spec, PostgresSinkSpec):
+            try:
+                from job.sinks.postgres import PostgresSink
+            except ImportError:
+                raise SinkError("the postgres sink needs the psycopg package",
+                                hint="pip install 'daggers[postgres]'") from None
+            sink = PostgresSink(spec)
+        else:  # pragma: no cover - the spec model rejects other types
+            raise TypeError(f"no sink for {type(spec).__name__}")
+        base = getattr(spec, "name", None) or sink.name
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name)
+        sink.name = name
+        out.append(sink)
+    return out

@@ -1,0 +1,225 @@
+"""``daggers run`` as a person meets it: it waits for a broker that is not up yet, gives up after
+``max_outage_s`` with one line, stops on Ctrl-C with one line, and says what it wrote where."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from job.produce.generator import generate
+from job.produce.producer import produce
+from job.stack.broker import NoidaBroker, create_topic
+from job.stack.ports import free_port
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
+T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
+NOISE = ("Traceback", "py4j", "KeyboardInterrupt", "\tat org.apache", "SparkException")
+
+
+def _spec(tmp_path: Path, bootstrap: str, topic: str, influx_url: str, db: str, max_outage_s: float) -> Path:
+    _, text = make_spec(name=unique("run"), bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
+                        sql=BOOKINGS_SQL, influx_url=influx_url, db=db, measurement="m",
+                        checkpoint=tmp_path / "ckpt", trigger_interval_s=0.5)
+    text = text.replace("    start_from: earliest\n", f"    start_from: earliest\n    max_outage_s: {max_outage_s}\n")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def _daggers(*args: str, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "job.cli", *args], stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=REPO)
+
+
+def _wait_for(predicate, timeout: float, what: str, log: Path, proc: subprocess.Popen | None = None):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"daggers exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+def _bookings_with_closer():  # type: ignore[no-untyped-def]
+    batch = generate("booking", 3000, seed=41, start=T0, duration_s=300)
+    closer = generate("booking", 1, seed=42, start=T0 + timedelta(minutes=15), duration_s=1)
+    return batch, closer
+
+
+def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results(influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The broker's data survives a restart (noida keeps it in its folder): fill a topic, stop the broker.
+    port = free_port()
+    broker = NoidaBroker(tmp_path / "noida", port)
+    broker.start()
+    try:
+        topic, db = unique("late-broker"), unique("db").replace("-", "_")
+        create_topic(broker.bootstrap, topic, 2, kind="noida")
+        batch, closer = _bookings_with_closer()
+        produce(broker.bootstrap, topic, [batch, closer], progress=False)
+    finally:
+        broker.stop()
+    influxdb.create_database(db)
+    spec = _spec(tmp_path, f"127.0.0.1:{port}", topic, influxdb.url, db, max_outage_s=600)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--once", "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
+    try:
+        _wait_for(lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(), 120,
+                  "the waiting line", log, proc)
+        broker = NoidaBroker(tmp_path / "noida", port)  # the same port, the same data
+        broker.start()
+        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        broker.stop()
+    text = log.read_text()
+    want = expected_bookings(batch.table.to_pylist())
+    assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want
+    assert f"the Kafka broker at 127.0.0.1:{port} answers now; starting" in text
+    assert "stopped after" in text and "3,001 rows read" in text
+    # the summary: rows per sink, where, and the windows' range
+    rows = sum(1 for _ in want)
+    assert (f"influx: wrote {rows:,} rows to measurement m in database {db} at {influxdb.url}, "
+            "windows ending 2026-03-02 08:01:00 UTC to 2026-03-02 08:05:00 UTC") in text
+    assert not [n for n in NOISE if n in text], text[-3000:]
+
+
+def test_a_dagger_gives_up_after_max_outage_s_with_one_line_and_a_hint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()  # nothing listens there
+    spec = _spec(tmp_path, "${RUN_TEST_BROKER:-127.0.0.1:9092}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=4)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "RUN_TEST_BROKER": f"127.0.0.1:{port}"})
+    took = time.monotonic() - started
+    assert done.returncode == 2
+    err = done.stderr.strip().splitlines()
+    assert err[0].startswith(f"daggers: waiting for the Kafka broker at 127.0.0.1:{port} (topics bookings): "
+                             "unreachable for ")
+    assert err[0].endswith("giving up after max_outage_s 4 s")
+    assert re.fullmatch(rf"Source error: cannot reach the Kafka broker at 127.0.0.1:{port} \(waited [45] s, "
+                        r"max_outage_s 4\) \(from \$\{RUN_TEST_BROKER\}\)", err[-2]), err
+    assert err[-1].startswith("hint: start it (`daggers up` starts the local stack)")
+    assert len(err) == 3 and not [n for n in NOISE if n in done.stdout + done.stderr]
+    assert took < 60  # before Spark starts
+
+
+def test_with_debug_the_error_comes_with_its_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=1)
+    done = subprocess.run([sys.executable, "-m", "job.cli", "--debug", "run", str(spec), "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2
+    assert "Traceback (most recent call last)" in done.stderr and "job.errors.SourceError" in done.stderr
+    assert done.stderr.strip().splitlines()[-2].startswith("Source error: cannot reach the Kafka broker")
+
+
+def test_a_missing_topic_gets_a_produce_command_that_works(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = unique("missing")
+    spec = _spec(tmp_path, tansu_broker, topic, "http://127.0.0.1:9", "db", max_outage_s=30)
+    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2
+    title, hint = done.stderr.strip().splitlines()[-2:]
+    assert title.startswith(f"Source error: topic '{topic}' does not exist on {tansu_broker}")
+    command = hint.removeprefix("hint: create it, or produce to it first: ")
+    assert command == f"daggers produce --stream booking --topic {topic} --bootstrap {tansu_broker} --count 10000"
+    made = subprocess.run([sys.executable, "-m", "job.cli", *shlex.split(command)[1:]], capture_output=True,
+                          text=True, timeout=300, cwd=REPO)
+    assert made.returncode == 0, made.stderr
+    consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g")})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        total = 0
+        for p in meta.partitions:
+            consumer.assign([TopicPartition(topic, p, 0)])
+            n = 0
+            while (msg := consumer.poll(2.0)) is not None:
+                n += 0 if msg.error() else 1
+            total += n
+    finally:
+        consumer.close()
+    assert total == 10000
+
+
+def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("ctrl-c"), unique("db").replace("-", "_")
+    create_topic(tansu_broker, topic, 2, kind="tansu")
+    influxdb.create_database(db)
+    batch, closer = _bookings_with_closer()
+    produce(tansu_broker, topic, [batch, closer], progress=False)
+    spec = _spec(tmp_path, tansu_broker, topic, influxdb.url, db, max_outage_s=60)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
+    status = tmp_path / "ckpt" / "status.json"
+    try:
+        _wait_for(lambda: status.is_file() and '"input_rows": 3001' in status.read_text(), 600,
+                  "the dagger to read every event", log, proc)
+        before = len(log.read_text())
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
+        assert proc.wait(timeout=180) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    after = [line for line in text[before:].splitlines() if line.strip()]
+    assert [line for line in after if not line.startswith("influx: wrote")] == [
+        "stopped after " + after[0].removeprefix("stopped after ")]
+    assert re.fullmatch(r"stopped after \d+ batches: 3,001 rows read, 0 late rows dropped, 0 bad records skipped",
+                        after[0])
+    assert not [n for n in NOISE if n in text], text[-3000:]
+    assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == expected_bookings(batch.table.to_pylist())
+
+
+def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer
+
+    topic = unique("bad")
+    payloads = list(generate("booking", 50, seed=8, start=T0, duration_s=60).payloads)
+    payloads[17] = b"\x0a\xff\xff\xff"  # a length past the end: the executor's decoder fails on it
+    producer = Producer({"bootstrap.servers": tansu_broker})
+    for value in payloads:
+        producer.produce(topic, value, partition=0)
+    producer.flush()
+    spec = _spec(tmp_path, tansu_broker, topic, "http://127.0.0.1:9", "db", max_outage_s=60)
+    text = spec.read_text().replace("bad_records: skip", "bad_records: fail")
+    spec.write_text(text[:text.index("sink:\n")] + "sink:\n  type: log\n")
+    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master", "local[2]",
+                           "--state-dir", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()
+    error = next(i for i, line in enumerate(last) if line.startswith("Bad record: "))
+    assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in last[error]
+    assert all(line.startswith("hint: ") for line in last[error + 1:])
+    assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
+
+
+def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
+    try:
+        _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = log.read_text().strip().splitlines()
+    assert lines[-1] == "interrupted: stopped at once (the next run resumes from the checkpoint)"
+    assert not [n for n in NOISE if n in log.read_text()]
