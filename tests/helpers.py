@@ -129,3 +129,15 @@ sink:
   measurement: {measurement}
 """
     return parse_spec(text, f"{name}.yaml"), text
+
+
+#: A dagger's ``spark_conf`` on the ``spark_cluster`` fixture: one executor of 1 core and 512 MiB on each
+#: worker; tasks are scheduled only once both have registered.
+CLUSTER_CONF = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s"}
+
+
+def on_cluster(spec_text: str) -> str:
+    """Return the spec ``spec_text`` (without a ``spark_conf``) with :data:`CLUSTER_CONF` as its ``spark_conf``."""
+    return spec_text + "spark_conf:\n" + "".join(f'  {k}: "{v}"\n' for k, v in CLUSTER_CONF.items())

@@ -16,7 +16,15 @@ import pytest
 
 from job.produce.generator import generate
 from job.produce.producer import produce
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, topic_and_db, unique
+from tests.helpers import (
+    BOOKINGS_SQL,
+    expected_bookings,
+    influx_points,
+    make_spec,
+    on_cluster,
+    topic_and_db,
+    unique,
+)
 from tests.services import BrokerHandle, SparkClusterHandle
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -24,17 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
-
-#: One executor of 1 core on each worker; tasks are scheduled only once both have registered.
-CLUSTER_CONF = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
-                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-                "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s"}
-
-
-def cluster_spec(text: str) -> str:
-    """The spec ``text`` with :data:`CLUSTER_CONF` as its ``spark_conf``."""
-    return text + "spark_conf:\n" + "".join(f"  {k}: \"{v}\"\n" for k, v in CLUSTER_CONF.items())
-
 
 def app_of(cluster: SparkClusterHandle, name: str) -> dict[str, Any]:
     """The master's record of the (completed) application called ``name``."""
@@ -56,9 +53,9 @@ def test_a_dagger_runs_on_the_workers_with_exact_windows(spark_cluster: SparkClu
                         sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db, measurement="bookings",
                         checkpoint=tmp_path / "ckpt", max_records_per_batch=1000)
     spec = tmp_path / "spec.yaml"
-    spec.write_text(cluster_spec(text))
+    spec.write_text(on_cluster(text))
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master",
                            spark_cluster.master, "--state-dir", str(tmp_path / "state")],
                           capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
