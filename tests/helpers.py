@@ -129,3 +129,19 @@ sink:
   measurement: {measurement}
 """
     return parse_spec(text, f"{name}.yaml"), text
+
+
+def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: Any) -> list[dict[str, Any]]:
+    """Produce ``n`` bookings over three minutes from ``start`` + 20·k minutes, then one event ten minutes
+    after that, which closes their windows; return the rows produced (for the expected windows)."""
+    from datetime import timedelta
+
+    from job.produce.generator import generate
+    from job.produce.producer import produce
+
+    batch = generate("booking", n, seed=seed + 2 * k, start=start + timedelta(minutes=20 * k), duration_s=180,
+                     first_index=10_000 * k)
+    closer = generate("booking", 1, seed=seed + 2 * k + 1, start=start + timedelta(minutes=20 * k + 10),
+                      duration_s=1, first_index=10_000 * k + 9_999)
+    produce(bootstrap, topic, [batch, closer], progress=False)
+    return batch.table.to_pylist() + closer.table.to_pylist()
