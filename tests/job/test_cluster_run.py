@@ -5,6 +5,7 @@ JSON, and the executors' own logs, show that the work ran on both workers."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from job.produce.generator import generate
 from job.produce.producer import produce
+from job.shared.hosted import TRANSIENT
 from tests.helpers import (
     BOOKINGS_SQL,
     expected_bookings,
@@ -56,11 +58,16 @@ def test_a_dagger_runs_on_the_workers_with_exact_windows(spark_cluster: SparkClu
     spec.write_text(on_cluster(text))
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master",
-                           spark_cluster.master, "--state-dir", str(tmp_path / "state")],
-                          capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    argv = [sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master", spark_cluster.master,
+            "--state-dir", str(tmp_path / "state")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    if done.returncode and TRANSIENT in done.stdout + done.stderr:
+        # Spark waits a fixed 10 s for a Python worker to connect back: on a busy machine it can miss. The
+        # run resumes from its checkpoint and the sink is idempotent per window: the totals stay exact.
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "3001 rows read, 0 late rows dropped, 0 bad records skipped" in done.stdout
+    assert "rows read, 0 late rows dropped, 0 bad records skipped" in done.stdout
+    assert json.loads((tmp_path / "ckpt" / "status.json").read_text())["input_rows"] == 3001
 
     # exact windows: every event is before the closer's watermark, the closer's own window stays open
     want = expected_bookings(events.table.to_pylist())
