@@ -54,11 +54,14 @@ from bench.procstats import forest, load_average, read_proc, role  # noqa: E402
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, _slope, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
+from job.shared.hosted import TRANSIENT  # noqa: E402
 
 DB = "density"
 WARMUP_EVENTS = 500
 #: The first guess of a dedicated dagger's resident memory (measured: 1.33 GB for a light one).
 DEDICATED_GUESS_GB = 1.4
+#: Restarts of daggers that failed at start with a transient error, per step.
+MAX_RESTARTS = 20
 #: Memory the benchmark leaves to the rest of the machine (other programs, page cache).
 RESERVE_GB = 4.0
 
@@ -159,28 +162,48 @@ def status(d: Dagger) -> dict[str, Any]:
         return {}
 
 
+def status_error(daggers: list[Dagger], name: str) -> str:
+    """The last error a dagger recorded (first line)."""
+    d = next(d for d in daggers if d.name == name)
+    return str(status(d).get("last_error") or status(d).get("error") or "?").splitlines()[0][:200]
+
+
 # --------------------------------------------------------------------------- running the daggers
 
 
 class Dedicated:
-    """One ``job.cli run`` process (its own Spark application) per dagger."""
+    """One ``job.cli run`` process (its own Spark application) per dagger; at most ``parallel`` of them
+    starting at once (ten JVMs starting together on two busy cores miss Spark's connect-back timeouts)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, parallel: int = 2) -> None:
         self.folder = folder
+        self.parallel = parallel
         self.procs: list[Any] = []
 
     def start(self, daggers: list[Dagger]) -> None:
-        for d in daggers:
-            master = "local[2]" if d.heavy else "local[1]"
-            self.procs.append(spawn([PYTHON, "-m", "job.cli", "run", str(d.spec), "--master", master,
-                                     "--state-dir", str(self.folder / "state")], self.folder / f"{d.name}.log"))
+        for i, d in enumerate(daggers):
+            while sum(1 for p, e in zip(self.procs, daggers[:i], strict=False)
+                      if p.poll() is None and status(e).get("state") != "running") >= self.parallel:
+                time.sleep(0.5)
+            self.procs.append(self._spawn(d))
+
+    def _spawn(self, d: Dagger) -> Any:
+        master = "local[2]" if d.heavy else "local[1]"
+        return spawn([PYTHON, "-m", "job.cli", "run", str(d.spec), "--master", master,
+                      "--state-dir", str(self.folder / "state")], self.folder / f"{d.name}.log")
+
+    def restart(self, daggers: list[Dagger], d: Dagger) -> None:
+        """Start dagger ``d`` again (its process exited), as the controller does after its back-off."""
+        i = daggers.index(d)
+        stop(self.procs[i], timeout=10)
+        self.procs[i] = self._spawn(d)
 
     def roots(self) -> list[int]:
         return [p.pid for p in self.procs]
 
     def failed(self) -> str | None:
-        dead = [p for p in self.procs if p.poll() is not None]
-        return f"{len(dead)} dagger processes exited (see {self.folder}/*.log)" if dead else None
+        return None  # a dagger that exits shows as failed in its status.json
+
 
     def stop(self) -> None:
         for p in self.procs:
@@ -206,6 +229,10 @@ class Shared:
             self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
         self.proc = spawn([PYTHON, "-m", "job.shared.host", str(self.host_folder.root), "--master", "local[2]",
                            "--poll", "0.5"], self.host_folder.log_path)
+
+    def restart(self, daggers: list[Dagger], d: Dagger) -> None:
+        """Assign ``d`` again with a new token (the host never retries a failed dagger by itself)."""
+        self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
 
     def roots(self) -> list[int]:
         return [self.proc.pid] if self.proc is not None else []
@@ -233,6 +260,7 @@ class Step:
     ran: bool = False
     note: str = ""
     start_s: float = 0.0  # from starting the daggers until all read their warm-up events
+    restarts: int = 0  # daggers started again after a transient failure at start
     rss_mb: float = 0.0  # mean total RSS over the measured span
     rss_peak_mb: float = 0.0
     rss_by_role_mb: dict[str, float] = field(default_factory=dict)
@@ -354,19 +382,31 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     if heavy:
         produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
     daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode)
-    runner: Dedicated | Shared = Dedicated(sub) if mode == "dedicated" else Shared(sub)
+    runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
     t_start = time.time()
     runner.start(daggers)
     try:
         ready_by = time.time() + args.start_timeout
+        restarts = 0
         while time.time() < ready_by:
             waiting = [d for d in daggers if int(status(d).get("input_rows") or 0) < WARMUP_EVENTS
                        * len(KINDS[d.kind][1])]
-            if not waiting or runner.failed():
+            failed = [d.name for d in daggers if status(d).get("state") == "failed"]
+            for d in daggers:
+                if d.name in failed and TRANSIENT in status_error(daggers, d.name) and restarts < MAX_RESTARTS:
+                    # a supervisor's job (the controller's, with its back-off): start the dagger again
+                    restarts += 1
+                    (d.checkpoint / "status.json").unlink(missing_ok=True)
+                    runner.restart(daggers, d)
+                    failed.remove(d.name)
+            if not waiting or runner.failed() or failed:
                 break
             time.sleep(1)
-        if runner.failed() or waiting:
-            step.note = runner.failed() or f"{len(waiting)} daggers not warm after {args.start_timeout} s"
+        step.restarts = restarts
+        if runner.failed() or failed or waiting:
+            step.note = runner.failed() or (
+                f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])})"
+                if failed else f"{len(waiting)} daggers not warm after {args.start_timeout} s")
             return step
         step.start_s = time.time() - t_start
         print(f"  {mode} N={n}: {step.daggers} daggers warm after {step.start_s:.0f} s", flush=True)
@@ -555,6 +595,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
     ap.add_argument("--start-timeout", type=float, default=600.0)
+    ap.add_argument("--start-parallel", type=int, default=2, help="dedicated daggers starting at once")
     ap.add_argument("--poll-s", type=float, default=1.0)
     ap.add_argument("--broker", default="tansu")
     ap.add_argument("--record", action="store_true")
@@ -570,6 +611,14 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[Step] = []
     folder = Path(tempfile.mkdtemp(prefix="daggers-density-"))
     per_dagger_gb = DEDICATED_GUESS_GB
+    out = ROOT / "bench" / "results" / f"density-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        out.write_text(json.dumps({"args": vars(args), "machine": machine(),
+                                   "steps": [dataclasses.asdict(s) for s in steps],
+                                   "marginal_mb": {m: marginal_mb(steps, m) for m in modes}}, indent=1))
+
     try:
         with local_stack(folder / "stack", args.broker) as stack:
             from job.stack.influx import create_database
@@ -583,14 +632,14 @@ def main(argv: list[str] | None = None) -> int:
                           f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s} {step.note}", flush=True)
                     if mode == "dedicated" and step.ran and step.daggers:
                         per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)
+                    save()
+    except KeyboardInterrupt:
+        print("interrupted: recording the steps that ran", flush=True)
     finally:
         stop_all()
     print(table(steps))
-    out = ROOT / "bench" / "results" / f"density-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "machine": machine(), "steps": [dataclasses.asdict(s) for s in steps],
-                               "marginal_mb": {m: marginal_mb(steps, m) for m in modes}}, indent=1))
-    if args.record:
+    save()
+    if args.record and steps:
         plot_path = ROOT / "docs" / "bench" / f"density-{stamp}.png"
         plot(steps, plot_path)
         record(steps, args, stamp, plot_path, argv)
