@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.bench_density import KINDS, Step, delays_of, make_daggers, marginal_mb
+from bench.bench_density import KINDS, Step, delays_of, make_daggers, marginal_mb, missing_windows
 from bench.procstats import forest
 from job.plan import plan
 from job.spec import load_spec
@@ -46,6 +46,14 @@ def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Pat
     }
     delays = delays_of(arrivals, sent_at, 1000.0, [s2, passing])
     assert delays == {s2.name: [2.0, 2.0, 2.0, 3.5, 3.5], passing.name: [1.5, 1.5]}
+
+
+def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    a, b = make_daggers(tmp_path, 2, False, "light", "heavy", stack, "shared")
+    sent_at = {s: float(s) for s in range(1000, 1150)}  # windows ending 1020, 1080, 1140: only 1140's stays open
+    arrivals = {(a.name, 1020): [(1031.0, 4)], (a.name, 1080): [(1091.0, 4)], (b.name, 1080): [(1092.0, 1)]}
+    assert missing_windows(arrivals, sent_at, 1000.0, [a, b]) == 1  # b's window ending 1020
 
 
 def test_marginal_memory_is_the_slope_over_n() -> None:
