@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.procstats import forest, load_average, read_proc, role  # noqa: E402
 from bench.report import machine  # noqa: E402
-from bench.run import PYTHON, _percentile, _slope, local_stack, spawn, stop, stop_all  # noqa: E402
+from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
 from job.shared.hosted import TRANSIENT  # noqa: E402
 
@@ -163,9 +163,9 @@ def status(d: Dagger) -> dict[str, Any]:
 
 
 def status_error(daggers: list[Dagger], name: str) -> str:
-    """The last error a dagger recorded (first line)."""
+    """The last error a dagger recorded."""
     d = next(d for d in daggers if d.name == name)
-    return str(status(d).get("last_error") or status(d).get("error") or "?").splitlines()[0][:200]
+    return str(status(d).get("last_error") or status(d).get("error") or "?")
 
 
 # --------------------------------------------------------------------------- running the daggers
@@ -415,7 +415,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         step.restarts = restarts
         if runner.failed() or failed or waiting:
             step.note = runner.failed() or (
-                f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])})"
+                f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])[:300]})"
                 if failed else f"{len(waiting)} daggers not warm after {args.start_timeout} s")
             return step
         step.start_s = time.time() - t_start
@@ -525,7 +525,11 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
 def marginal_mb(steps: list[Step], mode: str) -> float | None:
     """Least-squares slope of total RSS over N for ``mode`` (MB per extra light dagger)."""
     pts = [(float(s.n), s.rss_mb) for s in steps if s.mode == mode and s.ran]
-    return _slope(pts) / 60 if len(pts) >= 2 else None  # _slope gives units per minute of its x
+    if len(pts) < 2:
+        return None
+    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+    var = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / var if var else None
 
 
 def table(steps: list[Step]) -> str:
@@ -559,9 +563,10 @@ def plot(steps: list[Step], path: Path) -> None:
         if not ran:
             continue
         mem.plot([s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o-", color=colour, label=mode)
-        lat.plot([s.n for s in ran], [s.light_p99_max_s or 0 for s in ran], "o-", color=colour,
-                 label=f"{mode}: worst light dagger")
-        lat.plot([s.n for s in ran], [s.heavy_p99_s or 0 for s in ran], "s--", color=colour, label=f"{mode}: heavy")
+        for attr, style, what in (("light_p99_max_s", "o-", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
+            pts = [(s.n, getattr(s, attr)) for s in ran if getattr(s, attr) is not None]  # no window: no point
+            if pts:
+                lat.plot([n for n, _ in pts], [v for _, v in pts], style, color=colour, label=f"{mode}: {what}")
     mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
     mem.set(xlabel="light daggers (+1 heavy)", ylabel="resident memory, all processes (GB)", title="Memory")
     lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")

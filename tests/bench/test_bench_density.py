@@ -61,6 +61,8 @@ def test_marginal_memory_is_the_slope_over_n() -> None:
     steps += [Step("dedicated", 1, ran=True, rss_mb=1500), Step("dedicated", 10, ran=False)]
     assert marginal_mb(steps, "shared") == pytest.approx(30.0)
     assert marginal_mb(steps, "dedicated") is None
+    assert marginal_mb([Step("shared", 1, ran=True, rss_mb=2293), Step("shared", 5, ran=True, rss_mb=2859)],
+                       "shared") == pytest.approx(141.5)
 
 
 def test_forest_reads_several_trees_at_once() -> None:
