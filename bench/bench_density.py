@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -626,6 +627,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--poll-s", type=float, default=1.0)
     ap.add_argument("--broker", default="tansu")
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
     return ap.parse_args(argv)
 
 
@@ -664,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: recording the steps that ran", flush=True)
     finally:
         stop_all()
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
     print(table(steps))
     save()
     if args.record and steps:
