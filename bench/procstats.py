@@ -49,23 +49,29 @@ def read_proc(pid: int) -> ProcInfo | None:
 
 def tree(root: int) -> list[ProcInfo]:
     """Return ``root`` and all its live descendants."""
+    return forest([root])[root]
+
+
+def forest(roots: list[int]) -> dict[int, list[ProcInfo]]:
+    """Return each root with all its live descendants (``[]`` for a root that is gone), reading ``/proc`` once."""
     infos: dict[int, ProcInfo] = {}
     for entry in _PROC.iterdir():
         if entry.name.isdigit():
             info = read_proc(int(entry.name))
             if info is not None:
                 infos[info.pid] = info
-    if root not in infos:
-        return []
     children: dict[int, list[int]] = {}
     for info in infos.values():
         children.setdefault(info.ppid, []).append(info.pid)
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(infos[pid])
-        todo.extend(children.get(pid, []))
-    return out
+    result: dict[int, list[ProcInfo]] = {}
+    for root in roots:
+        out, todo = [], [root] if root in infos else []
+        while todo:
+            pid = todo.pop()
+            out.append(infos[pid])
+            todo.extend(children.get(pid, []))
+        result[root] = out
+    return result
 
 
 def role(info: ProcInfo, root: int) -> str:

@@ -451,11 +451,20 @@ class DaggerSpec(_Model):
                     "versioned artifact; daggers protos build --root DIR --out FILE writes one), read when the "
                     "dagger first starts and then pinned in its checkpoint.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
+    isolation: Literal["shared", "dedicated"] = Field(
+        default="shared",
+        description="How a controller runs the dagger. shared: as one streaming query inside a long-lived "
+                    "Spark application of its cluster (job.shared.host), next to other daggers, each in its "
+                    "own Spark session, FAIR pool and checkpoint; a deploy skips Spark's start-up and a dagger "
+                    "costs tens of MB instead of a JVM. dedicated: in its own process and Spark application "
+                    "(job.control.launch), for heavy daggers or ones that need non-SQL spark_conf. "
+                    "`daggers run` always runs the dagger in its own application.")
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark settings for the dagger (e.g. spark.sql.streaming.stateStore.providerClass). "
                     "spark.sql.* settings apply to its query in any session; others only when the dagger "
-                    "starts a Spark application of its own. The cluster sets spark.master.")
+                    "starts a Spark application of its own (isolation: dedicated). The cluster sets "
+                    "spark.master.")
 
     @model_validator(mode="after")
     def _one_schema_source(self) -> DaggerSpec:

@@ -196,3 +196,31 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+#: A dagger's ``spark_conf`` on the ``spark_cluster`` fixture: one executor of 1 core and 512 MiB on each
+#: worker; tasks are scheduled only once both have registered.
+CLUSTER_CONF = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s"}
+
+
+def on_cluster(spec_text: str) -> str:
+    """Return the spec ``spec_text`` (without a ``spark_conf``) with :data:`CLUSTER_CONF` as its ``spark_conf``."""
+    return spec_text + "spark_conf:\n" + "".join(f'  {k}: "{v}"\n' for k, v in CLUSTER_CONF.items())
+
+
+def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: Any) -> list[dict[str, Any]]:
+    """Produce ``n`` bookings over three minutes from ``start`` + 20·k minutes, then one event ten minutes
+    after that, which closes their windows; return the rows produced (for the expected windows)."""
+    from datetime import timedelta
+
+    from job.produce.generator import generate
+    from job.produce.producer import produce
+
+    batch = generate("booking", n, seed=seed + 2 * k, start=start + timedelta(minutes=20 * k), duration_s=180,
+                     first_index=10_000 * k)
+    closer = generate("booking", 1, seed=seed + 2 * k + 1, start=start + timedelta(minutes=20 * k + 10),
+                      duration_s=1, first_index=10_000 * k + 9_999)
+    produce(bootstrap, topic, [batch, closer], progress=False)
+    return batch.table.to_pylist() + closer.table.to_pylist()

@@ -10,7 +10,8 @@ test run does not leave them behind; PostgreSQL (daemonized by ``pg_ctl``) can o
 
 Fixtures: ``tansu_broker`` and ``noida_broker`` (bootstrap strings), ``broker`` (both kinds, as a
 :class:`BrokerHandle`), ``influxdb`` (:class:`InfluxHandle`), ``victoria_metrics``
-(:class:`VictoriaHandle`), ``postgres`` (:class:`PostgresHandle`).
+(:class:`VictoriaHandle`), ``postgres`` (:class:`PostgresHandle`), ``spark_cluster`` (a Spark standalone
+master and two workers, :class:`SparkClusterHandle`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,17 +38,20 @@ from job.stack.influx import InfluxServer, influx_query
 from job.stack.influx import create_database as _create_database
 from job.stack.ports import free_port, free_ports
 from job.stack.postgres import PostgresServer
+from job.stack.spark_standalone import SparkStandalone
 from job.stack.victoria import VictoriaServer
 
 __all__ = [
     "BrokerHandle",
     "InfluxHandle",
     "PostgresHandle",
+    "SparkClusterHandle",
     "VictoriaHandle",
     "broker",
     "influxdb",
     "noida_broker",
     "postgres",
+    "spark_cluster",
     "tansu_broker",
     "victoria_metrics",
 ]
@@ -94,9 +99,10 @@ def _start(make: Callable[[], S], attempts: int = 3) -> S:
     _guard_against_sigterm()
     for attempt in range(attempts):
         server = make()
-        process = getattr(server, "process", None)
-        if process is not None:  # PostgreSQL is daemonized by pg_ctl and has no ManagedProcess
-            process.die_with_parent = True
+        processes = getattr(server, "processes", None) or [getattr(server, "process", None)]
+        for process in processes:
+            if process is not None:  # PostgreSQL is daemonized by pg_ctl and has no ManagedProcess
+                process.die_with_parent = True
         try:
             server.start()
         except StackError as exc:
@@ -249,3 +255,57 @@ def postgres() -> Iterator[PostgresHandle]:
         with contextlib.suppress(ValueError):
             _FOLDERS.remove(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+# -- Spark standalone cluster ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SparkClusterHandle:
+    """A running Spark standalone cluster: ``master`` (``spark://127.0.0.1:<port>``), ``ui`` (the master's
+    web UI; its JSON state is ``<ui>/json/``), ``worker_uis`` (one per worker; ``<url>/json/`` lists the
+    worker's executors), ``work_dir`` (``SPARK_WORKER_DIR``: ``<app id>/<executor id>/stderr``), and
+    ``cores`` and ``memory_mb`` that each worker offers."""
+
+    master: str
+    ui: str
+    worker_uis: tuple[str, ...]
+    work_dir: Path
+    cores: int
+    memory_mb: int
+
+    def state(self) -> dict[str, Any]:
+        """The master's JSON state: workers, ``activeapps``, ``completedapps``."""
+        resp = requests.get(f"{self.ui}/json/", timeout=10)
+        resp.raise_for_status()
+        state: dict[str, Any] = resp.json()
+        return state
+
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Wait until no application holds cores (a test before may have just finished one)."""
+        deadline = time.monotonic() + timeout
+        while (state := self.state())["activeapps"] or state["coresused"]:
+            assert time.monotonic() < deadline, f"the Spark cluster stays busy: {state['activeapps']}"
+            time.sleep(0.5)
+
+    def worker_state(self, index: int) -> dict[str, Any]:
+        """Worker ``index``'s JSON state: ``executors`` (running) and ``finishedexecutors``."""
+        resp = requests.get(f"{self.worker_uis[index]}/json/", timeout=10)
+        resp.raise_for_status()
+        state: dict[str, Any] = resp.json()
+        return state
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClusterHandle]:
+    """A Spark master and two workers (1 core and 1 GiB each) from the pyspark wheel, on OS ports; a
+    :class:`SparkClusterHandle` once both workers are ALIVE in the master's JSON."""
+    root = tmp_path_factory.mktemp("spark-cluster")
+
+    def make() -> SparkStandalone:
+        port, ui, *worker_uis = free_ports(4)
+        return SparkStandalone(root, port, ui, worker_uis, cores=1, memory="1g")
+
+    with _serving(make) as server:
+        yield SparkClusterHandle(server.master_url, server.ui_url, tuple(server.worker_ui_urls), root / "work",
+                                 cores=1, memory_mb=1024)

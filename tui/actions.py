@@ -56,6 +56,10 @@ class ConsoleApp(App[None]):
         """Show the daggers of cluster ``name``."""
         raise NotImplementedError
 
+    def open_spark(self, cluster: str) -> None:
+        """Show cluster ``cluster``'s Spark master, workers and applications (probed live)."""
+        raise NotImplementedError
+
     def open_dagger(self, ref: str) -> None:
         """Show dagger ``ref``."""
         raise NotImplementedError

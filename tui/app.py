@@ -22,6 +22,7 @@ from job.control.api import ControlPlane
 from job.control.views import DaggerView
 from job.errors import DaggerError
 from tui.actions import ConsoleApp
+from tui.cluster_health import ClusterHealthScreen
 from tui.clusters import ClustersScreen
 from tui.daggers import DaggersScreen
 from tui.detail import DaggerScreen
@@ -45,6 +46,7 @@ class DaggerCommands(Provider):
             return out
         for c in clusters:
             out.append((f"open cluster {c.name}", partial(app.open_cluster, c.name), f"{c.datacentre} · {c.team}"))
+            out.append((f"spark workers of {c.name}", partial(app.open_spark, c.name), "workers and applications"))
             out.append((f"new dagger on {c.name}", partial(app.new_dagger, c.name), "open the new-dagger form"))
         for d in daggers:
             out.append((f"open dagger {d.ref}", partial(app.open_dagger, d.ref), f"{d.cluster} · {d.actual_state}"))
@@ -119,6 +121,15 @@ class DaggersApp(ConsoleApp):
             self.report(exc)
             return
         self.push_screen(DaggersScreen(name))
+
+    def open_spark(self, cluster: str) -> None:
+        """Show cluster ``cluster``'s Spark master, workers and applications (probed live)."""
+        try:
+            self.plane.cluster(cluster)
+        except DaggerError as exc:
+            self.report(exc)
+            return
+        self.push_screen(ClusterHealthScreen(cluster))
 
     def open_dagger(self, ref: str) -> None:
         """Show dagger ``ref`` (an error notification when it is not visible to the user)."""

@@ -1,4 +1,5 @@
-"""The first screen: the user's clusters grouped by data centre, with their health at a glance."""
+"""The first screen: the user's clusters grouped by data centre, with their health at a glance (``w``
+opens a cluster's Spark workers and applications)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class ClustersScreen(Screen[None]):
         Binding("enter", "open", "Open"),
         Binding("n", "new", "New dagger"),
         Binding("h", "probe", "Live health"),
+        Binding("w", "spark", "Spark workers"),
         Binding("a", "alerts", "Alerts"),
         Binding("r", "reload", "Refresh"),
         Binding("q", "app.quit", "Quit"),
@@ -108,6 +110,11 @@ class ClustersScreen(Screen[None]):
         cluster = self.selected()
         if cluster is not None:
             self.app.new_dagger(cluster.name)
+
+    def action_spark(self) -> None:
+        cluster = self.selected()
+        if cluster is not None:
+            self.app.open_spark(cluster.name)
 
     def action_alerts(self) -> None:
         self.app.open_alerts()

@@ -40,7 +40,12 @@ def age(now: float, then: float | None) -> str:
     """Return how long ago ``then`` was: 4s, 3m, 2h, 5d; "-" for None."""
     if not then:
         return "-"
-    s = max(now - then, 0.0)
+    return span(now - then)
+
+
+def span(seconds: float) -> str:
+    """Return a duration short: 4s, 3m, 2h, 5d (negative counts as 0)."""
+    s = max(seconds, 0.0)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if s >= size:
             return f"{s / size:.0f}{unit}"

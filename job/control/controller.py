@@ -2,9 +2,13 @@
 
 ``daggers controller --cluster NAME`` runs this loop on the cluster's gateway machine. Every round it
 
-* starts each dagger that should run as its own process and Spark application
-  (``python -m job.cli run <spec> --master <cluster master>``), from the version the registry names,
-  on the checkpoint of that version's epoch (so a compatible edit resumes where the last one ended);
+* starts each ``isolation: dedicated`` dagger as its own process and Spark application
+  (``python -m job.control.launch <spec> --master <cluster master>``), and places each
+  ``isolation: shared`` one (the default) as a streaming query into a shared application host of the
+  cluster (see :mod:`job.control.hosts` and :mod:`job.shared.host`: a host is started when one is
+  needed, restarted when it dies, and each dagger in it is started, stopped and replaced alone), from
+  the version the registry names, on the checkpoint of that version's epoch (so a compatible edit
+  resumes where the last one ended);
 * stops a dagger gracefully (SIGTERM: the runner finishes its query and exits; SIGKILL after
   ``stop_timeout_s``), and rolls a running one over to a new version or restart generation;
 * notices a crash, records its exit code and last error (from the dagger's log), and restarts it
@@ -45,6 +49,7 @@ from sqlalchemy import delete, or_, select, update
 
 from job.control import handoff, specs
 from job.control.errors import ConflictError, NotFoundError, RegistryError
+from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
 from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
@@ -95,9 +100,20 @@ class ControllerSettings(BaseModel):
     standby: bool = Field(default=True, description="On local masters, keep one dagger process started and warm "
                                                     "(Python, JVM, Spark session) for the next deploy, which then "
                                                     "skips Spark's start-up. It costs one idle JVM on the gateway.")
+    daggers_per_host: int = Field(default=50, ge=1,
+                                  description="Shared daggers placed in one shared application host at most; "
+                                              "a further one starts another host.")
     standby_every_s: float = Field(default=30.0, ge=0,
                                    description="Start a standby process at most this often (a failing one "
                                                "is not restarted in a tight loop).")
+
+
+def _isolation(spec_text: str) -> str:
+    """Return the spec's ``isolation`` (``shared`` when it names none or cannot be read)."""
+    try:
+        return str(specs.raw_spec(spec_text).get("isolation") or "shared")
+    except DaggerError:
+        return "shared"
 
 
 def backoff_delay(crashes: int, initial_s: float, max_s: float) -> float:
@@ -138,7 +154,8 @@ class Controller:
 
     def __init__(self, registry: Registry, cluster: str, state_dir: Path, *,
                  settings: ControllerSettings | None = None, command: Command | None = None,
-                 standby_command: StandbyCommand | None = None, host: str | None = None) -> None:
+                 standby_command: StandbyCommand | None = None, host: str | None = None,
+                 host_command: HostCommand | None = None) -> None:
         self.registry = registry
         self.cluster_name = cluster
         self.state_dir = Path(state_dir).absolute()
@@ -150,14 +167,14 @@ class Controller:
         self._standby_tried = 0.0
         self.host = host or socket.gethostname()
         self.pid = os.getpid()
-        self._procs: dict[int, Proc] = {}
+        self._procs: dict[int, Proc | HostedRun] = {}
         self._lag_at: dict[int, float] = {}
         self._streams: dict[tuple[int, int], list[tuple[str, list[str], dict[str, str]]]] = {}
         self._health_at = 0.0
         self._health_job: Future[dict[str, Any]] | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
         self._pruned_at = 0.0
-        self._fencing: dict[int, tuple[Proc, float]] = {}
+        self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
         with registry.session() as s:
             c = s.scalar(select(Cluster).where(Cluster.name == cluster))
@@ -168,6 +185,11 @@ class Controller:
             self.spark_ui = c.spark_ui_url
             self.kafka_bootstrap = c.kafka_bootstrap
             self.influx_url = c.influx_url
+        # Shared daggers go to hosts; a custom dagger command (tests) runs every dagger as its own
+        # process unless a host command comes with it.
+        self.host_command = host_command or (default_host_command if command is None else None)
+        self._hosts = SharedHosts(self.state_dir / "shared", self.master, self._env, command=self.host_command,
+                                  daggers_per_host=self.settings.daggers_per_host)
 
     # ---- controller lock ----------------------------------------------------------------------
 
@@ -348,6 +370,9 @@ class Controller:
         log_path = workdir / "dagger.log"
         if log_path.exists() and log_path.stat().st_size > LOG_ROTATE_BYTES:
             log_path.replace(log_path.with_suffix(".log.1"))
+        if self.host_command is not None and _isolation(item.spec_text) == "shared":
+            return self._launch_shared(item, now, spec_path, workdir, checkpoint)
+        (workdir / "hosted.json").unlink(missing_ok=True)
         standby = self._take_standby(item, spec_path, workdir, checkpoint)
         if standby is not None:
             proc = standby
@@ -379,6 +404,25 @@ class Controller:
                 "checkpoint": str(checkpoint), "host": self.host, "pid": popen.pid,
                 "pid_start_time": proc.start_time, "started_at": now, "stop_requested_at": None,
                 "next_restart_at": None, "log_path": str(log_path)}
+
+    def _launch_shared(self, item: _Item, now: float, spec_path: Path, workdir: Path,
+                       checkpoint: Path) -> dict[str, Any]:
+        """Assign the dagger to a shared host (starting one when needed); return its new status."""
+        key = f"{item.id}-{item.name}"
+        try:
+            run = self._hosts.run(key, spec_path, workdir, f"v{item.version}-g{item.generation}-{now:.3f}", workdir)
+        except OSError as exc:
+            return {"actual_state": "failed", "pid": None, "last_error": f"cannot start a shared host: {exc}"}
+        self._procs[item.id] = run
+        with (workdir / "dagger.log").open("ab") as fh:
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            fh.write(f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the shared host "
+                     f"pid {run.pid} ({run.host.folder.root}) as {key}; its output: {run.log_path}\n".encode())
+        log.info("%s: v%d assigned to the shared host pid %d as %s (checkpoint %s)", item.ref, item.version,
+                 run.pid, key, checkpoint)
+        return {"actual_state": "starting", "running_version": item.version, "running_generation": item.generation,
+                "checkpoint": str(checkpoint), "host": self.host, "pid": run.pid, "pid_start_time": run.start_time,
+                "started_at": now, "stop_requested_at": None, "next_restart_at": None, "log_path": str(run.log_path)}
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **specs.cluster_env(self.kafka_bootstrap, self.influx_url), "PYTHONUNBUFFERED": "1"}
@@ -487,7 +531,8 @@ class Controller:
             return False
         fence = self._fencing.get(item.id)
         if fence is None:
-            proc = Proc(pid=int(pid), start_time=st.get("pid_start_time"), log_path=Path(os.devnull))
+            proc = self._hosted(st) or Proc(pid=int(pid), start_time=st.get("pid_start_time"),
+                                            log_path=Path(os.devnull))
             if not proc.alive():
                 return True
             log.warning("%s: the controller of %s is gone; stopping its pid %s before taking over", item.ref,
@@ -519,16 +564,30 @@ class Controller:
             return {"actual_state": "stopped", "pid": None, "stop_requested_at": None}
         return {}
 
-    def _adopt(self, item: _Item) -> Proc | None:
-        """Take over a dagger process an earlier controller on this host started, if it still runs."""
+    def _adopt(self, item: _Item) -> Proc | HostedRun | None:
+        """Take over a dagger process (or a shared host's query) an earlier controller on this host
+        started, if it still runs."""
         st = item.status
         pid, start = st.get("pid"), st.get("pid_start_time")
         if not pid or st.get("host") != self.host or not pid_alive(int(pid), start):
             return None
+        hosted = self._hosted(st)
+        if hosted is not None:
+            self._procs[item.id] = hosted
+            log.info("%s: adopted its query in the shared host pid %s", item.ref, pid)
+            return hosted
+        if st.get("checkpoint") and hosted_marker(Path(st["checkpoint"]).parent) is not None:
+            return None  # its host is alive but no longer holds it
         proc = Proc(pid=int(pid), start_time=start, log_path=Path(st.get("log_path") or os.devnull))
         self._procs[item.id] = proc
         log.info("%s: adopted running pid %s", item.ref, pid)
         return proc
+
+    def _hosted(self, st: dict[str, Any]) -> HostedRun | None:
+        """Return the shared-host run of the dagger whose status is ``st``, when a live host holds it."""
+        if not st.get("checkpoint"):
+            return None
+        return self._hosts.adopt(Path(st["checkpoint"]).parent, st.get("pid"))
 
     # ---- progress, lag, health ----------------------------------------------------------------
 
@@ -671,7 +730,8 @@ class Controller:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stop_all(self, timeout: float | None = None) -> None:
-        """Stop every dagger process this controller holds, gracefully, and wait until they are gone."""
+        """Stop every dagger this controller holds (processes and shared hosts' queries) gracefully, wait
+        until they are gone, then stop the shared hosts."""
         timeout = self.settings.stop_timeout_s if timeout is None else timeout
         procs = list(self._procs.values())
         for proc in procs:
@@ -684,3 +744,4 @@ class Controller:
                 proc.signal(signal.SIGKILL, group=True)
             proc.reap_group()
         self._procs.clear()
+        self._hosts.stop_all(timeout)

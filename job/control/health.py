@@ -1,7 +1,8 @@
 """Health of a cluster: its Spark master and workers, its Kafka brokers, its InfluxDB.
 
 * Spark standalone: the master's JSON API (``http://host:webui/json/``) gives the workers (alive or
-  not, cores and memory used and free, last heartbeat) and the running applications. ``local``
+  not, cores and memory used and free, last heartbeat) and the running applications (cores, memory
+  per executor, running for how long). ``local``
   masters are the gateway machine itself: its cores and memory (``/proc/meminfo``).
 * Kafka: a metadata request (brokers, topics, partitions) with confluent-kafka.
 * InfluxDB: ``/ping`` (and the version header it answers with).
@@ -75,14 +76,17 @@ def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> 
                 "cores_used": w.get("coresused"), "cores_free": w.get("coresfree"), "memory_mb": w.get("memory"),
                 "memory_used_mb": w.get("memoryused"), "memory_free_mb": w.get("memoryfree"),
                 "last_heartbeat_ms": w.get("lastheartbeat")} for w in data.get("workers") or []]
+    apps = [{"id": a.get("id"), "name": a.get("name"), "user": a.get("user"), "state": a.get("state"),
+             "cores": a.get("cores"), "memory_per_executor_mb": a.get("memoryperexecutor"),
+             "started_ms": a.get("starttime"), "duration_ms": a.get("duration")}
+            for a in data.get("activeapps") or []]
     alive = [w for w in workers if w["state"] == "ALIVE"]
     status = str(data.get("status", "UNKNOWN"))
     return {"ok": status == "ALIVE" and bool(alive), "mode": "standalone", "master": spark_master,
             "status": status, "workers_alive": len(alive), "workers": len(workers),
             "cores": int(data.get("cores") or 0), "cores_used": int(data.get("coresused") or 0),
             "memory_mb": int(data.get("memory") or 0), "memory_used_mb": int(data.get("memoryused") or 0),
-            "active_apps": [a.get("name") for a in data.get("activeapps") or []],
-            "worker_list": workers, "error": None if alive else "no ALIVE worker"}
+            "active_apps": [a["name"] for a in apps], "app_list": apps, "worker_list": workers, "error": None if alive else "no ALIVE worker"}
 
 
 def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:

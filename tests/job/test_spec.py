@@ -148,3 +148,12 @@ def test_spark_conf_takes_spark_settings_only() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(GOOD + "spark_conf:\n  spark.master: local[8]\n", "c.yaml")
     assert "spark.master is the cluster's, not the dagger's" in str(info.value)
+
+
+def test_isolation_defaults_to_shared_and_names_a_bad_value_with_its_line() -> None:
+    assert parse_spec(GOOD, "a.yaml").isolation == "shared"
+    assert parse_spec(GOOD + "isolation: dedicated\n", "a.yaml").isolation == "dedicated"
+    with pytest.raises(SpecError) as err:
+        parse_spec(GOOD + "isolation: private\n", "b.yaml")
+    line = len(GOOD.splitlines()) + 1
+    assert f"b.yaml:{line}: isolation: Input should be 'shared' or 'dedicated'" in err.value.message

@@ -34,7 +34,9 @@ DELAY_MS = 30_000
 REPO = Path(__file__).resolve().parents[3]
 
 
-def spec_text(name: str, topic: str, db: str, trigger_s: float) -> str:
+def spec_text(name: str, topic: str, db: str, trigger_s: float, isolation: str = "dedicated") -> str:
+    """The bookings dagger; dedicated by default (this file tests the process path: a SIGKILL of the
+    dagger's process, a new process per version)."""
     sql = "\n".join("  " + line for line in BOOKINGS_SQL.splitlines())
     return f"""name: {name}
 streams:
@@ -51,6 +53,7 @@ sql: |
 watermark_delay_ms: {DELAY_MS}
 parallelism: 2
 trigger_interval_s: {trigger_s}
+isolation: {isolation}
 sink:
   type: influx
   url: ${{DAGGERS_INFLUX}}

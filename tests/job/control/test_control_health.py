@@ -1,65 +1,34 @@
-"""Cluster health against real components: a Spark standalone master with one worker (its JSON API),
+"""Cluster health against real components: a Spark standalone master with two workers (its JSON API),
 a real broker and a real InfluxDB; and what the controller records for the console."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 import pytest
-import requests
 
 from job.control import ControlPlane, Registry
 from job.control.controller import Controller, ControllerSettings
 from job.control.health import probe_cluster, probe_influx, probe_kafka, probe_spark, summary
-from job.stack.ports import free_port, free_ports
-from job.stack.process import ManagedProcess
+from job.stack.ports import free_port
 from tests.job.control.control_seed import seed
+from tests.services import SparkClusterHandle
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A Spark master and one worker (1 core, 512 MiB) on OS ports; yields (master URL, web UI URL)."""
-    root = tmp_path_factory.mktemp("spark-standalone")
-    home = Path(pyspark.__file__).parent
-    port, ui, worker_ui = free_ports(3)
-    env = {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(root / "logs"),
-           "SPARK_WORKER_DIR": str(root / "work"), "SPARK_NO_DAEMONIZE": "1"}
-    master = ManagedProcess("spark master", [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
-                                             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                            log_path=root / "master.log", env=env)
-    worker = ManagedProcess("spark worker", [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker",
-                                             "--host", "127.0.0.1", "--webui-port", str(worker_ui), "--cores", "1",
-                                             "--memory", "512m", f"spark://127.0.0.1:{port}"],
-                            log_path=root / "worker.log", env=env)
-    master.die_with_parent = worker.die_with_parent = True
-    ui_url = f"http://127.0.0.1:{ui}"
-    try:
-        master.start()
-        master.wait_healthy(lambda: requests.get(f"{ui_url}/json/", timeout=1).ok, timeout=60)
-        worker.start()
-        worker.wait_healthy(lambda: requests.get(f"{ui_url}/json/", timeout=1).json().get("aliveworkers") == 1,
-                            timeout=90)
-        yield f"spark://127.0.0.1:{port}", ui_url
-    finally:
-        worker.stop(10)
-        master.stop(10)
-
-
-def test_standalone_master_workers_cores_and_memory(spark_standalone: tuple[str, str]) -> None:
-    master, ui = spark_standalone
+def test_standalone_master_workers_cores_and_memory(spark_cluster: SparkClusterHandle) -> None:
+    spark_cluster.wait_idle()
+    master, ui = spark_cluster.master, spark_cluster.ui
     health = probe_spark(master, ui)
     assert (health["ok"], health["mode"], health["status"]) == (True, "standalone", "ALIVE")
-    assert (health["workers_alive"], health["workers"], health["cores"], health["cores_used"]) == (1, 1, 1, 0)
-    assert (health["memory_mb"], health["memory_used_mb"]) == (512, 0)
-    worker = health["worker_list"][0]
-    assert (worker["state"], worker["cores_free"], worker["memory_free_mb"]) == ("ALIVE", 1, 512)
-    assert worker["last_heartbeat_ms"] > (time.time() - 120) * 1000
+    assert (health["workers_alive"], health["workers"], health["cores"], health["cores_used"]) == (2, 2, 2, 0)
+    assert (health["memory_mb"], health["memory_used_mb"]) == (2048, 0)
+    for worker in health["worker_list"]:
+        assert (worker["state"], worker["cores_free"], worker["memory_free_mb"]) == ("ALIVE", 1, 1024)
+        assert worker["last_heartbeat_ms"] > (time.time() - 120) * 1000
     assert health["active_apps"] == []
     down = probe_spark("spark://127.0.0.1:1", f"http://127.0.0.1:{free_port()}")
     assert (down["ok"], down["status"]) == (False, "UNREACHABLE") and "/json/" in down["error"]
@@ -81,9 +50,10 @@ def test_broker_and_influx_probes(tansu_broker: str, influxdb) -> None:  # type:
     assert summary(local).startswith(f"spark local {local['spark']['cores']} cores · kafka ok ")
 
 
-def test_the_controller_records_health_for_operators_elsewhere(spark_standalone: tuple[str, str], tansu_broker: str,
+def test_the_controller_records_health_for_operators_elsewhere(spark_cluster: SparkClusterHandle, tansu_broker: str,
                                                                influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    master, ui = spark_standalone
+    spark_cluster.wait_idle()
+    master, ui = spark_cluster.master, spark_cluster.ui
     reg = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     root = seed(reg, kafka=tansu_broker, influx=influxdb.url, master="local[1]")
     root.add_cluster("standalone", team="team-a", datacentre="sgp", spark_master=master, spark_ui_url=ui,
@@ -101,7 +71,7 @@ def test_the_controller_records_health_for_operators_elsewhere(spark_standalone:
         time.sleep(0.1)
     recorded = alice.cluster_health("standalone")
     assert recorded["recorded"] and recorded["ok"] and recorded["age_s"] < 30
-    assert recorded["spark"]["workers_alive"] == 1 and recorded["kafka"]["ok"] and recorded["influx"]["ok"]
+    assert recorded["spark"]["workers_alive"] == 2 and recorded["kafka"]["ok"] and recorded["influx"]["ok"]
     assert alice.cluster("standalone").controller_alive(time.time())
     live = alice.cluster_health("standalone", live=True)
     assert live["ok"] and live["spark"]["status"] == "ALIVE"

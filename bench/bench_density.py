@@ -1,0 +1,682 @@
+"""Dagger density: how much memory and CPU N daggers take on this machine, shared against dedicated.
+
+Usage::
+
+    python bench/bench_density.py [--n 1,10,50,100] [--modes shared,dedicated] [--seconds 180]
+                                  [--light-rate 100] [--heavy-rate 50000] [--mem-cap-gb 12] [--record]
+
+For each mode and each N, in one run (everything on 127.0.0.1, ports from the OS, one temporary folder):
+
+1. fresh topics: a *light* one that ``bench/feeder.py`` fills with ``--light-rate`` driver pings a second
+   (event time = wall time) and, unless ``--heavy-rate 0``, a *heavy* one at ``--heavy-rate``;
+2. N light daggers over the light topic, each reading all of it (so ~``--light-rate`` events/s each), in
+   turn of four kinds from the seeds and the function library: S2Id + DistinctCount per minute (the
+   drivers-per-S2 seed), a HOP window, an interval join of the stream with itself, and a pass-through
+   (filtered rows straight to the sink); plus one heavy dagger (S2Id + DistinctCount) over the heavy
+   topic. Each writes its own measurement;
+3. **dedicated**: one ``python -m job.cli run`` process (its own Spark application, ``local[1]``; the
+   heavy one ``local[2]``) per dagger. **shared**: one ``python -m job.shared.host`` (``local[2]``, FAIR
+   pools) and every dagger assigned to it through its folder (:class:`job.shared.channel.HostFolder`);
+4. once every dagger has read its warm-up events, the feeders run for ``--seconds``; the resident memory
+   (RSS) and CPU of every process of the daggers (drivers, JVMs, Python workers) are sampled from
+   ``/proc`` (``bench/procstats.py``), and InfluxDB is polled for each dagger's points. A window's delay
+   is the time from the moment the feeder sent the event that moved the watermark past the window's end
+   to its points being visible (as ``bench/run.py``'s live run measures it); a pass-through row's, from
+   the moment its second of events was sent. p99 per dagger;
+5. dedicated daggers are started only while their projected memory (the last step's per-dagger RSS, at
+   first 1.4 GB) stays under ``--mem-cap-gb`` and leaves 4 GB of the machine available: a step that
+   would not fit is skipped and reported as such.
+
+Marginal memory is the least-squares slope of total RSS over N. The table is printed;
+``bench/results/density-<UTC time>.json`` keeps every figure; ``--record`` appends a section to
+BENCHMARKS.md and writes the plot ``docs/bench/density-<UTC time>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.procstats import forest, load_average, read_proc, role  # noqa: E402
+from bench.report import machine  # noqa: E402
+from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
+from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
+from job.shared.hosted import TRANSIENT  # noqa: E402
+
+DB = "density"
+WARMUP_EVENTS = 500
+#: The first guess of a dedicated dagger's resident memory (measured: 1.33 GB for a light one).
+DEDICATED_GUESS_GB = 1.4
+#: Restarts of daggers that failed at start with a transient error, per step.
+MAX_RESTARTS = 20
+#: Memory the benchmark leaves to the rest of the machine (other programs, page cache).
+RESERVE_GB = 4.0
+
+HOP_SQL = """SELECT service_type AS tag_service_type,
+       count(1) AS pings,
+       HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
+FROM data_stream
+GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), service_type"""
+
+JOIN_SQL = """SELECT a.service_type AS tag_service_type,
+       count(1) AS pairs,
+       TUMBLE_END(a.rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM pings AS a
+JOIN later AS b
+  ON a.driver_id = b.driver_id
+ AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND
+GROUP BY TUMBLE(a.rowtime, INTERVAL '60' SECOND), a.service_type"""
+
+PASS_SQL = """SELECT driver_id AS tag_driver_id,
+       speed_kmh,
+       rowtime AS window_timestamp
+FROM data_stream
+WHERE speed_kmh > 30"""
+
+#: kind -> (SQL, table names it reads, windowed). Light daggers take the kinds in turn.
+KINDS: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "s2distinct": (DRIVERS_SQL, ("data_stream",), True),
+    "hop": (HOP_SQL, ("data_stream",), True),
+    "join": (JOIN_SQL, ("pings", "later"), True),
+    "pass": (PASS_SQL, ("data_stream",), False),
+}
+
+
+@dataclass(frozen=True)
+class Dagger:
+    """One dagger of a step: its name (also its measurement), kind, spec file and checkpoint."""
+
+    name: str
+    kind: str
+    heavy: bool
+    spec: Path
+    checkpoint: Path
+
+
+def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str) -> str:
+    """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name``."""
+    sql, tables, _ = KINDS[kind]
+    streams = "".join(f"""  - table: {table}
+    topics: [{topic}]
+    proto_class: {PING_CLASS}
+    timestamp_field: event_timestamp
+    bootstrap_servers: {bootstrap}
+    group: {name}-{table}
+    start_from: earliest
+    max_records_per_batch: 200000
+""" for table in tables)
+    body = "\n".join("  " + line for line in sql.splitlines())
+    return f"""name: {name}
+streams:
+{streams}sql: |
+{body}
+watermark_delay_ms: {WATERMARK_DELAY_MS}
+parallelism: 2
+checkpoint_dir: {checkpoint}
+trigger_interval_s: 1
+isolation: {isolation}
+sink:
+  type: influx
+  url: {influx}
+  database: {DB}
+  measurement: {name}
+"""
+
+
+def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topic: str, stack: Any,
+                 isolation: str) -> list[Dagger]:
+    """Write the specs of ``n`` light daggers (kinds in turn) and, with ``heavy``, one heavy dagger."""
+    kinds = list(KINDS)
+    plan = [(f"l{i:03d}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], False) for i in range(n)]
+    if heavy:
+        plan.append(("heavy-s2distinct", "s2distinct", True))
+    out = []
+    for name, kind, is_heavy in plan:
+        checkpoint = folder / "checkpoints" / name
+        path = folder / "specs" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
+                                  checkpoint, isolation))
+        out.append(Dagger(name, kind, is_heavy, path, checkpoint))
+    return out
+
+
+def status(d: Dagger) -> dict[str, Any]:
+    """The dagger's ``status.json`` ({} before it wrote one)."""
+    try:
+        return json.loads((d.checkpoint / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def status_error(daggers: list[Dagger], name: str) -> str:
+    """The last error a dagger recorded."""
+    d = next(d for d in daggers if d.name == name)
+    return str(status(d).get("last_error") or status(d).get("error") or "?")
+
+
+# --------------------------------------------------------------------------- running the daggers
+
+
+class Dedicated:
+    """One ``job.cli run`` process (its own Spark application) per dagger; at most ``parallel`` of them
+    starting at once (ten JVMs starting together on two busy cores miss Spark's connect-back timeouts)."""
+
+    def __init__(self, folder: Path, parallel: int = 2) -> None:
+        self.folder = folder
+        self.parallel = parallel
+        self.procs: list[Any] = []
+
+    def start(self, daggers: list[Dagger]) -> None:
+        for i, d in enumerate(daggers):
+            while sum(1 for p, e in zip(self.procs, daggers[:i], strict=False)
+                      if p.poll() is None and status(e).get("state") != "running") >= self.parallel:
+                time.sleep(0.5)
+            self.procs.append(self._spawn(d))
+
+    def _spawn(self, d: Dagger) -> Any:
+        master = "local[2]" if d.heavy else "local[1]"
+        return spawn([PYTHON, "-m", "job.cli", "run", str(d.spec), "--master", master,
+                      "--state-dir", str(self.folder / "state")], self.folder / f"{d.name}.log")
+
+    def restart(self, daggers: list[Dagger], d: Dagger) -> None:
+        """Start dagger ``d`` again (its process exited), as the controller does after its back-off."""
+        i = daggers.index(d)
+        stop(self.procs[i], timeout=10)
+        self.procs[i] = self._spawn(d)
+
+    def roots(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def failed(self) -> str | None:
+        return None  # a dagger that exits shows as failed in its status.json
+
+
+    def stop(self) -> None:
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(15)
+        for p in self.procs:
+            stop(p, timeout=60)
+
+
+class Shared:
+    """One shared application host (``python -m job.shared.host``) running every dagger as a query."""
+
+    def __init__(self, folder: Path) -> None:
+        from job.shared.channel import HostFolder
+
+        self.folder = folder
+        self.host_folder = HostFolder(folder / "host")
+        self.proc: Any = None
+
+    def start(self, daggers: list[Dagger]) -> None:
+        self.host_folder.root.mkdir(parents=True, exist_ok=True)
+        for d in daggers:  # assignments written before the host starts are picked up at once
+            self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
+        self.proc = spawn([PYTHON, "-m", "job.shared.host", str(self.host_folder.root), "--master", "local[2]",
+                           "--poll", "0.5"], self.host_folder.log_path)
+
+    def restart(self, daggers: list[Dagger], d: Dagger) -> None:
+        """Assign ``d`` again with a new token (the host never retries a failed dagger by itself)."""
+        self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
+
+    def roots(self) -> list[int]:
+        return [self.proc.pid] if self.proc is not None else []
+
+    def failed(self) -> str | None:
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"the shared host exited with code {self.proc.returncode} (see {self.host_folder.log_path})"
+        return None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc, timeout=120)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Step:
+    """One mode at one N."""
+
+    mode: str
+    n: int
+    daggers: int = 0
+    ran: bool = False
+    note: str = ""
+    start_s: float = 0.0  # from starting the daggers until all read their warm-up events
+    restarts: int = 0  # daggers started again after a transient failure at start
+    windows_missing: int = 0  # windows closed by the feed but not in InfluxDB by the end
+    rss_mb: float = 0.0  # mean total RSS over the measured span
+    rss_peak_mb: float = 0.0
+    rss_by_role_mb: dict[str, float] = field(default_factory=dict)
+    processes: int = 0
+    cores: float = 0.0  # mean CPU cores of the daggers' processes
+    feeder_cores: float = 0.0
+    broker_cores: float = 0.0
+    influx_cores: float = 0.0
+    p99_s: dict[str, float] = field(default_factory=dict)  # dagger -> p99 delay
+    points: dict[str, int] = field(default_factory=dict)  # dagger -> points seen
+    light_p99_max_s: float | None = None
+    light_p99_median_s: float | None = None
+    heavy_p99_s: float | None = None
+    heavy_rate: float = 0.0  # events/s the heavy dagger read (status.json)
+    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+class Sampler:
+    """Total RSS (by role) and CPU seconds of several process trees, sampled together."""
+
+    def __init__(self, roots: list[int]) -> None:
+        self.roots = roots
+        self.samples: list[tuple[float, dict[str, int], float, int]] = []  # t, rss by role, cpu s, processes
+
+    def sample(self) -> None:
+        trees = forest(self.roots)
+        rss: dict[str, int] = {}
+        cpu, count = 0.0, 0
+        for root, procs in trees.items():
+            for p in procs:
+                r = role(p, root)
+                rss[r] = rss.get(r, 0) + p.rss
+                cpu += p.cpu_s
+                count += 1
+        self.samples.append((time.time(), rss, cpu, count))
+
+
+def cpu_of(pid: int) -> float:
+    info = read_proc(pid)
+    return info.cpu_s if info is not None else 0.0
+
+
+def poll_points(url: str, since_s: int) -> dict[tuple[str, int], int]:
+    """Return (measurement, bucket start s) -> points, for windowed daggers per minute and pass-throughs
+    per second, in two InfluxQL queries over every measurement of the run."""
+    from bench import influx_read
+
+    out: dict[tuple[str, int], int] = {}
+    for regex, bucket in ((r"/^(l[0-9]+-(s2distinct|hop|join)|heavy-.*)$/", "60s"), (r"/^l[0-9]+-pass$/", "1s")):
+        q = f"SELECT count(*) FROM {regex} WHERE time >= {since_s}s GROUP BY time({bucket}) fill(none)"
+        for series in influx_read.query(url, DB, q):
+            for row in series["values"]:
+                n = max((v for v in row[1:] if isinstance(v, int)), default=0)
+                if n:
+                    out[(series["name"], int(row[0]))] = n
+    return out
+
+
+def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
+              daggers: list[Dagger]) -> dict[str, list[float]]:
+    """Per dagger, one delay per point: arrival time minus the time the event that made it final was sent
+    (for a window ending at E, the event at E + the watermark delay; for a pass-through row, its second)."""
+    windowed = {d.name: KINDS[d.kind][2] for d in daggers}
+    out: dict[str, list[float]] = {d.name: [] for d in daggers}
+    for (name, bucket), series in arrivals.items():
+        if name not in out:
+            continue
+        # a window's point carries its end time (a whole minute), so its minute bucket starts at the end
+        final_sec = int(bucket + WATERMARK_DELAY_MS / 1000) if windowed[name] else bucket
+        if bucket < t0 or final_sec not in sent_at:
+            continue  # warm-up windows, or windows the feeders' run did not close
+        prev = 0
+        for t, n in series:
+            out[name].extend([t - sent_at[final_sec]] * (n - prev))
+            prev = n
+    return out
+
+
+def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
+                    daggers: list[Dagger]) -> int:
+    """How many (dagger, minute window) pairs the feed closed (the event at end + watermark delay was sent)
+    but InfluxDB did not show: windowed daggers over the feeder's pings have points in every minute."""
+    ends = [e for e in range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
+            if int(e + WATERMARK_DELAY_MS / 1000) in sent_at]
+    return sum(1 for d in daggers for e in ends if (d.name, e) not in arrivals)
+
+
+def feeder_info(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def available_memory_gb() -> float:
+    """MemAvailable of this machine, in GB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return 0.0
+
+
+def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespace, per_dagger_gb: float) -> Step:
+    """Run N light daggers (+ the heavy one) in ``mode``; measure memory, CPU and delays."""
+    from bench.workloads import driver_pings
+    from job.produce import ensure_topic, produce
+
+    step = Step(mode, n, load_before=load_average())
+    heavy = args.heavy_rate > 0
+    step.daggers = n + (1 if heavy else 0)
+    if mode == "dedicated":
+        available_gb = available_memory_gb()
+        need_gb = step.daggers * per_dagger_gb
+        if need_gb > args.mem_cap_gb or need_gb > available_gb - RESERVE_GB:
+            step.note = (f"skipped: {step.daggers} dedicated daggers need about {need_gb:.0f} GB "
+                         f"(cap {args.mem_cap_gb:g} GB, {available_gb:.0f} GB available, "
+                         f"{RESERVE_GB:g} GB kept free)")
+            return step
+    tag = f"{mode}-{n}-{int(time.time())}"
+    sub = folder / tag
+    sub.mkdir(parents=True)
+    light_topic, heavy_topic = f"light-{tag}", f"heavy-{tag}"
+    for topic in (light_topic, heavy_topic):
+        ensure_topic(stack.bootstrap, topic, 4)
+    old = datetime.fromtimestamp(time.time() - 600, UTC)
+    produce(stack.bootstrap, light_topic, driver_pings(WARMUP_EVENTS, 5, old, 10.0), progress=False)
+    if heavy:
+        produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
+    daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode)
+    runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
+    t_start = time.time()
+    runner.start(daggers)
+    try:
+        ready_by = time.time() + args.start_timeout
+        restarts = 0
+        while time.time() < ready_by:
+            waiting = [d for d in daggers if int(status(d).get("input_rows") or 0) < WARMUP_EVENTS
+                       * len(KINDS[d.kind][1])]
+            failed = [d.name for d in daggers if status(d).get("state") == "failed"]
+            for d in daggers:
+                if d.name in failed and TRANSIENT in status_error(daggers, d.name) and restarts < MAX_RESTARTS:
+                    # a supervisor's job (the controller's, with its back-off): start the dagger again
+                    restarts += 1
+                    (d.checkpoint / "status.json").unlink(missing_ok=True)
+                    runner.restart(daggers, d)
+                    failed.remove(d.name)
+            if not waiting or runner.failed() or failed:
+                break
+            time.sleep(1)
+        step.restarts = restarts
+        if runner.failed() or failed or waiting:
+            step.note = runner.failed() or (
+                f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])[:300]})"
+                if failed else f"{len(waiting)} daggers not warm after {args.start_timeout} s")
+            return step
+        step.start_s = time.time() - t_start
+        print(f"  {mode} N={n}: {step.daggers} daggers warm after {step.start_s:.0f} s", flush=True)
+        feeders = [spawn([PYTHON, str(ROOT / "bench/feeder.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
+                          "--rate", str(int(rate)), "--seconds", str(args.seconds), "--out", str(sub / f"{name}.json")],
+                         sub / f"feeder-{name}.log")
+                   for name, topic, rate in (("light", light_topic, args.light_rate),
+                                             *((("heavy", heavy_topic, args.heavy_rate),) if heavy else ()))]
+        names = ["light", *(["heavy"] if heavy else [])]
+        ready_by = time.time() + 300  # a feeder encodes its pool of pings first (a million for 50,000/s)
+        while time.time() < ready_by and not all(feeder_info(sub / f"{name}.json") for name in names):
+            time.sleep(0.5)
+        sampler = Sampler(runner.roots())
+        extra = {"broker": stack.broker.process.pid, "influx": stack.influx.process.pid}
+        extra_cpu0 = {k: cpu_of(pid) for k, pid in extra.items()}
+        feeder_cpu0 = sum(cpu_of(f.pid) for f in feeders)
+        t0 = time.time()
+        arrivals: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
+        feeder_cpu = 0.0
+        while time.time() < end_by and not runner.failed():
+            sampler.sample()
+            if any(f.poll() is None for f in feeders):
+                feeder_cpu = sum(cpu_of(f.pid) for f in feeders) - feeder_cpu0
+            try:
+                counts = poll_points(stack.url, int(t0) - 120)
+            except Exception:  # noqa: BLE001 - a slow query: try again at the next poll
+                counts = {}
+            now = time.time()
+            for key, n_points in counts.items():
+                series = arrivals.setdefault(key, [])
+                if not series or series[-1][1] != n_points:
+                    series.append((now, n_points))
+            time.sleep(args.poll_s)
+        t1 = time.time()
+        step.note = runner.failed() or ""
+        for f in feeders:
+            stop(f, 10)
+        info = feeder_info(sub / "light.json")
+        sent_at = {int(s): float(begin) for s, begin, _ in info.get("sent_at", [])}
+        if heavy:
+            heavy_info = feeder_info(sub / "heavy.json")
+            if heavy_info.get("sent_at") and len(heavy_info["sent_at"]) < args.seconds:
+                step.note += f" the heavy feeder sent {len(heavy_info['sent_at'])} of {args.seconds} s."
+            heavy_sent = {int(s): float(b) for s, b, _ in heavy_info.get("sent_at", [])}
+        delays = delays_of(arrivals, sent_at, float(info.get("t0", t0)), [d for d in daggers if not d.heavy])
+        if heavy:
+            delays.update(delays_of(arrivals, heavy_sent, float(heavy_info.get("t0", t0)),
+                                    [d for d in daggers if d.heavy]))
+        measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
+        step.windows_missing = missing_windows(arrivals, sent_at, float(info.get("t0", t0)),
+                                               [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
+        if heavy:
+            step.windows_missing += missing_windows(arrivals, heavy_sent, float(heavy_info.get("t0", t0)),
+                                                    [d for d in daggers if d.heavy])
+        if step.windows_missing:
+            step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
+                          f" end (left out of the p99s, which are therefore too low).")
+        return step
+    finally:
+        runner.stop()
+        step.load_after = load_average()
+
+
+def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str, int],
+            extra_cpu0: dict[str, float], feeder_cpu: float, delays: dict[str, list[float]],
+            daggers: list[Dagger]) -> None:
+    """Fill ``step`` with the memory, CPU and delay figures of the measured span [t0, t1]."""
+    samples = sampler.samples
+    if len(samples) >= 2:
+        totals = [sum(rss.values()) for _, rss, _, _ in samples]
+        step.rss_mb = sum(totals) / len(totals) / 2**20
+        step.rss_peak_mb = max(totals) / 2**20
+        roles = {r for _, rss, _, _ in samples for r in rss}
+        step.rss_by_role_mb = {r: sum(rss.get(r, 0) for _, rss, _, _ in samples) / len(samples) / 2**20
+                               for r in sorted(roles)}
+        step.processes = max(c for _, _, _, c in samples)
+        step.cores = (samples[-1][2] - samples[0][2]) / (samples[-1][0] - samples[0][0])
+    span = max(t1 - t0, 1e-9)
+    step.broker_cores = (cpu_of(extra["broker"]) - extra_cpu0["broker"]) / span
+    step.influx_cores = (cpu_of(extra["influx"]) - extra_cpu0["influx"]) / span
+    step.feeder_cores = feeder_cpu / span
+    for d in daggers:
+        values = delays.get(d.name) or []
+        step.points[d.name] = len(values)
+        if values:
+            step.p99_s[d.name] = round(_percentile(values, 0.99), 2)
+    light = [v for d in daggers if not d.heavy and (v := step.p99_s.get(d.name)) is not None]
+    if light:
+        step.light_p99_max_s = max(light)
+        step.light_p99_median_s = _percentile(light, 0.5)
+    heavy = [d for d in daggers if d.heavy]
+    if heavy:
+        step.heavy_p99_s = step.p99_s.get(heavy[0].name)
+        st = status(heavy[0])
+        step.heavy_rate = float(st.get("input_rows_per_s") or 0.0)
+    missing = [d.name for d in daggers if not step.p99_s.get(d.name)]
+    if missing:
+        step.note += f" no measured window from {len(missing)} daggers ({', '.join(missing[:4])}…)."
+    step.ran = True
+
+
+# --------------------------------------------------------------------------- report
+
+
+def marginal_mb(steps: list[Step], mode: str) -> float | None:
+    """Least-squares slope of total RSS over N for ``mode`` (MB per extra light dagger)."""
+    pts = [(float(s.n), s.rss_mb) for s in steps if s.mode == mode and s.ran]
+    if len(pts) < 2:
+        return None
+    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+    var = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / var if var else None
+
+
+def table(steps: list[Step]) -> str:
+    head = ["mode", "N light", "daggers", "processes", "RSS total (MB)", "RSS peak (MB)", "cores (daggers)",
+            "light p99 median / max (s)", "heavy p99 (s)", "heavy events/s", "warm after (s)",
+            "load avg before → after", "note"]
+    rows = []
+    for s in steps:
+        if not s.ran:
+            rows.append([s.mode, str(s.n), str(s.daggers), *["-"] * 9, s.note.strip()])
+            continue
+        lat = (f"{s.light_p99_median_s:.1f} / {s.light_p99_max_s:.1f}" if s.light_p99_max_s is not None else "-")
+        rows.append([s.mode, str(s.n), str(s.daggers), str(s.processes), f"{s.rss_mb:,.0f}", f"{s.rss_peak_mb:,.0f}",
+                     f"{s.cores:.2f}", lat, f"{s.heavy_p99_s:.1f}" if s.heavy_p99_s is not None else "-",
+                     f"{s.heavy_rate:,.0f}", f"{s.start_s:.0f}",
+                     f"{s.load_before[0]:.1f} → {s.load_after[0]:.1f}", s.note.strip()])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot(steps: list[Step], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (mem, lat) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode, colour in (("shared", "tab:blue"), ("dedicated", "tab:orange")):
+        ran = sorted((s for s in steps if s.mode == mode and s.ran), key=lambda s: s.n)
+        if not ran:
+            continue
+        mem.plot([s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o-", color=colour, label=mode)
+        for attr, style, what in (("light_p99_max_s", "o-", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
+            pts = [(s.n, getattr(s, attr)) for s in ran if getattr(s, attr) is not None]  # no window: no point
+            if pts:
+                lat.plot([n for n, _ in pts], [v for _, v in pts], style, color=colour, label=f"{mode}: {what}")
+    mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
+    mem.set(xlabel="light daggers (+1 heavy)", ylabel="resident memory, all processes (GB)", title="Memory")
+    lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
+    lat.set(xlabel="light daggers (+1 heavy)", ylabel="p99 watermark → InfluxDB (s)", title="Latency")
+    for ax in (mem, lat):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: Path, argv: list[str]) -> None:
+    shared, dedicated = marginal_mb(steps, "shared"), marginal_mb(steps, "dedicated")
+    ratio = ""
+    by = {(s.mode, s.n): s for s in steps if s.ran}
+    common = sorted(n for m, n in by if m == "shared" and ("dedicated", n) in by)
+    if common:
+        n = common[-1]
+        ratio = (f"At N = {n}: dedicated takes {by[('dedicated', n)].rss_mb / by[('shared', n)].rss_mb:.1f}× the "
+                 f"memory of shared ({by[('dedicated', n)].rss_mb:,.0f} MB against {by[('shared', n)].rss_mb:,.0f} MB).")
+    text = f"""
+
+## Dagger density: `python bench/bench_density.py {' '.join(argv)}`
+
+- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M UTC %Y')} (run started {stamp})
+- Machine: {machine()} (shared VM: other engineers' test suites were running; the 1-minute load average
+  before and after each step is in the table)
+- Light daggers read {args.light_rate:,.0f} events/s each (one topic, all of it); the heavy dagger
+  {args.heavy_rate:,.0f} events/s; {args.seconds} s of feed per step. Memory: mean RSS of every process of the
+  daggers over the feed (drivers, JVMs, Python workers; broker, InfluxDB and feeders apart). p99: per dagger, from
+  the send of the event that moved the watermark past a window's end to its points in InfluxDB.
+  Every figure: `bench/results/density-{stamp}.json`.
+
+{table(steps)}
+
+Marginal memory per light dagger (slope of total RSS over N): shared {f'{shared:,.0f} MB' if shared is not None else '-'},
+dedicated {f'{dedicated:,.0f} MB' if dedicated is not None else '-'}. {ratio}
+
+![density](docs/bench/{plot_path.name})
+"""
+    with (ROOT / "BENCHMARKS.md").open("a") as fh:
+        fh.write(text)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", default="1,10,50,100", help="light dagger counts, comma separated")
+    ap.add_argument("--modes", default="shared,dedicated")
+    ap.add_argument("--seconds", type=int, default=180, help="how long the feeders run per step")
+    ap.add_argument("--light-rate", type=float, default=100.0)
+    ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
+    ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
+    ap.add_argument("--start-timeout", type=float, default=600.0)
+    ap.add_argument("--start-parallel", type=int, default=2, help="dedicated daggers starting at once")
+    ap.add_argument("--poll-s", type=float, default=1.0)
+    ap.add_argument("--broker", default="tansu")
+    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    counts = [int(x) for x in args.n.split(",")]
+    modes = args.modes.split(",")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%MZ")
+    steps: list[Step] = []
+    folder = Path(tempfile.mkdtemp(prefix="daggers-density-"))
+    per_dagger_gb = DEDICATED_GUESS_GB
+    out = ROOT / "bench" / "results" / f"density-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        out.write_text(json.dumps({"args": vars(args), "machine": machine(),
+                                   "steps": [dataclasses.asdict(s) for s in steps],
+                                   "marginal_mb": {m: marginal_mb(steps, m) for m in modes}}, indent=1))
+
+    try:
+        with local_stack(folder / "stack", args.broker) as stack:
+            from job.stack.influx import create_database
+
+            create_database(stack.url, DB)
+            for mode in modes:
+                for n in counts:
+                    step = run_step(mode, n, stack, folder, args, per_dagger_gb)
+                    steps.append(step)
+                    print(f"  {mode} N={n}: {step.rss_mb:,.0f} MB, {step.cores:.2f} cores, light p99 max "
+                          f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s} {step.note}", flush=True)
+                    if mode == "dedicated" and step.ran and step.daggers:
+                        per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)
+                    save()
+    except KeyboardInterrupt:
+        print("interrupted: recording the steps that ran", flush=True)
+    finally:
+        stop_all()
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(table(steps))
+    save()
+    if args.record and steps:
+        plot_path = ROOT / "docs" / "bench" / f"density-{stamp}.png"
+        plot(steps, plot_path)
+        record(steps, args, stamp, plot_path, argv)
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

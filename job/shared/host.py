@@ -1,0 +1,191 @@
+"""``python -m job.shared.host DIR --master MASTER``: a shared Spark application that runs many daggers.
+
+One long-lived process holds one SparkSession (FAIR scheduler) and runs each dagger assigned to it
+as a streaming query of its own (see :mod:`job.shared.hosted`: own session, FAIR pool, checkpoint,
+``status.json`` and ``query.json``). It is driven through the files of its folder ``DIR`` (see
+:mod:`job.shared.channel`): every ``poll_s`` it starts the daggers newly assigned, stops those whose
+assignment was removed and replaces those whose token changed, each without touching the others.
+
+* A dagger that fails (a bad record under ``bad_records: fail``, a sink that stays unreachable, an
+  error in a UDF) stops alone: it reports ``failed`` with its error and the others keep running.
+* SIGTERM or SIGINT stops every dagger gracefully (as a dedicated dagger stops), then the application;
+  exit code 0. Signals are handled here only, never per dagger.
+* When the Spark application is lost (the JVM exits or is killed), the host records it in
+  ``host.json`` and exits with code 3 at once; whoever supervises it (the controller) starts a new
+  host on the same folder, which starts every assignment again from its own checkpoint.
+
+API for a supervisor: start this module with ``start_new_session=True`` and its output in
+``DIR/host.log``; wait for ``host.json`` state ``ready`` (optional: assignments written earlier are
+picked up at start); then :class:`job.shared.channel.HostFolder` ``assign``/``unassign`` and
+``state``. The host writes its PID and process start time to ``host.json`` so that a supervisor that
+restarts can adopt it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from job.shared.channel import HostFolder
+from job.shared.hosted import HostedDagger
+
+log = logging.getLogger("daggers.shared")
+
+#: Exit code of a host whose Spark application was lost.
+EXIT_APPLICATION_LOST = 3
+
+
+class SharedHost:
+    """The host's loop over one SparkSession (see the module docstring)."""
+
+    def __init__(self, folder: Path, spark: Any, *, master: str = "local[*]", poll_s: float = 0.5) -> None:
+        self.folder = HostFolder(folder)
+        self.spark = spark
+        self.master = master
+        self.poll_s = poll_s
+        self.daggers: dict[str, HostedDagger] = {}
+        self._replacing: dict[str, HostedDagger] = {}  # old runs being stopped before their key restarts
+        self.stopping = threading.Event()
+        self._start_gate = threading.Lock()  # one query starts at a time
+        self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
+
+    # ---- the application ------------------------------------------------------------------------
+
+    def jvm_alive(self) -> bool:
+        """Return whether the Spark application's JVM still runs and answers."""
+        if self._jvm is not None and self._jvm.poll() is not None:
+            return False
+        try:
+            return not self.spark.sparkContext._jsc.sc().isStopped()
+        except Exception:  # py4j cannot reach the JVM
+            return False
+
+    def pools(self) -> list[str]:
+        """Return the names of the FAIR pools Spark has created (a dagger's appears with its first job)."""
+        try:
+            pools = self.spark.sparkContext._jsc.sc().getAllPools()
+            return sorted(str(pools.apply(i).name()) for i in range(pools.size()))
+        except Exception:
+            return []
+
+    def _report(self, state: str, error: str | None = None) -> None:
+        from job.stack.process import process_start_time
+
+        running = sorted(k for k, d in self.daggers.items() if not d.ended)
+        self.folder.report_host(pid=os.getpid(), start_time=process_start_time(os.getpid()), state=state,
+                                master=self.master, jvm_pid=getattr(self._jvm, "pid", None), error=error,
+                                daggers=running, pools=self.pools() if state == "ready" else [])
+
+    # ---- one round ------------------------------------------------------------------------------
+
+    def reconcile(self) -> None:
+        """Start, stop and replace daggers so that they match the assignments."""
+        wanted = self.folder.assignments()
+        for key, old in list(self._replacing.items()):
+            if old.ended:
+                del self._replacing[key]
+        for key, dagger in list(self.daggers.items()):
+            want = wanted.get(key)
+            if want is None or want["token"] != dagger.token:
+                if not dagger.ended:
+                    log.info("%s: %s", key, "unassigned" if want is None else f"replaced by {want['token']}")
+                    dagger.request_stop()
+                    self._replacing[key] = dagger
+                del self.daggers[key]
+        for key, want in wanted.items():
+            if key in self.daggers or key in self._replacing:
+                continue  # running, ended with this token, or its old run is still stopping
+            log.info("%s: assigned (%s, token %s)", key, want["spec"], want["token"])
+            dagger = HostedDagger(key, str(want["token"]), Path(want["spec"]), Path(want["state_dir"]), self.spark,
+                                  self.folder, self.jvm_alive, self._start_gate)
+            self.daggers[key] = dagger
+            dagger.start()
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT (exit code 0) or until the application is lost (exit code 3)."""
+        log.info("shared host pid %d on %s, folder %s", os.getpid(), self.master, self.folder.root)
+        reported = 0.0
+        while not self.stopping.is_set():
+            if not self.jvm_alive():
+                return self._lost()
+            self.reconcile()
+            if time.monotonic() - reported > 5.0 or not reported:
+                self._report("ready")
+                reported = time.monotonic()
+            self.stopping.wait(self.poll_s)
+        self.shutdown()
+        return 0
+
+    def _lost(self) -> int:
+        code = self._jvm.poll() if self._jvm is not None else None
+        error = f"the Spark application was lost (its JVM exited{f' with code {code}' if code is not None else ''})"
+        log.error("%s; exiting so that the daggers restart in a new application", error)
+        self._report("exited", error)
+        return EXIT_APPLICATION_LOST
+
+    def shutdown(self, timeout_s: float = 60.0) -> None:
+        """Stop every dagger gracefully (in parallel) and wait for them."""
+        everyone = [*self.daggers.values(), *self._replacing.values()]
+        for dagger in everyone:
+            dagger.request_stop()
+        deadline = time.monotonic() + timeout_s
+        for dagger in everyone:
+            dagger.join(max(deadline - time.monotonic(), 0.1))
+        self._report("exited")
+
+
+def build_host_session(master: str) -> Any:
+    """Return the host's SparkSession: the daggers' usual settings, plus the FAIR scheduler."""
+    from job.spark_session import build_session
+
+    return build_session("daggers-shared", master=master, extra={
+        "spark.scheduler.mode": "FAIR",
+        # Streaming queries each keep a few jobs' worth of UI state: keep less of it per application.
+        "spark.sql.streaming.numRecentProgressUpdates": "20",
+        "spark.ui.retainedJobs": "200",
+        "spark.ui.retainedStages": "200",
+        "spark.sql.ui.retainedExecutions": "50",
+    })
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a host on the folder given; return its exit code (0, 2 when Spark cannot start, 3 when lost)."""
+    parser = argparse.ArgumentParser(prog="python -m job.shared.host", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="The host's folder (assignments, states, host.json).")
+    parser.add_argument("--master", default="local[*]", help="Spark master: local[*] or spark://host:port.")
+    parser.add_argument("--poll", type=float, default=0.5, help="Seconds between two reads of the assignments.")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    # py4j logs every call that a lost JVM breaks, with its traceback; the host reports the loss itself.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    folder = HostFolder(args.folder)
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    folder.report_host(pid=os.getpid(), state="starting", master=args.master)
+    try:
+        spark = build_host_session(args.master)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"Spark error: cannot start the shared application: {first[:300]}", file=sys.stderr, flush=True)
+        folder.report_host(pid=os.getpid(), state="exited", master=args.master, error=first[:300])
+        return 2
+    host = SharedHost(args.folder, spark, master=args.master, poll_s=args.poll)
+    host.stopping = stopping
+    code = host.run()
+    if code == EXIT_APPLICATION_LOST:
+        os._exit(code)  # py4j and listener threads would wait for a JVM that is gone
+    spark.stop()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

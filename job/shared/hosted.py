@@ -1,0 +1,206 @@
+"""One dagger inside a shared application host: its own Spark session, FAIR pool, query and thread.
+
+:class:`HostedDagger` runs the same :class:`job.runner.DaggerJob` a dedicated dagger runs, on
+``base.newSession()``: the session's temporary views (``data_stream``), UDFs (the library's and the
+dagger's ``udf_file``) and SQL settings (``spark.sql.shuffle.partitions`` from ``parallelism``, the
+spec's ``spark.sql.*``) are its own, while the SparkContext, the JVM, the executors and the Python
+workers are shared. Its query's jobs run in the FAIR scheduler pool named after the dagger (the
+``spark.scheduler.pool`` local property is set in the thread that starts the query, which Spark's
+stream thread inherits), so a heavy dagger gets its fair share of task slots rather than all of them.
+Its checkpoint, ``status.json`` and liveness ``query.json`` are written exactly as a dedicated
+dagger writes them (listeners are per session: each sees only its own query).
+
+Non-SQL ``spark_conf`` settings (memory, executors) belong to a Spark application and are ignored
+here, with a warning; such a dagger should use ``isolation: dedicated``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from job.errors import DaggerError
+from job.shared.channel import HostFolder
+
+log = logging.getLogger("daggers.shared")
+
+
+#: An error of the application, not of the dagger: a Python process Spark started for the query's data
+#: source did not connect back within Spark's fixed 10 s (a busy machine). The query is started again.
+TRANSIENT = "Python worker failed to connect back"
+MAX_TRANSIENT_RETRIES = 3
+
+
+def pool_name(key: str) -> str:
+    """Return the FAIR scheduler pool of the dagger ``key``."""
+    return f"dagger-{key}"
+
+
+class HostedDagger:
+    """One assignment (key + token) running in a thread of the host.
+
+    ``jvm_alive`` tells a query failure from the loss of the whole application: when the JVM is gone
+    the dagger reports nothing (its state stays as it was, like a dedicated dagger killed by a
+    signal) and the host exits.
+    """
+
+    def __init__(self, key: str, token: str, spec_path: Path, state_dir: Path, base: Any, folder: HostFolder,
+                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None) -> None:
+        self.key = key
+        self.token = token
+        self.spec_path = Path(spec_path)
+        self.state_dir = Path(state_dir)
+        self.base = base
+        self.folder = folder
+        self.jvm_alive = jvm_alive
+        self.start_gate = start_gate or threading.Lock()
+        self.state = "starting"
+        self.error: str | None = None
+        self.checkpoint: str | None = None
+        self.query_id: str | None = None
+        self._stop = threading.Event()
+        self._retries = 0
+        self._thread = threading.Thread(target=self._run, name=f"dagger-{key}", daemon=True)
+
+    @property
+    def pool(self) -> str:
+        return pool_name(self.key)
+
+    # ---- what the host calls --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the dagger in its own thread (returns at once)."""
+        self._report("starting")
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask the dagger to stop gracefully (returns at once; see :attr:`ended`)."""
+        if not self.ended:
+            self._stop.set()
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("stopped", "failed")
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # ---- the thread -----------------------------------------------------------------------------
+
+    def _report(self, state: str, error: str | None = None) -> None:
+        self.state = state
+        if error is not None:
+            self.error = error
+        self.folder.report(self.key, self.token, state, error=self.error, pool=self.pool,
+                           checkpoint=self.checkpoint, query_id=self.query_id)
+
+    def _run(self) -> None:
+        from job.runner import DaggerJob, explain_failure
+
+        job: DaggerJob | None = None
+        liveness: Any = None
+        session: Any = None
+        try:
+            with self.start_gate:  # one query starts at a time (see _wait_for_sources)
+                job, session, liveness = self._start()
+                if job is None:
+                    return
+                self._wait_for_sources(job.query)
+            query = job.query
+            assert query is not None
+            job.mark("running")
+            self._report("running")
+            log.info("%s: running (query %s, pool %s)", self.key, self.query_id, self.pool)
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(0.5)
+            if self._stop.is_set() and query.isActive:
+                self._report("stopping")
+                log.info("%s: stopping", self.key)
+            elif query.exception() is not None:
+                raise explain_failure(query.exception())
+            self._finish(job, session, liveness, None)
+        except Exception as exc:  # the dagger ends; the host and the other daggers go on
+            if not self.jvm_alive():
+                log.warning("%s: the Spark application is gone", self.key)
+                return  # the host exits; nothing about this dagger changed
+            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+            text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+            if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
+                self._retries += 1
+                log.warning("%s: %s; starting its query again (%d/%d)", self.key, TRANSIENT, self._retries,
+                            MAX_TRANSIENT_RETRIES)
+                self._finish(job, session, liveness, None, report=False)
+                self._stop.wait(2.0 * self._retries)
+                return self._run()
+            log.error("%s: failed: %s", self.key, text.replace("\n", " "))
+            if job is not None:
+                job.mark("failed", f"{err.title}: {err.message}")
+            self._finish(job, session, liveness, text)
+
+    def _start(self) -> tuple[Any, Any, Any]:
+        """Plan the dagger and start its query on a new session in its own pool; return (job, session,
+        liveness listener), or (None, None, None) when a stop came first."""
+        from job.control.launch import LivenessListener
+        from job.control.processes import QUERY_FILE
+        from job.plan import plan
+        from job.runner import DaggerJob
+        from job.spec import load_spec
+
+        spec = load_spec(self.spec_path)
+        p = plan(spec, self.state_dir)
+        self.checkpoint = str(p.checkpoint)
+        ignored = sorted(k for k in spec.spark_conf if not k.startswith("spark.sql."))
+        if ignored:
+            log.warning("%s: %s apply to a Spark application: ignored in a shared one (isolation: dedicated "
+                        "takes them)", self.key, ", ".join(ignored))
+        if self._stop.is_set():
+            self._report("stopped")
+            return None, None, None
+        session = self.base.newSession()
+        session.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
+        # The pool of every job this thread (and the stream thread it starts) submits.
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        liveness = LivenessListener(p.checkpoint / QUERY_FILE)
+        session.streams.addListener(liveness)
+        job = DaggerJob(p, session)
+        started = time.monotonic()
+        query = job.start()
+        self.query_id = str(query.id)
+        log.info("%s: query %s started in %.1f s (checkpoint %s)", self.key, self.query_id,
+                 time.monotonic() - started, p.checkpoint)
+        return job, session, liveness
+
+    def _wait_for_sources(self, query: Any, timeout_s: float = 60.0) -> None:
+        """Wait until the query has planned its first batch (its sources are open) or ``timeout_s``.
+
+        Each query starts a Python process for its data source, which must connect back to the JVM
+        within Spark's fixed 10 s: many queries starting together on a busy machine (a host that restarts
+        with all its daggers) would miss it."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self._stop.is_set() and query.isActive:
+            message = str(query.status.get("message") or "")
+            if query.lastProgress is not None or not message.startswith(("Initializing", "Getting offsets")):
+                return
+            time.sleep(0.2)
+
+    def _finish(self, job: Any, session: Any, liveness: Any, error: str | None, report: bool = True) -> None:
+        try:
+            if job is not None:
+                job.stop()
+                if error is None and report:
+                    job.mark("stopped")
+            if session is not None and liveness is not None:
+                session.streams.removeListener(liveness)
+        except Exception as exc:  # stopping must not keep the state from being reported
+            if not self.jvm_alive():
+                return
+            log.warning("%s: while stopping: %s", self.key, exc)
+        if not report:
+            return
+        self._report("failed" if error is not None else "stopped", error)
+        log.info("%s: %s", self.key, "failed" if error else "stopped")

@@ -1,0 +1,77 @@
+"""Unit tests of the density benchmark's pure parts: its specs, delays, memory slope and process forest."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench.bench_density import KINDS, Step, delays_of, make_daggers, marginal_mb, missing_windows
+from bench.procstats import forest
+from job.plan import plan
+from job.spec import load_spec
+
+
+def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    daggers = make_daggers(tmp_path, 5, True, "light", "heavy", stack, "dedicated")
+    assert [(d.name, d.kind, d.heavy) for d in daggers] == [
+        ("l000-s2distinct", "s2distinct", False), ("l001-hop", "hop", False), ("l002-join", "join", False),
+        ("l003-pass", "pass", False), ("l004-s2distinct", "s2distinct", False),
+        ("heavy-s2distinct", "s2distinct", True)]
+    windowed, passing = re.compile(r"^(l[0-9]+-(s2distinct|hop|join)|heavy-.*)$"), re.compile(r"^l[0-9]+-pass$")
+    for d in daggers:
+        spec = load_spec(d.spec)
+        p = plan(spec, tmp_path / "state")
+        assert (spec.isolation, p.checkpoint, spec.sinks[0].measurement) == ("dedicated", d.checkpoint, d.name)
+        assert [s.topics for s in spec.streams] == [["heavy" if d.heavy else "light"]] * len(KINDS[d.kind][1])
+        assert bool(windowed.match(d.name)) == KINDS[d.kind][2] and bool(passing.match(d.name)) != KINDS[d.kind][2]
+
+
+def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    s2, _hop, _join, passing = make_daggers(tmp_path, 4, False, "light", "heavy", stack, "shared")
+    sent_at = {1000 + k: 5000.0 + k for k in range(200)}  # the feeder sent second 1000 + k at 5000 + k
+    arrivals = {
+        (s2.name, 1020): [(5032.0, 3), (5033.5, 5)],  # window ending 1020: final once second 1030 was sent
+        (s2.name, 960): [(4990.0, 7)],  # a warm-up window, before the feed started: left out
+        (s2.name, 1200): [(5300.0, 1)],  # its watermark second was never sent: left out
+        (passing.name, 1005): [(5006.5, 2)],  # a pass-through row of second 1005 (sent at 5005)
+        ("someone-else", 1020): [(5031.0, 1)],
+    }
+    delays = delays_of(arrivals, sent_at, 1000.0, [s2, passing])
+    assert delays == {s2.name: [2.0, 2.0, 2.0, 3.5, 3.5], passing.name: [1.5, 1.5]}
+
+
+def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    a, b = make_daggers(tmp_path, 2, False, "light", "heavy", stack, "shared")
+    sent_at = {s: float(s) for s in range(1000, 1150)}  # windows ending 1020, 1080, 1140: only 1140's stays open
+    arrivals = {(a.name, 1020): [(1031.0, 4)], (a.name, 1080): [(1091.0, 4)], (b.name, 1080): [(1092.0, 1)]}
+    assert missing_windows(arrivals, sent_at, 1000.0, [a, b]) == 1  # b's window ending 1020
+
+
+def test_marginal_memory_is_the_slope_over_n() -> None:
+    steps = [Step("shared", n, ran=True, rss_mb=2000 + 30 * n) for n in (1, 10, 50)]
+    steps += [Step("dedicated", 1, ran=True, rss_mb=1500), Step("dedicated", 10, ran=False)]
+    assert marginal_mb(steps, "shared") == pytest.approx(30.0)
+    assert marginal_mb(steps, "dedicated") is None
+    assert marginal_mb([Step("shared", 1, ran=True, rss_mb=2293), Step("shared", 5, ran=True, rss_mb=2859)],
+                       "shared") == pytest.approx(141.5)
+
+
+def test_forest_reads_several_trees_at_once() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        trees = forest([os.getpid(), child.pid, 2**22 + 1])
+        assert child.pid in {p.pid for p in trees[os.getpid()]}
+        assert [p.pid for p in trees[child.pid]] == [child.pid]
+        assert trees[2**22 + 1] == []
+    finally:
+        child.kill()
+        child.wait(10)

@@ -1,0 +1,74 @@
+"""A stand-in for ``python -m job.shared.host`` in the controller's unit tests: a real process that
+speaks the host's file protocol (job.shared.channel) without starting Spark.
+
+``fake_host.py FOLDER`` writes host.json (ready, with its PID and start time), then every 0.05 s
+starts each new assignment (a token it has not seen), stops removed ones, and replaces re-tokened
+ones. A running dagger writes ``<checkpoint>/status.json`` like the runner does. A dagger whose spec
+name ends in ``-fails`` reports ``failed`` with a Sink error. Each start appends
+``<host pid> <token>`` to ``<checkpoint>/starts.txt``. SIGTERM stops everything and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from job.shared.channel import HostFolder
+from job.stack.process import process_start_time
+
+
+def main() -> int:
+    folder = HostFolder(Path(sys.argv[1]))
+    stopping = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    pid = os.getpid()
+    folder.report_host(pid=pid, start_time=process_start_time(pid), state="ready", master=sys.argv[2])
+    running: dict[str, tuple[str, Path, int]] = {}  # key -> (token, checkpoint, rows)
+    ended: dict[str, str] = {}  # key -> token that ended
+    while not stopping:
+        wanted = folder.assignments()
+        for key in list(running):
+            if key not in wanted or wanted[key]["token"] != running[key][0]:
+                folder.report(key, running.pop(key)[0], "stopped")
+        for key, want in wanted.items():
+            if key in running or ended.get(key) == want["token"]:
+                continue
+            spec = yaml.safe_load(Path(want["spec"]).read_text())
+            checkpoint = Path(spec["checkpoint_dir"])
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            with (checkpoint / "starts.txt").open("a") as fh:
+                fh.write(f"{pid} {want['token']}\n")
+            if spec["name"].endswith("-fails"):
+                folder.report(key, want["token"], "failed", error="Sink error: InfluxDB at http://127.0.0.1:9 "
+                                                                  "is unreachable\nhint: is influxd running?")
+                ended[key] = want["token"]
+                continue
+            folder.report(key, want["token"], "running")
+            running[key] = (want["token"], checkpoint, 0)
+        for key, (token, checkpoint, rows) in running.items():
+            running[key] = (token, checkpoint, rows + 100)
+            status = checkpoint / "status.json"
+            tmp = status.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"batches": rows // 100 + 1, "input_rows": rows + 100, "state": "running",
+                                       "updated_at": time.time()}))
+            tmp.replace(status)
+        time.sleep(0.05)
+    for key, (token, _, _) in running.items():
+        folder.report(key, token, "stopped")
+    folder.report_host(pid=pid, state="exited", master=sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

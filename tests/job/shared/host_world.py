@@ -1,0 +1,89 @@
+"""A shared host process and its daggers for integration tests: real broker, InfluxDB and Spark."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from job.shared.channel import HostFolder
+from job.stack.process import group_members
+from tests.helpers import BOOKINGS_SQL, influx_points, make_spec
+from tests.job.control.test_control_e2e import TAGS, wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def bookings_text(name: str, bootstrap: str, topic: str, influx_url: str, db: str, checkpoint: Path, *,
+                  bad_records: str = "skip", sql: str = BOOKINGS_SQL, extra: str = "", sink_extra: str = "",
+                  trigger_s: float = 1.0) -> str:
+    """A bookings spec text (the helpers' make_spec), with top-level ``extra`` and sink ``sink_extra`` lines."""
+    _, text = make_spec(name=name, bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
+                        sql=sql, influx_url=influx_url, db=db, measurement="bookings", checkpoint=checkpoint,
+                        bad_records=bad_records, max_records_per_batch=2500, trigger_interval_s=trigger_s)
+    text = text.replace("sink:\n", f"{extra}sink:\n")
+    return text + sink_extra
+
+
+@dataclass
+class HostProc:
+    """A host process on ``folder`` started by a test (it kills what it started)."""
+
+    folder: HostFolder
+    master: str = "local[2]"
+    popen: subprocess.Popen[bytes] | None = None
+    started: list[int] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.folder.root.mkdir(parents=True, exist_ok=True)
+        with self.folder.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "job.shared.host", str(self.folder.root), "--master", self.master,
+                 "--poll", "0.3"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        self.started.append(self.popen.pid)
+
+    def ready(self, timeout: float = 180) -> dict[str, Any]:
+        assert self.popen is not None
+        pid = self.popen.pid
+        return wait_for("the host ready", lambda: (h := self.folder.host()) and h.get("pid") == pid
+                        and h.get("state") == "ready" and h, timeout, self.folder.log_path)
+
+    def dagger(self, key: str) -> dict[str, Any]:
+        return self.folder.state(key) or {}
+
+    def wait_state(self, key: str, state: str, timeout: float = 240, token: str | None = None) -> dict[str, Any]:
+        return wait_for(f"{key} {state}", lambda: (d := self.dagger(key)).get("state") == state
+                        and (token is None or d.get("token") == token) and d, timeout, self.folder.log_path)
+
+    def jvm_pid(self) -> int:
+        assert self.popen is not None
+        pid = (self.folder.host() or {}).get("jvm_pid")
+        assert pid in group_members(self.popen.pid), (pid, group_members(self.popen.pid))
+        return int(pid)
+
+    def stop(self) -> int | None:
+        """SIGTERM (graceful), then kill whatever is left of every host process group started."""
+        code = None
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.popen.wait(120)
+        for pid in self.started:
+            if group_members(pid):
+                os.killpg(pid, signal.SIGKILL)
+        return code
+
+
+def windows(influxdb: Any, db: str) -> dict[tuple, int]:
+    return influx_points(influxdb, db, "bookings", "num_of_bookings", TAGS)
+
+
+def status(checkpoint: Path) -> dict[str, Any]:
+    from job.control.processes import read_json
+
+    return read_json(checkpoint / "status.json") or {}

@@ -1,0 +1,196 @@
+"""Issue 17's isolation must-shows, on a real broker (tansu), a real InfluxDB and real Spark: several
+daggers as streaming queries of ONE shared application host process (``python -m job.shared.host``),
+driven through its assignment files.
+
+* One dagger fails on a bad record under ``bad_records: fail``, one on a sink that becomes unreachable
+  past its retries, one on a ``udf_file`` function that raises: each stops alone (state failed, its
+  error in its state file and status.json); the others' windows stay exactly those of the events.
+* Editing one dagger (a new token: stop, then start on the same checkpoint), removing the failed ones
+  and deploying a new one leave the others' queries running (same run id) with no gap in their windows.
+* SIGKILL of the host's JVM: the host exits with code 3; a new host on the same folder resumes every
+  dagger from its own checkpoint with exact windows and totals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from job.control.processes import read_json
+from job.produce.generator import generate
+from job.shared.channel import HostFolder
+from job.stack.broker import create_topic
+from tests.helpers import produce_step, unique
+from tests.job.control.test_control_e2e import T0, closed, wait_for
+from tests.job.shared.host_world import HostProc, bookings_text, status, windows
+from tests.job.shared.relay import Relay
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+UDF = '''from job.functions.user import dagger_function
+
+
+@dagger_function(returns="string")
+def Boom(vehicle_type):
+    raise ValueError(f"Boom cannot price vehicle type {vehicle_type}")
+'''
+UDF_SQL = """SELECT city_id AS tag_city_id,
+       count(1) AS num_of_bookings,
+       TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM data_stream
+WHERE Boom(vehicle_type) = 'x'
+GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
+
+
+class World:
+    """Topics, databases and spec files of one test."""
+
+    def __init__(self, broker: str, influxdb: object, tmp_path: Path) -> None:
+        self.broker, self.influxdb, self.tmp = broker, influxdb, tmp_path
+        self.topic = unique("shared-bookings")
+        create_topic(broker, self.topic, 2)
+        self.rows: list[dict] = []
+        self.dbs: dict[str, str] = {}
+
+    def db(self, key: str) -> str:
+        if key not in self.dbs:
+            self.dbs[key] = unique(f"sh-{key}").replace("-", "_")
+            self.influxdb.create_database(self.dbs[key])  # type: ignore[attr-defined]
+        return self.dbs[key]
+
+    def checkpoint(self, key: str) -> Path:
+        return self.tmp / "daggers" / key / "checkpoint"
+
+    def spec(self, key: str, version: int = 1, *, topic: str | None = None, influx_url: str | None = None,
+             **kw: object) -> Path:
+        path = self.tmp / "daggers" / key / f"v{version}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(bookings_text(key, self.broker, topic or self.topic,
+                                      influx_url or self.influxdb.url,  # type: ignore[attr-defined]
+                                      self.db(key), self.checkpoint(key), **kw))  # type: ignore[arg-type]
+        return path
+
+    def step(self, k: int) -> None:
+        """Produce events (minute 20*k on) and one later event that closes their windows."""
+        self.rows.extend(produce_step(self.broker, self.topic, k, 1500, 70, T0))
+
+    def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
+        want = closed(self.rows)
+        wait_for(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
+                 timeout, host.folder.log_path)
+        wait_for(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
+                 == len(self.rows), 60, host.folder.log_path)
+
+
+def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
+                                                                           tmp_path: Path) -> None:
+    w = World(tansu_broker, influxdb, tmp_path)
+    bad_topic = unique("shared-bad")
+    create_topic(tansu_broker, bad_topic, 1)
+    payloads = list(generate("booking", 50, seed=8, start=T0, duration_s=60).payloads)
+    payloads[17] = b"\x0a\xff\xff\xff"  # a length past the end
+    producer = Producer({"bootstrap.servers": tansu_broker})
+    for value in payloads:
+        producer.produce(bad_topic, value, partition=0)
+    producer.flush()
+    relay = Relay(int(influxdb.url.rsplit(":", 1)[1]))
+    (tmp_path / "boom.py").write_text(UDF)
+
+    host = HostProc(HostFolder(tmp_path / "host"))
+    host.start()
+    try:
+        host.ready()
+        w.step(0)
+        f = host.folder
+        f.assign("one", w.spec("one"), tmp_path, "one-1")
+        f.assign("two", w.spec("two"), tmp_path, "two-1")
+        f.assign("bad-record", w.spec("bad-record", topic=bad_topic, bad_records="fail"), tmp_path, "r1")
+        f.assign("sink", w.spec("sink", influx_url=f"http://127.0.0.1:{relay.port}",
+                                sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "s1")
+        f.assign("udf", w.spec("udf", sql=UDF_SQL, extra=f"udf_file: {tmp_path / 'boom.py'}\n"), tmp_path, "u1")
+
+        # (a) a bad record under bad_records: fail, (c) a UDF that raises: each fails alone
+        bad = host.wait_state("bad-record", "failed")
+        assert bad["error"].startswith("Bad record: cannot decode the record at topic "
+                                       f"'{bad_topic}' partition 0 offset 17"), bad["error"]
+        udf = host.wait_state("udf", "failed")
+        assert "ValueError: Boom cannot price vehicle type" in udf["error"], udf["error"]
+        for key, needle in (("bad-record", "offset 17"), ("udf", "Boom cannot price")):
+            st = status(w.checkpoint(key))
+            assert st["state"] == "failed" and needle in st["last_error"], st
+        for key in ("one", "two", "sink"):
+            w.exact(key, host)
+        assert {k: host.dagger(k)["state"] for k in ("one", "two", "sink")} == dict.fromkeys(("one", "two", "sink"), "running")
+        run_a = read_json(w.checkpoint("one") / "query.json")["run_id"]  # type: ignore[index]
+        # every dagger's jobs ran in its own FAIR pool
+        pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", "dagger-two", "dagger-sink"}
+                         <= set(h.get("pools") or []) and h["pools"], 30)
+        assert "dagger-udf" in pools
+
+        # (b) the sink becomes unreachable: past its one retry, that dagger fails alone
+        relay.cut()
+        w.step(1)
+        sink = host.wait_state("sink", "failed")
+        assert sink["error"].startswith(f"Sink error: giving up writing to InfluxDB at http://127.0.0.1:{relay.port} "
+                                        "after 2 attempts: cannot reach"), sink["error"]
+        for key in ("one", "two"):
+            w.exact(key, host)
+
+        # edit b (stop, start the new version on its checkpoint), remove the failed ones, deploy c
+        f.assign("two", w.spec("two", 2, trigger_s=2.0), tmp_path, "two-2")
+        for key in ("bad-record", "sink", "udf"):
+            f.unassign(key)
+        deployed = time.monotonic()
+        f.assign("three", w.spec("three"), tmp_path, "three-1")
+        host.wait_state("two", "running", token="two-2")
+        want = closed(w.rows)
+        wait_for("c's first point", lambda: windows(influxdb, w.dbs["three"]), 180, f.log_path)
+        first_point_s = time.monotonic() - deployed
+        w.step(2)
+        for key in ("one", "two", "three"):
+            w.exact(key, host)
+        assert len(closed(w.rows)) > len(want) + 300
+        # a ran on, untouched: the same query run from the start, never stopped
+        assert read_json(w.checkpoint("one") / "query.json")["run_id"] == run_a  # type: ignore[index]
+        assert host.dagger("one")["token"] == "one-1" and host.dagger("one")["state"] == "running"
+        assert wait_for("the host's daggers", lambda: (f.host() or {}).get("daggers") == ["one", "two", "three"], 30)
+        print(f"\ndeploy into the running host -> first point: {first_point_s:.1f} s")
+        assert host.stop() == 0
+        for key in ("one", "two", "three"):
+            assert host.dagger(key)["state"] == "stopped" and status(w.checkpoint(key))["state"] == "stopped"
+    finally:
+        relay.cut()
+        host.stop()
+
+
+def test_sigkill_of_the_jvm_restarts_the_host_and_each_dagger_resumes_exactly(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
+                                                                               tmp_path: Path) -> None:
+    w = World(tansu_broker, influxdb, tmp_path)
+    host = HostProc(HostFolder(tmp_path / "host"))
+    host.start()
+    try:
+        host.ready()
+        for key in ("one", "two"):
+            host.folder.assign(key, w.spec(key), tmp_path, f"{key}-1")
+        w.step(0)
+        for key in ("one", "two"):
+            w.exact(key, host)
+        w.step(1)  # read in part, or not at all, when the JVM dies
+        os.kill(host.jvm_pid(), signal.SIGKILL)
+        assert host.popen is not None and host.popen.wait(60) == 3
+        lost = host.folder.host() or {}
+        assert lost["state"] == "exited" and "the Spark application was lost" in lost["error"], lost
+
+        host.start()  # what the controller does; the assignments are still there
+        host.ready()
+        w.step(2)
+        for key in ("one", "two"):
+            w.exact(key, host)
+            assert host.dagger(key)["state"] == "running" and host.dagger(key)["token"] == f"{key}-1"
+    finally:
+        host.stop()

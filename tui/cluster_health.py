@@ -1,0 +1,123 @@
+"""A cluster's Spark in detail: the master, each worker (alive, cores, memory, last heartbeat) and the
+applications running on it. Opened with ``w`` on the clusters screen; it probes the cluster live."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from job.errors import DaggerError
+from tui.format import age, ok_text, span, spark_detail
+
+if TYPE_CHECKING:
+    from tui.actions import ConsoleApp
+
+WORKER_COLUMNS = ("worker", "host", "state", "cores used", "memory used", "heartbeat")
+APP_COLUMNS = ("application", "name", "state", "cores", "memory/executor", "running for")
+
+
+def used_of(used: Any, total: Any, unit: str = "") -> str:
+    """Return ``used/total unit``: ``1/1``, ``512/1024 MB``; ``-`` when unknown."""
+    if total is None:
+        return "-"
+    return f"{used or 0}/{total}{' ' + unit if unit else ''}"
+
+
+def worker_state(state: str | None) -> Text:
+    """Return a worker's state, green when ALIVE and red otherwise (DEAD, DECOMMISSIONED, UNKNOWN)."""
+    return Text(state or "UNKNOWN", style="green" if state == "ALIVE" else "bold red")
+
+
+class ClusterHealthScreen(Screen[None]):
+    """Cluster ``name``'s Spark master, workers and applications, as probed live from the console.
+
+    Before the first probe answers it shows what the cluster's controller recorded last.
+    """
+
+    BINDINGS = [
+        Binding("h", "probe", "Probe again"),
+        Binding("escape", "back", "Back"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    app: ConsoleApp
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.cluster = name
+        self.health: dict[str, Any] = {}
+        self.live = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="title")
+        yield Static(id="master")
+        yield DataTable(id="workers", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="apps", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#workers", DataTable).add_columns(*WORKER_COLUMNS)
+        self.query_one("#apps", DataTable).add_columns(*APP_COLUMNS)
+        try:
+            self.health = self.app.plane.cluster_health(self.cluster)
+        except DaggerError as exc:
+            self.app.report(exc)
+        self.show()
+        self.action_probe()
+
+    def show(self) -> None:
+        """Redraw the master line and the two tables from ``self.health``."""
+        spark = self.health.get("spark") or {}
+        now = self.app.clock()
+        how = "live" if self.live else (f"recorded {age(now, self.health.get('checked_at'))} ago"
+                                        if self.health.get("recorded") else "not probed yet")
+        self.query_one("#title", Static).update(Text.assemble(("Spark of ", "bold"), (self.cluster, "bold"),
+                                                              f"  ({how})"))
+        master = Text.assemble(spark.get("master") or "-", "  ", ok_text(spark, spark_detail(spark)))
+        if spark.get("mode") == "standalone" and spark.get("ok") is not None:
+            master.append(f"  status {spark.get('status')}  memory "
+                          f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}")
+        if spark.get("error"):
+            master.append(f"  {spark['error']}", style="red")
+        self.query_one("#master", Static).update(master)
+        workers = self.query_one("#workers", DataTable)
+        workers.clear()
+        for w in spark.get("worker_list") or []:
+            beat = w.get("last_heartbeat_ms")
+            workers.add_row(w.get("id") or "-", w.get("host") or "-", worker_state(w.get("state")),
+                            used_of(w.get("cores_used"), w.get("cores")),
+                            used_of(w.get("memory_used_mb"), w.get("memory_mb"), "MB"),
+                            f"{age(now, beat / 1000)} ago" if beat else "-", key=str(w.get("id")))
+        apps = self.query_one("#apps", DataTable)
+        apps.clear()
+        for a in spark.get("app_list") or []:
+            duration = a.get("duration_ms")
+            apps.add_row(a.get("id") or "-", a.get("name") or "-", a.get("state") or "-", str(a.get("cores", "-")),
+                         f"{a['memory_per_executor_mb']} MB" if a.get("memory_per_executor_mb") else "-",
+                         span(duration / 1000) if duration is not None else "-", key=str(a.get("id")))
+
+    def action_probe(self) -> None:
+        self._probe()
+
+    @work(thread=True, exclusive=True, group="probe-spark")
+    def _probe(self) -> None:
+        try:
+            health = self.app.plane.cluster_health(self.cluster, live=True)
+        except DaggerError as exc:
+            self.app.call_from_thread(self.app.report, exc)
+            return
+        self.app.call_from_thread(self._probed, health)
+
+    def _probed(self, health: dict[str, Any]) -> None:
+        self.health, self.live = health, True
+        self.show()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
