@@ -22,41 +22,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
-
-from job.control.processes import QUERY_FILE
 from job.errors import DaggerError
+from job.liveness import QUERY_FILE, liveness_listener
 
 log = logging.getLogger("daggers.launch")
 
 
-class LivenessListener(StreamingQueryListener):
-    """Writes ``{"state", "at", "id", "run_id"}`` to a file on every query event (never raises)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _write(self, state: str, event: Any, **extra: Any) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": str(getattr(event, "id", "")),
-                                       "run_id": str(getattr(event, "runId", "")), **extra}))
-            tmp.replace(self.path)
-        except Exception:  # a listener must never kill the query
-            log.exception("cannot write %s", self.path)
-
-    def onQueryStarted(self, event: Any) -> None:
-        self._write("started", event)
-
-    def onQueryProgress(self, event: Any) -> None:
-        self._write("active", event.progress)
-
-    def onQueryIdle(self, event: Any) -> None:
-        self._write("idle", event)
-
-    def onQueryTerminated(self, event: Any) -> None:
-        self._write("terminated", event, exception=getattr(event, "exception", None))
+def LivenessListener(path: Path) -> Any:  # noqa: N802 - kept as the name callers know
+    """Return the query liveness listener writing ``path`` (see :func:`job.liveness.liveness_listener`)."""
+    return liveness_listener(path)
 
 
 def _warm(spark: Any) -> None:

@@ -4,7 +4,6 @@ and how its last error is read from its log."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -12,9 +11,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from job.errors import DaggerError
+from job.liveness import QUERY_FILE, read_json  # noqa: F401 - re-exported for the controller
 from job.stack.process import group_members, pid_alive
 
 #: Builds the command that runs one dagger: (spec file, state folder, Spark master) -> argv.
@@ -22,8 +21,6 @@ Command = Callable[[Path, Path, str], list[str]]
 #: Builds the command of a warm standby process: (ready file, Spark master) -> argv.
 StandbyCommand = Callable[[Path, str], list[str]]
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
-#: Written under the checkpoint by :mod:`job.control.launch` on every streaming-query event.
-QUERY_FILE = "query.json"
 
 
 def default_command(spec_path: Path, state_dir: Path, master: str) -> list[str]:
@@ -121,15 +118,6 @@ class Standby:
     def ready(self) -> bool:
         """Return True when the process runs and has said it is ready."""
         return self.popen.poll() is None and self.ready_file.exists()
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """Return the JSON object in ``path``, or None when it is missing, partial or not an object."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def tail_file(path: str | None) -> str:

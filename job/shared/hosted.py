@@ -145,8 +145,7 @@ class HostedDagger:
     def _start(self) -> tuple[Any, Any, Any]:
         """Plan the dagger and start its query on a new session in its own pool; return (job, session,
         liveness listener), or (None, None, None) when a stop came first."""
-        from job.control.launch import LivenessListener
-        from job.control.processes import QUERY_FILE
+        from job.liveness import QUERY_FILE, liveness_listener
         from job.plan import plan
         from job.runner import DaggerJob
         from job.spec import load_spec
@@ -165,7 +164,7 @@ class HostedDagger:
         session.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
         # The pool of every job this thread (and the stream thread it starts) submits.
         session.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
-        liveness = LivenessListener(p.checkpoint / QUERY_FILE)
+        liveness = liveness_listener(p.checkpoint / QUERY_FILE)
         session.streams.addListener(liveness)
         job = DaggerJob(p, session)
         started = time.monotonic()

@@ -1,0 +1,61 @@
+"""A streaming query's liveness file, shared by the dedicated launcher and the shared host.
+
+``<checkpoint>/query.json`` is written by :class:`LivenessListener` when Spark reports the query
+started and refreshed on every progress and idle event. The runner's ``status.json`` only changes
+after a micro-batch, so without it a dagger that resumes onto topics with nothing new would look
+"starting" forever. The controller (:mod:`job.control`) reads it with :func:`read_json`; this module
+sits below both the controller and the shared host, so neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+#: Written under the checkpoint on every streaming-query event.
+QUERY_FILE = "query.json"
+
+log = logging.getLogger("daggers.launch")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Return the JSON object in ``path``, or None when it is missing, partial or not an object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def liveness_listener(path: Path) -> Any:
+    """Return a StreamingQueryListener that writes ``{"state", "at", "id", "run_id"}`` to ``path`` on
+    every query event and never raises (pyspark is imported here, so the controller needs none)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class LivenessListener(StreamingQueryListener):
+        def _write(self, state: str, event: Any, **extra: Any) -> None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": str(getattr(event, "id", "")),
+                                           "run_id": str(getattr(event, "runId", "")), **extra}))
+                tmp.replace(path)
+            except Exception:  # a listener must never kill the query
+                log.exception("cannot write %s", path)
+
+        def onQueryStarted(self, event: Any) -> None:
+            self._write("started", event)
+
+        def onQueryProgress(self, event: Any) -> None:
+            self._write("active", event.progress)
+
+        def onQueryIdle(self, event: Any) -> None:
+            self._write("idle", event)
+
+        def onQueryTerminated(self, event: Any) -> None:
+            self._write("terminated", event, exception=getattr(event, "exception", None))
+
+    return LivenessListener()
