@@ -58,7 +58,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
     """
     from job.produce.generator import generate
     from job.produce.producer import ensure_topic, produce
-    from job.spark_session import build_session
+    from job.spark_session import build_session, running_session
     from job.stack.influx import influx_query as influx_statement
 
     console = console or Console()
@@ -83,7 +83,9 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
         console.print(f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
                       f"event times {start:%H:%M:%S} to {now:%H:%M:%S} UTC")
     env = {"DAGGERS_BOOTSTRAP": bootstrap, "DAGGERS_INFLUX": influx}
-    spark = build_session("daggers-demo", shuffle_partitions=2)
+    # A session this process already runs (a test's) is used and left running: stopping it stops theirs.
+    running = running_session()
+    spark = running or build_session("daggers-demo", shuffle_partitions=2)
     results: dict[str, list[dict[str, object]]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="daggers-demo-"))
     try:
@@ -102,7 +104,8 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
             _print_windows(console, measurement, field, rows)
             _explain_edges(console, start, now, spec.watermark_delay_ms)
     finally:
-        spark.stop()
+        if running is None:
+            spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     console.print("[green]done[/]: the stack keeps running (daggers status / daggers down); run the demo again "
                   "for a fresh start, same counts")

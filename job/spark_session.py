@@ -72,11 +72,25 @@ def _launch_gateway_apart(conf: dict[str, str]) -> None:
     session neither the JVM nor its workers get the terminal's signals. The driver stops the query
     itself, and the JVM exits when this process does (its stdin pipe closes).
     """
-    if SparkContext._gateway is not None:
+    if SparkContext._gateway is not None or not _terminal_foreground():
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
     gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
+
+
+def _terminal_foreground() -> bool:
+    """Return whether this process is in its terminal's foreground process group (Ctrl-C reaches it).
+
+    Only then is the JVM started in a session of its own. A process without a terminal (a controller's
+    dagger, a shared host, a test) keeps the JVM in its process group, so that whoever stops the group
+    (the controller, a test's clean-up) stops the JVM with it."""
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
 
 
 def running_session() -> SparkSession | None:

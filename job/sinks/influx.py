@@ -186,7 +186,7 @@ class InfluxSink(Sink):
 
     def _post(self, url: str, params: dict[str, str], body: bytes) -> None:
         try:
-            resp = self.http.post(url, params=params, data=body, timeout=30,
+            resp = self.http.post(url, params=params, data=body, timeout=self.spec.timeout_s,
                                   headers={"Content-Type": "text/plain; charset=utf-8"})
         except requests.RequestException as exc:
             raise _Retryable(f"cannot reach {self.url}: {type(exc).__name__}") from None

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import termios
 import time
+import weakref
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,8 +45,20 @@ def _spec(tmp_path: Path, bootstrap: str, topic: str, influx_url: str, db: str, 
 
 
 def _daggers(*args: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "job.cli", *args], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=REPO)
+    """Start ``daggers ARGS`` as a terminal's foreground job: a session of its own whose controlling
+    terminal is a pseudo-terminal (its stdin), so that Ctrl-C (SIGINT to the process group) is what a
+    user's terminal sends. The terminal's other end
+    stays open as long as the Popen object."""
+    terminal, child_end = pty.openpty()
+
+    def take_terminal() -> None:  # in the child, after setsid: stdin becomes the controlling terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-m", "job.cli", *args], stdin=child_end, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=take_terminal, cwd=REPO)
+    os.close(child_end)
+    weakref.finalize(proc, os.close, terminal)
+    return proc
 
 
 def _wait_for(predicate, timeout: float, what: str, log: Path, proc: subprocess.Popen | None = None):  # type: ignore[no-untyped-def]

@@ -44,7 +44,12 @@ class Relay:
             dst.shutdown(socket.SHUT_WR)
 
     def cut(self) -> None:
-        """Stop listening and drop every connection: the port now refuses connections."""
+        """Stop listening and drop every connection: the port now refuses connections.
+
+        The listening socket is shut down before it is closed: a close alone does not wake the thread
+        blocked in ``accept()``, and the kernel would go on completing connections nobody serves."""
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
         with self._lock:
             for s in self._open:

@@ -128,3 +128,23 @@ def test_v2_write_failures_are_retried_then_surfaced(victoria_metrics) -> None: 
         sink.write(points([now], [1], [1.0]), 0)
     assert sink.metrics.retries == 2 and sink.metrics.failures == 1 and TOKEN not in (sink.metrics.last_error or "")
     sink.close()
+
+
+def test_v1_a_write_that_gets_no_answer_is_retried_after_timeout_s(influxdb) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    influxdb.create_database(db)
+    sink = v1_sink(influxdb.url, db, max_retries=1, timeout_s=0.5)
+    sink.open()
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (backlog), never answers
+    try:
+        sink.url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(SinkError, match=r"giving up writing to InfluxDB at http://127.0.0.1:\d+ after 2 attempts"):
+            sink.write(points([datetime(2026, 3, 2, 8, 1, tzinfo=UTC)], [1], [1.0]), 0)
+        assert time.monotonic() - started < 5  # two attempts of 0.5 s, not 30 s each
+        assert sink.metrics.retries == 1
+    finally:
+        silent.close()
+        sink.close()
