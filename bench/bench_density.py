@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procstats import forest, load_average, read_proc, role  # noqa: E402
+from bench.procstats import ProcInfo, forest, load_average, pss_bytes, python_module, read_proc, role  # noqa: E402
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
@@ -266,6 +266,9 @@ class Step:
     rss_mb: float = 0.0  # mean total RSS over the measured span
     rss_peak_mb: float = 0.0
     rss_by_role_mb: dict[str, float] = field(default_factory=dict)
+    pss_mb: float = 0.0  # mean total PSS (shared pages split between the processes that share them)
+    pss_by_kind_mb: dict[str, float] = field(default_factory=dict)  # by process kind (see Sampler.kind)
+    count_by_kind: dict[str, int] = field(default_factory=dict)  # most processes of each kind at once
     processes: int = 0
     cores: float = 0.0  # mean CPU cores of the daggers' processes
     feeder_cores: float = 0.0
@@ -282,15 +285,31 @@ class Step:
 
 
 class Sampler:
-    """Total RSS (by role) and CPU seconds of several process trees, sampled together."""
+    """Total RSS (by role), PSS (by process kind) and CPU seconds of several process trees, sampled together."""
 
     def __init__(self, roots: list[int]) -> None:
         self.roots = roots
         self.samples: list[tuple[float, dict[str, int], float, int]] = []  # t, rss by role, cpu s, processes
+        self.pss: list[tuple[float, dict[str, int], dict[str, int]]] = []  # t, pss by kind, processes by kind
 
-    def sample(self) -> None:
+    @staticmethod
+    def kind(info: ProcInfo, root: int) -> str:
+        """``driver`` (a dagger's or host's Python process), ``jvm``, ``python-workers`` (pyspark.daemon and
+        the workers it forks), ``source-runner`` (the Python process Spark keeps per streaming Python data
+        source), or the module another Python process runs."""
+        r = role(info, root)
+        if r != "worker":
+            return {"driver-python": "driver"}.get(r, r)
+        module = python_module(info)
+        if module == "pyspark.daemon" or not module:
+            return "python-workers"
+        return "source-runner" if "streaming_source_runner" in module else module
+
+    def sample(self, with_pss: bool = True) -> None:
         trees = forest(self.roots)
         rss: dict[str, int] = {}
+        pss: dict[str, int] = {}
+        kinds: dict[str, int] = {}
         cpu, count = 0.0, 0
         for root, procs in trees.items():
             for p in procs:
@@ -298,7 +317,14 @@ class Sampler:
                 rss[r] = rss.get(r, 0) + p.rss
                 cpu += p.cpu_s
                 count += 1
-        self.samples.append((time.time(), rss, cpu, count))
+                if with_pss:
+                    k = self.kind(p, root)
+                    pss[k] = pss.get(k, 0) + pss_bytes(p.pid)
+                    kinds[k] = kinds.get(k, 0) + 1
+        now = time.time()
+        self.samples.append((now, rss, cpu, count))
+        if with_pss:
+            self.pss.append((now, pss, kinds))
 
 
 def cpu_of(pid: int) -> float:
@@ -495,6 +521,12 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
         step.rss_by_role_mb = {r: sum(rss.get(r, 0) for _, rss, _, _ in samples) / len(samples) / 2**20
                                for r in sorted(roles)}
         step.processes = max(c for _, _, _, c in samples)
+    if sampler.pss:
+        step.pss_mb = sum(sum(p.values()) for _, p, _ in sampler.pss) / len(sampler.pss) / 2**20
+        kinds = {k for _, p, _ in sampler.pss for k in p}
+        step.pss_by_kind_mb = {k: sum(p.get(k, 0) for _, p, _ in sampler.pss) / len(sampler.pss) / 2**20
+                               for k in sorted(kinds)}
+        step.count_by_kind = {k: max(c.get(k, 0) for _, _, c in sampler.pss) for k in sorted(kinds)}
         step.cores = (samples[-1][2] - samples[0][2]) / (samples[-1][0] - samples[0][0])
     span = max(t1 - t0, 1e-9)
     step.broker_cores = (cpu_of(extra["broker"]) - extra_cpu0["broker"]) / span
@@ -523,9 +555,9 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
 # --------------------------------------------------------------------------- report
 
 
-def marginal_mb(steps: list[Step], mode: str) -> float | None:
-    """Least-squares slope of total RSS over N for ``mode`` (MB per extra light dagger)."""
-    pts = [(float(s.n), s.rss_mb) for s in steps if s.mode == mode and s.ran]
+def marginal_mb(steps: list[Step], mode: str, attr: str = "rss_mb") -> float | None:
+    """Least-squares slope of total RSS (or ``pss_mb``) over N for ``mode`` (MB per extra light dagger)."""
+    pts = [(float(s.n), float(getattr(s, attr))) for s in steps if s.mode == mode and s.ran]
     if len(pts) < 2:
         return None
     mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
@@ -534,21 +566,38 @@ def marginal_mb(steps: list[Step], mode: str) -> float | None:
 
 
 def table(steps: list[Step]) -> str:
-    head = ["mode", "N light", "daggers", "processes", "RSS total (MB)", "RSS peak (MB)", "cores (daggers)",
+    head = ["mode", "N light", "daggers", "processes", "RSS total (MB)", "RSS peak (MB)", "PSS total (MB)",
+            "cores (daggers)",
             "light p99 median / max (s)", "heavy p99 (s)", "heavy events/s", "warm after (s)",
             "load avg before → after", "note"]
     rows = []
     for s in steps:
         if not s.ran:
-            rows.append([s.mode, str(s.n), str(s.daggers), *["-"] * 9, s.note.strip()])
+            rows.append([s.mode, str(s.n), str(s.daggers), *["-"] * 10, s.note.strip()])
             continue
         lat = (f"{s.light_p99_median_s:.1f} / {s.light_p99_max_s:.1f}" if s.light_p99_max_s is not None else "-")
         rows.append([s.mode, str(s.n), str(s.daggers), str(s.processes), f"{s.rss_mb:,.0f}", f"{s.rss_peak_mb:,.0f}",
-                     f"{s.cores:.2f}", lat, f"{s.heavy_p99_s:.1f}" if s.heavy_p99_s is not None else "-",
+                     f"{s.pss_mb:,.0f}" if s.pss_mb else "-", f"{s.cores:.2f}", lat, f"{s.heavy_p99_s:.1f}" if s.heavy_p99_s is not None else "-",
                      f"{s.heavy_rate:,.0f}", f"{s.start_s:.0f}",
                      f"{s.load_before[0]:.1f} → {s.load_after[0]:.1f}", s.note.strip()])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def mb(value: float | None) -> str:
+    return f"{value:,.0f} MB" if value is not None else "-"
+
+
+def kinds_table(steps: list[Step]) -> str:
+    """Per step, the PSS of each process kind: where the memory of the daggers is."""
+    kinds = sorted({k for s in steps for k in s.pss_by_kind_mb})
+    lines = ["| mode | N light | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 2)]
+    for s in steps:
+        if s.pss_by_kind_mb:
+            cells = [f"{s.pss_by_kind_mb[k]:,.0f} ({s.count_by_kind.get(k, 0)})" if k in s.pss_by_kind_mb else "-"
+                     for k in kinds]
+            lines.append(f"| {s.mode} | {s.n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -563,13 +612,16 @@ def plot(steps: list[Step], path: Path) -> None:
         ran = sorted((s for s in steps if s.mode == mode and s.ran), key=lambda s: s.n)
         if not ran:
             continue
-        mem.plot([s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o-", color=colour, label=mode)
+        mem.plot([s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o:", color=colour, label=f"{mode} (RSS)")
+        pss = [(s.n, s.pss_mb / 1024) for s in ran if s.pss_mb]
+        if pss:
+            mem.plot([n for n, _ in pss], [v for _, v in pss], "o-", color=colour, label=f"{mode} (PSS)")
         for attr, style, what in (("light_p99_max_s", "o-", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
             pts = [(s.n, getattr(s, attr)) for s in ran if getattr(s, attr) is not None]  # no window: no point
             if pts:
                 lat.plot([n for n, _ in pts], [v for _, v in pts], style, color=colour, label=f"{mode}: {what}")
     mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
-    mem.set(xlabel="light daggers (+1 heavy)", ylabel="resident memory, all processes (GB)", title="Memory")
+    mem.set(xlabel="light daggers (+1 heavy)", ylabel="memory, all processes (GB)", title="Memory")
     lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
     lat.set(xlabel="light daggers (+1 heavy)", ylabel="p99 watermark → InfluxDB (s)", title="Latency")
     for ax in (mem, lat):
@@ -606,7 +658,12 @@ def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: P
 {table(steps)}
 
 Marginal memory per light dagger (slope of total RSS over N): shared {f'{shared:,.0f} MB' if shared is not None else '-'},
-dedicated {f'{dedicated:,.0f} MB' if dedicated is not None else '-'}. {ratio}
+dedicated {f'{dedicated:,.0f} MB' if dedicated is not None else '-'}; of total PSS: shared {mb(marginal_mb(steps, "shared", "pss_mb"))},
+dedicated {mb(marginal_mb(steps, "dedicated", "pss_mb"))}. {ratio}
+
+PSS by process kind (MB, mean; the most processes of the kind at once in brackets):
+
+{kinds_table(steps)}
 
 ![density](docs/bench/{plot_path.name})
 """
@@ -646,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         out.write_text(json.dumps({"args": vars(args), "machine": machine(),
                                    "steps": [dataclasses.asdict(s) for s in steps],
-                                   "marginal_mb": {m: marginal_mb(steps, m) for m in modes}}, indent=1))
+                                   "marginal_mb": {m: marginal_mb(steps, m) for m in modes},
+                                   "marginal_pss_mb": {m: marginal_mb(steps, m, "pss_mb") for m in modes}}, indent=1))
 
     try:
         with local_stack(folder / "stack", args.broker) as stack:
@@ -657,7 +715,8 @@ def main(argv: list[str] | None = None) -> int:
                 for n in counts:
                     step = run_step(mode, n, stack, folder, args, per_dagger_gb)
                     steps.append(step)
-                    print(f"  {mode} N={n}: {step.rss_mb:,.0f} MB, {step.cores:.2f} cores, light p99 max "
+                    print(f"  {mode} N={n}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
+                          f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores, light p99 max "
                           f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s} {step.note}", flush=True)
                     if mode == "dedicated" and step.ran and step.daggers:
                         per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)

@@ -74,6 +74,27 @@ def forest(roots: list[int]) -> dict[int, list[ProcInfo]]:
     return result
 
 
+def pss_bytes(pid: int) -> int:
+    """Return ``pid``'s proportional set size in bytes (0 when it is gone or unreadable).
+
+    PSS splits each page shared by several processes between them, so the PSS of a group of processes
+    sums to the memory they hold together; RSS counts a shared page once per process (Python workers
+    forked from ``pyspark.daemon`` share most of theirs)."""
+    try:
+        for line in (_PROC / str(pid) / "smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def python_module(info: ProcInfo) -> str:
+    """Return the module a Python process runs with ``-m`` (``pyspark.daemon``, ...), or ``""``."""
+    args = info.cmdline.split()
+    return args[args.index("-m") + 1] if "-m" in args[:-1] else ""
+
+
 def role(info: ProcInfo, root: int) -> str:
     """Classify a process of a job's tree: ``driver-python``, ``jvm``, ``worker`` or ``other``."""
     if info.pid == root:
