@@ -14,6 +14,9 @@ assignment was removed and replaces those whose token changed, each without touc
   ``host.json`` and exits with code 3 at once; whoever supervises it (the controller) starts a new
   host on the same folder, which starts every assignment again from its own checkpoint.
 
+Each query's streaming Python source keeps a Python process on the driver: in a host they are forked
+from a fork server started with it (:mod:`job.shared.forkserver`), a few MB each instead of ~70.
+
 API for a supervisor: start this module with ``start_new_session=True`` and its output in
 ``DIR/host.log``; wait for ``host.json`` state ``ready`` (optional: assignments written earlier are
 picked up at start); then :class:`job.shared.channel.HostFolder` ``assign``/``unassign`` and
@@ -55,6 +58,7 @@ class SharedHost:
         self.stopping = threading.Event()
         self._start_gate = threading.Lock()  # one query starts at a time
         self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
+        self.fork_server_pid: int | None = None  # job.shared.forkserver, when it runs
 
     # ---- the application ------------------------------------------------------------------------
 
@@ -81,6 +85,7 @@ class SharedHost:
         running = sorted(k for k, d in self.daggers.items() if not d.ended)
         self.folder.report_host(pid=os.getpid(), start_time=process_start_time(os.getpid()), state=state,
                                 master=self.master, jvm_pid=getattr(self._jvm, "pid", None), error=error,
+                                fork_server_pid=self.fork_server_pid,
                                 daggers=running, pools=self.pools() if state == "ready" else [])
 
     # ---- one round ------------------------------------------------------------------------------
@@ -147,6 +152,8 @@ def build_host_session(master: str) -> Any:
 
     return build_session("daggers-shared", master=master, extra={
         "spark.scheduler.mode": "FAIR",
+        # Executors elsewhere run Spark's Python through the launcher too (job.shared.forkserver).
+        "spark.executorEnv.DAGGERS_PYTHON": os.environ.get("DAGGERS_PYTHON", sys.executable),
         # Streaming queries each keep a few jobs' worth of UI state: keep less of it per application.
         "spark.sql.streaming.numRecentProgressUpdates": "20",
         "spark.ui.retainedJobs": "200",
@@ -161,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="The host's folder (assignments, states, host.json).")
     parser.add_argument("--master", default="local[*]", help="Spark master: local[*] or spark://host:port.")
     parser.add_argument("--poll", type=float, default=0.5, help="Seconds between two reads of the assignments.")
+    parser.add_argument("--no-fork-server", action="store_true",
+                        help="Start each query's Python source runner afresh (see job.shared.forkserver).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s: %(message)s",
                         datefmt="%H:%M:%S")
@@ -171,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     folder.report_host(pid=os.getpid(), state="starting", master=args.master)
+    fork = None
+    if not args.no_fork_server:
+        from job.shared import forkserver
+
+        fork = forkserver.start()
     try:
         spark = build_host_session(args.master)
     except Exception as exc:
@@ -179,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         folder.report_host(pid=os.getpid(), state="exited", master=args.master, error=first[:300])
         return 2
     host = SharedHost(args.folder, spark, master=args.master, poll_s=args.poll)
+    host.fork_server_pid = fork[0].pid if fork is not None else None
     host.stopping = stopping
     code = host.run()
     if code == EXIT_APPLICATION_LOST:

@@ -87,6 +87,19 @@ class World:
                  == len(self.rows), 60, host.folder.log_path)
 
 
+def children_of(pid: int) -> list[int]:
+    """Return the PIDs of ``pid``'s live child processes."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text[text.rfind(")") + 2:].split()[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
 def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
                                                                            tmp_path: Path) -> None:
     w = World(tansu_broker, influxdb, tmp_path)
@@ -131,6 +144,9 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
         pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", "dagger-two", "dagger-sink"}
                          <= set(h.get("pools") or []) and h["pools"], 30)
         assert "dagger-udf" in pools
+        # the running queries' source runners (one each) were forked from the host's fork server
+        fork = (f.host() or {}).get("fork_server_pid")
+        assert fork and len(children_of(int(fork))) == 3, (fork, children_of(int(fork or 0)))
 
         # (b) the sink becomes unreachable: past its one retry, that dagger fails alone
         relay.cut()

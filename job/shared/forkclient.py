@@ -1,0 +1,63 @@
+"""The client of :mod:`job.shared.forkserver`: ``python -S forkclient.py -m MODULE [ARGS]``.
+
+Run by ``spark_python.sh`` in place of ``python -m MODULE`` when the C client (``forkclient.c``, the
+same protocol in 0.3 MB) could not be built. It sends its standard streams,
+environment and working folder to the fork server, then stands for the child the server forked:
+SIGTERM and SIGINT are passed on to it, and it exits with the child's exit code. When the server
+cannot be reached, it runs the module itself (``exec`` of the interpreter), as Spark asked.
+
+It uses the standard library only (``-S``: no site-packages), so that it stays a few MB.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import os
+import signal
+import socket
+import sys
+
+
+def run_locally(args: list[str]) -> None:
+    """Replace this process with ``python ARGS`` (the interpreter named by DAGGERS_PYTHON)."""
+    python = os.environ.get("DAGGERS_PYTHON") or sys.executable
+    os.execv(python, [python, *args])
+
+
+def encode(module: str, args: list[str], cwd: str, env: dict[str, str]) -> bytes:
+    """Return the request: NUL-terminated module, folder, argument count, arguments and
+    ``KEY=VALUE`` environment entries."""
+    parts = [module, cwd, str(len(args)), *args, *(f"{k}={v}" for k, v in env.items())]
+    return b"".join(os.fsencode(p) + b"\0" for p in parts)
+
+
+def main(args: list[str]) -> int:
+    path = os.environ.get("DAGGERS_FORK_SERVER", "")
+    if len(args) < 2 or args[0] != "-m" or not path:
+        run_locally(args)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        conn.sendmsg([encode(args[1], args[2:], os.getcwd(), dict(os.environ))],
+                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        pid = int(conn.recv(64))
+    except (OSError, ValueError):
+        conn.close()
+        run_locally(args)
+        return 1  # not reached
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
+    reply = conn.recv(64)  # "exit <code>", or nothing when the child died without a word
+    if reply.startswith(b"exit "):
+        return int(reply.split()[1])
+    return 143
+
+
+def _forward(pid: int, signum: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

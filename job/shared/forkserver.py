@@ -1,0 +1,233 @@
+"""A fork server for the Python processes Spark keeps per streaming query in a shared host.
+
+Spark runs each streaming Python data source's planning side (``initialOffset``, ``latestOffset``,
+``partitions``, ``commit``) in a Python process of its own, started with
+``<pythonExec> -m pyspark.sql.streaming.python_streaming_source_runner`` and kept for the life of
+the query. Started afresh, each one imports pyspark, pyarrow, numpy, protobuf and the Kafka source
+again: about 70 MB (PSS) per query, measured, which is most of a shared dagger's memory.
+
+In a shared host, Spark's ``pythonExec`` is :data:`LAUNCHER` (``spark_python.sh``). For the
+source runner it runs :mod:`job.shared.forkclient`, which hands its standard streams, environment
+and working folder to this server over a Unix socket; the server, which imported those modules once,
+forks a child that runs the runner module with them. The child shares the imported modules' pages
+with the server (copy on write, ``gc.freeze()`` keeps the collector from touching them), so a query
+costs a few MB. Every other Python process Spark starts (the worker daemon, UDF workers) is the
+plain interpreter (the launcher ``exec``\\ s it).
+
+Lifetimes: the client stays as the process Spark knows (it forwards SIGTERM/SIGINT to the child and
+exits with the child's exit code); when the client goes away (Spark killed it), the child's
+connection closes and the child exits. The server exits when the process that started it exits.
+
+Protocol (one request per connection, a ``SOCK_SEQPACKET`` socket, so messages keep their bounds):
+the client sends one message (module, folder, argument count, arguments and ``KEY=VALUE``
+environment entries, each NUL-terminated) with its file descriptors 0, 1 and 2 attached
+(``SCM_RIGHTS``); the server answers with the child's PID (decimal); the child sends ``exit <code>``
+when the module returns or raises ``SystemExit``. The client is ``forkclient.c`` (0.3 MB), built at
+start with the system's C compiler, or :mod:`job.shared.forkclient` (10 MB) without one.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import gc
+import logging
+import os
+import runpy
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+#: The only module served: anything else is refused (the client then runs it itself).
+RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+#: Imported once by the server, before it forks: what the runner and the Kafka source need.
+PRELOAD = (RUNNER, "job.sources.kafka", "confluent_kafka", "pyarrow", "pyarrow.compute")
+#: Spark's ``pythonExec`` in a shared host (see the module docstring).
+LAUNCHER = Path(__file__).with_name("spark_python.sh")
+#: Environment read by :data:`LAUNCHER`: the interpreter, and the server's socket (unset: no server).
+PYTHON_ENV, SOCKET_ENV, CLIENT_ENV = "DAGGERS_PYTHON", "DAGGERS_FORK_SERVER", "DAGGERS_FORK_CLIENT"
+MAX_MESSAGE = 1 << 20
+
+log = logging.getLogger("daggers.shared")
+
+
+def receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    """Return the request (``module``, ``cwd``, ``argv``, ``env``) and the file descriptors attached."""
+    fds = array.array("i")
+    msg, ancdata, _flags, _addr = conn.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return decode(msg), list(fds)
+
+
+def decode(msg: bytes) -> dict:
+    """Parse a request (see :func:`job.shared.forkclient.encode`); raises ValueError when it is not one."""
+    parts = [os.fsdecode(p) for p in msg.split(b"\0")[:-1]]
+    if len(parts) < 3:
+        raise ValueError("a short request")
+    count = int(parts[2])
+    env = dict(entry.split("=", 1) for entry in parts[3 + count:] if "=" in entry)
+    return {"module": parts[0], "cwd": parts[1], "argv": parts[3:3 + count], "env": env}
+
+
+def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: take the client's streams, environment and folder, run the module, report
+    its exit code to the client, and exit. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for target, fd in zip((0, 1, 2), fds, strict=False):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        sys.path[1:1] = extra
+        sys.argv = [request["module"], *request.get("argv", [])]
+        threading.Thread(target=_exit_with_client, args=(conn,), daemon=True).start()
+        # The module itself runs afresh as __main__ (what it imports stays loaded from the server).
+        sys.modules.pop(request["module"], None)
+        try:
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child must exit, reporting what it can
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            conn.sendall(f"exit {code}".encode())
+        os._exit(code)
+
+
+def _exit_with_client(conn: socket.socket) -> None:
+    """Exit the child as soon as the client's connection closes (Spark stopped or killed the client)."""
+    with contextlib.suppress(OSError):
+        while conn.recv(64):
+            pass
+    os._exit(143)
+
+
+def serve(path: Path, parent: int, modules: tuple[str, ...] = (RUNNER,)) -> None:
+    """Accept requests on ``path`` until the process ``parent`` exits; fork a child for each request
+    to run one of ``modules`` (others are refused: the client then runs the module itself)."""
+    for module in PRELOAD:
+        __import__(module)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    server.bind(str(path))
+    server.listen(64)
+    gc.collect()
+    gc.freeze()  # the imported modules' objects stay out of the children's collections: fewer copied pages
+    ready = path.with_suffix(".ready")
+    ready.write_text(str(os.getpid()))
+    try:
+        while os.getppid() == parent:
+            readable, _, _ = select.select([server], [], [], 1.0)
+            if not readable:
+                continue
+            conn, _ = server.accept()
+            try:
+                request, fds = receive(conn)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            if request.get("module") not in modules or len(fds) != 3:
+                for fd in fds:
+                    os.close(fd)
+                conn.close()
+                continue
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                run_child(conn, request, fds)
+            for fd in fds:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                conn.sendall(str(pid).encode())
+            conn.close()
+    finally:
+        for leftover in (path, ready):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | None:
+    """Start a fork server for this process and point Spark's Python at :data:`LAUNCHER`; return the
+    server process and its socket, or None (with Spark's Python left as it was) when it cannot start.
+
+    Call before the Spark session is built. The server exits when this process does."""
+    if not os.access(LAUNCHER, os.X_OK):
+        log.warning("no fork server: %s is not executable; each query's source runner starts afresh", LAUNCHER)
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="daggers-fork-"))  # short: a Unix socket path has 108 bytes
+    path = folder / "sock"
+    proc = subprocess.Popen([sys.executable, "-m", "job.shared.forkserver", str(path)])
+    deadline = time.monotonic() + timeout_s
+    while not path.with_suffix(".ready").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            log.warning("no fork server (it %s); each query's source runner starts afresh",
+                        "exited" if proc.poll() is not None else f"was not ready after {timeout_s:.0f} s")
+            return None
+        time.sleep(0.05)
+    env = {"PYSPARK_PYTHON": str(LAUNCHER), PYTHON_ENV: sys.executable, SOCKET_ENV: str(path)}
+    client = build_client(folder)
+    if client is not None:
+        env[CLIENT_ENV] = str(client)
+    os.environ.update(env)
+    return proc, path
+
+
+def build_client(folder: Path) -> Path | None:
+    """Compile ``forkclient.c`` into ``folder`` with the system's C compiler; None when there is none
+    or it fails (the launcher then uses the Python client)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    out = folder / "forkclient"
+    done = subprocess.run([cc, "-O2", "-o", str(out), str(Path(__file__).with_name("forkclient.c"))],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 or not os.access(out, os.X_OK):
+        log.warning("the C fork client did not build (%s); using the Python one", done.stderr.strip()[:200])
+        return None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m job.shared.forkserver SOCKET [--also MODULE]``: serve until the parent process exits
+    (``--also`` serves another module too: for tests)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m job.shared.forkserver")
+    parser.add_argument("socket", type=Path)
+    parser.add_argument("--also", action="append", default=[], help="Serve this module too.")
+    args = parser.parse_args(argv)
+    for module in args.also:
+        __import__(module)
+    serve(args.socket, os.getppid(), (RUNNER, *args.also))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

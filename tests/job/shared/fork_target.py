@@ -1,0 +1,14 @@
+"""A module the fork-server tests ask for: prints what it was given, then exits or waits."""
+
+import json
+import os
+import sys
+import time
+
+if __name__ == "__main__":
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
+                      "marker": os.environ.get("FORK_TEST_MARKER")}), flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    if "--wait" in sys.argv:
+        time.sleep(120)
+    sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)

@@ -1,0 +1,108 @@
+"""The fork server (job.shared.forkserver) with both clients: a request runs in a child forked from the
+server, with the client's streams, environment, folder and arguments; the exit code comes back; signals
+reach the child; a refused module and a missing server fall back to running the module in place."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from job.shared import forkserver
+from job.stack.process import pid_alive
+
+REPO = Path(__file__).resolve().parents[3]
+TARGET = "tests.job.shared.fork_target"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
+    sock = tmp_path_factory.mktemp("fs") / "sock"
+    assert len(str(sock)) < 100, sock  # a Unix socket path has 108 bytes
+    proc = subprocess.Popen([sys.executable, "-m", "job.shared.forkserver", str(sock), "--also", TARGET], cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not sock.with_suffix(".ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the fork server did not start"
+        time.sleep(0.05)
+    yield proc.pid, sock
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module", params=["c", "python"])
+def client_env(request: pytest.FixtureRequest, server: tuple[int, Path], tmp_path_factory: pytest.TempPathFactory
+               ) -> dict[str, str]:
+    env = {**os.environ, forkserver.SOCKET_ENV: str(server[1]), forkserver.PYTHON_ENV: sys.executable,
+           "FORK_TEST_MARKER": "m-42", "PYTHONPATH": str(REPO)}
+    env.pop(forkserver.CLIENT_ENV, None)
+    if request.param == "c":
+        built = forkserver.build_client(tmp_path_factory.mktemp("client"))
+        assert built is not None, "cc is on the machine: the C client must build"
+        env[forkserver.CLIENT_ENV] = str(built)
+    return env
+
+
+def client_argv(env: dict[str, str], *args: str) -> list[str]:
+    """The client the launcher would run: the C one when built, else the Python one."""
+    client = env.get(forkserver.CLIENT_ENV)
+    if client:
+        return [client, *args]
+    return [sys.executable, "-S", str(forkserver.LAUNCHER.with_name("forkclient.py")), *args]
+
+
+def fields(line: str) -> dict[str, Any]:
+    return json.loads(line)
+
+
+def test_a_request_runs_in_a_forked_child_with_the_clients_streams_env_and_exit_code(
+        server: tuple[int, Path], client_env: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run(client_argv(client_env, "-m", TARGET, "a b", "7"), env=client_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 7, done.stderr
+    got = fields(done.stdout.strip())
+    assert got["ppid"] == server[0]  # forked by the server, not started afresh
+    assert got["cwd"] == str(tmp_path) and got["marker"] == "m-42" and got["argv"] == ["a b", "7"]
+    assert done.stderr.strip() == "to stderr"
+
+
+def test_sigterm_reaches_the_child_and_a_killed_client_takes_the_child_with_it(
+        server: tuple[int, Path], client_env: dict[str, str], tmp_path: Path) -> None:
+    children = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen(client_argv(client_env, "-m", TARGET, "--wait"), env=client_env, cwd=tmp_path,
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        child = int(fields(proc.stdout.readline().strip())["pid"])
+        assert child != proc.pid and pid_alive(child)
+        children.append(child)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=30)
+        assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(child), f"the child {child} outlived its client ({sig.name})"
+
+
+def test_what_the_server_does_not_serve_runs_in_place(client_env: dict[str, str], tmp_path: Path) -> None:
+    # the launcher sends only the source runner to the server: anything else is the plain interpreter
+    done = subprocess.run([str(forkserver.LAUNCHER), "-m", TARGET, "3"], env=client_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and fields(done.stdout.strip())["ppid"] == os.getpid()
+    # a module the server refuses: the client runs it itself
+    done = subprocess.run(client_argv(client_env, "-m", "platform"), env=client_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Linux" in done.stdout, done.stderr
+    # no server at the socket: the client runs the module itself (python replaces the client)
+    gone = {**client_env, forkserver.SOCKET_ENV: str(tmp_path / "gone.sock")}
+    done = subprocess.run(client_argv(gone, "-m", TARGET, "5"), env=gone, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 5 and fields(done.stdout.strip())["ppid"] == os.getpid()
