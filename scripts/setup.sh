@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up Daggers on a fresh Debian 12 machine: system services from Debian, Python packages in .venv.
+# Set up Daggers on a fresh Debian 12 machine: system services from Debian, Python packages in .venv
+# (gcc builds the shared host's 0.3 MB fork client, job/shared/forkclient.c).
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless chromium)
+APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless chromium gcc libc6-dev)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
