@@ -58,7 +58,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
     """
     from job.produce.generator import generate
     from job.produce.producer import ensure_topic, produce
-    from job.spark_session import build_session, running_session
+    from job.spark_session import borrowed_session
     from job.stack.influx import influx_query as influx_statement
 
     console = console or Console()
@@ -83,29 +83,25 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
         console.print(f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
                       f"event times {start:%H:%M:%S} to {now:%H:%M:%S} UTC")
     env = {"DAGGERS_BOOTSTRAP": bootstrap, "DAGGERS_INFLUX": influx}
-    # A session this process already runs (a test's) is used and left running: stopping it stops theirs.
-    running = running_session()
-    spark = running or build_session("daggers-demo", shuffle_partitions=2)
     results: dict[str, list[dict[str, object]]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="daggers-demo-"))
     try:
-        for stream, _topic, spec_file, measurement, field in DEMO_STREAMS:
-            spec = parse_spec((EXAMPLES / spec_file).read_text(), source=spec_file, env=env)
-            streams = [spec.streams[0].model_copy(update={"topics": [topics[stream]]})]
-            spec = spec.model_copy(update={"checkpoint_dir": str(scratch / spec.name), "streams": streams})
-            started = time.monotonic()
-            progress = run_foreground(plan(spec, state_dir), available_now=True, spark=spark)
-            console.print(f"[bold]dagger {spec.name}[/]: {progress.input_rows:,} events in "
-                          f"{time.monotonic() - started:.1f} s, {progress.late_rows_dropped} late dropped")
-            rows = influx_query(influx, DATABASE,
-                                f"SELECT count({field}) AS cells, sum({field}) AS total FROM {measurement} "
-                                f"WHERE time >= {int(start.timestamp())}s GROUP BY time(1m) fill(none)")
-            results[measurement] = rows
-            _print_windows(console, measurement, field, rows)
-            _explain_edges(console, start, now, spec.watermark_delay_ms)
+        with borrowed_session("daggers-demo", shuffle_partitions=2) as spark:
+            for stream, _topic, spec_file, measurement, field in DEMO_STREAMS:
+                spec = parse_spec((EXAMPLES / spec_file).read_text(), source=spec_file, env=env)
+                streams = [spec.streams[0].model_copy(update={"topics": [topics[stream]]})]
+                spec = spec.model_copy(update={"checkpoint_dir": str(scratch / spec.name), "streams": streams})
+                started = time.monotonic()
+                progress = run_foreground(plan(spec, state_dir), available_now=True, spark=spark)
+                console.print(f"[bold]dagger {spec.name}[/]: {progress.input_rows:,} events in "
+                              f"{time.monotonic() - started:.1f} s, {progress.late_rows_dropped} late dropped")
+                rows = influx_query(influx, DATABASE,
+                                    f"SELECT count({field}) AS cells, sum({field}) AS total FROM {measurement} "
+                                    f"WHERE time >= {int(start.timestamp())}s GROUP BY time(1m) fill(none)")
+                results[measurement] = rows
+                _print_windows(console, measurement, field, rows)
+                _explain_edges(console, start, now, spec.watermark_delay_ms)
     finally:
-        if running is None:
-            spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     console.print("[green]done[/]: the stack keeps running (daggers status / daggers down); run the demo again "
                   "for a fresh start, same counts")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -91,6 +94,20 @@ def _terminal_foreground() -> bool:
         except OSError:
             continue
     return False
+
+
+@contextmanager
+def borrowed_session(app_name: str, **kwargs: Any) -> Iterator[SparkSession]:
+    """Yield the SparkSession this process already runs, left running afterwards, or else a new one
+    (:func:`build_session` with ``kwargs``), stopped afterwards: stopping a running one would stop every
+    other query of the process (a test's, a caller's)."""
+    running = running_session()
+    spark = running or build_session(app_name, **kwargs)
+    try:
+        yield spark
+    finally:
+        if running is None:
+            spark.stop()
 
 
 def running_session() -> SparkSession | None:

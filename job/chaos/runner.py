@@ -231,16 +231,12 @@ class ChaosRun:
         from pyspark.sql import functions as F
 
         from job.functions.spark_udfs import register_functions
-        from job.spark_session import build_session, running_session
+        from job.spark_session import borrowed_session
         from job.sql import translate
         from job.sql.rewrite import BARRIER_COLUMN
 
         table = self.topic_table()
-        # A session this process already runs (e.g. a caller's) is used and left running: stopping it
-        # would stop every other query of the process.
-        running = running_session()
-        spark = running or build_session("chaos-ground-truth", shuffle_partitions=2)
-        try:
+        with borrowed_session("chaos-ground-truth", shuffle_partitions=2) as spark:
             register_functions(spark)
             translation = translate(self.sql, {"data_stream": set(table.column_names)})
             df = spark.createDataFrame(table.to_pandas())
@@ -251,9 +247,6 @@ class ChaosRun:
              .createOrReplaceTempView("data_stream"))
             sql = translation.spark_sql
             rows = spark.sql(sql).drop(BARRIER_COLUMN).toArrow().to_pylist()
-        finally:
-            if running is None:
-                spark.stop()
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in rows:
             tags = tuple(sorted((k.removeprefix("label_") if k.startswith("label_") else k, str(v))

@@ -75,11 +75,9 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
     from job.plan import register_plan_functions
     from job.sources.kafka import SOURCE_NAME, register_source, source_options
-    from job.spark_session import build_session, running_session
+    from job.spark_session import borrowed_session
 
-    running = running_session()
-    spark = running or build_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism)
-    try:
+    with borrowed_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism) as spark:
         register_source(spark)
         register_plan_functions(spark, p)
         from pyspark.sql import functions as F
@@ -96,9 +94,6 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
              .withColumn(BARRIER_COLUMN, F.rand())
              .createOrReplaceTempView(s.table))
         spark.sql(p.translation.spark_sql).explain(mode="extended")
-    finally:
-        if running is None:
-            spark.stop()
 
 
 def register(app: typer.Typer) -> None:
