@@ -1,6 +1,6 @@
 """A streaming query's liveness file, shared by the dedicated launcher and the shared host.
 
-``<checkpoint>/query.json`` is written by :class:`LivenessListener` when Spark reports the query
+``<checkpoint>/query.json`` is written by :func:`liveness_listener`'s listener when Spark reports the query
 started and refreshed on every progress and idle event. The runner's ``status.json`` only changes
 after a micro-batch, so without it a dagger that resumes onto topics with nothing new would look
 "starting" forever. The controller (:mod:`job.control`) reads it with :func:`read_json`; this module

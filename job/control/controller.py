@@ -53,7 +53,6 @@ from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_
 from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
-    QUERY_FILE,
     Command,
     Proc,
     Standby,
@@ -61,11 +60,11 @@ from job.control.processes import (
     default_command,
     default_standby_command,
     last_error,
-    read_json,
     tail_file,
 )
 from job.control.registry import Registry
 from job.errors import DaggerError
+from job.liveness import QUERY_FILE, read_json
 from job.stack.process import group_members, pid_alive, process_start_time
 
 log = logging.getLogger("daggers.controller")

@@ -28,11 +28,6 @@ from job.liveness import QUERY_FILE, liveness_listener
 log = logging.getLogger("daggers.launch")
 
 
-def LivenessListener(path: Path) -> Any:  # noqa: N802 - kept as the name callers know
-    """Return the query liveness listener writing ``path`` (see :func:`job.liveness.liveness_listener`)."""
-    return liveness_listener(path)
-
-
 def _warm(spark: Any) -> None:
     """Start what a dagger's first batch would otherwise wait for: the data source, the functions, a job
     on the executors and a Python worker."""
@@ -94,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                                   extra=p.spec.spark_conf)
         else:
             spark.conf.set("spark.sql.shuffle.partitions", str(p.spec.parallelism))
-        spark.streams.addListener(LivenessListener(p.checkpoint / QUERY_FILE))
+        spark.streams.addListener(liveness_listener(p.checkpoint / QUERY_FILE))
         progress = run_foreground(p, spark=spark)
     except DaggerError as exc:
         print(f"{exc.title}: {exc.message}", file=sys.stderr, flush=True)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from job.errors import DaggerError
-from job.liveness import QUERY_FILE, read_json  # noqa: F401 - re-exported for the controller
 from job.stack.process import group_members, pid_alive
 
 #: Builds the command that runs one dagger: (spec file, state folder, Spark master) -> argv.

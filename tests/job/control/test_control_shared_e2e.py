@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from job.control import ControlPlane
-from job.control.processes import read_json
 from job.control.views import DaggerView
+from job.liveness import read_json
 from job.stack.process import group_members, pid_alive
 from tests.helpers import influx_points, produce_step
 from tests.job.control.control_seed import live_world, stop_controllers

@@ -84,6 +84,6 @@ def windows(influxdb: Any, db: str) -> dict[tuple, int]:
 
 
 def status(checkpoint: Path) -> dict[str, Any]:
-    from job.control.processes import read_json
+    from job.liveness import read_json
 
     return read_json(checkpoint / "status.json") or {}

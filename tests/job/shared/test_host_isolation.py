@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from job.control.processes import read_json
+from job.liveness import read_json
 from job.produce.generator import generate
 from job.shared.channel import HostFolder
 from job.stack.broker import create_topic
