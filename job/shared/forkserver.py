@@ -94,7 +94,7 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os.chdir(request["cwd"])
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
         sys.path[1:1] = extra
-        sys.argv = [request["module"], *request.get("argv", [])]
+        sys.argv = [request["module"], *request["argv"]]
         threading.Thread(target=_exit_with_client, args=(conn,), daemon=True).start()
         # The module itself runs afresh as __main__ (what it imports stays loaded from the server).
         sys.modules.pop(request["module"], None)
@@ -126,7 +126,8 @@ def _exit_with_client(conn: socket.socket) -> None:
 
 def serve(path: Path, parent: int, modules: tuple[str, ...] = (RUNNER,)) -> None:
     """Accept requests on ``path`` until the process ``parent`` exits; fork a child for each request
-    to run one of ``modules`` (others are refused: the client then runs the module itself)."""
+    to run one of ``modules`` (others are refused: the client then runs the module itself). The
+    socket's folder belongs to the server: it is removed when the server exits."""
     for module in PRELOAD:
         __import__(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
@@ -165,10 +166,7 @@ def serve(path: Path, parent: int, modules: tuple[str, ...] = (RUNNER,)) -> None
                 conn.sendall(str(pid).encode())
             conn.close()
     finally:
-        for leftover in (path, ready):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
-        shutil.rmtree(path.parent, ignore_errors=True)
+        shutil.rmtree(path.parent, ignore_errors=True)  # the socket's folder is the server's own
 
 
 def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | None:

@@ -153,7 +153,7 @@ def build_host_session(master: str) -> Any:
     return build_session("daggers-shared", master=master, extra={
         "spark.scheduler.mode": "FAIR",
         # Executors elsewhere run Spark's Python through the launcher too (job.shared.forkserver).
-        "spark.executorEnv.DAGGERS_PYTHON": os.environ.get("DAGGERS_PYTHON", sys.executable),
+        "spark.executorEnv.DAGGERS_PYTHON": sys.executable,
         # Streaming queries each keep a few jobs' worth of UI state: keep less of it per application.
         "spark.sql.streaming.numRecentProgressUpdates": "20",
         "spark.ui.retainedJobs": "200",
