@@ -305,7 +305,7 @@ class Sampler:
             return "python-workers"
         return "source-runner" if "streaming_source_runner" in module else module
 
-    def sample(self, with_pss: bool = True) -> None:
+    def sample(self) -> None:
         trees = forest(self.roots)
         rss: dict[str, int] = {}
         pss: dict[str, int] = {}
@@ -317,14 +317,12 @@ class Sampler:
                 rss[r] = rss.get(r, 0) + p.rss
                 cpu += p.cpu_s
                 count += 1
-                if with_pss:
-                    k = self.kind(p, root)
-                    pss[k] = pss.get(k, 0) + pss_bytes(p.pid)
-                    kinds[k] = kinds.get(k, 0) + 1
+                k = self.kind(p, root)
+                pss[k] = pss.get(k, 0) + pss_bytes(p.pid)
+                kinds[k] = kinds.get(k, 0) + 1
         now = time.time()
         self.samples.append((now, rss, cpu, count))
-        if with_pss:
-            self.pss.append((now, pss, kinds))
+        self.pss.append((now, pss, kinds))
 
 
 def cpu_of(pid: int) -> float:
