@@ -107,7 +107,8 @@ class Dagger:
     checkpoint: Path
 
 
-def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str) -> str:
+def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str,
+              parallelism: int = 2, trigger_s: float = 1.0, conf: dict[str, str] | None = None) -> str:
     """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name``."""
     sql, tables, _ = KINDS[kind]
     streams = "".join(f"""  - table: {table}
@@ -125,11 +126,11 @@ streams:
 {streams}sql: |
 {body}
 watermark_delay_ms: {WATERMARK_DELAY_MS}
-parallelism: 2
+parallelism: {parallelism}
 checkpoint_dir: {checkpoint}
-trigger_interval_s: 1
+trigger_interval_s: {trigger_s:g}
 isolation: {isolation}
-sink:
+{"spark_conf:" + "".join(f"{chr(10)}  {k}: '{v}'" for k, v in conf.items()) + chr(10) if conf else ""}sink:
   type: influx
   url: {influx}
   database: {DB}
@@ -138,7 +139,8 @@ sink:
 
 
 def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topic: str, stack: Any,
-                 isolation: str) -> list[Dagger]:
+                 isolation: str, light_parallelism: int = 1, trigger_s: float = 1.0,
+                 light_conf: dict[str, str] | None = None) -> list[Dagger]:
     """Write the specs of ``n`` light daggers (kinds in turn) and, with ``heavy``, one heavy dagger."""
     kinds = list(KINDS)
     plan = [(f"l{i:03d}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], False) for i in range(n)]
@@ -150,7 +152,8 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
         path = folder / "specs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
-                                  checkpoint, isolation))
+                                  checkpoint, isolation, 2 if is_heavy else light_parallelism, trigger_s,
+                                  None if is_heavy else light_conf))
         out.append(Dagger(name, kind, is_heavy, path, checkpoint))
     return out
 
@@ -269,6 +272,9 @@ class Step:
     pss_mb: float = 0.0  # mean total PSS (shared pages split between the processes that share them)
     pss_by_kind_mb: dict[str, float] = field(default_factory=dict)  # by process kind (see Sampler.kind)
     count_by_kind: dict[str, int] = field(default_factory=dict)  # most processes of each kind at once
+    cores_by_kind: dict[str, float] = field(default_factory=dict)  # mean CPU cores by process kind
+    batches_per_s: float = 0.0  # micro-batches (no-data ones included) of all the daggers together
+    core_ms_per_batch: float = 0.0  # the daggers' CPU over their micro-batches: what one batch costs
     processes: int = 0
     cores: float = 0.0  # mean CPU cores of the daggers' processes
     feeder_cores: float = 0.0
@@ -291,6 +297,9 @@ class Sampler:
         self.roots = roots
         self.samples: list[tuple[float, dict[str, int], float, int]] = []  # t, rss by role, cpu s, processes
         self.pss: list[tuple[float, dict[str, int], dict[str, int]]] = []  # t, pss by kind, processes by kind
+        self.first_cpu: dict[int, float] = {}  # pid -> CPU seconds when first seen
+        self.last_cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, CPU seconds when last seen)
+        self.first_at = self.last_at = 0.0
 
     @staticmethod
     def kind(info: ProcInfo, root: int) -> str:
@@ -304,6 +313,15 @@ class Sampler:
         if module == "pyspark.daemon" or not module:
             return "python-workers"
         return "source-runner" if "streaming_source_runner" in module else module
+
+    def cores_by_kind(self) -> dict[str, float]:
+        """Mean CPU cores by process kind over the sampled span (a process that ended between two samples
+        counts up to its last sample; CPU its parent reaped shows in the parent's kind)."""
+        span = max(self.last_at - self.first_at, 1e-9)
+        out: dict[str, float] = {}
+        for pid, (k, cpu) in self.last_cpu.items():
+            out[k] = out.get(k, 0.0) + (cpu - self.first_cpu.get(pid, 0.0)) / span
+        return {k: round(v, 3) for k, v in sorted(out.items())}
 
     def sample(self) -> None:
         trees = forest(self.roots)
@@ -320,7 +338,12 @@ class Sampler:
                 k = self.kind(p, root)
                 pss[k] = pss.get(k, 0) + pss_bytes(p.pid)
                 kinds[k] = kinds.get(k, 0) + 1
+                # a process first seen after the first sample started within the span: all its CPU counts
+                self.first_cpu.setdefault(p.pid, p.cpu_s if not self.samples else 0.0)
+                self.last_cpu[p.pid] = (k, p.cpu_s)
         now = time.time()
+        self.first_at = self.first_at or now
+        self.last_at = now
         self.samples.append((now, rss, cpu, count))
         self.pss.append((now, pss, kinds))
 
@@ -416,7 +439,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     produce(stack.bootstrap, light_topic, driver_pings(WARMUP_EVENTS, 5, old, 10.0), progress=False)
     if heavy:
         produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
-    daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode)
+    daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
+                           args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf))
     runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
     t_start = time.time()
     runner.start(daggers)
@@ -458,6 +482,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         extra = {"broker": stack.broker.process.pid, "influx": stack.influx.process.pid}
         extra_cpu0 = {k: cpu_of(pid) for k, pid in extra.items()}
         feeder_cpu0 = sum(cpu_of(f.pid) for f in feeders)
+        batches0 = sum(int(status(d).get("batches") or 0) for d in daggers)
         t0 = time.time()
         arrivals: dict[tuple[str, int], list[tuple[float, int]]] = {}
         end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
@@ -477,6 +502,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                     series.append((now, n_points))
             time.sleep(args.poll_s)
         t1 = time.time()
+        step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
         step.note = runner.failed() or ""
         for f in feeders:
             stop(f, 10)
@@ -526,6 +552,9 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
                                for k in sorted(kinds)}
         step.count_by_kind = {k: max(c.get(k, 0) for _, _, c in sampler.pss) for k in sorted(kinds)}
         step.cores = (samples[-1][2] - samples[0][2]) / (samples[-1][0] - samples[0][0])
+        step.cores_by_kind = sampler.cores_by_kind()
+        if step.batches_per_s:
+            step.core_ms_per_batch = 1000 * step.cores / step.batches_per_s
     span = max(t1 - t0, 1e-9)
     step.broker_cores = (cpu_of(extra["broker"]) - extra_cpu0["broker"]) / span
     step.influx_cores = (cpu_of(extra["influx"]) - extra_cpu0["influx"]) / span
@@ -645,10 +674,10 @@ def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: P
 ## Dagger density: `python bench/bench_density.py {' '.join(argv)}`
 
 - Date: {datetime.now(UTC).strftime('%a %b %d %H:%M UTC %Y')} (run started {stamp})
-- Machine: {machine()} (shared VM: other engineers' test suites were running; the 1-minute load average
-  before and after each step is in the table)
-- Light daggers read {args.light_rate:,.0f} events/s each (one topic, all of it); the heavy dagger
-  {args.heavy_rate:,.0f} events/s; {args.seconds} s of feed per step. Memory: mean RSS of every process of the
+- Machine: {machine()} (the 1-minute load average before and after each step is in the table)
+- Light daggers read {args.light_rate:,.0f} events/s each (one topic, all of it; {args.light_parallelism} shuffle
+  partition(s)); the heavy dagger {args.heavy_rate:,.0f} events/s (2 shuffle partitions); every trigger
+  {args.trigger_s:g} s; {args.seconds} s of feed per step. Memory: mean RSS of every process of the
   daggers over the feed (drivers, JVMs, Python workers; broker, InfluxDB and feeders apart). p99: per dagger, from
   the send of the event that moved the watermark past a window's end to its points in InfluxDB.
   Every figure: `bench/results/density-{stamp}.json`.
@@ -675,6 +704,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--modes", default="shared,dedicated")
     ap.add_argument("--seconds", type=int, default=180, help="how long the feeders run per step")
     ap.add_argument("--light-rate", type=float, default=100.0)
+    ap.add_argument("--light-parallelism", type=int, default=1,
+                    help="shuffle partitions of a light dagger (the heavy one has 2)")
+    ap.add_argument("--light-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a spark.sql.* setting of every light dagger (repeatable)")
+    ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
     ap.add_argument("--start-timeout", type=float, default=600.0)
@@ -714,7 +748,9 @@ def main(argv: list[str] | None = None) -> int:
                     step = run_step(mode, n, stack, folder, args, per_dagger_gb)
                     steps.append(step)
                     print(f"  {mode} N={n}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
-                          f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores, light p99 max "
+                          f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores "
+                          f"{step.cores_by_kind}, {step.batches_per_s:.1f} batches/s, "
+                          f"{step.core_ms_per_batch:.0f} core-ms/batch, light p99 max "
                           f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s} {step.note}", flush=True)
                     if mode == "dedicated" and step.ran and step.daggers:
                         per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)

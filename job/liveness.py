@@ -33,29 +33,29 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def liveness_listener(path: Path) -> Any:
     """Return a StreamingQueryListener that writes ``{"state", "at", "id", "run_id"}`` to ``path`` on
     every query event and never raises (pyspark is imported here, so the controller needs none)."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from job.query_events import QueryEvents
 
-    class LivenessListener(StreamingQueryListener):
-        def _write(self, state: str, event: Any, **extra: Any) -> None:
+    class LivenessListener(QueryEvents):
+        def _write(self, state: str, query_id: str, run_id: str, **extra: Any) -> None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": str(getattr(event, "id", "")),
-                                           "run_id": str(getattr(event, "runId", "")), **extra}))
+                tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": query_id, "run_id": run_id,
+                                           **extra}))
                 tmp.replace(path)
             except Exception:  # a listener must never kill the query
                 log.exception("cannot write %s", path)
 
-        def onQueryStarted(self, event: Any) -> None:
-            self._write("started", event)
+        def on_started(self, query_id: str, run_id: str) -> None:
+            self._write("started", query_id, run_id)
 
-        def onQueryProgress(self, event: Any) -> None:
-            self._write("active", event.progress)
+        def on_progress(self, progress: dict[str, Any]) -> None:
+            self._write("active", str(progress.get("id", "")), str(progress.get("runId", "")))
 
-        def onQueryIdle(self, event: Any) -> None:
-            self._write("idle", event)
+        def on_idle(self, query_id: str, run_id: str) -> None:
+            self._write("idle", query_id, run_id)
 
-        def onQueryTerminated(self, event: Any) -> None:
-            self._write("terminated", event, exception=getattr(event, "exception", None))
+        def on_terminated(self, query_id: str, run_id: str, exception: str | None) -> None:
+            self._write("terminated", query_id, run_id, exception=exception)
 
     return LivenessListener()

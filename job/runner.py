@@ -22,10 +22,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
 from job.errors import BadRecordError, DaggerError, FunctionError, SinkError, SourceError
 from job.plan import DaggerPlan, pin_schema, register_plan_functions
+from job.query_events import QueryEvents
 from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
@@ -65,28 +66,16 @@ class Progress:
         return dict(self.__dict__)
 
 
-class _Listener(StreamingQueryListener):
+class _Listener(QueryEvents):
     def __init__(self, on_progress: Callable[[dict[str, Any]], None], on_idle: Callable[[str], None]) -> None:
         self._on_progress = on_progress
         self._on_idle = on_idle
 
-    def onQueryStarted(self, event: Any) -> None:
-        return None
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self._on_progress(progress)
 
-    def onQueryProgress(self, event: Any) -> None:
-        try:
-            self._on_progress(json.loads(event.progress.json))
-        except Exception:  # a listener must never kill the query
-            log.exception("progress listener failed")
-
-    def onQueryIdle(self, event: Any) -> None:
-        try:
-            self._on_idle(str(event.id))
-        except Exception:  # a listener must never kill the query
-            log.exception("idle listener failed")
-
-    def onQueryTerminated(self, event: Any) -> None:
-        return None
+    def on_idle(self, query_id: str, run_id: str) -> None:
+        self._on_idle(query_id)
 
 
 def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:

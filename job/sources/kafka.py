@@ -68,6 +68,9 @@ class SourceConfig:
     start_from: str = "earliest"
     max_records_per_batch: int = 0
     split_records: int = 200_000
+    #: A micro-batch's ranges are read by ceil(records / pack_records) tasks, at least one, each range
+    #: whole (small ranges share a task: a task's fixed cost dwarfs reading a few hundred records).
+    pack_records: int = 20_000
     bad_records: str = "skip"
     bad_records_dir: str = ""
     consumer_config: dict[str, str] | None = None
@@ -123,6 +126,7 @@ class SourceConfig:
             start_from=str(options.get("start_from", "earliest")),
             max_records_per_batch=int(options.get("max_records_per_batch", 0)),
             split_records=int(options.get("split_records", 200_000)),
+            pack_records=int(options.get("pack_records", 20_000)),
             bad_records=str(options.get("bad_records", "skip")),
             bad_records_dir=str(options.get("bad_records_dir", "")),
             consumer_config=json.loads(options.get("consumer_config", "{}")),
@@ -188,6 +192,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "start_from": cfg.start_from,
         "max_records_per_batch": str(cfg.max_records_per_batch),
         "split_records": str(cfg.split_records),
+        "pack_records": str(cfg.pack_records),
         "bad_records": cfg.bad_records,
         "bad_records_dir": cfg.bad_records_dir,
         "consumer_config": json.dumps(cfg.consumer_config or {}),
@@ -231,6 +236,46 @@ class OffsetRange(InputPartition):
         object.__setattr__(self, "value", (topic, partition, start, end, cluster, self.anchor))
 
 
+class RangeGroup(InputPartition):
+    """Several offset ranges of one micro-batch, read one after the other by one Spark task."""
+
+    ranges: tuple[OffsetRange, ...]
+
+    def __init__(self, ranges: list[OffsetRange]) -> None:
+        object.__setattr__(self, "ranges", tuple(ranges))
+        object.__setattr__(self, "value", tuple(r.value for r in ranges))
+
+
+def pack_ranges(ranges: list[OffsetRange], pack_records: int) -> list[InputPartition]:
+    """Return the tasks that read ``ranges``: ``ceil(records / pack_records)`` of them (at least one, at
+    most one per range), the ranges dealt largest first to the task with the fewest records so far.
+    Ranges are never cut (``split_records`` does that); a task of one range is that range itself."""
+    if pack_records <= 0 or len(ranges) < 2:
+        return list(ranges)
+    total = sum(r.end - r.start for r in ranges)
+    tasks = max(1, -(-total // pack_records))
+    if tasks >= len(ranges):
+        return list(ranges)
+    groups: list[list[OffsetRange]] = [[] for _ in range(tasks)]
+    loads = [0] * tasks
+    for r in sorted(ranges, key=lambda r: r.end - r.start, reverse=True):
+        i = loads.index(min(loads))
+        groups[i].append(r)
+        loads[i] += r.end - r.start
+    return [g[0] if len(g) == 1 else RangeGroup(sorted(g, key=lambda r: (r.topic, r.partition, r.start)))
+            for g in groups]
+
+
+def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them."""
+    if isinstance(partition, RangeGroup):
+        for rng in partition.ranges:
+            yield from read_range(cfg, rng)
+        return
+    assert isinstance(partition, OffsetRange)
+    yield from read_range(cfg, partition)
+
+
 class DaggerKafkaSource(DataSource):
     """``spark.readStream.format("dagger_kafka")``: protobuf records from Kafka topics."""
 
@@ -270,7 +315,7 @@ class KafkaBatchReader(DataSourceReader):
         finally:
             consumer.close()
         cap = self.cfg.max_records_per_batch
-        out: list[InputPartition] = []
+        out: list[OffsetRange] = []
         for topic, parts in ends.items():
             for part, hi in parts.items():
                 lo = starts.get(topic, {}).get(part, hi)
@@ -278,11 +323,10 @@ class KafkaBatchReader(DataSourceReader):
                     lo = max(lo, hi - cap)
                 if lo < hi:
                     out.append(OffsetRange(topic, int(part), lo, hi))
-        return out
+        return pack_ranges(out, self.cfg.pack_records)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        yield from read_range(self.cfg, partition)
+        yield from read_partition(self.cfg, partition)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -474,18 +518,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (from_cluster, start_), (cluster, end_) = self._cluster_of(start), self._cluster_of(end)
         if from_cluster != cluster:
             return []  # the failover micro-batch: it only moves the offsets to the secondary
-        out: list[InputPartition] = []
+        out: list[OffsetRange] = []
         step = max(self.cfg.split_records, 1)
         for topic, parts in end_.items():
             for part, hi in parts.items():
                 lo = start_.get(topic, {}).get(part, 0)
                 for s in range(lo, hi, step):
                     out.append(OffsetRange(topic, int(part), s, min(s + step, hi), cluster, lo))
-        return out
+        return pack_ranges(out, min(self.cfg.pack_records, step))  # a split range keeps a task of its own
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        yield from read_range(self.cfg, partition)
+        yield from read_partition(self.cfg, partition)
 
     def commit(self, end: dict) -> None:
         """Spark has committed everything before ``end``: publish that data's bad records, and forget
