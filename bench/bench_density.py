@@ -108,7 +108,8 @@ class Dagger:
 
 
 def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str,
-              parallelism: int = 2, trigger_s: float = 1.0, conf: dict[str, str] | None = None) -> str:
+              parallelism: int = 2, trigger_s: float = 1.0, conf: dict[str, str] | None = None,
+              settings: dict[str, str] | None = None) -> str:
     """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name``."""
     sql, tables, _ = KINDS[kind]
     streams = "".join(f"""  - table: {table}
@@ -130,7 +131,7 @@ parallelism: {parallelism}
 checkpoint_dir: {checkpoint}
 trigger_interval_s: {trigger_s:g}
 isolation: {isolation}
-{"spark_conf:" + "".join(f"{chr(10)}  {k}: '{v}'" for k, v in conf.items()) + chr(10) if conf else ""}sink:
+{"".join(f"{k}: {v}{chr(10)}" for k, v in (settings or {}).items())}{"spark_conf:" + "".join(f"{chr(10)}  {k}: '{v}'" for k, v in conf.items()) + chr(10) if conf else ""}sink:
   type: influx
   url: {influx}
   database: {DB}
@@ -140,7 +141,8 @@ isolation: {isolation}
 
 def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topic: str, stack: Any,
                  isolation: str, light_parallelism: int = 1, trigger_s: float = 1.0,
-                 light_conf: dict[str, str] | None = None) -> list[Dagger]:
+                 light_conf: dict[str, str] | None = None, light_settings: dict[str, str] | None = None
+                 ) -> list[Dagger]:
     """Write the specs of ``n`` light daggers (kinds in turn) and, with ``heavy``, one heavy dagger."""
     kinds = list(KINDS)
     plan = [(f"l{i:03d}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], False) for i in range(n)]
@@ -153,7 +155,7 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
                                   checkpoint, isolation, 2 if is_heavy else light_parallelism, trigger_s,
-                                  None if is_heavy else light_conf))
+                                  None if is_heavy else light_conf, None if is_heavy else light_settings))
         out.append(Dagger(name, kind, is_heavy, path, checkpoint))
     return out
 
@@ -440,7 +442,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     if heavy:
         produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
     daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
-                           args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf))
+                           args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf),
+                           dict(kv.split("=", 1) for kv in args.light_spec))
     runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
     t_start = time.time()
     runner.start(daggers)
@@ -483,6 +486,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         extra_cpu0 = {k: cpu_of(pid) for k, pid in extra.items()}
         feeder_cpu0 = sum(cpu_of(f.pid) for f in feeders)
         batches0 = sum(int(status(d).get("batches") or 0) for d in daggers)
+        heavy_rows0 = sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
         t0 = time.time()
         arrivals: dict[tuple[str, int], list[tuple[float, int]]] = {}
         end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
@@ -503,6 +507,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             time.sleep(args.poll_s)
         t1 = time.time()
         step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
+        # what the heavy dagger read while its feeder ran (its rate once the feed stops is 0)
+        step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
+                           - heavy_rows0) / min(t1 - t0, args.seconds)
         step.note = runner.failed() or ""
         for f in feeders:
             stop(f, 10)
@@ -571,8 +578,6 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
     heavy = [d for d in daggers if d.heavy]
     if heavy:
         step.heavy_p99_s = step.p99_s.get(heavy[0].name)
-        st = status(heavy[0])
-        step.heavy_rate = float(st.get("input_rows_per_s") or 0.0)
     missing = [d.name for d in daggers if not step.p99_s.get(d.name)]
     if missing:
         step.note += f" no measured window from {len(missing)} daggers ({', '.join(missing[:4])}…)."
@@ -708,6 +713,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="shuffle partitions of a light dagger (the heavy one has 2)")
     ap.add_argument("--light-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a spark.sql.* setting of every light dagger (repeatable)")
+    ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
+                    help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")

@@ -203,7 +203,10 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 failover_after_s=stream.failover.after_s if stream.failover else 30.0,
                 positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
                 close_period_ms=close_period_ms,
-                close_delay_ms=spec.watermark_delay_ms,
+                # an interval join emits a window only once the watermark is past its interval too
+                close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
+                read_at_close=(spec.read_at_window_close and close_period_ms > 0
+                               and translation.join_lag_ms is not None),
             ),
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,

@@ -159,6 +159,9 @@ def build_host_session(master: str) -> Any:
         "spark.ui.retainedJobs": "200",
         "spark.ui.retainedStages": "200",
         "spark.sql.ui.retainedExecutions": "50",
+        # Generated classes are cached by their code: Spark's 100 entries are a few daggers' worth, and a
+        # miss compiles the class again (Janino, then the JIT) in every micro-batch.
+        "spark.sql.codegen.cache.maxEntries": "2000",
     })
 
 

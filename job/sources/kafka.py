@@ -85,6 +85,7 @@ class SourceConfig:
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
     close_period_ms: int = 0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
     close_delay_ms: int = 0  # ... closed this long after, by the watermark
+    read_at_close: bool = False  # plan new data only when it closes a window (job.sources.pacing)
 
     def __post_init__(self) -> None:
         if not self.batch_order:
@@ -141,6 +142,7 @@ class SourceConfig:
             positions_dir=str(options.get("positions_dir", "")),
             close_period_ms=int(options.get("close_period_ms", 0)),
             close_delay_ms=int(options.get("close_delay_ms", 0)),
+            read_at_close=options.get("read_at_close", "false") == "true",
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -206,6 +208,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "failover_after_s": str(cfg.failover_after_s),
         "positions_dir": cfg.positions_dir,
         "close_period_ms": str(cfg.close_period_ms),
+        "read_at_close": "true" if cfg.read_at_close else "false",
         "close_delay_ms": str(cfg.close_delay_ms),
     }
 
@@ -345,7 +348,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._outage_since: float | None = None
         self._behind_seen = 0
         self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
-        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms)
+        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms, cfg.read_at_close)
         self._newest_ms: dict[tuple[str, int], int] = {}  # (topic, partition) -> the newest probed record's time
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
@@ -476,8 +479,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._ensure_positions(bare)
         planned = self._plan_end(cluster, bare, end, limit)
         newest = _newest_read(planned, end, self._newest_ms)
-        if newest is not None and _advances(bare, planned):
-            self._pacer.planned(newest / 1000)
+        if _advances(bare, planned):
+            now = time.monotonic()
+            newest_s = newest / 1000 if newest is not None else None
+            if not self._available_now and not self._pacer.worth_reading(newest_s, now):
+                return start  # read at window close: the records wait until they close a window
+            self._pacer.planned(newest_s, now)
         return kfo.tag(planned, cluster, self.cfg.failover)
 
     def _plan_end(self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit) -> kofs.Offsets:

@@ -10,6 +10,7 @@ from sqlglot import exp
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
 from job.sql.flink import check_unsupported
+from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
 from job.sql.rewrite import add_watermark_barrier, fname, put_window_keys_last, render, to_spark, window_args
@@ -31,6 +32,8 @@ class Translation:
     derived_only: dict[str, list[str]] = field(default_factory=dict)
     # table -> the column its source sorts each batch by (job.sql.pushdown.batch_order)
     batch_order: dict[str, str] = field(default_factory=dict)
+    # how long the joins hold output back behind the watermark, ms (0: no join; None: not known; job.sql.join_lag)
+    join_lag_ms: int | None = 0
 
 
 def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
@@ -65,6 +68,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
         spark_sql=render(spark),
         columns={t: sorted(c) for t, c in used.items()},
         aggregates=any(validate.has_aggregate(s) for s in tree.find_all(exp.Select)),
+        join_lag_ms=join_lag_ms(tree),
         window=window_args(window)[1:] if window is not None and fname(window) != "SESSION" else None,
         derived=derived,
         derived_only=_derived_only(pushed, derived),

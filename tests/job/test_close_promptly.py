@@ -55,15 +55,17 @@ def _feed(bootstrap: str, topic: str, sent: Counter, stop: threading.Event) -> N
     produce(bootstrap, topic, batches(), progress=False, producer_config={"linger.ms": 5})
 
 
-@pytest.mark.parametrize("promptly", [True, False], ids=["promptly", "default-spark"])
+@pytest.mark.parametrize(("promptly", "at_close"), [(True, False), (False, False), (True, True)],
+                         ids=["promptly", "default-spark", "read-at-window-close"])
 def test_a_window_closes_in_a_no_data_batch_right_after_its_watermark(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
-                                                                      tmp_path: Path, promptly: bool) -> None:
+                                                                      tmp_path: Path, promptly: bool,
+                                                                      at_close: bool) -> None:
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "close", partitions=1)
     spec, _ = make_spec(name=unique("close"), bootstrap=broker.bootstrap, topic=topic,
                         proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
                         measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0, trigger_interval_s=0.2)
-    spec = spec.model_copy(update={"close_windows_promptly": promptly})
+    spec = spec.model_copy(update={"close_windows_promptly": promptly, "read_at_window_close": at_close})
     sink = _Recording(spec.sinks[0])
     job = DaggerJob(plan(spec, tmp_path), spark, sinks=[sink])
     sent: Counter = Counter()
@@ -99,3 +101,10 @@ def test_a_window_closes_in_a_no_data_batch_right_after_its_watermark(spark, tan
         assert len(empty) >= len(closed) - 1, (closed, sink.written_by, rows_of)
     else:
         assert len(empty) <= 1, (closed, sink.written_by, rows_of)
+    # a trigger every 0.2 s, new events every 50 ms: a batch of data per trigger, or (read at window close)
+    # about one per 2-s window, the one that reads past its end
+    data_batches = sum(1 for n in rows_of.values() if n)
+    if at_close:
+        assert data_batches <= 2 * len(closed) + 3, (closed, rows_of)
+    else:
+        assert data_batches >= 3 * len(closed), (closed, rows_of)

@@ -36,3 +36,19 @@ def test_the_source_knows_when_windows_close_every_size_or_slide_after_the_water
     projection = _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''")
     assert projection.close_period_ms == 0
     assert _source(tmp_path, DRIVERS_SQL, "close_windows_promptly: false\n").close_period_ms == 0
+
+
+def test_read_at_window_close_reaches_the_source_of_a_windowed_query_without_a_join(tmp_path: Path) -> None:
+    on = "read_at_window_close: true\n"
+    assert _source(tmp_path, DRIVERS_SQL, on).read_at_close is True
+    assert _source(tmp_path, DRIVERS_SQL).read_at_close is False  # off unless asked for
+    assert _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''", on).read_at_close is False
+    assert _source(tmp_path, DRIVERS_SQL, on + "close_windows_promptly: false\n").read_at_close is False
+    self_join = ("SELECT COUNT(*) AS n, TUMBLE_END(a.rowtime, INTERVAL '1' MINUTE) AS t FROM data_stream AS a "
+                 "JOIN data_stream AS b ON a.driver_id = b.driver_id AND b.rowtime BETWEEN a.rowtime AND "
+                 "a.rowtime + INTERVAL '10' SECOND GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE)")
+    joined = _source(tmp_path, self_join, on)  # an interval join: its boundaries come 10 s later
+    assert (joined.read_at_close, joined.close_period_ms, joined.close_delay_ms) == (True, 60_000, 17_000)
+    unbounded = self_join.replace("b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND",
+                                  "b.rowtime >= a.rowtime")
+    assert _source(tmp_path, unbounded, on).read_at_close is False  # a join whose lag is not known

@@ -45,3 +45,38 @@ def test_no_empty_batch_without_windows_and_none_for_older_records() -> None:
 def test_a_hop_window_closes_every_slide() -> None:
     pacer = ClosePacer(10_000, 0)  # HOP with a 10-s slide, no watermark delay
     assert _run(pacer, [1.0, 9.0, 10.5, 11.5, 12.5, 31.0, 32.0]) == [False, True, False, True, False, False, True]
+
+
+def _reads(pacer: ClosePacer, waiting: list[tuple[float, float]]) -> list[str]:
+    """Plan one batch per (wall time, newest waiting record): 'hold' (the empty closing batch), 'read' or
+    'wait' (read at window close: the records stay in Kafka)."""
+    out = []
+    for now, newest in waiting:
+        if pacer.hold():
+            out.append("hold")
+        elif pacer.worth_reading(T0 + newest, now):
+            pacer.planned(T0 + newest, now)
+            out.append("read")
+        else:
+            out.append("wait")
+    return out
+
+
+def test_read_at_close_reads_only_what_closes_a_window_then_closes_it() -> None:
+    pacer = ClosePacer(60_000, 10_000, read_at_close=True)  # boundaries at 10 and 70 (event time)
+    # one trigger a second, records stamped with the wall time: the first read is eager (and crosses the
+    # boundary at -50, so an empty batch follows); then nothing until a record is stamped past 10.0
+    waiting = [(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (9.0, 9.0), (10.0, 9.99), (11.0, 10.2), (12.0, 11.0),
+               (13.0, 12.0), (69.0, 69.0), (71.0, 70.5), (72.0, 71.5), (130.0, 100.0), (131.0, 101.0)]
+    assert _reads(pacer, waiting) == ["read", "hold", "wait", "wait", "wait", "read", "hold", "wait", "wait",
+                                      "read", "hold", "wait", "read"]
+    # (131.0: no boundary crossed, but a period of wall time has passed since the read at 71.0)
+
+
+def test_read_at_close_without_windows_or_stamps_reads_every_batch() -> None:
+    assert _reads(ClosePacer(0, 10_000, read_at_close=True), [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]) == ["read"] * 3
+    pacer = ClosePacer(60_000, 10_000, read_at_close=True)
+    pacer.planned(T0 + 1.0, 0.0)
+    assert pacer.worth_reading(None, 1.0) is True  # a capped batch: its newest record is not known
+    assert pacer.worth_reading(T0 + 2.0, 1.0) is False
+    assert ClosePacer(60_000, 10_000).worth_reading(T0 + 2.0, 1.0) is True  # off by default
