@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -75,3 +76,38 @@ def test_forest_reads_several_trees_at_once() -> None:
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_light_daggers_take_their_own_parallelism_trigger_and_settings(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    daggers = make_daggers(tmp_path, 1, True, "light", "heavy", stack, "shared", light_parallelism=1, trigger_s=2.0,
+                           light_conf={"spark.sql.codegen.wholeStage": "false"},
+                           light_settings={"read_at_window_close": "true"})
+    light, heavy = (load_spec(d.spec) for d in daggers)
+    assert (light.parallelism, light.trigger_interval_s, light.read_at_window_close) == (1, 2.0, True)
+    assert light.spark_conf == {"spark.sql.codegen.wholeStage": "false"}
+    assert (heavy.parallelism, heavy.trigger_interval_s, heavy.read_at_window_close, heavy.spark_conf) == (
+        2, 2.0, False, {})
+    assert plan(light, tmp_path / "state").streams[0].source.read_at_close is True
+
+
+def test_cpu_by_process_kind_counts_what_each_process_used_within_the_span() -> None:
+    from bench.bench_density import Sampler
+
+    burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    busy, idle = Sampler([burner.pid]), Sampler([sleeper.pid])
+    try:
+        time.sleep(0.3)  # the interpreters' start-up is before the span
+        for sampler in (busy, idle):
+            sampler.sample()
+        time.sleep(1.5)
+        for sampler in (busy, idle):
+            sampler.sample()
+    finally:
+        for proc in (burner, sleeper):
+            proc.kill()
+            proc.wait(10)
+    # a spinning process uses up to a core (less on a busy machine); a sleeping one next to nothing
+    assert list(busy.cores_by_kind()) == ["driver"] and 0.1 < busy.cores_by_kind()["driver"] <= 1.05
+    assert idle.cores_by_kind()["driver"] < 0.05
