@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from job.errors import SqlError
 from job.sql.rewrite import interval_ms, interval_text
 
 
@@ -38,6 +39,6 @@ def _offset_ms(node: exp.Expression | None) -> int | None:
             node.expression, exp.Interval):
         try:
             return interval_ms(interval_text(node.expression))
-        except Exception:  # not a whole positive interval: the validator reports it
+        except SqlError:  # not a whole positive interval: the validator reports it
             return None
     return None
