@@ -141,10 +141,11 @@ isolation: {isolation}
 
 def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topic: str, stack: Any,
                  isolation: str, light_parallelism: int = 1, trigger_s: float = 1.0,
-                 light_conf: dict[str, str] | None = None, light_settings: dict[str, str] | None = None
-                 ) -> list[Dagger]:
-    """Write the specs of ``n`` light daggers (kinds in turn) and, with ``heavy``, one heavy dagger."""
-    kinds = list(KINDS)
+                 light_conf: dict[str, str] | None = None, light_settings: dict[str, str] | None = None,
+                 kinds: list[str] | None = None) -> list[Dagger]:
+    """Write the specs of ``n`` light daggers (``kinds`` in turn, by default all of :data:`KINDS`) and,
+    with ``heavy``, one heavy dagger."""
+    kinds = kinds or list(KINDS)
     plan = [(f"l{i:03d}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], False) for i in range(n)]
     if heavy:
         plan.append(("heavy-s2distinct", "s2distinct", True))
@@ -443,7 +444,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
     daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
                            args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf),
-                           dict(kv.split("=", 1) for kv in args.light_spec))
+                           dict(kv.split("=", 1) for kv in args.light_spec), args.kinds.split(","))
     runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
     t_start = time.time()
     runner.start(daggers)
@@ -715,6 +716,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="a spark.sql.* setting of every light dagger (repeatable)")
     ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
                     help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
@@ -724,7 +726,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--broker", default="tansu")
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
+    if unknown:
+        ap.error(f"--kinds: unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -213,7 +213,7 @@ class DaggerJob:
         watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
         watermarked = apply_stream_transformers(watermarked, self.plan.spec.streams[index])
         # See job.sql.rewrite.add_watermark_barrier: keeps the WHERE above the watermark.
-        return watermarked.withColumn(BARRIER_COLUMN, F.rand())
+        return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
         table = df.toArrow()

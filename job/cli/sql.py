@@ -91,7 +91,7 @@ def _explain(p) -> None:  # type: ignore[no-untyped-def]
                 ts = F.timestamp_millis(ts)
             (df.withColumn("rowtime", ts)
              .withWatermark("rowtime", f"{p.spec.watermark_delay_ms} milliseconds")
-             .withColumn(BARRIER_COLUMN, F.rand())
+             .withColumn(BARRIER_COLUMN, F.spark_partition_id())
              .createOrReplaceTempView(s.table))
         spark.sql(p.translation.spark_sql).explain(mode="extended")
 

@@ -1,0 +1,73 @@
+"""A running dagger compiles its generated code once: later micro-batches reuse the classes (real
+broker, Spark and InfluxDB). Spark gives every expression with a random seed a new seed in every
+micro-batch, and the seed is a literal of the generated code; the watermark barrier (job.sql.rewrite)
+once was such an expression, and each batch of each dagger compiled its code again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from job.plan import plan
+from job.runner import DaggerJob
+from tests.helpers import influx_points, make_spec, topic_and_db, unique
+from tests.job.test_close_promptly import _feed
+from tests.services import BrokerHandle
+
+pytestmark = pytest.mark.integration
+
+PASS_SQL = """SELECT customer_id AS tag_customer_id, fare_idr, rowtime AS window_timestamp
+FROM data_stream WHERE status <> ''"""
+WINDOW_SQL = """SELECT COUNT(*) AS n, TUMBLE_END(rowtime, INTERVAL '1' SECOND) AS window_timestamp
+FROM data_stream WHERE status <> '' GROUP BY TUMBLE(rowtime, INTERVAL '1' SECOND)"""
+
+
+def _compilations(spark) -> int:  # type: ignore[no-untyped-def]
+    """Return how many classes Spark's code generator has compiled in this JVM."""
+    return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
+# A window's state store compiles, in every micro-batch, the predicate that evicts the windows the
+# watermark closed (the watermark is a literal of its code): a small class of Spark's, at most one a batch.
+@pytest.mark.parametrize(("sql", "per_batch"), [(PASS_SQL, 0), (WINDOW_SQL, 1)], ids=["pass-through", "window"])
+def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                             sql: str, per_batch: int) -> None:
+    broker = BrokerHandle("tansu", tansu_broker)
+    topic, db = topic_and_db(broker, influxdb, "codegen", partitions=1)
+    spec, _ = make_spec(name=unique("codegen"), bootstrap=broker.bootstrap, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=sql, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0, trigger_interval_s=0.2)
+    job = DaggerJob(plan(spec, tmp_path), spark)
+    sent: Counter = Counter()
+    stop = threading.Event()
+    query = job.start()
+    feeder = threading.Thread(target=_feed, args=(broker.bootstrap, topic, sent, stop), daemon=True)
+    feeder.start()
+
+    def data_batches() -> int:
+        return sum(1 for p in query.recentProgress if p.numInputRows)
+
+    def last_batch() -> int:
+        return int(query.lastProgress.batchId) if query.lastProgress else -1
+
+    try:
+        deadline = time.time() + 60
+        while data_batches() < 4 and time.time() < deadline:  # warm: every kind of batch has run
+            time.sleep(0.1)
+        before, batches_before, first = _compilations(spark), data_batches(), last_batch()
+        deadline = time.time() + 60
+        while data_batches() < batches_before + 5 and time.time() < deadline:
+            time.sleep(0.1)
+        after, batches_after, last = _compilations(spark), data_batches(), last_batch()
+    finally:
+        stop.set()
+        feeder.join(30)
+        job.stop()
+    assert batches_after - batches_before >= 5, (batches_before, batches_after)
+    # (a batch running while the counts were read may have compiled its predicate: one more at most)
+    assert after - before <= per_batch * (last - first + 1), f"{after - before} classes in {last - first} micro-batches"
+    assert influx_points(influxdb, db, "m", "fare_idr" if sql is PASS_SQL else "n", [])  # it did write
