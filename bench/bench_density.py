@@ -372,17 +372,28 @@ def poll_points(url: str, since_s: int) -> dict[tuple[str, int], int]:
     return out
 
 
+def join_lag_s(sql: str) -> float:
+    """Return how long the joins of ``sql`` hold a window back behind the watermark (job.sql.join_lag)."""
+    from job.sql.join_lag import join_lag_ms
+    from job.sql.parse import parse
+
+    return (join_lag_ms(parse(sql)) or 0) / 1000
+
+
 def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
               daggers: list[Dagger]) -> dict[str, list[float]]:
     """Per dagger, one delay per point: arrival time minus the time the event that made it final was sent
-    (for a window ending at E, the event at E + the watermark delay; for a pass-through row, its second)."""
+    (for a window ending at E, the event at E + the watermark delay, plus an interval join's width; for a
+    pass-through row, its second)."""
     windowed = {d.name: KINDS[d.kind][2] for d in daggers}
+    lag_s = {d.name: join_lag_s(KINDS[d.kind][0]) for d in daggers}
     out: dict[str, list[float]] = {d.name: [] for d in daggers}
     for (name, bucket), series in arrivals.items():
         if name not in out:
             continue
         # a window's point carries its end time (a whole minute), so its minute bucket starts at the end
-        final_sec = int(bucket + WATERMARK_DELAY_MS / 1000) if windowed[name] else bucket
+        # (an interval join holds a window until the watermark passes its end plus the join's width)
+        final_sec = int(bucket + WATERMARK_DELAY_MS / 1000 + lag_s[name]) if windowed[name] else bucket
         if bucket < t0 or final_sec not in sent_at:
             continue  # warm-up windows, or windows the feeders' run did not close
         prev = 0
@@ -394,11 +405,13 @@ def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at:
 
 def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
                     daggers: list[Dagger]) -> int:
-    """How many (dagger, minute window) pairs the feed closed (the event at end + watermark delay was sent)
-    but InfluxDB did not show: windowed daggers over the feeder's pings have points in every minute."""
-    ends = [e for e in range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
-            if int(e + WATERMARK_DELAY_MS / 1000) in sent_at]
-    return sum(1 for d in daggers for e in ends if (d.name, e) not in arrivals)
+    """How many (dagger, minute window) pairs the feed closed (the event at end + watermark delay, plus an
+    interval join's width, was sent) but InfluxDB did not show: windowed daggers over the feeder's pings
+    have points in every minute."""
+    ends = range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
+    return sum(1 for d in daggers for e in ends
+               if int(e + WATERMARK_DELAY_MS / 1000 + join_lag_s(KINDS[d.kind][0])) in sent_at
+               and (d.name, e) not in arrivals)
 
 
 def feeder_info(path: Path) -> dict[str, Any]:

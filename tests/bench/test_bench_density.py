@@ -36,25 +36,30 @@ def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tm
 
 def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Path) -> None:
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
-    s2, _hop, _join, passing = make_daggers(tmp_path, 4, False, "light", "heavy", stack, "shared")
+    s2, _hop, join, passing = make_daggers(tmp_path, 4, False, "light", "heavy", stack, "shared")
     sent_at = {1000 + k: 5000.0 + k for k in range(200)}  # the feeder sent second 1000 + k at 5000 + k
     arrivals = {
         (s2.name, 1020): [(5032.0, 3), (5033.5, 5)],  # window ending 1020: final once second 1030 was sent
         (s2.name, 960): [(4990.0, 7)],  # a warm-up window, before the feed started: left out
         (s2.name, 1200): [(5300.0, 1)],  # its watermark second was never sent: left out
         (passing.name, 1005): [(5006.5, 2)],  # a pass-through row of second 1005 (sent at 5005)
+        (join.name, 1020): [(5045.0, 2)],  # the 10-s interval join: final once second 1040 was sent
         ("someone-else", 1020): [(5031.0, 1)],
     }
-    delays = delays_of(arrivals, sent_at, 1000.0, [s2, passing])
-    assert delays == {s2.name: [2.0, 2.0, 2.0, 3.5, 3.5], passing.name: [1.5, 1.5]}
+    delays = delays_of(arrivals, sent_at, 1000.0, [s2, join, passing])
+    assert delays == {s2.name: [2.0, 2.0, 2.0, 3.5, 3.5], join.name: [5.0, 5.0], passing.name: [1.5, 1.5]}
 
 
 def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path) -> None:
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
-    a, b = make_daggers(tmp_path, 2, False, "light", "heavy", stack, "shared")
+    a, b, join = make_daggers(tmp_path, 3, False, "light", "heavy", stack, "shared")
     sent_at = {s: float(s) for s in range(1000, 1150)}  # windows ending 1020, 1080, 1140: only 1140's stays open
-    arrivals = {(a.name, 1020): [(1031.0, 4)], (a.name, 1080): [(1091.0, 4)], (b.name, 1080): [(1092.0, 1)]}
+    arrivals = {(a.name, 1020): [(1031.0, 4)], (a.name, 1080): [(1091.0, 4)], (b.name, 1080): [(1092.0, 1)],
+                (join.name, 1020): [(1041.0, 1)]}
     assert missing_windows(arrivals, sent_at, 1000.0, [a, b]) == 1  # b's window ending 1020
+    # the join's window ending 1080 closes once second 1100 is sent: it is missing only then
+    assert missing_windows(arrivals, {s: t for s, t in sent_at.items() if s < 1100}, 1000.0, [join]) == 0
+    assert missing_windows(arrivals, sent_at, 1000.0, [join]) == 1
 
 
 def test_marginal_memory_is_the_slope_over_n() -> None:
