@@ -15,9 +15,11 @@ For each mode and each N, in one run (everything on 127.0.0.1, ports from the OS
    (filtered rows straight to the sink); plus one heavy dagger (S2Id + DistinctCount) over the heavy
    topic. Each writes its own measurement;
 3. **dedicated**: one ``python -m job.cli run`` process (its own Spark application, ``local[1]``; the
-   heavy one ``local[2]``) per dagger. **shared**: one ``python -m job.shared.host`` (``local[2]``, FAIR
+   heavy one ``local[2]``) per dagger. **shared**: one ``python -m job.shared.host`` (``--host-master``, FAIR
    pools) and every dagger assigned to it through its folder (:class:`job.shared.channel.HostFolder`);
-4. once every dagger has read its warm-up events, the feeders run for ``--seconds``; the resident memory
+4. once every dagger has read its warm-up events, the feeders run for ``--settle-s`` (the JVMs' JIT compiles
+   the queries' code: it took a shared host of 20 light daggers 0.67 cores 90 s in and 0.27 cores 7 min
+   in, and a long-lived host is measured warm), then for ``--seconds`` more; the resident memory
    (RSS) and CPU of every process of the daggers (drivers, JVMs, Python workers) are sampled from
    ``/proc`` (``bench/procstats.py``), and InfluxDB is polled for each dagger's points. A window's delay
    is the time from the moment the feeder sent the event that moved the watermark past the window's end
@@ -223,10 +225,11 @@ class Dedicated:
 class Shared:
     """One shared application host (``python -m job.shared.host``) running every dagger as a query."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, master: str = "local[2]") -> None:
         from job.shared.channel import HostFolder
 
         self.folder = folder
+        self.master = master
         self.host_folder = HostFolder(folder / "host")
         self.proc: Any = None
 
@@ -234,7 +237,7 @@ class Shared:
         self.host_folder.root.mkdir(parents=True, exist_ok=True)
         for d in daggers:  # assignments written before the host starts are picked up at once
             self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
-        self.proc = spawn([PYTHON, "-m", "job.shared.host", str(self.host_folder.root), "--master", "local[2]",
+        self.proc = spawn([PYTHON, "-m", "job.shared.host", str(self.host_folder.root), "--master", self.master,
                            "--poll", "0.5"], self.host_folder.log_path)
 
     def restart(self, daggers: list[Dagger], d: Dagger) -> None:
@@ -458,7 +461,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
                            args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf),
                            dict(kv.split("=", 1) for kv in args.light_spec), args.kinds.split(","))
-    runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub)
+    runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub, args.host_master)
     t_start = time.time()
     runner.start(daggers)
     try:
@@ -487,7 +490,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         step.start_s = time.time() - t_start
         print(f"  {mode} N={n}: {step.daggers} daggers warm after {step.start_s:.0f} s", flush=True)
         feeders = [spawn([PYTHON, str(ROOT / "bench/feeder.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
-                          "--rate", str(int(rate)), "--seconds", str(args.seconds), "--out", str(sub / f"{name}.json")],
+                          "--rate", str(int(rate)), "--seconds", str(args.settle_s + args.seconds), "--out", str(sub / f"{name}.json")],
                          sub / f"feeder-{name}.log")
                    for name, topic, rate in (("light", light_topic, args.light_rate),
                                              *((("heavy", heavy_topic, args.heavy_rate),) if heavy else ()))]
@@ -495,6 +498,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         ready_by = time.time() + 300  # a feeder encodes its pool of pings first (a million for 50,000/s)
         while time.time() < ready_by and not all(feeder_info(sub / f"{name}.json") for name in names):
             time.sleep(0.5)
+        settle_by = time.time() + args.settle_s  # the JIT compiles the queries' code, then measure
+        while time.time() < settle_by and not runner.failed():
+            time.sleep(1)
         sampler = Sampler(runner.roots())
         extra = {"broker": stack.broker.process.pid, "influx": stack.influx.process.pid}
         extra_cpu0 = {k: cpu_of(pid) for k, pid in extra.items()}
@@ -531,18 +537,20 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         sent_at = {int(s): float(begin) for s, begin, _ in info.get("sent_at", [])}
         if heavy:
             heavy_info = feeder_info(sub / "heavy.json")
-            if heavy_info.get("sent_at") and len(heavy_info["sent_at"]) < args.seconds:
-                step.note += f" the heavy feeder sent {len(heavy_info['sent_at'])} of {args.seconds} s."
+            if heavy_info.get("sent_at") and len(heavy_info["sent_at"]) < args.settle_s + args.seconds:
+                step.note += (f" the heavy feeder sent {len(heavy_info['sent_at'])} of "
+                              f"{args.settle_s + args.seconds} s.")
             heavy_sent = {int(s): float(b) for s, b, _ in heavy_info.get("sent_at", [])}
-        delays = delays_of(arrivals, sent_at, float(info.get("t0", t0)), [d for d in daggers if not d.heavy])
+        since = max(float(info.get("t0", t0)), t0)  # windows and rows after the settling time
+        delays = delays_of(arrivals, sent_at, since, [d for d in daggers if not d.heavy])
         if heavy:
-            delays.update(delays_of(arrivals, heavy_sent, float(heavy_info.get("t0", t0)),
+            delays.update(delays_of(arrivals, heavy_sent, max(float(heavy_info.get("t0", t0)), t0),
                                     [d for d in daggers if d.heavy]))
         measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
-        step.windows_missing = missing_windows(arrivals, sent_at, float(info.get("t0", t0)),
+        step.windows_missing = missing_windows(arrivals, sent_at, since,
                                                [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
         if heavy:
-            step.windows_missing += missing_windows(arrivals, heavy_sent, float(heavy_info.get("t0", t0)),
+            step.windows_missing += missing_windows(arrivals, heavy_sent, max(float(heavy_info.get("t0", t0)), t0),
                                                     [d for d in daggers if d.heavy])
         if step.windows_missing:
             step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
@@ -722,6 +730,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n", default="1,10,50,100", help="light dagger counts, comma separated")
     ap.add_argument("--modes", default="shared,dedicated")
     ap.add_argument("--seconds", type=int, default=180, help="how long the feeders run per step")
+    ap.add_argument("--settle-s", type=int, default=180,
+                    help="seconds the feeders run before the measurement starts (the JIT compiles the queries' code: "
+                         "a long-lived shared host is measured warm)")
     ap.add_argument("--light-rate", type=float, default=100.0)
     ap.add_argument("--light-parallelism", type=int, default=1,
                     help="shuffle partitions of a light dagger (the heavy one has 2)")
@@ -730,6 +741,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
                     help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
+    ap.add_argument("--host-master", default="local[2]",
+                    help="the shared host's Spark master: local[N] runs N tasks at once")
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
