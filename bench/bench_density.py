@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import shutil
 import sys
@@ -375,12 +376,14 @@ def poll_points(url: str, since_s: int) -> dict[tuple[str, int], int]:
     return out
 
 
-def join_lag_s(sql: str) -> float:
-    """Return how long the joins of ``sql`` hold a window back behind the watermark (job.sql.join_lag)."""
+@functools.cache
+def final_after_s(kind: str) -> float:
+    """Return how long after a window's end the event that makes it final is sent: the watermark delay,
+    plus how long the joins of ``kind``'s SQL hold the window back (job.sql.join_lag)."""
     from job.sql.join_lag import join_lag_ms
     from job.sql.parse import parse
 
-    return (join_lag_ms(parse(sql)) or 0) / 1000
+    return WATERMARK_DELAY_MS / 1000 + (join_lag_ms(parse(KINDS[kind][0])) or 0) / 1000
 
 
 def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
@@ -389,14 +392,14 @@ def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at:
     (for a window ending at E, the event at E + the watermark delay, plus an interval join's width; for a
     pass-through row, its second)."""
     windowed = {d.name: KINDS[d.kind][2] for d in daggers}
-    lag_s = {d.name: join_lag_s(KINDS[d.kind][0]) for d in daggers}
+    after_s = {d.name: final_after_s(d.kind) for d in daggers}
     out: dict[str, list[float]] = {d.name: [] for d in daggers}
     for (name, bucket), series in arrivals.items():
         if name not in out:
             continue
         # a window's point carries its end time (a whole minute), so its minute bucket starts at the end
         # (an interval join holds a window until the watermark passes its end plus the join's width)
-        final_sec = int(bucket + WATERMARK_DELAY_MS / 1000 + lag_s[name]) if windowed[name] else bucket
+        final_sec = int(bucket + after_s[name]) if windowed[name] else bucket
         if bucket < t0 or final_sec not in sent_at:
             continue  # warm-up windows, or windows the feeders' run did not close
         prev = 0
@@ -413,7 +416,7 @@ def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], se
     have points in every minute."""
     ends = range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
     return sum(1 for d in daggers for e in ends
-               if int(e + WATERMARK_DELAY_MS / 1000 + join_lag_s(KINDS[d.kind][0])) in sent_at
+               if int(e + final_after_s(d.kind)) in sent_at
                and (d.name, e) not in arrivals)
 
 
@@ -544,13 +547,14 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         since = max(float(info.get("t0", t0)), t0)  # windows and rows after the settling time
         delays = delays_of(arrivals, sent_at, since, [d for d in daggers if not d.heavy])
         if heavy:
-            delays.update(delays_of(arrivals, heavy_sent, max(float(heavy_info.get("t0", t0)), t0),
+            heavy_since = max(float(heavy_info.get("t0", t0)), t0)
+            delays.update(delays_of(arrivals, heavy_sent, heavy_since,
                                     [d for d in daggers if d.heavy]))
         measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
         step.windows_missing = missing_windows(arrivals, sent_at, since,
                                                [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
         if heavy:
-            step.windows_missing += missing_windows(arrivals, heavy_sent, max(float(heavy_info.get("t0", t0)), t0),
+            step.windows_missing += missing_windows(arrivals, heavy_sent, heavy_since,
                                                     [d for d in daggers if d.heavy])
         if step.windows_missing:
             step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
