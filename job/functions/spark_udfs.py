@@ -8,6 +8,7 @@ which parse each document. A dagger's own functions (``udf_file``) are registere
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from datetime import date, datetime
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
 
+from job import worker_heap
 from job.functions.feature_rows import FEATURE_ROWS_TYPE, FEATURE_ROWS_UDF, feature_rows_arrow
 from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
 
@@ -226,6 +228,17 @@ def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., 
     return {FILTERS_UDF: run_filters, SELECT_FIELDS_UDF: run_select_fields}
 
 
+def settling(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Return ``fn`` calling :func:`job.worker_heap.settle` first: PySpark's per-task full garbage
+    collection in the worker then skips the modules and caches loaded by then."""
+    @functools.wraps(fn)
+    def run(*args: Any) -> Any:
+        worker_heap.settle()
+        return fn(*args)
+
+    return run
+
+
 def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,
                        descriptor_set_b64: str | None = None) -> None:
     """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
@@ -236,14 +249,16 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
-        spark.udf.register(name, arrow_udf(fn, returns))
+        spark.udf.register(name, arrow_udf(settling(fn), returns))
     for name, fn in dart_functions(dart_store).items():
-        spark.udf.register(name, arrow_udf(fn, DART_UDFS[name]))
+        spark.udf.register(name, arrow_udf(settling(fn), DART_UDFS[name]))
     for name, fn in schema_functions(descriptor_set_b64).items():
-        spark.udf.register(name, arrow_udf(fn, "array<binary>" if name == FILTERS_UDF else "array<string>"))
+        spark.udf.register(name, arrow_udf(settling(fn),
+                                           "array<binary>" if name == FILTERS_UDF else "array<string>"))
     if udf_file:
         from job.functions.user import load_user_functions
 
         for f in load_user_functions(udf_file).values():
-            wrapped = arrow_udf(f.fn, f.returns) if f.vectorized else udf(f.fn, f.returns, useArrow=True)
+            wrapped = (arrow_udf(settling(f.fn), f.returns) if f.vectorized
+                       else udf(f.fn, f.returns, useArrow=True))
             spark.udf.register(f.name, wrapped)

@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from job import worker_heap
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder
 from job.schema.registry import SchemaRegistry
@@ -271,6 +272,7 @@ def pack_ranges(ranges: list[OffsetRange], pack_records: int) -> list[InputParti
 
 def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them."""
+    worker_heap.settle()
     if isinstance(partition, RangeGroup):
         for rng in partition.ranges:
             yield from read_range(cfg, rng)
