@@ -205,7 +205,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                 close_period_ms=close_period_ms,
                 # an interval join emits a window only once the watermark is past its interval too
                 close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
-                read_at_close=(spec.read_at_window_close and close_period_ms > 0
+                read_at_close=((spec.read_at_window_close or spec.light) and close_period_ms > 0
                                and translation.join_lag_ms is not None),
             ),
         ))

@@ -40,6 +40,11 @@ from job.transform import apply_output_transformers, apply_stream_transformers
 
 log = logging.getLogger("daggers.runner")
 
+#: The SQL settings of a ``light`` dagger (its spec's spark_conf wins): whole-stage code generation
+#: re-generates its Java source (and cleans its closures) in every micro-batch, which a batch of a few
+#: hundred rows never pays back.
+LIGHT_SQL_CONF = {"spark.sql.codegen.wholeStage": "false"}
+
 
 @dataclass
 class Progress:
@@ -95,6 +100,30 @@ def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
         rows += lag_of(start, end)
         last = batch
     return rows, last
+
+
+def stream_frame(spark: SparkSession, plan: DaggerPlan, index: int) -> DataFrame:
+    """Return the streaming DataFrame of the plan's stream ``index`` as its SQL reads it: the Kafka
+    source, ``rowtime`` with its watermark, the stream's transformers, and the watermark barrier
+    column (see :func:`job.sql.rewrite.add_watermark_barrier`, which keeps a WHERE above the watermark).
+    """
+    stream = plan.streams[index]
+    df = spark.readStream.format(SOURCE_NAME).options(**source_options(stream.source)).load()
+    ts = F.col(stream.timestamp_field)
+    if stream.timestamp_kind == "int64":
+        ts = F.timestamp_millis(ts)
+    watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", f"{plan.spec.watermark_delay_ms} milliseconds")
+    watermarked = apply_stream_transformers(watermarked, plan.spec.streams[index])
+    # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
+    # literal of the generated code, which then compiles again in every batch.
+    return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())
+
+
+def register_stream_views(spark: SparkSession, plan: DaggerPlan) -> None:
+    """Register each stream of ``plan`` as the temporary view its SQL names (:func:`stream_frame`);
+    the Kafka source must be registered with ``spark`` first."""
+    for i, stream in enumerate(plan.streams):
+        stream_frame(spark, plan, i).createOrReplaceTempView(stream.table)
 
 
 @contextmanager
@@ -202,19 +231,6 @@ class DaggerJob:
 
     # ---- start --------------------------------------------------------------------------------
 
-    def _stream_frame(self, index: int) -> DataFrame:
-        stream = self.plan.streams[index]
-        df = (self.spark.readStream.format(SOURCE_NAME)
-              .options(**source_options(stream.source)).load())
-        ts = F.col(stream.timestamp_field)
-        if stream.timestamp_kind == "int64":
-            ts = F.timestamp_millis(ts)
-        delay = f"{self.plan.spec.watermark_delay_ms} milliseconds"
-        watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", delay)
-        watermarked = apply_stream_transformers(watermarked, self.plan.spec.streams[index])
-        # See job.sql.rewrite.add_watermark_barrier: keeps the WHERE above the watermark.
-        return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())
-
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
         table = df.toArrow()
         for sink in self.sinks:
@@ -225,7 +241,8 @@ class DaggerJob:
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
-        sql_conf = {k: v for k, v in self.plan.spec.spark_conf.items() if k.startswith("spark.sql.")}
+        sql_conf = {**(LIGHT_SQL_CONF if self.plan.spec.light else {}),
+                    **{k: v for k, v in self.plan.spec.spark_conf.items() if k.startswith("spark.sql.")}}
         with session_conf(self.spark, sql_conf):  # the query keeps them: it runs on a clone of the session
             return self._start(available_now, trigger_interval_s)
 
@@ -234,8 +251,7 @@ class DaggerJob:
         register_plan_functions(self.spark, self.plan)
         self._listener = _Listener(self._on_progress, self._heartbeat)
         self.spark.streams.addListener(self._listener)
-        for i, stream in enumerate(self.plan.streams):
-            self._stream_frame(i).createOrReplaceTempView(stream.table)
+        register_stream_views(self.spark, self.plan)
         result = self.spark.sql(self.plan.translation.spark_sql)
         # SELECT * would carry the barrier and the source's derived columns to the sinks
         internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]

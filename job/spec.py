@@ -434,6 +434,14 @@ class DaggerSpec(_Model):
                     "close_windows_promptly and a windowed aggregation, with joins only on time intervals "
                     "(x.rowtime BETWEEN y.rowtime [± INTERVAL] AND y.rowtime [± INTERVAL], whose width it adds to "
                     "the watermark delay); otherwise it has no effect.")
+    light: bool = Field(
+        default=False,
+        description="The dagger reads little (up to a few thousand events a second): run it for the least CPU per "
+                    "micro-batch, which then costs more than its records do. Spark compiles no whole-stage code "
+                    "for it (spark.sql.codegen.wholeStage=false, unless spark_conf sets it: generating that code "
+                    "again in every micro-batch cost more than it saved, ~16% of a small batch's CPU), and a "
+                    "windowed query reads at window close (read_at_window_close). For light daggers sharing an "
+                    "application; leave it off for a heavy one.")
     udf_file: str | None = Field(
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "

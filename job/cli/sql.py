@@ -74,25 +74,14 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
     from job.plan import register_plan_functions
-    from job.sources.kafka import SOURCE_NAME, register_source, source_options
+    from job.runner import register_stream_views
+    from job.sources.kafka import register_source
     from job.spark_session import borrowed_session
 
     with borrowed_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism) as spark:
         register_source(spark)
         register_plan_functions(spark, p)
-        from pyspark.sql import functions as F
-
-        from job.sql.rewrite import BARRIER_COLUMN
-
-        for s in p.streams:
-            df = spark.readStream.format(SOURCE_NAME).options(**source_options(s.source)).load()
-            ts = F.col(s.timestamp_field)
-            if s.timestamp_kind == "int64":
-                ts = F.timestamp_millis(ts)
-            (df.withColumn("rowtime", ts)
-             .withWatermark("rowtime", f"{p.spec.watermark_delay_ms} milliseconds")
-             .withColumn(BARRIER_COLUMN, F.spark_partition_id())
-             .createOrReplaceTempView(s.table))
+        register_stream_views(spark, p)  # the frames a running dagger reads: one definition
         spark.sql(p.translation.spark_sql).explain(mode="extended")
 
 

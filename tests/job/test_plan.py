@@ -42,6 +42,7 @@ def test_read_at_window_close_reaches_the_source_of_a_windowed_query_without_a_j
     on = "read_at_window_close: true\n"
     assert _source(tmp_path, DRIVERS_SQL, on).read_at_close is True
     assert _source(tmp_path, DRIVERS_SQL).read_at_close is False  # off unless asked for
+    assert _source(tmp_path, DRIVERS_SQL, "light: true\n").read_at_close is True  # a light dagger reads at close
     assert _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''", on).read_at_close is False
     assert _source(tmp_path, DRIVERS_SQL, on + "close_windows_promptly: false\n").read_at_close is False
     self_join = ("SELECT COUNT(*) AS n, TUMBLE_END(a.rowtime, INTERVAL '1' MINUTE) AS t FROM data_stream AS a "

@@ -24,6 +24,7 @@ from confluent_kafka import Producer
 from job.liveness import read_json
 from job.produce.generator import generate
 from job.shared.channel import HostFolder
+from job.shared.hosted import LIGHT_POOL
 from job.stack.broker import create_topic
 from tests.helpers import produce_step, unique
 from tests.job.control.test_control_e2e import T0, closed, wait_for
@@ -121,7 +122,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
         w.step(0)
         f = host.folder
         f.assign("one", w.spec("one"), tmp_path, "one-1")
-        f.assign("two", w.spec("two"), tmp_path, "two-1")
+        f.assign("two", w.spec("two", extra="light: true\n"), tmp_path, "two-1")  # in the light pool
         f.assign("bad-record", w.spec("bad-record", topic=bad_topic, bad_records="fail"), tmp_path, "r1")
         f.assign("sink", w.spec("sink", influx_url=f"http://127.0.0.1:{relay.port}",
                                 sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "s1")
@@ -140,10 +141,11 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
             w.exact(key, host)
         assert {k: host.dagger(k)["state"] for k in ("one", "two", "sink")} == dict.fromkeys(("one", "two", "sink"), "running")
         run_a = read_json(w.checkpoint("one") / "query.json")["run_id"]  # type: ignore[index]
-        # every dagger's jobs ran in its own FAIR pool
-        pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", "dagger-two", "dagger-sink"}
+        # every dagger's jobs ran in its own FAIR pool, but the light one's in the light daggers' pool
+        pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", LIGHT_POOL, "dagger-sink"}
                          <= set(h.get("pools") or []) and h["pools"], 30)
-        assert "dagger-udf" in pools
+        assert "dagger-udf" in pools and "dagger-two" not in pools
+        assert host.dagger("two")["pool"] == LIGHT_POOL
         # the running queries' source runners (one each) were forked from the host's fork server
         fork = (f.host() or {}).get("fork_server_pid")
         assert fork and len(children_of(int(fork))) == 3, (fork, children_of(int(fork or 0)))
@@ -158,7 +160,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
             w.exact(key, host)
 
         # edit b (stop, start the new version on its checkpoint), remove the failed ones, deploy c
-        f.assign("two", w.spec("two", 2, trigger_s=2.0), tmp_path, "two-2")
+        f.assign("two", w.spec("two", 2, trigger_s=2.0, extra="light: true\n"), tmp_path, "two-2")
         for key in ("bad-record", "sink", "udf"):
             f.unassign(key)
         deployed = time.monotonic()
