@@ -440,8 +440,10 @@ class DaggerSpec(_Model):
                     "micro-batch, which then costs more than its records do. Spark compiles no whole-stage code "
                     "for it (spark.sql.codegen.wholeStage=false, unless spark_conf sets it: generating that code "
                     "again in every micro-batch cost more than it saved, ~16% of a small batch's CPU), and a "
-                    "windowed query reads at window close (read_at_window_close). For light daggers sharing an "
-                    "application; leave it off for a heavy one.")
+                    "windowed query reads at window close (read_at_window_close). In a shared application its jobs "
+                    "run first come, first served in one pool with the other light daggers' (daggers-light), not "
+                    "in a FAIR pool of its own. For light daggers sharing an application; leave it off for a "
+                    "heavy one.")
     udf_file: str | None = Field(
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "
