@@ -24,6 +24,7 @@ from textual.widgets import (
     Select,
     SelectionList,
     Static,
+    Switch,
     TextArea,
 )
 
@@ -112,6 +113,14 @@ class DaggerFormScreen(Screen[None]):
                     with VerticalScroll(classes="cell"):
                         yield Label("Database")
                         yield Input("daggers", id="database")
+                with Horizontal(classes="row"):
+                    with VerticalScroll(classes="cell"):
+                        yield Label("Isolation")
+                        yield Select[str]([("shared application", "shared"), ("dedicated application", "dedicated")],
+                                          value="shared", allow_blank=False, id="isolation")
+                    with VerticalScroll(classes="cell"):
+                        yield Label("Light (little data: least CPU a batch, read at window close)")
+                        yield Switch(False, id="light")
             with Horizontal(id="buttons"):
                 yield Button("Preview (F5)", id="preview-button")
                 yield Button("Deploy (ctrl+s)", id="deploy-button", variant="success")
@@ -165,6 +174,8 @@ class DaggerFormScreen(Screen[None]):
             self.query_one("#sink", Select).value = form.sink_type if form.sink_type in ("influx", "log") else "influx"
             self.query_one("#measurement", Input).value = form.measurement
             self.query_one("#database", Input).value = form.database
+            self.query_one("#isolation", Select).value = form.isolation if form.isolation == "dedicated" else "shared"
+            self.query_one("#light", Switch).value = form.light
         finally:
             self._filling = False
 
@@ -226,7 +237,8 @@ class DaggerFormScreen(Screen[None]):
             start_from=text("#start-from") or "earliest", sql=self.query_one("#sql", SqlArea).text,
             watermark_delay_ms=integer("#watermark", 10_000), parallelism=integer("#parallelism", 2),
             trigger_interval_s=base.trigger_interval_s, sink_type=choice("#sink") or "influx",
-            influx_url=base.influx_url, database=text("#database") or "daggers", measurement=text("#measurement"))
+            influx_url=base.influx_url, database=text("#database") or "daggers", measurement=text("#measurement"),
+            isolation=choice("#isolation") or "shared", light=self.query_one("#light", Switch).value)
 
     def spec_text(self) -> str:
         """Return the spec YAML the form stands for (keeping what the base spec has beyond the form)."""
@@ -281,6 +293,10 @@ class DaggerFormScreen(Screen[None]):
         if event.select.id == "proto" and event.value is not Select.NULL:
             self._timestamp_options(str(event.value))
         self.schedule_validation()
+
+    def on_switch_changed(self, event: Switch.Changed) -> None:
+        if not self._filling:
+            self.schedule_validation()
 
     def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged[str]) -> None:
         if not self._filling:

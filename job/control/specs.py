@@ -183,6 +183,8 @@ class DaggerForm:
     influx_url: str = ""
     database: str = "daggers"
     measurement: str = ""
+    isolation: str = "shared"  # shared: a query in the cluster's shared application; dedicated: its own
+    light: bool = False  # the spec's ``light``: little data, read at window close, the light daggers' pool
 
     def default_group(self) -> str:
         """Return the consumer group a new dagger gets: ``dagger-<name>``."""
@@ -210,6 +212,11 @@ class DaggerForm:
         out: dict[str, Any] = {"name": self.name, "streams": streams, "sql": self.sql.rstrip() + "\n",
                                "watermark_delay_ms": self.watermark_delay_ms, "parallelism": self.parallelism,
                                "trigger_interval_s": self.trigger_interval_s}
+        # written when set, or when the base spec had them (the spec's defaults are shared, not light)
+        if self.isolation != "shared" or "isolation" in data:
+            out["isolation"] = self.isolation
+        if self.light or "light" in data:
+            out["light"] = self.light
         for key, value in data.items():
             if key not in out and key not in ("sinks", "sink"):
                 out[key] = value
@@ -233,7 +240,8 @@ class DaggerForm:
             parallelism=int(data.get("parallelism", 2)),
             trigger_interval_s=float(data.get("trigger_interval_s", 5.0)),
             sink_type=str(sink.get("type", "influx")), influx_url=str(sink.get("url", "")),
-            database=str(sink.get("database") or "daggers"), measurement=str(sink.get("measurement", "")))
+            database=str(sink.get("database") or "daggers"), measurement=str(sink.get("measurement", "")),
+            isolation=str(data.get("isolation") or "shared"), light=data.get("light") is True)
 
 
 def error_position(exc: DaggerError) -> tuple[int | None, int | None]:

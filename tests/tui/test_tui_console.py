@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Select, SelectionList, Sparkline, Static
+from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList, Sparkline, Static, Switch
 
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger
@@ -251,6 +251,12 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
         await pilot.pause(0.5)
         assert form.validation.ok
 
+        form.query_one("#advanced", Collapsible).collapsed = False
+        await pilot.pause()
+        light = form.query_one("#light", Switch)
+        light.focus()
+        await pilot.press("space")  # the light switch, by key
+        assert light.value is True
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, DaggerScreen) and app.screen.ref == "team-a/fresh-counts"
@@ -263,6 +269,7 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
                                             "group": "dagger-fresh-counts", "start_from": "earliest"}
         assert spec["sinks"] == [{"type": "influx", "url": "http://127.0.0.1:9", "database": "daggers",
                                   "measurement": "fresh_counts"}]
+        assert spec["light"] is True and "isolation" not in spec  # shared: the spec's default, not written
 
 
 @pytest.mark.asyncio

@@ -84,6 +84,21 @@ def test_form_round_trip_keeps_what_it_does_not_show() -> None:
     assert data["sinks"][0]["measurement"] == "renamed" and data["sinks"][0]["url"] == "${DAGGERS_INFLUX}"
 
 
+def test_form_isolation_and_light_are_written_only_when_set_or_already_there() -> None:
+    plain = DaggerForm.from_text(BASE)
+    assert (plain.isolation, plain.light) == ("shared", False)
+    assert "isolation" not in raw_spec(plain.to_text(BASE)) and "light" not in raw_spec(plain.to_text(BASE))
+    plain.isolation, plain.light = "dedicated", True
+    text = plain.to_text(BASE)
+    assert (raw_spec(text)["isolation"], raw_spec(text)["light"]) == ("dedicated", True)
+    assert (spec(text).isolation, spec(text).light) == ("dedicated", True)
+    back = DaggerForm.from_text(text)
+    assert (back.isolation, back.light) == ("dedicated", True)
+    back.isolation, back.light = "shared", False  # switched off again: written, so the edit shows in the diff
+    assert {k: raw_spec(back.to_text(text))[k] for k in ("isolation", "light")} == {"isolation": "shared",
+                                                                                    "light": False}
+
+
 def test_run_text_sets_the_checkpoint_and_keeps_variables(tmp_path: Path) -> None:
     text = run_text(BASE, tmp_path / "ck")
     assert raw_spec(text)["checkpoint_dir"] == str(tmp_path / "ck")
