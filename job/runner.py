@@ -260,7 +260,7 @@ class DaggerJob:
         result = apply_output_transformers(result, self.plan.spec)
         # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
         start_sinks(self.sinks, to_arrow_schema(result.schema, timezone="UTC"))
-        interval = self.plan.spec.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
+        interval = self.plan.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
         writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
                   .outputMode("append")
                   .option("checkpointLocation", str(self.plan.checkpoint / "spark"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from job.plan import plan
+from job.plan import LIGHT_TRIGGER_S, plan
 from job.spec import parse_spec
 from tests.helpers import DRIVERS_SQL, make_spec
 
@@ -53,3 +53,17 @@ def test_read_at_window_close_reaches_the_source_of_a_windowed_query_without_a_j
     unbounded = self_join.replace("b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND",
                                   "b.rowtime >= a.rowtime")
     assert _source(tmp_path, unbounded, on).read_at_close is False  # a join whose lag is not known
+
+
+def test_a_light_dagger_that_keeps_no_state_triggers_at_most_every_five_seconds(tmp_path: Path) -> None:
+    def trigger(sql: str, extra: str = "", every_s: float = 1.0) -> float:
+        _, text = make_spec(name="trig", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",
+                            sql=sql, influx_url="http://127.0.0.1:1", db="d", measurement="m",
+                            checkpoint=tmp_path / "ckpt", trigger_interval_s=every_s)
+        return plan(parse_spec(text + extra, "t.yaml"), tmp_path).trigger_interval_s
+
+    projection = "SELECT driver_id FROM data_stream WHERE driver_id <> ''"
+    assert trigger(projection) == 1.0  # the spec's, unless light
+    assert trigger(projection, "light: true\n") == LIGHT_TRIGGER_S == 5.0
+    assert trigger(projection, "light: true\n", every_s=8.0) == 8.0  # a longer one stays
+    assert trigger(DRIVERS_SQL, "light: true\n") == 1.0  # a window: it reads at close, and notices it by the trigger

@@ -1,0 +1,82 @@
+"""DistinctCount (collect_set) over more than 128 groups stays in the hash map (real broker, Spark, InfluxDB).
+
+Spark's object aggregates sort their input once a task holds more than
+``spark.sql.objectHashAggregate.sortBased.fallbackThreshold`` groups (128 by default), which a window of
+S2 cells always does; the sessions daggers run in raise it (job.spark_session.OBJECT_AGG_GROUPS). The
+test counts the tasks that fell back, from the SQL metrics of the micro-batch that read the records, and
+checks the windows against the records sent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from job.plan import plan
+from job.runner import DaggerJob
+from job.spark_session import OBJECT_AGG_GROUPS
+from tests.helpers import influx_points, make_spec, produce_step, topic_and_db, unique
+from tests.services import BrokerHandle
+
+pytestmark = pytest.mark.integration
+
+SQL = """SELECT customer_id AS tag_customer_id,
+       DistinctCount(driver_id) AS drivers,
+       TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM data_stream
+GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), customer_id"""
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+
+
+def _fallbacks(node: Any) -> int:
+    """Return the "number of sort fallback tasks" of every object aggregate in a physical plan (py4j)."""
+    metrics = node.metrics()
+    own = int(metrics.apply("numTasksFallBacked").value()) if metrics.contains("numTasksFallBacked") else 0
+    children = node.children()
+    return own + sum(_fallbacks(children.apply(i)) for i in range(children.size()))
+
+
+class _Measured(DaggerJob):
+    """A dagger that records, after each micro-batch, the sort fallbacks of the plan that batch ran (the
+    query's current incremental execution: the frame foreachBatch hands over is a scan of its result)."""
+
+    fallbacks: list[int]
+
+    def _write_batch(self, df: Any, batch_id: int) -> None:
+        super()._write_batch(df, batch_id)
+        query = next(q for q in self.spark.streams.active if q.name == self.plan.spec.name.replace("-", "_"))
+        execution = query._jsq.streamingQuery().lastExecution()
+        assert execution.currentBatchId() == batch_id
+        self.fallbacks = [*getattr(self, "fallbacks", []), _fallbacks(execution.executedPlan())]
+
+
+def test_distinct_count_over_hundreds_of_groups_does_not_sort(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
+                                                              tmp_path: Path) -> None:
+    assert spark.conf.get("spark.sql.objectHashAggregate.sortBased.fallbackThreshold") == str(OBJECT_AGG_GROUPS)
+    broker = BrokerHandle("tansu", tansu_broker)
+    topic, db = topic_and_db(broker, influxdb, "objagg", partitions=1)
+    spec, _ = make_spec(name=unique("objagg"), bootstrap=broker.bootstrap, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0)
+    rows = produce_step(broker.bootstrap, topic, 0, 1500, 5, T0)
+    closer = rows.pop()  # ten minutes later: it closes the three windows and opens one of its own
+    drivers: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for r in rows:
+        end = (int(r["event_timestamp"].timestamp()) // 60 + 1) * 60
+        drivers[(end, r["customer_id"])].add(r["driver_id"])
+    assert min(sum(1 for e, _ in drivers if e == end) for end, _ in drivers) > 128  # groups in each window
+
+    job = _Measured(plan(spec, tmp_path), spark)
+    query = job.start(available_now=True)
+    try:
+        assert query.awaitTermination(240)
+    finally:
+        job.stop()
+    assert len(job.fallbacks) >= 2 and job.fallbacks == [0] * len(job.fallbacks), job.fallbacks  # read, close
+    got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
+    assert got == {key: len(ids) for key, ids in drivers.items()}
+    assert int(closer["event_timestamp"].timestamp()) // 60 * 60 + 60 not in {e for e, _ in got}
