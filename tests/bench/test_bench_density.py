@@ -12,7 +12,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.bench_density import KINDS, Step, delays_of, make_daggers, marginal_mb, missing_windows
+from bench.bench_density import (
+    HEAVY_QUERIES,
+    KINDS,
+    LIGHT_QUERIES,
+    Step,
+    delays_of,
+    make_daggers,
+    marginal_mb,
+    missing_windows,
+)
 from bench.procstats import forest
 from job.plan import plan
 from job.spec import load_spec
@@ -25,13 +34,16 @@ def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tm
         ("l000-s2distinct", "s2distinct", False), ("l001-hop", "hop", False), ("l002-join", "join", False),
         ("l003-pass", "pass", False), ("l004-s2distinct", "s2distinct", False),
         ("heavy-s2distinct", "s2distinct", True)]
-    windowed, passing = re.compile(r"^(l[0-9]+-(s2distinct|hop|join)|heavy-.*)$"), re.compile(r"^l[0-9]+-pass$")
+    queries = [(re.compile(regex.strip("/")), bucket) for regex, bucket in LIGHT_QUERIES + HEAVY_QUERIES]
+    heavy_regex = re.compile(HEAVY_QUERIES[0][0].strip("/"))
     for d in daggers:
+        buckets = [bucket for regex, bucket in queries if regex.match(d.name)]
+        assert buckets == ["60s" if KINDS[d.kind][2] else "1s"], d.name  # one query counts it, by its kind
+        assert bool(heavy_regex.match(d.name)) == d.heavy  # the heavy one alone is polled less often
         spec = load_spec(d.spec)
         p = plan(spec, tmp_path / "state")
         assert (spec.isolation, p.checkpoint, spec.sinks[0].measurement) == ("dedicated", d.checkpoint, d.name)
         assert [s.topics for s in spec.streams] == [["heavy" if d.heavy else "light"]] * len(KINDS[d.kind][1])
-        assert bool(windowed.match(d.name)) == KINDS[d.kind][2] and bool(passing.match(d.name)) != KINDS[d.kind][2]
 
 
 def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Path) -> None:
