@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check job tests bench
 .venv/bin/lint-imports
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=30 "$@"
+# Three test processes on two cores: the slowest tests wait on outages and restarts (sleep 30 s, 60 s; a new
+# JVM per kill) more than they compute.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --durations=30 "$@"
