@@ -23,9 +23,6 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: cache (240 MB) holds all of it: 65 MB at most was used. Later JDKs have no sweeper and ignore the flag.
 JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:NmethodSweepActivity=0")
 
-#: Groups an object aggregate (collect_set) keeps in its hash map per task before it sorts instead.
-OBJECT_AGG_GROUPS = 100_000
-
 
 def prepare_environment() -> None:
     """Point Spark's Python workers at this interpreter and keep Spark on the loopback address."""
@@ -60,11 +57,6 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Skips a read before every write that only keeps the numRowsTotal metric exact.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
-        # collect_set (DistinctCount) and other object aggregates switch to sorting once a task holds more
-        # than 128 groups (Spark's default), which a window of S2 cells always does. Measured with 20 light
-        # DistinctCount daggers in a shared host: 546 -> 387 core-ms a micro-batch. Up to this many groups
-        # per task stay in the hash map.
-        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),
         **(extra or {}),
     }
     quiet = () if _debugging() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
