@@ -243,6 +243,11 @@ class DaggerJob:
         for sink in self.sinks:
             sink.write(table, batch_id)
 
+    @property
+    def query_name(self) -> str:
+        """The name of the dagger's streaming query in Spark: its spec name with ``_`` for ``-``."""
+        return self.plan.spec.name.replace("-", "_")
+
     def start(self, *, available_now: bool = False, trigger_interval_s: float | None = None) -> StreamingQuery:
         """Start the streaming query and return it; the sinks are opened and bound to the result schema first.
 
@@ -268,7 +273,7 @@ class DaggerJob:
         # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
         start_sinks(self.sinks, to_arrow_schema(result.schema, timezone="UTC"))
         interval = self.plan.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
-        writer = (result.writeStream.queryName(self.plan.spec.name.replace("-", "_"))
+        writer = (result.writeStream.queryName(self.query_name)
                   .outputMode("append")
                   .option("checkpointLocation", str(self.plan.checkpoint / "spark"))
                   .foreachBatch(self._write_batch))

@@ -439,14 +439,13 @@ class DaggerSpec(_Model):
         description="The dagger reads little (up to a few thousand events a second): run it for the least CPU per "
                     "micro-batch, which then costs more than its records do. Spark compiles no whole-stage code "
                     "for it (spark.sql.codegen.wholeStage=false, unless spark_conf sets it: generating that code "
-                    "again in every micro-batch cost more than it saved, ~16% of a small batch's CPU), DistinctCount keeps up to "
-                    "100,000 groups a task in its hash map instead of sorting past 128, and a "
-                    "windowed query reads at window close (read_at_window_close), while one that keeps no state (no "
-                    "window, no join) triggers at most every 5 s (job.plan.LIGHT_TRIGGER_S). In a shared application "
-                    "its jobs "
-                    "run first come, first served in one pool with the other light daggers' (daggers-light), not "
-                    "in a FAIR pool of its own. For light daggers sharing an application; leave it off for a "
-                    "heavy one.")
+                    "again in every micro-batch cost more than it saved, ~16% of a small batch's CPU); "
+                    "DistinctCount keeps up to 100,000 groups a task in its hash map instead of sorting past 128; "
+                    "a windowed query reads at window close (read_at_window_close), while one that keeps no state "
+                    "(no window, no join) triggers at most every 5 s (job.plan.LIGHT_TRIGGER_S). In a shared "
+                    "application its jobs run first come, first served in one pool with the other light daggers' "
+                    "(daggers-light), not in a FAIR pool of its own. For light daggers sharing an application; "
+                    "leave it off for a heavy one.")
     udf_file: str | None = Field(
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "

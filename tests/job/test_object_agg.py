@@ -48,7 +48,7 @@ class _Measured(DaggerJob):
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         super()._write_batch(df, batch_id)
-        query = next(q for q in self.spark.streams.active if q.name == self.plan.spec.name.replace("-", "_"))
+        query = next(q for q in self.spark.streams.active if q.name == self.query_name)
         execution = query._jsq.streamingQuery().lastExecution()
         assert execution.currentBatchId() == batch_id
         self.fallbacks = [*getattr(self, "fallbacks", []), _fallbacks(execution.executedPlan())]
