@@ -5,11 +5,14 @@ Spark's object aggregates sort their input once a task holds more than
 ``spark.sql.objectHashAggregate.sortBased.fallbackThreshold`` groups (128 by default), which a window of
 S2 cells always does; a light dagger raises it (job.runner.OBJECT_AGG_GROUPS in LIGHT_SQL_CONF). The
 test counts the tasks that fell back, from the SQL metrics of the micro-batch that read the records, and
-checks the windows against the records sent.
+checks the windows against the records sent. A light dagger also keeps its window state in the JVM's heap
+(HDFS-backed state store, job.runner.LIGHT_STATE_STORE) instead of RocksDB: read from the checkpoint's offset
+log, where Spark fixes the provider for the life of the checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +21,7 @@ from typing import Any
 import pytest
 
 from job.plan import plan
-from job.runner import OBJECT_AGG_GROUPS, DaggerJob
+from job.runner import LIGHT_STATE_STORE, OBJECT_AGG_GROUPS, DaggerJob
 from tests.helpers import influx_points, make_spec, produce_step, topic_and_db, unique
 from tests.services import BrokerHandle
 
@@ -30,6 +33,14 @@ SQL = """SELECT customer_id AS tag_customer_id,
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), customer_id"""
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _state_store_provider(offset_file: Path) -> str:
+    """Return the state store provider a checkpoint's offset log entry fixes (its metadata line's conf)."""
+    lines = offset_file.read_text().splitlines()
+    metadata = json.loads(lines[1])  # v1, then the metadata, then one line per source
+    return str(metadata["conf"]["spark.sql.streaming.stateStore.providerClass"])
 
 
 def _fallbacks(node: Any) -> int:
@@ -81,6 +92,8 @@ def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark,
         job.stop()
     assert len(job.fallbacks) >= 2, job.fallbacks  # the read, the close
     assert (sum(job.fallbacks) == 0) == light, job.fallbacks
+    provider = _state_store_provider(tmp_path / "ckpt" / "spark" / "offsets" / "0")
+    assert provider == (LIGHT_STATE_STORE if light else ROCKSDB), provider
     got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
     assert got == {key: len(ids) for key, ids in drivers.items()}
     assert int(closer["event_timestamp"].timestamp()) // 60 * 60 + 60 not in {e for e, _ in got}
