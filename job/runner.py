@@ -51,8 +51,9 @@ OBJECT_AGG_GROUPS = 100_000
 #:   went 1,265 -> 2,092 ms and the p99 2.96 -> 4.62 s, so they keep Spark's sort.
 #: - window state in the JVM's heap (HDFS-backed state store) instead of RocksDB: a light dagger's state is a
 #:   window or two of a few thousand events, and each RocksDB instance holds native memory of its own. 20 light
-#:   daggers in a shared host: 2,493 -> 2,189 MB PSS at the same CPU (434 and 414 core-ms a micro-batch). The
-#:   provider is fixed when the checkpoint is made: a dagger made light later keeps the one it has.
+#:   daggers in a shared host: 2,493 -> 2,189 MB PSS at the same CPU (434 and 414 core-ms a micro-batch), though
+#:   the JVM's PSS varies by as much between runs; 100: the JVM 2,124 -> 1,801 MB. The provider is fixed when
+#:   the checkpoint is made: a dagger made light later keeps the one it has.
 LIGHT_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 LIGHT_SQL_CONF = {"spark.sql.codegen.wholeStage": "false",
                   "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),

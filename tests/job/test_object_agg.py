@@ -97,3 +97,32 @@ def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark,
     got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
     assert got == {key: len(ids) for key, ids in drivers.items()}
     assert int(closer["event_timestamp"].timestamp()) // 60 * 60 + 60 not in {e for e, _ in got}
+
+
+def test_a_dagger_made_light_keeps_its_checkpoints_state_store(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
+                                                               tmp_path: Path) -> None:
+    """A checkpoint made by a heavy dagger stays on RocksDB when the spec turns ``light`` on: Spark restores
+    the provider from the offset log, and the windows of both runs are exact."""
+    broker = BrokerHandle("tansu", tansu_broker)
+    topic, db = topic_and_db(broker, influxdb, "objagg-switch", partitions=1)
+    spec, _ = make_spec(name=unique("objagg-switch"), bootstrap=broker.bootstrap, topic=topic,
+                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
+                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0)
+    drivers: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for step, light in enumerate((False, True)):
+        rows = produce_step(broker.bootstrap, topic, step, 300, 7, T0)
+        # the last row closes the step's windows and opens one of its own, which the next step closes
+        for r in rows if step == 0 else rows[:-1]:
+            end = (int(r["event_timestamp"].timestamp()) // 60 + 1) * 60
+            drivers[(end, r["customer_id"])].add(r["driver_id"])
+        job = DaggerJob(plan(spec.model_copy(update={"light": light}), tmp_path), spark)
+        query = job.start(available_now=True)
+        try:
+            assert query.awaitTermination(240)
+        finally:
+            job.stop()
+    offsets = sorted((tmp_path / "ckpt" / "spark" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(offsets) >= 4, offsets  # two batches (the read, the close) a run
+    assert {_state_store_provider(p) for p in offsets} == {ROCKSDB}
+    got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
+    assert got == {key: len(ids) for key, ids in drivers.items()}
