@@ -33,7 +33,7 @@ from job.sinks.base import start_sinks
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
-from job.spark_session import build_session, running_session
+from job.spark_session import HDFS_STATE_STORE, build_session, running_session
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
@@ -54,7 +54,7 @@ OBJECT_AGG_GROUPS = 100_000
 #:   daggers in a shared host: 2,493 -> 2,189 MB PSS at the same CPU (434 and 414 core-ms a micro-batch), though
 #:   the JVM's PSS varies by as much between runs; 100: the JVM 2,124 -> 1,801 MB. The provider is fixed when
 #:   the checkpoint is made: a dagger made light later keeps the one it has.
-LIGHT_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+LIGHT_STATE_STORE = HDFS_STATE_STORE
 LIGHT_SQL_CONF = {"spark.sql.codegen.wholeStage": "false",
                   "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),
                   "spark.sql.streaming.stateStore.providerClass": LIGHT_STATE_STORE}

@@ -23,6 +23,10 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: cache (240 MB) holds all of it: 65 MB at most was used. Later JDKs have no sweeper and ignore the flag.
 JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:NmethodSweepActivity=0")
 
+#: Spark's state store providers: RocksDB (the sessions' default) and the one in the JVM's heap.
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
 
 def prepare_environment() -> None:
     """Point Spark's Python workers at this interpreter and keep Spark on the loopback address."""
@@ -51,8 +55,7 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.python.worker.reuse": "true",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_STATE_STORE,
         # A commit writes a changelog of the batch's changes instead of a snapshot of the whole state.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Skips a read before every write that only keeps the numRowsTotal metric exact.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import socket
 import uuid
@@ -66,13 +67,24 @@ def window_end_s(micros: int, size_s: int = 60) -> int:
     return (micros // 1_000_000 // size_s) * size_s + size_s
 
 
+def offset_log(checkpoint: Path) -> list[Path]:
+    """Return the files of a dagger's Spark offset log (``<checkpoint>/spark/offsets``), oldest batch first."""
+    return sorted((checkpoint / "spark" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+
+
+def offset_log_conf(offset_file: Path) -> dict[str, str]:
+    """Return the SQL settings an offset log entry fixes for its checkpoint (its metadata line's conf)."""
+    lines = offset_file.read_text().splitlines()  # v1, then the metadata, then one line per source
+    return dict(json.loads(lines[1])["conf"])
+
+
 def expected_bookings(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str, str, str], int]:
     """(window end s, city_id, s2id, vehicle_type) -> completed bookings."""
     out: Counter[tuple[int, str, str, str]] = Counter()
     for r in rows:
         if r["status"] != "COMPLETED":
             continue
-        key = (window_end_s(_micros(r["event_timestamp"])), str(r["city_id"]),
+        key = (window_end_s(micros_of(r["event_timestamp"])), str(r["city_id"]),
                s2_signed(r["pickup_lat"], r["pickup_long"]), r["vehicle_type"])
         out[key] += 1
     return dict(out)
@@ -82,12 +94,12 @@ def expected_drivers(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str, str
     """(window end s, s2id, driver_status) -> distinct drivers."""
     sets: dict[tuple[int, str, str], set[str]] = defaultdict(set)
     for r in rows:
-        sets[(window_end_s(_micros(r["event_timestamp"])), s2_signed(r["lat"], r["long"]),
+        sets[(window_end_s(micros_of(r["event_timestamp"])), s2_signed(r["lat"], r["long"]),
               r["driver_status"])].add(r["driver_id"])
     return {k: len(v) for k, v in sets.items()}
 
 
-def _micros(value: Any) -> int:
+def micros_of(value: Any) -> int:
     return int(value.timestamp() * 1_000_000) if hasattr(value, "timestamp") else int(value)
 
 

@@ -14,6 +14,7 @@ from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.runner import run_foreground
+from job.spark_session import HDFS_STATE_STORE
 from tests.helpers import (
     BOOKINGS_SQL,
     DRIVERS_SQL,
@@ -21,6 +22,7 @@ from tests.helpers import (
     expected_drivers,
     influx_points,
     make_spec,
+    offset_log,
     topic_and_db,
     unique,
 )
@@ -73,9 +75,6 @@ def test_distinct_drivers_per_cell_and_status(spark, broker, influxdb, tmp_path)
     assert progress.input_rows == 8001
 
 
-HDFS_STATE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-
-
 def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A spec's spark_conf (another state store, other shuffle partitions) runs the dagger with those
     settings, recorded in its checkpoint, gives the same exact windows, and leaves the shared session
@@ -86,13 +85,12 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     before = (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions"))
     batch, db, progress = run_case(spark, BrokerHandle("tansu", tansu_broker), influxdb, tmp_path,
                                    "driver_location", "daggers.events.DriverLocationPing", DRIVERS_SQL, 3000,
-                                   spark_conf={key: HDFS_STATE, "spark.sql.shuffle.partitions": "3"}, drivers=200)
+                                   spark_conf={key: HDFS_STATE_STORE, "spark.sql.shuffle.partitions": "3"}, drivers=200)
     want = expected_drivers(batch.table.to_pylist())
     assert influx_points(influxdb, db, "m", "drivers", ["tag_s2id", "tag_driver_status"]) == want
     assert progress.input_rows == 3001
-    offsets = sorted((tmp_path / "ckpt" / "spark" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    metadata = offsets[0].read_text().splitlines()[1]
-    assert HDFS_STATE in metadata and '"spark.sql.shuffle.partitions":"3"' in metadata
+    metadata = offset_log(tmp_path / "ckpt")[0].read_text().splitlines()[1]
+    assert HDFS_STATE_STORE in metadata and '"spark.sql.shuffle.partitions":"3"' in metadata
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 

@@ -12,7 +12,6 @@ log, where Spark fixes the provider for the life of the checkpoint.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +21,18 @@ import pytest
 
 from job.plan import plan
 from job.runner import LIGHT_STATE_STORE, OBJECT_AGG_GROUPS, DaggerJob
-from tests.helpers import influx_points, make_spec, produce_step, topic_and_db, unique
+from job.spark_session import ROCKSDB_STATE_STORE
+from tests.helpers import (
+    influx_points,
+    make_spec,
+    micros_of,
+    offset_log,
+    offset_log_conf,
+    produce_step,
+    topic_and_db,
+    unique,
+    window_end_s,
+)
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -33,14 +43,7 @@ SQL = """SELECT customer_id AS tag_customer_id,
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), customer_id"""
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-def _state_store_provider(offset_file: Path) -> str:
-    """Return the state store provider a checkpoint's offset log entry fixes (its metadata line's conf)."""
-    lines = offset_file.read_text().splitlines()
-    metadata = json.loads(lines[1])  # v1, then the metadata, then one line per source
-    return str(metadata["conf"]["spark.sql.streaming.stateStore.providerClass"])
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 
 def _fallbacks(node: Any) -> int:
@@ -80,8 +83,7 @@ def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark,
     closer = rows.pop()  # ten minutes later: it closes the three windows and opens one of its own
     drivers: dict[tuple[int, str], set[str]] = defaultdict(set)
     for r in rows:
-        end = (int(r["event_timestamp"].timestamp()) // 60 + 1) * 60
-        drivers[(end, r["customer_id"])].add(r["driver_id"])
+        drivers[(window_end_s(micros_of(r["event_timestamp"])), r["customer_id"])].add(r["driver_id"])
     assert min(sum(1 for e, _ in drivers if e == end) for end, _ in drivers) > 128  # groups in each window
 
     job = _Measured(plan(spec, tmp_path), spark)
@@ -92,11 +94,11 @@ def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark,
         job.stop()
     assert len(job.fallbacks) >= 2, job.fallbacks  # the read, the close
     assert (sum(job.fallbacks) == 0) == light, job.fallbacks
-    provider = _state_store_provider(tmp_path / "ckpt" / "spark" / "offsets" / "0")
-    assert provider == (LIGHT_STATE_STORE if light else ROCKSDB), provider
+    provider = offset_log_conf(offset_log(tmp_path / "ckpt")[0])[PROVIDER]
+    assert provider == (LIGHT_STATE_STORE if light else ROCKSDB_STATE_STORE), provider
     got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
     assert got == {key: len(ids) for key, ids in drivers.items()}
-    assert int(closer["event_timestamp"].timestamp()) // 60 * 60 + 60 not in {e for e, _ in got}
+    assert window_end_s(micros_of(closer["event_timestamp"])) not in {e for e, _ in got}
 
 
 def test_a_dagger_made_light_keeps_its_checkpoints_state_store(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
@@ -113,16 +115,15 @@ def test_a_dagger_made_light_keeps_its_checkpoints_state_store(spark, tansu_brok
         rows = produce_step(broker.bootstrap, topic, step, 300, 7, T0)
         # the last row closes the step's windows and opens one of its own, which the next step closes
         for r in rows if step == 0 else rows[:-1]:
-            end = (int(r["event_timestamp"].timestamp()) // 60 + 1) * 60
-            drivers[(end, r["customer_id"])].add(r["driver_id"])
+            drivers[(window_end_s(micros_of(r["event_timestamp"])), r["customer_id"])].add(r["driver_id"])
         job = DaggerJob(plan(spec.model_copy(update={"light": light}), tmp_path), spark)
         query = job.start(available_now=True)
         try:
             assert query.awaitTermination(240)
         finally:
             job.stop()
-    offsets = sorted((tmp_path / "ckpt" / "spark" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    offsets = offset_log(tmp_path / "ckpt")
     assert len(offsets) >= 4, offsets  # two batches (the read, the close) a run
-    assert {_state_store_provider(p) for p in offsets} == {ROCKSDB}
+    assert {offset_log_conf(p)[PROVIDER] for p in offsets} == {ROCKSDB_STATE_STORE}
     got = influx_points(influxdb, db, "m", "drivers", ["tag_customer_id"])
     assert got == {key: len(ids) for key, ids in drivers.items()}
