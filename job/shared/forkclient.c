@@ -18,7 +18,10 @@ static volatile pid_t child = 0;
 
 static void forward(int sig) { if (child > 0) kill(child, sig); }
 
+static sigset_t held;  /* SIGTERM and SIGINT, blocked until the child is known (then forwarded) */
+
 static void run_locally(char **argv) {
+    sigprocmask(SIG_UNBLOCK, &held, NULL);  /* a signal that came meanwhile now acts on this process */
     const char *python = getenv("DAGGERS_PYTHON");
     if (python == NULL || *python == '\0') python = "python3";
     argv[0] = (char *)python;
@@ -45,6 +48,10 @@ static int append(const char *s) {
 }
 
 int main(int argc, char **argv) {
+    sigemptyset(&held);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGINT);
+    sigprocmask(SIG_BLOCK, &held, NULL);
     const char *path = getenv("DAGGERS_FORK_SERVER");
     if (path == NULL || *path == '\0' || argc < 3 || strcmp(argv[1], "-m") != 0) run_locally(argv);
     char cwd[4096], count[32];
@@ -86,6 +93,7 @@ int main(int argc, char **argv) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigprocmask(SIG_UNBLOCK, &held, NULL);  /* one that came before the child's PID goes to it now */
     for (;;) {
         n = recv(sock, reply, sizeof reply - 1, 0);
         if (n < 0 && errno == EINTR) continue;

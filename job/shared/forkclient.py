@@ -19,8 +19,12 @@ import socket
 import sys
 
 
+HELD = {signal.SIGTERM, signal.SIGINT}
+
+
 def run_locally(args: list[str]) -> None:
     """Replace this process with ``python ARGS`` (the interpreter named by DAGGERS_PYTHON)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # a signal that came meanwhile acts here now
     python = os.environ.get("DAGGERS_PYTHON") or sys.executable
     os.execv(python, [python, *args])
 
@@ -36,6 +40,8 @@ def main(args: list[str]) -> int:
     path = os.environ.get("DAGGERS_FORK_SERVER", "")
     if len(args) < 2 or args[0] != "-m" or not path:
         run_locally(args)
+    # held until the child is known, then forwarded to it: Spark may stop the runner at any moment
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(path)
@@ -46,8 +52,9 @@ def main(args: list[str]) -> int:
         conn.close()
         run_locally(args)
         return 1  # not reached
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in HELD:
         signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     reply = conn.recv(64)  # "exit <code>", or nothing when the child died without a word
     if reply.startswith(b"exit "):
         return int(reply.split()[1])

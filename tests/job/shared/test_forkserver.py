@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,3 +107,37 @@ def test_what_the_server_does_not_serve_runs_in_place(client_env: dict[str, str]
     done = subprocess.run(client_argv(gone, "-m", TARGET, "5"), env=gone, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 5 and fields(done.stdout.strip())["ppid"] == os.getpid()
+
+
+@pytest.mark.parametrize("kind", ["c", "python"])
+def test_a_signal_before_the_childs_pid_is_held_then_forwarded(kind: str, tmp_path: Path) -> None:
+    # a server of the test's own, so that the signal lands while the client waits for the PID
+    sock_path = tmp_path / "s"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(sock_path))
+    listener.listen(1)
+    env = {**os.environ, forkserver.SOCKET_ENV: str(sock_path), forkserver.PYTHON_ENV: sys.executable}
+    env.pop(forkserver.CLIENT_ENV, None)
+    if kind == "c":
+        built = forkserver.build_client(tmp_path)
+        assert built is not None, "cc is on the machine: the C client must build"
+        env[forkserver.CLIENT_ENV] = str(built)
+    stand_in = subprocess.Popen(["sleep", "60"])  # the "child" the server names
+    client = subprocess.Popen(client_argv(env, "-m", TARGET), env=env, stdout=subprocess.DEVNULL)
+    try:
+        listener.settimeout(30)
+        conn, _ = listener.accept()
+        conn.settimeout(30)
+        assert forkserver.receive(conn)[0]["module"] == TARGET
+        client.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert client.poll() is None, "the client died of a signal it should have held"
+        conn.send(str(stand_in.pid).encode())
+        assert stand_in.wait(timeout=10) == -signal.SIGTERM  # forwarded once the PID came
+        conn.send(b"exit 0")
+        assert client.wait(timeout=10) == 0
+    finally:
+        for proc in (client, stand_in):
+            proc.kill()
+            proc.wait()
+        listener.close()
