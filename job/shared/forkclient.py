@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 
-
+#: Held (blocked) from the request until the child's PID comes, then forwarded to the child.
 HELD = {signal.SIGTERM, signal.SIGINT}
 
 
