@@ -13,6 +13,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from job import jvm_archive
+
 #: Spark's logging when nobody asked for traces (DAGGERS_DEBUG unset): see the file.
 QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: Options of every JVM Spark starts for a dagger (the driver, and executors on a cluster).
@@ -63,7 +65,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         **(extra or {}),
     }
     quiet = () if _debugging() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
-    for key, options in (("spark.driver.extraJavaOptions", (*JVM_OPTIONS, *quiet)),
+    driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *quiet)
+    for key, options in (("spark.driver.extraJavaOptions", driver),
                          ("spark.executor.extraJavaOptions", JVM_OPTIONS)):
         conf[key] = " ".join((*options, conf[key])) if key in conf else " ".join(options)
     _launch_gateway_apart({"spark.master": master, "spark.app.name": app_name, **conf})

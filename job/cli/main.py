@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from job.cli import alerts, atlas, chaos, control, produce, protos, run, sql, stack
+from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, sql, stack
 from job.cli.common import DEBUG_ENV, out, print_error
 from job.errors import DaggerError
 
@@ -52,7 +52,7 @@ def _root(
         os.environ[DEBUG_ENV] = "1"  # children (Spark, controllers' daggers) inherit it
 
 
-for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control):
+for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control, jvm):
     _group.register(app)
 
 

@@ -1,0 +1,80 @@
+"""The JVM's class archive (job.jvm_archive): where it lives, when a driver JVM is told to map it, and
+that a real JVM maps one `daggers jvm-archive` wrote, and ignores a broken one without a word."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from job import jvm_archive
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Starts a session (whose driver JVM gets job.jvm_archive.java_options()), runs a query, and says whether the
+# JVM mapped the archive.
+PROBE = """
+import json, os
+from job.spark_session import build_session
+spark = build_session("archive-probe", master="local[1]")
+total = spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"]
+pid = spark.sparkContext._gateway.proc.pid
+maps = open(f"/proc/{pid}/maps").read()
+print(json.dumps({"sum": total, "mapped": os.environ["DAGGERS_JVM_ARCHIVE"] in maps}))
+spark.stop()
+"""
+
+
+def test_the_archive_lives_where_the_environment_says(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(jvm_archive.ARCHIVE_ENV, str(tmp_path / "a.jsa"))
+    assert jvm_archive.archive_path() == tmp_path / "a.jsa"
+    assert jvm_archive.java_options() == ()  # not written yet
+    (tmp_path / "a.jsa").write_bytes(b"x")
+    assert jvm_archive.java_options() == (f"-XX:SharedArchiveFile={tmp_path / 'a.jsa'}", "-Xlog:cds*=off")
+    monkeypatch.setenv(jvm_archive.ARCHIVE_ENV, "off")
+    assert jvm_archive.archive_path() is None and jvm_archive.java_options() == ()
+    with pytest.raises(jvm_archive.ArchiveError, match="turned off"):
+        jvm_archive.build()
+
+
+def test_by_default_it_is_in_the_cache_folder_named_by_the_jdk_and_pyspark(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(jvm_archive.ARCHIVE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = jvm_archive.archive_path()
+    assert path == tmp_path / "daggers" / f"jvm-{jvm_archive.key()}.jsa"
+    assert len(jvm_archive.key()) == 12
+    monkeypatch.setattr("pyspark.__version__", "0.0.1")
+    assert jvm_archive.archive_path() != path  # another pyspark: another archive
+
+
+def _probe(env: dict[str, str]) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]), done.stdout + done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path) -> None:
+    archive = tmp_path / "spark.jsa"
+    env = {**os.environ, jvm_archive.ARCHIVE_ENV: str(archive)}
+    done = subprocess.run([sys.executable, "-m", "job.cli", "jvm-archive"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"wrote {archive}" in done.stdout and archive.stat().st_size > 50e6
+    assert not list(tmp_path.glob(".*.part"))
+
+    got, _ = _probe(env)
+    assert got == {"sum": 499500, "mapped": True}
+
+    archive.write_bytes(os.urandom(4096))  # a broken (or another JDK's) archive: started without it, silently
+    got, output = _probe(env)
+    assert got == {"sum": 499500, "mapped": False}
+    assert "cds" not in output.lower() and "shared archive" not in output.lower()
