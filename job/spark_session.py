@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,10 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: two threads took 0.51 of its 1.02 cores, 96 compilations a second, with no new class loaded. The code
 #: cache (240 MB) holds all of it: 65 MB at most was used. Later JDKs have no sweeper and ignore the flag.
 JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:NmethodSweepActivity=0")
+
+#: More options for every driver JVM (space-separated, as a shell splits them), after the defaults: e.g.
+#: ``-XX:TieredStopAtLevel=1`` (the quick JIT compiler only) for JVMs that live a few minutes, as the tests'.
+JVM_OPTIONS_ENV = "DAGGERS_JVM_OPTIONS"
 
 #: Spark's state store providers: RocksDB (the sessions' default) and the one in the JVM's heap.
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -65,7 +70,7 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         **(extra or {}),
     }
     quiet = () if _debugging() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
-    driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *quiet)
+    driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")), *quiet)
     for key, options in (("spark.driver.extraJavaOptions", driver),
                          ("spark.executor.extraJavaOptions", JVM_OPTIONS)):
         conf[key] = " ".join((*options, conf[key])) if key in conf else " ".join(options)
