@@ -73,7 +73,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
     driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")), *quiet)
     for key, options in (("spark.driver.extraJavaOptions", driver),
                          ("spark.executor.extraJavaOptions", JVM_OPTIONS)):
-        conf[key] = " ".join((*options, conf[key])) if key in conf else " ".join(options)
+        # Spark splits the string as a shell would: quoted, an option keeps its spaces
+        conf[key] = f"{shlex.join(options)} {conf[key]}" if key in conf else shlex.join(options)
     _launch_gateway_apart({"spark.master": master, "spark.app.name": app_name, **conf})
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in conf.items():

@@ -1,5 +1,6 @@
 """The JVM's class archive (job.jvm_archive): where it lives, when a driver JVM is told to map it, and
-that a real JVM maps one `daggers jvm-archive` wrote, and ignores a broken one without a word."""
+that a real JVM maps one `daggers jvm-archive` wrote, and ignores a broken one without a word; and that
+DAGGERS_JVM_OPTIONS reach the driver JVM."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from job import jvm_archive
+from job.spark_session import JVM_OPTIONS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
 # Starts a session (whose driver JVM gets job.jvm_archive.java_options()), runs a query, and says whether the
-# JVM mapped the archive.
+# JVM mapped the archive, and which of the probe's DAGGERS_JVM_OPTIONS it was given.
 PROBE = """
 import json, os
 from job.spark_session import build_session
@@ -24,7 +26,9 @@ spark = build_session("archive-probe", master="local[1]")
 total = spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"]
 pid = spark.sparkContext._gateway.proc.pid
 maps = open(f"/proc/{pid}/maps").read()
-print(json.dumps({"sum": total, "mapped": os.environ["DAGGERS_JVM_ARCHIVE"] in maps}))
+argv = open(f"/proc/{pid}/cmdline").read().split(chr(0))
+print(json.dumps({"sum": total, "mapped": os.environ["DAGGERS_JVM_ARCHIVE"] in maps,
+                  "options": [a for a in argv if a.startswith("-Ddaggers.probe")]}))
 spark.stop()
 """
 
@@ -64,7 +68,8 @@ def _probe(env: dict[str, str]) -> tuple[dict, str]:
 @pytest.mark.slow
 def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path) -> None:
     archive = tmp_path / "spark.jsa"
-    env = {**os.environ, jvm_archive.ARCHIVE_ENV: str(archive)}
+    env = {**os.environ, jvm_archive.ARCHIVE_ENV: str(archive),
+           JVM_OPTIONS_ENV: "-Ddaggers.probe=1 '-Ddaggers.probe.two=a b'"}
     done = subprocess.run([sys.executable, "-m", "job.cli", "jvm-archive"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -72,9 +77,9 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
     assert not list(tmp_path.glob(".*.part"))
 
     got, _ = _probe(env)
-    assert got == {"sum": 499500, "mapped": True}
+    assert got == {"sum": 499500, "mapped": True, "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"]}
 
     archive.write_bytes(os.urandom(4096))  # a broken (or another JDK's) archive: started without it, silently
     got, output = _probe(env)
-    assert got == {"sum": 499500, "mapped": False}
+    assert got["sum"] == 499500 and got["mapped"] is False
     assert "cds" not in output.lower() and "shared archive" not in output.lower()
