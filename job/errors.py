@@ -7,6 +7,17 @@ the console show ``title: message`` and never a traceback for these.
 
 from __future__ import annotations
 
+import os
+
+#: Set (to anything but 0/false/no) by ``daggers --debug``: full tracebacks and Spark's own logs, in every
+#: process of the tree (children inherit it).
+DEBUG_ENV = "DAGGERS_DEBUG"
+
+
+def debug_enabled() -> bool:
+    """Whether full tracebacks (and Spark's own logs) are wanted: ``--debug`` or ``DAGGERS_DEBUG=1``."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
 
 class DaggerError(Exception):
     """Base of all errors Daggers reports to a user."""

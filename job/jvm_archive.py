@@ -1,8 +1,9 @@
 """A class-data-sharing (CDS) archive of the classes a dagger's JVM loads, so that every later JVM maps
 them instead of loading, parsing and verifying ~10,000 classes from Spark's jars again.
 
-Measured on this 2-core machine (a new JVM, ``local[2]``, a small aggregation): start 5.2 → 3.2 s,
-the JVM's CPU 13.4 → 8.2 core-s. Every dagger, shared host and test JVM starts that much quicker.
+Measured on this 2-core machine (a new JVM, ``local[2]``, a small aggregation): start 5.2 → 3.0 s,
+the JVM's CPU 13.4 → 7.8 core-s; a dagger run by hand reached its first point in 0.79x the time on 0.78x
+the CPU (``bench/bench_jvm_archive.py``). Every dagger, shared host and test JVM starts that much quicker.
 
 :func:`build` runs a small streaming query (a Python data source, a window with a watermark, the
 RocksDB and the heap state stores, foreachBatch) in a JVM that writes what it loaded at exit
@@ -20,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from job.errors import DaggerError
+from job.errors import DaggerError, debug_enabled
 
 #: Where the archive lives: this file when set ("off" turns the archive off), else the user's cache folder.
 ARCHIVE_ENV = "DAGGERS_JVM_ARCHIVE"
@@ -89,12 +90,12 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
     target = path or archive_path()
     if target is None:
         raise ArchiveError(f"the archive is turned off ({ARCHIVE_ENV}=off)",
-                           hint=f"unset {ARCHIVE_ENV}, or give the file to write")
+                           hint=f"unset {ARCHIVE_ENV}, or name the file to write (daggers jvm-archive --path FILE)")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.unlink(missing_ok=True)
     env = {**os.environ, _DUMPING_ENV: "1"}
-    debugging = os.environ.get("DAGGERS_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    debugging = debug_enabled()
     done = subprocess.run([sys.executable, "-m", "job.jvm_workload", str(partial)], env=env,
                           capture_output=not debugging, text=True, timeout=timeout_s)
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:

@@ -15,6 +15,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from job import jvm_archive
+from job.errors import debug_enabled
 
 #: Spark's logging when nobody asked for traces (DAGGERS_DEBUG unset): see the file.
 QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
@@ -69,7 +70,7 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         **(extra or {}),
     }
-    quiet = () if _debugging() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
+    quiet = () if debug_enabled() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
     driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")), *quiet)
     for key, options in (("spark.driver.extraJavaOptions", driver),
                          ("spark.executor.extraJavaOptions", JVM_OPTIONS)):
@@ -82,10 +83,6 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
-
-
-def _debugging() -> bool:
-    return os.environ.get("DAGGERS_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _launch_gateway_apart(conf: dict[str, str]) -> None:

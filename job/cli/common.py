@@ -7,7 +7,6 @@ exits with status 2. The full traceback is printed only with ``daggers --debug``
 from __future__ import annotations
 
 import logging
-import os
 import traceback
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -16,22 +15,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from job.errors import DaggerError
+from job.errors import DaggerError, debug_enabled
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-DEBUG_ENV = "DAGGERS_DEBUG"
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
-
-
-def debug_enabled() -> bool:
-    """Whether full tracebacks are wanted (``--debug`` sets ``DAGGERS_DEBUG=1`` for the whole process tree)."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def print_error(exc: DaggerError) -> None:

@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 
 from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, sql, stack
-from job.cli.common import DEBUG_ENV, out, print_error
-from job.errors import DaggerError
+from job.cli.common import out, print_error
+from job.errors import DEBUG_ENV, DaggerError
 
 app = typer.Typer(name="daggers", help="Real-time aggregation over Kafka protobuf streams with Dagger SQL.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
