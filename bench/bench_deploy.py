@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -46,6 +45,8 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.procstats import tree  # noqa: E402
+from bench.report import publish, section_header  # noqa: E402
 from job.control import ControlPlane, Registry, bootstrap_admin  # noqa: E402
 from job.produce.generator import generate  # noqa: E402
 from job.produce.producer import produce  # noqa: E402
@@ -103,27 +104,34 @@ def first_point(influx: str, db: str, measurement: str, started: float, timeout:
     raise RuntimeError(f"no point in {measurement} after {timeout:.0f} s")
 
 
+def by_hand(root: Path, name: str, topic: str, bootstrap: str, influx: str, db: str,
+            env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run a new dagger ``name`` with ``python -m job.cli run SPEC`` (``env``: its environment); return the
+    seconds from the launch to its first point in InfluxDB and the CPU its processes used by then (core-s)."""
+    spec = root / f"{name}.yaml"
+    spec.write_text(spec_text(name, topic, bootstrap, influx, db, root / "hand" / name))
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(root / "hand")],
+                            stdout=(root / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=REPO, env=env)
+    try:
+        seconds = first_point(influx, db, name.replace("-", "_"), started)
+        cpu = sum(p.cpu_s for p in tree(proc.pid))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return seconds, cpu
+
+
 def wait(what: str, check: Callable[[], bool], timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.1)
-
-
-def machine() -> str:
-    """Return CPU model, cores, memory, Python and kernel, e.g. for BENCHMARKS.md."""
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
-    except (OSError, ValueError, IndexError):
-        mem = 0.0
-    return (f"{model}, nproc={os.cpu_count()}, memory={mem:.1f} GiB, Python {platform.python_version()}, "
-            f"Linux {platform.release()}")
 
 
 def main() -> int:
@@ -204,21 +212,7 @@ def main() -> int:
             wait("the dagger to stop", lambda n=name: plane.dagger(n).actual_state == "stopped", 120)
 
             quiet()
-            name = f"by-hand-{run}"
-            spec = root / f"{name}.yaml"
-            spec.write_text(spec_text(name, topic, broker.bootstrap, influx.url, db, root / "hand" / name))
-            started = time.monotonic()
-            proc = subprocess.Popen([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir",
-                                     str(root / "hand")], stdout=(root / f"{name}.log").open("ab"),
-                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
-            try:
-                seconds = first_point(influx.url, db, name.replace("-", "_"), started)
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(120)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            seconds, _ = by_hand(root, f"by-hand-{run}", topic, broker.bootstrap, influx.url, db)
             results["by hand"].append(seconds)
             print(f"by hand run {run + 1}: first point after {seconds:.1f} s", flush=True)
         registry.close()
@@ -247,14 +241,9 @@ def main() -> int:
     ratio = med["control plane"] / med["by hand"]
     flags = f"{' --isolation dedicated' if args.isolation == 'dedicated' else ''}{' --no-standby' if args.no_standby else ''}"
     lines = [
-        "",
-        f"## Deploy to the first point in InfluxDB: control plane ({label}) vs `daggers run` by hand",
-        "",
-        f"- Command: `.venv/bin/python bench/bench_deploy.py --runs {args.runs} --events {args.events}{flags}`",
-        f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}",
-        f"- Machine: {machine()}",
-        f"- Load average (1/5/15 min) before: {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f}, "
-        f"after: {load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f}",
+        *section_header(f"Deploy to the first point in InfluxDB: control plane ({label}) vs `daggers run` by hand",
+                        f".venv/bin/python bench/bench_deploy.py --runs {args.runs} --events {args.events}{flags}",
+                        load_before, load_after),
         f"- {args.events:,} bookings on a 2-partition tansu topic, influxd 1.6, Spark local[2]; a windowed count per "
         "city; every run a new dagger, checkpoint and measurement. "
         f"Control plane: the clock starts at `ControlPlane.create(..., deploy=True)`, with `daggers controller "
@@ -275,11 +264,7 @@ def main() -> int:
          if args.isolation == "shared" else "Goal: under 30 s (the original platform said 2 minutes). ")
         + f"Median here: {med['control plane']:.1f} s.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_append:
-        with (REPO / "BENCHMARKS.md").open("a") as fh:
-            fh.write(text)
+    publish(lines, append=not args.no_append)
     return 0
 
 

@@ -17,20 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_deploy import T0, first_point, machine, spec_text  # noqa: E402
-from bench.procstats import tree  # noqa: E402
+from bench.bench_deploy import T0, by_hand  # noqa: E402
+from bench.report import publish, section_header  # noqa: E402
 from job import jvm_archive  # noqa: E402
 from job.produce.generator import generate  # noqa: E402
 from job.produce.producer import produce  # noqa: E402
@@ -39,29 +36,6 @@ from job.stack.influx import InfluxServer, create_database  # noqa: E402
 from job.stack.ports import free_port, free_ports  # noqa: E402
 
 PATHS = ("with the archive", "without (peer)")
-
-
-def one_run(root: Path, name: str, bootstrap: str, influx: str, db: str, archive: bool) -> tuple[float, float]:
-    """Run a new dagger by hand; return (seconds to its first point, core-seconds its processes used by then)."""
-    spec = root / f"{name}.yaml"
-    spec.write_text(spec_text(name, "bench-bookings", bootstrap, influx, db, root / "hand" / name))
-    env = dict(os.environ)
-    if not archive:
-        env[jvm_archive.ARCHIVE_ENV] = "off"
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(root / "hand")],
-                            stdout=(root / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=REPO, env=env)
-    try:
-        seconds = first_point(influx, db, name.replace("-", "_"), started)
-        cpu = sum(p.cpu_s for p in tree(proc.pid))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return seconds, cpu
 
 
 def main() -> int:
@@ -96,7 +70,8 @@ def main() -> int:
             for label in (PATHS if run % 2 == 0 else PATHS[::-1]):
                 archive = label == PATHS[0]
                 name = f"{'cds' if archive else 'plain'}-{run}"
-                seconds, cpu = one_run(root, name, broker.bootstrap, influx.url, db, archive)
+                env = {**os.environ, **({} if archive else {jvm_archive.ARCHIVE_ENV: "off"})}
+                seconds, cpu = by_hand(root, name, "bench-bookings", broker.bootstrap, influx.url, db, env)
                 results[label].append((seconds, cpu))
                 print(f"{label} run {run + 1}: first point after {seconds:.1f} s, {cpu:.1f} core-s", flush=True)
     finally:
@@ -107,14 +82,9 @@ def main() -> int:
 
     med = {k: (statistics.median(s for s, _ in v), statistics.median(c for _, c in v)) for k, v in results.items()}
     lines = [
-        "",
-        "## A dagger's start: the JVM's class archive (`daggers jvm-archive`) vs none",
-        "",
-        f"- Command: `.venv/bin/python bench/bench_jvm_archive.py --runs {args.runs} --events {args.events}`",
-        f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}",
-        f"- Machine: {machine()}",
-        f"- Load average (1/5/15 min) before: {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f}, "
-        f"after: {load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f}",
+        *section_header("A dagger's start: the JVM's class archive (`daggers jvm-archive`) vs none",
+                        f".venv/bin/python bench/bench_jvm_archive.py --runs {args.runs} --events {args.events}",
+                        load_before, load_after),
         f"- {args.events:,} bookings on a 2-partition tansu topic, influxd 1.6, Spark local[2] in the dagger's own "
         "process; a windowed count per city. Each run: `python -m job.cli run SPEC` for a new dagger, checkpoint "
         "and measurement; the clock starts at the launch and stops at its first point in InfluxDB (polled every "
@@ -131,11 +101,7 @@ def main() -> int:
             f"| {label} | {', '.join(f'{s:.1f}' for s, _ in runs)} | {med[label][0]:.1f} | "
             f"{', '.join(f'{c:.1f}' for _, c in runs)} | {med[label][1]:.1f} | "
             f"{med[label][0] / peer[0]:.2f}x / {med[label][1] / peer[1]:.2f}x |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_append:
-        with (REPO / "BENCHMARKS.md").open("a") as fh:
-            fh.write(text)
+    publish(lines, append=not args.no_append)
     return 0
 
 

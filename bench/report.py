@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,25 @@ def machine() -> str:
         pass
     nproc = len(os.sched_getaffinity(0))
     return f"{model}, nproc={nproc}, memory={mem}, Python {platform.python_version()}, Linux {platform.release()}"
+
+
+def section_header(title: str, command: str, load_before: tuple[float, ...], load_after: tuple[float, ...]
+                   ) -> list[str]:
+    """Return the first lines of a BENCHMARKS.md section: its title, the command, the date, the machine and
+    the load average before and after."""
+    return ["", f"## {title}", "", f"- Command: `{command}`",
+            f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}", f"- Machine: {machine()}",
+            "- Load average (1/5/15 min) before: " + "/".join(f"{x:.1f}" for x in load_before)
+            + ", after: " + "/".join(f"{x:.1f}" for x in load_after)]
+
+
+def publish(lines: list[str], append: bool) -> None:
+    """Print a section and, when ``append``, add it to BENCHMARKS.md."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if append:
+        with (ROOT / "BENCHMARKS.md").open("a") as fh:
+            fh.write(text)
 
 
 def _load(t: Any) -> str:
