@@ -104,6 +104,15 @@ def first_point(influx: str, db: str, measurement: str, started: float, timeout:
     raise RuntimeError(f"no point in {measurement} after {timeout:.0f} s")
 
 
+def fill_topic(bootstrap: str, topic: str, events: int) -> None:
+    """Create ``topic`` (2 partitions) with ``events`` bookings over five minutes of event time, then one
+    15 minutes later, so that every window closes at once."""
+    create_topic(bootstrap, topic, 2)
+    bookings = generate("booking", events, seed=3, start=T0, duration_s=300)
+    closer = generate("booking", 1, seed=4, start=T0 + timedelta(minutes=15), duration_s=1)
+    produce(bootstrap, topic, [bookings, closer], progress=False)
+
+
 def by_hand(root: Path, name: str, topic: str, bootstrap: str, influx: str, db: str,
             env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run a new dagger ``name`` with ``python -m job.cli run SPEC`` (``env``: its environment); return the
@@ -156,11 +165,8 @@ def main() -> int:
         broker.start()
         influx.start()
         topic, db = "bench-bookings", "bench"
-        create_topic(broker.bootstrap, topic, 2)
         create_database(influx.url, db)
-        events = generate("booking", args.events, seed=3, start=T0, duration_s=300)
-        closer = generate("booking", 1, seed=4, start=T0 + timedelta(minutes=15), duration_s=1)
-        produce(broker.bootstrap, topic, [events, closer], progress=False)
+        fill_topic(broker.bootstrap, topic, args.events)
 
         url = f"sqlite:///{root / 'registry.db'}"
         registry = Registry(url)

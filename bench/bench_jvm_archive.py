@@ -20,18 +20,15 @@ import shutil
 import statistics
 import sys
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_deploy import T0, by_hand  # noqa: E402
+from bench.bench_deploy import by_hand, fill_topic  # noqa: E402
 from bench.report import publish, section_header  # noqa: E402
 from job import jvm_archive  # noqa: E402
-from job.produce.generator import generate  # noqa: E402
-from job.produce.producer import produce  # noqa: E402
-from job.stack.broker import TansuBroker, create_topic  # noqa: E402
+from job.stack.broker import TansuBroker  # noqa: E402
 from job.stack.influx import InfluxServer, create_database  # noqa: E402
 from job.stack.ports import free_port, free_ports  # noqa: E402
 
@@ -61,11 +58,8 @@ def main() -> int:
         broker.start()
         influx.start()
         db = "bench"
-        create_topic(broker.bootstrap, "bench-bookings", 2)
         create_database(influx.url, db)
-        events = generate("booking", args.events, seed=3, start=T0, duration_s=300)
-        closer = generate("booking", 1, seed=4, start=T0 + timedelta(minutes=15), duration_s=1)
-        produce(broker.bootstrap, "bench-bookings", [events, closer], progress=False)
+        fill_topic(broker.bootstrap, "bench-bookings", args.events)
         for run in range(args.runs):
             for label in (PATHS if run % 2 == 0 else PATHS[::-1]):
                 archive = label == PATHS[0]

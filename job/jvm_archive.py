@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +26,6 @@ from job.errors import DaggerError, debug_enabled
 
 #: Where the archive lives: this file when set ("off" turns the archive off), else the user's cache folder.
 ARCHIVE_ENV = "DAGGERS_JVM_ARCHIVE"
-#: Set in the JVM that writes the archive, which must not map one itself.
-_DUMPING_ENV = "DAGGERS_JVM_ARCHIVE_DUMPING"
 #: The JVM's CDS messages (a mismatched archive, signed jars it skips) would go to the dagger's stdout.
 QUIET = "-Xlog:cds*=off"
 
@@ -41,10 +40,8 @@ def _java() -> Path:
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return (Path(home) / "bin" / "java").resolve()
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        if (Path(folder) / "java").exists():
-            return (Path(folder) / "java").resolve()
-    return Path("java")
+    found = shutil.which("java")
+    return Path(found).resolve() if found else Path("java")
 
 
 def key() -> str:
@@ -72,8 +69,6 @@ def archive_path() -> Path | None:
 
 def java_options() -> tuple[str, ...]:
     """Return the driver JVM's options that map the archive: none when there is no archive (or it is off)."""
-    if os.environ.get(_DUMPING_ENV):
-        return ()
     path = archive_path()
     if path is None or not path.is_file():
         return ()
@@ -94,10 +89,8 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.unlink(missing_ok=True)
-    env = {**os.environ, _DUMPING_ENV: "1"}
-    debugging = debug_enabled()
-    done = subprocess.run([sys.executable, "-m", "job.jvm_workload", str(partial)], env=env,
-                          capture_output=not debugging, text=True, timeout=timeout_s)
+    done = subprocess.run([sys.executable, "-m", "job.jvm_workload", str(partial)],
+                          capture_output=not debug_enabled(), text=True, timeout=timeout_s)
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         last = ((done.stderr or "").strip().splitlines() or [f"exit code {done.returncode}"])[-1]

@@ -8,6 +8,7 @@ RocksDB state store (a dagger's default), one on the heap store (a light dagger'
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -94,8 +95,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m job.jvm_workload ARCHIVE", file=sys.stderr)
         return 2
-    from job.jvm_archive import QUIET
+    from job.jvm_archive import ARCHIVE_ENV, QUIET
 
+    os.environ[ARCHIVE_ENV] = "off"  # the JVM that writes an archive maps none
     with tempfile.TemporaryDirectory(prefix="daggers-jvm-") as folder:
         rows = run(Path(folder), f"-XX:ArchiveClassesAtExit={argv[0]} {QUIET}")
     _wait_for_the_jvm()  # it writes the archive as it exits

@@ -23,6 +23,7 @@ from tests.helpers import (
     influx_points,
     make_spec,
     offset_log,
+    offset_log_conf,
     topic_and_db,
     unique,
 )
@@ -89,8 +90,8 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     want = expected_drivers(batch.table.to_pylist())
     assert influx_points(influxdb, db, "m", "drivers", ["tag_s2id", "tag_driver_status"]) == want
     assert progress.input_rows == 3001
-    metadata = offset_log(tmp_path / "ckpt")[0].read_text().splitlines()[1]
-    assert HDFS_STATE_STORE in metadata and '"spark.sql.shuffle.partitions":"3"' in metadata
+    conf = offset_log_conf(offset_log(tmp_path / "ckpt")[0])
+    assert conf[key] == HDFS_STATE_STORE and conf["spark.sql.shuffle.partitions"] == "3"
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
