@@ -30,6 +30,18 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def write_query_state(path: Path, state: str, query_id: str, run_id: str, **extra: Any) -> None:
+    """Write ``{"state", "at", "id", "run_id", **extra}`` to ``path`` atomically; never raise (a
+    listener must never kill the query)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": query_id, "run_id": run_id, **extra}))
+        tmp.replace(path)
+    except Exception:
+        log.exception("cannot write %s", path)
+
+
 def liveness_listener(path: Path) -> Any:
     """Return a StreamingQueryListener that writes ``{"state", "at", "id", "run_id"}`` to ``path`` on
     every query event and never raises (pyspark is imported here, so the controller needs none)."""
@@ -37,14 +49,7 @@ def liveness_listener(path: Path) -> Any:
 
     class LivenessListener(QueryEvents):
         def _write(self, state: str, query_id: str, run_id: str, **extra: Any) -> None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": query_id, "run_id": run_id,
-                                           **extra}))
-                tmp.replace(path)
-            except Exception:  # a listener must never kill the query
-                log.exception("cannot write %s", path)
+            write_query_state(path, state, query_id, run_id, **extra)
 
         def on_started(self, query_id: str, run_id: str) -> None:
             self._write("started", query_id, run_id)

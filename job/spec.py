@@ -476,13 +476,17 @@ class DaggerSpec(_Model):
                     "versioned artifact; daggers protos build --root DIR --out FILE writes one), read when the "
                     "dagger first starts and then pinned in its checkpoint.")
     sinks: list[SinkSpec] = Field(min_length=1, description="Where rows go (``sink:`` for one).")
-    isolation: Literal["shared", "dedicated"] = Field(
+    isolation: Literal["shared", "fused", "dedicated"] = Field(
         default="shared",
         description="How a controller runs the dagger. shared: as one streaming query inside a long-lived "
                     "Spark application of its cluster (job.shared.host), next to other daggers, each in its "
                     "own Spark session, FAIR pool and checkpoint; a deploy skips Spark's start-up and a dagger "
                     "costs tens of MB instead of a JVM. dedicated: in its own process and Spark application "
-                    "(job.control.launch), for heavy daggers or ones that need non-SQL spark_conf. "
+                    "(job.control.launch), for heavy daggers or ones that need non-SQL spark_conf. fused: in the "
+                    "shared application, in one streaming query with the other fused daggers of the host that "
+                    "read the same stream with the same window (job.shared.fusion): one read and one "
+                    "micro-batch for all of them, for many light TUMBLE-windowed daggers; one that cannot fuse "
+                    "runs as shared. "
                     "`daggers run` always runs the dagger in its own application.")
     spark_conf: dict[str, str] = Field(
         default_factory=dict,

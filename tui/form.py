@@ -116,7 +116,8 @@ class DaggerFormScreen(Screen[None]):
                 with Horizontal(classes="row"):
                     with VerticalScroll(classes="cell"):
                         yield Label("Isolation")
-                        yield Select[str]([("shared application", "shared"), ("dedicated application", "dedicated")],
+                        yield Select[str]([("shared application", "shared"), ("fused with like daggers", "fused"),
+                                           ("dedicated application", "dedicated")],
                                           value="shared", allow_blank=False, id="isolation")
                     with VerticalScroll(classes="cell"):
                         yield Label("Light (little data: least CPU a batch, read at window close)")
@@ -174,7 +175,8 @@ class DaggerFormScreen(Screen[None]):
             self.query_one("#sink", Select).value = form.sink_type if form.sink_type in ("influx", "log") else "influx"
             self.query_one("#measurement", Input).value = form.measurement
             self.query_one("#database", Input).value = form.database
-            self.query_one("#isolation", Select).value = form.isolation if form.isolation == "dedicated" else "shared"
+            self.query_one("#isolation", Select).value = (form.isolation if form.isolation in ("fused", "dedicated")
+                                                              else "shared")
             self.query_one("#light", Switch).value = form.light
         finally:
             self._filling = False

@@ -369,7 +369,7 @@ class Controller:
         log_path = workdir / "dagger.log"
         if log_path.exists() and log_path.stat().st_size > LOG_ROTATE_BYTES:
             log_path.replace(log_path.with_suffix(".log.1"))
-        if self.host_command is not None and _isolation(item.spec_text) == "shared":
+        if self.host_command is not None and _isolation(item.spec_text) in ("shared", "fused"):
             return self._launch_shared(item, now, spec_path, workdir, checkpoint)
         (workdir / "hosted.json").unlink(missing_ok=True)
         standby = self._take_standby(item, spec_path, workdir, checkpoint)

@@ -183,7 +183,7 @@ class DaggerForm:
     influx_url: str = ""
     database: str = "daggers"
     measurement: str = ""
-    isolation: str = "shared"  # shared: a query in the cluster's shared application; dedicated: its own
+    isolation: str = "shared"  # shared: a query in the cluster's shared application; fused: one query with like daggers there; dedicated: its own
     light: bool = False  # the spec's ``light``: little data, read at window close, the light daggers' pool
 
     def default_group(self) -> str:

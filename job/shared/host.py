@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from job.shared.channel import HostFolder
+from job.shared.group import HostedGroup, Member
 from job.shared.hosted import HostedDagger
 
 log = logging.getLogger("daggers.shared")
@@ -55,6 +56,10 @@ class SharedHost:
         self.poll_s = poll_s
         self.daggers: dict[str, HostedDagger] = {}
         self._replacing: dict[str, HostedDagger] = {}  # old runs being stopped before their key restarts
+        self.groups: dict[str, HostedGroup] = {}  # fused groups by group key (job.shared.fusion)
+        self._regrouping: dict[str, HostedGroup] = {}  # old generations being stopped
+        self._fusion: dict[tuple[str, str], tuple[str, Member] | None] = {}  # (key, token) -> (group, member)
+        self._failed_fused: set[tuple[str, str]] = set()  # (key, token) of fused daggers that failed
         self.stopping = threading.Event()
         self._start_gate = threading.Lock()  # one query starts at a time
         self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
@@ -82,7 +87,8 @@ class SharedHost:
     def _report(self, state: str, error: str | None = None) -> None:
         from job.stack.process import process_start_time
 
-        running = sorted(k for k, d in self.daggers.items() if not d.ended)
+        running = sorted([k for k, d in self.daggers.items() if not d.ended]
+                         + [k for g in self.groups.values() if not g.ended for k in g.members if k not in g.failed])
         self.folder.report_host(pid=os.getpid(), start_time=process_start_time(os.getpid()), state=state,
                                 master=self.master, jvm_pid=getattr(self._jvm, "pid", None), error=error,
                                 fork_server_pid=self.fork_server_pid,
@@ -90,9 +96,42 @@ class SharedHost:
 
     # ---- one round ------------------------------------------------------------------------------
 
+    def _fused(self, key: str, want: dict[str, Any]) -> tuple[str, Member] | None:
+        """Return (group key, member) of an assignment that runs fused, or None (it runs as a query of its
+        own: not ``isolation: fused``, not fusible, or a spec that does not plan, whose error its own run
+        reports). Planned once per token."""
+        cache_key = (key, str(want["token"]))
+        if cache_key not in self._fusion:
+            from job.shared.fusion import fusion_key, why_not_fusible
+
+            found = None
+            try:
+                from job.plan import plan
+                from job.spec import load_spec
+
+                spec = load_spec(Path(want["spec"]))
+                if spec.isolation == "fused":
+                    p = plan(spec, Path(want["state_dir"]))
+                    why = why_not_fusible(p)
+                    if why is None:
+                        found = (fusion_key(p), Member(key, str(want["token"]), p))
+                    else:
+                        log.warning("%s: runs as a query of its own, not fused: %s", key, why)
+            except Exception as exc:  # noqa: BLE001 - its own run reports the error
+                log.info("%s: not fused (%s)", key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            self._fusion = {k: v for k, v in self._fusion.items() if k[0] != key}
+            self._fusion[cache_key] = found
+        return self._fusion[cache_key]
+
     def reconcile(self) -> None:
         """Start, stop and replace daggers so that they match the assignments."""
         wanted = self.folder.assignments()
+        fused: dict[str, dict[str, Member]] = {}
+        for key, want in list(wanted.items()):
+            found = self._fused(key, want)
+            if found is not None:
+                fused.setdefault(found[0], {})[key] = found[1]
+                del wanted[key]
         for key, old in list(self._replacing.items()):
             if old.ended:
                 del self._replacing[key]
@@ -112,6 +151,40 @@ class SharedHost:
                                   self.folder, self.jvm_alive, self._start_gate)
             self.daggers[key] = dagger
             dagger.start()
+        self._reconcile_groups(fused)
+
+    def _reconcile_groups(self, fused: dict[str, dict[str, Member]]) -> None:
+        """Start, stop and replace generations of fused groups so that they match ``fused`` (group key ->
+        member key -> member): a group whose members changed stops, then starts again with the new ones."""
+        for gkey, old in list(self._regrouping.items()):
+            if old.ended:
+                del self._regrouping[gkey]
+        # a member that failed stays failed until its token changes (as a dagger of its own does)
+        for group in [*self.groups.values(), *self._regrouping.values()]:
+            self._failed_fused |= {(k, group.members[k].token) for k in group.failed}
+        fused = {g: left for g, ms in fused.items()
+                 if (left := {k: m for k, m in ms.items() if (k, m.token) not in self._failed_fused})}
+        for gkey, group in list(self.groups.items()):
+            members = fused.get(gkey, {})
+            tokens = {k: m.token for k, m in sorted(members.items())}
+            if group.ended and tokens == group.tokens:
+                continue  # failed with these members: the controller decides
+            if tokens != group.tokens:
+                leaving = {k for k, t in group.tokens.items() if tokens.get(k) != t}
+                log.info("group %s: members change (%d leave, %d in all)", gkey, len(leaving), len(tokens))
+                group.request_stop(leaving)
+                self._regrouping[gkey] = group
+                del self.groups[gkey]
+        for gkey, members in fused.items():
+            if gkey in self.groups or gkey in self._regrouping:
+                continue
+            busy = [k for k in members if k in self.daggers or k in self._replacing]
+            if busy:
+                continue  # wait until their own queries have stopped
+            group = HostedGroup(gkey, [members[k] for k in sorted(members)], self.spark, self.folder,
+                                self.jvm_alive, self._start_gate)
+            self.groups[gkey] = group
+            group.start()
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT (exit code 0) or until the application is lost (exit code 3)."""
@@ -137,9 +210,13 @@ class SharedHost:
 
     def shutdown(self, timeout_s: float = 60.0) -> None:
         """Stop every dagger gracefully (in parallel) and wait for them."""
-        everyone = [*self.daggers.values(), *self._replacing.values()]
+        for group in self.groups.values():
+            group.request_stop(set(group.members))
+        everyone = [*self.daggers.values(), *self._replacing.values(), *self.groups.values(),
+                    *self._regrouping.values()]
         for dagger in everyone:
-            dagger.request_stop()
+            if isinstance(dagger, HostedDagger):
+                dagger.request_stop()
         deadline = time.monotonic() + timeout_s
         for dagger in everyone:
             dagger.join(max(deadline - time.monotonic(), 0.1))

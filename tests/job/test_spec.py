@@ -156,4 +156,4 @@ def test_isolation_defaults_to_shared_and_names_a_bad_value_with_its_line() -> N
     with pytest.raises(SpecError) as err:
         parse_spec(GOOD + "isolation: private\n", "b.yaml")
     line = len(GOOD.splitlines()) + 1
-    assert f"b.yaml:{line}: isolation: Input should be 'shared' or 'dedicated'" in err.value.message
+    assert f"b.yaml:{line}: isolation: Input should be 'shared', 'fused' or 'dedicated'" in err.value.message

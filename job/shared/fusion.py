@@ -1,0 +1,238 @@
+"""Fused daggers (``isolation: fused``): daggers of one host that read the same stream, run as one query.
+
+Every streaming query pays Spark's fixed cost in each micro-batch (planning, code generation, task
+scheduling, state-store commits): ~0.4 core-s for a light windowed dagger, and a windowed dagger needs
+one or two at each window end. A hundred daggers whose windows end in the same minute then queue
+behind each other on a small machine. Daggers that read one stream the same way can share one query:
+one read of the topic, one micro-batch a trigger, one plan whose union holds each dagger's own
+aggregation. Measured (``bench/bench_density.py``, 2 cores): 20 daggers in one query took 0.09 cores
+against 0.22-0.31 as 20 queries.
+
+What may fuse (:func:`fusion_key`): a single-stream query with a TUMBLE window and no join, no
+``udf_file`` and no failover; its *group* is every fused dagger of the host with the same source
+(topics, brokers, schema, start, bad-record policy, stream transformers), watermark delay, window,
+trigger, parallelism and SQL settings. A fused dagger keeps its own sinks, its own ``status.json`` and
+its own state in the host's folder; the group's offsets and window state live in the group's checkpoint.
+
+A group's members change (a dagger deployed, removed or edited) by starting a new *generation* of the
+group's query: the old one stops once its closed windows are written, and the new one reads the topic
+again from the start of the oldest window still open (its watermark, rounded down to the window size)
+and keeps only events from then on. Each open window is computed again from all of its events, so no
+dagger's windows have a gap or a double, and no window is written twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from job.plan import DaggerPlan, StreamPlan
+from job.sources.kafka import SourceConfig
+from job.sql.rewrite import interval_ms
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+#: The column of a group's output that names the dagger of each row, and the one with the row as JSON.
+MEMBER_COLUMN = "__member"
+ROW_COLUMN = "__row"
+#: How timestamps travel through a group's JSON rows (microseconds, UTC offset): pyarrow reads them back.
+JSON_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+#: The source settings a group's members may differ in: each dagger's columns are read for the group.
+_PER_MEMBER = ("columns", "derived", "hidden", "batch_order", "bad_records_dir", "dead_letter_topic", "positions_dir")
+
+
+def why_not_fusible(plan: DaggerPlan) -> str | None:
+    """Return why ``plan`` cannot run fused (None when it can)."""
+    spec, tr = plan.spec, plan.translation
+    if len(plan.streams) != 1:
+        return "it reads two streams"
+    if not tr.aggregates or tr.window is None:
+        return "it has no window"
+    if tr.window[1] is not None:
+        return "its window is a HOP (only TUMBLE windows fuse)"
+    if tr.join_lag_ms != 0:
+        return "it joins"
+    if spec.udf_file:
+        return "it has a udf_file"
+    if plan.streams[0].source.failover:
+        return "its stream has a failover cluster"
+    return None
+
+
+def fusion_key(plan: DaggerPlan) -> str:
+    """Return the group ``plan`` fuses into: equal for daggers that may share one query. Call only for a
+    plan :func:`why_not_fusible` accepts."""
+    source = {k: v for k, v in dataclasses.asdict(plan.streams[0].source).items() if k not in _PER_MEMBER}
+    stream = plan.spec.streams[0]
+    if stream.bad_records == "dead-letter":
+        source["dead_letter_topic"] = plan.streams[0].source.dead_letter_topic
+    parts = {
+        "source": source,
+        "table": stream.table,
+        "timestamp": [stream.timestamp_field, plan.streams[0].timestamp_kind],
+        "stream_transformers": [t.model_dump(mode="json") for t in stream.transformers],
+        "watermark_delay_ms": plan.spec.watermark_delay_ms,
+        "window": list(plan.translation.window or ()),
+        "trigger_s": plan.trigger_interval_s,
+        "parallelism": plan.spec.parallelism,
+        "light": plan.spec.light,
+        "dart_store": plan.spec.dart_store,
+        "sql_conf": sorted((k, v) for k, v in plan.spec.spark_conf.items() if k.startswith("spark.sql.")),
+        "features": sorted(plan.features.items()),
+    }
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    return f"g-{digest[:12]}"
+
+
+def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_ms: int | None) -> SourceConfig:
+    """Return the source of a group whose members read ``sources`` (equal but for :data:`_PER_MEMBER`):
+    every column any of them reads, every derived column once, a column hidden only when no member reads
+    it as it is; bad records under the group's ``bad_records_dir``; from ``start_ms`` when given."""
+    first = sources[0]
+    columns = sorted({c for s in sources for c in s.columns})
+    direct = {c for s in sources for c in s.columns if c not in set(s.hidden or [])}
+    hidden = sorted({c for s in sources for c in s.hidden or []} - direct)
+    derived: dict[str, list[Any]] = {}
+    for s in sources:
+        for d in s.derived or []:
+            derived.setdefault(str(d[0]), d)
+    orders = {s.batch_order for s in sources}
+    return dataclasses.replace(
+        first, columns=columns, hidden=hidden, derived=list(derived.values()),
+        batch_order=orders.pop() if len(orders) == 1 else "", bad_records_dir=str(bad_records_dir),
+        start_from=str(start_ms) if start_ms is not None else first.start_from)
+
+
+def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_ms: int | None) -> DaggerPlan:
+    """Return the plan of the group's source: the first member's, with the merged stream (see
+    :func:`merged_source`) and the group's ``checkpoint``."""
+    first = members[0]
+    stream = first.streams[0]
+    source = merged_source([m.streams[0].source for m in members], checkpoint / "bad_records" / stream.table,
+                           start_ms)
+    return dataclasses.replace(first, streams=[StreamPlan(stream.table, source, stream.timestamp_field,
+                                                          stream.timestamp_kind)], checkpoint=checkpoint)
+
+
+def restart_ms(watermark_ms: int, window_size: str) -> int:
+    """Return where a new generation of a TUMBLE group starts reading, given the watermark its old one
+    had evicted by: the start of the oldest window still open."""
+    size = interval_ms(window_size)
+    return watermark_ms // size * size
+
+
+def committed_watermark_ms(spark_dir: Path) -> int | None:
+    """Return the watermark (epoch ms) the last committed micro-batch of the query in ``spark_dir``
+    evicted windows by; None when it committed none."""
+    from job.control.lag import committed_batches
+
+    for batch in reversed(committed_batches(spark_dir)):
+        try:
+            meta = json.loads((spark_dir / "offsets" / str(batch)).read_text().splitlines()[1])
+            return int(meta.get("batchWatermarkMs", 0))
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _offsets(value: Any) -> dict[str, dict[str, int]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def records_read(start: Any, end: Any, seen: dict[str, dict[str, int]] | None = None) -> int:
+    """Return the records of a micro-batch from offsets ``start`` to ``end`` (as a progress event gives
+    them: ``{topic: {partition: offset}}``, or its JSON), or with ``seen`` only those an earlier generation
+    had not read (at or past its committed offsets ``seen``).
+
+    A group's query reads its source once for each member, and Spark's ``numInputRows`` counts every read:
+    a member's count comes from the offsets instead."""
+    start_, end_ = _offsets(start), _offsets(end)
+    total = 0
+    for topic, parts in end_.items():
+        if not isinstance(parts, dict):
+            continue
+        for part, stop in parts.items():
+            first = int((start_.get(topic) or {}).get(part, 0))
+            if seen is not None:
+                first = max(first, int((seen.get(topic) or {}).get(str(part), 0)))
+            total += max(int(stop) - first, 0)
+    return total
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One member's part of a group's query: its output schema (as its sinks see it)."""
+
+    key: str
+    schema: pa.Schema
+
+
+def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, DaggerPlan],
+                start_ms: int | None) -> tuple[DataFrame, dict[str, Branch]]:
+    """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
+
+    The stream's view is the group's source (events before ``start_ms`` left out); each member's SQL runs
+    over it with its output transformers, and the branches are one UNION ALL. Raises what planning a
+    member raises (SqlError, SpecError)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from job.runner import stream_frame
+    from job.sql.pushdown import DERIVED_PREFIX
+    from job.sql.rewrite import BARRIER_COLUMN
+    from job.transform import apply_output_transformers
+
+    frame = stream_frame(spark, group, 0)
+    if start_ms is not None:
+        frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms)))
+    frame.createOrReplaceTempView(group.streams[0].table)
+    branches: dict[str, Branch] = {}
+    frames = []
+    for key, plan in members.items():
+        result = spark.sql(plan.translation.spark_sql)
+        internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
+        result = apply_output_transformers(result.drop(*internal) if internal else result, plan.spec)
+        branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
+        frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
+                                    F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),
+                                              {"timestampFormat": JSON_TIME_FORMAT}).alias(ROW_COLUMN)))
+    return reduce(lambda a, b: a.unionAll(b), frames), branches
+
+
+def split_rows(table: pa.Table, branches: dict[str, Branch]) -> dict[str, pa.Table]:
+    """Return each member's rows of a group's micro-batch ``table`` (``__member``, ``__row``), as Arrow
+    tables of the member's schema (empty for a member with no rows)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as paj
+
+    out: dict[str, pa.Table] = {}
+    members = table.column(MEMBER_COLUMN)
+    for key, branch in branches.items():
+        rows = pc.filter(table.column(ROW_COLUMN), pc.equal(members, key)) if table.num_rows else None
+        if rows is None or len(rows) == 0:
+            out[key] = branch.schema.empty_table()
+            continue
+        data = "\n".join(str(r) for r in rows.to_pylist()).encode()
+        parsed = paj.read_json(io.BytesIO(data), parse_options=paj.ParseOptions(
+            explicit_schema=branch.schema, unexpected_field_behavior="ignore"))
+        out[key] = pa.Table.from_arrays([parsed.column(f.name) if f.name in parsed.column_names
+                                         else pa.nulls(parsed.num_rows, f.type) for f in branch.schema],
+                                        schema=branch.schema)
+    return out

@@ -1,0 +1,315 @@
+"""One generation of a fused group inside a shared host: one query for several daggers (see
+:mod:`job.shared.fusion`).
+
+:class:`HostedGroup` runs in a thread of the host, like :class:`job.shared.hosted.HostedDagger`, on a
+session of its own in the light pool. Its folder ``<host>/groups/<group key>/`` holds ``group.json``
+(the generation, its members' keys and tokens, where it started reading) and each generation's
+checkpoint ``gen-<n>/``. Each member keeps what a dagger of its own keeps: its sinks, its
+``status.json`` and ``query.json`` under its own checkpoint, and its state in the host's
+``daggers/<key>.json``.
+
+* A host started again (the JVM was killed) finds the same members in ``group.json`` and resumes the
+  same generation from its checkpoint: exact totals.
+* Other members start a new generation (see :func:`start_of_generation`).
+* A member whose sink fails past its retries fails alone: its rows are no longer written, the others go on.
+* A failure of the query itself (a bad record under ``bad_records: fail``, which every member reads)
+  fails every member with its error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from job.errors import DaggerError
+from job.shared.channel import HostFolder, write_json
+from job.shared.hosted import LIGHT_POOL
+
+log = logging.getLogger("daggers.shared")
+
+GROUPS = "groups"
+#: Two members with the same aggregation would share one shuffle (Spark reuses equal exchanges), and the
+#: second's watermark, never fed, would hold its windows back forever: each branch keeps its own.
+GROUP_SQL_CONF = {"spark.sql.exchange.reuse": "false"}
+GROUP_FILE = "group.json"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One fused dagger of a group: its assignment and its plan."""
+
+    key: str
+    token: str
+    plan: Any  # job.plan.DaggerPlan
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Where a generation of a group reads: its number, the event time it starts at (None: the members'
+    ``start_from``) and the offsets the generations before it had read (its members count no record
+    twice)."""
+
+    number: int
+    start_ms: int | None
+    seen: dict[str, dict[str, int]]
+
+
+def start_of_generation(folder: Path, members: dict[str, str], window_size: str) -> Generation:
+    """Return the generation of a group whose members are ``members`` (key -> token).
+
+    The generation in ``group.json`` when its members are these (resumed from its checkpoint); else the
+    next one, reading from the start of the oldest window the last one had open (its committed watermark,
+    rounded down to ``window_size``), or from where the last one started when it committed nothing."""
+    from job.control.lag import committed_offsets
+    from job.shared.fusion import committed_watermark_ms, restart_ms
+
+    try:
+        data = json.loads((folder / GROUP_FILE).read_text())
+    except (OSError, ValueError):
+        return Generation(1, None, {})
+    number, start, seen = int(data.get("generation", 0)), data.get("start_ms"), data.get("seen") or {}
+    if data.get("members") == members:
+        return Generation(number, start, seen)
+    last = folder / f"gen-{number}"
+    watermark = committed_watermark_ms(last / "spark")
+    if watermark:
+        start = max(start or 0, restart_ms(watermark, window_size))
+    for topic, parts in (committed_offsets(last) or {}).items():
+        for part, offset in parts.items():
+            seen.setdefault(topic, {})[part] = max(int(offset), int(seen.get(topic, {}).get(part, 0)))
+    return Generation(number + 1, start, seen)
+
+
+class HostedGroup:
+    """One generation of a group's query, in a thread of the host (see the module docstring)."""
+
+    def __init__(self, group_key: str, members: list[Member], base: Any, folder: HostFolder,
+                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None) -> None:
+        self.key = group_key
+        self.members = {m.key: m for m in members}
+        self.base = base
+        self.folder = folder
+        self.jvm_alive = jvm_alive
+        self.start_gate = start_gate or threading.Lock()
+        self.root = folder.root / GROUPS / group_key
+        self.state = "starting"
+        self.failed: dict[str, str] = {}  # member key -> its error, once its sinks failed
+        self.leaving: set[str] = set()  # members that end with this generation (unassigned or replaced)
+        self.generation = 0
+        self._seen: dict[str, dict[str, int]] = {}  # offsets read by earlier generations
+        self._jobs: dict[str, Any] = {}
+        self._branches: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        """The members' keys and tokens."""
+        return {k: m.token for k, m in sorted(self.members.items())}
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("stopped", "failed")
+
+    def start(self) -> None:
+        for key in self.members:
+            self._report(key, "starting")
+        self._thread.start()
+
+    def request_stop(self, leaving: set[str] | None = None) -> None:
+        """Stop the generation gracefully; members in ``leaving`` report ``stopped``, the others nothing
+        (the next generation takes them over)."""
+        self.leaving |= set(leaving or ())
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # ---- the thread -----------------------------------------------------------------------------
+
+    def _report(self, key: str, state: str, error: str | None = None) -> None:
+        member = self.members[key]
+        self.folder.report(key, member.token, state, error=error, pool=LIGHT_POOL, group=self.key,
+                           generation=self.generation, checkpoint=str(member.plan.checkpoint))
+
+    def _run(self) -> None:
+        from job.runner import explain_failure
+
+        query = session = listener = None
+        try:
+            with self.start_gate:
+                if self._stop.is_set():
+                    return self._end(None, None, None, None)
+                query, session, listener = self._start()
+            for key in self.members:
+                self._jobs[key].mark("running")
+                self._report(key, "running")
+            self.state = "running"
+            log.info("group %s gen %d: running %d daggers (query %s)", self.key, self.generation,
+                     len(self.members), query.id)
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(0.5)
+            if not self._stop.is_set() and query.exception() is not None:
+                raise explain_failure(query.exception())
+            self._end(query, session, listener, None)
+        except Exception as exc:
+            if not self.jvm_alive():
+                log.warning("group %s: the Spark application is gone", self.key)
+                return
+            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+            text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+            log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
+            self._end(query, session, listener, text)
+
+    def _start(self) -> tuple[Any, Any, Any]:
+        from job.plan import pin_schema, register_plan_functions
+        from job.runner import LIGHT_SQL_CONF, DaggerJob, session_conf
+        from job.shared.fusion import group_frame, group_plan
+        from job.sinks.base import start_sinks
+        from job.sources.kafka import register_source
+
+        first = next(iter(self.members.values())).plan
+        window = first.translation.window[0]
+        gen = start_of_generation(self.root, self.tokens, window)
+        self.generation, start_ms, self._seen = gen.number, gen.start_ms, gen.seen
+        checkpoint = self.root / f"gen-{self.generation}"
+        group = group_plan([m.plan for m in self.members.values()], checkpoint, start_ms)
+        session = self.base.newSession()
+        session.conf.set("spark.sql.shuffle.partitions", str(first.spec.parallelism))
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", LIGHT_POOL)
+        register_plan_functions(session, first)
+        register_source(session)
+        sql_conf = {**(LIGHT_SQL_CONF if first.spec.light else {}),
+                    **{k: v for k, v in first.spec.spark_conf.items() if k.startswith("spark.sql.")},
+                    **GROUP_SQL_CONF}
+        with session_conf(session, sql_conf):
+            frame, self._branches = group_frame(session, group, {k: m.plan for k, m in self.members.items()},
+                                                start_ms)
+            for key, member in self.members.items():
+                job = DaggerJob(member.plan, session)
+                start_sinks(job.sinks, self._branches[key].schema)
+                member.plan.checkpoint.mkdir(parents=True, exist_ok=True)
+                pin_schema(member.plan)
+                self._jobs[key] = job
+            write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
+                                                "start_ms": start_ms, "window": window, "seen": self._seen})
+            listener = _group_listener(self)
+            session.streams.addListener(listener)
+            writer = (frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
+                      .outputMode("append").option("checkpointLocation", str(checkpoint / "spark"))
+                      .foreachBatch(self._write_batch)
+                      .trigger(processingTime=f"{first.trigger_interval_s} seconds"))
+            query = writer.start()
+        for job in self._jobs.values():
+            job.query = query
+            job._interval_s = first.trigger_interval_s
+        log.info("group %s gen %d: %d daggers from %s (checkpoint %s)", self.key, self.generation,
+                 len(self.members), start_ms if start_ms is not None else first.streams[0].source.start_from,
+                 checkpoint)
+        return query, session, listener
+
+    def _write_batch(self, df: Any, batch_id: int) -> None:
+        from job.shared.fusion import split_rows
+
+        tables = split_rows(df.toArrow(), self._branches)
+        for key, table in tables.items():
+            if key in self.failed:
+                continue
+            try:
+                for sink in self._jobs[key].sinks:
+                    sink.write(table, batch_id)
+            except Exception as exc:  # this member's sink: it fails alone
+                from job.runner import explain_failure
+
+                err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+                text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+                log.error("%s (group %s): failed: %s", key, self.key, text.replace("\n", " "))
+                self.failed[key] = text
+                self._jobs[key].mark("failed", f"{err.title}: {err.message}")
+                self._report(key, "failed", text)
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        """Hand a progress event to every member, counting each record once: from the offsets (see
+        :func:`job.shared.fusion.records_read`), less those an earlier generation had read."""
+        from job.shared.fusion import records_read
+
+        rows = sum(records_read(s.get("startOffset"), s.get("endOffset"), self._seen)
+                   for s in progress.get("sources") or [])
+        progress = {**progress, "numInputRows": rows}
+        for key, job in self._jobs.items():
+            if key not in self.failed:
+                job._on_progress(progress)
+
+    def on_idle(self, query_id: str) -> None:
+        for key, job in self._jobs.items():
+            if key not in self.failed:
+                job._heartbeat(query_id)
+
+    def _end(self, query: Any, session: Any, listener: Any, error: str | None) -> None:
+        """Stop the query (once its closed windows are written), close every sink and report."""
+        jobs = list(self._jobs.values())
+        try:
+            if query is not None and query.isActive and jobs:
+                jobs[0].settle()
+                query.stop()
+            for job in jobs:
+                job.sync_progress()
+                for sink in job.sinks:
+                    sink.close()
+            if session is not None and listener is not None:
+                session.streams.removeListener(listener)
+        except Exception as exc:  # stopping must not keep the states from being reported
+            if not self.jvm_alive():
+                return
+            log.warning("group %s: while stopping: %s", self.key, exc)
+        for key in self.members:
+            job = self._jobs.get(key)
+            if key in self.failed:
+                continue
+            if error is not None:
+                if job is not None:
+                    job.mark("failed", error.split("\nhint: ")[0])
+                self._report(key, "failed", error)
+            elif key in self.leaving or not self._stop.is_set():
+                if job is not None:
+                    job.mark("stopped")
+                self._report(key, "stopped")
+        self.state = "failed" if error is not None else "stopped"
+        log.info("group %s gen %d: %s", self.key, self.generation, self.state)
+
+
+def _group_listener(group: HostedGroup) -> Any:
+    """Return the listener that hands the group query's events to each member: its progress
+    (``status.json``) and its liveness (``query.json``), as a dagger's own listeners would. A session's
+    listeners see only that session's query."""
+    from job.liveness import QUERY_FILE, write_query_state
+    from job.query_events import QueryEvents
+
+    def write(state: str, query_id: str, run_id: str, **extra: Any) -> None:
+        for key, member in group.members.items():
+            if key not in group.failed:
+                write_query_state(member.plan.checkpoint / QUERY_FILE, state, query_id, run_id, **extra)
+
+    class GroupListener(QueryEvents):
+        def on_started(self, query_id: str, run_id: str) -> None:
+            write("started", query_id, run_id)
+
+        def on_progress(self, progress: dict[str, Any]) -> None:
+            group.on_progress(progress)
+            write("active", str(progress.get("id", "")), str(progress.get("runId", "")))
+
+        def on_idle(self, query_id: str, run_id: str) -> None:
+            group.on_idle(query_id)
+            write("idle", query_id, run_id)
+
+        def on_terminated(self, query_id: str, run_id: str, exception: str | None) -> None:
+            write("terminated", query_id, run_id, exception=exception)
+
+    return GroupListener()

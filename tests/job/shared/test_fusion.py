@@ -1,0 +1,127 @@
+"""What fuses and how a group's plan, generations and rows are made (:mod:`job.shared.fusion`,
+:func:`job.shared.group.start_of_generation`); no Spark. The query itself: test_host_fusion.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from job.plan import DaggerPlan, plan
+from job.shared.fusion import (
+    MEMBER_COLUMN,
+    ROW_COLUMN,
+    Branch,
+    committed_watermark_ms,
+    fusion_key,
+    group_plan,
+    records_read,
+    restart_ms,
+    split_rows,
+    why_not_fusible,
+)
+from job.shared.group import GROUP_FILE, start_of_generation
+from job.spec import parse_spec
+from tests.helpers import BOOKINGS_SQL
+
+HOP_SQL = """SELECT city_id AS tag_city_id, count(1) AS n,
+       HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
+FROM data_stream GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), city_id"""
+SUM_SQL = """SELECT driver_id AS tag_area, sum(fare_idr) AS amount,
+       TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), driver_id"""
+
+
+def planned(tmp_path: Path, name: str, sql: str = BOOKINGS_SQL, extra: str = "", topic: str = "bookings") -> DaggerPlan:
+    body = "\n".join("  " + line for line in sql.splitlines())
+    text = f"""name: d-{name}
+streams:
+  - table: data_stream
+    topics: [{topic}]
+    proto_class: daggers.events.BookingLog
+    timestamp_field: event_timestamp
+    bootstrap_servers: 127.0.0.1:9092
+    group: {name}
+sql: |
+{body}
+isolation: fused
+{extra}sink:
+  type: log
+"""
+    return plan(parse_spec(text, f"{name}.yaml"), tmp_path / name)
+
+
+def test_tumble_windows_over_one_stream_fuse_and_the_rest_say_why_not(tmp_path: Path) -> None:
+    assert why_not_fusible(planned(tmp_path, "a")) is None
+    assert why_not_fusible(planned(tmp_path, "b", HOP_SQL)) == "its window is a HOP (only TUMBLE windows fuse)"
+    passthrough = "SELECT city_id AS tag_city_id, rowtime AS window_timestamp FROM data_stream"
+    assert why_not_fusible(planned(tmp_path, "c", passthrough)) == "it has no window"
+
+
+def test_daggers_reading_a_stream_alike_share_a_group_whatever_their_sql(tmp_path: Path) -> None:
+    a, b = planned(tmp_path, "a"), planned(tmp_path, "b", SUM_SQL)
+    assert fusion_key(a) == fusion_key(b) and fusion_key(a).startswith("g-")
+    assert fusion_key(planned(tmp_path, "c", topic="other")) != fusion_key(a)
+    assert fusion_key(planned(tmp_path, "d", extra="watermark_delay_ms: 5000\n")) != fusion_key(a)
+    assert fusion_key(planned(tmp_path, "e", extra="trigger_interval_s: 2\n")) != fusion_key(a)
+
+
+def test_a_groups_source_reads_what_every_member_reads_once(tmp_path: Path) -> None:
+    a, b = planned(tmp_path, "a"), planned(tmp_path, "b", SUM_SQL)
+    group = group_plan([a, b], tmp_path / "g" / "gen-2", 1_795_708_000_000)
+    source = group.streams[0].source
+    assert source.columns == sorted(set(a.streams[0].source.columns) | set(b.streams[0].source.columns))
+    assert "fare_idr" in source.columns and "driver_id" in source.columns
+    # the S2 cell is derived in the source for a; its coordinates are read only for that
+    assert [d[0] for d in source.derived or []] == [d[0] for d in a.streams[0].source.derived or []]
+    assert source.hidden == a.streams[0].source.hidden
+    assert source.start_from == "1795708000000"
+    assert source.bad_records_dir == str(tmp_path / "g" / "gen-2" / "bad_records" / "data_stream")
+    assert group.checkpoint == tmp_path / "g" / "gen-2"
+
+
+def test_a_new_generation_starts_at_the_oldest_open_window_and_counts_no_record_twice(tmp_path: Path) -> None:
+    members = {"a": "a-1", "b": "b-1"}
+    first = start_of_generation(tmp_path, members, "60 seconds")
+    assert (first.number, first.start_ms, first.seen) == (1, None, {})
+    spark = tmp_path / "gen-1" / "spark"
+    for batch, (watermark, offsets) in enumerate([(0, {"t": {"0": 5}}), (1_795_708_150_000, {"t": {"0": 9, "1": 4}})]):
+        (spark / "offsets").mkdir(parents=True, exist_ok=True)
+        (spark / "commits").mkdir(parents=True, exist_ok=True)
+        (spark / "offsets" / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":{watermark},"batchTimestampMs":1}}\n{json.dumps(offsets)}\n')
+        (spark / "commits" / str(batch)).write_text("v1\n{}\n")
+    (tmp_path / GROUP_FILE).write_text(json.dumps({"generation": 1, "members": members, "start_ms": None}))
+    assert committed_watermark_ms(spark) == 1_795_708_150_000
+    # the same members resume their generation; others start the next one
+    assert start_of_generation(tmp_path, members, "60 seconds").number == 1
+    nxt = start_of_generation(tmp_path, {**members, "c": "c-1"}, "60 seconds")
+    assert (nxt.number, nxt.start_ms) == (2, restart_ms(1_795_708_150_000, "60 seconds")) == (2, 1_795_708_140_000)
+    assert nxt.seen == {"t": {"0": 9, "1": 4}}
+    # a batch of the new generation from offset 3 to 12 on partition 0: 9..12 are new
+    assert records_read({"t": {"0": 3, "1": 4}}, {"t": {"0": 12, "1": 6}}, nxt.seen) == 3 + 2
+    assert records_read(json.dumps({"t": {"0": 3}}), json.dumps({"t": {"0": 12}})) == 9
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_a_groups_rows_go_back_to_each_member_with_its_schema(rows: int) -> None:
+    schema_a = pa.schema([("tag_city_id", pa.string()), ("n", pa.int64()),
+                          ("window_timestamp", pa.timestamp("us", tz="UTC"))])
+    schema_b = pa.schema([("amount", pa.float64())])
+    branches = {"a": Branch("a", schema_a), "b": Branch("b", schema_b)}
+    members = ["a", "b", "a"][:rows]
+    json_rows = ['{"tag_city_id":"1","n":7,"window_timestamp":"2026-11-26T15:47:00.000000Z"}',
+                 '{"amount":12.5}', '{"tag_city_id":"2","n":1,"window_timestamp":"2026-11-26T15:48:00.000000Z"}'][:rows]
+    table = pa.table({MEMBER_COLUMN: pa.array(members, pa.string()), ROW_COLUMN: pa.array(json_rows, pa.string())})
+    out = split_rows(table, branches)
+    assert out["a"].schema == schema_a and out["b"].schema == schema_b
+    if rows:
+        assert out["a"].to_pylist() == [
+            {"tag_city_id": "1", "n": 7, "window_timestamp": datetime(2026, 11, 26, 15, 47, tzinfo=UTC)},
+            {"tag_city_id": "2", "n": 1, "window_timestamp": datetime(2026, 11, 26, 15, 48, tzinfo=UTC)}]
+        assert out["b"].to_pylist() == [{"amount": 12.5}]
+    else:
+        assert out["a"].num_rows == out["b"].num_rows == 0
