@@ -157,8 +157,10 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
         checkpoint = folder / "checkpoints" / name
         path = folder / "specs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
+        # the heavy dagger of a fused step runs as a query of its own (fusion is for light daggers)
         path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
-                                  checkpoint, isolation, 2 if is_heavy else light_parallelism, trigger_s,
+                                  checkpoint, "shared" if is_heavy and isolation == "fused" else isolation,
+                                  2 if is_heavy else light_parallelism, trigger_s,
                                   None if is_heavy else light_conf, None if is_heavy else light_settings))
         out.append(Dagger(name, kind, is_heavy, path, checkpoint))
     return out
@@ -681,7 +683,7 @@ def plot(steps: list[Step], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (mem, lat) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for mode, colour in (("shared", "tab:blue"), ("dedicated", "tab:orange")):
+    for mode, colour in (("shared", "tab:blue"), ("fused", "tab:green"), ("dedicated", "tab:orange")):
         ran = sorted((s for s in steps if s.mode == mode and s.ran), key=lambda s: s.n)
         if not ran:
             continue
@@ -747,7 +749,8 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", default="1,10,50,100", help="light dagger counts, comma separated")
-    ap.add_argument("--modes", default="shared,dedicated")
+    ap.add_argument("--modes", default="shared,dedicated",
+                    help="of shared, fused (light daggers with isolation: fused, in one shared host), dedicated")
     ap.add_argument("--seconds", type=int, default=180, help="how long the feeders run per step")
     ap.add_argument("--settle-s", type=int, default=180,
                     help="seconds the feeders run before the measurement starts (the JIT compiles the queries' code: "

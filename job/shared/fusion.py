@@ -1,24 +1,27 @@
 """Fused daggers (``isolation: fused``): daggers of one host that read the same stream, run as one query.
 
 Every streaming query pays Spark's fixed cost in each micro-batch (planning, code generation, task
-scheduling, state-store commits): ~0.4 core-s for a light windowed dagger, and a windowed dagger needs
-one or two at each window end. A hundred daggers whose windows end in the same minute then queue
+scheduling, the offset and commit logs): ~0.4 core-s for a light windowed dagger, and a windowed dagger
+needs one or two at each window end. A hundred daggers whose windows end in the same minute then queue
 behind each other on a small machine. Daggers that read one stream the same way can share one query:
-one read of the topic, one micro-batch a trigger, one plan whose union holds each dagger's own
-aggregation. Measured (``bench/bench_density.py``, 2 cores): 20 daggers in one query took 0.09 cores
-against 0.22-0.31 as 20 queries.
+one micro-batch a trigger for all of them, whose plan is the UNION ALL of each dagger's own SQL (each
+branch keeps its own aggregation and window state, and reads the batch's offsets itself). Measured
+(``bench/bench_density.py``, 2 cores): 20 daggers in one query took 0.09 cores against 0.22-0.31 as 20
+queries.
 
-What may fuse (:func:`fusion_key`): a single-stream query with a TUMBLE window and no join, no
-``udf_file`` and no failover; its *group* is every fused dagger of the host with the same source
-(topics, brokers, schema, start, bad-record policy, stream transformers), watermark delay, window,
-trigger, parallelism and SQL settings. A fused dagger keeps its own sinks, its own ``status.json`` and
-its own state in the host's folder; the group's offsets and window state live in the group's checkpoint.
+What may fuse (:func:`why_not_fusible`): a single-stream query with a TUMBLE or HOP window and no join,
+no ``udf_file`` and no failover (a HOP's output must show the window's end or start). Its *group*
+(:func:`fusion_key`) is every fused dagger of the host with the same source (topics, brokers, schema,
+start, bad-record policy, stream transformers), watermark delay, window, trigger, parallelism and SQL
+settings. A fused dagger keeps its own sinks, ``status.json``, ``query.json`` and state file in the
+host's folder; the group's offsets and window state live in the group's checkpoint.
 
 A group's members change (a dagger deployed, removed or edited) by starting a new *generation* of the
 group's query: the old one stops once its closed windows are written, and the new one reads the topic
-again from the start of the oldest window still open (its watermark, rounded down to the window size)
-and keeps only events from then on. Each open window is computed again from all of its events, so no
-dagger's windows have a gap or a double, and no window is written twice.
+again from the start of the oldest window still open (:func:`restart_ms`) and keeps only events from
+then on. Each open window is computed again from all of its events; of a HOP's windows, those the old
+generation wrote (they overlap the new start) are left out. So no member's windows have a gap or a
+double, and a member that joins has every window from the oldest open one on.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ def why_not_fusible(plan: DaggerPlan) -> str | None:
         return "it reads two streams"
     if not tr.aggregates or tr.window is None:
         return "it has no window"
-    if tr.window[1] is not None:
-        return "its window is a HOP (only TUMBLE windows fuse)"
+    if tr.window[1] is not None and window_end_column(plan) is None:
+        return "its HOP window's end or start is not a column of its output"
     if tr.join_lag_ms != 0:
         return "it joins"
     if spec.udf_file:
@@ -64,6 +67,29 @@ def why_not_fusible(plan: DaggerPlan) -> str | None:
     if plan.streams[0].source.failover:
         return "its stream has a failover cluster"
     return None
+
+
+def window_end_column(plan: DaggerPlan) -> tuple[str, int] | None:
+    """Return (output column, ms to add) that gives each output row's window end: the column of
+    ``HOP_END``/``TUMBLE_END`` (0), or of ``HOP_START``/``TUMBLE_START`` (the window's size); None when
+    the output has neither."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(plan.translation.spark_sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Select) or plan.translation.window is None:
+        return None
+    found: tuple[str, int] | None = None
+    for item in tree.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Column) and node.table == "window" and node.name in ("end", "start"):
+            shift = 0 if node.name == "end" else interval_ms(plan.translation.window[0])
+            if found is None or shift == 0:
+                found = (item.alias_or_name, shift)
+    return found
 
 
 def fusion_key(plan: DaggerPlan) -> str:
@@ -121,11 +147,13 @@ def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_ms: int | 
                                                           stream.timestamp_kind)], checkpoint=checkpoint)
 
 
-def restart_ms(watermark_ms: int, window_size: str) -> int:
-    """Return where a new generation of a TUMBLE group starts reading, given the watermark its old one
-    had evicted by: the start of the oldest window still open."""
-    size = interval_ms(window_size)
-    return watermark_ms // size * size
+def restart_ms(watermark_ms: int, window: Sequence[str | None]) -> int:
+    """Return where a new generation of a group with ``window`` (size, slide or None) starts reading,
+    given the watermark its old one had evicted by: the start of the oldest window still open (whose
+    end is past the watermark)."""
+    size = interval_ms(str(window[0]))
+    slide = interval_ms(str(window[1])) if len(window) > 1 and window[1] else size
+    return ((watermark_ms - size) // slide + 1) * slide
 
 
 def committed_watermark_ms(spark_dir: Path) -> int | None:
@@ -180,12 +208,13 @@ class Branch:
 
 
 def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, DaggerPlan],
-                start_ms: int | None) -> tuple[DataFrame, dict[str, Branch]]:
+                start_ms: int | None, written_ms: int | None = None) -> tuple[DataFrame, dict[str, Branch]]:
     """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
 
     The stream's view is the group's source (events before ``start_ms`` left out); each member's SQL runs
-    over it with its output transformers, and the branches are one UNION ALL. Raises what planning a
-    member raises (SqlError, SpecError)."""
+    over it with its output transformers, and the branches are one UNION ALL. With HOP windows a window
+    that ended by ``written_ms`` (an earlier generation wrote it) overlaps the new start: such rows are
+    left out. Raises what planning a member raises (SqlError, SpecError)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -206,6 +235,10 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
         result = spark.sql(plan.translation.spark_sql)
         internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
         result = apply_output_transformers(result.drop(*internal) if internal else result, plan.spec)
+        end = window_end_column(plan) if written_ms is not None and (plan.translation.window or (None, None))[1] else None
+        if end is not None:
+            column, shift = end
+            result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(written_ms - shift)))
         branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
         frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
                                     F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),

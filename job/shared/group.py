@@ -57,14 +57,15 @@ class Generation:
     number: int
     start_ms: int | None
     seen: dict[str, dict[str, int]]
+    written_ms: int | None = None  # the windows that ended by then were written by an earlier generation
 
 
-def start_of_generation(folder: Path, members: dict[str, str], window_size: str) -> Generation:
+def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None]) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
     The generation in ``group.json`` when its members are these (resumed from its checkpoint); else the
     next one, reading from the start of the oldest window the last one had open (its committed watermark,
-    rounded down to ``window_size``), or from where the last one started when it committed nothing."""
+    see :func:`job.shared.fusion.restart_ms`), or from where the last one started when it committed nothing."""
     from job.control.lag import committed_offsets
     from job.shared.fusion import committed_watermark_ms, restart_ms
 
@@ -73,16 +74,18 @@ def start_of_generation(folder: Path, members: dict[str, str], window_size: str)
     except (OSError, ValueError):
         return Generation(1, None, {})
     number, start, seen = int(data.get("generation", 0)), data.get("start_ms"), data.get("seen") or {}
+    written = data.get("written_ms")
     if data.get("members") == members:
-        return Generation(number, start, seen)
+        return Generation(number, start, seen, written)
     last = folder / f"gen-{number}"
     watermark = committed_watermark_ms(last / "spark")
     if watermark:
-        start = max(start or 0, restart_ms(watermark, window_size))
+        start = max(start or 0, restart_ms(watermark, window))
+        written = max(written or 0, watermark)
     for topic, parts in (committed_offsets(last) or {}).items():
         for part, offset in parts.items():
             seen.setdefault(topic, {})[part] = max(int(offset), int(seen.get(topic, {}).get(part, 0)))
-    return Generation(number + 1, start, seen)
+    return Generation(number + 1, start, seen, written)
 
 
 class HostedGroup:
@@ -176,7 +179,7 @@ class HostedGroup:
         from job.sources.kafka import register_source
 
         first = next(iter(self.members.values())).plan
-        window = first.translation.window[0]
+        window = list(first.translation.window)
         gen = start_of_generation(self.root, self.tokens, window)
         self.generation, start_ms, self._seen = gen.number, gen.start_ms, gen.seen
         checkpoint = self.root / f"gen-{self.generation}"
@@ -191,7 +194,7 @@ class HostedGroup:
                     **GROUP_SQL_CONF}
         with session_conf(session, sql_conf):
             frame, self._branches = group_frame(session, group, {k: m.plan for k, m in self.members.items()},
-                                                start_ms)
+                                                start_ms, gen.written_ms)
             for key, member in self.members.items():
                 job = DaggerJob(member.plan, session)
                 start_sinks(job.sinks, self._branches[key].schema)
@@ -199,7 +202,8 @@ class HostedGroup:
                 pin_schema(member.plan)
                 self._jobs[key] = job
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
-                                                "start_ms": start_ms, "window": window, "seen": self._seen})
+                                                "start_ms": start_ms, "window": window, "seen": self._seen,
+                                                "written_ms": gen.written_ms})
             listener = _group_listener(self)
             session.streams.addListener(listener)
             writer = (frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))

@@ -22,6 +22,7 @@ from job.shared.fusion import (
     restart_ms,
     split_rows,
     why_not_fusible,
+    window_end_column,
 )
 from job.shared.group import GROUP_FILE, start_of_generation
 from job.spec import parse_spec
@@ -56,7 +57,13 @@ isolation: fused
 
 def test_tumble_windows_over_one_stream_fuse_and_the_rest_say_why_not(tmp_path: Path) -> None:
     assert why_not_fusible(planned(tmp_path, "a")) is None
-    assert why_not_fusible(planned(tmp_path, "b", HOP_SQL)) == "its window is a HOP (only TUMBLE windows fuse)"
+    # a HOP window fuses when its output shows where each window ends (a new generation needs it)
+    assert why_not_fusible(planned(tmp_path, "b", HOP_SQL)) is None
+    assert window_end_column(planned(tmp_path, "b", HOP_SQL)) == ("window_timestamp", 0)
+    starts = HOP_SQL.replace("HOP_END(", "HOP_START(")
+    assert window_end_column(planned(tmp_path, "b2", starts)) == ("window_timestamp", 180_000)
+    no_time = HOP_SQL.replace(",\n       HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp", "")
+    assert why_not_fusible(planned(tmp_path, "b3", no_time)) == "its HOP window's end or start is not a column of its output"
     passthrough = "SELECT city_id AS tag_city_id, rowtime AS window_timestamp FROM data_stream"
     assert why_not_fusible(planned(tmp_path, "c", passthrough)) == "it has no window"
 
@@ -85,7 +92,7 @@ def test_a_groups_source_reads_what_every_member_reads_once(tmp_path: Path) -> N
 
 def test_a_new_generation_starts_at_the_oldest_open_window_and_counts_no_record_twice(tmp_path: Path) -> None:
     members = {"a": "a-1", "b": "b-1"}
-    first = start_of_generation(tmp_path, members, "60 seconds")
+    first = start_of_generation(tmp_path, members, ["60 seconds", None])
     assert (first.number, first.start_ms, first.seen) == (1, None, {})
     spark = tmp_path / "gen-1" / "spark"
     for batch, (watermark, offsets) in enumerate([(0, {"t": {"0": 5}}), (1_795_708_150_000, {"t": {"0": 9, "1": 4}})]):
@@ -97,13 +104,23 @@ def test_a_new_generation_starts_at_the_oldest_open_window_and_counts_no_record_
     (tmp_path / GROUP_FILE).write_text(json.dumps({"generation": 1, "members": members, "start_ms": None}))
     assert committed_watermark_ms(spark) == 1_795_708_150_000
     # the same members resume their generation; others start the next one
-    assert start_of_generation(tmp_path, members, "60 seconds").number == 1
-    nxt = start_of_generation(tmp_path, {**members, "c": "c-1"}, "60 seconds")
-    assert (nxt.number, nxt.start_ms) == (2, restart_ms(1_795_708_150_000, "60 seconds")) == (2, 1_795_708_140_000)
+    assert start_of_generation(tmp_path, members, ["60 seconds", None]).number == 1
+    nxt = start_of_generation(tmp_path, {**members, "c": "c-1"}, ["60 seconds", None])
+    assert (nxt.number, nxt.start_ms, nxt.written_ms) == (2, 1_795_708_140_000, 1_795_708_150_000)
     assert nxt.seen == {"t": {"0": 9, "1": 4}}
     # a batch of the new generation from offset 3 to 12 on partition 0: 9..12 are new
     assert records_read({"t": {"0": 3, "1": 4}}, {"t": {"0": 12, "1": 6}}, nxt.seen) == 3 + 2
     assert records_read(json.dumps({"t": {"0": 3}}), json.dumps({"t": {"0": 12}})) == 9
+
+
+@pytest.mark.parametrize(("watermark_s", "window", "start_s"), [
+    (150, ["60 seconds", None], 120),  # the window [120, 180) is open
+    (120, ["60 seconds", None], 120),  # [60, 120) was written; [120, 180) is open
+    (150, ["3 minutes", "1 minutes"], 0),  # [0, 180), [60, 240), [120, 300) are open
+    (240, ["3 minutes", "1 minutes"], 120),  # [60, 240) was written
+])
+def test_a_new_generation_starts_with_the_oldest_window_still_open(watermark_s: int, window: list, start_s: int) -> None:
+    assert restart_ms(watermark_s * 1000, window) == start_s * 1000
 
 
 @pytest.mark.parametrize("rows", [0, 3])

@@ -7,6 +7,8 @@ broker (tansu), a real InfluxDB and real Spark, driven through the host's assign
 * A dagger deployed into the group, one edited and one removed: the group's next generation reads the
   topic again from the oldest open window, so the members that stay have every window exactly once (no
   gap, no double), and the new one has every window from where it joined.
+* HOP windows fuse too, in a group of their own: a new generation leaves out the windows the last one
+  wrote (they overlap where it starts reading), so a member that stays has each window once and whole.
 * SIGKILL of the JVM: a new host resumes the same generation from its checkpoint, exactly.
 """
 
@@ -15,12 +17,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from job.produce.generator import generate
+from job.produce.producer import produce
 from job.shared.channel import HostFolder
-from tests.job.control.test_control_e2e import DELAY_MS, closed, wait_for
+from tests.helpers import influx_points
+from tests.job.control.test_control_e2e import DELAY_MS, T0, closed, wait_for
 from tests.job.shared.host_world import HostProc, status, windows
 from tests.job.shared.relay import Relay
 from tests.job.shared.test_host_isolation import World
@@ -29,11 +36,38 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FUSED = "isolation: fused\nlight: true\n"
 WINDOW_S = 60
+HOP_SQL = """SELECT city_id AS tag_city_id,
+       count(1) AS bookings,
+       HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
+FROM data_stream
+GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), city_id"""
 
 
-def group_file(folder: HostFolder) -> dict:
-    (path,) = (folder.root / "groups").glob("*/group.json")
-    return json.loads(path.read_text())
+def group_file(folder: HostFolder, member: str = "fa") -> dict:
+    for path in (folder.root / "groups").glob("*/group.json"):
+        data = json.loads(path.read_text())
+        if member in data["members"]:
+            return data
+    raise AssertionError(f"no group has {member}")
+
+
+def hop_windows(rows: list[dict], watermark_s: float) -> dict[tuple, int]:
+    """(window end s, city_id) -> bookings of every 3-minute window, every minute, closed by ``watermark_s``."""
+    out: Counter[tuple[int, str]] = Counter()
+    for r in rows:
+        ts = int(r["event_timestamp"].timestamp())
+        for start in range((ts - 180) // 60 * 60 + 60, ts + 1, 60):
+            if start + 180 <= watermark_s:
+                out[(start + 180, str(r["city_id"]))] += 1
+    return dict(out)
+
+
+def hop_points(influxdb, db: str) -> dict[tuple, int]:  # type: ignore[no-untyped-def]
+    return influx_points(influxdb, db, "bookings", "bookings", ["tag_city_id"])
+
+
+def watermark_of(rows: list[dict]) -> float:
+    return max(r["event_timestamp"].timestamp() for r in rows) - DELAY_MS / 1000
 
 
 def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
@@ -50,8 +84,12 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
             f.assign(key, w.spec(key, extra=FUSED), tmp_path, f"{key}-1")
         f.assign("fs", w.spec("fs", extra=FUSED, influx_url=f"http://127.0.0.1:{relay.port}",
                               sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
+        f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")
         for key in ("fa", "fb", "fs"):
             w.exact(key, host)
+        wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+                 120, f.log_path)
+        assert group_file(f, "fh")["members"] == {"fh": "fh-1"}
         # one query for the three: one group, one generation, each member's state names it
         group = group_file(f)
         assert group["generation"] == 1 and group["members"] == {"fa": "fa-1", "fb": "fb-1", "fs": "fs-1"}
@@ -69,13 +107,26 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         assert status(w.checkpoint("fs"))["state"] == "failed"
         for key in ("fa", "fb"):
             w.exact(key, host)
+        # six minutes of events in a row, no closer: the HOP windows that end by the watermark are written,
+        # and the next generation's start falls inside windows already written
+        dense = generate("booking", 600, seed=90, start=T0 + timedelta(minutes=40), duration_s=360,
+                         first_index=50_000)
+        produce(w.broker, w.topic, [dense], progress=False)
+        w.rows.extend(dense.table.to_pylist())
+        for key in ("fa", "fb"):
+            w.exact(key, host)
+        wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+                 120, f.log_path)
         # the group went on without it (a new generation, from the oldest open window)
         before = closed(w.rows)
         watermark_s = max(r["event_timestamp"].timestamp() for r in w.rows) - DELAY_MS / 1000
         joined_s = int(watermark_s) // WINDOW_S * WINDOW_S
 
-        # deploy fc, edit fb (a new token), remove fs: a new generation; fa and fb lose no window
+        # deploy fc, edit fb (a new token), remove fs: a new generation; fa and fb lose no window;
+        # fh2 joins fh's HOP group, whose new generation reads again windows fh has written in part
         f.assign("fc", w.spec("fc", extra=FUSED), tmp_path, "fc-1")
+        hop_joined_s = watermark_of(w.rows)
+        f.assign("fh2", w.spec("fh2", extra=FUSED, sql=HOP_SQL), tmp_path, "fh2-1")
         f.assign("fb", w.spec("fb", 2, extra=FUSED), tmp_path, "fb-2")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
@@ -83,12 +134,19 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
                                                                                 "fc": "fc-1"}, 120, f.log_path)
         group = group_file(f)
         assert group["start_ms"] == joined_s * 1000, (group, joined_s)
-        w.step(2)
+        w.step(3)  # minute 60 on: after the six minutes from minute 40
         for key in ("fa", "fb"):
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
         assert want_c and len(want_c) < len(closed(w.rows))
         wait_for("fc: every window since it joined", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120,
+                 f.log_path)
+        assert group_file(f, "fh")["generation"] == 2
+        hop_all = hop_windows(w.rows, watermark_of(w.rows))
+        wait_for("fh: every HOP window once, whole", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_all, 120, f.log_path)
+        hop_new = {k: v for k, v in hop_all.items() if k[0] > hop_joined_s}
+        assert hop_new and len(hop_new) < len(hop_all)
+        wait_for("fh2: every HOP window since it joined", lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new, 120,
                  f.log_path)
         # fs stays failed (removed, as a failed dagger of its own would be), with the windows it wrote before
         assert host.dagger("fs")["state"] == "failed"
@@ -97,12 +155,12 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
 
         # SIGKILL of the JVM: a new host resumes the same generation, exactly
         generation = group_file(f)["generation"]
-        w.step(3)
+        w.step(4)
         os.kill(host.jvm_pid(), signal.SIGKILL)
         assert host.popen is not None and host.popen.wait(60) == 3
         host.start()
         host.ready()
-        w.step(4)
+        w.step(5)
         for key in ("fa", "fb"):
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
