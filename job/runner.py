@@ -173,6 +173,7 @@ class DaggerJob:
         self._listener: _Listener | None = None
         self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
+        self.log_batches = True  # a fused group's members but one leave the batch lines to it
 
     # ---- status file --------------------------------------------------------------------------
 
@@ -237,7 +238,7 @@ class DaggerJob:
             self._save_progress()
         for listener in self.batch_listeners:
             listener(self.progress)
-        if pr.last_input_rows or pr.late_rows_dropped:
+        if self.log_batches and (pr.last_input_rows or pr.late_rows_dropped):
             log.info("batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
                      pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
                      pr.late_rows_dropped, pr.bad_records, pr.watermark,

@@ -22,6 +22,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ GROUPS = "groups"
 #: Two members with the same aggregation would share one shuffle (Spark reuses equal exchanges), and the
 #: second's watermark, never fed, would hold its windows back forever: each branch keeps its own.
 GROUP_SQL_CONF = {"spark.sql.exchange.reuse": "false"}
+#: Members whose sinks write a micro-batch at once.
+SINK_THREADS = 8
 GROUP_FILE = "group.json"
 
 
@@ -108,7 +111,7 @@ class HostedGroup:
         self._jobs: dict[str, Any] = {}
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=SINK_THREADS, thread_name_prefix=f"sinks-{group_key}")
         self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
 
     @property
@@ -197,6 +200,7 @@ class HostedGroup:
                                                 start_ms, gen.written_ms)
             for key, member in self.members.items():
                 job = DaggerJob(member.plan, session)
+                job.log_batches = not self._jobs  # one line a batch for the group, not one a member
                 start_sinks(job.sinks, self._branches[key].schema)
                 member.plan.checkpoint.mkdir(parents=True, exist_ok=True)
                 pin_schema(member.plan)
@@ -223,21 +227,28 @@ class HostedGroup:
         from job.shared.fusion import split_rows
 
         tables = split_rows(df.toArrow(), self._branches)
-        for key, table in tables.items():
-            if key in self.failed:
+        live = [(key, table) for key, table in tables.items() if key not in self.failed]
+        # each member's sinks in a thread of their own: one slow or retrying sink does not hold the others
+        for key, error in zip([k for k, _ in live], self._pool.map(lambda kt: self._write_member(*kt, batch_id), live),
+                              strict=True):
+            if error is None:
                 continue
-            try:
-                for sink in self._jobs[key].sinks:
-                    sink.write(table, batch_id)
-            except Exception as exc:  # this member's sink: it fails alone
-                from job.runner import explain_failure
+            log.error("%s (group %s): failed: %s", key, self.key, error.replace("\n", " "))
+            self.failed[key] = error
+            self._jobs[key].mark("failed", error.split("\nhint: ")[0])
+            self._report(key, "failed", error)
 
-                err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-                text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
-                log.error("%s (group %s): failed: %s", key, self.key, text.replace("\n", " "))
-                self.failed[key] = text
-                self._jobs[key].mark("failed", f"{err.title}: {err.message}")
-                self._report(key, "failed", text)
+    def _write_member(self, key: str, table: Any, batch_id: int) -> str | None:
+        """Write a member's rows to its sinks; return its error (``Title: message``, hint) or None."""
+        from job.runner import explain_failure
+
+        try:
+            for sink in self._jobs[key].sinks:
+                sink.write(table, batch_id)
+        except Exception as exc:  # this member's sink: it fails alone
+            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+            return f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+        return None
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         """Hand a progress event to every member, counting each record once: from the offsets (see
@@ -285,6 +296,7 @@ class HostedGroup:
                 if job is not None:
                     job.mark("stopped")
                 self._report(key, "stopped")
+        self._pool.shutdown(wait=False)
         self.state = "failed" if error is not None else "stopped"
         log.info("group %s gen %d: %s", self.key, self.generation, self.state)
 
