@@ -9,8 +9,9 @@ branch keeps its own aggregation and window state, and reads the batch's offsets
 (``bench/bench_density.py``, 2 cores): 20 daggers in one query took 0.09 cores against 0.22-0.31 as 20
 queries.
 
-What may fuse (:func:`why_not_fusible`): a single-stream query with a TUMBLE or HOP window and no join,
-no ``udf_file`` and no failover (a HOP's output must show the window's end or start). Its *group*
+What may fuse (:func:`why_not_fusible`): a single-stream query with no join, no ``udf_file`` and no
+failover, that aggregates per TUMBLE or HOP window (a HOP's output must show the window's end or start)
+or keeps no state at all (a pass-through). Its *group*
 (:func:`fusion_key`) is every fused dagger of the host with the same source (topics, brokers, schema,
 start, bad-record policy, stream transformers), watermark delay, window, trigger, parallelism and SQL
 settings. A fused dagger keeps its own sinks, ``status.json``, ``query.json`` and state file in the
@@ -21,7 +22,8 @@ group's query: the old one stops once its closed windows are written, and the ne
 again from the start of the oldest window still open (:func:`restart_ms`) and keeps only events from
 then on. Each open window is computed again from all of its events; of a HOP's windows, those the old
 generation wrote (they overlap the new start) are left out. So no member's windows have a gap or a
-double, and a member that joins has every window from the oldest open one on.
+double, and a member that joins has every window from the oldest open one on. A group of pass-throughs
+keeps no window: its next generation starts at the offsets where the last one stopped.
 """
 
 from __future__ import annotations
@@ -56,9 +58,9 @@ def why_not_fusible(plan: DaggerPlan) -> str | None:
     spec, tr = plan.spec, plan.translation
     if len(plan.streams) != 1:
         return "it reads two streams"
-    if not tr.aggregates or tr.window is None:
-        return "it has no window"
-    if tr.window[1] is not None and window_end_column(plan) is None:
+    if tr.aggregates and tr.window is None:
+        return "it aggregates without a window"
+    if tr.window is not None and tr.window[1] is not None and window_end_column(plan) is None:
         return "its HOP window's end or start is not a column of its output"
     if tr.join_lag_ms != 0:
         return "it joins"
@@ -117,10 +119,11 @@ def fusion_key(plan: DaggerPlan) -> str:
     return f"g-{digest[:12]}"
 
 
-def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_ms: int | None) -> SourceConfig:
+def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_from: str | None) -> SourceConfig:
     """Return the source of a group whose members read ``sources`` (equal but for :data:`_PER_MEMBER`):
     every column any of them reads, every derived column once, a column hidden only when no member reads
-    it as it is; bad records under the group's ``bad_records_dir``; from ``start_ms`` when given."""
+    it as it is; bad records under the group's ``bad_records_dir``; from ``start_from`` when given (epoch
+    ms, or the JSON of ``{topic: {partition: offset}}``)."""
     first = sources[0]
     columns = sorted({c for s in sources for c in s.columns})
     direct = {c for s in sources for c in s.columns if c not in set(s.hidden or [])}
@@ -133,16 +136,16 @@ def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_
     return dataclasses.replace(
         first, columns=columns, hidden=hidden, derived=list(derived.values()),
         batch_order=orders.pop() if len(orders) == 1 else "", bad_records_dir=str(bad_records_dir),
-        start_from=str(start_ms) if start_ms is not None else first.start_from)
+        start_from=start_from if start_from is not None else first.start_from)
 
 
-def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_ms: int | None) -> DaggerPlan:
+def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_from: str | None) -> DaggerPlan:
     """Return the plan of the group's source: the first member's, with the merged stream (see
     :func:`merged_source`) and the group's ``checkpoint``."""
     first = members[0]
     stream = first.streams[0]
     source = merged_source([m.streams[0].source for m in members], checkpoint / "bad_records" / stream.table,
-                           start_ms)
+                           start_from)
     return dataclasses.replace(first, streams=[StreamPlan(stream.table, source, stream.timestamp_field,
                                                           stream.timestamp_kind)], checkpoint=checkpoint)
 

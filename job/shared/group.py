@@ -2,9 +2,9 @@
 :mod:`job.shared.fusion`).
 
 :class:`HostedGroup` runs in a thread of the host, like :class:`job.shared.hosted.HostedDagger`, on a
-session of its own in the light pool. Its folder ``<host>/groups/<group key>/`` holds ``group.json``
-(the generation, its members' keys and tokens, where it started reading) and each generation's
-checkpoint ``gen-<n>/``. Each member keeps what a dagger of its own keeps: its sinks, its
+session and in a FAIR pool of its own (see :attr:`HostedGroup.pool`). Its folder
+``<host>/groups/<group key>/`` holds ``group.json`` (the generation, its members' keys and tokens, where
+it started reading) and each generation's checkpoint ``gen-<n>/``. Each member keeps what a dagger of its own keeps: its sinks, its
 ``status.json`` and ``query.json`` under its own checkpoint, and its state in the host's
 ``daggers/<key>.json``.
 
@@ -29,7 +29,6 @@ from typing import Any
 
 from job.errors import DaggerError
 from job.shared.channel import HostFolder, write_json
-from job.shared.hosted import LIGHT_POOL
 
 log = logging.getLogger("daggers.shared")
 
@@ -63,7 +62,7 @@ class Generation:
     written_ms: int | None = None  # the windows that ended by then were written by an earlier generation
 
 
-def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None]) -> Generation:
+def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
     The generation in ``group.json`` when its members are these (resumed from its checkpoint); else the
@@ -81,7 +80,7 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     if data.get("members") == members:
         return Generation(number, start, seen, written)
     last = folder / f"gen-{number}"
-    watermark = committed_watermark_ms(last / "spark")
+    watermark = committed_watermark_ms(last / "spark") if window else None
     if watermark:
         start = max(start or 0, restart_ms(watermark, window))
         written = max(written or 0, watermark)
@@ -115,6 +114,13 @@ class HostedGroup:
         self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
 
     @property
+    def pool(self) -> str:
+        """The group's FAIR scheduler pool: its own. In the light daggers' FIFO pool its one large job a
+        trigger would wait behind every light dagger's small ones; in a pool of its own it gets its share
+        of the task slots against that pool as a whole."""
+        return f"group-{self.key}"
+
+    @property
     def tokens(self) -> dict[str, str]:
         """The members' keys and tokens."""
         return {k: m.token for k, m in sorted(self.members.items())}
@@ -142,7 +148,7 @@ class HostedGroup:
 
     def _report(self, key: str, state: str, error: str | None = None) -> None:
         member = self.members[key]
-        self.folder.report(key, member.token, state, error=error, pool=LIGHT_POOL, group=self.key,
+        self.folder.report(key, member.token, state, error=error, pool=self.pool, group=self.key,
                            generation=self.generation, checkpoint=str(member.plan.checkpoint))
 
     def _run(self) -> None:
@@ -155,8 +161,9 @@ class HostedGroup:
                     return self._end(None, None, None, None)
                 query, session, listener = self._start()
             for key in self.members:
-                self._jobs[key].mark("running")
-                self._report(key, "running")
+                if key not in self.failed:
+                    self._jobs[key].mark("running")
+                    self._report(key, "running")
             self.state = "running"
             log.info("group %s gen %d: running %d daggers (query %s)", self.key, self.generation,
                      len(self.members), query.id)
@@ -182,14 +189,17 @@ class HostedGroup:
         from job.sources.kafka import register_source
 
         first = next(iter(self.members.values())).plan
-        window = list(first.translation.window)
+        window = list(first.translation.window) if first.translation.window else None
         gen = start_of_generation(self.root, self.tokens, window)
         self.generation, start_ms, self._seen = gen.number, gen.start_ms, gen.seen
         checkpoint = self.root / f"gen-{self.generation}"
-        group = group_plan([m.plan for m in self.members.values()], checkpoint, start_ms)
+        # windows: from the oldest open one; no state (pass-throughs): where the last generation stopped
+        start_from = (str(start_ms) if start_ms is not None else None) if window else (
+            json.dumps(self._seen) if self._seen else None)
+        group = group_plan([m.plan for m in self.members.values()], checkpoint, start_from)
         session = self.base.newSession()
         session.conf.set("spark.sql.shuffle.partitions", str(first.spec.parallelism))
-        session.sparkContext.setLocalProperty("spark.scheduler.pool", LIGHT_POOL)
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         register_plan_functions(session, first)
         register_source(session)
         sql_conf = {**(LIGHT_SQL_CONF if first.spec.light else {}),
@@ -201,10 +211,13 @@ class HostedGroup:
             for key, member in self.members.items():
                 job = DaggerJob(member.plan, session)
                 job.log_batches = not self._jobs  # one line a batch for the group, not one a member
-                start_sinks(job.sinks, self._branches[key].schema)
                 member.plan.checkpoint.mkdir(parents=True, exist_ok=True)
                 pin_schema(member.plan)
                 self._jobs[key] = job
+                try:
+                    start_sinks(job.sinks, self._branches[key].schema)
+                except DaggerError as exc:  # a sink that cannot work: this member fails alone
+                    self._fail(key, f"{exc.title}: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
                                                 "start_ms": start_ms, "window": window, "seen": self._seen,
                                                 "written_ms": gen.written_ms})
@@ -219,8 +232,7 @@ class HostedGroup:
             job.query = query
             job._interval_s = first.trigger_interval_s
         log.info("group %s gen %d: %d daggers from %s (checkpoint %s)", self.key, self.generation,
-                 len(self.members), start_ms if start_ms is not None else first.streams[0].source.start_from,
-                 checkpoint)
+                 len(self.members), group.streams[0].source.start_from, checkpoint)
         return query, session, listener
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
@@ -231,12 +243,15 @@ class HostedGroup:
         # each member's sinks in a thread of their own: one slow or retrying sink does not hold the others
         for key, error in zip([k for k, _ in live], self._pool.map(lambda kt: self._write_member(*kt, batch_id), live),
                               strict=True):
-            if error is None:
-                continue
-            log.error("%s (group %s): failed: %s", key, self.key, error.replace("\n", " "))
-            self.failed[key] = error
-            self._jobs[key].mark("failed", error.split("\nhint: ")[0])
-            self._report(key, "failed", error)
+            if error is not None:
+                self._fail(key, error)
+
+    def _fail(self, key: str, error: str) -> None:
+        """Fail one member with ``error`` (``Title: message``, then its hint): its rows are no longer written."""
+        log.error("%s (group %s): failed: %s", key, self.key, error.replace("\n", " "))
+        self.failed[key] = error
+        self._jobs[key].mark("failed", error.split("\nhint: ")[0])
+        self._report(key, "failed", error)
 
     def _write_member(self, key: str, table: Any, batch_id: int) -> str | None:
         """Write a member's rows to its sinks; return its error (``Title: message``, hint) or None."""

@@ -66,7 +66,7 @@ class SourceConfig:
     proto_class: str
     descriptor_set_b64: str
     columns: list[str]
-    start_from: str = "earliest"
+    start_from: str = "earliest"  # earliest, latest, a time, or {topic: {partition: offset}} (a fused group)
     max_records_per_batch: int = 0
     split_records: int = 200_000
     #: A micro-batch's ranges are read by ceil(records / pack_records) tasks, at least one, each range
@@ -454,6 +454,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = kofs.end_offsets(self._consumer(), tps)
         if how == "latest":
             return kfo.tag(ends, kfo.PRIMARY, self.cfg.failover)
+        if how.startswith("{"):  # {topic: {partition: offset}}: where a fused group's last generation stopped
+            given = json.loads(self.cfg.start_from)
+            firsts = kofs.beginning_offsets(self._consumer(), tps)
+            return kfo.tag({t: {p: int((given.get(t) or {}).get(p, o)) for p, o in parts.items()}
+                            for t, parts in firsts.items()}, kfo.PRIMARY, self.cfg.failover)
         found = kofs.offsets_for_time(self._consumer(), tps, kofs.parse_start_time(self.cfg.start_from), ends)
         return kfo.tag(found, kfo.PRIMARY, self.cfg.failover)
 

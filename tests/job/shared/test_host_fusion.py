@@ -7,6 +7,7 @@ broker (tansu), a real InfluxDB and real Spark, driven through the host's assign
 * A dagger deployed into the group, one edited and one removed: the group's next generation reads the
   topic again from the oldest open window, so the members that stay have every window exactly once (no
   gap, no double), and the new one has every window from where it joined.
+* Pass-throughs fuse too, in a group of their own, whose next generation starts where the last stopped.
 * HOP windows fuse too, in a group of their own: a new generation leaves out the windows the last one
   wrote (they overlap where it starts reading), so a member that stays has each window once and whole.
 * SIGKILL of the JVM: a new host resumes the same generation from its checkpoint, exactly.
@@ -41,6 +42,18 @@ HOP_SQL = """SELECT city_id AS tag_city_id,
        HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
 FROM data_stream
 GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), city_id"""
+
+
+PASS_SQL = """SELECT order_number AS tag_order_number, fare_idr AS fare, rowtime AS window_timestamp
+FROM data_stream"""
+
+
+def rows_of(influxdb, db: str) -> set[tuple]:  # type: ignore[no-untyped-def]
+    return set(influx_points(influxdb, db, "bookings", "fare", ["tag_order_number"]))
+
+
+def passed(rows: list[dict]) -> set[tuple]:
+    return {(int(r["event_timestamp"].timestamp()), str(r["order_number"])) for r in rows}
 
 
 def group_file(folder: HostFolder, member: str = "fa") -> dict:
@@ -85,11 +98,14 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         f.assign("fs", w.spec("fs", extra=FUSED, influx_url=f"http://127.0.0.1:{relay.port}",
                               sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
         f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")
+        f.assign("fp", w.spec("fp", extra=FUSED, sql=PASS_SQL), tmp_path, "fp-1")
         for key in ("fa", "fb", "fs"):
             w.exact(key, host)
         wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
                  120, f.log_path)
         assert group_file(f, "fh")["members"] == {"fh": "fh-1"}
+        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
+        assert group_file(f, "fp")["members"] == {"fp": "fp-1"}
         # one query for the three: one group, one generation, each member's state names it
         group = group_file(f)
         assert group["generation"] == 1 and group["members"] == {"fa": "fa-1", "fb": "fb-1", "fs": "fs-1"}
@@ -117,6 +133,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
             w.exact(key, host)
         wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
                  120, f.log_path)
+        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
         # the group went on without it (a new generation, from the oldest open window)
         before = closed(w.rows)
         watermark_s = max(r["event_timestamp"].timestamp() for r in w.rows) - DELAY_MS / 1000
@@ -127,6 +144,8 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         f.assign("fc", w.spec("fc", extra=FUSED), tmp_path, "fc-1")
         hop_joined_s = watermark_of(w.rows)
         f.assign("fh2", w.spec("fh2", extra=FUSED, sql=HOP_SQL), tmp_path, "fh2-1")
+        # fp2 joins fp's pass-through group, whose next generation starts where the last one stopped
+        f.assign("fp2", w.spec("fp2", extra=FUSED, sql=PASS_SQL), tmp_path, "fp2-1")
         f.assign("fb", w.spec("fb", 2, extra=FUSED), tmp_path, "fb-2")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
@@ -134,6 +153,9 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
                                                                                 "fc": "fc-1"}, 120, f.log_path)
         group = group_file(f)
         assert group["start_ms"] == joined_s * 1000, (group, joined_s)
+        host.wait_state("fp2", "running")
+        assert group_file(f, "fp")["generation"] == 2
+        passed_before = len(w.rows)  # what fp's first generation read: fp2 starts after it
         w.step(3)  # minute 60 on: after the six minutes from minute 40
         for key in ("fa", "fb"):
             w.exact(key, host)
@@ -148,6 +170,10 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         assert hop_new and len(hop_new) < len(hop_all)
         wait_for("fh2: every HOP window since it joined", lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new, 120,
                  f.log_path)
+        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
+        wait_for("fp2: every event since it joined", lambda: rows_of(influxdb, w.dbs["fp2"])
+                 == passed(w.rows[passed_before:]), 60, f.log_path)
+        assert group_file(f, "fp")["generation"] == 2 and status(w.checkpoint("fp"))["input_rows"] == len(w.rows)
         # fs stays failed (removed, as a failed dagger of its own would be), with the windows it wrote before
         assert host.dagger("fs")["state"] == "failed"
         written = windows(influxdb, w.dbs["fs"])
