@@ -101,7 +101,7 @@ def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
     """Return (records, last batch id) of the batches Spark committed after ``last_reported``, counted
     from the offset log as Kafka records (bad records included); (0, last_reported) when there are none
     or their offsets cannot be read."""
-    from job.control.lag import batch_offsets, committed_batches, lag_of
+    from job.offset_log import batch_offsets, committed_batches, lag_of
 
     newer = [b for b in committed_batches(spark_dir) if b > last_reported]
     if last_reported < 0 or not newer:

@@ -159,20 +159,6 @@ def restart_ms(watermark_ms: int, window: Sequence[str | None]) -> int:
     return ((watermark_ms - size) // slide + 1) * slide
 
 
-def committed_watermark_ms(spark_dir: Path) -> int | None:
-    """Return the watermark (epoch ms) the last committed micro-batch of the query in ``spark_dir``
-    evicted windows by; None when it committed none."""
-    from job.control.lag import committed_batches
-
-    for batch in reversed(committed_batches(spark_dir)):
-        try:
-            meta = json.loads((spark_dir / "offsets" / str(batch)).read_text().splitlines()[1])
-            return int(meta.get("batchWatermarkMs", 0))
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
 def _offsets(value: Any) -> dict[str, dict[str, int]]:
     if isinstance(value, str):
         try:

@@ -68,8 +68,8 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     The generation in ``group.json`` when its members are these (resumed from its checkpoint); else the
     next one, reading from the start of the oldest window the last one had open (its committed watermark,
     see :func:`job.shared.fusion.restart_ms`), or from where the last one started when it committed nothing."""
-    from job.control.lag import committed_offsets
-    from job.shared.fusion import committed_watermark_ms, restart_ms
+    from job.offset_log import committed_offsets, committed_watermark_ms
+    from job.shared.fusion import restart_ms
 
     try:
         data = json.loads((folder / GROUP_FILE).read_text())

@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from job.offset_log import committed_watermark_ms
 from job.plan import DaggerPlan, plan
 from job.shared.fusion import (
     MEMBER_COLUMN,
     ROW_COLUMN,
     Branch,
-    committed_watermark_ms,
     fusion_key,
     group_plan,
     records_read,

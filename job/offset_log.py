@@ -1,0 +1,78 @@
+"""A streaming query's offset and commit logs in its checkpoint folder (``<checkpoint>/spark``): which
+batches committed, what each one read, and the watermark it ran with.
+
+``offsets/<batch>`` holds a ``v1`` line, a metadata line (``batchWatermarkMs``, ``batchTimestampMs``, the
+conf), then one line per source: ``{topic: {partition: next offset}}``; ``commits/<batch>`` exists once the
+batch committed. Plain files, no Spark: the runner, the controller and the shared host read them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+Offsets = dict[str, dict[str, int]]
+
+
+def committed_batches(spark: Path) -> list[int]:
+    """Return the ids of the batches committed in a query's checkpoint folder ``spark``, oldest first."""
+    try:
+        return sorted(int(p.name) for p in (spark / "commits").iterdir() if p.name.isdigit())
+    except OSError:
+        return []
+
+
+def batch_offsets(spark: Path, batch: int) -> Offsets | None:
+    """Return the next offset per topic and partition planned for ``batch`` in ``spark/offsets``, merged
+    over the query's sources; None when the file cannot be read."""
+    try:
+        lines = (spark / "offsets" / str(batch)).read_text().splitlines()
+    except OSError:
+        return None
+    merged: Offsets = {}
+    for line in lines[2:]:
+        line = line.strip()
+        if not line or line == "-":
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            for topic, parts in data.items():
+                if isinstance(parts, dict):
+                    merged.setdefault(topic, {}).update({str(p): int(o) for p, o in parts.items()})
+    return merged
+
+
+def committed_offsets(checkpoint: Path) -> Offsets | None:
+    """Return the next offset to read per topic and partition after the last committed batch, merged
+    over the query's sources; None when no batch has been committed yet."""
+    spark = Path(checkpoint) / "spark"
+    for batch in reversed(committed_batches(spark)):
+        merged = batch_offsets(spark, batch)
+        if merged is not None:
+            return merged
+    return None
+
+
+def lag_of(committed: Offsets, ends: Offsets) -> int:
+    """Return the records between ``committed`` and ``ends`` summed over partitions (a partition the
+    checkpoint has not seen yet counts from offset 0; a negative difference counts as 0)."""
+    total = 0
+    for topic, parts in ends.items():
+        for part, end in parts.items():
+            total += max(int(end) - int(committed.get(topic, {}).get(part, 0)), 0)
+    return total
+
+
+def committed_watermark_ms(spark: Path) -> int | None:
+    """Return the watermark (epoch ms) the last committed batch of the query in ``spark`` evicted windows
+    by; None when it committed none."""
+    for batch in reversed(committed_batches(spark)):
+        try:
+            meta = json.loads((spark / "offsets" / str(batch)).read_text().splitlines()[1])
+            return int(meta.get("batchWatermarkMs", 0))
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
