@@ -32,6 +32,11 @@ class DaggerError(Exception):
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
+    def state_text(self) -> str:
+        """Return the error as a dagger's state file holds it: ``Title: message``, then ``hint: ...`` on
+        the next line when there is one (as :func:`job.control.processes.last_error` reads it)."""
+        return f"{self.title}: {self.message}" + (f"\nhint: {self.hint}" if self.hint else "")
+
 
 class SpecError(DaggerError):
     """The dagger spec (YAML) is invalid. The message names each bad field."""

@@ -177,7 +177,7 @@ class HostedGroup:
                 log.warning("group %s: the Spark application is gone", self.key)
                 return
             err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-            text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+            text = err.state_text()
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
             self._end(query, session, listener, text)
 
@@ -217,7 +217,7 @@ class HostedGroup:
                 try:
                     start_sinks(job.sinks, self._branches[key].schema)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
-                    self._fail(key, f"{exc.title}: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""))
+                    self._fail(key, exc.state_text())
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
                                                 "start_ms": start_ms, "window": window, "seen": self._seen,
                                                 "written_ms": gen.written_ms})
@@ -262,7 +262,7 @@ class HostedGroup:
                 sink.write(table, batch_id)
         except Exception as exc:  # this member's sink: it fails alone
             err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-            return f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+            return err.state_text()
         return None
 
     def on_progress(self, progress: dict[str, Any]) -> None:

@@ -143,7 +143,7 @@ class HostedDagger:
                 log.warning("%s: the Spark application is gone", self.key)
                 return  # the host exits; nothing about this dagger changed
             err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-            text = f"{err.title}: {err.message}" + (f"\nhint: {err.hint}" if err.hint else "")
+            text = err.state_text()
             if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
                 self._retries += 1
                 log.warning("%s: %s; starting its query again (%d/%d)", self.key, TRANSIENT, self._retries,

@@ -36,6 +36,8 @@ from tests.job.shared.test_host_isolation import World
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FUSED = "isolation: fused\nlight: true\n"
+#: not light: a light pass-through's trigger is at least 5 s (job.plan.LIGHT_TRIGGER_S), the test's is 1 s
+FUSED_EVERY_S = "isolation: fused\n"
 WINDOW_S = 60
 HOP_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS bookings,
@@ -98,7 +100,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         f.assign("fs", w.spec("fs", extra=FUSED, influx_url=f"http://127.0.0.1:{relay.port}",
                               sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
         f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")
-        f.assign("fp", w.spec("fp", extra=FUSED, sql=PASS_SQL), tmp_path, "fp-1")
+        f.assign("fp", w.spec("fp", extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, "fp-1")
         for key in ("fa", "fb", "fs"):
             w.exact(key, host)
         wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
@@ -145,7 +147,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         hop_joined_s = watermark_of(w.rows)
         f.assign("fh2", w.spec("fh2", extra=FUSED, sql=HOP_SQL), tmp_path, "fh2-1")
         # fp2 joins fp's pass-through group, whose next generation starts where the last one stopped
-        f.assign("fp2", w.spec("fp2", extra=FUSED, sql=PASS_SQL), tmp_path, "fp2-1")
+        f.assign("fp2", w.spec("fp2", extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, "fp2-1")
         f.assign("fb", w.spec("fb", 2, extra=FUSED), tmp_path, "fb-2")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
