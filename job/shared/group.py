@@ -13,7 +13,9 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
 * Other members start a new generation (see :func:`start_of_generation`).
 * A member whose sink fails past its retries fails alone: its rows are no longer written, the others go on.
 * A failure of the query itself (a bad record under ``bad_records: fail``, which every member reads)
-  fails every member with its error.
+  fails every member with its error; but a Python worker that did not connect back in time (a busy
+  machine, :data:`job.shared.hosted.TRANSIENT`) only starts the same generation again, as a dagger of its
+  own would.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from job.errors import DaggerError
 from job.shared.channel import HostFolder, write_json
+from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT
 
 log = logging.getLogger("daggers.shared")
 
@@ -110,6 +113,7 @@ class HostedGroup:
         self._jobs: dict[str, Any] = {}
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
+        self._retries = 0
         self._pool = ThreadPoolExecutor(max_workers=SINK_THREADS, thread_name_prefix=f"sinks-{group_key}")
         self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
 
@@ -178,6 +182,15 @@ class HostedGroup:
                 return
             err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
             text = err.state_text()
+            if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
+                self._retries += 1  # the application's hiccup, not the daggers': the same generation again
+                log.warning("group %s: %s; starting its query again (%d/%d)", self.key, TRANSIENT, self._retries,
+                            MAX_TRANSIENT_RETRIES)
+                if self._close(query, session, listener):
+                    self._jobs = {}  # members whose sinks failed stay failed
+                    self._stop.wait(2.0 * self._retries)
+                    return self._run()
+                return
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
             self._end(query, session, listener, text)
 
@@ -282,8 +295,9 @@ class HostedGroup:
             if key not in self.failed:
                 job._heartbeat(query_id)
 
-    def _end(self, query: Any, session: Any, listener: Any, error: str | None) -> None:
-        """Stop the query (once its closed windows are written), close every sink and report."""
+    def _close(self, query: Any, session: Any, listener: Any) -> bool:
+        """Stop the query (once its closed windows are written) and close every sink; return False when
+        the application is gone."""
         jobs = list(self._jobs.values())
         try:
             if query is not None and query.isActive and jobs:
@@ -297,8 +311,14 @@ class HostedGroup:
                 session.streams.removeListener(listener)
         except Exception as exc:  # stopping must not keep the states from being reported
             if not self.jvm_alive():
-                return
+                return False
             log.warning("group %s: while stopping: %s", self.key, exc)
+        return True
+
+    def _end(self, query: Any, session: Any, listener: Any, error: str | None) -> None:
+        """Close the query (see :meth:`_close`) and report each member's end."""
+        if not self._close(query, session, listener):
+            return
         for key in self.members:
             job = self._jobs.get(key)
             if key in self.failed:

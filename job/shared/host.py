@@ -8,6 +8,9 @@ assignment was removed and replaces those whose token changed, each without touc
 
 * A dagger that fails (a bad record under ``bad_records: fail``, a sink that stays unreachable, an
   error in a UDF) stops alone: it reports ``failed`` with its error and the others keep running.
+* ``isolation: fused`` daggers that read one stream alike run as one query per group
+  (:mod:`job.shared.fusion`, :class:`job.shared.group.HostedGroup`); a change of a group's members
+  starts its next generation.
 * SIGTERM or SIGINT stops every dagger gracefully (as a dedicated dagger stops), then the application;
   exit code 0. Signals are handled here only, never per dagger.
 * When the Spark application is lost (the JVM exits or is killed), the host records it in
@@ -178,9 +181,11 @@ class SharedHost:
         for gkey, members in fused.items():
             if gkey in self.groups or gkey in self._regrouping:
                 continue
-            busy = [k for k in members if k in self.daggers or k in self._replacing]
+            others = [g for g in [*self.groups.values(), *self._regrouping.values()] if not g.ended]
+            busy = [k for k in members if k in self.daggers or k in self._replacing
+                    or any(k in g.members for g in others)]
             if busy:
-                continue  # wait until their own queries have stopped
+                continue  # wait until their queries elsewhere (their own, or another group's) have stopped
             group = HostedGroup(gkey, [members[k] for k in sorted(members)], self.spark, self.folder,
                                 self.jvm_alive, self._start_gate)
             self.groups[gkey] = group
