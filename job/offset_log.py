@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 Offsets = dict[str, dict[str, int]]
 
@@ -66,13 +67,21 @@ def lag_of(committed: Offsets, ends: Offsets) -> int:
     return total
 
 
+def batch_metadata(spark: Path, batch: int) -> dict[str, Any] | None:
+    """Return the metadata line of ``batch`` in ``spark/offsets`` (``batchWatermarkMs``,
+    ``batchTimestampMs``, ``conf``); None when it cannot be read."""
+    try:
+        meta = json.loads((spark / "offsets" / str(batch)).read_text().splitlines()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
 def committed_watermark_ms(spark: Path) -> int | None:
     """Return the watermark (epoch ms) the last committed batch of the query in ``spark`` evicted windows
     by; None when it committed none."""
     for batch in reversed(committed_batches(spark)):
-        try:
-            meta = json.loads((spark / "offsets" / str(batch)).read_text().splitlines()[1])
+        meta = batch_metadata(spark, batch)
+        if meta is not None:
             return int(meta.get("batchWatermarkMs", 0))
-        except (OSError, ValueError, IndexError):
-            continue
     return None

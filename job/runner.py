@@ -34,6 +34,7 @@ from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
 from job.spark_session import HDFS_STATE_STORE, build_session, running_session
+from job.spec import DaggerSpec
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
@@ -138,6 +139,13 @@ def register_stream_views(spark: SparkSession, plan: DaggerPlan) -> None:
     the Kafka source must be registered with ``spark`` first."""
     for i, stream in enumerate(plan.streams):
         stream_frame(spark, plan, i).createOrReplaceTempView(stream.table)
+
+
+def query_sql_conf(spec: DaggerSpec) -> dict[str, str]:
+    """Return the SQL settings a dagger's query runs with: :data:`LIGHT_SQL_CONF` for a ``light`` one, then
+    the spec's own ``spark.sql.*`` (which win)."""
+    return {**(LIGHT_SQL_CONF if spec.light else {}),
+            **{k: v for k, v in spec.spark_conf.items() if k.startswith("spark.sql.")}}
 
 
 @contextmanager
@@ -261,9 +269,7 @@ class DaggerJob:
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
-        sql_conf = {**(LIGHT_SQL_CONF if self.plan.spec.light else {}),
-                    **{k: v for k, v in self.plan.spec.spark_conf.items() if k.startswith("spark.sql.")}}
-        with session_conf(self.spark, sql_conf):  # the query keeps them: it runs on a clone of the session
+        with session_conf(self.spark, query_sql_conf(self.plan.spec)):  # the query keeps them: it runs on a clone of the session
             return self._start(available_now, trigger_interval_s)
 
     def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import socket
 import uuid
@@ -74,8 +73,9 @@ def offset_log(checkpoint: Path) -> list[Path]:
 
 def offset_log_conf(offset_file: Path) -> dict[str, str]:
     """Return the SQL settings an offset log entry fixes for its checkpoint (its metadata line's conf)."""
-    lines = offset_file.read_text().splitlines()  # v1, then the metadata, then one line per source
-    return dict(json.loads(lines[1])["conf"])
+    from job.offset_log import batch_metadata
+
+    return dict((batch_metadata(offset_file.parent.parent, int(offset_file.name)) or {})["conf"])
 
 
 def expected_bookings(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str, str, str], int]:

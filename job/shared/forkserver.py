@@ -16,7 +16,8 @@ plain interpreter (the launcher ``exec``\\ s it).
 
 Lifetimes: the client stays as the process Spark knows (it forwards SIGTERM/SIGINT to the child, holding
 one that comes before the child's PID until it has it, and exits with the child's exit code); when the
-client goes away (Spark killed it), the child's connection closes and the child exits. The server exits when the process that started it exits.
+client goes away (Spark killed it), the child's connection closes and the child exits. The server exits
+when the process that started it exits.
 
 Protocol (one request per connection, a ``SOCK_SEQPACKET`` socket, so messages keep their bounds):
 the client sends one message (module, folder, argument count, arguments and ``KEY=VALUE``

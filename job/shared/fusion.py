@@ -175,17 +175,13 @@ def records_read(start: Any, end: Any, seen: dict[str, dict[str, int]] | None = 
 
     A group's query reads its source once for each member, and Spark's ``numInputRows`` counts every read:
     a member's count comes from the offsets instead."""
+    from job.offset_log import lag_of
+
     start_, end_ = _offsets(start), _offsets(end)
-    total = 0
-    for topic, parts in end_.items():
-        if not isinstance(parts, dict):
-            continue
-        for part, stop in parts.items():
-            first = int((start_.get(topic) or {}).get(part, 0))
-            if seen is not None:
-                first = max(first, int((seen.get(topic) or {}).get(str(part), 0)))
-            total += max(int(stop) - first, 0)
-    return total
+    end_ = {t: parts for t, parts in end_.items() if isinstance(parts, dict)}
+    floor = {t: {p: max(int((start_.get(t) or {}).get(p, 0)), int(((seen or {}).get(t) or {}).get(str(p), 0)))
+                 for p in parts} for t, parts in end_.items()}
+    return lag_of(floor, end_)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Any
 
 from job.errors import DaggerError
 from job.shared.channel import HostFolder, write_json
-from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT
+from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
 
 log = logging.getLogger("daggers.shared")
 
@@ -196,7 +196,7 @@ class HostedGroup:
 
     def _start(self) -> tuple[Any, Any, Any]:
         from job.plan import pin_schema, register_plan_functions
-        from job.runner import LIGHT_SQL_CONF, DaggerJob, session_conf
+        from job.runner import DaggerJob, query_sql_conf, session_conf
         from job.shared.fusion import group_frame, group_plan
         from job.sinks.base import start_sinks
         from job.sources.kafka import register_source
@@ -210,15 +210,10 @@ class HostedGroup:
         start_from = (str(start_ms) if start_ms is not None else None) if window else (
             json.dumps(self._seen) if self._seen else None)
         group = group_plan([m.plan for m in self.members.values()], checkpoint, start_from)
-        session = self.base.newSession()
-        session.conf.set("spark.sql.shuffle.partitions", str(first.spec.parallelism))
-        session.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        session = pool_session(self.base, first.spec.parallelism, self.pool)
         register_plan_functions(session, first)
         register_source(session)
-        sql_conf = {**(LIGHT_SQL_CONF if first.spec.light else {}),
-                    **{k: v for k, v in first.spec.spark_conf.items() if k.startswith("spark.sql.")},
-                    **GROUP_SQL_CONF}
-        with session_conf(session, sql_conf):
+        with session_conf(session, {**query_sql_conf(first.spec), **GROUP_SQL_CONF}):
             frame, self._branches = group_frame(session, group, {k: m.plan for k, m in self.members.items()},
                                                 start_ms, gen.written_ms)
             for key, member in self.members.items():

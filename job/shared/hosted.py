@@ -53,6 +53,15 @@ def pool_name(key: str, light: bool = False) -> str:
     return LIGHT_POOL if light else f"dagger-{key}"
 
 
+def pool_session(base: Any, parallelism: int, pool: str) -> Any:
+    """Return a new session of ``base`` for one query of the host: ``parallelism`` shuffle partitions, and
+    every job the calling thread (and the stream thread it starts) submits in the FAIR pool ``pool``."""
+    session = base.newSession()
+    session.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+    session.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+    return session
+
+
 class HostedDagger:
     """One assignment (key + token) running in a thread of the host.
 
@@ -175,10 +184,7 @@ class HostedDagger:
         if self._stop.is_set():
             self._report("stopped")
             return None, None, None
-        session = self.base.newSession()
-        session.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
-        # The pool of every job this thread (and the stream thread it starts) submits.
-        session.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        session = pool_session(self.base, spec.parallelism, self.pool)
         liveness = liveness_listener(p.checkpoint / QUERY_FILE)
         session.streams.addListener(liveness)
         job = DaggerJob(p, session)

@@ -451,14 +451,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         how = self.cfg.start_from.strip().lower()
         if how == "earliest":
             return kfo.tag(kofs.beginning_offsets(self._consumer(), tps), kfo.PRIMARY, self.cfg.failover)
-        ends = kofs.end_offsets(self._consumer(), tps)
-        if how == "latest":
-            return kfo.tag(ends, kfo.PRIMARY, self.cfg.failover)
         if how.startswith("{"):  # {topic: {partition: offset}}: where a fused group's last generation stopped
             given = json.loads(self.cfg.start_from)
             firsts = kofs.beginning_offsets(self._consumer(), tps)
             return kfo.tag({t: {p: int((given.get(t) or {}).get(p, o)) for p, o in parts.items()}
                             for t, parts in firsts.items()}, kfo.PRIMARY, self.cfg.failover)
+        ends = kofs.end_offsets(self._consumer(), tps)
+        if how == "latest":
+            return kfo.tag(ends, kfo.PRIMARY, self.cfg.failover)
         found = kofs.offsets_for_time(self._consumer(), tps, kofs.parse_start_time(self.cfg.start_from), ends)
         return kfo.tag(found, kfo.PRIMARY, self.cfg.failover)
 
