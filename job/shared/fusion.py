@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,9 +41,13 @@ from job.plan import DaggerPlan, StreamPlan
 from job.sources.kafka import SourceConfig
 from job.sql.rewrite import interval_ms
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+    from job.shared.merge import Shape
 
 #: The column of a group's output that names the dagger of each row, and the one with the row as JSON.
 MEMBER_COLUMN = "__member"
@@ -75,13 +80,11 @@ def window_end_column(plan: DaggerPlan) -> tuple[str, int] | None:
     """Return (output column, ms to add) that gives each output row's window end: the column of
     ``HOP_END``/``TUMBLE_END`` (0), or of ``HOP_START``/``TUMBLE_START`` (the window's size); None when
     the output has neither."""
-    import sqlglot
     from sqlglot import exp
 
-    try:
-        tree = sqlglot.parse_one(plan.translation.spark_sql, read="spark")
-    except sqlglot.errors.ParseError:
-        return None
+    from job.shared.merge import parse_spark
+
+    tree = parse_spark(plan.translation.spark_sql)
     if not isinstance(tree, exp.Select) or plan.translation.window is None:
         return None
     found: tuple[str, int] | None = None
@@ -196,8 +199,10 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
                 start_ms: int | None, written_ms: int | None = None) -> tuple[DataFrame, dict[str, Branch]]:
     """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
 
-    The stream's view is the group's source (events before ``start_ms`` left out); each member's SQL runs
-    over it with its output transformers, and the branches are one UNION ALL. With HOP windows a window
+    The stream's view is the group's source (events before ``start_ms`` left out). The members whose
+    query merges (:func:`job.shared.merge.member_shape`) run as ONE query that reads each event once and
+    aggregates once (:func:`job.shared.merge.merged_sql`); each other member's SQL runs over the view as
+    a branch of its own, with its output transformers; all are one UNION ALL. With HOP windows a window
     that ended by ``written_ms`` (an earlier generation wrote it) overlaps the new start: such rows are
     left out. Raises what planning a member raises (SqlError, SpecError)."""
     from functools import reduce
@@ -206,29 +211,83 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from job.runner import stream_frame
-    from job.sql.pushdown import DERIVED_PREFIX
-    from job.sql.rewrite import BARRIER_COLUMN
-    from job.transform import apply_output_transformers
+    from job.shared.merge import member_shape
 
+    table = group.streams[0].table
     frame = stream_frame(spark, group, 0)
     if start_ms is not None:
         frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms)))
-    frame.createOrReplaceTempView(group.streams[0].table)
+    frame.createOrReplaceTempView(table)
+    hop = bool((group.translation.window or (None, None))[1])
     branches: dict[str, Branch] = {}
+    mergeable: dict[str, tuple[Shape, list[str | None]]] = {}
     frames = []
     for key, plan in members.items():
-        result = spark.sql(plan.translation.spark_sql)
-        internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
-        result = apply_output_transformers(result.drop(*internal) if internal else result, plan.spec)
-        end = window_end_column(plan) if written_ms is not None and (plan.translation.window or (None, None))[1] else None
+        result, names = _member_result(spark, plan)
+        branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
+        shape = member_shape(plan.translation.spark_sql, table) if not plan.spec.transformers else \
+            "it has output transformers"
+        if not isinstance(shape, str) and len(shape.outputs) == len(names):  # no *
+            mergeable[key] = (shape, names)
+            continue
+        log.info("fused %s: a branch of its own in its group (%s)", key, shape if isinstance(shape, str)
+                 else "its output columns")
+        end = window_end_column(plan) if written_ms is not None and hop else None
         if end is not None:
             column, shift = end
             result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(written_ms - shift)))
-        branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
         frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
                                     F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),
                                               {"timestampFormat": JSON_TIME_FORMAT}).alias(ROW_COLUMN)))
+    if mergeable:
+        frames.append(merged_frame(spark, table, mergeable, written_ms if hop else None))
     return reduce(lambda a, b: a.unionAll(b), frames), branches
+
+
+def _member_result(spark: SparkSession, plan: DaggerPlan) -> tuple[DataFrame, list[str | None]]:
+    """Return a member's own result (its SQL over the stream's view, less internal columns, with its
+    output transformers) and, for each item of its SELECT, the name of its output column (None for an
+    internal one)."""
+    from job.transform import apply_output_transformers
+
+    result = spark.sql(plan.translation.spark_sql)
+    names = output_names(result.columns)
+    internal = [c for c in result.columns if c not in names]
+    return apply_output_transformers(result.drop(*internal) if internal else result, plan.spec), names
+
+
+def output_names(columns: Sequence[str]) -> list[str | None]:
+    """Return the names of a query's output ``columns``, None for those internal to the engine (the
+    watermark barrier, an S2 cell its source computed)."""
+    from job.sql.pushdown import DERIVED_PREFIX
+    from job.sql.rewrite import BARRIER_COLUMN
+
+    return [None if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX) else c for c in columns]
+
+
+def merged_frame(spark: SparkSession, table: str, members: Mapping[str, tuple[Shape, Sequence[str | None]]],
+                 written_ms: int | None = None) -> DataFrame:
+    """Return the one query over view ``table`` (``__member``, ``__row``) of the members that merge: each
+    one's shape (:func:`job.shared.merge.member_shape`) and output names (see :func:`output_names`). Their
+    keys' and values' types are those Spark gives their expressions over the view. See
+    :func:`job.shared.merge.merged_sql` for ``written_ms``."""
+    from job.shared.merge import Member, drop_outputs, merged_sql
+    from job.sql.rewrite import render
+
+    merged = []
+    for key, (shape, names) in sorted(members.items()):  # the same order each time: a resumed checkpoint
+        shape = drop_outputs(shape, [n is None for n in names])
+        probe = [f"{render(k)} AS `k{i}`" for i, k in enumerate(shape.keys)]
+        probe += [f"{render(v)} AS `a{j}_{n}`" for j, a in enumerate(shape.aggregates) for n, v in enumerate(a.values)]
+        types = [f.dataType.simpleString() for f in spark.sql(f"SELECT {', '.join(probe)} FROM {table}").schema] \
+            if probe else []
+        key_types = tuple(types[:len(shape.keys)])
+        rest = iter(types[len(shape.keys):])
+        value_types = tuple(tuple(next(rest) for _ in a.values) for a in shape.aggregates)
+        merged.append(Member(key, shape, tuple(n for n in names if n is not None), key_types, value_types))
+    sql = merged_sql(table, merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN)
+    log.info("fused: %d daggers in one %s", len(merged), "aggregation" if merged[0].shape.stateful else "projection")
+    return spark.sql(sql)
 
 
 def split_rows(table: pa.Table, branches: dict[str, Branch]) -> dict[str, pa.Table]:

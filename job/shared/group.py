@@ -42,6 +42,9 @@ GROUP_SQL_CONF = {"spark.sql.exchange.reuse": "false"}
 #: Members whose sinks write a micro-batch at once.
 SINK_THREADS = 8
 GROUP_FILE = "group.json"
+#: The form of a group's query (2: its members merged into one aggregation, job.shared.merge). A
+#: generation's checkpoint holds the state of its query's form: one of another form is not resumed.
+PLAN_FORM = 2
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class Generation:
 def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
-    The generation in ``group.json`` when its members are these (resumed from its checkpoint); else the
-    next one, reading from the start of the oldest window the last one had open (its committed watermark,
-    see :func:`job.shared.fusion.restart_ms`), or from where the last one started when it committed nothing."""
+    The generation in ``group.json`` when its members are these and its query has this form
+    (:data:`PLAN_FORM`), resumed from its checkpoint; else the next one, reading from the start of the
+    oldest window the last one had open (its committed watermark, see :func:`job.shared.fusion.restart_ms`),
+    or from where the last one started when it committed nothing."""
     from job.offset_log import committed_offsets, committed_watermark_ms
     from job.shared.fusion import restart_ms
 
@@ -80,7 +84,7 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
         return Generation(1, None, {})
     number, start, seen = int(data.get("generation", 0)), data.get("start_ms"), data.get("seen") or {}
     written = data.get("written_ms")
-    if data.get("members") == members:
+    if data.get("members") == members and data.get("form") == PLAN_FORM:
         return Generation(number, start, seen, written)
     last = folder / f"gen-{number}"
     watermark = committed_watermark_ms(last / "spark") if window else None
@@ -228,7 +232,7 @@ class HostedGroup:
                     self._fail(key, exc.state_text())
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
                                                 "start_ms": start_ms, "window": window, "seen": self._seen,
-                                                "written_ms": gen.written_ms})
+                                                "written_ms": gen.written_ms, "form": PLAN_FORM})
             listener = _group_listener(self)
             session.streams.addListener(listener)
             writer = (frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))

@@ -24,7 +24,7 @@ from job.shared.fusion import (
     why_not_fusible,
     window_end_column,
 )
-from job.shared.group import GROUP_FILE, start_of_generation
+from job.shared.group import GROUP_FILE, PLAN_FORM, start_of_generation
 from job.spec import parse_spec
 from tests.helpers import BOOKINGS_SQL
 
@@ -102,10 +102,16 @@ def test_a_new_generation_starts_at_the_oldest_open_window_and_counts_no_record_
         (spark / "offsets" / str(batch)).write_text(
             f'v1\n{{"batchWatermarkMs":{watermark},"batchTimestampMs":1}}\n{json.dumps(offsets)}\n')
         (spark / "commits" / str(batch)).write_text("v1\n{}\n")
-    (tmp_path / GROUP_FILE).write_text(json.dumps({"generation": 1, "members": members, "start_ms": None}))
+    (tmp_path / GROUP_FILE).write_text(json.dumps(
+        {"generation": 1, "members": members, "start_ms": None, "form": PLAN_FORM}))
     assert committed_watermark_ms(spark) == 1_795_708_150_000
     # the same members resume their generation; others start the next one
     assert start_of_generation(tmp_path, members, ["60 seconds", None]).number == 1
+    # ... but not a checkpoint of a query of an older form (its state would not fit the query)
+    older = {"generation": 1, "members": members, "start_ms": None}
+    (tmp_path / GROUP_FILE).write_text(json.dumps(older))
+    assert start_of_generation(tmp_path, members, ["60 seconds", None]).number == 2
+    (tmp_path / GROUP_FILE).write_text(json.dumps({**older, "form": PLAN_FORM}))
     nxt = start_of_generation(tmp_path, {**members, "c": "c-1"}, ["60 seconds", None])
     assert (nxt.number, nxt.start_ms, nxt.written_ms) == (2, 1_795_708_140_000, 1_795_708_150_000)
     assert nxt.seen == {"t": {"0": 9, "1": 4}}
