@@ -90,9 +90,15 @@ PASS_SQL = """SELECT driver_id AS tag_driver_id,
 FROM data_stream
 WHERE speed_kmh > 30"""
 
+#: S2Id/DistinctCount of the pings at or above a speed that differs from dagger to dagger ({index}: the
+#: dagger's number): as many different queries as daggers (up to 40), where the s2distinct daggers are one
+#: query many times (a fused group computes such copies once, job.shared.merge).
+FILTERED_DRIVERS_SQL = DRIVERS_SQL.replace("FROM data_stream\n", "FROM data_stream\nWHERE speed_kmh >= {index}\n")
+
 #: kind -> (SQL, table names it reads, windowed). Light daggers take the kinds in turn.
 KINDS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "s2distinct": (DRIVERS_SQL, ("data_stream",), True),
+    "s2filter": (FILTERED_DRIVERS_SQL, ("data_stream",), True),
     "hop": (HOP_SQL, ("data_stream",), True),
     "join": (JOIN_SQL, ("pings", "later"), True),
     "pass": (PASS_SQL, ("data_stream",), False),
@@ -112,9 +118,11 @@ class Dagger:
 
 def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str,
               parallelism: int = 2, trigger_s: float = 1.0, conf: dict[str, str] | None = None,
-              settings: dict[str, str] | None = None) -> str:
-    """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name``."""
+              settings: dict[str, str] | None = None, index: int = 0) -> str:
+    """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name`` (``index``: its
+    number among the light daggers)."""
     sql, tables, _ = KINDS[kind]
+    sql = sql.replace("{index}", str(index % 40))
     streams = "".join(f"""  - table: {table}
     topics: [{topic}]
     proto_class: {PING_CLASS}
@@ -153,7 +161,7 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
     if heavy:
         plan.append(("heavy-s2distinct", "s2distinct", True))
     out = []
-    for name, kind, is_heavy in plan:
+    for index, (name, kind, is_heavy) in enumerate(plan):
         checkpoint = folder / "checkpoints" / name
         path = folder / "specs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +169,7 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
         path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
                                   checkpoint, "shared" if is_heavy and isolation == "fused" else isolation,
                                   2 if is_heavy else light_parallelism, trigger_s,
-                                  None if is_heavy else light_conf, None if is_heavy else light_settings))
+                                  None if is_heavy else light_conf, None if is_heavy else light_settings, index))
         out.append(Dagger(name, kind, is_heavy, path, checkpoint))
     return out
 
@@ -367,7 +375,7 @@ def cpu_of(pid: int) -> float:
 #: window, and counting them took InfluxDB 0.7-1.5 s a query: polled every second with the others, the
 #: harness took ~0.4 of the machine's 2 cores and stamped every arrival that much late. It is polled
 #: every ``--heavy-poll-s`` instead (its p99 has that resolution).
-LIGHT_QUERIES = ((r"/^l[0-9]+-(s2distinct|hop|join)$/", "60s"), (r"/^l[0-9]+-pass$/", "1s"))
+LIGHT_QUERIES = ((r"/^l[0-9]+-(s2distinct|s2filter|hop|join)$/", "60s"), (r"/^l[0-9]+-pass$/", "1s"))
 HEAVY_QUERIES = ((r"/^heavy-.*$/", "60s"),)
 
 
@@ -395,7 +403,7 @@ def final_after_s(kind: str) -> float:
     from job.sql.join_lag import join_lag_ms
     from job.sql.parse import parse
 
-    return WATERMARK_DELAY_MS / 1000 + (join_lag_ms(parse(KINDS[kind][0])) or 0) / 1000
+    return WATERMARK_DELAY_MS / 1000 + (join_lag_ms(parse(KINDS[kind][0].replace("{index}", "0"))) or 0) / 1000
 
 
 def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,

@@ -294,7 +294,9 @@ def merged_sql(table: str, members: Sequence[Member], time_format: str, written_
             names[f"__A{j}"] = slots.aggregate(agg, types, n)
         renames.append(names)
     key_types = {name: kind for (kind, _), name in slots.keys.items()}
-    events = []
+    # members that read the same rows into the same slots (the same SQL but for its output: the same
+    # query with other sinks, say) are one *class*: one row an event, one group a window
+    classes: dict[str, list[int]] = {}
     for i, (m, names) in enumerate(zip(members, renames, strict=True)):
         filled: dict[str, str] = {}
         for j, key in enumerate(m.shape.keys):
@@ -302,11 +304,14 @@ def merged_sql(table: str, members: Sequence[Member], time_format: str, written_
         for j, agg in enumerate(m.shape.aggregates):
             for v, value in enumerate(agg.values):
                 filled[f"{names[f'__A{j}']}_v{v}"] = render(value)
-        parts = [f"'{MEMBER_INDEX}', {i}"] + [
-            f"'{slot}', {filled.get(slot, f'CAST(NULL AS {kind})')}"
-            for slot, kind in (*key_types.items(), *slots.values.items())]
+        parts = [f"'{slot}', {filled.get(slot, f'CAST(NULL AS {kind})')}"
+                 for slot, kind in (*key_types.items(), *slots.values.items())]
         where = render(m.shape.where) if m.shape.where is not None else "true"
-        events.append(f"IF({where}, named_struct({', '.join(parts)}), NULL)")
+        classes.setdefault(f"{where}\n{', '.join(parts)}", []).append(i)
+    events = []
+    for c, body in enumerate(classes):
+        where, parts = body.split("\n", 1)
+        events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if parts else ''}{parts}), NULL)")
     window = members[0].shape.window
     assert window is not None
     time_column = render(window.expressions[0]) if window.expressions else "rowtime"
@@ -316,23 +321,26 @@ def merged_sql(table: str, members: Sequence[Member], time_format: str, written_
     aggregates = ", ".join(f"{call} AS {name}" for name, call in slots.templates.items())
     windows = (f"SELECT {MEMBER_INDEX}, {', '.join([*key_types, 'window'])}"
                f"{', ' + aggregates if aggregates else ''} FROM ({exploded}) GROUP BY {groups}")
-    rows = []
-    for i, (m, names) in enumerate(zip(members, renames, strict=True)):
-        def local(node: exp.Expression, names: Mapping[str, str] = names) -> exp.Expression | None:
-            if isinstance(node, exp.Column) and not node.table and node.name in names:
-                return exp.column(names[node.name])
-            return None
+    cases = []
+    for c, indexes in enumerate(classes.values()):
+        rows = []
+        for i in indexes:
+            m = members[i]
 
-        outputs = [_replace(o.copy(), local) for o in m.shape.outputs]
-        row = _json(m.names, outputs, time_format)
-        if m.shape.having is not None:
-            row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
-        rows.append(f"WHEN {i} THEN {row}")
+            def local(node: exp.Expression, names: Mapping[str, str] = renames[i]) -> exp.Expression | None:
+                if isinstance(node, exp.Column) and not node.table and node.name in names:
+                    return exp.column(names[node.name])
+                return None
+
+            outputs = [_replace(o.copy(), local) for o in m.shape.outputs]
+            row = _json(m.names, outputs, time_format)
+            if m.shape.having is not None:
+                row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
+            rows.append(f"named_struct('k', {_string(m.key)}, 'r', {row})")
+        cases.append(f"WHEN {c} THEN array({', '.join(rows)})")
     written = f" WHERE window.end > timestamp_millis({int(written_ms)})" if written_ms is not None else ""
-    projected = (f"SELECT element_at(array({', '.join(_string(m.key) for m in members)}), {MEMBER_INDEX} + 1) "
-                 f"AS {member_column}, CASE {MEMBER_INDEX} {' '.join(rows)} END AS {row_column} "
-                 f"FROM ({windows}){written}")
-    return f"SELECT * FROM ({projected}) WHERE {row_column} IS NOT NULL"
+    projected = f"SELECT explode(CASE {MEMBER_INDEX} {' '.join(cases)} END) AS __o FROM ({windows}){written}"
+    return f"SELECT __o.k AS {member_column}, __o.r AS {row_column} FROM ({projected}) WHERE __o.r IS NOT NULL"
 
 
 def drop_outputs(shape: Shape, drop: Sequence[bool]) -> Shape:

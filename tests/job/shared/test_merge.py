@@ -41,6 +41,9 @@ TUMBLE = {
                     PercentileAggregator(90, speed_kmh) AS p90, CollectArray(DISTINCT driver_id) AS ids,
                     min(speed_kmh) AS slowest, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_timestamp
                     FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), city_id, UPPER(service_type)""",
+    "drivers_again": """SELECT service_type AS service, DistinctCount(driver_id) AS unique_drivers,
+                        TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS t
+                        FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), service_type""",
     "fleet": """SELECT count(1) AS pings, DistinctCount(driver_id) AS drivers,
                 TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_timestamp
                 FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""",
@@ -100,20 +103,27 @@ def test_members_share_typed_slots_and_the_merged_sql_is_golden() -> None:
     assert not isinstance(count, str) and not isinstance(summed, str)
     sql = merged_sql("data_stream", [Member("a", count, ("c", "n", "t"), ("int",), ((),)),
                                      Member("b", summed, ("s", "total", "n", "t"), ("string",),
-                                            (("double",), ()))], "X")
-    # COUNT(1) is one slot for both; each key type has its own slot
+                                            (("double",), ())),
+                                     Member("c", count, ("city", "n", "t"), ("int",), ((),))], "X")
+    # COUNT(1) is one slot for both queries; each key type has a slot of its own; a and c read the same
+    # rows into the same slots (their outputs differ): one row an event and one group a window for both
     assert sql == (
-        "SELECT * FROM (SELECT element_at(array('a', 'b'), __m + 1) AS __member, CASE __m "
-        "WHEN 0 THEN to_json(named_struct('c', __k0, 'n', __a0, 't', window.end), map('timestampFormat', 'X')) "
-        "WHEN 1 THEN IF(__a0 > 1, to_json(named_struct('s', __k1, 'total', __a1, 'n', __a0, 't', window.end), "
-        "map('timestampFormat', 'X')), NULL) END AS __row "
+        "SELECT __o.k AS __member, __o.r AS __row FROM (SELECT explode(CASE __m "
+        "WHEN 0 THEN array("
+        "named_struct('k', 'a', 'r', to_json(named_struct('c', __k0, 'n', __a0, 't', window.end), "
+        "map('timestampFormat', 'X'))), "
+        "named_struct('k', 'c', 'r', to_json(named_struct('city', __k0, 'n', __a0, 't', window.end), "
+        "map('timestampFormat', 'X')))) "
+        "WHEN 1 THEN array(named_struct('k', 'b', 'r', IF(__a0 > 1, to_json(named_struct("
+        "'s', __k1, 'total', __a1, 'n', __a0, 't', window.end), map('timestampFormat', 'X')), NULL))) "
+        "END) AS __o "
         "FROM (SELECT __m, __k0, __k1, window, COUNT(1) AS __a0, SUM(__a1_v0) AS __a1 "
         "FROM (SELECT rowtime, __e.* FROM (SELECT rowtime, explode(array("
         "IF(true, named_struct('__m', 0, '__k0', city_id, '__k1', CAST(NULL AS string), "
         "'__a1_v0', CAST(NULL AS double)), NULL), "
         "IF(speed_kmh > 1, named_struct('__m', 1, '__k0', CAST(NULL AS int), '__k1', service_type, "
         "'__a1_v0', speed_kmh), NULL))) AS __e FROM data_stream) WHERE __e IS NOT NULL) "
-        "GROUP BY __m, __k0, __k1, window(rowtime, '1 minutes'))) WHERE __row IS NOT NULL")
+        "GROUP BY __m, __k0, __k1, window(rowtime, '1 minutes'))) WHERE __o.r IS NOT NULL")
 
 
 # ---- on Spark: each member's rows are its own query's ------------------------------------------------
