@@ -4,10 +4,11 @@ Every streaming query pays Spark's fixed cost in each micro-batch (planning, cod
 scheduling, the offset and commit logs): ~0.4 core-s for a light windowed dagger, and a windowed dagger
 needs one or two at each window end. A hundred daggers whose windows end in the same minute then queue
 behind each other on a small machine. Daggers that read one stream the same way can share one query:
-one micro-batch a trigger for all of them, whose plan is the UNION ALL of each dagger's own SQL (each
-branch keeps its own aggregation and window state, and reads the batch's offsets itself). Measured
-(``bench/bench_density.py``, 2 cores): 20 daggers in one query took 0.09 cores against 0.22-0.31 as 20
-queries.
+one micro-batch a trigger for all of them. Those whose SQL has one simple shape merge into ONE
+aggregation (:mod:`job.shared.merge`: one read of each event, one shuffle and one state store for the
+group); the others are branches of a UNION ALL, each with its own aggregation and window state.
+Measured (``bench/bench_density.py``, 2 cores): 20 daggers as a UNION ALL in one query took 0.09 cores
+against 0.22-0.31 as 20 queries.
 
 What may fuse (:func:`why_not_fusible`): a single-stream query with no join, no ``udf_file`` and no
 failover, that aggregates per TUMBLE or HOP window (a HOP's output must show the window's end or start)
@@ -60,18 +61,24 @@ _PER_MEMBER = ("columns", "derived", "hidden", "batch_order", "bad_records_dir",
 
 def why_not_fusible(plan: DaggerPlan) -> str | None:
     """Return why ``plan`` cannot run fused (None when it can)."""
+    from job.shared.merge import member_shape
+
     spec, tr = plan.spec, plan.translation
-    if len(plan.streams) != 1:
-        return "it reads two streams"
     if tr.aggregates and tr.window is None:
         return "it aggregates without a window"
     if tr.window is not None and tr.window[1] is not None and window_end_column(plan) is None:
         return "its HOP window's end or start is not a column of its output"
-    if tr.join_lag_ms != 0:
-        return "it joins"
+    if len(plan.streams) > 1 or tr.join_lag_ms != 0:
+        # a join fuses when it merges (job.shared.merge): a new generation then leaves out the windows
+        # that start before it, whose events it read again only for the join's sake
+        if tr.join_lag_ms is None:
+            return "it joins on something other than a time interval"
+        shape = member_shape(tr.spark_sql, {s.table for s in plan.streams})
+        if isinstance(shape, str) or shape.window is None or spec.transformers:
+            return f"its join does not merge into one aggregation ({shape if isinstance(shape, str) else 'no window'})"
     if spec.udf_file:
         return "it has a udf_file"
-    if plan.streams[0].source.failover:
+    if any(s.source.failover for s in plan.streams):
         return "its stream has a failover cluster"
     return None
 
@@ -100,15 +107,17 @@ def window_end_column(plan: DaggerPlan) -> tuple[str, int] | None:
 def fusion_key(plan: DaggerPlan) -> str:
     """Return the group ``plan`` fuses into: equal for daggers that may share one query. Call only for a
     plan :func:`why_not_fusible` accepts."""
-    source = {k: v for k, v in dataclasses.asdict(plan.streams[0].source).items() if k not in _PER_MEMBER}
-    stream = plan.spec.streams[0]
-    if stream.bad_records == "dead-letter":
-        source["dead_letter_topic"] = plan.streams[0].source.dead_letter_topic
+    streams = []
+    for planned, stream in zip(plan.streams, plan.spec.streams, strict=True):
+        source = {k: v for k, v in dataclasses.asdict(planned.source).items() if k not in _PER_MEMBER}
+        if stream.bad_records == "dead-letter":
+            source["dead_letter_topic"] = planned.source.dead_letter_topic
+        streams.append({"source": source, "table": stream.table,
+                        "timestamp": [stream.timestamp_field, planned.timestamp_kind],
+                        "stream_transformers": [t.model_dump(mode="json") for t in stream.transformers]})
     parts = {
-        "source": source,
-        "table": stream.table,
-        "timestamp": [stream.timestamp_field, plan.streams[0].timestamp_kind],
-        "stream_transformers": [t.model_dump(mode="json") for t in stream.transformers],
+        "streams": streams,
+        "join_lag_ms": plan.translation.join_lag_ms,
         "watermark_delay_ms": plan.spec.watermark_delay_ms,
         "window": list(plan.translation.window or ()),
         "trigger_s": plan.trigger_interval_s,
@@ -143,14 +152,15 @@ def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_
 
 
 def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_from: str | None) -> DaggerPlan:
-    """Return the plan of the group's source: the first member's, with the merged stream (see
+    """Return the plan of the group's sources: the first member's, with each stream merged (see
     :func:`merged_source`) and the group's ``checkpoint``."""
     first = members[0]
-    stream = first.streams[0]
-    source = merged_source([m.streams[0].source for m in members], checkpoint / "bad_records" / stream.table,
-                           start_from)
-    return dataclasses.replace(first, streams=[StreamPlan(stream.table, source, stream.timestamp_field,
-                                                          stream.timestamp_kind)], checkpoint=checkpoint)
+    streams = []
+    for i, stream in enumerate(first.streams):
+        source = merged_source([m.streams[i].source for m in members], checkpoint / "bad_records" / stream.table,
+                               start_from)
+        streams.append(StreamPlan(stream.table, source, stream.timestamp_field, stream.timestamp_kind))
+    return dataclasses.replace(first, streams=streams, checkpoint=checkpoint)
 
 
 def restart_ms(watermark_ms: int, window: Sequence[str | None]) -> int:
@@ -199,12 +209,14 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
                 start_ms: int | None, written_ms: int | None = None) -> tuple[DataFrame, dict[str, Branch]]:
     """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
 
-    The stream's view is the group's source (events before ``start_ms`` left out). The members whose
-    query merges (:func:`job.shared.merge.member_shape`) run as ONE query that reads each event once and
-    aggregates once (:func:`job.shared.merge.merged_sql`); each other member's SQL runs over the view as
-    a branch of its own, with its output transformers; all are one UNION ALL. With HOP windows a window
-    that ended by ``written_ms`` (an earlier generation wrote it) overlaps the new start: such rows are
-    left out. Raises what planning a member raises (SqlError, SpecError)."""
+    Each stream's view is the group's source, without the events before ``start_ms`` (less the join's
+    reach, :attr:`job.sql.translate.Translation.join_lag_ms`: the windows that start before ``start_ms``
+    are then left out). The members whose query merges (:func:`job.shared.merge.member_shape`) run as
+    ONE query per source (stream, or join) that reads each event once and aggregates once
+    (:func:`job.shared.merge.merged_sql`); each other member's SQL runs over the views as a branch of its
+    own, with its output transformers; all are one UNION ALL. With HOP windows a window that ended by
+    ``written_ms`` (an earlier generation wrote it) overlaps the new start: such rows are left out.
+    Raises what planning a member raises (SqlError, SpecError)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -213,22 +225,24 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     from job.runner import stream_frame
     from job.shared.merge import member_shape
 
-    table = group.streams[0].table
-    frame = stream_frame(spark, group, 0)
-    if start_ms is not None:
-        frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms)))
-    frame.createOrReplaceTempView(table)
+    reach = group.translation.join_lag_ms or 0
+    for i, stream in enumerate(group.streams):
+        frame = stream_frame(spark, group, i)
+        if start_ms is not None:
+            frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms - reach)))
+        frame.createOrReplaceTempView(stream.table)
+    tables = {s.table for s in group.streams}
     hop = bool((group.translation.window or (None, None))[1])
     branches: dict[str, Branch] = {}
-    mergeable: dict[str, tuple[Shape, list[str | None]]] = {}
+    mergeable: dict[str, dict[str, tuple[Shape, list[str | None]]]] = {}
     frames = []
     for key, plan in members.items():
         result, names = _member_result(spark, plan)
         branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
-        shape = member_shape(plan.translation.spark_sql, table) if not plan.spec.transformers else \
+        shape = member_shape(plan.translation.spark_sql, tables) if not plan.spec.transformers else \
             "it has output transformers"
         if not isinstance(shape, str) and len(shape.outputs) == len(names):  # no *
-            mergeable[key] = (shape, names)
+            mergeable.setdefault(shape.source, {})[key] = (shape, names)
             continue
         log.info("fused %s: a branch of its own in its group (%s)", key, shape if isinstance(shape, str)
                  else "its output columns")
@@ -239,8 +253,9 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
         frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
                                     F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),
                                               {"timestampFormat": JSON_TIME_FORMAT}).alias(ROW_COLUMN)))
-    if mergeable:
-        frames.append(merged_frame(spark, table, mergeable, written_ms if hop else None))
+    for _, merged in sorted(mergeable.items()):
+        frames.append(merged_frame(spark, merged, written_ms if hop else None,
+                                   start_ms if reach and start_ms is not None else None))
     return reduce(lambda a, b: a.unionAll(b), frames), branches
 
 
@@ -265,12 +280,12 @@ def output_names(columns: Sequence[str]) -> list[str | None]:
     return [None if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX) else c for c in columns]
 
 
-def merged_frame(spark: SparkSession, table: str, members: Mapping[str, tuple[Shape, Sequence[str | None]]],
-                 written_ms: int | None = None) -> DataFrame:
-    """Return the one query over view ``table`` (``__member``, ``__row``) of the members that merge: each
-    one's shape (:func:`job.shared.merge.member_shape`) and output names (see :func:`output_names`). Their
-    keys' and values' types are those Spark gives their expressions over the view. See
-    :func:`job.shared.merge.merged_sql` for ``written_ms``."""
+def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequence[str | None]]],
+                 written_ms: int | None = None, from_ms: int | None = None) -> DataFrame:
+    """Return the one query (``__member``, ``__row``) of the members that merge, over the views of the
+    source they read: each one's shape (:func:`job.shared.merge.member_shape`) and output names (see
+    :func:`output_names`). Their keys' and values' types are those Spark gives their expressions over the
+    views. See :func:`job.shared.merge.merged_sql` for ``written_ms`` and ``from_ms``."""
     from job.shared.merge import Member, drop_outputs, merged_sql
     from job.sql.rewrite import render
 
@@ -279,13 +294,13 @@ def merged_frame(spark: SparkSession, table: str, members: Mapping[str, tuple[Sh
         shape = drop_outputs(shape, [n is None for n in names])
         probe = [f"{render(k)} AS `k{i}`" for i, k in enumerate(shape.keys)]
         probe += [f"{render(v)} AS `a{j}_{n}`" for j, a in enumerate(shape.aggregates) for n, v in enumerate(a.values)]
-        types = [f.dataType.simpleString() for f in spark.sql(f"SELECT {', '.join(probe)} FROM {table}").schema] \
-            if probe else []
+        types = [f.dataType.simpleString()
+                 for f in spark.sql(f"SELECT {', '.join(probe)} FROM {shape.source}").schema] if probe else []
         key_types = tuple(types[:len(shape.keys)])
         rest = iter(types[len(shape.keys):])
         value_types = tuple(tuple(next(rest) for _ in a.values) for a in shape.aggregates)
         merged.append(Member(key, shape, tuple(n for n in names if n is not None), key_types, value_types))
-    sql = merged_sql(table, merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN)
+    sql = merged_sql(merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN, from_ms)
     log.info("fused: %d daggers in one %s", len(merged), "aggregation" if merged[0].shape.stateful else "projection")
     return spark.sql(sql)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -250,13 +251,22 @@ class HostedGroup:
     def _write_batch(self, df: Any, batch_id: int) -> None:
         from job.shared.fusion import split_rows
 
-        tables = split_rows(df.toArrow(), self._branches)
+        started = time.monotonic()
+        rows = df.toArrow()
+        collected = time.monotonic()
+        tables = split_rows(rows, self._branches)
         live = [(key, table) for key, table in tables.items() if key not in self.failed]
+        split = time.monotonic()
         # each member's sinks in a thread of their own: one slow or retrying sink does not hold the others
         for key, error in zip([k for k, _ in live], self._pool.map(lambda kt: self._write_member(*kt, batch_id), live),
                               strict=True):
             if error is not None:
                 self._fail(key, error)
+        if rows.num_rows:
+            log.info("group %s gen %d batch %d: %d rows for %d daggers; computed in %.0f ms, split in %.0f ms, "
+                     "written in %.0f ms", self.key, self.generation, batch_id, rows.num_rows,
+                     sum(1 for _, t in live if t.num_rows), (collected - started) * 1000, (split - collected) * 1000,
+                     (time.monotonic() - split) * 1000)
 
     def _fail(self, key: str, error: str) -> None:
         """Fail one member with ``error`` (``Title: message``, then its hint): its rows are no longer written."""

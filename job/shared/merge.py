@@ -67,6 +67,8 @@ class Shape:
     aggregates: tuple[Aggregate, ...]
     outputs: tuple[exp.Expression, ...]
     having: exp.Expression | None = None
+    #: what it reads: its stream's name, or the text of its FROM … JOIN …
+    source: str = ""
 
     @property
     def stateful(self) -> bool:
@@ -139,8 +141,11 @@ def parse_spark(spark_sql: str) -> exp.Expression | str:
     return tree
 
 
-def member_shape(spark_sql: str, table: str) -> Shape | str:
-    """Return the shape of a member's translated query over stream ``table``, or why it cannot merge."""
+def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
+    """Return the shape of a member's translated query over stream ``tables`` (one, or the streams an
+    interval join reads: members merge when their FROM and JOINs are the same text), or why it cannot
+    merge."""
+    tables = {tables} if isinstance(tables, str) else tables
     tree = parse_spark(spark_sql)
     if isinstance(tree, str):
         return f"its SQL does not parse: {tree}"
@@ -148,9 +153,14 @@ def member_shape(spark_sql: str, table: str) -> Shape | str:
         return "it is not a single SELECT"
     source = tree.args.get("from_") or tree.args.get("from")
     relation = source.this if source is not None else None
-    if not isinstance(relation, exp.Table) or relation.name != table or tree.args.get("joins") \
-            or tree.args.get("laterals"):
-        return f"it does not read {table} alone"
+    joins = list(tree.args.get("joins") or [])
+    relations = [relation, *(j.this for j in joins)]
+    if not all(isinstance(r, exp.Table) and r.name in tables for r in relations) or tree.args.get("laterals") \
+            or any(j.args.get("using") or str(j.args.get("kind") or "INNER").upper() != "INNER" or j.side
+                   for j in joins):
+        return f"it does not read {' and '.join(sorted(tables))} alone, or with an inner JOIN … ON"
+    assert relation is not None
+    text = " ".join([render(relation), *(render(j) for j in joins)])
     if tree.args.get("distinct") or tree.args.get("order") or tree.args.get("limit") or tree.args.get("with"):
         return "it has DISTINCT, ORDER BY, LIMIT or WITH"
     if any(True for _ in tree.find_all(exp.Subquery, exp.Window, exp.Explode, exp.Unnest)) or any(
@@ -161,7 +171,9 @@ def member_shape(spark_sql: str, table: str) -> Shape | str:
            if _is_aggregate(node) for a in node.iter_expressions()):
         return "an aggregate has DISTINCT or FILTER"
     tree = tree.copy()
-    _unqualify(tree, {table, relation.alias_or_name})
+    if not joins:
+        _unqualify(tree, {relation.name, relation.alias_or_name})
+        text = relation.name
     group = tree.args.get("group")
     items = list(group.expressions) if group is not None else []
     windows = [g for g in items if isinstance(g, exp.Anonymous) and str(g.name).lower() == "window"]
@@ -178,8 +190,10 @@ def member_shape(spark_sql: str, table: str) -> Shape | str:
     if window is None:
         if keys or having is not None or any(_is_aggregate(n) for s in selects for n in s.find_all(exp.Func)):
             return "it aggregates without a window"
+        if joins:
+            return "it joins without a window"
         return Shape(tree.args["where"].this if tree.args.get("where") else None, (), None, (),
-                     tuple(s.copy() for s in selects))
+                     tuple(s.copy() for s in selects), source=text)
     aggregates: list[Aggregate] = []
     found: dict[str, int] = {}
 
@@ -205,7 +219,7 @@ def member_shape(spark_sql: str, table: str) -> Shape | str:
             if column.table or not (column.name.startswith("__K") or column.name.startswith("__A")):
                 return f"its output reads {render(column)} outside its GROUP BY and aggregates"
     where = tree.args["where"].this if tree.args.get("where") else None
-    return Shape(where, keys, window, tuple(aggregates), outputs, having)
+    return Shape(where, keys, window, tuple(aggregates), outputs, having, text)
 
 
 @dataclass(frozen=True)
@@ -266,14 +280,16 @@ def _json(names: Sequence[str], outputs: Sequence[exp.Expression], time_format: 
     return f"to_json(named_struct({fields}), map('timestampFormat', {_string(time_format)}))"
 
 
-def merged_sql(table: str, members: Sequence[Member], time_format: str, written_ms: int | None = None,
-               member_column: str = "__member", row_column: str = "__row") -> str:
-    """Return the one query of ``members`` (all stateful with the same window, or all pass-throughs) over
-    ``table``: a row (``member_column``: the member's key, ``row_column``: its output row as JSON with
-    timestamps in ``time_format``) for each output row of each member. With ``written_ms``, windows that
-    ended by then (an earlier generation wrote them) are left out."""
-    if not members:
-        raise ValueError("no members")
+def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | None = None,
+               member_column: str = "__member", row_column: str = "__row", from_ms: int | None = None) -> str:
+    """Return the one query of ``members`` (all stateful with the same window, or all pass-throughs, and all
+    reading the same source): a row (``member_column``: the member's key, ``row_column``: its output row as
+    JSON with timestamps in ``time_format``) for each output row of each member. With ``written_ms``,
+    windows that ended by then (an earlier generation wrote them) are left out; with ``from_ms``, windows
+    that start before then (a new generation read events from before then only for a join's sake)."""
+    if not members or len({m.shape.source for m in members}) != 1:
+        raise ValueError("members must read one source")
+    table = members[0].shape.source
     if not members[0].shape.stateful:
         events = []
         for i, m in enumerate(members):
@@ -314,8 +330,14 @@ def merged_sql(table: str, members: Sequence[Member], time_format: str, written_
         events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if parts else ''}{parts}), NULL)")
     window = members[0].shape.window
     assert window is not None
-    time_column = render(window.expressions[0]) if window.expressions else "rowtime"
-    exploded = (f"SELECT {time_column}, {EVENT}.* FROM (SELECT {time_column}, explode(array({', '.join(events)}))"
+    time = window.expressions[0]
+    if isinstance(time, exp.Column) and time.table:  # a join's: a column of the rows the join gives
+        inner, time_column = f"{render(time)} AS __t", "__t"
+        window = window.copy()
+        window.set("expressions", [exp.column("__t"), *window.expressions[1:]])
+    else:
+        inner = time_column = render(time)
+    exploded = (f"SELECT {time_column}, {EVENT}.* FROM (SELECT {inner}, explode(array({', '.join(events)}))"
                 f" AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL")
     groups = ", ".join([MEMBER_INDEX, *key_types, render(window)])
     aggregates = ", ".join(f"{call} AS {name}" for name, call in slots.templates.items())
@@ -338,7 +360,9 @@ def merged_sql(table: str, members: Sequence[Member], time_format: str, written_
                 row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
             rows.append(f"named_struct('k', {_string(m.key)}, 'r', {row})")
         cases.append(f"WHEN {c} THEN array({', '.join(rows)})")
-    written = f" WHERE window.end > timestamp_millis({int(written_ms)})" if written_ms is not None else ""
+    kept = ([f"window.end > timestamp_millis({int(written_ms)})"] if written_ms is not None else []) + (
+        [f"window.start >= timestamp_millis({int(from_ms)})"] if from_ms is not None else [])
+    written = f" WHERE {' AND '.join(kept)}" if kept else ""
     projected = f"SELECT explode(CASE {MEMBER_INDEX} {' '.join(cases)} END) AS __o FROM ({windows}){written}"
     return f"SELECT __o.k AS {member_column}, __o.r AS {row_column} FROM ({projected}) WHERE __o.r IS NOT NULL"
 

@@ -69,6 +69,38 @@ def test_tumble_windows_over_one_stream_fuse_and_the_rest_say_why_not(tmp_path: 
     assert fusion_key(planned(tmp_path, "c", passthrough)) != fusion_key(planned(tmp_path, "a"))
 
 
+JOIN_SQL = """SELECT a.city_id AS tag_city_id, count(1) AS pairs,
+       TUMBLE_END(a.rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM bookings AS a JOIN later AS b
+  ON a.city_id = b.city_id AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND
+GROUP BY TUMBLE(a.rowtime, INTERVAL '60' SECOND), a.city_id"""
+
+
+def planned_join(tmp_path: Path, name: str, sql: str = JOIN_SQL) -> DaggerPlan:
+    body = "\n".join("  " + line for line in sql.splitlines())
+    streams = "".join(f"""  - table: {table}
+    topics: [bookings]
+    proto_class: daggers.events.BookingLog
+    timestamp_field: event_timestamp
+    bootstrap_servers: 127.0.0.1:9092
+    group: {name}-{table}
+""" for table in ("bookings", "later"))
+    text = f"name: d-{name}\nstreams:\n{streams}sql: |\n{body}\nisolation: fused\nsink:\n  type: log\n"
+    return plan(parse_spec(text, f"{name}.yaml"), tmp_path / name)
+
+
+def test_an_interval_join_under_a_window_fuses_other_joins_do_not(tmp_path: Path) -> None:
+    a, b = planned_join(tmp_path, "a"), planned_join(tmp_path, "b", JOIN_SQL.replace("count(1)", "max(b.fare_idr)"))
+    assert why_not_fusible(a) is None and fusion_key(a) == fusion_key(b) != fusion_key(planned(tmp_path, "c"))
+    group = group_plan([a, b], tmp_path / "g" / "gen-1", None)
+    assert [s.table for s in group.streams] == ["bookings", "later"]
+    unbounded = JOIN_SQL.replace(" AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND", "")
+    assert why_not_fusible(planned_join(tmp_path, "d", unbounded)) == "it joins on something other than a time interval"
+    no_window = ("SELECT a.city_id AS tag_city_id, b.fare_idr AS fare FROM bookings AS a JOIN later AS b "
+                 "ON a.city_id = b.city_id AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND")
+    assert "its join does not merge" in (why_not_fusible(planned_join(tmp_path, "e", no_window)) or "")
+
+
 def test_daggers_reading_a_stream_alike_share_a_group_whatever_their_sql(tmp_path: Path) -> None:
     a, b = planned(tmp_path, "a"), planned(tmp_path, "b", SUM_SQL)
     assert fusion_key(a) == fusion_key(b) and fusion_key(a).startswith("g-")

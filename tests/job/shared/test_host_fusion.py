@@ -10,6 +10,8 @@ broker (tansu), a real InfluxDB and real Spark, driven through the host's assign
 * Pass-throughs fuse too, in a group of their own, whose next generation starts where the last stopped.
 * HOP windows fuse too, in a group of their own: a new generation leaves out the windows the last one
   wrote (they overlap where it starts reading), so a member that stays has each window once and whole.
+* Interval joins fuse too, when they merge into one aggregation: a new generation reads both streams
+  again from the join's reach before the oldest open window, and leaves out the windows before it.
 * SIGKILL of the JVM: a new host resumes the same generation from its checkpoint, exactly.
 """
 
@@ -48,6 +50,57 @@ GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), city_id"""
 
 PASS_SQL = """SELECT order_number AS tag_order_number, fare_idr AS fare, rowtime AS window_timestamp
 FROM data_stream"""
+
+
+JOIN_SQL = """SELECT a.city_id AS tag_city_id, count(1) AS pairs,
+       TUMBLE_END(a.rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM bookings AS a JOIN later AS b
+  ON a.city_id = b.city_id AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND
+GROUP BY TUMBLE(a.rowtime, INTERVAL '60' SECOND), a.city_id"""
+JOIN_REACH_S = 10
+
+
+def join_spec(w: World, key: str) -> Path:
+    """A fused spec of :data:`JOIN_SQL`: the bookings topic read as two streams, ``bookings`` and ``later``."""
+    path = w.spec(key, extra=FUSED, sql=JOIN_SQL)
+    text = path.read_text()
+    head, rest = text.split("streams:\n", 1)
+    block, tail = rest.split("sql: |", 1)
+    first = block.replace("table: data_stream", "table: bookings")
+    second = block.replace("table: data_stream", "table: later").replace(f"group: {key}", f"group: {key}-later")
+    path.write_text(f"{head}streams:\n{first}{second}sql: |{tail}")
+    return path
+
+
+def join_pairs(rows: list[dict]) -> dict[tuple, int]:
+    """(window end s, city) -> pairs of bookings in one city, the second at most 10 s after the first (a
+    booking pairs with itself too), by the first's window."""
+    import bisect
+    from collections import defaultdict
+    from datetime import UTC, datetime
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    micros: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        micros[str(r["city_id"])].append((r["event_timestamp"] - epoch) // timedelta(microseconds=1))
+    out: Counter[tuple[int, str]] = Counter()
+    for city, times in micros.items():
+        times.sort()
+        for t in times:
+            n = bisect.bisect_right(times, t + JOIN_REACH_S * 1_000_000) - bisect.bisect_left(times, t)
+            out[(t // 60_000_000 * 60 + 60, city)] += n
+    return dict(out)
+
+
+def joins_exact(influxdb, db: str, rows: list[dict], since_s: float = 0) -> bool:  # type: ignore[no-untyped-def]
+    """Whether every pair window written is exact, and every one final a window ago (from ``since_s`` on)
+    is written."""
+    got = influx_points(influxdb, db, "bookings", "pairs", ["tag_city_id"])
+    every = join_pairs(rows)
+    final_s = watermark_of(rows) - JOIN_REACH_S - WINDOW_S
+    want = {k: v for k, v in every.items() if k[0] <= final_s and k[0] - WINDOW_S >= since_s}
+    return bool(want) and all(every.get(k) == v and k[0] - WINDOW_S >= since_s for k, v in got.items()) \
+        and all(got.get(k) == v for k, v in want.items())
 
 
 def rows_of(influxdb, db: str) -> set[tuple]:  # type: ignore[no-untyped-def]
@@ -101,6 +154,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
                               sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
         f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")
         f.assign("fp", w.spec("fp", extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, "fp-1")
+        f.assign("fj", join_spec(w, "fj"), tmp_path, "fj-1")
         host.start()
         host.ready()
         for key in ("fa", "fb", "fs"):
@@ -110,6 +164,8 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         assert group_file(f, "fh")["members"] == {"fh": "fh-1"}
         wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
         assert group_file(f, "fp")["members"] == {"fp": "fp-1"}
+        wait_for("fj: every pair window", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
+        assert group_file(f, "fj")["members"] == {"fj": "fj-1"}
         # one query for the three: one group, one generation, each member's state names it
         group = group_file(f)
         assert group["generation"] == 1 and group["members"] == {"fa": "fa-1", "fb": "fb-1", "fs": "fs-1"}
@@ -151,6 +207,9 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         # fp2 joins fp's pass-through group, whose next generation starts where the last one stopped
         f.assign("fp2", w.spec("fp2", extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, "fp2-1")
         f.assign("fb", w.spec("fb", 2, extra=FUSED), tmp_path, "fb-2")
+        # fj2 joins fj's group: its new generation reads both streams again from the join's reach before the
+        # oldest open window, and leaves out the windows that start before it
+        f.assign("fj2", join_spec(w, "fj2"), tmp_path, "fj2-1")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
         wait_for("the group's new members", lambda: group_file(f)["members"] == {"fa": "fa-1", "fb": "fb-2",
@@ -178,6 +237,11 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         wait_for("fp2: every event since it joined", lambda: rows_of(influxdb, w.dbs["fp2"])
                  == passed(w.rows[passed_before:]), 60, f.log_path)
         assert group_file(f, "fp")["generation"] == 2 and status(w.checkpoint("fp"))["input_rows"] == len(w.rows)
+        join_group = group_file(f, "fj")
+        assert join_group["generation"] == 2 and join_group["members"] == {"fj": "fj-1", "fj2": "fj2-1"}
+        wait_for("fj: every pair window once", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
+        wait_for("fj2: every pair window since it joined", lambda: joins_exact(
+            influxdb, w.dbs["fj2"], w.rows, join_group["start_ms"] / 1000), 120, f.log_path)
         # fs stays failed (removed, as a failed dagger of its own would be), with the windows it wrote before
         assert host.dagger("fs")["state"] == "failed"
         written = windows(influxdb, w.dbs["fs"])
@@ -195,6 +259,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
         wait_for("fc: exact after the restart", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120, f.log_path)
+        wait_for("fj: exact after the restart", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
         assert group_file(f)["generation"] == generation
         assert host.stop() == 0
         for key in ("fa", "fb", "fc"):

@@ -22,7 +22,7 @@ COLUMNS = {"data_stream": {"service_type": "string", "driver_id": "string", "cit
 
 
 def spark_sql(sql: str) -> str:
-    return translate(sql, COLUMNS).spark_sql
+    return translate(sql, JOIN_COLUMNS if " JOIN " in sql else COLUMNS).spark_sql
 
 
 TUMBLE = {
@@ -56,6 +56,17 @@ HOP = {
                   HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
                   FROM data_stream WHERE city_id <> 2
                   GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE), service_type""",
+}
+JOIN_COLUMNS = {t: COLUMNS["data_stream"] for t in ("pings", "later")}
+ON = ("FROM pings AS a JOIN later AS b ON a.driver_id = b.driver_id "
+      "AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND ")
+JOIN = {
+    "pairs": f"""SELECT a.service_type AS tag_service, count(1) AS pairs,
+                 TUMBLE_END(a.rowtime, INTERVAL '1' MINUTE) AS window_timestamp {ON}
+                 GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE), a.service_type""",
+    "fast_pairs": f"""SELECT a.city_id AS tag_city, DistinctCount(b.driver_id) AS drivers, max(b.speed_kmh) AS top,
+                      TUMBLE_START(a.rowtime, INTERVAL '1' MINUTE) AS window_start {ON}
+                      WHERE a.speed_kmh > 40 GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE), a.city_id""",
 }
 PASS = {
     "fast": "SELECT driver_id AS tag_driver, speed_kmh, rowtime AS window_timestamp FROM data_stream WHERE speed_kmh > 30",
@@ -101,7 +112,7 @@ def test_members_share_typed_slots_and_the_merged_sql_is_golden() -> None:
                           "FROM data_stream WHERE speed_kmh > 1 GROUP BY service_type, window(rowtime, '1 minutes') "
                           "HAVING COUNT(1) > 1", "data_stream")
     assert not isinstance(count, str) and not isinstance(summed, str)
-    sql = merged_sql("data_stream", [Member("a", count, ("c", "n", "t"), ("int",), ((),)),
+    sql = merged_sql([Member("a", count, ("c", "n", "t"), ("int",), ((),)),
                                      Member("b", summed, ("s", "total", "n", "t"), ("string",),
                                             (("double",), ())),
                                      Member("c", count, ("city", "n", "t"), ("int",), ((),))], "X")
@@ -149,25 +160,28 @@ def normal(row: dict[str, Any]) -> tuple:
     return tuple(sorted((k, one(v)) for k, v in row.items()))
 
 
-@pytest.mark.parametrize("queries", [TUMBLE, HOP, PASS], ids=["tumble", "hop", "pass"])
+@pytest.mark.parametrize("queries", [TUMBLE, HOP, PASS, JOIN], ids=["tumble", "hop", "pass", "join"])
 def test_each_member_of_a_merged_query_gets_exactly_its_own_rows(spark, queries: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql.pandas.types import to_arrow_schema
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    spark.createDataFrame(events()).createOrReplaceTempView("data_stream")
+    frame = spark.createDataFrame(events())
+    for table in ("data_stream", "pings", "later"):
+        frame.createOrReplaceTempView(table)
+    tables = {"pings", "later"} if queries is JOIN else "data_stream"
     members, branches, want = {}, {}, {}
     for key, sql in queries.items():
         text = spark_sql(sql)
         own = spark.sql(text)
         names = output_names(own.columns)
         own = own.select(*[f"`{n}`" for n in names if n is not None])
-        shape = member_shape(text, "data_stream")
+        shape = member_shape(text, tables)
         assert not isinstance(shape, str), shape
         members[key] = (shape, names)
         branches[key] = Branch(key, to_arrow_schema(own.schema, timezone="UTC"))
         want[key] = Counter(normal(r.asDict()) for r in own.collect())
         assert want[key], f"{key}: no rows to compare"
-    got = split_rows(merged_frame(spark, "data_stream", members).toArrow(), branches)
+    got = split_rows(merged_frame(spark, members).toArrow(), branches)
     for key in queries:
         assert Counter(normal(r) for r in got[key].to_pylist()) == want[key], key
 
@@ -179,7 +193,7 @@ def test_hop_windows_an_earlier_generation_wrote_are_left_out(spark) -> None:  #
     shape = member_shape(text, "data_stream")
     assert not isinstance(shape, str)
     written = datetime(2026, 3, 2, 10, 5, tzinfo=UTC)
-    sql = merged_sql("data_stream", [Member("h", shape, ("tag_city", "n", "window_timestamp"), ("int",), ((),))],
+    sql = merged_sql([Member("h", shape, ("tag_city", "n", "window_timestamp"), ("int",), ((),))],
                      JSON_TIME_FORMAT, int(written.timestamp() * 1000))
     ends = {r["__row"].split('"window_timestamp":"')[1][:16] for r in spark.sql(sql).collect()}
     own = {r["window_timestamp"].strftime("%Y-%m-%dT%H:%M") for r in spark.sql(text).collect()}
