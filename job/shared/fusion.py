@@ -10,12 +10,12 @@ group); the others are branches of a UNION ALL, each with its own aggregation an
 Measured (``bench/bench_density.py``, 2 cores): 20 daggers as a UNION ALL in one query took 0.09 cores
 against 0.22-0.31 as 20 queries.
 
-What may fuse (:func:`why_not_fusible`): a single-stream query with no join, no ``udf_file`` and no
-failover, that aggregates per TUMBLE or HOP window (a HOP's output must show the window's end or start)
-or keeps no state at all (a pass-through). Its *group*
-(:func:`fusion_key`) is every fused dagger of the host with the same source (topics, brokers, schema,
-start, bad-record policy, stream transformers), watermark delay, window, trigger, parallelism and SQL
-settings. A fused dagger keeps its own sinks, ``status.json``, ``query.json`` and state file in the
+What may fuse (:func:`why_not_fusible`): a query with no ``udf_file`` and no failover that aggregates per
+TUMBLE or HOP window (a HOP's output must show the window's end or start) or keeps no state at all (a
+pass-through); an interval join (``b.rowtime BETWEEN a.rowtime … AND …``) under a window, when it merges
+into one aggregation. Its *group* (:func:`fusion_key`) is every fused dagger of the host with the same
+streams (topics, brokers, schema, start, bad-record policy, stream transformers), join reach, watermark
+delay, window, trigger, parallelism and SQL settings. A fused dagger keeps its own sinks, ``status.json``, ``query.json`` and state file in the
 host's folder; the group's offsets and window state live in the group's checkpoint.
 
 A group's members change (a dagger deployed, removed or edited) by starting a new *generation* of the
