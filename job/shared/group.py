@@ -119,6 +119,7 @@ class HostedGroup:
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
         self._retries = 0
+        self._settle = True
         self._pool = ThreadPoolExecutor(max_workers=SINK_THREADS, thread_name_prefix=f"sinks-{group_key}")
         self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
 
@@ -143,10 +144,14 @@ class HostedGroup:
             self._report(key, "starting")
         self._thread.start()
 
-    def request_stop(self, leaving: set[str] | None = None) -> None:
-        """Stop the generation gracefully; members in ``leaving`` report ``stopped``, the others nothing
-        (the next generation takes them over)."""
+    def request_stop(self, leaving: set[str] | None = None, settle: bool = True) -> None:
+        """Stop the generation; members in ``leaving`` report ``stopped``, the others nothing (the next
+        generation takes them over). With ``settle``, a group with windows first lets its query close
+        the windows its watermark has passed (up to 10 s, :meth:`job.runner.DaggerJob.settle`): for
+        members that stop for good. Without, the next generation computes those windows again from the
+        oldest open one (its start, :func:`start_of_generation`), so a deploy or an edit does not wait."""
         self.leaving |= set(leaving or ())
+        self._settle = self._settle and settle
         self._stop.set()
 
     def join(self, timeout: float | None = None) -> None:
@@ -310,7 +315,9 @@ class HostedGroup:
         jobs = list(self._jobs.values())
         try:
             if query is not None and query.isActive and jobs:
-                jobs[0].settle()
+                windowed = next(iter(self.members.values())).plan.translation.window is not None
+                if windowed and self._settle:
+                    jobs[0].settle()
                 query.stop()
             for job in jobs:
                 job.sync_progress()

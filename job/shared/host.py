@@ -175,7 +175,9 @@ class SharedHost:
             if tokens != group.tokens:
                 leaving = {k for k, t in group.tokens.items() if tokens.get(k) != t}
                 log.info("group %s: members change (%d leave, %d in all)", gkey, len(leaving), len(tokens))
-                group.request_stop(leaving)
+                # the closed windows are written before a member stops for good; a deploy or an edit
+                # does not wait for them (the next generation computes them again)
+                group.request_stop(leaving, settle=any(k not in tokens for k in group.tokens))
                 self._regrouping[gkey] = group
                 del self.groups[gkey]
         for gkey, members in fused.items():

@@ -200,11 +200,11 @@ def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
     def slot(node: exp.Expression) -> exp.Expression | None:
         if _is_aggregate(node):
             agg = _aggregate(node)
-            text = f"{agg.template}|{'|'.join(render(v) for v in agg.values)}"
-            if text not in found:
-                found[text] = len(aggregates)
+            signature = f"{agg.template}|{'|'.join(render(v) for v in agg.values)}"
+            if signature not in found:
+                found[signature] = len(aggregates)
                 aggregates.append(agg)
-            return exp.column(f"__A{found[text]}")
+            return exp.column(f"__A{found[signature]}")
         for i, key in enumerate(keys):
             if node == key:
                 return exp.column(f"__K{i}")
