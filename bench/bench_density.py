@@ -98,11 +98,13 @@ FILTERED_DRIVERS_SQL = DRIVERS_SQL.replace("FROM data_stream\n", "FROM data_stre
 #: kind -> (SQL, table names it reads, windowed). Light daggers take the kinds in turn.
 KINDS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "s2distinct": (DRIVERS_SQL, ("data_stream",), True),
-    "s2filter": (FILTERED_DRIVERS_SQL, ("data_stream",), True),
     "hop": (HOP_SQL, ("data_stream",), True),
     "join": (JOIN_SQL, ("pings", "later"), True),
     "pass": (PASS_SQL, ("data_stream",), False),
+    "s2filter": (FILTERED_DRIVERS_SQL, ("data_stream",), True),
 }
+#: The seed mix the light daggers take by default (s2filter only when asked for).
+DEFAULT_KINDS = ("s2distinct", "hop", "join", "pass")
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,9 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
                  isolation: str, light_parallelism: int = 1, trigger_s: float = 1.0,
                  light_conf: dict[str, str] | None = None, light_settings: dict[str, str] | None = None,
                  kinds: list[str] | None = None) -> list[Dagger]:
-    """Write the specs of ``n`` light daggers (``kinds`` in turn, by default all of :data:`KINDS`) and,
+    """Write the specs of ``n`` light daggers (``kinds`` in turn, by default :data:`DEFAULT_KINDS`) and,
     with ``heavy``, one heavy dagger."""
-    kinds = kinds or list(KINDS)
+    kinds = kinds or list(DEFAULT_KINDS)
     plan = [(f"l{i:03d}-{kinds[i % len(kinds)]}", kinds[i % len(kinds)], False) for i in range(n)]
     if heavy:
         plan.append(("heavy-s2distinct", "s2distinct", True))
@@ -770,7 +772,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="a spark.sql.* setting of every light dagger (repeatable)")
     ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
                     help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
-    ap.add_argument("--kinds", default=",".join(KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
+    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
     ap.add_argument("--host-master", default="local[2]",
                     help="the shared host's Spark master: local[N] runs N tasks at once")
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")

@@ -46,6 +46,19 @@ def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tm
         assert [s.topics for s in spec.streams] == [["heavy" if d.heavy else "light"]] * len(KINDS[d.kind][1])
 
 
+def test_s2filter_daggers_are_different_queries_that_the_poll_finds(tmp_path: Path) -> None:
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    daggers = make_daggers(tmp_path, 3, False, "light", "heavy", stack, "fused", kinds=["s2filter"])
+    light = re.compile(LIGHT_QUERIES[0][0].strip("/"))
+    wheres = []
+    for d in daggers:
+        assert light.match(d.name), d.name
+        spec = load_spec(d.spec)
+        wheres.append(re.search(r"WHERE speed_kmh >= (\d+)", spec.sql).group(1))  # type: ignore[union-attr]
+        plan(spec, tmp_path / "state")  # it translates
+    assert wheres == ["0", "1", "2"]
+
+
 def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Path) -> None:
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
     s2, _hop, join, passing = make_daggers(tmp_path, 4, False, "light", "heavy", stack, "shared")
