@@ -49,6 +49,7 @@ from job.schema.registry import SchemaRegistry
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
 from job.sources.pacing import ClosePacer
+from job.sources.stall import ClientLog, StallWatch, notice
 
 log = logging.getLogger("daggers.source.kafka")
 
@@ -581,20 +582,25 @@ def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:
 
 # ---- executor side ---------------------------------------------------------------------------
 
-_CONSUMERS: dict[str, Consumer] = {}
+_CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
 
 
-def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> Consumer:
-    """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark)."""
+def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
+    """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark),
+    with the log of what librdkafka said."""
     key = json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
-    consumer = _CONSUMERS.get(key)
-    if consumer is None:
+    cached = _CONSUMERS.get(key)
+    if cached is None:
+        said = ClientLog()
         consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": "daggers-reader",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
+            # A range's offsets were seen on the broker. If it calls one out of range, say so and
+            # assign again rather than go silently to the partition's first record (with
+            # "earliest", a consumer that went back skipped millions of records below the range).
+            "auto.offset.reset": "error",
             "fetch.min.bytes": 1,
             # A task's ranges are known to hold their records, so a fetch never has to wait for new
             # ones; but a newly assigned partition is fetched only once the broker has answered the
@@ -608,11 +614,13 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> Consumer:
             "queued.min.messages": 500_000,
             "queued.max.messages.kbytes": 262144,
             "receive.message.max.bytes": 1_000_000_000,
-            "log_level": 2,
+            "log_level": 4,
+            "logger": said.logger(str(len(_CONSUMERS))),
+            "error_cb": said.error,
             **(cfg.consumer_config or {}),
         })
-        _CONSUMERS[key] = consumer
-    return consumer
+        cached = _CONSUMERS[key] = (consumer, said)
+    return cached
 
 
 def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -633,7 +641,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     if rng.end <= rng.start:
         return
     decoder = cfg.decoder()
-    consumer = _executor_consumer(cfg, cfg.bootstrap(rng.cluster))
+    consumer, said = _executor_consumer(cfg, cfg.bootstrap(rng.cluster))
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     next_offset = rng.start
     shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
@@ -642,7 +650,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     bad: list[dict[str, Any]] = []
     last: Any = None  # the last record read (its position is recorded for failover)
     last_offset = -1
-    last_progress = time.monotonic()
+    watch = StallWatch(cfg.read_timeout_s)
     try:
         while next_offset < rng.end:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
@@ -656,11 +664,17 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                         if msg.offset() - moved >= rng.end:
                             next_offset = rng.end
                         continue
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        watch.was_out_of_range()  # assigned again below
+                        continue
                     if err.retriable() or err.code() in _TRANSIENT:
                         continue  # librdkafka retries on its own; the read timeout bounds the wait
                     raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
                 off = msg.offset() - moved
-                if off < next_offset or off >= rng.end:
+                if off < next_offset:
+                    watch.went_back(1)
+                    continue
+                if off >= rng.end:
                     continue
                 payloads.append(msg.value())
                 offs.append(off)
@@ -669,19 +683,32 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 progressed = True
             now = time.monotonic()
             if progressed:
-                last_progress = now
+                if watch.reseeks:
+                    notice(f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
+                           f"without records (range {rng.start}..{rng.end}; {watch.describe()})")
+                    watch.reseeks = 0
+                watch.moved(now)
             elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
-                  and now - last_progress > min(cfg.failover_after_s, cfg.read_timeout_s)):
-                shift = _shift_to_secondary(cfg, rng, next_offset, now - last_progress)
+                  and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)):
+                shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
                 consumer.unassign()
-                consumer = _executor_consumer(cfg, cfg.failover_bootstrap_servers)
+                consumer, said = _executor_consumer(cfg, cfg.failover_bootstrap_servers)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
-                last_progress = time.monotonic()
+                watch.moved(time.monotonic())
                 continue
-            elif now - last_progress > cfg.read_timeout_s:
+            elif watch.timed_out(now):
                 raise SourceError(
                     f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
-                    f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end})")
+                    f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end}; {watch.describe()}; "
+                    f"the client said: {said.said()})")
+            elif watch.reseek_due(now):
+                if not watch.reseeks:
+                    notice(f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
+                           f"{watch.stalled_s(now):.0f} s (range {rng.start}..{rng.end}); assigning it again "
+                           f"({watch.describe()}; the client said: {said.said()})")
+                consumer.unassign()
+                consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
+                watch.reseeked(now)
             if len(payloads) >= FETCH_BATCH:
                 yield _decode(cfg, decoder, rng, payloads, offs, bad)
                 payloads, offs = [], []
