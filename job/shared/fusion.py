@@ -307,24 +307,33 @@ def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequenc
 
 def split_rows(table: pa.Table, branches: dict[str, Branch]) -> dict[str, pa.Table]:
     """Return each member's rows of a group's micro-batch ``table`` (``__member``, ``__row``), as Arrow
-    tables of the member's schema (empty for a member with no rows)."""
+    tables of the member's schema (empty for a member with no rows). A row whose ``__member`` names
+    several members (:data:`job.shared.merge.MEMBER_SEP` between them) is each one's, and parsed once."""
     import io
 
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as paj
 
-    out: dict[str, pa.Table] = {}
-    members = table.column(MEMBER_COLUMN)
-    for key, branch in branches.items():
-        rows = pc.filter(table.column(ROW_COLUMN), pc.equal(members, key)) if table.num_rows else None
-        if rows is None or len(rows) == 0:
-            out[key] = branch.schema.empty_table()
-            continue
+    from job.shared.merge import MEMBER_SEP
+
+    def parse(label: str, schema: pa.Schema) -> pa.Table:
+        rows = pc.filter(table.column(ROW_COLUMN), pc.equal(table.column(MEMBER_COLUMN), label))
         data = "\n".join(str(r) for r in rows.to_pylist()).encode()
         parsed = paj.read_json(io.BytesIO(data), parse_options=paj.ParseOptions(
-            explicit_schema=branch.schema, unexpected_field_behavior="ignore"))
-        out[key] = pa.Table.from_arrays([parsed.column(f.name) if f.name in parsed.column_names
-                                         else pa.nulls(parsed.num_rows, f.type) for f in branch.schema],
-                                        schema=branch.schema)
-    return out
+            explicit_schema=schema, unexpected_field_behavior="ignore"))
+        return pa.Table.from_arrays([parsed.column(f.name) if f.name in parsed.column_names
+                                     else pa.nulls(parsed.num_rows, f.type) for f in schema], schema=schema)
+
+    parts: dict[str, list[pa.Table]] = {key: [] for key in branches}
+    parsed: dict[tuple[str, pa.Schema], pa.Table] = {}
+    labels = pc.unique(table.column(MEMBER_COLUMN)).to_pylist() if table.num_rows else []
+    for label in labels:
+        for key in label.split(MEMBER_SEP):
+            if key in parts:
+                schema = branches[key].schema
+                if (label, schema) not in parsed:
+                    parsed[label, schema] = parse(label, schema)
+                parts[key].append(parsed[label, schema])
+    return {key: (pa.concat_tables(got) if len(got) > 1 else got[0]) if got else branches[key].schema.empty_table()
+            for key, got in parts.items()}

@@ -33,6 +33,8 @@ from job.sql.rewrite import render
 #: Columns of the merged query (all start with ``__`` and so never clash with a member's columns).
 MEMBER_INDEX = "__m"
 EVENT = "__e"
+#: Between the keys of members whose rows are the same (one row for all of them, split by the group).
+MEMBER_SEP = " "
 #: Aggregate functions Spark knows but sqlglot parses as plain calls.
 _ANONYMOUS_AGGREGATES = frozenset({
     "collect_set", "collect_list", "approx_count_distinct", "percentile_approx", "approx_percentile",
@@ -284,19 +286,26 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
                member_column: str = "__member", row_column: str = "__row", from_ms: int | None = None) -> str:
     """Return the one query of ``members`` (all stateful with the same window, or all pass-throughs, and all
     reading the same source): a row (``member_column``: the member's key, ``row_column``: its output row as
-    JSON with timestamps in ``time_format``) for each output row of each member. With ``written_ms``,
+    JSON with timestamps in ``time_format``) for each output row of each member; members whose rows are the
+    same (the same query but for its sinks) share a row, whose ``member_column`` has their keys, separated
+    by ``MEMBER_SEP``. Raises ValueError when a key has ``MEMBER_SEP`` or the members read different sources. With ``written_ms``,
     windows that ended by then (an earlier generation wrote them) are left out; with ``from_ms``, windows
     that start before then (a new generation read events from before then only for a join's sake)."""
     if not members or len({m.shape.source for m in members}) != 1:
         raise ValueError("members must read one source")
+    if any(MEMBER_SEP in m.key for m in members):
+        raise ValueError(f"a member key has {MEMBER_SEP!r}")
     table = members[0].shape.source
     if not members[0].shape.stateful:
-        events = []
-        for i, m in enumerate(members):
+        # members with the same WHERE and output (the same query with other sinks) are one row an event
+        same: dict[tuple[str, str], list[str]] = {}
+        for m in members:
             where = render(m.shape.where) if m.shape.where is not None else "true"
-            events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {i}, '{row_column}', "
-                          f"{_json(m.names, m.shape.outputs, time_format)}), NULL)")
-        return (f"SELECT element_at(array({', '.join(_string(m.key) for m in members)}), {EVENT}.{MEMBER_INDEX} + 1)"
+            same.setdefault((where, _json(m.names, m.shape.outputs, time_format)), []).append(m.key)
+        events = [f"IF({where}, named_struct('{MEMBER_INDEX}', {c}, '{row_column}', {row}), NULL)"
+                  for c, (where, row) in enumerate(same)]
+        labels = ", ".join(_string(MEMBER_SEP.join(keys)) for keys in same.values())
+        return (f"SELECT element_at(array({labels}), {EVENT}.{MEMBER_INDEX} + 1)"
                 f" AS {member_column}, {EVENT}.{row_column} AS {row_column} FROM (SELECT explode(array("
                 f"{', '.join(events)})) AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL")
     slots = _Slots()
@@ -345,7 +354,7 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
                f"{', ' + aggregates if aggregates else ''} FROM ({exploded}) GROUP BY {groups}")
     cases = []
     for c, indexes in enumerate(classes.values()):
-        rows = []
+        rows: dict[str, list[str]] = {}  # a row's SQL -> the members whose row it is
         for i in indexes:
             m = members[i]
 
@@ -358,8 +367,9 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
             row = _json(m.names, outputs, time_format)
             if m.shape.having is not None:
                 row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
-            rows.append(f"named_struct('k', {_string(m.key)}, 'r', {row})")
-        cases.append(f"WHEN {c} THEN array({', '.join(rows)})")
+            rows.setdefault(row, []).append(m.key)
+        structs = [f"named_struct('k', {_string(MEMBER_SEP.join(keys))}, 'r', {row})" for row, keys in rows.items()]
+        cases.append(f"WHEN {c} THEN array({', '.join(structs)})")
     kept = ([f"window.end > timestamp_millis({int(written_ms)})"] if written_ms is not None else []) + (
         [f"window.start >= timestamp_millis({int(from_ms)})"] if from_ms is not None else [])
     written = f" WHERE {' AND '.join(kept)}" if kept else ""

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-RESEEK_AFTER_S = 5.0  # seconds without a record before the reader assigns the partition again
+RESEEK_AFTER_S = 2.5  # seconds without a record before the reader assigns the partition again
 RESEEK_OUT_OF_RANGE_S = 0.5  # ... when the broker called it out of range, or the consumer went back
 CLIENT_LOG_KEEP = 5  # librdkafka messages kept for the notice
 

@@ -162,22 +162,25 @@ def test_a_new_generation_starts_with_the_oldest_window_still_open(watermark_s: 
     assert restart_ms(watermark_s * 1000, window) == start_s * 1000
 
 
-@pytest.mark.parametrize("rows", [0, 3])
+@pytest.mark.parametrize("rows", [0, 4])
 def test_a_groups_rows_go_back_to_each_member_with_its_schema(rows: int) -> None:
     schema_a = pa.schema([("tag_city_id", pa.string()), ("n", pa.int64()),
                           ("window_timestamp", pa.timestamp("us", tz="UTC"))])
     schema_b = pa.schema([("amount", pa.float64())])
-    branches = {"a": Branch("a", schema_a), "b": Branch("b", schema_b)}
-    members = ["a", "b", "a"][:rows]
+    branches = {"a": Branch("a", schema_a), "b": Branch("b", schema_b), "c": Branch("c", schema_a)}
+    members = ["a", "b", "a", "a c"][:rows]  # the last row is both a's and c's (the same query)
     json_rows = ['{"tag_city_id":"1","n":7,"window_timestamp":"2026-11-26T15:47:00.000000Z"}',
-                 '{"amount":12.5}', '{"tag_city_id":"2","n":1,"window_timestamp":"2026-11-26T15:48:00.000000Z"}'][:rows]
+                 '{"amount":12.5}', '{"tag_city_id":"2","n":1,"window_timestamp":"2026-11-26T15:48:00.000000Z"}',
+                 '{"tag_city_id":"3","n":2,"window_timestamp":"2026-11-26T15:48:00.000000Z"}'][:rows]
     table = pa.table({MEMBER_COLUMN: pa.array(members, pa.string()), ROW_COLUMN: pa.array(json_rows, pa.string())})
     out = split_rows(table, branches)
-    assert out["a"].schema == schema_a and out["b"].schema == schema_b
+    assert out["a"].schema == out["c"].schema == schema_a and out["b"].schema == schema_b
     if rows:
+        shared = {"tag_city_id": "3", "n": 2, "window_timestamp": datetime(2026, 11, 26, 15, 48, tzinfo=UTC)}
         assert out["a"].to_pylist() == [
             {"tag_city_id": "1", "n": 7, "window_timestamp": datetime(2026, 11, 26, 15, 47, tzinfo=UTC)},
-            {"tag_city_id": "2", "n": 1, "window_timestamp": datetime(2026, 11, 26, 15, 48, tzinfo=UTC)}]
+            {"tag_city_id": "2", "n": 1, "window_timestamp": datetime(2026, 11, 26, 15, 48, tzinfo=UTC)}, shared]
         assert out["b"].to_pylist() == [{"amount": 12.5}]
+        assert out["c"].to_pylist() == [shared]
     else:
-        assert out["a"].num_rows == out["b"].num_rows == 0
+        assert out["a"].num_rows == out["b"].num_rows == out["c"].num_rows == 0

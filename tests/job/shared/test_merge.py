@@ -48,6 +48,7 @@ TUMBLE = {
                 TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_timestamp
                 FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""",
 }
+TUMBLE["fleet_to_kafka"] = TUMBLE["fleet"]  # the same query with other sinks: one row for both
 HOP = {
     "hop_n": """SELECT city_id AS tag_city, count(1) AS n,
                 HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
@@ -72,6 +73,7 @@ PASS = {
     "fast": "SELECT driver_id AS tag_driver, speed_kmh, rowtime AS window_timestamp FROM data_stream WHERE speed_kmh > 30",
     "city1": "SELECT driver_id, city_id, UPPER(service_type) AS service FROM data_stream WHERE city_id = 1",
 }
+PASS["fast_again"] = PASS["fast"]
 
 
 # ---- shapes and SQL, no Spark ---------------------------------------------------------------------
@@ -115,13 +117,15 @@ def test_members_share_typed_slots_and_the_merged_sql_is_golden() -> None:
     sql = merged_sql([Member("a", count, ("c", "n", "t"), ("int",), ((),)),
                                      Member("b", summed, ("s", "total", "n", "t"), ("string",),
                                             (("double",), ())),
-                                     Member("c", count, ("city", "n", "t"), ("int",), ((),))], "X")
-    # COUNT(1) is one slot for both queries; each key type has a slot of its own; a and c read the same
-    # rows into the same slots (their outputs differ): one row an event and one group a window for both
+                                     Member("c", count, ("city", "n", "t"), ("int",), ((),)),
+                                     Member("d", count, ("c", "n", "t"), ("int",), ((),))], "X")
+    # COUNT(1) is one slot for both queries; each key type has a slot of its own; a, c and d read the same
+    # rows into the same slots (c's outputs differ): one row an event and one group a window for the three,
+    # and a and d (the same output) share their output rows
     assert sql == (
         "SELECT __o.k AS __member, __o.r AS __row FROM (SELECT explode(CASE __m "
         "WHEN 0 THEN array("
-        "named_struct('k', 'a', 'r', to_json(named_struct('c', __k0, 'n', __a0, 't', window.end), "
+        "named_struct('k', 'a d', 'r', to_json(named_struct('c', __k0, 'n', __a0, 't', window.end), "
         "map('timestampFormat', 'X'))), "
         "named_struct('k', 'c', 'r', to_json(named_struct('city', __k0, 'n', __a0, 't', window.end), "
         "map('timestampFormat', 'X')))) "
@@ -135,6 +139,24 @@ def test_members_share_typed_slots_and_the_merged_sql_is_golden() -> None:
         "IF(speed_kmh > 1, named_struct('__m', 1, '__k0', CAST(NULL AS int), '__k1', service_type, "
         "'__a1_v0', speed_kmh), NULL))) AS __e FROM data_stream) WHERE __e IS NOT NULL) "
         "GROUP BY __m, __k0, __k1, window(rowtime, '1 minutes'))) WHERE __o.r IS NOT NULL")
+
+
+def test_pass_throughs_with_the_same_where_and_output_are_one_row_an_event() -> None:
+    fast = member_shape(spark_sql(PASS["fast"]), "data_stream")
+    city = member_shape(spark_sql(PASS["city1"]), "data_stream")
+    assert not isinstance(fast, str) and not isinstance(city, str)
+    names = ("tag_driver", "speed_kmh", "window_timestamp")
+    sql = merged_sql([Member("f1", fast, names), Member("c", city, ("driver_id", "city_id", "service")),
+                      Member("f2", fast, names)], "X")
+    assert sql == (
+        "SELECT element_at(array('f1 f2', 'c'), __e.__m + 1) AS __member, __e.__row AS __row FROM (SELECT "
+        "explode(array(IF(speed_kmh > 30 AND __dagger_wm >= 0, named_struct('__m', 0, '__row', to_json(named_struct('tag_driver', "
+        "driver_id, 'speed_kmh', speed_kmh, 'window_timestamp', rowtime), map('timestampFormat', 'X'))), NULL), "
+        "IF(city_id = 1 AND __dagger_wm >= 0, named_struct('__m', 1, '__row', to_json(named_struct('driver_id', driver_id, "
+        "'city_id', city_id, 'service', UPPER(service_type)), map('timestampFormat', 'X'))), NULL))) AS __e "
+        "FROM data_stream) WHERE __e IS NOT NULL")
+    with pytest.raises(ValueError, match="member key has ' '"):
+        merged_sql([Member("f 1", fast, names)], "X")
 
 
 # ---- on Spark: each member's rows are its own query's ------------------------------------------------
