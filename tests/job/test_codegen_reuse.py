@@ -61,11 +61,11 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
 
     try:
         deadline = time.time() + 60
-        while data_batches() < 4 and time.time() < deadline:  # warm: every kind of batch has run
+        while data_batches() < 3 and time.time() < deadline:  # warm: every kind of batch has run
             time.sleep(0.1)
         before, batches_before, first = _compilations(spark), data_batches(), last_batch()
         deadline = time.time() + 60
-        while data_batches() < batches_before + 5 and time.time() < deadline:
+        while data_batches() < batches_before + 3 and time.time() < deadline:
             time.sleep(0.1)
         after, batches_after, last = _compilations(spark), data_batches(), last_batch()
         executed = str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
@@ -74,7 +74,7 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
         stop.set()
         feeder.join(30)
         job.stop()
-    assert batches_after - batches_before >= 5, (batches_before, batches_after)
+    assert batches_after - batches_before >= 3, (batches_before, batches_after)
     # (a batch running while the counts were read may have compiled its predicate: one more at most)
     assert after - before <= per_batch * (last - first + 1), f"{after - before} classes in {last - first} micro-batches"
     assert influx_points(influxdb, db, "m", "fare_idr" if sql is PASS_SQL else "n", [])  # it did write
