@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,13 @@ def pool_name(key: str, light: bool = False) -> str:
     share of the slots against the light pool as a whole.
     """
     return LIGHT_POOL if light else f"dagger-{key}"
+
+
+def heavy_task_cap(slots: int) -> int:
+    """Return how many tasks may read a micro-batch of a dagger that is not light, in a host of ``slots``
+    task slots: all but one from 3 slots up (0: no cap), so a light dagger's task never waits for a slot
+    behind a heavy dagger's read. With 2 slots a cap of 1 would halve the heavy dagger: none."""
+    return slots - 1 if slots >= 3 else 0
 
 
 def pool_session(base: Any, parallelism: int, pool: str) -> Any:
@@ -175,6 +183,12 @@ class HostedDagger:
 
         spec = load_spec(self.spec_path)
         p = plan(spec, self.state_dir)
+        cap = 0 if spec.light else heavy_task_cap(int(self.base.sparkContext.defaultParallelism))
+        if cap:
+            p = replace(p, streams=[replace(s, source=replace(s.source, max_tasks=cap)) for s in p.streams])
+            log.info("%s: at most %d tasks read a micro-batch (one slot stays free for light daggers)%s", self.key,
+                     cap, "" if spec.parallelism <= cap else
+                     f"; its {spec.parallelism} shuffle partitions may still take every slot")
         self.checkpoint = str(p.checkpoint)
         self._pool = pool_name(self.key, spec.light)
         ignored = sorted(k for k in spec.spark_conf if not k.startswith("spark.sql."))

@@ -73,6 +73,9 @@ class SourceConfig:
     #: A micro-batch's ranges are read by ceil(records / pack_records) tasks, at least one, each range
     #: whole (small ranges share a task: a task's fixed cost dwarfs reading a few hundred records).
     pack_records: int = 20_000
+    #: At most this many tasks read a micro-batch (0: no cap). A shared host sets it for its heavy daggers
+    #: so that a task slot stays free for the light ones (job.shared.hosted.heavy_task_cap).
+    max_tasks: int = 0
     bad_records: str = "skip"
     bad_records_dir: str = ""
     consumer_config: dict[str, str] | None = None
@@ -130,6 +133,7 @@ class SourceConfig:
             max_records_per_batch=int(options.get("max_records_per_batch", 0)),
             split_records=int(options.get("split_records", 200_000)),
             pack_records=int(options.get("pack_records", 20_000)),
+            max_tasks=int(options.get("max_tasks", 0)),
             bad_records=str(options.get("bad_records", "skip")),
             bad_records_dir=str(options.get("bad_records_dir", "")),
             consumer_config=json.loads(options.get("consumer_config", "{}")),
@@ -197,6 +201,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "max_records_per_batch": str(cfg.max_records_per_batch),
         "split_records": str(cfg.split_records),
         "pack_records": str(cfg.pack_records),
+        "max_tasks": str(cfg.max_tasks),
         "bad_records": cfg.bad_records,
         "bad_records_dir": cfg.bad_records_dir,
         "consumer_config": json.dumps(cfg.consumer_config or {}),
@@ -251,14 +256,17 @@ class RangeGroup(InputPartition):
         object.__setattr__(self, "value", tuple(r.value for r in ranges))
 
 
-def pack_ranges(ranges: list[OffsetRange], pack_records: int) -> list[InputPartition]:
+def pack_ranges(ranges: list[OffsetRange], pack_records: int, max_tasks: int = 0) -> list[InputPartition]:
     """Return the tasks that read ``ranges``: ``ceil(records / pack_records)`` of them (at least one, at
-    most one per range), the ranges dealt largest first to the task with the fewest records so far.
-    Ranges are never cut (``split_records`` does that); a task of one range is that range itself."""
-    if pack_records <= 0 or len(ranges) < 2:
+    most one per range, and at most ``max_tasks`` when it is not 0), the ranges dealt largest first to the
+    task with the fewest records so far. Ranges are never cut (``split_records`` does that); a task of one
+    range is that range itself."""
+    if len(ranges) < 2 or (pack_records <= 0 and not 0 < max_tasks < len(ranges)):
         return list(ranges)
     total = sum(r.end - r.start for r in ranges)
-    tasks = max(1, -(-total // pack_records))
+    tasks = max(1, -(-total // pack_records)) if pack_records > 0 else len(ranges)
+    if max_tasks > 0:
+        tasks = min(tasks, max_tasks)
     if tasks >= len(ranges):
         return list(ranges)
     groups: list[list[OffsetRange]] = [[] for _ in range(tasks)]
@@ -329,7 +337,7 @@ class KafkaBatchReader(DataSourceReader):
                     lo = max(lo, hi - cap)
                 if lo < hi:
                     out.append(OffsetRange(topic, int(part), lo, hi))
-        return pack_ranges(out, self.cfg.pack_records)
+        return pack_ranges(out, self.cfg.pack_records, self.cfg.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.cfg, partition)
@@ -540,7 +548,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lo = start_.get(topic, {}).get(part, 0)
                 for s in range(lo, hi, step):
                     out.append(OffsetRange(topic, int(part), s, min(s + step, hi), cluster, lo))
-        return pack_ranges(out, min(self.cfg.pack_records, step))  # a split range keeps a task of its own
+        # a split range keeps a task of its own (unless max_tasks says otherwise)
+        return pack_ranges(out, min(self.cfg.pack_records, step), self.cfg.max_tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.cfg, partition)

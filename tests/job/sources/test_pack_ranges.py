@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from job.sources.kafka import KafkaStreamReader, OffsetRange, RangeGroup, SourceConfig, pack_ranges
+from job.sources.kafka import KafkaStreamReader, OffsetRange, RangeGroup, SourceConfig, pack_ranges, source_options
 
 
 def rng(part: int, start: int, end: int, topic: str = "t") -> OffsetRange:
@@ -48,3 +48,18 @@ def test_the_stream_reader_packs_a_small_batch_but_never_rejoins_a_split_partiti
     assert len(tasks) == 1 and [(r.partition, r.start, r.end) for r in tasks[0].ranges] == [(0, 0, 4), (1, 0, 3)]
     split = reader.partitions({"t": {"0": 0}}, {"t": {"0": 25}})
     assert [(r.start, r.end, r.anchor) for r in split] == [(0, 10, 0), (10, 20, 0), (20, 25, 0)]
+
+
+def test_max_tasks_caps_a_heavy_batch_and_keeps_every_range_once() -> None:
+    heavy = [rng(p, 0, 25_000 + p) for p in range(4)]
+    tasks = pack_ranges(heavy, 20_000, max_tasks=2)
+    assert len(tasks) == 2 and all(isinstance(t, RangeGroup) for t in tasks)
+    assert sorted(records(t) for t in tasks) == [50_003, 50_003]  # balanced, largest first: 3+0, 2+1
+    assert sorted((r.partition, r.end) for t in tasks for r in t.ranges) == [(p, 25_000 + p) for p in range(4)]
+    assert pack_ranges(heavy, 0, max_tasks=3) != heavy and len(pack_ranges(heavy, 0, max_tasks=3)) == 3
+    assert pack_ranges(heavy, 20_000, max_tasks=4) == heavy  # as many slots as ranges: nothing to pack
+    cfg = SourceConfig(bootstrap_servers="127.0.0.1:1", topics=["t"], proto_class="x", descriptor_set_b64="",
+                       columns=[], split_records=10, max_tasks=2)
+    assert SourceConfig.from_options({k.lower(): v for k, v in source_options(cfg).items()}).max_tasks == 2
+    split = KafkaStreamReader(cfg).partitions({"t": {"0": 0}}, {"t": {"0": 35}})
+    assert len(split) == 2 and sorted(records(t) for t in split) == [15, 20]
