@@ -773,8 +773,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
                     help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
     ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
-    ap.add_argument("--host-master", default="local[2]",
-                    help="the shared host's Spark master: local[N] runs N tasks at once")
+    ap.add_argument("--host-master", default="local[*]",
+                    help="the shared host's Spark master: local[N] runs N tasks at once; local[*] (the host's "
+                         "default) one more than the cores")
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")

@@ -12,3 +12,11 @@ def test_light_daggers_share_one_pool_and_the_others_have_their_own() -> None:
 
 def test_a_heavy_read_leaves_one_slot_free_from_three_slots_up() -> None:
     assert [heavy_task_cap(n) for n in (1, 2, 3, 4, 8)] == [0, 0, 2, 3, 7]
+
+
+def test_a_host_on_local_star_has_one_slot_more_than_the_cores() -> None:
+    from job.shared.host import host_master
+
+    assert host_master("local[*]", 2) == "local[3]" and host_master("local[ * ]", 0) == "local[2]"
+    assert [host_master(m, 2) for m in ("local[2]", "local", "spark://127.0.0.1:7077")] == [
+        "local[2]", "local", "spark://127.0.0.1:7077"]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from job.sources.kafka import KafkaStreamReader, OffsetRange, RangeGroup, SourceConfig, pack_ranges, source_options
+from job.sources.kafka import (
+    KafkaStreamReader,
+    OffsetRange,
+    RangeGroup,
+    SourceConfig,
+    pack_ranges,
+    source_options,
+)
 
 
 def rng(part: int, start: int, end: int, topic: str = "t") -> OffsetRange:
