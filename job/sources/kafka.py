@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -632,6 +633,19 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Cli
     return cached
 
 
+def _fresh_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
+    """Drop this worker's consumer of ``bootstrap`` and return a new one, on new connections.
+
+    A broker that never answers a fetch (tansu: nisshi-io/nisshi#668) holds up every later response on
+    that connection, since Kafka answers a connection's requests in order: assigning the partition again
+    on the same consumer waited behind it. The old consumer is closed in a thread of its own."""
+    key = json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
+    old = _CONSUMERS.pop(key, None)
+    if old is not None:
+        threading.Thread(target=old[0].close, name="close-stalled-consumer", daemon=True).start()
+    return _executor_consumer(cfg, bootstrap)
+
+
 def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the decoded records of ``rng`` in batches of at most FETCH_BATCH rows.
 
@@ -716,6 +730,8 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                            f"{watch.stalled_s(now):.0f} s (range {rng.start}..{rng.end}); assigning it again "
                            f"({watch.describe()}; the client said: {said.said()})")
                 consumer.unassign()
+                consumer, said = _fresh_consumer(cfg, cfg.bootstrap(rng.cluster) if shift is None
+                                                 else cfg.failover_bootstrap_servers)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
                 watch.reseeked(now)
             if len(payloads) >= FETCH_BATCH:

@@ -4,7 +4,8 @@ A task reads a range of offsets that the driver saw on the broker, so its record
 read stops moving anyway (a fetch the broker never answers, a consumer that went back to an older
 offset, an offset the broker calls out of range for a moment), the reader does not wait out its
 whole ``read_timeout_s``: every ``RESEEK_AFTER_S`` without a record it assigns the partition again
-at the next offset it needs. What librdkafka logged meanwhile goes into the notice and into the
+at the next offset it needs, on a new consumer (new connections: a request the broker never answers
+holds up every later answer on its connection). What librdkafka logged meanwhile goes into the notice and into the
 error raised at the timeout, so a stall names its cause.
 """
 
