@@ -25,7 +25,7 @@ def spark() -> Iterator[object]:
     from job.spark_session import build_session
 
     session = build_session("daggers-tests", master="local[2]", shuffle_partitions=2,
-                            extra={"spark.driver.memory": "2g"})
+                            extra={"spark.driver.memory": "3g"})
     yield session
     session.stop()
 
