@@ -54,11 +54,13 @@ def pool_name(key: str, light: bool = False) -> str:
     return LIGHT_POOL if light else f"dagger-{key}"
 
 
-def heavy_task_cap(slots: int) -> int:
-    """Return how many tasks may read a micro-batch of a dagger that is not light, in a host of ``slots``
-    task slots: all but one from 3 slots up (0: no cap), so a light dagger's task never waits for a slot
-    behind a heavy dagger's read. With 2 slots a cap of 1 would halve the heavy dagger: none."""
-    return slots - 1 if slots >= 3 else 0
+def heavy_task_cap(master: str, slots: int) -> int:
+    """Return how many tasks may read a micro-batch of a dagger that is not light, in a host on ``master``
+    with ``slots`` task slots: on a local master, all but one from 3 slots up (0: no cap), so a light
+    dagger's task never waits for a slot behind a heavy dagger's read (a host on ``local[*]`` has one slot
+    more than the cores: :func:`job.shared.host.host_master`). With 2 slots a cap of 1 would halve the
+    heavy dagger, and on a cluster every slot is a core: none."""
+    return slots - 1 if master.startswith("local") and slots >= 3 else 0
 
 
 def pool_session(base: Any, parallelism: int, pool: str) -> Any:
@@ -183,7 +185,8 @@ class HostedDagger:
 
         spec = load_spec(self.spec_path)
         p = plan(spec, self.state_dir)
-        cap = 0 if spec.light else heavy_task_cap(int(self.base.sparkContext.defaultParallelism))
+        context = self.base.sparkContext
+        cap = 0 if spec.light else heavy_task_cap(str(context.master), int(context.defaultParallelism))
         if cap:
             p = replace(p, streams=[replace(s, source=replace(s.source, max_tasks=cap)) for s in p.streams])
             log.info("%s: at most %d tasks read a micro-batch (one slot stays free for light daggers)%s", self.key,

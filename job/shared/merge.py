@@ -288,9 +288,10 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
     reading the same source): a row (``member_column``: the member's key, ``row_column``: its output row as
     JSON with timestamps in ``time_format``) for each output row of each member; members whose rows are the
     same (the same query but for its sinks) share a row, whose ``member_column`` has their keys, separated
-    by ``MEMBER_SEP``. Raises ValueError when a key has ``MEMBER_SEP`` or the members read different sources. With ``written_ms``,
-    windows that ended by then (an earlier generation wrote them) are left out; with ``from_ms``, windows
-    that start before then (a new generation read events from before then only for a join's sake)."""
+    by ``MEMBER_SEP``. With ``written_ms``, windows that ended by then (an earlier generation wrote them)
+    are left out; with ``from_ms``, windows that start before then (a new generation read events from
+    before then only for a join's sake). Raises ValueError when a key has ``MEMBER_SEP`` or the members
+    read different sources."""
     if not members or len({m.shape.source for m in members}) != 1:
         raise ValueError("members must read one source")
     if any(MEMBER_SEP in m.key for m in members):

@@ -625,7 +625,7 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Cli
             "queued.max.messages.kbytes": 262144,
             "receive.message.max.bytes": 1_000_000_000,
             "log_level": 4,
-            "logger": said.logger(str(len(_CONSUMERS))),
+            "logger": said.logger(bootstrap),
             "error_cb": said.error,
             **(cfg.consumer_config or {}),
         })

@@ -38,12 +38,11 @@ class ClientLog(logging.Handler):
         self.recent.append(str(err))
 
     def logger(self, name: str) -> logging.Logger:
-        """A logger (not propagated to the root) that feeds this handler."""
-        out = logging.getLogger(f"daggers.source.kafka.client.{name}")
+        """A logger that feeds this handler only: outside logging's registry (so it goes with its consumer,
+        however many consumers a worker makes) and not propagated to the root."""
+        out = logging.Logger(f"daggers.source.kafka.client.{name}", logging.WARNING)
         out.propagate = False
-        out.setLevel(logging.WARNING)
-        if self not in out.handlers:
-            out.addHandler(self)
+        out.addHandler(self)
         return out
 
     def said(self) -> str:

@@ -10,8 +10,9 @@ def test_light_daggers_share_one_pool_and_the_others_have_their_own() -> None:
     assert pool_name("a") == "dagger-a" != pool_name("b")
 
 
-def test_a_heavy_read_leaves_one_slot_free_from_three_slots_up() -> None:
-    assert [heavy_task_cap(n) for n in (1, 2, 3, 4, 8)] == [0, 0, 2, 3, 7]
+def test_a_heavy_read_leaves_one_slot_free_from_three_local_slots_up() -> None:
+    assert [heavy_task_cap("local[3]", n) for n in (1, 2, 3, 4, 8)] == [0, 0, 2, 3, 7]
+    assert heavy_task_cap("spark://127.0.0.1:7077", 8) == 0  # on a cluster every slot is a core
 
 
 def test_a_host_on_local_star_has_one_slot_more_than_the_cores() -> None:
