@@ -277,6 +277,11 @@ def _string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _where(shape: Shape) -> str:
+    """The member's WHERE as Spark SQL (``true`` when it has none)."""
+    return render(shape.where) if shape.where is not None else "true"
+
+
 def _json(names: Sequence[str], outputs: Sequence[exp.Expression], time_format: str) -> str:
     fields = ", ".join(f"{_string(n)}, {render(o)}" for n, o in zip(names, outputs, strict=True))
     return f"to_json(named_struct({fields}), map('timestampFormat', {_string(time_format)}))"
@@ -301,8 +306,7 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         # members with the same WHERE and output (the same query with other sinks) are one row an event
         same: dict[tuple[str, str], list[str]] = {}
         for m in members:
-            where = render(m.shape.where) if m.shape.where is not None else "true"
-            same.setdefault((where, _json(m.names, m.shape.outputs, time_format)), []).append(m.key)
+            same.setdefault((_where(m.shape), _json(m.names, m.shape.outputs, time_format)), []).append(m.key)
         events = [f"IF({where}, named_struct('{MEMBER_INDEX}', {c}, '{row_column}', {row}), NULL)"
                   for c, (where, row) in enumerate(same)]
         labels = ", ".join(_string(MEMBER_SEP.join(keys)) for keys in same.values())
@@ -332,8 +336,7 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
                 filled[f"{names[f'__A{j}']}_v{v}"] = render(value)
         parts = [f"'{slot}', {filled.get(slot, f'CAST(NULL AS {kind})')}"
                  for slot, kind in (*key_types.items(), *slots.values.items())]
-        where = render(m.shape.where) if m.shape.where is not None else "true"
-        classes.setdefault(f"{where}\n{', '.join(parts)}", []).append(i)
+        classes.setdefault(f"{_where(m.shape)}\n{', '.join(parts)}", []).append(i)
     events = []
     for c, body in enumerate(classes):
         where, parts = body.split("\n", 1)

@@ -595,10 +595,15 @@ def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:
 _CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
 
 
+def _consumer_key(cfg: SourceConfig, bootstrap: str) -> str:
+    """The key of a worker's consumer of ``bootstrap`` in ``_CONSUMERS``."""
+    return json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
+
+
 def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
     """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark),
     with the log of what librdkafka said."""
-    key = json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
+    key = _consumer_key(cfg, bootstrap)
     cached = _CONSUMERS.get(key)
     if cached is None:
         said = ClientLog()
@@ -639,8 +644,7 @@ def _fresh_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Client
     A broker that never answers a fetch (tansu: nisshi-io/nisshi#668) holds up every later response on
     that connection, since Kafka answers a connection's requests in order: assigning the partition again
     on the same consumer waited behind it. The old consumer is closed in a thread of its own."""
-    key = json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
-    old = _CONSUMERS.pop(key, None)
+    old = _CONSUMERS.pop(_consumer_key(cfg, bootstrap), None)
     if old is not None:
         threading.Thread(target=old[0].close, name="close-stalled-consumer", daemon=True).start()
     return _executor_consumer(cfg, bootstrap)
@@ -664,7 +668,8 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     if rng.end <= rng.start:
         return
     decoder = cfg.decoder()
-    consumer, said = _executor_consumer(cfg, cfg.bootstrap(rng.cluster))
+    bootstrap = cfg.bootstrap(rng.cluster)  # the secondary's, once the range moved there
+    consumer, said = _executor_consumer(cfg, bootstrap)
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     next_offset = rng.start
     shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
@@ -709,13 +714,13 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 if watch.reseeks:
                     notice(f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
                            f"without records (range {rng.start}..{rng.end}; {watch.describe()})")
-                    watch.reseeks = 0
                 watch.moved(now)
             elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
                   and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)):
                 shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
                 consumer.unassign()
-                consumer, said = _executor_consumer(cfg, cfg.failover_bootstrap_servers)
+                bootstrap = cfg.failover_bootstrap_servers
+                consumer, said = _executor_consumer(cfg, bootstrap)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
                 watch.moved(time.monotonic())
                 continue
@@ -730,8 +735,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                            f"{watch.stalled_s(now):.0f} s (range {rng.start}..{rng.end}); assigning it again "
                            f"({watch.describe()}; the client said: {said.said()})")
                 consumer.unassign()
-                consumer, said = _fresh_consumer(cfg, cfg.bootstrap(rng.cluster) if shift is None
-                                                 else cfg.failover_bootstrap_servers)
+                consumer, said = _fresh_consumer(cfg, bootstrap)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
                 watch.reseeked(now)
             if len(payloads) >= FETCH_BATCH:

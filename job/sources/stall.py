@@ -62,19 +62,18 @@ class StallWatch:
     started: float = field(default_factory=time.monotonic)
     last_progress: float = 0.0
     last_reseek: float = 0.0
-    reseeks: int = 0
+    reseeks: int = 0  # of the current stall
     behind: int = 0  # records below the next offset: the consumer had gone back
     out_of_range: int = 0  # fetches the broker answered with "offset out of range"
-    longest_stall_s: float = 0.0
     urgent: bool = False  # an "out of range" since the last re-seek: assign again soon
 
     def __post_init__(self) -> None:
         self.last_progress = self.last_reseek = self.started
 
     def moved(self, now: float) -> None:
-        """A record (or the partition's end) arrived."""
-        self.longest_stall_s = max(self.longest_stall_s, now - self.last_progress)
+        """A record (or the partition's end) arrived: a stall, if any, is over."""
         self.last_progress = self.last_reseek = now
+        self.reseeks = 0
         self.urgent = False
 
     def stalled_s(self, now: float) -> float:
