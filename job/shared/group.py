@@ -12,10 +12,15 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
   same generation from its checkpoint: exact totals.
 * Other members start a new generation (see :func:`start_of_generation`).
 * A member whose sink fails past its retries fails alone: its rows are no longer written, the others go on.
-* A failure of the query itself (a bad record under ``bad_records: fail``, which every member reads)
-  fails every member with its error; but a Python worker that did not connect back in time (a busy
-  machine, :data:`job.shared.hosted.TRANSIENT`) only starts the same generation again, as a dagger of its
-  own would.
+* A failure of the query itself that is not its source's (a member's SQL failing at run time, e.g. a
+  division by zero) *splits* the group: :data:`SPLIT_FILE` records its members, and the host runs each of
+  them as a group of one (:func:`solo_key`) whose first generation starts where the failed one would have
+  started again (:func:`start_of_generation` with the group's folder as ``parent``). The member that fails
+  then fails alone; the others go on with no gap and no double, each in a query of its own from then on.
+* A failure of the source (:class:`job.errors.SourceError`, e.g. a bad record under
+  ``bad_records: fail``, which every member reads) fails every member with its error; a Python worker
+  that did not connect back in time (a busy machine, :data:`job.shared.hosted.TRANSIENT`) only starts the
+  same generation again, as a dagger of its own would.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from job.errors import DaggerError
+from job.errors import DaggerError, SourceError
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
 
@@ -43,6 +48,9 @@ GROUP_SQL_CONF = {"spark.sql.exchange.reuse": "false"}
 #: Members whose sinks write a micro-batch at once.
 SINK_THREADS = 8
 GROUP_FILE = "group.json"
+#: In a group's folder once its query failed on something other than its source: ``members`` (key ->
+#: token), each of which runs as a group of its own from then on (:func:`solo_key`), and the ``error``.
+SPLIT_FILE = "split.json"
 #: The form of a group's query (2: its members merged into one aggregation, job.shared.merge). A
 #: generation's checkpoint holds the state of its query's form: one of another form is not resumed.
 PLAN_FORM = 2
@@ -69,25 +77,54 @@ class Generation:
     written_ms: int | None = None  # the windows that ended by then were written by an earlier generation
 
 
-def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None) -> Generation:
+def solo_key(group_key: str, member: str) -> str:
+    """Return the key of the group of one that ``member`` of the split group ``group_key`` runs in."""
+    return f"{group_key}-{member}"
+
+
+def split_members(folder: Path) -> dict[str, str]:
+    """Return the members (key -> token) recorded in a group's :data:`SPLIT_FILE`; {} when it has none."""
+    try:
+        return dict(json.loads((folder / SPLIT_FILE).read_text()).get("members") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _read_group(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / GROUP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None,
+                        parent: Path | None = None) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
     The generation in ``group.json`` when its members are these and its query has this form
     (:data:`PLAN_FORM`), resumed from its checkpoint; else the next one, reading from the start of the
     oldest window the last one had open (its committed watermark, see :func:`job.shared.fusion.restart_ms`),
-    or from where the last one started when it committed nothing."""
+    or from where the last one started when it committed nothing. A group none of whose members were in
+    the last generation starts afresh (from its members' ``start_from``). A group of one split off
+    ``parent`` (see :data:`SPLIT_FILE`) starts its first generation where ``parent``'s next one would."""
     from job.offset_log import committed_offsets, committed_watermark_ms
     from job.shared.fusion import restart_ms
 
-    try:
-        data = json.loads((folder / GROUP_FILE).read_text())
-    except (OSError, ValueError):
-        return Generation(1, None, {})
-    number, start, seen = int(data.get("generation", 0)), data.get("start_ms"), data.get("seen") or {}
-    written = data.get("written_ms")
-    if data.get("members") == members and data.get("form") == PLAN_FORM:
-        return Generation(number, start, seen, written)
-    last = folder / f"gen-{number}"
+    data = _read_group(folder)
+    if data is None:
+        data = _read_group(parent) if parent is not None else None
+        if data is None:
+            return Generation(1, None, {})
+        number, last = 0, Path(parent) / f"gen-{int(data.get('generation', 0))}"  # type: ignore[arg-type]
+    else:
+        number = int(data.get("generation", 0))
+        last = folder / f"gen-{number}"
+        if data.get("members") == members and data.get("form") == PLAN_FORM:
+            return Generation(number, data.get("start_ms"), data.get("seen") or {}, data.get("written_ms"))
+    if not set(data.get("members") or {}) & set(members):
+        return Generation(number + 1, None, {})
+    start, seen, written = data.get("start_ms"), data.get("seen") or {}, data.get("written_ms")
     watermark = committed_watermark_ms(last / "spark") if window else None
     if watermark:
         start = max(start or 0, restart_ms(watermark, window))
@@ -102,8 +139,11 @@ class HostedGroup:
     """One generation of a group's query, in a thread of the host (see the module docstring)."""
 
     def __init__(self, group_key: str, members: list[Member], base: Any, folder: HostFolder,
-                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None) -> None:
+                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None,
+                 parent: str | None = None) -> None:
         self.key = group_key
+        self.parent = parent  # the key of the split group this group of one came from
+        self.split = False  # the query failed and its members go on each in a group of its own
         self.members = {m.key: m for m in members}
         self.base = base
         self.folder = folder
@@ -201,8 +241,28 @@ class HostedGroup:
                     self._stop.wait(2.0 * self._retries)
                     return self._run()
                 return
+            live = {k: m.token for k, m in self.members.items() if k not in self.failed}
+            if len(live) > 1 and not isinstance(err, SourceError) and not self._stop.is_set():
+                return self._split(query, session, listener, live, text)
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
             self._end(query, session, listener, text)
+
+    def _split(self, query: Any, session: Any, listener: Any, live: dict[str, str], error: str) -> None:
+        """End the generation without failing its members ``live`` (key -> token), which the host then runs
+        each in a group of its own (see :data:`SPLIT_FILE`): the one whose SQL failed fails alone."""
+        log.warning("group %s gen %d: its query failed: %s; its %d daggers go on each in a query of its own, so "
+                    "that only the one that fails stops", self.key, self.generation, error.replace("\n", " "),
+                    len(live))
+        if not self._close(query, session, listener):
+            return
+        write_json(self.root / SPLIT_FILE, {"members": {**split_members(self.root), **live},
+                                            "generation": self.generation, "error": error,
+                                            "at": time.time()})
+        for key in live:
+            self._report(key, "starting")
+        self._pool.shutdown(wait=False)
+        self.split = True
+        self.state = "failed"
 
     def _start(self) -> tuple[Any, Any, Any]:
         from job.plan import pin_schema, register_plan_functions
@@ -213,7 +273,8 @@ class HostedGroup:
 
         first = next(iter(self.members.values())).plan
         window = list(first.translation.window) if first.translation.window else None
-        gen = start_of_generation(self.root, self.tokens, window)
+        gen = start_of_generation(self.root, self.tokens, window,
+                                  self.root.parent / self.parent if self.parent is not None else None)
         self.generation, start_ms, self._seen = gen.number, gen.start_ms, gen.seen
         checkpoint = self.root / f"gen-{self.generation}"
         # windows: from the oldest open one; no state (pass-throughs): where the last generation stopped

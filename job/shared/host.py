@@ -10,7 +10,8 @@ assignment was removed and replaces those whose token changed, each without touc
   error in a UDF) stops alone: it reports ``failed`` with its error and the others keep running.
 * ``isolation: fused`` daggers that read one stream alike run as one query per group
   (:mod:`job.shared.fusion`, :class:`job.shared.group.HostedGroup`); a change of a group's members
-  starts its next generation.
+  starts its next generation. When a group's query fails on one member's SQL, each of its members goes
+  on in a group of its own, so that only that one fails (see :mod:`job.shared.group`).
 * SIGTERM or SIGINT stops every dagger gracefully (as a dedicated dagger stops), then the application;
   exit code 0. Signals are handled here only, never per dagger.
 * When the Spark application is lost (the JVM exits or is killed), the host records it in
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from job.shared.channel import HostFolder
-from job.shared.group import HostedGroup, Member
+from job.shared.group import GROUPS, HostedGroup, Member, solo_key, split_members
 from job.shared.hosted import HostedDagger
 
 log = logging.getLogger("daggers.shared")
@@ -63,6 +64,7 @@ class SharedHost:
         self._regrouping: dict[str, HostedGroup] = {}  # old generations being stopped
         self._fusion: dict[tuple[str, str], tuple[str, Member] | None] = {}  # (key, token) -> (group, member)
         self._failed_fused: set[tuple[str, str]] = set()  # (key, token) of fused daggers that failed
+        self._splits: dict[str, set[str]] = {}  # group key -> its members that run each in a group of one
         self.stopping = threading.Event()
         self._start_gate = threading.Lock()  # one query starts at a time
         self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
@@ -167,6 +169,7 @@ class SharedHost:
             self._failed_fused |= {(k, group.members[k].token) for k in group.failed}
         fused = {g: left for g, ms in fused.items()
                  if (left := {k: m for k, m in ms.items() if (k, m.token) not in self._failed_fused})}
+        fused, parents = self._apart(fused)
         for gkey, group in list(self.groups.items()):
             members = fused.get(gkey, {})
             tokens = {k: m.token for k, m in sorted(members.items())}
@@ -189,9 +192,29 @@ class SharedHost:
             if busy:
                 continue  # wait until their queries elsewhere (their own, or another group's) have stopped
             group = HostedGroup(gkey, [members[k] for k in sorted(members)], self.spark, self.folder,
-                                self.jvm_alive, self._start_gate)
+                                self.jvm_alive, self._start_gate, parent=parents.get(gkey))
             self.groups[gkey] = group
             group.start()
+
+    def _apart(self, fused: dict[str, dict[str, Member]]) -> tuple[dict[str, dict[str, Member]], dict[str, str]]:
+        """Return ``fused`` (group key -> member key -> member) with each member of a split group (one whose
+        query failed, :data:`job.shared.group.SPLIT_FILE`) in a group of one, and the group each such
+        group of one split off (its key -> the group's)."""
+        for group in [*self.groups.values(), *self._regrouping.values()]:
+            if group.split:
+                self._splits[group.key] = set(split_members(group.root))
+        out: dict[str, dict[str, Member]] = {}
+        parents: dict[str, str] = {}
+        for gkey, members in fused.items():
+            if gkey not in self._splits:
+                self._splits[gkey] = set(split_members(self.folder.root / GROUPS / gkey))
+            for key, member in members.items():
+                if key in self._splits[gkey]:
+                    solo = solo_key(gkey, key)
+                    out[solo], parents[solo] = {key: member}, gkey
+                else:
+                    out.setdefault(gkey, {})[key] = member
+        return out, parents
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT (exit code 0) or until the application is lost (exit code 3)."""

@@ -24,7 +24,7 @@ from job.shared.fusion import (
     why_not_fusible,
     window_end_column,
 )
-from job.shared.group import GROUP_FILE, PLAN_FORM, start_of_generation
+from job.shared.group import GROUP_FILE, PLAN_FORM, SPLIT_FILE, solo_key, split_members, start_of_generation
 from job.spec import parse_spec
 from tests.helpers import BOOKINGS_SQL
 
@@ -150,6 +150,31 @@ def test_a_new_generation_starts_at_the_oldest_open_window_and_counts_no_record_
     # a batch of the new generation from offset 3 to 12 on partition 0: 9..12 are new
     assert records_read({"t": {"0": 3, "1": 4}}, {"t": {"0": 12, "1": 6}}, nxt.seen) == 3 + 2
     assert records_read(json.dumps({"t": {"0": 3}}), json.dumps({"t": {"0": 12}})) == 9
+
+
+def test_a_member_of_a_split_group_starts_alone_where_the_group_would_have_started_again(tmp_path: Path) -> None:
+    parent, solo = tmp_path / "g-1", tmp_path / solo_key("g-1", "b")
+    spark = parent / "gen-3" / "spark"
+    (spark / "offsets").mkdir(parents=True)
+    (spark / "commits").mkdir(parents=True)
+    (spark / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":1795708150000,"batchTimestampMs":1}\n{"t":{"0":9}}\n')
+    (spark / "commits" / "0").write_text("v1\n{}\n")
+    members = {"a": "a-1", "b": "b-1", "c": "c-1"}
+    (parent / GROUP_FILE).write_text(json.dumps({"generation": 3, "members": members, "start_ms": 1_795_708_000_000,
+                                                 "seen": {"t": {"0": 4}}, "form": PLAN_FORM}))
+    (parent / SPLIT_FILE).write_text(json.dumps({"members": members, "error": "Dagger error: …"}))
+    assert split_members(parent) == members and split_members(solo) == {}
+    # its first generation: from the oldest window the group had open, counting no record twice
+    first = start_of_generation(solo, {"b": "b-1"}, ["60 seconds", None], parent)
+    assert (first.number, first.start_ms, first.written_ms) == (1, 1_795_708_140_000, 1_795_708_150_000)
+    assert first.seen == {"t": {"0": 9}}
+    # without a parent (or a parent with no group.json) it starts afresh
+    assert start_of_generation(solo, {"b": "b-1"}, ["60 seconds", None]) == start_of_generation(
+        solo, {"b": "b-1"}, ["60 seconds", None], tmp_path / "none")
+    assert start_of_generation(solo, {"b": "b-1"}, ["60 seconds", None]).start_ms is None
+    # a group none of whose members the last generation had starts afresh too
+    fresh = start_of_generation(parent, {"d": "d-1"}, ["60 seconds", None])
+    assert (fresh.number, fresh.start_ms, fresh.seen) == (4, None, {})
 
 
 @pytest.mark.parametrize(("watermark_s", "window", "start_s"), [

@@ -144,7 +144,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
         # every dagger's jobs ran in its own FAIR pool, but the light one's in the light daggers' pool
         pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", LIGHT_POOL, "dagger-sink"}
                          <= set(h.get("pools") or []) and h["pools"], 30)
-        assert "dagger-udf" in pools and "dagger-two" not in pools
+        assert "dagger-udf" in pools and "dagger-two" not in pools, pools
         assert host.dagger("two")["pool"] == LIGHT_POOL
         # the running queries' source runners (one each) were forked from the host's fork server
         fork = (f.host() or {}).get("fork_server_pid")
