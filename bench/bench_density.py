@@ -21,7 +21,9 @@ For each mode and each N, in one run (everything on 127.0.0.1, ports from the OS
    the queries' code: it took a shared host of 20 light daggers 0.67 cores 90 s in and 0.27 cores 7 min
    in, and a long-lived host is measured warm), then for ``--seconds`` more; the resident memory
    (RSS) and CPU of every process of the daggers (drivers, JVMs, Python workers) are sampled from
-   ``/proc`` (``bench/procstats.py``), and InfluxDB is polled for each dagger's points. A window's delay
+   ``/proc`` (``bench/procstats.py``), and InfluxDB forwards every write to the benchmark through a
+   subscription (``bench/influx_watch.py``; ``--arrivals poll`` counts the points by polling instead, which
+   took InfluxDB ~0.6 cores with 100 daggers). A window's delay
    is the time from the moment the feeder sent the event that moved the watermark past the window's end
    to its points being visible (as ``bench/run.py``'s live run measures it); a pass-through row's, from
    the moment its second of events was sent. p99 per dagger;
@@ -299,6 +301,12 @@ class Step:
     feeder_cores: float = 0.0
     broker_cores: float = 0.0
     influx_cores: float = 0.0
+    #: Seconds the harness waited on its InfluxDB queries over the measured span (light, heavy): InfluxDB
+    #: answers each on about one core, so these over the span are roughly the harness's share of its CPU.
+    poll_light_s: float = 0.0
+    poll_heavy_s: float = 0.0
+    #: How arrivals were seen: InfluxDB's subscription (bench.influx_watch), or polls.
+    arrivals: str = "poll"
     p99_s: dict[str, float] = field(default_factory=dict)  # dagger -> p99 delay
     points: dict[str, int] = field(default_factory=dict)  # dagger -> points seen
     light_p99_max_s: float | None = None
@@ -532,8 +540,14 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         feeder_cpu0 = sum(cpu_of(f.pid) for f in feeders)
         batches0 = sum(int(status(d).get("batches") or 0) for d in daggers)
         heavy_rows0 = sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
+        watch = None
+        if args.arrivals == "subscription":
+            from bench.influx_watch import ArrivalWatch, bucketer
+
+            watch = ArrivalWatch(bucketer(LIGHT_QUERIES + HEAVY_QUERIES))
+            watch.start(stack.url, DB)
         t0 = time.time()
-        arrivals: dict[tuple[str, int], list[tuple[float, int]]] = {}
+        arrivals: dict[tuple[str, int], list[tuple[float, int]]] = watch.arrivals if watch is not None else {}
         end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
         feeder_cpu = 0.0
         next_heavy_poll = 0.0
@@ -541,12 +555,16 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             sampler.sample()
             if any(f.poll() is None for f in feeders):
                 feeder_cpu = sum(cpu_of(f.pid) for f in feeders) - feeder_cpu0
+            if watch is not None:
+                time.sleep(args.poll_s)
+                continue
             heavy_due = heavy and time.time() >= next_heavy_poll
-            try:
-                counts = poll_points(stack.url, int(t0) - 120,
-                                     LIGHT_QUERIES + (HEAVY_QUERIES if heavy_due else ()))
-            except Exception:  # noqa: BLE001 - a slow query: try again at the next poll
-                counts = {}
+            counts = {}
+            for queries, attr in ((LIGHT_QUERIES, "poll_light_s"), (HEAVY_QUERIES if heavy_due else (), "poll_heavy_s")):
+                asked = time.monotonic()
+                with contextlib.suppress(Exception):  # a slow query: try again at the next poll
+                    counts.update(poll_points(stack.url, int(t0) - 120, queries) if queries else {})
+                setattr(step, attr, getattr(step, attr) + time.monotonic() - asked)
             if heavy_due:
                 next_heavy_poll = time.time() + args.heavy_poll_s
             now = time.time()
@@ -556,6 +574,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                     series.append((now, n_points))
             time.sleep(args.poll_s)
         t1 = time.time()
+        if watch is not None:
+            watch.stop()
+            step.arrivals = f"subscription ({watch.writes:,} writes)"
         step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
         # what the heavy dagger read while its feeder ran (its rate once the feed stops is 0)
         step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
@@ -781,6 +802,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
     ap.add_argument("--start-timeout", type=float, default=600.0)
     ap.add_argument("--start-parallel", type=int, default=2, help="dedicated daggers starting at once")
+    ap.add_argument("--arrivals", choices=("subscription", "poll"), default="subscription",
+                    help="how points are seen to arrive: every write forwarded by an InfluxDB subscription "
+                         "(bench/influx_watch.py; costs InfluxDB next to nothing), or counted by polling InfluxDB "
+                         "every --poll-s (its queries took it ~0.6 cores with 100 daggers)")
     ap.add_argument("--poll-s", type=float, default=1.0, help="how often the light daggers' points are counted")
     ap.add_argument("--heavy-poll-s", type=float, default=5.0,
                     help="how often the heavy dagger's points are counted (~44,000 series a window)")
@@ -825,7 +850,11 @@ def main(argv: list[str] | None = None) -> int:
                           f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores "
                           f"{step.cores_by_kind}, {step.batches_per_s:.1f} batches/s, "
                           f"{step.core_ms_per_batch:.0f} core-ms/batch, light p99 max "
-                          f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s} {step.note}", flush=True)
+                          f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s}; broker {step.broker_cores:.2f}, "
+                          f"InfluxDB {step.influx_cores:.2f} cores; arrivals by {step.arrivals}"
+                          + (f", whose queries took {step.poll_light_s:.0f} s (light) + {step.poll_heavy_s:.0f} s "
+                             "(heavy)" if step.arrivals == "poll" else "") + f" {step.note}",
+                          flush=True)
                     if mode == "dedicated" and step.ran and step.daggers:
                         per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)
                     save()
