@@ -242,7 +242,7 @@ class HostedGroup:
                     return self._run()
                 return
             live = {k: m.token for k, m in self.members.items() if k not in self.failed}
-            if len(live) > 1 and not isinstance(err, SourceError) and not self._stop.is_set():
+            if len(live) > 1 and not isinstance(err, SourceError) and TRANSIENT not in text and not self._stop.is_set():
                 return self._split(query, session, listener, live, text)
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
             self._end(query, session, listener, text)
