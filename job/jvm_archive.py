@@ -8,9 +8,10 @@ the CPU (``bench/bench_jvm_archive.py``). Every dagger, shared host and test JVM
 :func:`build` runs a small streaming query (a Python data source, a window with a watermark, the
 RocksDB and the heap state stores, foreachBatch) in a JVM that writes what it loaded at exit
 (``-XX:ArchiveClassesAtExit``, JDK 13+); :func:`java_options` names it to each later driver JVM.
-The JVM checks the archive against its own version and class path and ignores one that does not match
-(a pyspark or a JDK upgraded since): the dagger then starts as it would without it, and the key in
-the archive's file name makes the next :func:`build` write a new one.
+The JVM checks the archive against its own version and class path (each jar's size and time) and ignores
+one that does not match (a pyspark or a JDK upgraded, or pyspark installed again, since): the dagger then
+starts as it would without it, and the key in the archive's file name (:func:`key`) makes the next
+:func:`build` write a new one.
 """
 
 from __future__ import annotations
@@ -44,14 +45,23 @@ def _java() -> Path:
     return Path(found).resolve() if found else Path("java")
 
 
-def key() -> str:
-    """Return a short hash of what the archive depends on: the JDK, and pyspark's version and jars folder."""
+def key(jars: Path | None = None) -> str:
+    """Return a short hash of what the archive depends on: the JDK, pyspark's version and jars folder, and
+    each jar's size and time. The JVM checks the jars it maps classes of by their size and time, so pyspark
+    installed again in the same place (a venv made again) needs a new archive: with the old one's key the
+    JVMs would ignore it, silently, and ``jvm-archive --check`` would still find it. ``jars``: pyspark's
+    jars folder unless given."""
     import pyspark
 
     java = _java()
     release = java.parent.parent / "release"
+    jars = jars or Path(pyspark.__file__).resolve().parent / "jars"
+    stamps = []
+    for jar in sorted(jars.glob("*.jar")):
+        st = jar.stat()
+        stamps.append(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}")
     parts = [str(java), release.read_text(errors="replace") if release.exists() else "",
-             pyspark.__version__, str(Path(pyspark.__file__).resolve().parent / "jars")]
+             pyspark.__version__, str(jars), *stamps]
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
 
 

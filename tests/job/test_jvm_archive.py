@@ -57,6 +57,14 @@ def test_by_default_it_is_in_the_cache_folder_named_by_the_jdk_and_pyspark(
     assert jvm_archive.archive_path() != path  # another pyspark: another archive
 
 
+def test_pyspark_installed_again_in_the_same_place_gets_another_archive(tmp_path: Path) -> None:
+    (tmp_path / "spark-core.jar").write_bytes(b"x" * 10)
+    first = jvm_archive.key(tmp_path)
+    assert jvm_archive.key(tmp_path) == first
+    os.utime(tmp_path / "spark-core.jar", ns=(1, 1))  # the same jar written again: the JVM would not map the old archive
+    assert jvm_archive.key(tmp_path) != first
+
+
 def _probe(env: dict[str, str]) -> tuple[dict, str]:
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300)

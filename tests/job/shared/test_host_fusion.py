@@ -60,6 +60,12 @@ GROUP BY TUMBLE(a.rowtime, INTERVAL '60' SECOND), a.city_id"""
 JOIN_REACH_S = 10
 
 
+def assign_fused(folder: HostFolder, w: World, tmp_path: Path, keys: tuple[str, ...], **kw: object) -> None:
+    """Assign each of ``keys`` a fused bookings spec (token ``<key>-1``)."""
+    for key in keys:
+        folder.assign(key, w.spec(key, extra=FUSED, **kw), tmp_path, f"{key}-1")
+
+
 def join_spec(w: World, key: str) -> Path:
     """A fused spec of :data:`JOIN_SQL`: the bookings topic read as two streams, ``bookings`` and ``later``."""
     path = w.spec(key, extra=FUSED, sql=JOIN_SQL)
@@ -148,8 +154,7 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
         w.step(0)
         # assigned before the host starts: its first round sees every member, so each group starts in one
         # generation (assigned one by one into a running host, a group may start again as members arrive)
-        for key in ("fa", "fb"):
-            f.assign(key, w.spec(key, extra=FUSED), tmp_path, f"{key}-1")
+        assign_fused(f, w, tmp_path, ("fa", "fb"))
         f.assign("fs", w.spec("fs", extra=FUSED, influx_url=f"http://127.0.0.1:{relay.port}",
                               sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
         f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")

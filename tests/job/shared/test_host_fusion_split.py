@@ -22,7 +22,7 @@ from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
 from tests.helpers import BOOKINGS_SQL
 from tests.job.control.test_control_e2e import T0, closed
 from tests.job.shared.host_world import HostProc, status, windows
-from tests.job.shared.test_host_fusion import FUSED, group_file
+from tests.job.shared.test_host_fusion import FUSED, assign_fused, group_file
 from tests.job.shared.test_host_isolation import World
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,9 +42,8 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_group_goes_on_apart
     f = host.folder
     try:
         w.step(0)
-        for key in ("fa", "fb"):
-            f.assign(key, w.spec(key, extra=FUSED), tmp_path, f"{key}-1")
-        f.assign("fx", w.spec("fx", extra=FUSED, sql=DIVIDES_SQL), tmp_path, "fx-1")
+        assign_fused(f, w, tmp_path, ("fa", "fb"))
+        assign_fused(f, w, tmp_path, ("fx",), sql=DIVIDES_SQL)
         host.start()
         host.ready()
         for key in ("fa", "fb", "fx"):  # the division is by one for these events
