@@ -16,7 +16,10 @@ pytest_plugins = ["tests.services"]
 # time for tests/job/test_engine_recovery.py and test_run_cli.py on an idle machine. With the class archive
 # (setup.sh), the whole suite on a clean clone (-n 3, two cores): 3,101 → 2,278 s of test time, 17:36 → 13:11.
 # What the daggers compute does not change; a deployed dagger keeps both compilers.
-os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+# C1 alone gets a code cache of 48 MB (tiered compilation reserves 240): the session's JVM, which compiles the
+# generated code of hundreds of queries, filled it in CI ("CodeCache is full. Compiler has been disabled"),
+# and then ended at an uncaught error in a task thread. It gets the tiered size.
+os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 
 @pytest.fixture(scope="session")
