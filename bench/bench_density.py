@@ -560,10 +560,11 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                 continue
             heavy_due = heavy and time.time() >= next_heavy_poll
             counts = {}
-            for queries, attr in ((LIGHT_QUERIES, "poll_light_s"), (HEAVY_QUERIES if heavy_due else (), "poll_heavy_s")):
+            polls = [(LIGHT_QUERIES, "poll_light_s")] + ([(HEAVY_QUERIES, "poll_heavy_s")] if heavy_due else [])
+            for queries, attr in polls:
                 asked = time.monotonic()
                 with contextlib.suppress(Exception):  # a slow query: try again at the next poll
-                    counts.update(poll_points(stack.url, int(t0) - 120, queries) if queries else {})
+                    counts.update(poll_points(stack.url, int(t0) - 120, queries))
                 setattr(step, attr, getattr(step, attr) + time.monotonic() - asked)
             if heavy_due:
                 next_heavy_poll = time.time() + args.heavy_poll_s

@@ -16,10 +16,12 @@ import re
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from job.stack.errors import StackError
+from job.stack.influx import influx_query
 
 #: (measurement, bucket start s) -> [(arrival time, points of the bucket so far)], one entry a write.
 Arrivals = dict[tuple[str, int], list[tuple[float, int]]]
@@ -110,23 +112,16 @@ class ArrivalWatch:
         self._thread.start()
         name = f"bench_{uuid.uuid4().hex[:8]}"
         self._influx = (influx_url, database, name)
-        _influxql(influx_url, f'CREATE SUBSCRIPTION "{name}" ON "{database}"."autogen" DESTINATIONS ALL '
-                              f"'{self.url}'")
+        influx_query(influx_url, f'CREATE SUBSCRIPTION "{name}" ON "{database}"."autogen" DESTINATIONS ALL '
+                                 f"'{self.url}'", method="POST")
 
     def stop(self) -> None:
         """Drop the subscription and stop serving."""
         if self._influx is not None:
             url, database, name = self._influx
-            with contextlib.suppress(OSError):  # InfluxDB already stopped
-                _influxql(url, f'DROP SUBSCRIPTION "{name}" ON "{database}"."autogen"')
+            with contextlib.suppress(StackError):  # InfluxDB already stopped
+                influx_query(url, f'DROP SUBSCRIPTION "{name}" ON "{database}"."autogen"', method="POST")
             self._influx = None
         self._server.shutdown()
         self._server.server_close()
 
-
-def _influxql(url: str, statement: str) -> None:
-    data = urllib.parse.urlencode({"q": statement}).encode()
-    with urllib.request.urlopen(urllib.request.Request(f"{url}/query", data=data), timeout=30) as resp:
-        text = resp.read().decode()
-    if '"error"' in text:
-        raise RuntimeError(f"InfluxDB: {statement}: {text[:300]}")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from job.errors import DaggerError, SourceError
+from job.liveness import read_json
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
 
@@ -84,18 +85,7 @@ def solo_key(group_key: str, member: str) -> str:
 
 def split_members(folder: Path) -> dict[str, str]:
     """Return the members (key -> token) recorded in a group's :data:`SPLIT_FILE`; {} when it has none."""
-    try:
-        return dict(json.loads((folder / SPLIT_FILE).read_text()).get("members") or {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def _read_group(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / GROUP_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return dict((read_json(folder / SPLIT_FILE) or {}).get("members") or {})
 
 
 def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None,
@@ -111,12 +101,12 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     from job.offset_log import committed_offsets, committed_watermark_ms
     from job.shared.fusion import restart_ms
 
-    data = _read_group(folder)
+    data = read_json(folder / GROUP_FILE)
     if data is None:
-        data = _read_group(parent) if parent is not None else None
-        if data is None:
+        data = read_json(parent / GROUP_FILE) if parent is not None else None
+        if data is None or parent is None:
             return Generation(1, None, {})
-        number, last = 0, Path(parent) / f"gen-{int(data.get('generation', 0))}"  # type: ignore[arg-type]
+        number, last = 0, parent / f"gen-{int(data.get('generation', 0))}"
     else:
         number = int(data.get("generation", 0))
         last = folder / f"gen-{number}"
@@ -143,7 +133,7 @@ class HostedGroup:
                  parent: str | None = None) -> None:
         self.key = group_key
         self.parent = parent  # the key of the split group this group of one came from
-        self.split = False  # the query failed and its members go on each in a group of its own
+        self.split: dict[str, str] = {}  # once its query failed: the members (key -> token) that go on apart
         self.members = {m.key: m for m in members}
         self.base = base
         self.folder = folder
@@ -255,13 +245,13 @@ class HostedGroup:
                     len(live))
         if not self._close(query, session, listener):
             return
-        write_json(self.root / SPLIT_FILE, {"members": {**split_members(self.root), **live},
-                                            "generation": self.generation, "error": error,
+        split = {**split_members(self.root), **live}
+        write_json(self.root / SPLIT_FILE, {"members": split, "generation": self.generation, "error": error,
                                             "at": time.time()})
         for key in live:
             self._report(key, "starting")
         self._pool.shutdown(wait=False)
-        self.split = True
+        self.split = split
         self.state = "failed"
 
     def _start(self) -> tuple[Any, Any, Any]:

@@ -202,7 +202,7 @@ class SharedHost:
         group of one split off (its key -> the group's)."""
         for group in [*self.groups.values(), *self._regrouping.values()]:
             if group.split:
-                self._splits[group.key] = set(split_members(group.root))
+                self._splits[group.key] = set(group.split)
         out: dict[str, dict[str, Member]] = {}
         parents: dict[str, str] = {}
         for gkey, members in fused.items():
