@@ -206,7 +206,8 @@ class Branch:
 
 
 def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, DaggerPlan],
-                start_ms: int | None, written_ms: int | None = None) -> tuple[DataFrame, dict[str, Branch]]:
+                start_ms: int | None, written_ms: int | None = None,
+                written_by: Mapping[str, int] | None = None) -> tuple[DataFrame, dict[str, Branch]]:
     """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
 
     Each stream's view is the group's source, without the events before ``start_ms`` (less the join's
@@ -216,7 +217,10 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     (:func:`job.shared.merge.merged_sql`); each other member's SQL runs over the views as a branch of its
     own, with its output transformers; all are one UNION ALL. With HOP windows a window that ended by
     ``written_ms`` (an earlier generation wrote it) overlaps the new start: such rows are left out.
-    Raises what planning a member raises (SqlError, SpecError)."""
+    ``written_by`` (member key -> ms) leaves out, of that member's rows, the windows that ended by then
+    (its earlier query, in a group of one, wrote them); such a member's output must show its window's
+    end or start unless it merges. Raises what planning a member raises (SqlError, SpecError), and
+    ValueError for a member of ``written_by`` whose rows cannot be told apart by window."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -246,16 +250,21 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
             continue
         log.info("fused %s: a branch of its own in its group (%s)", key, shape if isinstance(shape, str)
                  else "its output columns")
-        end = window_end_column(plan) if written_ms is not None and hop else None
+        floor = max([w for w in (written_ms if hop else None, (written_by or {}).get(key)) if w is not None],
+                    default=None)
+        end = window_end_column(plan) if floor is not None else None
         if end is not None:
             column, shift = end
-            result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(written_ms - shift)))
+            result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(floor - shift)))
+        elif key in (written_by or {}):
+            raise ValueError(f"{key}: its output shows neither its window's end nor its start")
         frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
                                     F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),
                                               {"timestampFormat": JSON_TIME_FORMAT}).alias(ROW_COLUMN)))
     for _, merged in sorted(mergeable.items()):
         frames.append(merged_frame(spark, merged, written_ms if hop else None,
-                                   start_ms if reach and start_ms is not None else None))
+                                   start_ms if reach and start_ms is not None else None,
+                                   {k: w for k, w in (written_by or {}).items() if k in merged}))
     return reduce(lambda a, b: a.unionAll(b), frames), branches
 
 
@@ -281,11 +290,12 @@ def output_names(columns: Sequence[str]) -> list[str | None]:
 
 
 def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequence[str | None]]],
-                 written_ms: int | None = None, from_ms: int | None = None) -> DataFrame:
+                 written_ms: int | None = None, from_ms: int | None = None,
+                 written_by: Mapping[str, int] | None = None) -> DataFrame:
     """Return the one query (``__member``, ``__row``) of the members that merge, over the views of the
     source they read: each one's shape (:func:`job.shared.merge.member_shape`) and output names (see
     :func:`output_names`). Their keys' and values' types are those Spark gives their expressions over the
-    views. See :func:`job.shared.merge.merged_sql` for ``written_ms`` and ``from_ms``."""
+    views. See :func:`job.shared.merge.merged_sql` for ``written_ms``, ``from_ms`` and ``written_by``."""
     from job.shared.merge import Member, drop_outputs, merged_sql
     from job.sql.rewrite import render
 
@@ -300,7 +310,7 @@ def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequenc
         rest = iter(types[len(shape.keys):])
         value_types = tuple(tuple(next(rest) for _ in a.values) for a in shape.aggregates)
         merged.append(Member(key, shape, tuple(n for n in names if n is not None), key_types, value_types))
-    sql = merged_sql(merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN, from_ms)
+    sql = merged_sql(merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN, from_ms, written_by)
     log.info("fused: %d daggers in one %s", len(merged), "aggregation" if merged[0].shape.stateful else "projection")
     return spark.sql(sql)
 

@@ -16,7 +16,14 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
   division by zero) *splits* the group: :data:`SPLIT_FILE` records its members, and the host runs each of
   them as a group of one (:func:`solo_key`) whose first generation starts where the failed one would have
   started again (:func:`start_of_generation` with the group's folder as ``parent``). The member that fails
-  then fails alone; the others go on with no gap and no double, each in a query of its own from then on.
+  then fails alone; the others go on with no gap and no double, each in a query of its own.
+* Once a member of the split has failed, been removed or been edited, the host ends the split (it
+  removes :data:`SPLIT_FILE`) and the others come back together: the group's next generation takes each
+  of them from its group of one (``joining`` in :func:`start_of_generation`), from the earliest window
+  any of them had open, and leaves out of each member's rows the windows its group of one had written
+  (:attr:`Generation.written_by`). Only groups with windows come back together, and only when every
+  member's output shows its window's end or start (each member's rows are told apart by it); a group of
+  pass-throughs, whose members' queries stopped at different offsets, stays apart.
 * A failure of the source (:class:`job.errors.SourceError`, e.g. a bad record under
   ``bad_records: fail``, which every member reads) fails every member with its error; a Python worker
   that did not connect back in time (a busy machine, :data:`job.shared.hosted.TRANSIENT`) only starts the
@@ -27,11 +34,12 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +84,12 @@ class Generation:
     start_ms: int | None
     seen: dict[str, dict[str, int]]
     written_ms: int | None = None  # the windows that ended by then were written by an earlier generation
+    #: members whose windows an earlier query wrote further than ``written_ms`` (member key -> the window
+    #: ends up to which it did): one that comes back from a group of one (see :data:`SPLIT_FILE`)
+    written_by: dict[str, int] = field(default_factory=dict)
+    #: members whose earlier query had read less than ``seen`` (member key -> its offsets): each counts
+    #: the records it had not read
+    seen_by: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
 def solo_key(group_key: str, member: str) -> str:
@@ -89,7 +103,7 @@ def split_members(folder: Path) -> dict[str, str]:
 
 
 def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None,
-                        parent: Path | None = None) -> Generation:
+                        parent: Path | None = None, joining: dict[str, Path] | None = None) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
     The generation in ``group.json`` when its members are these and its query has this form
@@ -97,32 +111,82 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     oldest window the last one had open (its committed watermark, see :func:`job.shared.fusion.restart_ms`),
     or from where the last one started when it committed nothing. A group none of whose members were in
     the last generation starts afresh (from its members' ``start_from``). A group of one split off
-    ``parent`` (see :data:`SPLIT_FILE`) starts its first generation where ``parent``'s next one would."""
-    from job.offset_log import committed_offsets, committed_watermark_ms
-    from job.shared.fusion import restart_ms
+    ``parent`` (see :data:`SPLIT_FILE`) starts its first generation where ``parent``'s next one would.
 
+    ``joining`` (member key -> the folder of the group of one it ran in) are members that come back to the
+    group after a split: each is taken from its group of one's last generation, the others from the
+    group's own. The generation then reads from the earliest of their starts, and
+    :attr:`Generation.written_by` holds, for each member, the windows its earlier query wrote past
+    :attr:`Generation.written_ms`: no window is written twice and none is missed."""
     data = read_json(folder / GROUP_FILE)
+    number = 0
     if data is None:
         data = read_json(parent / GROUP_FILE) if parent is not None else None
-        if data is None or parent is None:
-            return Generation(1, None, {})
-        number, last = 0, parent / f"gen-{int(data.get('generation', 0))}"
+        last = parent / f"gen-{int(data.get('generation', 0))}" if parent is not None and data is not None else None
     else:
         number = int(data.get("generation", 0))
         last = folder / f"gen-{number}"
         if data.get("members") == members and data.get("form") == PLAN_FORM:
-            return Generation(number, data.get("start_ms"), data.get("seen") or {}, data.get("written_ms"))
-    if not set(data.get("members") or {}) & set(members):
+            return Generation(number, data.get("start_ms"), data.get("seen") or {}, data.get("written_ms"),
+                              {k: int(v) for k, v in (data.get("written_by") or {}).items()},
+                              data.get("seen_by") or {})
+    joining = joining or {}
+    sources: list[tuple[Path, dict[str, Any], set[str]]] = []
+    if data is not None and last is not None:
+        own = set(members) & set(data.get("members") or {}) - set(joining)
+        if own:
+            sources.append((last, data, own))
+    for key, solo in sorted(joining.items()):
+        if key in members and (solo_data := read_json(solo / GROUP_FILE)) is not None:
+            sources.append((solo / f"gen-{int(solo_data.get('generation', 0))}", solo_data, {key}))
+    if not sources:
         return Generation(number + 1, None, {})
-    start, seen, written = data.get("start_ms"), data.get("seen") or {}, data.get("written_ms")
+    starts: list[int | None] = []
+    written: list[int | None] = []
+    by_member: dict[str, int] = {}
+    seen: dict[str, dict[str, int]] = {}
+    read: dict[str, dict[str, dict[str, int]]] = {}
+    for last_gen, last_data, keys in sources:
+        start, done, offsets = _resume_point(last_gen, last_data, window)
+        starts.append(start)
+        written.append(done)
+        _merge_offsets(seen, offsets)
+        for key in keys:
+            read[key] = offsets
+            mine = [v for v in (done, (last_data.get("written_by") or {}).get(key)) if v is not None]
+            if mine:
+                by_member[key] = max(int(v) for v in mine)
+    start_ms = None if None in starts else min(s for s in starts if s is not None)
+    written_ms = None if None in written else min(w for w in written if w is not None)
+    floor = written_ms if written_ms is not None else -1
+    return Generation(number + 1, start_ms, seen, written_ms,
+                      {k: v for k, v in sorted(by_member.items()) if v > floor},
+                      {k: offsets for k, offsets in sorted(read.items()) if offsets != seen})
+
+
+def _resume_point(last: Path, data: dict[str, Any],
+                  window: list[str | None] | None) -> tuple[int | None, int | None, dict[str, dict[str, int]]]:
+    """Return (where a generation after ``last`` reads from, the window ends ``last`` and those before it
+    wrote up to, the offsets they read) for a group whose ``group.json`` was ``data``."""
+    from job.offset_log import committed_offsets, committed_watermark_ms
+    from job.shared.fusion import restart_ms
+
+    start, written = data.get("start_ms"), data.get("written_ms")
+    seen: dict[str, dict[str, int]] = {}
+    _merge_offsets(seen, data.get("seen") or {})
     watermark = committed_watermark_ms(last / "spark") if window else None
     if watermark:
         start = max(start or 0, restart_ms(watermark, window))
         written = max(written or 0, watermark)
-    for topic, parts in (committed_offsets(last) or {}).items():
+    _merge_offsets(seen, committed_offsets(last) or {})
+    return start, written, seen
+
+
+def _merge_offsets(into: dict[str, dict[str, int]], offsets: dict[str, dict[str, Any]]) -> None:
+    """Raise ``into``'s offsets to ``offsets`` where they are further."""
+    for topic, parts in offsets.items():
         for part, offset in parts.items():
-            seen.setdefault(topic, {})[part] = max(int(offset), int(seen.get(topic, {}).get(part, 0)))
-    return Generation(number + 1, start, seen, written)
+            into.setdefault(topic, {})[str(part)] = max(int(offset), int(into.get(topic, {}).get(str(part), 0)))
 
 
 class HostedGroup:
@@ -134,6 +198,7 @@ class HostedGroup:
         self.key = group_key
         self.parent = parent  # the key of the split group this group of one came from
         self.split: dict[str, str] = {}  # once its query failed: the members (key -> token) that go on apart
+        self.went_apart = False  # its query failed and its members go on apart (its state is then "failed")
         self.members = {m.key: m for m in members}
         self.base = base
         self.folder = folder
@@ -145,6 +210,7 @@ class HostedGroup:
         self.leaving: set[str] = set()  # members that end with this generation (unassigned or replaced)
         self.generation = 0
         self._seen: dict[str, dict[str, int]] = {}  # offsets read by earlier generations
+        self._seen_by: dict[str, dict[str, dict[str, int]]] = {}  # members that had read less (see Generation)
         self._jobs: dict[str, Any] = {}
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -252,6 +318,7 @@ class HostedGroup:
             self._report(key, "starting")
         self._pool.shutdown(wait=False)
         self.split = split
+        self.went_apart = True
         self.state = "failed"
 
     def _start(self) -> tuple[Any, Any, Any]:
@@ -263,9 +330,10 @@ class HostedGroup:
 
         first = next(iter(self.members.values())).plan
         window = list(first.translation.window) if first.translation.window else None
+        joining = self._joining() if window else {}
         gen = start_of_generation(self.root, self.tokens, window,
-                                  self.root.parent / self.parent if self.parent is not None else None)
-        self.generation, start_ms, self._seen = gen.number, gen.start_ms, gen.seen
+                                  self.root.parent / self.parent if self.parent is not None else None, joining)
+        self.generation, start_ms, self._seen, self._seen_by = gen.number, gen.start_ms, gen.seen, gen.seen_by
         checkpoint = self.root / f"gen-{self.generation}"
         # windows: from the oldest open one; no state (pass-throughs): where the last generation stopped
         start_from = (str(start_ms) if start_ms is not None else None) if window else (
@@ -276,7 +344,7 @@ class HostedGroup:
         register_source(session)
         with session_conf(session, {**query_sql_conf(first.spec), **GROUP_SQL_CONF}):
             frame, self._branches = group_frame(session, group, {k: m.plan for k, m in self.members.items()},
-                                                start_ms, gen.written_ms)
+                                                start_ms, gen.written_ms, gen.written_by)
             for key, member in self.members.items():
                 job = DaggerJob(member.plan, session)
                 job.log_batches = not self._jobs  # one line a batch for the group, not one a member
@@ -289,7 +357,11 @@ class HostedGroup:
                     self._fail(key, exc.state_text())
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
                                                 "start_ms": start_ms, "window": window, "seen": self._seen,
-                                                "written_ms": gen.written_ms, "form": PLAN_FORM})
+                                                "written_ms": gen.written_ms, "written_by": gen.written_by,
+                                                "seen_by": gen.seen_by,
+                                                "form": PLAN_FORM})
+            for solo in joining.values():  # this generation carries on their queries: theirs are done
+                shutil.rmtree(solo, ignore_errors=True)
             listener = _group_listener(self)
             session.streams.addListener(listener)
             writer = (frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
@@ -303,6 +375,15 @@ class HostedGroup:
         log.info("group %s gen %d: %d daggers from %s (checkpoint %s)", self.key, self.generation,
                  len(self.members), group.streams[0].source.start_from, checkpoint)
         return query, session, listener
+
+    def _joining(self) -> dict[str, Path]:
+        """Return the members that come back from a group of one (see :data:`SPLIT_FILE`): key -> its
+        folder, which holds the query they ran in since the split. The first generation that takes them
+        removes those folders; until then a host started again finds them there."""
+        if self.parent is not None:
+            return {}
+        folders = {key: self.root.parent / solo_key(self.key, key) for key in self.members}
+        return {key: folder for key, folder in folders.items() if (folder / GROUP_FILE).exists()}
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         from job.shared.fusion import split_rows
@@ -348,12 +429,15 @@ class HostedGroup:
         :func:`job.shared.fusion.records_read`), less those an earlier generation had read."""
         from job.shared.fusion import records_read
 
-        rows = sum(records_read(s.get("startOffset"), s.get("endOffset"), self._seen)
-                   for s in progress.get("sources") or [])
-        progress = {**progress, "numInputRows": rows}
+        def rows(seen: dict[str, dict[str, int]]) -> int:
+            return sum(records_read(s.get("startOffset"), s.get("endOffset"), seen)
+                       for s in progress.get("sources") or [])
+
+        counted = rows(self._seen)
         for key, job in self._jobs.items():
             if key not in self.failed:
-                job._on_progress(progress)
+                own = rows(self._seen_by[key]) if key in self._seen_by else counted
+                job._on_progress({**progress, "numInputRows": own})
 
     def on_idle(self, query_id: str) -> None:
         for key, job in self._jobs.items():

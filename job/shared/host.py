@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from job.shared.channel import HostFolder
-from job.shared.group import GROUPS, HostedGroup, Member, solo_key, split_members
+from job.shared.group import GROUPS, SPLIT_FILE, HostedGroup, Member, solo_key, split_members
 from job.shared.hosted import HostedDagger
 
 log = logging.getLogger("daggers.shared")
@@ -64,7 +64,9 @@ class SharedHost:
         self._regrouping: dict[str, HostedGroup] = {}  # old generations being stopped
         self._fusion: dict[tuple[str, str], tuple[str, Member] | None] = {}  # (key, token) -> (group, member)
         self._failed_fused: set[tuple[str, str]] = set()  # (key, token) of fused daggers that failed
-        self._splits: dict[str, set[str]] = {}  # group key -> its members that run each in a group of one
+        self._splits: dict[str, dict[str, str]] = {}  # group key -> its members (key -> token) apart, each
+        # in a group of one, since its query failed (job.shared.group.SPLIT_FILE)
+        self._comes_back: dict[tuple[str, str], bool] = {}  # (key, token) -> whether it may come back
         self.stopping = threading.Event()
         self._start_gate = threading.Lock()  # one query starts at a time
         self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
@@ -166,17 +168,20 @@ class SharedHost:
                 del self._regrouping[gkey]
         # a member that failed stays failed until its token changes (as a dagger of its own does)
         for group in [*self.groups.values(), *self._regrouping.values()]:
-            self._failed_fused |= {(k, group.members[k].token) for k in group.failed}
+            failed = set(group.members) if group.state == "failed" and not group.went_apart else set(group.failed)
+            self._failed_fused |= {(k, group.members[k].token) for k in failed}
         fused = {g: left for g, ms in fused.items()
                  if (left := {k: m for k, m in ms.items() if (k, m.token) not in self._failed_fused})}
         fused, parents = self._apart(fused)
+        everywhere = {k: m.token for members in fused.values() for k, m in members.items()}
         for gkey, group in list(self.groups.items()):
             members = fused.get(gkey, {})
             tokens = {k: m.token for k, m in sorted(members.items())}
             if group.ended and tokens == group.tokens:
                 continue  # failed with these members: the controller decides
             if tokens != group.tokens:
-                leaving = {k for k, t in group.tokens.items() if tokens.get(k) != t}
+                # those that go to another group (one of one, or back from one) are not stopping
+                leaving = {k for k, t in group.tokens.items() if everywhere.get(k) != t}
                 log.info("group %s: members change (%d leave, %d in all)", gkey, len(leaving), len(tokens))
                 # the closed windows are written before a member stops for good; a deploy or an edit
                 # does not wait for them (the next generation computes them again)
@@ -199,15 +204,18 @@ class SharedHost:
     def _apart(self, fused: dict[str, dict[str, Member]]) -> tuple[dict[str, dict[str, Member]], dict[str, str]]:
         """Return ``fused`` (group key -> member key -> member) with each member of a split group (one whose
         query failed, :data:`job.shared.group.SPLIT_FILE`) in a group of one, and the group each such
-        group of one split off (its key -> the group's)."""
+        group of one split off (its key -> the group's). A split ends (see :meth:`_split_over`) once one
+        of its members has failed, been removed or been edited: the others come back to the group."""
         for group in [*self.groups.values(), *self._regrouping.values()]:
             if group.split:
-                self._splits[group.key] = set(group.split)
+                self._splits[group.key], group.split = dict(group.split), {}
         out: dict[str, dict[str, Member]] = {}
         parents: dict[str, str] = {}
         for gkey, members in fused.items():
             if gkey not in self._splits:
-                self._splits[gkey] = set(split_members(self.folder.root / GROUPS / gkey))
+                self._splits[gkey] = split_members(self.folder.root / GROUPS / gkey)
+            if self._splits[gkey] and self._split_over(gkey, members):
+                self._splits[gkey] = {}
             for key, member in members.items():
                 if key in self._splits[gkey]:
                     solo = solo_key(gkey, key)
@@ -215,6 +223,28 @@ class SharedHost:
                 else:
                     out.setdefault(gkey, {})[key] = member
         return out, parents
+
+    def _split_over(self, gkey: str, members: dict[str, Member]) -> bool:
+        """End the split of ``gkey`` and return True when a member of it is no longer there with the
+        token it split with (it failed alone, or was removed or edited) and every member may come back:
+        its rows can be told apart by window (:func:`job.shared.fusion.window_end_column`; a group of
+        pass-throughs stays apart). The group's next generation takes them from their groups of one."""
+        from job.shared.fusion import window_end_column
+
+        split = self._splits[gkey]
+        if all(key in members and members[key].token == token for key, token in split.items()):
+            return False
+        for key, member in members.items():
+            if (key, member.token) not in self._comes_back:
+                self._comes_back = {k: v for k, v in self._comes_back.items() if k[0] != key}
+                self._comes_back[(key, member.token)] = window_end_column(member.plan) is not None
+        if not all(self._comes_back[(k, m.token)] for k, m in members.items()):
+            return False
+        gone = sorted(k for k, t in split.items() if k not in members or members[k].token != t)
+        log.info("group %s: %s no longer there as they split; the other %d come back together", gkey,
+                 ", ".join(gone), len(members))
+        (self.folder.root / GROUPS / gkey / SPLIT_FILE).unlink(missing_ok=True)
+        return True
 
     def run(self) -> int:
         """Run until SIGTERM/SIGINT (exit code 0) or until the application is lost (exit code 3)."""

@@ -288,21 +288,25 @@ def _json(names: Sequence[str], outputs: Sequence[exp.Expression], time_format: 
 
 
 def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | None = None,
-               member_column: str = "__member", row_column: str = "__row", from_ms: int | None = None) -> str:
+               member_column: str = "__member", row_column: str = "__row", from_ms: int | None = None,
+               written_by: Mapping[str, int] | None = None) -> str:
     """Return the one query of ``members`` (all stateful with the same window, or all pass-throughs, and all
     reading the same source): a row (``member_column``: the member's key, ``row_column``: its output row as
     JSON with timestamps in ``time_format``) for each output row of each member; members whose rows are the
     same (the same query but for its sinks) share a row, whose ``member_column`` has their keys, separated
     by ``MEMBER_SEP``. With ``written_ms``, windows that ended by then (an earlier generation wrote them)
     are left out; with ``from_ms``, windows that start before then (a new generation read events from
-    before then only for a join's sake). Raises ValueError when a key has ``MEMBER_SEP`` or the members
-    read different sources."""
+    before then only for a join's sake); with ``written_by`` (member key -> ms), a member's windows that
+    ended by then (its earlier query wrote them) are left out of its rows only. Raises ValueError when a
+    key has ``MEMBER_SEP``, the members read different sources, or pass-throughs have ``written_by``."""
     if not members or len({m.shape.source for m in members}) != 1:
         raise ValueError("members must read one source")
     if any(MEMBER_SEP in m.key for m in members):
         raise ValueError(f"a member key has {MEMBER_SEP!r}")
     table = members[0].shape.source
     if not members[0].shape.stateful:
+        if written_by:
+            raise ValueError("pass-throughs have no windows to leave out")
         # members with the same WHERE and output (the same query with other sinks) are one row an event
         same: dict[tuple[str, str], list[str]] = {}
         for m in members:
@@ -371,6 +375,8 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
             row = _json(m.names, outputs, time_format)
             if m.shape.having is not None:
                 row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
+            if (written_by or {}).get(m.key) is not None and (written_ms is None or written_by[m.key] > written_ms):
+                row = f"IF(window.end > timestamp_millis({int(written_by[m.key])}), {row}, NULL)"
             rows.setdefault(row, []).append(m.key)
         structs = [f"named_struct('k', {_string(MEMBER_SEP.join(keys))}, 'r', {row})" for row, keys in rows.items()]
         cases.append(f"WHEN {c} THEN array({', '.join(structs)})")

@@ -177,6 +177,52 @@ def test_a_member_of_a_split_group_starts_alone_where_the_group_would_have_start
     assert (fresh.number, fresh.start_ms, fresh.seen) == (4, None, {})
 
 
+def _generation(folder: Path, number: int, watermark_ms: int, offsets: dict, **data: object) -> None:
+    """Write a group's folder whose generation ``number`` committed one batch at ``watermark_ms``."""
+    spark = folder / f"gen-{number}" / "spark"
+    (spark / "offsets").mkdir(parents=True)
+    (spark / "commits").mkdir(parents=True)
+    (spark / "offsets" / "0").write_text(
+        f'v1\n{{"batchWatermarkMs":{watermark_ms},"batchTimestampMs":1}}\n{json.dumps(offsets)}\n')
+    (spark / "commits" / "0").write_text("v1\n{}\n")
+    (folder / GROUP_FILE).write_text(json.dumps({"generation": number, "form": PLAN_FORM, **data}))
+
+
+def test_members_that_come_back_from_groups_of_one_start_at_the_earliest_open_window(tmp_path: Path) -> None:
+    minute = 60_000
+    base = 1_795_708_080_000  # a minute's start
+    group = tmp_path / "g-1"
+    # the split generation 3 of a, b, c (windows to base + 1 min written); d joined the group later: gen 4
+    _generation(group, 4, base + 3 * minute + 5_000, {"t": {"0": 30}}, members={"d": "d-1"}, start_ms=base)
+    # a's group of one is at base + 2 min 30 s; b's wrote one more window (to base + 3 min 10 s)
+    _generation(tmp_path / solo_key("g-1", "a"), 1, base + 2 * minute + 30_000, {"t": {"0": 20}},
+                members={"a": "a-1"}, start_ms=base + minute, written_ms=base + minute)
+    _generation(tmp_path / solo_key("g-1", "b"), 1, base + 3 * minute + 10_000, {"t": {"0": 25}},
+                members={"b": "b-1"}, start_ms=base + minute, written_ms=base + minute)
+    joining = {k: tmp_path / solo_key("g-1", k) for k in ("a", "b")}
+    members = {"a": "a-1", "b": "b-1", "d": "d-1"}
+    gen = start_of_generation(group, members, ["60 seconds", None], joining=joining)
+    # from a's oldest open window; b and d wrote windows after it, which their rows leave out
+    assert (gen.number, gen.start_ms, gen.written_ms) == (5, base + 2 * minute, base + 2 * minute + 30_000)
+    assert gen.written_by == {"b": base + 3 * minute + 10_000, "d": base + 3 * minute + 5_000}
+    # each member counts the records its own query had not read
+    assert gen.seen == {"t": {"0": 30}} and gen.seen_by == {"a": {"t": {"0": 20}}, "b": {"t": {"0": 25}}}
+    # resumed as it was recorded
+    (group / GROUP_FILE).write_text(json.dumps({"generation": 5, "members": members, "start_ms": gen.start_ms,
+                                                "seen": gen.seen, "written_ms": gen.written_ms,
+                                                "written_by": gen.written_by, "seen_by": gen.seen_by,
+                                                "form": PLAN_FORM}))
+    assert start_of_generation(group, members, ["60 seconds", None], joining=joining) == gen
+    # a member with no group of one (its query never started) is taken from the group's own generation
+    (group / GROUP_FILE).write_text(json.dumps({"generation": 3, "members": {"a": "a-1", "b": "b-1", "c": "c-1"},
+                                                "start_ms": base, "form": PLAN_FORM}))
+    (group / "gen-3").mkdir()
+    alone = start_of_generation(group, {"a": "a-1", "b": "b-1"}, ["60 seconds", None],
+                                joining={"b": joining["b"]})
+    assert (alone.number, alone.start_ms, alone.written_ms) == (4, base, None)
+    assert alone.written_by == {"b": base + 3 * minute + 10_000}
+
+
 @pytest.mark.parametrize(("watermark_s", "window", "start_s"), [
     (150, ["60 seconds", None], 120),  # the window [120, 180) is open
     (120, ["60 seconds", None], 120),  # [60, 120) was written; [120, 180) is open

@@ -220,3 +220,41 @@ def test_hop_windows_an_earlier_generation_wrote_are_left_out(spark) -> None:  #
     ends = {r["__row"].split('"window_timestamp":"')[1][:16] for r in spark.sql(sql).collect()}
     own = {r["window_timestamp"].strftime("%Y-%m-%dT%H:%M") for r in spark.sql(text).collect()}
     assert ends == {e for e in own if e > "2026-03-02T10:05"} and len(ends) == len(own) - 5
+
+
+def test_windows_a_members_earlier_query_wrote_are_left_out_of_its_rows_only(spark) -> None:  # type: ignore[no-untyped-def]
+    """A member back from a group of one (``written_by``): the windows it wrote there are left out of its
+    rows, and only of its rows, even where it would share them with another member."""
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    spark.createDataFrame(events()).createOrReplaceTempView("data_stream")
+    members, own = {}, {}
+    for key in ("fleet", "fleet_to_kafka", "speeds"):
+        text = spark_sql(TUMBLE[key])
+        shape = member_shape(text, "data_stream")
+        assert not isinstance(shape, str)
+        frame = spark.sql(text)
+        members[key] = (shape, output_names(frame.columns))
+        own[key] = [r.asDict() for r in frame.collect()]
+    written = datetime(2026, 3, 2, 10, 3, tzinfo=UTC)
+    rows = merged_frame(spark, members, written_by={"fleet_to_kafka": int(written.timestamp() * 1000),
+                                                    "speeds": int(written.timestamp() * 1000)}).collect()
+    got: Counter[tuple[str, str]] = Counter()
+    for r in rows:
+        for key in r["__member"].split(" "):
+            stamp = r["__row"].split('"window_timestamp":"' if key != "speeds" else '"window_start":"')[1][:16]
+            got[(key, stamp)] += 1
+    naive = written.replace(tzinfo=None)
+    want: Counter[tuple[str, str]] = Counter()
+    for key, found in own.items():
+        for r in found:
+            end = r["window_timestamp"] if key != "speeds" else r["window_start"] + timedelta(minutes=1)
+            if key == "fleet" or end > naive:
+                stamp = r["window_timestamp" if key != "speeds" else "window_start"]
+                want[(key, stamp.strftime("%Y-%m-%dT%H:%M"))] += 1
+    assert got == want
+    assert sum(n for (k, _), n in want.items() if k == "fleet") == 8  # eight minutes of events, all of fleet's
+    assert sum(n for (k, _), n in want.items() if k == "fleet_to_kafka") == 5  # the windows ending after 10:03
+    with pytest.raises(ValueError, match="pass-throughs"):
+        shape = member_shape(spark_sql(PASS["fast"]), "data_stream")
+        assert not isinstance(shape, str)
+        merged_sql([Member("f", shape, ("tag_driver", "speed_kmh", "window_timestamp"))], "X", written_by={"f": 1})
