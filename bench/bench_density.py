@@ -313,6 +313,9 @@ class Step:
     light_p99_median_s: float | None = None
     heavy_p99_s: float | None = None
     heavy_rate: float = 0.0  # events/s the heavy dagger read (status.json)
+    #: With ``--slice-s``: the measured span in slices of that length (a long run: does anything drift?),
+    #: each with its light p99s, heavy p99 and events/s, PSS and cores (see :func:`slices_of`).
+    slices: list[dict[str, Any]] = field(default_factory=list)
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
@@ -551,8 +554,11 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
         feeder_cpu = 0.0
         next_heavy_poll = 0.0
+        heavy_rows: list[tuple[float, int]] = []  # (time, events the heavy dagger had read)
         while time.time() < end_by and not runner.failed():
             sampler.sample()
+            if heavy:
+                heavy_rows.append((time.time(), sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)))
             if any(f.poll() is None for f in feeders):
                 feeder_cpu = sum(cpu_of(f.pid) for f in feeders) - feeder_cpu0
             if watch is not None:
@@ -600,6 +606,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             delays.update(delays_of(arrivals, heavy_sent, heavy_since,
                                     [d for d in daggers if d.heavy]))
         measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
+        if args.slice_s:
+            step.slices = slices_of(sampler, arrivals, (sent_at, since), (heavy_sent, heavy_since) if heavy else None,
+                                    (since, min(t1, since + args.seconds)), args.slice_s, daggers, heavy_rows)
         step.windows_missing = missing_windows(arrivals, sent_at, since,
                                                [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
         if heavy:
@@ -612,6 +621,45 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     finally:
         runner.stop()
         step.load_after = load_average()
+
+
+def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+              light_feed: tuple[dict[int, float], float], heavy_feed: tuple[dict[int, float], float] | None,
+              span: tuple[float, float], slice_s: float, daggers: list[Dagger],
+              heavy_rows: list[tuple[float, int]]) -> list[dict[str, Any]]:
+    """Cut the measured ``span`` (start, end: times) into slices of ``slice_s`` seconds (the last one kept
+    if at least half as long), each with: the median and worst of the light daggers' p99s over the
+    windows made final by events sent in it, the heavy dagger's p99 and events/s read, the mean PSS and
+    the daggers' cores. A feed is (second -> when it was sent, its first measured second)."""
+    sent_at, since = light_feed
+    light = [d for d in daggers if not d.heavy]
+    out: list[dict[str, Any]] = []
+    start, end = span
+    a = start
+    while a + slice_s / 2 <= end:
+        b = min(a + slice_s, end)
+        delays = delays_of(arrivals, {s: t for s, t in sent_at.items() if a <= t < b}, since, light)
+        p99s = sorted(_percentile(v, 0.99) for v in delays.values() if v)
+        one: dict[str, Any] = {"from_s": round(a - start), "to_s": round(b - start),
+                               "light_points": sum(len(v) for v in delays.values()),
+                               "light_p99_median_s": round(_percentile(p99s, 0.5), 2) if p99s else None,
+                               "light_p99_max_s": round(p99s[-1], 2) if p99s else None}
+        if heavy_feed is not None:
+            heavy_sent, heavy_since = heavy_feed
+            found = [v for vs in delays_of(arrivals, {s: t for s, t in heavy_sent.items() if a <= t < b}, heavy_since,
+                                           [d for d in daggers if d.heavy]).values() for v in vs]
+            one["heavy_p99_s"] = round(_percentile(found, 0.99), 2) if found else None
+            rows = [(t, n) for t, n in heavy_rows if a <= t <= b]
+            one["heavy_events_s"] = round((rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])) \
+                if len(rows) >= 2 and rows[-1][0] > rows[0][0] else None
+        pss = [sum(p.values()) for t, p, _ in sampler.pss if a <= t <= b]
+        one["pss_mb"] = round(sum(pss) / len(pss) / 2**20) if pss else None
+        cpu = [(t, c) for t, _, c, _ in sampler.samples if a <= t <= b]
+        one["cores"] = round((cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]), 3) \
+            if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0] else None
+        out.append(one)
+        a = b
+    return out
 
 
 def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str, int],
@@ -708,6 +756,22 @@ def kinds_table(steps: list[Step]) -> str:
     return "\n".join(lines)
 
 
+def slices_table(step: Step) -> str:
+    """A step's slices (``--slice-s``): one row each."""
+    head = ["from → to (s)", "light p99 median / max (s)", "light points", "heavy p99 (s)", "heavy events/s",
+            "PSS (MB)", "cores (daggers)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def num(value: Any, fmt: str) -> str:
+        return format(value, fmt) if value is not None else "-"
+
+    for c in step.slices:
+        lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c['light_p99_median_s'], '.1f')} / "
+                     f"{num(c['light_p99_max_s'], '.1f')} | {c['light_points']:,} | {num(c.get('heavy_p99_s'), '.1f')} | "
+                     f"{num(c.get('heavy_events_s'), ',')} | {num(c['pss_mb'], ',')} | {num(c['cores'], '.2f')} |")
+    return "\n".join(lines)
+
+
 def plot(steps: list[Step], path: Path) -> None:
     import matplotlib
 
@@ -774,6 +838,9 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
 
 ![density](docs/bench/{plot_path.name})
 """
+    for s in steps:
+        if s.slices:
+            text += f"\nOver time, {s.mode} N = {s.n} (slices of the measured span):\n\n{slices_table(s)}\n"
     with (ROOT / "BENCHMARKS.md").open("a") as fh:
         fh.write(text)
 
@@ -811,6 +878,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--heavy-poll-s", type=float, default=5.0,
                     help="how often the heavy dagger's points are counted (~44,000 series a window)")
     ap.add_argument("--broker", default="tansu")
+    ap.add_argument("--slice-s", type=float, default=0.0,
+                    help="also report the measured span in slices of this many seconds (a long run: does memory "
+                         "grow, does latency drift?); 0: no slices")
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
     args = ap.parse_args(argv)

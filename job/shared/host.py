@@ -179,6 +179,9 @@ class SharedHost:
             tokens = {k: m.token for k, m in sorted(members.items())}
             if group.ended and tokens == group.tokens:
                 continue  # failed with these members: the controller decides
+            if group.ended and not tokens:
+                del self.groups[gkey]  # its members failed with it, or went apart: nothing to stop
+                continue
             if tokens != group.tokens:
                 # those that go to another group (one of one, or back from one) are not stopping
                 leaving = {k for k, t in group.tokens.items() if everywhere.get(k) != t}

@@ -21,6 +21,8 @@ from bench.bench_density import (
     make_daggers,
     marginal_mb,
     missing_windows,
+    slices_of,
+    slices_table,
 )
 from bench.procstats import forest
 from job.plan import plan
@@ -141,3 +143,34 @@ def test_cpu_by_process_kind_counts_what_each_process_used_within_the_span() -> 
     # a spinning process uses up to a core (less on a busy machine); a sleeping one next to nothing
     assert list(busy.cores_by_kind()) == ["driver"] and 0.1 < busy.cores_by_kind()["driver"] <= 1.05
     assert idle.cores_by_kind()["driver"] < 0.05
+
+
+def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -> None:
+    from bench.bench_density import Sampler
+
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    s2, *_, heavy = make_daggers(tmp_path, 2, True, "light", "heavy", stack, "shared")
+    sent_at = {1000 + k: 5000.0 + k for k in range(240)}  # the feed from second 1000, sent at 5000 on
+    arrivals = {
+        (s2.name, 1020): [(5032.0, 2)],  # final with second 1030 (first slice): 2 s late
+        (s2.name, 1080): [(5094.0, 1)],  # final with second 1090 (first slice): 4 s late
+        (s2.name, 1140): [(5160.0, 4)],  # final with second 1150 (second slice): 10 s late
+        (heavy.name, 1140): [(5152.0, 3)],  # 2 s late
+    }
+    sampler = Sampler([])
+    sampler.pss = [(5010.0, {"jvm": 2**30}, {}), (5090.0, {"jvm": 3 * 2**30}, {}), (5130.0, {"jvm": 2**31}, {})]
+    sampler.samples = [(5000.0, {}, 100.0, 1), (5100.0, {}, 150.0, 1), (5120.0, {}, 160.0, 1),
+                       (5200.0, {}, 200.0, 1)]
+    rows = [(5000.0, 0), (5100.0, 1_000_000), (5120.0, 1_100_000), (5200.0, 5_100_000)]
+    got = slices_of(sampler, arrivals, (sent_at, 1000.0), (sent_at, 1000.0), (5000.0, 5200.0), 120, [s2, heavy],
+                    rows)
+    # the span 5000..5200: one slice of 120 s and the last of 80 s (more than half a slice)
+    assert got == [
+        {"from_s": 0, "to_s": 120, "light_points": 3, "light_p99_median_s": 4.0, "light_p99_max_s": 4.0,
+         "heavy_p99_s": None, "heavy_events_s": 9_167, "pss_mb": 2048, "cores": 0.5},
+        {"from_s": 120, "to_s": 200, "light_points": 4, "light_p99_median_s": 10.0, "light_p99_max_s": 10.0,
+         "heavy_p99_s": 2.0, "heavy_events_s": 50_000, "pss_mb": 2048, "cores": 0.5},
+    ]
+    assert slices_of(sampler, arrivals, (sent_at, 1000.0), None, (5000.0, 5050.0), 120, [s2], rows) == []
+    step = Step("fused", 2, slices=got)
+    assert "| 0 → 120 | 4.0 / 4.0 | 3 | - | 9,167 | 2,048 | 0.50 |" in slices_table(step)
