@@ -333,14 +333,14 @@ class Sampler:
 
     @staticmethod
     def kind(info: ProcInfo, root: int) -> str:
-        """``driver`` (a dagger's or host's Python process), ``jvm``, ``python-workers`` (pyspark.daemon and
+        """``driver`` (a dagger's or host's Python process), ``jvm``, ``python-workers`` (the worker daemon and
         the workers it forks), ``source-runner`` (the Python process Spark keeps per streaming Python data
         source), or the module another Python process runs."""
         r = role(info, root)
         if r != "worker":
             return {"driver-python": "driver"}.get(r, r)
         module = python_module(info)
-        if module == "pyspark.daemon" or not module:
+        if module in ("pyspark.daemon", "job.worker_daemon") or not module:
             return "python-workers"
         return "source-runner" if "streaming_source_runner" in module else module
 

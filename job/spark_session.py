@@ -61,6 +61,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.driver.memory": "1g",
         "spark.sql.adaptive.enabled": "false",
         "spark.python.worker.reuse": "true",
+        # every Python worker forked with pyarrow, pandas, the Kafka source and the UDFs imported (job.worker_daemon)
+        "spark.python.daemon.module": "job.worker_daemon",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_STATE_STORE,
