@@ -30,9 +30,10 @@ def spark() -> Iterator[object]:
 
     Its streaming queries' Python source runners are forked from a fork server, as a shared host's are
     (:mod:`job.shared.forkserver`): the session runs hundreds of queries, each of which started one that
-    imported pyspark, pyarrow and the Kafka source again (~0.6 core-s). Only the session's JVM gets the
-    server's environment: the daggers the tests start as processes of their own start theirs as a
-    deployed dagger does."""
+    imported pyspark, pyarrow and the Kafka source again (~0.6 core-s). Only the session's Python processes
+    get the server's environment (through its settings, :func:`job.shared.forkserver.spark_conf`: a test
+    that ran earlier in this process may have launched the JVM): the daggers the tests start as processes
+    of their own start theirs as a deployed dagger does."""
     from job.shared import forkserver
     from job.spark_session import build_session
 
@@ -41,7 +42,7 @@ def spark() -> Iterator[object]:
     fork = forkserver.start()
     try:
         session = build_session("daggers-tests", master="local[2]", shuffle_partitions=2,
-                                extra={"spark.driver.memory": "3g"})
+                                extra={"spark.driver.memory": "3g", **forkserver.spark_conf()})
     finally:
         for key, value in saved.items():
             if value is None:

@@ -198,6 +198,15 @@ def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | Non
     return proc, path
 
 
+def spark_conf() -> dict[str, str]:
+    """Return the Spark settings (``spark.executorEnv.*``) that hand the fork server's environment, as
+    :func:`start` set it, to every Python process Spark starts. Without them only the JVM's own
+    environment reaches them, which lacks it when the JVM was launched before the server (a SparkContext
+    stopped and made again in one process): the launcher then ran ``python3``, not this interpreter."""
+    return {f"spark.executorEnv.{key}": os.environ[key] for key in (PYTHON_ENV, SOCKET_ENV, CLIENT_ENV)
+            if key in os.environ}
+
+
 def build_client(folder: Path) -> Path | None:
     """Compile ``forkclient.c`` into ``folder`` with the system's C compiler; None when there is none
     or it fails (the launcher then uses the Python client)."""

@@ -141,3 +141,30 @@ def test_a_signal_before_the_childs_pid_is_held_then_forwarded(kind: str, tmp_pa
             proc.kill()
             proc.wait()
         listener.close()
+
+
+REMADE = """
+import os, sys
+os.environ["PATH"] = "/usr/bin:/bin"  # the launcher's fallback python3 is one without pyarrow
+from job.spark_session import build_session
+build_session("first", master="local[1]").stop()  # the JVM runs on, without the server's environment
+from job.shared import forkserver
+assert forkserver.start() is not None
+spark = build_session("second", master="local[1]", extra=forkserver.spark_conf())
+import pyarrow as pa
+def probe(batches):
+    import sys
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"exe": [sys.executable]})
+print(spark.range(1).mapInArrow(probe, "exe string").collect()[0].exe)
+"""
+
+
+@pytest.mark.integration
+def test_a_context_made_again_hands_the_server_and_this_interpreter_to_its_python_processes() -> None:
+    """A SparkContext made after the JVM was launched: its Python processes get the server's environment
+    from its settings, not the JVM's (the launcher would otherwise run ``python3``)."""
+    done = subprocess.run([sys.executable, "-c", REMADE], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == sys.executable
