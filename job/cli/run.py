@@ -31,6 +31,7 @@ def run(
     """Run a dagger in the foreground until Ctrl-C; the next run resumes from its checkpoint."""
     from job.plan import plan
     from job.runner import run_foreground
+    from job.shared import forkserver
     from job.spec import load_spec
 
     setup_logging(verbose)
@@ -40,6 +41,7 @@ def run(
         p = plan(loaded, state_dir_or_default(state_dir))
         out.print(f"[bold]dagger[/] {p.spec.name}: checkpoint {p.checkpoint}")
         last_batch_before = _last_batch(p.checkpoint / "status.json")
+        forkserver.start_if_local(master)
         progress = run_foreground(p, master=master, available_now=once, max_seconds=max_seconds)
     except DaggerError as exc:
         if loaded is not None:  # an error about a value from the environment names its variable

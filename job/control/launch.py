@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     from job.plan import plan
     from job.runner import run_foreground
+    from job.shared import forkserver
     from job.spark_session import build_session
     from job.spec import load_spec
 
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                         datefmt="%H:%M:%S")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = None
+    forkserver.start_if_local(args.master)
     try:
         if args.standby is not None:
             spark = build_session("daggers-standby", master=args.master)

@@ -11,8 +11,11 @@ source runner it runs :mod:`job.shared.forkclient`, which hands its standard str
 and working folder to this server over a Unix socket; the server, which imported those modules once,
 forks a child that runs the runner module with them. The child shares the imported modules' pages
 with the server (copy on write, ``gc.freeze()`` keeps the collector from touching them), so a query
-costs a few MB. Every other Python process Spark starts (the worker daemon, UDF workers) is the
-plain interpreter (the launcher ``exec``\\ s it).
+costs a few MB. PySpark's daemons of the data sources' planning workers (``-m pyspark.daemon
+pyspark.sql.worker.*``, one per module, for the application's life) are forked the same way: their workers
+unpickle the Kafka source, which imported everything again in each (~0.5-1 core-s a worker). Every other
+Python process Spark starts (the UDF workers' daemon, :mod:`job.worker_daemon`) is the plain interpreter
+(the launcher ``exec``\\ s it).
 
 Lifetimes: the client stays as the process Spark knows (it forwards SIGTERM/SIGINT to the child, holding
 one that comes before the child's PID until it has it, and exits with the child's exit code); when the
@@ -46,8 +49,15 @@ import threading
 import time
 from pathlib import Path
 
-#: The only module served: anything else is refused (the client then runs it itself).
+#: The streaming source runner, one per query for its life.
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+#: PySpark's worker daemon, which Spark starts (one per worker module, for the application's life) for the
+#: planning side of Python data sources: ``lookup_data_sources``, ``create_data_source``,
+#: ``plan_data_source_read``; its workers unpickle the Kafka source, i.e. import it. (Spark passes no
+#: daemon module of ours to these: ``spark.python.daemon.module`` reaches the UDF workers only.)
+DAEMON = "pyspark.daemon"
+#: The modules served: anything else is refused (the client then runs it itself).
+SERVED = (RUNNER, DAEMON)
 #: Imported once by the server, before it forks: what the runner and the Kafka source need.
 PRELOAD = (RUNNER, "job.sources.kafka", "confluent_kafka", "pyarrow", "pyarrow.compute")
 #: Spark's ``pythonExec`` in a shared host (see the module docstring).
@@ -125,13 +135,16 @@ def _exit_with_client(conn: socket.socket) -> None:
     os._exit(143)
 
 
-def serve(path: Path, parent: int, modules: tuple[str, ...] = (RUNNER,)) -> None:
+def serve(path: Path, parent: int, modules: tuple[str, ...] = SERVED) -> None:
     """Accept requests on ``path`` until the process ``parent`` exits; fork a child for each request
     to run one of ``modules`` (others are refused: the client then runs the module itself). The
     socket's folder belongs to the server: it is removed when the server exits."""
     for module in PRELOAD:
         __import__(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # Ctrl-C in a terminal reaches the whole process group: the parent handles it, and the server ends
+    # when the parent does (a child forked from here takes Python's default handler back).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -170,11 +183,14 @@ def serve(path: Path, parent: int, modules: tuple[str, ...] = (RUNNER,)) -> None
         shutil.rmtree(path.parent, ignore_errors=True)  # the socket's folder is the server's own
 
 
-def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | None:
+def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Popen[bytes], Path] | None:
     """Start a fork server for this process and point Spark's Python at :data:`LAUNCHER`; return the
     server process and its socket, or None (with Spark's Python left as it was) when it cannot start.
 
-    Call before the Spark session is built. The server exits when this process does."""
+    Call before the Spark session is built. The server exits when this process does. With ``wait``
+    False it returns at once, without the C client: until the server listens, the launcher's (Python)
+    client runs each module in place, as it does when the server is gone (a dedicated dagger starts its
+    JVM meanwhile, which asks for its first Python process seconds later)."""
     if not os.access(LAUNCHER, os.X_OK):
         log.warning("no fork server: %s is not executable; each query's source runner starts afresh", LAUNCHER)
         return None
@@ -182,7 +198,7 @@ def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | Non
     path = folder / "sock"
     proc = subprocess.Popen([sys.executable, "-m", "job.shared.forkserver", str(path)])
     deadline = time.monotonic() + timeout_s
-    while not path.with_suffix(".ready").exists():
+    while wait and not path.with_suffix(".ready").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             with contextlib.suppress(OSError):
                 proc.kill()
@@ -191,11 +207,19 @@ def start(timeout_s: float = 60.0) -> tuple[subprocess.Popen[bytes], Path] | Non
             return None
         time.sleep(0.05)
     env = {"PYSPARK_PYTHON": str(LAUNCHER), PYTHON_ENV: sys.executable, SOCKET_ENV: str(path)}
-    client = build_client(folder)
+    client = build_client(folder) if wait else None
     if client is not None:
         env[CLIENT_ENV] = str(client)
     os.environ.update(env)
     return proc, path
+
+
+def start_if_local(master: str) -> tuple[subprocess.Popen[bytes], Path] | None:
+    """For a dedicated dagger's application on this machine (``local[...]``): start a fork server without
+    waiting for it (see :func:`start`), so that its source runner and the daemons of its source's planning
+    workers fork with their imports done instead of each importing pyspark, pyarrow and the Kafka source
+    again. On a cluster (``spark://``) its executors' Python stays as it was: None."""
+    return start(wait=False) if master.startswith("local") else None
 
 
 def spark_conf() -> dict[str, str]:
@@ -233,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for module in args.also:
         __import__(module)
-    serve(args.socket, os.getppid(), (RUNNER, *args.also))
+    serve(args.socket, os.getppid(), (*SERVED, *args.also))
     return 0
 
 

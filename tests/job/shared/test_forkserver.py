@@ -19,6 +19,7 @@ import pytest
 
 from job.shared import forkserver
 from job.stack.process import pid_alive
+from tests.job.shared.test_host_isolation import children_of
 
 REPO = Path(__file__).resolve().parents[3]
 TARGET = "tests.job.shared.fork_target"
@@ -168,3 +169,32 @@ def test_a_context_made_again_hands_the_server_and_this_interpreter_to_its_pytho
                           cwd=Path(__file__).resolve().parents[3])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == sys.executable
+
+
+def test_the_daemons_of_a_python_data_sources_planning_workers_are_forked_from_the_server(spark) -> None:  # type: ignore[no-untyped-def]
+    """The session's fork server also serves ``-m pyspark.daemon``: Spark starts one per planning worker
+    module (``create_data_source``, ``plan_data_source_read``, ...), whose workers import the source."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Numbers(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "daggers_test_numbers"
+
+        def schema(self) -> str:
+            return "n long"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            class Reader(DataSourceReader):
+                def read(self, partition):  # type: ignore[no-untyped-def]
+                    yield from ((i,) for i in range(5))
+
+            return Reader()
+
+    spark.dataSource.register(Numbers)
+    assert [row.n for row in spark.read.format("daggers_test_numbers").load().collect()] == [0, 1, 2, 3, 4]
+    servers = [p for p in children_of(os.getpid())  # the session's, and this module's own (`server`)
+               if "job.shared.forkserver" in Path(f"/proc/{p}/cmdline").read_text()]
+    # a pyspark daemon leads a process group of its own; a source runner stays in the server's
+    daemons = [c for s in servers for c in children_of(s) if os.getpgid(c) == c]
+    assert daemons, {s: children_of(s) for s in servers}
