@@ -13,9 +13,10 @@ forks a child that runs the runner module with them. The child shares the import
 with the server (copy on write, ``gc.freeze()`` keeps the collector from touching them), so a query
 costs a few MB. PySpark's daemons of the data sources' planning workers (``-m pyspark.daemon
 pyspark.sql.worker.*``, one per module, for the application's life) are forked the same way: their workers
-unpickle the Kafka source, which imported everything again in each (~0.5-1 core-s a worker). Every other
-Python process Spark starts (the UDF workers' daemon, :mod:`job.worker_daemon`) is the plain interpreter
-(the launcher ``exec``\\ s it).
+unpickle the Kafka source, which imported everything again in each (~0.5-1 core-s a worker); and so is
+the UDF workers' daemon (:mod:`job.worker_daemon`), which imported them once per application. The UDF
+workers fork from that daemon. Every other Python process is the plain interpreter (the launcher
+``exec``\\ s it).
 
 Lifetimes: the client stays as the process Spark knows (it forwards SIGTERM/SIGINT to the child, holding
 one that comes before the child's PID until it has it, and exits with the child's exit code); when the
@@ -49,6 +50,8 @@ import threading
 import time
 from pathlib import Path
 
+from job.worker_daemon import PRELOAD as WORKER_PRELOAD
+
 #: The streaming source runner, one per query for its life.
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 #: PySpark's worker daemon, which Spark starts (one per worker module, for the application's life) for the
@@ -56,10 +59,13 @@ RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 #: ``plan_data_source_read``; its workers unpickle the Kafka source, i.e. import it. (Spark passes no
 #: daemon module of ours to these: ``spark.python.daemon.module`` reaches the UDF workers only.)
 DAEMON = "pyspark.daemon"
+#: The daemon of the UDF workers and the sources' readers (``spark.python.daemon.module``), one per
+#: application (per executor on a cluster).
+WORKERS = "job.worker_daemon"
 #: The modules served: anything else is refused (the client then runs it itself).
-SERVED = (RUNNER, DAEMON)
-#: Imported once by the server, before it forks: what the runner and the Kafka source need.
-PRELOAD = (RUNNER, "job.sources.kafka", "confluent_kafka", "pyarrow", "pyarrow.compute")
+SERVED = (RUNNER, DAEMON, WORKERS)
+#: Imported once by the server, before it forks: what the runner, the Kafka source and the workers need.
+PRELOAD = (RUNNER, *WORKER_PRELOAD)
 #: Spark's ``pythonExec`` in a shared host (see the module docstring).
 LAUNCHER = Path(__file__).with_name("spark_python.sh")
 #: Environment read by :data:`LAUNCHER`: the interpreter, and the server's socket (unset: no server).

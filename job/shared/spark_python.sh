@@ -1,9 +1,13 @@
 #!/bin/sh
-# Spark's Python in a shared host (job/shared/forkserver.py): the streaming source runner, which Spark
-# keeps per query, and PySpark's daemon of the data sources' planning workers are forked from the fork
-# server when there is one; everything else is the interpreter.
+# Spark's Python where a fork server runs (job/shared/forkserver.py): the streaming source runner (one per
+# query), PySpark's daemons of the data sources' planning workers and the UDF workers' daemon fork from it
+# when there is one; everything else is the interpreter.
 python="${DAGGERS_PYTHON:-python3}"
-if [ -n "$DAGGERS_FORK_SERVER" ] && [ "$1" = "-m" ] && { [ "$2" = "pyspark.sql.streaming.python_streaming_source_runner" ] || [ "$2" = "pyspark.daemon" ]; }; then
+served=false
+case "$2" in
+  pyspark.sql.streaming.python_streaming_source_runner|pyspark.daemon|job.worker_daemon) served=true ;;
+esac
+if [ -n "$DAGGERS_FORK_SERVER" ] && [ "$1" = "-m" ] && [ "$served" = true ]; then
   if [ -n "$DAGGERS_FORK_CLIENT" ]; then
     exec "$DAGGERS_FORK_CLIENT" "$@"
   fi

@@ -198,3 +198,22 @@ def test_the_daemons_of_a_python_data_sources_planning_workers_are_forked_from_t
     # a pyspark daemon leads a process group of its own; a source runner stays in the server's
     daemons = [c for s in servers for c in children_of(s) if os.getpgid(c) == c]
     assert daemons, {s: children_of(s) for s in servers}
+
+
+def test_the_udf_workers_daemon_is_forked_from_the_server(spark) -> None:  # type: ignore[no-untyped-def]
+    """The UDF workers' daemon (job.worker_daemon) forks from the session's fork server too: a worker's
+    parent is the daemon, whose parent is the server."""
+    import pyarrow as pa
+
+    def where(batches):  # type: ignore[no-untyped-def]
+        import os as os_
+
+        daemon = os_.getppid()
+        with open(f"/proc/{daemon}/stat") as fh:
+            server = int(fh.read().rsplit(")", 1)[1].split()[1])
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{"server": server}])
+
+    got = {row.server for row in spark.range(4, numPartitions=2).mapInArrow(where, "server long").collect()}
+    servers = {p for p in children_of(os.getpid()) if "job.shared.forkserver" in Path(f"/proc/{p}/cmdline").read_text()}
+    assert got and got <= servers, (got, servers)
