@@ -1,0 +1,37 @@
+"""The test modules' durations (scripts/test_durations.py) that tests/conftest.py orders the run by."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("test_durations_script", ROOT / "scripts" / "test_durations.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_module_seconds_sums_each_modules_tests_and_leaves_out_the_short_ones(tmp_path: Path) -> None:
+    junit = tmp_path / "run.xml"
+    junit.write_text("""<testsuites><testsuite>
+<testcase classname="tests.job.test_a" name="one" time="40.5"/>
+<testcase classname="tests.job.test_a" name="two" time="9.5"/>
+<testcase classname="tests.job.shared.test_b" name="one" time="70"/>
+<testcase classname="tests.test_c" name="one" time="1.5"/>
+</testsuite></testsuites>""")
+    got = _script().module_seconds(junit)
+    assert got == {"tests/job/shared/test_b.py": 70.0, "tests/job/test_a.py": 50.0}
+    assert list(got) == ["tests/job/shared/test_b.py", "tests/job/test_a.py"]  # longest first
+
+
+def test_the_recorded_durations_name_modules_that_exist() -> None:
+    durations = json.loads((ROOT / "tests" / "durations.json").read_text())
+    assert durations and all((ROOT / path).is_file() for path in durations), [
+        p for p in durations if not (ROOT / p).is_file()]
+
