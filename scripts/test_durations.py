@@ -15,14 +15,26 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "durations.json"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "durations.json"
+
+
+def module_path(classname: str) -> str:
+    """Return the test module's path of a JUnit ``classname``: ``tests.job.test_x`` (a function) or
+    ``tests.job.test_x.TestY`` (a method of a class) both give ``tests/job/test_x.py``."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        path = "/".join(parts[:end]) + ".py"
+        if (ROOT / path).is_file():
+            return path
+    return "/".join(parts) + ".py"
 
 
 def module_seconds(junit: Path) -> dict[str, float]:
     """Return each test module's path (``tests/...py``) and the seconds its tests took, setup included."""
     seconds: Counter[str] = Counter()
     for case in ET.parse(junit).iter("testcase"):
-        seconds[case.get("classname", "").replace(".", "/") + ".py"] += float(case.get("time") or 0)
+        seconds[module_path(case.get("classname", ""))] += float(case.get("time") or 0)
     return {path: round(s, 1) for path, s in sorted(seconds.items(), key=lambda kv: -kv[1]) if s > 2}
 
 

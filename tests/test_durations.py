@@ -30,6 +30,13 @@ def test_module_seconds_sums_each_modules_tests_and_leaves_out_the_short_ones(tm
     assert list(got) == ["tests/job/shared/test_b.py", "tests/job/test_a.py"]  # longest first
 
 
+
+def test_a_method_of_a_test_class_counts_for_its_module() -> None:
+    script = _script()
+    assert script.module_path("tests.test_durations.TestSomething") == "tests/test_durations.py"
+    assert script.module_path("tests.test_durations") == "tests/test_durations.py"
+
+
 def test_the_recorded_durations_name_modules_that_exist() -> None:
     durations = json.loads((ROOT / "tests" / "durations.json").read_text())
     assert durations and all((ROOT / path).is_file() for path in durations), [

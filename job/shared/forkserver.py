@@ -66,7 +66,7 @@ WORKERS = "job.worker_daemon"
 SERVED = (RUNNER, DAEMON, WORKERS)
 #: Imported once by the server, before it forks: what the runner, the Kafka source and the workers need.
 PRELOAD = (RUNNER, *WORKER_PRELOAD)
-#: Spark's ``pythonExec`` in a shared host (see the module docstring).
+#: Spark's ``pythonExec`` where a fork server runs: a shared host, a dedicated dagger on ``local[...]``.
 LAUNCHER = Path(__file__).with_name("spark_python.sh")
 #: Environment read by :data:`LAUNCHER`: the interpreter, and the server's socket (unset: no server).
 PYTHON_ENV, SOCKET_ENV, CLIENT_ENV = "DAGGERS_PYTHON", "DAGGERS_FORK_SERVER", "DAGGERS_FORK_CLIENT"
