@@ -16,7 +16,11 @@
 extern char **environ;
 static volatile pid_t child = 0;
 
-static void forward(int sig) { if (child > 0) kill(child, sig); }
+/* SIGINT only while the child is in this client's process group: a child that leads a group of its own
+   (PySpark's daemons) would not get a terminal's Ctrl-C either. */
+static void forward(int sig) {
+    if (child > 0 && (sig != SIGINT || getpgid(child) == getpgrp())) kill(child, sig);
+}
 
 static sigset_t held;  /* SIGTERM and SIGINT, blocked until the child is known (then forwarded) */
 

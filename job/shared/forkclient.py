@@ -62,8 +62,11 @@ def main(args: list[str]) -> int:
 
 
 def _forward(pid: int, signum: int) -> None:
+    """Pass ``signum`` on to the child, but SIGINT only while the child is in this client's process group:
+    a child that leads a group of its own (PySpark's daemons) would not get a terminal's Ctrl-C either."""
     with contextlib.suppress(OSError):
-        os.kill(pid, signum)
+        if signum != signal.SIGINT or os.getpgid(pid) == os.getpgrp():
+            os.kill(pid, signum)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import sys
 import time
 
 if __name__ == "__main__":
+    if "--own-group" in sys.argv:  # as PySpark's daemon does
+        os.setpgid(0, 0)
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
                       "marker": os.environ.get("FORK_TEST_MARKER")}), flush=True)
     print("to stderr", file=sys.stderr, flush=True)

@@ -94,6 +94,20 @@ def test_sigterm_reaches_the_child_and_a_killed_client_takes_the_child_with_it(
         assert not pid_alive(child), f"the child {child} outlived its client ({sig.name})"
 
 
+def test_sigint_reaches_a_child_in_the_clients_group_only(client_env: dict[str, str], tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches a process group: a child that leads its own (PySpark's daemons) must not get
+    it from its client either, or a dagger's Ctrl-C killed its workers' daemon mid-batch."""
+    proc = subprocess.Popen(client_argv(client_env, "-m", TARGET, "--wait", "--own-group"), env=client_env,
+                            cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    child = int(fields(proc.stdout.readline().strip())["pid"])
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert pid_alive(child) and proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+
+
 def test_what_the_server_does_not_serve_runs_in_place(client_env: dict[str, str], tmp_path: Path) -> None:
     # the launcher sends only the source runner to the server: anything else is the plain interpreter
     done = subprocess.run([str(forkserver.LAUNCHER), "-m", TARGET, "3"], env=client_env, cwd=tmp_path,
