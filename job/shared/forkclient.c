@@ -24,6 +24,11 @@ static void forward(int sig) {
 
 static sigset_t held;  /* SIGTERM and SIGINT, blocked until the child is known (then forwarded) */
 
+/* The signals this client was started with ignored (an exec keeps SIG_IGN): the child ignores them too and
+   the client never catches them, as `python -m MODULE` started here would (the JVM ignores SIGINT). */
+static const int passed[] = {SIGINT, SIGTERM, SIGHUP};
+static int ignored[sizeof passed / sizeof passed[0]];
+
 static void run_locally(char **argv) {
     sigprocmask(SIG_UNBLOCK, &held, NULL);  /* a signal that came meanwhile now acts on this process */
     const char *python = getenv("DAGGERS_PYTHON");
@@ -60,8 +65,15 @@ int main(int argc, char **argv) {
     if (path == NULL || *path == '\0' || argc < 3 || strcmp(argv[1], "-m") != 0) run_locally(argv);
     char cwd[4096], count[32];
     if (getcwd(cwd, sizeof cwd) == NULL) run_locally(argv);
+    char ignoring[64] = "";
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++) {
+        struct sigaction now;
+        ignored[i] = sigaction(passed[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN;
+        if (ignored[i]) snprintf(ignoring + strlen(ignoring), sizeof ignoring - strlen(ignoring), "%s%d",
+                                 *ignoring ? "," : "", passed[i]);
+    }
     snprintf(count, sizeof count, "%d", argc - 3);
-    if (append(argv[2]) || append(cwd) || append(count)) run_locally(argv);
+    if (append(argv[2]) || append(cwd) || append(ignoring) || append(count)) run_locally(argv);
     for (int i = 3; i < argc; i++) if (append(argv[i])) run_locally(argv);
     for (char **e = environ; *e != NULL; e++) if (append(*e)) run_locally(argv);
 
@@ -95,8 +107,8 @@ int main(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward;
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++)
+        if (!ignored[i] && passed[i] != SIGHUP) sigaction(passed[i], &sa, NULL);
     sigprocmask(SIG_UNBLOCK, &held, NULL);  /* one that came before the child's PID goes to it now */
     for (;;) {
         n = recv(sock, reply, sizeof reply - 1, 0);

@@ -3,7 +3,8 @@
 Run by ``spark_python.sh`` in place of ``python -m MODULE`` when the C client (``forkclient.c``, the
 same protocol in 0.3 MB) could not be built. It sends its standard streams,
 environment and working folder to the fork server, then stands for the child the server forked:
-SIGTERM and SIGINT are passed on to it, and it exits with the child's exit code. When the server
+SIGTERM and SIGINT are passed on to it (unless this process was started with them ignored: then the
+child ignores them too), and it exits with the child's exit code. When the server
 cannot be reached, it runs the module itself (``exec`` of the interpreter), as Spark asked.
 
 It uses the standard library only (``-S``: no site-packages), so that it stays a few MB.
@@ -20,6 +21,14 @@ import sys
 
 #: Held (blocked) from the request until the child's PID comes, then forwarded to the child.
 HELD = {signal.SIGTERM, signal.SIGINT}
+#: Signals whose "ignored" passes to the child (an exec keeps SIG_IGN): the JVM starts Python with SIGINT
+#: ignored, and a child forked from the server must ignore it as ``python -m MODULE`` started here would.
+PASSED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def ignored_signals() -> list[int]:
+    """Return the signals of :data:`PASSED` this process ignores (it was started with them ignored)."""
+    return [int(sig) for sig in PASSED if signal.getsignal(sig) == signal.SIG_IGN]
 
 
 def run_locally(args: list[str]) -> None:
@@ -29,10 +38,11 @@ def run_locally(args: list[str]) -> None:
     os.execv(python, [python, *args])
 
 
-def encode(module: str, args: list[str], cwd: str, env: dict[str, str]) -> bytes:
-    """Return the request: NUL-terminated module, folder, argument count, arguments and
-    ``KEY=VALUE`` environment entries."""
-    parts = [module, cwd, str(len(args)), *args, *(f"{k}={v}" for k, v in env.items())]
+def encode(module: str, args: list[str], cwd: str, env: dict[str, str], ignored: list[int] | None = None) -> bytes:
+    """Return the request: NUL-terminated module, folder, the signals ignored (numbers joined by commas),
+    argument count, arguments and ``KEY=VALUE`` environment entries."""
+    parts = [module, cwd, ",".join(map(str, ignored or [])), str(len(args)), *args,
+             *(f"{k}={v}" for k, v in env.items())]
     return b"".join(os.fsencode(p) + b"\0" for p in parts)
 
 
@@ -42,17 +52,18 @@ def main(args: list[str]) -> int:
         run_locally(args)
     # held until the child is known, then forwarded to it: Spark may stop the runner at any moment
     signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    ignored = ignored_signals()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(path)
-        conn.sendmsg([encode(args[1], args[2:], os.getcwd(), dict(os.environ))],
+        conn.sendmsg([encode(args[1], args[2:], os.getcwd(), dict(os.environ), ignored)],
                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
         pid = int(conn.recv(64))
     except (OSError, ValueError):
         conn.close()
         run_locally(args)
         return 1  # not reached
-    for sig in HELD:
+    for sig in HELD - set(ignored):  # an ignored one never comes: the child ignores it too
         signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     reply = conn.recv(64)  # "exit <code>", or nothing when the child died without a word

@@ -19,13 +19,14 @@ workers fork from that daemon. Every other Python process is the plain interpret
 ``exec``\\ s it).
 
 Lifetimes: the client stays as the process Spark knows (it forwards SIGTERM/SIGINT to the child, holding
-one that comes before the child's PID until it has it, and exits with the child's exit code); when the
+one that comes before the child's PID until it has it, and exits with the child's exit code; the child
+ignores what the client was started with ignored, as an exec would); when the
 client goes away (Spark killed it), the child's connection closes and the child exits. The server exits
 when the process that started it exits.
 
 Protocol (one request per connection, a ``SOCK_SEQPACKET`` socket, so messages keep their bounds):
-the client sends one message (module, folder, argument count, arguments and ``KEY=VALUE``
-environment entries, each NUL-terminated) with its file descriptors 0, 1 and 2 attached
+the client sends one message (module, folder, the signals it was started with ignored, argument count,
+arguments and ``KEY=VALUE`` environment entries, each NUL-terminated) with its file descriptors 0, 1 and 2 attached
 (``SCM_RIGHTS``); the server answers with the child's PID (decimal); the child sends ``exit <code>``
 when the module returns or raises ``SystemExit``. The client is ``forkclient.c`` (0.3 MB), built at
 start with the system's C compiler, or :mod:`job.shared.forkclient` (10 MB) without one.
@@ -76,7 +77,8 @@ log = logging.getLogger("daggers.shared")
 
 
 def receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    """Return the request (``module``, ``cwd``, ``argv``, ``env``) and the file descriptors attached."""
+    """Return the request (``module``, ``cwd``, ``ignored``, ``argv``, ``env``) and the file descriptors
+    attached."""
     fds = array.array("i")
     msg, ancdata, _flags, _addr = conn.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(3 * fds.itemsize))
     for level, kind, data in ancdata:
@@ -88,11 +90,22 @@ def receive(conn: socket.socket) -> tuple[dict, list[int]]:
 def decode(msg: bytes) -> dict:
     """Parse a request (see :func:`job.shared.forkclient.encode`); raises ValueError when it is not one."""
     parts = [os.fsdecode(p) for p in msg.split(b"\0")[:-1]]
-    if len(parts) < 3:
+    if len(parts) < 4:
         raise ValueError("a short request")
-    count = int(parts[2])
-    env = dict(entry.split("=", 1) for entry in parts[3 + count:] if "=" in entry)
-    return {"module": parts[0], "cwd": parts[1], "argv": parts[3:3 + count], "env": env}
+    ignored = [int(n) for n in parts[2].split(",") if n]
+    count = int(parts[3])
+    env = dict(entry.split("=", 1) for entry in parts[4 + count:] if "=" in entry)
+    return {"module": parts[0], "cwd": parts[1], "ignored": ignored, "argv": parts[4:4 + count], "env": env}
+
+
+def child_signals(ignored: list[int]) -> None:
+    """Set the signals as a fresh ``python`` started by the client would have them: those the client was
+    started with ignored stay ignored (an exec keeps SIG_IGN; the JVM starts Python with SIGINT ignored, so
+    a terminal's Ctrl-C must not stop a query's source runner), the others as Python sets them at start."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                         (signal.SIGHUP, signal.SIG_DFL)):
+        signal.signal(sig, signal.SIG_IGN if int(sig) in ignored else default)
 
 
 def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
@@ -100,9 +113,7 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     its exit code to the client, and exit. Never returns."""
     code = 1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        child_signals(request.get("ignored", []))
         for target, fd in zip((0, 1, 2), fds, strict=False):
             os.dup2(fd, target)
             os.close(fd)

@@ -188,7 +188,8 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
                   "the dagger to read every event", log, proc)
         before = len(log.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
-        assert proc.wait(timeout=180) == 0
+        code = proc.wait(timeout=180)
+        assert code == 0, log.read_text()[before:][-3000:]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -2,14 +2,23 @@
 
 import json
 import os
+import signal
 import sys
 import time
+
+
+def disposition(sig: signal.Signals) -> str:
+    handler = signal.getsignal(sig)
+    names = {signal.SIG_IGN: "ignored", signal.SIG_DFL: "default", signal.default_int_handler: "KeyboardInterrupt"}
+    return names.get(handler, "a handler")  # type: ignore[call-overload]
+
 
 if __name__ == "__main__":
     if "--own-group" in sys.argv:  # as PySpark's daemon does
         os.setpgid(0, 0)
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
-                      "marker": os.environ.get("FORK_TEST_MARKER")}), flush=True)
+                      "marker": os.environ.get("FORK_TEST_MARKER"),
+                      "signals": {s.name: disposition(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}}), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     if "--wait" in sys.argv:
         time.sleep(120)

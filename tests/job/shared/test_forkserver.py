@@ -108,6 +108,45 @@ def test_sigint_reaches_a_child_in_the_clients_group_only(client_env: dict[str, 
     assert proc.wait(timeout=30) == 143
 
 
+def _ignoring(*sigs: signal.Signals):  # type: ignore[no-untyped-def]
+    def before_exec() -> None:
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_IGN)
+    return before_exec
+
+
+@pytest.mark.parametrize("ignored", [(), (signal.SIGINT,), (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)],
+                         ids=["none", "sigint", "all-three"])
+def test_the_child_has_the_signals_a_fresh_interpreter_started_there_would(
+        client_env: dict[str, str], tmp_path: Path, ignored: tuple[signal.Signals, ...]) -> None:
+    """An exec keeps SIG_IGN: the JVM starts its Python with SIGINT ignored, so that a terminal's Ctrl-C
+    (to the whole group) leaves a query's source runner alone. A child forked by the server must have it so too,
+    or Ctrl-C killed the runner and the dagger stopped with 'the streaming query failed' (exit 2)."""
+    fresh = subprocess.run([sys.executable, "-m", TARGET], env=client_env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60, preexec_fn=_ignoring(*ignored))
+    forked = subprocess.run(client_argv(client_env, "-m", TARGET), env=client_env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, preexec_fn=_ignoring(*ignored))
+    assert fresh.returncode == forked.returncode == 0, forked.stderr
+    assert fields(forked.stdout)["ppid"] != os.getpid()  # it was forked by the server
+    expected = {"SIGINT": "KeyboardInterrupt", "SIGTERM": "default", "SIGHUP": "default"}
+    expected.update({sig.name: "ignored" for sig in ignored})
+    assert fields(fresh.stdout)["signals"] == fields(forked.stdout)["signals"] == expected
+
+
+def test_sigint_ignored_by_the_client_leaves_the_child_running(client_env: dict[str, str], tmp_path: Path) -> None:
+    proc = subprocess.Popen(client_argv(client_env, "-m", TARGET, "--wait"), env=client_env, cwd=tmp_path,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            preexec_fn=_ignoring(signal.SIGINT))
+    assert proc.stdout is not None
+    child = int(fields(proc.stdout.readline().strip())["pid"])
+    proc.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches both
+    os.kill(child, signal.SIGINT)
+    time.sleep(1.0)
+    assert pid_alive(child) and proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+
+
 def test_what_the_server_does_not_serve_runs_in_place(client_env: dict[str, str], tmp_path: Path) -> None:
     # the launcher sends only the source runner to the server: anything else is the plain interpreter
     done = subprocess.run([str(forkserver.LAUNCHER), "-m", TARGET, "3"], env=client_env, cwd=tmp_path,

@@ -150,9 +150,20 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
         # were PySpark's daemons of the sources' planning workers (each leads a process group of its own)
         fork = (f.host() or {}).get("fork_server_pid")
         assert fork, f.host()
-        children = children_of(int(fork))
-        daemons = [c for c in children if os.getpgid(c) == c]
-        assert len(children) - len(daemons) == 3 and daemons, (fork, children, daemons)
+        seen: list[tuple[list[int], list[int]]] = []
+
+        def runners_and_daemons() -> bool:  # the failed queries' runners exit moments after their query
+            children = children_of(int(fork))
+            try:
+                seen.append((children, [c for c in children if os.getpgid(c) == c]))
+            except ProcessLookupError:  # one exited meanwhile
+                return False
+            return len(children) - len(seen[-1][1]) == 3 and bool(seen[-1][1])
+
+        try:
+            wait_for("three source runners", runners_and_daemons, 30)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: the server's children and the daemons among them: {seen[-1:]}") from None
 
         # (b) the sink becomes unreachable: past its one retry, that dagger fails alone
         relay.cut()
