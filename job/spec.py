@@ -275,7 +275,17 @@ class _SinkModel(_Model):
         return v
 
 
-class InfluxSinkSpec(_SinkModel):
+class _RetryingSinkModel(_SinkModel):
+    """Settings of a sink that writes over the network and retries a failed write."""
+
+    max_backoff_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="The longest wait between two retries of a failed write: the wait starts at 0.5 s and "
+                    "doubles up to this (times a jitter of 0.5-1.5). Lower: back sooner after a short outage; "
+                    "higher: less load on a server that is struggling.")
+
+
+class InfluxSinkSpec(_RetryingSinkModel):
     """Writes each row as an InfluxDB point: window_timestamp is the time, tag_*/label_* are tags."""
 
     type: Literal["influx"]
@@ -292,7 +302,7 @@ class InfluxSinkSpec(_SinkModel):
     measurement: str = Field(description="The measurement the points go to.")
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Points per HTTP write.")
     flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
-    max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off capped at 30 s (15: about 2.5 to 7.5 minutes in all, so an InfluxDB restart does not stop the job).")
+    max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 7.5 minutes in all, so an InfluxDB restart does not stop the job).")
     timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried.")
     create_database: bool = Field(default=False, description="v1: create the database when it is missing.")
 
@@ -312,7 +322,7 @@ class LogSinkSpec(_SinkModel):
     max_rows: int = Field(default=50, ge=1, description="Rows printed per micro-batch at most.")
 
 
-class KafkaSinkSpec(_SinkModel):
+class KafkaSinkSpec(_RetryingSinkModel):
     """Publishes each row as one Kafka record, for applications (fraud rules, campaign triggers).
 
     The value is the row encoded as a protobuf message (columns → fields by name) or as JSON; the
@@ -366,7 +376,7 @@ class KafkaSinkSpec(_SinkModel):
         return self
 
 
-class PostgresSinkSpec(_SinkModel):
+class PostgresSinkSpec(_RetryingSinkModel):
     """Upserts rows into one PostgreSQL table per dagger, created from the query's output if missing."""
 
     type: Literal["postgres"]

@@ -152,8 +152,8 @@ def streams_yaml(name: str, bootstrap: str, streams: list[tuple[str, str, str]],
 def make_spec(*, name: str, bootstrap: str, topic: str, proto_class: str, sql: str, influx_url: str, db: str,
               measurement: str, checkpoint: Path, watermark_delay_ms: int = 30_000,
               max_records_per_batch: int = 500_000, bad_records: str = "skip",
-              trigger_interval_s: float = 1.0) -> tuple[DaggerSpec, str]:
-    """Return a spec and its YAML text."""
+              trigger_interval_s: float = 1.0, sink_extra: str = "") -> tuple[DaggerSpec, str]:
+    """Return a spec and its YAML text (``sink_extra``: more settings of the sink, one ``key: value`` a line)."""
     sql_block = "\n".join("  " + line for line in sql.splitlines())
     text = f"""name: {name}
 streams:
@@ -177,7 +177,7 @@ sink:
   url: {influx_url}
   database: {db}
   measurement: {measurement}
-"""
+""" + "".join(f"  {line}\n" for line in sink_extra.splitlines() if line.strip())
     return parse_spec(text, f"{name}.yaml"), text
 
 

@@ -8,7 +8,9 @@ Errors that Daggers knows (bad spec, bad SQL, unreachable services…) print as 
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -57,7 +59,9 @@ for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control, 
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. ``kill -USR1 <pid>`` prints where each of its threads is (to its standard
+    error), for a command that seems stuck; it goes on running."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         app()
     except DaggerError as exc:  # pragma: no cover - commands catch their own

@@ -18,6 +18,7 @@ Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failu
 from __future__ import annotations
 
 import logging
+import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -31,6 +32,13 @@ log = logging.getLogger("daggers.sink")
 #: Columns whose values identify a row of a windowed dagger: the default key of upserts and records.
 TIME_COLUMN = "window_timestamp"
 TAG_PREFIXES = ("tag_", "label_")
+
+
+def backoff_s(retry: int, cap_s: float) -> float:
+    """Return the wait before retry number ``retry`` (1, 2, ...) of a failed write: 0.5 s doubling each
+    time, at most ``cap_s`` (a sink's ``max_backoff_s``), times a jitter of 0.5-1.5 so that daggers cut off
+    together do not all retry at once."""
+    return min(cap_s, 0.5 * 2 ** (retry - 1)) * (0.5 + random.random())
 
 
 def default_key_columns(names: Sequence[str]) -> list[str]:

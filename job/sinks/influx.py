@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
 import time
 from typing import Any
@@ -28,7 +27,7 @@ import pyarrow as pa
 import requests
 
 from job.errors import BackpressureError, SinkError
-from job.sinks.base import Sink
+from job.sinks.base import Sink, backoff_s
 from job.sinks.line_protocol import encode
 from job.spec import InfluxSinkSpec
 
@@ -173,7 +172,7 @@ class InfluxSink(Sink):
                 delay = exc.retry_after
                 error: SinkError = exc
             except _Retryable as exc:
-                delay = min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random())
+                delay = backoff_s(attempt + 1, self.spec.max_backoff_s)
                 error = SinkError(str(exc))
             attempt += 1
             if attempt > self.spec.max_retries:

@@ -36,7 +36,6 @@ import functools
 import json
 import logging
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from google.protobuf.message import EncodeError, Message
 
 from job.errors import SchemaError, SinkError
 from job.schema.registry import TIMESTAMP, SchemaRegistry, default_registry
-from job.sinks.base import TIME_COLUMN, Sink, default_key_columns
+from job.sinks.base import TIME_COLUMN, Sink, backoff_s, default_key_columns
 from job.spec import KafkaSinkSpec
 
 log = logging.getLogger("daggers.sink.kafka")
@@ -58,7 +57,6 @@ _RDKAFKA_LOG = logging.getLogger("daggers.sink.kafka.librdkafka")
 _RDKAFKA_LOG.addHandler(logging.NullHandler())
 
 METADATA_TIMEOUT_S = 10.0
-MAX_BACKOFF_S = 30.0
 
 #: Errors another round of sending may fix (librdkafka already retried inside delivery_timeout_ms).
 _RETRIABLE_CODES = {
@@ -513,7 +511,7 @@ class KafkaSink(Sink):
                                 f"to topic {self.spec.topic!r} {tried}: {reason}",
                                 hint=None if final else "is the broker up? the batch runs again at the next start")
             self.metrics.retries += 1
-            delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random())
+            delay = backoff_s(attempt, self.spec.max_backoff_s)
             log.warning("%d records to %s not delivered (%s); retry %d/%d in %.1fs", len(failed), self.spec.topic,
                         _kafka_text(first), attempt, self.spec.max_retries, delay)
             self._sleep(delay)

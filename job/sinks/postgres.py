@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -35,12 +34,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from job.errors import SinkError
-from job.sinks.base import Sink, default_key_columns
+from job.sinks.base import Sink, backoff_s, default_key_columns
 from job.spec import PostgresSinkSpec
 
 log = logging.getLogger("daggers.sink.postgres")
 
-MAX_BACKOFF_S = 30.0
 STAGE_TABLE = "daggers_stage"
 REQUIRED_PRIVILEGES = ("SELECT", "INSERT", "UPDATE")
 
@@ -351,7 +349,7 @@ class PostgresSink(Sink):
                     raise SinkError(f"giving up writing to {self.qualified} at {self._where} after {attempt} "
                                     f"attempts: {reason}") from None
                 self.metrics.retries += 1
-                delay = min(MAX_BACKOFF_S, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random())
+                delay = backoff_s(attempt, self.spec.max_backoff_s)
                 log.warning("PostgreSQL write to %s failed (%s); retry %d/%d in %.1fs", self.qualified, reason,
                             attempt, self.spec.max_retries, delay)
                 self._sleep(delay)

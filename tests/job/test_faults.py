@@ -34,11 +34,12 @@ def _closing():  # type: ignore[no-untyped-def]
     return generate("booking", 1, seed=999, start=T0 + timedelta(hours=1), duration_s=1)
 
 
-def _dagger(tmp_path: Path, bootstrap: str, influx_url: str, db: str, topic: str):  # type: ignore[no-untyped-def]
+def _dagger(tmp_path: Path, bootstrap: str, influx_url: str, db: str, topic: str,  # type: ignore[no-untyped-def]
+            sink_extra: str = ""):
     spec, text = make_spec(name=unique("fault"), bootstrap=bootstrap, topic=topic,
                            proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influx_url, db=db,
                            measurement="m", checkpoint=tmp_path / "ckpt", max_records_per_batch=1500,
-                           trigger_interval_s=1.0)
+                           trigger_interval_s=1.0, sink_extra=sink_extra)
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return path
@@ -89,7 +90,9 @@ def test_influxdb_stopped_for_60_seconds(tansu_broker, tmp_path) -> None:  # typ
         handle = type("Influx", (), {"url": influx.url})
         chunks = _chunks(3, seed=60)
         produce(tansu_broker, topic, [chunks[0], chunks[1]], progress=False)
-        proc = _start_dagger(_dagger(tmp_path, tansu_broker, influx.url, db, topic), tmp_path, log)
+        # retries every 5 s at most (x0.5-1.5): back within 7.5 s of InfluxDB's return, not 45 s as at the default
+        spec = _dagger(tmp_path, tansu_broker, influx.url, db, topic, sink_extra="max_backoff_s: 5\nmax_retries: 60")
+        proc = _start_dagger(spec, tmp_path, log)
         _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 180, "the first windows", proc, log)
 
         influx.stop()

@@ -226,6 +226,23 @@ def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_b
     assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
 
 
+def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
+    try:
+        _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
+        os.kill(proc.pid, signal.SIGUSR1)
+        _wait_for(lambda: "most recent call first" in log.read_text(), 30, "the stacks", log, proc)
+        time.sleep(0.5)
+        dump = log.read_text().split("waiting for the Kafka broker", 1)[1]
+        assert re.search(r'File ".*/job/sources/preflight.py", line \d+ in _wait_for', dump), dump
+        assert proc.poll() is None  # it goes on waiting
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
     spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
     log = tmp_path / "run.log"
@@ -233,7 +250,13 @@ def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # t
     try:
         _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
         os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGUSR1)  # where is it stuck? (its threads' stacks, to the log)
+            time.sleep(2)
+            raise AssertionError(f"still running 60 s after Ctrl-C:\n{log.read_text()[-6000:]}") from None
+        assert code == 130
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -130,6 +130,18 @@ def test_v2_write_failures_are_retried_then_surfaced(victoria_metrics) -> None: 
     sink.close()
 
 
+def test_the_waits_between_retries_stop_growing_at_max_backoff_s() -> None:
+    waits: list[float] = []
+    spec = InfluxSinkSpec.model_validate({"type": "influx", "url": f"http://127.0.0.1:{free_port()}", "database": "d",
+                                          "measurement": "m", "max_retries": 7, "max_backoff_s": 1.5})
+    sink = InfluxSink(spec, sleep=waits.append)
+    with pytest.raises(SinkError, match=r"after 8 attempts: cannot reach"):
+        sink.write(points([datetime(2026, 3, 2, 8, 1, tzinfo=UTC)], [1], [1.0]), 0)
+    assert len(waits) == 7 and sink.metrics.retries == 7
+    bounds = [(0.5 * b, 1.5 * b) for b in (0.5, 1, 1.5, 1.5, 1.5, 1.5, 1.5)]  # 0.5 s doubling, capped; x0.5-1.5
+    assert all(lo <= w <= hi for w, (lo, hi) in zip(waits, bounds, strict=True)), waits
+
+
 def test_v1_a_write_that_gets_no_answer_is_retried_after_timeout_s(influxdb) -> None:  # type: ignore[no-untyped-def]
     import socket
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from job.errors import SinkError, SpecError
-from job.sinks.base import Sink, default_key_columns, start_sinks
+from job.sinks.base import Sink, backoff_s, default_key_columns, start_sinks
 from job.sinks.kafka import KafkaSink
 from job.sinks.postgres import PostgresSink, dedupe_last, pg_type
 from job.sinks.registry import build_sinks
@@ -156,3 +156,22 @@ def test_log_sink_keeps_working() -> None:
     assert sink.write(pa.table({"tag_s2id": ["-1", "2"], "n": [3, 4]}), 5) == 2
     text = console.export_text()
     assert "batch 5: 2 rows" in text and "-1" in text and "... 1 more rows" in text
+
+
+def test_the_back_off_doubles_from_half_a_second_up_to_the_cap_with_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.5)  # the jitter's middle: x1
+    assert [backoff_s(n, 30.0) for n in range(1, 10)] == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+    assert [backoff_s(n, 2.0) for n in range(1, 5)] == [0.5, 1, 2, 2]
+    monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.0)
+    assert backoff_s(9, 2.0) == 1.0
+    monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.999)
+    assert backoff_s(9, 2.0) == pytest.approx(2.998)
+
+
+def test_max_backoff_s_is_a_setting_of_every_sink_that_retries() -> None:
+    spec = parse_spec(SINKS.replace("    measurement: m\n", "    measurement: m\n    max_backoff_s: 2\n", 1), "s.yaml")
+    assert [getattr(s, "max_backoff_s", None) for s in spec.sinks] == [2.0, 30.0, 30.0, 30.0, None]
+    with pytest.raises(SpecError) as info:
+        parse_spec(SINKS.replace("    table: analytics.bookings_per_s2\n",
+                                 "    table: analytics.bookings_per_s2\n    max_backoff_s: 0\n"), "s.yaml")
+    assert str(info.value) == "s.yaml:24: sinks[2].max_backoff_s: Input should be greater than 0"
