@@ -114,6 +114,7 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     code = 1
     try:
         child_signals(request.get("ignored", []))
+        name_process(request["module"])
         for target, fd in zip((0, 1, 2), fds, strict=False):
             os.dup2(fd, target)
             os.close(fd)
@@ -142,6 +143,17 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         with contextlib.suppress(OSError):
             conn.sendall(f"exit {code}".encode())
         os._exit(code)
+
+
+#: The command name (``/proc/<pid>/comm``, what ``top`` and ``ps -o comm`` show) of a child by its module:
+#: every child keeps the server's command line, so this is how one tells them apart.
+NAMES = {RUNNER: "python-runner", DAEMON: "python-daemon", WORKERS: "python-workers"}
+
+
+def name_process(module: str) -> None:
+    """Set this process's command name for ``module`` (at most 15 bytes; ``python-forked`` for others)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(NAMES.get(module, "python-forked"))
 
 
 def _exit_with_client(conn: socket.socket) -> None:

@@ -174,3 +174,26 @@ def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -
     assert slices_of(sampler, arrivals, (sent_at, 1000.0), None, (5000.0, 5050.0), 120, [s2], rows) == []
     step = Step("fused", 2, slices=got)
     assert "| 0 → 120 | 4.0 / 4.0 | 3 | - | 9,167 | 2,048 | 0.50 |" in slices_table(step)
+
+
+def test_a_fork_servers_children_count_by_their_name_not_the_servers_command_line() -> None:
+    from bench.bench_density import Sampler
+    from bench.procstats import ProcInfo
+
+    def proc(pid: int, comm: str, cmdline: str) -> ProcInfo:
+        return ProcInfo(pid=pid, ppid=1, comm=comm, cmdline=cmdline, rss=0, cpu_s=0.0)
+
+    server = "/venv/bin/python -m job.shared.forkserver /tmp/daggers-fork-x/sock"
+    got = {name: Sampler.kind(proc(pid, comm, cmd), root=1) for pid, name, comm, cmd in [
+        (1, "driver", "python3", "/venv/bin/python -m job.shared.host /tmp/h"),
+        (2, "server", "python3", server),
+        (3, "runner", "python-runner", server),
+        (4, "daemon", "python-daemon", server),
+        (5, "udf daemon", "python-workers", server),
+        (6, "plain worker daemon", "python3", "/venv/bin/python -m pyspark.daemon pyspark.worker"),
+        (7, "plain runner", "python3", "/venv/bin/python -m pyspark.sql.streaming.python_streaming_source_runner"),
+        (8, "jvm", "java", "/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit"),
+    ]}
+    assert got == {"driver": "driver", "server": "fork-server", "runner": "source-runner", "daemon": "python-workers",
+                   "udf daemon": "python-workers", "plain worker daemon": "python-workers",
+                   "plain runner": "source-runner", "jvm": "jvm"}

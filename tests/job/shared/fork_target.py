@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 
 def disposition(sig: signal.Signals) -> str:
@@ -18,6 +19,7 @@ if __name__ == "__main__":
         os.setpgid(0, 0)
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
                       "marker": os.environ.get("FORK_TEST_MARKER"),
+                      "comm": Path("/proc/self/comm").read_text().strip(),
                       "signals": {s.name: disposition(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}}), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     if "--wait" in sys.argv:

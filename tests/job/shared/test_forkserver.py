@@ -71,6 +71,7 @@ def test_a_request_runs_in_a_forked_child_with_the_clients_streams_env_and_exit_
     assert done.returncode == 7, done.stderr
     got = fields(done.stdout.strip())
     assert got["ppid"] == server[0]  # forked by the server, not started afresh
+    assert got["comm"] == "python-forked"  # what top shows (the command line is the server's)
     assert got["cwd"] == str(tmp_path) and got["marker"] == "m-42" and got["argv"] == ["a b", "7"]
     assert done.stderr.strip() == "to stderr"
 
@@ -253,6 +254,8 @@ def test_the_daemons_of_a_python_data_sources_planning_workers_are_forked_from_t
     # a pyspark daemon leads a process group of its own; a source runner stays in the server's
     daemons = [c for s in servers for c in children_of(s) if os.getpgid(c) == c]
     assert daemons, {s: children_of(s) for s in servers}
+    names = {Path(f"/proc/{d}/comm").read_text().strip() for d in daemons}  # and the UDF workers' daemon
+    assert "python-daemon" in names and names <= {"python-daemon", "python-workers"}, names
 
 
 def test_the_udf_workers_daemon_is_forked_from_the_server(spark) -> None:  # type: ignore[no-untyped-def]
@@ -266,9 +269,13 @@ def test_the_udf_workers_daemon_is_forked_from_the_server(spark) -> None:  # typ
         daemon = os_.getppid()
         with open(f"/proc/{daemon}/stat") as fh:
             server = int(fh.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{daemon}/comm") as fh:
+            name = fh.read().strip()
         for _ in batches:
-            yield pa.RecordBatch.from_pylist([{"server": server}])
+            yield pa.RecordBatch.from_pylist([{"server": server, "name": name}])
 
-    got = {row.server for row in spark.range(4, numPartitions=2).mapInArrow(where, "server long").collect()}
+    rows = spark.range(4, numPartitions=2).mapInArrow(where, "server long, name string").collect()
+    got = {row.server for row in rows}
     servers = {p for p in children_of(os.getpid()) if "job.shared.forkserver" in Path(f"/proc/{p}/cmdline").read_text()}
     assert got and got <= servers, (got, servers)
+    assert {row.name for row in rows} == {"python-workers"}  # the daemon's name in top (and its workers')

@@ -164,6 +164,10 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
             wait_for("three source runners", runners_and_daemons, 30)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: the server's children and the daemons among them: {seen[-1:]}") from None
+        children, daemons = seen[-1]
+        names = {c: Path(f"/proc/{c}/comm").read_text().strip() for c in children}
+        assert {names[c] for c in children if c not in daemons} == {"python-runner"}, names
+        assert {names[c] for c in daemons} <= {"python-daemon", "python-workers"}, names  # the planning, UDF daemons
 
         # (b) the sink becomes unreachable: past its one retry, that dagger fails alone
         relay.cut()
