@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 from bench.procstats import ProcInfo, forest, load_average, pss_bytes, python_module, read_proc, role  # noqa: E402
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
+from bench.trim import Trimmer  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
 from job.shared.hosted import TRANSIENT  # noqa: E402
 
@@ -313,6 +314,10 @@ class Step:
     light_p99_median_s: float | None = None
     heavy_p99_s: float | None = None
     heavy_rate: float = 0.0  # events/s the heavy dagger read (status.json)
+    #: With ``--trim-s``: records deleted from the feed topics once read (bench.trim), and the broker's
+    #: largest resident memory sampled over the measured span.
+    trimmed: int = 0
+    broker_rss_peak_mb: float = 0.0
     #: With ``--slice-s``: the measured span in slices of that length (a long run: does anything drift?),
     #: each with its light p99s, heavy p99 and events/s, PSS and cores (see :func:`slices_of`).
     slices: list[dict[str, Any]] = field(default_factory=list)
@@ -384,6 +389,11 @@ class Sampler:
 def cpu_of(pid: int) -> float:
     info = read_proc(pid)
     return info.cpu_s if info is not None else 0.0
+
+
+def rss_mb(pid: int) -> float:
+    info = read_proc(pid)
+    return info.rss / 2**20 if info is not None else 0.0
 
 
 #: The measurements a poll counts, with their buckets: light windowed daggers per minute, light
@@ -500,6 +510,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
                            args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf),
                            dict(kv.split("=", 1) for kv in args.light_spec), args.kinds.split(","))
+    trimmer: Trimmer | None = None
     runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub, args.host_master)
     t_start = time.time()
     runner.start(daggers)
@@ -537,6 +548,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         ready_by = time.time() + 300  # a feeder encodes its pool of pings first (a million for 50,000/s)
         while time.time() < ready_by and not all(feeder_info(sub / f"{name}.json") for name in names):
             time.sleep(0.5)
+        if args.trim_s:
+            trimmer = Trimmer(stack.bootstrap, [light_topic, *([heavy_topic] if heavy else [])], args.trim_s)
+            trimmer.start()
         settle_by = time.time() + args.settle_s  # the JIT compiles the queries' code, then measure
         while time.time() < settle_by and not runner.failed():
             time.sleep(1)
@@ -560,6 +574,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         heavy_rows: list[tuple[float, int]] = []  # (time, events the heavy dagger had read)
         while time.time() < end_by and not runner.failed():
             sampler.sample()
+            step.broker_rss_peak_mb = max(step.broker_rss_peak_mb, rss_mb(stack.broker.process.pid))
             if heavy:
                 heavy_rows.append((time.time(), sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)))
             if any(f.poll() is None for f in feeders):
@@ -592,6 +607,11 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
                            - heavy_rows0) / min(t1 - t0, args.seconds)
         step.note = runner.failed() or ""
+        if trimmer is not None:
+            trimmer.stop()
+            step.trimmed = trimmer.deleted
+            if trimmer.error:
+                step.note += f" the feed was not trimmed ({trimmer.error})."
         for f in feeders:
             stop(f, 10)
         info = feeder_info(sub / "light.json")
@@ -622,6 +642,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                           f" end (left out of the p99s, which are therefore too low).")
         return step
     finally:
+        if trimmer is not None:
+            trimmer.stop()
         runner.stop()
         step.load_after = load_average()
 
@@ -844,8 +866,17 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
     for s in steps:
         if s.slices:
             text += f"\nOver time, {s.mode} N = {s.n} (slices of the measured span):\n\n{slices_table(s)}\n"
+    if args.trim_s:
+        text += "\nThe feed's records were deleted once " + f"{args.trim_s:g} s old (`--trim-s`, bench/trim.py): " + ", ".join(
+            f"{s.mode} N = {s.n}: {s.trimmed:,} records deleted, the broker's RSS at most {s.broker_rss_peak_mb:,.0f} MB"
+            for s in steps if s.ran) + ".\n"
     with (ROOT / "BENCHMARKS.md").open("a") as fh:
         fh.write(text)
+
+
+#: The shortest ``--trim-s``: a light dagger reads a window's events at its close (a minute, plus the
+#: watermark delay, plus a trigger): with 20 s, its records were gone and it wrote no window.
+MIN_TRIM_S = 120.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -883,13 +914,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--broker", default="tansu",
                     help="tansu or noida. Both keep every record in memory: at the heavy dagger's 50,000 events/s "
                          "noida-db held 7.9 GB (anonymous RSS) after 16 minutes, tansu ~77 bytes a record "
-                         "(~14 GB an hour), so a run of an hour does not fit this machine with either")
+                         "(~14 GB an hour); for a run of an hour, use noida with --trim-s")
+    ap.add_argument("--trim-s", type=float, default=0.0,
+                    help="delete the feed's records once they are this many seconds old (DeleteRecords, every 30 s "
+                         "from the end of the warm-up; bench/trim.py): noida-db's memory stays bounded (tansu does "
+                         "not delete records); 0: keep them all")
     ap.add_argument("--slice-s", type=float, default=0.0,
                     help="also report the measured span in slices of this many seconds (a long run: does memory "
                          "grow, does latency drift?); 0: no slices")
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
     args = ap.parse_args(argv)
+    if 0 < args.trim_s < MIN_TRIM_S:
+        ap.error(f"--trim-s {args.trim_s:g}: under {MIN_TRIM_S:g} s it deletes records the light daggers have not "
+                 "read yet (they read a window's events when it closes: a minute and the watermark delay after "
+                 "the first)")
     unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
     if unknown:
         ap.error(f"--kinds: unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")

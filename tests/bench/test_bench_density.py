@@ -197,3 +197,12 @@ def test_a_fork_servers_children_count_by_their_name_not_the_servers_command_lin
     assert got == {"driver": "driver", "server": "fork-server", "runner": "source-runner", "daemon": "python-workers",
                    "udf daemon": "python-workers", "plain worker daemon": "python-workers",
                    "plain runner": "source-runner", "jvm": "jvm"}
+
+
+def test_trim_s_too_short_for_a_window_read_at_its_close_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.bench_density import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--trim-s", "20"])
+    assert "--trim-s 20: under 120 s it deletes records the light daggers have not read yet" in capsys.readouterr().err
+    assert parse_args(["--trim-s", "180", "--broker", "noida"]).trim_s == 180

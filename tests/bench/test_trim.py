@@ -1,0 +1,71 @@
+"""bench.trim: the feed's records are deleted once older than keep_s, on noida-db (DeleteRecords); tansu, which
+does not delete records, stops the trimmer with the reason."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from bench.trim import Trimmer, cut_below
+from job.stack.broker import create_topic
+from tests.helpers import unique
+
+
+def test_the_cut_is_the_ends_of_the_latest_look_keep_s_ago() -> None:
+    history = [(100.0, {("t", 0): 10}), (130.0, {("t", 0): 40}), (160.0, {("t", 0): 70})]
+    assert cut_below(history, 165.0, 60) == {("t", 0): 10}
+    assert cut_below(history, 190.0, 60) == {("t", 0): 40}
+    assert cut_below(history, 160.0, 0) == {("t", 0): 70}
+    assert cut_below(history, 159.0, 60) == {}
+
+
+def _produce(bootstrap: str, topic: str, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for part in (0, 1):
+        for i in range(per_partition):
+            producer.produce(topic, b"x%d" % i, partition=part)
+    producer.flush(30)
+
+
+def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
+    topic = unique("trim")
+    create_topic(noida_broker, topic, 2, kind="noida")
+    _produce(noida_broker, topic, 100)
+    now = [1000.0]
+    trimmer = Trimmer(noida_broker, [topic], keep_s=30, clock=lambda: now[0])
+    consumer = Consumer({"bootstrap.servers": noida_broker, "group.id": unique("g")})
+    admin = AdminClient({"bootstrap.servers": noida_broker})
+    try:
+        def lows() -> list[int]:
+            return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)]
+
+        trimmer.tick(consumer, admin)  # the first look: nothing is 30 s old yet
+        assert lows() == [0, 0] and trimmer.deleted == 0
+        _produce(noida_broker, topic, 20)
+        now[0] = 1031.0
+        trimmer.tick(consumer, admin)  # below the ends seen 31 s ago: the first 100 of each partition
+        assert lows() == [100, 100] and trimmer.deleted == 200 and trimmer.rounds == 1
+        now[0] = 1062.0
+        trimmer.tick(consumer, admin)
+        assert lows() == [120, 120] and trimmer.deleted == 240 and not trimmer.error
+        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)] == [120, 120]
+    finally:
+        consumer.close()
+
+
+def test_a_broker_that_does_not_delete_records_stops_the_trimmer_with_why(tansu_broker: str) -> None:
+    topic = unique("trim")
+    create_topic(tansu_broker, topic, 2, kind="tansu")
+    _produce(tansu_broker, topic, 10)
+    now = [1000.0]
+    trimmer = Trimmer(tansu_broker, [topic], keep_s=0, clock=lambda: now[0])
+    consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g")})
+    admin = AdminClient({"bootstrap.servers": tansu_broker})
+    try:
+        for _ in range(3):
+            trimmer.tick(consumer, admin)
+            now[0] += 30
+        assert trimmer.deleted == 0 and trimmer.rounds == 0
+        assert trimmer.error.startswith("KafkaException: "), trimmer.error
+    finally:
+        consumer.close()
