@@ -27,14 +27,20 @@ def _produce(bootstrap: str, topic: str, per_partition: int) -> None:
     producer.flush(30)
 
 
-def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
+def _trimmer(bootstrap: str, kind: str, records: int, keep_s: float) -> tuple[str, list[float], Trimmer, Consumer,
+                                                                           AdminClient]:
+    """A topic of two partitions with ``records`` each, and a trimmer of it on a clock the test moves."""
     topic = unique("trim")
-    create_topic(noida_broker, topic, 2, kind="noida")
-    _produce(noida_broker, topic, 100)
+    create_topic(bootstrap, topic, 2, kind=kind)  # type: ignore[arg-type]
+    _produce(bootstrap, topic, records)
     now = [1000.0]
-    trimmer = Trimmer(noida_broker, [topic], keep_s=30, clock=lambda: now[0])
-    consumer = Consumer({"bootstrap.servers": noida_broker, "group.id": unique("g")})
-    admin = AdminClient({"bootstrap.servers": noida_broker})
+    trimmer = Trimmer(bootstrap, [topic], keep_s=keep_s, clock=lambda: now[0])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g")})
+    return topic, now, trimmer, consumer, AdminClient({"bootstrap.servers": bootstrap})
+
+
+def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
+    topic, now, trimmer, consumer, admin = _trimmer(noida_broker, "noida", 100, keep_s=30)
     try:
         def lows() -> list[int]:
             return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)]
@@ -54,13 +60,7 @@ def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
 
 
 def test_a_broker_that_does_not_delete_records_stops_the_trimmer_with_why(tansu_broker: str) -> None:
-    topic = unique("trim")
-    create_topic(tansu_broker, topic, 2, kind="tansu")
-    _produce(tansu_broker, topic, 10)
-    now = [1000.0]
-    trimmer = Trimmer(tansu_broker, [topic], keep_s=0, clock=lambda: now[0])
-    consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g")})
-    admin = AdminClient({"bootstrap.servers": tansu_broker})
+    _, now, trimmer, consumer, admin = _trimmer(tansu_broker, "tansu", 10, keep_s=0)
     try:
         for _ in range(3):
             trimmer.tick(consumer, admin)

@@ -226,12 +226,22 @@ def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_b
     assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
 
 
-def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _waiting_for_a_broker(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """Start ``daggers run`` on a broker that is not there; return once it says it waits for it."""
     spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
     try:
         _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return proc, log
+
+
+def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    proc, log = _waiting_for_a_broker(tmp_path)
+    try:
         os.kill(proc.pid, signal.SIGUSR1)
         _wait_for(lambda: "most recent call first" in log.read_text(), 30, "the stacks", log, proc)
         time.sleep(0.5)
@@ -244,11 +254,8 @@ def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -
 
 
 def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
-    log = tmp_path / "run.log"
-    proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
+    proc, log = _waiting_for_a_broker(tmp_path)
     try:
-        _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
         os.killpg(proc.pid, signal.SIGINT)
         try:
             code = proc.wait(timeout=60)
