@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 from bench.procstats import ProcInfo, forest, load_average, pss_bytes, python_module, read_proc, role  # noqa: E402
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
-from bench.trim import Trimmer  # noqa: E402
+from bench.trim import Trimmer, read_floor  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
 from job.shared.hosted import TRANSIENT  # noqa: E402
 
@@ -549,7 +549,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         while time.time() < ready_by and not all(feeder_info(sub / f"{name}.json") for name in names):
             time.sleep(0.5)
         if args.trim_s:
-            trimmer = Trimmer(stack.bootstrap, [light_topic, *([heavy_topic] if heavy else [])], args.trim_s)
+            trimmer = Trimmer(stack.bootstrap, [light_topic, *([heavy_topic] if heavy else [])], args.trim_s,
+                              floor=functools.partial(read_floor, sub))
             trimmer.start()
         settle_by = time.time() + args.settle_s  # the JIT compiles the queries' code, then measure
         while time.time() < settle_by and not runner.failed():
@@ -916,9 +917,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "noida-db held 7.9 GB (anonymous RSS) after 16 minutes, tansu ~77 bytes a record "
                          "(~14 GB an hour); for a run of an hour, use noida with --trim-s")
     ap.add_argument("--trim-s", type=float, default=0.0,
-                    help="delete the feed's records once they are this many seconds old (DeleteRecords, every 30 s "
-                         "from the end of the warm-up; bench/trim.py): noida-db's memory stays bounded (tansu does "
-                         "not delete records); 0: keep them all")
+                    help="delete the feed's records once they are this many seconds old and every dagger's checkpoint "
+                         "has committed them (DeleteRecords, every 30 s from the end of the warm-up; bench/trim.py): "
+                         "noida-db's memory stays bounded (tansu does not delete records); 0: keep them all")
     ap.add_argument("--slice-s", type=float, default=0.0,
                     help="also report the measured span in slices of this many seconds (a long run: does memory "
                          "grow, does latency drift?); 0: no slices")

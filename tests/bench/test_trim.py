@@ -3,10 +3,14 @@ does not delete records, stops the trimmer with the reason."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench.trim import Trimmer, cut_below
+from bench.trim import Trimmer, cut_below, read_floor
 from job.stack.broker import create_topic
 from tests.helpers import unique
 
@@ -67,5 +71,38 @@ def test_a_broker_that_does_not_delete_records_stops_the_trimmer_with_why(tansu_
             now[0] += 30
         assert trimmer.deleted == 0 and trimmer.rounds == 0
         assert trimmer.error.startswith("KafkaException: "), trimmer.error
+    finally:
+        consumer.close()
+
+
+def _checkpoint(root: Path, commits: dict[int, dict[str, dict[str, int]]], age_s: float = 0.0) -> None:
+    """A Spark checkpoint's offsets and commits folders: batch id -> end offsets (committed)."""
+    for folder in ("offsets", "commits"):
+        (root / "spark" / folder).mkdir(parents=True)
+    for batch, ends in commits.items():
+        (root / "spark" / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(ends)}\n')
+        commit = root / "spark" / "commits" / str(batch)
+        commit.write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+        os.utime(commit, (1000.0 - age_s, 1000.0 - age_s))
+
+
+def test_the_floor_is_the_least_committed_end_of_the_fresh_checkpoints(tmp_path: Path) -> None:
+    _checkpoint(tmp_path / "a", {3: {"t": {"0": 40, "1": 45}}, 4: {"t": {"0": 50, "1": 55}}})
+    _checkpoint(tmp_path / "b" / "gen-2", {9: {"t": {"0": 70, "1": 30}, "u": {"0": 5}}})
+    _checkpoint(tmp_path / "c", {2: {"t": {"0": 1, "1": 1}}}, age_s=900)  # failed long ago: not counted
+    (tmp_path / "d" / "spark" / "offsets").mkdir(parents=True)  # planned, never committed: not counted
+    (tmp_path / "d" / "spark" / "offsets" / "0").write_text('v1\n{}\n{"t": {"0": 0}}\n')
+    (tmp_path / "a" / "spark" / "offsets" / "5").write_text('v1\n{}\n{"t": {"0": 60, "1": 65}}\n')  # running
+    assert read_floor(tmp_path, fresh_s=600, now=1000.0) == {("t", 0): 50, ("t", 1): 30, ("u", 0): 5}
+    assert read_floor(tmp_path, fresh_s=600, now=2000.0) == {}
+
+
+def test_a_reader_behind_keeps_its_records(noida_broker: str) -> None:
+    topic, now, trimmer, consumer, admin = _trimmer(noida_broker, "noida", 100, keep_s=0)
+    trimmer.floor = lambda: {(topic, 0): 30}  # partition 0 read up to 30; nobody said about partition 1
+    try:
+        trimmer.tick(consumer, admin)
+        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)] == [30, 0]
+        assert trimmer.deleted == 30
     finally:
         consumer.close()
