@@ -390,6 +390,25 @@ def explain_failure(exc: BaseException) -> DaggerError:
     return DaggerError(f"the streaming query failed: {first[:500]}")
 
 
+def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:
+    """Wait for the plan's brokers; Ctrl-C raises KeyboardInterrupt, and is also kept in a flag the wait checks
+    every round (in the main thread; elsewhere the wait is plain)."""
+    if threading.current_thread() is not threading.main_thread():
+        wait_for_brokers([s.source for s in plan.streams])
+        return
+    interrupted = threading.Event()
+
+    def _interrupt(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        wait_for_brokers([s.source for s in plan.streams], interrupted=interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
 def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now: bool = False,
                    trigger_interval_s: float | None = None, max_seconds: float | None = None,
                    spark: SparkSession | None = None) -> Progress:
@@ -398,7 +417,7 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     Returns the final progress. Raises DaggerError with a readable message when the query fails.
     Ctrl-C (SIGINT) stops it as SIGTERM does; a second Ctrl-C interrupts the graceful stop.
     """
-    wait_for_brokers([s.source for s in plan.streams])  # an unreachable broker delays the start, up to max_outage_s
+    _wait_for_brokers_or_ctrl_c(plan)  # an unreachable broker delays the start, up to max_outage_s
     spark = spark or running_session()
     own_session = spark is None
     spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,

@@ -10,6 +10,7 @@ secondary.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -29,25 +30,32 @@ def _stderr(line: str) -> None:
 
 def wait_for_brokers(sources: Sequence[SourceConfig], *, say: Callable[[str], None] = _stderr,
                      clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                     probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+                     probe_timeout_s: float = PROBE_TIMEOUT_S, interrupted: threading.Event | None = None) -> None:
     """Return once every source's broker answers and its topics exist.
 
+    ``interrupted``: set by a Ctrl-C handler; checked at every round, so that a Ctrl-C is never lost (a
+    KeyboardInterrupt raised while librdkafka's C code runs can be swallowed before it reaches here: the
+    wait then went on for max_outage_s, seen once in CI).
+
     Raises:
+        KeyboardInterrupt: ``interrupted`` is set.
         SourceError: a broker stayed unreachable for longer than its source's ``max_outage_s``, or a
             topic does not exist.
     """
     for cfg in sources:
         if cfg.failover:
             continue
-        _wait_for(cfg, say, clock, sleep, probe_timeout_s)
+        _wait_for(cfg, say, clock, sleep, probe_timeout_s, interrupted)
 
 
 def _wait_for(cfg: SourceConfig, say: Callable[[str], None], clock: Callable[[], float],
-              sleep: Callable[[float], None], probe_timeout_s: float) -> None:
+              sleep: Callable[[float], None], probe_timeout_s: float, interrupted: threading.Event | None) -> None:
     started = clock()
     next_say = started
     waited_for_it = False
     while True:
+        if interrupted is not None and interrupted.is_set():
+            raise KeyboardInterrupt
         consumer = kofs.driver_consumer(cfg.bootstrap_servers, cfg.consumer_config)
         try:
             left = cfg.max_outage_s - (clock() - started)

@@ -5,6 +5,8 @@ the same wait against a real broker that comes up late, and against a port where
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from job.errors import SourceError
@@ -73,3 +75,19 @@ def test_a_missing_topic_fails_at_once(monkeypatch) -> None:  # type: ignore[no-
     monkeypatch.setattr(kofs, "partitions_of", partitions_of)
     with pytest.raises(SourceError, match="does not exist"):
         preflight.wait_for_brokers([_config(600)], say=print, clock=FakeClock(), sleep=FakeClock().sleep)
+
+
+def test_a_ctrl_c_lost_inside_the_kafka_client_still_stops_the_wait(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The Ctrl-C handler also sets a flag: if its KeyboardInterrupt is swallowed (raised while librdkafka's C
+    code ran), the next round stops the wait. Seen once in CI: the wait went on for max_outage_s."""
+    clock, said, interrupted = FakeClock(), [], threading.Event()
+    _broker_down_for(monkeypatch, clock, 10_000)
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.now - 1000 > 12:
+            interrupted.set()  # the handler ran; its exception did not come through
+
+    with pytest.raises(KeyboardInterrupt):
+        preflight.wait_for_brokers([_config(600)], say=said.append, clock=clock, sleep=sleep, interrupted=interrupted)
+    assert 12 < clock.now - 1000 < 20 and len(said) == 2
