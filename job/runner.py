@@ -393,8 +393,9 @@ def explain_failure(exc: BaseException) -> DaggerError:
 def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:
     """Wait for the plan's brokers; Ctrl-C raises KeyboardInterrupt, and is also kept in a flag the wait checks
     every round (in the main thread; elsewhere the wait is plain)."""
+    sources = [s.source for s in plan.streams]
     if threading.current_thread() is not threading.main_thread():
-        wait_for_brokers([s.source for s in plan.streams])
+        wait_for_brokers(sources)
         return
     interrupted = threading.Event()
 
@@ -404,7 +405,7 @@ def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:
 
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        wait_for_brokers([s.source for s in plan.streams], interrupted=interrupted)
+        wait_for_brokers(sources, interrupted=interrupted)
     finally:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
