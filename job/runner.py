@@ -247,8 +247,8 @@ class DaggerJob:
         for listener in self.batch_listeners:
             listener(self.progress)
         if self.log_batches and (pr.last_input_rows or pr.late_rows_dropped):
-            log.info("batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
-                     pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
+            log.info("%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
+                     self.plan.spec.name, pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
                      pr.late_rows_dropped, pr.bad_records, pr.watermark,
                      " ".join(f"{k}={v}" for k, v in pr.batch_phases_ms.items() if v))
 

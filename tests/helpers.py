@@ -224,15 +224,53 @@ def on_cluster(spec_text: str) -> str:
 
 def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: Any) -> list[dict[str, Any]]:
     """Produce ``n`` bookings over three minutes from ``start`` + 20·k minutes, then one event ten minutes
-    after that, which closes their windows; return the rows produced (for the expected windows)."""
+    after that, which closes their windows; return the rows produced (for the expected windows).
+
+    A running query may read the step while it is being written. Spark's watermark is the newest event
+    time seen on any partition, so a query that saw one partition's share of the step before another's
+    would drop the other's older events as late: the events go in slices of :data:`STEP_SLICE_S` of
+    event time, each acknowledged before the next is sent (no partition is ever further ahead than one
+    slice, less than a dagger's watermark delay), and the closer after all of them."""
     from datetime import timedelta
 
     from job.produce.generator import generate
-    from job.produce.producer import produce
 
     batch = generate("booking", n, seed=seed + 2 * k, start=start + timedelta(minutes=20 * k), duration_s=180,
                      first_index=10_000 * k)
     closer = generate("booking", 1, seed=seed + 2 * k + 1, start=start + timedelta(minutes=20 * k + 10),
                       duration_s=1, first_index=10_000 * k + 9_999)
-    produce(bootstrap, topic, [batch, closer], progress=False)
+    produce_in_time_slices(bootstrap, topic, [batch, closer])
     return batch.table.to_pylist() + closer.table.to_pylist()
+
+
+#: The event time one acknowledged slice of :func:`produce_in_time_slices` spans (the specs' watermark
+#: delay is 30 s).
+STEP_SLICE_S = 10.0
+
+
+def produce_in_time_slices(bootstrap: str, topic: str, batches: list[Any], slice_s: float = STEP_SLICE_S) -> None:
+    """Send the events of ``batches`` (EventBatch, in order) as ``daggers produce`` does (key, CreateTime,
+    murmur2), waiting for every event of a slice of ``slice_s`` of event time to be acknowledged before
+    the next slice goes, and for each batch before the next. Raises AssertionError on a failed delivery."""
+    from confluent_kafka import Producer
+
+    from job.produce.producer import PRODUCER_CONFIG, ensure_topic
+
+    ensure_topic(bootstrap, topic)
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    producer = Producer({**PRODUCER_CONFIG, "bootstrap.servers": bootstrap, "on_delivery": delivered})
+    for batch in batches:
+        times = batch.timestamps_ms()
+        edge = times[0] + slice_s * 1000 if times else 0
+        for payload, key, ts in zip(batch.payloads, batch.keys, times, strict=True):
+            if ts >= edge:
+                assert producer.flush(60) == 0, "a slice was not acknowledged in 60 s"
+                edge = ts + slice_s * 1000
+            producer.produce(topic, payload, key, timestamp=ts)
+        assert producer.flush(60) == 0, "a slice was not acknowledged in 60 s"
+    assert not failed, failed[:3]

@@ -101,8 +101,9 @@ def test_a_window_closes_in_a_no_data_batch_right_after_its_watermark(spark, tan
     assert {end: got[(end,)] for end in closed} == {end: sent[end] for end in closed}  # exact counts
     # (a window written after rows_of was taken is not one of closed: those closed with the feeder running)
     empty = [end for end in closed if rows_of.get(sink.written_by[end]) == 0]
-    if promptly:
-        assert len(empty) >= len(closed) - 1, (closed, sink.written_by, rows_of)
+    if promptly:  # (most: under load a stamp probed from a batch of records may be its older first one, the
+        # window then closes in the next data batch, as by default; still more than default's one at most)
+        assert len(empty) >= max(2, len(closed) - 2), (closed, sink.written_by, rows_of)
     else:
         assert len(empty) <= 1, (closed, sink.written_by, rows_of)
     # a trigger every 0.2 s, new events every 50 ms: by default a batch of data at every trigger, so the query
