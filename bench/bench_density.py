@@ -573,11 +573,17 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         feeder_cpu = 0.0
         next_heavy_poll = 0.0
         heavy_rows: list[tuple[float, int]] = []  # (time, events the heavy dagger had read)
+        traces = Traces()
         while time.time() < end_by and not runner.failed():
             sampler.sample()
-            step.broker_rss_peak_mb = max(step.broker_rss_peak_mb, rss_mb(stack.broker.process.pid))
+            broker_mb = rss_mb(stack.broker.process.pid)
+            step.broker_rss_peak_mb = max(step.broker_rss_peak_mb, broker_mb)
+            traces.broker.append((time.time(), cpu_of(stack.broker.process.pid), broker_mb))
             if heavy:
-                heavy_rows.append((time.time(), sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)))
+                heavy_status = [status(d) for d in daggers if d.heavy]
+                heavy_rows.append((time.time(), sum(int(st.get("input_rows") or 0) for st in heavy_status)))
+                for st in heavy_status:
+                    traces.note_heavy(st, time.time())
             if any(f.poll() is None for f in feeders):
                 feeder_cpu = sum(cpu_of(f.pid) for f in feeders) - feeder_cpu0
             if watch is not None:
@@ -632,7 +638,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
         if args.slice_s:
             step.slices = slices_of(sampler, arrivals, (sent_at, since), (heavy_sent, heavy_since) if heavy else None,
-                                    (since, min(t1, since + args.seconds)), args.slice_s, daggers, heavy_rows)
+                                    (since, min(t1, since + args.seconds)), args.slice_s, daggers, heavy_rows,
+                                    traces)
         step.windows_missing = missing_windows(arrivals, sent_at, since,
                                                [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
         if heavy:
@@ -649,14 +656,52 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         step.load_after = load_average()
 
 
+@dataclass
+class Traces:
+    """What a long run samples besides the daggers' processes, to tell why a slice is slower than the first:
+    the broker's CPU seconds and RSS over time, and each heavy micro-batch seen in its ``status.json``."""
+
+    #: (time, the broker's CPU seconds so far, its RSS in MB)
+    broker: list[tuple[float, float, float]] = field(default_factory=list)
+    #: batch id -> (time first seen, input rows, duration ms, phases ms)
+    heavy_batches: dict[int, tuple[float, int, int, dict[str, int]]] = field(default_factory=dict)
+
+    def note_heavy(self, st: dict[str, Any], now: float) -> None:
+        """Record the last batch of a heavy dagger's status ``st`` (once per batch id)."""
+        batch = st.get("last_batch_id")
+        if isinstance(batch, int) and batch >= 0 and batch not in self.heavy_batches:
+            self.heavy_batches[batch] = (now, int(st.get("last_input_rows") or 0), int(st.get("batch_duration_ms") or 0),
+                                         {str(k): int(v) for k, v in (st.get("batch_phases_ms") or {}).items()})
+
+    def of_slice(self, a: float, b: float) -> dict[str, Any]:
+        """The broker's cores and mean RSS, and the heavy batches' mean duration, rows and main phases, in [a, b]."""
+        out: dict[str, Any] = {}
+        broker = [x for x in self.broker if a <= x[0] <= b]
+        if len(broker) >= 2 and broker[-1][0] > broker[0][0]:
+            out["broker_cores"] = round((broker[-1][1] - broker[0][1]) / (broker[-1][0] - broker[0][0]), 3)
+            out["broker_rss_mb"] = round(sum(x[2] for x in broker) / len(broker))
+        batches = [v for v in self.heavy_batches.values() if a <= v[0] < b and v[1]]
+        if batches:
+            out["heavy_batch_ms"] = round(sum(v[2] for v in batches) / len(batches))
+            out["heavy_rows_per_batch"] = round(sum(v[1] for v in batches) / len(batches))
+            out["heavy_phases_ms"] = {k: round(sum(v[3].get(k, 0) for v in batches) / len(batches))
+                                      for k in HEAVY_PHASES}
+        return out
+
+
+#: The micro-batch phases a slice reports the heavy dagger's mean of (Spark's durationMs keys).
+HEAVY_PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
 def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float, int]]],
               light_feed: tuple[dict[int, float], float], heavy_feed: tuple[dict[int, float], float] | None,
               span: tuple[float, float], slice_s: float, daggers: list[Dagger],
-              heavy_rows: list[tuple[float, int]]) -> list[dict[str, Any]]:
+              heavy_rows: list[tuple[float, int]], traces: Traces | None = None) -> list[dict[str, Any]]:
     """Cut the measured ``span`` (start, end: times) into slices of ``slice_s`` seconds (the last one kept
     if at least half as long), each with: the median and worst of the light daggers' p99s over the
     windows made final by events sent in it, the heavy dagger's p99 and events/s read, the mean PSS and
-    the daggers' cores. A feed is (second -> when it was sent, its first measured second)."""
+    the daggers' cores (and with ``traces``, :meth:`Traces.of_slice`). A feed is (second -> when it was sent, its
+    first measured second)."""
     sent_at, since = light_feed
     light = [d for d in daggers if not d.heavy]
     out: list[dict[str, Any]] = []
@@ -683,6 +728,8 @@ def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float
         cpu = [(t, c) for t, _, c, _ in sampler.samples if a <= t <= b]
         one["cores"] = round((cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]), 3) \
             if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0] else None
+        if traces is not None:
+            one.update(traces.of_slice(a, b))
         out.append(one)
         a = b
     return out
@@ -795,6 +842,16 @@ def slices_table(step: Step) -> str:
         lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c['light_p99_median_s'], '.1f')} / "
                      f"{num(c['light_p99_max_s'], '.1f')} | {c['light_points']:,} | {num(c.get('heavy_p99_s'), '.1f')} | "
                      f"{num(c.get('heavy_events_s'), ',')} | {num(c['pss_mb'], ',')} | {num(c['cores'], '.2f')} |")
+    if any("broker_cores" in c or "heavy_batch_ms" in c for c in step.slices):
+        head = ["from → to (s)", "broker cores", "broker RSS (MB)", "heavy batches: ms / rows",
+                *(f"{k} ms" for k in HEAVY_PHASES)]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in step.slices:
+            phases = c.get("heavy_phases_ms") or {}
+            lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c.get('broker_cores'), '.2f')} | "
+                         f"{num(c.get('broker_rss_mb'), ',')} | {num(c.get('heavy_batch_ms'), ',')} / "
+                         f"{num(c.get('heavy_rows_per_batch'), ',')} | "
+                         + " | ".join(num(phases.get(k), ',') for k in HEAVY_PHASES) + " |")
     return "\n".join(lines)
 
 

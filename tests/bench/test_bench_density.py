@@ -176,6 +176,33 @@ def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -
     assert "| 0 → 120 | 4.0 / 4.0 | 3 | - | 9,167 | 2,048 | 0.50 |" in slices_table(step)
 
 
+def test_a_slice_says_what_the_broker_and_the_heavy_daggers_batches_took() -> None:
+    from bench.bench_density import Sampler, Traces
+
+    traces = Traces(broker=[(5000.0, 10.0, 900.0), (5100.0, 60.0, 1100.0), (5200.0, 140.0, 1300.0)])
+    batch = {"last_input_rows": 100_000, "batch_duration_ms": 2000,
+             "batch_phases_ms": {"latestOffset": 40, "addBatch": 1800, "walCommit": 60}}
+    for now, batch_id, rows, ms in ((5010.0, 7, 100_000, 2000), (5011.0, 7, 100_000, 2000),  # seen twice: once
+                                    (5050.0, 8, 300_000, 4000), (5130.0, 9, 0, 300), (5150.0, 10, 50_000, 1000)):
+        traces.note_heavy({**batch, "last_batch_id": batch_id, "last_input_rows": rows, "batch_duration_ms": ms},
+                          now)
+    traces.note_heavy({}, 5160.0)  # no batch yet
+    sampler = Sampler([])
+    got = slices_of(sampler, {}, ({}, 1000.0), None, (5000.0, 5200.0), 100, [], [], traces)
+    # (the batch with no rows, a no-data batch, is not a heavy batch)
+    assert [{k: v for k, v in c.items() if k.startswith(("broker", "heavy"))} for c in got] == [
+        {"broker_cores": 0.5, "broker_rss_mb": 1000, "heavy_batch_ms": 3000, "heavy_rows_per_batch": 200_000,
+         "heavy_phases_ms": {"latestOffset": 40, "queryPlanning": 0, "addBatch": 1800, "walCommit": 60,
+                             "commitOffsets": 0}},
+        {"broker_cores": 0.8, "broker_rss_mb": 1200, "heavy_batch_ms": 1000, "heavy_rows_per_batch": 50_000,
+         "heavy_phases_ms": {"latestOffset": 40, "queryPlanning": 0, "addBatch": 1800, "walCommit": 60,
+                             "commitOffsets": 0}},
+    ]
+    table = slices_table(Step("fused", 2, slices=got))
+    assert "| 0 → 100 | 0.50 | 1,000 | 3,000 / 200,000 | 40 | 0 | 1,800 | 60 | 0 |" in table
+    assert "| 100 → 200 | 0.80 | 1,200 | 1,000 / 50,000 |" in table
+
+
 def test_a_fork_servers_children_count_by_their_name_not_the_servers_command_line() -> None:
     from bench.bench_density import Sampler
     from bench.procstats import ProcInfo
