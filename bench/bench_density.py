@@ -855,7 +855,48 @@ def slices_table(step: Step) -> str:
     return "\n".join(lines)
 
 
+def plot_slices(step: Step, path: Path) -> None:
+    """Plot a long run's slices (``--slice-s``) over time: PSS, the p99s, and the heavy dagger's events/s."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mid = [(c["from_s"] + c["to_s"]) / 120 for c in step.slices]  # minutes
+
+    def series(key: str) -> tuple[list[float], list[float]]:
+        pts = [(m, c[key]) for m, c in zip(mid, step.slices, strict=True) if c.get(key) is not None]
+        return [m for m, _ in pts], [v for _, v in pts]
+
+    fig, (mem, lat, rate) = plt.subplots(1, 3, figsize=(14, 4.2))
+    xs, pss = series("pss_mb")
+    mem.plot(xs, [v / 1024 for v in pss], "o-", color="tab:green", label=f"{step.mode} N = {step.n} (PSS)")
+    mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
+    mem.set(ylim=(0, 9), ylabel="memory, all processes (GB)", title="Memory")
+    for key, style, what in (("light_p99_median_s", "o-", "light daggers' median"),
+                             ("light_p99_max_s", "o:", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
+        lat.plot(*series(key), style, label=what)
+    lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
+    lat.set(ylim=(0, None), ylabel="p99 watermark → InfluxDB (s)", title="Latency")
+    xs, heavy = series("heavy_events_s")
+    rate.plot(xs, [v / 1000 for v in heavy], "s-", color="tab:red", label="heavy dagger read")
+    rate.set(ylim=(0, max(heavy, default=1000) / 1000 * 1.25), ylabel="thousand events/s", title="Heavy dagger")
+    for ax in (mem, lat, rate):
+        ax.set(xlabel="minutes (middle of each slice)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot(steps: list[Step], path: Path) -> None:
+    """Plot memory and p99 over N; a run of one step in slices (``--slice-s``) over time instead."""
+    ran = [s for s in steps if s.ran]
+    if len(ran) == 1 and ran[0].slices:
+        plot_slices(ran[0], path)
+        return
     import matplotlib
 
     matplotlib.use("Agg")

@@ -203,6 +203,27 @@ def test_a_slice_says_what_the_broker_and_the_heavy_daggers_batches_took() -> No
     assert "| 100 → 200 | 0.80 | 1,200 | 1,000 / 50,000 |" in table
 
 
+def test_a_run_of_one_step_in_slices_is_plotted_over_time(tmp_path: Path) -> None:
+    from bench import bench_density
+
+    slices = [{"from_s": 0, "to_s": 600, "light_points": 9, "light_p99_median_s": 6.1, "light_p99_max_s": 7.8,
+               "heavy_p99_s": 7.7, "heavy_events_s": 50_140, "pss_mb": 2474, "cores": 0.95},
+              {"from_s": 600, "to_s": 1200, "light_points": 9, "light_p99_median_s": 6.0, "light_p99_max_s": 7.4,
+               "heavy_p99_s": None, "heavy_events_s": None, "pss_mb": 2723, "cores": 0.83}]
+    drawn: list[str] = []
+    original = bench_density.plot_slices
+    bench_density.plot_slices = lambda step, path: (drawn.append(step.mode), original(step, path))  # type: ignore[assignment]
+    try:
+        bench_density.plot([Step("fused", 100, ran=True, slices=slices)], tmp_path / "over-time.png")
+        bench_density.plot([Step("fused", 10, ran=True), Step("fused", 100, ran=True, slices=slices)],
+                           tmp_path / "over-n.png")
+    finally:
+        bench_density.plot_slices = original  # type: ignore[assignment]
+    assert drawn == ["fused"]  # only the run of one step; both pictures were drawn
+    assert (tmp_path / "over-time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "over-n.png").stat().st_size > 1000
+
+
 def test_a_fork_servers_children_count_by_their_name_not_the_servers_command_line() -> None:
     from bench.bench_density import Sampler
     from bench.procstats import ProcInfo
