@@ -855,6 +855,19 @@ def slices_table(step: Step) -> str:
     return "\n".join(lines)
 
 
+def _save(fig: Any, axes: tuple[Any, ...], path: Path) -> None:
+    """Grid and legend on each of ``axes``, then write ``fig`` to ``path`` as PNG and close it."""
+    import matplotlib.pyplot as plt
+
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_slices(step: Step, path: Path) -> None:
     """Plot a long run's slices (``--slice-s``) over time: PSS, the p99s, and the heavy dagger's events/s."""
     import matplotlib
@@ -883,12 +896,7 @@ def plot_slices(step: Step, path: Path) -> None:
     rate.set(ylim=(0, max(heavy, default=1000) / 1000 * 1.25), ylabel="thousand events/s", title="Heavy dagger")
     for ax in (mem, lat, rate):
         ax.set(xlabel="minutes (middle of each slice)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, (mem, lat, rate), path)
 
 
 def plot(steps: list[Step], path: Path) -> None:
@@ -919,13 +927,7 @@ def plot(steps: list[Step], path: Path) -> None:
     mem.set(xlabel="light daggers (+1 heavy)", ylabel="memory, all processes (GB)", title="Memory")
     lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
     lat.set(xlabel="light daggers (+1 heavy)", ylabel="p99 watermark → InfluxDB (s)", title="Latency")
-    for ax in (mem, lat):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, (mem, lat), path)
 
 
 def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: Path, argv: list[str]) -> None:
