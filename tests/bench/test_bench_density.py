@@ -203,7 +203,7 @@ def test_a_slice_says_what_the_broker_and_the_heavy_daggers_batches_took() -> No
     assert "| 100 → 200 | 0.80 | 1,200 | 1,000 / 50,000 |" in table
 
 
-def test_a_run_of_one_step_in_slices_is_plotted_over_time(tmp_path: Path) -> None:
+def test_a_run_of_one_step_in_slices_is_plotted_over_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench import bench_density
 
     slices = [{"from_s": 0, "to_s": 600, "light_points": 9, "light_p99_median_s": 6.1, "light_p99_max_s": 7.8,
@@ -212,13 +212,10 @@ def test_a_run_of_one_step_in_slices_is_plotted_over_time(tmp_path: Path) -> Non
                "heavy_p99_s": None, "heavy_events_s": None, "pss_mb": 2723, "cores": 0.83}]
     drawn: list[str] = []
     original = bench_density.plot_slices
-    bench_density.plot_slices = lambda step, path: (drawn.append(step.mode), original(step, path))  # type: ignore[assignment]
-    try:
-        bench_density.plot([Step("fused", 100, ran=True, slices=slices)], tmp_path / "over-time.png")
-        bench_density.plot([Step("fused", 10, ran=True), Step("fused", 100, ran=True, slices=slices)],
-                           tmp_path / "over-n.png")
-    finally:
-        bench_density.plot_slices = original  # type: ignore[assignment]
+    monkeypatch.setattr(bench_density, "plot_slices", lambda step, path: (drawn.append(step.mode), original(step, path)))
+    bench_density.plot([Step("fused", 100, ran=True, slices=slices)], tmp_path / "over-time.png")
+    bench_density.plot([Step("fused", 10, ran=True), Step("fused", 100, ran=True, slices=slices)],
+                       tmp_path / "over-n.png")
     assert drawn == ["fused"]  # only the run of one step; both pictures were drawn
     assert (tmp_path / "over-time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "over-n.png").stat().st_size > 1000
