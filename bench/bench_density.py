@@ -723,8 +723,10 @@ def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float
             rows = [(t, n) for t, n in heavy_rows if a <= t <= b]
             one["heavy_events_s"] = round((rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])) \
                 if len(rows) >= 2 and rows[-1][0] > rows[0][0] else None
-        pss = [sum(p.values()) for t, p, _ in sampler.pss if a <= t <= b]
-        one["pss_mb"] = round(sum(pss) / len(pss) / 2**20) if pss else None
+        in_slice = [p for t, p, _ in sampler.pss if a <= t <= b]
+        one["pss_mb"] = round(sum(sum(p.values()) for p in in_slice) / len(in_slice) / 2**20) if in_slice else None
+        one["pss_by_kind_mb"] = {k: round(sum(p.get(k, 0) for p in in_slice) / len(in_slice) / 2**20)
+                                 for k in sorted({k for p in in_slice for k in p})} if in_slice else {}
         cpu = [(t, c) for t, _, c, _ in sampler.samples if a <= t <= b]
         one["cores"] = round((cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]), 3) \
             if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0] else None
@@ -842,6 +844,13 @@ def slices_table(step: Step) -> str:
         lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c['light_p99_median_s'], '.1f')} / "
                      f"{num(c['light_p99_max_s'], '.1f')} | {c['light_points']:,} | {num(c.get('heavy_p99_s'), '.1f')} | "
                      f"{num(c.get('heavy_events_s'), ',')} | {num(c['pss_mb'], ',')} | {num(c['cores'], '.2f')} |")
+    kinds = sorted({k for c in step.slices for k in c.get("pss_by_kind_mb") or {}})
+    if kinds:
+        lines += ["", "| from → to (s) | " + " | ".join(f"PSS {k} (MB)" for k in kinds) + " |",
+                  "|" + "---|" * (len(kinds) + 1)]
+        for c in step.slices:
+            lines.append(f"| {c['from_s']} → {c['to_s']} | "
+                         + " | ".join(num((c.get("pss_by_kind_mb") or {}).get(k), ",") for k in kinds) + " |")
     if any("broker_cores" in c or "heavy_batch_ms" in c for c in step.slices):
         head = ["from → to (s)", "broker cores", "broker RSS (MB)", "heavy batches: ms / rows",
                 *(f"{k} ms" for k in HEAVY_PHASES)]

@@ -113,6 +113,8 @@ class Sample:
     t: float
     rss: dict[str, int]
     cpu_s: float
+    #: PSS bytes per role, in every ``pss_every``-th sample only (reading smaps costs more than stat)
+    pss: dict[str, int] | None = None
 
 
 @dataclass
@@ -122,6 +124,8 @@ class TreeSampler:
     root: int
     interval_s: float = 0.5
     extra: dict[str, int] = field(default_factory=dict)  # name -> pid (broker, InfluxDB), no children
+    #: every how many samples the PSS of each process is read too (0: never)
+    pss_every: int = 4
     samples: list[Sample] = field(default_factory=list)
     extra_cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -138,11 +142,14 @@ class TreeSampler:
         if not procs:
             return None
         rss: dict[str, int] = {}
+        pss: dict[str, int] | None = {} if self.pss_every and len(self.samples) % self.pss_every == 0 else None
         for p in procs:
             r = role(p, self.root)
             rss[r] = rss.get(r, 0) + p.rss
+            if pss is not None:
+                pss[r] = pss.get(r, 0) + pss_bytes(p.pid)
         # A process that exited was reaped by its parent in the tree, whose cutime/cstime now hold its CPU.
-        s = Sample(now, rss, sum(p.cpu_s for p in procs))
+        s = Sample(now, rss, sum(p.cpu_s for p in procs), pss)
         self.samples.append(s)
         return s
 
@@ -172,6 +179,12 @@ class TreeSampler:
     def peak_rss(self, roles: tuple[str, ...], t0: float = 0.0, t1: float = float("inf")) -> int:
         """Return the highest summed RSS of ``roles`` over the samples in [t0, t1] (bytes)."""
         values = [sum(s.rss.get(r, 0) for r in roles) for s in self.window(t0, t1)]
+        return max(values, default=0)
+
+    def peak_pss(self, roles: tuple[str, ...], t0: float = 0.0, t1: float = float("inf")) -> int:
+        """Return the highest summed PSS of ``roles`` over the samples in [t0, t1] that read it (bytes): the
+        memory those processes hold together, a page shared by several (a forked worker's) counted once."""
+        values = [sum(s.pss.get(r, 0) for r in roles) for s in self.window(t0, t1) if s.pss is not None]
         return max(values, default=0)
 
     def cpu_cores(self, t0: float, t1: float) -> float:

@@ -76,11 +76,19 @@ def live_line(live: Any) -> str:
         delays = "no window closed while measured"
     return (f"live {d['rate']:,.0f}/s (sent {d.get('feeder_rate', 0):,.0f}/s): {delays}; job input "
             f"{d['input_rows_per_s']:,.0f} rows/s; batch p50 {d['batch_ms_p50']:.0f} ms p99 {d['batch_ms_p99']:.0f} ms; "
-            f"driver {d['driver_peak_mb']:.0f} MB, workers {d['worker_peak_mb']:.0f} MB (growth "
+            f"driver {d['driver_peak_mb']:.0f} MB, workers {d['worker_peak_mb']:.0f} MB{_pss(d)} (growth "
             f"{d.get('driver_growth_mb_per_min', 0):+.1f} and {d.get('worker_growth_mb_per_min', 0):+.1f} MB/min), "
             f"CPU {d['job_cores']:.2f} cores (+broker {d['broker_cores']:.2f}, influxd {d['influx_cores']:.2f}); "
             f"feeder behind by at most {d['feeder_behind_s']:.1f} s; load {_load(d['load_before'])} → "
             f"{_load(d['load_after'])}" + (f". {d['note']}" if d.get("note") else ""))
+
+
+def _pss(d: dict[str, Any]) -> str:
+    """`` (PSS: driver X, workers Y MB)`` when the run read PSS (RSS counts a page a fork shares once per
+    process)."""
+    if not d.get("worker_peak_pss_mb"):
+        return ""
+    return f" (PSS: driver {d['driver_peak_pss_mb']:.0f}, workers {d['worker_peak_pss_mb']:.0f} MB)"
 
 
 def _f(x: float | None) -> str:

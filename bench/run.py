@@ -504,6 +504,8 @@ class LiveResult:
     batch_ms_p99: float = 0.0
     driver_peak_mb: float = 0.0
     worker_peak_mb: float = 0.0
+    driver_peak_pss_mb: float = 0.0
+    worker_peak_pss_mb: float = 0.0
     job_cores: float = 0.0
     broker_cores: float = 0.0
     influx_cores: float = 0.0
@@ -669,6 +671,8 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
     t_end = t0 + args.seconds
     live.driver_peak_mb = sampler.peak_rss(("driver-python", "jvm"), warm, t_end) / 2**20
     live.worker_peak_mb = sampler.peak_rss(("worker",), warm, t_end) / 2**20
+    live.driver_peak_pss_mb = sampler.peak_pss(("driver-python", "jvm"), warm, t_end) / 2**20
+    live.worker_peak_pss_mb = sampler.peak_pss(("worker",), warm, t_end) / 2**20
     live.job_cores = sampler.cpu_cores(warm, t_end)
     live.broker_cores = sampler.extra_cores("broker", warm, t_end)
     live.influx_cores = sampler.extra_cores("influxdb", warm, t_end)

@@ -158,7 +158,8 @@ def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -
         (heavy.name, 1140): [(5152.0, 3)],  # 2 s late
     }
     sampler = Sampler([])
-    sampler.pss = [(5010.0, {"jvm": 2**30}, {}), (5090.0, {"jvm": 3 * 2**30}, {}), (5130.0, {"jvm": 2**31}, {})]
+    sampler.pss = [(5010.0, {"jvm": 2**30}, {}), (5090.0, {"jvm": 2**31, "python-workers": 2**30}, {}),
+                   (5130.0, {"jvm": 2**31}, {})]
     sampler.samples = [(5000.0, {}, 100.0, 1), (5100.0, {}, 150.0, 1), (5120.0, {}, 160.0, 1),
                        (5200.0, {}, 200.0, 1)]
     rows = [(5000.0, 0), (5100.0, 1_000_000), (5120.0, 1_100_000), (5200.0, 5_100_000)]
@@ -167,13 +168,19 @@ def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -
     # the span 5000..5200: one slice of 120 s and the last of 80 s (more than half a slice)
     assert got == [
         {"from_s": 0, "to_s": 120, "light_points": 3, "light_p99_median_s": 4.0, "light_p99_max_s": 4.0,
-         "heavy_p99_s": None, "heavy_events_s": 9_167, "pss_mb": 2048, "cores": 0.5},
+         "heavy_p99_s": None, "heavy_events_s": 9_167, "pss_mb": 2048,
+         "pss_by_kind_mb": {"jvm": 1536, "python-workers": 512}, "cores": 0.5},
         {"from_s": 120, "to_s": 200, "light_points": 4, "light_p99_median_s": 10.0, "light_p99_max_s": 10.0,
-         "heavy_p99_s": 2.0, "heavy_events_s": 50_000, "pss_mb": 2048, "cores": 0.5},
+         "heavy_p99_s": 2.0, "heavy_events_s": 50_000, "pss_mb": 2048, "pss_by_kind_mb": {"jvm": 2048},
+         "cores": 0.5},
     ]
     assert slices_of(sampler, arrivals, (sent_at, 1000.0), None, (5000.0, 5050.0), 120, [s2], rows) == []
     step = Step("fused", 2, slices=got)
-    assert "| 0 → 120 | 4.0 / 4.0 | 3 | - | 9,167 | 2,048 | 0.50 |" in slices_table(step)
+    table = slices_table(step)
+    assert "| 0 → 120 | 4.0 / 4.0 | 3 | - | 9,167 | 2,048 | 0.50 |" in table
+    # where the memory is, slice by slice (a kind absent from a slice is a dash)
+    assert "| from → to (s) | PSS jvm (MB) | PSS python-workers (MB) |" in table
+    assert "| 0 → 120 | 1,536 | 512 |" in table and "| 120 → 200 | 2,048 | - |" in table
 
 
 def test_a_slice_says_what_the_broker_and_the_heavy_daggers_batches_took() -> None:

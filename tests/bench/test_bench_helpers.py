@@ -136,6 +136,9 @@ def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
         assert 0 < used <= (last.t - first.t) * os.cpu_count() + 0.05
         assert sampler.cpu_cores(first.t, last.t) == pytest.approx(used / (last.t - first.t))
         assert sampler.peak_rss(("driver-python",)) >= me.rss // 2
+        # PSS is read in every 4th sample (the first among them): at most the RSS, and more than nothing
+        assert [s.pss is not None for s in sampler.samples[:5]] == [True, False, False, False, True]
+        assert 0 < sampler.peak_pss(("driver-python",)) <= sampler.peak_rss(("driver-python",))
     finally:
         child.wait(10)
 
@@ -150,3 +153,13 @@ def test_the_bench_spec_parses_and_says_whether_windows_close_promptly(tmp_path:
                           tag=f"x{promptly}", close_promptly=promptly)
         spec = parse_spec(path.read_text(), str(path))
         assert spec.close_windows_promptly is promptly and spec.trigger_interval_s == 1.0
+
+
+def test_a_live_line_says_the_pss_when_the_run_read_it() -> None:
+    from bench.report import live_line
+    from bench.run import LiveResult
+
+    live = LiveResult(rate=100_000.0, seconds=150, driver_peak_mb=1424.0, worker_peak_mb=1364.0)
+    assert "driver 1424 MB, workers 1364 MB (growth" in live_line(live)
+    live.driver_peak_pss_mb, live.worker_peak_pss_mb = 1390.0, 612.0
+    assert "driver 1424 MB, workers 1364 MB (PSS: driver 1390, workers 612 MB) (growth" in live_line(live)
