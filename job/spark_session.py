@@ -14,7 +14,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from job import jvm_archive
+from job import jvm_archive, scratch
 from job.errors import debug_enabled
 
 #: Spark's logging when nobody asked for traces (DAGGERS_DEBUG unset): see the file.
@@ -72,6 +72,10 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         **(extra or {}),
     }
+    if "spark.local.dir" not in conf and not os.environ.get("SPARK_LOCAL_DIRS"):
+        # RocksDB's working copies, shuffle blocks: in a folder of this process's, which the next session
+        # built anywhere removes if this process is killed (Spark's own clean-up is a shutdown hook)
+        conf["spark.local.dir"] = str(scratch.claim())
     quiet = () if debug_enabled() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
     driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")), *quiet)
     for key, options in (("spark.driver.extraJavaOptions", driver),
