@@ -249,28 +249,9 @@ STEP_SLICE_S = 10.0
 
 
 def produce_in_time_slices(bootstrap: str, topic: str, batches: list[Any], slice_s: float = STEP_SLICE_S) -> None:
-    """Send the events of ``batches`` (EventBatch, in order) as ``daggers produce`` does (key, CreateTime,
-    murmur2), waiting for every event of a slice of ``slice_s`` of event time to be acknowledged before
-    the next slice goes, and for each batch before the next. Raises AssertionError on a failed delivery."""
-    from confluent_kafka import Producer
+    """Send the events of ``batches`` (EventBatch, in order) as ``daggers produce`` does, each slice of
+    ``slice_s`` of event time acknowledged before the next goes (``produce(..., ack_every_s=)``).
+    Raises ProduceError on a failed delivery."""
+    from job.produce.producer import produce
 
-    from job.produce.producer import PRODUCER_CONFIG, ensure_topic
-
-    ensure_topic(bootstrap, topic)
-    failed: list[str] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-
-    producer = Producer({**PRODUCER_CONFIG, "bootstrap.servers": bootstrap, "on_delivery": delivered})
-    for batch in batches:
-        times = batch.timestamps_ms()
-        edge = times[0] + slice_s * 1000 if times else 0
-        for payload, key, ts in zip(batch.payloads, batch.keys, times, strict=True):
-            if ts >= edge:
-                assert producer.flush(60) == 0, "a slice was not acknowledged in 60 s"
-                edge = ts + slice_s * 1000
-            producer.produce(topic, payload, key, timestamp=ts)
-        assert producer.flush(60) == 0, "a slice was not acknowledged in 60 s"
-    assert not failed, failed[:3]
+    produce(bootstrap, topic, batches, progress=False, ack_every_s=slice_s)

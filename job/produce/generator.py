@@ -105,6 +105,31 @@ class EventBatch:
         micros = self.table.column("event_timestamp").cast(pa.int64()).to_numpy()
         return (micros // 1000).tolist()
 
+    def slice(self, lo: int, hi: int) -> EventBatch:
+        """Return the events ``lo`` to ``hi`` (exclusive) as a batch of their own, in the same order."""
+        return EventBatch(self.stream, self.message_name, self.table.slice(lo, max(hi - lo, 0)),
+                          self.payloads[lo:hi], self.keys[lo:hi], self.late[lo:hi], self.out_of_order[lo:hi])
+
+    def time_slices(self, seconds: float) -> list[EventBatch]:
+        """Split the batch, in order, into consecutive batches of ``seconds`` of event time each.
+
+        Slice k holds the events sent while the newest event time so far is in
+        [first + k·seconds, first + (k+1)·seconds): an event sent late or out of order stays with the
+        events sent around it. An empty batch gives no slice.
+
+        Raises:
+            ValueError: ``seconds`` is not positive.
+        """
+        if seconds <= 0:
+            raise ValueError(f"a time slice must span a positive number of seconds, not {seconds}")
+        if not len(self):
+            return []
+        micros = self.table.column("event_timestamp").cast(pa.int64()).to_numpy()
+        newest = np.maximum.accumulate(micros)
+        index = (newest - micros[0]) // int(seconds * 1_000_000)
+        cuts = [0, *(np.flatnonzero(np.diff(index)) + 1).tolist(), len(self)]
+        return [self.slice(lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+
 
 # --------------------------------------------------------------------------- vectorised helpers
 

@@ -311,6 +311,12 @@ def _batches(batch: EventBatch | Iterable[EventBatch]) -> Iterator[EventBatch]:
     return iter([batch]) if isinstance(batch, EventBatch) else iter(batch)
 
 
+def _parts(batch: EventBatch | Iterable[EventBatch], slice_s: float | None) -> Iterator[EventBatch]:
+    """Each batch in turn, or with ``slice_s`` each batch's time slices in turn."""
+    for one in _batches(batch):
+        yield from (one.time_slices(slice_s) if slice_s is not None else (one,))
+
+
 def produce(
     bootstrap: str,
     topic: str,
@@ -321,13 +327,18 @@ def produce(
     progress: bool = True,
     producer_config: dict[str, Any] | None = None,
     total: int | None = None,
+    ack_every_s: float | None = None,
 ) -> ProduceReport:
     """Send every event of ``batch`` (or of each batch in turn, pulled lazily) to ``topic``.
 
     The topic is created first when missing (``partitions``, default 4, ``retention.ms=-1``). The
     key is the batch's key, the Kafka timestamp the event time in ms. ``rate`` is in events/s (None:
     as fast as possible). ``producer_config`` overrides the defaults in PRODUCER_CONFIG. ``total``
-    sizes the progress bar when ``batch`` is an iterable. Ctrl-C stops sending, flushes what was
+    sizes the progress bar when ``batch`` is an iterable. With ``ack_every_s``, each batch goes in slices of
+    that many seconds of event time (:meth:`EventBatch.time_slices`), every event of a slice acknowledged
+    before the next slice is sent: no partition is then ever more than one slice ahead of another, so a
+    query whose watermark is the newest event time of all partitions (Spark's) drops none of them as late
+    when the slice is shorter than its watermark delay. Ctrl-C stops sending, flushes what was
     sent and returns a report with ``interrupted=True``.
 
     Returns:
@@ -359,8 +370,9 @@ def produce(
             bar.update(task, advance=n, rate=f"{sent / elapsed:,.0f}/s" if elapsed > 0 else "")
 
         try:
-            for one in _batches(batch):
-                if not _send_batch(producer, topic, one, bucket, chunk_size(rate), advance, deliveries):
+            for one in _parts(batch, ack_every_s):
+                if not _send_batch(producer, topic, one, bucket, chunk_size(rate), advance, deliveries) or (
+                        ack_every_s is not None and _flush(producer, float(config["message.timeout.ms"]) / 1000 + 10)):
                     stopped = True
                     break
         except KeyboardInterrupt:

@@ -179,6 +179,30 @@ def test_late_fraction_is_honoured_and_late_events_lag_their_send_position() -> 
     assert (np.diff(micros[~batch.late & ~batch.out_of_order]) >= -400_000).all()
 
 
+def test_time_slices_cut_the_send_order_by_the_newest_event_time_so_far() -> None:
+    batch = _gen("driver_location", 6_000, duration_s=300.0, late_fraction=0.02, out_of_order_fraction=0.05)
+    parts = batch.time_slices(60.0)
+    first = int(_micros(batch)[0])
+    assert len(parts) == 5
+    # nothing lost, nothing moved: the slices are the batch, in order
+    assert [p for part in parts for p in part.payloads] == batch.payloads
+    assert [k for part in parts for k in part.keys] == batch.keys
+    assert np.array_equal(np.concatenate([part.late for part in parts]), batch.late)
+    assert sum(part.table.num_rows for part in parts) == 6_000
+    newest = first
+    for k, part in enumerate(parts):
+        micros = _micros(part)
+        assert part.table.num_rows == len(part) == len(part.out_of_order)
+        running = np.maximum.accumulate(np.maximum(micros, newest))
+        # every event of slice k is sent while the newest event time is in its 60 s ...
+        assert first + k * 60_000_000 <= running.min() and running.max() < first + (k + 1) * 60_000_000
+        newest = int(running[-1])
+    assert parts[1].late.any()  # ... a late event (older than its slice) stays where it was sent
+    assert batch.slice(10, 10).payloads == [] and batch.time_slices(600.0)[0].payloads == batch.payloads
+    with pytest.raises(ValueError, match="positive"):
+        batch.time_slices(0)
+
+
 def test_no_late_or_out_of_order_by_default() -> None:
     batch = _gen("booking", 5_000)
     assert not batch.late.any() and not batch.out_of_order.any()

@@ -110,6 +110,35 @@ def test_every_event_arrives_exactly_once_keyed_and_timestamped(broker) -> None:
 
 
 @pytest.mark.integration
+def test_ack_every_s_waits_for_each_slice_of_event_time_before_sending_the_next(
+        broker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from job.produce import producer as module
+
+    batch = _batch(drivers=200, out_of_order_fraction=0.05)  # 10,000 events over 300 s
+    flushes: list[tuple[int, int]] = []  # (events queued when a flush began, events still queued after it)
+    real_flush = module._flush
+
+    def flush(producer, timeout_s: float) -> int:  # type: ignore[no-untyped-def]
+        queued = len(producer)
+        remaining = real_flush(producer, timeout_s)
+        flushes.append((queued, remaining))
+        return remaining
+
+    monkeypatch.setattr(module, "_flush", flush)
+    topic = _topic("sliced")
+    closer = _batch(count=1, seed=5)
+    report = produce(broker.bootstrap, topic, [batch, closer], partitions=4, progress=False, ack_every_s=30.0)
+    assert report.count == 10_001
+    slices = len(batch.time_slices(30.0)) + 1
+    assert slices == 11
+    # a flush after each slice (the closer's included), each leaving nothing queued, then the final one
+    assert len(flushes) == slices + 1 and all(after == 0 for _, after in flushes)
+    assert sum(1 for before, _ in flushes[:-1] if before > 0) >= slices // 2  # they had something to wait for
+    records = _consume(broker.bootstrap, topic, 10_001)
+    assert Counter(m.value() for m in records) == Counter([*batch.payloads, *closer.payloads])
+
+
+@pytest.mark.integration
 def test_rate_limit_holds_within_15_percent(tansu_broker: str) -> None:
     batch = _batch("api_log", 2_000)
     report = produce(tansu_broker, _topic("rate"), batch, rate=1_000.0, progress=False)
