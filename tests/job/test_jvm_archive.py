@@ -1,6 +1,7 @@
 """The JVM's class archive (job.jvm_archive): where it lives, when a driver JVM is told to map it, and
 that a real JVM maps one `daggers jvm-archive` wrote (the one scripts/setup.sh wrote, when there is one), and
-ignores a broken one without a word; and that DAGGERS_JVM_OPTIONS reach the driver JVM."""
+ignores a broken one without a word; and that DAGGERS_JVM_OPTIONS reach the driver JVM, and the JVM trims its
+native heap."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ total = spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"]
 pid = spark.sparkContext._gateway.proc.pid
 maps = open(f"/proc/{pid}/maps").read()
 argv = open(f"/proc/{pid}/cmdline").read().split(chr(0))
+jvm = spark.sparkContext._jvm
+bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+    jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
 print(json.dumps({"sum": total, "mapped": os.environ["DAGGERS_JVM_ARCHIVE"] in maps,
-                  "options": [a for a in argv if a.startswith("-Ddaggers.probe")]}))
+                  "options": [a for a in argv if a.startswith("-Ddaggers.probe")],
+                  "trim_ms": bean.getVMOption("TrimNativeHeapInterval").getValue()}))
 spark.stop()
 """
 
@@ -92,7 +97,9 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
     assert archive.stat().st_size > 50e6
 
     got, _ = _probe(env)
-    assert got == {"sum": 499500, "mapped": True, "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"]}
+    # (and the JVM trims its native heap: job.spark_session.JVM_OPTIONS)
+    assert got == {"sum": 499500, "mapped": True, "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"],
+                   "trim_ms": "30000"}
 
     archive.write_bytes(os.urandom(4096))  # a broken (or another JDK's) archive: started without it, silently
     got, output = _probe(env)
