@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -288,6 +289,10 @@ class Step:
     start_s: float = 0.0  # from starting the daggers until all read their warm-up events
     restarts: int = 0  # daggers started again after a transient failure at start
     windows_missing: int = 0  # windows closed by the feed but not in InfluxDB by the end
+    #: With ``--arrivals subscription``: points InfluxDB held at the end that the watch never saw, and the
+    #: subscription writes InfluxDB dropped (its queue full) while the watch was subscribed.
+    points_unseen: int = 0
+    watch_dropped: int = 0
     rss_mb: float = 0.0  # mean total RSS over the measured span
     rss_peak_mb: float = 0.0
     rss_by_role_mb: dict[str, float] = field(default_factory=dict)
@@ -456,14 +461,21 @@ def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at:
 
 
 def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
-                    daggers: list[Dagger]) -> int:
+                    daggers: list[Dagger], present: Collection[tuple[str, int]] = ()) -> int:
     """How many (dagger, minute window) pairs the feed closed (the event at end + watermark delay, plus an
-    interval join's width, was sent) but InfluxDB did not show: windowed daggers over the feeder's pings
-    have points in every minute."""
+    interval join's width, was sent) but neither ``arrivals`` nor ``present`` (what InfluxDB holds, asked at
+    the end) has: windowed daggers over the feeder's pings have points in every minute."""
     ends = range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
     return sum(1 for d in daggers for e in ends
                if int(e + final_after_s(d.kind)) in sent_at
-               and (d.name, e) not in arrivals)
+               and (d.name, e) not in arrivals and (d.name, e) not in present)
+
+
+def unseen_points(arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+                  in_influx: dict[tuple[str, int], int]) -> int:
+    """Return the points InfluxDB holds (``in_influx``: (measurement, bucket) -> points, asked at the end)
+    beyond what ``arrivals`` saw come: writes the subscription did not forward."""
+    return sum(max(n - (arrivals[key][-1][1] if arrivals.get(key) else 0), 0) for key, n in in_influx.items())
 
 
 def feeder_info(path: Path) -> dict[str, Any]:
@@ -606,9 +618,16 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                     series.append((now, n_points))
             time.sleep(args.poll_s)
         t1 = time.time()
+        in_influx: dict[tuple[str, int], int] = {}
         if watch is not None:
+            # what InfluxDB holds, to tell a window the subscription did not forward from one that is not there
+            with contextlib.suppress(Exception):
+                in_influx = poll_points(stack.url, int(t0) - 120)
+            time.sleep(2)  # writes InfluxDB applied before the poll but had not forwarded yet
             watch.stop()
             step.arrivals = f"subscription ({watch.writes:,} writes)"
+            step.watch_dropped = watch.dropped
+            step.points_unseen = unseen_points(arrivals, in_influx)
         step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
         # what the heavy dagger read while its feeder ran (its rate once the feed stops is 0)
         step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
@@ -641,13 +660,16 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                                     (since, min(t1, since + args.seconds)), args.slice_s, daggers, heavy_rows,
                                     traces)
         step.windows_missing = missing_windows(arrivals, sent_at, since,
-                                               [d for d in daggers if not d.heavy and KINDS[d.kind][2]])
+                                               [d for d in daggers if not d.heavy and KINDS[d.kind][2]], in_influx)
         if heavy:
             step.windows_missing += missing_windows(arrivals, heavy_sent, heavy_since,
-                                                    [d for d in daggers if d.heavy])
+                                                    [d for d in daggers if d.heavy], in_influx)
         if step.windows_missing:
             step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
                           f" end (left out of the p99s, which are therefore too low).")
+        if step.points_unseen:
+            step.note += (f" {step.points_unseen:,} points reached InfluxDB but not the watch (InfluxDB dropped"
+                          f" {step.watch_dropped:,} subscription writes); they are left out of the p99s.")
         return step
     finally:
         if trimmer is not None:

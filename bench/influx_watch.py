@@ -7,6 +7,10 @@ its points by (measurement, time bucket). Counting the same points by polling In
 (``SELECT count(*) … GROUP BY time(…)`` every second) cost InfluxDB ~0.6 s a poll with 100 daggers' series,
 more than a quarter of this 2-core machine taken from the daggers being measured; a forwarded write
 costs it next to nothing, and its time is exact rather than a poll's.
+
+A subscription is best effort: InfluxDB drops a write it cannot queue for its subscriptions (``/debug/vars``:
+``write.subWriteDrop``, ``subscriber.writeFailures``). :attr:`ArrivalWatch.dropped` counts those over the
+watch's life, so a window the watch did not see can be told from one InfluxDB does not have.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import requests
 
 from job.stack.errors import StackError
 from job.stack.influx import influx_query
@@ -76,6 +82,10 @@ class ArrivalWatch:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="influx-watch", daemon=True)
         self._influx: tuple[str, str, str] | None = None
+        self._drops0 = 0
+        #: Writes InfluxDB did not forward to its subscriptions while this watch was subscribed (any
+        #: subscription's: one watch at a time is what the benchmarks run); set by :meth:`stop`.
+        self.dropped = 0
 
     @property
     def url(self) -> str:
@@ -112,6 +122,7 @@ class ArrivalWatch:
         self._thread.start()
         name = f"bench_{uuid.uuid4().hex[:8]}"
         self._influx = (influx_url, database, name)
+        self._drops0 = subscription_drops(influx_url)
         influx_query(influx_url, f'CREATE SUBSCRIPTION "{name}" ON "{database}"."autogen" DESTINATIONS ALL '
                                  f"'{self.url}'", method="POST")
 
@@ -119,9 +130,23 @@ class ArrivalWatch:
         """Drop the subscription and stop serving."""
         if self._influx is not None:
             url, database, name = self._influx
+            self.dropped = max(subscription_drops(url) - self._drops0, 0)
             with contextlib.suppress(StackError):  # InfluxDB already stopped
                 influx_query(url, f'DROP SUBSCRIPTION "{name}" ON "{database}"."autogen"', method="POST")
             self._influx = None
         self._server.shutdown()
         self._server.server_close()
 
+
+
+def subscription_drops(influx_url: str) -> int:
+    """Return the writes InfluxDB 1.x has dropped for its subscriptions since it started (its queue to the
+    subscriber service full, or a destination that failed): ``write.subWriteDrop`` plus
+    ``subscriber.writeFailures`` of ``/debug/vars``; 0 when InfluxDB cannot be asked."""
+    try:
+        stats = requests.get(f"{influx_url}/debug/vars", timeout=10).json()
+    except (requests.RequestException, ValueError):
+        return 0
+    values = {(v.get("name"), k): n for v in stats.values() if isinstance(v, dict)
+              for k, n in (v.get("values") or {}).items()}
+    return int(values.get(("write", "subWriteDrop"), 0)) + int(values.get(("subscriber", "writeFailures"), 0))

@@ -23,6 +23,7 @@ from bench.bench_density import (
     missing_windows,
     slices_of,
     slices_table,
+    unseen_points,
 )
 from bench.procstats import forest
 from job.plan import plan
@@ -87,6 +88,15 @@ def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path
     # the join's window ending 1080 closes once second 1100 is sent: it is missing only then
     assert missing_windows(arrivals, {s: t for s, t in sent_at.items() if s < 1100}, 1000.0, [join]) == 0
     assert missing_windows(arrivals, sent_at, 1000.0, [join]) == 1
+    # InfluxDB, asked at the end, has b's window ending 1020: the watch missed it, it is not missing
+    assert missing_windows(arrivals, sent_at, 1000.0, [a, b], {(b.name, 1020): 3}) == 0
+
+
+def test_unseen_points_are_what_influxdb_holds_beyond_the_watch() -> None:
+    arrivals = {("l0-pass", 1000): [(1001.0, 40), (1001.5, 50)], ("l1-hop", 960): [(1010.0, 2)]}
+    in_influx = {("l0-pass", 1000): 50, ("l0-pass", 1001): 48, ("l1-hop", 960): 2, ("l2-join", 960): 1}
+    assert unseen_points(arrivals, in_influx) == 48 + 1
+    assert unseen_points(arrivals, {("l0-pass", 1000): 45}) == 0  # the watch saw more than was asked for
 
 
 def test_marginal_memory_is_the_slope_over_n() -> None:

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from bench.bench_density import HEAVY_QUERIES, LIGHT_QUERIES
-from bench.influx_watch import ArrivalWatch, bucketer, count_lines
+from bench.influx_watch import ArrivalWatch, bucketer, count_lines, subscription_drops
+from job.stack.influx import influx_query
 from tests.helpers import unique
 
 BUCKETS = bucketer(LIGHT_QUERIES + HEAVY_QUERIES)
@@ -57,4 +58,28 @@ def test_influxdb_forwards_every_write_to_the_watch(influxdb) -> None:  # type: 
         assert len(names) == 1
     finally:
         watch.stop()
+    assert watch.dropped == 0
     assert not [row for s in influxdb.query("SHOW SUBSCRIPTIONS") for row in s["values"] if s.get("name") == db]
+
+
+@pytest.mark.integration
+def test_a_write_the_destination_refuses_counts_as_dropped(influxdb) -> None:  # type: ignore[no-untyped-def]
+    """InfluxDB counts a subscription write that failed; the watch's ``dropped`` is that count's growth."""
+    db = unique("dropwatch").replace("-", "_")
+    influxdb.create_database(db)
+    before = subscription_drops(influxdb.url)
+    watch = ArrivalWatch(BUCKETS)
+    watch.start(influxdb.url, db)
+    watch._server.shutdown()  # the destination stops answering: InfluxDB's forward fails
+    watch._server.server_close()
+    try:
+        influxdb.write("l003-pass,tag_driver_id=a speed_kmh=31 1795775761000000000\n", db)
+        deadline = time.time() + 15
+        while time.time() < deadline and subscription_drops(influxdb.url) == before:
+            time.sleep(0.1)
+        assert subscription_drops(influxdb.url) == before + 1
+    finally:
+        name = watch._influx[2] if watch._influx else ""
+        influx_query(influxdb.url, f'DROP SUBSCRIPTION "{name}" ON "{db}"."autogen"', method="POST")
+        watch._influx = None
+    assert subscription_drops("http://127.0.0.1:1") == 0  # InfluxDB not there: nothing known
