@@ -117,13 +117,21 @@ def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
     return rows, last
 
 
-def stream_frame(spark: SparkSession, plan: DaggerPlan, index: int) -> DataFrame:
+def stream_frame(spark: SparkSession, plan: DaggerPlan, index: int,
+                 bounds: tuple[str, str] | None = None) -> DataFrame:
     """Return the streaming DataFrame of the plan's stream ``index`` as its SQL reads it: the Kafka
     source, ``rowtime`` with its watermark, the stream's transformers, and the watermark barrier
     column (see :func:`job.sql.rewrite.add_watermark_barrier`, which keeps a WHERE above the watermark).
+    With ``bounds`` (start, end: offsets as JSON, see :class:`job.sources.kafka.KafkaBatchReader`), the
+    same frame over those records only, as a batch DataFrame.
     """
     stream = plan.streams[index]
-    df = spark.readStream.format(SOURCE_NAME).options(**source_options(stream.source)).load()
+    options = source_options(stream.source)
+    if bounds is None:
+        df = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    else:
+        df = spark.read.format(SOURCE_NAME).options(**{**options, "start_from": bounds[0], "end_at": bounds[1],
+                                                        "max_records_per_batch": "0"}).load()
     ts = F.col(stream.timestamp_field)
     if stream.timestamp_kind == "int64":
         ts = F.timestamp_millis(ts)
@@ -319,6 +327,14 @@ class DaggerJob:
             self.progress.state = state
             if error is not None:
                 self.progress.last_error = error
+            self.progress.updated_at = time.time()
+            self._save_progress()
+
+    def count_read(self, rows: int) -> None:
+        """Count ``rows`` records read outside the query's batches (a fused member's catch-up, see
+        :mod:`job.shared.catchup`) in status.json's ``input_rows``."""
+        with self._lock:
+            self.progress.input_rows += rows
             self.progress.updated_at = time.time()
             self._save_progress()
 

@@ -241,7 +241,7 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     mergeable: dict[str, dict[str, tuple[Shape, list[str | None]]]] = {}
     frames = []
     for key, plan in members.items():
-        result, names = _member_result(spark, plan)
+        result, names = member_result(spark, plan)
         branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
         shape = member_shape(plan.translation.spark_sql, tables) if not plan.spec.transformers else \
             "it has output transformers"
@@ -268,7 +268,7 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     return reduce(lambda a, b: a.unionAll(b), frames), branches
 
 
-def _member_result(spark: SparkSession, plan: DaggerPlan) -> tuple[DataFrame, list[str | None]]:
+def member_result(spark: SparkSession, plan: DaggerPlan) -> tuple[DataFrame, list[str | None]]:
     """Return a member's own result (its SQL over the stream's view, less internal columns, with its
     output transformers) and, for each item of its SELECT, the name of its output column (None for an
     internal one)."""

@@ -21,9 +21,10 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
   removes :data:`SPLIT_FILE`) and the others come back together: the group's next generation takes each
   of them from its group of one (``joining`` in :func:`start_of_generation`), from the earliest window
   any of them had open, and leaves out of each member's rows the windows its group of one had written
-  (:attr:`Generation.written_by`). Only groups with windows come back together, and only when every
-  member's output shows its window's end or start (each member's rows are told apart by it); a group of
-  pass-throughs, whose members' queries stopped at different offsets, stays apart.
+  (:attr:`Generation.written_by`). A group with windows comes back together only when every member's
+  output shows its window's end or start (each member's rows are told apart by it). A group of
+  pass-throughs, whose members' queries stopped at different offsets, reads from the furthest of them;
+  each member that had stopped short first gets the records in between (:mod:`job.shared.catchup`).
 * A failure of the source (:class:`job.errors.SourceError`, e.g. a bad record under
   ``bad_records: fail``, which every member reads) fails every member with its error; a Python worker
   that did not connect back in time (a busy machine, :data:`job.shared.hosted.TRANSIENT`) only starts the
@@ -60,6 +61,8 @@ GROUP_FILE = "group.json"
 #: In a group's folder once its query failed on something other than its source: ``members`` (key ->
 #: token), each of which runs as a group of its own from then on (:func:`solo_key`), and the ``error``.
 SPLIT_FILE = "split.json"
+#: The batch id a member's sinks see for its catch-up (:mod:`job.shared.catchup`), outside the query's.
+CATCH_UP_BATCH = -1
 #: The form of a group's query (2: its members merged into one aggregation, job.shared.merge). A
 #: generation's checkpoint holds the state of its query's form: one of another form is not resumed.
 PLAN_FORM = 2
@@ -330,7 +333,7 @@ class HostedGroup:
 
         first = next(iter(self.members.values())).plan
         window = list(first.translation.window) if first.translation.window else None
-        joining = self._joining() if window else {}
+        joining = self._joining()
         gen = start_of_generation(self.root, self.tokens, window,
                                   self.root.parent / self.parent if self.parent is not None else None, joining)
         self.generation, start_ms, self._seen, self._seen_by = gen.number, gen.start_ms, gen.seen, gen.seen_by
@@ -355,10 +358,12 @@ class HostedGroup:
                     start_sinks(job.sinks, self._branches[key].schema)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
                     self._fail(key, exc.state_text())
+            if not window:  # members back from their groups of one (a resumed generation caught up already)
+                self._catch_up({k: v for k, v in gen.seen_by.items() if k in joining})
             write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
                                                 "start_ms": start_ms, "window": window, "seen": self._seen,
                                                 "written_ms": gen.written_ms, "written_by": gen.written_by,
-                                                "seen_by": gen.seen_by,
+                                                "seen_by": self._seen_by,
                                                 "form": PLAN_FORM})
             for solo in joining.values():  # this generation carries on their queries: theirs are done
                 shutil.rmtree(solo, ignore_errors=True)
@@ -375,6 +380,39 @@ class HostedGroup:
         log.info("group %s gen %d: %d daggers from %s (checkpoint %s)", self.key, self.generation,
                  len(self.members), group.streams[0].source.start_from, checkpoint)
         return query, session, listener
+
+    def _catch_up(self, behind: dict[str, dict[str, dict[str, int]]]) -> None:
+        """Write, for each member of a group of pass-throughs that comes back from a group of one short of
+        where this generation starts (``behind``: member key -> the offsets its query stopped at), the
+        records in between (:func:`job.shared.catchup.catch_up`), before the generation's query starts,
+        and count them in its ``status.json``; from then on it counts the records the generation reads as
+        the others do. A member whose catch-up fails (its sinks, its SQL) fails alone."""
+        from job.runner import explain_failure
+        from job.shared.catchup import catch_up, records_between
+
+        for key, start in sorted(behind.items()):
+            if key not in self.members or key in self.failed:
+                continue
+            rows = records_between(start, self._seen)
+            if not rows:
+                continue
+            began = time.monotonic()
+            try:
+                table = catch_up(self.base, self.members[key].plan, start, self._seen)
+            except Exception as exc:
+                err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+                self._fail(key, err.state_text())
+                continue
+            error = self._write_member(key, table.select(self._branches[key].schema.names)
+                                       .cast(self._branches[key].schema), CATCH_UP_BATCH)
+            if error is not None:
+                self._fail(key, error)
+                continue
+            self._jobs[key].count_read(rows)
+            # it has read what the others had: from here on it counts as they do
+            self._seen_by = {k: v for k, v in self._seen_by.items() if k != key}
+            log.info("group %s gen %d: %s caught up %d records (%d rows) it had not read, in %.0f ms", self.key,
+                     self.generation, key, rows, table.num_rows, (time.monotonic() - began) * 1000)
 
     def _joining(self) -> dict[str, Path]:
         """Return the members that come back from a group of one (see :data:`SPLIT_FILE`): key -> its

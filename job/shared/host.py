@@ -230,8 +230,9 @@ class SharedHost:
     def _split_over(self, gkey: str, members: dict[str, Member]) -> bool:
         """End the split of ``gkey`` and return True when a member of it is no longer there with the
         token it split with (it failed alone, or was removed or edited) and every member may come back:
-        its rows can be told apart by window (:func:`job.shared.fusion.window_end_column`; a group of
-        pass-throughs stays apart). The group's next generation takes them from their groups of one."""
+        its rows can be told apart by window (:func:`job.shared.fusion.window_end_column`), or it keeps no
+        window at all (a pass-through, which :mod:`job.shared.catchup` brings up to the others). The
+        group's next generation takes them from their groups of one."""
         from job.shared.fusion import window_end_column
 
         split = self._splits[gkey]
@@ -240,7 +241,8 @@ class SharedHost:
         for key, member in members.items():
             if (key, member.token) not in self._comes_back:
                 self._comes_back = {k: v for k, v in self._comes_back.items() if k[0] != key}
-                self._comes_back[(key, member.token)] = window_end_column(member.plan) is not None
+                self._comes_back[(key, member.token)] = (member.plan.translation.window is None
+                                                         or window_end_column(member.plan) is not None)
         if not all(self._comes_back[(k, m.token)] for k, m in members.items()):
             return False
         gone = sorted(k for k, t in split.items() if k not in members or members[k].token != t)

@@ -92,6 +92,9 @@ class SourceConfig:
     close_period_ms: int = 0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
     close_delay_ms: int = 0  # ... closed this long after, by the watermark
     read_at_close: bool = False  # plan new data only when it closes a window (job.sources.pacing)
+    #: A batch read's end, ``{topic: {partition: offset}}`` as JSON: each partition is read up to (not
+    #: including) its offset here, or its end when that comes first ("": up to the end; batch reads only).
+    end_at: str = ""
 
     def __post_init__(self) -> None:
         if not self.batch_order:
@@ -150,6 +153,7 @@ class SourceConfig:
             close_period_ms=int(options.get("close_period_ms", 0)),
             close_delay_ms=int(options.get("close_delay_ms", 0)),
             read_at_close=options.get("read_at_close", "false") == "true",
+            end_at=str(options.get("end_at", "")),
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -218,6 +222,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "close_period_ms": str(cfg.close_period_ms),
         "read_at_close": "true" if cfg.read_at_close else "false",
         "close_delay_ms": str(cfg.close_delay_ms),
+        "end_at": cfg.end_at,
     }
 
 
@@ -309,8 +314,10 @@ class DaggerKafkaSource(DataSource):
 
 
 class KafkaBatchReader(DataSourceReader):
-    """A bounded read for previews: from ``start_from`` to the end offsets at planning time, and at
-    most ``max_records_per_batch`` records per partition (the newest ones)."""
+    """A bounded read: from ``start_from`` (earliest, latest, a time, or offsets) to the end offsets at
+    planning time, or to ``end_at`` where it comes first, and at most ``max_records_per_batch`` records
+    per partition (the newest ones). Previews read this way, and a fused group catches up a member that
+    comes back behind the others (:mod:`job.shared.catchup`)."""
 
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
@@ -325,14 +332,20 @@ class KafkaBatchReader(DataSourceReader):
                 starts = ends
             elif how == "earliest":
                 starts = kofs.beginning_offsets(consumer, tps)
+            elif how.startswith("{"):
+                given = json.loads(self.cfg.start_from)
+                starts = {t: {p: int((given.get(t) or {}).get(p, hi)) for p, hi in parts.items()}
+                          for t, parts in ends.items()}
             else:
                 starts = kofs.offsets_for_time(consumer, tps, kofs.parse_start_time(self.cfg.start_from), ends)
         finally:
             consumer.close()
         cap = self.cfg.max_records_per_batch
+        stop = json.loads(self.cfg.end_at) if self.cfg.end_at else {}
         out: list[OffsetRange] = []
         for topic, parts in ends.items():
             for part, hi in parts.items():
+                hi = min(hi, int((stop.get(topic) or {}).get(part, hi)))
                 lo = starts.get(topic, {}).get(part, hi)
                 if cap > 0:
                     lo = max(lo, hi - cap)
