@@ -57,7 +57,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procstats import ProcInfo, forest, load_average, pss_bytes, python_module, read_proc, role  # noqa: E402
+from bench.procstats import (  # noqa: E402
+    ProcInfo,
+    forest,
+    load_average,
+    pss_bytes,
+    python_module,
+    read_proc,
+    role,
+    steal_s,
+)
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.trim import Trimmer, read_floor  # noqa: E402
@@ -327,6 +336,8 @@ class Step:
     #: each with its light p99s, heavy p99 and events/s, PSS and cores (see :func:`slices_of`).
     slices: list[dict[str, Any]] = field(default_factory=list)
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: Cores the hypervisor took from this VM over the measured span (/proc/stat's steal): another guest's load.
+    steal_cores: float = 0.0
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
@@ -580,6 +591,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             watch = ArrivalWatch(bucketer(LIGHT_QUERIES + HEAVY_QUERIES))
             watch.start(stack.url, DB)
         t0 = time.time()
+        stolen0 = steal_s()
         arrivals: dict[tuple[str, int], list[tuple[float, int]]] = watch.arrivals if watch is not None else {}
         end_by = t0 + args.seconds + WATERMARK_DELAY_MS / 1000 + 30
         feeder_cpu = 0.0
@@ -618,6 +630,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                     series.append((now, n_points))
             time.sleep(args.poll_s)
         t1 = time.time()
+        step.steal_cores = (steal_s() - stolen0) / max(t1 - t0, 1e-9)
         in_influx: dict[tuple[str, int], int] = {}
         if watch is not None:
             # what InfluxDB holds, to tell a window the subscription did not forward from one that is not there
@@ -667,6 +680,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         if step.windows_missing:
             step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
                           f" end (left out of the p99s, which are therefore too low).")
+        if step.steal_cores >= 0.02:
+            step.note += f" The hypervisor took {step.steal_cores:.2f} cores from this VM over the span (steal)."
         if step.points_unseen:
             step.note += (f" {step.points_unseen:,} points reached InfluxDB but not the watch (InfluxDB dropped"
                           f" {step.watch_dropped:,} subscription writes); they are left out of the p99s.")

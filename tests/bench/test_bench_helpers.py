@@ -163,3 +163,12 @@ def test_a_live_line_says_the_pss_when_the_run_read_it() -> None:
     assert "driver 1424 MB, workers 1364 MB (growth" in live_line(live)
     live.driver_peak_pss_mb, live.worker_peak_pss_mb = 1390.0, 612.0
     assert "driver 1424 MB, workers 1364 MB (PSS: driver 1390, workers 612 MB) (growth" in live_line(live)
+
+
+def test_steal_is_the_hypervisors_share_of_proc_stat_in_seconds() -> None:
+    from bench.procstats import steal_s
+
+    jiffies = int(Path("/proc/stat").read_text().split()[8])  # cpu user nice system idle iowait irq softirq steal
+    before = steal_s()
+    assert before == pytest.approx(jiffies / os.sysconf("SC_CLK_TCK"), abs=1.0)
+    assert steal_s() >= before
