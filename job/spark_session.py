@@ -149,3 +149,24 @@ def running_session() -> SparkSession | None:
     if session is None or getattr(session.sparkContext, "_jsc", None) is None:
         return None
     return session
+
+
+@contextmanager
+def active_session(session: SparkSession) -> Iterator[None]:
+    """Make ``session`` the calling thread's active session in the JVM for the block, then put back the one
+    before (or none).
+
+    Spark 4.3 looks a Python data source up in the thread's *active* session (``DataSource.lookupDataSource``),
+    and refuses to register one whose name that lookup already finds: a session whose parent (of
+    ``newSession()``) had registered the Kafka source could neither register it nor find it
+    (:func:`job.sources.kafka.register_source` registers with the session active)."""
+    jclass = SparkSession._get_j_spark_session_class(session._jvm)
+    before = jclass.getActiveSession()
+    jclass.setActiveSession(session._jsparkSession)
+    try:
+        yield
+    finally:
+        if before.isDefined():
+            jclass.setActiveSession(before.get())
+        else:
+            jclass.clearActiveSession()

@@ -41,12 +41,15 @@ def catch_up(spark: Any, plan: DaggerPlan, start: Offsets, end: Offsets) -> pa.T
     from job.runner import stream_frame
     from job.shared.fusion import member_result
     from job.sources.kafka import register_source
+    from job.spark_session import active_session
 
     if len(plan.streams) != 1 or plan.translation.window is not None:
         raise ValueError(f"{plan.spec.name}: only a pass-through (one stream, no window) catches up")
     session = spark.newSession()
     register_plan_functions(session, plan)
     register_source(session)
-    stream_frame(session, plan, 0, (json.dumps(start), json.dumps(end))).createOrReplaceTempView(plan.streams[0].table)
-    result, _ = member_result(session, plan)
-    return result.toArrow()
+    with active_session(session):  # Spark looks the source up in the thread's active session
+        stream_frame(session, plan, 0, (json.dumps(start), json.dumps(end))).createOrReplaceTempView(
+            plan.streams[0].table)
+        result, _ = member_result(session, plan)
+        return result.toArrow()

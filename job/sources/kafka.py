@@ -877,13 +877,19 @@ def count_bad_records(bad_records_dir: str | Path) -> int:
 
 
 def register_source(spark: Any) -> None:
-    """Register the Kafka data source (``SOURCE_NAME``) with ``spark``.
+    """Register the Kafka data source (``SOURCE_NAME``) with ``spark``, idempotently.
 
-    Idempotent: a session made by ``newSession()`` inherits its parent's data sources and refuses to
-    register the same name again (DATA_SOURCE_ALREADY_EXISTS); that inherited source is the same one.
+    Spark refuses a name that the thread's *active* session already knows (DATA_SOURCE_ALREADY_EXISTS),
+    and a ``newSession()`` child does not inherit its parent's Python data sources: with the parent
+    active, the child could neither register the source nor find it. So ``spark`` is made the active
+    session while it registers (:func:`job.spark_session.active_session`); ALREADY_EXISTS then means
+    it had registered the source itself.
     """
-    try:
-        spark.dataSource.register(DaggerKafkaSource)
-    except Exception as exc:  # pyspark's AnalysisException; the class moved between releases
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
-            raise
+    from job.spark_session import active_session
+
+    with active_session(spark):
+        try:
+            spark.dataSource.register(DaggerKafkaSource)
+        except Exception as exc:  # pyspark's AnalysisException; the class moved between releases
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise

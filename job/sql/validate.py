@@ -20,7 +20,7 @@ from job.sql.rewrite import (
 )
 from job.sql.scope import TIME_COLUMN, resolve
 
-__all__ = ["TIME_COLUMN", "check_columns", "check_functions", "check_tables", "check_windows"]
+__all__ = ["TIME_COLUMN", "check_columns", "check_functions", "check_set_operations", "check_tables", "check_windows"]
 
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
@@ -88,9 +88,28 @@ def check_columns(tree: exp.Expression,
     """Every column must exist in a source of its own SELECT (see :mod:`job.sql.scope`).
 
     ``tables``: stream table -> column names, or -> column -> Spark type text. Returns the columns
-    used per stream table.
+    used per stream table. Raises SqlError at the first unknown or ambiguous name, or at an operand of
+    UNION, INTERSECT or EXCEPT that is not a query.
     """
-    return resolve(tree, tables).used
+    from sqlglot.errors import OptimizeError
+
+    check_set_operations(tree)
+    try:
+        return resolve(tree, tables).used
+    except OptimizeError as exc:  # a shape sqlglot's scopes cannot take that the checks above let through
+        raise _fail(f"the query's parts cannot be told apart: {exc}", tree) from None
+
+
+def check_set_operations(tree: exp.Expression) -> None:
+    """Each side of a UNION, INTERSECT or EXCEPT must be a query (a SELECT, or another of them)."""
+    for node in tree.find_all(exp.SetOperation):
+        for side in (node.this, node.expression):
+            inner = side.unnest() if isinstance(side, exp.Paren) else side
+            inner = inner.this if isinstance(inner, exp.Subquery) and not inner.alias else inner
+            if not isinstance(inner, exp.Query):
+                kind = node.key.upper()
+                raise _fail(f"each side of {kind} must be a query; found {side.sql()!r}", side,
+                            hint=f"write SELECT … FROM … on both sides of {kind}")
 
 
 def has_aggregate(select: exp.Select) -> bool:

@@ -171,6 +171,9 @@ def test_projection_without_window_is_allowed() -> None:
      "DistinctCount"),
     ("SELECT 1 FROM data_stream GROUP BY TUMBLE(rowtime)", 1, 36, "TUMBLE takes 2 arguments"),
     ("", 1, 1, "empty"),
+    # found by the token-soup property test: sqlglot's scopes raised OptimizeError with a traceback
+    ("'x' UNION SELECT", 1, 1, "each side of UNION must be a query; found \"'x'\""),
+    ("1 UNION\nSELECT city_id FROM data_stream", 1, 1, "each side of UNION must be a query; found '1'"),
 ])
 def test_errors_carry_line_and_column(sql: str, line: int, col: int, needle: str) -> None:
     with pytest.raises(SqlError) as info:
