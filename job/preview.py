@@ -39,8 +39,9 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     spark = spark or running_session()
     own = spark is None
     base = spark or build_session(f"preview-{spec.name}", shuffle_partitions=spec.parallelism)
-    # Not newSession(): Spark 4.3 reports a child session's inherited Python data source as existing yet
-    # cannot find it. Replacing a temp view does not touch a streaming query already started on it.
+    # The base session itself (register_source works in a newSession() child too now that it registers
+    # with the child active, but a child costs a session's state). Replacing a temp view does not touch
+    # a streaming query already started on it.
     session = base
     since_ms = int((time.time() - minutes * 60) * 1000)
     try:
