@@ -12,23 +12,14 @@ starts, as Spark writes a batch again that it had not committed).
 from __future__ import annotations
 
 import json
-import logging
 from typing import TYPE_CHECKING, Any
+
+from job.offset_log import Offsets
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from job.plan import DaggerPlan
-
-log = logging.getLogger("daggers.shared")
-
-Offsets = dict[str, dict[str, int]]
-
-
-def records_between(start: Offsets, end: Offsets) -> int:
-    """Return how many records lie from ``start`` up to ``end`` (partitions ``start`` lacks from 0)."""
-    return sum(max(int(hi) - int((start.get(topic) or {}).get(str(part), 0)), 0)
-               for topic, parts in end.items() for part, hi in parts.items())
 
 
 def catch_up(spark: Any, plan: DaggerPlan, start: Offsets, end: Offsets) -> pa.Table:

@@ -387,13 +387,14 @@ class HostedGroup:
         records in between (:func:`job.shared.catchup.catch_up`), before the generation's query starts,
         and count them in its ``status.json``; from then on it counts the records the generation reads as
         the others do. A member whose catch-up fails (its sinks, its SQL) fails alone."""
+        from job.offset_log import lag_of
         from job.runner import explain_failure
-        from job.shared.catchup import catch_up, records_between
+        from job.shared.catchup import catch_up
 
         for key, start in sorted(behind.items()):
             if key not in self.members or key in self.failed:
                 continue
-            rows = records_between(start, self._seen)
+            rows = lag_of(start, self._seen)  # the records from its offsets to the others'
             if not rows:
                 continue
             began = time.monotonic()

@@ -9,45 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
+from job.offset_log import lag_of
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.shared.catchup import catch_up, records_between
-from job.spec import parse_spec
+from job.shared.catchup import catch_up
 from tests.helpers import BOOKINGS_SQL, unique
+from tests.job.shared.test_fusion import planned
 
 PASS_SQL = """SELECT order_number AS tag_order_number, fare_idr AS fare, rowtime AS window_timestamp
 FROM data_stream
 WHERE status = 'COMPLETED'"""
 
 
-def spec_text(name: str, bootstrap: str, topic: str, sql: str) -> str:
-    body = "\n".join("  " + line for line in sql.splitlines())
-    return f"""name: {name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: {bootstrap}
-    group: {name}
-sql: |
-{body}
-isolation: fused
-sink:
-  type: log
-"""
-
-
-def test_records_between_counts_each_partition_from_its_start() -> None:
-    start = {"t": {"0": 5, "1": 3}}
-    assert records_between(start, {"t": {"0": 15, "1": 12}}) == 10 + 9
-    assert records_between(start, {"t": {"0": 5, "1": 2}}) == 0  # nothing behind: never negative
-    assert records_between({}, {"t": {"0": 4}, "u": {"0": 2}}) == 6  # a partition not read yet: from 0
-
-
 def test_only_a_pass_through_catches_up(tmp_path: Path) -> None:
-    windowed = plan(parse_spec(spec_text("ww", "127.0.0.1:1", "t", BOOKINGS_SQL), "ww.yaml"), tmp_path)
+    windowed = planned(tmp_path, "ww", BOOKINGS_SQL)
     with pytest.raises(ValueError, match="only a pass-through"):
         catch_up(None, windowed, {}, {})
 
@@ -83,12 +58,12 @@ def test_a_catch_up_reads_exactly_the_records_between_the_offsets(broker, spark,
     ends = {p: 1 + max(o for q, o in records if q == p) for p in (0, 1)}
     start = {topic: {"0": 5, "1": 3}}
     end = {topic: {"0": ends[0] - 4, "1": ends[1] - 2}}
-    member = plan(parse_spec(spec_text("cu", broker.bootstrap, topic, PASS_SQL), "cu.yaml"), tmp_path / "cu")
+    member = planned(tmp_path, "cu", PASS_SQL, topic=topic, bootstrap=broker.bootstrap)
 
     table = catch_up(spark, member, start, end)
 
     between = [r for (p, o), r in records.items() if int(start[topic][str(p)]) <= o < end[topic][str(p)]]
-    assert len(between) == records_between(start, end) == (ends[0] - 9) + (ends[1] - 5)
+    assert len(between) == lag_of(start, end) == (ends[0] - 9) + (ends[1] - 5)
     want = sorted(r["order_number"] for r in between if r["status"] == "COMPLETED")
     assert want and len(want) < len(between)  # the member's WHERE ran: some were left out
     assert sorted(table.column("tag_order_number").to_pylist()) == want

@@ -36,7 +36,8 @@ SUM_SQL = """SELECT driver_id AS tag_area, sum(fare_idr) AS amount,
 FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), driver_id"""
 
 
-def planned(tmp_path: Path, name: str, sql: str = BOOKINGS_SQL, extra: str = "", topic: str = "bookings") -> DaggerPlan:
+def planned(tmp_path: Path, name: str, sql: str = BOOKINGS_SQL, extra: str = "", topic: str = "bookings",
+            bootstrap: str = "127.0.0.1:9092") -> DaggerPlan:
     body = "\n".join("  " + line for line in sql.splitlines())
     text = f"""name: d-{name}
 streams:
@@ -44,7 +45,7 @@ streams:
     topics: [{topic}]
     proto_class: daggers.events.BookingLog
     timestamp_field: event_timestamp
-    bootstrap_servers: 127.0.0.1:9092
+    bootstrap_servers: {bootstrap}
     group: {name}
 sql: |
 {body}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.influx_watch import ArrivalWatch, bucketer
+from bench.influx_watch import ArrivalWatch
 from job.shared.channel import HostFolder
 from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
 from tests.helpers import BOOKINGS_SQL
@@ -52,8 +52,7 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
         assign_fused(f, w, tmp_path, ("fa", "fb"))
         assign_fused(f, w, tmp_path, ("fx",), sql=DIVIDES_SQL)
         for key in ("fa", "fb"):  # every point written to their databases, by window end
-            watches[key] = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
-            watches[key].start(influxdb.url, w.db(key))
+            watches[key] = w.watch(key)
         host.start()
         host.ready()
         for key in ("fa", "fb", "fx"):  # the division is by one for these events

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.influx_watch import ArrivalWatch, bucketer
+from bench.influx_watch import ArrivalWatch
 from job.shared.channel import HostFolder
 from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
 from job.stack.influx import influx_query
@@ -58,8 +58,7 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
             f.assign(key, w.spec(key, extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, f"{key}-1")
         f.assign("px", w.spec("px", extra=FUSED_EVERY_S, sql=DIVIDES_PASS_SQL), tmp_path, "px-1")
         for key in ("pa", "pb"):  # every point written to their databases, by second
-            watches[key] = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
-            watches[key].start(influxdb.url, w.db(key))
+            watches[key] = w.watch(key)
         host.start()
         host.ready()
         for key in ("pa", "pb", "px"):  # the division is by one for these events
@@ -155,8 +154,7 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
         # pb first gets step 1 (1,501 records: 1,500 and the closer) in a catch-up
         f.unassign("px")
         for key in ("pa", "pb"):  # every point written to their databases from now on, by second
-            watches[key] = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
-            watches[key].start(influxdb.url, w.db(key))
+            watches[key] = w.watch(key)
         host.start()
         host.ready()
         for key in ("pa", "pb"):

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from bench.influx_watch import ArrivalWatch, bucketer
 from job.liveness import read_json
 from job.produce.generator import generate
 from job.shared.channel import HostFolder
@@ -79,6 +80,13 @@ class World:
     def step(self, k: int) -> None:
         """Produce events (minute 20*k on) and one later event that closes their windows."""
         self.rows.extend(produce_step(self.broker, self.topic, k, 1500, 70, T0))
+
+    def watch(self, key: str) -> ArrivalWatch:
+        """Start counting every point written to ``key``'s database, by second (a subscription of InfluxDB);
+        the caller stops it."""
+        watch = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
+        watch.start(self.influxdb.url, self.db(key))  # type: ignore[attr-defined]
+        return watch
 
     def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
         want = closed(self.rows)
