@@ -87,10 +87,10 @@ def test_a_window_closes_in_a_no_data_batch_right_after_its_watermark(spark, tan
                                               int(query.lastProgress.batchId) >= max(sink.written_by.values())):
             time.sleep(0.1)
         rows_of = {int(p.batchId): int(p.numInputRows) for p in query.recentProgress}
-        # (start epoch s, duration s) of each data batch that started while the feeder ran
-        fed = [(datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp(),
-                p.durationMs.get("triggerExecution", 0) / 1000) for p in query.recentProgress if p.numInputRows]
-        fed = [(start, took) for start, took in fed if warm <= start <= feeder_stop]
+        # (start epoch s, duration s, rows) of each batch, with data or not, that started while the feeder ran
+        ran = [(datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp(),
+                p.durationMs.get("triggerExecution", 0) / 1000, int(p.numInputRows)) for p in query.recentProgress]
+        ran = [(start, took, rows) for start, took, rows in ran if warm <= start <= feeder_stop]
     finally:
         stop.set()
         job.stop()
@@ -106,13 +106,15 @@ def test_a_window_closes_in_a_no_data_batch_right_after_its_watermark(spark, tan
         assert len(empty) >= max(2, len(closed) - 2), (closed, sink.written_by, rows_of)
     else:
         assert len(empty) <= 1, (closed, sink.written_by, rows_of)
-    # a trigger every 0.2 s, new events every 50 ms: by default a batch of data at every trigger, so the query
-    # is never idle while the feeder runs, however long a batch takes on a loaded machine; read at window
-    # close, about one data batch per 2-s window, the one that reads past its end, and idle in between
+    # a trigger every 0.2 s, new events every 50 ms: by default a batch at every trigger, so the query is
+    # never idle while the feeder runs, however long a batch takes on a loaded machine: its batches, of data
+    # and (promptly) the no-data ones that close windows between them, fill the time; read at window close,
+    # about one data batch per 2-s window, the one that reads past its end, and idle in between (busy 7.97 and
+    # 8.23 s of 8.5 here promptly and by default, 3.32 s read at window close)
     data_batches = sum(1 for n in rows_of.values() if n)
     if at_close:
         assert data_batches <= 2 * len(closed) + 3, (closed, rows_of)
     else:
-        assert fed, rows_of
-        busy_per_batch = max(0.2, sum(took for _, took in fed) / len(fed))
-        assert len(fed) >= 0.5 * (feeder_stop - warm) / busy_per_batch, (fed, feeder_stop - warm)
+        assert any(rows for _, _, rows in ran), rows_of
+        busy = sum(min(took, feeder_stop - start) for start, took, _ in ran)
+        assert busy >= 0.5 * (feeder_stop - warm), (ran, feeder_stop - warm)
