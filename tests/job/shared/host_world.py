@@ -1,4 +1,5 @@
-"""A shared host process and its daggers for integration tests: real broker, InfluxDB and Spark."""
+"""A shared host process, its daggers and their world (topic, databases, specs) for integration tests: real
+broker, InfluxDB and Spark."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.influx_watch import ArrivalWatch, bucketer
 from job.shared.channel import HostFolder
+from job.stack.broker import create_topic
 from job.stack.process import group_members
-from tests.helpers import BOOKINGS_SQL, influx_points, make_spec
-from tests.job.control.test_control_e2e import TAGS, wait_for
+from tests.helpers import BOOKINGS_SQL, influx_points, make_spec, produce_step, unique
+from tests.job.control.test_control_e2e import T0, TAGS, closed, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -87,3 +90,65 @@ def status(checkpoint: Path) -> dict[str, Any]:
     from job.liveness import read_json
 
     return read_json(checkpoint / "status.json") or {}
+
+
+class World:
+    """Topics, databases and spec files of one test."""
+
+    def __init__(self, broker: str, influxdb: object, tmp_path: Path) -> None:
+        self.broker, self.influxdb, self.tmp = broker, influxdb, tmp_path
+        self.topic = unique("shared-bookings")
+        create_topic(broker, self.topic, 2)
+        self.rows: list[dict] = []
+        self.dbs: dict[str, str] = {}
+
+    def db(self, key: str) -> str:
+        if key not in self.dbs:
+            self.dbs[key] = unique(f"sh-{key}").replace("-", "_")
+            self.influxdb.create_database(self.dbs[key])  # type: ignore[attr-defined]
+        return self.dbs[key]
+
+    def checkpoint(self, key: str) -> Path:
+        return self.tmp / "daggers" / key / "checkpoint"
+
+    def spec(self, key: str, version: int = 1, *, topic: str | None = None, influx_url: str | None = None,
+             **kw: object) -> Path:
+        path = self.tmp / "daggers" / key / f"v{version}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(bookings_text(key, self.broker, topic or self.topic,
+                                      influx_url or self.influxdb.url,  # type: ignore[attr-defined]
+                                      self.db(key), self.checkpoint(key), **kw))  # type: ignore[arg-type]
+        return path
+
+    def step(self, k: int) -> None:
+        """Produce events (minute 20*k on) and one later event that closes their windows."""
+        self.rows.extend(produce_step(self.broker, self.topic, k, 1500, 70, T0))
+
+    def watch(self, key: str) -> ArrivalWatch:
+        """Start counting every point written to ``key``'s database, by second (a subscription of InfluxDB);
+        the caller stops it."""
+        watch = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
+        watch.start(self.influxdb.url, self.db(key))  # type: ignore[attr-defined]
+        return watch
+
+    def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
+        want = closed(self.rows)
+        wait_for(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
+                 timeout, host.folder.log_path)
+        wait_for(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
+                 == len(self.rows), 60, host.folder.log_path)
+
+
+@dataclass
+class HostWorld:
+    """One test's :class:`World`, the (not yet started) :class:`HostProc` on ``tmp_path / "host"`` and the
+    point watches it started with :meth:`watch`."""
+
+    world: World
+    host: HostProc
+    watches: dict[str, ArrivalWatch] = field(default_factory=dict)
+
+    def watch(self, *keys: str) -> None:
+        """Count every point written to each key's database, by second, until the test ends."""
+        for key in keys:
+            self.watches[key] = self.world.watch(key)

@@ -31,9 +31,8 @@ from job.produce.producer import produce
 from job.shared.channel import HostFolder
 from tests.helpers import influx_points
 from tests.job.control.test_control_e2e import DELAY_MS, T0, closed, wait_for
-from tests.job.shared.host_world import HostProc, status, windows
+from tests.job.shared.host_world import HostWorld, World, status, windows
 from tests.job.shared.relay import Relay
-from tests.job.shared.test_host_isolation import World
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -144,11 +143,10 @@ def watermark_of(rows: list[dict]) -> float:
     return max(r["event_timestamp"].timestamp() for r in rows) - DELAY_MS / 1000
 
 
-def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
+def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorld, influxdb,  # type: ignore[no-untyped-def]
                                                            tmp_path: Path) -> None:
-    w = World(tansu_broker, influxdb, tmp_path)
+    w, host = host_world.world, host_world.host
     relay = Relay(int(influxdb.url.rsplit(":", 1)[1]))
-    host = HostProc(HostFolder(tmp_path / "host"))
     f = host.folder
     try:
         w.step(0)
@@ -271,4 +269,3 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(tansu_broker: str, i
             assert host.dagger(key)["state"] == "stopped" and status(w.checkpoint(key))["state"] == "stopped"
     finally:
         relay.cut()
-        host.stop()

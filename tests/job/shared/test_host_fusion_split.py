@@ -22,14 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.influx_watch import ArrivalWatch
-from job.shared.channel import HostFolder
 from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
 from tests.helpers import BOOKINGS_SQL
 from tests.job.control.test_control_e2e import T0, closed, wait_for
-from tests.job.shared.host_world import HostProc, status, windows
+from tests.job.shared.host_world import HostWorld, status, windows
 from tests.job.shared.test_host_fusion import FUSED, assign_fused
-from tests.job.shared.test_host_isolation import World
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,74 +38,66 @@ DIVIDES_SQL = BOOKINGS_SQL.replace(
 
 
 def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_together(  # type: ignore[no-untyped-def]
-        tansu_broker: str, influxdb, tmp_path: Path) -> None:
+        host_world: HostWorld, influxdb, tmp_path: Path) -> None:
     assert DIVIDES_SQL != BOOKINGS_SQL
-    w = World(tansu_broker, influxdb, tmp_path)
-    host = HostProc(HostFolder(tmp_path / "host"))
+    w, host = host_world.world, host_world.host
     f = host.folder
-    watches: dict[str, ArrivalWatch] = {}
-    try:
-        w.step(0)
-        assign_fused(f, w, tmp_path, ("fa", "fb"))
-        assign_fused(f, w, tmp_path, ("fx",), sql=DIVIDES_SQL)
-        for key in ("fa", "fb"):  # every point written to their databases, by window end
-            watches[key] = w.watch(key)
-        host.start()
-        host.ready()
-        for key in ("fa", "fb", "fx"):  # the division is by one for these events
-            w.exact(key, host)
-        gkey = host.dagger("fa")["group"]
-        groups = f.root / "groups"
-        first = json.loads((groups / gkey / GROUP_FILE).read_text())
-        assert first["members"] == {"fa": "fa-1", "fb": "fb-1", "fx": "fx-1"}, first
+    w.step(0)
+    assign_fused(f, w, tmp_path, ("fa", "fb"))
+    assign_fused(f, w, tmp_path, ("fx",), sql=DIVIDES_SQL)
+    host_world.watch("fa", "fb")  # every point written to their databases, by window end
+    host.start()
+    host.ready()
+    for key in ("fa", "fb", "fx"):  # the division is by one for these events
+        w.exact(key, host)
+    gkey = host.dagger("fa")["group"]
+    groups = f.root / "groups"
+    first = json.loads((groups / gkey / GROUP_FILE).read_text())
+    assert first["members"] == {"fa": "fa-1", "fb": "fb-1", "fx": "fx-1"}, first
 
-        # events past minute 20: fx divides by zero, the group's query fails and splits; fx fails alone
-        w.step(1)
-        failed = host.wait_state("fx", "failed")
-        assert "DIVIDE_BY_ZERO" in failed["error"], failed["error"]
-        assert failed["group"] == solo_key(gkey, "fx"), failed
-        assert status(w.checkpoint("fx"))["state"] == "failed"
-        # ... and fa and fb come back together in the group's next generation, each from its own query
-        for key in ("fa", "fb"):
-            wait_for(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                     and d.get("state") == "running", 240, f.log_path)
-            w.exact(key, host)
-        back = json.loads((groups / gkey / GROUP_FILE).read_text())
-        assert back["members"] == {"fa": "fa-1", "fb": "fb-1"} and back["generation"] > first["generation"], back
-        log = f.log_path.read_text()
-        assert f"group {gkey}: fx no longer there as they split; the other 2 come back together" in log
-        for key in ("fa", "fb"):
-            assert f"group {solo_key(gkey, key)} gen 1: running 1 daggers" in log
-        assert not (groups / gkey / SPLIT_FILE).exists()
-        assert not (groups / solo_key(gkey, "fa")).exists() and not (groups / solo_key(gkey, "fb")).exists()
-        # fx has the windows of the first step, written before it failed, and nothing of the failed batch
-        assert windows(influxdb, w.dbs["fx"]) == closed(w.rows[:-1501])
+    # events past minute 20: fx divides by zero, the group's query fails and splits; fx fails alone
+    w.step(1)
+    failed = host.wait_state("fx", "failed")
+    assert "DIVIDE_BY_ZERO" in failed["error"], failed["error"]
+    assert failed["group"] == solo_key(gkey, "fx"), failed
+    assert status(w.checkpoint("fx"))["state"] == "failed"
+    # ... and fa and fb come back together in the group's next generation, each from its own query
+    for key in ("fa", "fb"):
+        wait_for(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
+                 and d.get("state") == "running", 240, f.log_path)
+        w.exact(key, host)
+    back = json.loads((groups / gkey / GROUP_FILE).read_text())
+    assert back["members"] == {"fa": "fa-1", "fb": "fb-1"} and back["generation"] > first["generation"], back
+    log = f.log_path.read_text()
+    assert f"group {gkey}: fx no longer there as they split; the other 2 come back together" in log
+    for key in ("fa", "fb"):
+        assert f"group {solo_key(gkey, key)} gen 1: running 1 daggers" in log
+    assert not (groups / gkey / SPLIT_FILE).exists()
+    assert not (groups / solo_key(gkey, "fa")).exists() and not (groups / solo_key(gkey, "fb")).exists()
+    # fx has the windows of the first step, written before it failed, and nothing of the failed batch
+    assert windows(influxdb, w.dbs["fx"]) == closed(w.rows[:-1501])
 
-        # fx edited (no division): it joins the group again, with every window from where it failed
-        f.assign("fx", w.spec("fx", 2, extra=FUSED), tmp_path, "fx-2")
-        host.wait_state("fx", "running", token="fx-2")
-        w.step(2)
-        for key in ("fa", "fb", "fx"):
-            w.exact(key, host)
-            assert host.dagger(key)["group"] == gkey
-        assert json.loads((groups / gkey / GROUP_FILE).read_text())["members"] == {
-            "fa": "fa-1", "fb": "fb-1", "fx": "fx-2"}
+    # fx edited (no division): it joins the group again, with every window from where it failed
+    f.assign("fx", w.spec("fx", 2, extra=FUSED), tmp_path, "fx-2")
+    host.wait_state("fx", "running", token="fx-2")
+    w.step(2)
+    for key in ("fa", "fb", "fx"):
+        w.exact(key, host)
+        assert host.dagger(key)["group"] == gkey
+    assert json.loads((groups / gkey / GROUP_FILE).read_text())["members"] == {
+        "fa": "fa-1", "fb": "fb-1", "fx": "fx-2"}
 
-        # a host started again resumes the group exactly
-        assert host.stop() == 0
-        host.start()
-        host.ready()
-        w.step(3)
-        for key in ("fa", "fb", "fx"):
-            w.exact(key, host)
-            assert host.dagger(key)["group"] == gkey
+    # a host started again resumes the group exactly
+    assert host.stop() == 0
+    host.start()
+    host.ready()
+    w.step(3)
+    for key in ("fa", "fb", "fx"):
+        w.exact(key, host)
+        assert host.dagger(key)["group"] == gkey
 
-        # no window of fa or fb was written twice: not at the split, their return, fx's or the restart
-        want = Counter(("bookings", end) for end, *_ in closed(w.rows))
-        for key, watch in watches.items():
-            wait_for(f"{key}: each window's points once", lambda v=watch: Counter(
-                {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, f.log_path)
-    finally:
-        host.stop()
-        for watch in watches.values():
-            watch.stop()
+    # no window of fa or fb was written twice: not at the split, their return, fx's or the restart
+    want = Counter(("bookings", end) for end, *_ in closed(w.rows))
+    for key, watch in host_world.watches.items():
+        wait_for(f"{key}: each window's points once", lambda v=watch: Counter(
+            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, f.log_path)

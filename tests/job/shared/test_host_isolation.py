@@ -21,15 +21,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from bench.influx_watch import ArrivalWatch, bucketer
 from job.liveness import read_json
 from job.produce.generator import generate
-from job.shared.channel import HostFolder
 from job.shared.hosted import LIGHT_POOL
 from job.stack.broker import create_topic
-from tests.helpers import produce_step, unique
+from tests.helpers import unique
 from tests.job.control.test_control_e2e import T0, closed, wait_for
-from tests.job.shared.host_world import HostProc, bookings_text, status, windows
+from tests.job.shared.host_world import HostWorld, status, windows
 from tests.job.shared.relay import Relay
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -49,53 +47,6 @@ WHERE Boom(vehicle_type) = 'x'
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 
-class World:
-    """Topics, databases and spec files of one test."""
-
-    def __init__(self, broker: str, influxdb: object, tmp_path: Path) -> None:
-        self.broker, self.influxdb, self.tmp = broker, influxdb, tmp_path
-        self.topic = unique("shared-bookings")
-        create_topic(broker, self.topic, 2)
-        self.rows: list[dict] = []
-        self.dbs: dict[str, str] = {}
-
-    def db(self, key: str) -> str:
-        if key not in self.dbs:
-            self.dbs[key] = unique(f"sh-{key}").replace("-", "_")
-            self.influxdb.create_database(self.dbs[key])  # type: ignore[attr-defined]
-        return self.dbs[key]
-
-    def checkpoint(self, key: str) -> Path:
-        return self.tmp / "daggers" / key / "checkpoint"
-
-    def spec(self, key: str, version: int = 1, *, topic: str | None = None, influx_url: str | None = None,
-             **kw: object) -> Path:
-        path = self.tmp / "daggers" / key / f"v{version}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(bookings_text(key, self.broker, topic or self.topic,
-                                      influx_url or self.influxdb.url,  # type: ignore[attr-defined]
-                                      self.db(key), self.checkpoint(key), **kw))  # type: ignore[arg-type]
-        return path
-
-    def step(self, k: int) -> None:
-        """Produce events (minute 20*k on) and one later event that closes their windows."""
-        self.rows.extend(produce_step(self.broker, self.topic, k, 1500, 70, T0))
-
-    def watch(self, key: str) -> ArrivalWatch:
-        """Start counting every point written to ``key``'s database, by second (a subscription of InfluxDB);
-        the caller stops it."""
-        watch = ArrivalWatch(bucketer((("/^bookings$/", "1s"),)))
-        watch.start(self.influxdb.url, self.db(key))  # type: ignore[attr-defined]
-        return watch
-
-    def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
-        want = closed(self.rows)
-        wait_for(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
-                 timeout, host.folder.log_path)
-        wait_for(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
-                 == len(self.rows), 60, host.folder.log_path)
-
-
 def children_of(pid: int) -> list[int]:
     """Return the PIDs of ``pid``'s live child processes."""
     out = []
@@ -109,9 +60,9 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
-def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
-                                                                           tmp_path: Path) -> None:
-    w = World(tansu_broker, influxdb, tmp_path)
+def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_world: HostWorld, influxdb,  # type: ignore[no-untyped-def]
+                                                                           tansu_broker: str, tmp_path: Path) -> None:
+    w, host = host_world.world, host_world.host
     bad_topic = unique("shared-bad")
     create_topic(tansu_broker, bad_topic, 1)
     payloads = list(generate("booking", 50, seed=8, start=T0, duration_s=60).payloads)
@@ -123,7 +74,6 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
     relay = Relay(int(influxdb.url.rsplit(":", 1)[1]))
     (tmp_path / "boom.py").write_text(UDF)
 
-    host = HostProc(HostFolder(tmp_path / "host"))
     host.start()
     try:
         host.ready()
@@ -212,32 +162,27 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(tansu_b
             assert host.dagger(key)["state"] == "stopped" and status(w.checkpoint(key))["state"] == "stopped"
     finally:
         relay.cut()
-        host.stop()
 
 
-def test_sigkill_of_the_jvm_restarts_the_host_and_each_dagger_resumes_exactly(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
-                                                                               tmp_path: Path) -> None:
-    w = World(tansu_broker, influxdb, tmp_path)
-    host = HostProc(HostFolder(tmp_path / "host"))
+def test_sigkill_of_the_jvm_restarts_the_host_and_each_dagger_resumes_exactly(  # type: ignore[no-untyped-def]
+        host_world: HostWorld, tmp_path: Path) -> None:
+    w, host = host_world.world, host_world.host
     host.start()
-    try:
-        host.ready()
-        for key in ("one", "two"):
-            host.folder.assign(key, w.spec(key), tmp_path, f"{key}-1")
-        w.step(0)
-        for key in ("one", "two"):
-            w.exact(key, host)
-        w.step(1)  # read in part, or not at all, when the JVM dies
-        os.kill(host.jvm_pid(), signal.SIGKILL)
-        assert host.popen is not None and host.popen.wait(60) == 3
-        lost = host.folder.host() or {}
-        assert lost["state"] == "exited" and "the Spark application was lost" in lost["error"], lost
+    host.ready()
+    for key in ("one", "two"):
+        host.folder.assign(key, w.spec(key), tmp_path, f"{key}-1")
+    w.step(0)
+    for key in ("one", "two"):
+        w.exact(key, host)
+    w.step(1)  # read in part, or not at all, when the JVM dies
+    os.kill(host.jvm_pid(), signal.SIGKILL)
+    assert host.popen is not None and host.popen.wait(60) == 3
+    lost = host.folder.host() or {}
+    assert lost["state"] == "exited" and "the Spark application was lost" in lost["error"], lost
 
-        host.start()  # what the controller does; the assignments are still there
-        host.ready()
-        w.step(2)
-        for key in ("one", "two"):
-            w.exact(key, host)
-            assert host.dagger(key)["state"] == "running" and host.dagger(key)["token"] == f"{key}-1"
-    finally:
-        host.stop()
+    host.start()  # what the controller does; the assignments are still there
+    host.ready()
+    w.step(2)
+    for key in ("one", "two"):
+        w.exact(key, host)
+        assert host.dagger(key)["state"] == "running" and host.dagger(key)["token"] == f"{key}-1"
