@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from job.spark_session import JVM_OPTIONS_ENV
+from tests.teardown import slow_teardown
 
 pytest_plugins = ["tests.services"]
 
@@ -52,10 +53,12 @@ def spark() -> Iterator[object]:
             else:
                 os.environ[key] = value
     yield session
-    session.stop()
+    with slow_teardown("the tests' SparkSession"):
+        session.stop()
     if fork is not None:
-        fork[0].terminate()
-        fork[0].wait(30)
+        with slow_teardown("the SparkSession's fork server"):
+            fork[0].terminate()
+            fork[0].wait(30)
 
 
 #: Each test module's seconds in a clean-clone CI run (scripts/test_durations.py writes it).

@@ -40,6 +40,7 @@ from job.stack.ports import free_port, free_ports
 from job.stack.postgres import PostgresServer
 from job.stack.spark_standalone import SparkStandalone
 from job.stack.victoria import VictoriaServer
+from tests.teardown import slow_teardown
 
 __all__ = [
     "BrokerHandle",
@@ -122,7 +123,8 @@ def _serving(make: Callable[[], S]) -> Iterator[S]:
     finally:
         with contextlib.suppress(ValueError):
             _RUNNING.remove(server)
-        server.stop(10.0)
+        with slow_teardown(type(server).__name__):
+            server.stop(10.0)
 
 
 # -- brokers -----------------------------------------------------------------------------------
