@@ -483,10 +483,13 @@ def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], se
 
 
 def unseen_points(arrivals: dict[tuple[str, int], list[tuple[float, int]]],
-                  in_influx: dict[tuple[str, int], int]) -> int:
+                  in_influx: dict[tuple[str, int], int], since: float) -> int:
     """Return the points InfluxDB holds (``in_influx``: (measurement, bucket) -> points, asked at the end)
-    beyond what ``arrivals`` saw come: writes the subscription did not forward."""
-    return sum(max(n - (arrivals[key][-1][1] if arrivals.get(key) else 0), 0) for key, n in in_influx.items())
+    beyond what ``arrivals`` saw come: writes the subscription did not forward. Only buckets from ``since``
+    (when the watch started) count: a point's time is its window's end or its event's time, so it was
+    written after that time; a bucket before it may hold points written before there was a watch."""
+    return sum(max(n - (arrivals[key][-1][1] if arrivals.get(key) else 0), 0)
+               for key, n in in_influx.items() if key[1] >= since)
 
 
 def feeder_info(path: Path) -> dict[str, Any]:
@@ -640,7 +643,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             watch.stop()
             step.arrivals = f"subscription ({watch.writes:,} writes)"
             step.watch_dropped = watch.dropped
-            step.points_unseen = unseen_points(arrivals, in_influx)
+            step.points_unseen = unseen_points(arrivals, in_influx, t0)
         step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
         # what the heavy dagger read while its feeder ran (its rate once the feed stops is 0)
         step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)

@@ -95,8 +95,10 @@ def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path
 def test_unseen_points_are_what_influxdb_holds_beyond_the_watch() -> None:
     arrivals = {("l0-pass", 1000): [(1001.0, 40), (1001.5, 50)], ("l1-hop", 960): [(1010.0, 2)]}
     in_influx = {("l0-pass", 1000): 50, ("l0-pass", 1001): 48, ("l1-hop", 960): 2, ("l2-join", 960): 1}
-    assert unseen_points(arrivals, in_influx) == 48 + 1
-    assert unseen_points(arrivals, {("l0-pass", 1000): 45}) == 0  # the watch saw more than was asked for
+    assert unseen_points(arrivals, in_influx, 900) == 48 + 1
+    assert unseen_points(arrivals, {("l0-pass", 1000): 45}, 900) == 0  # the watch saw more than was asked for
+    # buckets before the watch started (at 990) held points written before it: they are not unseen
+    assert unseen_points(arrivals, {**in_influx, ("heavy", 900): 46_000, ("l3-pass", 989): 7}, 990) == 48
 
 
 def test_marginal_memory_is_the_slope_over_n() -> None:
