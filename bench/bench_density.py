@@ -69,7 +69,7 @@ from bench.procstats import (  # noqa: E402
 )
 from bench.report import machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
-from bench.trim import Trimmer, read_floor  # noqa: E402
+from bench.trim import Trimmer, drop_topics, read_floor  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
 from job.shared.hosted import TRANSIENT  # noqa: E402
 
@@ -332,6 +332,9 @@ class Step:
     #: largest resident memory sampled over the measured span.
     trimmed: int = 0
     broker_rss_peak_mb: float = 0.0
+    #: The broker's resident memory as the step began: each step's feed topics are deleted at its end
+    #: (bench.trim.drop_topics), so a later step does not run beside the earlier steps' records.
+    broker_rss_start_mb: float = 0.0
     #: With ``--slice-s``: the measured span in slices of that length (a long run: does anything drift?),
     #: each with its light p99s, heavy p99 and events/s, PSS and cores (see :func:`slices_of`).
     slices: list[dict[str, Any]] = field(default_factory=list)
@@ -513,6 +516,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     from job.produce import ensure_topic, produce
 
     step = Step(mode, n, load_before=load_average())
+    step.broker_rss_start_mb = rss_mb(stack.broker.process.pid)
     heavy = args.heavy_rate > 0
     step.daggers = n + (1 if heavy else 0)
     if mode == "dedicated":
@@ -693,6 +697,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         if trimmer is not None:
             trimmer.stop()
         runner.stop()
+        if why := drop_topics(stack.bootstrap, [light_topic, heavy_topic]):
+            step.note += f" The step's feed topics were not deleted ({why}): later steps run beside its records."
         step.load_after = load_average()
 
 
@@ -1016,6 +1022,8 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
     for s in steps:
         if s.slices:
             text += f"\nOver time, {s.mode} N = {s.n} (slices of the measured span):\n\n{slices_table(s)}\n"
+    text += ("\nEach step's feed topics were deleted at its end; the broker's RSS as each step began: "
+             + ", ".join(f"{s.mode} N = {s.n}: {s.broker_rss_start_mb:,.0f} MB" for s in steps if s.ran) + ".\n")
     if args.trim_s:
         text += "\nThe feed's records were deleted once " + f"{args.trim_s:g} s old (`--trim-s`, bench/trim.py): " + ", ".join(
             f"{s.mode} N = {s.n}: {s.trimmed:,} records deleted, the broker's RSS at most {s.broker_rss_peak_mb:,.0f} MB"

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from bench.trim import Trimmer, cut_below, read_floor
+from bench.trim import Trimmer, cut_below, drop_topics, read_floor
 from job.stack.broker import create_topic
+from job.stack.ports import free_port
 from tests.helpers import unique
+from tests.services import BrokerHandle
 
 
 def test_the_cut_is_the_ends_of_the_latest_look_keep_s_ago() -> None:
@@ -106,3 +109,22 @@ def test_a_reader_behind_keeps_its_records(noida_broker: str) -> None:
         assert trimmer.deleted == 30
     finally:
         consumer.close()
+
+
+def test_a_steps_topics_are_dropped_and_a_missing_one_is_no_error(broker: BrokerHandle) -> None:
+    """Both brokers delete a step's feed topics (DeleteTopics); a topic that is not there is not a failure."""
+    topics = [unique("feed"), unique("feed")]
+    for topic in topics:
+        create_topic(broker.bootstrap, topic, 2, kind=broker.kind)
+        _produce(broker.bootstrap, topic, 10)
+    assert drop_topics(broker.bootstrap, [*topics, unique("never")]) == ""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    deadline = time.time() + 20
+    while time.time() < deadline and set(topics) & set(admin.list_topics(timeout=10).topics):
+        time.sleep(0.5)
+    assert not set(topics) & set(admin.list_topics(timeout=10).topics)
+
+
+def test_an_unreachable_broker_is_a_reason_not_an_exception() -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    assert drop_topics(bootstrap, ["feed"], timeout_s=2) == f"feed: no answer from {bootstrap} in 2 s"
