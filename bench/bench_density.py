@@ -985,8 +985,13 @@ def plot(steps: list[Step], path: Path) -> None:
     _save(fig, (mem, lat), path)
 
 
+def marginal_line(steps: list[Step]) -> str:
+    """Each mode's slope of total RSS and of total PSS over N ("-" where fewer than two steps ran)."""
+    return ", ".join(f"{mode} {mb(marginal_mb(steps, mode))} / {mb(marginal_mb(steps, mode, 'pss_mb'))}"
+                     for mode in ("fused", "shared", "dedicated") if any(s.mode == mode for s in steps))
+
+
 def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: Path, argv: list[str]) -> None:
-    shared, dedicated = marginal_mb(steps, "shared"), marginal_mb(steps, "dedicated")
     ratio = ""
     by = {(s.mode, s.n): s for s in steps if s.ran}
     common = sorted(n for m, n in by if m == "shared" and ("dedicated", n) in by)
@@ -1009,9 +1014,7 @@ def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: P
 
 {table(steps)}
 
-Marginal memory per light dagger (slope of total RSS over N): shared {f'{shared:,.0f} MB' if shared is not None else '-'},
-dedicated {f'{dedicated:,.0f} MB' if dedicated is not None else '-'}; of total PSS: shared {mb(marginal_mb(steps, "shared", "pss_mb"))},
-dedicated {mb(marginal_mb(steps, "dedicated", "pss_mb"))}. {ratio}
+Marginal memory per light dagger (slope over N; RSS / PSS): {marginal_line(steps)}. {ratio}
 
 PSS by process kind (MB, mean; the most processes of the kind at once in brackets):
 

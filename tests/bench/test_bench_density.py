@@ -19,6 +19,7 @@ from bench.bench_density import (
     Step,
     delays_of,
     make_daggers,
+    marginal_line,
     marginal_mb,
     missing_windows,
     slices_of,
@@ -108,6 +109,14 @@ def test_marginal_memory_is_the_slope_over_n() -> None:
     assert marginal_mb(steps, "dedicated") is None
     assert marginal_mb([Step("shared", 1, ran=True, rss_mb=2293), Step("shared", 5, ran=True, rss_mb=2859)],
                        "shared") == pytest.approx(141.5)
+
+
+def test_the_report_names_every_modes_slope_fused_included() -> None:
+    steps = [Step("fused", n, ran=True, rss_mb=3000 + 4 * n, pss_mb=2000 + 2 * n) for n in (1, 100)]
+    steps += [Step("shared", n, ran=True, rss_mb=2500 + 130 * n, pss_mb=1800 + 44 * n) for n in (1, 10)]
+    steps += [Step("dedicated", 1, ran=True, rss_mb=4000, pss_mb=2600)]
+    assert marginal_line(steps) == "fused 4 MB / 2 MB, shared 130 MB / 44 MB, dedicated - / -"
+    assert marginal_line(steps[:2]) == "fused 4 MB / 2 MB"
 
 
 def test_forest_reads_several_trees_at_once() -> None:
