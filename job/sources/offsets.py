@@ -41,10 +41,15 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
         "max.partition.fetch.bytes": 64 * 1024,
         # Its fetches are probes. The broker may take up to fetch.wait.max.ms to answer one, and tansu gives up
         # looking for the records in that time and answers empty: with 10 ms it never found the newest record
-        # of a 35M-record partition (a long live run); keep librdkafka's 500 ms. The cost: a probe's follow-up
-        # fetch that finds nothing new is held that long, and a look-up less than 500 ms after the last waits
-        # behind it (at a dagger's start; live batches are further apart).
+        # of a 35M-record partition (a long live run); keep librdkafka's 500 ms.
         "fetch.wait.max.ms": 500,
+        # No follow-up fetch after a probe: once a record is queued, librdkafka waits fetch.queue.backoff.ms
+        # before fetching that partition again, and the probe has unassigned it by then. Without these, the
+        # follow-up fetch (at the end: nothing new) was held fetch.wait.max.ms by tansu, and the next look-up
+        # on this consumer waited behind it: 503 ms median on tansu, sometimes two holds (1.0 s, a CI failure);
+        # with them 2 ms median, 103 ms at most in 100 look-ups back to back (noida-db: 1 ms either way).
+        "queued.min.messages": 1,
+        "fetch.queue.backoff.ms": 100,
         "socket.timeout.ms": 10000,
         "log_level": 2,
         **(extra or {}),
