@@ -13,7 +13,12 @@ Starts a broker on an OS-chosen port, creates a 4-partition topic and, per step,
   partition's newest record, whose response carries the true high watermark: tansu's "latest"
   is only a lower bound);
 * ``metadata``: the partition list (also looked up before every micro-batch), the peer: a request
-  whose cost does not depend on the topic's size.
+  whose cost does not depend on the topic's size;
+* ``end_offsets (prefetch)``: the same look-up on a consumer with librdkafka's prefetch defaults
+  (``queued.min.messages`` 100000, ``fetch.queue.backoff.ms`` 1000), the peer of the source's settings:
+  it leaves a follow-up fetch that tansu holds ``fetch.wait.max.ms`` in front of the next look-up.
+
+``--gap-s`` sets the pause between samples (0.5 s by default; 0 for look-ups back to back).
 """
 
 from __future__ import annotations
@@ -61,14 +66,20 @@ def produce(bootstrap: str, n: int, rate: float) -> None:
     producer.flush()
 
 
-def measure(bootstrap: str, samples: int) -> dict[str, list[float]]:
-    """Return the milliseconds of each look-up, ``samples`` times, 0.5 s apart."""
+#: librdkafka's own prefetch settings: the peer of the ones kofs.driver_consumer sets.
+PREFETCH_DEFAULTS = {"queued.min.messages": "100000", "fetch.queue.backoff.ms": "1000"}
+
+
+def measure(bootstrap: str, samples: int, gap_s: float = 0.5) -> dict[str, list[float]]:
+    """Return the milliseconds of each look-up, ``samples`` times, ``gap_s`` apart."""
     consumer = kofs.driver_consumer(bootstrap)
-    times: dict[str, list[float]] = {"metadata": [], "ListOffsets x4": [], "end_offsets": []}
+    peer = kofs.driver_consumer(bootstrap, PREFETCH_DEFAULTS)
+    times: dict[str, list[float]] = {"metadata": [], "ListOffsets x4": [], "end_offsets": [],
+                                     "end_offsets (prefetch)": []}
     try:
         tps = kofs.partitions_of(consumer, [TOPIC], bootstrap)
         for _ in range(samples):
-            time.sleep(0.5)
+            time.sleep(gap_s)
             t0 = time.perf_counter()
             kofs.partitions_of(consumer, [TOPIC], bootstrap)
             t1 = time.perf_counter()
@@ -77,10 +88,15 @@ def measure(bootstrap: str, samples: int) -> dict[str, list[float]]:
             t2 = time.perf_counter()
             kofs.end_offsets(consumer, tps)
             t3 = time.perf_counter()
-            for name, ms in zip(times, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            time.sleep(gap_s)
+            t4 = time.perf_counter()
+            kofs.end_offsets(peer, tps)
+            t5 = time.perf_counter()
+            for name, ms in zip(times, (t1 - t0, t2 - t1, t3 - t2, t5 - t4), strict=True):
                 times[name].append(1000 * ms)
     finally:
         consumer.close()
+        peer.close()
     return times
 
 
@@ -91,6 +107,7 @@ def main() -> int:
     ap.add_argument("--step-records", type=int, default=50_000_000)
     ap.add_argument("--rate", type=float, default=100_000.0, help="records/s written while measuring (0: none)")
     ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--gap-s", type=float, default=0.5, help="pause between look-ups (0: back to back)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="daggers-bench-offsets-"))
     (port,) = free_ports(1)
@@ -113,7 +130,7 @@ def main() -> int:
             if live:
                 live.start()
             try:
-                times = measure(bootstrap, args.samples)
+                times = measure(bootstrap, args.samples, args.gap_s)
             finally:
                 if live:
                     live.terminate()
