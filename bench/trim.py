@@ -160,14 +160,20 @@ def drop_topics(bootstrap: str, topics: Sequence[str], timeout_s: float = 60.0) 
         futures = admin.delete_topics(list(topics), operation_timeout=timeout_s, request_timeout=timeout_s)
     except Exception as exc:  # noqa: BLE001 - reported, not raised: the step's figures stand
         return f"{type(exc).__name__}: {exc}"[:300]
+    no_answer = f"no answer from {bootstrap} in {timeout_s:g} s"
     for topic, future in futures.items():
         try:
-            future.result(timeout=timeout_s)
+            # The client's own request timeout is the same ``timeout_s``: wait a little past it, so that a
+            # broker which never answers is told by the client's _TIMED_OUT, not by whichever clock fires first.
+            future.result(timeout=timeout_s + 5)
         except concurrent.futures.TimeoutError:
-            return f"{topic}: no answer from {bootstrap} in {timeout_s:g} s"
+            return f"{topic}: {no_answer}"
         except Exception as exc:  # noqa: BLE001
             error = exc.args[0] if exc.args else None
-            if getattr(error, "code", lambda: None)() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            code = getattr(error, "code", lambda: None)()
+            if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
+            if code == KafkaError._TIMED_OUT:
+                return f"{topic}: {no_answer}"
             return f"{topic}: {type(exc).__name__}: {exc}"[:300]
     return ""
