@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from job.cli.common import err, fail
+from job.cli.common import err, fail, print_table
 from job.errors import DaggerError
 
 DEFAULT_DIR = Path("examples/chaos")
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
                 continue
             table.add_row(str(path), exp.name, ", ".join(c.name for c in exp.cases),
                           f"{exp.load.events_per_s:g}/s for {exp.load.duration_s:g} s")
-        out.print(table)
+        print_table(out, table)
 
     @chaos.command("new")
     def new(name: str, folder: Annotated[Path, typer.Option(help="Where to write it.")] = DEFAULT_DIR) -> None:

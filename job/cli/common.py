@@ -14,6 +14,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
 
 from job.errors import DaggerError, debug_enabled
 
@@ -25,6 +27,24 @@ err = Console(stderr=True, soft_wrap=True)
 
 StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` on ``console``: at a terminal, in the terminal's width; to a pipe or a file, whole.
+
+    Rich lays out output that is not a terminal in 80 columns, so ``daggers dagger list | grep`` once
+    read "surge/…" for every dagger: the names, the one column a script needs, were cut first.
+    """
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    if natural <= console.width:
+        console.print(table)
+        return
+    # print() caps its width at the console's: a console as wide as the table, on the same file
+    Console(file=console.file, width=natural, highlight=False, no_color=console.no_color,
+            color_system=console.color_system).print(table)
 
 
 def print_error(exc: DaggerError) -> None:

@@ -22,9 +22,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
-from job.cli.common import print_error
+from job.cli.common import print_error, print_table
 from job.errors import DaggerError
 
 EXIT_ERROR = 2
@@ -133,7 +133,7 @@ def user_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
         t = Table("user", "superuser", "teams")
         for r in rows:
             t.add_row(r["user"], "yes" if r["superuser"] else "", ", ".join(f"{k}:{v}" for k, v in r["teams"].items()))
-        out.print(t)
+        print_table(out, t)
     _emit(rows, as_json, human)
 
 
@@ -174,7 +174,7 @@ def team_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
         t = Table("team", "members")
         for r in rows:
             t.add_row(r["team"], ", ".join(f"{k}:{v}" for k, v in r["members"].items()))
-        out.print(t)
+        print_table(out, t)
     _emit(rows, as_json, human)
 
 
@@ -218,7 +218,7 @@ def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
         for r in rows:
             t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else "[red]DENIED[/]",
                       escape(json.dumps(r.details, default=str))[:80])
-        out.print(t)
+        print_table(out, t)
     _emit([r.to_dict() for r in rows], as_json, human)
 
 
@@ -275,7 +275,7 @@ def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: 
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
                       c.failover_to or "-", summary(c.health))
-        out.print(t)
+        print_table(out, t)
     _emit([c.to_dict() for c in rows], as_json, human)
 
 
@@ -315,7 +315,10 @@ def _read(path: Path) -> str:
 
 
 def _dagger_table(rows: list[Any]) -> Table:
-    t = Table("dagger", "cluster", "v", "desired", "actual", "rows/s", "lag", "batch ms", "restarts")
+    # the dagger and its cluster are never cut: at a narrow terminal the figures give way
+    t = Table(Column("dagger", no_wrap=True), Column("cluster", no_wrap=True), "v", "desired", "actual",
+              Column("rows/s", justify="right"), Column("lag", justify="right"),
+              Column("batch ms", justify="right"), Column("restarts", justify="right"))
     for d in rows:
         p = d.progress
         t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state,
@@ -332,7 +335,7 @@ def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None
     """List the daggers of your teams."""
     with _errors(as_json):
         rows = _plane(user, registry, state_dir).daggers(cluster, search)
-    _emit([d.to_dict() for d in rows], as_json, lambda: out.print(_dagger_table(rows)))
+    _emit([d.to_dict() for d in rows], as_json, lambda: print_table(out, _dagger_table(rows)))
 
 
 @dagger_app.command("show")
@@ -345,7 +348,7 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
         moves = plane.moves(d.ref)
 
     def human() -> None:
-        out.print(_dagger_table([d]))
+        print_table(out, _dagger_table([d]))
         if d.moving_from:
             out.print(f"[yellow]moving:[/] from {d.moving_from} to {d.cluster} (the old cluster stops it first)")
         for m in moves:
@@ -482,7 +485,7 @@ def dagger_history(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = No
         t = Table("v", "when (UTC)", "by", "checkpoint", "comment")
         for v in rows:
             t.add_row(str(v.version), _when(v.created_at), v.created_by, f"epoch {v.checkpoint_epoch}", v.comment)
-        out.print(t)
+        print_table(out, t)
     _emit([v.to_dict() for v in rows], as_json, human)
 
 
@@ -534,7 +537,7 @@ def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (o
         t = Table(*table.column_names)
         for r in rows:
             t.add_row(*(str(v) for v in r.values()))
-        out.print(t)
+        print_table(out, t)
         out.print(f"{len(rows)} rows")
     _emit(rows, as_json, human)
 

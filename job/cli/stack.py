@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from job.cli.common import print_table
 from job.errors import DaggerError
 from job.stack.broker import BrokerKind
 from job.stack.local import LocalStack, StackStatus, default_state_dir
@@ -80,7 +81,7 @@ def _print_status(status: StackStatus, as_json: bool) -> None:
             str(svc.pid) if svc.pid else "-",
             health,
         )
-    out.print(table)
+    print_table(out, table)
     for svc in status.services:
         if not svc.healthy and svc.log_path:
             out.print(f"[dim]{svc.name} log: {escape(str(svc.log_path))}[/dim]")
