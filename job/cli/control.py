@@ -338,6 +338,31 @@ def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None
     _emit([d.to_dict() for d in rows], as_json, lambda: print_table(out, _dagger_table(rows)))
 
 
+def progress_lines(d: Any) -> list[str]:
+    """Return what a person reads of a dagger's last progress report (``--json`` has all of it)."""
+    p = d.progress
+    if not p:
+        return []
+    lag = f"; lag {d.lag:,} records" if d.lag is not None else ""
+    lines = [f"read {p.get('input_rows', 0):,} rows in {p.get('batches', 0):,} batches "
+             f"({p.get('late_rows_dropped', 0):,} late rows dropped, {p.get('bad_records', 0):,} bad records); "
+             f"{p.get('input_rows_per_s', 0):,.0f} rows/s now{lag}"]
+    if "batch_duration_ms" in p:
+        phases = sorted(p.get("batch_phases_ms", {}).items(), key=lambda kv: -kv[1])
+        slowest = ", ".join(f"{k} {v:,}" for k, v in [kv for kv in phases if kv[0] != "triggerExecution"][:4])
+        lines.append(f"last batch {p['batch_duration_ms']:,} ms" + (f" ({slowest})" if slowest else ""))
+    if p.get("watermark"):
+        lines.append(f"watermark {p['watermark']}")
+    for name, sink in (p.get("sinks") or {}).items():
+        windows = (f"; windows {sink['first_window']} to {sink['last_window']}"
+                   if sink.get("first_window") else "")
+        error = f"; last error: {sink['last_error']}" if sink.get("last_error") else ""
+        lines.append(f"sink {name}: {sink.get('rows_written', 0):,} rows in {sink.get('writes', 0):,} writes "
+                     f"({sink.get('retries', 0):,} retries, {sink.get('failures', 0):,} failures) to "
+                     f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}")
+    return lines
+
+
 @dagger_app.command("show")
 def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
@@ -355,10 +380,12 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
             why = f" ({escape(m.details['reason'])})" if m.details.get("reason") else ""
             out.print(f"{m.action}: {m.details.get('from')} -> {m.details.get('to')} by {m.user} at "
                       f"{_when(m.at)} UTC{why}")
+        for line in progress_lines(d):
+            out.print(escape(line))
         if d.last_error:
-            out.print(f"[red]last error:[/] {escape(d.last_error)}")
-        if d.progress:
-            out.print(escape(json.dumps(d.progress, indent=2, default=str)))
+            again = (f" (before it started again at {_when(d.started_at)} UTC)"
+                     if d.actual_state == "running" and d.started_at else "")
+            out.print(f"[red]last error{again}:[/] {escape(d.last_error)}")
     _emit({**d.to_dict(), "moves": [m.to_dict() for m in moves]}, as_json, human)
 
 

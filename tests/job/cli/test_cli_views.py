@@ -1,26 +1,36 @@
-"""Tables as a person and a script read them: to a pipe or a file, whole (rich squeezed them into 80
-columns and ``daggers dagger list | grep`` read "surge/…"); at a narrow terminal, the dagger's name and
-cluster are kept and the figures give way."""
+"""What ``daggers dagger list`` and ``show`` print. Tables as a person and a script read them: to a pipe or a
+file, whole (rich squeezed them into 80 columns and ``daggers dagger list | grep`` read "surge/…"); at a
+narrow terminal, the dagger's name and cluster are kept and the figures give way. ``show`` says what the
+progress report means, not its JSON (``--json`` keeps that), and when the last error came before a restart."""
 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from rich.console import Console
 from rich.table import Table
 
 from job.cli.common import print_table
-from job.cli.control import _dagger_table
+from job.cli.control import _dagger_table, progress_lines
 from job.control.views import DaggerView
 
 NAME = "surge/bookings-per-s2-jakarta-and-surabaya"
+PROGRESS = {"batches": 2, "input_rows": 10000, "late_rows_dropped": 3, "bad_records": 1, "input_rows_per_s": 1234.4,
+            "batch_duration_ms": 846,
+            "batch_phases_ms": {"addBatch": 494, "commitOffsets": 102, "getBatch": 0, "latestOffset": 1,
+                                "queryPlanning": 137, "triggerExecution": 846, "walCommit": 101},
+            "watermark": "2026-11-29T07:55:48.794Z",
+            "sinks": {"influx": {"sink_type": "influx", "rows_written": 176, "writes": 2, "retries": 1,
+                                 "failures": 0, "last_error": None, "target": "measurement m in database d",
+                                 "first_window": "07:55", "last_window": "07:57"}}}
 
 
 def _dagger() -> DaggerView:
     return DaggerView(id=1, name=NAME.split("/")[1], team="surge", cluster="surge-jkt-1", datacentre="jakarta",
                       current_version=12, desired_state="running", actual_state="running", running_version=12,
                       restarts=3, last_error=None, last_exit_code=None,
-                      progress={"input_rows_per_s": 1234.4, "batch_duration_ms": 846}, lag=17, pid=None,
+                      progress=PROGRESS, lag=17, pid=None,
                       host=None, checkpoint=None, started_at=None, status_updated_at=None, created_by="ops",
                       created_at=0.0, updated_at=0.0)
 
@@ -54,3 +64,14 @@ def test_at_a_narrow_terminal_the_name_and_cluster_are_kept() -> None:
     assert max(len(line) for line in lines) <= 80
     row = next(line for line in lines if NAME in line)
     assert "surge-jkt-1" in row
+
+
+def test_show_says_what_the_progress_means() -> None:
+    assert progress_lines(_dagger()) == [
+        "read 10,000 rows in 2 batches (3 late rows dropped, 1 bad records); 1,234 rows/s now; lag 17 records",
+        "last batch 846 ms (addBatch 494, queryPlanning 137, commitOffsets 102, walCommit 101)",
+        "watermark 2026-11-29T07:55:48.794Z",
+        "sink influx: 176 rows in 2 writes (1 retries, 0 failures) to measurement m in database d; windows 07:55 "
+        "to 07:57",
+    ]
+    assert progress_lines(replace(_dagger(), progress={})) == []
