@@ -61,6 +61,12 @@ LIGHT_SQL_CONF = {"spark.sql.codegen.wholeStage": "false",
                   "spark.sql.streaming.stateStore.providerClass": LIGHT_STATE_STORE}
 
 
+def shown_watermark(watermark: str | None) -> str:
+    """Return a query's watermark as a batch's log line shows it: Spark reports the epoch until the first
+    batch has seen an event time, which read as if the events were from 1970."""
+    return "none yet" if not watermark or watermark.startswith("1970-01-01T00:00:00") else watermark
+
+
 @dataclass
 class Progress:
     """The job's counters, updated after every micro-batch and saved to ``<checkpoint>/status.json``."""
@@ -257,7 +263,8 @@ class DaggerJob:
         if self.log_batches and (pr.last_input_rows or pr.late_rows_dropped):
             log.info("%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
                      self.plan.spec.name, pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
-                     pr.late_rows_dropped, pr.bad_records, pr.watermark,
+                     pr.late_rows_dropped, pr.bad_records,
+                     shown_watermark(pr.watermark),
                      " ".join(f"{k}={v}" for k, v in pr.batch_phases_ms.items() if v))
 
     # ---- start --------------------------------------------------------------------------------

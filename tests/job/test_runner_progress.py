@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from job.runner import committed_since
+from job.runner import committed_since, shown_watermark
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
 
@@ -40,3 +40,9 @@ def test_two_streams_and_a_missing_offset_file(tmp_path: Path) -> None:
     (spark / "offsets" / "4").unlink()
     assert committed_since(spark, 4) == (0, 4)  # cannot tell: counts nothing
     assert committed_since(tmp_path / "nothing", 3) == (0, 3)
+
+
+def test_a_batch_line_says_there_is_no_watermark_yet_instead_of_1970() -> None:
+    assert shown_watermark("1970-01-01T00:00:00.000Z") == "none yet"
+    assert shown_watermark(None) == "none yet"
+    assert shown_watermark("2026-11-29T07:55:48.794Z") == "2026-11-29T07:55:48.794Z"
