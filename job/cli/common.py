@@ -29,12 +29,16 @@ StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state 
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
 
 
-def print_table(console: Console, table: Table) -> None:
+def print_table(console: Console, table: Table, empty: str | None = None) -> None:
     """Print ``table`` on ``console``: at a terminal, in the terminal's width; to a pipe or a file, whole.
+    A table without rows prints ``empty`` instead (what there is none of, and how to make one), if given.
 
     Rich lays out output that is not a terminal in 80 columns, so ``daggers dagger list | grep`` once
     read "surge/…" for every dagger: the names, the one column a script needs, were cut first.
     """
+    if empty is not None and not table.row_count:
+        console.print(empty, markup=False, highlight=False)
+        return
     if console.is_terminal:
         console.print(table)
         return

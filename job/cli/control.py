@@ -133,7 +133,7 @@ def user_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
         t = Table("user", "superuser", "teams")
         for r in rows:
             t.add_row(r["user"], "yes" if r["superuser"] else "", ", ".join(f"{k}:{v}" for k, v in r["teams"].items()))
-        print_table(out, t)
+        print_table(out, t, empty="No users you can see; a superuser adds one: daggers user add NAME")
     _emit(rows, as_json, human)
 
 
@@ -174,7 +174,8 @@ def team_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
         t = Table("team", "members")
         for r in rows:
             t.add_row(r["team"], ", ".join(f"{k}:{v}" for k, v in r["members"].items()))
-        print_table(out, t)
+        print_table(out, t, empty="No teams you can see. A superuser makes one and adds members: daggers team add "
+                                  "NAME, then daggers team member NAME USER --role editor")
     _emit(rows, as_json, human)
 
 
@@ -275,7 +276,8 @@ def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: 
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
                       c.failover_to or "-", summary(c.health))
-        print_table(out, t)
+        print_table(out, t, empty="No clusters of your teams yet. A team admin adds one: daggers cluster add NAME "
+                                  "--team TEAM --dc DC --master 'local[2]' --kafka HOST:PORT --influx URL")
     _emit([c.to_dict() for c in rows], as_json, human)
 
 
@@ -335,7 +337,9 @@ def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None
     """List the daggers of your teams."""
     with _errors(as_json):
         rows = _plane(user, registry, state_dir).daggers(cluster, search)
-    _emit([d.to_dict() for d in rows], as_json, lambda: print_table(out, _dagger_table(rows)))
+    empty = ("No daggers match." if cluster or search else
+             "No daggers in your teams yet: daggers dagger create SPEC --cluster CLUSTER --deploy")
+    _emit([d.to_dict() for d in rows], as_json, lambda: print_table(out, _dagger_table(rows), empty=empty))
 
 
 def progress_lines(d: Any) -> list[str]:

@@ -1,18 +1,22 @@
 """What ``daggers dagger list`` and ``show`` print. Tables as a person and a script read them: to a pipe or a
 file, whole (rich squeezed them into 80 columns and ``daggers dagger list | grep`` read "surge/…"); at a
 narrow terminal, the dagger's name and cluster are kept and the figures give way. ``show`` says what the
-progress report means, not its JSON (``--json`` keeps that), and when the last error came before a restart."""
+progress report means, not its JSON (``--json`` keeps that), and when the last error came before a restart.
+A list with nothing in it says how to make the first one instead of drawing an empty box."""
 
 from __future__ import annotations
 
 import io
 from dataclasses import replace
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from typer import Typer
+from typer.testing import CliRunner
 
 from job.cli.common import print_table
-from job.cli.control import _dagger_table, progress_lines
+from job.cli.control import _dagger_table, progress_lines, register
 from job.control.views import DaggerView
 
 NAME = "surge/bookings-per-s2-jakarta-and-surabaya"
@@ -75,3 +79,20 @@ def test_show_says_what_the_progress_means() -> None:
         "to 07:57",
     ]
     assert progress_lines(replace(_dagger(), progress={})) == []
+
+
+def test_an_empty_list_says_how_to_make_the_first_one(tmp_path: Path) -> None:
+    app = Typer()
+    register(app)
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(app, [*args, "--state-dir", str(tmp_path)], env={"DAGGERS_USER": "ops"})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("registry", "init", "--admin", "ops")
+    assert run("dagger", "list") == "No daggers in your teams yet: daggers dagger create SPEC --cluster CLUSTER --deploy\n"
+    assert run("dagger", "list", "--search", "surge") == "No daggers match.\n"
+    assert run("cluster", "list").startswith("No clusters of your teams yet. A team admin adds one: daggers cluster add")
+    assert run("team", "list").startswith("No teams you can see.")
+    run("team", "add", "surge")
+    assert "┃ team  ┃ members ┃" in run("team", "list")
