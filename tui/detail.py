@@ -112,7 +112,9 @@ class DaggerScreen(Screen[None]):
             label = {"throughput": "rows/s", "lag": "lag", "batch": "batch ms"}[key]
             self.query_one(f"#{key}-label", Label).update(f"{label}: {last} (max {number(max(data) if data else None)})")
         error = self.query_one("#error", Static)
-        error.update(Text(f"last error: {view.last_error}", style="red") if view.last_error else "")
+        again = (f" (before it started again {age(now, view.started_at)} ago)"
+                 if view.actual_state == "running" and view.started_at else "")
+        error.update(Text(f"last error{again}: {view.last_error}", style="red") if view.last_error else "")
         error.display = bool(view.last_error)
         if [v.version for v in versions] != [v.version for v in self.versions]:
             self._show_versions(versions)
