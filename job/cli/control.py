@@ -375,6 +375,7 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
         plane = _plane(user, registry, state_dir)
         d = plane.dagger(ref)
         moves = plane.moves(d.ref)
+        isolation, partners = plane.fusible_with(d.ref)
 
     def human() -> None:
         print_table(out, _dagger_table([d]))
@@ -390,7 +391,10 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
             again = (f" (before it started again at {_when(d.started_at)} UTC)"
                      if d.actual_state == "running" and d.started_at else "")
             out.print(f"[red]last error{again}:[/] {escape(d.last_error)}")
-    _emit({**d.to_dict(), "moves": [m.to_dict() for m in moves]}, as_json, human)
+        if hint := fusion_hint(d.cluster, isolation, partners):
+            out.print(f"[yellow]hint:[/] {escape(hint)}")
+    _emit({**d.to_dict(), "moves": [m.to_dict() for m in moves], "isolation": isolation, "fusible_with": partners},
+          as_json, human)
 
 
 @dagger_app.command("validate")
@@ -414,9 +418,24 @@ def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")]
                   as_json: JsonOpt = False) -> None:
     """Create a dagger on a cluster from a spec file (version 1)."""
     with _errors(as_json):
-        d = _plane(user, registry, state_dir).create(cluster, _read(spec), deploy=deploy, comment=comment)
+        plane = _plane(user, registry, state_dir)
+        d = plane.create(cluster, _read(spec), deploy=deploy, comment=comment)
+        isolation, partners = plane.fusible_with(d.ref)
         _ok(f"created {d.ref} v1 on {cluster}" + (" and asked to deploy it" if deploy else ""),
-            {"dagger": d.to_dict()}, as_json)
+            {"dagger": d.to_dict(), "fusible_with": partners}, as_json)
+        if not as_json and (hint := fusion_hint(d.cluster, isolation, partners)):
+            out.print(f"[yellow]hint:[/] {escape(hint)}")
+
+
+def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None:
+    """Return the hint for a shared dagger whose query could be one with ``partners``' (None if none)."""
+    if isolation != "shared" or not partners:
+        return None
+    shown = ", ".join(partners[:5]) + (f" and {len(partners) - 5} more" if len(partners) > 5 else "")
+    return (f"it reads its stream as {len(partners)} other dagger{'s' * (len(partners) > 1)} of {cluster} "
+            f"{'do' if len(partners) > 1 else 'does'} ({shown}); with isolation: fused in their specs they run "
+            "as one query, one read and one micro-batch for all, which many light daggers on a small host "
+            "need to keep their latency (README: Fused daggers)")
 
 
 def _state_change(name: str, verb: str) -> None:
