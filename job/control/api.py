@@ -108,10 +108,10 @@ class ControlPlane(AdminOps):
             return DaggerView.of(self._find(s, ref, "viewer", "see"))
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
-        """Return the isolation of ``ref``'s current spec, and the other daggers of its cluster that are to
+        """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers of its cluster that are to
         run (not dedicated) whose queries could be one with its own under ``isolation: fused``
         (:mod:`job.control.fusing`). Raises as :meth:`_find`."""
-        from job.control.fusing import Candidate, fusible_with
+        from job.control.fusing import Candidate, fusible_with, isolation_of
 
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
@@ -125,8 +125,7 @@ class ControlPlane(AdminOps):
             others = [candidate(x) for x in s.scalars(select(Dagger).where(
                 Dagger.cluster_id == cluster.id, Dagger.tombstone == 0, Dagger.id != d.id,
                 Dagger.desired_state == "running"))]
-        isolation = specs.parse_text(target.text, target.env, ref).isolation
-        return isolation, fusible_with(target, others, _scratch_dir())
+        return isolation_of(target), fusible_with(target, others, _scratch_dir())
 
     def samples(self, ref: str, limit: int = 120) -> list[SampleView]:
         """Return the dagger's last ``limit`` progress samples, oldest first."""

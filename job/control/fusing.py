@@ -45,6 +45,14 @@ def fusion_group(candidate: Candidate, state_dir: Path) -> str | None:
     return fusion_key(plan)
 
 
+def isolation_of(candidate: Candidate) -> str:
+    """Return ``candidate``'s ``isolation`` ("" when its spec does not parse: ``dagger show`` still shows it)."""
+    try:
+        return specs.parse_text(candidate.text, candidate.env, candidate.ref).isolation
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 def _topics(candidate: Candidate) -> frozenset[str] | None:
     """Return the topics ``candidate`` reads (a cheap look before planning), or None if it does not parse."""
     try:

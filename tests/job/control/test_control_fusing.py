@@ -12,9 +12,11 @@ from typer.testing import CliRunner
 
 from job.cli.control import fusion_hint, register
 from job.control import ControlPlane, Registry
+from job.control.fusing import Candidate, fusible_with, isolation_of
 from tests.job.control.control_seed import bookings_spec, seed
 
 SUM_SQL = "sum(fare_idr) AS fares,"
+ENV = {"DAGGERS_BOOTSTRAP": "127.0.0.1:9", "DAGGERS_INFLUX": "http://127.0.0.1:9"}
 
 
 def _spec(name: str, *, topic: str = "booking-log", sql: str = "", extra: str = "") -> str:
@@ -46,6 +48,14 @@ def test_alike_daggers_of_a_cluster_are_named_and_no_others(registry: Registry) 
     assert alice.fusible_with("stopped") == ("shared", ["team-a/counts", "team-a/fares", "team-a/fused-fares"])
     assert alice.fusible_with("hourly") == ("shared", [])
     assert bob.fusible_with("counts-b") == ("shared", [])
+
+
+def test_a_spec_that_does_not_read_has_no_isolation_and_no_partners(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broken = Candidate("team-a/broken", "name: broken\nstreams: [", {})
+    good = Candidate("team-a/counts", _spec("counts"), ENV)
+    assert isolation_of(broken) == "" and isolation_of(good) == "shared"
+    assert fusible_with(broken, [good], tmp_path) == []
+    assert fusible_with(good, [broken], tmp_path) == []
 
 
 def test_the_hint_is_for_shared_daggers_only() -> None:
