@@ -310,6 +310,17 @@ class DaggerFormScreen(Screen[None]):
         {"preview-button": self.action_preview, "deploy-button": self.action_deploy,
          "cancel-button": self.action_cancel}[str(event.button.id)]()
 
+    def _hint_fusion(self, ref: str) -> None:
+        """Say which daggers of the cluster the new shared dagger could be one query with (isolation: fused)."""
+        from job.control.fusing import fusion_hint
+
+        try:
+            isolation, partners = self.app.plane.fusible_with(ref)
+        except DaggerError:
+            return
+        if hint := fusion_hint(self.cluster, isolation, partners):
+            self.notify(hint, title="Hint", timeout=20)
+
     def action_cancel(self) -> None:
         self.app.pop_screen()
 
@@ -326,6 +337,7 @@ class DaggerFormScreen(Screen[None]):
                 self.app.report(exc)
                 return
             self.notify(f"{created.ref} created and deploying", title="Deployed")
+            self._hint_fusion(created.ref)
             self.app.pop_screen()
             self.app.open_dagger(created.ref)
             return

@@ -371,6 +371,8 @@ def progress_lines(d: Any) -> list[str]:
 def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Show a dagger's state, progress, last error and moves between clusters."""
+    from job.control.fusing import fusion_hint
+
     with _errors(as_json):
         plane = _plane(user, registry, state_dir)
         d = plane.dagger(ref)
@@ -417,6 +419,8 @@ def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")]
                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                   as_json: JsonOpt = False) -> None:
     """Create a dagger on a cluster from a spec file (version 1)."""
+    from job.control.fusing import fusion_hint
+
     with _errors(as_json):
         plane = _plane(user, registry, state_dir)
         d = plane.create(cluster, _read(spec), deploy=deploy, comment=comment)
@@ -426,16 +430,6 @@ def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")]
         if not as_json and (hint := fusion_hint(d.cluster, isolation, partners)):
             out.print(f"[yellow]hint:[/] {escape(hint)}")
 
-
-def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None:
-    """Return the hint for a shared dagger whose query could be one with ``partners``' (None if none)."""
-    if isolation != "shared" or not partners:
-        return None
-    shown = ", ".join(partners[:5]) + (f" and {len(partners) - 5} more" if len(partners) > 5 else "")
-    return (f"it reads its stream as {len(partners)} other dagger{'s' * (len(partners) > 1)} of {cluster} "
-            f"{'do' if len(partners) > 1 else 'does'} ({shown}); with isolation: fused in their specs they run "
-            "as one query, one read and one micro-batch for all, which many light daggers on a small host "
-            "need to keep their latency (README: Fused daggers)")
 
 
 def _state_change(name: str, verb: str) -> None:

@@ -79,3 +79,14 @@ def fusible_with(target: Candidate, others: list[Candidate], state_dir: Path,
     if key is None:
         return []
     return sorted(o.ref for o in alike if group(o, state_dir) == key)
+
+
+def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None:
+    """Return the hint for a shared dagger whose query could be one with ``partners``' (None if none)."""
+    if isolation != "shared" or not partners:
+        return None
+    shown = ", ".join(partners[:5]) + (f" and {len(partners) - 5} more" if len(partners) > 5 else "")
+    return (f"it reads its stream as {len(partners)} other dagger{'s' * (len(partners) > 1)} of {cluster} "
+            f"{'do' if len(partners) > 1 else 'does'} ({shown}); with isolation: fused in their specs they run "
+            "as one query, one read and one micro-batch for all, which many light daggers on a small host "
+            "need to keep their latency (README: Fused daggers)")

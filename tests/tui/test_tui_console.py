@@ -257,9 +257,13 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
         light.focus()
         await pilot.press("space")  # the light switch, by key
         assert light.value is True
+        # a dagger of the cluster that reads the stream alike: the new one could be one query with it
+        app.plane.create("a-live", form.spec_text().replace("fresh-counts", "twin-counts"), deploy=True)
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, DaggerScreen) and app.screen.ref == "team-a/fresh-counts"
+        hints = [n.message for n in app._notifications if n.title == "Hint"]
+        assert len(hints) == 1 and "as 1 other dagger of a-live does (team-a/twin-counts)" in hints[0], hints
         d = app.plane.dagger("fresh-counts")
         assert (d.cluster, d.desired_state, d.actual_state, d.created_by) == ("a-live", "running", "pending", "alice")
         spec = raw_spec(app.plane.version("fresh-counts").spec_text)

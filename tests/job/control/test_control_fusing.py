@@ -10,9 +10,9 @@ import json
 from typer import Typer
 from typer.testing import CliRunner
 
-from job.cli.control import fusion_hint, register
+from job.cli.control import register
 from job.control import ControlPlane, Registry
-from job.control.fusing import Candidate, fusible_with, isolation_of
+from job.control.fusing import Candidate, fusible_with, fusion_hint, isolation_of
 from tests.job.control.control_seed import bookings_spec, seed
 
 SUM_SQL = "sum(fare_idr) AS fares,"
