@@ -70,6 +70,21 @@ def pid_alive(pid: int, start_time: int | None = None) -> bool:
     return True
 
 
+def ignores_signal(pid: int, sig: int) -> bool:
+    """Return whether process ``pid`` ignores ``sig`` (its ``SigIgn`` mask; False when that cannot be read).
+
+    A process started by one that ignores SIGINT inherits that: a pytest-xdist worker's services, or a
+    service started from a ``nohup``'d script. A JVM then never installs its SIGINT handler.
+    """
+    try:
+        for line in (_PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        return False
+    return False
+
+
 def group_members(pgid: int) -> list[int]:
     """Return the PIDs of the live (non-zombie) processes in process group ``pgid``.
 
@@ -213,7 +228,9 @@ class ManagedProcess:
         """Stop the process and its whole process group and wait until they are gone.
 
         Sends SIGINT, then SIGTERM after ``timeout`` seconds, then SIGKILL after ``timeout`` more
-        seconds. Removes the PID file. Does nothing if the process is not running.
+        seconds. SIGINT is left out when the process ignores it: a Spark master and its workers started
+        from a test worker (which ignores SIGINT) took 31 s to stop, 10 s each, instead of 1 s. Removes
+        the PID file. Does nothing if the process is not running.
 
         Raises:
             StackError: the processes are still there after SIGKILL (e.g. owned by another user).
@@ -222,7 +239,10 @@ class ManagedProcess:
             return
         # Only signal the group when the recorded leader is ours (guards against recycled PIDs).
         if self.alive() or (self._popen is not None and group_members(self.pid)):
-            for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            steps = [(signal.SIGINT, timeout), (signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)]
+            if ignores_signal(self.pid, signal.SIGINT):
+                steps = steps[1:]
+            for sig, wait in steps:
                 try:
                     os.killpg(self.pid, sig)
                 except ProcessLookupError:
