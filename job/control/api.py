@@ -108,9 +108,9 @@ class ControlPlane(AdminOps):
             return DaggerView.of(self._find(s, ref, "viewer", "see"))
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
-        """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers of its cluster that are to
-        run (not dedicated) whose queries could be one with its own under ``isolation: fused``
-        (:mod:`job.control.fusing`). Raises as :meth:`_find`."""
+        """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers
+        of its cluster that are to run (not dedicated) whose queries could be one with its own under
+        ``isolation: fused`` (:mod:`job.control.fusing`). Raises as :meth:`_find`."""
         from job.control.fusing import Candidate, fusible_with, isolation_of
 
         with self.registry.session() as s:

@@ -12,11 +12,15 @@ could be one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from job.control import specs
+
+if TYPE_CHECKING:
+    from job.spec import DaggerSpec
 
 log = logging.getLogger("daggers.control")
 
@@ -30,55 +34,59 @@ class Candidate:
     env: Mapping[str, str]
 
 
-def fusion_group(candidate: Candidate, state_dir: Path) -> str | None:
-    """Return the fused group ``candidate``'s query would join (:func:`job.shared.fusion.fusion_key`), or
-    None when it cannot fuse (or its spec does not plan: its own run reports that)."""
+def _spec(candidate: Candidate) -> DaggerSpec | None:
+    """Return ``candidate``'s spec, or None when it does not parse (its own run reports that)."""
+    try:
+        return specs.parse_text(candidate.text, candidate.env, candidate.ref)
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        log.debug("%s: not read for the fusion hint: %s", candidate.ref, exc)
+        return None
+
+
+def fusion_group(spec: DaggerSpec, state_dir: Path) -> str | None:
+    """Return the fused group ``spec``'s query would join (:func:`job.shared.fusion.fusion_key`), or None
+    when it cannot fuse, is dedicated, or does not plan (its own run reports that)."""
+    from job.plan import plan
     from job.shared.fusion import fusion_key, why_not_fusible
 
+    if spec.isolation == "dedicated":
+        return None
     try:
-        plan = specs.validate_text(candidate.text, candidate.env, state_dir, candidate.ref)
-    except Exception as exc:  # noqa: BLE001 - a hint only: a spec that does not plan is reported elsewhere
-        log.debug("%s: not planned for the fusion hint: %s", candidate.ref, exc)
+        planned = plan(spec, state_dir)
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        log.debug("%s: not planned for the fusion hint: %s", spec.name, exc)
         return None
-    if plan.spec.isolation == "dedicated" or why_not_fusible(plan) is not None:
-        return None
-    return fusion_key(plan)
+    return fusion_key(planned) if why_not_fusible(planned) is None else None
 
 
 def isolation_of(candidate: Candidate) -> str:
     """Return ``candidate``'s ``isolation`` ("" when its spec does not parse: ``dagger show`` still shows it)."""
-    try:
-        return specs.parse_text(candidate.text, candidate.env, candidate.ref).isolation
-    except Exception:  # noqa: BLE001
-        return ""
+    spec = _spec(candidate)
+    return spec.isolation if spec is not None else ""
 
 
-def _topics(candidate: Candidate) -> frozenset[str] | None:
-    """Return the topics ``candidate`` reads (a cheap look before planning), or None if it does not parse."""
-    try:
-        spec = specs.parse_text(candidate.text, candidate.env, candidate.ref)
-    except Exception:  # noqa: BLE001
-        return None
+def _topics(spec: DaggerSpec) -> frozenset[str]:
     return frozenset(t for s in spec.streams for t in s.topics)
 
 
-def fusible_with(target: Candidate, others: list[Candidate], state_dir: Path,
-                 group: Callable[[Candidate, Path], str | None] = fusion_group) -> list[str]:
+def fusible_with(target: Candidate, others: list[Candidate], state_dir: Path) -> list[str]:
     """Return the refs of ``others`` whose queries could be one with ``target``'s: the same stream read
     alike (source, watermark delay, window, trigger, parallelism, SQL settings; the SQL may differ).
 
-    Only daggers that read the same topics are planned. Empty when ``target`` cannot fuse or is dedicated.
+    Each spec is read once; only those that read the same topics are planned. Empty when ``target`` cannot
+    fuse or is dedicated.
     """
-    topics = _topics(target)
-    if not topics:
+    mine = _spec(target)
+    if mine is None:
         return []
-    alike = [o for o in others if o.ref != target.ref and _topics(o) == topics]
+    alike = [(o.ref, spec) for o in others if o.ref != target.ref
+             and (spec := _spec(o)) is not None and _topics(spec) == _topics(mine)]
     if not alike:
         return []
-    key = group(target, state_dir)
+    key = fusion_group(mine, state_dir)
     if key is None:
         return []
-    return sorted(o.ref for o in alike if group(o, state_dir) == key)
+    return sorted(ref for ref, spec in alike if fusion_group(spec, state_dir) == key)
 
 
 def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None:
