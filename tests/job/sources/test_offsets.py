@@ -54,8 +54,8 @@ def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  
             assert kofs.end_offsets(consumer, tps) == {topic: {"0": 20, "1": 4}}
             took.append(time.monotonic() - started)
         shown = ", ".join(f"{t:.3f}" for t in took)
-        assert statistics.median(took[1:]) < 0.2, f"look-ups took {shown} s"  # a held fetch: >= 0.5 s each
-        assert max(took[1:]) < 0.75, f"look-ups took {shown} s"
+        # a held fetch makes every look-up >= 0.5 s; how fast they are otherwise is bench/bench_offsets.py's
+        assert statistics.median(took[1:]) < 0.45, f"look-ups took {shown} s"
     finally:
         consumer.close()
 

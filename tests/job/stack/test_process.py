@@ -28,7 +28,7 @@ def test_a_process_that_ignores_sigint_is_sent_sigterm_at_once(tmp_path: Path) -
     assert proc.pid is not None and ignores_signal(proc.pid, signal.SIGINT)
     started = time.monotonic()
     proc.stop(timeout=10)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 8  # not the 10 s a SIGINT it ignores would wait
     assert proc._popen is not None and proc._popen.returncode == -signal.SIGTERM
 
 
