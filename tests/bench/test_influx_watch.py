@@ -53,7 +53,7 @@ def test_influxdb_forwards_every_write_to_the_watch(influxdb) -> None:  # type: 
         arrivals = dict(watch.arrivals)
         assert {k: [n for _, n in v] for k, v in arrivals.items()} == {
             ("l003-pass", 1795775761): [2], ("l002-join", 1795775760): [1]}
-        assert all(sent <= t < sent + 5 for v in arrivals.values() for t, _ in v)
+        assert all(sent <= t < sent + 30 for v in arrivals.values() for t, _ in v)
         names = [row[0] for s in influxdb.query("SHOW SUBSCRIPTIONS") for row in s["values"]]
         assert len(names) == 1
     finally:

@@ -145,15 +145,19 @@ def test_back_off_doubles(sqlite_registry: Registry, tmp_path: Path) -> None:
     alice.create("a-jkt", bookings_spec("slow-crash"), deploy=True)
     ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "s",
                      settings=settings(backoff_initial_s=0.5, max_restarts=3), command=fake({"slow-crash": "crash"}))
-    delays = []
+    delays: list[tuple[float, float]] = []  # the delay, as seen from before and from after the reconcile
     deadline = time.monotonic() + 30
     while len(delays) < 2 and time.monotonic() < deadline:
-        now = time.time()
-        for upd in ctl.reconcile_once().values():
+        before = time.time()
+        changes = ctl.reconcile_once()
+        after = time.time()
+        for upd in changes.values():
             if upd.get("actual_state") == "crashed":
-                delays.append(upd["next_restart_at"] - now)
+                delays.append((upd["next_restart_at"] - after, upd["next_restart_at"] - before))
         time.sleep(0.02)
-    assert [round(d, 1) for d in delays] == [0.5, 1.0]
+    # the crash was seen during the reconcile, however long it took on a busy machine
+    assert len(delays) == 2 and all(lo - 0.01 <= want <= hi + 0.01 for want, (lo, hi) in zip((0.5, 1.0), delays,
+                                                                                             strict=True)), delays
 
 
 def test_a_stop_that_hangs_is_killed_after_the_timeout(sqlite_registry: Registry, tmp_path: Path) -> None:
