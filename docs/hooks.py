@@ -15,6 +15,7 @@ know.
 
 from __future__ import annotations
 
+import html
 import inspect
 import re
 import sys
@@ -34,6 +35,7 @@ from pydantic.fields import FieldInfo  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
 MARKER = re.compile(r"<!-- generated: ([a-z-]+) -->")
+CODE_SPAN = re.compile(r"(`+).+?\1")
 
 
 # ---- pydantic models -> field tables ---------------------------------------------------------------------
@@ -95,9 +97,19 @@ def _default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
+def _escape(text: str) -> str:
+    """Return ``text`` with ``<``, ``>`` and ``&`` outside code spans written as entities, so that a
+    ``<state dir>`` in a docstring shows instead of being read as an HTML tag."""
+    out, last = [], 0
+    for span in CODE_SPAN.finditer(text):
+        out += [html.escape(text[last:span.start()], quote=False), span.group(0)]
+        last = span.end()
+    return "".join([*out, html.escape(text[last:], quote=False)])
+
+
 def _cell(text: str) -> str:
     """Return ``text`` fit for one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+    return _escape(" ".join(text.split())).replace("|", "\\|")
 
 
 def model_tables(root: type[BaseModel], heading: str = "###") -> str:
@@ -114,7 +126,7 @@ def model_tables(root: type[BaseModel], heading: str = "###") -> str:
             queue.extend(m for m in _models_in(field.annotation) if m not in seen)
     out: list[str] = []
     for model in seen:
-        doc = inspect.cleandoc(model.__doc__ or "")
+        doc = _escape(inspect.cleandoc(model.__doc__ or ""))
         out += [f"{heading} {model.__name__}", "", doc, "",
                 "| field | type | default | description |", "|---|---|---|---|"]
         for name, field in model.model_fields.items():
@@ -182,7 +194,7 @@ def cli_reference() -> str:
         if hasattr(command, "commands"):
             usage += " COMMAND [ARGS]..."
         level = "#" * min(len(words) + 1, 4)
-        help_text = inspect.cleandoc(command.help or "")
+        help_text = _escape(inspect.cleandoc(command.help or ""))
         out += [f"{level} `{' '.join(words)}`", "", f"```\n{usage}\n```", "", help_text, ""]
         if params:
             out += ["| parameter | type | default | help |", "|---|---|---|---|"]
@@ -201,7 +213,8 @@ GENERATORS: dict[str, Callable[[], str]] = {"spec": spec_reference, "alerts": al
 
 
 def expand(markdown: str) -> str:
-    """Return ``markdown`` with every ``<!-- generated: NAME -->`` marker replaced by its generated Markdown.
+    """Return ``markdown`` with every ``<!-- generated: NAME -->`` marker replaced by its generated Markdown (in a
+    ``daggers-reference`` block, which docs/stylesheets/extra.css lays out).
 
     Raises KeyError naming a marker that has no generator.
     """
@@ -209,7 +222,7 @@ def expand(markdown: str) -> str:
         name = match.group(1)
         if name not in GENERATORS:
             raise KeyError(f"unknown generated section {name!r} (known: {', '.join(GENERATORS)})")
-        return GENERATORS[name]()
+        return f'<div class="daggers-reference" markdown>\n\n{GENERATORS[name]()}\n\n</div>'
 
     return MARKER.sub(one, markdown)
 

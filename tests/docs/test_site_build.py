@@ -110,3 +110,9 @@ def test_an_unknown_generated_section_is_an_error() -> None:
     assert hooks.expand("a\n<!-- other comment -->\n") == "a\n<!-- other comment -->\n"
     with pytest.raises(KeyError, match="unknown generated section 'specs'"):
         hooks.expand("<!-- generated: specs -->")
+
+
+def test_angle_brackets_of_a_docstring_show_as_text(site: Path) -> None:
+    """``<state dir>`` in a field's description is text, not an HTML tag the browser would swallow."""
+    assert _hooks()._escape("a <state dir> ``x<y`` & `<z>`") == "a &lt;state dir&gt; ``x<y`` &amp; `<z>`"
+    assert "(default: &lt;state dir&gt;/checkpoints/&lt;name&gt;)" in _page(site, "reference/spec")
