@@ -45,9 +45,9 @@ class Block:
 
 
 def pages() -> list[Path]:
-    """Return the Markdown a user reads: README.md, BENCHMARKS.md and every page under docs/ (not the chaos
-    tool's generated reports)."""
-    found = [ROOT / "README.md", ROOT / "BENCHMARKS.md"]
+    """Return the Markdown a user reads: README.md, BENCHMARKS.md, the examples' READMEs and every page under
+    docs/ (not the chaos tool's generated reports)."""
+    found = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "examples").rglob("*.md"))]
     found += sorted(p for p in (ROOT / "docs").rglob("*.md") if "chaos" not in p.relative_to(ROOT / "docs").parts)
     return found
 

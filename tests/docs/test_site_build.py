@@ -116,3 +116,17 @@ def test_angle_brackets_of_a_docstring_show_as_text(site: Path) -> None:
     """``<state dir>`` in a field's description is text, not an HTML tag the browser would swallow."""
     assert _hooks()._escape("a <state dir> ``x<y`` & `<z>`") == "a &lt;state dir&gt; ``x<y`` &amp; `<z>`"
     assert "(default: &lt;state dir&gt;/checkpoints/&lt;name&gt;)" in _page(site, "reference/spec")
+
+
+def test_the_links_of_the_pages_outside_the_site_resolve() -> None:
+    """README.md, BENCHMARKS.md, the benchmarks' history and the examples' READMEs are read on the repository,
+    not built: every relative link (and picture) of theirs names a file that exists."""
+    import re
+
+    pages = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "bench" / "results" / "history.md",
+             *sorted((ROOT / "examples").rglob("*.md"))]
+    links = [(page, target) for page in pages
+             for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+             if "://" not in target]
+    assert len(links) >= 20
+    assert [f"{p.relative_to(ROOT)} -> {t}" for p, t in links if not (p.parent / t).exists()] == []
