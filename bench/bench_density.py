@@ -33,7 +33,7 @@ For each mode and each N, in one run (everything on 127.0.0.1, ports from the OS
 
 Marginal memory is the least-squares slope of total RSS over N. The table is printed;
 ``bench/results/density-<UTC time>.json`` keeps every figure; ``--record`` appends a section to
-BENCHMARKS.md and writes the plot ``docs/bench/density-<UTC time>.png``.
+bench/results/history.md and writes the plot ``docs/bench/density-<UTC time>.png``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from bench.procstats import (  # noqa: E402
     role,
     steal_s,
 )
-from bench.report import machine  # noqa: E402
+from bench.report import HISTORY, PLOT_LINK, machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.trim import Trimmer, drop_topics, read_floor  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
@@ -1020,7 +1020,7 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
 
 {kinds_table(steps)}
 
-![density](docs/bench/{plot_path.name})
+![density]({PLOT_LINK}{plot_path.name})
 """
     for s in steps:
         if s.slices:
@@ -1031,7 +1031,7 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
         text += "\nThe feed's records were deleted once " + f"{args.trim_s:g} s old (`--trim-s`, bench/trim.py): " + ", ".join(
             f"{s.mode} N = {s.n}: {s.trimmed:,} records deleted, the broker's RSS at most {s.broker_rss_peak_mb:,.0f} MB"
             for s in steps if s.ran) + ".\n"
-    with (ROOT / "BENCHMARKS.md").open("a") as fh:
+    with HISTORY.open("a") as fh:
         fh.write(text)
 
 

@@ -25,7 +25,7 @@ alternating, ``--runs`` times each:
   the first point, the same way.
 
 Each run is a fresh dagger (new name, checkpoint and measurement) and a fresh Spark application.
-The result is printed and appended to BENCHMARKS.md with the command, date, machine and load.
+The result is printed and appended to bench/results/history.md with the command, date, machine and load.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="Runs of each path (alternating).")
     parser.add_argument("--events", type=int, default=20_000, help="Bookings in the topic.")
-    parser.add_argument("--no-append", action="store_true", help="Do not append the result to BENCHMARKS.md.")
+    parser.add_argument("--no-append", action="store_true", help="Do not append the result to bench/results/history.md.")
     parser.add_argument("--isolation", choices=("shared", "fused", "dedicated"), default="shared",
                         help="How the control plane runs the daggers (the peer is always a process of its own).")
     parser.add_argument("--no-standby", action="store_true",

@@ -9,7 +9,7 @@ time, then one event 15 minutes later so every window closes at once), and then,
 times each: ``python -m job.cli run SPEC`` (a new dagger, checkpoint and measurement each time) with the
 archive, and with ``DAGGERS_JVM_ARCHIVE=off``. For each: seconds from launch to the first point in InfluxDB
 (polled every 0.1 s), and the CPU its processes (driver, JVM, Python workers) used until then. The archive
-is written first when missing. The result is appended to BENCHMARKS.md.
+is written first when missing. The result is appended to bench/results/history.md.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=4, help="Runs of each path (alternating).")
     parser.add_argument("--events", type=int, default=20_000, help="Bookings in the topic.")
-    parser.add_argument("--no-append", action="store_true", help="Do not append the result to BENCHMARKS.md.")
+    parser.add_argument("--no-append", action="store_true", help="Do not append the result to bench/results/history.md.")
     args = parser.parse_args()
 
     path = jvm_archive.archive_path()

@@ -1,4 +1,4 @@
-"""Print and record benchmark results: the console table, a BENCHMARKS.md section and a PNG plot."""
+"""Print and record benchmark results: the console table, a section of the dated history (bench/results/history.md) and a PNG plot."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where recorded runs go: the dated history (BENCHMARKS.md keeps only the current figure of each measure).
+HISTORY = ROOT / "bench" / "results" / "history.md"
+#: How the history links a plot under docs/bench/ (relative to the history's folder).
+PLOT_LINK = "../../docs/bench/"
 TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka, protobuf, s2sphere)",
           "sparkudf": "PySpark, per-row Python UDF (s2sphere)", "quix": "Quix Streams 3.28 (group_by + tumbling window)"}
 
@@ -32,7 +36,7 @@ def machine() -> str:
 
 def section_header(title: str, command: str, load_before: tuple[float, ...], load_after: tuple[float, ...]
                    ) -> list[str]:
-    """Return the first lines of a BENCHMARKS.md section: its title, the command, the date, the machine and
+    """Return the first lines of a history section: its title, the command, the date, the machine and
     the load average before and after."""
     return ["", f"## {title}", "", f"- Command: `{command}`",
             f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}", f"- Machine: {machine()}",
@@ -41,11 +45,11 @@ def section_header(title: str, command: str, load_before: tuple[float, ...], loa
 
 
 def publish(lines: list[str], append: bool) -> None:
-    """Print a section and, when ``append``, add it to BENCHMARKS.md."""
+    """Print a section and, when ``append``, add it to the dated history (bench/results/history.md)."""
     text = "\n".join(lines) + "\n"
     print(text)
     if append:
-        with (ROOT / "BENCHMARKS.md").open("a") as fh:
+        with HISTORY.open("a") as fh:
             fh.write(text)
 
 
@@ -198,7 +202,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def record(results: dict[str, Any], stamp: str) -> Path:
-    """Append a section about ``results`` to BENCHMARKS.md and write its plot; return the plot's path."""
+    """Append a section about ``results`` to the dated history and write its plot; return the plot's path."""
     png = ROOT / "docs" / "bench" / f"end-to-end-{stamp}.png"
     plot(results, png)
     parts = [f"\n## End to end: `{results['command']}`\n",
@@ -220,7 +224,7 @@ def record(results: dict[str, Any], stamp: str) -> Path:
                       _md_table(["stage", "rows", "seconds", "rows/s", "CPU µs/row"],
                                 [[n, f"{s['rows']:,}", f"{s['seconds']:.3f}", f"{s['rows_per_s']:,.0f}",
                                   f"{s.get('cpu_us_per_row', 0):.2f}"] for n, s in stages.items()]), ""]
-    parts.append(f"![events/s](docs/bench/{png.name})\n")
-    with (ROOT / "BENCHMARKS.md").open("a") as fh:
+    parts.append(f"![events/s]({PLOT_LINK}{png.name})\n")
+    with HISTORY.open("a") as fh:
         fh.write("\n".join(parts))
     return png

@@ -28,7 +28,7 @@ What one run does (everything on 127.0.0.1, ports from the OS, all in a temporar
 5. the **components** of workload (a) alone (``bench/components.py``).
 
 The table is printed; ``bench/results/<UTC time>.json`` keeps every figure; ``--record`` appends a
-section to BENCHMARKS.md and writes plots to ``docs/bench/``.
+section to bench/results/history.md and writes plots to ``docs/bench/``.
 """
 
 from __future__ import annotations
@@ -768,7 +768,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "micro-batch; for comparison)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
-    ap.add_argument("--record", action="store_true", help="append the results to BENCHMARKS.md with a plot")
+    ap.add_argument("--record", action="store_true", help="append the results to bench/results/history.md with a plot")
     args = ap.parse_args(argv)
     args.slots = args.slots or args.cores
     return args
@@ -836,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"results: bench/results/{stamp}.json")
     if args.record:
         md = report.record(results, stamp)
-        print(f"appended to BENCHMARKS.md; plot {md}")
+        print(f"appended to bench/results/history.md; plot {md}")
     if failed:
         print("BENCHMARK FAILED: " + "; ".join(failed), file=sys.stderr)
         return 1

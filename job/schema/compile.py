@@ -42,6 +42,7 @@ def _protoc(root: Path, args: list[str]) -> None:
     import grpc_tools
 
     include = Path(grpc_tools.__file__).parent / "_proto"
+    root = root.resolve()  # protoc runs in root: a relative root would not be found from there
     rel = [str(p.relative_to(root)) for p in proto_files(root)]
     cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"-I{include}", *args, *rel]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
@@ -54,6 +55,7 @@ def compile_descriptor_set(root: Path = PROTO_ROOT, out_dir: Path = GENERATED_DI
 
     Raises SchemaError with protoc's message (file, line, column) when a file does not compile.
     """
+    out_dir = out_dir.resolve()  # protoc runs in root: a relative out path would land there
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"descriptors-{source_hash(root)}.pb"
     if not target.exists():
@@ -65,6 +67,7 @@ def compile_descriptor_set(root: Path = PROTO_ROOT, out_dir: Path = GENERATED_DI
 
 def generate_python(root: Path = PROTO_ROOT, out_dir: Path = GENERATED_DIR / "python") -> list[Path]:
     """Generate ``*_pb2.py`` and ``*_pb2.pyi`` under ``out_dir``; return the generated modules."""
+    out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     _protoc(root, [f"--python_out={out_dir}", f"--pyi_out={out_dir}"])
     return sorted(out_dir.rglob("*_pb2.py"))

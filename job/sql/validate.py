@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
 
 from job.errors import SqlError
-from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction, dagger_kind, is_known, lookup
+from job.sql.catalog import (
+    DAGGER_FUNCTIONS,
+    DaggerFunction,
+    dagger_kind,
+    is_known,
+    lookup,
+    spark_functions,
+)
 from job.sql.library import call_name, check_call
 from job.sql.parse import position
 from job.sql.rewrite import (
@@ -36,6 +44,22 @@ def _in_lateral_table(node: exp.Expression) -> bool:
             and isinstance(parent.parent, exp.Lateral))
 
 
+def similar_functions(name: str, user: Mapping[str, DaggerFunction] | None = None) -> list[str]:
+    """Return the known functions (Spark built-ins, Dagger functions, the dagger's own) whose name is close to
+    ``name``, as they are spelled in the docs (Dagger functions in their own case, Spark's in lower case):
+    the closest by spelling (``coutn`` -> ``count``; only the best when one is clearly closer) first, then Dagger functions that start alike."""
+    spelled = {fn.name.lower(): fn.name for fn in [*DAGGER_FUNCTIONS.values(), *(user or {}).values()]}
+    for builtin in spark_functions():
+        spelled.setdefault(builtin, builtin)
+    low = name.lower()
+    scored = sorted(((difflib.SequenceMatcher(None, low, n).ratio(), n) for n in spelled), reverse=True)
+    best = scored[0][0] if scored else 0.0
+    near = [spelled[n] for score, n in scored[:3] if score >= 0.75 and score > best - 0.04]
+    near += [spelled[n] for n in sorted(spelled) if n[:3] == low[:3] and spelled[n] not in near
+             and n in {d.lower() for d in (fn.name for fn in DAGGER_FUNCTIONS.values())}]
+    return near[:5]
+
+
 def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> None:
     """Every called function must be a Spark built-in, a Dagger function or one of the dagger's own
     (``user``); each Dagger call must have the right argument count and literal arguments.
@@ -49,8 +73,7 @@ def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | N
         if isinstance(node, exp.Anonymous) and str(name).upper() == "TABLE" and _in_lateral_table(node):
             continue
         if not is_known(name, user):
-            known = [f.name for f in DAGGER_FUNCTIONS.values()] + [f.name for f in (user or {}).values()]
-            near = [n for n in known if n.lower()[:3] == name.lower()[:3]]
+            near = similar_functions(str(name), user)
             raise _fail(f"unknown function {name}", node, hint=f"did you mean {', '.join(near)}?" if near else None)
         fn = lookup(call_name(node) or name, user)
         if fn is None or fn.kind in ("window", "window_property", "rowtime"):

@@ -127,3 +127,22 @@ def test_protos_build_compiles_a_team_folder_to_serve(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "serve it for schema_url:" in result.output
     assert "team.rides.RideLog" in SchemaRegistry(out.read_bytes()).message_names()
+
+
+def test_protos_build_takes_a_folder_relative_to_the_working_directory(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """protoc runs inside the folder: a relative --root (and a relative cache) used to be looked up from there
+    and not found ("directory does not exist"); the docs' `protos build --root tests/job/sql/protos` found it."""
+    from typer.testing import CliRunner
+
+    from job.cli import app
+    from job.schema.registry import SchemaRegistry
+
+    team_folder(tmp_path / "p")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["protos", "build", "--root", "p", "--out", "rides.pb"])
+    assert result.exit_code == 0, result.output
+    assert SchemaRegistry((tmp_path / "rides.pb").read_bytes()).message_names() == ["team.rides.RideLog",
+                                                                                   "team.rides.Zone"]
+    data = compile_descriptor_set(Path("p"), Path("cache"))
+    assert (tmp_path / "cache").is_dir() and data == (tmp_path / "rides.pb").read_bytes()

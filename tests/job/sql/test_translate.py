@@ -184,6 +184,25 @@ def test_errors_carry_line_and_column(sql: str, line: int, col: int, needle: str
     assert str(err).startswith(f"line {line}, column {col}: ")
 
 
+@pytest.mark.parametrize(("typo", "hint"), [
+    ("coutn", "did you mean count?"),          # a Spark built-in, as unknown columns already say
+    ("sume", "did you mean sum?"),
+    ("S2ld", "did you mean S2Id?"),            # a Dagger function keeps its own spelling
+    ("DistinctCnt", "did you mean DistinctCount, Distance?"),
+])
+def test_unknown_function_suggests_the_closest_known_one(typo: str, hint: str) -> None:
+    with pytest.raises(SqlError) as info:
+        translate(SEED_BOOKINGS.replace("count(1)", f"{typo}(1)"), BOOKING)
+    assert info.value.reason == f"unknown function {typo}"
+    assert info.value.hint == hint
+
+
+def test_an_unknown_function_with_nothing_close_has_no_hint() -> None:
+    with pytest.raises(SqlError) as info:
+        translate(SEED_BOOKINGS.replace("count(1)", "xyzzy(1)"), BOOKING)
+    assert info.value.hint is None
+
+
 def test_unknown_column_suggests_close_names() -> None:
     with pytest.raises(SqlError) as info:
         translate("SELECT citi_id FROM data_stream", BOOKING)
