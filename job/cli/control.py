@@ -615,7 +615,7 @@ def dagger_output(ref: RefArg,
         where = f" where {result.tag[0]} = {result.tag[1]}" if result.tag else ""
         out.print(escape(f"{result.dagger}: sum of {result.field} every {step_text(result.step_s)}{where}, "
                          f"{result.start:%Y-%m-%d %H:%M:%S} to {result.end:%Y-%m-%d %H:%M:%S} UTC, from "
-                         f"{result.source}"))
+                         f"{result.source} at {result.server}"))
         table = Table(Column("time (UTC)"), *(Column(s.label, justify="right") for s in result.series))
         for when, values in result.rows():
             table.add_row(f"{when:%Y-%m-%d %H:%M:%S}", *("-" if v is None else _number(v) for v in values))

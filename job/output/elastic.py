@@ -38,8 +38,12 @@ class ElasticsearchOutput:
         self.client = elasticsearch.Elasticsearch(list(spec.hosts), **kwargs)
 
     def describe(self) -> str:
-        """Return where the documents are read from, for people."""
-        return f"index {self.index} at {', '.join(self.spec.hosts)}"
+        """Return what the documents are read from, for people (without the server)."""
+        return f"index {self.index}"
+
+    def server(self) -> str:
+        """Return the servers the documents are read from."""
+        return ", ".join(self.spec.hosts)
 
     def _call(self, fn: Any) -> Any:
         import elastic_transport

@@ -39,8 +39,12 @@ class InfluxOutput:
             if spec.username else None
 
     def describe(self) -> str:
-        """Return where the points are read from, for people."""
-        return f"measurement {self.spec.measurement} in database {self.spec.database} at {self.url}"
+        """Return what the points are read from, for people (without the server)."""
+        return f"measurement {self.spec.measurement} in database {self.spec.database}"
+
+    def server(self) -> str:
+        """Return the server the points are read from."""
+        return self.url
 
     def _query(self, q: str) -> list[dict[str, Any]]:
         try:

@@ -113,7 +113,8 @@ class Series:
 
 @dataclass(frozen=True)
 class Output:
-    """The series of a query: ``source`` says which sink they were read from (for people)."""
+    """The series of a query: ``source`` says what they were read from (a measurement, table or index, for
+    people) and ``server`` where (a URL, or host:port/database)."""
 
     dagger: str
     field: str
@@ -122,6 +123,7 @@ class Output:
     end: datetime
     tag: tuple[str, str] | None
     source: str
+    server: str
     series: list[Series]
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,7 +131,7 @@ class Output:
         return {"dagger": self.dagger, "field": self.field, "aggregate": "sum", "step_s": self.step_s,
                 "start": iso(self.start), "end": iso(self.end),
                 "tag": {"key": self.tag[0], "value": self.tag[1]} if self.tag else None,
-                "source": self.source, "series": [s.to_dict() for s in self.series]}
+                "source": self.source, "server": self.server, "series": [s.to_dict() for s in self.series]}
 
     def rows(self) -> list[tuple[datetime, list[float | None]]]:
         """Return (time, [value of each series or None]) for every time that any series has, in order."""

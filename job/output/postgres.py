@@ -26,15 +26,18 @@ class PostgresOutput:
         self.schema, self.table = schema or "public", table
 
     def describe(self) -> str:
-        """Return where the rows are read from, for people (no credentials)."""
+        """Return what the rows are read from, for people (without the server)."""
+        return f"table {self.schema}.{self.table}"
+
+    def server(self) -> str:
+        """Return the server and database the rows are read from, as host:port/db (no credentials)."""
         from psycopg.conninfo import conninfo_to_dict
 
         try:
             info = conninfo_to_dict(self.spec.dsn.get_secret_value())
         except Exception:  # a dsn psycopg cannot read: say nothing of it
             info = {}
-        return (f"table {self.schema}.{self.table} at {info.get('host') or 'localhost'}:{info.get('port') or 5432}/"
-                f"{info.get('dbname') or ''}")
+        return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
     def _run(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         import psycopg
@@ -46,7 +49,7 @@ class PostgresOutput:
             with psycopg.connect(self.spec.dsn.get_secret_value(), **kwargs) as conn:
                 return list(conn.execute(query, params).fetchall())
         except psycopg.OperationalError:
-            raise OutputError(f"PostgreSQL at {self.describe().split(' at ', 1)[1]} is unreachable or refused "
+            raise OutputError(f"PostgreSQL at {self.server()} is unreachable or refused "
                               "the login") from None
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -16,6 +16,7 @@ class Reader(Protocol):
     """Reads sums of a field per step from one sink."""
 
     def describe(self) -> str: ...
+    def server(self) -> str: ...
     def fields(self) -> list[str]: ...
     def read(self, field: str, start: object, end: object, step_s: int,
              tag: tuple[str, str] | None) -> list[tuple[object, float]]: ...
@@ -83,7 +84,8 @@ def read_output(spec: DaggerSpec, query: OutputQuery, sink: str | None = None, d
         back = timedelta(seconds=offset)
         points = reader.read(query.field, start - back, end - back, step, query.tag)
         series.append(Series(label, offset, shift(points, offset)))  # type: ignore[arg-type]
-    return Output(dagger or spec.name, query.field, step, start, end, query.tag, reader.describe(), series)
+    return Output(dagger or spec.name, query.field, step, start, end, query.tag, reader.describe(), reader.server(),
+                  series)
 
 
 def output_fields(spec: DaggerSpec, sink: str | None = None) -> list[str]:

@@ -112,7 +112,7 @@ def test_the_sum_per_30s_now_and_the_day_and_week_before(world: dict[str, Any], 
 
     data = run(world, dagger, "--since", "15m", "--field", "bookings", "--compare", "D-1,D-7",
                "--until", "2026-03-02T10:00:00", "--tag", "tag_city_id=1", "--json")
-    assert data["source"].startswith(want_source)
+    assert f"{data['source']} at {data['server']}".startswith(want_source)
     assert {k: data[k] for k in ("dagger", "field", "aggregate", "step_s", "start", "end", "tag")} == {
         "dagger": f"team-a/{dagger}", "field": "bookings", "aggregate": "sum", "step_s": 30,
         "start": "2026-03-02T09:45:00Z", "end": "2026-03-02T10:00:00Z",
