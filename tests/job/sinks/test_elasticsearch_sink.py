@@ -4,8 +4,14 @@ indices with the mapping made on first write, a replay that overwrites (no dupli
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
+import logging
+import select
+import socket
+import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -60,7 +66,7 @@ def search_all(url: str, index: str) -> list[dict[str, Any]]:
 # ---- spec check time -----------------------------------------------------------------------
 
 
-def spec_text(index: str, extra: str = "") -> str:
+def spec_text(index: str, extra: str = "", hosts: str = "http://127.0.0.1:9200") -> str:
     return f"""name: es-spec
 streams:
   - table: data_stream
@@ -72,7 +78,7 @@ streams:
 sql: SELECT 1
 sink:
   type: elasticsearch
-  hosts: http://127.0.0.1:9200
+  hosts: {hosts}
   index: "{index}"
 {extra}"""
 
@@ -276,3 +282,129 @@ def test_a_missing_client_package_names_the_extra(monkeypatch: pytest.MonkeyPatc
         build_sinks(spec.sinks, dagger="es-spec")
     assert info.value.message == "the elasticsearch sink needs the elasticsearch package"
     assert info.value.hint == "pip install 'daggers[elasticsearch]'"
+
+
+# ---- credentials and TLS -------------------------------------------------------------------
+
+
+def test_a_clear_api_key_or_password_is_refused_by_the_registry() -> None:
+    from job.control.specs import check_no_clear_secrets, raw_spec
+
+    with pytest.raises(SpecError) as info:
+        check_no_clear_secrets(raw_spec(spec_text("b", "  api_key: abc\n")))
+    assert info.value.message == "sink.api_key: a secret in clear text would be stored in the registry"
+    check_no_clear_secrets(raw_spec(spec_text("b", "  api_key: ${ES_KEY}\n")))
+    with pytest.raises(SpecError):
+        check_no_clear_secrets(raw_spec(spec_text("b", "  username: u\n  password: pw\n")))
+
+
+def test_basic_auth_and_api_key_go_in_the_header_and_never_in_logs_or_errors(
+        scripted: str, caplog: pytest.LogCaptureFixture) -> None:
+    import base64
+
+    _Scripted.script = [401]
+    seen: list[str] = []
+    original = _Scripted.do_POST
+
+    def record(handler: _Scripted) -> None:
+        seen.append(handler.headers.get("Authorization", ""))
+        original(handler)
+
+    caplog.set_level(logging.DEBUG)
+    _Scripted.do_POST = record  # type: ignore[method-assign]
+    try:
+        basic = parse_spec(spec_text("b", "  username: ${ES_USER}\n  password: ${ES_PASSWORD}\n", scripted),
+                           "es.yaml", env={"ES_USER": "daggers", "ES_PASSWORD": "pw-s3cret"})
+        sink = build_sinks(basic.sinks, dagger="es-spec")[0]
+        assert isinstance(sink, ElasticsearchSink)
+        sink._sleep = lambda s: None
+        sink.open()
+        with pytest.raises(SinkError) as info:
+            sink.write(batch([1]), 0)
+        assert info.value.message == (f"Elasticsearch at {scripted} refused the bulk write (HTTP 401): "
+                                      "es_rejected_execution_exception: busy")
+        keyed = parse_spec(spec_text("b", "  api_key: ${ES_KEY}\n", scripted), "es.yaml",
+                           env={"ES_KEY": "a2V5LXMzY3JldA=="})
+        sink = build_sinks(keyed.sinks, dagger="es-spec")[0]
+        sink.open()
+        assert sink.write(batch([1]), 0) == 1
+    finally:
+        _Scripted.do_POST = original  # type: ignore[method-assign]
+    assert seen == [f"Basic {base64.b64encode(b'daggers:pw-s3cret').decode()}", "ApiKey a2V5LXMzY3JldA=="]
+    assert "pw-s3cret" not in caplog.text and "a2V5LXMzY3JldA==" not in caplog.text
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and a server certificate for 127.0.0.1 that it signed (openssl), in a folder."""
+    d = tmp_path_factory.mktemp("tls")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=daggers-test-ca", cwd=d)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=127.0.0.1", cwd=d)
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf", cwd=d)
+    return d
+
+
+@contextlib.contextmanager
+def tls_in_front_of(port: int, certs: Path) -> Iterator[int]:
+    """Serve TLS on a new port and pass the bytes on to 127.0.0.1:``port``; yield the TLS port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "server.pem", certs / "server.key")
+
+    class Pipe(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            try:
+                tls = context.wrap_socket(self.request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # a client that does not trust us hangs up
+            with tls, socket.create_connection(("127.0.0.1", port)) as plain:
+                pair = {tls: plain, plain: tls}
+                while True:
+                    ready, _, _ = select.select(list(pair), [], [], 30)
+                    if not ready:
+                        return
+                    for src in ready:
+                        data = src.recv(65536)
+                        if not data:
+                            return
+                        pair[src].sendall(data)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Pipe)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.integration
+def test_https_with_the_ca_file_writes_and_without_it_fails_clearly(elasticsearch, certificates: Path) -> None:  # type: ignore[no-untyped-def]
+    port = int(elasticsearch.url.rsplit(":", 1)[1])
+    prefix = f"tls-{uuid.uuid4().hex[:8]}"
+    with tls_in_front_of(port, certificates) as tls_port:
+        url = f"https://127.0.0.1:{tls_port}"
+        sink = sink_for(url, prefix, ca_certs=str(certificates / "ca.pem"))
+        sink.open()
+        assert sink.write(batch([3, 4]), 0) == 2
+        sink.close()
+        assert sorted(d["_source"]["num_of_bookings"] for d in search_all(elasticsearch.url, prefix)) == [3, 4]
+
+        untrusted = sink_for(url, prefix)  # the system's CAs do not know ours
+        with pytest.raises(SinkError) as info:
+            untrusted.open()
+        assert info.value.message == f"Elasticsearch at {url} is unreachable: TlsError"
+        unchecked = sink_for(url, prefix, verify_certs=False)
+        unchecked.open()
+        assert unchecked.write(batch([5]), 1) == 1
+    with pytest.raises(SinkError) as info:
+        sink_for(url, prefix, ca_certs=str(certificates / "missing.pem")).open()
+    assert info.value.message == f"ca_certs {str(certificates / 'missing.pem')!r} is not a file"
