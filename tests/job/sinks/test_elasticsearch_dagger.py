@@ -1,5 +1,6 @@
-"""A real dagger (broker -> Spark -> Elasticsearch): the documents equal the ground truth, also after the
-dagger is SIGKILLed mid-stream and restarted (its replayed micro-batch overwrites: no duplicates)."""
+"""A real dagger (broker -> Spark -> Elasticsearch): the documents equal the ground truth, also after Spark
+runs the last micro-batch again (a crash between the sink's write and Spark's commit), and after the
+dagger is SIGKILLed mid-stream and restarted: a replayed micro-batch overwrites, no duplicates."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
+from job.runner import run_foreground
+from job.spec import parse_spec
 from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique
 from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status, _wait
 
@@ -80,3 +84,37 @@ def test_exact_documents_and_no_duplicates_after_sigkill_and_restart(tansu_broke
     count, got = es_documents(elasticsearch.url, f"{prefix}-*")
     assert got == want and count == len(want)  # one document per window and tags: no duplicates
     assert {datetime.fromtimestamp(k[0], UTC).date() for k in want} == {T0.date(), T0.date() + timedelta(days=1)}
+
+
+def es_spec_text(tmp_path: Path, bootstrap: str, topic: str, prefix: str, url: str, **extra: object) -> str:
+    _, text = make_spec(name=unique("es"), bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
+                        sql=BOOKINGS_SQL, influx_url="http://127.0.0.1:1", db="d", measurement="m",
+                        checkpoint=tmp_path / "ckpt", **extra)  # type: ignore[arg-type]
+    head, _, _ = text.partition("sink:\n")
+    return head + f"""sink:
+  type: elasticsearch
+  hosts: {url}
+  index: "{prefix}-{{window:%Y.%m.%d}}"
+"""
+
+
+def test_exact_documents_then_exact_after_spark_replays_the_last_batch(spark, tansu_broker, elasticsearch,  # type: ignore[no-untyped-def]
+                                                                      tmp_path: Path) -> None:
+    topic = unique("bookings")
+    events = generate("booking", 1500, seed=51, start=T0, duration_s=200)
+    closing = generate("booking", 1, seed=52, start=T0 + timedelta(minutes=15), duration_s=1)
+    produce(tansu_broker, topic, [events, closing], progress=False)
+    prefix = f"bk-{uuid.uuid4().hex[:8]}"
+    spec = parse_spec(es_spec_text(tmp_path, tansu_broker, topic, prefix, elasticsearch.url), "es.yaml")
+    want = expected_bookings(events.table.to_pylist())
+    first = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    assert first.sinks["elasticsearch"]["rows_written"] == len(want)
+    assert es_documents(elasticsearch.url, f"{prefix}-*") == (len(want), want)
+
+    commits = tmp_path / "ckpt" / "spark" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    second = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    assert second.sinks["elasticsearch"]["rows_written"] == len(want)  # the last batch was written again ...
+    assert es_documents(elasticsearch.url, f"{prefix}-*") == (len(want), want)  # ... over the same documents
