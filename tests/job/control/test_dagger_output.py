@@ -150,6 +150,18 @@ def test_clear_errors(world: dict[str, Any]) -> None:
     assert "--compare 'D-2' is not a comparison" in text
     text = run(world, "out-influx", "--field", "bookings", "--until", "2026-03-02T11:00:00")
     assert "No rows in this range." in text
+    bad = run(world, "out-influx", "--field", "bookings", "--sink", "postgres", "--json", code=2)
+    assert (bad["error"]["message"], bad["error"]["hint"]) == ("dagger out-influx has no sink 'postgres'",
+                                                               "its sinks: influx")
+
+
+def test_a_step_and_a_sink_named(world: dict[str, Any]) -> None:
+    data = run(world, "out-pg", "--field", "bookings", "--since", "15m", "--step", "5m", "--sink", "postgres",
+               "--until", "2026-03-02T10:00:00", "--compare", "d-1", "--json")
+    assert data["step_s"] == 300 and [s["label"] for s in data["series"]] == ["now", "D-1"]
+    assert data["series"][0]["points"] == [["2026-03-02T09:50:00Z", 12.0], ["2026-03-02T09:55:00Z", 7.0],
+                                           ["2026-03-02T10:00:00Z", 2.0]]
+    assert data["series"][1]["points"] == [["2026-03-02T09:50:00Z", 11.0]]
 
 
 def test_steps_and_durations() -> None:
