@@ -191,7 +191,7 @@ def test_the_server_down_past_the_retries_fails_with_a_clear_error(tmp_path: Pat
 
 class _Scripted(http.server.BaseHTTPRequestHandler):
     """Answers like Elasticsearch; the bulk endpoint answers from ``script`` in turn: a whole-request
-    status, or ``"item429"`` (every document refused with 429), then 200 for all."""
+    status, or ``"item429"``/``"item400"`` (every document refused with 429/400), then 200 for all."""
 
     script: list[int | str] = []
     bulks: list[int] = []
@@ -230,10 +230,11 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
             self._send(step, {"error": {"type": "es_rejected_execution_exception", "reason": "busy"},
                               "status": step})
             return
-        status = 429 if step == "item429" else 201
+        status = {"item429": 429, "item400": 400}.get(str(step), 201)
+        error = {429: {"type": "es_rejected_execution_exception", "reason": "queue full"},
+                 400: {"type": "mapper_parsing_exception", "reason": "failed to parse field [avg_fare]"}}
         items = [{"index": {"_index": a["index"]["_index"], "_id": a["index"]["_id"], "status": status,
-                            **({"error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}
-                               if status == 429 else {})}} for a in actions]
+                            **({"error": error[status]} if status in error else {})}} for a in actions]
         self._send(200, {"errors": status != 201, "took": 1, "items": items})
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
@@ -271,6 +272,33 @@ def test_429_and_5xx_are_retried_with_back_off_then_the_write_goes_through(scrip
         sink2.write(batch([1]), 1)
     assert info.value.message == (f"giving up writing to Elasticsearch at {scripted} after 3 attempts: HTTP 429 "
                                   "on the bulk write: es_rejected_execution_exception: busy")
+
+
+def test_a_document_refused_for_good_fails_at_once(scripted: str) -> None:
+    _Scripted.script = ["item400"]
+    sink = sink_for(scripted, "b", max_retries=5)
+    sink.open()
+    with pytest.raises(SinkError) as info:
+        sink.write(batch([1]), 0)
+    doc = document_id("d1", [("window_timestamp", W1), ("tag_city_id", 1), ("tag_s2id", "-7830489120239730688")])
+    assert info.value.message == (f"Elasticsearch refused document {doc} in index b (HTTP 400): "
+                                  "mapper_parsing_exception: failed to parse field [avg_fare]")
+    assert _Scripted.bulks == [1] and sink.metrics.retries == 0
+
+
+@pytest.mark.integration
+def test_an_index_whose_mapping_conflicts_fails_with_elasticsearchs_reason(elasticsearch) -> None:  # type: ignore[no-untyped-def]
+    index = f"conflict-{uuid.uuid4().hex[:8]}"
+    made = requests.put(f"{elasticsearch.url}/{index}", timeout=10,
+                        json={"mappings": {"properties": {"num_of_bookings": {"type": "keyword"}}}})
+    assert made.status_code == 200, made.text
+    sink = sink_for(elasticsearch.url, index)
+    sink.open()
+    with pytest.raises(SinkError) as info:
+        sink.write(batch([1]), 0)
+    assert info.value.message == (f"Elasticsearch at {elasticsearch.url} refused adding the mapping to index {index} "
+                                  "(HTTP 400): illegal_argument_exception: mapper [num_of_bookings] cannot be changed "
+                                  "from type [keyword] to [long]")
 
 
 def test_a_missing_client_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
