@@ -104,6 +104,20 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
+def _json_column(col: pa.ChunkedArray) -> list[Any]:
+    """Return a column's values as JSON values: times as UTC ISO 8601 (each distinct time formatted once),
+    NaN and infinities as None, decimals as floats, bytes as hex."""
+    kind = col.type
+    values = col.to_pylist()
+    if pa.types.is_timestamp(kind):
+        seen: dict[Any, str] = {}
+        return [None if v is None else seen.get(v) or seen.setdefault(v, _iso(v)) for v in values]
+    if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind) \
+            or pa.types.is_large_string(kind):
+        return values
+    return [_json_value(v) for v in values]
+
+
 class ElasticsearchSink(Sink):
     """Indexes rows as documents (see the module docstring)."""
 
@@ -208,27 +222,29 @@ class ElasticsearchSink(Sink):
     def documents(self, table: pa.Table) -> list[dict[str, Any]]:
         """Return the bulk actions of ``table``: one ``index`` action (_index, _id, _source) per row.
 
-        Rows of one batch with the same key keep the last (they share an id)."""
-        columns = {n: table[n].to_pylist() for n in table.column_names}
-        times = columns.get(TIME_COLUMN)
+        Rows of one batch with the same key keep the last (they share an id); a row without a
+        window_timestamp is skipped (counted) when the index carries the window's date."""
+        names = table.column_names
+        raw_times = table[TIME_COLUMN].to_pylist() if TIME_COLUMN in names else None
+        columns = [_json_column(table[n]) for n in names]
+        key_at = [names.index(k) for k in self._keys]
         pattern = self.spec.index
         fixed = None if has_window(pattern) else render_index(pattern, None)
+        indices: dict[datetime, str] = {}
         out: dict[str, dict[str, Any]] = {}
-        for i in range(table.num_rows):
-            source = {n: _json_value(v[i]) for n, v in columns.items()}
-            key = [(k, columns[k][i]) for k in self._keys]
-            doc_id = document_id(self.dagger, key)
+        for i, row in enumerate(zip(*columns, strict=True)):
             if fixed is None:
-                window = times[i] if times is not None else None
+                window = raw_times[i] if raw_times is not None else None
                 if window is None:
                     self.metrics.rows_skipped += 1
                     continue
-                index = render_index(pattern, window)
+                index = indices.get(window) or indices.setdefault(window, render_index(pattern, window))
             else:
                 index = fixed
+            doc_id = document_id(self.dagger, [(self._keys[j], row[k]) for j, k in enumerate(key_at)])
             if out.pop(doc_id, None) is not None:
                 self.metrics.extra["same_key_rows"] = self.metrics.extra.get("same_key_rows", 0) + 1
-            out[doc_id] = {"_op_type": "index", "_index": index, "_id": doc_id, "_source": source}
+            out[doc_id] = {"_op_type": "index", "_index": index, "_id": doc_id, "_source": dict(zip(names, row, strict=True))}
         return list(out.values())
 
     def _write(self, table: pa.Table, batch_id: int) -> int:
