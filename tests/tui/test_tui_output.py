@@ -101,3 +101,21 @@ async def test_the_output_tab_charts_now_d1_and_d7(world: tuple[Registry, str]) 
         # 2-minute steps from 09:46 hold 3 windows (09:46:30 to 09:47:30), then 4 each, then 3 (10:00:00 to 10:01:00)
         assert [v for _, v in out.series[0].points] == [6.0] + [8.0] * 6 + [6.0]
         assert out.series[0].points[0][0] == datetime(2026, 3, 2, 9, 46, tzinfo=UTC)
+
+
+@pytest.mark.asyncio
+async def test_a_dagger_without_a_readable_sink_says_so(world: tuple[Registry, str]) -> None:
+    registry, _ = world
+    head, _, _ = bookings_spec("out-log").partition("sink:\n")
+    ControlPlane(registry, "alice").create("a-jkt", head + "sink:\n  type: log\n")
+    app = DaggersApp(ControlPlane(registry, "alice"), clock=lambda: NOW, refresh_s=0, warm_preview=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.open_dagger("out-log")
+        await pilot.pause()
+        await pilot.press("4")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        summary = str(app.screen.query_one("#output-summary", Label).render())
+        assert summary == ("Cannot read the dagger's output: dagger out-log writes to log: its output can be read "
+                           "from an influx, postgres or elasticsearch sink only")
+        assert app.screen.query_one(OutputPane).output is None
