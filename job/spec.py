@@ -457,6 +457,9 @@ class ElasticsearchSinkSpec(_RetryingSinkModel):
         for host in hosts if isinstance(hosts, list) else []:
             if not isinstance(host, str) or not re.match(r"^https?://[^/\s]+", host):
                 raise ValueError(f"{host!r} is not an http:// or https:// URL")
+            if "@" in host.split("://", 1)[1].split("/", 1)[0]:
+                raise ValueError("a host URL may not carry credentials: use username and password (or api_key) "
+                                 "with ${VARIABLE}s")
         return hosts
 
     @field_validator("index")

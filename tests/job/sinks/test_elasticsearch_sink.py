@@ -100,6 +100,14 @@ def test_a_bad_index_pattern_fails_the_spec_check_naming_the_line(index: str, me
     assert text.startswith(f"es.yaml:13: sinks[0].index: {message}"), text
 
 
+def test_a_host_url_with_credentials_is_refused_without_showing_them() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec_text("b", hosts="https://elastic:pw-s3cret@es.internal:9200"), "es.yaml")
+    assert str(info.value).startswith("es.yaml:12: sinks[0].hosts: a host URL may not carry credentials: use "
+                                      "username and password (or api_key) with ${VARIABLE}s")
+    assert "pw-s3cret" not in str(info.value)
+
+
 def test_credentials_come_from_the_environment_and_are_never_shown() -> None:
     spec = parse_spec(spec_text("b", "  username: ${ES_USER}\n  password: ${ES_PASSWORD}\n"), "es.yaml",
                       env={"ES_USER": "daggers", "ES_PASSWORD": "pw-s3cret"})
