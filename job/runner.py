@@ -186,7 +186,7 @@ class DaggerJob:
         self.plan = plan
         self.spark = spark
         schema = SchemaRegistry.from_b64(plan.streams[0].source.descriptor_set_b64) if plan.streams else None
-        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks, schema)
+        self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks, schema, plan.spec.name)
         self.query: StreamingQuery | None = None
         self._interval_s = 1.0  # the query's trigger interval, set when it starts
         self.progress = self._load_progress()

@@ -411,8 +411,84 @@ class PostgresSinkSpec(_RetryingSinkModel):
         return _check_columns(v)
 
 
-SinkSpec = Annotated[InfluxSinkSpec | LogSinkSpec | KafkaSinkSpec | PostgresSinkSpec, Field(discriminator="type")]
-SINK_TYPES = ("influx", "log", "kafka", "postgres")
+class ElasticsearchSinkSpec(_RetryingSinkModel):
+    """Indexes each row as one Elasticsearch document, with the official client's bulk helpers.
+
+    The document id is a stable hash of the dagger, the window and the tags, so a replayed micro-batch
+    overwrites its documents (exactly-once in effect). The index may carry the window's date
+    (``bookings-{window:%Y.%m.%d}``); its mapping is made on first write from the query's output:
+    tag_*/label_* columns are keywords, window_timestamp a date, numbers numbers.
+    """
+
+    type: Literal["elasticsearch"]
+    hosts: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:9200"], min_length=1,
+        description="Elasticsearch node URLs (http:// or https://); a single URL may be given as text.")
+    index: str = Field(
+        description="The index the documents go to. ``{window:FORMAT}`` puts the window's UTC time in the name, "
+                    "with strftime codes: ``bookings-{window:%Y.%m.%d}`` is one index a day.")
+    key_columns: list[str] | None = Field(
+        default=None,
+        description="Columns whose values (with the dagger's name) make the document id. Default: "
+                    "window_timestamp and the tag_*/label_* columns.")
+    username: str | None = Field(default=None, description="Basic auth user name (with password).")
+    password: SecretStr | None = Field(default=None, description="Basic auth password (never logged).")
+    api_key: SecretStr | None = Field(
+        default=None, description="An API key (the base64 'id:key' Elasticsearch gives), instead of basic auth; "
+                                  "never logged.")
+    ca_certs: str | None = Field(default=None, description="https: a PEM file of the CA that signed the server's "
+                                                           "certificate (default: the system's CAs).")
+    verify_certs: bool = Field(default=True, description="https: check the server's certificate (turn off only "
+                                                         "for a test server).")
+    batch_size: int = Field(default=5000, ge=1, le=100_000, description="Documents per bulk request.")
+    max_retries: int = Field(
+        default=8, ge=0,
+        description="Retries of a bulk write refused with 429 or 5xx, or cut off, with exponential back-off up "
+                    "to max_backoff_s; then the dagger fails.")
+    timeout_s: float = Field(default=30.0, gt=0, description="Seconds one request may take before it is retried.")
+    refresh: bool = Field(
+        default=False, description="Make written documents searchable before a micro-batch ends (slower writes; "
+                                    "for tests and demos).")
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _hosts(cls, v: Any) -> Any:
+        hosts = [v] if isinstance(v, str) else v
+        for host in hosts if isinstance(hosts, list) else []:
+            if not isinstance(host, str) or not re.match(r"^https?://[^/\s]+", host):
+                raise ValueError(f"{host!r} is not an http:// or https:// URL")
+            if "@" in host.split("://", 1)[1].split("/", 1)[0]:
+                raise ValueError("a host URL may not carry credentials: use username and password (or api_key) "
+                                 "with ${VARIABLE}s")
+        return hosts
+
+    @field_validator("index")
+    @classmethod
+    def _index(cls, v: str) -> str:
+        from job.index_pattern import check_index_pattern
+
+        check_index_pattern(v)
+        return v
+
+    @field_validator("key_columns")
+    @classmethod
+    def _keys(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("a document id needs at least one key column (leave key_columns out for the default)")
+        return _check_columns(v)
+
+    @model_validator(mode="after")
+    def _auth(self) -> ElasticsearchSinkSpec:
+        if self.api_key is not None and (self.username or self.password is not None):
+            raise ValueError("give either api_key or username/password, not both")
+        if (self.username is None) != (self.password is None):
+            raise ValueError("basic auth needs both username and password")
+        return self
+
+
+SinkSpec = Annotated[InfluxSinkSpec | LogSinkSpec | KafkaSinkSpec | PostgresSinkSpec | ElasticsearchSinkSpec,
+                     Field(discriminator="type")]
+SINK_TYPES = ("influx", "log", "kafka", "postgres", "elasticsearch")
 
 
 class DaggerSpec(_Model):

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless chromium gcc libc6-dev)
+APT_PACKAGES=(influxdb victoria-metrics postgresql librsvg2-bin tmux default-jre-headless chromium gcc libc6-dev openssl)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

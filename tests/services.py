@@ -9,7 +9,7 @@ InfluxDB and VictoriaMetrics are also started with ``setpriv --pdeathsig KILL``,
 test run does not leave them behind; PostgreSQL (daemonized by ``pg_ctl``) can outlive a SIGKILL.
 
 Fixtures: ``tansu_broker`` and ``noida_broker`` (bootstrap strings), ``broker`` (both kinds, as a
-:class:`BrokerHandle`), ``influxdb`` (:class:`InfluxHandle`), ``victoria_metrics``
+:class:`BrokerHandle`), ``influxdb`` (:class:`InfluxHandle`), ``elasticsearch`` (:class:`ElasticsearchHandle`), ``victoria_metrics``
 (:class:`VictoriaHandle`), ``postgres`` (:class:`PostgresHandle`), ``spark_cluster`` (a Spark standalone
 master and two workers, :class:`SparkClusterHandle`).
 """
@@ -33,6 +33,7 @@ import pytest
 import requests
 
 from job.stack.broker import BrokerKind, NoidaBroker, TansuBroker, create_topic
+from job.stack.elastic import NoidaElasticsearch
 from job.stack.errors import StackError
 from job.stack.influx import InfluxServer, influx_query
 from job.stack.influx import create_database as _create_database
@@ -44,11 +45,13 @@ from tests.teardown import slow_teardown
 
 __all__ = [
     "BrokerHandle",
+    "ElasticsearchHandle",
     "InfluxHandle",
     "PostgresHandle",
     "SparkClusterHandle",
     "VictoriaHandle",
     "broker",
+    "elasticsearch",
     "influxdb",
     "noida_broker",
     "postgres",
@@ -227,6 +230,24 @@ def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Victo
     root = tmp_path_factory.mktemp("victoria")
     with _serving(lambda: VictoriaServer(root, free_port())) as server:
         yield VictoriaHandle(server.url)
+
+
+# -- Elasticsearch (noida-db's REST endpoint) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ElasticsearchHandle:
+    """A running noida-db Elasticsearch endpoint: ``url`` is ``http://127.0.0.1:<port>``."""
+
+    url: str
+
+
+@pytest.fixture(scope="session")
+def elasticsearch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticsearchHandle]:
+    """noida-db's Elasticsearch REST API (data under a temporary folder); an :class:`ElasticsearchHandle`."""
+    root = tmp_path_factory.mktemp("elasticsearch")
+    with _serving(lambda: NoidaElasticsearch(root, free_port())) as server:
+        yield ElasticsearchHandle(server.url)
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from job.errors import DaggerError
 from tui.actions import ConsoleApp
 from tui.format import age, number, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
+from tui.output import OutputPane
 
 
 class DaggerScreen(Screen[None]):
@@ -36,6 +37,7 @@ class DaggerScreen(Screen[None]):
         Binding("1", "tab('spec-tab')", "Spec", show=False),
         Binding("2", "tab('versions-tab')", "Versions", show=False),
         Binding("3", "tab('audit-tab')", "Audit", show=False),
+        Binding("4", "tab('output-tab')", "Output", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -65,6 +67,8 @@ class DaggerScreen(Screen[None]):
                     yield Static(id="diff")
                 with TabPane("Audit", id="audit-tab"):
                     yield DataTable(id="audit", cursor_type="row")
+                with TabPane("Output", id="output-tab"):
+                    yield OutputPane(self.ref, self.app.plane, self.app.clock, self.app.report, id="output")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -122,6 +126,8 @@ class DaggerScreen(Screen[None]):
         table.clear()
         for a in audit:
             table.add_row(when(a.at), a.user, a.action, "yes" if a.allowed else Text("DENIED", style="red"))
+        if self.query_one(TabbedContent).active == "output-tab":
+            self.query_one(OutputPane).load()
 
     def _show_versions(self, versions: list[VersionView]) -> None:
         self.versions = versions
@@ -237,8 +243,12 @@ class DaggerScreen(Screen[None]):
         title = f"preview of {self.ref}: {table.num_rows} rows in {time.monotonic() - started:.1f} s"
         self.app.call_from_thread(self.app.push_screen, RowsScreen(title, table.column_names, table.to_pylist()))
 
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "output-tab":
+            self.query_one(OutputPane).load()
+
     def action_tab(self, tab: str) -> None:
-        """Show a tab (1 spec, 2 versions, 3 audit) and focus its table."""
+        """Show a tab (1 spec, 2 versions, 3 audit, 4 output) and focus its table."""
         self.query_one(TabbedContent).active = tab
         target = {"versions-tab": "#versions", "audit-tab": "#audit"}.get(tab)
         if target:

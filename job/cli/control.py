@@ -586,6 +586,47 @@ def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (o
     _emit(rows, as_json, human)
 
 
+@dagger_app.command("output")
+def dagger_output(ref: RefArg,
+                  field: Annotated[str, typer.Option("--field", "-f", help="The numeric column to chart (summed "
+                                                                          "per step).")],
+                  since: Annotated[str, typer.Option(help="How far back: 15m, 1h, 1d, 900s, ...")] = "15m",
+                  step: Annotated[str | None, typer.Option(help="Bucket size (default: 30s for 15m, 2m for 1h, "
+                                                                "1h for 1d).")] = None,
+                  tag: Annotated[str | None, typer.Option(help="Only rows whose tag is this value: key=value.")] = None,
+                  compare: Annotated[list[str] | None, typer.Option(help="Overlay the day before (D-1) or the "
+                                                                         "week before (D-7); repeat or D-1,D-7.")] = None,
+                  until: Annotated[datetime | None, typer.Option(help="End of the range, UTC (default: now).")] = None,
+                  sink: Annotated[str | None, typer.Option(help="The sink to read (default: the first influx, "
+                                                                "else postgres, else elasticsearch one).")] = None,
+                  user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                  as_json: JsonOpt = False) -> None:
+    """Show a dagger's own output from its sink: the sum of a field per step, with D-1 and D-7."""
+    from job.output import OutputQuery, parse_compare, parse_duration, parse_tag, step_text
+
+    with _errors(as_json):
+        since_s = parse_duration(since)
+        query = OutputQuery(field=field, since_s=since_s, step_s=parse_duration(step, "--step") if step else None,
+                            until=until.replace(tzinfo=UTC) if until and until.tzinfo is None else until,
+                            tag=parse_tag(tag), compare=tuple(c for text in compare or [] for c in parse_compare(text)))
+        result = _plane(user, registry, state_dir).output(ref, query, sink)
+
+    def human() -> None:
+        where = f" where {result.tag[0]} = {result.tag[1]}" if result.tag else ""
+        out.print(escape(f"{result.dagger}: sum of {result.field} every {step_text(result.step_s)}{where}, "
+                         f"{result.start:%Y-%m-%d %H:%M:%S} to {result.end:%Y-%m-%d %H:%M:%S} UTC, from "
+                         f"{result.source} at {result.server}"))
+        table = Table(Column("time (UTC)"), *(Column(s.label, justify="right") for s in result.series))
+        for when, values in result.rows():
+            table.add_row(f"{when:%Y-%m-%d %H:%M:%S}", *("-" if v is None else _number(v) for v in values))
+        print_table(out, table, empty="No rows in this range.")
+    _emit(result.to_dict(), as_json, human)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+
+
 # ---- controller and console ----------------------------------------------------------------------
 
 def controller(cluster: Annotated[str, typer.Option("--cluster", help="The cluster to run daggers on.")],

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from job.output import Output, OutputQuery
     from job.spec import DaggerSpec
 
 #: States from which "deploy" or "restart" (re)starts counting crashes from zero.
@@ -213,6 +214,28 @@ class ControlPlane(AdminOps):
             text, cluster = self._current(s, d).spec_text, d.cluster
             spec = specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}")
         return self._run_preview(spec, minutes, limit, spark)
+
+    def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output:
+        """Return the dagger's own output read back from its sink (:func:`job.output.read_output`): the sum
+        of ``query.field`` per step, now and the periods it compares with. Raises as :meth:`_find`, and
+        OutputError (no readable sink, an unknown field, the sink's server down)."""
+        from job.output import read_output
+
+        spec, name = self._spec_of(ref)
+        return read_output(spec, query, sink, dagger=name)
+
+    def output_fields(self, ref: str, sink: str | None = None) -> list[str]:
+        """Return the numeric fields the dagger's sink holds (what its output chart may show)."""
+        from job.output import output_fields
+
+        return output_fields(self._spec_of(ref)[0], sink)
+
+    def _spec_of(self, ref: str) -> tuple[DaggerSpec, str]:
+        """Return the dagger's current spec under its cluster's variables, and its team/name."""
+        with self.registry.session() as s:
+            d = self._find(s, ref, "viewer", "see")
+            text, cluster, name = self._current(s, d).spec_text, d.cluster, f"{d.team.name}/{d.name}"
+            return specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}"), name
 
     def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
                      spark: SparkSession | None = None) -> pa.Table:

@@ -22,7 +22,7 @@ from job.spec import DaggerSpec, parse_spec
 
 ENV_BOOTSTRAP = "DAGGERS_BOOTSTRAP"
 ENV_INFLUX = "DAGGERS_INFLUX"
-SECRET_KEYS = ("password", "token")
+SECRET_KEYS = ("password", "token", "api_key")
 _SECRET_CONFIG_RE = re.compile(r"(password|secret|token|sasl\.oauthbearer\.config)", re.IGNORECASE)
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DSN_PASSWORD_RE = re.compile(r"(://[^/@:]+:[^@/]+@)|(\bpassword\s*=)", re.IGNORECASE)

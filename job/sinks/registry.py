@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING
 
 from job.errors import SinkError
 from job.sinks.base import Sink
-from job.spec import InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
+from job.spec import ElasticsearchSinkSpec, InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
 
 if TYPE_CHECKING:
     from job.schema.registry import SchemaRegistry
 
 
-def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None) -> list[Sink]:
+def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None, dagger: str = "") -> list[Sink]:
     """Return a sink for each sink spec of a dagger, each with a distinct ``name``; a Kafka sink
-    finds its proto_class in ``registry`` (the dagger's schema version) before protos/.
+    finds its proto_class in ``registry`` (the dagger's schema version) before protos/; an
+    Elasticsearch sink puts the dagger's name ``dagger`` in its document ids.
+
+    Raises SinkError when a sink's optional package is not installed (naming the extra).
 
     A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
     """
@@ -44,6 +47,12 @@ def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None)
                 raise SinkError("the postgres sink needs the psycopg package",
                                 hint="pip install 'daggers[postgres]'") from None
             sink = PostgresSink(spec)
+        elif isinstance(spec, ElasticsearchSinkSpec):
+            from job.sinks.elasticsearch import ElasticsearchSink, elasticsearch, missing_client_error
+
+            if elasticsearch is None:
+                raise missing_client_error()
+            sink = ElasticsearchSink(spec, dagger)
         else:  # pragma: no cover - the spec model rejects other types
             raise TypeError(f"no sink for {type(spec).__name__}")
         base = getattr(spec, "name", None) or sink.name
