@@ -24,7 +24,7 @@ SPECS = [b for b in CHECKED if b.marker and b.marker[0] == "check" and b.marker[
          ("spec", "spec-patch", "sql")]
 SEED = ROOT / "examples" / "bookings-per-s2.yaml"
 #: Secrets the examples read from the environment without a default.
-ENV = {**os.environ, "PG_PASSWORD": "docs-example"}
+ENV = {**os.environ, "PG_PASSWORD": "docs-example", "ES_API_KEY": "docs-example"}
 _RELATIVE = ("schema_dir", "udf_file", "dart_store")
 
 
