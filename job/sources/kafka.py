@@ -629,13 +629,13 @@ def reset_consumers() -> None:
     _PATIENCE.clear()
 
 
-def fetch_wait_ms(cfg: SourceConfig, bootstrap: str) -> int:
-    """Return the fetch.wait.max.ms this worker's consumer of ``bootstrap`` uses: the configured one (2 ms by
-    default) until a stall made it more patient."""
-    level = _PATIENCE.get(_consumer_key(cfg, bootstrap), 0)
-    if level == 0:
-        return int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
-    return PATIENT_WAITS_MS[level]
+def fetch_wait_ms(cfg: SourceConfig, bootstrap: str, level: int | None = None) -> int:
+    """Return the fetch.wait.max.ms of this worker's consumer of ``bootstrap`` at patience ``level`` (default:
+    its present one): the configured wait (2 ms unless ``consumer_config`` says otherwise) at level 0, then
+    each of PATIENT_WAITS_MS, never less than the configured wait."""
+    configured = int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
+    level = _PATIENCE.get(_consumer_key(cfg, bootstrap), 0) if level is None else level
+    return configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
 
 
 def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
@@ -827,8 +827,9 @@ _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._T
 def _stall_notice(cfg: SourceConfig, bootstrap: str, rng: OffsetRange, next_offset: int, watch: StallWatch,
                   said: ClientLog, patient: bool, now: float) -> str:
     """The line a range read logs when it first assigns its partition again."""
-    level = min(_PATIENCE.get(_consumer_key(cfg, bootstrap), 0) + 1, len(PATIENT_WAITS_MS) - 1)
-    how = f"on a new consumer with fetch.wait.max.ms {PATIENT_WAITS_MS[level]}" if patient else "on a new consumer"
+    level = _PATIENCE.get(_consumer_key(cfg, bootstrap), 0) + 1
+    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, bootstrap, level)}" if patient \
+        else "on a new consumer"
     return (f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
             f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
             f"the client said: {said.said()})")

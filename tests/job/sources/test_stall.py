@@ -265,3 +265,18 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
         assert patience == 500 and "on a new consumer with fetch.wait.max.ms 500" in err
     else:  # noida-db does not hold fetches (nor give up on them): nothing to cure
         assert patience == (2 if wait_ms == "default" else 0) and "no records from" not in err
+
+
+def test_each_quiet_stall_makes_the_workers_consumer_more_patient_never_less_than_configured() -> None:
+    plain = _cfg("127.0.0.1:9", "t")
+    slow = SourceConfig(**{**plain.__dict__, "consumer_config": {"fetch.wait.max.ms": "800"}})
+    try:
+        assert [ksrc.fetch_wait_ms(plain, "b", level) for level in range(4)] == [2, 500, 5000, 5000]
+        assert [ksrc.fetch_wait_ms(slow, "b", level) for level in range(3)] == [800, 800, 5000]
+        for _ in range(3):
+            ksrc._fresh_consumer(plain, "127.0.0.1:9", patient=True)
+        ksrc._fresh_consumer(plain, "127.0.0.1:9", patient=False)  # an "out of range" re-seek: no more patience
+        assert ksrc.fetch_wait_ms(plain, "127.0.0.1:9") == 5000 and ksrc.fetch_wait_ms(slow, "127.0.0.1:9") == 800
+    finally:
+        ksrc.reset_consumers()
+    assert ksrc.fetch_wait_ms(plain, "127.0.0.1:9") == 2
