@@ -18,6 +18,7 @@ too) got no CPU. :class:`StallWatch` takes that lost time off a stall before it 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -104,11 +105,15 @@ class Starvation:
 _STARVATION: Starvation | None = None
 
 
+_STARVATION_PID = 0
+
+
 def starvation() -> Starvation:
-    """The process's one heartbeat (started when first asked for the lost time)."""
-    global _STARVATION
-    if _STARVATION is None:
-        _STARVATION = Starvation()
+    """The process's one heartbeat (started when first asked for the lost time; a new one in a forked child,
+    where the parent's thread does not run)."""
+    global _STARVATION, _STARVATION_PID
+    if _STARVATION is None or os.getpid() != _STARVATION_PID:
+        _STARVATION, _STARVATION_PID = Starvation(), os.getpid()
     return _STARVATION
 
 

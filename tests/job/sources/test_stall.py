@@ -280,3 +280,22 @@ def test_each_quiet_stall_makes_the_workers_consumer_more_patient_never_less_tha
     finally:
         ksrc.reset_consumers()
     assert ksrc.fetch_wait_ms(plain, "127.0.0.1:9") == 2
+
+
+def test_a_forked_python_worker_gets_a_heartbeat_of_its_own() -> None:
+    """Spark forks its Python workers: the parent's heartbeat thread does not run in the child."""
+    import os
+
+    from job.sources.stall import starvation
+
+    parent = starvation()
+    parent.lost()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new heartbeat, started by its first question
+        child = starvation()
+        os.write(write, b"new" if child is not parent and child._thread is None else b"old")
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 3) == b"new" and starvation() is parent
