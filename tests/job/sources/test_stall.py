@@ -212,54 +212,55 @@ def test_a_range_that_never_comes_names_its_reseeks_and_the_clients_words() -> N
 # ---- the produce pattern of issue 36: a backlog in large batches, then a live trickle ---------------
 
 
-def _pings_then_live(broker: Any, topic: str) -> list[int]:
-    """5,000 driver pings at once (large record batches), then 1,500 at 1,000/s (small ones: the live
-    producer's), over 2 partitions; return every driver id sent."""
+@pytest.mark.integration
+@pytest.mark.parametrize("wait_ms", ["default", "0"])
+def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
+        broker, wait_ms: str, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """5,000 driver pings at once (large record batches), then 1,500 at 1,000/s (the live producer's small
+    ones) while the stream reader plans micro-batches (at most 2,000 rows, ranges split every 1,300: starts
+    in the middle of record batches) and reads them: exactly the records sent, once each. With
+    ``fetch.wait.max.ms`` 0, tansu gives up listing the partition's batches at once and answers every fetch
+    empty (what 2 ms met past some thousands of batches, or on a busy machine: issue 36): the reader must
+    become more patient and read on, not fail (on the code before, this read failed after its timeout)."""
+    import threading
+
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from job.sources.kafka import KafkaStreamReader
+
+    topic = unique(f"stall-live-{wait_ms}")
     broker.create_topic(topic, partitions=2)
     start = datetime(2026, 3, 2, 15, 0, tzinfo=UTC)
     backlog = generate("driver_location", 5_000, seed=3, start=start, duration_s=300)
     live = generate("driver_location", 1_500, seed=4, start=start.replace(minute=5), duration_s=2)
     produce(broker.bootstrap, topic, [backlog], progress=False)
-    produce(broker.bootstrap, topic, [live], rate=1_000, progress=False)
-    return [*backlog.table.column("driver_id").to_pylist(), *live.table.column("driver_id").to_pylist()]
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("wait_ms", ["default", "0"])
-def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
-        broker, wait_ms: str, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
-    """Range reads as the stream reader plans them (end offsets looked up, long ranges split mid-batch) get
-    exactly the records sent. With ``fetch.wait.max.ms`` 0, tansu gives up listing the partition's batches
-    at once and answers every fetch empty (what 2 ms did past some thousands of batches, or on a busy
-    machine: issue 36): the reader must become more patient and read on, not fail."""
-    from job.sources import offsets as kofs
-
-    topic = unique(f"stall-live-{wait_ms}")
-    sent = _pings_then_live(broker, topic)
+    feeder = threading.Thread(target=produce, args=(broker.bootstrap, topic, [live]),
+                              kwargs={"rate": 1_000, "progress": False})
+    feeder.start()
     cfg = SourceConfig(bootstrap_servers=broker.bootstrap, topics=[topic],
                        proto_class="daggers.events.DriverLocationPing", descriptor_set_b64=default_registry().to_b64(),
-                       columns=["driver_id"], read_timeout_s=30,
+                       columns=["driver_id"], read_timeout_s=30, split_records=1_300, pack_records=1_300,
                        consumer_config={} if wait_ms == "default" else {"fetch.wait.max.ms": wait_ms})
-    driver = kofs.driver_consumer(broker.bootstrap)
-    try:
-        ends = kofs.end_offsets(driver, kofs.partitions_of(driver, [topic], broker.bootstrap))[topic]
-    finally:
-        driver.close()
+    reader = KafkaStreamReader(cfg)
     read: list[int] = []
-    per_partition: dict[int, int] = {}
     try:
-        for part, end in sorted(ends.items()):
-            for lo in range(0, end, 1_300):  # a long range split where a record batch goes on
-                got = [v for b in read_range(cfg, OffsetRange(topic, int(part), lo, min(lo + 1_300, end)))
-                       for v in b.column("driver_id").to_pylist()]
-                assert len(got) == min(lo + 1_300, end) - lo
-                read += got
-            per_partition[int(part)] = end
+        offsets = reader.initialOffset()
+        deadline = time.monotonic() + 120
+        while len(read) < 6_500 and time.monotonic() < deadline:
+            end = reader.latestOffset(offsets, ReadMaxRows(2_000))
+            for task in reader.partitions(offsets, end):
+                read += [v for b in reader.read(task) for v in b.column("driver_id").to_pylist()]
+            offsets = end
+        feeder.join()
+        end = reader.latestOffset(offsets, ReadMaxRows(2_000))
         patience = ksrc.fetch_wait_ms(cfg, broker.bootstrap)
     finally:
+        reader.stop()
         ksrc.reset_consumers()
-    assert sum(per_partition.values()) == 6_500 and len(read) == 6_500
-    assert sorted(read) == sorted(sent)
+    assert end == offsets and sum(end[topic].values()) == 6_500  # nothing left unread
+    assert len(read) == 6_500
+    assert sorted(read) == sorted([*backlog.table.column("driver_id").to_pylist(),
+                                   *live.table.column("driver_id").to_pylist()])
     err = capfd.readouterr().err
     if wait_ms == "0" and broker.kind == "tansu":
         assert patience == 500 and "on a new consumer with fetch.wait.max.ms 500" in err
