@@ -5,8 +5,10 @@ read stops moving anyway (a fetch the broker never answers, a consumer that went
 offset, an offset the broker calls out of range for a moment), the reader does not wait out its
 whole ``read_timeout_s``: every ``RESEEK_AFTER_S`` without a record it assigns the partition again
 at the next offset it needs, on a new consumer (new connections: a request the broker never answers
-holds up every later answer on its connection). What librdkafka logged meanwhile goes into the notice and into the
-error raised at the timeout, so a stall names its cause.
+holds up every later answer on its connection). A re-seek after a read that got no record at all also
+makes the new consumer's fetches wait longer (job.sources.kafka.PATIENT_WAITS_MS): tansu answers a fetch
+empty when listing the partition's batches outlasts the fetch's max wait (issue 36). What librdkafka
+logged meanwhile goes into the notice and into the error raised at the timeout, so a stall names its cause.
 
 A slow machine makes a read slower, never failed: the read timeout counts only the time this process
 could have run. A heartbeat thread (:class:`Starvation`) sleeps a short tick over and over and adds up
