@@ -607,17 +607,19 @@ def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:
 # ---- executor side ---------------------------------------------------------------------------
 
 _CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
-#: How patient this worker's consumer of a bootstrap has had to become: an index into PATIENT_WAITS_MS
-#: (0: the configured fetch.wait.max.ms). It only grows: a partition that made the broker give up once
-#: stays as long.
-_PATIENCE: dict[str, int] = {}
+#: How patient this worker's reads of a topic have had to become, per (consumer key, topic): an index into
+#: PATIENT_WAITS_MS (0: the configured fetch.wait.max.ms). It only grows (a partition that made the broker
+#: give up once only gets longer), and it is per topic: each level has a consumer of its own, so the
+#: fetches a patient consumer waits out at a partition's end never hold up the fast reads of other topics
+#: (a shared host's light daggers) on the same worker.
+_PATIENCE: dict[tuple[str, str], int] = {}
 #: fetch.wait.max.ms after each stall that a longer wait cures (see :func:`_fresh_consumer`).
 PATIENT_WAITS_MS = (2, 500, 5000)
 
 
-def _consumer_key(cfg: SourceConfig, bootstrap: str) -> str:
-    """The key of a worker's consumer of ``bootstrap`` in ``_CONSUMERS``."""
-    return json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
+def _consumer_key(cfg: SourceConfig, bootstrap: str, level: int = 0) -> str:
+    """The key of a worker's consumer of ``bootstrap`` at patience ``level`` in ``_CONSUMERS``."""
+    return json.dumps([bootstrap, cfg.consumer_config, *([level] if level else [])], sort_keys=True)
 
 
 def reset_consumers() -> None:
@@ -629,19 +631,23 @@ def reset_consumers() -> None:
     _PATIENCE.clear()
 
 
-def fetch_wait_ms(cfg: SourceConfig, bootstrap: str, level: int | None = None) -> int:
-    """Return the fetch.wait.max.ms of this worker's consumer of ``bootstrap`` at patience ``level`` (default:
-    its present one): the configured wait (2 ms unless ``consumer_config`` says otherwise) at level 0, then
-    each of PATIENT_WAITS_MS, never less than the configured wait."""
+def patience(cfg: SourceConfig, bootstrap: str, topic: str) -> int:
+    """Return how patient this worker's reads of ``topic`` on ``bootstrap`` have become (0: not at all)."""
+    return _PATIENCE.get((_consumer_key(cfg, bootstrap), topic), 0)
+
+
+def fetch_wait_ms(cfg: SourceConfig, level: int) -> int:
+    """Return the fetch.wait.max.ms of a consumer at patience ``level``: the configured wait (2 ms unless
+    ``consumer_config`` says otherwise) at level 0, then each of PATIENT_WAITS_MS, never less than the
+    configured wait."""
     configured = int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
-    level = _PATIENCE.get(_consumer_key(cfg, bootstrap), 0) if level is None else level
     return configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
 
 
-def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
-    """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark),
-    with the log of what librdkafka said."""
-    key = _consumer_key(cfg, bootstrap)
+def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[Consumer, ClientLog]:
+    """One consumer per Python worker, cluster and patience level, reused across tasks (workers are reused
+    by Spark), with the log of what librdkafka said."""
+    key = _consumer_key(cfg, bootstrap, level)
     cached = _CONSUMERS.get(key)
     if cached is None:
         said = ClientLog()
@@ -673,15 +679,17 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Cli
             # But tansu also stops looking for the records when this time is up and answers empty: past
             # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
             # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
-            "fetch.wait.max.ms": fetch_wait_ms(cfg, bootstrap),
+            "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
         })
         cached = _CONSUMERS[key] = (consumer, said)
     return cached
 
 
-def _fresh_consumer(cfg: SourceConfig, bootstrap: str, patient: bool = False) -> tuple[Consumer, ClientLog]:
-    """Drop this worker's consumer of ``bootstrap`` and return a new one, on new connections; with
-    ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this worker's later ones).
+def _fresh_consumer(cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
+                    ) -> tuple[Consumer, ClientLog]:
+    """Drop this worker's consumer of ``bootstrap`` that reads ``topic`` and return a new one, on new
+    connections; with ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this
+    worker's later reads of ``topic``).
 
     A broker that never answers a fetch (tansu: nisshi-io/nisshi#668) holds up every later response on
     that connection, since Kafka answers a connection's requests in order: assigning the partition again
@@ -690,13 +698,14 @@ def _fresh_consumer(cfg: SourceConfig, bootstrap: str, patient: bool = False) ->
     but the true high watermark: a fetch that waits 2 ms got nothing, forever, from a partition of some
     thousands of small batches, where librdkafka's default 500 ms read at once (bench/results/stall.md).
     The old consumer is closed in a thread of its own."""
-    key = _consumer_key(cfg, bootstrap)
-    old = _CONSUMERS.pop(key, None)
+    level = patience(cfg, bootstrap, topic)
+    old = _CONSUMERS.pop(_consumer_key(cfg, bootstrap, level), None)
     if old is not None:
         threading.Thread(target=old[0].close, name="close-stalled-consumer", daemon=True).start()
     if patient:
-        _PATIENCE[key] = min(_PATIENCE.get(key, 0) + 1, len(PATIENT_WAITS_MS) - 1)
-    return _executor_consumer(cfg, bootstrap)
+        level = min(level + 1, len(PATIENT_WAITS_MS) - 1)
+        _PATIENCE[(_consumer_key(cfg, bootstrap), topic)] = level
+    return _executor_consumer(cfg, bootstrap, level)
 
 
 def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -718,7 +727,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         return
     decoder = cfg.decoder()
     bootstrap = cfg.bootstrap(rng.cluster)  # the secondary's, once the range moved there
-    consumer, said = _executor_consumer(cfg, bootstrap)
+    consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     next_offset = rng.start
     shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
@@ -771,7 +780,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
                 consumer.unassign()
                 bootstrap = cfg.failover_bootstrap_servers
-                consumer, said = _executor_consumer(cfg, bootstrap)
+                consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
                 watch.moved(time.monotonic(), starved.lost())
                 continue
@@ -785,7 +794,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 if not watch.reseeks:
                     notice(_stall_notice(cfg, bootstrap, rng, next_offset, watch, said, patient, now))
                 consumer.unassign()
-                consumer, said = _fresh_consumer(cfg, bootstrap, patient)
+                consumer, said = _fresh_consumer(cfg, bootstrap, rng.topic, patient)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
                 watch.reseeked(now)
             if len(payloads) >= FETCH_BATCH:
@@ -827,9 +836,8 @@ _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._T
 def _stall_notice(cfg: SourceConfig, bootstrap: str, rng: OffsetRange, next_offset: int, watch: StallWatch,
                   said: ClientLog, patient: bool, now: float) -> str:
     """The line a range read logs when it first assigns its partition again."""
-    level = _PATIENCE.get(_consumer_key(cfg, bootstrap), 0) + 1
-    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, bootstrap, level)}" if patient \
-        else "on a new consumer"
+    level = patience(cfg, bootstrap, rng.topic) + 1
+    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, level)}" if patient else "on a new consumer"
     return (f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
             f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
             f"the client said: {said.said()})")

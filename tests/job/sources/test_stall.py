@@ -253,7 +253,7 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
             offsets = end
         feeder.join()
         end = reader.latestOffset(offsets, ReadMaxRows(2_000))
-        patience = ksrc.fetch_wait_ms(cfg, broker.bootstrap)
+        patience = ksrc.fetch_wait_ms(cfg, ksrc.patience(cfg, broker.bootstrap, topic))
     finally:
         reader.stop()
         ksrc.reset_consumers()
@@ -268,19 +268,26 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
         assert patience == (2 if wait_ms == "default" else 0) and "no records from" not in err
 
 
-def test_each_quiet_stall_makes_the_workers_consumer_more_patient_never_less_than_configured() -> None:
+def test_each_quiet_stall_makes_the_workers_reads_of_that_topic_more_patient_and_no_others() -> None:
     plain = _cfg("127.0.0.1:9", "t")
     slow = SourceConfig(**{**plain.__dict__, "consumer_config": {"fetch.wait.max.ms": "800"}})
     try:
-        assert [ksrc.fetch_wait_ms(plain, "b", level) for level in range(4)] == [2, 500, 5000, 5000]
-        assert [ksrc.fetch_wait_ms(slow, "b", level) for level in range(3)] == [800, 800, 5000]
-        for _ in range(3):
-            ksrc._fresh_consumer(plain, "127.0.0.1:9", patient=True)
-        ksrc._fresh_consumer(plain, "127.0.0.1:9", patient=False)  # an "out of range" re-seek: no more patience
-        assert ksrc.fetch_wait_ms(plain, "127.0.0.1:9") == 5000 and ksrc.fetch_wait_ms(slow, "127.0.0.1:9") == 800
+        assert [ksrc.fetch_wait_ms(plain, level) for level in range(4)] == [2, 500, 5000, 5000]
+        assert [ksrc.fetch_wait_ms(slow, level) for level in range(3)] == [800, 800, 5000]  # never less
+        first, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)  # the fast one is replaced
+        fast, _ = ksrc._executor_consumer(plain, "127.0.0.1:9", 0)
+        for _ in range(2):
+            patient, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)
+        ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=False)  # "out of range": no more patience
+        assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 2 and ksrc.patience(slow, "127.0.0.1:9", "heavy") == 0
+        # a light topic read by the same worker keeps the fast consumer: its range ends never wait behind
+        # the fetches a patient consumer lets the broker hold
+        assert ksrc.patience(plain, "127.0.0.1:9", "light") == 0
+        assert ksrc._executor_consumer(plain, "127.0.0.1:9", 0)[0] is fast
+        assert len({id(first), id(fast), id(patient)}) == 3
     finally:
         ksrc.reset_consumers()
-    assert ksrc.fetch_wait_ms(plain, "127.0.0.1:9") == 2
+    assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 0
 
 
 def test_a_forked_python_worker_gets_a_heartbeat_of_its_own() -> None:
