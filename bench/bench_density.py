@@ -57,6 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import verdict  # noqa: E402
 from bench.procstats import (  # noqa: E402
     ProcInfo,
     forest,
@@ -203,6 +204,15 @@ def status_error(daggers: list[Dagger], name: str) -> str:
     return str(status(d).get("last_error") or status(d).get("error") or "?")
 
 
+def note_failed(step: Step, daggers: list[Dagger], failed: list[str]) -> None:
+    """Add the daggers of ``failed`` to ``step.failed`` (once each), with the first one's error."""
+    for name in failed:
+        if name not in step.failed:
+            step.failed.append(name)
+            if not step.failed_error:
+                step.failed_error = status_error(daggers, name)[:300]
+
+
 # --------------------------------------------------------------------------- running the daggers
 
 
@@ -342,6 +352,10 @@ class Step:
     #: Cores the hypervisor took from this VM over the measured span (/proc/stat's steal): another guest's load.
     steal_cores: float = 0.0
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: Daggers seen failed (status.json state "failed") at start or during the step, and the first one's error.
+    failed: list[str] = field(default_factory=list)
+    failed_error: str = ""
+    heavy_offered: float = 0.0  # events/s offered to the heavy dagger (--heavy-rate; 0 without one)
 
 
 class Sampler:
@@ -563,6 +577,7 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             time.sleep(1)
         step.restarts = restarts
         if runner.failed() or failed or waiting:
+            note_failed(step, daggers, failed)
             step.note = runner.failed() or (
                 f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])[:300]})"
                 if failed else f"{len(waiting)} daggers not warm after {args.start_timeout} s")
@@ -605,7 +620,11 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         next_heavy_poll = 0.0
         heavy_rows: list[tuple[float, int]] = []  # (time, events the heavy dagger had read)
         traces = Traces()
+        next_failed_check = 0.0
         while time.time() < end_by and not runner.failed():
+            if time.time() >= next_failed_check:  # a dagger that fails mid-step fails the step
+                note_failed(step, daggers, [d.name for d in daggers if status(d).get("state") == "failed"])
+                next_failed_check = time.time() + 5
             sampler.sample()
             broker_mb = rss_mb(stack.broker.process.pid)
             step.broker_rss_peak_mb = max(step.broker_rss_peak_mb, broker_mb)
@@ -653,6 +672,8 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
                            - heavy_rows0) / min(t1 - t0, args.seconds)
         step.note = runner.failed() or ""
+        note_failed(step, daggers, [d.name for d in daggers if status(d).get("state") == "failed"])
+        step.heavy_offered = args.heavy_rate if heavy else 0.0
         if trimmer is not None:
             trimmer.stop()
             step.trimmed = trimmer.deleted
@@ -1148,6 +1169,10 @@ def main(argv: list[str] | None = None) -> int:
         plot(steps, plot_path)
         record(steps, args, stamp, plot_path, argv)
     print(f"results: {out}")
+    failed = verdict.density_failures([dataclasses.asdict(s) for s in steps])
+    if failed:
+        print("BENCHMARK FAILED: " + "; ".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 

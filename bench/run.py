@@ -518,6 +518,8 @@ class LiveResult:
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     note: str = ""
+    job_exit: int | None = None  # the dagger's exit code when it exited before the harness stopped it
+    job_error: str = ""  # ... and the last lines of its log
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -618,6 +620,9 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
     finally:
         sampler.stop()
         stop(feeder, 10)
+        if job.poll() is not None:  # it exited by itself: a crash, not a result
+            live.job_exit = job.returncode
+            live.job_error = " | ".join(tail(folder / f"{w.key}-engine-live.log", 2).splitlines())[-400:]
         stop(job)
     info = _feeder_info(feed_out)
     if not info or not info["sent_at"]:

@@ -20,6 +20,7 @@ Options (all strings, set by :func:`source_options`): ``bootstrap_servers``, ``t
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -50,7 +51,7 @@ from job.schema.registry import SchemaRegistry
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
 from job.sources.pacing import ClosePacer
-from job.sources.stall import ClientLog, StallWatch, notice
+from job.sources.stall import ClientLog, StallWatch, notice, starvation
 
 log = logging.getLogger("daggers.source.kafka")
 
@@ -606,17 +607,47 @@ def _advances(start: kofs.Offsets, end: kofs.Offsets) -> bool:
 # ---- executor side ---------------------------------------------------------------------------
 
 _CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
+#: How patient this worker's reads of a topic have had to become, per (consumer key, topic): an index into
+#: PATIENT_WAITS_MS (0: the configured fetch.wait.max.ms). It only grows (a partition that made the broker
+#: give up once only gets longer), and it is per topic: each level has a consumer of its own, so the
+#: fetches a patient consumer waits out at a partition's end never hold up the fast reads of other topics
+#: (a shared host's light daggers) on the same worker.
+_PATIENCE: dict[tuple[str, str], int] = {}
+#: fetch.wait.max.ms after each stall that a longer wait cures (see :func:`_fresh_consumer`).
+PATIENT_WAITS_MS = (2, 500, 5000)
 
 
-def _consumer_key(cfg: SourceConfig, bootstrap: str) -> str:
-    """The key of a worker's consumer of ``bootstrap`` in ``_CONSUMERS``."""
-    return json.dumps([bootstrap, cfg.consumer_config], sort_keys=True)
+def _consumer_key(cfg: SourceConfig, bootstrap: str, level: int = 0) -> str:
+    """The key of a worker's consumer of ``bootstrap`` at patience ``level`` in ``_CONSUMERS``."""
+    return json.dumps([bootstrap, cfg.consumer_config, *([level] if level else [])], sort_keys=True)
 
 
-def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
-    """One consumer per Python worker and cluster, reused across tasks (workers are reused by Spark),
-    with the log of what librdkafka said."""
-    key = _consumer_key(cfg, bootstrap)
+def reset_consumers() -> None:
+    """Close this worker's cached consumers and forget how patient they had become (tests)."""
+    for consumer, _ in _CONSUMERS.values():
+        with contextlib.suppress(Exception):
+            consumer.close()
+    _CONSUMERS.clear()
+    _PATIENCE.clear()
+
+
+def patience(cfg: SourceConfig, bootstrap: str, topic: str) -> int:
+    """Return how patient this worker's reads of ``topic`` on ``bootstrap`` have become (0: not at all)."""
+    return _PATIENCE.get((_consumer_key(cfg, bootstrap), topic), 0)
+
+
+def fetch_wait_ms(cfg: SourceConfig, level: int) -> int:
+    """Return the fetch.wait.max.ms of a consumer at patience ``level``: the configured wait (2 ms unless
+    ``consumer_config`` says otherwise) at level 0, then each of PATIENT_WAITS_MS, never less than the
+    configured wait."""
+    configured = int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
+    return configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
+
+
+def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[Consumer, ClientLog]:
+    """One consumer per Python worker, cluster and patience level, reused across tasks (workers are reused
+    by Spark), with the log of what librdkafka said."""
+    key = _consumer_key(cfg, bootstrap, level)
     cached = _CONSUMERS.get(key)
     if cached is None:
         said = ClientLog()
@@ -630,11 +661,6 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Cli
             # "earliest", a consumer that went back skipped millions of records below the range).
             "auto.offset.reset": "error",
             "fetch.min.bytes": 1,
-            # A task's ranges are known to hold their records, so a fetch never has to wait for new
-            # ones; but a newly assigned partition is fetched only once the broker has answered the
-            # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
-            # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
-            "fetch.wait.max.ms": 2,
             # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
             # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
@@ -646,21 +672,40 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, Cli
             "logger": said.logger(bootstrap),
             "error_cb": said.error,
             **(cfg.consumer_config or {}),
+            # A task's ranges are known to hold their records, so a fetch never has to wait for new
+            # ones; but a newly assigned partition is fetched only once the broker has answered the
+            # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
+            # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
+            # But tansu also stops looking for the records when this time is up and answers empty: past
+            # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
+            # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
+            "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
         })
         cached = _CONSUMERS[key] = (consumer, said)
     return cached
 
 
-def _fresh_consumer(cfg: SourceConfig, bootstrap: str) -> tuple[Consumer, ClientLog]:
-    """Drop this worker's consumer of ``bootstrap`` and return a new one, on new connections.
+def _fresh_consumer(cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
+                    ) -> tuple[Consumer, ClientLog]:
+    """Drop this worker's consumer of ``bootstrap`` that reads ``topic`` and return a new one, on new
+    connections; with ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this
+    worker's later reads of ``topic``).
 
     A broker that never answers a fetch (tansu: nisshi-io/nisshi#668) holds up every later response on
     that connection, since Kafka answers a connection's requests in order: assigning the partition again
-    on the same consumer waited behind it. The old consumer is closed in a thread of its own."""
-    old = _CONSUMERS.pop(_consumer_key(cfg, bootstrap), None)
+    on the same consumer waited behind it. And tansu (memory storage) lists a partition's record batches
+    from the first on every fetch and gives up when the fetch's max wait is up, answering with no record
+    but the true high watermark: a fetch that waits 2 ms got nothing, forever, from a partition of some
+    thousands of small batches, where librdkafka's default 500 ms read at once (bench/results/stall.md).
+    The old consumer is closed in a thread of its own."""
+    level = patience(cfg, bootstrap, topic)
+    old = _CONSUMERS.pop(_consumer_key(cfg, bootstrap, level), None)
     if old is not None:
         threading.Thread(target=old[0].close, name="close-stalled-consumer", daemon=True).start()
-    return _executor_consumer(cfg, bootstrap)
+    if patient:
+        level = min(level + 1, len(PATIENT_WAITS_MS) - 1)
+        _PATIENCE[(_consumer_key(cfg, bootstrap), topic)] = level
+    return _executor_consumer(cfg, bootstrap, level)
 
 
 def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -682,7 +727,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         return
     decoder = cfg.decoder()
     bootstrap = cfg.bootstrap(rng.cluster)  # the secondary's, once the range moved there
-    consumer, said = _executor_consumer(cfg, bootstrap)
+    consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     next_offset = rng.start
     shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
@@ -691,7 +736,8 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     bad: list[dict[str, Any]] = []
     last: Any = None  # the last record read (its position is recorded for failover)
     last_offset = -1
-    watch = StallWatch(cfg.read_timeout_s)
+    starved = starvation()
+    watch = StallWatch(cfg.read_timeout_s, lost_at_progress=starved.lost())
     try:
         while next_offset < rng.end:
             msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
@@ -723,19 +769,20 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 last, last_offset = msg, off
                 progressed = True
             now = time.monotonic()
+            watch.starved(starved.lost())
             if progressed:
                 if watch.reseeks:
                     notice(f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
                            f"without records (range {rng.start}..{rng.end}; {watch.describe()})")
-                watch.moved(now)
+                watch.moved(now, starved.lost())
             elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
                   and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)):
                 shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
                 consumer.unassign()
                 bootstrap = cfg.failover_bootstrap_servers
-                consumer, said = _executor_consumer(cfg, bootstrap)
+                consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
-                watch.moved(time.monotonic())
+                watch.moved(time.monotonic(), starved.lost())
                 continue
             elif watch.timed_out(now):
                 raise SourceError(
@@ -743,12 +790,11 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end}; {watch.describe()}; "
                     f"the client said: {said.said()})")
             elif watch.reseek_due(now):
+                patient = watch.needs_patience()
                 if not watch.reseeks:
-                    notice(f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
-                           f"{watch.stalled_s(now):.0f} s (range {rng.start}..{rng.end}); assigning it again "
-                           f"({watch.describe()}; the client said: {said.said()})")
+                    notice(_stall_notice(cfg, bootstrap, rng, next_offset, watch, said, patient, now))
                 consumer.unassign()
-                consumer, said = _fresh_consumer(cfg, bootstrap)
+                consumer, said = _fresh_consumer(cfg, bootstrap, rng.topic, patient)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
                 watch.reseeked(now)
             if len(payloads) >= FETCH_BATCH:
@@ -785,6 +831,16 @@ def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, w
 
 
 _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def _stall_notice(cfg: SourceConfig, bootstrap: str, rng: OffsetRange, next_offset: int, watch: StallWatch,
+                  said: ClientLog, patient: bool, now: float) -> str:
+    """The line a range read logs when it first assigns its partition again."""
+    level = patience(cfg, bootstrap, rng.topic) + 1
+    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, level)}" if patient else "on a new consumer"
+    return (f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
+            f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
+            f"the client said: {said.said()})")
 
 
 def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],

@@ -54,6 +54,9 @@ def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Cons
         "log_level": 2,
         **(extra or {}),
     }
+    # A stream's consumer_config is for reading: a shorter wait here would make tansu answer the probe of the
+    # newest record empty, and the end offsets fall back to its ListOffsets (short of the newest batch).
+    conf["fetch.wait.max.ms"] = max(500, int(conf["fetch.wait.max.ms"]))
     return Consumer(conf)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.peers.spark_udf_peer import NEEDED, plain_source
-from bench.verdict import failures
+from bench.verdict import density_failures, failures
 from job.plan import plan
 from tests.helpers import DRIVERS_SQL, make_spec
 
@@ -48,3 +48,88 @@ def test_the_per_row_udf_peer_gets_the_columns_the_engine_hides(tmp_path: Path) 
     engine_source = plan(spec, tmp_path).streams[0].source
     assert {"lat", "long"} <= set(engine_source.hidden or [])  # the source computes the S2 cell itself
     assert set(NEEDED) <= set(plain_source(engine_source).output_columns())
+
+
+# ---- the live run (bench/run.py --rate) ---------------------------------------------------------
+
+LIVE_OK = {"rate": 100_000, "feeder_rate": 100_052.0, "input_rows_per_s": 101_900.0, "windows": {1: 5_000, 2: 5_000},
+           "note": "", "job_exit": None}
+
+
+def _live(**change: object) -> dict:
+    return {"workloads": {"a": {"runs": {}, "live": {**LIVE_OK, **change}}}}
+
+
+def test_a_live_run_that_keeps_up_and_writes_is_a_result() -> None:
+    assert failures(_live()) == []
+    assert failures(_live(input_rows_per_s=90_100.0)) == []  # within KEEP_UP of what was offered
+
+
+@pytest.mark.parametrize(("change", "failure"), [
+    ({"input_rows_per_s": 77_420.0},
+     "workload (a), live: the dagger fell behind: it read 77,420 of the 100,052 events/s offered"),
+    ({"windows": {}, "input_rows_per_s": 95_000.0},
+     "workload (a), live: the dagger wrote no window (none closed while measured)"),
+    ({"job_exit": 2, "job_error": "Source error: no records from t[0] at offset 1672192 for 60 s"},
+     "workload (a), live: the dagger exited with code 2 during the run (Source error: no records from t[0] at "
+     "offset 1672192 for 60 s)"),
+    ({"feeder_rate": 61_000.0, "input_rows_per_s": 61_000.0,
+      "note": "the feeder fell behind and was stopped after 90 of 150 one-second chunks (61,000 events/s sent)"},
+     "workload (a), live: the feeder offered 61,000 of the 100,000 events/s asked for: the run does not measure "
+     "that rate"),
+    ({"feeder_rate": 0.0, "input_rows_per_s": 0.0, "note": "the feeder sent nothing: boom"},
+     "workload (a), live: the feeder sent nothing (the feeder sent nothing: boom)"),
+])
+def test_a_live_run_that_lost_its_dagger_fell_behind_or_wrote_nothing_fails(change: dict, failure: str) -> None:
+    assert failure in failures(_live(**change))
+
+
+def test_the_issue_36_live_run_fails_on_every_count() -> None:
+    """The run the issue reports: the dagger crashed at a stalled offset, read 77,420 of 100,052 events/s."""
+    got = failures(_live(input_rows_per_s=77_420.0, windows={}, job_exit=2, job_error="no records"))
+    assert [line.split(": ")[1].split(" ")[2] for line in got] == ["exited", "wrote", "fell"]
+
+
+# ---- the density benchmark's steps ------------------------------------------------------------------
+
+STEP_OK = {"mode": "fused", "n": 100, "ran": True, "note": "", "failed": [], "points": {"light-0": 40, "heavy": 12},
+           "heavy_rate": 50_867.0, "heavy_offered": 50_000.0}
+
+
+def test_a_density_step_where_every_dagger_kept_up_and_wrote_is_a_result() -> None:
+    assert density_failures([STEP_OK, {**STEP_OK, "heavy_rate": 45_500.0}]) == []
+    skipped = {"mode": "dedicated", "n": 100, "ran": False, "note": "skipped: 101 dedicated daggers need about 141 GB"}
+    assert density_failures([skipped]) == []  # it would not fit: reported, not failed
+
+
+@pytest.mark.parametrize(("change", "failure"), [
+    ({"failed": ["heavy"], "failed_error": "Source error: no records from heavy-x[2] at offset 1177977 for 60 s",
+      "points": {"light-0": 40, "heavy": 0}, "heavy_rate": 1_333.0},
+     ["fused N=100: 1 dagger(s) failed: heavy (Source error: no records from heavy-x[2] at offset 1177977 for 60 s)",
+      "fused N=100: the heavy dagger fell behind: it read 1,333 of the 50,000 events/s offered"]),
+    ({"points": {"light-0": 40, "heavy": 0}, "note": " no measured window from 1 daggers (heavy…)."},
+     ["fused N=100: 1 dagger(s) wrote no measured window: heavy"]),
+    ({"heavy_rate": 2_667.0},
+     ["fused N=100: the heavy dagger fell behind: it read 2,667 of the 50,000 events/s offered"]),
+    ({"ran": False, "failed": ["light-3"], "note": "1 daggers failed at start (light-3: boom)"},
+     ["fused N=100: did not run (1 daggers failed at start (light-3: boom))"]),
+])
+def test_a_density_step_with_a_failed_silent_or_slow_dagger_fails(change: dict, failure: list[str]) -> None:
+    assert density_failures([{**STEP_OK, **change}]) == failure
+
+
+def test_a_dagger_seen_failed_mid_step_is_named_once_with_its_error(tmp_path: Path) -> None:
+    import json
+
+    from bench.bench_density import Dagger, Step, note_failed
+
+    daggers = []
+    for name, state in (("light-0", "running"), ("heavy", "failed")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "status.json").write_text(json.dumps(
+            {"state": state, "last_error": "Source error: no records from heavy-x[2]" if state == "failed" else ""}))
+        daggers.append(Dagger(name, "s2filter", name == "heavy", tmp_path / f"{name}.yaml", tmp_path / name))
+    step = Step("fused", 1)
+    note_failed(step, daggers, ["heavy"])
+    note_failed(step, daggers, ["heavy"])  # seen again at the next check
+    assert step.failed == ["heavy"] and step.failed_error == "Source error: no records from heavy-x[2]"

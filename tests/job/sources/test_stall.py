@@ -17,7 +17,13 @@ from job.produce.producer import produce
 from job.schema import default_registry
 from job.sources import kafka as ksrc
 from job.sources.kafka import OffsetRange, SourceConfig, read_range
-from job.sources.stall import RESEEK_AFTER_S, RESEEK_OUT_OF_RANGE_S, ClientLog, StallWatch
+from job.sources.stall import (
+    RESEEK_AFTER_S,
+    RESEEK_OUT_OF_RANGE_S,
+    ClientLog,
+    StallWatch,
+    Starvation,
+)
 from job.stack.ports import free_port
 from tests.helpers import unique
 
@@ -49,6 +55,57 @@ def test_out_of_range_or_records_from_below_make_the_reseek_urgent() -> None:
                             "1 'offset out of range' answers")  # what the reader says when it reads again
     w.moved(2.0)
     assert not w.urgent and w.reseeks == 0 and not w.reseek_due(2.5)
+
+
+def test_time_without_cpu_is_not_counted_against_the_read_timeout() -> None:
+    w = StallWatch(timeout_s=60, started=0.0, lost_at_progress=5.0)  # 5 s lost before this read began
+    w.starved(5.0 + 30.0)  # then 30 s of the stall's 80 the process was not scheduled
+    assert w.served_s(80.0) == 50.0 and not w.timed_out(80.0)
+    assert w.served_s(90.0) == 60.0 and not w.timed_out(90.0) and w.timed_out(90.1)
+    assert w.describe() == "no answer at all, 30 s more without CPU, not counted"
+    w.moved(91.0, lost=35.0)  # a record: the next stall counts from here, with nothing lost yet
+    assert w.lost_s == 0.0 and w.served_s(151.0) == 60.0 and w.timed_out(151.1)
+    w.starved(200.0)  # more lost than the stall is long (the heartbeat's lateness spans the read's start)
+    assert w.served_s(100.0) == 0.0
+
+
+def test_a_broker_that_returns_nothing_on_a_machine_with_cpu_to_spare_times_out_on_the_wall_clock() -> None:
+    w = StallWatch(timeout_s=60, started=0.0, lost_at_progress=2.0)
+    w.starved(2.4)  # the heartbeat woke on time but for 0.4 s of slack in all
+    assert w.timed_out(60.5) and w.describe() == "no answer at all"
+
+
+def test_the_heartbeat_counts_only_its_lateness_past_the_slack() -> None:
+    beats = Starvation(tick_s=0.1, slack_s=0.05, clock=lambda: 0.0, thread=False)
+    assert beats.beat(0.1) == 0.0 and beats.beat(0.24) == 0.0  # on time, then 40 ms late: within the slack
+    assert beats.beat(3.34) == pytest.approx(2.95)  # asleep for 3 s: what was not slack nor tick is lost
+    assert beats.beat(3.44) == 0.0
+    assert beats.lost() == pytest.approx(2.95)
+
+
+def test_the_heartbeat_thread_sees_a_process_that_was_stopped() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys,time; from job.sources.stall import Starvation\n"
+            "s = Starvation(); s.lost(); print('ready', flush=True); sys.stdin.readline(); time.sleep(0.3); "
+            "print(round(s.lost(), 1), flush=True)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGSTOP)  # no CPU at all for 2 s: what a loaded machine does in small doses
+        time.sleep(2.0)
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        lost = float(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 1.5 <= lost <= 4.0, lost
 
 
 def test_the_client_log_keeps_the_last_warnings_and_errors_only() -> None:
@@ -118,7 +175,7 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
         took = time.monotonic() - started
         cached = [c for c, _ in ksrc._CONSUMERS.values()]
     finally:
-        ksrc._CONSUMERS.clear()
+        ksrc.reset_consumers()
     assert [n for b in batches for n in b.column("order_number").to_pylist()] == numbers[2_000:2_500]
     if wrong == "behind":
         # The 2,000 records below the range come in well under RESEEK_OUT_OF_RANGE_S and are passed over.
@@ -129,8 +186,10 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
     err = capfd.readouterr().err
     assert f"no records from {topic}[0] at offset 2000 for " in err
     assert f"{topic}[0] reads again after " in err and "(range 2000..2500; 1 re-seek" in err
-    if broker.kind == "tansu":  # tansu answers a fetch past the end with nothing: the quiet re-seek
+    if broker.kind == "tansu":  # tansu answers a fetch past the end with nothing: the quiet re-seek, whose
+        # new consumer waits longer for its fetches (what cures tansu's empty answers: issue 36)
         assert RESEEK_AFTER_S <= took < RESEEK_AFTER_S + 3
+        assert "on a new consumer with fetch.wait.max.ms 500" in err
     else:  # noida says "out of range" (auto.offset.reset=error): the urgent one
         assert took < RESEEK_AFTER_S and "'offset out of range' answers" in err
 
@@ -142,9 +201,109 @@ def test_a_range_that_never_comes_names_its_reseeks_and_the_clients_words() -> N
         with pytest.raises(SourceError) as exc:
             list(read_range(cfg, OffsetRange("nowhere", 0, 0, 10)))
     finally:
-        ksrc._CONSUMERS.clear()
+        ksrc.reset_consumers()
     text = str(exc.value)
     assert re.search(rf"no records from nowhere\[0\] at offset 0 for {cfg.read_timeout_s:.0f} s "
                      r"\(range 0\.\.10; [23] re-seeks; the client said: ", text), text
     assert "the client said: " in text and "Connection refused" in text
 
+
+
+# ---- the produce pattern of issue 36: a backlog in large batches, then a live trickle ---------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("wait_ms", ["default", "0"])
+def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
+        broker, wait_ms: str, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """5,000 driver pings at once (large record batches), then 1,500 at 1,000/s (the live producer's small
+    ones) while the stream reader plans micro-batches (at most 2,000 rows, ranges split every 1,300: starts
+    in the middle of record batches) and reads them: exactly the records sent, once each. With
+    ``fetch.wait.max.ms`` 0, tansu gives up listing the partition's batches at once and answers every fetch
+    empty (what 2 ms met past some thousands of batches, or on a busy machine: issue 36): the reader must
+    become more patient and read on, not fail (on the code before, this read failed after its timeout)."""
+    import threading
+
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from job.sources.kafka import KafkaStreamReader
+
+    topic = unique(f"stall-live-{wait_ms}")
+    broker.create_topic(topic, partitions=2)
+    start = datetime(2026, 3, 2, 15, 0, tzinfo=UTC)
+    backlog = generate("driver_location", 5_000, seed=3, start=start, duration_s=300)
+    live = generate("driver_location", 1_500, seed=4, start=start.replace(minute=5), duration_s=2)
+    produce(broker.bootstrap, topic, [backlog], progress=False)
+    feeder = threading.Thread(target=produce, args=(broker.bootstrap, topic, [live]),
+                              kwargs={"rate": 1_000, "progress": False})
+    feeder.start()
+    cfg = SourceConfig(bootstrap_servers=broker.bootstrap, topics=[topic],
+                       proto_class="daggers.events.DriverLocationPing", descriptor_set_b64=default_registry().to_b64(),
+                       columns=["driver_id"], read_timeout_s=30, split_records=1_300, pack_records=1_300,
+                       consumer_config={} if wait_ms == "default" else {"fetch.wait.max.ms": wait_ms})
+    reader = KafkaStreamReader(cfg)
+    read: list[int] = []
+    try:
+        offsets = reader.initialOffset()
+        deadline = time.monotonic() + 120
+        while len(read) < 6_500 and time.monotonic() < deadline:
+            end = reader.latestOffset(offsets, ReadMaxRows(2_000))
+            for task in reader.partitions(offsets, end):
+                read += [v for b in reader.read(task) for v in b.column("driver_id").to_pylist()]
+            offsets = end
+        feeder.join()
+        end = reader.latestOffset(offsets, ReadMaxRows(2_000))
+        patience = ksrc.fetch_wait_ms(cfg, ksrc.patience(cfg, broker.bootstrap, topic))
+    finally:
+        reader.stop()
+        ksrc.reset_consumers()
+    assert end == offsets and sum(end[topic].values()) == 6_500  # nothing left unread
+    assert len(read) == 6_500
+    assert sorted(read) == sorted([*backlog.table.column("driver_id").to_pylist(),
+                                   *live.table.column("driver_id").to_pylist()])
+    err = capfd.readouterr().err
+    if wait_ms == "0" and broker.kind == "tansu":
+        assert patience == 500 and "on a new consumer with fetch.wait.max.ms 500" in err
+    else:  # noida-db does not hold fetches (nor give up on them): nothing to cure
+        assert patience == (2 if wait_ms == "default" else 0) and "no records from" not in err
+
+
+def test_each_quiet_stall_makes_the_workers_reads_of_that_topic_more_patient_and_no_others() -> None:
+    plain = _cfg("127.0.0.1:9", "t")
+    slow = SourceConfig(**{**plain.__dict__, "consumer_config": {"fetch.wait.max.ms": "800"}})
+    try:
+        assert [ksrc.fetch_wait_ms(plain, level) for level in range(4)] == [2, 500, 5000, 5000]
+        assert [ksrc.fetch_wait_ms(slow, level) for level in range(3)] == [800, 800, 5000]  # never less
+        first, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)  # the fast one is replaced
+        fast, _ = ksrc._executor_consumer(plain, "127.0.0.1:9", 0)
+        for _ in range(2):
+            patient, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)
+        ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=False)  # "out of range": no more patience
+        assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 2 and ksrc.patience(slow, "127.0.0.1:9", "heavy") == 0
+        # a light topic read by the same worker keeps the fast consumer: its range ends never wait behind
+        # the fetches a patient consumer lets the broker hold
+        assert ksrc.patience(plain, "127.0.0.1:9", "light") == 0
+        assert ksrc._executor_consumer(plain, "127.0.0.1:9", 0)[0] is fast
+        assert len({id(first), id(fast), id(patient)}) == 3
+    finally:
+        ksrc.reset_consumers()
+    assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 0
+
+
+def test_a_forked_python_worker_gets_a_heartbeat_of_its_own() -> None:
+    """Spark forks its Python workers: the parent's heartbeat thread does not run in the child."""
+    import os
+
+    from job.sources.stall import starvation
+
+    parent = starvation()
+    parent.lost()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new heartbeat, started by its first question
+        child = starvation()
+        os.write(write, b"new" if child is not parent and child._thread is None else b"old")
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 3) == b"new" and starvation() is parent
