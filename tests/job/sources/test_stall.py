@@ -178,8 +178,9 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
         ksrc.reset_consumers()
     assert [n for b in batches for n in b.column("order_number").to_pylist()] == numbers[2_000:2_500]
     if wrong == "behind":
-        # The 2,000 records below the range come in well under RESEEK_OUT_OF_RANGE_S and are passed over.
-        assert fake.assigns[0] == 2_000 and took < RESEEK_AFTER_S
+        # The 2,000 records below the range come in and are passed over: no stall, no new consumer
+        assert fake.assigns[0] == 2_000 and len(cached) == 1 and cached[0] is fake
+        assert "no records from" not in capfd.readouterr().err
         return
     # asked for the range's start; then a new consumer (new connections) took over from there
     assert fake.assigns == [2_000] and len(cached) == 1 and cached[0] is not fake
@@ -188,10 +189,10 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
     assert f"{topic}[0] reads again after " in err and "(range 2000..2500; 1 re-seek" in err
     if broker.kind == "tansu":  # tansu answers a fetch past the end with nothing: the quiet re-seek, whose
         # new consumer waits longer for its fetches (what cures tansu's empty answers: issue 36)
-        assert RESEEK_AFTER_S <= took < RESEEK_AFTER_S + 3
+        assert took >= RESEEK_AFTER_S  # (how much later, on a busy machine, is not this test's business)
         assert "on a new consumer with fetch.wait.max.ms 500" in err
     else:  # noida says "out of range" (auto.offset.reset=error): the urgent one
-        assert took < RESEEK_AFTER_S and "'offset out of range' answers" in err
+        assert "'offset out of range' answers" in err  # re-seeks after RESEEK_OUT_OF_RANGE_S, not RESEEK_AFTER_S
 
 
 @pytest.mark.integration
