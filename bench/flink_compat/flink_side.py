@@ -29,10 +29,8 @@ def flink_python() -> Path | None:
     """Return the Flink virtualenv's python, or None when bench/setup_flink.sh has not made it (or no java)."""
     venv = Path(os.environ.get("DAGGERS_FLINK_VENV", DEFAULT_VENV))
     python = venv / "bin" / "python"
-    if not python.exists() or not (venv / "lib").glob("python3*/site-packages/pyflink"):
-        return None
     found = list((venv / "lib").glob("python3*/site-packages/pyflink/lib/flink-dist-*.jar"))
-    return python if found else None
+    return python if python.exists() and found else None
 
 
 def write_datasets(folder: Path) -> dict[str, dict[str, str]]:
