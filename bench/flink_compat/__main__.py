@@ -14,9 +14,17 @@ from bench.flink_compat.flink_side import FlinkError, run_flink, write_golden
 
 
 def main(argv: list[str]) -> int:
-    chosen = [case(i) for i in argv] if argv else CASES
-    with tempfile.TemporaryDirectory(prefix="flink-compat-") as tmp:
-        results = run_flink(chosen, Path(tmp))
+    try:
+        chosen = [case(i) for i in argv] if argv else CASES
+    except KeyError as exc:
+        print(f"flink_compat: no case {exc}; the cases: {', '.join(c.id for c in CASES)}", file=sys.stderr)
+        return 2
+    try:
+        with tempfile.TemporaryDirectory(prefix="flink-compat-") as tmp:
+            results = run_flink(chosen, Path(tmp))
+    except FlinkError as exc:
+        print(f"flink_compat: {exc}", file=sys.stderr)
+        return 2
     failed = 0
     for c in chosen:
         try:

@@ -133,3 +133,14 @@ def test_daggers_gives_flinks_rows(spark, tansu_broker: str, topics: dict[str, d
     assert _closed(got["rows"]) == want, c.differs or c.what
     # the rows of the closers' own windows are Flink's only (its end of input closes them)
     assert Counter(map(json.dumps, _closed(got["rows"]))) == Counter(map(json.dumps, want))
+
+
+def test_golden_refresh_says_what_is_wrong_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.flink_compat.__main__ import main
+
+    assert main(["no-such-case"]) == 2
+    assert capsys.readouterr().err.startswith("flink_compat: no case 'no-such-case'; the cases: tumble-start-end, ")
+    monkeypatch.setenv("DAGGERS_FLINK_VENV", "/nonexistent")
+    assert main(["tumble-start-end"]) == 2
+    assert capsys.readouterr().err == "flink_compat: no Flink virtualenv: run bench/setup_flink.sh\n"
