@@ -156,6 +156,21 @@ GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), city_id"""),
   HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) AS window_end
 FROM bookings
 GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE), vehicle_type"""),
+    Case("session-window", "SESSION with SESSION_START/SESSION_END: a 1-minute gap, sessions of one and of three",
+         """SELECT customer_id, COUNT(*) AS n, SUM(fare_idr) AS fare,
+  SESSION_START(rowtime, INTERVAL '1' MINUTE) AS session_start,
+  SESSION_END(rowtime, INTERVAL '1' MINUTE) AS session_end
+FROM bookings
+GROUP BY SESSION(rowtime, INTERVAL '1' MINUTE), customer_id"""),
+    Case("tumble-rowtime-nested", "a 5-minute TUMBLE over a 1-minute windowed subquery, through TUMBLE_ROWTIME",
+         """SELECT TUMBLE_END(rt, INTERVAL '5' MINUTE) AS window_end, SUM(n) AS bookings, COUNT(*) AS city_minutes,
+  MAX(n) AS busiest
+FROM (
+  SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt, city_id, COUNT(*) AS n
+  FROM bookings
+  GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), city_id
+) AS per_minute
+GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE)"""),
     Case("group-by-keys-having", "GROUP BY a window and three keys, with HAVING on two aggregates",
          """SELECT city_id, vehicle_type, status, COUNT(*) AS n, SUM(fare_idr) AS fare, MIN(customer_id) AS first_customer,
   TUMBLE_END(rowtime, INTERVAL '5' MINUTE) AS window_end
