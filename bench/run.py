@@ -73,7 +73,10 @@ DB = "bench"
 PEERS = ("loop", "sparkudf", "quix")
 WARMUP_EVENTS = 2_000
 PEER_TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka + s2sphere)",
-               "sparkudf": "PySpark, per-row Python UDF", "quix": "Quix Streams 3 (group_by + tumbling window)"}
+               "sparkudf": "PySpark, per-row Python UDF", "quix": "Quix Streams 3 (group_by + tumbling window)",
+               "flink-udf": "Flink SQL 2.3, S2 cell from a PyFlink Python UDF (reads local CSV files)",
+               "flink-builtin": "Flink SQL 2.3, built-in key FLOOR(lat*100), FLOOR(long*100) (reads local CSV files)",
+               "engine-builtin": "Daggers (job.cli run), the same built-in key as flink-builtin"}
 
 
 # --------------------------------------------------------------------------- the stack
@@ -483,6 +486,24 @@ def _max_event_s(loaded: Loaded, events: int, w: Workload) -> float:
     return BENCH_START.timestamp() + events / w.default_density
 
 
+def run_flink_side(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
+                   cache: dict[str, Any]) -> RunResult:
+    """Run a Flink peer (bench/flink_bench.py: flink-udf, flink-builtin) or Daggers' run of the built-in query
+    (engine-builtin). Flink reads the pre-load's events from CSV files written once per run (``cache``)."""
+    from bench import flink_bench
+
+    if "input" not in cache:
+        cache["input"] = flink_bench.write_input(w, loaded.events, folder / "flink-events", args.cores)
+    flink_input: flink_bench.FlinkInput = cache["input"]
+    if peer == "engine-builtin":
+        res = run_engine(flink_bench.builtin_workload(w), stack,
+                         dataclasses.replace(loaded, expected=flink_input.builtin_expected), folder, args)
+        res.runner = peer
+        return res
+    expected = loaded.expected if peer == "flink-udf" else flink_input.builtin_expected
+    return flink_bench.run_flink_peer(peer, w, expected, flink_input, folder, args, spawn, stop, compare, RunResult)
+
+
 # --------------------------------------------------------------------------- live run
 
 
@@ -753,7 +774,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--broker", choices=["tansu", "noida"], default="tansu")
     ap.add_argument("--partitions", type=int, default=1,
                     help="partitions of the pre-loaded topics (1: every peer sees events in time order)")
-    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers for workload (a), or none")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help="comma-separated peers for workload (a), or none; also flink-udf, flink-builtin (Apache Flink "
+                         "SQL reading local CSV files, bench/setup_flink.sh) and engine-builtin (Daggers running "
+                         "flink-builtin's query), see bench/flink_bench.py")
     ap.add_argument("--peer-timeout", type=float, default=60.0, help="seconds a peer may process before it is stopped")
     ap.add_argument("--engine-timeout", type=float, default=300.0)
     ap.add_argument("--no-preload", action="store_true", help="skip the pre-loaded runs (live run only)")
@@ -811,8 +835,12 @@ def main(argv: list[str] | None = None) -> int:
                     entry["runs"] = {"engine": engine.__dict__}
                     print("  " + report.run_line(engine), flush=True)
                     if key == "a":
+                        flink_cache: dict[str, Any] = {}
                         for peer in peers:
-                            res = run_peer(peer, w, stack, loaded, folder, args, loaded.expected)
+                            if peer in ("flink-udf", "flink-builtin", "engine-builtin"):
+                                res = run_flink_side(peer, w, stack, loaded, folder, args, flink_cache)
+                            else:
+                                res = run_peer(peer, w, stack, loaded, folder, args, loaded.expected)
                             entry["runs"][peer] = res.__dict__
                             print("  " + report.run_line(res), flush=True)
                     if key == "a" and not args.no_components:
