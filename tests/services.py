@@ -9,7 +9,8 @@ InfluxDB and VictoriaMetrics are also started with ``setpriv --pdeathsig KILL``,
 test run does not leave them behind; PostgreSQL (daemonized by ``pg_ctl``) can outlive a SIGKILL.
 
 Fixtures: ``tansu_broker`` and ``noida_broker`` (bootstrap strings), ``broker`` (both kinds, as a
-:class:`BrokerHandle`), ``influxdb`` (:class:`InfluxHandle`), ``victoria_metrics``
+:class:`BrokerHandle`), ``elasticsearch`` (noida-db's Elasticsearch API, :class:`ElasticsearchHandle`),
+``influxdb`` (:class:`InfluxHandle`), ``victoria_metrics``
 (:class:`VictoriaHandle`), ``postgres`` (:class:`PostgresHandle`), ``spark_cluster`` (a Spark standalone
 master and two workers, :class:`SparkClusterHandle`).
 """
@@ -48,7 +49,9 @@ __all__ = [
     "PostgresHandle",
     "SparkClusterHandle",
     "VictoriaHandle",
+    "ElasticsearchHandle",
     "broker",
+    "elasticsearch",
     "influxdb",
     "noida_broker",
     "postgres",
@@ -166,6 +169,59 @@ def broker(request: pytest.FixtureRequest) -> BrokerHandle:
     """Each broker kind in turn (tests using it run twice); a :class:`BrokerHandle`."""
     kind: BrokerKind = request.param
     return BrokerHandle(kind, request.getfixturevalue(f"{kind}_broker"))
+
+
+# -- Elasticsearch (noida-db's REST API) --------------------------------------------------------
+
+
+class _NoidaElasticsearch:
+    """noida-db serving only Elasticsearch's REST API on ``127.0.0.1:port``, its data under ``root``."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        from job.stack.broker import noida_binary
+        from job.stack.process import ManagedProcess
+
+        self.root, self.port = Path(root), port
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = ManagedProcess(
+            "noida-db's Elasticsearch",
+            [noida_binary(), "start", "--only", "elasticsearch", "--elasticsearch-port", str(port),
+             "--data-dir", str(self.root / "data")],
+            log_path=self.root / "elasticsearch.log", pid_path=self.root / "elasticsearch.pid")
+
+    def healthy(self) -> bool:
+        try:
+            return requests.get(self.url, timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def start(self, timeout: float = 30.0) -> None:
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        try:
+            self.process.wait_healthy(self.healthy, timeout)
+        except BaseException:
+            self.process.stop(timeout=5.0)
+            raise
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.process.stop(timeout)
+
+
+@dataclass(frozen=True)
+class ElasticsearchHandle:
+    """A running Elasticsearch-protocol server (noida-db): ``url`` is ``http://127.0.0.1:<port>``."""
+
+    url: str
+
+
+@pytest.fixture(scope="session")
+def elasticsearch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticsearchHandle]:
+    """noida-db's Elasticsearch REST API (``noida-db start --only elasticsearch``) on an OS port, its data under
+    a temporary folder; an :class:`ElasticsearchHandle` once ``GET /`` answers."""
+    root = tmp_path_factory.mktemp("elasticsearch")
+    with _serving(lambda: _NoidaElasticsearch(root, free_port())) as server:
+        yield ElasticsearchHandle(server.url)
 
 
 # -- InfluxDB ----------------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""Test servers for lookups: a JSON HTTP server on an OS port, and fixtures' data in PostgreSQL and Elasticsearch."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import requests
+
+
+@dataclass
+class JsonServer:
+    """What the server answers: ``docs`` (path -> JSON; other paths 404, ``failing`` paths 500) and the
+    requests it had (method, path, JSON body)."""
+
+    url: str
+    docs: dict[str, Any]
+    failing: set[str] = field(default_factory=set)
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def json_server(docs: dict[str, Any]) -> Iterator[JsonServer]:
+    """Serve ``docs`` on 127.0.0.1 at a port the OS picks, until the block ends."""
+    state = JsonServer("", dict(docs))
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            with lock:
+                state.requests.append((self.command, self.path, body))
+            path = self.path if body is None else f"{self.path}?{json.dumps(body, sort_keys=True)}"
+            if path in state.failing:
+                self.send_response(500)
+                self.end_headers()
+                return
+            if path not in state.docs:
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = json.dumps(state.docs[path]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = _answer  # noqa: N815 (http.server's names)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def pg_customers(dsn: str, table: str, rows: list[tuple[str, str, str, int]]) -> None:
+    """Create ``table`` (customer_id, name, tier, score) in PostgreSQL with ``rows``."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} (customer_id text PRIMARY KEY, name text, tier text, score int)")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s, %s)", rows)
+
+
+def es_profiles(url: str, index: str, docs: dict[str, dict[str, Any]]) -> None:
+    """Index ``docs`` (id -> source) into ``index`` and refresh it."""
+    for doc_id, source in docs.items():
+        resp = requests.put(f"{url}/{index}/_doc/{doc_id}", json=source, params={"refresh": "true"}, timeout=30)
+        assert resp.status_code in (200, 201), resp.text
