@@ -150,7 +150,10 @@ class ElasticsearchSource(Source):
     def fetch(self, keys: Sequence[Key]) -> list[Any]:
         from elasticsearch import ApiError, TransportError
 
-        ids = [self.doc_id(k) for k in keys]
+        every = [self.doc_id(k) for k in keys]
+        ids = [i for i in every if i]  # an empty id (a proto3 text never set) names no document
+        if not ids:
+            return [MISSING] * len(keys)
         try:
             docs = self._client.mget(index=self.spec.index, ids=ids).body.get("docs", [])
         except ApiError as exc:
@@ -159,8 +162,10 @@ class ElasticsearchSource(Source):
             raise FetchError(f"{type(exc).__name__}: {exc.message}") from None
         if len(docs) != len(ids):
             raise FetchError(f"_mget returned {len(docs)} documents for {len(ids)} ids")
+        answers = iter(docs)
         out: list[Any] = []
-        for doc in docs:
+        for doc_id in every:
+            doc = next(answers) if doc_id else {}
             if "error" in doc:
                 raise FetchError(f"document {doc.get('_id')!r}: {json.dumps(doc['error'])[:200]}")
             out.append(doc if doc.get("found") else MISSING)
