@@ -143,3 +143,33 @@ def test_the_docs_example_is_a_valid_spec(tmp_path: Path) -> None:
     assert example is not None
     code, output = check(tmp_path, example.group(1))
     assert code == 0, output
+
+
+def test_secrets_of_lookups_in_clear_text_are_refused_for_the_registry() -> None:
+    from job.control.specs import check_no_clear_secrets
+
+    data = {"lookups": [{"type": "postgres", "dsn": "postgresql://app:hunter2@db/crm"},
+                        {"type": "elasticsearch", "password": "${ES_PASSWORD}", "api_key": "abc"},
+                        {"type": "http", "headers": {"Authorization": "Bearer x", "Accept": "application/json",
+                                                     "X-Api-Key": "${KEY}"}}]}
+    with pytest.raises(SpecError) as info:
+        check_no_clear_secrets(data)
+    assert info.value.message == ("lookups[0].dsn, lookups[1].api_key, lookups[2].headers.Authorization: a secret in "
+                                  "clear text would be stored in the registry")
+    check_no_clear_secrets({"lookups": [{"dsn": "postgresql://app@db/crm", "password": "${PG}",
+                                         "headers": {"Authorization": "${AUTH}"}}]})
+
+
+def test_the_progress_report_shows_each_lookup() -> None:
+    from job.cli.control import lookup_lines
+
+    metrics = {"profiles": {"rows": 12000, "keys": 800, "hit_rate": 0.75, "requests": 4, "not_found": 10,
+                            "errors": 0, "rows_with_errors": 0, "mean_ms": 12.34, "target": "index 'c' at http://es:9200"},
+               "segments": {"rows": 5, "keys": 2, "hit_rate": 0.0, "requests": 2, "not_found": 0, "errors": 2,
+                            "rows_with_errors": 5, "mean_ms": 1000.0, "target": "GET http://s/x",
+                            "last_error": "HTTP 503 from GET http://s/x"}}
+    assert lookup_lines(metrics) == [
+        "lookup profiles: 12,000 rows, 800 keys (75% from the cache), 4 requests, 10 not found, 0 errors "
+        "(0 rows with NULLs), 12.3 ms a batch to index 'c' at http://es:9200",
+        "lookup segments: 5 rows, 2 keys (0% from the cache), 2 requests, 0 not found, 2 errors (5 rows with NULLs), "
+        "1,000.0 ms a batch to GET http://s/x; last error: HTTP 503 from GET http://s/x"]
