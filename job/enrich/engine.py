@@ -28,9 +28,11 @@ import pyarrow.compute as pc
 from job.enrich.keys import distinct_keys, spread
 from job.enrich.replay import FAILED, FOUND, ReplayStore
 from job.enrich.sources import MISSING, FetchError, Key, Source, make_source
-from job.enrich.values import ARROW_TYPES, BadValue, convert, extract
+from job.enrich.values import ARROW_TYPES, column_values
 from job.errors import EnrichError
 from job.spec import LookupSpec, check_lookups, lookup_names, parse_path
+
+_ABSENT = object()  # not in the cache (None there is a cached miss)
 
 #: The first wait before a failed request is sent again; it doubles with each retry.
 RETRY_WAIT_S = 0.2
@@ -140,27 +142,28 @@ class Lookup:
                 time.sleep(RETRY_WAIT_S * 2 ** attempt)
         raise AssertionError("unreachable")
 
-    def _row_values(self, document: Any) -> tuple[Any, ...]:
-        out = []
+    def _values(self, documents: list[Any]) -> list[tuple[Any, ...]]:
+        """Return each document's output values (one tuple a document), column by column."""
+        columns = []
         for column, output in self.outputs.items():
-            try:
-                out.append(convert(extract(document, self._steps[column]), output.type))
-            except BadValue:
-                self.metrics.bad_values += 1
-                out.append(None)
-        return tuple(out)
+            values, bad = column_values(documents, self._steps[column], output.type)
+            self.metrics.bad_values += bad
+            columns.append(values)
+        return list(zip(*columns, strict=True)) if columns else [() for _ in documents]
 
     def answers(self, keys: list[Key]) -> _Answers:
         """Return the answers for ``keys`` (distinct): from the cache, else from the source in requests of up
         to ``max_keys_per_request``, ``capacity`` at once. Found and not-found answers go in the cache."""
         result = _Answers(values=[None] * len(keys), failed=[False] * len(keys))
         todo: list[int] = []
+        cache = self._cache
         for i, key in enumerate(keys):
-            if self._cache is not None and key in self._cache:
-                result.values[i] = self._cache[key]
-                self.metrics.cache_hits += 1
-            else:
+            held = cache.get(key, _ABSENT) if cache is not None else _ABSENT
+            if held is _ABSENT:
                 todo.append(i)
+            else:
+                result.values[i] = held
+        self.metrics.cache_hits += len(keys) - len(todo)
         self.metrics.keys += len(keys)
         self.metrics.fetched += len(todo)
         if not todo:
@@ -180,16 +183,14 @@ class Lookup:
                 for i in chunk:
                     result.failed[i] = True
                 continue
-            for i, document in zip(chunk, reply, strict=True):
-                if document is MISSING:
-                    self.metrics.not_found += 1
-                    value = None
-                else:
-                    self.metrics.found += 1
-                    value = self._row_values(document)
+            found = [(i, d) for i, d in zip(chunk, reply, strict=True) if d is not MISSING]
+            self.metrics.found += len(found)
+            self.metrics.not_found += len(chunk) - len(found)
+            for (i, _), value in zip(found, self._values([d for _, d in found]), strict=True):
                 result.values[i] = value
-                if self._cache is not None:
-                    self._cache[keys[i]] = value
+            if self._cache is not None:
+                for i in chunk:
+                    self._cache[keys[i]] = result.values[i]
         if result.error:
             self.metrics.last_error = result.error
         return result

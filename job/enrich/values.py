@@ -101,3 +101,30 @@ def convert(value: Any, kind: str) -> Any:
                 return number
         raise BadValue(f"{value!r} is not a number")
     raise ValueError(f"unknown output type {kind!r}")
+
+
+#: The Python types a value of each output type already has (a boolean is not a long).
+_ALREADY: dict[str, tuple[type, ...]] = {"string": (str,), "long": (int,), "double": (float,), "boolean": (bool,),
+                                         "json": ()}
+
+
+def column_values(documents: list[Any], steps: tuple[str | int, ...], kind: str) -> tuple[list[Any], int]:
+    """Return the values of one output column for ``documents`` (one per distinct key) and how many were not of
+    type ``kind`` (made NULL). Values that are all of the type already are taken as they are (no conversion per
+    value)."""
+    if len(steps) == 1 and isinstance(steps[0], str):
+        step = steps[0]
+        raw = [d.get(step) if type(d) is dict else None for d in documents]
+    else:
+        raw = [extract(d, steps) for d in documents]
+    already = _ALREADY[kind]
+    if already and all(v is None or type(v) in already for v in raw):
+        return raw, 0
+    out, bad = [], 0
+    for value in raw:
+        try:
+            out.append(convert(value, kind))
+        except BadValue:
+            out.append(None)
+            bad += 1
+    return out, bad
