@@ -134,7 +134,9 @@ class Lookup:
                 self.metrics.requests += 1
             try:
                 return self.source.fetch(keys)
-            except FetchError as exc:
+            except Exception as exc:  # a client's own error (a value it cannot send) fails the request too
+                if not isinstance(exc, FetchError):
+                    exc = FetchError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
                 if attempt == self.spec.retries:
                     return exc
                 with self._lock:

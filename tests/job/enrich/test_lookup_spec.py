@@ -173,3 +173,11 @@ def test_the_progress_report_shows_each_lookup() -> None:
         "(0 rows with NULLs), 12.3 ms a batch to index 'c' at http://es:9200",
         "lookup segments: 5 rows, 2 keys (0% from the cache), 2 requests, 0 not found, 2 errors (5 rows with NULLs), "
         "1,000.0 ms a batch to GET http://s/x; last error: HTTP 503 from GET http://s/x"]
+
+
+def test_a_dagger_with_lookups_does_not_fuse(tmp_path: Path) -> None:
+    from job.plan import plan
+    from job.shared.fusion import why_not_fusible
+
+    assert why_not_fusible(plan(parse_spec(HEAD + PG, "s.yaml"), tmp_path)) == "it has lookups"
+    assert why_not_fusible(plan(parse_spec(HEAD.replace("lookups:\n", ""), "s.yaml"), tmp_path)) is None
