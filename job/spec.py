@@ -505,7 +505,7 @@ class _LookupModel(_Model):
         default=300.0, gt=0,
         description="How long a key's result (found or not found; never an error) is reused before it is asked "
                     "again: a change at the source reaches the output within this long.")
-    output_mapping: dict[str, str | OutputColumn] = Field(
+    output_mapping: dict[str, OutputColumn] = Field(
         min_length=1,
         description="New column -> where its value is in the response: a path (text, as type string) or "
                     "{path, type}. Columns are added after the SQL's, in this order.")
@@ -517,22 +517,23 @@ class _LookupModel(_Model):
             raise ValueError(f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter")
         return v
 
+    @field_validator("output_mapping", mode="before")
+    @classmethod
+    def _paths_alone(cls, v: Any) -> Any:
+        """A path alone (``name: $.x``) is ``{path: $.x}``."""
+        return {c: {"path": t} if isinstance(t, str) else t for c, t in v.items()} if isinstance(v, dict) else v
+
     @field_validator("output_mapping")
     @classmethod
-    def _outputs(cls, v: dict[str, str | OutputColumn]) -> dict[str, str | OutputColumn]:
-        for column, target in v.items():
+    def _outputs(cls, v: dict[str, OutputColumn]) -> dict[str, OutputColumn]:
+        for column in v:
             if not IDENT_RE.match(column):
                 raise ValueError(f"{column!r} is not a column name (letters, digits, _)")
-            if isinstance(target, str):
-                try:
-                    parse_path(target)
-                except ValueError as exc:
-                    raise ValueError(f"{column}: {exc}") from None
         return v
 
     def outputs(self) -> dict[str, OutputColumn]:
-        """Return output_mapping with every target as an :class:`OutputColumn`."""
-        return {c: t if isinstance(t, OutputColumn) else OutputColumn(path=t) for c, t in self.output_mapping.items()}
+        """Return output_mapping: new column -> its :class:`OutputColumn`."""
+        return dict(self.output_mapping)
 
     def key_columns(self) -> list[str]:
         """Return the row columns a request is built from (the lookup's key), in order."""

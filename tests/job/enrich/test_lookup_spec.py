@@ -76,7 +76,12 @@ def test_paths() -> None:
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("profile_city: $._source.address.city", "profile_city: $._source..city",
-     "s.yaml:28: lookups[1].output_mapping: profile_city: '$._source..city' is not a response path"),
+     "s.yaml:28: lookups[1].output_mapping.profile_city.path: '$._source..city' is not a response path"),
+    ("customer_tier: {path: $.tier, type: string}", "customer_tier: {path: $.tier, type: text}",
+     "s.yaml:20: lookups[0].output_mapping.customer_tier.type: Input should be 'string', 'long', 'double', "
+     "'boolean' or 'json'"),
+    ("customer_name: name", "customer-name: name",
+     "s.yaml:19: lookups[0].output_mapping: 'customer-name' is not a column name"),
     ('id_pattern: "{customer_id}"', 'id_pattern: "{customer id}"',
      "s.yaml:25: lookups[1].id_pattern: '{customer id}': {customer id} is not a column name"),
     ("ANY($1)", "ANY($2)", "s.yaml:17: lookups[0].query: the query must hold $1 (the array of keys) exactly once"),
