@@ -25,14 +25,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from job.enrich.cache import ABSENT, TtlCache
 from job.enrich.keys import distinct_keys, spread
 from job.enrich.replay import FAILED, FOUND, ReplayStore
 from job.enrich.sources import MISSING, FetchError, Key, Source, make_source
 from job.enrich.values import ARROW_TYPES, column_values
 from job.errors import EnrichError
 from job.spec import LookupSpec, check_lookups, lookup_names, parse_path
-
-_ABSENT = object()  # not in the cache (None there is a cached miss)
 
 #: The first wait before a failed request is sent again; it doubles with each retry.
 RETRY_WAIT_S = 0.2
@@ -106,13 +105,7 @@ class Lookup:
         self._source = source
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()  # the metrics, counted from the request threads
-        self._cache: Any = None
-        if spec.cache_size:
-            try:
-                from cachetools import TTLCache
-            except ImportError:
-                raise EnrichError("lookups need the cachetools package", hint="pip install 'daggers[enrich]'") from None
-            self._cache = TTLCache(maxsize=spec.cache_size, ttl=spec.cache_ttl_s, timer=timer)
+        self._cache = TtlCache(spec.cache_size, spec.cache_ttl_s, timer) if spec.cache_size else None
         self.metrics = LookupMetrics(lookup_type=spec.type)
 
     @property
@@ -158,13 +151,12 @@ class Lookup:
         to ``max_keys_per_request``, ``capacity`` at once. Found and not-found answers go in the cache."""
         result = _Answers(values=[None] * len(keys), failed=[False] * len(keys))
         todo: list[int] = []
-        cache = self._cache
-        for i, key in enumerate(keys):
-            held = cache.get(key, _ABSENT) if cache is not None else _ABSENT
-            if held is _ABSENT:
+        held = self._cache.get_many(keys) if self._cache is not None else [ABSENT] * len(keys)
+        for i, value in enumerate(held):
+            if value is ABSENT:
                 todo.append(i)
             else:
-                result.values[i] = held
+                result.values[i] = value
         self.metrics.cache_hits += len(keys) - len(todo)
         self.metrics.keys += len(keys)
         self.metrics.fetched += len(todo)
@@ -191,8 +183,7 @@ class Lookup:
             for (i, _), value in zip(found, self._values([d for _, d in found]), strict=True):
                 result.values[i] = value
             if self._cache is not None:
-                for i in chunk:
-                    self._cache[keys[i]] = result.values[i]
+                self._cache.put_many([keys[i] for i in chunk], [result.values[i] for i in chunk])
         if result.error:
             self.metrics.last_error = result.error
         return result

@@ -57,3 +57,24 @@ def test_distinct_keys_of_several_columns_with_types_kept() -> None:
     assert spread(pa.array(["one", "two"]), index).to_pylist() == ["one", "two", "one", None, "one"]
     dictionary = pa.table({"k": pa.array(["a", "b", "a"]).dictionary_encode()})
     assert distinct_keys(dictionary, ["k"])[0] == [("a",), ("b",)]
+
+
+def test_ttl_cache_expiry_bound_and_order() -> None:
+    from job.enrich.cache import ABSENT, TtlCache
+
+    now = [0.0]
+    cache = TtlCache(3, 10.0, lambda: now[0])
+    cache.put_many([("a",), ("b",), ("c",)], [1, None, 3])
+    assert cache.get_many([("a",), ("b",), ("z",)]) == [1, None, ABSENT]  # None: a cached "not found"
+    now[0] = 5.0
+    cache.put_many([("a",)], [10])  # written again: fresh, and the newest
+    cache.put_many([("d",)], [4])  # over the bound: the oldest written ("b") goes
+    assert len(cache) == 3
+    assert cache.get_many([("a",), ("b",), ("c",), ("d",)]) == [10, ABSENT, 3, 4]
+    now[0] = 10.0  # c was written at 0: expired; a and d at 5: held until 15
+    assert cache.get_many([("a",), ("c",), ("d",)]) == [10, ABSENT, 4]
+    now[0] = 15.0
+    assert cache.get_many([("a",), ("d",)]) == [ABSENT, ABSENT]
+    empty = TtlCache(0, 10.0)
+    empty.put_many([("a",)], [1])
+    assert len(empty) == 0
