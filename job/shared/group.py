@@ -355,7 +355,7 @@ class HostedGroup:
                 pin_schema(member.plan)
                 self._jobs[key] = job
                 try:
-                    start_sinks(job.sinks, job.output_schema(self._branches[key].schema))
+                    start_sinks(job.sinks, self._branches[key].schema)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
                     self._fail(key, exc.state_text())
             if not window:  # members back from their groups of one (a resumed generation caught up already)
@@ -456,7 +456,6 @@ class HostedGroup:
         from job.runner import explain_failure
 
         try:
-            table = self._jobs[key].enrich(table, batch_id)
             for sink in self._jobs[key].sinks:
                 sink.write(table, batch_id)
         except Exception as exc:  # this member's sink: it fails alone
