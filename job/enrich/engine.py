@@ -2,7 +2,8 @@
 
 For each lookup: the batch's distinct keys (:func:`job.enrich.keys.distinct_keys`), those not in its TTL cache
 asked of the source in requests of up to ``max_keys_per_request`` keys, up to ``capacity`` at once, each
-retried ``retries`` times; the answers' paths made the columns' types once per key; then every row takes its
+retried ``retries`` times (once one has failed after its retries, the batch's requests not yet sent fail
+without being sent: a dead server costs a batch one round of timeouts); the answers' paths made the columns' types once per key; then every row takes its
 key's values by index. A row is never dropped: a key that is not found, a NULL key, and (with
 ``fail_on_errors: false``) a key whose request failed give NULLs, counted in :class:`LookupMetrics`. With
 ``fail_on_errors: true`` a failed request raises :class:`~job.errors.EnrichError` naming the lookup.
@@ -105,6 +106,7 @@ class Lookup:
         self._source = source
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()  # the metrics, counted from the request threads
+        self._first_error: str | None = None  # the first request of the batch that failed after its retries
         self._cache = TtlCache(spec.cache_size, spec.cache_ttl_s, timer) if spec.cache_size else None
         self.metrics = LookupMetrics(lookup_type=spec.type)
 
@@ -121,8 +123,13 @@ class Lookup:
 
     # ---- asking ------------------------------------------------------------------------------
 
-    def _request(self, keys: Sequence[Key]) -> list[Any] | FetchError:
+    def _request(self, keys: Sequence[Key], broken: threading.Event) -> list[Any] | FetchError:
+        """Return the source's answers for ``keys``, or the FetchError of the last attempt. Once a request of the
+        batch has failed after its retries (``broken``), the batch's other requests are not sent: a server that
+        is down or does not answer fails a batch in one round of timeouts, not one per request."""
         for attempt in range(self.spec.retries + 1):
+            if broken.is_set():
+                return FetchError(f"not sent: another request of the batch failed ({self._first_error})")
             with self._lock:
                 self.metrics.requests += 1
             try:
@@ -131,6 +138,9 @@ class Lookup:
                 if not isinstance(exc, FetchError):
                     exc = FetchError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
                 if attempt == self.spec.retries:
+                    with self._lock:
+                        self._first_error = self._first_error or str(exc)
+                    broken.set()
                     return exc
                 with self._lock:
                     self.metrics.retries += 1
@@ -164,16 +174,18 @@ class Lookup:
             return result
         size = self.source.request_size
         chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+        broken = threading.Event()
+        self._first_error = None
         if len(chunks) == 1:
-            replies = [self._request([keys[i] for i in chunks[0]])]
+            replies = [self._request([keys[i] for i in chunks[0]], broken)]
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.spec.capacity, thread_name_prefix=f"lookup-{self.name}")
-            replies = list(self._pool.map(lambda chunk: self._request([keys[i] for i in chunk]), chunks))
+            replies = list(self._pool.map(lambda chunk: self._request([keys[i] for i in chunk], broken), chunks))
         for chunk, reply in zip(chunks, replies, strict=True):
             if isinstance(reply, FetchError):
                 self.metrics.errors += len(chunk)
-                result.error = result.error or str(reply)
+                result.error = self._first_error or str(reply)
                 for i in chunk:
                     result.failed[i] = True
                 continue

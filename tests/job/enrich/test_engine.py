@@ -190,3 +190,16 @@ def test_an_empty_batch_gets_the_typed_columns() -> None:
     out = Enricher([lookup()], sources={"customers": source}).enrich(batch([]), 0)
     assert out.schema.names == ["customer_id", "n", "customer_name", "customer_age"]
     assert out.num_rows == 0 and source.requests == []
+
+
+def test_a_dead_server_costs_a_batch_one_round_of_failures_not_one_per_request() -> None:
+    source = FakeSource(DOCS, request_size=1)
+    source.down = True
+    enricher = Enricher([lookup(capacity=1, retries=1)], sources={"customers": source})
+    out = enricher.enrich(batch([f"k{i}" for i in range(10)]), 0)
+    assert out.column("customer_name").to_pylist() == [None] * 10
+    assert len(source.requests) == 2  # the first request and its retry; the other 9 were not sent
+    m = enricher.metrics()["customers"]
+    assert (m["errors"], m["rows_with_errors"], m["last_error"]) == (10, 10, "connection refused")
+    source.down = False  # the next batch asks again
+    assert enricher.enrich(batch(["c1", "c2"]), 1).column("customer_name").to_pylist() == ["Ann", "Bob"]
