@@ -621,6 +621,8 @@ class HttpLookup(_LookupModel):
     headers: dict[str, SecretStr] = Field(default_factory=dict,
                                           description="Request headers (e.g. Authorization; never logged).")
     verify_certs: bool = Field(default=True, description="Check the server's TLS certificate (https URLs).")
+    ca_certs: str | None = Field(default=None,
+                                 description="A CA bundle file to check the server's certificate with (https URLs).")
 
     @field_validator("verb", mode="before")
     @classmethod

@@ -184,6 +184,7 @@ class HttpSource(Source):
         self.spec = spec
         self._columns = spec.key_columns()
         self._local = threading.local()
+        self._verify: bool | str = (spec.ca_certs or True) if spec.verify_certs else False
         self._sessions: list[Any] = []
         self._lock = threading.Lock()
 
@@ -199,7 +200,6 @@ class HttpSource(Source):
         if session is None:
             session = requests.Session()
             session.headers.update({k: v.get_secret_value() for k, v in self.spec.headers.items()})
-            session.verify = self.spec.verify_certs
             self._local.session = session
             with self._lock:
                 self._sessions.append(session)
@@ -218,7 +218,8 @@ class HttpSource(Source):
         for key in keys:
             url, body = self.request(key)
             try:
-                resp = self._session().request(self.spec.verb, url, json=body,
+                # verify per request: a session's own is overridden by REQUESTS_CA_BUNDLE (requests' rule)
+                resp = self._session().request(self.spec.verb, url, json=body, verify=self._verify,
                                                timeout=(self.spec.connect_timeout_s, self.spec.timeout_s))
             except requests.RequestException as exc:
                 raise FetchError(f"{type(exc).__name__} from {self.target}") from None

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -26,8 +29,9 @@ class JsonServer:
 
 
 @contextlib.contextmanager
-def json_server(docs: dict[str, Any]) -> Iterator[JsonServer]:
-    """Serve ``docs`` on 127.0.0.1 at a port the OS picks, until the block ends."""
+def json_server(docs: dict[str, Any], tls: tuple[Path, Path] | None = None) -> Iterator[JsonServer]:
+    """Serve ``docs`` on 127.0.0.1 at a port the OS picks, until the block ends; over https with ``tls``
+    (certificate file, key file)."""
     state = JsonServer("", dict(docs))
     lock = threading.Lock()
 
@@ -59,7 +63,13 @@ def json_server(docs: dict[str, Any]) -> Iterator[JsonServer]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    state.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -84,3 +94,12 @@ def es_profiles(url: str, index: str, docs: dict[str, dict[str, Any]]) -> None:
     for doc_id, source in docs.items():
         resp = requests.put(f"{url}/{index}/_doc/{doc_id}", json=source, params={"refresh": "true"}, timeout=30)
         assert resp.status_code in (200, 201), resp.text
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """Make a self-signed certificate for 127.0.0.1 (openssl) in ``folder``; return (certificate, key)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key

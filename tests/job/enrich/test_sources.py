@@ -152,3 +152,20 @@ def test_http_post_body_and_a_failing_server_under_both_settings() -> None:
     down = Enricher([http_lookup(f"http://127.0.0.1:{free_port()}")])
     assert down.enrich(rows, 0).column("segment").to_pylist() == [None, None]
     assert down.metrics()["segments"]["rows_with_errors"] == 2
+
+
+def test_https_checks_the_certificate(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.job.enrich.servers import self_signed
+
+    cert, key = self_signed(tmp_path)
+    rows = pa.table({"customer_id": ["c1"]})
+    with json_server({"/segments/c1": {"segment": "loyal", "ranks": []}}, tls=(cert, key)) as server:
+        assert server.url.startswith("https://")
+        trusting = Enricher([http_lookup(server.url, ca_certs=str(cert))])
+        assert trusting.enrich(rows, 0).column("segment").to_pylist() == ["loyal"]
+        unchecked = Enricher([http_lookup(server.url, verify_certs=False)])
+        assert unchecked.enrich(rows, 0).column("segment").to_pylist() == ["loyal"]
+        # a certificate nobody vouches for: an error, the row written with NULL
+        default = Enricher([http_lookup(server.url)])
+        assert default.enrich(rows, 0).column("segment").to_pylist() == [None]
+        assert default.metrics()["segments"]["last_error"] == f"SSLError from GET {server.url}/segments/{{customer_id}}"
