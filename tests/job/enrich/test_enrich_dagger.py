@@ -34,8 +34,10 @@ COLUMNS = ["order_number", "customer_id", "city_id", "customer_name", "customer_
            "segment"]
 
 
-def produce_bookings(bootstrap: str, topic: str, customers: list[str], first: int = 0) -> list[str]:
-    """Produce one booking per customer id (order o<first+i>, city i % 3 + 1, one second apart); return the orders."""
+def produce_bookings(bootstrap: str, topic: str, customers: list[str], first: int = 0,
+                     start: datetime = T0) -> list[str]:
+    """Produce one booking per customer id (order o<first+i>, city i % 3 + 1, one second apart from ``start``);
+    return the orders."""
     from confluent_kafka import Producer
 
     cls = default_registry().message_class("daggers.events.BookingLog")
@@ -43,7 +45,7 @@ def produce_bookings(bootstrap: str, topic: str, customers: list[str], first: in
     orders = []
     for i, customer in enumerate(customers, start=first):
         msg = cls(order_number=f"o{i:04d}", customer_id=customer, city_id=i % 3 + 1, status=4)
-        msg.event_timestamp.FromDatetime(T0 + timedelta(seconds=i))
+        msg.event_timestamp.FromDatetime(start + timedelta(seconds=i))
         producer.produce(topic, msg.SerializeToString())
         orders.append(f"o{i:04d}")
     producer.flush()
@@ -247,3 +249,17 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
     assert got[-60:] == new[-60:]  # read after the restart: the new names
     status = _status(checkpoint)
     assert status["input_rows"] == 260 and json.dumps(status["lookups"])
+
+
+def test_preview_shows_the_enriched_rows(  # type: ignore[no-untyped-def]
+        spark, tansu_broker, postgres, elasticsearch, sources, tmp_path) -> None:
+    from job.preview import preview
+
+    topic, out_table, text, checkpoint = make(tmp_path, tansu_broker, postgres, elasticsearch, sources)
+    customers = ["c1", "c9", "c2"]
+    now = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    orders = produce_bookings(tansu_broker, topic, customers, start=now)
+    table = preview(parse_spec(text), minutes=10, spark=spark)
+    assert table.column_names == COLUMNS
+    assert sorted(tuple(r.values()) for r in table.to_pylist()) == expected(orders, customers)
+    assert not checkpoint.exists()  # nothing deployed, no answers kept
