@@ -690,8 +690,10 @@ def check_lookups(lookups: list[LookupSpec], columns: list[str]) -> None:
     available = list(columns)
     for i, (lookup, name) in enumerate(zip(lookups, lookup_names(lookups), strict=True)):
         where = f"lookups[{i}] ({name})"
-        field = {"postgres": "key", "elasticsearch": "id_pattern", "http": "url"}[lookup.type]
         for column in lookup.key_columns():
+            field = {"postgres": "key", "elasticsearch": "id_pattern", "http": "url"}[lookup.type]
+            if isinstance(lookup, HttpLookup) and column not in pattern_fields(lookup.url):
+                field = "body"
             if column not in available:
                 near = difflib.get_close_matches(column, available, n=3, cutoff=0.6)
                 raise SpecError(

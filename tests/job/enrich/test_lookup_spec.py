@@ -186,3 +186,11 @@ def test_a_dagger_with_lookups_does_not_fuse(tmp_path: Path) -> None:
 
     assert why_not_fusible(plan(parse_spec(HEAD + PG, "s.yaml"), tmp_path)) == "it has lookups"
     assert why_not_fusible(plan(parse_spec(HEAD.replace("lookups:\n", ""), "s.yaml"), tmp_path)) is None
+
+
+def test_a_body_column_the_sql_does_not_output_names_the_body(tmp_path: Path) -> None:
+    http = HTTP.replace("/segments/{customer_name}/{city_id}", "/segments").replace(
+        "    capacity: 16\n", "    verb: POST\n    body: {id: \"{customer_id}\", day: \"{day}\"}\n")
+    code, output = check(tmp_path, HEAD + http)
+    assert code == 2
+    assert "lookups[0] (http).body: the SQL does not output column 'day'" in output
