@@ -352,6 +352,8 @@ class DaggerJob:
         with self._lock:
             self._ended = state in ("stopped", "failed")
             self.progress.state = state
+            if self.enricher is not None:  # a lookup that failed the query did so after the last progress event
+                self.progress.lookups = self.enricher.metrics()
             if error is not None:
                 self.progress.last_error = error
             self.progress.updated_at = time.time()

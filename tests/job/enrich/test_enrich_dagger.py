@@ -207,6 +207,7 @@ def test_a_lookup_server_down_under_both_settings(  # type: ignore[no-untyped-de
     assert "\n" not in info.value.message
     status = _status(checkpoint)
     assert status["state"] == "failed" and status["last_error"].startswith("Lookup error: lookup 'segments'")
+    assert status["lookups"]["segments"]["errors"] == 3  # counted up to the failure
     assert out_rows(postgres.dsn, out_table) == []  # the sink made its table at start; no row reached it
 
 
