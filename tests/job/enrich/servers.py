@@ -103,3 +103,66 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
                     "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
     return cert, key
+
+
+@dataclass
+class InfluxGate:
+    """A stand-in InfluxDB 1.x for a dagger's second sink: it takes every write while open; while closed, a write
+    waits (``blocked`` is set) until it opens again. A dagger killed then has written its batch to the sinks
+    before it, and not committed it: the batch runs again when the dagger starts again."""
+
+    url: str
+    database: str
+    opened: threading.Event = field(default_factory=threading.Event)
+    blocked: threading.Event = field(default_factory=threading.Event)
+    writes: int = 0
+
+
+@contextlib.contextmanager
+def influx_gate(database: str) -> Iterator[InfluxGate]:
+    """Serve an :class:`InfluxGate` (open) on 127.0.0.1 at a port the OS picks, until the block ends."""
+    gate = InfluxGate("", database)
+    gate.opened.set()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            if self.path.startswith("/write"):
+                if not gate.opened.is_set():
+                    gate.blocked.set()
+                    gate.opened.wait(timeout=600)
+                gate.writes += 1
+                self.send_response(204)
+                self.end_headers()
+                return
+            if self.path.startswith("/ping"):
+                self.send_response(204)
+                self.end_headers()
+                return
+            data = json.dumps({"results": [{"series": [{"name": "databases", "columns": ["name"],
+                                                        "values": [[gate.database]]}]}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer  # noqa: N815 (http.server's names)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    gate.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield gate
+    finally:
+        gate.opened.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
