@@ -10,7 +10,7 @@ customer's name, tier and score from a PostgreSQL table (a server started here, 
 
 * **daggers** — :class:`job.enrich.engine.Enricher` on the batch's Arrow table, as the runner does in
   ``foreachBatch``: the distinct keys not in its TTL cache in ``= ANY($1)`` queries of 5,000, 8 at once, the
-  answers spread back on the rows by index;
+  answers spread back on the rows by index, and kept on disk for a replay;
 * **per-row** — a Python loop, one ``SELECT … WHERE customer_id = %s`` per event on one connection;
 * **per-row + dict cache** — the same loop, asking each customer once (a dict in front of the query).
 
@@ -39,6 +39,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from job.enrich.engine import Enricher  # noqa: E402
+from job.enrich.replay import ReplayStore  # noqa: E402
 from job.spec import PostgresLookup  # noqa: E402
 
 COLUMNS = ("customer_name", "customer_tier", "customer_score")
@@ -69,13 +70,13 @@ def make_batches(rate: int, batches: int, customers: int, seed: int = 7) -> list
     return out
 
 
-def daggers_enricher(dsn: str) -> Enricher:
+def daggers_enricher(dsn: str, store: ReplayStore | None = None) -> Enricher:
     spec = PostgresLookup.model_validate({
         "type": "postgres", "name": "customers", "dsn": dsn, "key": "customer_id",
         "query": "SELECT customer_id, name, tier, score FROM bench_customers WHERE customer_id = ANY($1)",
         "output_mapping": {"customer_name": "name", "customer_tier": "tier",
                            "customer_score": {"path": "score", "type": "long"}}})
-    return Enricher([spec])
+    return Enricher([spec], store)
 
 
 def per_row(dsn: str, cached: bool) -> Callable[[pa.Table], pa.Table]:
@@ -139,10 +140,12 @@ def main() -> int:
             dsn = server.dsn
         make_customers(dsn, args.customers)
         batches = make_batches(args.rate, args.batches, args.customers)
-        enricher = daggers_enricher(dsn)
+        keep = Path(tempfile.mkdtemp(prefix="bench-enrich-kept-"))  # the answers kept for a replay, as a dagger does
+        enricher = daggers_enricher(dsn, ReplayStore(keep / "lookups"))
         results = [run("daggers: Enricher (= ANY($1) of distinct keys, TTL cache)", enricher.enrich, batches)]
         metrics = enricher.metrics()["customers"]
         enricher.close()
+        shutil.rmtree(keep, ignore_errors=True)
         for cached in (True, False):
             peer = per_row(dsn, cached)
             label = "per-row Python loop + dict cache" if cached else "per-row Python loop, one query an event"

@@ -293,12 +293,13 @@ class Enricher:
     def enrich(self, table: pa.Table, batch_id: int) -> pa.Table:
         """Return ``table`` enriched by every lookup in order (a replayed ``batch_id``: with the answers it was
         enriched with before). Raises EnrichError (a lookup with fail_on_errors failed)."""
-        kept = self.store.load(batch_id) if self.store is not None else None
+        store = self.store if table.num_rows else None  # an empty batch has nothing to replay
+        kept = store.load(batch_id) if store is not None else None
         answers: dict[str, pa.Table] = {}
         for lookup in self.lookups:
             table, answers[lookup.name] = lookup.enrich(table, kept.get(lookup.name) if kept else None)
-        if self.store is not None:
-            self.store.save(batch_id, answers)
+        if store is not None:
+            store.save(batch_id, answers)
         return table
 
     def metrics(self) -> dict[str, dict[str, object]]:
