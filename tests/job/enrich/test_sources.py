@@ -154,6 +154,7 @@ def test_http_post_body_and_a_failing_server_under_both_settings() -> None:
     assert down.metrics()["segments"]["rows_with_errors"] == 2
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # verify_certs: false, on purpose
 def test_https_checks_the_certificate(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.job.enrich.servers import self_signed
 
