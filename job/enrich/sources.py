@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from job.errors import EnrichError
-from job.spec import ElasticsearchLookup, HttpLookup, LookupSpec, PostgresLookup, pattern_fields
+from job.spec import ElasticsearchLookup, HttpLookup, LookupSpec, PostgresLookup, parse_path, pattern_fields
 
 #: A key the source does not hold.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
@@ -118,7 +118,8 @@ class PostgresSource(Source):
 
 
 class ElasticsearchSource(Source):
-    """One ``_mget`` of the documents' ids (``id_pattern`` filled in) with the official client."""
+    """One ``_mget`` of the documents' ids (``id_pattern`` filled in) with the official client, asking only for
+    the ``_source`` fields the output paths read (:func:`source_fields`)."""
 
     def __init__(self, spec: ElasticsearchLookup) -> None:
         try:
@@ -138,6 +139,7 @@ class ElasticsearchSource(Source):
         elif spec.username:
             kwargs["basic_auth"] = (spec.username, spec.password.get_secret_value() if spec.password else "")
         self._client = Elasticsearch(spec.hosts, **kwargs)
+        self.source_fields = source_fields([parse_path(o.path) for o in spec.outputs().values()])
 
     @property
     def target(self) -> str:
@@ -155,7 +157,9 @@ class ElasticsearchSource(Source):
         if not ids:
             return [MISSING] * len(keys)
         try:
-            docs = self._client.mget(index=self.spec.index, ids=ids).body.get("docs", [])
+            filtering: dict[str, Any] = {} if self.source_fields is None else (
+                {"source_includes": self.source_fields} if self.source_fields else {"source": False})
+            docs = self._client.mget(index=self.spec.index, ids=ids, **filtering).body.get("docs", [])
         except ApiError as exc:
             raise FetchError(f"Elasticsearch answered {exc.meta.status}: {exc.message}") from None
         except TransportError as exc:
@@ -173,6 +177,26 @@ class ElasticsearchSource(Source):
 
     def close(self) -> None:
         self._client.close()
+
+
+def source_fields(paths: Sequence[tuple[str | int, ...]]) -> list[str] | None:
+    """Return the ``_source`` fields an Elasticsearch lookup's output paths read (``$._source.address.city`` ->
+    ``address.city``), for ``_source_includes``: [] when none reads ``_source`` (only ``_id`` and the like), None
+    when one reads it whole (``$._source``)."""
+    fields: list[str] = []
+    for steps in paths:
+        if not steps or steps[0] != "_source":
+            continue
+        names = []
+        for step in steps[1:]:
+            if not isinstance(step, str):
+                break
+            names.append(step)
+        if not names:
+            return None
+        if ".".join(names) not in fields:
+            fields.append(".".join(names))
+    return fields
 
 
 class HttpSource(Source):

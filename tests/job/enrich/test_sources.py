@@ -170,3 +170,25 @@ def test_https_checks_the_certificate(tmp_path) -> None:  # type: ignore[no-unty
         default = Enricher([http_lookup(server.url)])
         assert default.enrich(rows, 0).column("segment").to_pylist() == [None]
         assert default.metrics()["segments"]["last_error"] == f"SSLError from GET {server.url}/segments/{{customer_id}}"
+
+
+def test_elasticsearch_asks_only_for_the_source_fields_it_reads(elasticsearch) -> None:  # type: ignore[no-untyped-def]
+    from job.enrich.sources import ElasticsearchSource, source_fields
+
+    assert source_fields([("_source", "address", "city"), ("_source", "tags", 0), ("_id",)]) == ["address.city", "tags"]
+    assert source_fields([("_id",)]) == []
+    assert source_fields([("_source", "age"), ("_source",)]) is None
+    index = unique("profiles")
+    es_profiles(elasticsearch.url, index, {"c1": {"age": 31, "address": {"city": "Jakarta", "zip": "10110"},
+                                                  "secret": "not needed"}})
+    spec = es_lookup(elasticsearch.url, index, output_mapping={"city": "$._source.address.city", "id": "$._id"})
+    source = ElasticsearchSource(spec)
+    try:
+        assert source.source_fields == ["address.city"]
+        doc = source.fetch([("c1",), ("c9",)])
+        assert doc[0]["_source"] == {"address": {"city": "Jakarta"}} and doc[0]["_id"] == "c1"
+        only_ids = ElasticsearchSource(es_lookup(elasticsearch.url, index, output_mapping={"id": "$._id"}))
+        assert "_source" not in only_ids.fetch([("c1",)])[0]
+        only_ids.close()
+    finally:
+        source.close()
