@@ -96,6 +96,13 @@ class SinkError(DaggerError):
     title = "Sink error"
 
 
+class EnrichError(DaggerError):
+    """A lookup (enrichment from PostgreSQL, Elasticsearch or HTTP) failed and its ``fail_on_errors`` is true, or
+    cannot work (a missing package)."""
+
+    title = "Lookup error"
+
+
 class BackpressureError(SinkError):
     """The sink's server asks us to slow down; try again after ``retry_after`` seconds."""
 

@@ -185,6 +185,10 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
     features = engine_features(checkpoint)
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
                             window_keys_last=features["group_keys"] == "window_last")
+    if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
+        from job.spec import check_lookups
+
+        check_lookups(spec.lookups, translation.output_columns)
     close_period_ms = 0
     if translation.aggregates and translation.window and spec.close_windows_promptly:
         size, slide = translation.window

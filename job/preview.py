@@ -24,13 +24,29 @@ from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 
 
+def _enriched(spec: DaggerSpec, rows: pa.Table) -> pa.Table:
+    """Return ``rows`` with the spec's lookups applied, as the sinks would get them (nothing is kept for a
+    replay). Raises EnrichError when a lookup with fail_on_errors fails."""
+    if not spec.lookups:
+        return rows
+    from job.enrich.engine import Enricher
+
+    enricher = Enricher(spec.lookups)
+    try:
+        enricher.bind(rows.schema)
+        return enricher.enrich(rows, 0)
+    finally:
+        enricher.close()
+
+
 def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_records: int = 100_000,
             spark: SparkSession | None = None) -> pa.Table:
     """Return up to ``limit`` result rows of ``spec``'s SQL over the events of the last ``minutes``
     (by event time) in its topics.
 
-    Windows are shown whether or not they have closed. Raises SqlError/SchemaError/SpecError for a
-    spec that cannot run, SourceError when a broker or topic cannot be read.
+    Windows are shown whether or not they have closed; the spec's lookups are applied (their servers are
+    asked). Raises SqlError/SchemaError/SpecError for a spec that cannot run, SourceError when a broker or
+    topic cannot be read, EnrichError when a lookup with fail_on_errors fails.
     """
     from job.runner import explain_failure
     from job.spark_session import build_session, running_session
@@ -63,7 +79,7 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
         internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]
         if internal:
             result = result.drop(*internal)
-        return result.limit(limit).toArrow()
+        return _enriched(spec, result.limit(limit).toArrow())
     except DaggerError:
         raise
     except Exception as exc:

@@ -17,14 +17,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
-from job.errors import BadRecordError, DaggerError, FunctionError, SinkError, SourceError
+from job.errors import BadRecordError, DaggerError, EnrichError, FunctionError, SinkError, SourceError
 from job.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.query_events import QueryEvents
 from job.schema.registry import SchemaRegistry
@@ -38,6 +39,9 @@ from job.spec import DaggerSpec
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
+
+if TYPE_CHECKING:
+    from job.enrich.engine import Enricher
 
 log = logging.getLogger("daggers.runner")
 
@@ -83,6 +87,7 @@ class Progress:
     batch_phases_ms: dict[str, int] = field(default_factory=dict)  # Spark's durationMs of the last batch
     watermark: str | None = None
     sinks: dict[str, Any] = field(default_factory=dict)
+    lookups: dict[str, Any] = field(default_factory=dict)  # lookup name -> its metrics (job.enrich.engine)
     kafka_clusters: dict[str, str] = field(default_factory=dict)  # table -> primary|secondary (with failover)
     state: str = "starting"  # starting | running | stopped | failed
     last_error: str | None = None
@@ -187,6 +192,7 @@ class DaggerJob:
         self.spark = spark
         schema = SchemaRegistry.from_b64(plan.streams[0].source.descriptor_set_b64) if plan.streams else None
         self.sinks = sinks if sinks is not None else build_sinks(plan.spec.sinks, schema, plan.spec.name)
+        self.enricher = _enricher(plan)
         self.query: StreamingQuery | None = None
         self._interval_s = 1.0  # the query's trigger interval, set when it starts
         self.progress = self._load_progress()
@@ -252,6 +258,8 @@ class DaggerJob:
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
+            if self.enricher is not None:
+                pr.lookups = self.enricher.metrics()
             pr.kafka_clusters = {s.table: read_active(s.source.positions_dir)
                                  for s in self.plan.streams if s.source.failover}
             if not self._ended:  # a late listener event must not bring a stopped job back to life
@@ -270,9 +278,21 @@ class DaggerJob:
     # ---- start --------------------------------------------------------------------------------
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
-        table = df.toArrow()
+        table = self.enrich(df.toArrow(), batch_id)
         for sink in self.sinks:
             sink.write(table, batch_id)
+
+    def enrich(self, table: pa.Table, batch_id: int) -> pa.Table:
+        """Return a micro-batch's rows enriched by the spec's lookups (as they are without lookups).
+
+        Raises EnrichError when a lookup with ``fail_on_errors`` fails."""
+        return self.enricher.enrich(table, batch_id) if self.enricher is not None else table
+
+    def output_schema(self, schema: pa.Schema) -> pa.Schema:
+        """Return the schema the sinks get, given the SQL's result ``schema``: with the lookups' columns.
+
+        Raises SpecError naming a lookup whose key the rows lack."""
+        return self.enricher.bind(schema) if self.enricher is not None else schema
 
     @property
     def query_name(self) -> str:
@@ -300,7 +320,7 @@ class DaggerJob:
             result = result.drop(*internal)
         result = apply_output_transformers(result, self.plan.spec)
         # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
-        start_sinks(self.sinks, to_arrow_schema(result.schema, timezone="UTC"))
+        start_sinks(self.sinks, self.output_schema(to_arrow_schema(result.schema, timezone="UTC")))
         interval = self.plan.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
         writer = (result.writeStream.queryName(self.query_name)
                   .outputMode("append")
@@ -332,6 +352,8 @@ class DaggerJob:
         with self._lock:
             self._ended = state in ("stopped", "failed")
             self.progress.state = state
+            if self.enricher is not None:  # a lookup that failed the query did so after the last progress event
+                self.progress.lookups = self.enricher.metrics()
             if error is not None:
                 self.progress.last_error = error
             self.progress.updated_at = time.time()
@@ -385,13 +407,26 @@ class DaggerJob:
             self._listener = None
         for sink in self.sinks:
             sink.close()
+        if self.enricher is not None:
+            self.enricher.close()
+
+
+def _enricher(plan: DaggerPlan) -> Enricher | None:
+    """Return the enricher of a plan's lookups, keeping each batch's answers in its checkpoint (None without
+    lookups)."""
+    if not plan.spec.lookups:
+        return None
+    from job.enrich.engine import Enricher
+    from job.enrich.replay import ReplayStore
+
+    return Enricher(plan.spec.lookups, ReplayStore(plan.checkpoint / "lookups", plan.checkpoint / "spark"))
 
 
 _ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
 _PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
 _KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
                                         "SinkError": SinkError, "BackpressureError": SinkError,
-                                        "FunctionError": FunctionError}
+                                        "FunctionError": FunctionError, "EnrichError": EnrichError}
 
 
 def explain_failure(exc: BaseException) -> DaggerError:

@@ -364,6 +364,21 @@ def progress_lines(d: Any) -> list[str]:
         lines.append(f"sink {name}: {sink.get('rows_written', 0):,} rows in {sink.get('writes', 0):,} writes "
                      f"({sink.get('retries', 0):,} retries, {sink.get('failures', 0):,} failures) to "
                      f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}")
+    lines += lookup_lines(p.get("lookups") or {})
+    return lines
+
+
+def lookup_lines(lookups: dict[str, dict[str, Any]]) -> list[str]:
+    """Return one line per lookup of a progress report: rows, keys and the cache's hit rate, requests,
+    misses, errors (rows written with NULLs) and the mean latency per batch."""
+    lines = []
+    for name, m in lookups.items():
+        error = f"; last error: {m['last_error']}" if m.get("last_error") else ""
+        lines.append(f"lookup {name}: {m.get('rows', 0):,} rows, {m.get('keys', 0):,} keys "
+                     f"({float(m.get('hit_rate') or 0):.0%} from the cache), {m.get('requests', 0):,} requests, "
+                     f"{m.get('not_found', 0):,} not found, {m.get('errors', 0):,} errors "
+                     f"({m.get('rows_with_errors', 0):,} rows with NULLs), {float(m.get('mean_ms') or 0):,.1f} ms "
+                     f"a batch to {m.get('target') or m.get('lookup_type', '?')}{error}")
     return lines
 
 

@@ -57,6 +57,10 @@ def run(
         return
     for line in written_summary(progress.sinks):
         out.print(line, highlight=False, markup=False)
+    from job.cli.control import lookup_lines
+
+    for line in lookup_lines(progress.lookups):
+        out.print(line, highlight=False, markup=False)
 
 
 def _last_batch(status: Path) -> int:

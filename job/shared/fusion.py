@@ -78,6 +78,8 @@ def why_not_fusible(plan: DaggerPlan) -> str | None:
             return f"its join does not merge into one aggregation ({shape if isinstance(shape, str) else 'no window'})"
     if spec.udf_file:
         return "it has a udf_file"
+    if spec.lookups:  # a generation's batch ids start again at 0: the answers kept for a replay are per query
+        return "it has lookups"
     if any(s.source.failover for s in plan.streams):
         return "its stream has a failover cluster"
     return None

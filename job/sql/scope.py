@@ -66,6 +66,9 @@ class Resolution:
     """What :func:`resolve` found: the columns each stream table must provide."""
 
     used: dict[str, set[str]] = field(default_factory=dict)
+    #: The query's output column names, in order; None when a name cannot be told before Spark runs (an
+    #: expression without an alias, a star over what is not known).
+    output: list[str] | None = None
 
 
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
@@ -340,6 +343,16 @@ def resolve(tree: exp.Expression, tables: Mapping[str, Iterable[str] | Mapping[s
     docstring). Raises SqlError at the first unknown or ambiguous name.
     """
     resolver = _Resolver(column_types(tables))
+    root = None
     for scope in traverse_scope(tree):
         resolver.scope(scope)
-    return Resolution(used=resolver.used)
+        root = scope  # the outermost scope comes last
+    out = resolver.outputs.get(id(root)) if root is not None else None
+    select = root.expression if root is not None else None
+    # an expression without an alias is named by Spark (count(1)), not by its sqlglot name; a star's columns
+    # are Spark's too (with rowtime)
+    named = isinstance(select, exp.Select) and all(
+        isinstance(item, exp.Alias) or (isinstance(item, exp.Column) and not isinstance(item.this, exp.Star))
+        for item in select.expressions)
+    names = list(out) if named and out is not None and all(out) else None
+    return Resolution(used=resolver.used, output=names)

@@ -34,6 +34,8 @@ class Translation:
     batch_order: dict[str, str] = field(default_factory=dict)
     # how long the joins hold output back behind the watermark, ms (0: no join; None: not known; job.sql.join_lag)
     join_lag_ms: int | None = 0
+    # the query's output column names, in order (None: not known before Spark runs; job.sql.scope.Resolution)
+    output_columns: list[str] | None = None
 
 
 def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
@@ -73,6 +75,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
         derived=derived,
         derived_only=_derived_only(pushed, derived),
         batch_order=batch_order(spark, columns),
+        output_columns=validate.output_columns(tree, tables),
     )
 
 

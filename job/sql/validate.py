@@ -28,7 +28,7 @@ from job.sql.rewrite import (
 )
 from job.sql.scope import TIME_COLUMN, resolve
 
-__all__ = ["TIME_COLUMN", "check_columns", "check_functions", "check_set_operations", "check_tables", "check_windows"]
+__all__ = ["TIME_COLUMN", "check_columns", "output_columns", "check_functions", "check_set_operations", "check_tables", "check_windows"]
 
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
@@ -104,6 +104,18 @@ def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
         if table.name not in tables and table.name not in local:
             raise _fail(f"unknown table {table.name}; this dagger's streams are {', '.join(sorted(tables))}",
                         table)
+
+
+def output_columns(tree: exp.Expression,
+                   tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> list[str] | None:
+    """Return the names of the query's output columns, in order; None when they cannot be told before Spark
+    runs (see :class:`job.sql.scope.Resolution`). Call after :func:`check_columns`."""
+    from sqlglot.errors import OptimizeError
+
+    try:
+        return resolve(tree, tables).output
+    except (OptimizeError, SqlError):
+        return None
 
 
 def check_columns(tree: exp.Expression,
