@@ -46,9 +46,14 @@ def check_role(role: str) -> str:
 class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
-    def __init__(self, registry: Registry, user: str) -> None:
+    def __init__(self, registry: Registry, user: str, *, credential: str | None = None,
+                 source: str | None = None) -> None:
+        """Act as ``user``; ``credential`` (``token:<id>``, ``oidc:<subject>``) and ``source`` (the client's
+        address) are what the server authenticated, recorded with every audit entry."""
         self.registry = registry
         self.user = user
+        self.credential = credential
+        self.source = source
 
     # ---- identity -----------------------------------------------------------------------------
 
@@ -100,10 +105,10 @@ class Access:
                details: dict[str, Any] | None = None) -> None:
         """Record a change in the operation's own transaction (so it is kept exactly when the change is)."""
         s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=True,
-                         details=details or {}))
+                         details=details or {}, credential=self.credential, source=self.source))
 
     def _record_denied(self, action: str, team: str | None, target: str, why: str) -> None:
         """Record a refused attempt in a transaction of its own (the operation itself is rolled back)."""
         with self.registry.session() as s:
             s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=False,
-                             details={"reason": why}))
+                             details={"reason": why}, credential=self.credential, source=self.source))
