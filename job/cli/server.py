@@ -37,6 +37,8 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
            oidc_client_id: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_CLIENT_ID",
                                                               help="Daggers' client id at the provider.")] = None,
            max_spec_kb: Annotated[int, typer.Option(help="Largest spec accepted, KiB.")] = 256,
+           max_failed_signins: Annotated[int, typer.Option(help="Failed sign-ins per address per minute "
+                                                                "before 429.")] = 10,
            registry: RegistryOpt = None, state_dir: StateOpt = None) -> None:
     """Serve the control plane as an HTTP JSON API (/api/v1; OpenAPI at /api/v1/openapi.json). It alone
     opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps)."""
@@ -46,7 +48,7 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
 
     with _errors(False):
         oidc = OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id) if oidc_issuer and oidc_client_id else None
-        settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc,
+        settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc, max_failed_signins=max_failed_signins,
                                   max_spec_bytes=max_spec_kb * 1024, max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024))
         serve(_registry_url(registry, state_dir), settings)
 

@@ -182,8 +182,12 @@ class TokenOps(Access):
 
     def _token_cluster(self, s: Session, name: str) -> Cluster:
         c = s.scalar(select(Cluster).where(Cluster.name == name))
-        if c is None:
-            raise NotFoundError(f"no cluster {name!r}")
+        visible = self._visible_teams(s)
+        if c is None or (visible is not None and c.team_id not in visible):
+            if c is not None:
+                self._record_denied("manage controller tokens of", c.team.name, f"cluster {name}",
+                                    "not a member of the team")
+            raise NotFoundError(f"no cluster {name!r} in your teams")
         self._require(s, c.team, "admin", "manage controller tokens of", f"cluster {name}")
         return c
 
@@ -202,6 +206,10 @@ class TokenOps(Access):
             self._require_superuser(s, action, f"token {token_id}")
             raise NotFoundError(f"no token {token_id!r}")
         if row.kind == "controller" and row.cluster is not None:
+            visible = self._visible_teams(s)
+            if visible is not None and row.cluster.team_id not in visible:
+                self._record_denied(action, row.cluster.team.name, f"token {token_id}", "not a member of the team")
+                raise NotFoundError(f"no token {token_id!r}")
             self._require(s, row.cluster.team, "admin", action, f"token {token_id}")
         else:
             self._require_superuser(s, action, f"token {token_id}")
