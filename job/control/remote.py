@@ -71,7 +71,7 @@ class RemoteControlPlane:
         self.timeout = timeout
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {token}"
-        self._session.verify = verify
+        self._verify = verify  # per request: requests lets $REQUESTS_CA_BUNDLE override a session's verify
         self._etag: str | None = None
         self._overview: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -89,7 +89,7 @@ class RemoteControlPlane:
             with self._lock:  # one session, used from the console's worker threads too
                 r = self._session.request(method, self.url + API + path, json=body, timeout=self.timeout,
                                           params={k: v for k, v in (params or {}).items() if v is not None},
-                                          headers=headers)
+                                          headers=headers, verify=self._verify)
         except requests.exceptions.SSLError as exc:
             raise ControlError(f"TLS to {self.url} failed: {type(exc).__name__}",
                                hint="give the server's CA with --ca or $DAGGERS_CA") from None
