@@ -595,7 +595,7 @@ def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (o
 # ---- controller and console ----------------------------------------------------------------------
 
 def controller(cluster: Annotated[str, typer.Option("--cluster", help="The cluster to run daggers on.")],
-               registry: RegistryOpt = None, state_dir: StateOpt = None,
+               server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                poll: Annotated[float, typer.Option(help="Seconds between reconcile rounds.")] = 1.0,
                max_restarts: Annotated[int, typer.Option(help="Crashes in a row restarted.")] = 5,
                backoff: Annotated[float, typer.Option(help="First restart delay (doubles).")] = 2.0,
@@ -618,7 +618,22 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
                                       standby=standby, failover_after_s=failover_after)
-        ctl = Controller(Registry(_registry_url(registry, state_dir)), cluster, root, settings=settings)
+        from job.control.client import server_of
+
+        target = server_of(server)
+        if target is not None:  # through the server, with the cluster's controller token ($DAGGERS_TOKEN)
+            from job.control.errors import AuthError
+            from job.control.remote import RemoteClusterAgent
+
+            url, token, ca = target
+            if not token:
+                raise AuthError(f"no controller token for the server {url}",
+                                hint=f"a team admin makes one: daggers token create --cluster {cluster}; "
+                                     "give it as $DAGGERS_TOKEN")
+            store: Any = RemoteClusterAgent(url, token, cluster, verify=ca or True)
+        else:
+            store = Registry(_registry_url(registry, state_dir))
+        ctl = Controller(store, cluster, root, settings=settings)
         ctl.run_forever(stop_daggers_on_exit=stop_daggers_on_exit)
 
 

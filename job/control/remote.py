@@ -353,3 +353,47 @@ def _table(r: dict[str, Any]) -> pa.Table:
     if not rows:
         return pa.table({c: pa.array([], pa.string()) for c in r["columns"]})
     return pa.Table.from_pylist(json.loads(json.dumps(rows)))
+
+
+class RemoteClusterAgent:
+    """A cluster controller's registry operations through the server, with the cluster's controller token:
+    the methods of :class:`job.control.agent.ClusterAgent`."""
+
+    def __init__(self, url: str, token: str, cluster: str, *, verify: bool | str = True) -> None:
+        self._http = RemoteControlPlane(url, token, verify=verify, timeout=30.0)
+        self.cluster = cluster
+        self.where = url.rstrip("/")
+        self._base = f"/controller/{quote(cluster, safe='')}"
+
+    def settings(self) -> dict[str, Any]:
+        """Return the cluster's addresses."""
+        return self._http._json("GET", f"{self._base}/settings")
+
+    def holder(self) -> tuple[str | None, int | None]:
+        """Return the recorded controller (host, pid)."""
+        r = self._http._json("GET", f"{self._base}/holder")
+        return r["host"], r["pid"]
+
+    def claim(self, host: str, pid: int, stale_s: float, gone: bool) -> None:
+        """Record (host, pid) as the controller; ConflictError when another one is alive."""
+        self._http._json("POST", f"{self._base}/claim", {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone})
+
+    def release(self, host: str, pid: int) -> None:
+        """Clear the heartbeat when (host, pid) is still the controller."""
+        self._http._json("POST", f"{self._base}/release", {"host": host, "pid": pid})
+
+    def fail_over(self, after_s: float, now: float) -> list[str]:
+        """Take over silent clusters' daggers; return the refs moved."""
+        return self._http._json("POST", f"{self._base}/failover", {"after_s": after_s, "now": now})["moved"]
+
+    def assignments(self) -> list[dict[str, Any]]:
+        """Return the cluster's daggers with their specs and status."""
+        return self._http._json("GET", f"{self._base}/assignments")
+
+    def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
+               health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
+               prune_before: float | None = None) -> None:
+        """Write one round."""
+        self._http._json("POST", f"{self._base}/report", {
+            "updates": {str(k): v for k, v in updates.items()}, "samples": samples, "health": health, "now": now,
+            "handed": handed, "host": host, "pid": pid, "prune_before": prune_before})

@@ -214,18 +214,40 @@ class OidcSigninIn(BaseModel):
     id_token: str = Field(min_length=1, max_length=16_384)
 
 
-class StatusIn(BaseModel):
-    """A controller's report of one dagger's status."""
-
-    status: dict[str, Any]
-
-
-class HeartbeatIn(BaseModel):
-    """A controller's heartbeat."""
+class ClaimIn(BaseModel):
+    """A controller claiming its cluster."""
 
     host: str = Field(max_length=255)
     pid: int
+    stale_s: float = Field(gt=0)
+    gone: bool = False
+
+
+class ReleaseIn(BaseModel):
+    """A controller letting its cluster go."""
+
+    host: str = Field(max_length=255)
+    pid: int
+
+
+class FailoverRoundIn(BaseModel):
+    """A controller's failover check."""
+
+    after_s: float = Field(gt=0)
+    now: float
+
+
+class ReportIn(BaseModel):
+    """One controller round: status changes by dagger id, samples, health, hand-overs done, heartbeat."""
+
+    updates: dict[int, dict[str, Any]] = {}
+    samples: list[dict[str, Any]] = []
     health: dict[str, Any] | None = None
+    now: float
+    handed: list[int] = []
+    host: str = Field(max_length=255)
+    pid: int
+    prune_before: float | None = None
 
 
 # ---- the application ----------------------------------------------------------------------------
@@ -672,21 +694,45 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
 
     C = f"{API}/controller/{{cluster}}"
 
+    @app.get(f"{C}/settings", tags=["controller"])
+    def ctl_settings(agent: Agent) -> dict[str, Any]:
+        """The cluster's Spark, Kafka and InfluxDB addresses (its controller's credential only)."""
+        return agent.settings()
+
     @app.get(f"{C}/assignments", tags=["controller"])
-    def assignments(agent: Agent) -> dict[str, Any]:
+    def assignments(agent: Agent) -> list[dict[str, Any]]:
         """The cluster's daggers to run, stop or hand over (its controller's credential only)."""
         return agent.assignments()
 
-    @app.put(f"{C}/daggers/{{dagger_id}}/status", tags=["controller"])
-    def report(dagger_id: int, body: StatusIn, agent: Agent) -> dict[str, Any]:
-        """Write one of the cluster's daggers' status (its controller's credential only)."""
-        agent.report(dagger_id, body.status)
+    @app.get(f"{C}/holder", tags=["controller"])
+    def holder(agent: Agent) -> dict[str, Any]:
+        """The controller recorded for the cluster (its controller's credential only)."""
+        host, pid = agent.holder()
+        return {"host": host, "pid": pid}
+
+    @app.post(f"{C}/claim", tags=["controller"])
+    def claim(body: ClaimIn, agent: Agent) -> dict[str, Any]:
+        """Record the caller as the cluster's controller; 409 when another one is alive."""
+        agent.claim(body.host, body.pid, body.stale_s, body.gone)
         return {"ok": True}
 
-    @app.put(f"{C}/heartbeat", tags=["controller"])
-    def heartbeat(body: HeartbeatIn, agent: Agent) -> dict[str, Any]:
-        """Record the controller's heartbeat and health (its controller's credential only)."""
-        return {"at": agent.heartbeat(body.host, body.pid, body.health)}
+    @app.post(f"{C}/release", tags=["controller"])
+    def release(body: ReleaseIn, agent: Agent) -> dict[str, Any]:
+        """Clear the caller's heartbeat when it is still the cluster's controller."""
+        agent.release(body.host, body.pid)
+        return {"ok": True}
+
+    @app.post(f"{C}/failover", tags=["controller"])
+    def failover(body: FailoverRoundIn, agent: Agent) -> dict[str, Any]:
+        """Take over the daggers of silent clusters that fail over to this one."""
+        return {"moved": agent.fail_over(body.after_s, body.now)}
+
+    @app.post(f"{C}/report", tags=["controller"])
+    def report(body: ReportIn, agent: Agent) -> dict[str, Any]:
+        """Write one round: the cluster's daggers' status, samples, hand-overs, heartbeat and health."""
+        agent.report(body.updates, body.samples, body.health, body.now, body.handed, body.host, body.pid,
+                     body.prune_before)
+        return {"ok": True}
 
     return _with_limit(app, settings.max_body_bytes)
 

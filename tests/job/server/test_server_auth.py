@@ -224,11 +224,18 @@ ENDPOINTS: dict[tuple[str, str], Row] = {
     ("POST", "/daggers/{team}/{name}/rollback"): Row("editor", lambda w: (_dagger(w, 2), {"to_version": 1}, {})),
     ("POST", "/daggers/{team}/{name}/publish"): Row("editor", lambda w: (_dagger(w), {"topic": "out-topic"}, {})),
     ("POST", "/daggers/{team}/{name}/preview"): Row("viewer", lambda w: (_dagger(w), {}, {}), run_allowed=False),
+    ("GET", "/controller/{cluster}/settings"): Row("controller", lambda w: ({"cluster": "a-jkt"}, None, {})),
     ("GET", "/controller/{cluster}/assignments"): Row("controller", lambda w: ({"cluster": "a-jkt"}, None, {})),
-    ("PUT", "/controller/{cluster}/daggers/{dagger_id}/status"): Row(
-        "controller", lambda w: (_dagger_id(w), {"status": {"actual_state": "running", "pid": 4242}}, {})),
-    ("PUT", "/controller/{cluster}/heartbeat"): Row(
-        "controller", lambda w: ({"cluster": "a-jkt"}, {"host": "gw-1", "pid": 4242}, {})),
+    ("GET", "/controller/{cluster}/holder"): Row("controller", lambda w: ({"cluster": "a-jkt"}, None, {})),
+    ("POST", "/controller/{cluster}/claim"): Row("controller", lambda w: (
+        {"cluster": "a-jkt"}, {"host": "gw-t", "pid": 4242, "stale_s": 0.001}, {})),
+    ("POST", "/controller/{cluster}/release"): Row("controller", lambda w: (
+        {"cluster": "a-jkt"}, {"host": "gw-t", "pid": 4242}, {})),
+    ("POST", "/controller/{cluster}/failover"): Row("controller", lambda w: (
+        {"cluster": "a-jkt"}, {"after_s": 3600, "now": 0}, {})),
+    ("POST", "/controller/{cluster}/report"): Row("controller", lambda w: (
+        {"cluster": "a-jkt"}, {"updates": {str(_dagger_id(w)["dagger_id"]): {"actual_state": "running"}},
+                               "now": 1.0, "host": "gw-t", "pid": 4242}, {})),
 }
 
 CALLERS = ("root", "adam", "alice", "vera", "bob", "ctl-a", "ctl-b", None)
@@ -294,16 +301,19 @@ def test_a_controller_credential_acts_on_its_cluster_only(world: World) -> None:
     b = world.root.create("b-jkt", bookings_spec(f"bd{next(_counter)}"))
     a = world.root.create("a-jkt", bookings_spec(f"ad{next(_counter)}"))
     mine = call(world, "ctl-a", "GET", "/controller/a-jkt/assignments").json()
-    assert a.id in [d["id"] for d in mine["daggers"]] and b.id not in [d["id"] for d in mine["daggers"]]
+    assert a.id in [d["id"] for d in mine] and b.id not in [d["id"] for d in mine]
     assert call(world, "ctl-a", "GET", "/controller/b-jkt/assignments").status_code == 403
-    assert call(world, "ctl-a", "PUT", f"/controller/a-jkt/daggers/{b.id}/status",
-                {"status": {"actual_state": "running"}}).status_code == 404
-    assert call(world, "ctl-a", "PUT", f"/controller/b-jkt/daggers/{b.id}/status",
-                {"status": {"actual_state": "running"}}).status_code == 403
+    report = {"now": 1.0, "host": "gw", "pid": 1}
+    assert call(world, "ctl-a", "POST", "/controller/a-jkt/report",
+                {**report, "updates": {str(b.id): {"actual_state": "running"}}}).status_code == 404
+    assert call(world, "ctl-a", "POST", "/controller/a-jkt/report",
+                {**report, "samples": [{"dagger_id": b.id, "at": 1.0}]}).status_code == 404
+    assert call(world, "ctl-a", "POST", "/controller/b-jkt/report",
+                {**report, "updates": {str(b.id): {"actual_state": "running"}}}).status_code == 403
     assert call(world, "ctl-a", "POST", "/users", {"name": "intruder"}).status_code == 403
     assert call(world, "ctl-a", "GET", f"/daggers/team-b/{b.name}/versions/0").status_code == 403
-    assert call(world, "ctl-a", "PUT", f"/controller/a-jkt/daggers/{a.id}/status",
-                {"status": {"desired_state": "running"}}).status_code == 422
+    assert call(world, "ctl-a", "POST", "/controller/a-jkt/report",
+                {**report, "updates": {str(a.id): {"desired_state": "running"}}}).status_code == 422
     assert world.root.dagger(b.ref).actual_state == "created"
     assert "intruder" not in [u["user"] for u in world.root.users()]
 
@@ -396,3 +406,44 @@ def test_no_token_appears_in_the_log_errors_audit_or_registry(world: World) -> N
         for where, hay in haystacks.items():
             assert secret_part not in hay, f"a token's secret is in the {where}"
     assert "token:" in haystacks["audit"]
+
+
+# ---- a controller through the server -------------------------------------------------------------
+
+def test_a_controller_runs_its_cluster_through_the_server_with_its_token_only(world: World, tmp_path: Path) -> None:
+    import time
+
+    from job.control.controller import Controller
+    from job.control.errors import PermissionDeniedError
+    from job.control.remote import RemoteClusterAgent
+    from tests.job.control.test_controller import fake, settings
+
+    name = f"cs{next(_counter)}"
+    world.root.create("a-jkt", bookings_spec(name), deploy=True)
+    agent = RemoteClusterAgent(world.url, world.tokens["ctl-a"], "a-jkt")
+    ctl = Controller(agent, "a-jkt", tmp_path / "state", settings=settings(), command=fake({}), host="gw-a")
+    ctl.claim()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            ctl.reconcile_once()
+            view = world.root.dagger(f"team-a/{name}")
+            if view.actual_state == "running" and len(world.root.samples(f"team-a/{name}")) >= 2:
+                break
+            assert time.monotonic() < deadline, view
+            time.sleep(0.05)
+        assert view.progress["input_rows_per_s"] == 1000.0 and view.host == "gw-a"
+        assert world.root.cluster("a-jkt").controller_host == "gw-a"
+        world.root.stop(f"team-a/{name}")
+        deadline = time.monotonic() + 60
+        while world.root.dagger(f"team-a/{name}").actual_state != "stopped":
+            ctl.reconcile_once()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        ctl.stop_all(5)
+        ctl.close()
+        ctl.release()
+    assert world.root.cluster("a-jkt").controller_heartbeat is None
+    with pytest.raises(PermissionDeniedError):
+        RemoteClusterAgent(world.url, world.tokens["ctl-b"], "a-jkt").settings()
