@@ -80,20 +80,21 @@ class OidcVerifier:
 
     def verify(self, id_token: str) -> str:
         """Return the subject of a valid id token; raise AuthError (without the token) otherwise."""
-        from authlib.jose import JsonWebKey, jwt
-        from authlib.jose.errors import JoseError
+        from joserfc import jwt
+        from joserfc.errors import InvalidKeyIdError, JoseError
+        from joserfc.jwk import KeySet
 
         hint = "sign in again: daggers login --server URL --oidc"
+        claims = jwt.JWTClaimsRegistry(leeway=30, iss={"essential": True, "value": self.settings.issuer},
+                                       aud={"essential": True, "value": self.settings.client_id},
+                                       sub={"essential": True}, exp={"essential": True})
         for refresh in (False, True):  # a key we do not know yet: the provider may have rotated its keys
             try:
-                keys = JsonWebKey.import_key_set(self._keys(refresh))
-                claims = jwt.decode(id_token, keys, claims_options={
-                    "iss": {"essential": True, "value": self.settings.issuer},
-                    "aud": {"essential": True, "value": self.settings.client_id},
-                    "sub": {"essential": True}, "exp": {"essential": True}})
-                claims.validate(leeway=30)
-                return str(claims["sub"])
-            except ValueError:
+                token = jwt.decode(id_token, KeySet.import_key_set(self._keys(refresh)),
+                                   algorithms=["RS256", "ES256", "PS256", "EdDSA"])
+                claims.validate(token.claims)
+                return str(token.claims["sub"])
+            except (InvalidKeyIdError, ValueError, KeyError):
                 if refresh:
                     raise AuthError("the id token is not signed by a key of the OIDC provider", hint=hint) from None
             except JoseError as exc:
