@@ -11,6 +11,7 @@ input), 429 (too many failed sign-ins) or 503 (registry unreachable).
 
 import hashlib
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -393,6 +394,17 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         check_name("team", team)
         return f"{team}/{name}"
 
+    spark_lock, spark_box = threading.Lock(), []
+
+    def preview_session() -> Any:
+        """The server's one Spark session for previews, started at the first preview and kept."""
+        with spark_lock:
+            if not spark_box:
+                from job.spark_session import build_session
+
+                spark_box.append(build_session("daggers-server-previews", master="local[2]", shuffle_partitions=2))
+            return spark_box[0]
+
     def table_json(table: Any) -> dict[str, Any]:
         return {"columns": table.column_names, "rows": json.loads(json.dumps(table.to_pylist(), default=str))}
 
@@ -603,7 +615,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         if not settings.allow_preview:
             raise ControlError("this server does not run previews")
         return table_json(plane.preview_text(body.cluster, spec_ok(body.spec), minutes=body.minutes,
-                                             limit=body.limit))
+                                             limit=body.limit, spark=preview_session()))
 
     D = f"{API}/daggers/{{team}}/{{name}}"
 
@@ -688,7 +700,8 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         """Run the dagger's SQL over the last minutes of its topics (Spark runs in the server)."""
         if not settings.allow_preview:
             raise ControlError("this server does not run previews")
-        return table_json(plane.preview(ref(team, name), minutes=body.minutes, limit=body.limit))
+        return table_json(plane.preview(ref(team, name), minutes=body.minutes, limit=body.limit,
+                                        spark=preview_session()))
 
     # ---- controllers ------------------------------------------------------------------------------
 
