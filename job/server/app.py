@@ -271,24 +271,28 @@ class _BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.limit:
             await JSONResponse(error_body(too_big), 413)(scope, receive, send)
             return
-        seen = 0
-
-        async def limited() -> dict[str, Any]:
-            nonlocal seen
+        # read the body here (at most the limit), then hand it to the application in one piece
+        chunks, seen, more = [], 0, True
+        while more:
             message = await receive()
-            seen += len(message.get("body", b""))
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            more = message.get("more_body", False)
             if seen > self.limit:
-                raise _Oversize()
-            return message
+                await JSONResponse(error_body(too_big), 413, headers={"Connection": "close"})(scope, receive, send)
+                return
+        body, replayed = b"".join(chunks), False
 
-        try:
-            await self.app(scope, limited, send)
-        except _Oversize:
-            await JSONResponse(error_body(too_big), 413)(scope, receive, send)
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
 
-
-class _Oversize(Exception):
-    pass
+        await self.app(scope, replay, send)
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:

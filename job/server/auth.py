@@ -56,25 +56,29 @@ class OidcVerifier:
 
     def discovery(self) -> dict[str, Any]:
         """Return the provider's OpenID configuration (fetched once). Raises AuthError when unreachable."""
-        import httpx
+        import requests
 
         with self._lock:
             if self._config is None:
                 url = self.settings.issuer.rstrip("/") + "/.well-known/openid-configuration"
                 try:
-                    self._config = httpx.get(url, timeout=10).raise_for_status().json()
-                except (httpx.HTTPError, ValueError) as exc:
+                    answer = requests.get(url, timeout=10)
+                    answer.raise_for_status()
+                    self._config = answer.json()
+                except (requests.RequestException, ValueError) as exc:
                     raise AuthError(f"the OIDC provider {self.settings.issuer} cannot be reached: "
                                     f"{type(exc).__name__}") from None
             return self._config
 
     def _keys(self, refresh: bool = False) -> dict[str, Any]:
-        import httpx
+        import requests
 
         if self._jwks is None or refresh:
             try:
-                self._jwks = httpx.get(self.discovery()["jwks_uri"], timeout=10).raise_for_status().json()
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                answer = requests.get(self.discovery()["jwks_uri"], timeout=10)
+                answer.raise_for_status()
+                self._jwks = answer.json()
+            except (requests.RequestException, ValueError, KeyError) as exc:
                 raise AuthError(f"the OIDC provider's keys cannot be read: {type(exc).__name__}") from None
         return self._jwks
 

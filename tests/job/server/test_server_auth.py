@@ -350,6 +350,14 @@ def test_bad_input_gets_a_clear_4xx_and_leaves_the_registry_unchanged(world: Wor
     r = requests.post(world.api("/daggers"), data=b"x" * (2 << 20), headers=h, timeout=30)
     assert (r.status_code, r.json()["error"]["message"]) == (413, "the request body is over the server's limit "
                                                                   "of 1,048,576 bytes")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds as the body streams in
+        yield b'{"cluster": "a-jkt", "spec": "'
+        yield from (b"x" * 65536 for _ in range(20))
+        yield b'"}'
+
+    r = requests.post(world.api("/daggers"), data=chunks(), headers=h, timeout=30)
+    assert (r.status_code, r.json()["error"]["title"]) == (413, "Too large")
     for name in ("it's", 'x"; DROP TABLE daggers; --', "a' OR '1'='1"):
         r = call(world, "alice", "POST", "/daggers", {"cluster": "a-jkt", "spec": bookings_spec(name)})
         assert r.status_code == 422, r.text
