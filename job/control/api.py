@@ -25,6 +25,7 @@ from job.control.tokens import TokenOps
 from job.control.views import (
     AuditView,
     Compatibility,
+    DaggerScreenView,
     DaggerView,
     EditResult,
     SampleView,
@@ -110,6 +111,13 @@ class ControlPlane(AdminOps, TokenOps):
         """Return one dagger (see :meth:`_find` for the errors)."""
         with self.registry.session() as s:
             return DaggerView.of(self._find(s, ref, "viewer", "see"))
+
+    def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> DaggerScreenView:
+        """Return what the console's dagger screen shows: the dagger, its last ``samples`` progress samples,
+        its versions and its last ``audit`` audit entries (one request through a server)."""
+        view = self.dagger(ref)
+        return DaggerScreenView(dagger=view, samples=self.samples(view.ref, samples), versions=self.history(view.ref),
+                                audit=self.audit(audit, target=f"dagger {view.ref}"))
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers

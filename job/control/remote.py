@@ -28,6 +28,7 @@ from job.control.views import (
     AuditView,
     ClusterView,
     Compatibility,
+    DaggerScreenView,
     DaggerView,
     EditResult,
     SampleView,
@@ -256,6 +257,13 @@ class RemoteControlPlane:
     def dagger(self, ref: str) -> DaggerView:
         """Return one dagger."""
         return _dagger(self._json("GET", f"/daggers/{_seg(ref)}"))
+
+    def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> DaggerScreenView:
+        """Return the dagger, its samples, versions and audit entries with one request."""
+        r = self._json("GET", f"/daggers/{_seg(ref)}/screen", samples=samples, audit=audit)
+        return DaggerScreenView(dagger=_dagger(r["dagger"]), samples=[SampleView(**x) for x in r["samples"]],
+                                versions=[VersionView(**x) for x in r["versions"]],
+                                audit=[AuditView(**x) for x in r["audit"]])
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the dagger's isolation and the daggers it could be one query with."""

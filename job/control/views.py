@@ -230,3 +230,18 @@ class Validation:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         return _dict(self)
+
+
+@dataclass(frozen=True)
+class DaggerScreenView:
+    """Everything the console's dagger screen shows, read at once."""
+
+    dagger: DaggerView
+    samples: list[SampleView]
+    versions: list[VersionView]
+    audit: list[AuditView]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {"dagger": self.dagger.to_dict(), "samples": [x.to_dict() for x in self.samples],
+                "versions": [x.to_dict() for x in self.versions], "audit": [x.to_dict() for x in self.audit]}

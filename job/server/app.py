@@ -628,6 +628,11 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         """One dagger (team ``-``: the one of that name in your teams)."""
         return plane.dagger(ref(team, name)).to_dict()
 
+    @app.get(f"{D}/screen", tags=["console"])
+    def dagger_screen(team: str, name: str, plane: Plane, samples: int = 120, audit: int = 50) -> dict[str, Any]:
+        """Everything the console's dagger screen shows: the dagger, samples, versions, audit entries."""
+        return plane.dagger_screen(ref(team, name), max(1, min(samples, 10_000)), max(1, min(audit, 1_000))).to_dict()
+
     @app.get(f"{D}/fusible", tags=["daggers"])
     def fusible(team: str, name: str, plane: Plane) -> dict[str, Any]:
         """The dagger's isolation and the daggers it could be one query with."""

@@ -205,6 +205,7 @@ ENDPOINTS: dict[tuple[str, str], Row] = {
     ("POST", "/validate"): Row("viewer", lambda w: ({}, {"cluster": "a-jkt", "spec": _spec()}, {})),
     ("POST", "/preview"): Row("viewer", lambda w: ({}, {"cluster": "a-jkt", "spec": _spec()}, {}), run_allowed=False),
     ("GET", "/daggers/{team}/{name}"): Row("viewer", lambda w: (_dagger(w), None, {})),
+    ("GET", "/daggers/{team}/{name}/screen"): Row("viewer", lambda w: (_dagger(w), None, {})),
     ("GET", "/daggers/{team}/{name}/fusible"): Row("viewer", lambda w: (_dagger(w), None, {})),
     ("GET", "/daggers/{team}/{name}/samples"): Row("viewer", lambda w: (_dagger(w), None, {})),
     ("GET", "/daggers/{team}/{name}/moves"): Row("viewer", lambda w: (_dagger(w), None, {})),
