@@ -456,3 +456,37 @@ def test_a_controller_runs_its_cluster_through_the_server_with_its_token_only(wo
     assert world.root.cluster("a-jkt").controller_heartbeat is None
     with pytest.raises(PermissionDeniedError):
         RemoteClusterAgent(world.url, world.tokens["ctl-b"], "a-jkt").settings()
+
+
+def test_daggers_controller_runs_through_the_server_with_its_cluster_token(world: World, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    world.root.add_cluster("c-ctl", team="team-b", datacentre="jkt", spark_master="local[2]",
+                           kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+    _view, token = world.root.create_token(cluster="c-ctl")
+    world.secrets.append(token)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGGERS_")}
+    env.update(DAGGERS_SERVER=world.url, DAGGERS_TOKEN=token, DAGGERS_CREDENTIALS=str(tmp_path / "none.json"))
+    command = [sys.executable, "-m", "job.cli", "controller", "--no-standby", "--poll", "0.2",
+               "--state-dir", str(tmp_path / "state")]
+    wrong = subprocess.run([*command, "--cluster", "a-jkt"], env=env, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2
+    assert "Permission denied: only cluster a-jkt's controller credential may do this" in wrong.stdout + wrong.stderr
+    log = tmp_path / "controller.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*command, "--cluster", "c-ctl"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while world.root.cluster("c-ctl").controller_heartbeat is None:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert world.root.cluster("c-ctl").controller_heartbeat is None  # released on a clean stop
+    assert "controller of c-ctl on" in log.read_text() and world.url in log.read_text()
+    assert token.split("_", 2)[2] not in log.read_text() + wrong.stdout + wrong.stderr
