@@ -221,9 +221,10 @@ def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
         rows = _plane(user, registry, state_dir, server).audit(limit, target)
 
     def human() -> None:
-        t = Table("when (UTC)", "user", "action", "target", "allowed", "details")
+        t = Table("when (UTC)", "user", "action", "target", "allowed", "credential", "from", "details")
         for r in rows:
             t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else "[red]DENIED[/]",
+                      escape(r.credential or "-"), escape(r.source or "-"),
                       escape(json.dumps(r.details, default=str))[:80])
         print_table(out, t)
     _emit([r.to_dict() for r in rows], as_json, human)

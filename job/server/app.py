@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from job.control.access import NAME_RE, check_name
 from job.control.agent import ClusterAgent
@@ -76,36 +76,42 @@ def error_body(exc: DaggerError) -> dict[str, Any]:
 
 # ---- request bodies ------------------------------------------------------------------------------
 
+class Body(BaseModel):
+    """A request body: a field the API does not know is an error (a typo is not silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 Name = Annotated[str, Field(pattern=NAME_RE.pattern, max_length=63)]
 
 
-class UserIn(BaseModel):
+class UserIn(Body):
     """A new user."""
 
     name: Name
     superuser: bool = False
 
 
-class TeamIn(BaseModel):
+class TeamIn(Body):
     """A new team."""
 
     name: Name
 
 
-class MemberIn(BaseModel):
+class MemberIn(Body):
     """A member's role."""
 
     role: str = Field(pattern="^(viewer|editor|admin)$")
 
 
-class DatacentreIn(BaseModel):
+class DatacentreIn(Body):
     """A new data centre."""
 
     name: Name
     description: str = Field(default="", max_length=1000)
 
 
-class ClusterIn(BaseModel):
+class ClusterIn(Body):
     """A new cluster."""
 
     name: Name
@@ -119,13 +125,13 @@ class ClusterIn(BaseModel):
     failover_to: Name | None = None
 
 
-class FailoverIn(BaseModel):
+class FailoverIn(Body):
     """A cluster's failover target (None: none)."""
 
     failover_to: Name | None = None
 
 
-class SpecIn(BaseModel):
+class SpecIn(Body):
     """A spec text for a cluster (validate, preview)."""
 
     cluster: Name
@@ -134,7 +140,7 @@ class SpecIn(BaseModel):
     limit: int = Field(default=100, gt=0, le=10_000)
 
 
-class CreateIn(BaseModel):
+class CreateIn(Body):
     """A new dagger."""
 
     cluster: Name
@@ -143,7 +149,7 @@ class CreateIn(BaseModel):
     comment: str = Field(default="", max_length=1000)
 
 
-class EditIn(BaseModel):
+class EditIn(Body):
     """A new spec version, from the version the editor started from."""
 
     spec: str
@@ -152,27 +158,27 @@ class EditIn(BaseModel):
     comment: str = Field(default="", max_length=1000)
 
 
-class CheckIn(BaseModel):
+class CheckIn(Body):
     """A spec text to compare with the dagger's current one."""
 
     spec: str
 
 
-class MoveIn(BaseModel):
+class MoveIn(Body):
     """A move to another cluster."""
 
     cluster: Name
     reason: str | None = Field(default=None, max_length=1000)
 
 
-class RollbackIn(BaseModel):
+class RollbackIn(Body):
     """A rollback."""
 
     to_version: int = Field(gt=0)
     allow_fresh_start: bool = False
 
 
-class PublishIn(BaseModel):
+class PublishIn(Body):
     """A Kafka sink to add."""
 
     topic: str = Field(max_length=249)
@@ -181,14 +187,14 @@ class PublishIn(BaseModel):
     proto_class: str | None = Field(default=None, max_length=255)
 
 
-class PreviewIn(BaseModel):
+class PreviewIn(Body):
     """How much to preview."""
 
     minutes: float = Field(default=5.0, gt=0, le=24 * 60)
     limit: int = Field(default=100, gt=0, le=10_000)
 
 
-class TokenIn(BaseModel):
+class TokenIn(Body):
     """A new token: for a user (personal) or for a cluster's controller."""
 
     user: Name | None = None
@@ -197,25 +203,25 @@ class TokenIn(BaseModel):
     expires_in_s: float | None = Field(default=None, gt=0)
 
 
-class ExpireIn(BaseModel):
+class ExpireIn(Body):
     """When a token expires (None: now)."""
 
     at: float | None = None
 
 
-class OidcLinkIn(BaseModel):
+class OidcLinkIn(Body):
     """An OIDC subject to map to a user (of the server's provider)."""
 
     subject: str = Field(min_length=1, max_length=255)
 
 
-class OidcSigninIn(BaseModel):
+class OidcSigninIn(Body):
     """An id token from the server's OIDC provider."""
 
     id_token: str = Field(min_length=1, max_length=16_384)
 
 
-class ClaimIn(BaseModel):
+class ClaimIn(Body):
     """A controller claiming its cluster."""
 
     host: str = Field(max_length=255)
@@ -224,21 +230,21 @@ class ClaimIn(BaseModel):
     gone: bool = False
 
 
-class ReleaseIn(BaseModel):
+class ReleaseIn(Body):
     """A controller letting its cluster go."""
 
     host: str = Field(max_length=255)
     pid: int
 
 
-class FailoverRoundIn(BaseModel):
+class FailoverRoundIn(Body):
     """A controller's failover check."""
 
     after_s: float = Field(gt=0)
     now: float
 
 
-class ReportIn(BaseModel):
+class ReportIn(Body):
     """One controller round: status changes by dagger id, samples, health, hand-overs done, heartbeat."""
 
     updates: dict[int, dict[str, Any]] = {}
