@@ -11,7 +11,8 @@ second through the server with its cluster's controller token (as a real control
 screens' data changes every second). Each console is a thread with its own token and client
 (:class:`job.control.remote.RemoteControlPlane`) that fetches the daggers screen's data with one request,
 ``GET /api/v1/screens/overview`` (every cluster and dagger it may see; ``If-None-Match`` with the last
-``ETag``), every ``--interval`` seconds, as the console's screens do.
+``ETag``), every ``--interval`` seconds, as the console's screens do; each console's first refresh comes at
+a random moment of the first interval (seeded), as consoles opened by different people would.
 
 The peer, run alongside in the same process against the same server, is the console a screen without a
 list endpoint would be: one request per row per refresh (``GET /api/v1/daggers/{team}/{name}`` for each
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -100,12 +102,14 @@ def controller(agent: RemoteClusterAgent, stop: threading.Event) -> None:
 
 
 def console(base: str, token: str, mode: str, interval: float, until: float, times: list[float],
-            late: list[int]) -> None:
-    """Refresh a screen every ``interval`` s until ``until``: one overview request, or one request per row."""
+            late: list[int], phase: float) -> None:
+    """Refresh a screen every ``interval`` s until ``until``: one overview request, or one request per row.
+    The first refresh is ``phase`` s in (consoles are opened at different moments, not in lockstep)."""
     plane = RemoteControlPlane(base, token)
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     refs = [d["ref"] for d in plane.overview()["daggers"]]
+    time.sleep(phase)
     next_at = time.monotonic()
     while time.monotonic() < until:
         started = time.monotonic()
@@ -129,7 +133,9 @@ def run_mode(base: str, pid: int, tokens: list[str], mode: str, interval: float,
     late: list[int] = []
     until = time.monotonic() + duration
     cpu0, t0 = _cpu(pid), time.monotonic()
-    threads = [threading.Thread(target=console, args=(base, tok, mode, interval, until, times, late))
+    phases = random.Random(7)
+    threads = [threading.Thread(target=console, args=(base, tok, mode, interval, until, times, late,
+                                                      phases.uniform(0, interval)))
                for tok in tokens]
     for t in threads:
         t.start()
