@@ -1,6 +1,6 @@
 """An OpenID Connect provider for tests, on 127.0.0.1, built with authlib: discovery, JWKS, the device
 authorization endpoint and the token endpoint of RFC 8628 (authlib's DeviceAuthorizationEndpoint and
-DeviceCodeGrant), id tokens signed RS256 with a key made at start. ``approve(user_code, subject)`` is the
+DeviceCodeGrant), id tokens signed RS256 (joserfc, authlib's JOSE library) with a key made at start. ``approve(user_code, subject)`` is the
 user typing the code on the provider's page and signing in as ``subject``."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
-from authlib.jose import JsonWebKey, jwt
 from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc8628 import DeviceAuthorizationEndpoint, DeviceCodeGrant, DeviceCredentialDict
+from joserfc import jwt
+from joserfc.jwk import RSAKey
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -59,7 +60,7 @@ class Provider:
 
     def __init__(self) -> None:
         self.issuer = ""
-        self.key = JsonWebKey.generate_key("RSA", 2048, is_private=True, options={"kid": "test-key"})
+        self.key = RSAKey.generate_key(2048, parameters={"kid": "test-key"})
         self.credentials: dict[str, DeviceCredentialDict] = {}
         self.grants: dict[str, tuple[str, bool]] = {}
         self.server = self._server()
@@ -74,7 +75,7 @@ class Provider:
         now = int(time.time())
         claims = {"iss": self.issuer, "sub": subject, "aud": audience, "iat": now, "exp": now + lifetime_s}
         k = key or self.key
-        return jwt.encode({"alg": "RS256", "kid": k.kid}, claims, k).decode()
+        return jwt.encode({"alg": "RS256", "kid": k.kid}, claims, k)
 
     def _server(self) -> AuthorizationServer:
         provider = self
@@ -140,7 +141,7 @@ class Provider:
                                  "id_token_signing_alg_values_supported": ["RS256"]})
 
         async def jwks(_request: Request) -> JSONResponse:
-            return JSONResponse({"keys": [self.key.as_dict(is_private=False)]})
+            return JSONResponse({"keys": [self.key.as_dict(private=False)]})
 
         async def device(request: Request) -> Any:
             return self.server.create_endpoint_response("device_authorization", await form_request(request))

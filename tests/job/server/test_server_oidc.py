@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from authlib.jose import JsonWebKey
+from joserfc.jwk import RSAKey
 from sqlalchemy import select
 
 from job.control import Registry
@@ -65,8 +65,8 @@ def test_a_refused_device_grant_and_bad_id_tokens_are_401(sso: Any) -> None:
     with pytest.raises(AuthError, match="single sign-on did not complete: access_denied"):
         device_signin(base, show=lambda _u, code: provider.approve(code, "alice@example.com", approved=False),
                       timeout_s=30)
-    other_key = JsonWebKey.generate_key("RSA", 2048, is_private=True, options={"kid": "test-key"})
-    stranger = JsonWebKey.generate_key("RSA", 2048, is_private=True, options={"kid": "another-key"})
+    other_key = RSAKey.generate_key(2048, parameters={"kid": "test-key"})
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "another-key"})
     cases = {provider.id_token("mallory@example.com"): "no Daggers user has the OIDC identity 'mallory@example.com'",
              provider.id_token("alice@example.com", audience="someone-else"): "the id token is not valid: invalid_claim",
              provider.id_token("alice@example.com", lifetime_s=-120): "the id token is not valid: expired_token",
