@@ -12,306 +12,56 @@ input), 429 (too many failed sign-ins) or 503 (registry unreachable).
 import hashlib
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
 
-from job.control.access import NAME_RE, check_name
+from job.control.access import check_name
 from job.control.agent import ClusterAgent
 from job.control.api import ControlPlane
 from job.control.errors import (
     AuthError,
-    ConflictError,
     ControlError,
     NotFoundError,
     PermissionDeniedError,
-    RegistryError,
-    VersionConflictError,
 )
 from job.control.models import AuditEntry
 from job.control.registry import Registry
 from job.control.tokens import Principal, authenticate, issue_oidc_session, split_token
 from job.errors import DaggerError
 from job.server.auth import OidcVerifier, SigninLimiter
+from job.server.bodies import (
+    CheckIn,
+    ClaimIn,
+    ClusterIn,
+    CreateIn,
+    DatacentreIn,
+    EditIn,
+    ExpireIn,
+    FailoverIn,
+    FailoverRoundIn,
+    MemberIn,
+    MoveIn,
+    OidcLinkIn,
+    OidcSigninIn,
+    PreviewIn,
+    PublishIn,
+    ReleaseIn,
+    ReportIn,
+    RollbackIn,
+    SpecIn,
+    TeamIn,
+    TokenIn,
+    UserIn,
+)
+from job.server.errors import TooLargeError, TooManyError, error_body, status_of, validation_message
+from job.server.limits import BodyLimit
 from job.server.settings import ServerSettings
 
 API = "/api/v1"
-LOGIN_HINT = "sign in with: daggers login --server URL"
-
-
-class TooLargeError(ControlError):
-    """A request or a spec over the server's size limit (413)."""
-
-    title = "Too large"
-
-
-class TooManyError(ControlError):
-    """Too many failed sign-ins from one address (429)."""
-
-    title = "Too many failed sign-ins"
-
-
-_STATUS: list[tuple[type[DaggerError], int]] = [
-    (AuthError, 401), (PermissionDeniedError, 403), (NotFoundError, 404), (ConflictError, 409),
-    (TooLargeError, 413), (TooManyError, 429), (RegistryError, 503),
-]
-
-
-def status_of(exc: DaggerError) -> int:
-    """Return the HTTP status of a Daggers error (422 for a bad argument, spec or SQL)."""
-    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 422)
-
-
-def error_body(exc: DaggerError) -> dict[str, Any]:
-    """Return the JSON body of an error response."""
-    body: dict[str, Any] = {"title": exc.title, "message": exc.message, "hint": exc.hint}
-    if isinstance(exc, VersionConflictError):
-        body["current_version"] = exc.current_version
-    return {"error": body}
-
-
-# ---- request bodies ------------------------------------------------------------------------------
-
-class Body(BaseModel):
-    """A request body: a field the API does not know is an error (a typo is not silently ignored)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-Name = Annotated[str, Field(pattern=NAME_RE.pattern, max_length=63)]
-
-
-class UserIn(Body):
-    """A new user."""
-
-    name: Name
-    superuser: bool = False
-
-
-class TeamIn(Body):
-    """A new team."""
-
-    name: Name
-
-
-class MemberIn(Body):
-    """A member's role."""
-
-    role: str = Field(pattern="^(viewer|editor|admin)$")
-
-
-class DatacentreIn(Body):
-    """A new data centre."""
-
-    name: Name
-    description: str = Field(default="", max_length=1000)
-
-
-class ClusterIn(Body):
-    """A new cluster."""
-
-    name: Name
-    team: Name
-    datacentre: Name
-    spark_master: str = Field(max_length=255)
-    kafka_bootstrap: str = Field(max_length=1024)
-    influx_url: str = Field(max_length=255)
-    spark_ui_url: str | None = Field(default=None, max_length=255)
-    description: str = Field(default="", max_length=1000)
-    failover_to: Name | None = None
-
-
-class FailoverIn(Body):
-    """A cluster's failover target (None: none)."""
-
-    failover_to: Name | None = None
-
-
-class SpecIn(Body):
-    """A spec text for a cluster (validate, preview)."""
-
-    cluster: Name
-    spec: str
-    minutes: float = Field(default=5.0, gt=0, le=24 * 60)
-    limit: int = Field(default=100, gt=0, le=10_000)
-
-
-class CreateIn(Body):
-    """A new dagger."""
-
-    cluster: Name
-    spec: str
-    deploy: bool = False
-    comment: str = Field(default="", max_length=1000)
-
-
-class EditIn(Body):
-    """A new spec version, from the version the editor started from."""
-
-    spec: str
-    expected_version: int = Field(gt=0)
-    allow_fresh_start: bool = False
-    comment: str = Field(default="", max_length=1000)
-
-
-class CheckIn(Body):
-    """A spec text to compare with the dagger's current one."""
-
-    spec: str
-
-
-class MoveIn(Body):
-    """A move to another cluster."""
-
-    cluster: Name
-    reason: str | None = Field(default=None, max_length=1000)
-
-
-class RollbackIn(Body):
-    """A rollback."""
-
-    to_version: int = Field(gt=0)
-    allow_fresh_start: bool = False
-
-
-class PublishIn(Body):
-    """A Kafka sink to add."""
-
-    topic: str = Field(max_length=249)
-    bootstrap_servers: str | None = Field(default=None, max_length=1024)
-    format: str = Field(default="json", pattern="^(json|protobuf)$")
-    proto_class: str | None = Field(default=None, max_length=255)
-
-
-class PreviewIn(Body):
-    """How much to preview."""
-
-    minutes: float = Field(default=5.0, gt=0, le=24 * 60)
-    limit: int = Field(default=100, gt=0, le=10_000)
-
-
-class TokenIn(Body):
-    """A new token: for a user (personal) or for a cluster's controller."""
-
-    user: Name | None = None
-    cluster: Name | None = None
-    description: str = Field(default="", max_length=255)
-    expires_in_s: float | None = Field(default=None, gt=0)
-
-
-class ExpireIn(Body):
-    """When a token expires (None: now)."""
-
-    at: float | None = None
-
-
-class OidcLinkIn(Body):
-    """An OIDC subject to map to a user (of the server's provider)."""
-
-    subject: str = Field(min_length=1, max_length=255)
-
-
-class OidcSigninIn(Body):
-    """An id token from the server's OIDC provider."""
-
-    id_token: str = Field(min_length=1, max_length=16_384)
-
-
-class ClaimIn(Body):
-    """A controller claiming its cluster."""
-
-    host: str = Field(max_length=255)
-    pid: int
-    stale_s: float = Field(gt=0)
-    gone: bool = False
-
-
-class ReleaseIn(Body):
-    """A controller letting its cluster go."""
-
-    host: str = Field(max_length=255)
-    pid: int
-
-
-class FailoverRoundIn(Body):
-    """A controller's failover check."""
-
-    after_s: float = Field(gt=0)
-    now: float
-
-
-class ReportIn(Body):
-    """One controller round: status changes by dagger id, samples, health, hand-overs done, heartbeat."""
-
-    updates: dict[int, dict[str, Any]] = {}
-    samples: list[dict[str, Any]] = []
-    health: dict[str, Any] | None = None
-    now: float
-    handed: list[int] = []
-    host: str = Field(max_length=255)
-    pid: int
-    prune_before: float | None = None
-
-
-# ---- the application ----------------------------------------------------------------------------
-
-class _BodyLimit:
-    """ASGI middleware: refuse a request body over ``limit`` bytes with 413, by its Content-Length or as it
-    streams in, before the route reads it."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
-                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = TooLargeError(f"the request body is over the server's limit of {self.limit:,} bytes",
-                                hint="make the spec smaller")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await JSONResponse(error_body(too_big), 413)(scope, receive, send)
-            return
-        # read the body here (at most the limit), then hand it to the application in one piece
-        chunks, seen, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            seen += len(chunks[-1])
-            more = message.get("more_body", False)
-            if seen > self.limit:
-                await JSONResponse(error_body(too_big), 413, headers={"Connection": "close"})(scope, receive, send)
-                return
-        body, replayed = b"".join(chunks), False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
-    errors = exc.errors()
-    first = errors[0] if errors else {}
-    if first.get("type") == "json_invalid":
-        ctx = first.get("ctx") or {}
-        return 400, f"the request body is not valid JSON: {ctx.get('error', 'malformed')}"
-    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in ("model_attributes_type", "dict_type"):
-        return 400, "the request body is not a JSON object (send Content-Type: application/json)"
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return 422, f"{where}: {first.get('msg', 'invalid')}{more}"
 
 
 def create_app(registry: Registry, settings: ServerSettings | None = None) -> FastAPI:
@@ -333,7 +83,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        code, message = _validation_message(exc)
+        code, message = validation_message(exc)
         title = "Malformed request" if code == 400 else "Invalid request"
         return JSONResponse({"error": {"title": title, "message": message, "hint": None}}, code)
 
@@ -772,7 +522,7 @@ def _token_id(token_id: str) -> str:
 
 
 def _with_limit(app: FastAPI, limit: int) -> FastAPI:
-    app.add_middleware(_BodyLimit, limit=limit)
+    app.add_middleware(BodyLimit, limit=limit)
     return app
 
 
