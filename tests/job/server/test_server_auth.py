@@ -383,7 +383,10 @@ def test_failed_signins_are_rate_limited_per_source_address(postgres: Any, tmp_p
         codes = [requests.get(f"{base}/api/v1/whoami", headers=bad, timeout=30).status_code for _ in range(4)]
         assert codes == [401, 401, 401, 429]
         good = {"Authorization": f"Bearer {tokens['alice']}"}
-        assert requests.get(f"{base}/api/v1/whoami", headers=good, timeout=30).status_code == 429
+        limited = requests.get(f"{base}/api/v1/whoami", headers=good, timeout=30)
+        assert limited.status_code == 429
+        assert limited.json()["error"]["message"] == "too many failed sign-ins from 127.0.0.1"
+        assert 1 <= int(limited.headers["Retry-After"]) <= 61
         # another source address (127.0.0.2 is loopback too) is not limited
         from requests.adapters import HTTPAdapter
 
