@@ -12,12 +12,16 @@ from job.server.settings import ServerSettings
 def serve(registry_url: str, settings: ServerSettings) -> None:
     """Serve the API on ``registry_url`` until interrupted (HTTPS when ``settings`` has a certificate and key).
 
-    Raises ControlError when only one of the certificate and the key is given, RegistryError when the
-    registry cannot be opened.
+    Raises ControlError when only one of the certificate and the key is given or the server extra is not
+    installed, RegistryError when the registry cannot be opened.
     """
-    import uvicorn
+    try:
+        import uvicorn
 
-    from job.server.app import create_app
+        from job.server.app import create_app
+    except ImportError as exc:
+        raise ControlError(f"daggers server needs {exc.name or 'its libraries'}",
+                           hint="pip install 'daggers[server]'") from None
 
     if (settings.certfile is None) != (settings.keyfile is None):
         raise ControlError("TLS needs both --cert and --key")
