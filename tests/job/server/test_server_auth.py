@@ -336,6 +336,32 @@ def test_two_editors_of_one_version_one_wins_the_other_gets_409_with_the_current
     assert "measurement: alice" in world.root.version(f"team-a/{name}").spec_text
 
 
+def test_two_editors_at_the_same_instant_one_wins(world: World) -> None:
+    import threading
+
+    name = f"oc{next(_counter)}"
+    world.root.create("a-jkt", bookings_spec(name))
+    start, answers = threading.Barrier(2), {}
+
+    def edit(who: str) -> None:
+        start.wait()
+        answers[who] = call(world, who, "PUT", f"/daggers/team-a/{name}/spec",
+                            {"spec": bookings_spec(name, measurement=who), "expected_version": 1})
+
+    threads = [threading.Thread(target=edit, args=(who,)) for who in ("alice", "adam")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r.status_code for r in answers.values())
+    assert codes == [200, 409], {w: r.text for w, r in answers.items()}
+    winner = next(w for w, r in answers.items() if r.status_code == 200)
+    loser = next(r for r in answers.values() if r.status_code == 409)
+    assert loser.json()["error"]["current_version"] == 2
+    assert [v.version for v in world.root.history(f"team-a/{name}")] == [1, 2]
+    assert f"measurement: {winner}" in world.root.version(f"team-a/{name}").spec_text
+
+
 # ---- bad input -------------------------------------------------------------------------------------
 
 def test_bad_input_gets_a_clear_4xx_and_leaves_the_registry_unchanged(world: World) -> None:
