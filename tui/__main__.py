@@ -1,7 +1,7 @@
 """``python -m tui``: the operator console (``daggers tui`` checks the user, then runs this).
 
-Reads ``DAGGERS_USER``, ``DAGGERS_REGISTRY`` and, optionally, ``DAGGERS_ALERTS_STORE`` from the
-environment.
+Reads ``DAGGERS_SERVER`` (or a stored ``daggers login``) to go through a server, else ``DAGGERS_USER``
+(default: the OS user) and ``DAGGERS_REGISTRY``; optionally ``DAGGERS_ALERTS_STORE``.
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ import sys
 
 
 def main() -> int:
-    """Open the console as ``$DAGGERS_USER`` over ``$DAGGERS_REGISTRY``; return the exit status."""
-    from job.control import ControlError, ControlPlane, Registry
+    """Open the console through the server, or as ``$DAGGERS_USER`` over ``$DAGGERS_REGISTRY``; return the
+    exit status."""
+    from job.control import ControlError
+    from job.control.client import open_plane
     from job.control.registry import default_registry_url
     from tui.app import DaggersApp
 
-    user = os.environ.get("DAGGERS_USER")
-    if not user:
-        print("who are you? set DAGGERS_USER (or run `daggers tui --user NAME`)", file=sys.stderr)
-        return 2
     try:
-        plane = ControlPlane(Registry(os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None)), user)
+        plane = open_plane(os.environ.get("DAGGERS_USER") or None,
+                           os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None))
         plane.whoami()
     except ControlError as exc:
         print(f"{exc.title}: {exc.message}", file=sys.stderr)

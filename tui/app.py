@@ -80,7 +80,7 @@ class DaggersApp(ConsoleApp):
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False)]
 
     def __init__(self, plane: ControlPlane, *, spark: SparkSession | None = None,
-                 clock: Callable[[], float] = time.time, refresh_s: float = 2.0, preview_minutes: float = 5.0,
+                 clock: Callable[[], float] = time.time, refresh_s: float = 1.0, preview_minutes: float = 5.0,
                  warm_preview: bool = True, alerts_url: str | None = None) -> None:
         super().__init__()
         self.plane = plane

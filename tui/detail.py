@@ -85,10 +85,9 @@ class DaggerScreen(Screen[None]):
         """Read the dagger, its samples, versions and audit trail again and redraw."""
         plane = self.app.plane
         try:
-            self.view = view = plane.dagger(self.ref)
-            samples = plane.samples(self.ref, 120)
-            versions = plane.history(self.ref)
-            audit = plane.audit(50, target=f"dagger {view.ref}")
+            screen = plane.dagger_screen(self.ref, 120, 50)  # one request through a server
+            self.view = view = screen.dagger
+            samples, versions, audit = screen.samples, screen.versions, screen.audit
         except DaggerError as exc:
             self.app.report(exc)
             return

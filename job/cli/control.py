@@ -32,7 +32,11 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", envvar="DAGGERS_USER",
-                                             help="Act as this user ($DAGGERS_USER).")]
+                                             help="Without a server: act as this user ($DAGGERS_USER; default: "
+                                                  "the OS user). Refused with a server.")]
+ServerOpt = Annotated[str | None, typer.Option("--server", envvar="DAGGERS_SERVER",
+                                               help="Go through this daggers server ($DAGGERS_SERVER; default: "
+                                                    "the one of `daggers login`, else the local registry).")]
 RegistryOpt = Annotated[str | None, typer.Option("--registry", envvar="DAGGERS_REGISTRY",
                                                  help="Registry URL: sqlite:///path or postgresql://... "
                                                       "(default: sqlite:///<state dir>/registry.db).")]
@@ -75,12 +79,14 @@ def _errors(as_json: bool) -> Iterator[None]:
         _fail(exc, as_json)
 
 
-def _plane(user: str | None, registry: str | None, state_dir: Path | None = None) -> Any:
-    from job.control import ControlError, ControlPlane, Registry
+def _plane(user: str | None, registry: str | None, state_dir: Path | None = None, server: str | None = None) -> Any:
+    """Return the server's control plane (as the signed-in user) or, without a server, the embedded one on
+    the local registry as ``user`` or the OS user (see :func:`job.control.client.open_plane`)."""
+    from job.control.client import open_plane, server_of
 
-    if not user:
-        raise ControlError("who are you? pass --user NAME or set DAGGERS_USER")
-    return ControlPlane(Registry(_registry_url(registry, state_dir)), user)
+    if server_of(server) is not None:
+        return open_plane(user, "", server)
+    return open_plane(user, _registry_url(registry, state_dir), None)
 
 
 def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
@@ -114,20 +120,20 @@ def registry_init(admin: Annotated[str, typer.Option("--admin", help="The first 
 
 
 @user_app.command("add")
-def user_add(name: str, superuser: Annotated[bool, typer.Option("--superuser")] = False, user: UserOpt = None,
+def user_add(name: str, superuser: Annotated[bool, typer.Option("--superuser")] = False, user: UserOpt = None, server: ServerOpt = None,
              registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Add a user (superusers only)."""
     with _errors(as_json):
-        _plane(user, registry, state_dir).add_user(name, superuser=superuser)
+        _plane(user, registry, state_dir, server).add_user(name, superuser=superuser)
         _ok(f"user {name} added", {"user": name}, as_json)
 
 
 @user_app.command("list")
-def user_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def user_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
               as_json: JsonOpt = False) -> None:
     """List the users you can see, with their roles."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).users()
+        rows = _plane(user, registry, state_dir, server).users()
 
     def human() -> None:
         t = Table("user", "superuser", "teams")
@@ -138,11 +144,11 @@ def user_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
 
 
 @team_app.command("add")
-def team_add(name: str, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def team_add(name: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
              as_json: JsonOpt = False) -> None:
     """Add a team (superusers only)."""
     with _errors(as_json):
-        _plane(user, registry, state_dir).add_team(name)
+        _plane(user, registry, state_dir, server).add_team(name)
         _ok(f"team {name} added", {"team": name}, as_json)
 
 
@@ -150,11 +156,11 @@ def team_add(name: str, user: UserOpt = None, registry: RegistryOpt = None, stat
 def team_member(team: str, member: str,
                 role: Annotated[str, typer.Option("--role", help="viewer, editor or admin.")] = "editor",
                 remove: Annotated[bool, typer.Option("--remove", help="Remove the member instead.")] = False,
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Give MEMBER a role in TEAM (or --remove them): superusers and the team's admins."""
     with _errors(as_json):
-        plane = _plane(user, registry, state_dir)
+        plane = _plane(user, registry, state_dir, server)
         if remove:
             plane.remove_member(team, member)
             _ok(f"{member} removed from {team}", {"team": team, "user": member, "role": None}, as_json)
@@ -164,11 +170,11 @@ def team_member(team: str, member: str,
 
 
 @team_app.command("list")
-def team_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def team_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
               as_json: JsonOpt = False) -> None:
     """List your teams and their members."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).teams()
+        rows = _plane(user, registry, state_dir, server).teams()
 
     def human() -> None:
         t = Table("team", "members")
@@ -180,44 +186,45 @@ def team_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: Sta
 
 
 @dc_app.command("add")
-def dc_add(name: str, description: Annotated[str, typer.Option("--description")] = "", user: UserOpt = None,
+def dc_add(name: str, description: Annotated[str, typer.Option("--description")] = "", user: UserOpt = None, server: ServerOpt = None,
            registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Add a data centre (superusers only)."""
     with _errors(as_json):
-        _plane(user, registry, state_dir).add_datacentre(name, description)
+        _plane(user, registry, state_dir, server).add_datacentre(name, description)
         _ok(f"data centre {name} added", {"datacentre": name}, as_json)
 
 
 @dc_app.command("list")
-def dc_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def dc_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
             as_json: JsonOpt = False) -> None:
     """List the data centres."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).datacentres()
+        rows = _plane(user, registry, state_dir, server).datacentres()
     _emit(rows, as_json, lambda: [out.print(f"{r['name']}  {r['description']}") for r in rows])
 
 
-def whoami(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def whoami(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
            as_json: JsonOpt = False) -> None:
     """Show who you act as and your roles."""
     with _errors(as_json):
-        me = _plane(user, registry, state_dir).whoami()
+        me = _plane(user, registry, state_dir, server).whoami()
     _emit(me, as_json, lambda: out.print(f"{me['user']}{' (superuser)' if me['superuser'] else ''}: "
                                          + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team")))
 
 
 def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
           target: Annotated[str | None, typer.Option(help="Only entries whose target contains this.")] = None,
-          user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+          user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
           as_json: JsonOpt = False) -> None:
     """Show who did what, when (your teams' entries; refused attempts too)."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).audit(limit, target)
+        rows = _plane(user, registry, state_dir, server).audit(limit, target)
 
     def human() -> None:
-        t = Table("when (UTC)", "user", "action", "target", "allowed", "details")
+        t = Table("when (UTC)", "user", "action", "target", "allowed", "credential", "from", "details")
         for r in rows:
             t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else "[red]DENIED[/]",
+                      escape(r.credential or "-"), escape(r.source or "-"),
                       escape(json.dumps(r.details, default=str))[:80])
         print_table(out, t)
     _emit([r.to_dict() for r in rows], as_json, human)
@@ -237,11 +244,11 @@ def cluster_add(name: str,
                 failover_to: Annotated[str | None, typer.Option(
                     "--failover-to", help="A cluster of the team that takes over its running daggers when its "
                                           "controller is gone (checkpoints on shared storage).")] = None,
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Add a cluster to a team (superusers and the team's admins)."""
     with _errors(as_json):
-        view = _plane(user, registry, state_dir).add_cluster(
+        view = _plane(user, registry, state_dir, server).add_cluster(
             name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka, influx_url=influx,
             spark_ui_url=spark_ui, description=description, failover_to=failover_to)
         _ok(f"cluster {name} added to {team} in {dc}", {"cluster": view.to_dict()}, as_json)
@@ -251,25 +258,25 @@ def cluster_add(name: str,
 def cluster_failover(name: str,
                      to: Annotated[str | None, typer.Option("--to", help="The cluster of the same team that takes "
                                                                          "over (omit: no failover).")] = None,
-                     user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                     user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                      as_json: JsonOpt = False) -> None:
     """Set the cluster whose controller takes over this one's running daggers when this one's controller
     heartbeat is stale (team admins). The daggers resume from their checkpoints, which must be on
     storage both clusters mount at the same path."""
     with _errors(as_json):
-        view = _plane(user, registry, state_dir).set_failover(name, to)
+        view = _plane(user, registry, state_dir, server).set_failover(name, to)
         _ok(f"cluster {name} fails over to {to}" if to else f"cluster {name}: no failover",
             {"cluster": view.to_dict()}, as_json)
 
 
 @cluster_app.command("list")
-def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def cluster_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                  as_json: JsonOpt = False) -> None:
     """List your teams' clusters by data centre, with their last recorded health."""
     from job.control.health import summary
 
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).clusters()
+        rows = _plane(user, registry, state_dir, server).clusters()
 
     def human() -> None:
         t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "health")
@@ -285,24 +292,24 @@ def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: 
 def cluster_health(name: str,
                    live: Annotated[bool, typer.Option("--live", help="Probe from here now instead of showing "
                                                                      "what the controller recorded.")] = False,
-                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """Show a cluster's health: Spark master and workers, Kafka, InfluxDB, daggers running."""
     from job.control.health import summary
 
     with _errors(as_json):
-        health = _plane(user, registry, state_dir).cluster_health(name, live=live)
+        health = _plane(user, registry, state_dir, server).cluster_health(name, live=live)
     _emit(health, as_json, lambda: out.print(f"{name}: {'OK' if health.get('ok') else 'NOT OK'} · "
                                              f"{summary(health) if 'spark' in health else health.get('error')} · "
                                              f"daggers {health['daggers']['running']}/{health['daggers']['total']}"))
 
 
 @cluster_app.command("topics")
-def cluster_topics(name: str, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def cluster_topics(name: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """List the topics on a cluster's brokers."""
     with _errors(as_json):
-        topics = _plane(user, registry, state_dir).cluster_topics(name)
+        topics = _plane(user, registry, state_dir, server).cluster_topics(name)
     _emit(topics, as_json, lambda: [out.print(t) for t in topics])
 
 
@@ -332,11 +339,11 @@ def _dagger_table(rows: list[Any]) -> Table:
 @dagger_app.command("list")
 def dagger_list(cluster: Annotated[str | None, typer.Option("--cluster")] = None,
                 search: Annotated[str | None, typer.Option("--search")] = None,
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """List the daggers of your teams."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).daggers(cluster, search)
+        rows = _plane(user, registry, state_dir, server).daggers(cluster, search)
     empty = ("No daggers match." if cluster or search else
              "No daggers in your teams yet: daggers dagger create SPEC --cluster CLUSTER --deploy")
     _emit([d.to_dict() for d in rows], as_json, lambda: print_table(out, _dagger_table(rows), empty=empty))
@@ -383,13 +390,13 @@ def lookup_lines(lookups: dict[str, dict[str, Any]]) -> list[str]:
 
 
 @dagger_app.command("show")
-def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def dagger_show(ref: RefArg, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Show a dagger's state, progress, last error and moves between clusters."""
     from job.control.fusing import fusion_hint
 
     with _errors(as_json):
-        plane = _plane(user, registry, state_dir)
+        plane = _plane(user, registry, state_dir, server)
         d = plane.dagger(ref)
         moves = plane.moves(d.ref)
         isolation, partners = plane.fusible_with(d.ref)
@@ -415,11 +422,11 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
 
 
 @dagger_app.command("validate")
-def dagger_validate(spec: Path, cluster: Annotated[str, typer.Option("--cluster")], user: UserOpt = None,
+def dagger_validate(spec: Path, cluster: Annotated[str, typer.Option("--cluster")], user: UserOpt = None, server: ServerOpt = None,
                     registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Check a spec for a cluster (schemas, SQL with line and column) without running anything."""
     with _errors(as_json):
-        v = _plane(user, registry, state_dir).validate(cluster, _read(spec))
+        v = _plane(user, registry, state_dir, server).validate(cluster, _read(spec))
     where = f" (SQL line {v.line}, column {v.col})" if v.line else ""
     _emit(v.to_dict(), as_json, lambda: out.print("[green]OK[/]" if v.ok else
                                                   f"[red]{escape(v.title)}{where}:[/] {escape(v.message)}"))
@@ -431,13 +438,13 @@ def dagger_validate(spec: Path, cluster: Annotated[str, typer.Option("--cluster"
 def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")],
                   deploy: Annotated[bool, typer.Option("--deploy", help="Run it at once.")] = False,
                   comment: Annotated[str, typer.Option("--comment")] = "",
-                  user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                  user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                   as_json: JsonOpt = False) -> None:
     """Create a dagger on a cluster from a spec file (version 1)."""
     from job.control.fusing import fusion_hint
 
     with _errors(as_json):
-        plane = _plane(user, registry, state_dir)
+        plane = _plane(user, registry, state_dir, server)
         d = plane.create(cluster, _read(spec), deploy=deploy, comment=comment)
         isolation, partners = plane.fusible_with(d.ref)
         _ok(f"created {d.ref} v1 on {cluster}" + (" and asked to deploy it" if deploy else ""),
@@ -448,10 +455,10 @@ def dagger_create(spec: Path, cluster: Annotated[str, typer.Option("--cluster")]
 
 
 def _state_change(name: str, verb: str) -> None:
-    def command(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+    def command(ref: RefArg, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
         with _errors(as_json):
-            d = getattr(_plane(user, registry, state_dir), name)(ref)
+            d = getattr(_plane(user, registry, state_dir, server), name)(ref)
             _ok(f"{d.ref}: {verb} (desired {d.desired_state}; the controller acts on it)", {"dagger": d.to_dict()},
                 as_json)
     command.__doc__ = {"deploy": "Run the dagger's current version.",
@@ -469,12 +476,12 @@ for _name, _verb in (("deploy", "deploy asked"), ("stop", "stop asked"), ("resta
 @dagger_app.command("move")
 def dagger_move(ref: RefArg, cluster: Annotated[str, typer.Option("--cluster", help="Another cluster of the team.")],
                 reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the audit log).")] = None,
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Move the dagger to another cluster of its team: the old cluster stops it, the new one resumes it from
     the same checkpoint (which must be on storage both clusters mount at the same path)."""
     with _errors(as_json):
-        d = _plane(user, registry, state_dir).move(ref, cluster, reason=reason)
+        d = _plane(user, registry, state_dir, server).move(ref, cluster, reason=reason)
         _ok(f"{d.ref}: moving from {d.moving_from} to {d.cluster} (its controllers hand it over)",
             {"dagger": d.to_dict()}, as_json)
 
@@ -499,22 +506,22 @@ def dagger_edit(ref: RefArg, spec: Path, fresh_start: FreshOpt = False,
                 expect_version: Annotated[int | None, typer.Option("--expect-version", help="Refuse if the "
                                                                    "current version is not this one.")] = None,
                 comment: Annotated[str, typer.Option("--comment")] = "",
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Make a spec file the dagger's next version; says whether it resumes from the checkpoint."""
     with _errors(as_json):
-        result = _plane(user, registry, state_dir).edit(ref, _read(spec), expected_version=expect_version,
+        result = _plane(user, registry, state_dir, server).edit(ref, _read(spec), expected_version=expect_version,
                                                          allow_fresh_start=fresh_start, comment=comment)
     _print_edit(result, as_json)
 
 
 @dagger_app.command("rollback")
 def dagger_rollback(ref: RefArg, to: Annotated[int, typer.Option("--to", help="The version to go back to.")],
-                    fresh_start: FreshOpt = False, user: UserOpt = None, registry: RegistryOpt = None,
+                    fresh_start: FreshOpt = False, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
                     state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Make an earlier version's spec the next version."""
     with _errors(as_json):
-        result = _plane(user, registry, state_dir).rollback(ref, to, allow_fresh_start=fresh_start)
+        result = _plane(user, registry, state_dir, server).rollback(ref, to, allow_fresh_start=fresh_start)
     _print_edit(result, as_json)
 
 
@@ -524,21 +531,21 @@ def dagger_publish(ref: RefArg, topic: Annotated[str, typer.Option("--topic", he
                    fmt: Annotated[str, typer.Option("--format", help="json or protobuf.")] = "json",
                    proto_class: Annotated[str | None, typer.Option("--proto-class", help="With --format "
                                                                    "protobuf: the output message.")] = None,
-                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """Publish the dagger's rows to a Kafka topic too (a new version with a Kafka sink)."""
     with _errors(as_json):
-        result = _plane(user, registry, state_dir).publish_to_kafka(ref, topic, bootstrap_servers=bootstrap,
+        result = _plane(user, registry, state_dir, server).publish_to_kafka(ref, topic, bootstrap_servers=bootstrap,
                                                                     fmt=fmt, proto_class=proto_class)
     _print_edit(result, as_json)
 
 
 @dagger_app.command("history")
-def dagger_history(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def dagger_history(ref: RefArg, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """List the dagger's spec versions."""
     with _errors(as_json):
-        rows = _plane(user, registry, state_dir).history(ref)
+        rows = _plane(user, registry, state_dir, server).history(ref)
 
     def human() -> None:
         t = Table("v", "when (UTC)", "by", "checkpoint", "comment")
@@ -550,21 +557,21 @@ def dagger_history(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = No
 
 @dagger_app.command("diff")
 def dagger_diff(ref: RefArg, a: Annotated[int | None, typer.Option("--from")] = None,
-                b: Annotated[int | None, typer.Option("--to")] = None, user: UserOpt = None,
+                b: Annotated[int | None, typer.Option("--to")] = None, user: UserOpt = None, server: ServerOpt = None,
                 registry: RegistryOpt = None, state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Show the diff between two spec versions (default: the previous and the current one)."""
     with _errors(as_json):
-        text = _plane(user, registry, state_dir).diff(ref, a, b)
+        text = _plane(user, registry, state_dir, server).diff(ref, a, b)
     _emit({"diff": text}, as_json, lambda: out.print(escape(text) or "(no difference)"))
 
 
 @dagger_app.command("spec")
 def dagger_spec(ref: RefArg, version: Annotated[int | None, typer.Option("--version")] = None,
-                user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                 as_json: JsonOpt = False) -> None:
     """Print a spec version (default: the current one)."""
     with _errors(as_json):
-        v = _plane(user, registry, state_dir).version(ref, version)
+        v = _plane(user, registry, state_dir, server).version(ref, version)
     _emit(v.to_dict(), as_json, lambda: typer.echo(v.spec_text, nl=False))
 
 
@@ -574,14 +581,14 @@ def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (o
                    cluster: Annotated[str | None, typer.Option("--cluster", help="With --spec.")] = None,
                    minutes: Annotated[float, typer.Option(help="How far back to read.")] = 5.0,
                    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
-                   user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+                   user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """Run the SQL over the last minutes of the topics and show the first rows (nothing is deployed)."""
     from job.control import ControlError
 
     logging.getLogger("py4j").setLevel(logging.WARNING)
     with _errors(as_json):
-        plane = _plane(user, registry, state_dir)
+        plane = _plane(user, registry, state_dir, server)
         if spec is not None:
             if not cluster:
                 raise ControlError("--spec needs --cluster")
@@ -645,7 +652,7 @@ def _number(value: float) -> str:
 # ---- controller and console ----------------------------------------------------------------------
 
 def controller(cluster: Annotated[str, typer.Option("--cluster", help="The cluster to run daggers on.")],
-               registry: RegistryOpt = None, state_dir: StateOpt = None,
+               server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                poll: Annotated[float, typer.Option(help="Seconds between reconcile rounds.")] = 1.0,
                max_restarts: Annotated[int, typer.Option(help="Crashes in a row restarted.")] = 5,
                backoff: Annotated[float, typer.Option(help="First restart delay (doubles).")] = 2.0,
@@ -668,18 +675,33 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
                                       standby=standby, failover_after_s=failover_after)
-        ctl = Controller(Registry(_registry_url(registry, state_dir)), cluster, root, settings=settings)
+        from job.control.client import server_of
+
+        target = server_of(server)
+        if target is not None:  # through the server, with the cluster's controller token ($DAGGERS_TOKEN)
+            from job.control.errors import AuthError
+            from job.control.remote import RemoteClusterAgent
+
+            url, token, ca = target
+            if not token:
+                raise AuthError(f"no controller token for the server {url}",
+                                hint=f"a team admin makes one: daggers token create --cluster {cluster}; "
+                                     "give it as $DAGGERS_TOKEN")
+            store: Any = RemoteClusterAgent(url, token, cluster, verify=ca or True)
+        else:
+            store = Registry(_registry_url(registry, state_dir))
+        ctl = Controller(store, cluster, root, settings=settings)
         ctl.run_forever(stop_daggers_on_exit=stop_daggers_on_exit)
 
 
-def tui(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
+def tui(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
         alerts_store: Annotated[str | None, typer.Option("--alerts-store", envvar="DAGGERS_ALERTS_STORE",
                                                          help="The alert store URL, for the alerts feed "
                                                               "(default: <state dir>/alerts.db if it exists).")] = None
         ) -> None:
     """Open the operator console."""
     with _errors(False):
-        plane = _plane(user, registry, state_dir)
+        plane = _plane(user, registry, state_dir, server)
         plane.whoami()  # fail here, not inside the console, for an unknown user
     from job.stack.local import default_state_dir
 
@@ -688,7 +710,14 @@ def tui(user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt 
         alerts_store = f"sqlite:///{default_alerts}"
     # The console lives outside job/ (job never imports textual): run it as its own module.
     # Settings go by environment, not argv: a registry URL may carry a password that `ps` would show.
-    env = {**os.environ, "DAGGERS_USER": str(user), "DAGGERS_REGISTRY": _registry_url(registry, state_dir)}
+    from job.control.client import server_of
+
+    target = server_of(server)
+    env = {**os.environ, "DAGGERS_USER": plane.user, "DAGGERS_REGISTRY": _registry_url(registry, state_dir)}
+    if target is not None:  # the console goes through the server too, as the signed-in user
+        env.pop("DAGGERS_USER")
+        env.pop("DAGGERS_REGISTRY")
+        env["DAGGERS_SERVER"] = target[0]
     if alerts_store:
         env["DAGGERS_ALERTS_STORE"] = alerts_store
     os.execve(sys.executable, [sys.executable, "-m", "tui"], env)

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, sql, stack
+from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, server, sql, stack
 from job.cli.common import out, print_error
 from job.errors import DEBUG_ENV, DaggerError
 
@@ -54,7 +54,7 @@ def _root(
         os.environ[DEBUG_ENV] = "1"  # children (Spark, controllers' daggers) inherit it
 
 
-for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control, jvm):
+for _group in (run, sql, protos, stack, produce, chaos, alerts, atlas, control, server, jvm):
     _group.register(app)
 
 

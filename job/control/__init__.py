@@ -3,7 +3,10 @@ user, authorised and audited), cluster health, and the controller that makes eac
 the registry says.
 
 No UI toolkit is imported here: the ``daggers`` subcommands and the console are thin clients of
-:class:`ControlPlane`.
+:class:`ControlPlane`, or, through ``daggers server`` (:mod:`job.server`), of
+:class:`job.control.remote.RemoteControlPlane`, which has the same methods (:func:`job.control.client.open_plane`
+picks one). Controllers use a :class:`job.control.agent.ClusterAgent` scoped to their cluster, embedded or
+through the server.
 """
 
 from job.control.admin import bootstrap_admin

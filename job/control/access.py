@@ -46,9 +46,17 @@ def check_role(role: str) -> str:
 class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
-    def __init__(self, registry: Registry, user: str) -> None:
+    def __init__(self, registry: Registry, user: str, *, credential: str | None = None,
+                 source: str | None = None, per_request: bool = False) -> None:
+        """Act as ``user``; ``credential`` (``token:<id>``, ``oidc:<subject>``) and ``source`` (the client's
+        address) are what the server authenticated, recorded with every audit entry. ``per_request``: the
+        plane serves one request (the server's), so the user's flag and roles are read once, not per check."""
         self.registry = registry
         self.user = user
+        self.credential = credential
+        self.source = source
+        self._per_request = per_request
+        self._identity: tuple[bool, dict[int, str]] | None = None
 
     # ---- identity -----------------------------------------------------------------------------
 
@@ -59,14 +67,23 @@ class Access:
                                 hint="an admin adds users with: daggers user add NAME")
         return me
 
-    def _roles(self, s: Session) -> dict[int, str]:
-        """Return the acting user's role by team id."""
+    def _who(self, s: Session) -> tuple[bool, dict[int, str]]:
+        """Return the acting user's superuser flag and role by team id (read once for a per-request plane)."""
+        if self._identity is not None:
+            return self._identity
         me = self._me(s)
         rows = s.execute(select(Membership.team_id, Membership.role).where(Membership.user_id == me.id))
-        return {team_id: role for team_id, role in rows}
+        identity = (bool(me.is_superuser), {team_id: role for team_id, role in rows})
+        if self._per_request:
+            self._identity = identity
+        return identity
+
+    def _roles(self, s: Session) -> dict[int, str]:
+        """Return the acting user's role by team id."""
+        return dict(self._who(s)[1])
 
     def _is_superuser(self, s: Session) -> bool:
-        return bool(self._me(s).is_superuser)
+        return self._who(s)[0]
 
     def _visible_teams(self, s: Session) -> set[int] | None:
         """Return the ids of the teams the user may see, or None for all (a superuser)."""
@@ -100,10 +117,10 @@ class Access:
                details: dict[str, Any] | None = None) -> None:
         """Record a change in the operation's own transaction (so it is kept exactly when the change is)."""
         s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=True,
-                         details=details or {}))
+                         details=details or {}, credential=self.credential, source=self.source))
 
     def _record_denied(self, action: str, team: str | None, target: str, why: str) -> None:
         """Record a refused attempt in a transaction of its own (the operation itself is rolled back)."""
         with self.registry.session() as s:
             s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=False,
-                             details={"reason": why}))
+                             details={"reason": why}, credential=self.credential, source=self.source))

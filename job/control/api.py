@@ -13,17 +13,19 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, selectinload
 
 from job.control import handoff, specs
 from job.control.admin import AdminOps
 from job.control.compat import compatibility
-from job.control.errors import ConflictError, ControlError, NotFoundError
+from job.control.errors import ConflictError, ControlError, NotFoundError, VersionConflictError
 from job.control.models import AuditEntry, Cluster, Dagger, DaggerStatus, DaggerVersion, Sample, Team, now
+from job.control.tokens import TokenOps
 from job.control.views import (
     AuditView,
     Compatibility,
+    DaggerScreenView,
     DaggerView,
     EditResult,
     SampleView,
@@ -47,7 +49,7 @@ def _scratch_dir() -> Path:
     return Path(tempfile.gettempdir()) / "daggers-validate"
 
 
-class ControlPlane(AdminOps):
+class ControlPlane(AdminOps, TokenOps):
     """The operations on daggers of one registry, as user ``user``."""
 
     # ---- lookups ------------------------------------------------------------------------------
@@ -93,7 +95,10 @@ class ControlPlane(AdminOps):
     def daggers(self, cluster: str | None = None, search: str | None = None) -> list[DaggerView]:
         """Return the live daggers the user may see (of one cluster, names containing ``search``), by name."""
         with self.registry.session() as s:
-            query = select(Dagger).where(Dagger.tombstone == 0).order_by(Dagger.name)
+            # one query per relation instead of one per dagger (a console asks for this every second)
+            query = (select(Dagger).where(Dagger.tombstone == 0).order_by(Dagger.name)
+                     .options(selectinload(Dagger.status), selectinload(Dagger.team),
+                              selectinload(Dagger.cluster).selectinload(Cluster.datacentre)))
             if cluster is not None:
                 query = query.where(Dagger.cluster_id == self._cluster(s, cluster).id)
             visible = self._visible_teams(s)
@@ -107,6 +112,13 @@ class ControlPlane(AdminOps):
         """Return one dagger (see :meth:`_find` for the errors)."""
         with self.registry.session() as s:
             return DaggerView.of(self._find(s, ref, "viewer", "see"))
+
+    def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> DaggerScreenView:
+        """Return what the console's dagger screen shows: the dagger, its last ``samples`` progress samples,
+        its versions and its last ``audit`` audit entries (one request through a server)."""
+        view = self.dagger(ref)
+        return DaggerScreenView(dagger=view, samples=self.samples(view.ref, samples), versions=self.history(view.ref),
+                                audit=self.audit(audit, target=f"dagger {view.ref}"))
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers
@@ -384,8 +396,7 @@ class ControlPlane(AdminOps):
         with self.registry.session() as s:
             d = self._find(s, ref, "editor", action)
             if expected_version is not None and expected_version != d.current_version:
-                raise ConflictError(f"dagger {ref} is at version {d.current_version}, not {expected_version}: "
-                                    "someone changed it meanwhile", hint="reload it and edit again")
+                raise self._stale(ref, d.current_version, expected_version)
             cur = self._current(s, d)
             if cur.spec_text.strip() == text.strip():
                 raise ConflictError(f"version {cur.version} of {ref} already is this spec: nothing to change")
@@ -399,15 +410,26 @@ class ControlPlane(AdminOps):
                                     hint="allow a fresh start (--fresh-start): a new checkpoint, empty window "
                                          "state and counters, and the streams' start_from apply")
             epoch = cur.checkpoint_epoch if compat.resume else cur.checkpoint_epoch + 1
-            version = d.current_version + 1
-            d.versions.append(DaggerVersion(version=version, spec_text=text, checkpoint_epoch=epoch,
-                                            comment=comment, created_by=self.user))
-            d.current_version, d.updated_at = version, now()
+            version = cur.version + 1
+            # compare-and-set: of two edits from the same version, exactly one moves the dagger on
+            moved = s.execute(update(Dagger).where(Dagger.id == d.id, Dagger.current_version == cur.version)
+                              .values(current_version=version, updated_at=now())
+                              .execution_options(synchronize_session=False)).rowcount
+            if moved != 1:
+                s.rollback()
+                raise self._stale(ref, self.dagger(ref).current_version, cur.version)
+            s.add(DaggerVersion(dagger_id=d.id, version=version, spec_text=text, checkpoint_epoch=epoch,
+                                comment=comment, created_by=self.user))
             self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
                         {"version": version, "resume": compat.resume, "reasons": compat.reasons,
                          "notes": compat.notes, "comment": comment})
             return EditResult(ref=f"{d.team.name}/{d.name}", version=version, checkpoint_epoch=epoch,
                               compatibility=compat, redeploys=d.desired_state == "running")
+
+    @staticmethod
+    def _stale(ref: str, current: int, expected: int) -> VersionConflictError:
+        return VersionConflictError(f"dagger {ref} is at version {current}, not {expected}: someone changed it "
+                                    "meanwhile", current_version=current, hint="reload it and edit again")
 
     def rollback(self, ref: str, to_version: int, *, allow_fresh_start: bool = False) -> EditResult:
         """Make version ``to_version``'s spec the next version (history is never rewritten)."""

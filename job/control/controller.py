@@ -42,15 +42,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete, or_, select, update
 
 from job.control import handoff, specs
-from job.control.errors import ConflictError, NotFoundError, RegistryError
+from job.control.agent import SAMPLE_FIELDS, ClusterAgent
+from job.control.errors import ConflictError, RegistryError
 from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
-from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
+from job.control.models import Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
     Command,
@@ -66,6 +66,9 @@ from job.control.registry import Registry
 from job.errors import DaggerError
 from job.liveness import QUERY_FILE, read_json
 from job.stack.process import group_members, pid_alive, process_start_time
+
+if TYPE_CHECKING:
+    from job.control.remote import RemoteClusterAgent
 
 log = logging.getLogger("daggers.controller")
 
@@ -151,11 +154,12 @@ _STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "chec
 class Controller:
     """Reconciles the daggers of one cluster (see the module docstring)."""
 
-    def __init__(self, registry: Registry, cluster: str, state_dir: Path, *,
+    def __init__(self, registry: Registry | ClusterAgent | RemoteClusterAgent, cluster: str, state_dir: Path, *,
                  settings: ControllerSettings | None = None, command: Command | None = None,
                  standby_command: StandbyCommand | None = None, host: str | None = None,
                  host_command: HostCommand | None = None) -> None:
-        self.registry = registry
+        # the registry itself (embedded), or the server with the cluster's controller token: the same agent
+        self.agent = ClusterAgent(registry, cluster) if isinstance(registry, Registry) else registry
         self.cluster_name = cluster
         self.state_dir = Path(state_dir).absolute()
         self.settings = settings or ControllerSettings()
@@ -175,15 +179,11 @@ class Controller:
         self._pruned_at = 0.0
         self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
-        with registry.session() as s:
-            c = s.scalar(select(Cluster).where(Cluster.name == cluster))
-            if c is None:
-                raise NotFoundError(f"no cluster {cluster!r} in the registry {registry.safe_url}")
-            self.cluster_id = c.id
-            self.master = c.spark_master
-            self.spark_ui = c.spark_ui_url
-            self.kafka_bootstrap = c.kafka_bootstrap
-            self.influx_url = c.influx_url
+        conf = self.agent.settings()
+        self.master = conf["spark_master"]
+        self.spark_ui = conf["spark_ui_url"]
+        self.kafka_bootstrap = conf["kafka_bootstrap"]
+        self.influx_url = conf["influx_url"]
         # Shared daggers go to hosts; a custom dagger command (tests) runs every dagger as its own
         # process unless a host command comes with it.
         self.host_command = host_command or (default_host_command if command is None else None)
@@ -194,51 +194,24 @@ class Controller:
 
     def claim(self) -> None:
         """Record this controller as the cluster's; raise ConflictError when another one is alive."""
-        with self.registry.session() as s:
-            c = s.get(Cluster, self.cluster_id)
-            assert c is not None
-            fresh = c.controller_heartbeat is not None and time.time() - c.controller_heartbeat < \
-                self.settings.heartbeat_stale_s
-            other = (c.controller_host, c.controller_pid) != (self.host, self.pid)
-            gone = c.controller_host == self.host and c.controller_pid is not None and not pid_alive(c.controller_pid)
-            if fresh and other and not gone:
-                raise ConflictError(f"cluster {self.cluster_name} already has a controller "
-                                    f"({c.controller_host}, pid {c.controller_pid})",
-                                    hint="stop it first; a heartbeat older than "
-                                         f"{self.settings.heartbeat_stale_s:g} s is taken over")
-            c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, time.time()
+        host, pid = self.agent.holder()
+        gone = host == self.host and pid is not None and pid != self.pid and not pid_alive(pid)
+        self.agent.claim(self.host, self.pid, self.settings.heartbeat_stale_s, gone)
 
     def release(self) -> None:
         """Clear this controller's heartbeat (when it is still the recorded one)."""
-        with self.registry.session() as s:
-            c = s.get(Cluster, self.cluster_id)
-            if c is not None and (c.controller_host, c.controller_pid) == (self.host, self.pid):
-                c.controller_heartbeat = None
+        self.agent.release(self.host, self.pid)
 
     # ---- one round ----------------------------------------------------------------------------
 
     def _snapshot(self) -> list[_Item]:
         items: list[_Item] = []
-        with self.registry.session() as s:
-            query = (select(Dagger).outerjoin(DaggerStatus)
-                     .where(or_(Dagger.cluster_id == self.cluster_id, Dagger.moving_from_id == self.cluster_id),
-                            or_(Dagger.tombstone == 0, DaggerStatus.actual_state.is_(None),
-                                DaggerStatus.actual_state != "deleted")))
-            for d in s.scalars(query):
-                v = s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == d.id,
-                                                          DaggerVersion.version == d.current_version)).one()
-                st = d.status
-                status = {f: getattr(st, f) for f in _STATUS_FIELDS} if st else {"actual_state": "created",
-                                                                                 "restarts": 0}
-                items.append(_Item(id=d.id, name=d.name, team=d.team.name, desired=d.desired_state,
-                                   deleted=d.tombstone != 0, version=d.current_version,
-                                   generation=d.restart_generation, spec_text=v.spec_text,
-                                   epoch=v.checkpoint_epoch, status=status))
-                if d.cluster_id != self.cluster_id:
-                    items[-1].leaving = True
-                elif d.moving_from is not None:
-                    items[-1].arriving_from = d.moving_from.name
-                    items[-1].from_heartbeat = d.moving_from.controller_heartbeat
+        for a in self.agent.assignments():
+            items.append(_Item(id=a["id"], name=a["name"], team=a["team"], desired=a["desired"],
+                               deleted=a["deleted"], version=a["version"], generation=a["generation"],
+                               spec_text=a["spec_text"], epoch=a["epoch"], status=dict(a["status"]),
+                               leaving=a["leaving"], arriving_from=a["arriving_from"],
+                               from_heartbeat=a["from_heartbeat"]))
         return items
 
     def reconcile_once(self) -> dict[int, dict[str, Any]]:
@@ -504,10 +477,7 @@ class Controller:
 
     def _fail_over(self, now: float) -> None:
         """Take over the running daggers of the clusters whose controller is gone and that fail over to this one."""
-        with self.registry.session() as s:
-            me = s.get(Cluster, self.cluster_id)
-            if me is not None:
-                handoff.fail_over(s, me, self.settings.failover_after_s, now)
+        self.agent.fail_over(self.settings.failover_after_s, now)
 
     def _arrived(self, item: _Item, now: float) -> bool:
         """Return whether a dagger moved here may start: its old cluster's controller stopped it (then
@@ -666,29 +636,12 @@ class Controller:
 
     def _write(self, updates: dict[int, dict[str, Any]], samples: list[Sample], health: dict[str, Any] | None,
                now: float, handed: list[int] | None = None) -> None:
-        with self.registry.session() as s:
-            for dagger_id, upd in updates.items():
-                st = s.get(DaggerStatus, dagger_id)
-                if st is None:
-                    st = DaggerStatus(dagger_id=dagger_id)
-                    s.add(st)
-                for key, value in upd.items():
-                    setattr(st, key, value)
-                st.updated_at = now
-            s.add_all(samples)
-            if handed:  # moves whose hand-off is done: leaving daggers stopped here, arriving ones taken over
-                s.execute(update(Dagger).where(Dagger.id.in_(handed), Dagger.moving_from_id.is_not(None),
-                                               or_(Dagger.moving_from_id == self.cluster_id,
-                                                   Dagger.cluster_id == self.cluster_id))
-                          .values(moving_from_id=None))
-            c = s.get(Cluster, self.cluster_id)
-            if c is not None:
-                c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, now
-                if health is not None:
-                    c.health, c.health_at = health, now
-            if now - self._pruned_at > 60:
-                self._pruned_at = now
-                s.execute(delete(Sample).where(Sample.at < now - self.settings.sample_retention_s))
+        prune = None
+        if now - self._pruned_at > 60:
+            self._pruned_at = now
+            prune = now - self.settings.sample_retention_s
+        rows = [{f: getattr(x, f) for f in SAMPLE_FIELDS} for x in samples]
+        self.agent.report(updates, rows, health, now, handed or [], self.host, self.pid, prune)
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -705,7 +658,7 @@ class Controller:
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         self.claim()
         log.info("controller of %s on %s (pid %d), registry %s, state %s", self.cluster_name, self.host,
-                 self.pid, self.registry.safe_url, self.state_dir)
+                 self.pid, self.agent.where, self.state_dir)
         try:
             while not stop.is_set():
                 started = time.monotonic()

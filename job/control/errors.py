@@ -33,3 +33,19 @@ class RegistryError(ControlError):
     """The registry database cannot be reached or used."""
 
     title = "Registry error"
+
+
+class VersionConflictError(ConflictError):
+    """Someone else made a newer spec version of the dagger than the one the edit started from.
+
+    ``current_version`` is the dagger's version now (the server returns it with 409)."""
+
+    def __init__(self, message: str, *, current_version: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.current_version = current_version
+
+
+class AuthError(ControlError):
+    """No credential, or one that is wrong, expired or revoked (the server answers 401)."""
+
+    title = "Not signed in"

@@ -208,3 +208,48 @@ class AuditEntry(Base):
     target: Mapped[str] = mapped_column(String(255), default="")
     allowed: Mapped[bool] = mapped_column(Boolean, default=True)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: The credential the user signed in with through the server: ``token:<id>``, ``oidc:<subject>`` or
+    #: ``controller:<id>`` (None in embedded mode, where the OS user acts).
+    credential: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: The client's address as the server saw it (None in embedded mode).
+    source: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class ApiToken(Base):
+    """A credential for the server: a personal API token, an OIDC session, or a cluster's controller token.
+
+    Only ``secret_hash`` (SHA-256 of the token's 256-bit random secret) is kept, never the token. ``token_id``
+    is public (it is part of the token and names it in lists and the audit log). ``kind`` is ``user``
+    (a personal token), ``oidc`` (issued for a verified OIDC sign-in; ``subject`` says whose) or
+    ``controller`` (acts only on ``cluster_id``'s assignments, state and heartbeat).
+    """
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(32), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16), default="user")
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    cluster_id: Mapped[int | None] = mapped_column(ForeignKey("clusters.id"), nullable=True)
+    subject: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(63))
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    user: Mapped[User | None] = relationship()
+    cluster: Mapped[Cluster | None] = relationship()
+
+
+class OidcIdentity(Base):
+    """Maps an OpenID Connect identity (issuer, subject) to a Daggers user."""
+
+    __tablename__ = "oidc_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    issuer: Mapped[str] = mapped_column(String(255))
+    subject: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    user: Mapped[User] = relationship()

@@ -162,12 +162,14 @@ class AuditView:
     target: str
     allowed: bool
     details: dict[str, Any]
+    credential: str | None = None  # token:<id>, oidc:<subject>, controller:<id>; None in embedded mode
+    source: str | None = None  # the client's address, as the server saw it
 
     @classmethod
     def of(cls, a: AuditEntry) -> AuditView:
         """Return the view of row ``a``."""
         return cls(at=a.at, user=a.user, action=a.action, team=a.team, target=a.target, allowed=a.allowed,
-                   details=dict(a.details or {}))
+                   details=dict(a.details or {}), credential=a.credential, source=a.source)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -228,3 +230,18 @@ class Validation:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         return _dict(self)
+
+
+@dataclass(frozen=True)
+class DaggerScreenView:
+    """Everything the console's dagger screen shows, read at once."""
+
+    dagger: DaggerView
+    samples: list[SampleView]
+    versions: list[VersionView]
+    audit: list[AuditView]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {"dagger": self.dagger.to_dict(), "samples": [x.to_dict() for x in self.samples],
+                "versions": [x.to_dict() for x in self.versions], "audit": [x.to_dict() for x in self.audit]}

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -31,7 +32,7 @@ def run(args: list[str], *, code: int = 0, env: dict[str, str] | None = None) ->
     return json.loads(result.output) if "--json" in args else result.output
 
 
-def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path) -> None:
+def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = registry.url
     r = ["--registry", url, "--json"]
     assert run(["registry", "init", "--admin", "root", *r])["admin"] == "root"
@@ -79,9 +80,10 @@ def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path) -> No
     assert all(a["user"] == "alice" and a["at"] > 0 for a in audit)
     health = run(["cluster", "health", "a-jkt", *r], env=env)
     assert health["recorded"] is False and health["daggers"] == {"running": 0, "total": 1}
-    # without an identity, nothing happens
+    # without --user (and no server), the OS user acts: one the registry does not know can do nothing
+    monkeypatch.setattr("getpass.getuser", lambda: "stranger")
     nobody = run(["dagger", "list", *r], code=2)
-    assert "who are you" in nobody["error"]["message"]
+    assert nobody["error"]["message"] == "unknown user 'stranger' in the registry"
     bob = run(["dagger", "stop", "team-a/cli-counts", *r], code=2, env={"DAGGERS_USER": "bob"})
     assert bob["error"] == {"title": "Not found", "message": "no dagger 'team-a/cli-counts' in your teams",
                             "hint": None}

@@ -1,0 +1,170 @@
+"""``daggers server``, ``daggers login``/``logout`` and ``daggers token``: the shared control plane."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from job.cli.common import print_table
+from job.cli.control import (
+    JsonOpt,
+    RegistryOpt,
+    ServerOpt,
+    StateOpt,
+    UserOpt,
+    _emit,
+    _errors,
+    _ok,
+    _plane,
+    out,
+)
+
+token_app = typer.Typer(help="API tokens: personal ones and clusters' controller ones.", no_args_is_help=True)
+
+
+def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+           port: Annotated[int, typer.Option(help="TCP port.")] = 8470,
+           cert: Annotated[Path | None, typer.Option("--cert", help="TLS certificate chain (PEM).")] = None,
+           key: Annotated[Path | None, typer.Option("--key", help="TLS private key (PEM).")] = None,
+           oidc_issuer: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_ISSUER",
+                                                           help="OIDC provider's issuer URL (single sign-on).")] = None,
+           oidc_client_id: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_CLIENT_ID",
+                                                              help="Daggers' client id at the provider.")] = None,
+           max_spec_kb: Annotated[int, typer.Option(help="Largest spec accepted, KiB.")] = 256,
+           max_failed_signins: Annotated[int, typer.Option(help="Failed sign-ins per address per minute "
+                                                                "before 429.")] = 10,
+           registry: RegistryOpt = None, state_dir: StateOpt = None) -> None:
+    """Serve the control plane as an HTTP JSON API (/api/v1; OpenAPI at /api/v1/openapi.json). It alone
+    opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps)."""
+    from job.cli.control import _registry_url
+    from job.server.run import serve
+    from job.server.settings import OidcSettings, ServerSettings
+
+    with _errors(False):
+        oidc = OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id) if oidc_issuer and oidc_client_id else None
+        settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc, max_failed_signins=max_failed_signins,
+                                  max_spec_bytes=max_spec_kb * 1024, max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024))
+        serve(_registry_url(registry, state_dir), settings)
+
+
+def login(server: Annotated[str, typer.Option("--server", help="The server's URL, https://host:port.")],
+          oidc: Annotated[bool, typer.Option("--oidc", help="Sign in with single sign-on (device flow).")] = False,
+          token_stdin: Annotated[bool, typer.Option("--token-stdin", help="Read the token from standard "
+                                                                          "input instead of a prompt.")] = False,
+          ca: Annotated[Path | None, typer.Option("--ca", help="The CA bundle that signed the server's "
+                                                             "certificate (default: the system's).")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Sign in to a server and keep the credential in a file only you can read."""
+    from job.control.client import save_login
+    from job.control.remote import RemoteControlPlane
+
+    verify: bool | str = str(ca.absolute()) if ca else True
+    with _errors(as_json):
+        if oidc:
+            from job.control.device_flow import device_signin
+
+            answer = device_signin(server, verify=verify, show=lambda url, code: out.print(
+                f"Open {url} and enter the code [bold]{code}[/]; waiting…"))
+            token = answer["token"]
+        elif token_stdin:
+            token = sys.stdin.readline().strip()
+        else:
+            token = typer.prompt("API token", hide_input=True).strip()
+        me = RemoteControlPlane(server, token, verify=verify).whoami()
+        path = save_login(server, token, str(ca.absolute()) if ca else None)
+        _ok(f"signed in to {server} as {me['user']} (credential kept in {path})",
+            {"server": server, "user": me["user"], "credentials": str(path)}, as_json)
+
+
+def logout(as_json: JsonOpt = False) -> None:
+    """Forget the stored credential."""
+    from job.control.client import forget_login
+
+    gone = forget_login()
+    _ok("signed out" if gone else "not signed in", {"signed_out": gone}, as_json)
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
+
+
+@token_app.command("create")
+def token_create(for_user: Annotated[str | None, typer.Option("--for", help="A personal token for this user "
+                                                                          "(superusers).")] = None,
+                 cluster: Annotated[str | None, typer.Option("--cluster", help="A controller token for this "
+                                                                             "cluster (its team's admins).")] = None,
+                 description: Annotated[str, typer.Option("--description")] = "",
+                 days: Annotated[float | None, typer.Option("--days", help="Expire after this many days.")] = None,
+                 user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Make a token; it is printed once and only its hash is kept."""
+    with _errors(as_json):
+        view, token = _plane(user, registry, state_dir, server).create_token(
+            for_user, cluster=cluster, description=description, expires_in_s=days * 86400 if days else None)
+    _emit({**view.to_dict(), "token": token}, as_json,
+          lambda: out.print(f"token {view.token_id} for {view.user or 'the controller of ' + str(view.cluster)} "
+                            f"(shown once, keep it safe):\n{token}"))
+
+
+@token_app.command("list")
+def token_list(for_user: Annotated[str | None, typer.Option("--for", help="Only this user's.")] = None,
+               user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+               state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """List tokens (superusers); never their secrets."""
+    with _errors(as_json):
+        rows = _plane(user, registry, state_dir, server).tokens(for_user)
+
+    def human() -> None:
+        t = Table("id", "kind", "user / cluster", "description", "created", "expires", "revoked", "last used")
+        for r in rows:
+            t.add_row(r.token_id, r.kind, r.user or r.cluster or "-", r.description, _when(r.created_at),
+                      _when(r.expires_at), _when(r.revoked_at), _when(r.last_used_at))
+        print_table(out, t, empty="No tokens yet: daggers token create --for USER")
+    _emit([r.to_dict() for r in rows], as_json, human)
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Revoke a token now."""
+    with _errors(as_json):
+        view = _plane(user, registry, state_dir, server).revoke_token(token_id)
+        _ok(f"token {token_id} revoked", {"token": view.to_dict()}, as_json)
+
+
+@token_app.command("expire")
+def token_expire(token_id: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Make a token expire now."""
+    with _errors(as_json):
+        view = _plane(user, registry, state_dir, server).expire_token(token_id)
+        _ok(f"token {token_id} expired", {"token": view.to_dict()}, as_json)
+
+
+def user_oidc(name: str, subject: Annotated[str, typer.Option("--subject", help="The OIDC subject (sub claim).")],
+              issuer: Annotated[str | None, typer.Option("--issuer", help="The provider (embedded mode; a server "
+                                                                          "uses its own).")] = None,
+              user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+              state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+    """Map an OIDC subject to a user (superusers)."""
+    with _errors(as_json):
+        _plane(user, registry, state_dir, server).link_oidc(name, issuer or os.environ.get("DAGGERS_OIDC_ISSUER", ""),
+                                                            subject)
+        _ok(f"OIDC subject {subject} signs in as {name}", {"user": name, "subject": subject}, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``server``, ``login``, ``logout`` and ``token`` to ``app`` (and ``user oidc``)."""
+    from job.cli.control import user_app
+
+    app.command("server")(server)
+    app.command("login")(login)
+    app.command("logout")(logout)
+    app.add_typer(token_app, name="token")
+    user_app.command("oidc")(user_oidc)

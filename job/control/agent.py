@@ -1,0 +1,153 @@
+"""What a cluster's controller reads and writes in the registry, and nothing more.
+
+:class:`ClusterAgent` is the controller's whole view of the registry, scoped to one cluster: the cluster's
+settings, its assignments (the daggers on it or leaving it, with their current spec), the status of those
+daggers, their progress samples, the hand-over of moved daggers, the failover of clusters that name this
+one, and its own claim and heartbeat. :class:`job.control.controller.Controller` uses it directly on a
+registry (embedded) or through the server with a controller token
+(:class:`job.control.remote.RemoteClusterAgent`, the same methods), so a controller needs no database
+credentials.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import delete, or_, select, update
+
+from job.control import handoff
+from job.control.errors import ConflictError, ControlError, NotFoundError
+from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
+from job.control.registry import Registry
+
+#: The status fields a controller reports.
+STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
+                 "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
+                 "last_exit_code", "last_error", "progress", "lag", "log_path")
+#: The fields of a progress sample.
+SAMPLE_FIELDS = ("dagger_id", "at", "input_rows", "input_rows_per_s", "processed_rows_per_s", "batch_duration_ms",
+                 "lag")
+
+
+class ClusterAgent:
+    """The registry operations of cluster ``cluster``'s controller (see the module docstring)."""
+
+    def __init__(self, registry: Registry, cluster: str) -> None:
+        self.registry = registry
+        self.cluster = cluster
+        self.where = registry.safe_url
+
+    def _cluster(self, s: Any) -> Cluster:
+        c = s.scalar(select(Cluster).where(Cluster.name == self.cluster))
+        if c is None:
+            raise NotFoundError(f"no cluster {self.cluster!r} in the registry {self.registry.safe_url}")
+        return c
+
+    def settings(self) -> dict[str, Any]:
+        """Return the cluster's Spark master and UI, Kafka bootstrap and InfluxDB URL. Raises NotFoundError."""
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            return {"cluster": c.name, "spark_master": c.spark_master, "spark_ui_url": c.spark_ui_url,
+                    "kafka_bootstrap": c.kafka_bootstrap, "influx_url": c.influx_url}
+
+    def claim(self, host: str, pid: int, stale_s: float, gone: bool) -> None:
+        """Record (host, pid) as the cluster's controller. Raises ConflictError when another controller's
+        heartbeat is younger than ``stale_s`` (unless ``gone``: the caller found that process dead on its host)."""
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            fresh = c.controller_heartbeat is not None and time.time() - c.controller_heartbeat < stale_s
+            other = (c.controller_host, c.controller_pid) != (host, pid)
+            if fresh and other and not (gone and c.controller_host == host):
+                raise ConflictError(f"cluster {self.cluster} already has a controller "
+                                    f"({c.controller_host}, pid {c.controller_pid})",
+                                    hint=f"stop it first; a heartbeat older than {stale_s:g} s is taken over")
+            c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, time.time()
+
+    def holder(self) -> tuple[str | None, int | None]:
+        """Return the (host, pid) recorded as the cluster's controller."""
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            return c.controller_host, c.controller_pid
+
+    def release(self, host: str, pid: int) -> None:
+        """Clear the heartbeat when (host, pid) is still the recorded controller."""
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            if (c.controller_host, c.controller_pid) == (host, pid):
+                c.controller_heartbeat = None
+
+    def fail_over(self, after_s: float, now: float) -> list[str]:
+        """Take over the running daggers of the clusters that fail over to this one and whose controller has
+        been silent for ``after_s``; return the refs moved (see :func:`job.control.handoff.fail_over`)."""
+        with self.registry.session() as s:
+            return handoff.fail_over(s, self._cluster(s), after_s, now)
+
+    def assignments(self) -> list[dict[str, Any]]:
+        """Return the cluster's daggers (live, or deleted and not yet stopped, or leaving it), each with its
+        desired state, current version's spec text and checkpoint epoch, restart generation, last status,
+        and where it is moving from or whether it is leaving."""
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            out = []
+            query = (select(Dagger).outerjoin(DaggerStatus)
+                     .where(or_(Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id),
+                            or_(Dagger.tombstone == 0, DaggerStatus.actual_state.is_(None),
+                                DaggerStatus.actual_state != "deleted")).order_by(Dagger.id))
+            for d in s.scalars(query):
+                v = s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == d.id,
+                                                          DaggerVersion.version == d.current_version)).one()
+                st = d.status
+                leaving = d.cluster_id != c.id
+                arriving = d.moving_from if not leaving and d.moving_from is not None else None
+                out.append({"id": d.id, "name": d.name, "team": d.team.name, "desired": d.desired_state,
+                            "deleted": d.tombstone != 0, "version": d.current_version,
+                            "generation": d.restart_generation, "spec_text": v.spec_text,
+                            "epoch": v.checkpoint_epoch, "leaving": leaving,
+                            "arriving_from": arriving.name if arriving else None,
+                            "from_heartbeat": arriving.controller_heartbeat if arriving else None,
+                            "status": {f: getattr(st, f) for f in STATUS_FIELDS} if st else
+                            {"actual_state": "created", "restarts": 0}})
+            return out
+
+    def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
+               health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
+               prune_before: float | None = None) -> None:
+        """Write one round in one transaction: the daggers' status changes, progress samples, hand-overs
+        done, the controller's heartbeat (and health), and drop samples older than ``prune_before``.
+
+        Raises ControlError for an unknown status or sample field, NotFoundError for a dagger that is
+        neither on this cluster nor leaving it.
+        """
+        for upd in updates.values():
+            if unknown := sorted(set(upd) - set(STATUS_FIELDS)):
+                raise ControlError(f"not status fields: {', '.join(unknown)}")
+        for sample in samples:
+            if unknown := sorted(set(sample) - set(SAMPLE_FIELDS)):
+                raise ControlError(f"not sample fields: {', '.join(unknown)}")
+        with self.registry.session() as s:
+            c = self._cluster(s)
+            ids = {int(i) for i in updates} | {int(x["dagger_id"]) for x in samples} | {int(i) for i in handed}
+            mine = set(s.scalars(select(Dagger.id).where(Dagger.id.in_(ids), or_(
+                Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id)))) if ids else set()
+            if ids - mine:
+                raise NotFoundError(f"no dagger {min(ids - mine)} on cluster {self.cluster}")
+            for dagger_id, upd in updates.items():
+                st = s.get(DaggerStatus, int(dagger_id))
+                if st is None:
+                    st = DaggerStatus(dagger_id=int(dagger_id))
+                    s.add(st)
+                for key, value in upd.items():
+                    setattr(st, key, value)
+                st.updated_at = now
+            s.add_all(Sample(**x) for x in samples)
+            if handed:  # moves whose hand-off is done: leaving daggers stopped here, arriving ones taken over
+                s.execute(update(Dagger).where(Dagger.id.in_(handed), Dagger.moving_from_id.is_not(None),
+                                               or_(Dagger.moving_from_id == c.id, Dagger.cluster_id == c.id))
+                          .values(moving_from_id=None))
+            c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, now
+            if health is not None:
+                c.health, c.health_at = health, now
+            if prune_before is not None:
+                mine_now = select(Dagger.id).where(Dagger.cluster_id == c.id)
+                s.execute(delete(Sample).where(Sample.at < prune_before, Sample.dagger_id.in_(mine_now)))

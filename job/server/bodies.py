@@ -1,0 +1,190 @@
+"""The API's request bodies (pydantic): names, sizes and enums are checked before any operation runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from job.control.access import NAME_RE
+
+
+class Body(BaseModel):
+    """A request body: a field the API does not know is an error (a typo is not silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+Name = Annotated[str, Field(pattern=NAME_RE.pattern, max_length=63)]
+
+
+class UserIn(Body):
+    """A new user."""
+
+    name: Name
+    superuser: bool = False
+
+
+class TeamIn(Body):
+    """A new team."""
+
+    name: Name
+
+
+class MemberIn(Body):
+    """A member's role."""
+
+    role: str = Field(pattern="^(viewer|editor|admin)$")
+
+
+class DatacentreIn(Body):
+    """A new data centre."""
+
+    name: Name
+    description: str = Field(default="", max_length=1000)
+
+
+class ClusterIn(Body):
+    """A new cluster."""
+
+    name: Name
+    team: Name
+    datacentre: Name
+    spark_master: str = Field(max_length=255)
+    kafka_bootstrap: str = Field(max_length=1024)
+    influx_url: str = Field(max_length=255)
+    spark_ui_url: str | None = Field(default=None, max_length=255)
+    description: str = Field(default="", max_length=1000)
+    failover_to: Name | None = None
+
+
+class FailoverIn(Body):
+    """A cluster's failover target (None: none)."""
+
+    failover_to: Name | None = None
+
+
+class SpecIn(Body):
+    """A spec text for a cluster (validate, preview)."""
+
+    cluster: Name
+    spec: str
+    minutes: float = Field(default=5.0, gt=0, le=24 * 60)
+    limit: int = Field(default=100, gt=0, le=10_000)
+
+
+class CreateIn(Body):
+    """A new dagger."""
+
+    cluster: Name
+    spec: str
+    deploy: bool = False
+    comment: str = Field(default="", max_length=1000)
+
+
+class EditIn(Body):
+    """A new spec version, from the version the editor started from."""
+
+    spec: str
+    expected_version: int = Field(gt=0)
+    allow_fresh_start: bool = False
+    comment: str = Field(default="", max_length=1000)
+
+
+class CheckIn(Body):
+    """A spec text to compare with the dagger's current one."""
+
+    spec: str
+
+
+class MoveIn(Body):
+    """A move to another cluster."""
+
+    cluster: Name
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class RollbackIn(Body):
+    """A rollback."""
+
+    to_version: int = Field(gt=0)
+    allow_fresh_start: bool = False
+
+
+class PublishIn(Body):
+    """A Kafka sink to add."""
+
+    topic: str = Field(max_length=249)
+    bootstrap_servers: str | None = Field(default=None, max_length=1024)
+    format: str = Field(default="json", pattern="^(json|protobuf)$")
+    proto_class: str | None = Field(default=None, max_length=255)
+
+
+class PreviewIn(Body):
+    """How much to preview."""
+
+    minutes: float = Field(default=5.0, gt=0, le=24 * 60)
+    limit: int = Field(default=100, gt=0, le=10_000)
+
+
+class TokenIn(Body):
+    """A new token: for a user (personal) or for a cluster's controller."""
+
+    user: Name | None = None
+    cluster: Name | None = None
+    description: str = Field(default="", max_length=255)
+    expires_in_s: float | None = Field(default=None, gt=0)
+
+
+class ExpireIn(Body):
+    """When a token expires (None: now)."""
+
+    at: float | None = None
+
+
+class OidcLinkIn(Body):
+    """An OIDC subject to map to a user (of the server's provider)."""
+
+    subject: str = Field(min_length=1, max_length=255)
+
+
+class OidcSigninIn(Body):
+    """An id token from the server's OIDC provider."""
+
+    id_token: str = Field(min_length=1, max_length=16_384)
+
+
+class ClaimIn(Body):
+    """A controller claiming its cluster."""
+
+    host: str = Field(max_length=255)
+    pid: int
+    stale_s: float = Field(gt=0)
+    gone: bool = False
+
+
+class ReleaseIn(Body):
+    """A controller letting its cluster go."""
+
+    host: str = Field(max_length=255)
+    pid: int
+
+
+class FailoverRoundIn(Body):
+    """A controller's failover check."""
+
+    after_s: float = Field(gt=0)
+    now: float
+
+
+class ReportIn(Body):
+    """One controller round: status changes by dagger id, samples, health, hand-overs done, heartbeat."""
+
+    updates: dict[int, dict[str, Any]] = {}
+    samples: list[dict[str, Any]] = []
+    health: dict[str, Any] | None = None
+    now: float
+    handed: list[int] = []
+    host: str = Field(max_length=255)
+    pid: int
+    prune_before: float | None = None

@@ -1,0 +1,84 @@
+"""A real ``daggers server`` process on an OS port over a seeded registry, for the server tests.
+
+The registry is the one of tests/job/control/control_seed.py (team-a: adam admin, alice editor, vera
+viewer; team-b: bob editor; root superuser; clusters a-jkt, a-sgp, b-jkt). Every user gets a personal
+token, and clusters a-jkt and b-jkt a controller token.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from job.control import ControlPlane, Registry
+from job.stack.ports import free_port
+from tests.job.control.control_seed import seed
+
+USERS = ("root", "adam", "alice", "vera", "bob")
+
+
+@dataclass
+class World:
+    """A running server: ``url`` (…/api/v1 is the API), the registry, root's embedded plane, the tokens by
+    user or ``ctl-a``/``ctl-b``, the server's log file, and every secret handed out (to scan for)."""
+
+    url: str
+    registry: Registry
+    root: ControlPlane
+    tokens: dict[str, str]
+    log: Path
+    secrets: list[str] = field(default_factory=list)
+
+    def api(self, path: str) -> str:
+        return f"{self.url}/api/v1{path}"
+
+    def headers(self, who: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
+
+
+def seed_tokens(registry: Registry) -> tuple[ControlPlane, dict[str, str]]:
+    """Seed ``registry``; return root's plane and a token per user and per controller (ctl-a, ctl-b)."""
+    root = seed(registry)
+    tokens = {u: root.create_token(u, description=f"{u}'s")[1] for u in USERS}
+    tokens["ctl-a"] = root.create_token(cluster="a-jkt")[1]
+    tokens["ctl-b"] = root.create_token(cluster="b-jkt")[1]
+    return root, tokens
+
+
+@contextmanager
+def running_server(registry_url: str, log: Path, *args: str, scheme: str = "http",
+                   verify: bool | str = True) -> Iterator[str]:
+    """Run ``daggers server`` on a free port (the registry URL by environment); yield its base URL; stop it."""
+    port = free_port()
+    env = {**os.environ, "DAGGERS_REGISTRY": registry_url, "PYTHONUNBUFFERED": "1"}
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"{scheme}://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok:
+                    break
+            except requests.RequestException:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
