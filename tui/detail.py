@@ -18,6 +18,7 @@ from job.errors import DaggerError
 from tui.actions import ConsoleApp
 from tui.format import age, number, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
+from tui.widgets import FlatSparkline
 
 
 class DaggerScreen(Screen[None]):
@@ -55,7 +56,7 @@ class DaggerScreen(Screen[None]):
                 for key, label in (("throughput", "rows/s"), ("lag", "lag"), ("batch", "batch ms")):
                     with Vertical(classes="spark"):
                         yield Label(label, id=f"{key}-label")
-                        yield Sparkline([], id=f"{key}-spark")
+                        yield FlatSparkline([], id=f"{key}-spark")
             yield Static(id="error")
             with TabbedContent(id="tabs"):
                 with TabPane("Spec", id="spec-tab"):

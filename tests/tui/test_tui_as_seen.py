@@ -1,0 +1,68 @@
+"""The console as a new user saw it (issue 36): a sparkline of zeros lies flat, nouns agree with their
+counts, picked topics carry a mark, a blank form shows no error, and a local cluster's Spark screen says
+why it has no workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.geometry import Region
+from textual.widget import Widget
+
+from job.control import ControlPlane, Registry
+from job.control.models import Dagger, Sample
+from tests.tui.tui_world import NOW, T, build
+from tui.app import DaggersApp
+from tui.detail import DaggerScreen
+
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[Registry]:
+    reg = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    build(reg)
+    yield reg
+    reg.close()
+
+
+def console(registry: Registry, user: str = "alice") -> DaggersApp:
+    return DaggersApp(ControlPlane(registry, user), clock=lambda: NOW, refresh_s=0, warm_preview=False)
+
+
+def drawn(widget: Widget) -> list[str]:
+    """Return the lines ``widget`` draws, as plain text."""
+    width, height = widget.size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+def add_samples(registry: Registry, name: str, rows_per_s: list[float]) -> None:
+    """Give dagger ``name`` one sample per value of ``rows_per_s`` (lag and batch time 0)."""
+    with registry.session() as s:
+        dagger = s.query(Dagger).filter_by(name=name).one()
+        s.add_all(Sample(dagger_id=dagger.id, at=T + i, input_rows=0, input_rows_per_s=v, processed_rows_per_s=v,
+                         batch_duration_ms=0, lag=0) for i, v in enumerate(rows_per_s))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("samples", [[0.0], [0.0, 0.0, 0.0]])
+async def test_a_sparkline_of_zeros_lies_flat(world: Registry, samples: list[float]) -> None:
+    add_samples(world, "dag-01", samples)
+    app = console(world)
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_dagger("dag-01")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DaggerScreen)
+        for key in ("throughput", "lag", "batch"):
+            lines = drawn(screen.query_one(f"#{key}-spark"))
+            assert len(lines) == 3
+            assert lines[:2] == [" " * len(lines[0])] * 2 and set(lines[2]) == {"▁"}, (key, lines)
+        # a series with something in it still rises to its peak
+        add_samples(world, "dag-02", [0.0, 5.0])
+        app.open_dagger("dag-02")
+        await pilot.pause()
+        assert "█" in "".join(drawn(app.screen.query_one("#throughput-spark")))
+
