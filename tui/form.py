@@ -31,6 +31,7 @@ from textual.widgets import (
 from job.control.specs import DaggerForm
 from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
+from job.words import counted
 from tui.actions import ConsoleApp
 from tui.modals import ConfirmScreen
 from tui.sql_area import SqlArea
@@ -374,7 +375,7 @@ class DaggerFormScreen(Screen[None]):
             self.notify("fix the spec first", title="No preview", severity="error")
             return
         self.query_one("#preview-status", Static).update(
-            f"preview: reading the last {self.app.preview_minutes:g} minutes of the topics…")
+            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics…")
         self._preview(self.spec_text())
 
     @work(thread=True, exclusive=True, group="preview")
@@ -396,5 +397,5 @@ class DaggerFormScreen(Screen[None]):
         table.add_columns(*columns)
         for row in rows:
             table.add_row(*(str(row.get(c)) for c in columns))
-        self.query_one("#preview-status", Static).update(f"preview: {len(rows)} rows in {seconds:.1f} s "
+        self.query_one("#preview-status", Static).update(f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s "
                                                          "(nothing deployed, no consumer group used)")

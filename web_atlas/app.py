@@ -28,6 +28,7 @@ except ModuleNotFoundError:  # `streamlit run web_atlas/app.py` puts only web_at
 import streamlit as st
 
 from job.errors import DaggerError
+from job.words import counted
 from web_atlas.areas import ALL_AREAS, area_by_name, area_names
 from web_atlas.coarsen import cell_edge_km
 from web_atlas.colors import SCALE_KINDS, format_value, legend_html
@@ -258,7 +259,7 @@ def timeline_and_map() -> None:
                   help=None if delta is None else f"against {compare}: {format_value(data.previous_total or 0)}")
         st.markdown(legend_html(data.scale, data.legend_title, data.level_note), unsafe_allow_html=True)
     credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
-    st.caption(f"{_window_label(window_end, size_s)} · read {len(current):,} cells in {read_s:.2f} s · "
+    st.caption(f"{_window_label(window_end, size_s)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
                f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
                f"{credit}")
 

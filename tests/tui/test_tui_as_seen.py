@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
+from tests.job.control.control_seed import bookings_spec
 from tests.tui.tui_world import NOW, T, build
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
@@ -66,3 +67,25 @@ async def test_a_sparkline_of_zeros_lies_flat(world: Registry, samples: list[flo
         await pilot.pause()
         assert "█" in "".join(drawn(app.screen.query_one("#throughput-spark")))
 
+
+
+@pytest.mark.asyncio
+async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path) -> None:
+    from job.control import bootstrap_admin
+
+    registry = Registry(f"sqlite:///{tmp_path / 'one.db'}")
+    bootstrap_admin(registry, "root")
+    root = ControlPlane(registry, "root")
+    root.add_team("solo")
+    root.add_datacentre("jkt")
+    root.add_cluster("only", team="solo", datacentre="jkt", spark_master="local[2]",
+                     kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+    root.create("only", bookings_spec("lonely"))
+    app = DaggersApp(root, clock=lambda: NOW, refresh_s=0, warm_preview=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert str(app.screen.query_one("#summary").content).startswith("1 cluster in 1 data centre · ")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert str(app.screen.query_one("#title").content) == "cluster [b]only[/b] · 1 dagger, 0 running"
+    registry.close()
