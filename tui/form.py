@@ -35,6 +35,7 @@ from job.words import counted
 from tui.actions import ConsoleApp
 from tui.modals import ConfirmScreen
 from tui.sql_area import SqlArea
+from tui.widgets import MarkedSelectionList
 
 TEMPLATE_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS events,
@@ -77,8 +78,8 @@ class DaggerFormScreen(Screen[None]):
             yield Input(placeholder="lower-case-with-dashes", id="name")
             yield Label("Proto class")
             yield Select[str]([], prompt="pick a message from protos/", id="proto")
-            yield Label("Topics (space selects; the topics that exist on the cluster's brokers)")
-            yield SelectionList[str](id="topics")
+            yield Label("Topics (space picks ✓ or leaves out; the topics that exist on the cluster's brokers)")
+            yield MarkedSelectionList[str](id="topics")
             with Horizontal(classes="row"):
                 with VerticalScroll(classes="cell"):
                     yield Label("Table name in the SQL")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
+from textual.widgets import SelectionList
 
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
@@ -17,6 +18,7 @@ from tests.job.control.control_seed import bookings_spec
 from tests.tui.tui_world import NOW, T, build
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
+from tui.form import DaggerFormScreen
 
 SIZE = (120, 40)
 
@@ -35,8 +37,13 @@ def console(registry: Registry, user: str = "alice") -> DaggersApp:
 
 def drawn(widget: Widget) -> list[str]:
     """Return the lines ``widget`` draws, as plain text."""
-    width, height = widget.size
+    width, height = widget.outer_size
     return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+def options(widget: Widget) -> list[str]:
+    """Return the options a selection list draws (its border left out), with their toggles."""
+    return [line[line.index("▐"):].rstrip(" ▎▊") for line in drawn(widget) if "▐" in line]
 
 
 def add_samples(registry: Registry, name: str, rows_per_s: list[float]) -> None:
@@ -89,3 +96,25 @@ async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path) -> None:
         await pilot.pause()
         assert str(app.screen.query_one("#title").content) == "cluster [b]only[/b] · 1 dagger, 0 running"
     registry.close()
+
+
+@pytest.mark.asyncio
+async def test_picked_topics_carry_a_mark(world: Registry) -> None:
+    app = console(world)
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_dagger("dag-07")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, DaggerFormScreen)
+        await app.workers.wait_for_complete()  # the broker is not reachable: the spec's topic stays
+        form._set_topics(["booking-log", "other-log"], ["booking-log"])
+        topics = form.query_one("#topics", SelectionList)
+        await pilot.pause()
+        assert options(topics) == ["▐✓▌ booking-log", "▐ ▌ other-log"]
+        topics.focus()
+        topics.highlighted = 1
+        await pilot.press("space")  # pick other-log too
+        await pilot.pause()
+        assert options(topics) == ["▐✓▌ booking-log", "▐✓▌ other-log"]
