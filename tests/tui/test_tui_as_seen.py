@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import SelectionList
+from textual.widgets import DataTable, SelectionList, Static
 
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
 from tests.job.control.control_seed import bookings_spec
 from tests.tui.tui_world import NOW, T, build
 from tui.app import DaggersApp
+from tui.cluster_health import ClusterHealthScreen
 from tui.detail import DaggerScreen
 from tui.form import DaggerFormScreen
 
@@ -118,3 +119,29 @@ async def test_picked_topics_carry_a_mark(world: Registry) -> None:
         await pilot.press("space")  # pick other-log too
         await pilot.pause()
         assert options(topics) == ["▐✓▌ booking-log", "▐✓▌ other-log"]
+
+
+@pytest.mark.asyncio
+async def test_the_spark_screen_of_a_local_cluster_says_why_it_lists_no_workers(world: Registry) -> None:
+    ControlPlane(world, "root").add_cluster("a-local", team="team-a", datacentre="jkt", spark_master="local[2]",
+                                            kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+    app = console(world)
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_spark("a-local")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ClusterHealthScreen)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert screen.live
+        spark = screen.health["spark"]
+        note = screen.query_one("#local-note", Static)
+        assert note.display and str(note.content) == (
+            "Local mode (local[2]): no Spark workers nor applications to list. Each dagger runs Spark inside its own "
+            f"process on the gateway machine itself, with 2 cores and {spark['memory_mb']:,} MB of memory "
+            f"({spark['memory_used_mb']:,} MB in use).")
+        assert screen.query_one("#workers", DataTable).row_count == 0
+        await pilot.press("escape")
+        app.open_spark("a-jkt")  # a standalone cluster: no such note
+        await pilot.pause()
+        assert not app.screen.query_one("#local-note", Static).display
