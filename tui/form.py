@@ -33,6 +33,7 @@ from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
+from tui.form_errors import form_problems
 from tui.modals import ConfirmScreen
 from tui.sql_area import SqlArea
 from tui.widgets import MarkedSelectionList
@@ -67,6 +68,8 @@ class DaggerFormScreen(Screen[None]):
         self._group_touched = False
         self._auto_group = ""
         self._filling = False
+        self._touched = dagger is not None  # an edit shows what is wrong with the spec at once
+        self._pristine: str | None = None  # the new form's spec before the user changed anything
 
     # ---- layout -------------------------------------------------------------------------------
 
@@ -159,6 +162,7 @@ class DaggerFormScreen(Screen[None]):
         self._set_topics(list(form.topics), list(form.topics))  # at once; the broker's topics follow
         self._load_topics(form.topics)
         self.query_one("#name" if self.dagger is None else "#sql").focus()
+        self._pristine = self.spec_text()
         self.validate()
 
     def _fill(self, form: DaggerForm) -> None:
@@ -256,13 +260,20 @@ class DaggerFormScreen(Screen[None]):
             self._timer.stop()
         self._timer = self.set_timer(VALIDATE_AFTER_S, self.validate)
 
-    def validate(self) -> Validation:
-        """Check the spec now (schemas, SQL with line and column); show and return the result."""
+    def validate(self, show: bool = False) -> Validation:
+        """Check the spec now (schemas, SQL with line and column) and return the result; show it once the
+        user has changed the form (or with ``show``): a blank new form says nothing yet."""
         area = self.query_one("#sql", SqlArea)
-        result = self.app.plane.validate(self.cluster, self.spec_text())
+        text = self.spec_text()
+        result = self.app.plane.validate(self.cluster, text)
         self.validation = result
         label = self.query_one("#validation", Static)
-        if result.ok:
+        self._touched = self._touched or show or (self._pristine is not None and text != self._pristine)
+        if not self._touched:
+            label.update("")
+            label.set_class(False, "invalid")
+            area.error_at = None
+        elif result.ok:
             reads = "; ".join(f"{t}: {', '.join(c)}" for t, c in result.columns.items())
             window = f" · window {result.window[0]}" + (f" sliding {result.window[1]}" if result.window[1] else "") \
                 if result.window else " · no window (pass-through)"
@@ -272,7 +283,9 @@ class DaggerFormScreen(Screen[None]):
         else:
             where = f" at line {result.line}, column {result.col}" if result.line else ""
             hint = f" — {result.hint}" if result.hint else ""
-            label.update(Text(f"✗ {result.title}{where}: {result.message}{hint}", style="bold red"))
+            problems = None if result.line else form_problems(result.message)
+            label.update(Text("\n".join(f"✗ {p}" for p in problems) if problems else
+                              f"✗ {result.title}{where}: {result.message}{hint}", style="bold red"))
             label.set_class(True, "invalid")
             area.error_at = (result.line, result.col or 1) if result.line else None
         return result
@@ -327,7 +340,7 @@ class DaggerFormScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_deploy(self) -> None:
-        if not self.validate().ok:
+        if not self.validate(show=True).ok:
             self.notify("fix the spec first", title="Not deployed", severity="error")
             return
         text = self.spec_text()
@@ -372,7 +385,7 @@ class DaggerFormScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_preview(self) -> None:
-        if not self.validate().ok:
+        if not self.validate(show=True).ok:
             self.notify("fix the spec first", title="No preview", severity="error")
             return
         self.query_one("#preview-status", Static).update(

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, SelectionList, Static
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
 from tests.job.control.control_seed import bookings_spec
-from tests.tui.tui_world import NOW, T, build
+from tests.tui.tui_world import NOW, T, build, keys
 from tui.app import DaggersApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.detail import DaggerScreen
@@ -40,6 +40,12 @@ def drawn(widget: Widget) -> list[str]:
     """Return the lines ``widget`` draws, as plain text."""
     width, height = widget.outer_size
     return [strip.text for strip in widget.render_lines(Region(0, 0, width, height))]
+
+
+def text_of(widget: Static) -> str:
+    """The text a Static shows."""
+    content = widget.content
+    return str(getattr(content, "plain", None) or content)
 
 
 def options(widget: Widget) -> list[str]:
@@ -145,3 +151,43 @@ async def test_the_spark_screen_of_a_local_cluster_says_why_it_lists_no_workers(
         app.open_spark("a-jkt")  # a standalone cluster: no such note
         await pilot.pause()
         assert not app.screen.query_one("#local-note", Static).display
+
+
+@pytest.mark.asyncio
+async def test_a_blank_form_says_nothing_until_the_user_types_then_names_the_field(world: Registry) -> None:
+    app = console(world)
+    async with app.run_test(size=SIZE) as pilot:
+        app.new_dagger("a-jkt")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, DaggerFormScreen)
+        await app.workers.wait_for_complete()  # the topics: the broker is not reachable, none to pick
+        await pilot.pause(0.6)
+        shown = form.query_one("#validation", Static)
+        assert form.validation is not None and not form.validation.ok  # known, but not said yet
+        assert str(shown.content) == "" and not shown.has_class("invalid")
+        await pilot.press("x")
+        await pilot.pause(0.6)
+        assert text_of(shown) == ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a "
+                                  "letter\n✗ Topics: pick at least one topic")
+        await pilot.press(*keys("-counts"))
+        await pilot.pause(0.6)
+        assert text_of(shown) == "✗ Topics: pick at least one topic"
+        await pilot.press("ctrl+s")  # refused, and still said by field
+        assert isinstance(app.screen, DaggerFormScreen) and text_of(shown) == "✗ Topics: pick at least one topic"
+
+
+@pytest.mark.asyncio
+async def test_deploying_a_blank_form_says_what_is_missing(world: Registry) -> None:
+    app = console(world)
+    async with app.run_test(size=SIZE) as pilot:
+        app.new_dagger("a-jkt")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        form = app.screen
+        assert isinstance(form, DaggerFormScreen)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert text_of(form.query_one("#validation", Static)) == (
+            "✗ Name: '' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
+            "✗ Topics: pick at least one topic")
