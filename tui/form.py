@@ -4,7 +4,7 @@ Preview and Deploy."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -34,9 +34,12 @@ from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
 from tui.form_errors import form_problems
-from tui.modals import ConfirmScreen
+from tui.modals import ConfirmScreen, by_window, rows_hint
 from tui.sql_area import SqlArea
 from tui.widgets import MarkedSelectionList
+
+if TYPE_CHECKING:
+    from job.preview import PreviewProgress
 
 TEMPLATE_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS events,
@@ -397,7 +400,8 @@ class DaggerFormScreen(Screen[None]):
         started = time.monotonic()
         try:
             table = self.app.plane.preview_text(self.cluster, text, minutes=self.app.preview_minutes, limit=50,
-                                                spark=self.app.spark_session())
+                                                spark=self.app.spark_session(),
+                                                on_progress=lambda p: self.app.call_from_thread(self._preview_progress, p))
         except DaggerError as exc:
             self.app.call_from_thread(self.app.report, exc)
             self.app.call_from_thread(self.query_one("#preview-status", Static).update, f"preview failed: {exc.message}")
@@ -405,11 +409,20 @@ class DaggerFormScreen(Screen[None]):
         self.app.call_from_thread(self._show_preview, table.column_names, table.to_pylist(),
                                   time.monotonic() - started)
 
+    def _preview_progress(self, progress: PreviewProgress) -> None:
+        """Say how a running preview goes: its time so far, its Spark stage and tasks."""
+        self.query_one("#preview-status", Static).update(
+            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics… "
+            f"{progress.text()}")
+
     def _show_preview(self, columns: list[str], rows: list[dict[str, Any]], seconds: float) -> None:
+        """Show every row of a preview, by window, in a table brought into view (it scrolls when long)."""
         table = self.query_one("#preview-rows", DataTable)
         table.clear(columns=True)
         table.add_columns(*columns)
-        for row in rows:
+        for row in by_window(columns, rows):
             table.add_row(*(str(row.get(c)) for c in columns))
-        self.query_one("#preview-status", Static).update(f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s "
-                                                         "(nothing deployed, no consumer group used)")
+        self.query_one("#preview-status", Static).update(
+            f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s (nothing deployed, no consumer group used), "
+            f"below, {rows_hint(columns, len(rows))}")
+        self.call_after_refresh(table.scroll_visible, animate=False)  # once it has its new height

@@ -191,3 +191,39 @@ async def test_deploying_a_blank_form_says_what_is_missing(world: Registry) -> N
         assert text_of(form.query_one("#validation", Static)) == (
             "✗ Name: '' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
             "✗ Topics: pick at least one topic")
+
+
+@pytest.mark.asyncio
+async def test_a_preview_shows_every_row_by_window_and_its_progress_while_it_runs(world: Registry) -> None:
+    from datetime import UTC, datetime
+
+    from job.preview import PreviewProgress
+
+    # 11 rows, as Spark may return them: not in window order
+    ends = [datetime(2026, 3, 2, 9, 55 + m, tzinfo=UTC) for m in (3, 1, 4, 0, 2, 3, 1, 0, 4, 2, 3)]
+    rows = [{"tag_city_id": 10 + i, "events": i, "window_timestamp": end} for i, end in enumerate(ends)]
+    columns = ["tag_city_id", "events", "window_timestamp"]
+    app = console(world)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.new_dagger("a-jkt")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, DaggerFormScreen)
+        await app.workers.wait_for_complete()
+        status = form.query_one("#preview-status", Static)
+        form._preview_progress(PreviewProgress(111.4, stages_done=1, stages=2, tasks_done=3, tasks=4))
+        assert text_of(status) == ("preview: reading the last 5 minutes of the topics… 111 s · Spark stage 2 of 2 · "
+                                   "3 of 4 tasks done")
+        form._show_preview(columns, rows, 3.21)
+        await pilot.pause()
+        await pilot.pause()  # the table has its height; then the form scrolls it into view
+        table = form.query_one("#preview-rows", DataTable)
+        shown = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        want = sorted(([str(r["tag_city_id"]), str(r["events"]), str(r["window_timestamp"])] for r in rows),
+                      key=lambda r: (r[2], r[0]))
+        assert shown == want and len(shown) == 11
+        assert text_of(status) == ("preview: 11 rows in 3.2 s (nothing deployed, no consumer group used), below, "
+                                   "sorted by window_timestamp; ↑↓ or the mouse wheel scroll them")
+        # every row is on the screen: the header and 11 rows, inside the 160x48 terminal
+        region = table.region
+        assert region.height >= 12 and region.y >= 0 and region.bottom <= 48, region
