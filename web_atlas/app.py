@@ -215,6 +215,9 @@ def timeline_and_map() -> None:
     if playing and time.monotonic() - st.session_state.get("atlas_last_step", 0.0) >= 0.9 * SETTINGS.play_interval_s:
         _step(windows, +1)
         st.session_state["atlas_last_step"] = time.monotonic()
+    # Set on every run, so Streamlit sends the slider its value: after a change of window size its options
+    # change, and a slider whose value was not set again showed its first option while the map drew this one.
+    st.session_state["atlas_window"] = st.session_state["atlas_window"]
 
     nav = st.columns([1, 1, 10])
     nav[0].button("◀", key="atlas_prev", on_click=_step, args=(windows, -1), disabled=live or len(windows) < 2,
