@@ -248,7 +248,9 @@ def timeline_and_map() -> None:
     combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
     data = build_map(current, replace(base_request, summary=summary, combine=combine), _geometry(), previous)
     basemap = SETTINGS.base_map(dark=map_style == "dark")
-    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap)
+    shown = repr((query, color_field, base_request, map_style))  # what the map is of: a change draws a new layer
+    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap,
+                      shown=shown)
     built_s = time.perf_counter() - started
 
     map_col, side = st.columns([5, 1])

@@ -4,6 +4,8 @@ change, integer counts get integer legend classes, and the metric label is shown
 
 from __future__ import annotations
 
+import io
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,11 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.helpers import s2_signed
 from tests.web_atlas.conftest import JAKARTA, JAKARTA_EAST, E
-from web_atlas.browser import CHROMIUM, AtlasPage, chromium, serve_atlas
+from web_atlas.areas import area_by_name, view_for_area
+from web_atlas.browser import CHROMIUM, DECK_SELECTOR, AtlasPage, chromium, serve_atlas
+from web_atlas.colors import DEFAULT_ALPHA
 
 pytestmark = [
     pytest.mark.integration,
@@ -43,7 +48,9 @@ def atlas(influxdb: Any, timeline_db: str, tmp_path_factory: pytest.TempPathFact
     from playwright.sync_api import sync_playwright
 
     log = tmp_path_factory.mktemp("atlas") / "streamlit.log"
-    with serve_atlas(influxdb.url, timeline_db, log) as server, sync_playwright() as pw:
+    # no base map: the cells are drawn over one plain colour, so each cell's colour can be told exactly
+    with serve_atlas(influxdb.url, timeline_db, log, extra_env={"DAGGERS_ATLAS_BASEMAP": "none"}) as server, \
+            sync_playwright() as pw:
         browser = chromium(pw)
         try:
             page = browser.new_page(viewport=VIEWPORT)
@@ -101,3 +108,53 @@ def test_the_time_slider_shows_the_window_the_map_draws(atlas: AtlasPage) -> Non
     assert shown(atlas, _label(E - 300, 300)) == (_label(E - 300, 300), _label(E - 300, 300))
     assert atlas.page.get_by_test_id("stAlert").count() == 0  # no warning about the slider's state
     assert atlas.console_errors == [] and atlas.page_errors == []
+
+
+BACKGROUND = (0xF3, 0xF2, 0xEE)  # web_atlas/static/blank-light.json
+
+
+def legend_colours(atlas: AtlasPage) -> list[tuple[int, int, int]]:
+    """Return the colours of the legend's swatches."""
+    text = atlas.page.locator(".atlas-legend").inner_html()
+    return [(int(r), int(g), int(b)) for r, g, b in re.findall(r"rgb\((\d+), (\d+), (\d+)\)", text)]
+
+
+def off_legend_pixels(atlas: AtlasPage) -> int:
+    """Return how many pixels of the map are in no colour a legend colour makes (drawn at the cells'
+    alpha over the plain background; edges blend a cell's colour with its neighbour's or the background's)."""
+    from PIL import Image
+
+    image = np.asarray(Image.open(io.BytesIO(atlas.page.locator(DECK_SELECTOR).screenshot())).convert("RGB"))
+    pixels = image.reshape(-1, 3).astype(np.float64)
+    pixels = pixels[pixels.max(axis=1) - pixels.min(axis=1) > 25]  # saturated: cells (not the ring, not the ground)
+    a = DEFAULT_ALPHA / 255
+    bg = np.asarray(BACKGROUND, dtype=np.float64)
+    drawn = [np.asarray(c, dtype=np.float64) * a + bg * (1 - a) for c in legend_colours(atlas)]
+    segments = [(bg, c) for c in drawn] + [(c, d) for i, c in enumerate(drawn) for d in drawn[i + 1:]]
+    best = np.full(len(pixels), np.inf)
+    for p, q in segments:
+        d = q - p
+        t = np.clip(((pixels - p) @ d) / max(float(d @ d), 1e-9), 0.0, 1.0)
+        best = np.minimum(best, np.linalg.norm(pixels - (p + t[:, None] * d), axis=1))
+    return int((best > 8).sum())
+
+
+def test_after_a_hover_a_change_draws_every_cell_in_a_legend_colour(atlas: AtlasPage) -> None:
+    atlas.choose("Service area", "Jakarta")
+    atlas.choose("Window", "1 min")
+    view = view_for_area(area_by_name("Jakarta"))
+    for change in (("Window", "5 min"), ("Colour scale", "linear"), ("Window", "15 min")):
+        k1 = s2_signed(*JAKARTA)
+        assert k1 in atlas.tooltip(*JAKARTA, view, expect=k1)  # hovered: that cell is highlighted
+        atlas.page.mouse.move(5, 5)  # to the sidebar, to change what is shown
+        if change[0] == "Colour scale":
+            atlas.page.get_by_text("linear", exact=True).click()
+            atlas.page.wait_for_timeout(300)
+            atlas.wait_idle()
+        else:
+            atlas.choose(*change)
+        # the new cells are drawn a moment after the run; a cell drawn in a colour of no legend stays so
+        deadline = time.monotonic() + 20
+        while (off := off_legend_pixels(atlas)) and time.monotonic() < deadline:
+            atlas.page.wait_for_timeout(250)
+        assert legend_colours(atlas) and off == 0, change

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ import s2sphere
 
 from job.functions.s2 import latlng_to_cell_id, to_decimal_strings
 from web_atlas.areas import area_by_name
-from web_atlas.deck import AtlasDeck, build_deck, map_style_url
+from web_atlas.deck import AtlasDeck, build_deck, cell_layer_id, map_style_url
 from web_atlas.geometry import CellGeometryCache
 from web_atlas.mapdata import MapRequest, build_map, coordinate_decimals, row_key
 
@@ -105,7 +106,13 @@ def test_deck_json_is_compact_with_layers_tooltip_and_local_style() -> None:
     assert "\n" not in text and ": " not in text
     spec = json.loads(text)
     assert [(layer["@@type"], layer["id"]) for layer in spec["layers"]] == [
-        ("PolygonLayer", "cells"), ("PathLayer", "service-area"), ("TextLayer", "place-names")]
+        ("PolygonLayer", cell_layer_id(data.rows_json())), ("PathLayer", "service-area"),
+        ("TextLayer", "place-names")]
+    # a layer of other rows is another layer to deck.gl: a highlight of the old rows is not carried over
+    other = build_map(_frame([JAKARTA, (-6.25, 106.9)], n=[10, 21]), MapRequest("n", ("n",)), CellGeometryCache())
+    assert cell_layer_id(other.rows_json()) != cell_layer_id(data.rows_json())
+    assert re.fullmatch(r"cells-[0-9a-f]{16}", cell_layer_id(data.rows_json()))
+    assert cell_layer_id(data.rows_json(), "window 08:00") != cell_layer_id(data.rows_json(), "window 07:55")
     cells = spec["layers"][0]
     assert (cells["getPolygon"], cells["getFillColor"], cells["pickable"]) == ("@@=polygon", "@@=fill", True)
     assert cells["positionFormat"] == "XY" and cells["stroked"] is False
