@@ -246,7 +246,9 @@ def timeline_and_map() -> None:
     started = time.perf_counter()
     summary = "sum" if color_aggregate == "sum" else "mean"
     combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
-    data = build_map(current, replace(base_request, summary=summary, combine=combine), _geometry(), previous)
+    whole = tuple(f for f in info.fields if f not in info.float_fields and query.aggregate_of(f) != "mean")
+    data = build_map(current, replace(base_request, summary=summary, combine=combine, integer_fields=whole),
+                     _geometry(), previous)
     basemap = SETTINGS.base_map(dark=map_style == "dark")
     shown = repr((query, color_field, base_request, map_style))  # what the map is of: a change draws a new layer
     deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap,

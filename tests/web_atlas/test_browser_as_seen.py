@@ -158,3 +158,23 @@ def test_after_a_hover_a_change_draws_every_cell_in_a_legend_colour(atlas: Atlas
         while (off := off_legend_pixels(atlas)) and time.monotonic() < deadline:
             atlas.page.wait_for_timeout(250)
         assert legend_colours(atlas) and off == 0, change
+
+
+def test_integer_counts_get_whole_legend_classes(atlas: AtlasPage) -> None:
+    atlas.choose("Service area", "Jakarta")
+    atlas.choose("Window", "1 min")
+    if atlas.page.get_by_text("quantile", exact=True).count():
+        atlas.page.get_by_text("quantile", exact=True).click()
+        atlas.page.wait_for_timeout(300)
+        atlas.wait_idle()
+    # the newest window: 20 bookings in one cell, 57 in the other
+    deadline = time.monotonic() + 20
+    while not (lines := atlas.page.locator(".atlas-legend").inner_text().splitlines())[1:] or \
+            not lines[1].startswith("20") and time.monotonic() < deadline:
+        atlas.page.wait_for_timeout(200)
+    classes = [line.strip() for line in lines[1:] if re.match(r"\s*\d", line)]  # not the note on the cells' level
+    assert lines[0] == "num_of_bookings" and classes[0].startswith("20 – ") and classes[-1].endswith(" – 57")
+    assert all(re.fullmatch(r"\d+( – \d+)?", c) for c in classes), classes  # no "20 – 25.3"
+    bounds = [tuple(int(x) for x in c.split(" – ")) for c in classes]
+    assert all(lo <= hi for lo, hi in bounds) and all(a[-1] < b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -137,3 +138,14 @@ def test_static_map_styles_are_blank_and_local() -> None:
         assert style["version"] == 8 and style["sources"] == {}
         assert [layer["type"] for layer in style["layers"]] == ["background"]
         assert "http" not in (static / name).read_text()
+
+
+def test_an_integer_field_gets_whole_legend_bounds() -> None:
+    frame = _frame([JAKARTA, (-6.25, 106.9), (-6.3, 106.8)], n=[20, 57, 30], avg=[1.5, 2.25, 3.0])
+    request = MapRequest("n", ("n", "avg"), integer_fields=("n",))
+    assert [e.label for e in build_map(frame, request, CellGeometryCache()).scale.entries] == [
+        "20 – 22", "23 – 25", "26 – 28", "29 – 33", "34 – 41", "42 – 49", "50 – 57"]
+    assert build_map(frame, replace(request, integer_fields=()), CellGeometryCache()).scale.entries[0].label == (
+        "20 – 22.9")
+    floats = build_map(frame, replace(request, color_field="avg"), CellGeometryCache())
+    assert floats.scale.entries[0].label == "1.5 – 1.71"
