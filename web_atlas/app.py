@@ -52,8 +52,12 @@ def _fail(exc: DaggerError) -> None:
 
 
 st.set_page_config(page_title="Daggers Atlas", layout="wide", initial_sidebar_state="expanded")
-# Less empty space above the map (Streamlit's default top padding is sized for a toolbar).
-st.markdown("<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}</style>", unsafe_allow_html=True)
+# Less empty space above the map (Streamlit's default top padding is sized for a toolbar). A metric's label
+# wraps in the narrow column beside the map instead of being cut ("num_of_bookings, all …").
+st.markdown("<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}"
+            '[data-testid="stMetricLabel"],[data-testid="stMetricLabel"] *{white-space:normal!important;'
+            "overflow:visible!important;text-overflow:clip!important;overflow-wrap:anywhere;height:auto!important}"
+            "</style>", unsafe_allow_html=True)
 
 try:
     SETTINGS = AtlasSettings.from_env()

@@ -178,3 +178,16 @@ def test_integer_counts_get_whole_legend_classes(atlas: AtlasPage) -> None:
     bounds = [tuple(int(x) for x in c.split(" – ")) for c in classes]
     assert all(lo <= hi for lo, hi in bounds) and all(a[-1] < b[0] for a, b in zip(bounds, bounds[1:], strict=False))
 
+
+def test_the_metric_label_is_shown_whole(atlas: AtlasPage) -> None:
+    """It was cut ("num_of_bookings, all …") in the column beside the map, on a laptop's screen."""
+    atlas.choose("Service area", "Jakarta")
+    atlas.page.set_viewport_size({"width": 1280, "height": 800})
+    try:
+        atlas.page.wait_for_timeout(500)
+        label = atlas.page.get_by_test_id("stMetricLabel").filter(has_text="num_of_bookings")
+        cut = label.evaluate("""e => [e, ...e.querySelectorAll('*')].filter(
+            x => x.scrollWidth > x.clientWidth + 1 && getComputedStyle(x).overflowX !== 'visible').length""")
+        assert cut == 0 and label.inner_text().split() == ["num_of_bookings,", "all", "cells"]
+    finally:
+        atlas.page.set_viewport_size(VIEWPORT)
