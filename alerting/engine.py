@@ -35,6 +35,7 @@ from alerting.rules import VERSUS_SECONDS, DeadmanRule, FlappingSpec, ThresholdR
 from alerting.state import AlertState, Level, decide, dedup_key, fingerprint, mark_notified, step
 from alerting.store import AlertStore, HistoryEvent, OutboxItem, Silence, new_holder
 from alerting.template import render
+from job.words import counted
 
 log = logging.getLogger("daggers.alerts")
 
@@ -285,7 +286,7 @@ class AlertEngine:
         for key, tags in groups.items():
             count = recent.get(key, 0.0) or 0.0
             if count > 0:
-                results.append(GroupResult(tags, Level.OK, count, f"{count:.0f} points in the last "
+                results.append(GroupResult(tags, Level.OK, count, f"{counted(round(count), 'point')} in the last "
                                            f"{rule.condition_text().removeprefix('no data for ')}"))
             else:
                 results.append(GroupResult(tags, fire, 0.0, rule.condition_text()))
@@ -425,7 +426,7 @@ class AlertEngine:
                 resolved += 1
         self.store.commit_evaluation([], history, items)
         self.store.delete_states([s.fingerprint for s in orphans])
-        log.info("forgot %d alerts of removed rules (%d resolves queued)", len(orphans), resolved)
+        log.info("forgot %s of removed rules (%s queued)", counted(len(orphans), "alert"), counted(resolved, "resolve"))
         return resolved
 
     # ---- platform ---------------------------------------------------------------------------
@@ -534,7 +535,7 @@ class AlertEngine:
         self._scheduler = scheduler
         self._stopped.clear()
         scheduler.resume()
-        log.info("alert engine started: %d rules, store %s", len(self.config.rules), self.store.safe_url)
+        log.info("alert engine started: %s, store %s", counted(len(self.config.rules), "rule"), self.store.safe_url)
 
     def _lease_ttl(self) -> float:
         return max(self.config.store.lease_ttl, 3 * self.config.delivery.dispatch_interval)

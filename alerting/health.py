@@ -32,6 +32,7 @@ from alerting.config import PlatformSpec
 from alerting.durations import format_duration
 from alerting.state import Level
 from alerting.store import HealthSample
+from job.words import counted
 
 log = logging.getLogger("daggers.alerts")
 
@@ -269,7 +270,7 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
             count, span = len([t for t in h.restart_times if at - t <= spec.restart_loop.within]), f"in {window}"
         looping = count >= spec.restart_loop.restarts
         add(RESTARTS, Level.CRIT if looping else Level.OK, float(count),
-            f"{spec.restart_loop.restarts} restarts within {window}", f"dagger {h.name} restarted {count} times {span}")
+            f"{counted(spec.restart_loop.restarts, 'restart')} within {window}", f"dagger {h.name} restarted {counted(count, 'time')} {span}")
     # consumer lag
     if spec.consumer_lag is not None and h.consumer_lag is not None:
         level, cond = _above(float(h.consumer_lag), spec.consumer_lag.warn, spec.consumer_lag.crit)
@@ -284,7 +285,7 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
         if bad + rows >= spec.bad_record_rate.min_records:
             rate = bad / (bad + rows)
             level, cond = _above(rate, spec.bad_record_rate.warn, spec.bad_record_rate.crit)
-            add(BAD, level, rate, cond, f"dagger {h.name}: {bad} of {bad + rows} records did not decode "
+            add(BAD, level, rate, cond, f"dagger {h.name}: {bad} of {counted(bad + rows, 'record')} did not decode "
                                         f"({rate:.2%})")
     # sink failures
     if spec.sink_failures:

@@ -26,6 +26,7 @@ from job.plan import plan
 from job.runner import run_foreground
 from job.spec import parse_spec
 from job.stack.local import LocalStack, StackStatus
+from job.words import counted
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DATABASE = "daggers"
@@ -93,7 +94,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
                 spec = spec.model_copy(update={"checkpoint_dir": str(scratch / spec.name), "streams": streams})
                 started = time.monotonic()
                 progress = run_foreground(plan(spec, state_dir), available_now=True, spark=spark)
-                console.print(f"[bold]dagger {spec.name}[/]: {progress.input_rows:,} events in "
+                console.print(f"[bold]dagger {spec.name}[/]: {counted(progress.input_rows, 'event', fmt=',')} in "
                               f"{time.monotonic() - started:.1f} s, {progress.late_rows_dropped} late dropped")
                 rows = influx_query(influx, DATABASE,
                                     f"SELECT count({field}) AS cells, sum({field}) AS total FROM {measurement} "

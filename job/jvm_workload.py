@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from job.functions.spark_udfs import register_functions
 from job.spark_session import HDFS_STATE_STORE, ROCKSDB_STATE_STORE, build_session
+from job.words import counted
 
 BATCHES = 3
 ROWS = 2000
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="daggers-jvm-") as folder:
         rows = run(Path(folder), f"-XX:ArchiveClassesAtExit={argv[0]} {QUIET}")
     _wait_for_the_jvm()  # it writes the archive as it exits
-    print(f"{rows} rows", file=sys.stderr)
+    print(counted(rows, 'row'), file=sys.stderr)
     return 0
 
 

@@ -71,6 +71,21 @@ def shown_watermark(watermark: str | None) -> str:
     return "none yet" if not watermark or watermark.startswith("1970-01-01T00:00:00") else watermark
 
 
+def batch_rows_per_s(p: dict[str, Any]) -> float:
+    """Return the input rate of the batch that Spark progress report ``p`` describes, in rows per second.
+
+    That is Spark's ``inputRowsPerSecond`` (the batch's rows over the time since the previous batch started)
+    when Spark has one; for the first batch of a run Spark has no previous batch and reports 0 even after
+    reading 100,000 rows, so it is then the batch's rows over the batch's own duration (``triggerExecution``).
+    Returns 0.0 for a batch without rows or without a duration."""
+    spark_rate = float(p.get("inputRowsPerSecond") or 0.0)
+    rows = int(p.get("numInputRows") or 0)
+    if spark_rate > 0 or rows <= 0:
+        return spark_rate
+    duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
+    return rows * 1000.0 / duration_ms if duration_ms > 0 else 0.0
+
+
 @dataclass
 class Progress:
     """The job's counters, updated after every micro-batch and saved to ``<checkpoint>/status.json``."""
@@ -246,7 +261,7 @@ class DaggerJob:
             pr.last_batch_id = int(p.get("batchId", -1))
             pr.last_input_rows = int(p.get("numInputRows") or 0)
             pr.input_rows += pr.last_input_rows
-            pr.input_rows_per_s = float(p.get("inputRowsPerSecond") or 0.0)
+            pr.input_rows_per_s = batch_rows_per_s(p)
             pr.processed_rows_per_s = float(p.get("processedRowsPerSecond") or 0.0)
             pr.batch_duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
             pr.batch_phases_ms = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}

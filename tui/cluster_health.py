@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from job.errors import DaggerError
+from job.words import counted
 from tui.format import age, ok_text, span, spark_detail
 
 if TYPE_CHECKING:
@@ -32,6 +33,17 @@ def used_of(used: Any, total: Any, unit: str = "") -> str:
 def worker_state(state: str | None) -> Text:
     """Return a worker's state, green when ALIVE and red otherwise (DEAD, DECOMMISSIONED, UNKNOWN)."""
     return Text(state or "UNKNOWN", style="green" if state == "ALIVE" else "bold red")
+
+
+def local_note(spark: dict[str, Any]) -> str:
+    """Return why a ``local`` cluster lists no workers nor applications ("" for another mode)."""
+    if spark.get("mode") != "local":
+        return ""
+    memory = (f" and {spark['memory_mb']:,} MB of memory ({spark.get('memory_used_mb') or 0:,} MB in use)"
+              if spark.get("memory_mb") else "")
+    return (f"Local mode ({spark.get('master')}): no Spark workers nor applications to list. Each dagger runs Spark "
+            f"inside its own process on the gateway machine itself, with {counted(spark.get('cores') or 0, 'core')}"
+            f"{memory}.")
 
 
 class ClusterHealthScreen(Screen[None]):
@@ -58,6 +70,7 @@ class ClusterHealthScreen(Screen[None]):
         yield Header()
         yield Static(id="title")
         yield Static(id="master")
+        yield Static(id="local-note")
         yield DataTable(id="workers", cursor_type="row", zebra_stripes=True)
         yield DataTable(id="apps", cursor_type="row", zebra_stripes=True)
         yield Footer()
@@ -87,6 +100,9 @@ class ClusterHealthScreen(Screen[None]):
         if spark.get("error"):
             master.append(f"  {spark['error']}", style="red")
         self.query_one("#master", Static).update(master)
+        note = self.query_one("#local-note", Static)
+        note.update(local_note(spark))
+        note.display = spark.get("mode") == "local"
         workers = self.query_one("#workers", DataTable)
         workers.clear()
         for w in spark.get("worker_list") or []:

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from job.control.views import ClusterView
 from job.errors import DaggerError
+from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, number, ok_text, spark_detail
 
@@ -86,7 +87,7 @@ class ClustersScreen(Screen[None]):
             table.move_cursor(row=min(keep or 1, table.row_count - 1))
         teams = sorted({c.team for c in self.clusters})
         self.query_one("#summary", Static).update(
-            f"{len(self.clusters)} clusters in {len({c.datacentre for c in self.clusters})} data centres · "
+            f"{counted(len(self.clusters), 'cluster')} in {counted(len({c.datacentre for c in self.clusters}), 'data centre')} · "
             f"teams: {', '.join(teams) or '-'}")
 
     def selected(self) -> ClusterView | None:

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from job.control.views import DaggerView
 from job.errors import DaggerError
+from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, number, state_text
 
@@ -107,7 +108,7 @@ class DaggersScreen(Screen[None]):
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
         self.query_one("#title", Static).update(
-            f"cluster [b]{self.cluster}[/b] · {len(self.all)} daggers, "
+            f"cluster [b]{self.cluster}[/b] · {counted(len(self.all), 'dagger')}, "
             f"{sum(1 for d in self.all if d.actual_state == 'running')} running")
         self.query_one("#pager", Static).update(
             f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}")

@@ -15,10 +15,12 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.control.views import DaggerView, VersionView
 from job.errors import DaggerError
+from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, number, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
 from tui.output import OutputPane
+from tui.widgets import FlatSparkline
 
 
 class DaggerScreen(Screen[None]):
@@ -57,7 +59,7 @@ class DaggerScreen(Screen[None]):
                 for key, label in (("throughput", "rows/s"), ("lag", "lag"), ("batch", "batch ms")):
                     with Vertical(classes="spark"):
                         yield Label(label, id=f"{key}-label")
-                        yield Sparkline([], id=f"{key}-spark")
+                        yield FlatSparkline([], id=f"{key}-spark")
             yield Static(id="error")
             with TabbedContent(id="tabs"):
                 with TabPane("Spec", id="spec-tab"):
@@ -227,7 +229,7 @@ class DaggerScreen(Screen[None]):
                                            f"{compat.summary()}."), rollback)
 
     def action_preview(self) -> None:
-        self.notify(f"previewing {self.ref} over the last {self.app.preview_minutes:g} minutes…")
+        self.notify(f"previewing {self.ref} over the last {counted(self.app.preview_minutes, 'minute', fmt='g')}…")
         self._preview()
 
     @work(thread=True, exclusive=True, group="preview")
@@ -239,7 +241,7 @@ class DaggerScreen(Screen[None]):
         except DaggerError as exc:
             self.app.call_from_thread(self.app.report, exc)
             return
-        title = f"preview of {self.ref}: {table.num_rows} rows in {time.monotonic() - started:.1f} s"
+        title = f"preview of {self.ref}: {counted(table.num_rows, 'row')} in {time.monotonic() - started:.1f} s"
         self.app.call_from_thread(self.app.push_screen, RowsScreen(title, table.column_names, table.to_pylist()))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:

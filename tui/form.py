@@ -4,7 +4,7 @@ Preview and Deploy."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -31,9 +31,15 @@ from textual.widgets import (
 from job.control.specs import DaggerForm
 from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
+from job.words import counted
 from tui.actions import ConsoleApp
-from tui.modals import ConfirmScreen
+from tui.form_errors import form_problems
+from tui.modals import ConfirmScreen, by_window, rows_hint
 from tui.sql_area import SqlArea
+from tui.widgets import MarkedSelectionList
+
+if TYPE_CHECKING:
+    from job.preview import PreviewProgress
 
 TEMPLATE_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS events,
@@ -65,6 +71,8 @@ class DaggerFormScreen(Screen[None]):
         self._group_touched = False
         self._auto_group = ""
         self._filling = False
+        self._touched = dagger is not None  # an edit shows what is wrong with the spec at once
+        self._pristine: str | None = None  # the new form's spec before the user changed anything
 
     # ---- layout -------------------------------------------------------------------------------
 
@@ -76,8 +84,8 @@ class DaggerFormScreen(Screen[None]):
             yield Input(placeholder="lower-case-with-dashes", id="name")
             yield Label("Proto class")
             yield Select[str]([], prompt="pick a message from protos/", id="proto")
-            yield Label("Topics (space selects; the topics that exist on the cluster's brokers)")
-            yield SelectionList[str](id="topics")
+            yield Label("Topics (space picks ✓ or leaves out; the topics that exist on the cluster's brokers)")
+            yield MarkedSelectionList[str](id="topics")
             with Horizontal(classes="row"):
                 with VerticalScroll(classes="cell"):
                     yield Label("Table name in the SQL")
@@ -157,6 +165,7 @@ class DaggerFormScreen(Screen[None]):
         self._set_topics(list(form.topics), list(form.topics))  # at once; the broker's topics follow
         self._load_topics(form.topics)
         self.query_one("#name" if self.dagger is None else "#sql").focus()
+        self._pristine = self.spec_text()
         self.validate()
 
     def _fill(self, form: DaggerForm) -> None:
@@ -254,13 +263,20 @@ class DaggerFormScreen(Screen[None]):
             self._timer.stop()
         self._timer = self.set_timer(VALIDATE_AFTER_S, self.validate)
 
-    def validate(self) -> Validation:
-        """Check the spec now (schemas, SQL with line and column); show and return the result."""
+    def validate(self, show: bool = False) -> Validation:
+        """Check the spec now (schemas, SQL with line and column) and return the result; show it once the
+        user has changed the form (or with ``show``): a blank new form says nothing yet."""
         area = self.query_one("#sql", SqlArea)
-        result = self.app.plane.validate(self.cluster, self.spec_text())
+        text = self.spec_text()
+        result = self.app.plane.validate(self.cluster, text)
         self.validation = result
         label = self.query_one("#validation", Static)
-        if result.ok:
+        self._touched = self._touched or show or (self._pristine is not None and text != self._pristine)
+        if not self._touched:
+            label.update("")
+            label.set_class(False, "invalid")
+            area.error_at = None
+        elif result.ok:
             reads = "; ".join(f"{t}: {', '.join(c)}" for t, c in result.columns.items())
             window = f" · window {result.window[0]}" + (f" sliding {result.window[1]}" if result.window[1] else "") \
                 if result.window else " · no window (pass-through)"
@@ -270,7 +286,9 @@ class DaggerFormScreen(Screen[None]):
         else:
             where = f" at line {result.line}, column {result.col}" if result.line else ""
             hint = f" — {result.hint}" if result.hint else ""
-            label.update(Text(f"✗ {result.title}{where}: {result.message}{hint}", style="bold red"))
+            problems = None if result.line else form_problems(result.message)
+            label.update(Text("\n".join(f"✗ {p}" for p in problems) if problems else
+                              f"✗ {result.title}{where}: {result.message}{hint}", style="bold red"))
             label.set_class(True, "invalid")
             area.error_at = (result.line, result.col or 1) if result.line else None
         return result
@@ -325,7 +343,7 @@ class DaggerFormScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_deploy(self) -> None:
-        if not self.validate().ok:
+        if not self.validate(show=True).ok:
             self.notify("fix the spec first", title="Not deployed", severity="error")
             return
         text = self.spec_text()
@@ -370,11 +388,11 @@ class DaggerFormScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_preview(self) -> None:
-        if not self.validate().ok:
+        if not self.validate(show=True).ok:
             self.notify("fix the spec first", title="No preview", severity="error")
             return
         self.query_one("#preview-status", Static).update(
-            f"preview: reading the last {self.app.preview_minutes:g} minutes of the topics…")
+            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics…")
         self._preview(self.spec_text())
 
     @work(thread=True, exclusive=True, group="preview")
@@ -382,7 +400,8 @@ class DaggerFormScreen(Screen[None]):
         started = time.monotonic()
         try:
             table = self.app.plane.preview_text(self.cluster, text, minutes=self.app.preview_minutes, limit=50,
-                                                spark=self.app.spark_session())
+                                                spark=self.app.spark_session(),
+                                                on_progress=lambda p: self.app.call_from_thread(self._preview_progress, p))
         except DaggerError as exc:
             self.app.call_from_thread(self.app.report, exc)
             self.app.call_from_thread(self.query_one("#preview-status", Static).update, f"preview failed: {exc.message}")
@@ -390,11 +409,20 @@ class DaggerFormScreen(Screen[None]):
         self.app.call_from_thread(self._show_preview, table.column_names, table.to_pylist(),
                                   time.monotonic() - started)
 
+    def _preview_progress(self, progress: PreviewProgress) -> None:
+        """Say how a running preview goes: its time so far, its Spark stage and tasks."""
+        self.query_one("#preview-status", Static).update(
+            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics… "
+            f"{progress.text()}")
+
     def _show_preview(self, columns: list[str], rows: list[dict[str, Any]], seconds: float) -> None:
+        """Show every row of a preview, by window, in a table brought into view (it scrolls when long)."""
         table = self.query_one("#preview-rows", DataTable)
         table.clear(columns=True)
         table.add_columns(*columns)
-        for row in rows:
+        for row in by_window(columns, rows):
             table.add_row(*(str(row.get(c)) for c in columns))
-        self.query_one("#preview-status", Static).update(f"preview: {len(rows)} rows in {seconds:.1f} s "
-                                                         "(nothing deployed, no consumer group used)")
+        self.query_one("#preview-status", Static).update(
+            f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s (nothing deployed, no consumer group used), "
+            f"below, {rows_hint(columns, len(rows))}")
+        self.call_after_refresh(table.scroll_visible, animate=False)  # once it has its new height

@@ -1,4 +1,4 @@
-"""Small dialogs: confirm an action, ask for one value, show a table of rows."""
+"""Small dialogs: confirm an action, ask for one value, show a table of rows (a preview's: by window)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,31 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
+
+
+def window_column(columns: list[str]) -> str | None:
+    """Return the column that holds a row's window (``window_timestamp``, else the first ``window…``
+    column); None when the rows have no window."""
+    if "window_timestamp" in columns:
+        return "window_timestamp"
+    return next((c for c in columns if c.startswith("window")), None)
+
+
+def by_window(columns: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return ``rows`` sorted by their window, then by the other columns in order (as shown, as text);
+    as they are when there is no window column."""
+    window = window_column(columns)
+    if window is None:
+        return rows
+    rest = [c for c in columns if c != window]
+    return sorted(rows, key=lambda r: (r.get(window) is None, str(r.get(window)), *(str(r.get(c)) for c in rest)))
+
+
+def rows_hint(columns: list[str], count: int) -> str:
+    """Return how the rows are shown: ``sorted by window_timestamp; ↑↓ or the wheel scroll them``."""
+    window = window_column(columns)
+    return (f"sorted by {window}" if window else "as the query returned them") + (
+        "; ↑↓ or the mouse wheel scroll them" if count > 1 else "")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -64,11 +89,11 @@ class RowsScreen(ModalScreen[None]):
 
     def __init__(self, title: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
         super().__init__()
-        self.title_text, self.columns, self.rows = title, columns, rows
+        self.title_text, self.columns, self.rows = title, columns, by_window(columns, rows)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):
-            yield Label(self.title_text, id="question")
+            yield Label(f"{self.title_text}, {rows_hint(self.columns, len(self.rows))}", id="question")
             yield DataTable(id="rows", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -76,6 +101,7 @@ class RowsScreen(ModalScreen[None]):
         table.add_columns(*self.columns)
         for row in self.rows:
             table.add_row(*(str(row.get(c)) for c in self.columns))
+        table.focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -28,6 +28,7 @@ except ModuleNotFoundError:  # `streamlit run web_atlas/app.py` puts only web_at
 import streamlit as st
 
 from job.errors import DaggerError
+from job.words import counted
 from web_atlas.areas import ALL_AREAS, area_by_name, area_names
 from web_atlas.coarsen import cell_edge_km
 from web_atlas.colors import SCALE_KINDS, format_value, legend_html
@@ -51,8 +52,12 @@ def _fail(exc: DaggerError) -> None:
 
 
 st.set_page_config(page_title="Daggers Atlas", layout="wide", initial_sidebar_state="expanded")
-# Less empty space above the map (Streamlit's default top padding is sized for a toolbar).
-st.markdown("<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}</style>", unsafe_allow_html=True)
+# Less empty space above the map (Streamlit's default top padding is sized for a toolbar). A metric's label
+# wraps in the narrow column beside the map instead of being cut ("num_of_bookings, all …").
+st.markdown("<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}"
+            '[data-testid="stMetricLabel"],[data-testid="stMetricLabel"] *{white-space:normal!important;'
+            "overflow:visible!important;text-overflow:clip!important;overflow-wrap:anywhere;height:auto!important}"
+            "</style>", unsafe_allow_html=True)
 
 try:
     SETTINGS = AtlasSettings.from_env()
@@ -214,6 +219,9 @@ def timeline_and_map() -> None:
     if playing and time.monotonic() - st.session_state.get("atlas_last_step", 0.0) >= 0.9 * SETTINGS.play_interval_s:
         _step(windows, +1)
         st.session_state["atlas_last_step"] = time.monotonic()
+    # Set on every run, so Streamlit sends the slider its value: after a change of window size its options
+    # change, and a slider whose value was not set again showed its first option while the map drew this one.
+    st.session_state["atlas_window"] = st.session_state["atlas_window"]
 
     nav = st.columns([1, 1, 10])
     nav[0].button("◀", key="atlas_prev", on_click=_step, args=(windows, -1), disabled=live or len(windows) < 2,
@@ -242,9 +250,13 @@ def timeline_and_map() -> None:
     started = time.perf_counter()
     summary = "sum" if color_aggregate == "sum" else "mean"
     combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
-    data = build_map(current, replace(base_request, summary=summary, combine=combine), _geometry(), previous)
+    whole = tuple(f for f in info.fields if f not in info.float_fields and query.aggregate_of(f) != "mean")
+    data = build_map(current, replace(base_request, summary=summary, combine=combine, integer_fields=whole),
+                     _geometry(), previous)
     basemap = SETTINGS.base_map(dark=map_style == "dark")
-    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap)
+    shown = repr((query, color_field, base_request, map_style))  # what the map is of: a change draws a new layer
+    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap,
+                      shown=shown)
     built_s = time.perf_counter() - started
 
     map_col, side = st.columns([5, 1])
@@ -258,7 +270,7 @@ def timeline_and_map() -> None:
                   help=None if delta is None else f"against {compare}: {format_value(data.previous_total or 0)}")
         st.markdown(legend_html(data.scale, data.legend_title, data.level_note), unsafe_allow_html=True)
     credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
-    st.caption(f"{_window_label(window_end, size_s)} · read {len(current):,} cells in {read_s:.2f} s · "
+    st.caption(f"{_window_label(window_end, size_s)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
                f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
                f"{credit}")
 

@@ -115,10 +115,12 @@ def _to_rgb(row: npt.NDArray[np.float64]) -> Rgb:
 
 
 def linear_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIAL, *, diverging: bool = False,
-                 alpha: int = DEFAULT_ALPHA, ticks: int = 5) -> ColorScale:
-    """Return a linear :class:`ColorScale` for ``values`` (see the module docstring)."""
+                 alpha: int = DEFAULT_ALPHA, ticks: int = 5, integer: bool = False) -> ColorScale:
+    """Return a linear :class:`ColorScale` for ``values`` (see the module docstring); with ``integer``
+    (a count) the legend's ticks are whole numbers."""
     v = np.asarray(values, dtype=np.float64).ravel()
     finite = np.isfinite(v)
+    integer = integer and _whole(v[finite])
     stops = _palette(palette)
     if finite.any():
         lo, hi = float(v[finite].min()), float(v[finite].max())
@@ -133,16 +135,35 @@ def linear_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIA
     positions = np.linspace(0.0, 1.0, ticks)
     tick_rgb = _interpolate(stops, positions)
     entries = tuple(
-        LegendEntry(_to_rgb(tick_rgb[k]), (_signed if diverging else format_value)(lo + p * span))
+        LegendEntry(_to_rgb(tick_rgb[k]), (_signed if diverging else format_value)(
+            float(round(lo + p * span)) if integer else lo + p * span))
         for k, p in enumerate(positions)
     ) if span > 0 else (LegendEntry(_to_rgb(_interpolate(stops, np.array([0.5 if diverging else 1.0]))[0]),
                                     format_value(lo)),)
     return ColorScale("linear", diverging, colors, entries, (lo, hi), span > 0, not finite.all())
 
 
-def _quantile_breaks(v: npt.NDArray[np.float64], classes: int) -> npt.NDArray[np.float64]:
-    """Return the distinct class boundaries (``lo .. hi``) cutting ``v`` into ``classes`` quantiles."""
-    return np.unique(np.quantile(v, np.linspace(0.0, 1.0, classes + 1)))
+def _whole(values: npt.NDArray[np.float64]) -> bool:
+    """Return whether every value is a whole number (a mean of counts is not, and keeps its decimals)."""
+    return bool(np.all(np.mod(values, 1.0) == 0.0))
+
+
+def _quantile_breaks(v: npt.NDArray[np.float64], classes: int, integer: bool = False) -> npt.NDArray[np.float64]:
+    """Return the distinct class boundaries (``lo .. hi``) cutting ``v`` into ``classes`` quantiles; with
+    ``integer`` (whole values) the inner boundaries are rounded up to whole numbers."""
+    q = np.quantile(v, np.linspace(0.0, 1.0, classes + 1))
+    if integer and q.size > 2:
+        q = np.concatenate(([q[0]], np.ceil(q[1:-1]), [q[-1]]))
+    return np.unique(q)
+
+
+def _class_bounds(breaks: npt.NDArray[np.float64], k: int, integer: bool) -> tuple[float, float]:
+    """Return the lowest and highest value of class ``k`` (``breaks[k]`` up to ``breaks[k + 1]``, the last
+    one included); for whole values a class ends one below the next class's start."""
+    lo, hi = float(breaks[k]), float(breaks[k + 1])
+    if integer and k + 2 < len(breaks):
+        hi = max(hi - 1.0, lo)
+    return lo, hi
 
 
 def _range_label(lo: float, hi: float, signed: bool = False) -> str:
@@ -151,19 +172,21 @@ def _range_label(lo: float, hi: float, signed: bool = False) -> str:
 
 
 def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIAL, *, diverging: bool = False,
-                   alpha: int = DEFAULT_ALPHA) -> ColorScale:
+                   alpha: int = DEFAULT_ALPHA, integer: bool = False) -> ColorScale:
     """Return a quantile :class:`ColorScale` for ``values``: one class per palette colour at most
     (fewer when many values are equal), or, when ``diverging``, up to ``len(palette) // 2`` classes
-    for gains and as many for losses, with the middle colour for no change."""
+    for gains and as many for losses, with the middle colour for no change. With ``integer`` (a count)
+    the classes have whole bounds that do not overlap: ``20 – 34``, ``35 – 50``."""
     v = np.asarray(values, dtype=np.float64).ravel()
     finite = np.isfinite(v)
     stops = _palette(palette)
     rgb = np.zeros((v.size, 3), dtype=np.float64)
     entries: list[LegendEntry] = []
     data = v[finite]
+    integer = integer and _whole(data)
     if not diverging:
         if data.size:
-            breaks = _quantile_breaks(data, len(stops))
+            breaks = _quantile_breaks(data, len(stops), integer)
             classes = max(len(breaks) - 1, 1)
             cls = np.clip(np.searchsorted(breaks[1:-1], np.where(finite, v, breaks[0]), side="right"), 0,
                           classes - 1)
@@ -174,7 +197,7 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
             if len(breaks) == 1:
                 entries = [LegendEntry(_to_rgb(stops[picks[0]]), format_value(breaks[0]))]
             else:
-                entries = [LegendEntry(_to_rgb(stops[picks[k]]), _range_label(breaks[k], breaks[k + 1]))
+                entries = [LegendEntry(_to_rgb(stops[picks[k]]), _range_label(*_class_bounds(breaks, k, integer)))
                            for k in range(classes)]
         domain = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
         return ColorScale("quantile", False, _rgba(rgb, finite, alpha), tuple(entries), domain, False,
@@ -189,7 +212,7 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
         mags = np.abs(v[mask])
         if not mags.size:
             continue
-        breaks = _quantile_breaks(mags, side)
+        breaks = _quantile_breaks(mags, side, integer)
         classes = max(len(breaks) - 1, 1)
         cls = np.clip(np.searchsorted(breaks[1:-1], mags, side="right"), 0, classes - 1)
         offsets = np.rint(np.linspace(1, side, classes)).astype(np.int64) if classes > 1 else np.array([side])
@@ -197,7 +220,7 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
         rgb[mask] = stops[mid + step * offsets[cls]]
         side_entries = []
         for k in range(classes):
-            lo, hi = (breaks[k], breaks[k + 1]) if len(breaks) > 1 else (breaks[0], breaks[0])
+            lo, hi = _class_bounds(breaks, k, integer) if len(breaks) > 1 else (breaks[0], breaks[0])
             label = _range_label(lo, hi, True) if step > 0 else _range_label(-hi, -lo, True)
             side_entries.append(LegendEntry(_to_rgb(stops[mid + step * offsets[k]]), label))
         if step < 0:
@@ -212,16 +235,17 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
 
 
 def color_scale(values: npt.ArrayLike, kind: ScaleKind, palette: Sequence[str], *, diverging: bool = False,
-                alpha: int = DEFAULT_ALPHA) -> ColorScale:
-    """Return the ``kind`` scale (``"linear"`` or ``"quantile"``) of ``values``.
+                alpha: int = DEFAULT_ALPHA, integer: bool = False) -> ColorScale:
+    """Return the ``kind`` scale (``"linear"`` or ``"quantile"``) of ``values`` (``integer``: whole numbers,
+    such as counts, get whole legend bounds).
 
     Raises:
         ValueError: ``kind`` is neither.
     """
     if kind == "linear":
-        return linear_scale(values, palette, diverging=diverging, alpha=alpha)
+        return linear_scale(values, palette, diverging=diverging, alpha=alpha, integer=integer)
     if kind == "quantile":
-        return quantile_scale(values, palette, diverging=diverging, alpha=alpha)
+        return quantile_scale(values, palette, diverging=diverging, alpha=alpha, integer=integer)
     raise ValueError(f"colour scale {kind!r} is not one of {', '.join(SCALE_KINDS)}")
 
 

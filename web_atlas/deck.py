@@ -9,6 +9,7 @@ every value, which doubles the bytes and the time for 44,000 cells).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Final
 
@@ -95,11 +96,22 @@ def label_layer(rows: list[dict[str, Any]], *, dark: bool) -> pdk.Layer:
     )
 
 
+def cell_layer_id(rows_json: str, shown: str = "") -> str:
+    """Return the cell layer's id for the cell rows ``rows_json`` of the map ``shown`` (what the map is
+    of: output, window, colour field, scale…): ``cells-`` and a digest of both.
+
+    A new id for a new map makes deck.gl build the layer afresh. With one id, the cell hovered last kept
+    its highlight through a change of window or output, and the cell at its index in the new rows was
+    drawn in the highlight's blend: a colour that is not in the legend."""
+    digest = hashlib.blake2b(shown.encode() + b"\0" + rows_json.encode(), digest_size=8)
+    return f"{CELL_LAYER_ID}-{digest.hexdigest()}"
+
+
 def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms: int = FLY_MS,
-               basemap: BaseMap | None = None) -> AtlasDeck:
+               basemap: BaseMap | None = None, shown: str = "") -> AtlasDeck:
     """Return the deck for ``data``: the cell layer, the service-area ring when an area is chosen,
     place names when the base map wants them, the tooltip, and ``basemap`` (default: the offline
-    base map in ``style``).
+    base map in ``style``); ``shown`` says what the map is of (see :func:`cell_layer_id`).
 
     Raises:
         ValueError: an unknown ``style``.
@@ -107,10 +119,11 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
     map_style_url(style)  # validates the style name
     dark = style == "dark"
     basemap = basemap or base_map("offline", dark=dark)
+    rows_json = data.rows_json()
     layers: list[pdk.Layer] = [
         pdk.Layer(
             "PolygonLayer",
-            id=CELL_LAYER_ID,
+            id=cell_layer_id(rows_json, shown),
             data=_ROWS_PLACEHOLDER,
             get_polygon="polygon",
             position_format='"XY"',  # quoted: a plain string, not an accessor
@@ -156,11 +169,11 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
         map_provider=None,
         tooltip={"html": data.tooltip_html, "style": style_box},
         height=height,
-        raw_data={_ROWS_PLACEHOLDER: data.rows_json()},
+        raw_data={_ROWS_PLACEHOLDER: rows_json},
     )
 
 
 __all__ = [
     "AREA_LAYER_ID", "CELL_LAYER_ID", "DARK_STYLE", "FLY_MS", "LIGHT_STYLE", "MAP_STYLES", "STATIC_PREFIX",
-    "AtlasDeck", "build_deck", "label_layer", "map_style_url", "view_state",
+    "AtlasDeck", "build_deck", "cell_layer_id", "label_layer", "map_style_url", "view_state",
 ]

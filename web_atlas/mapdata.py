@@ -56,7 +56,9 @@ class MapRequest:
     field's cells add up for the page header: a sum (counts) or a mean over cells (averages).
     ``level`` is the S2 level to draw (None: the finest whose cells are readable at the view's zoom,
     :func:`web_atlas.coarsen.auto_level`); coarser cells combine their children field by field as
-    ``combine`` says (``sum`` when a field is not named; :mod:`web_atlas.coarsen`).
+    ``combine`` says (``sum`` when a field is not named; :mod:`web_atlas.coarsen`). ``integer_fields``
+    are the fields whose cell values are whole numbers (integer counts added up): their legend has whole
+    bounds (``20 – 34``, not ``20 – 34.4``).
     """
 
     color_field: str
@@ -72,6 +74,7 @@ class MapRequest:
     height_px: int = 640
     level: int | None = None
     combine: tuple[tuple[str, str], ...] = ()
+    integer_fields: tuple[str, ...] = ()
 
     def combine_rule(self, name: str) -> str:
         """Return how field ``name`` combines children into a coarser cell (``sum`` by default)."""
@@ -287,7 +290,8 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         palette, title = DIVERGING, f"{request.color_field}: change against {request.compare}"
     else:
         palette, title = (DARK_SEQUENTIAL if request.dark else LIGHT_SEQUENTIAL), request.color_field
-    scale = color_scale(color_values, request.scale, palette, diverging=comparing)
+    scale = color_scale(color_values, request.scale, palette, diverging=comparing,
+                        integer=request.color_field in request.integer_fields)
 
     elevation: npt.NDArray[np.float64] | None = None
     if request.elevation_field is not None:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from job.chaos.results import CaseResult, Report
+from job.words import counted
 
 
 def _plots(report: Report, out: Path) -> list[str]:
@@ -113,7 +114,7 @@ def write_report(report: Report, out: Path) -> Path:
         *(["- the dagger ran under the control plane (two clusters, a controller each, failing over to each "
            "other); the controllers restarted and moved it"] if report.mode == "control-plane" else []),
         f"- dagger process restarts: {report.dagger_restarts}",
-        *([f"- machine: {os.cpu_count()} cores, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
+        *([f"- machine: {counted(os.cpu_count() or 0, 'core')}, load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
            "during the run (times to recover stretch with it)"] if loads else []),
         f"- **outputs equal the ground truth: {'yes' if report.exact else 'NO'}**",
         "",

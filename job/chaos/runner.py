@@ -34,6 +34,7 @@ from job.spec import load_spec
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_ports
+from job.words import counted
 
 if TYPE_CHECKING:
     from job.chaos.world import ControlPlaneWorld
@@ -342,7 +343,7 @@ class ChaosRun:
                 t.start()
             for t in threads[2:] + threads[:1]:
                 t.join()
-            self.say(f"load done: {self.generated:,} events generated, {self.acked:,} acknowledged")
+            self.say(f"load done: {counted(self.generated, 'event', fmt=',')} generated, {self.acked:,} acknowledged")
             want = self.expected_points()
             deadline = time.monotonic() + exp.recover_timeout_s
             got = self.written_points()

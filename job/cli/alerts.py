@@ -34,6 +34,7 @@ from rich.table import Table
 
 from job.cli.common import fail, print_table
 from job.errors import DaggerError
+from job.words import counted
 
 if TYPE_CHECKING:
     from alerting.config import AlertsConfig
@@ -114,7 +115,7 @@ def run_command(
     except DaggerError as exc:
         fail(exc)
     out = _out()
-    out.print(f"[bold]daggers alerts[/bold]: {len(cfg.rules)} rules, {len(cfg.channels)} channels, "
+    out.print(f"[bold]daggers alerts[/bold]: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
               f"store {escape(engine.store.safe_url)}")
     for name, notifier in engine.notifiers.items():
         out.print(f"  channel {escape(name)}: {escape(notifier.describe())}")
@@ -303,9 +304,9 @@ def check_command(config: ConfigOption = DEFAULT_CONFIG) -> None:
     except DaggerError as exc:
         fail(exc)
     out = _out()
-    out.print(f"[green]OK[/green] {escape(str(config))}: {len(cfg.rules)} rules, {len(cfg.channels)} channels, "
-              f"{len(cfg.routes)} routes, {len(cfg.silences)} silences"
-              + (f", platform alerts on {len(cfg.platform.daggers)} daggers" if cfg.platform and cfg.platform.enabled
+    out.print(f"[green]OK[/green] {escape(str(config))}: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
+              f"{counted(len(cfg.routes), 'route')}, {counted(len(cfg.silences), 'silence')}"
+              + (f", platform alerts on {counted(len(cfg.platform.daggers), 'dagger')}" if cfg.platform and cfg.platform.enabled
                  else ""))
     for r in cfg.rules:
         what = (", ".join(f"{s} {c.describe()}" for s, c in r.conditions()) if isinstance(r, ThresholdRule)

@@ -27,6 +27,7 @@ from rich.markup import escape
 from job.cli.common import fail
 from job.errors import DaggerError
 from job.stack.influx import influx_ping
+from job.stack.pdeathsig import die_with_parent
 from job.stack.ports import free_port, port_in_use
 
 DEFAULT_PORT = 8501
@@ -166,16 +167,34 @@ def atlas_command(
                   "the map shows an error until it does ([bold]daggers up[/bold] starts one).")
     out.print(f"[bold]Atlas[/bold] on [link=http://{address}:{port}]http://{address}:{port}[/link]  "
               f"(InfluxDB {escape(influx)}, database {escape(db)}); Ctrl-C stops it")
-    child = subprocess.Popen(argv, env=atlas_env(influx, db, basemap=basemap, basemap_url=basemap_url))
+    # the kernel stops Streamlit when this process dies, even by SIGKILL; SIGTERM stops it here, first
+    child = subprocess.Popen(argv, env=atlas_env(influx, db, basemap=basemap, basemap_url=basemap_url),
+                             preexec_fn=die_with_parent(signal.SIGTERM))
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = child.wait()
-    except KeyboardInterrupt:  # the child got the same SIGINT from the terminal; give it time to stop
-        try:
-            code = child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGTERM)
-            code = child.wait()
+    except KeyboardInterrupt:  # Ctrl-C (the child got the same SIGINT from the terminal) or SIGTERM
+        code = stop_child(child)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     raise typer.Exit(0 if code in (0, -signal.SIGINT, -signal.SIGTERM) else code)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop waiting for the app as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def stop_child(child: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
+    """Stop the Streamlit ``child`` and return its exit code: SIGTERM (it may have had SIGINT already),
+    then SIGKILL after ``grace_s``."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+    try:
+        return child.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return child.wait()
 
 
 def register(app: typer.Typer) -> None:

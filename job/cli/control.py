@@ -26,6 +26,7 @@ from rich.table import Column, Table
 
 from job.cli.common import print_error, print_table
 from job.errors import DaggerError
+from job.words import counted
 
 EXIT_ERROR = 2
 out = Console(highlight=False, soft_wrap=True)
@@ -354,9 +355,10 @@ def progress_lines(d: Any) -> list[str]:
     p = d.progress
     if not p:
         return []
-    lag = f"; lag {d.lag:,} records" if d.lag is not None else ""
-    lines = [f"read {p.get('input_rows', 0):,} rows in {p.get('batches', 0):,} batches "
-             f"({p.get('late_rows_dropped', 0):,} late rows dropped, {p.get('bad_records', 0):,} bad records); "
+    lag = f"; lag {counted(d.lag, 'record', fmt=',')}" if d.lag is not None else ""
+    lines = [f"read {counted(p.get('input_rows', 0), 'row', fmt=',')} in {counted(p.get('batches', 0), 'batch', fmt=',')} "
+             f"({counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped, "
+             f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); "
              f"{p.get('input_rows_per_s', 0):,.0f} rows/s now{lag}"]
     if "batch_duration_ms" in p:
         phases = sorted(p.get("batch_phases_ms", {}).items(), key=lambda kv: -kv[1])
@@ -368,8 +370,9 @@ def progress_lines(d: Any) -> list[str]:
         windows = (f"; windows {sink['first_window']} to {sink['last_window']}"
                    if sink.get("first_window") else "")
         error = f"; last error: {sink['last_error']}" if sink.get("last_error") else ""
-        lines.append(f"sink {name}: {sink.get('rows_written', 0):,} rows in {sink.get('writes', 0):,} writes "
-                     f"({sink.get('retries', 0):,} retries, {sink.get('failures', 0):,} failures) to "
+        lines.append(f"sink {name}: {counted(sink.get('rows_written', 0), 'row', fmt=',')} in "
+                     f"{counted(sink.get('writes', 0), 'write', fmt=',')} ({counted(sink.get('retries', 0), 'retry', fmt=',')}, "
+                     f"{counted(sink.get('failures', 0), 'failure', fmt=',')}) to "
                      f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}")
     lines += lookup_lines(p.get("lookups") or {})
     return lines
@@ -604,7 +607,7 @@ def dagger_preview(ref: Annotated[str | None, typer.Argument(help="The dagger (o
         for r in rows:
             t.add_row(*(str(v) for v in r.values()))
         print_table(out, t)
-        out.print(f"{len(rows)} rows")
+        out.print(counted(len(rows), 'row'))
     _emit(rows, as_json, human)
 
 

@@ -9,6 +9,7 @@ import typer
 
 from job.cli.common import fail, out
 from job.errors import DaggerError
+from job.words import counted
 
 protos_app = typer.Typer(help="The protobuf schemas in protos/.", no_args_is_help=True)
 
@@ -48,7 +49,7 @@ def protos_build(out_file: Annotated[Path | None, typer.Option("--out", help="Al
     except DaggerError as exc:
         fail(exc)
         return
-    out.print(f"schema version {source_hash(root or PROTO_ROOT)} ({len(data):,} bytes)")
+    out.print(f"schema version {source_hash(root or PROTO_ROOT)} ({counted(len(data), 'byte', fmt=',')})")
     if out_file is not None:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_bytes(data)

@@ -18,6 +18,7 @@ from job.cli.common import (
     state_dir_or_default,
 )
 from job.errors import DaggerError
+from job.words import counted
 
 
 def run(
@@ -50,8 +51,9 @@ def run(
     except KeyboardInterrupt:  # Ctrl-C while waiting for a broker or Spark, or a second Ctrl-C while stopping
         out.print("interrupted: stopped at once (the next run resumes from the checkpoint)")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    out.print(f"stopped after {progress.batches} batches: {progress.input_rows:,} rows read, "
-              f"{progress.late_rows_dropped:,} late rows dropped, {progress.bad_records:,} bad records skipped")
+    out.print(f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row', fmt=',')} read, "
+              f"{counted(progress.late_rows_dropped, 'late row', fmt=',')} dropped, "
+              f"{counted(progress.bad_records, 'bad record', fmt=',')} skipped")
     if progress.last_batch_id == last_batch_before:  # the sink counters are an earlier run's
         out.print("no micro-batch ran: nothing written", highlight=False)
         return
@@ -82,7 +84,7 @@ def written_summary(sinks: dict[str, dict[str, Any]]) -> list[str]:
             continue
         first, last = (_clock(m.get(k)) for k in ("first_window", "last_window"))
         span = f"windows ending {first}" + (f" to {last}" if last != first else "") if first else "no windows"
-        lines.append(f"{name}: wrote {rows:,} rows to {target}, {span}")
+        lines.append(f"{name}: wrote {counted(rows, 'row', fmt=',')} to {target}, {span}")
     return lines
 
 

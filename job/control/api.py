@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from job.output import Output, OutputQuery
+    from job.preview import PreviewProgress
     from job.spec import DaggerSpec
 
 #: States from which "deploy" or "restart" (re)starts counting crashes from zero.
@@ -215,8 +217,8 @@ class ControlPlane(AdminOps, TokenOps):
         window = list(p.translation.window) if p.translation.window else None
         return Validation(ok=True, columns=p.translation.columns, window=window)
 
-    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100,
-                spark: SparkSession | None = None) -> pa.Table:
+    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: SparkSession | None = None,
+                on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
         """Run the dagger's current SQL over the last ``minutes`` of its topics; return up to ``limit`` rows.
 
         Nothing is deployed and no consumer group is used (see :func:`job.preview.preview`).
@@ -225,7 +227,7 @@ class ControlPlane(AdminOps, TokenOps):
             d = self._find(s, ref, "viewer", "preview")
             text, cluster = self._current(s, d).spec_text, d.cluster
             spec = specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}")
-        return self._run_preview(spec, minutes, limit, spark)
+        return self._run_preview(spec, minutes, limit, spark, on_progress)
 
     def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output:
         """Return the dagger's own output read back from its sink (:func:`job.output.read_output`): the sum
@@ -250,18 +252,20 @@ class ControlPlane(AdminOps, TokenOps):
             return specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}"), name
 
     def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
-                     spark: SparkSession | None = None) -> pa.Table:
+                     spark: SparkSession | None = None,
+                     on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
         """Preview a spec text that is not a dagger yet (the console's form), on ``cluster``'s brokers."""
         with self.registry.session() as s:
             c = self._cluster(s, cluster, "viewer", "preview on")
             spec = self._parse(c, text, "preview")
-        return self._run_preview(spec, minutes, limit, spark)
+        return self._run_preview(spec, minutes, limit, spark, on_progress)
 
     @staticmethod
-    def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None) -> pa.Table:
+    def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None,
+                     on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
         from job.preview import preview
 
-        return preview(spec, minutes=minutes, limit=limit, spark=spark)
+        return preview(spec, minutes=minutes, limit=limit, spark=spark, on_progress=on_progress)
 
     def cluster_topics(self, cluster: str) -> list[str]:
         """Return the topics on the cluster's brokers (for the form's multi-select). Raises SourceError."""

@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 
 import requests
 
+from job.words import counted
+
 DEFAULT_SPARK_UI_PORT = 8080
 
 
@@ -152,9 +154,9 @@ def summary(health: dict[str, Any] | None) -> str:
     if not health:
         return "no health recorded"
     sp, kf, ix = health.get("spark") or {}, health.get("kafka") or {}, health.get("influx") or {}
-    spark = (f"spark {'ok' if sp.get('ok') else 'DOWN'} {sp.get('workers_alive', 0)}/{sp.get('workers', 0)} workers "
-             f"{sp.get('cores_used', 0)}/{sp.get('cores', 0)} cores") if sp.get("mode") == "standalone" else (
-        f"spark local {sp.get('cores', 0)} cores")
-    kafka = f"kafka {'ok' if kf.get('ok') else 'DOWN'}" + (f" {kf.get('partitions')} partitions" if kf.get("ok") else "")
+    spark = (f"spark {'ok' if sp.get('ok') else 'DOWN'} {sp.get('workers_alive', 0)}/{sp.get('workers', 0)} {'worker' if sp.get('workers', 0) == 1 else 'workers'} "
+             f"{sp.get('cores_used', 0)}/{sp.get('cores', 0)} {'core' if sp.get('cores', 0) == 1 else 'cores'}") if sp.get("mode") == "standalone" else (
+        f"spark local {counted(sp.get('cores', 0), 'core')}")
+    kafka = f"kafka {'ok' if kf.get('ok') else 'DOWN'}" + (f" {counted(kf.get('partitions') or 0, 'partition')}" if kf.get("ok") else "")
     influx = f"influx {'ok' if ix.get('ok') else 'DOWN'}"
     return " · ".join([spark, kafka, influx])

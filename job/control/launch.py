@@ -24,6 +24,7 @@ from typing import Any
 
 from job.errors import DaggerError
 from job.liveness import QUERY_FILE, liveness_listener
+from job.words import counted
 
 log = logging.getLogger("daggers.launch")
 
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    print(f"stopped after {progress.batches} batches: {progress.input_rows} rows read, "
-          f"{progress.late_rows_dropped} late rows dropped, {progress.bad_records} bad records skipped", flush=True)
+    print(f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row')} read, "
+          f"{counted(progress.late_rows_dropped, 'late row')} dropped, {counted(progress.bad_records, 'bad record')} skipped", flush=True)
     return 0
 
 

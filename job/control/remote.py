@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from job.control.tokens import TokenView
+    from job.preview import PreviewProgress
 
 API = "/api/v1"
 _ERRORS: dict[int, type[ControlError]] = {401: AuthError, 403: PermissionDeniedError, 404: NotFoundError,
@@ -60,6 +64,33 @@ def _seg(ref: str) -> str:
     team, _, name = ref.rpartition("/")
     return f"{quote(team or '-', safe='')}/{quote(name, safe='')}"
 
+
+
+@contextmanager
+def _ticking(on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[None]:
+    """Call ``on_progress`` with the time so far at once, every PROGRESS_EVERY_S while the block runs, and at
+    its end (a preview that runs in the server)."""
+    if on_progress is None:
+        yield
+        return
+    from job.preview import PROGRESS_EVERY_S, PreviewProgress
+
+    report = on_progress
+    started, done = time.monotonic(), threading.Event()
+
+    def tick() -> None:
+        while not done.wait(PROGRESS_EVERY_S):
+            report(PreviewProgress(time.monotonic() - started, waiting="running in the server"))
+
+    report(PreviewProgress(0.0, waiting="running in the server"))
+    ticker = threading.Thread(target=tick, name="preview-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+        report(PreviewProgress(time.monotonic() - started, waiting="done in the server"))
 
 class RemoteControlPlane:
     """The operations of the server at ``url`` as the user of ``token``.
@@ -294,15 +325,19 @@ class RemoteControlPlane:
         """Check a spec for a cluster."""
         return Validation(**self._json("POST", "/validate", {"cluster": cluster, "spec": text}))
 
-    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: Any = None) -> pa.Table:
-        """Run the dagger's SQL over the last minutes of its topics, in the server."""
-        return _table(self._json("POST", f"/daggers/{_seg(ref)}/preview", {"minutes": minutes, "limit": limit}))
+    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: Any = None,
+                on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+        """Run the dagger's SQL over the last minutes of its topics, in the server (``on_progress`` hears the
+        time it has taken so far: the server's Spark stages are not seen from here)."""
+        with _ticking(on_progress):
+            return _table(self._json("POST", f"/daggers/{_seg(ref)}/preview", {"minutes": minutes, "limit": limit}))
 
     def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
-                     spark: Any = None) -> pa.Table:
-        """Preview a spec that is not a dagger yet, in the server."""
-        return _table(self._json("POST", "/preview", {"cluster": cluster, "spec": text, "minutes": minutes,
-                                                      "limit": limit}))
+                     spark: Any = None, on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+        """Preview a spec that is not a dagger yet, in the server (``on_progress`` as :meth:`preview`)."""
+        with _ticking(on_progress):
+            return _table(self._json("POST", "/preview", {"cluster": cluster, "spec": text, "minutes": minutes,
+                                                          "limit": limit}))
 
     def create(self, cluster: str, text: str, *, deploy: bool = False, comment: str = "") -> DaggerView:
         """Create a dagger (version 1)."""

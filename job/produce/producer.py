@@ -34,6 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from job.errors import DaggerError
 from job.produce.generator import EventBatch
+from job.words import counted
 
 DEFAULT_PARTITIONS = 4
 TOPIC_CONFIG = {"retention.ms": "-1"}  # noida-db deletes records older than 7 days otherwise
@@ -85,7 +86,7 @@ class ProduceReport:
     def summary(self) -> str:
         """Return a one-line summary for a terminal."""
         secs = f"{self.seconds:.2f}" if self.seconds < 10 else f"{self.seconds:.1f}"
-        line = f"produced {self.count:,} events to {self.topic!r} in {secs} s ({self.events_per_s:,.0f}/s)"
+        line = f"produced {counted(self.count, 'event', fmt=',')} to {self.topic!r} in {secs} s ({self.events_per_s:,.0f}/s)"
         if self.errors:
             line += f", {self.errors:,} failed"
         return line + (" (interrupted)" if self.interrupted else "")
@@ -390,14 +391,14 @@ def _report(topic: str, sent: int, undelivered: int, deliveries: _Deliveries, se
     failed = deliveries.failed + undelivered
     samples = list(deliveries.samples)
     if undelivered:
-        samples.append(f"{undelivered} events still queued when the flush timed out")
+        samples.append(f"{counted(undelivered, 'event')} still queued when the flush timed out")
     count = sent - failed
     report = ProduceReport(count, seconds, count / seconds if seconds > 0 else 0.0, failed, topic, samples,
                            interrupted)
     if failed:
         reason = samples[0] if samples else "unknown reason"
         early = " (sending stopped at the first failure)" if stopped else ""
-        raise ProduceError(f"{failed:,} of {sent:,} events sent were not delivered to topic {topic!r}{early}: "
+        raise ProduceError(f"{failed:,} of {counted(sent, 'event', fmt=',')} sent were not delivered to topic {topic!r}{early}: "
                            f"{reason}", report=report)
     return report
 

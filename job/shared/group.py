@@ -48,6 +48,7 @@ from job.errors import DaggerError, SourceError
 from job.liveness import read_json
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
+from job.words import counted
 
 log = logging.getLogger("daggers.shared")
 
@@ -278,8 +279,8 @@ class HostedGroup:
                     self._jobs[key].mark("running")
                     self._report(key, "running")
             self.state = "running"
-            log.info("group %s gen %d: running %d daggers (query %s)", self.key, self.generation,
-                     len(self.members), query.id)
+            log.info("group %s gen %d: running %s (query %s)", self.key, self.generation,
+                     counted(len(self.members), "dagger"), query.id)
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.5)
             if not self._stop.is_set() and query.exception() is not None:
@@ -377,8 +378,8 @@ class HostedGroup:
         for job in self._jobs.values():
             job.query = query
             job._interval_s = first.trigger_interval_s
-        log.info("group %s gen %d: %d daggers from %s (checkpoint %s)", self.key, self.generation,
-                 len(self.members), group.streams[0].source.start_from, checkpoint)
+        log.info("group %s gen %d: %s from %s (checkpoint %s)", self.key, self.generation,
+                 counted(len(self.members), "dagger"), group.streams[0].source.start_from, checkpoint)
         return query, session, listener
 
     def _catch_up(self, behind: dict[str, dict[str, dict[str, int]]]) -> None:
@@ -439,9 +440,9 @@ class HostedGroup:
             if error is not None:
                 self._fail(key, error)
         if rows.num_rows:
-            log.info("group %s gen %d batch %d: %d rows for %d daggers; computed in %.0f ms, split in %.0f ms, "
-                     "written in %.0f ms", self.key, self.generation, batch_id, rows.num_rows,
-                     sum(1 for _, t in live if t.num_rows), (collected - started) * 1000, (split - collected) * 1000,
+            log.info("group %s gen %d batch %d: %s for %s; computed in %.0f ms, split in %.0f ms, "
+                     "written in %.0f ms", self.key, self.generation, batch_id, counted(rows.num_rows, "row"),
+                     counted(sum(1 for _, t in live if t.num_rows), "dagger"), (collected - started) * 1000, (split - collected) * 1000,
                      (time.monotonic() - split) * 1000)
 
     def _fail(self, key: str, error: str) -> None:

@@ -30,6 +30,7 @@ from job.errors import BackpressureError, SinkError
 from job.sinks.base import Sink, backoff_s
 from job.sinks.line_protocol import encode
 from job.spec import InfluxSinkSpec
+from job.words import counted
 
 log = logging.getLogger("daggers.sink.influx")
 
@@ -176,7 +177,7 @@ class InfluxSink(Sink):
                 error = SinkError(str(exc))
             attempt += 1
             if attempt > self.spec.max_retries:
-                raise SinkError(f"giving up writing to InfluxDB at {self.url} after {attempt} attempts: "
+                raise SinkError(f"giving up writing to InfluxDB at {self.url} after {counted(attempt, 'attempt')}: "
                                 f"{error.message}") from None
             self.metrics.retries += 1
             log.warning("InfluxDB write failed (%s); retry %d/%d in %.1fs", error.message, attempt,

@@ -51,6 +51,7 @@ from job.errors import SchemaError, SinkError
 from job.schema.registry import TIMESTAMP, SchemaRegistry, default_registry
 from job.sinks.base import TIME_COLUMN, Sink, backoff_s, default_key_columns
 from job.spec import KafkaSinkSpec
+from job.words import counted
 
 log = logging.getLogger("daggers.sink.kafka")
 _RDKAFKA_LOG = logging.getLogger("daggers.sink.kafka.librdkafka")
@@ -507,7 +508,7 @@ class KafkaSink(Sink):
             if final or attempt > self.spec.max_retries:
                 reason = _kafka_text(final[0] if final else first)
                 tried = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
-                raise SinkError(f"{len(failed)} of {len(values)} records of batch {batch_id} were not delivered "
+                raise SinkError(f"{len(failed)} of {counted(len(values), 'record')} of batch {batch_id} were not delivered "
                                 f"to topic {self.spec.topic!r} {tried}: {reason}",
                                 hint=None if final else "is the broker up? the batch runs again at the next start")
             self.metrics.retries += 1

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from job.sinks.base import Sink
 from job.spec import LogSinkSpec
+from job.words import counted
 
 #: Values up to this long stay on one line of their column; longer ones wrap (never cut).
 WHOLE_UP_TO = 32
@@ -35,7 +36,7 @@ class LogSink(Sink):
             return 0
         rows = [["NULL" if v is None else str(v) for v in row.values()]
                 for row in table.slice(0, self.spec.max_rows).to_pylist()]
-        view = Table(title=f"batch {batch_id}: {table.num_rows} rows", show_lines=False)
+        view = Table(title=f"batch {batch_id}: {counted(table.num_rows, 'row')}", show_lines=False)
         needed = 1
         for i, name in enumerate(table.column_names):
             # values are never cut short: a column is as wide as its longest value (up to
@@ -48,5 +49,5 @@ class LogSink(Sink):
         # wider than the terminal rather than a column dropped or cut
         self.console.print(view, width=max(self.console.width, needed), crop=False)
         if table.num_rows > self.spec.max_rows:
-            self.console.print(f"... {table.num_rows - self.spec.max_rows} more rows")
+            self.console.print(f"... {counted(table.num_rows - self.spec.max_rows, 'more row')}")
         return table.num_rows

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.preview import preview
+from job.preview import PreviewProgress, preview
 from job.produce.generator import generate
 from job.produce.producer import produce
 from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique
@@ -38,5 +38,14 @@ def test_preview_limit(spark, tansu_broker, tmp_path) -> None:  # type: ignore[n
     spec, _ = make_spec(name=unique("pv"), bootstrap=tansu_broker, topic=topic, proto_class="daggers.events.BookingLog",
                         sql="SELECT order_number, city_id FROM data_stream", influx_url="http://127.0.0.1:9",
                         db="unused", measurement="m", checkpoint=tmp_path / "never")
-    table = preview(spec, minutes=5, limit=7, spark=spark)
+    seen: list[PreviewProgress] = []
+    table = preview(spec, minutes=5, limit=7, spark=spark, on_progress=seen.append)
     assert table.num_rows == 7 and table.column_names == ["order_number", "city_id"]
+    # how it went: said at once, then the Spark stages and tasks of its jobs, all done at the end
+    assert seen[0] == PreviewProgress(0.0) and seen[0].text() == "0 s · planning the read"
+    last = seen[-1]
+    assert last.stages >= 1 and last.stages_done == last.stages and 0 < last.tasks_done == last.tasks, seen
+    assert [p.elapsed_s for p in seen] == sorted(p.elapsed_s for p in seen)
+    assert last.text() == (f"{last.elapsed_s:.0f} s · Spark stage {last.stages} of {last.stages} · "
+                           f"{last.tasks} of {last.tasks} task{'s' if last.tasks > 1 else ''} done")
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # the session is left as it was

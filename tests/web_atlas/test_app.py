@@ -47,7 +47,7 @@ def _tooltip(at: AppTest) -> dict[str, Any]:
 
 
 def _rows(deck: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    cells = [layer for layer in deck["layers"] if layer["id"] == "cells"]
+    cells = [layer for layer in deck["layers"] if layer["id"].startswith("cells-")]
     assert len(cells) == 1
     return {row["cell"]: row for row in cells[0]["data"]}
 

@@ -131,3 +131,77 @@ def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -
             proc.wait(10)
     text = log.read_text()
     assert f"Atlas on http://127.0.0.1:{port}" in text and f"InfluxDB {influxdb.url}, database atlasdb" in text
+
+
+def _children(pid: int) -> list[int]:
+    """Return the pids of ``pid``'s children (Linux /proc)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Return whether ``pid`` is a process that has not exited (a zombie counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_the_streamlit_child_stops_with_the_command(sig: signal.Signals, tmp_path: Path) -> None:
+    """Issue 36: ``daggers atlas`` stopped with SIGTERM left Streamlit serving the port with PPID 1.
+    Only the command's own process is signalled here (not its process group), as a service manager or
+    ``kill PID`` does."""
+    from job.stack.ports import port_in_use
+
+    port = free_port()
+    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
+           "register(app); app()"
+    log = tmp_path / "atlas.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", "http://127.0.0.1:9", "--db", "x",
+                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        (child,) = _children(proc.pid)
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(child) or port_in_use("127.0.0.1", port):
+            assert time.monotonic() < deadline, f"Streamlit (pid {child}) outlived the command: {log.read_text()}"
+            time.sleep(0.2)
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        for pid in _leftover(proc.pid):  # a Streamlit that outlived the command
+            os.kill(pid, signal.SIGKILL)
+
+
+def _leftover(session: int) -> list[int]:
+    """Return the pids still alive in session ``session`` (what a failed test must not leave behind)."""
+    out: list[int] = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # fields[3] is the session id
+            out.append(int(stat.parent.name))
+    return out

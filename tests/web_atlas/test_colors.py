@@ -88,3 +88,22 @@ def test_color_scale_dispatch_and_legend_html() -> None:
     assert "&lt;bookings&gt;" in html and "linear-gradient(to right, rgb(0, 0, 0)" in html and "no data" in html
     html = legend_html(quantile_scale([1, 2, 3], BW), "x")
     assert html.count("width:14px") == 2 and "color:inherit" in html
+
+
+def test_integer_counts_get_whole_non_overlapping_classes() -> None:
+    counts = [20, 21, 23, 28, 34, 35, 38, 44, 50, 61, 77, 90, 120]
+    assert [e.label for e in quantile_scale(counts, LIGHT_SEQUENTIAL).entries][:2] == ["20 – 22.4", "22.4 – 30.6"]
+    scale = quantile_scale(counts, LIGHT_SEQUENTIAL, integer=True)
+    assert [e.label for e in scale.entries] == ["20 – 22", "23 – 30", "31 – 35", "36 – 43", "44 – 56", "57 – 80",
+                                                "81 – 120"]
+    # each count takes the colour of the class its label names
+    colour = {e.label: e.color for e in scale.entries}
+    assert tuple(scale.colors[2, :3]) == colour["23 – 30"] and tuple(scale.colors[1, :3]) == colour["20 – 22"]
+    assert tuple(scale.colors[5, :3]) == colour["31 – 35"] and tuple(scale.colors[6, :3]) == colour["36 – 43"]
+    assert [e.label for e in quantile_scale(range(1, 8), LIGHT_SEQUENTIAL, integer=True).entries] == [
+        "1", "2", "3", "4", "5", "6 – 7"]
+    changes = quantile_scale([-9, -4, -1, 0, 2, 3, 8, 13], DIVERGING, diverging=True, integer=True)
+    assert [e.label for e in changes.entries] == ["-9 – -6", "-5 – -3", "-2 – -1", "0", "+2", "+3 – +7", "+8 – +13"]
+    assert [e.label for e in linear_scale([3, 10, 20], integer=True).entries] == ["3", "7", "12", "16", "20"]
+    # a mean of counts is no count: it keeps its decimals
+    assert quantile_scale([1.5, 2, 3], LIGHT_SEQUENTIAL, integer=True).entries[0].label == "1.5 – 1.64"

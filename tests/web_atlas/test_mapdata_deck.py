@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -12,7 +14,7 @@ import s2sphere
 
 from job.functions.s2 import latlng_to_cell_id, to_decimal_strings
 from web_atlas.areas import area_by_name
-from web_atlas.deck import AtlasDeck, build_deck, map_style_url
+from web_atlas.deck import AtlasDeck, build_deck, cell_layer_id, map_style_url
 from web_atlas.geometry import CellGeometryCache
 from web_atlas.mapdata import MapRequest, build_map, coordinate_decimals, row_key
 
@@ -105,7 +107,13 @@ def test_deck_json_is_compact_with_layers_tooltip_and_local_style() -> None:
     assert "\n" not in text and ": " not in text
     spec = json.loads(text)
     assert [(layer["@@type"], layer["id"]) for layer in spec["layers"]] == [
-        ("PolygonLayer", "cells"), ("PathLayer", "service-area"), ("TextLayer", "place-names")]
+        ("PolygonLayer", cell_layer_id(data.rows_json())), ("PathLayer", "service-area"),
+        ("TextLayer", "place-names")]
+    # a layer of other rows is another layer to deck.gl: a highlight of the old rows is not carried over
+    other = build_map(_frame([JAKARTA, (-6.25, 106.9)], n=[10, 21]), MapRequest("n", ("n",)), CellGeometryCache())
+    assert cell_layer_id(other.rows_json()) != cell_layer_id(data.rows_json())
+    assert re.fullmatch(r"cells-[0-9a-f]{16}", cell_layer_id(data.rows_json()))
+    assert cell_layer_id(data.rows_json(), "window 08:00") != cell_layer_id(data.rows_json(), "window 07:55")
     cells = spec["layers"][0]
     assert (cells["getPolygon"], cells["getFillColor"], cells["pickable"]) == ("@@=polygon", "@@=fill", True)
     assert cells["positionFormat"] == "XY" and cells["stroked"] is False
@@ -130,3 +138,14 @@ def test_static_map_styles_are_blank_and_local() -> None:
         assert style["version"] == 8 and style["sources"] == {}
         assert [layer["type"] for layer in style["layers"]] == ["background"]
         assert "http" not in (static / name).read_text()
+
+
+def test_an_integer_field_gets_whole_legend_bounds() -> None:
+    frame = _frame([JAKARTA, (-6.25, 106.9), (-6.3, 106.8)], n=[20, 57, 30], avg=[1.5, 2.25, 3.0])
+    request = MapRequest("n", ("n", "avg"), integer_fields=("n",))
+    assert [e.label for e in build_map(frame, request, CellGeometryCache()).scale.entries] == [
+        "20 – 22", "23 – 25", "26 – 28", "29 – 33", "34 – 41", "42 – 49", "50 – 57"]
+    assert build_map(frame, replace(request, integer_fields=()), CellGeometryCache()).scale.entries[0].label == (
+        "20 – 22.9")
+    floats = build_map(frame, replace(request, color_field="avg"), CellGeometryCache())
+    assert floats.scale.entries[0].label == "1.5 – 1.71"

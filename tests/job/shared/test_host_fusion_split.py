@@ -71,7 +71,7 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
     log = f.log_path.read_text()
     assert f"group {gkey}: fx no longer there as they split; the other 2 come back together" in log
     for key in ("fa", "fb"):
-        assert f"group {solo_key(gkey, key)} gen 1: running 1 daggers" in log
+        assert f"group {solo_key(gkey, key)} gen 1: running 1 dagger" in log
     assert not (groups / gkey / SPLIT_FILE).exists()
     assert not (groups / solo_key(gkey, "fa")).exists() and not (groups / solo_key(gkey, "fb")).exists()
     # fx has the windows of the first step, written before it failed, and nothing of the failed batch

@@ -155,7 +155,7 @@ def test_log_sink_keeps_working() -> None:
     sink.open()
     assert sink.write(pa.table({"tag_s2id": ["-1", "2"], "n": [3, 4]}), 5) == 2
     text = console.export_text()
-    assert "batch 5: 2 rows" in text and "-1" in text and "... 1 more rows" in text
+    assert "batch 5: 2 rows" in text and "-1" in text and "... 1 more row" in text
 
 
 def test_the_back_off_doubles_from_half_a_second_up_to_the_cap_with_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
