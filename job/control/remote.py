@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from job.control.tokens import TokenView
+    from job.output.model import Output, OutputQuery
     from job.preview import PreviewProgress
 
 API = "/api/v1"
@@ -320,6 +321,22 @@ class RemoteControlPlane:
     def diff(self, ref: str, a: int | None = None, b: int | None = None) -> str:
         """Return the diff between two spec versions."""
         return self._json("GET", f"/daggers/{_seg(ref)}/diff", a=a, b=b)["diff"]
+
+    def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output:
+        """Return the dagger's own output read back from its sink, by the server (see ControlPlane.output)."""
+        from job.output.model import Output, iso
+
+        params: dict[str, Any] = {"field": query.field, "since_s": query.since_s, "step_s": query.step_s,
+                                  "until": iso(query.until) if query.until else None,
+                                  "tag": f"{query.tag[0]}={query.tag[1]}" if query.tag else None,
+                                  "compare": ",".join(query.compare), "sink": sink}
+        return Output.from_dict(self._json("GET", f"/daggers/{_seg(ref)}/output",
+                                           **{k: v for k, v in params.items() if v not in (None, "")}))
+
+    def output_fields(self, ref: str, sink: str | None = None) -> list[str]:
+        """Return the numeric fields the dagger's sink holds."""
+        extra = {"sink": sink} if sink else {}
+        return list(self._json("GET", f"/daggers/{_seg(ref)}/output/fields", **extra)["fields"])
 
     def validate(self, cluster: str, text: str) -> Validation:
         """Check a spec for a cluster."""

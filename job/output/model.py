@@ -133,6 +133,16 @@ class Output:
                 "tag": {"key": self.tag[0], "value": self.tag[1]} if self.tag else None,
                 "source": self.source, "server": self.server, "series": [s.to_dict() for s in self.series]}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Output:
+        """Return the output that :meth:`to_dict` made (what the server sends a client)."""
+        tag = d.get("tag")
+        return cls(dagger=d["dagger"], field=d["field"], step_s=int(d["step_s"]), start=parse_iso(d["start"]),
+                   end=parse_iso(d["end"]), tag=(tag["key"], tag["value"]) if tag else None, source=d["source"],
+                   server=d["server"],
+                   series=[Series(s["label"], int(s["offset_s"]), [(parse_iso(t), float(v)) for t, v in s["points"]])
+                           for s in d["series"]])
+
     def rows(self) -> list[tuple[datetime, list[float | None]]]:
         """Return (time, [value of each series or None]) for every time that any series has, in order."""
         values = [dict(s.points) for s in self.series]
@@ -143,6 +153,11 @@ class Output:
 def iso(when: datetime) -> str:
     """Return a UTC ISO 8601 time with Z."""
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(text: str) -> datetime:
+    """Return the UTC time of an ISO 8601 text that :func:`iso` wrote."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def shift(points: list[tuple[datetime, float]], seconds: int) -> list[tuple[datetime, float]]:

@@ -415,6 +415,24 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         """One spec version (0: the current one)."""
         return plane.version(ref(team, name), number or None).to_dict()
 
+    @app.get(f"{D}/output", tags=["daggers"])
+    def output(team: str, name: str, plane: Plane, field: str, since_s: int = 900, step_s: int | None = None,
+               until: str | None = None, tag: str | None = None, compare: str = "",
+               sink: str | None = None) -> dict[str, Any]:
+        """The dagger's own output read back from its sink: the sum of ``field`` per step, now and the
+        periods it compares with (``compare``: ``D-1``, ``D-7`` or both, comma-separated; ``tag``: ``k=v``)."""
+        from job.output.model import OutputQuery, parse_compare, parse_iso, parse_tag
+
+        query = OutputQuery(field=field, since_s=max(1, since_s), step_s=step_s,
+                            until=parse_iso(until) if until else None, tag=parse_tag(tag),
+                            compare=tuple(parse_compare(compare)))
+        return plane.output(ref(team, name), query, sink).to_dict()
+
+    @app.get(f"{D}/output/fields", tags=["daggers"])
+    def output_fields(team: str, name: str, plane: Plane, sink: str | None = None) -> dict[str, Any]:
+        """The numeric fields the dagger's sink holds (what its output chart may show)."""
+        return {"fields": plane.output_fields(ref(team, name), sink)}
+
     @app.get(f"{D}/diff", tags=["daggers"])
     def diff(team: str, name: str, plane: Plane, a: int | None = None, b: int | None = None) -> dict[str, Any]:
         """The diff between two spec versions."""

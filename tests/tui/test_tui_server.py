@@ -76,14 +76,17 @@ async def test_console_through_the_server_create_preview_deploy_stop(tansu_broke
             assert root.daggers() == []  # a preview creates nothing
 
             await pilot.press("ctrl+s")
+            await app.workers.wait_for_complete()
             await pilot.pause()
             assert isinstance(app.screen, DaggerScreen)
             created = root.dagger("team-a/via-server")
             assert (created.desired_state, created.created_by) == ("running", "alice")
             await pilot.press("s")
+            await app.workers.wait_for_complete()
             await pilot.pause()
             assert root.dagger("team-a/via-server").desired_state == "stopped"
             await pilot.press("d")
+            await app.workers.wait_for_complete()
             await pilot.pause()
             assert root.dagger("team-a/via-server").desired_state == "running"
     with registry.session() as s:

@@ -175,3 +175,21 @@ def test_influx_tag_filter_uses_the_tag_name_of_a_label_column() -> None:
     from job.output.influx import tag_key
 
     assert tag_key("label_city") == "city" and tag_key("tag_city_id") == "tag_city_id"
+
+
+def test_the_output_through_the_server_is_the_embedded_one(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The console's Output tab through ``daggers server``: the same series, fields and errors as embedded."""
+    from job.control.remote import RemoteControlPlane
+    from tests.job.server.server_world import running_server
+
+    registry: Registry = world["registry"]
+    embedded = ControlPlane(registry, "alice")
+    _, token = ControlPlane(registry, "root").create_token("alice")
+    query = OutputQuery(field="bookings", since_s=900, until=UNTIL, tag=("tag_city_id", "1"), compare=("D-1", "D-7"))
+    with running_server(str(registry.url), tmp_path / "server.log") as base:
+        remote = RemoteControlPlane(base, token)
+        assert remote.output("team-a/out-influx", query).to_dict() == embedded.output("team-a/out-influx", query).to_dict()
+        assert remote.output_fields("team-a/out-influx") == embedded.output_fields("team-a/out-influx") == ["bookings"]
+        with pytest.raises(Exception, match="bookingz") as info:
+            remote.output("team-a/out-influx", OutputQuery(field="bookingz", until=UNTIL))
+        assert "Traceback" not in str(info.value)

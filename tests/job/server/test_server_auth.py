@@ -213,6 +213,11 @@ ENDPOINTS: dict[tuple[str, str], Row] = {
     ("GET", "/daggers/{team}/{name}/versions/{number}"): Row("viewer", lambda w: ({**_dagger(w), "number": 1},
                                                                                   None, {})),
     ("GET", "/daggers/{team}/{name}/diff"): Row("viewer", lambda w: (_dagger(w, 2), None, {})),
+    # the output is read from the dagger's InfluxDB (127.0.0.1:9 here: none): refusals only, as for preview
+    ("GET", "/daggers/{team}/{name}/output"): Row("viewer", lambda w: (_dagger(w), None, {"field": "n"}),
+                                                  run_allowed=False),
+    ("GET", "/daggers/{team}/{name}/output/fields"): Row("viewer", lambda w: (_dagger(w), None, {}),
+                                                         run_allowed=False),
     ("POST", "/daggers/{team}/{name}/deploy"): Row("editor", lambda w: (_dagger(w), None, {})),
     ("POST", "/daggers/{team}/{name}/stop"): Row("editor", lambda w: (_dagger(w), None, {})),
     ("POST", "/daggers/{team}/{name}/restart"): Row("editor", lambda w: (_dagger(w), None, {})),
