@@ -272,10 +272,10 @@ def cluster_list(user: UserOpt = None, registry: RegistryOpt = None, state_dir: 
         rows = _plane(user, registry, state_dir).clusters()
 
     def human() -> None:
-        t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "health")
+        t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "state", "health")
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
-                      c.failover_to or "-", summary(c.health))
+                      c.failover_to or "-", str(c.state.get("state", "-")), summary(c.health))
         print_table(out, t, empty="No clusters of your teams yet. A team admin adds one: daggers cluster add NAME "
                                   "--team TEAM --dc DC --master 'local[2]' --kafka HOST:PORT --influx URL")
     _emit([c.to_dict() for c in rows], as_json, human)
@@ -292,9 +292,14 @@ def cluster_health(name: str,
 
     with _errors(as_json):
         health = _plane(user, registry, state_dir).cluster_health(name, live=live)
-    _emit(health, as_json, lambda: out.print(f"{name}: {'OK' if health.get('ok') else 'NOT OK'} · "
-                                             f"{summary(health) if 'spark' in health else health.get('error')} · "
-                                             f"daggers {health['daggers']['running']}/{health['daggers']['total']}"))
+    verdict = health.get("state") or {}
+
+    def human() -> None:
+        out.print(f"{name}: {verdict.get('state', '?')}" + (f" ({escape('; '.join(verdict['reasons']))})"
+                                                          if verdict.get("reasons") else ""))
+        out.print(f"{summary(health) if 'spark' in health else health.get('error')} · daggers "
+                  + (", ".join(f"{n} {s}" for s, n in (verdict.get("daggers") or {}).items()) or "none"))
+    _emit(health, as_json, human)
 
 
 @cluster_app.command("topics")
@@ -316,16 +321,31 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
+def figure_text(figure: dict[str, Any] | None, fmt: str = "{:,.0f}") -> str:
+    """Return a figure of the health model as a person reads it: ``967``, ``967 (4m old)``; ``-`` for none."""
+    if not figure:
+        return "-"
+    text = fmt.format(figure["value"])
+    return text if figure.get("fresh") else f"{text} ({_span(figure['age_s'])} old)"
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
 def _dagger_table(rows: list[Any]) -> Table:
     # the dagger and its cluster are never cut: at a narrow terminal the figures give way
     t = Table(Column("dagger", no_wrap=True), Column("cluster", no_wrap=True), "v", "desired", "actual",
-              Column("rows/s", justify="right"), Column("lag", justify="right"),
+              Column("health", no_wrap=True), Column("rows/s", justify="right"), Column("lag", justify="right"),
               Column("batch ms", justify="right"), Column("restarts", justify="right"))
     for d in rows:
-        p = d.progress
-        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state,
-                  f"{p.get('input_rows_per_s', 0):.0f}" if p else "-", str(d.lag) if d.lag is not None else "-",
-                  str(p.get("batch_duration_ms", "-")) if p else "-", str(d.restarts))
+        h = d.health
+        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state, d.state,
+                  figure_text(h.get("rows_per_s")), figure_text(h.get("lag")), figure_text(h.get("batch_ms")),
+                  str(d.restarts))
     return t
 
 
@@ -381,6 +401,7 @@ def dagger_show(ref: RefArg, user: UserOpt = None, registry: RegistryOpt = None,
 
     def human() -> None:
         print_table(out, _dagger_table([d]))
+        out.print(f"health: {d.state} ({escape(str(d.health.get('reason') or ''))})")
         if d.moving_from:
             out.print(f"[yellow]moving:[/] from {d.moving_from} to {d.cluster} (the old cluster stops it first)")
         for m in moves:
@@ -600,6 +621,8 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
                failover_after: Annotated[float, typer.Option(help="Take over the running daggers of a cluster that "
                                                                   "fails over to this one once its controller "
                                                                   "heartbeat is this many seconds old.")] = 60.0,
+               metrics_port: Annotated[int, typer.Option(help="Serve Prometheus metrics on this port (0: one the "
+                                                              "OS picks, recorded in the registry; -1: none).")] = 0,
                verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Run a cluster's controller: start, watch, restart and stop its daggers as the registry says."""
     from job.control import Registry
@@ -611,7 +634,8 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
     with _errors(False):
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
-                                      standby=standby, failover_after_s=failover_after)
+                                      standby=standby, failover_after_s=failover_after,
+                                      metrics_port=None if metrics_port < 0 else metrics_port)
         ctl = Controller(Registry(_registry_url(registry, state_dir)), cluster, root, settings=settings)
         ctl.run_forever(stop_daggers_on_exit=stop_daggers_on_exit)
 

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from job.control.errors import ControlError, NotFoundError, PermissionDeniedError
+from job.control.health_model import HealthSettings
 from job.control.models import AuditEntry, Membership, Team, User
 from job.control.registry import Registry
 
@@ -46,9 +47,11 @@ def check_role(role: str) -> str:
 class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
-    def __init__(self, registry: Registry, user: str) -> None:
+    def __init__(self, registry: Registry, user: str, health_settings: HealthSettings | None = None) -> None:
         self.registry = registry
         self.user = user
+        #: The thresholds of the health model every view of a dagger or cluster is judged by.
+        self.health_settings = health_settings or HealthSettings.from_env()
 
     # ---- identity -----------------------------------------------------------------------------
 

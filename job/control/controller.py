@@ -38,6 +38,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,7 +50,9 @@ from sqlalchemy import delete, or_, select, update
 
 from job.control import handoff, specs
 from job.control.errors import ConflictError, NotFoundError, RegistryError
+from job.control.health_model import DaggerFacts, HealthSettings, Point, cluster_health, dagger_health
 from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
+from job.control.metrics import DaggerSeries, HealthMetrics, MetricsServer, serve
 from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
@@ -105,6 +108,11 @@ class ControllerSettings(BaseModel):
     standby_every_s: float = Field(default=30.0, ge=0,
                                    description="Start a standby process at most this often (a failing one "
                                                "is not restarted in a tight loop).")
+    metrics_port: int | None = Field(default=0, ge=0, le=65535,
+                                     description="Serve Prometheus metrics at http://metrics_host:PORT/metrics; "
+                                                 "0 takes a port from the OS, None serves none. The URL is "
+                                                 "recorded with the heartbeat (cluster's controller_metrics_url).")
+    metrics_host: str = Field(default="127.0.0.1", description="The address /metrics listens on.")
 
 
 def _isolation(spec_text: str) -> str:
@@ -145,7 +153,7 @@ class _Item:
 
 _STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
                   "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
-                  "last_exit_code", "last_error", "progress", "lag", "log_path")
+                  "last_exit_code", "last_error", "progress", "lag", "lag_at", "log_path")
 
 
 class Controller:
@@ -175,6 +183,11 @@ class Controller:
         self._pruned_at = 0.0
         self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
+        self.health_settings = HealthSettings.from_env()
+        self._points: dict[int, deque[Point]] = {}
+        self._probe: tuple[dict[str, Any], float] | None = None  # the last finished health probe, and when
+        self.metrics = HealthMetrics(cluster)
+        self._metrics_server: MetricsServer | None = None
         with registry.session() as s:
             c = s.scalar(select(Cluster).where(Cluster.name == cluster))
             if c is None:
@@ -207,6 +220,21 @@ class Controller:
                                     hint="stop it first; a heartbeat older than "
                                          f"{self.settings.heartbeat_stale_s:g} s is taken over")
             c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, time.time()
+            c.controller_metrics_url = self.metrics_url
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where this controller serves /metrics (None before :meth:`serve_metrics` or without it)."""
+        return self._metrics_server.url if self._metrics_server is not None else None
+
+    def serve_metrics(self) -> str | None:
+        """Start serving /metrics on ``metrics_port`` (unless None or already serving); return its URL.
+
+        Raises OSError when the port cannot be bound."""
+        if self._metrics_server is None and self.settings.metrics_port is not None:
+            self._metrics_server = serve(self.metrics, self.settings.metrics_port, self.settings.metrics_host)
+            log.info("metrics at %s", self._metrics_server.url)
+        return self.metrics_url
 
     def release(self) -> None:
         """Clear this controller's heartbeat (when it is still the recorded one)."""
@@ -214,6 +242,7 @@ class Controller:
             c = s.get(Cluster, self.cluster_id)
             if c is not None and (c.controller_host, c.controller_pid) == (self.host, self.pid):
                 c.controller_heartbeat = None
+                c.controller_metrics_url = None
 
     # ---- one round ----------------------------------------------------------------------------
 
@@ -272,6 +301,9 @@ class Controller:
                 log.info("%s: stopped here; handed over to its new cluster", item.ref)
                 handed.append(item.id)
         health = self._maybe_health([i for i in items if not i.leaving], now)
+        if health is not None:
+            self._probe = (health, now)
+        self._judge([i for i in items if not i.leaving and not i.deleted], samples, now)
         self._write(updates, samples, health, now, handed)
         self._keep_standby(items, now)
         return updates
@@ -620,9 +652,28 @@ class Controller:
         if now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
             self._lag_at[item.id] = now
             upd["lag"] = self._lag(item, checkpoint)
+            upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             if sample is not None:
                 sample.lag = upd["lag"]
         return upd, sample
+
+    def _judge(self, items: list[_Item], samples: list[Sample], now: float) -> None:
+        """Judge this round's daggers with the health model (this controller's heartbeat is ``now``) and hand
+        the verdicts to /metrics."""
+        keep = max(self.health_settings.stall_after_s, self.health_settings.lag_window_s) + 60.0
+        for sample in samples:
+            points = self._points.setdefault(sample.dagger_id, deque())
+            points.append(Point(at=sample.at, input_rows=sample.input_rows, lag=sample.lag))
+        series = []
+        for item in items:
+            points = self._points.get(item.id, deque())
+            while points and points[0].at < now - keep:
+                points.popleft()
+            facts = DaggerFacts.of(item.desired, item.status, heartbeat=now, samples=points)
+            series.append(DaggerSeries(item.team, item.name, dagger_health(facts, now, self.health_settings)))
+        probe, probe_at = self._probe or (None, None)
+        verdict = cluster_health(now, probe, probe_at, [d.health.state for d in series], now, self.health_settings)
+        self.metrics.update(series, verdict, now)
 
     def _lag(self, item: _Item, checkpoint: Path) -> int | None:
         from job.control.lag import dagger_lag
@@ -684,6 +735,7 @@ class Controller:
             c = s.get(Cluster, self.cluster_id)
             if c is not None:
                 c.controller_host, c.controller_pid, c.controller_heartbeat = self.host, self.pid, now
+                c.controller_metrics_url = self.metrics_url
                 if health is not None:
                     c.health, c.health_at = health, now
             if now - self._pruned_at > 60:
@@ -704,6 +756,7 @@ class Controller:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         self.claim()
+        self.serve_metrics()  # its URL goes with every heartbeat
         log.info("controller of %s on %s (pid %d), registry %s, state %s", self.cluster_name, self.host,
                  self.pid, self.registry.safe_url, self.state_dir)
         try:
@@ -724,8 +777,11 @@ class Controller:
                 signal.signal(sig, handler)
 
     def close(self) -> None:
-        """Stop the standby process and the health prober (daggers keep running)."""
+        """Stop the standby process, the health prober and /metrics (daggers keep running)."""
         self._drop_standby()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stop_all(self, timeout: float | None = None) -> None:
