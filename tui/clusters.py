@@ -15,9 +15,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from job.control.views import ClusterView
 from job.errors import DaggerError
 from tui.actions import ConsoleApp
-from tui.format import age, number, ok_text, spark_detail
+from tui.format import age, number, ok_text, spark_detail, state_text
 
-COLUMNS = ("cluster", "team", "master", "daggers", "spark", "kafka", "influx", "controller")
+COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "influx", "controller")
 
 
 class ClustersScreen(Screen[None]):
@@ -77,7 +77,8 @@ class ClustersScreen(Screen[None]):
             health = self.live.get(c.name) or c.health or {}
             ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if c.controller_alive(now)
                    else Text("○ none", style="bold red"))
-            table.add_row(f"  {c.name}", c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
+            table.add_row(f"  {c.name}", c.team, c.spark_master, state_text(c.state.get("state") or "unknown"),
+                          f"{c.daggers_running}/{c.daggers_total}",
                           ok_text(health.get("spark"), spark_detail(health.get("spark"))),
                           ok_text(health.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p"
                                   if (health.get("kafka") or {}).get("ok") else ""),
@@ -137,5 +138,8 @@ class ClustersScreen(Screen[None]):
             return
         self.live[name] = health
         self.app.call_from_thread(self.reload)
-        self.app.call_from_thread(self.notify, f"{name}: {'healthy' if health['ok'] else 'NOT healthy'}",
+        verdict = health.get("state") or {}
+        reasons = "; ".join(verdict.get("reasons") or [])
+        self.app.call_from_thread(self.notify, f"{name}: {verdict.get('state', 'unknown')}"
+                                  + (f" ({reasons})" if reasons else ""),
                                   severity="information" if health["ok"] else "warning")

@@ -14,6 +14,7 @@ recorded in the audit log like every change.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from job.control.errors import ControlError, NotFoundError, PermissionDeniedError
 from job.control.health_model import HealthSettings
-from job.control.models import AuditEntry, Membership, Team, User
+from job.control.models import AuditEntry, Membership, Team, User, now
 from job.control.registry import Registry
 
 ROLE_RANK = {"viewer": 1, "editor": 2, "admin": 3}
@@ -52,6 +53,8 @@ class Access:
         self.user = user
         #: The thresholds of the health model every view of a dagger or cluster is judged by.
         self.health_settings = health_settings or HealthSettings.from_env()
+        #: The time health is judged at (a console with a pinned clock sets its own).
+        self.clock: Callable[[], float] = now
 
     # ---- identity -----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from job.control.access import ROLE_RANK, Access, check_name, check_role
 from job.control.errors import ConflictError, ControlError, NotFoundError
-from job.control.models import Cluster, Dagger, DaggerStatus, DataCentre, Membership, Team, User, now
+from job.control.models import Cluster, Dagger, DaggerStatus, DataCentre, Membership, Team, User
 from job.control.registry import Registry
 from job.control.views import ClusterView, cluster_verdict, judged
 
@@ -241,7 +241,7 @@ class AdminOps(Access):
                                      .where(Dagger.tombstone == 0, DaggerStatus.actual_state == "running")
                                      .group_by(Dagger.cluster_id)).all())
             shown = [c for c in rows if visible is None or c.team_id in visible]
-            at = now()
+            at = self.clock()
             daggers = list(s.scalars(select(Dagger).where(Dagger.tombstone == 0,
                                                           Dagger.cluster_id.in_([c.id for c in shown]))))
             states: dict[int, list[str]] = {c.id: [] for c in shown}

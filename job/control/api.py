@@ -99,7 +99,7 @@ class ControlPlane(AdminOps):
                 query = query.where(Dagger.cluster_id == self._cluster(s, cluster).id)
             visible = self._visible_teams(s)
             out = judged(s, [d for d in s.scalars(query) if visible is None or d.team_id in visible],
-                         self.health_settings)
+                         self.health_settings, self.clock())
         if search:
             needle = search.lower()
             out = [d for d in out if needle in d.name or needle in d.team]
@@ -108,7 +108,7 @@ class ControlPlane(AdminOps):
     def dagger(self, ref: str) -> DaggerView:
         """Return one dagger (see :meth:`_find` for the errors)."""
         with self.registry.session() as s:
-            return judged(s, [self._find(s, ref, "viewer", "see")], self.health_settings)[0]
+            return judged(s, [self._find(s, ref, "viewer", "see")], self.health_settings, self.clock())[0]
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers
@@ -244,7 +244,7 @@ class ControlPlane(AdminOps):
         view = self.cluster(cluster)
         daggers = {"running": view.daggers_running, "total": view.daggers_total}
         states = [d.state for d in self.daggers(cluster)]
-        at = now()
+        at = self.clock()
         if live:
             from job.control.health import probe_cluster
 
