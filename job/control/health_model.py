@@ -272,7 +272,7 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         late_rows_dropped=int(p.get("late_rows_dropped") or 0), restarts=restarts)
     if now - updated > s.stall_after_s:
         return DaggerHealth(STALLED, f"no report for {now - updated:.0f} s", **figures)  # type: ignore[arg-type]
-    rows_at = max(last_rows_at(f.samples) or 0.0, float(p.get("batch_at") or 0.0), started)
+    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at, started)
     if lag and now - rows_at > s.stall_after_s:
         return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s while {lag} records wait",
                             **figures)  # type: ignore[arg-type]
