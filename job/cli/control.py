@@ -321,7 +321,7 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
-def figure_text(figure: dict[str, Any] | None, fmt: str = "{:,.0f}") -> str:
+def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
     """Return a figure of the health model as a person reads it: ``967``, ``967 (4m old)``; ``-`` for none."""
     if not figure:
         return "-"
