@@ -156,7 +156,7 @@ class HealthWorld:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
-            os.killpg(self.broker.process.pid or 0, signal.SIGCONT)
+            os.kill(self.broker.process.pid or 0, signal.SIGCONT)
         for server in (self.broker, self.influx):
             with contextlib.suppress(Exception):
                 server.stop(10)
@@ -280,13 +280,17 @@ def sink_back(w: HealthWorld, name: str = "steady") -> Detection:
     return w.wait("sink back", name, "running", 240)
 
 
-def broker_paused(w: HealthWorld, name: str = "steady") -> Detection:
-    """SIGSTOP the broker: the dagger's source hangs and it reports nothing: ``stalled``."""
+def broker_paused(w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None) -> Detection:
+    """SIGSTOP the broker: the dagger's source hangs and it reports nothing: ``stalled``. ``during`` is called
+    once it is detected, before the broker is resumed (SIGCONT)."""
     pid = w.broker.process.pid
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
-        return w.wait("source stalled (broker SIGSTOP)", name, "stalled", 120)
+        found = w.wait("source stalled (broker SIGSTOP)", name, "stalled", 120)
+        if found.detected and during is not None:
+            during()
+        return found
     finally:
         os.kill(pid, signal.SIGCONT)
 

@@ -133,10 +133,13 @@ def test_sink_down_past_its_retries(watch: Watch) -> None:
 
 def test_broker_paused_is_stalled_and_alerted(watch: Watch) -> None:
     watch.alerts()
-    row = shown(faults.broker_paused(watch.world))
+    seen: dict[str, Any] = {}
+    row = shown(faults.broker_paused(watch.world, during=lambda: seen.update(alerts=watch.alerts(),
+                                                                            console=watch.console())))
     assert row["health"]["reason"].startswith("no report for ")
     assert not row["health"]["rows_per_s"]["fresh"]  # shown with its age, not as live
-    assert (STALLED, "OK", "CRIT", {"dagger": "steady"}) in watch.alerts()
+    assert (STALLED, "OK", "CRIT", {"dagger": "steady"}) in seen["alerts"]
+    assert seen["console"]["steady"][STATE] == "stalled" and seen["console"]["steady"][ROWS].endswith(" old)")
     shown(watch.world.wait("running after SIGCONT", "steady", "running", 240))
     assert [a for a in watch.alerts() if a[0] == STALLED] == [(STALLED, "OK", "CRIT", {"dagger": "steady"}),
                                                               (STALLED, "CRIT", "OK", {"dagger": "steady"})]
