@@ -153,7 +153,7 @@ class _Item:
 
 _STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
                   "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
-                  "last_exit_code", "last_error", "progress", "lag", "lag_at", "log_path")
+                  "last_exit_code", "last_error", "progress", "lag", "lag_at", "lag_error", "log_path")
 
 
 class Controller:
@@ -651,7 +651,7 @@ class Controller:
                                 lag=st.get("lag"))
         if now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
             self._lag_at[item.id] = now
-            upd["lag"] = self._lag(item, checkpoint)
+            upd["lag"], upd["lag_error"] = self._lag(item, checkpoint)
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             if sample is not None:
                 sample.lag = upd["lag"]
@@ -675,7 +675,9 @@ class Controller:
         verdict = cluster_health(now, probe, probe_at, [d.health.state for d in series], now, self.health_settings)
         self.metrics.update(series, verdict, now)
 
-    def _lag(self, item: _Item, checkpoint: Path) -> int | None:
+    def _lag(self, item: _Item, checkpoint: Path) -> tuple[int | None, str | None]:
+        """Return the dagger's lag (None before its first committed batch) and, when the brokers' end
+        offsets could not be read, why (the lag is None then)."""
         from job.control.lag import dagger_lag
 
         key = (item.id, item.version)
@@ -685,14 +687,14 @@ class Controller:
                 spec = specs.parse_text(item.spec_text, env)
             except DaggerError as exc:
                 log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
-                return None
+                return None, None
             self._streams[key] = [(s.bootstrap_servers, list(s.topics), dict(s.consumer_config))
                                   for s in spec.streams]
         try:
-            return dagger_lag(checkpoint, self._streams[key])
+            return dagger_lag(checkpoint, self._streams[key]), None
         except DaggerError as exc:
             log.warning("%s: lag unknown: %s", item.ref, exc.message)
-            return None
+            return None, exc.message[:500]
 
     def _maybe_health(self, items: list[_Item], now: float) -> dict[str, Any] | None:
         """Start a health probe in the background when one is due; return the result of a finished one

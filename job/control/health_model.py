@@ -16,7 +16,8 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     its lag grew by at least ``lag_growth_min`` over the last ``lag_window_s``.
 ``stalled``
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
-    ``stall_after_s`` while records wait on its topics.
+    ``stall_after_s`` while records wait on its topics, or while its brokers' end offsets could not be
+    read (a broker that does not answer).
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
     ``crash_loop_restarts`` times in a row and its current run is younger than ``crash_window_s``.
@@ -125,6 +126,7 @@ class DaggerFacts:
     progress: Mapping[str, Any] = field(default_factory=dict)
     lag: int | None = None
     lag_at: float | None = None
+    lag_error: str | None = None
     samples: Sequence[Point] = ()
     controller_heartbeat: float | None = None
 
@@ -137,7 +139,7 @@ class DaggerFacts:
         return cls(desired_state=desired_state, actual_state=str(st.get("actual_state") or "created"),
                    restarts=int(st.get("restarts") or 0), started_at=st.get("started_at"),
                    next_restart_at=st.get("next_restart_at"), last_error=st.get("last_error"),
-                   progress=dict(st.get("progress") or {}), lag=st.get("lag"), lag_at=st.get("lag_at"),
+                   progress=dict(st.get("progress") or {}), lag=st.get("lag"), lag_at=st.get("lag_at"), lag_error=st.get("lag_error"),
                    samples=tuple(sorted(samples, key=lambda p: p.at)), controller_heartbeat=heartbeat)
 
 
@@ -273,6 +275,10 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     if now - updated > s.stall_after_s:
         return DaggerHealth(STALLED, f"no report for {now - updated:.0f} s", **figures)  # type: ignore[arg-type]
     rows_at = max(last_rows_at(f.samples) or 0.0, batch_at, started)
+    unreadable_s = now - max(float(f.lag_at or 0.0), started)
+    if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
+        return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s; its brokers' end offsets unreadable "
+                                     f"for {unreadable_s:.0f} s: {f.lag_error}", **figures)  # type: ignore[arg-type]
     if lag and now - rows_at > s.stall_after_s:
         return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s while {lag} records wait",
                             **figures)  # type: ignore[arg-type]

@@ -180,6 +180,8 @@ class DaggerStatus(Base):
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     lag: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     lag_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when ``lag`` was read
+    #: Why the last lag read failed (the brokers' end offsets could not be read); None when it worked.
+    lag_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     dagger: Mapped[Dagger] = relationship(back_populates="status")

@@ -70,7 +70,7 @@ class ClusterView:
 
 
 _FACT_FIELDS = ("actual_state", "restarts", "started_at", "next_restart_at", "last_error", "progress", "lag",
-                "lag_at")
+                "lag_at", "lag_error")
 
 
 def recent_points(s: Session, dagger_ids: list[int], since: float) -> dict[int, list[Point]]:
