@@ -75,8 +75,10 @@ class ClustersScreen(Screen[None]):
                 dc = c.datacentre
                 table.add_row(Text(f"▾ {dc}", style="bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
             health = self.live.get(c.name) or c.health or {}
-            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if c.controller_alive(now)
-                   else Text("○ none", style="bold red"))
+            reporting = (c.state.get("parts") or {}).get("controller") == "ok"  # the health model's verdict
+            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if reporting
+                   else Text(f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
+                             style="bold red"))
             table.add_row(f"  {c.name}", c.team, c.spark_master, state_text(c.state.get("state") or "unknown"),
                           f"{c.daggers_running}/{c.daggers_total}",
                           ok_text(health.get("spark"), spark_detail(health.get("spark"))),

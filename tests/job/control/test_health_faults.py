@@ -136,10 +136,14 @@ def test_broker_paused_is_stalled_and_alerted(watch: Watch) -> None:
     seen: dict[str, Any] = {}
     row = shown(faults.broker_paused(watch.world, during=lambda: seen.update(alerts=watch.alerts(),
                                                                             console=watch.console())))
-    assert row["health"]["reason"].startswith("no report for ")
-    assert not row["health"]["rows_per_s"]["fresh"]  # shown with its age, not as live
+    # the source answers Spark from what it knows (idle reports go on), but reads nothing: the controller
+    # cannot read the brokers' end offsets either
+    assert row["health"]["reason"].startswith(("read no row for ", "no report for "))
+    rate = row["health"]["rows_per_s"]
+    assert rate["value"] == 0.0 or not rate["fresh"]  # never its last rate shown as live
     assert (STALLED, "OK", "CRIT", {"dagger": "steady"}) in seen["alerts"]
-    assert seen["console"]["steady"][STATE] == "stalled" and seen["console"]["steady"][ROWS].endswith(" old)")
+    console = seen["console"]["steady"]
+    assert console[STATE] == "stalled" and (console[ROWS] == "0" or console[ROWS].endswith(" old)"))
     shown(watch.world.wait("running after SIGCONT", "steady", "running", 240))
     assert [a for a in watch.alerts() if a[0] == STALLED] == [(STALLED, "OK", "CRIT", {"dagger": "steady"}),
                                                               (STALLED, "CRIT", "OK", {"dagger": "steady"})]
