@@ -180,6 +180,8 @@ class Controller:
         self._health_at = 0.0
         self._health_job: Future[dict[str, Any]] | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
+        self._lag_pool = ThreadPoolExecutor(2, thread_name_prefix="lag")
+        self._lag_jobs: dict[int, Future[tuple[int | None, str | None]]] = {}
         self._pruned_at = 0.0
         self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
@@ -649,12 +651,21 @@ class Controller:
                                 processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
                                 batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
                                 lag=st.get("lag"))
-        if now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
-            self._lag_at[item.id] = now
-            upd["lag"], upd["lag_error"] = self._lag(item, checkpoint)
+        # The lag is read in the background: a broker that does not answer must not hold up the rounds
+        # (and with them the heartbeat); a read's result is recorded in the round after it ends.
+        job = self._lag_jobs.get(item.id)
+        if job is not None and job.done():
+            del self._lag_jobs[item.id]
+            try:
+                upd["lag"], upd["lag_error"] = job.result()
+            except Exception as exc:  # a lag read must never stop the controller
+                upd["lag"], upd["lag_error"] = None, f"{type(exc).__name__}: {exc}"[:500]
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             if sample is not None:
                 sample.lag = upd["lag"]
+        if item.id not in self._lag_jobs and now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
+            self._lag_at[item.id] = now
+            self._lag_jobs[item.id] = self._lag_pool.submit(self._lag, item, checkpoint)
         return upd, sample
 
     def _judge(self, items: list[_Item], samples: list[Sample], now: float) -> None:
@@ -785,6 +796,7 @@ class Controller:
             self._metrics_server.close()
             self._metrics_server = None
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._lag_pool.shutdown(wait=False, cancel_futures=True)
 
     def stop_all(self, timeout: float | None = None) -> None:
         """Stop every dagger this controller holds (processes and shared hosts' queries) gracefully, wait
