@@ -128,11 +128,12 @@ class HealthWorld:
         return self
 
     def start_controller(self) -> None:
-        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 1 s)."""
+        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, 16, ...:
+        a crash loop lasts about two minutes before the controller gives up)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
-             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "1", "--no-standby",
+             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--no-standby",
              "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
             env=self.env)
 
@@ -204,14 +205,18 @@ class HealthWorld:
         return rows
 
     def wait(self, fault: str, name: str, expected: str | Iterable[str], deadline_s: float,
-             also: Callable[[dict[str, Any]], bool] = lambda row: True) -> Detection:
-        """Return how long until dagger ``name``'s health state is ``expected`` (one of them) and ``also(row)``."""
+             also: Callable[[dict[str, Any]], bool] = lambda row: True,
+             during: Callable[[], object] | None = None) -> Detection:
+        """Return how long until dagger ``name``'s health state is ``expected`` (one of them) and ``also(row)``;
+        ``during`` is called at once when it is (while the fault lasts, for other surfaces to be looked at)."""
         want = {expected} if isinstance(expected, str) else set(expected)
         started = time.monotonic()
         row: dict[str, Any] = {}
         while time.monotonic() - started < deadline_s:
             row = self.rows().get(name, {})
             if row.get("health", {}).get("state") in want and also(row):
+                if during is not None:
+                    during()
                 return Detection(fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1),
                                  row)
             time.sleep(1.0)
@@ -254,12 +259,14 @@ def redeployed(w: HealthWorld, name: str = "steady") -> Detection:
     return w.wait("deployed again", name, "running", 240)
 
 
-def crash_looping(w: HealthWorld, name: str = "broken") -> Detection:
-    """A dagger whose sink is an InfluxDB that is not there: it crashes at every start."""
+def crash_looping(w: HealthWorld, name: str = "broken", during: Callable[[], object] | None = None) -> Detection:
+    """A dagger whose sink is an InfluxDB that is not there: it crashes at every start (detected once it
+    was restarted twice: from then on it is crash-looping until its controller gives up)."""
     topic = w.topic(f"{name}-bookings")
     w.produce(topic, 200, seed=2, start=T0, duration_s=200)
     w.create(name, topic, influx=f"http://127.0.0.1:{free_port()}")
-    return w.wait("crash-looping dagger", name, "crash-looping", 240)
+    return w.wait("crash-looping dagger", name, "crash-looping", 240, lambda r: r["restarts"] >= 2,
+                  during=during)
 
 
 def failed_after_retries(w: HealthWorld, name: str = "broken") -> Detection:
@@ -267,11 +274,11 @@ def failed_after_retries(w: HealthWorld, name: str = "broken") -> Detection:
     return w.wait("gave up restarting", name, "failed", 300)
 
 
-def sink_down(w: HealthWorld, name: str = "steady") -> Detection:
+def sink_down(w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None) -> Detection:
     """Stop InfluxDB and close new windows: the writes fail past their retries and the dagger crash-loops."""
     w.influx.stop(10)
     w.produce(f"{name}-bookings", 100, seed=3, start=T0 + timedelta(minutes=6), duration_s=30)
-    return w.wait("sink down past its retries", name, "crash-looping", 180)
+    return w.wait("sink down past its retries", name, "crash-looping", 180, during=during)
 
 
 def sink_back(w: HealthWorld, name: str = "steady") -> Detection:
@@ -287,15 +294,12 @@ def broker_paused(w: HealthWorld, name: str = "steady", during: Callable[[], obj
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     try:
-        found = w.wait("source stalled (broker SIGSTOP)", name, "stalled", 120)
-        if found.detected and during is not None:
-            during()
-        return found
+        return w.wait("source stalled (broker SIGSTOP)", name, "stalled", 120, during=during)
     finally:
         os.kill(pid, signal.SIGCONT)
 
 
-def lag_growing(w: HealthWorld, name: str = "slow") -> Detection:
+def lag_growing(w: HealthWorld, name: str = "slow", during: Callable[[], object] | None = None) -> Detection:
     """A dagger that reads at most 50 records a trigger of 2 s while 400 events/s arrive: ``lagging``."""
     topic = w.topic(f"{name}-bookings")
     w.create(name, topic, max_records=50, trigger_s=2.0)
@@ -313,7 +317,7 @@ def lag_growing(w: HealthWorld, name: str = "slow") -> Detection:
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
-        return w.wait("lag growing", name, "lagging", 180)
+        return w.wait("lag growing", name, "lagging", 180, during=during)
     finally:
         stop.set()
         feeder.join(30)
@@ -340,11 +344,11 @@ def host_killed(w: HealthWorld, name: str = "steady") -> Detection:
     return w.wait("shared host killed", name, ("crash-looping", "unknown"), 120, lambda r: r["restarts"] > before)
 
 
-def controller_killed(w: HealthWorld, name: str = "steady") -> Detection:
+def controller_killed(w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None) -> Detection:
     """SIGKILL the controller: its daggers are ``unknown`` once its heartbeat is 10 s old."""
     w.wait("running before the controller is killed", name, "running", 300)
     w.kill_controller()
-    return w.wait("controller killed", name, "unknown", 60)
+    return w.wait("controller killed", name, "unknown", 60, during=during)
 
 
 def controller_back(w: HealthWorld, name: str = "steady") -> Detection:
