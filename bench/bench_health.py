@@ -68,6 +68,11 @@ def report(results: list[Detection], command: str, started: datetime, host: str)
     return "\n".join(lines)
 
 
+def exit_code(results: list[Detection]) -> int:
+    """Return 0 when every fault was detected (and there was one), else 1."""
+    return 0 if results and all(r.detected for r in results) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results") / "health-detection.md")
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
-    return 0 if results and all(r.detected for r in results) else 1
+    return exit_code(results)
 
 
 if __name__ == "__main__":
