@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from job.chaos.faults import signal_group
 from job.control import ControlPlane, Registry
 from job.produce.generator import generate
 from job.produce.producer import produce
@@ -340,7 +341,7 @@ def host_killed(w: HealthWorld, name: str = "steady") -> Detection:
     w.wait("running before the host is killed", name, "running", 300)
     pid, _ = w.host_pids()
     before = w.rows()[name]["restarts"]
-    os.killpg(pid, signal.SIGKILL)
+    assert signal_group(pid, signal.SIGKILL), f"no process group {pid}"  # the chaos tool's fault
     return w.wait("shared host killed", name, ("crash-looping", "unknown"), 120, lambda r: r["restarts"] > before)
 
 
