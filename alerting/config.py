@@ -281,6 +281,11 @@ class PlatformSpec(_Model):
     team: str = Field(default="platform", description="The team of daggers that name none.")
     state_dir: str | None = Field(default=None, description="The daggers' state dir (default: $DAGGERS_HOME or ./.daggers).")
     daggers: list[str | PlatformDagger] = Field(default_factory=list, description="The daggers to watch (spec files).")
+    registry: str | None = Field(
+        default=None, description="Watch every dagger of this control-plane registry (URL) instead of spec files, "
+                                  "judged by the health model: adds the crash-looping, stalled, lagging and "
+                                  "controller-silent alerts.")
+    registry_user: str = Field(default="root", description="The registry user the daggers are read as.")
     down_after: Duration = Field(
         default=600.0, description="A dagger that reported no progress for this long (or reports failed) is down.")
     restart_loop: RestartLoop | None = Field(default_factory=RestartLoop, description="Restart-loop alert (null: off).")

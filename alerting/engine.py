@@ -25,7 +25,14 @@ from typing import Any
 from alerting import secrets
 from alerting.config import AlertsConfig
 from alerting.errors import AlertQueryError, EngineBusyError, StoreError
-from alerting.health import CheckpointHealthSource, DaggerHealthSource, Finding, judge, sample_of
+from alerting.health import (
+    CheckpointHealthSource,
+    DaggerHealthSource,
+    Finding,
+    RegistryHealthSource,
+    judge,
+    sample_of,
+)
 from alerting.influxql import GroupValue, InfluxReader, count_query, threshold_query
 from alerting.matchers import parse_matchers
 from alerting.notifiers import Notification, Notifier, build_notifiers
@@ -434,6 +441,10 @@ class AlertEngine:
     def health_source(self) -> DaggerHealthSource | None:
         """Return the health source (built from ``platform.daggers`` when none was given)."""
         if self._health is None and self.config.platform is not None and self.config.platform.enabled:
+            if self.config.platform.registry:
+                self._health = RegistryHealthSource.from_url(self.config.platform.registry,
+                                                             self.config.platform.registry_user)
+                return self._health
             self._health = CheckpointHealthSource.from_platform(
                 self.config.platform, self.config.resolve, self.config.platform_state_dir(self.state_dir))
         return self._health
@@ -453,16 +464,20 @@ class AlertEngine:
         at = self.clock() if at is None else at
         by_check: dict[str, list[Finding]] = {}
         samples = []
+        seen: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
         for h in source.daggers():
             for f in judge(h, self.store.health_sample(h.name), spec, at):
-                by_check.setdefault(f.check, []).append(f)
+                key = (f.check, f.team, tuple(sorted((f.group or {"dagger": f.dagger}).items())))
+                if key not in seen:  # a cluster's finding comes with each of its daggers: once
+                    seen.add(key)
+                    by_check.setdefault(f.check, []).append(f)
             samples.append(sample_of(h, at))
         reports = []
         for check, findings in sorted(by_check.items()):
             states = {s.fingerprint: s for s in self.store.states(check)}
             teams = {f.team for f in findings}
             for team in sorted(teams):
-                results = [GroupResult({"dagger": f.dagger}, f.level, f.value, f.condition, message=f.message)
+                results = [GroupResult(f.group or {"dagger": f.dagger}, f.level, f.value, f.condition, message=f.message)
                            for f in findings if f.team == team]
                 reports.append(self._apply(check, "platform", team, {**spec.labels, "kind": "platform"}, results, at,
                                            spec.for_, None, "", states, [], dry_run=dry_run, dispatch=dispatch))
@@ -487,7 +502,8 @@ class AlertEngine:
     def _jobs(self) -> dict[str, tuple[Callable[..., None], float, tuple[str, ...]]]:
         jobs: dict[str, tuple[Callable[..., None], float, tuple[str, ...]]] = {
             f"rule:{r.name}": (run_rule_job, r.every, (self.engine_id, r.name)) for r in self.config.rules}
-        if self.config.platform is not None and self.config.platform.enabled and self.config.platform.daggers:
+        if self.config.platform is not None and self.config.platform.enabled and (self.config.platform.daggers
+                                                                                   or self.config.platform.registry):
             jobs["platform"] = (run_platform_job, self.config.platform.every, (self.engine_id,))
         jobs["dispatch"] = (run_dispatch_job, self.config.delivery.dispatch_interval, (self.engine_id,))
         jobs["housekeeping"] = (run_housekeeping_job, 3600.0, (self.engine_id,))

@@ -17,6 +17,15 @@ Checks (each one alert per dagger, label ``dagger``):
   check, exceeds the thresholds (judged once at least ``min_records`` arrived);
 * ``platform-sink-failures``: CRIT when a sink write failed since the last check, WARN when writes
   had to be retried.
+
+From a source that judges daggers with the control plane's health model (:class:`RegistryHealthSource`,
+``platform.registry``), four more, from the model's states (job.control.health_model):
+
+* ``platform-crash-looping``: CRIT while the dagger is crash-looping;
+* ``platform-stalled``: CRIT while it is stalled;
+* ``platform-lagging``: WARN while its lag grows;
+* ``platform-controller-silent``: CRIT while the controller of a cluster is silent (label ``cluster``,
+  one alert per cluster).
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ log = logging.getLogger("daggers.alerts")
 DaggerState = Literal["running", "stopped", "failed", "unknown"]
 DOWN, RESTARTS, LAG, BAD, SINKS = ("platform-dagger-down", "platform-restart-loop", "platform-consumer-lag",
                                    "platform-bad-records", "platform-sink-failures")
-PLATFORM_CHECKS = (DOWN, RESTARTS, LAG, BAD, SINKS)
+CRASH_LOOPING, STALLED, LAGGING, SILENT = ("platform-crash-looping", "platform-stalled", "platform-lagging",
+                                          "platform-controller-silent")
+PLATFORM_CHECKS = (DOWN, RESTARTS, LAG, BAD, SINKS, CRASH_LOOPING, STALLED, LAGGING, SILENT)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,12 @@ class DaggerHealth:
     sink_last_error: str | None = None
     consumer_lag: int | None = None
     error: str | None = None
+    # from the control plane's health model (RegistryHealthSource): its state and why, the cluster, and
+    # whether that cluster's controller is silent
+    health_state: str | None = None
+    health_reason: str = ""
+    cluster: str | None = None
+    controller_silent: bool = False
 
 
 @runtime_checkable
@@ -205,6 +222,43 @@ class CheckpointHealthSource:
             sink_last_error=last_error, consumer_lag=lag, error=error)
 
 
+class RegistryHealthSource:
+    """Every live dagger of a control-plane registry the user may see, judged by the health model."""
+
+    def __init__(self, plane: Any) -> None:
+        self.plane = plane  # a job.control.ControlPlane
+
+    @classmethod
+    def from_url(cls, url: str, user: str) -> RegistryHealthSource:
+        """Return a source over the registry at ``url`` as ``user``. Raises RegistryError."""
+        from job.control import ControlPlane, Registry
+
+        return cls(ControlPlane(Registry(url), user))
+
+    def daggers(self) -> list[DaggerHealth]:
+        from job.control.health_model import FAILED, STOPPED, UNKNOWN, controller_silent
+
+        plane = self.plane
+        silent = {c.name: controller_silent(c.controller_heartbeat, plane.clock(), plane.health_settings)
+                  for c in plane.clusters()}
+        out = []
+        for d in plane.daggers():
+            state = d.state
+            legacy = ("failed" if state == FAILED else "stopped" if state == STOPPED else
+                      "unknown" if state == UNKNOWN else "running")
+            sinks = (d.progress.get("sinks") or {}).values()
+            out.append(DaggerHealth(
+                name=d.name, team=d.team, state=legacy,  # type: ignore[arg-type]
+                last_progress_at=d.progress.get("updated_at"), recent_restarts=d.restarts,
+                input_rows=int(d.progress.get("input_rows") or 0), bad_records=int(d.progress.get("bad_records") or 0),
+                sink_failures=sum(int((x or {}).get("failures") or 0) for x in sinks),
+                sink_retries=sum(int((x or {}).get("retries") or 0) for x in sinks),
+                consumer_lag=d.lag if d.health.get("lag") else None, error=d.last_error if state == FAILED else None,
+                health_state=state, health_reason=str(d.health.get("reason") or ""), cluster=d.cluster,
+                controller_silent=silent.get(d.cluster, False)))
+        return out
+
+
 # ---- judging health -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -218,6 +272,7 @@ class Finding:
     value: float | None
     condition: str
     message: str
+    group: dict[str, str] | None = None  # the alert's group labels (default: {"dagger": dagger})
 
 
 def sample_of(h: DaggerHealth, at: float) -> HealthSample:
@@ -297,5 +352,28 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
         detail = f": {h.sink_last_error}" if h.sink_last_error and level > Level.OK else ""
         add(SINKS, level, float(failed), "a sink write failed" if failed else "sink writes retried" if retried else "ok",
             f"dagger {h.name}: {failed} sink writes failed and {retried} were retried since the last check{detail}")
+    if h.health_state is not None:
+        out.extend(_model_findings(h, team))
+    return out
+
+
+def _model_findings(h: DaggerHealth, team: str) -> list[Finding]:
+    """Return the findings of the health model's states for ``h`` (see the module docstring)."""
+    from job.control.health_model import CRASH_LOOPING as LOOP
+    from job.control.health_model import LAGGING as LAGS
+    from job.control.health_model import STALLED as STALL
+
+    out = []
+    for check, state, level in ((CRASH_LOOPING, LOOP, Level.CRIT), (STALLED, STALL, Level.CRIT),
+                                (LAGGING, LAGS, Level.WARN)):
+        on = h.health_state == state
+        out.append(Finding(check, h.name, team, level if on else Level.OK, None, f"dagger is {state}",
+                           f"dagger {h.name} is {state}: {h.health_reason}" if on else
+                           f"dagger {h.name} is {h.health_state}"))
+    if h.cluster is not None:
+        out.append(Finding(SILENT, h.name, team, Level.CRIT if h.controller_silent else Level.OK, None,
+                           "controller silent", f"the controller of cluster {h.cluster} is silent" if
+                           h.controller_silent else f"the controller of cluster {h.cluster} reports",
+                           group={"cluster": h.cluster}))
     return out
 

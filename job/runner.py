@@ -107,6 +107,7 @@ class Progress:
     state: str = "starting"  # starting | running | stopped | failed
     last_error: str | None = None
     updated_at: float = 0.0
+    batch_at: float = 0.0  # when the last micro-batch was reported (updated_at also moves on idle events)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -279,7 +280,7 @@ class DaggerJob:
                                  for s in self.plan.streams if s.source.failover}
             if not self._ended:  # a late listener event must not bring a stopped job back to life
                 pr.state = "running"
-            pr.updated_at = time.time()
+            pr.updated_at = pr.batch_at = time.time()
             self._save_progress()
         for listener in self.batch_listeners:
             listener(self.progress)

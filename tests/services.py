@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -219,17 +220,37 @@ def influxdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfluxHandle]
 
 @dataclass(frozen=True)
 class VictoriaHandle:
-    """A running VictoriaMetrics: ``url`` is ``http://127.0.0.1:<port>``."""
+    """A running VictoriaMetrics: ``url`` is ``http://127.0.0.1:<port>``. It scrapes every second the
+    Prometheus targets put in ``targets`` (see :meth:`scrape`)."""
 
     url: str
+    targets: Path | None = None
+
+    def scrape(self, name: str, address: str, **labels: str) -> None:
+        """Scrape ``http://<address>/metrics`` every second (as job ``daggers``, with ``labels``) from now on."""
+        assert self.targets is not None
+        tmp = self.targets / f"{name}.tmp"
+        tmp.write_text(json.dumps([{"targets": [address], "labels": labels}]))
+        tmp.replace(self.targets / f"{name}.json")
+
+    def unscrape(self, name: str) -> None:
+        """Stop scraping the target ``name``."""
+        assert self.targets is not None
+        (self.targets / f"{name}.json").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
 def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VictoriaHandle]:
     """A VictoriaMetrics single node with its data under a temporary folder; a :class:`VictoriaHandle`."""
     root = tmp_path_factory.mktemp("victoria")
-    with _serving(lambda: VictoriaServer(root, free_port())) as server:
-        yield VictoriaHandle(server.url)
+    targets = root / "targets"
+    targets.mkdir()
+    scrape = root / "scrape.yml"
+    scrape.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: daggers\n"
+                      f"    file_sd_configs:\n      - files: ['{targets}/*.json']\n")
+    args = (f"-promscrape.config={scrape}", "-promscrape.fileSDCheckInterval=1s")
+    with _serving(lambda: VictoriaServer(root, free_port(), args)) as server:
+        yield VictoriaHandle(server.url, targets)
 
 
 # -- Elasticsearch (noida-db's REST endpoint) -------------------------------------------------

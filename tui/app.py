@@ -85,6 +85,7 @@ class DaggersApp(ConsoleApp):
         super().__init__()
         self.plane = plane
         self.clock = clock
+        plane.clock = clock  # health is judged at the console's time
         self.refresh_s = refresh_s
         self.preview_minutes = preview_minutes
         self.warm_preview = warm_preview

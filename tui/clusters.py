@@ -16,9 +16,9 @@ from job.control.views import ClusterView
 from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, number, ok_text, spark_detail
+from tui.format import age, number, ok_text, spark_detail, state_text
 
-COLUMNS = ("cluster", "team", "master", "daggers", "spark", "kafka", "influx", "controller")
+COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "influx", "controller")
 
 
 class ClustersScreen(Screen[None]):
@@ -76,9 +76,12 @@ class ClustersScreen(Screen[None]):
                 dc = c.datacentre
                 table.add_row(Text(f"▾ {dc}", style="bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
             health = self.live.get(c.name) or c.health or {}
-            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if c.controller_alive(now)
-                   else Text("○ none", style="bold red"))
-            table.add_row(f"  {c.name}", c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
+            reporting = (c.state.get("parts") or {}).get("controller") == "ok"  # the health model's verdict
+            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if reporting
+                   else Text(f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
+                             style="bold red"))
+            table.add_row(f"  {c.name}", c.team, c.spark_master, state_text(c.state.get("state") or "unknown"),
+                          f"{c.daggers_running}/{c.daggers_total}",
                           ok_text(health.get("spark"), spark_detail(health.get("spark"))),
                           ok_text(health.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p"
                                   if (health.get("kafka") or {}).get("ok") else ""),
@@ -138,5 +141,8 @@ class ClustersScreen(Screen[None]):
             return
         self.live[name] = health
         self.app.call_from_thread(self.reload)
-        self.app.call_from_thread(self.notify, f"{name}: {'healthy' if health['ok'] else 'NOT healthy'}",
+        verdict = health.get("state") or {}
+        reasons = "; ".join(verdict.get("reasons") or [])
+        self.app.call_from_thread(self.notify, f"{name}: {verdict.get('state', 'unknown')}"
+                                  + (f" ({reasons})" if reasons else ""),
                                   severity="information" if health["ok"] else "warning")

@@ -9,21 +9,35 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from job.control.health_model import DAGGER_STATES
 from job.control.views import DaggerView
 from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, number, state_text
+from tui.format import age, figure, state_text
 
 COLUMNS = ("dagger", "team", "v", "desired", "state", "rows/s", "lag", "batch ms", "restarts", "updated")
+
+
+def _value(d: DaggerView, key: str) -> float:
+    """Return a health-model figure's value for sorting (0 when the dagger shows none)."""
+    return float((d.health.get(key) or {}).get("value") or 0.0)
+
+
 #: The sort keys ``s`` cycles through: (label, key function).
 SORTS: list[tuple[str, Any]] = [
     ("name", lambda d: (d.name, d.team)),
-    ("state", lambda d: (d.actual_state, d.name)),
-    ("rows/s", lambda d: (-(d.progress.get("input_rows_per_s") or 0.0), d.name)),
-    ("lag", lambda d: (-(d.lag or 0), d.name)),
-    ("batch ms", lambda d: (-(d.progress.get("batch_duration_ms") or 0), d.name)),
+    ("state", lambda d: (d.state, d.name)),
+    ("rows/s", lambda d: (-_value(d, "rows_per_s"), d.name)),
+    ("lag", lambda d: (-_value(d, "lag"), d.name)),
+    ("batch ms", lambda d: (-_value(d, "batch_ms"), d.name)),
 ]
+
+
+def _counts(daggers: list[DaggerView]) -> list[tuple[str, int]]:
+    """Return how many daggers are in each health state, in the model's order (states with none left out)."""
+    states = [d.state for d in daggers]
+    return [(s, states.count(s)) for s in DAGGER_STATES if s in states]
 
 
 class DaggersScreen(Screen[None]):
@@ -100,16 +114,15 @@ class DaggersScreen(Screen[None]):
         self.shown = rows[self.page * self.page_size:(self.page + 1) * self.page_size]
         now = self.app.clock()
         for d in self.shown:
-            p = d.progress
-            table.add_row(d.name, d.team, str(d.current_version), d.desired_state, state_text(d.actual_state),
-                          number(p.get("input_rows_per_s")) if p else "-", number(d.lag),
-                          number(p.get("batch_duration_ms")) if p else "-", str(d.restarts),
-                          age(now, d.status_updated_at), key=d.ref)
+            h = d.health
+            table.add_row(d.name, d.team, str(d.current_version), d.desired_state, state_text(d.state),
+                          figure(h.get("rows_per_s")), figure(h.get("lag")), figure(h.get("batch_ms")),
+                          str(d.restarts), age(now, d.status_updated_at), key=d.ref)
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
         self.query_one("#title", Static).update(
-            f"cluster [b]{self.cluster}[/b] · {counted(len(self.all), 'dagger')}, "
-            f"{sum(1 for d in self.all if d.actual_state == 'running')} running")
+            f"cluster [b]{self.cluster}[/b] · {counted(len(self.all), 'dagger')}"
+            + "".join(f", {n} {state}" for state, n in _counts(self.all)))
         self.query_one("#pager", Static).update(
             f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}")
 

@@ -17,7 +17,7 @@ from job.control.views import DaggerView, VersionView
 from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, number, state_text, when
+from tui.format import age, figure, number, span, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
 from tui.output import OutputPane
 from tui.widgets import FlatSparkline
@@ -95,19 +95,22 @@ class DaggerScreen(Screen[None]):
             return
         self.ref = view.ref
         now = self.app.clock()
-        p = view.progress
+        p, h = view.progress, view.health
+        retry = (f" · next retry in {age(h['next_retry_at'], now)}" if h.get("next_retry_at") else "")
         status = Text.assemble(
             (view.ref, "bold"), f"  on {view.cluster} ({view.datacentre})  ",
-            (f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.actual_state),
-            f"  desired {view.desired_state}\n",
+            (f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.state),
+            f" ({h.get('reason') or '-'}{retry})  controller: {view.actual_state}  desired {view.desired_state}\n",
             f"version {view.current_version}" + (f" (running v{view.running_version})" if view.running_version else ""),
             f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
             f" · restarts {view.restarts}\n",
-            f"rows read {number(p.get('input_rows'))} · {number(p.get('input_rows_per_s'))} rows/s in, "
-            f"{number(p.get('processed_rows_per_s'))} rows/s processed · batch {number(p.get('batch_duration_ms'))} ms"
-            f" · lag {number(view.lag)} · late dropped {number(p.get('late_rows_dropped'))}"
-            f" · bad records {number(p.get('bad_records'))}\nwatermark {p.get('watermark') or '-'}"
-            f" · last update {age(now, view.status_updated_at)} ago")
+            f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s in, "
+            f"{number(p.get('processed_rows_per_s')) if h.get('rows_per_s') else '-'} rows/s processed"
+            f" · batch {figure(h.get('batch_ms'))} ms · lag {figure(h.get('lag'))}"
+            f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
+            f"\nwatermark {p.get('watermark') or '-'}"
+            + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")
+            + f" · last update {age(now, view.status_updated_at)} ago")
         self.query_one("#status", Static).update(status)
         series = {"throughput": [s.input_rows_per_s for s in samples], "lag": [float(s.lag or 0) for s in samples],
                   "batch": [float(s.batch_duration_ms) for s in samples]}

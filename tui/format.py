@@ -17,6 +17,16 @@ STATE_STYLES = {
     "stopped": "dim",
     "created": "dim",
     "deleted": "dim strike",
+    # the health model's states (job.control.health_model)
+    "catching up": "green",
+    "lagging": "bold yellow",
+    "stalled": "bold red",
+    "crash-looping": "bold red",
+    "unknown": "bold magenta",
+    # a cluster's
+    "healthy": "bold green",
+    "degraded": "bold yellow",
+    "unhealthy": "bold red",
 }
 
 
@@ -73,3 +83,12 @@ def spark_detail(spark: dict[str, Any] | None) -> str:
     if spark.get("mode") == "local":
         return f"local {spark.get('cores', 0)}c"
     return f"{spark.get('workers_alive', 0)}/{spark.get('workers', 0)}w {spark.get('cores_used', 0)}/{spark.get('cores', 0)}c"
+
+
+def figure(fig: dict[str, Any] | None) -> str:
+    """Return a health-model figure short, with its age when it is old: ``967``, ``967 (4m old)``; "-" for
+    none (a stopped, failed, crash-looping or silent dagger shows no figure)."""
+    if not fig:
+        return "-"
+    text = number(fig.get("value"))
+    return text if fig.get("fresh") else f"{text} ({span(float(fig.get('age_s') or 0.0))} old)"

@@ -280,10 +280,10 @@ def cluster_list(user: UserOpt = None, server: ServerOpt = None, registry: Regis
         rows = _plane(user, registry, state_dir, server).clusters()
 
     def human() -> None:
-        t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "health")
+        t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "state", "health")
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
-                      c.failover_to or "-", summary(c.health))
+                      c.failover_to or "-", str(c.state.get("state", "-")), summary(c.health))
         print_table(out, t, empty="No clusters of your teams yet. A team admin adds one: daggers cluster add NAME "
                                   "--team TEAM --dc DC --master 'local[2]' --kafka HOST:PORT --influx URL")
     _emit([c.to_dict() for c in rows], as_json, human)
@@ -300,9 +300,14 @@ def cluster_health(name: str,
 
     with _errors(as_json):
         health = _plane(user, registry, state_dir, server).cluster_health(name, live=live)
-    _emit(health, as_json, lambda: out.print(f"{name}: {'OK' if health.get('ok') else 'NOT OK'} · "
-                                             f"{summary(health) if 'spark' in health else health.get('error')} · "
-                                             f"daggers {health['daggers']['running']}/{health['daggers']['total']}"))
+    verdict = health.get("state") or {}
+
+    def human() -> None:
+        out.print(f"{name}: {verdict.get('state', '?')}" + (f" ({escape('; '.join(verdict['reasons']))})"
+                                                          if verdict.get("reasons") else ""))
+        out.print(f"{summary(health) if 'spark' in health else health.get('error')} · daggers "
+                  + (", ".join(f"{n} {s}" for s, n in (verdict.get("daggers") or {}).items()) or "none"))
+    _emit(health, as_json, human)
 
 
 @cluster_app.command("topics")
@@ -324,16 +329,31 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
+def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
+    """Return a figure of the health model as a person reads it: ``967``, ``967 (4m old)``; ``-`` for none."""
+    if not figure:
+        return "-"
+    text = fmt.format(figure["value"])
+    return text if figure.get("fresh") else f"{text} ({_span(figure['age_s'])} old)"
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
 def _dagger_table(rows: list[Any]) -> Table:
     # the dagger and its cluster are never cut: at a narrow terminal the figures give way
     t = Table(Column("dagger", no_wrap=True), Column("cluster", no_wrap=True), "v", "desired", "actual",
-              Column("rows/s", justify="right"), Column("lag", justify="right"),
+              Column("health", no_wrap=True), Column("rows/s", justify="right"), Column("lag", justify="right"),
               Column("batch ms", justify="right"), Column("restarts", justify="right"))
     for d in rows:
-        p = d.progress
-        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state,
-                  f"{p.get('input_rows_per_s', 0):.0f}" if p else "-", str(d.lag) if d.lag is not None else "-",
-                  str(p.get("batch_duration_ms", "-")) if p else "-", str(d.restarts))
+        h = d.health
+        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state, d.state,
+                  figure_text(h.get("rows_per_s")), figure_text(h.get("lag")), figure_text(h.get("batch_ms")),
+                  str(d.restarts))
     return t
 
 
@@ -406,6 +426,7 @@ def dagger_show(ref: RefArg, user: UserOpt = None, server: ServerOpt = None, reg
 
     def human() -> None:
         print_table(out, _dagger_table([d]))
+        out.print(f"health: {d.state} ({escape(str(d.health.get('reason') or ''))})")
         if d.moving_from:
             out.print(f"[yellow]moving:[/] from {d.moving_from} to {d.cluster} (the old cluster stops it first)")
         for m in moves:
@@ -624,8 +645,8 @@ def dagger_output(ref: RefArg,
                   until: Annotated[datetime | None, typer.Option(help="End of the range, UTC (default: now).")] = None,
                   sink: Annotated[str | None, typer.Option(help="The sink to read (default: the first influx, "
                                                                 "else postgres, else elasticsearch one).")] = None,
-                  user: UserOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
-                  as_json: JsonOpt = False) -> None:
+                  user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
+                  state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
     """Show a dagger's own output from its sink: the sum of a field per step, with D-1 and D-7."""
     from job.output import OutputQuery, parse_compare, parse_duration, parse_tag, step_text
 
@@ -634,7 +655,7 @@ def dagger_output(ref: RefArg,
         query = OutputQuery(field=field, since_s=since_s, step_s=parse_duration(step, "--step") if step else None,
                             until=until.replace(tzinfo=UTC) if until and until.tzinfo is None else until,
                             tag=parse_tag(tag), compare=tuple(c for text in compare or [] for c in parse_compare(text)))
-        result = _plane(user, registry, state_dir).output(ref, query, sink)
+        result = _plane(user, registry, state_dir, server).output(ref, query, sink)
 
     def human() -> None:
         where = f" where {result.tag[0]} = {result.tag[1]}" if result.tag else ""
@@ -666,6 +687,8 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
                failover_after: Annotated[float, typer.Option(help="Take over the running daggers of a cluster that "
                                                                   "fails over to this one once its controller "
                                                                   "heartbeat is this many seconds old.")] = 60.0,
+               metrics_port: Annotated[int, typer.Option(help="Serve Prometheus metrics on this port (0: one the "
+                                                              "OS picks, recorded in the registry; -1: none).")] = 0,
                verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Run a cluster's controller: start, watch, restart and stop its daggers as the registry says."""
     from job.control import Registry
@@ -677,7 +700,8 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
     with _errors(False):
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
-                                      standby=standby, failover_after_s=failover_after)
+                                      standby=standby, failover_after_s=failover_after,
+                                      metrics_port=None if metrics_port < 0 else metrics_port)
         from job.control.client import server_of
 
         target = server_of(server)

@@ -14,13 +14,15 @@ recorded in the audit log like every change.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from job.control.errors import ControlError, NotFoundError, PermissionDeniedError
-from job.control.models import AuditEntry, Membership, Team, User
+from job.control.health_model import HealthSettings
+from job.control.models import AuditEntry, Membership, Team, User, now
 from job.control.registry import Registry
 
 ROLE_RANK = {"viewer": 1, "editor": 2, "admin": 3}
@@ -47,16 +49,23 @@ class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
     def __init__(self, registry: Registry, user: str, *, credential: str | None = None,
-                 source: str | None = None, per_request: bool = False) -> None:
+                 source: str | None = None, per_request: bool = False,
+                 health_settings: HealthSettings | None = None) -> None:
         """Act as ``user``; ``credential`` (``token:<id>``, ``oidc:<subject>``) and ``source`` (the client's
         address) are what the server authenticated, recorded with every audit entry. ``per_request``: the
-        plane serves one request (the server's), so the user's flag and roles are read once, not per check."""
+        plane serves one request (the server's), so the user's flag and roles are read once, not per check.
+        ``health_settings``: the thresholds of the health model every view is judged by (default: from the
+        environment)."""
         self.registry = registry
         self.user = user
         self.credential = credential
         self.source = source
         self._per_request = per_request
         self._identity: tuple[bool, dict[int, str]] | None = None
+        #: The thresholds of the health model every view of a dagger or cluster is judged by.
+        self.health_settings = health_settings or HealthSettings.from_env()
+        #: The time health is judged at (a console with a pinned clock sets its own).
+        self.clock: Callable[[], float] = now
 
     # ---- identity -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from job.control.access import ROLE_RANK, Access, check_name, check_role
 from job.control.errors import ConflictError, ControlError, NotFoundError
 from job.control.models import Cluster, Dagger, DaggerStatus, DataCentre, Membership, Team, User
 from job.control.registry import Registry
-from job.control.views import ClusterView
+from job.control.views import ClusterView, cluster_verdict, judged
 
 
 def bootstrap_admin(registry: Registry, name: str) -> None:
@@ -240,8 +240,15 @@ class AdminOps(Access):
             running = dict(s.execute(select(Dagger.cluster_id, func.count()).join(DaggerStatus)
                                      .where(Dagger.tombstone == 0, DaggerStatus.actual_state == "running")
                                      .group_by(Dagger.cluster_id)).all())
-            return [ClusterView.of(c, counts.get(c.id, 0), running.get(c.id, 0)) for c in rows
-                    if visible is None or c.team_id in visible]
+            shown = [c for c in rows if visible is None or c.team_id in visible]
+            at = self.clock()
+            daggers = list(s.scalars(select(Dagger).where(Dagger.tombstone == 0,
+                                                          Dagger.cluster_id.in_([c.id for c in shown]))))
+            states: dict[int, list[str]] = {c.id: [] for c in shown}
+            for d, view in zip(daggers, judged(s, daggers, self.health_settings, at), strict=True):
+                states[d.cluster_id].append(view.state)
+            return [ClusterView.of(c, counts.get(c.id, 0), running.get(c.id, 0),
+                                   cluster_verdict(c, states[c.id], self.health_settings, at)) for c in shown]
 
     def cluster(self, name: str) -> ClusterView:
         """Return one cluster; raise NotFoundError unless the user is in its team."""

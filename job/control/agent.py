@@ -24,7 +24,7 @@ from job.control.registry import Registry
 #: The status fields a controller reports.
 STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
                  "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
-                 "last_exit_code", "last_error", "progress", "lag", "log_path")
+                 "last_exit_code", "last_error", "progress", "lag", "lag_at", "lag_error", "log_path")
 #: The fields of a progress sample.
 SAMPLE_FIELDS = ("dagger_id", "at", "input_rows", "input_rows_per_s", "processed_rows_per_s", "batch_duration_ms",
                  "lag")
@@ -51,9 +51,10 @@ class ClusterAgent:
             return {"cluster": c.name, "spark_master": c.spark_master, "spark_ui_url": c.spark_ui_url,
                     "kafka_bootstrap": c.kafka_bootstrap, "influx_url": c.influx_url}
 
-    def claim(self, host: str, pid: int, stale_s: float, gone: bool) -> None:
-        """Record (host, pid) as the cluster's controller. Raises ConflictError when another controller's
-        heartbeat is younger than ``stale_s`` (unless ``gone``: the caller found that process dead on its host)."""
+    def claim(self, host: str, pid: int, stale_s: float, gone: bool, metrics_url: str | None = None) -> None:
+        """Record (host, pid) as the cluster's controller, serving Prometheus metrics at ``metrics_url``. Raises
+        ConflictError when another controller's heartbeat is younger than ``stale_s`` (unless ``gone``: the caller
+        found that process dead on its host)."""
         with self.registry.session() as s:
             c = self._cluster(s)
             fresh = c.controller_heartbeat is not None and time.time() - c.controller_heartbeat < stale_s
@@ -63,6 +64,7 @@ class ClusterAgent:
                                     f"({c.controller_host}, pid {c.controller_pid})",
                                     hint=f"stop it first; a heartbeat older than {stale_s:g} s is taken over")
             c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, time.time()
+            c.controller_metrics_url = metrics_url
 
     def holder(self) -> tuple[str | None, int | None]:
         """Return the (host, pid) recorded as the cluster's controller."""
@@ -76,6 +78,7 @@ class ClusterAgent:
             c = self._cluster(s)
             if (c.controller_host, c.controller_pid) == (host, pid):
                 c.controller_heartbeat = None
+                c.controller_metrics_url = None
 
     def fail_over(self, after_s: float, now: float) -> list[str]:
         """Take over the running daggers of the clusters that fail over to this one and whose controller has
@@ -112,9 +115,10 @@ class ClusterAgent:
 
     def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
                health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
-               prune_before: float | None = None) -> None:
+               prune_before: float | None = None, metrics_url: str | None = None) -> None:
         """Write one round in one transaction: the daggers' status changes, progress samples, hand-overs
-        done, the controller's heartbeat (and health), and drop samples older than ``prune_before``.
+        done, the controller's heartbeat (and health, and where it serves its metrics), and drop samples older
+        than ``prune_before``.
 
         Raises ControlError for an unknown status or sample field, NotFoundError for a dagger that is
         neither on this cluster nor leaving it.
@@ -146,6 +150,7 @@ class ClusterAgent:
                                                or_(Dagger.moving_from_id == c.id, Dagger.cluster_id == c.id))
                           .values(moving_from_id=None))
             c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, now
+            c.controller_metrics_url = metrics_url
             if health is not None:
                 c.health, c.health_at = health, now
             if prune_before is not None:

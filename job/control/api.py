@@ -21,6 +21,7 @@ from job.control import handoff, specs
 from job.control.admin import AdminOps
 from job.control.compat import compatibility
 from job.control.errors import ConflictError, ControlError, NotFoundError, VersionConflictError
+from job.control.health_model import HEALTHY, cluster_health
 from job.control.models import AuditEntry, Cluster, Dagger, DaggerStatus, DaggerVersion, Sample, Team, now
 from job.control.tokens import TokenOps
 from job.control.views import (
@@ -32,6 +33,7 @@ from job.control.views import (
     SampleView,
     Validation,
     VersionView,
+    judged,
 )
 from job.errors import DaggerError, SpecError, SqlError
 
@@ -104,7 +106,8 @@ class ControlPlane(AdminOps, TokenOps):
             if cluster is not None:
                 query = query.where(Dagger.cluster_id == self._cluster(s, cluster).id)
             visible = self._visible_teams(s)
-            out = [DaggerView.of(d) for d in s.scalars(query) if visible is None or d.team_id in visible]
+            out = judged(s, [d for d in s.scalars(query) if visible is None or d.team_id in visible],
+                         self.health_settings, self.clock())
         if search:
             needle = search.lower()
             out = [d for d in out if needle in d.name or needle in d.team]
@@ -113,7 +116,7 @@ class ControlPlane(AdminOps, TokenOps):
     def dagger(self, ref: str) -> DaggerView:
         """Return one dagger (see :meth:`_find` for the errors)."""
         with self.registry.session() as s:
-            return DaggerView.of(self._find(s, ref, "viewer", "see"))
+            return judged(s, [self._find(s, ref, "viewer", "see")], self.health_settings, self.clock())[0]
 
     def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> DaggerScreenView:
         """Return what the console's dagger screen shows: the dagger, its last ``samples`` progress samples,
@@ -274,19 +277,27 @@ class ControlPlane(AdminOps, TokenOps):
         return list_topics(self.cluster(cluster).kafka_bootstrap)
 
     def cluster_health(self, cluster: str, *, live: bool = False) -> dict[str, Any]:
-        """Return the cluster's health: the one its controller recorded (with ``age_s``), or, with
-        ``live``, probed from here now."""
+        """Return the cluster's health: the probe its controller recorded (with ``age_s``), or, with ``live``,
+        probed from here now; ``state`` is the health model's verdict over the probe, the controller's
+        heartbeat and the daggers, and ``ok`` is True only when that verdict is healthy."""
         view = self.cluster(cluster)
+        daggers = {"running": view.daggers_running, "total": view.daggers_total}
+        states = [d.state for d in self.daggers(cluster)]
+        at = self.clock()
         if live:
             from job.control.health import probe_cluster
 
-            return probe_cluster(view.spark_master, view.spark_ui_url, view.kafka_bootstrap, view.influx_url,
-                                 daggers_running=view.daggers_running, daggers_total=view.daggers_total)
+            probe = probe_cluster(view.spark_master, view.spark_ui_url, view.kafka_bootstrap, view.influx_url,
+                                  daggers_running=view.daggers_running, daggers_total=view.daggers_total)
+            verdict = cluster_health(view.controller_heartbeat, probe, at, states, at, self.health_settings)
+            return {**probe, "ok": verdict.state == HEALTHY, "state": verdict.to_dict()}
+        verdict = cluster_health(view.controller_heartbeat, view.health, view.health_at, states, at,
+                                 self.health_settings)
         if view.health is None:
             return {"ok": False, "recorded": False, "error": "no controller has recorded health yet",
-                    "daggers": {"running": view.daggers_running, "total": view.daggers_total}}
-        return {**view.health, "recorded": True, "age_s": round(now() - (view.health_at or 0.0), 1),
-                "daggers": {"running": view.daggers_running, "total": view.daggers_total}}
+                    "daggers": daggers, "state": verdict.to_dict()}
+        return {**view.health, "ok": verdict.state == HEALTHY, "recorded": True,
+                "age_s": round(at - (view.health_at or 0.0), 1), "daggers": daggers, "state": verdict.to_dict()}
 
     # ---- changes ------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,6 +52,8 @@ from job.control.agent import SAMPLE_FIELDS, ClusterAgent
 from job.control.errors import ConflictError, RegistryError
 from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
 from job.control.models import Sample
+from job.control.health_model import DaggerFacts, HealthSettings, Point, cluster_health, dagger_health
+from job.control.metrics import DaggerSeries, HealthMetrics, MetricsServer, serve
 from job.control.processes import (
     LOG_ROTATE_BYTES,
     Command,
@@ -108,6 +111,11 @@ class ControllerSettings(BaseModel):
     standby_every_s: float = Field(default=30.0, ge=0,
                                    description="Start a standby process at most this often (a failing one "
                                                "is not restarted in a tight loop).")
+    metrics_port: int | None = Field(default=0, ge=0, le=65535,
+                                     description="Serve Prometheus metrics at http://metrics_host:PORT/metrics; "
+                                                 "0 takes a port from the OS, None serves none. The URL is "
+                                                 "recorded with the heartbeat (cluster's controller_metrics_url).")
+    metrics_host: str = Field(default="127.0.0.1", description="The address /metrics listens on.")
 
 
 def _isolation(spec_text: str) -> str:
@@ -146,9 +154,6 @@ class _Item:
         return f"{self.team}/{self.name}"
 
 
-_STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
-                  "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
-                  "last_exit_code", "last_error", "progress", "lag", "log_path")
 
 
 class Controller:
@@ -176,9 +181,16 @@ class Controller:
         self._health_at = 0.0
         self._health_job: Future[dict[str, Any]] | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
+        self._lag_pool = ThreadPoolExecutor(2, thread_name_prefix="lag")
+        self._lag_jobs: dict[int, Future[tuple[int | None, str | None]]] = {}
         self._pruned_at = 0.0
         self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
+        self.health_settings = HealthSettings.from_env()
+        self._points: dict[int, deque[Point]] = {}
+        self._probe: tuple[dict[str, Any], float] | None = None  # the last finished health probe, and when
+        self.metrics = HealthMetrics(cluster)
+        self._metrics_server: MetricsServer | None = None
         conf = self.agent.settings()
         self.master = conf["spark_master"]
         self.spark_ui = conf["spark_ui_url"]
@@ -196,10 +208,24 @@ class Controller:
         """Record this controller as the cluster's; raise ConflictError when another one is alive."""
         host, pid = self.agent.holder()
         gone = host == self.host and pid is not None and pid != self.pid and not pid_alive(pid)
-        self.agent.claim(self.host, self.pid, self.settings.heartbeat_stale_s, gone)
+        self.agent.claim(self.host, self.pid, self.settings.heartbeat_stale_s, gone, self.metrics_url)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where this controller serves /metrics (None before :meth:`serve_metrics` or without it)."""
+        return self._metrics_server.url if self._metrics_server is not None else None
+
+    def serve_metrics(self) -> str | None:
+        """Start serving /metrics on ``metrics_port`` (unless None or already serving); return its URL.
+
+        Raises OSError when the port cannot be bound."""
+        if self._metrics_server is None and self.settings.metrics_port is not None:
+            self._metrics_server = serve(self.metrics, self.settings.metrics_port, self.settings.metrics_host)
+            log.info("metrics at %s", self._metrics_server.url)
+        return self.metrics_url
 
     def release(self) -> None:
-        """Clear this controller's heartbeat (when it is still the recorded one)."""
+        """Clear this controller's heartbeat and metrics URL (when it is still the recorded one)."""
         self.agent.release(self.host, self.pid)
 
     # ---- one round ----------------------------------------------------------------------------
@@ -245,6 +271,9 @@ class Controller:
                 log.info("%s: stopped here; handed over to its new cluster", item.ref)
                 handed.append(item.id)
         health = self._maybe_health([i for i in items if not i.leaving], now)
+        if health is not None:
+            self._probe = (health, now)
+        self._judge([i for i in items if not i.leaving and not i.deleted], samples, now)
         self._write(updates, samples, health, now, handed)
         self._keep_standby(items, now)
         return updates
@@ -587,14 +616,44 @@ class Controller:
                                 processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
                                 batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
                                 lag=st.get("lag"))
-        if now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
-            self._lag_at[item.id] = now
-            upd["lag"] = self._lag(item, checkpoint)
+        # The lag is read in the background: a broker that does not answer must not hold up the rounds
+        # (and with them the heartbeat); a read's result is recorded in the round after it ends.
+        job = self._lag_jobs.get(item.id)
+        if job is not None and job.done():
+            del self._lag_jobs[item.id]
+            try:
+                upd["lag"], upd["lag_error"] = job.result()
+            except Exception as exc:  # a lag read must never stop the controller
+                upd["lag"], upd["lag_error"] = None, f"{type(exc).__name__}: {exc}"[:500]
+            upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             if sample is not None:
                 sample.lag = upd["lag"]
+        if item.id not in self._lag_jobs and now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
+            self._lag_at[item.id] = now
+            self._lag_jobs[item.id] = self._lag_pool.submit(self._lag, item, checkpoint)
         return upd, sample
 
-    def _lag(self, item: _Item, checkpoint: Path) -> int | None:
+    def _judge(self, items: list[_Item], samples: list[Sample], now: float) -> None:
+        """Judge this round's daggers with the health model (this controller's heartbeat is ``now``) and hand
+        the verdicts to /metrics."""
+        keep = max(self.health_settings.stall_after_s, self.health_settings.lag_window_s) + 60.0
+        for sample in samples:
+            points = self._points.setdefault(sample.dagger_id, deque())
+            points.append(Point(at=sample.at, input_rows=sample.input_rows, lag=sample.lag))
+        series = []
+        for item in items:
+            points = self._points.get(item.id, deque())
+            while points and points[0].at < now - keep:
+                points.popleft()
+            facts = DaggerFacts.of(item.desired, item.status, heartbeat=now, samples=points)
+            series.append(DaggerSeries(item.team, item.name, dagger_health(facts, now, self.health_settings)))
+        probe, probe_at = self._probe or (None, None)
+        verdict = cluster_health(now, probe, probe_at, [d.health.state for d in series], now, self.health_settings)
+        self.metrics.update(series, verdict, now)
+
+    def _lag(self, item: _Item, checkpoint: Path) -> tuple[int | None, str | None]:
+        """Return the dagger's lag (None before its first committed batch) and, when the brokers' end
+        offsets could not be read, why (the lag is None then)."""
         from job.control.lag import dagger_lag
 
         key = (item.id, item.version)
@@ -604,14 +663,14 @@ class Controller:
                 spec = specs.parse_text(item.spec_text, env)
             except DaggerError as exc:
                 log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
-                return None
+                return None, None
             self._streams[key] = [(s.bootstrap_servers, list(s.topics), dict(s.consumer_config))
                                   for s in spec.streams]
         try:
-            return dagger_lag(checkpoint, self._streams[key])
+            return dagger_lag(checkpoint, self._streams[key]), None
         except DaggerError as exc:
             log.warning("%s: lag unknown: %s", item.ref, exc.message)
-            return None
+            return None, exc.message[:500]
 
     def _maybe_health(self, items: list[_Item], now: float) -> dict[str, Any] | None:
         """Start a health probe in the background when one is due; return the result of a finished one
@@ -641,7 +700,8 @@ class Controller:
             self._pruned_at = now
             prune = now - self.settings.sample_retention_s
         rows = [{f: getattr(x, f) for f in SAMPLE_FIELDS} for x in samples]
-        self.agent.report(updates, rows, health, now, handed or [], self.host, self.pid, prune)
+        self.agent.report(updates, rows, health, now, handed or [], self.host, self.pid, prune,
+                          self.metrics_url)
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -657,6 +717,7 @@ class Controller:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         self.claim()
+        self.serve_metrics()  # its URL goes with every heartbeat
         log.info("controller of %s on %s (pid %d), registry %s, state %s", self.cluster_name, self.host,
                  self.pid, self.agent.where, self.state_dir)
         try:
@@ -677,9 +738,13 @@ class Controller:
                 signal.signal(sig, handler)
 
     def close(self) -> None:
-        """Stop the standby process and the health prober (daggers keep running)."""
+        """Stop the standby process, the health prober and /metrics (daggers keep running)."""
         self._drop_standby()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._lag_pool.shutdown(wait=False, cancel_futures=True)
 
     def stop_all(self, timeout: float | None = None) -> None:
         """Stop every dagger this controller holds (processes and shared hosts' queries) gracefully, wait

@@ -94,6 +94,8 @@ class Cluster(Base):
     controller_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
     controller_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     controller_heartbeat: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Where the controller serves its Prometheus metrics (``http://host:port/metrics``), None when it does not.
+    controller_metrics_url: Mapped[str | None] = mapped_column(String(255), nullable=True)
     health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     health_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: The cluster (of the same team) whose controller takes over this one's running daggers when this
@@ -177,6 +179,9 @@ class DaggerStatus(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     lag: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    lag_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when ``lag`` was read
+    #: Why the last lag read failed (the brokers' end offsets could not be read); None when it worked.
+    lag_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     dagger: Mapped[Dagger] = relationship(back_populates="status")

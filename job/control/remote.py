@@ -434,9 +434,10 @@ class RemoteClusterAgent:
         r = self._http._json("GET", f"{self._base}/holder")
         return r["host"], r["pid"]
 
-    def claim(self, host: str, pid: int, stale_s: float, gone: bool) -> None:
+    def claim(self, host: str, pid: int, stale_s: float, gone: bool, metrics_url: str | None = None) -> None:
         """Record (host, pid) as the controller; ConflictError when another one is alive."""
-        self._http._json("POST", f"{self._base}/claim", {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone})
+        self._http._json("POST", f"{self._base}/claim", {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone,
+                                                        "metrics_url": metrics_url})
 
     def release(self, host: str, pid: int) -> None:
         """Clear the heartbeat when (host, pid) is still the controller."""
@@ -452,8 +453,8 @@ class RemoteClusterAgent:
 
     def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
                health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
-               prune_before: float | None = None) -> None:
+               prune_before: float | None = None, metrics_url: str | None = None) -> None:
         """Write one round."""
         self._http._json("POST", f"{self._base}/report", {
             "updates": {str(k): v for k, v in updates.items()}, "samples": samples, "health": health, "now": now,
-            "handed": handed, "host": host, "pid": pid, "prune_before": prune_before})
+            "handed": handed, "host": host, "pid": pid, "prune_before": prune_before, "metrics_url": metrics_url})

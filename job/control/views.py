@@ -6,7 +6,18 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from job.control.models import AuditEntry, Cluster, Dagger, DaggerVersion, Sample
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from job.control.health_model import (
+    ClusterHealth,
+    DaggerFacts,
+    HealthSettings,
+    Point,
+    cluster_health,
+    dagger_health,
+)
+from job.control.models import AuditEntry, Cluster, Dagger, DaggerVersion, Sample, now
 
 
 def _dict(obj: Any) -> dict[str, Any]:
@@ -33,16 +44,21 @@ class ClusterView:
     daggers_total: int = 0
     daggers_running: int = 0
     failover_to: str | None = None  # the cluster that takes over its daggers when its controller is gone
+    controller_metrics_url: str | None = None
+    #: The health model's verdict (job.control.health_model.ClusterHealth as a dict): state, reasons, parts.
+    state: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, c: Cluster, total: int = 0, running: int = 0) -> ClusterView:
-        """Return the view of row ``c`` with its dagger counts."""
+    def of(cls, c: Cluster, total: int = 0, running: int = 0, verdict: ClusterHealth | None = None) -> ClusterView:
+        """Return the view of row ``c`` with its dagger counts and the health model's verdict."""
         return cls(name=c.name, team=c.team.name, datacentre=c.datacentre.name, spark_master=c.spark_master,
                    spark_ui_url=c.spark_ui_url, kafka_bootstrap=c.kafka_bootstrap, influx_url=c.influx_url,
                    description=c.description, controller_host=c.controller_host,
                    controller_pid=c.controller_pid, controller_heartbeat=c.controller_heartbeat,
                    health=c.health, health_at=c.health_at, daggers_total=total, daggers_running=running,
-                   failover_to=c.failover_to.name if c.failover_to is not None else None)
+                   failover_to=c.failover_to.name if c.failover_to is not None else None,
+                   controller_metrics_url=c.controller_metrics_url,
+                   state=verdict.to_dict() if verdict is not None else {})
 
     def controller_alive(self, now: float, within_s: float = 30.0) -> bool:
         """Return True when the controller's last heartbeat is less than ``within_s`` seconds old."""
@@ -51,6 +67,36 @@ class ClusterView:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         return _dict(self)
+
+
+_FACT_FIELDS = ("actual_state", "restarts", "started_at", "next_restart_at", "last_error", "progress", "lag",
+                "lag_at", "lag_error")
+
+
+def recent_points(s: Session, dagger_ids: list[int], since: float) -> dict[int, list[Point]]:
+    """Return the progress samples taken since ``since`` of each dagger in ``dagger_ids``, oldest first."""
+    out: dict[int, list[Point]] = {i: [] for i in dagger_ids}
+    if not dagger_ids:
+        return out
+    rows = s.execute(select(Sample.dagger_id, Sample.at, Sample.input_rows, Sample.lag)
+                     .where(Sample.dagger_id.in_(dagger_ids), Sample.at >= since).order_by(Sample.at))
+    for dagger_id, at, rows_, lag in rows:
+        out[dagger_id].append(Point(at=at, input_rows=rows_, lag=lag))
+    return out
+
+
+def judged(s: Session, daggers: list[Dagger], settings: HealthSettings, at: float | None = None) -> list[DaggerView]:
+    """Return the views of ``daggers``, each judged by the health model from its samples of the last
+    stall and lag windows."""
+    at = now() if at is None else at
+    since = at - max(settings.stall_after_s, settings.lag_window_s) - 60.0
+    points = recent_points(s, [d.id for d in daggers], since)
+    return [DaggerView.of(d, points[d.id], at=at, settings=settings) for d in daggers]
+
+
+def cluster_verdict(c: Cluster, dagger_states: list[str], settings: HealthSettings, at: float) -> ClusterHealth:
+    """Return the health model's verdict on cluster row ``c`` given its daggers' states."""
+    return cluster_health(c.controller_heartbeat, c.health, c.health_at, dagger_states, at, settings)
 
 
 @dataclass(frozen=True)
@@ -80,6 +126,15 @@ class DaggerView:
     created_at: float
     updated_at: float
     moving_from: str | None = None  # the cluster it is leaving: set until that cluster has stopped it
+    lag_at: float | None = None
+    #: The health model's verdict (job.control.health_model.DaggerHealth as a dict): state, reason, figures.
+    health: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """The health model's state: running, catching up, lagging, stalled, crash-looping, failed,
+        stopped or unknown."""
+        return str(self.health.get("state") or "unknown")
 
     @property
     def ref(self) -> str:
@@ -87,9 +142,14 @@ class DaggerView:
         return f"{self.team}/{self.name}"
 
     @classmethod
-    def of(cls, d: Dagger) -> DaggerView:
-        """Return the view of row ``d`` (its status row may be missing: never deployed)."""
+    def of(cls, d: Dagger, samples: list[Point] | None = None, *, at: float | None = None,
+           settings: HealthSettings | None = None) -> DaggerView:
+        """Return the view of row ``d`` (its status row may be missing: never deployed), judged by the health
+        model at ``at`` (now) from its recent ``samples``."""
         st = d.status
+        facts = DaggerFacts.of(d.desired_state, {k: getattr(st, k) for k in _FACT_FIELDS} if st else None,
+                               heartbeat=d.cluster.controller_heartbeat, samples=samples or [])
+        verdict = dagger_health(facts, now() if at is None else at, settings)
         return cls(id=d.id, name=d.name, team=d.team.name, cluster=d.cluster.name,
                    datacentre=d.cluster.datacentre.name, current_version=d.current_version,
                    desired_state=d.desired_state, actual_state=st.actual_state if st else "created",
@@ -100,7 +160,8 @@ class DaggerView:
                    checkpoint=st.checkpoint if st else None, started_at=st.started_at if st else None,
                    status_updated_at=st.updated_at if st else None, created_by=d.created_by,
                    created_at=d.created_at, updated_at=d.updated_at,
-                   moving_from=d.moving_from.name if d.moving_from is not None else None)
+                   moving_from=d.moving_from.name if d.moving_from is not None else None,
+                   lag_at=st.lag_at if st else None, health=verdict.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (with ``ref``)."""

@@ -509,7 +509,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
     @app.post(f"{C}/claim", tags=["controller"])
     def claim(body: ClaimIn, agent: Agent) -> dict[str, Any]:
         """Record the caller as the cluster's controller; 409 when another one is alive."""
-        agent.claim(body.host, body.pid, body.stale_s, body.gone)
+        agent.claim(body.host, body.pid, body.stale_s, body.gone, body.metrics_url)
         return {"ok": True}
 
     @app.post(f"{C}/release", tags=["controller"])
@@ -527,7 +527,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
     def report(body: ReportIn, agent: Agent) -> dict[str, Any]:
         """Write one round: the cluster's daggers' status, samples, hand-overs, heartbeat and health."""
         agent.report(body.updates, body.samples, body.health, body.now, body.handed, body.host, body.pid,
-                     body.prune_before)
+                     body.prune_before, body.metrics_url)
         return {"ok": True}
 
     return _with_limit(app, settings.max_body_bytes)

@@ -161,6 +161,7 @@ class ClaimIn(Body):
     pid: int
     stale_s: float = Field(gt=0)
     gone: bool = False
+    metrics_url: str | None = Field(default=None, max_length=255)
 
 
 class ReleaseIn(Body):
@@ -188,3 +189,4 @@ class ReportIn(Body):
     host: str = Field(max_length=255)
     pid: int
     prune_before: float | None = None
+    metrics_url: str | None = Field(default=None, max_length=255)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -28,12 +29,13 @@ def victoria_binary() -> str:
 
 
 class VictoriaServer:
-    """``victoria-metrics -httpListenAddr 127.0.0.1:<port> -storageDataPath <root>/data``.
+    """``victoria-metrics -httpListenAddr 127.0.0.1:<port> -storageDataPath <root>/data`` (and ``extra_args``,
+    e.g. ``-promscrape.config=FILE``).
 
     ``root`` holds ``data/``, ``victoria-metrics.log`` and ``victoria-metrics.pid``.
     """
 
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(self, root: Path, port: int, extra_args: Sequence[str] = ()) -> None:
         self.root = Path(root)
         self.port = port
         self.process = ManagedProcess(
@@ -43,6 +45,7 @@ class VictoriaServer:
                 f"-httpListenAddr=127.0.0.1:{port}",
                 f"-storageDataPath={self.root / 'data'}",
                 "-dedup.minScrapeInterval=1ms",  # a replayed sample overwrites, as in InfluxDB
+                *extra_args,
             ],
             log_path=self.root / "victoria-metrics.log",
             pid_path=self.root / "victoria-metrics.pid",

@@ -69,9 +69,9 @@ async def test_clusters_grouped_by_datacentre_with_health(world: Registry) -> No
         table = screen.query_one(DataTable)
         assert [str(k.value) for k in table.rows] == ["dc:jkt", "cluster:a-jkt", "dc:sgp", "cluster:a-sgp"]
         jkt = rows(table)[1]
-        assert jkt[:4] == ["  a-jkt", "team-a", "spark://gw-1:7077", "1/21"]
-        assert jkt[4:] == ["● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]
-        assert rows(table)[3][4:] == ["○ unknown", "○ unknown", "○ unknown", "○ none"]
+        assert jkt[:5] == ["  a-jkt", "team-a", "spark://gw-1:7077", "healthy", "1/21"]
+        assert jkt[5:] == ["● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]
+        assert rows(table)[3][3:] == ["unhealthy", "0/0", "○ unknown", "○ unknown", "○ unknown", "○ none"]
         assert table.cursor_row == 1  # the first cluster, not the data-centre row
         await check_snapshot(pilot, "clusters")
         await pilot.press("down", "down", "enter")
@@ -118,7 +118,8 @@ async def test_dagger_detail_and_its_actions(world: Registry) -> None:
     async with detail_of(world, "alice", "live-bookings") as (app, pilot, screen):
         plane = app.plane
         status = text_of(screen.query_one("#status", Static))
-        assert "team-a/live-bookings  on a-jkt (jkt)  running  desired running" in status
+        assert ("team-a/live-bookings  on a-jkt (jkt)  running (reading)  controller: running  desired running"
+                in status)
         assert "pid 4242 on gw-1 · up 1h · restarts 1" in status
         assert "rows read 3.5M · 4.8k rows/s in, 9.1k rows/s processed · batch 1.4k ms · lag 1.2k" in status
         samples = plane.samples("live-bookings")

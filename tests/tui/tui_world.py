@@ -54,7 +54,7 @@ def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http
         st.progress = {"batches": 720, "input_rows": 3_456_000, "input_rows_per_s": 4800.0,
                        "processed_rows_per_s": 9100.0, "batch_duration_ms": 1350, "late_rows_dropped": 12,
                        "bad_records": 0, "watermark": "2026-03-02T09:59:40.000Z", "updated_at": T + 58}
-        st.lag, st.checkpoint, st.updated_at = 1200, "/srv/daggers/1-live/checkpoint-1", T + 58
+        st.lag, st.lag_at, st.checkpoint, st.updated_at = 1200, T + 57, "/srv/daggers/1-live/checkpoint-1", T + 58
         s.add_all(Sample(dagger_id=live.id, at=T - 120 + 4 * i, input_rows=1000 * i,
                          input_rows_per_s=4000 + 1000 * math.sin(i / 3), processed_rows_per_s=9000.0,
                          batch_duration_ms=int(1200 + 300 * math.cos(i / 4)), lag=int(1500 - 10 * i))

@@ -30,8 +30,13 @@ PROGRESS = {"batches": 2, "input_rows": 10000, "late_rows_dropped": 3, "bad_reco
                                  "first_window": "07:55", "last_window": "07:57"}}}
 
 
+HEALTH = {"state": "running", "reason": "reading", "rows_per_s": {"value": 1234.4, "at": 0.0, "age_s": 2.0, "fresh": True},
+          "lag": {"value": 17.0, "at": 0.0, "age_s": 4.0, "fresh": True},
+          "batch_ms": {"value": 846.0, "at": 0.0, "age_s": 300.0, "fresh": False}}
+
+
 def _dagger() -> DaggerView:
-    return DaggerView(id=1, name=NAME.split("/")[1], team="surge", cluster="surge-jkt-1", datacentre="jakarta",
+    return DaggerView(health=HEALTH, id=1, name=NAME.split("/")[1], team="surge", cluster="surge-jkt-1", datacentre="jakarta",
                       current_version=12, desired_state="running", actual_state="running", running_version=12,
                       restarts=3, last_error=None, last_exit_code=None,
                       progress=PROGRESS, lag=17, pid=None,
@@ -46,9 +51,9 @@ def test_a_table_to_a_pipe_is_printed_whole() -> None:
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 5 and len(lines[0]) > 80, lines  # top, header, rule, one row, bottom
     assert [c.strip() for c in lines[3].split("│")[1:-1]] == [
-        NAME, "surge-jkt-1", "12", "running", "running", "1234", "17", "846", "3"]
+        NAME, "surge-jkt-1", "12", "running", "running", "running", "1234", "17", "846 (5m old)", "3"]
     assert [c.strip() for c in lines[1].split("┃")[1:-1]] == [
-        "dagger", "cluster", "v", "desired", "actual", "rows/s", "lag", "batch ms", "restarts"]
+        "dagger", "cluster", "v", "desired", "actual", "health", "rows/s", "lag", "batch ms", "restarts"]
 
 
 def test_a_table_that_fits_prints_as_rich_would() -> None:

@@ -59,9 +59,10 @@ def test_the_controller_records_health_for_operators_elsewhere(spark_cluster: Sp
     root.add_cluster("standalone", team="team-a", datacentre="sgp", spark_master=master, spark_ui_url=ui,
                      kafka_bootstrap=tansu_broker, influx_url=influxdb.url)
     alice = ControlPlane(reg, "alice")
-    assert alice.cluster_health("standalone") == {"ok": False, "recorded": False,
-                                                  "error": "no controller has recorded health yet",
-                                                  "daggers": {"running": 0, "total": 0}}
+    never = alice.cluster_health("standalone")
+    assert never.pop("state")["state"] == "unhealthy"  # no controller has reported: the health model
+    assert never == {"ok": False, "recorded": False, "error": "no controller has recorded health yet",
+                     "daggers": {"running": 0, "total": 0}}
     ctl = Controller(reg, "standalone", tmp_path / "s", settings=ControllerSettings(health_interval_s=0.1,
                                                                                      standby=False))
     deadline = time.monotonic() + 30
@@ -71,6 +72,8 @@ def test_the_controller_records_health_for_operators_elsewhere(spark_cluster: Sp
         time.sleep(0.1)
     recorded = alice.cluster_health("standalone")
     assert recorded["recorded"] and recorded["ok"] and recorded["age_s"] < 30
+    assert recorded["state"]["state"] == "healthy" and recorded["state"]["parts"] == {
+        "controller": "ok", "spark": "ok", "kafka": "ok", "influx": "ok"}
     assert recorded["spark"]["workers_alive"] == 2 and recorded["kafka"]["ok"] and recorded["influx"]["ok"]
     assert alice.cluster("standalone").controller_alive(time.time())
     live = alice.cluster_health("standalone", live=True)

@@ -1,0 +1,353 @@
+"""The one health model of daggers and clusters: pure functions over plain data.
+
+Every surface asks this module what a dagger or a cluster is: the console (dagger list, detail, clusters
+and the health toast), ``daggers dagger list/show`` (and ``--json``), ``daggers cluster health``, the
+controller's ``/metrics`` and the platform alerts. Nothing here reads a file, a database or a clock:
+the callers pass the registry's rows (as dicts), the progress samples, the controller's heartbeat, the
+last probe of the cluster's parts, and ``now``.
+
+A dagger is in exactly one of :data:`DAGGER_STATES`:
+
+``running``
+    it reads what arrives; its lag is small.
+``catching up``
+    it is behind (lag at least ``catching_up_lag``) but the lag is not growing.
+``lagging``
+    its lag grew by at least ``lag_growth_min`` over the last ``lag_window_s``.
+``stalled``
+    its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
+    ``stall_after_s`` while records wait on its topics, or while its brokers' end offsets could not be
+    read (a broker that does not answer).
+``crash-looping``
+    it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
+    ``crash_loop_restarts`` times in a row and its current run is younger than ``crash_window_s``.
+``failed``
+    its controller gave up restarting it.
+``stopped``
+    it was stopped (or never deployed) on purpose.
+``unknown``
+    no fresh report: its controller is silent (no heartbeat for ``controller_silent_s``), or it is
+    starting and has reported nothing yet.
+
+Figures (rows/s, lag, batch time) carry the time they were measured and their age; a dagger that is
+stopped, failed, crash-looping or unknown shows none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
+CRASH_LOOPING, FAILED, STOPPED, UNKNOWN = "crash-looping", "failed", "stopped", "unknown"
+#: Every dagger state, best first.
+DAGGER_STATES = (RUNNING, CATCHING_UP, LAGGING, STALLED, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
+HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
+#: Every cluster state, best first (a cluster is the worst of its parts).
+CLUSTER_STATES = (HEALTHY, DEGRADED, UNHEALTHY)
+#: What each dagger state makes of its cluster.
+CLUSTER_LEVEL_OF = {RUNNING: HEALTHY, CATCHING_UP: HEALTHY, STOPPED: HEALTHY, LAGGING: DEGRADED,
+                    UNKNOWN: DEGRADED, STALLED: UNHEALTHY, CRASH_LOOPING: UNHEALTHY, FAILED: UNHEALTHY}
+#: Environment variables that override a threshold: DAGGERS_HEALTH_STALL_AFTER_S=30.
+ENV_PREFIX = "DAGGERS_HEALTH_"
+_LIVE = (RUNNING, CATCHING_UP, LAGGING, STALLED)
+
+
+class HealthSettings(BaseModel):
+    """The thresholds of the health model (the same for every surface)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    controller_silent_s: float = Field(
+        default=30.0, gt=0, description="A controller heartbeat older than this makes the controller silent: "
+                                        "its cluster is unhealthy and its daggers unknown.")
+    stall_after_s: float = Field(
+        default=90.0, gt=0, description="A live dagger that reported nothing for this long, or read no row for "
+                                        "this long while records wait on its topics, is stalled.")
+    start_timeout_s: float = Field(
+        default=300.0, gt=0, description="A starting dagger with no report this long after its start is stalled "
+                                         "(before that it is unknown).")
+    crash_loop_restarts: int = Field(
+        default=2, ge=1, description="Restarts in a row that make a running dagger crash-looping while its run "
+                                     "is younger than crash_window_s (a crashed dagger waiting for its retry "
+                                     "is crash-looping at once).")
+    crash_window_s: float = Field(
+        default=600.0, gt=0, description="How long after a restart a dagger with crash_loop_restarts restarts "
+                                         "still counts as crash-looping.")
+    lag_window_s: float = Field(
+        default=60.0, gt=0, description="The window over which a growing lag makes a dagger lagging.")
+    lag_growth_min: int = Field(
+        default=1000, ge=1, description="Records the lag must grow by over lag_window_s to count as lagging.")
+    catching_up_lag: int = Field(
+        default=10000, ge=1, description="A lag of at least this many records, not growing, is catching up.")
+    figure_fresh_s: float = Field(
+        default=30.0, gt=0, description="A figure (rows/s, lag, batch time) older than this is shown as old, "
+                                        "with its age.")
+    probe_stale_s: float = Field(
+        default=60.0, gt=0, description="A probe of the cluster's master, brokers and InfluxDB older than this "
+                                        "leaves those parts unknown (the cluster degraded).")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> HealthSettings:
+        """Return the settings with each field overridden by ``DAGGERS_HEALTH_<FIELD>`` (upper case) when set,
+        so the controller, the command line and the console judge alike. Raises pydantic.ValidationError."""
+        env = os.environ if environ is None else environ
+        given = {name: env[key] for name in cls.model_fields if (key := f"{ENV_PREFIX}{name.upper()}") in env}
+        return cls.model_validate(given)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One progress sample: when, the rows read in all so far, and the lag then (None when unknown)."""
+
+    at: float
+    input_rows: int
+    lag: int | None = None
+
+
+@dataclass(frozen=True)
+class DaggerFacts:
+    """What is recorded about one dagger: its desired state, the controller's status row (as the keys of
+    ``job.control.models.DaggerStatus``), its status.json (``progress``), recent samples, and its
+    controller's heartbeat."""
+
+    desired_state: str
+    actual_state: str = "created"
+    restarts: int = 0
+    started_at: float | None = None
+    next_restart_at: float | None = None
+    last_error: str | None = None
+    progress: Mapping[str, Any] = field(default_factory=dict)
+    lag: int | None = None
+    lag_at: float | None = None
+    lag_error: str | None = None
+    samples: Sequence[Point] = ()
+    controller_heartbeat: float | None = None
+
+    @classmethod
+    def of(cls, desired_state: str, status: Mapping[str, Any] | None, *, heartbeat: float | None,
+           samples: Iterable[Point] = ()) -> DaggerFacts:
+        """Return the facts of a dagger from its desired state, its status row as a dict (None: never
+        deployed), its samples and its controller's heartbeat."""
+        st = status or {}
+        return cls(desired_state=desired_state, actual_state=str(st.get("actual_state") or "created"),
+                   restarts=int(st.get("restarts") or 0), started_at=st.get("started_at"),
+                   next_restart_at=st.get("next_restart_at"), last_error=st.get("last_error"),
+                   progress=dict(st.get("progress") or {}), lag=st.get("lag"), lag_at=st.get("lag_at"), lag_error=st.get("lag_error"),
+                   samples=tuple(sorted(samples, key=lambda p: p.at)), controller_heartbeat=heartbeat)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured value, when it was measured, and its age at ``now``; ``fresh`` when younger than
+    ``figure_fresh_s``."""
+
+    value: float
+    at: float
+    age_s: float
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class DaggerHealth:
+    """A dagger's state, why, and its figures (None when it shows none)."""
+
+    state: str
+    reason: str
+    next_retry_at: float | None = None
+    restarts: int = 0
+    rows_per_s: Figure | None = None
+    lag: Figure | None = None
+    batch_ms: Figure | None = None
+    watermark_age_s: float | None = None
+    sink_errors: int = 0
+    late_rows_dropped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def _age(now: float, then: float) -> float:
+    return round(max(now - then, 0.0), 1)
+
+
+def _figure(value: float | None, at: float | None, now: float, s: HealthSettings) -> Figure | None:
+    if value is None or at is None:
+        return None
+    return Figure(value=float(value), at=float(at), age_s=_age(now, at), fresh=now - at <= s.figure_fresh_s)
+
+
+def last_rows_at(samples: Sequence[Point]) -> float | None:
+    """Return when the newest sample that read rows (its ``input_rows`` above the sample before) was taken,
+    or None when no two samples show rows read."""
+    found = None
+    for before, after in zip(samples, samples[1:], strict=False):
+        if after.input_rows > before.input_rows:
+            found = after.at
+    return found
+
+
+def lag_growth(samples: Sequence[Point], lag: int | None, now: float, window_s: float) -> int | None:
+    """Return how much the lag grew over the last ``window_s`` (the newest lag minus the oldest in the
+    window); None when the samples in the window span less than half of it or the lag is unknown."""
+    points = [p for p in samples if p.lag is not None and p.at >= now - window_s]
+    if lag is None or not points or now - points[0].at < window_s / 2:
+        return None
+    return lag - int(points[0].lag or 0)
+
+
+def watermark_age(watermark: Any, now: float) -> float | None:
+    """Return how old a Spark watermark (ISO 8601, ``Z``) is at ``now``; None for none or the epoch."""
+    if not isinstance(watermark, str) or not watermark or watermark.startswith("1970-01-01"):
+        return None
+    try:
+        return _age(now, datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+def _sink_errors(progress: Mapping[str, Any]) -> int:
+    return sum(int((s or {}).get("failures") or 0) for s in (progress.get("sinks") or {}).values()
+               if isinstance(s, dict))
+
+
+def controller_silent(heartbeat: float | None, now: float, s: HealthSettings) -> bool:
+    """Return True when the controller has no heartbeat younger than ``controller_silent_s``."""
+    return heartbeat is None or now - heartbeat > s.controller_silent_s
+
+
+def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -> DaggerHealth:
+    """Return the state of the dagger described by ``f`` at ``now`` (see the module docstring)."""
+    s = s or HealthSettings()
+    actual, restarts = f.actual_state, f.restarts
+    if actual == "deleted" or (actual in ("created", "stopped") and f.desired_state != "running"):
+        return DaggerHealth(STOPPED, "stopped" if actual != "created" else "never deployed", restarts=restarts)
+    if controller_silent(f.controller_heartbeat, now, s):
+        why = ("no controller has reported" if f.controller_heartbeat is None else
+               f"its controller is silent for {_age(now, f.controller_heartbeat):.0f} s")
+        return DaggerHealth(UNKNOWN, why, restarts=restarts)
+    if actual == "failed":
+        return DaggerHealth(FAILED, f"gave up after {restarts} crashes in a row: {f.last_error or 'no error'}",
+                            restarts=restarts)
+    if actual == "crashed":
+        retry = f.next_restart_at
+        when = f"restart {restarts} in {max((retry or now) - now, 0):.0f} s" if retry else "restart pending"
+        return DaggerHealth(CRASH_LOOPING, f"crashed: {f.last_error or 'no error'}; {when}", next_retry_at=retry,
+                            restarts=restarts)
+    if actual in ("created", "stopped", "pending"):
+        return DaggerHealth(UNKNOWN, "waiting for its controller to start it", restarts=restarts)
+    if actual == "stopping":
+        return DaggerHealth(STOPPED, "stopping", restarts=restarts)
+    return _live(f, now, s)
+
+
+def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
+    """Return the state of a dagger whose process runs (``starting`` or ``running``)."""
+    p, restarts = f.progress, f.restarts
+    started = float(f.started_at or 0.0)
+    up_s = now - started if f.started_at else None
+    if restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s:
+        return DaggerHealth(CRASH_LOOPING, f"restarted {restarts} times in a row, up {up_s:.0f} s: "
+                                           f"{f.last_error or 'no error'}", restarts=restarts)
+    updated = float(p.get("updated_at") or 0.0)
+    reported = updated if updated >= started else None
+    if reported is None:
+        if up_s is not None and up_s > s.start_timeout_s:
+            return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
+        return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
+    lag_fresh = f.lag is not None and f.lag_at is not None and now - f.lag_at <= s.stall_after_s
+    lag = int(f.lag) if lag_fresh and f.lag is not None else None
+    batch_at = float(p.get("batch_at") or updated)
+    idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
+    figures = dict(
+        rows_per_s=_figure(0.0, updated, now, s) if idle else _figure(p.get("input_rows_per_s"), batch_at, now, s),
+        lag=_figure(f.lag, f.lag_at, now, s),
+        batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
+        watermark_age_s=watermark_age(p.get("watermark"), now), sink_errors=_sink_errors(p),
+        late_rows_dropped=int(p.get("late_rows_dropped") or 0), restarts=restarts)
+    if now - updated > s.stall_after_s:
+        return DaggerHealth(STALLED, f"no report for {now - updated:.0f} s", **figures)  # type: ignore[arg-type]
+    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at, started)
+    unreadable_s = now - max(float(f.lag_at or 0.0), started)
+    if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
+        return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s; its brokers' end offsets unreadable "
+                                     f"for {unreadable_s:.0f} s: {f.lag_error}", **figures)  # type: ignore[arg-type]
+    if lag and now - rows_at > s.stall_after_s:
+        return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s while {lag} records wait",
+                            **figures)  # type: ignore[arg-type]
+    growth = lag_growth(f.samples, lag, now, s.lag_window_s)
+    if growth is not None and growth >= s.lag_growth_min:
+        return DaggerHealth(LAGGING, f"lag {lag} grew by {growth} in {s.lag_window_s:.0f} s",
+                            **figures)  # type: ignore[arg-type]
+    if lag is not None and lag >= s.catching_up_lag:
+        return DaggerHealth(CATCHING_UP, f"{lag} records behind, not growing", **figures)  # type: ignore[arg-type]
+    return DaggerHealth(RUNNING, "idle: nothing new to read" if idle else "reading", **figures)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ClusterHealth:
+    """A cluster's state (the worst of its parts), why, each part's state and its daggers by state."""
+
+    state: str
+    reasons: tuple[str, ...]
+    parts: dict[str, str]
+    daggers: dict[str, int]
+    controller_age_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {**dataclasses.asdict(self), "reasons": list(self.reasons)}
+
+
+def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, probe_at: float | None,
+                   dagger_states: Iterable[str], now: float, s: HealthSettings | None = None) -> ClusterHealth:
+    """Return the health of a cluster from its controller's heartbeat, its last probe (``{spark, kafka,
+    influx}``, each with ``ok`` and ``error``, as job.control.health.probe_cluster returns) taken at
+    ``probe_at``, and its daggers' states."""
+    s = s or HealthSettings()
+    levels: list[str] = []
+    reasons: list[str] = []
+    parts: dict[str, str] = {}
+    if controller_silent(heartbeat, now, s):
+        parts["controller"] = "silent"
+        levels.append(UNHEALTHY)
+        reasons.append("no controller has reported" if heartbeat is None else
+                       f"controller silent for {_age(now, heartbeat):.0f} s")
+    else:
+        parts["controller"] = "ok"
+    fresh = probe is not None and probe_at is not None and now - probe_at <= s.probe_stale_s
+    for name, label in (("spark", "master"), ("kafka", "brokers"), ("influx", "InfluxDB")):
+        part = (probe or {}).get(name) if fresh else None
+        if not isinstance(part, Mapping):
+            parts[name] = "unknown"
+            levels.append(DEGRADED)
+            reasons.append(f"{label} not probed for {s.probe_stale_s:.0f} s")
+        elif part.get("ok"):
+            parts[name] = "ok"
+        else:
+            parts[name] = "down"
+            levels.append(UNHEALTHY)
+            reasons.append(f"{label} down: {part.get('error') or 'no answer'}")
+    counts: dict[str, int] = {}
+    for state in dagger_states:
+        counts[state] = counts.get(state, 0) + 1
+    for state in DAGGER_STATES:
+        if counts.get(state) and CLUSTER_LEVEL_OF[state] != HEALTHY:
+            levels.append(CLUSTER_LEVEL_OF[state])
+            n = counts[state]
+            reasons.append(f"{n} dagger{'s' if n != 1 else ''} {state}")
+    state = max(levels, key=CLUSTER_STATES.index, default=HEALTHY)
+    return ClusterHealth(state=state, reasons=tuple(reasons), parts=parts, daggers=counts,
+                         controller_age_s=_age(now, heartbeat) if heartbeat is not None else None)
+
+
+def is_live(state: str) -> bool:
+    """Return True for the states of a dagger whose process runs and reports (running to stalled)."""
+    return state in _LIVE

@@ -1,0 +1,20 @@
+"""bench/bench_health.py's verdict: a fault not detected fails the run, and the report says which."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bench.bench_health import exit_code, report
+from bench.health_faults import Detection
+
+
+def test_a_fault_not_detected_fails_the_run() -> None:
+    seen = Detection("controller killed", "unknown", 60, 12.1)
+    missed = Detection("broker down", "stalled", 180, None)
+    assert exit_code([seen]) == 0
+    assert exit_code([seen, missed]) == 1
+    assert exit_code([]) == 1
+    text = report([seen, missed], "python bench/bench_health.py", datetime(2026, 12, 1, tzinfo=UTC), "box")
+    assert "| controller killed | unknown | 12.1 | 60 |" in text
+    assert "| broker down | stalled | NOT DETECTED | 180 |" in text
+    assert "**1 fault(s) not detected: broker down**" in text

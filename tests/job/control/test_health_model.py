@@ -1,0 +1,209 @@
+"""Golden tests of the health model: plain data in, exact states and figures out (no service, no clock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from job.control.health_model import (
+    CATCHING_UP,
+    CRASH_LOOPING,
+    DEGRADED,
+    FAILED,
+    HEALTHY,
+    LAGGING,
+    RUNNING,
+    STALLED,
+    STOPPED,
+    UNHEALTHY,
+    UNKNOWN,
+    DaggerFacts,
+    Figure,
+    HealthSettings,
+    Point,
+    cluster_health,
+    dagger_health,
+    lag_growth,
+    last_rows_at,
+    watermark_age,
+)
+
+NOW = 1_000_000.0
+S = HealthSettings()  # controller_silent 30, stall 90, start 300, crash 2 in 600, lag 1000/60 s, catch-up 10000
+BEAT = NOW - 2  # a fresh controller heartbeat
+
+
+def progress(updated: float, batch: float | None = None, **extra: Any) -> dict[str, Any]:
+    return {"updated_at": updated, "batch_at": updated if batch is None else batch, "input_rows_per_s": 950.0,
+            "batch_duration_ms": 1200, **extra}
+
+
+def reading(start: float, end: float, step: float = 5.0, lag: int = 100, growth: int = 0) -> tuple[Point, ...]:
+    """Samples every ``step`` s from ``start`` to ``end`` with rows read in each and the lag growing."""
+    n = int((end - start) / step) + 1
+    return tuple(Point(at=start + i * step, input_rows=1000 * (i + 1), lag=lag + growth * i) for i in range(n))
+
+
+def facts(**kw: Any) -> DaggerFacts:
+    base: dict[str, Any] = {"desired_state": "running", "actual_state": "running", "started_at": NOW - 1000,
+                            "controller_heartbeat": BEAT}
+    return DaggerFacts(**{**base, **kw})
+
+
+CASES: list[tuple[str, DaggerFacts, str, str]] = [
+    ("never deployed", facts(desired_state="stopped", actual_state="created", started_at=None), STOPPED,
+     "never deployed"),
+    ("stopped on purpose", facts(desired_state="stopped", actual_state="stopped"), STOPPED, "stopped"),
+    ("stopped, controller silent", facts(desired_state="stopped", actual_state="stopped",
+                                         controller_heartbeat=NOW - 500), STOPPED, "stopped"),
+    ("stopping", facts(desired_state="stopped", actual_state="stopping", progress=progress(NOW - 1)), STOPPED,
+     "stopping"),
+    ("running but its controller is silent", facts(progress=progress(NOW - 1), lag=0, lag_at=NOW - 1,
+                                                   controller_heartbeat=NOW - 31),
+     UNKNOWN, "its controller is silent for 31 s"),
+    ("no controller ever", facts(actual_state="pending", controller_heartbeat=None), UNKNOWN,
+     "no controller has reported"),
+    ("pending with a controller", facts(actual_state="pending"), UNKNOWN, "waiting for its controller to start it"),
+    ("failed", facts(actual_state="failed", restarts=6, last_error="Sink error: refused"), FAILED,
+     "gave up after 6 crashes in a row: Sink error: refused"),
+    ("crashed, retry due", facts(actual_state="crashed", restarts=1, next_restart_at=NOW + 4,
+                                 last_error="Source error: no records"), CRASH_LOOPING,
+     "crashed: Source error: no records; restart 1 in 4 s"),
+    ("restarted twice, up 100 s", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 1),
+                                        last_error="boom"), CRASH_LOOPING,
+     "restarted 2 times in a row, up 100 s: boom"),
+    ("restarted twice, up long ago", facts(restarts=2, started_at=NOW - 700, progress=progress(NOW - 1),
+                                           lag=0, lag_at=NOW - 1, samples=reading(NOW - 120, NOW - 1)),
+     RUNNING, "reading"),
+    ("starting, no report yet", facts(actual_state="starting", started_at=NOW - 20), UNKNOWN,
+     "starting: no report yet"),
+    ("starting, no report after 301 s", facts(actual_state="starting", started_at=NOW - 301), STALLED,
+     "no report 301 s after its start"),
+    ("report from before this start", facts(actual_state="starting", started_at=NOW - 20,
+                                            progress=progress(NOW - 40)), UNKNOWN, "starting: no report yet"),
+    ("reading, small lag", facts(progress=progress(NOW - 1), lag=100, lag_at=NOW - 2,
+                                 samples=reading(NOW - 120, NOW - 1)), RUNNING, "reading"),
+    ("idle, nothing to read", facts(progress=progress(NOW - 1, batch=NOW - 600), lag=0, lag_at=NOW - 2),
+     RUNNING, "idle: nothing new to read"),
+    ("silent process (broker paused)", facts(progress=progress(NOW - 91), lag=5000, lag_at=NOW - 95),
+     STALLED, "no report for 91 s"),
+    ("idle reports but records wait", facts(progress=progress(NOW - 1, batch=NOW - 200), lag=3000,
+                                            lag_at=NOW - 2, samples=(Point(NOW - 200, 500, 0),
+                                                                     Point(NOW - 100, 500, 3000),
+                                                                     Point(NOW - 1, 500, 3000))),
+     STALLED, "read no row for 200 s while 3000 records wait"),
+    ("idle reports, brokers unreadable", facts(progress=progress(NOW - 2, batch=NOW - 100), lag=None,
+                                               lag_at=NOW - 95, lag_error="Source error: timed out",
+                                               samples=(Point(NOW - 100, 500, 0),)),
+     STALLED, "read no row for 100 s; its brokers' end offsets unreadable for 95 s: Source error: timed out"),
+    ("idle, brokers unreadable only 30 s", facts(progress=progress(NOW - 2, batch=NOW - 100), lag=None,
+                                                 lag_at=NOW - 30, lag_error="Source error: timed out"),
+     RUNNING, "idle: nothing new to read"),
+    ("idle on an empty topic: no lag yet", facts(progress=progress(NOW - 2, batch=NOW - 900), lag=None,
+                                                 lag_at=None), RUNNING, "idle: nothing new to read"),
+    ("lag growing", facts(progress=progress(NOW - 1), lag=100 + 12 * 1000, lag_at=NOW - 1,
+                          samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000)), LAGGING,
+     "lag 12100 grew by 12000 in 60 s"),
+    ("lag growing, too little history", facts(progress=progress(NOW - 1), lag=5100, lag_at=NOW - 1,
+                                              samples=reading(NOW - 20, NOW - 1, lag=100, growth=1000)),
+     RUNNING, "reading"),
+    ("behind and shrinking", facts(progress=progress(NOW - 1), lag=20000, lag_at=NOW - 1,
+                                   samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000)), CATCHING_UP,
+     "20000 records behind, not growing"),
+]
+
+
+@pytest.mark.parametrize(("facts_", "state", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_dagger_states(facts_: DaggerFacts, state: str, reason: str) -> None:
+    h = dagger_health(facts_, NOW, S)
+    assert (h.state, h.reason) == (state, reason)
+
+
+def test_a_stopped_or_silent_dagger_shows_no_figures() -> None:
+    p = progress(NOW - 1, watermark="1970-01-12T13:46:30.000Z")
+    for f in (facts(desired_state="stopped", actual_state="stopped", progress=p, lag=7, lag_at=NOW - 1),
+              facts(progress=p, lag=7, lag_at=NOW - 1, controller_heartbeat=NOW - 60),
+              facts(actual_state="crashed", progress=p, lag=7, lag_at=NOW - 1, next_restart_at=NOW + 8)):
+        h = dagger_health(f, NOW, S)
+        assert (h.rows_per_s, h.lag, h.batch_ms, h.watermark_age_s) == (None, None, None, None), h.state
+
+
+def test_figures_carry_their_age() -> None:
+    sinks = {"influx": {"failures": 2}, "kafka": {"failures": 1}}
+    h = dagger_health(facts(progress=progress(NOW - 4, batch=NOW - 4, watermark="1970-01-12T13:46:20Z",
+                                              sinks=sinks, late_rows_dropped=9), lag=250, lag_at=NOW - 40,
+                            samples=reading(NOW - 60, NOW - 4)), NOW, S)
+    assert h.state == RUNNING
+    assert h.rows_per_s == Figure(950.0, NOW - 4, 4.0, True)
+    assert h.batch_ms == Figure(1200.0, NOW - 4, 4.0, True)
+    assert h.lag == Figure(250.0, NOW - 40, 40.0, False)  # read 40 s ago: old, and said so
+    assert h.watermark_age_s == 20.0  # 1970-01-12T13:46:20Z is 999,980
+    assert (h.sink_errors, h.late_rows_dropped) == (3, 9)
+
+
+def test_an_idle_dagger_reads_zero_rows_per_second_not_its_last_rate() -> None:
+    h = dagger_health(facts(progress=progress(NOW - 3, batch=NOW - 300), lag=0, lag_at=NOW - 1), NOW, S)
+    assert h.rows_per_s == Figure(0.0, NOW - 3, 3.0, True)
+    assert h.batch_ms == Figure(1200.0, NOW - 300, 300.0, False)
+
+
+def test_a_stalled_dagger_shows_its_figures_as_old() -> None:
+    h = dagger_health(facts(progress=progress(NOW - 120), lag=313_900, lag_at=NOW - 2), NOW, S)
+    assert h.state == STALLED
+    assert h.rows_per_s == Figure(950.0, NOW - 120, 120.0, False)
+
+
+def test_helpers() -> None:
+    assert last_rows_at((Point(1, 10), Point(2, 10), Point(3, 15), Point(4, 15))) == 3
+    assert last_rows_at((Point(1, 10),)) is None
+    assert lag_growth((Point(NOW - 50, 0, 10), Point(NOW - 10, 0, 40)), 70, NOW, 60) == 60
+    assert lag_growth((Point(NOW - 20, 0, 10),), 70, NOW, 60) is None  # spans 20 of 60 s
+    assert watermark_age("1970-01-01T00:00:00.000Z", NOW) is None
+    assert watermark_age("not a time", NOW) is None
+
+
+def probe(spark: bool = True, kafka: bool = True, influx: bool = True) -> dict[str, Any]:
+    def part(ok: bool, error: str) -> dict[str, Any]:
+        return {"ok": ok, "error": None if ok else error}
+    return {"spark": part(spark, "no ALIVE worker"), "kafka": part(kafka, "all brokers down"),
+            "influx": part(influx, "ConnectionError")}
+
+
+CLUSTERS: list[tuple[str, float | None, dict[str, Any] | None, float | None, list[str], str, tuple[str, ...]]] = [
+    ("all good", BEAT, probe(), NOW - 5, [RUNNING, STOPPED, CATCHING_UP], HEALTHY, ()),
+    ("silent controller", NOW - 45, probe(), NOW - 5, [UNKNOWN], UNHEALTHY,
+     ("controller silent for 45 s", "1 dagger unknown")),
+    ("no controller, never probed", None, None, None, [], UNHEALTHY,
+     ("no controller has reported", "master not probed for 60 s", "brokers not probed for 60 s",
+      "InfluxDB not probed for 60 s")),
+    ("broker down", BEAT, probe(kafka=False), NOW - 5, [RUNNING], UNHEALTHY, ("brokers down: all brokers down",)),
+    ("old probe", BEAT, probe(kafka=False), NOW - 61, [RUNNING], DEGRADED,
+     ("master not probed for 60 s", "brokers not probed for 60 s", "InfluxDB not probed for 60 s")),
+    ("a lagging dagger", BEAT, probe(), NOW - 5, [RUNNING, LAGGING, LAGGING], DEGRADED, ("2 daggers lagging",)),
+    ("a crash loop beats a lag", BEAT, probe(), NOW - 5, [LAGGING, CRASH_LOOPING], UNHEALTHY,
+     ("1 dagger lagging", "1 dagger crash-looping")),
+    ("stalled and failed", BEAT, probe(influx=False), NOW - 5, [STALLED, FAILED], UNHEALTHY,
+     ("InfluxDB down: ConnectionError", "1 dagger stalled", "1 dagger failed")),
+]
+
+
+@pytest.mark.parametrize(("beat", "probe_", "probe_at", "states", "state", "reasons"), [c[1:] for c in CLUSTERS],
+                         ids=[c[0] for c in CLUSTERS])
+def test_cluster_states(beat: float | None, probe_: dict[str, Any] | None, probe_at: float | None,
+                        states: list[str], state: str, reasons: tuple[str, ...]) -> None:
+    h = cluster_health(beat, probe_, probe_at, states, NOW, S)
+    assert (h.state, h.reasons) == (state, reasons)
+
+
+def test_cluster_parts_and_counts() -> None:
+    h = cluster_health(NOW - 40, probe(spark=False), NOW - 1, [RUNNING, RUNNING, UNKNOWN], NOW, S)
+    assert h.parts == {"controller": "silent", "spark": "down", "kafka": "ok", "influx": "ok"}
+    assert h.daggers == {RUNNING: 2, UNKNOWN: 1}
+    assert h.controller_age_s == 40.0
+
+
+def test_settings_from_the_environment() -> None:
+    s = HealthSettings.from_env({"DAGGERS_HEALTH_STALL_AFTER_S": "20", "DAGGERS_HEALTH_CRASH_LOOP_RESTARTS": "3",
+                                 "OTHER": "x"})
+    assert (s.stall_after_s, s.crash_loop_restarts, s.lag_window_s) == (20.0, 3, 60.0)
