@@ -50,10 +50,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from job.control import handoff, specs
 from job.control.agent import SAMPLE_FIELDS, ClusterAgent
 from job.control.errors import ConflictError, RegistryError
-from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
-from job.control.models import Sample
 from job.control.health_model import DaggerFacts, HealthSettings, Point, cluster_health, dagger_health
+from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
 from job.control.metrics import DaggerSeries, HealthMetrics, MetricsServer, serve
+from job.control.models import Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
     Command,
