@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+import threading
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +258,22 @@ def produce_in_time_slices(bootstrap: str, topic: str, batches: list[Any], slice
     from job.produce.producer import produce
 
     produce(bootstrap, topic, batches, progress=False, ack_every_s=slice_s)
+
+
+def live_feed(bootstrap: str, topic: str, sent: Counter, stop: threading.Event) -> None:
+    """Until ``stop``, send 10 bookings every 50 ms stamped with the time they are sent; count them per 2-s
+    window end in ``sent`` (a live producer for tests that need batches to keep coming)."""
+    from job.produce.generator import generate
+    from job.produce.producer import produce
+
+    def batches():  # type: ignore[no-untyped-def]
+        seed = 0
+        while not stop.is_set():
+            batch = generate("booking", 10, seed=seed, start=datetime.now(UTC), duration_s=0.001)
+            for ts in batch.table.column("event_timestamp").to_pylist():
+                sent[(int(ts.timestamp()) // 2 + 1) * 2] += 1
+            yield batch
+            seed += 1
+            time.sleep(0.05)
+
+    produce(bootstrap, topic, batches(), progress=False, producer_config={"linger.ms": 5})

@@ -34,7 +34,7 @@ def run(*args: str) -> tuple[int, str]:
 def test_check(tmp_path: Path) -> None:
     code, out = run("check", "--config", str(REPO / "examples" / "alerts" / "alerting.yaml"))
     assert code == 0
-    assert "5 rules, 5 channels, 4 routes, 1 silences, platform alerts on 2 daggers" in out
+    assert "5 rules, 5 channels, 4 routes, 1 silence, platform alerts on 2 daggers" in out
     assert "bookings-drop-vs-last-week (threshold, team bookings, every 300s): crit change vs D-7 below -60%" in out
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - name: x1\n    team: t\n    measurement: m\n    field: f\n    crit: {abov: 3}\n")

@@ -14,8 +14,7 @@ import pytest
 
 from job.plan import plan
 from job.runner import DaggerJob
-from tests.helpers import influx_points, make_spec, topic_and_db, unique
-from tests.job.test_close_promptly import _feed
+from tests.helpers import influx_points, live_feed, make_spec, topic_and_db, unique
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -50,7 +49,7 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
     sent: Counter = Counter()
     stop = threading.Event()
     query = job.start()
-    feeder = threading.Thread(target=_feed, args=(broker.bootstrap, topic, sent, stop), daemon=True)
+    feeder = threading.Thread(target=live_feed, args=(broker.bootstrap, topic, sent, stop), daemon=True)
     feeder.start()
 
     def data_batches() -> int:
