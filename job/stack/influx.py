@@ -10,6 +10,7 @@ import requests
 
 from job.stack.errors import StackError
 from job.stack.process import ManagedProcess
+from job.stack.service import LocalHttpService
 
 INFLUXD = "/usr/bin/influxd"
 
@@ -71,12 +72,14 @@ def create_database(url: str, name: str) -> None:
     influx_query(url, f'CREATE DATABASE "{quoted}"', method="POST")
 
 
-class InfluxServer:
+class InfluxServer(LocalHttpService):
     """``influxd run -config /dev/null`` on ``127.0.0.1:port`` with its directories under ``root``.
 
     ``root`` holds ``meta/``, ``data/``, ``wal/``, ``influxd.log`` and ``influxd.pid``.
     ``bind_port`` is the backup/RPC port (``INFLUXDB_BIND_ADDRESS``).
     """
+
+    folders = ("meta", "data", "wal")
 
     def __init__(self, root: Path, port: int, bind_port: int) -> None:
         self.root = Path(root)
@@ -89,11 +92,6 @@ class InfluxServer:
             pid_path=self.root / "influxd.pid",
             env=self.env(),
         )
-
-    @property
-    def url(self) -> str:
-        """The HTTP base URL, ``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
         """Return the environment that configures influxd (it reads no config file)."""
@@ -112,25 +110,6 @@ class InfluxServer:
     def healthy(self, timeout: float = 2.0) -> bool:
         """Return True when ``/ping`` answers 204."""
         return influx_ping(self.url, timeout)
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start influxd and wait until ``/ping`` answers; on failure stop it again.
-
-        Raises:
-            StackError: it exits or is not healthy within ``timeout`` seconds (with the log's last lines).
-        """
-        for sub in ("meta", "data", "wal"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-        self.process.start()
-        try:
-            self.process.wait_healthy(lambda: self.healthy(1.0), timeout)
-        except BaseException:
-            self.process.stop(timeout=5.0)
-            raise
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop influxd and wait until it is gone."""
-        self.process.stop(timeout)
 
     def create_database(self, name: str) -> None:
         """Create database ``name`` (idempotent)."""

@@ -10,6 +10,7 @@ import requests
 
 from job.stack.errors import StackError
 from job.stack.process import ManagedProcess
+from job.stack.service import LocalHttpService
 
 VICTORIA = "/usr/bin/victoria-metrics"
 
@@ -28,7 +29,7 @@ def victoria_binary() -> str:
     raise StackError("victoria-metrics was not found (Debian: apt-get install victoria-metrics)")
 
 
-class VictoriaServer:
+class VictoriaServer(LocalHttpService):
     """``victoria-metrics -httpListenAddr 127.0.0.1:<port> -storageDataPath <root>/data`` (and ``extra_args``,
     e.g. ``-promscrape.config=FILE``).
 
@@ -51,11 +52,6 @@ class VictoriaServer:
             pid_path=self.root / "victoria-metrics.pid",
         )
 
-    @property
-    def url(self) -> str:
-        """The HTTP base URL, ``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
-
     def healthy(self, timeout: float = 2.0) -> bool:
         """Return True when ``GET /health`` answers 200."""
         try:
@@ -63,20 +59,4 @@ class VictoriaServer:
         except requests.RequestException:
             return False
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Start VictoriaMetrics and wait until ``/health`` answers; on failure stop it again.
 
-        Raises:
-            StackError: it exits or is not healthy within ``timeout`` seconds (with the log's last lines).
-        """
-        (self.root / "data").mkdir(parents=True, exist_ok=True)
-        self.process.start()
-        try:
-            self.process.wait_healthy(lambda: self.healthy(1.0), timeout)
-        except BaseException:
-            self.process.stop(timeout=5.0)
-            raise
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop VictoriaMetrics and wait until it is gone."""
-        self.process.stop(timeout)
