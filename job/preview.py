@@ -75,22 +75,17 @@ def spark_progress(spark: SparkSession, group: str, started: float) -> PreviewPr
 
 
 @contextmanager
-def reporting(spark: SparkSession, on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[None]:
-    """Run the block's Spark jobs in a job group of their own and call ``on_progress`` with their progress
-    at once, every :data:`PROGRESS_EVERY_S` while the block runs, and once at its end."""
-    if on_progress is None:
-        yield
-        return
-    report = on_progress
-    sc, group, started = spark.sparkContext, f"daggers-preview-{uuid.uuid4().hex}", time.monotonic()
+def ticking(report: Callable[[PreviewProgress], None], sample: Callable[[], PreviewProgress],
+            first: PreviewProgress, last: Callable[[], PreviewProgress] | None = None) -> Iterator[None]:
+    """Call ``report`` with ``first`` at once, with ``sample()`` every :data:`PROGRESS_EVERY_S` while the
+    block runs (from a thread of its own), and with ``last()`` (default ``sample()``) once at its end."""
     done = threading.Event()
 
     def poll() -> None:
         while not done.wait(PROGRESS_EVERY_S):
-            report(spark_progress(spark, group, started))
+            report(sample())
 
-    report(PreviewProgress(0.0))
-    sc.setJobGroup(group, "daggers preview")
+    report(first)
     poller = threading.Thread(target=poll, name="preview-progress", daemon=True)
     poller.start()
     try:
@@ -98,9 +93,24 @@ def reporting(spark: SparkSession, on_progress: Callable[[PreviewProgress], None
     finally:
         done.set()
         poller.join()
+        report((last or sample)())
+
+
+@contextmanager
+def reporting(spark: SparkSession, on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[None]:
+    """Run the block's Spark jobs in a job group of their own and call ``on_progress`` with their progress
+    at once, every :data:`PROGRESS_EVERY_S` while the block runs, and once at its end."""
+    if on_progress is None:
+        yield
+        return
+    sc, group, started = spark.sparkContext, f"daggers-preview-{uuid.uuid4().hex}", time.monotonic()
+    sc.setJobGroup(group, "daggers preview")
+    try:
+        with ticking(on_progress, lambda: spark_progress(spark, group, started), PreviewProgress(0.0)):
+            yield
+    finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
-        report(spark_progress(spark, group, started))
 
 
 def _enriched(spec: DaggerSpec, rows: pa.Table) -> pa.Table:

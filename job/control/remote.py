@@ -74,24 +74,17 @@ def _ticking(on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[
     if on_progress is None:
         yield
         return
-    from job.preview import PROGRESS_EVERY_S, PreviewProgress
+    from job.preview import PreviewProgress, ticking
 
-    report = on_progress
-    started, done = time.monotonic(), threading.Event()
+    started = time.monotonic()
 
-    def tick() -> None:
-        while not done.wait(PROGRESS_EVERY_S):
-            report(PreviewProgress(time.monotonic() - started, waiting="running in the server"))
+    def now(waiting: str) -> PreviewProgress:
+        return PreviewProgress(time.monotonic() - started, waiting=waiting)
 
-    report(PreviewProgress(0.0, waiting="running in the server"))
-    ticker = threading.Thread(target=tick, name="preview-progress", daemon=True)
-    ticker.start()
-    try:
+    with ticking(on_progress, lambda: now("running in the server"), now("running in the server"),
+                 lambda: now("done in the server")):
         yield
-    finally:
-        done.set()
-        ticker.join()
-        report(PreviewProgress(time.monotonic() - started, waiting="done in the server"))
+
 
 class RemoteControlPlane:
     """The operations of the server at ``url`` as the user of ``token``.
