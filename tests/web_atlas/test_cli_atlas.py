@@ -42,6 +42,30 @@ def _app() -> typer.Typer:
     return app
 
 
+
+def _start_atlas(tmp_path: Path, port: int, influx: str, db: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start ``daggers atlas`` (its own session) on ``port`` and wait until Streamlit answers its health check;
+    return the process and its log."""
+    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
+           "register(app); app()"
+    log = tmp_path / "atlas.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", influx, "--db", db,
+                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
+                return proc, log
+        except requests.RequestException:
+            pass
+        if time.monotonic() >= deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(log.read_text())
+        time.sleep(0.3)
+
 def test_argv_and_environment() -> None:
     assert app_path() == ROOT / "web_atlas" / "app.py"
     argv = streamlit_argv(8765, python="/py")
@@ -97,24 +121,8 @@ def test_cli_reports_bad_options_without_a_traceback() -> None:
 @pytest.mark.integration
 def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -> None:
     port = free_port()
-    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
-           "register(app); app()"
-    log = tmp_path / "atlas.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", influxdb.url, "--db", "atlasdb",
-                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc, log = _start_atlas(tmp_path, port, influxdb.url, "atlasdb")
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.3)
         style = requests.get(f"http://127.0.0.1:{port}/app/static/blank-light.json", timeout=10)
         assert style.status_code == 200
         assert [layer["id"] for layer in style.json()["layers"]] == ["background"]
@@ -159,24 +167,8 @@ def test_the_streamlit_child_stops_with_the_command(sig: signal.Signals, tmp_pat
     from job.stack.ports import port_in_use
 
     port = free_port()
-    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
-           "register(app); app()"
-    log = tmp_path / "atlas.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", "http://127.0.0.1:9", "--db", "x",
-                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc, log = _start_atlas(tmp_path, port, "http://127.0.0.1:9", "x")
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.3)
         (child,) = _children(proc.pid)
         os.kill(proc.pid, sig)
         proc.wait(timeout=30)
