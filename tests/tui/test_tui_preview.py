@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, SelectionList, Static
+from textual.widgets import DataTable, Static
 
 from job.control import ControlPlane, Registry
 from job.produce.generator import generate
@@ -17,10 +17,9 @@ from job.produce.producer import produce
 from job.stack.broker import create_topic
 from tests.helpers import unique
 from tests.job.control.control_seed import seed
-from tests.tui.tui_world import keys
+from tests.tui.tui_world import new_dagger_preview
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
-from tui.form import DaggerFormScreen
 from tui.modals import RowsScreen
 
 pytestmark = pytest.mark.integration
@@ -44,20 +43,7 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
     seed(registry, kafka=tansu_broker, influx="http://127.0.0.1:9")
     app = DaggersApp(ControlPlane(registry, "alice"), spark=spark, refresh_s=0)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.new_dagger("a-jkt")
-        await pilot.pause()
-        form = app.screen
-        assert isinstance(form, DaggerFormScreen)
-        await app.workers.wait_for_complete()
-        await pilot.press(*keys("previewed"))
-        topics = form.query_one("#topics", SelectionList)
-        topics.focus()
-        await pilot.pause()
-        if topics.highlighted is None:
-            await pilot.press("down")
-        while topics.get_option_at_index(topics.highlighted).value != topic:
-            await pilot.press("down")
-        await pilot.press("space", "f5")
+        form = await new_dagger_preview(app, pilot, "a-jkt", "previewed", topic)
         started = time.monotonic()
         await app.workers.wait_for_complete()
         await pilot.pause()

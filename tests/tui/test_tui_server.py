@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from textual.widgets import DataTable, SelectionList
+from textual.widgets import DataTable
 
 from job.control import Registry
 from job.control.models import AuditEntry
@@ -23,10 +23,9 @@ from job.stack.broker import create_topic
 from tests.helpers import unique
 from tests.job.control.control_seed import postgres_url, seed
 from tests.job.server.server_world import running_server
-from tests.tui.tui_world import keys
+from tests.tui.tui_world import new_dagger_preview
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
-from tui.form import DaggerFormScreen
 
 pytestmark = pytest.mark.integration
 
@@ -53,20 +52,7 @@ async def test_console_through_the_server_create_preview_deploy_stop(tansu_broke
     with running_server(url, tmp_path / "server.log") as base:
         app = DaggersApp(RemoteControlPlane(base, token), refresh_s=0)
         async with app.run_test(size=(120, 40)) as pilot:
-            app.new_dagger("a-jkt")
-            await pilot.pause()
-            form = app.screen
-            assert isinstance(form, DaggerFormScreen)
-            await app.workers.wait_for_complete()
-            await pilot.press(*keys("via-server"))
-            topics = form.query_one("#topics", SelectionList)
-            topics.focus()
-            await pilot.pause()
-            if topics.highlighted is None:
-                await pilot.press("down")
-            while topics.get_option_at_index(topics.highlighted).value != topic:
-                await pilot.press("down")
-            await pilot.press("space", "f5")
+            form = await new_dagger_preview(app, pilot, "a-jkt", "via-server", topic)
             await app.workers.wait_for_complete()
             await pilot.pause()
             table = form.query_one("#preview-rows", DataTable)

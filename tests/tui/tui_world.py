@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import update
 from textual.pilot import Pilot
@@ -115,3 +116,27 @@ async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
         new.write_text(svg)
         raise AssertionError(f"screen {name} differs from {path}; see {new} (DAGGERS_UPDATE_SNAPSHOTS=1 accepts it)")
     return path
+
+
+async def new_dagger_preview(app: Any, pilot: Pilot[None], cluster: str, name: str, topic: str) -> Any:
+    """Open the new-dagger form of ``cluster``, type ``name``, pick ``topic`` in the topic list and press F5
+    (Preview); return the form (its preview runs in a worker)."""
+    from textual.widgets import SelectionList
+
+    from tui.form import DaggerFormScreen
+
+    app.new_dagger(cluster)
+    await pilot.pause()
+    form = app.screen
+    assert isinstance(form, DaggerFormScreen)
+    await app.workers.wait_for_complete()
+    await pilot.press(*keys(name))
+    topics = form.query_one("#topics", SelectionList)
+    topics.focus()
+    await pilot.pause()
+    if topics.highlighted is None:
+        await pilot.press("down")
+    while topics.get_option_at_index(topics.highlighted).value != topic:
+        await pilot.press("down")
+    await pilot.press("space", "f5")
+    return form
