@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,8 +32,6 @@ import pyarrow as pa  # noqa: E402
 import requests  # noqa: E402
 
 from job.plan import plan  # noqa: E402
-from job.produce.generator import generate  # noqa: E402
-from job.produce.producer import produce  # noqa: E402
 from job.runner import DaggerJob  # noqa: E402
 from job.sinks.influx import InfluxSink  # noqa: E402
 from job.spark_session import build_session  # noqa: E402
@@ -41,6 +39,7 @@ from job.spec import parse_spec  # noqa: E402
 from job.stack import free_ports, make_broker  # noqa: E402
 from job.stack.broker import create_topic  # noqa: E402
 from job.stack.influx import InfluxServer, create_database  # noqa: E402
+from tests.helpers import live_feed  # noqa: E402
 
 SQL = """SELECT COUNT(*) AS n, TUMBLE_END(rowtime, INTERVAL '2' SECOND) AS window_timestamp
 FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '2' SECOND)"""
@@ -58,20 +57,6 @@ class _Recording(InfluxSink):
         for end in table.column("window_timestamp").to_pylist():
             self.written_by[int(end.timestamp())] = batch_id
         return super()._write(table, batch_id)
-
-
-def _feed(bootstrap: str, topic: str, sent: Counter, stop: threading.Event) -> None:
-    def batches():  # type: ignore[no-untyped-def]
-        seed = 0
-        while not stop.is_set():
-            batch = generate("booking", 10, seed=seed, start=datetime.now(UTC), duration_s=0.001)
-            for ts in batch.table.column("event_timestamp").to_pylist():
-                sent[(int(ts.timestamp()) // 2 + 1) * 2] += 1
-            yield batch
-            seed += 1
-            time.sleep(0.05)
-
-    produce(bootstrap, topic, batches(), progress=False, producer_config={"linger.ms": 5})
 
 
 def _spec(name: str, bootstrap: str, topic: str, influx_url: str, db: str, ckpt: Path, promptly: bool,
@@ -113,7 +98,7 @@ def run_mode(spark, bootstrap: str, influx_url: str, work: Path, mode: str, seco
     sent: Counter = Counter()
     stop = threading.Event()
     query = job.start()
-    feeder = threading.Thread(target=_feed, args=(bootstrap, topic, sent, stop), daemon=True)
+    feeder = threading.Thread(target=live_feed, args=(bootstrap, topic, sent, stop), daemon=True)
     feeder.start()
     try:
         deadline = time.time() + 60
