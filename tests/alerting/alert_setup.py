@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from alerting.config import AlertsConfig, parse_config
 from alerting.engine import AlertEngine
@@ -121,3 +122,29 @@ class Recorder(Notifier):
 
     def describe(self) -> str:
         return "recorder"
+
+
+#: Platform alerts from the health model only (the spec-file checks off), sent to one recording channel.
+MODEL_ALERTS_YAML = """channels:
+  rec: {type: webhook, url: "http://127.0.0.1:9/x"}
+default_channels: [rec]
+platform:
+  registry: unused
+  restart_loop: null
+  consumer_lag: null
+  bad_record_rate: null
+  sink_failures: false
+"""
+
+
+def model_alert_engine(plane: Any, state_dir: Path) -> tuple[AlertEngine, Recorder]:
+    """Return an alert engine that judges the daggers of ``plane``'s registry by the health model
+    (:class:`alerting.health.RegistryHealthSource`), and the recorder of what it sends."""
+    from alerting.health import RegistryHealthSource
+    from alerting.store import AlertStore
+
+    rec = Recorder("rec")
+    engine = AlertEngine(parse_config(MODEL_ALERTS_YAML), state_dir=state_dir,
+                         store=AlertStore(f"sqlite:///{state_dir}/alerts.db"), reader=FakeReader(),  # type: ignore[arg-type]
+                         health=RegistryHealthSource(plane), notifiers={"rec": rec})
+    return engine, rec

@@ -7,13 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from alerting.config import parse_config
-from alerting.engine import AlertEngine
-from alerting.health import CRASH_LOOPING, LAGGING, SILENT, STALLED, RegistryHealthSource
-from alerting.store import AlertStore
+from alerting.health import CRASH_LOOPING, LAGGING, SILENT, STALLED
 from job.control import ControlPlane, Registry
 from job.control.models import Cluster, DaggerStatus, Sample
-from tests.alerting.alert_setup import FakeReader, Recorder
+from tests.alerting.alert_setup import model_alert_engine
 from tests.job.control.control_seed import bookings_spec, seed
 
 T = 1_772_445_600.0
@@ -41,20 +38,7 @@ def test_model_alerts_fire_once_and_resolve(tmp_path: Path) -> None:
     clock = [T]
     plane = ControlPlane(reg, "root")
     plane.clock = lambda: clock[0]
-    config = parse_config("""channels:
-  rec: {type: webhook, url: "http://127.0.0.1:9/x"}
-default_channels: [rec]
-platform:
-  registry: unused
-  restart_loop: null
-  consumer_lag: null
-  bad_record_rate: null
-  sink_failures: false
-""")
-    rec = Recorder("rec")
-    engine = AlertEngine(config, state_dir=tmp_path, store=AlertStore(f"sqlite:///{tmp_path}/a.db"),
-                         reader=FakeReader(), health=RegistryHealthSource(plane),  # type: ignore[arg-type]
-                         notifiers={"rec": rec})
+    engine, rec = model_alert_engine(plane, tmp_path)
 
     def fired() -> list[tuple[str, str, str, dict[str, str]]]:
         return [(n.rule, n.previous_level, n.level, n.tags) for n in rec.got]

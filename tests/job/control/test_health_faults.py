@@ -18,13 +18,10 @@ from typing import Any
 
 import pytest
 
-from alerting.config import parse_config
-from alerting.engine import AlertEngine
-from alerting.health import CRASH_LOOPING, LAGGING, SILENT, STALLED, RegistryHealthSource
-from alerting.store import AlertStore
+from alerting.health import CRASH_LOOPING, LAGGING, SILENT, STALLED
 from bench import health_faults as faults
 from bench.health_faults import HEALTH_ENV, Detection, HealthWorld
-from tests.alerting.alert_setup import FakeReader, Recorder
+from tests.alerting.alert_setup import model_alert_engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,20 +31,7 @@ class Watch:
 
     def __init__(self, world: HealthWorld, root: Path) -> None:
         self.world = world
-        self.rec = Recorder("rec")
-        config = parse_config("""channels:
-  rec: {type: webhook, url: "http://127.0.0.1:9/x"}
-default_channels: [rec]
-platform:
-  registry: unused
-  restart_loop: null
-  consumer_lag: null
-  bad_record_rate: null
-  sink_failures: false
-""")
-        self.engine = AlertEngine(config, state_dir=root, store=AlertStore(f"sqlite:///{root}/alerts.db"),
-                                  reader=FakeReader(), health=RegistryHealthSource(world.plane),  # type: ignore[arg-type]
-                                  notifiers={"rec": self.rec})
+        self.engine, self.rec = model_alert_engine(world.plane, root)
 
     def alerts(self) -> list[tuple[str, str, str, dict[str, str]]]:
         """Evaluate the platform alerts now; return every notification sent so far."""
