@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from job.errors import SinkError
+
 log = logging.getLogger("daggers.sink")
 
 #: Columns whose values identify a row of a windowed dagger: the default key of upserts and records.
@@ -46,6 +48,22 @@ def default_key_columns(names: Sequence[str]) -> list[str]:
     then the tag_*/label_* columns, in output order. Empty when there are none."""
     keys = [TIME_COLUMN] if TIME_COLUMN in names else []
     return keys + [n for n in names if n.startswith(TAG_PREFIXES)]
+
+
+def key_columns(given: Sequence[str] | None, names: Sequence[str], *, needed_to: str = "", sink: str = "") -> list[str]:
+    """Return the row key of a result with columns ``names``: the sink's ``key_columns`` when ``given``, else
+    :func:`default_key_columns`.
+
+    Raises SinkError for a key column that is not in the output, and, when ``needed_to`` says what the key is
+    for (``make document ids of``, ``upsert on``), for an empty key (the hint names the ``sink`` type)."""
+    keys = list(given) if given is not None else default_key_columns(names)
+    if needed_to and not keys:
+        raise SinkError(f"the query's output ({', '.join(names)}) has no window_timestamp or tag_*/label_* "
+                        f"column to {needed_to}", hint=f"set key_columns on the {sink} sink")
+    missing = [k for k in keys if k not in names]
+    if missing:
+        raise SinkError(f"key_columns {missing} are not columns of the query's output ({', '.join(names)})")
+    return keys
 
 
 @dataclass

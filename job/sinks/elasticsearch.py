@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from job.errors import SinkError
 from job.index_pattern import has_window, render_index
-from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, backoff_s, default_key_columns
+from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, backoff_s, key_columns
 from job.spec import ElasticsearchSinkSpec
 
 try:
@@ -197,13 +197,7 @@ class ElasticsearchSink(Sink):
         Elasticsearch type, or an index pattern with the window's date and no window_timestamp.
         """
         names = schema.names
-        keys = list(self.spec.key_columns) if self.spec.key_columns is not None else default_key_columns(names)
-        if not keys:
-            raise SinkError(f"the query's output ({', '.join(names)}) has no window_timestamp or tag_*/label_* "
-                            "column to make document ids of", hint="set key_columns on the elasticsearch sink")
-        missing = [k for k in keys if k not in names]
-        if missing:
-            raise SinkError(f"key_columns {missing} are not columns of the query's output ({', '.join(names)})")
+        keys = key_columns(self.spec.key_columns, names, needed_to="make document ids of", sink="elasticsearch")
         if has_window(self.spec.index) and TIME_COLUMN not in names:
             raise SinkError(f"index {self.spec.index!r} carries the window's date but the query's output has no "
                             f"{TIME_COLUMN}", hint="use a fixed index name, or a windowed query")

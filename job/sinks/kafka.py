@@ -49,7 +49,7 @@ from google.protobuf.message import EncodeError, Message
 
 from job.errors import SchemaError, SinkError
 from job.schema.registry import TIMESTAMP, SchemaRegistry, default_registry
-from job.sinks.base import TIME_COLUMN, Sink, backoff_s, default_key_columns
+from job.sinks.base import TIME_COLUMN, Sink, backoff_s, key_columns
 from job.spec import KafkaSinkSpec
 from job.words import counted
 
@@ -461,11 +461,7 @@ class KafkaSink(Sink):
         Raises SinkError naming each column that cannot be written.
         """
         names = schema.names
-        keys = list(self.spec.key_columns) if self.spec.key_columns is not None else default_key_columns(names)
-        missing = [k for k in keys if k not in names]
-        if missing:
-            raise SinkError(f"key_columns {missing} are not columns of the query's output "
-                            f"({', '.join(names)})")
+        keys = key_columns(self.spec.key_columns, names)
         if self.spec.format == "protobuf":
             if self._descriptor is None or self._message_class is None:
                 raise SinkError("the Kafka sink was not opened before it was bound")

@@ -34,7 +34,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from job.errors import SinkError
-from job.sinks.base import Sink, backoff_s, default_key_columns
+from job.sinks.base import Sink, backoff_s, key_columns
 from job.spec import PostgresSinkSpec
 
 log = logging.getLogger("daggers.sink.postgres")
@@ -218,13 +218,7 @@ class PostgresSink(Sink):
         Raises SinkError naming the column, key or type that does not work.
         """
         names = schema.names
-        keys = list(self.spec.key_columns) if self.spec.key_columns is not None else default_key_columns(names)
-        if not keys:
-            raise SinkError(f"the query's output ({', '.join(names)}) has no window_timestamp or tag_*/label_* "
-                            "column to upsert on", hint="set key_columns on the postgres sink")
-        missing = [k for k in keys if k not in names]
-        if missing:
-            raise SinkError(f"key_columns {missing} are not columns of the query's output ({', '.join(names)})")
+        keys = key_columns(self.spec.key_columns, names, needed_to="upsert on", sink="postgres")
         types: dict[str, str] = {}
         for name, arrow in zip(names, schema.types, strict=True):
             pgt = pg_type(arrow)
