@@ -41,7 +41,7 @@ T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 #: The health model's thresholds in this world (seconds and records), shorter than the defaults.
 HEALTH_ENV = {"DAGGERS_HEALTH_STALL_AFTER_S": "20", "DAGGERS_HEALTH_CONTROLLER_SILENT_S": "10",
               "DAGGERS_HEALTH_LAG_WINDOW_S": "20", "DAGGERS_HEALTH_LAG_GROWTH_MIN": "300",
-              "DAGGERS_HEALTH_CATCHING_UP_LAG": "1000000", "DAGGERS_HEALTH_CRASH_WINDOW_S": "120",
+              "DAGGERS_HEALTH_CATCHING_UP_LAG": "1000000", "DAGGERS_HEALTH_CRASH_WINDOW_S": "30",
               "DAGGERS_HEALTH_FIGURE_FRESH_S": "15", "DAGGERS_HEALTH_START_TIMEOUT_S": "600"}
 BOOKINGS_SQL = """SELECT
   city_id AS tag_city_id,
@@ -102,8 +102,9 @@ class Detection:
 class HealthWorld:
     """The world of the fault runs (see the module docstring); :meth:`close` stops everything it started."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, backoff_s: float = 4.0) -> None:
         self.root = Path(root)
+        self.backoff_s = backoff_s
         self.root.mkdir(parents=True, exist_ok=True)
         self.broker = TansuBroker(self.root / "broker", free_port())
         port, bind = free_ports(2)
@@ -129,12 +130,12 @@ class HealthWorld:
         return self
 
     def start_controller(self) -> None:
-        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, 16, ...:
-        a crash loop lasts about two minutes before the controller gives up)."""
+        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after ``backoff_s``, then
+        doubling: with 4 s, a crash loop lasts about two minutes before the controller gives up, five restarts)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
-             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--no-standby",
+             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", str(self.backoff_s), "--no-standby",
              "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
             env=self.env)
 
