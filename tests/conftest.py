@@ -92,3 +92,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return UNKNOWN_SLOW_S if item.module is not None and item.module.__name__ in slow_modules else 0.0
 
     items.sort(key=lambda item: -expected(item))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``DAGGERS_TEST_CPU=PREFIX``, record each test's core-seconds (tests/cpu_usage.py)."""
+    prefix = os.environ.get("DAGGERS_TEST_CPU")
+    if prefix:
+        from tests.cpu_usage import CpuUsage
+
+        config.pluginmanager.register(CpuUsage(prefix), "daggers-cpu-usage")
