@@ -301,6 +301,10 @@ class InfluxSinkSpec(_RetryingSinkModel):
     password: SecretStr | None = Field(default=None, description="v1: password (never logged).")
     measurement: str = Field(description="The measurement the points go to.")
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Points per HTTP write.")
+    write_concurrency: int = Field(
+        default=2, ge=1, le=16,
+        description="HTTP writes of one micro-batch in flight at once (a batch with many windows to write, "
+                    "as when a dagger catches up, is written sooner; InfluxDB ingests them in parallel).")
     flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
     max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 7.5 minutes in all, so an InfluxDB restart does not stop the job).")
     timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried.")

@@ -8,6 +8,9 @@ A failed write is retried with exponential back-off (connection errors, 5xx, 429
 retrying cannot fix (missing database, bad points, no permission) fails at once with InfluxDB's
 own message. Passwords and tokens are never put in logs or error messages.
 
+A batch's points go in bodies of ``batch_size`` lines, ``write_concurrency`` of them at once; the
+batch counts as written once every body is (a failure fails the batch, which Spark then replays).
+
 ``api: v1`` posts line protocol to ``/write`` with requests. ``api: v2`` uses ``influxdb-client``'s
 write API in synchronous mode (its batching mode does not raise errors: they only reach a callback,
 which would drop points silently); the token lives only in that client's ``Authorization`` header,
@@ -21,6 +24,7 @@ import json
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import pyarrow as pa
@@ -51,6 +55,7 @@ class InfluxSink(Sink):
             self.http.auth = (spec.username, spec.password.get_secret_value() if spec.password else "")
         self._client: Any = None  # influxdb_client.InfluxDBClient for api v2, made in open()
         self._write_api: Any = None
+        self._pool: ThreadPoolExecutor | None = None  # concurrent writes of one batch's bodies
 
     @property
     def target(self) -> str:
@@ -141,11 +146,18 @@ class InfluxSink(Sink):
             return 0
         encoded = encode(table, self.spec.measurement)
         self.metrics.rows_skipped += encoded.skipped
-        size = self.spec.batch_size
-        for start in range(0, len(encoded.lines), size):
-            body = "\n".join(encoded.lines[start:start + size]).encode()
-            self._post_with_retry(body, encoded.precision)
-        return len(encoded.lines)
+        bodies = encoded.bodies(self.spec.batch_size)
+        if self.spec.write_concurrency == 1 or len(encoded) <= self.spec.batch_size:
+            for body in bodies:
+                self._post_with_retry(body, encoded.precision)
+            return len(encoded)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.spec.write_concurrency, thread_name_prefix="influx-write")
+        futures = [self._pool.submit(self._post_with_retry, body, encoded.precision) for body in bodies]
+        wait(futures)
+        for future in futures:  # the first failure, in write order, once every write has ended
+            future.result()
+        return len(encoded)
 
     def _endpoint(self, precision: str) -> tuple[str, dict[str, str]]:
         if self.spec.api == "v1":
@@ -234,7 +246,10 @@ class InfluxSink(Sink):
             raise _Retryable(f"cannot reach {self.url}: {type(exc).__name__}") from None
 
     def close(self) -> None:
-        """Close the v2 client and the HTTP session."""
+        """Close the v2 client, the write threads and the HTTP session."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if self._client is not None:
             self._client.close()
             self._client = self._write_api = None

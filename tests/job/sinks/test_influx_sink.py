@@ -160,3 +160,28 @@ def test_v1_a_write_that_gets_no_answer_is_retried_after_timeout_s(influxdb) -> 
     finally:
         silent.close()
         sink.close()
+
+
+def test_v1_a_batch_of_many_bodies_written_concurrently_is_exact(influxdb) -> None:  # type: ignore[no-untyped-def]
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    influxdb.create_database(db)
+    n, start = 12_345, datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    table = pa.table({"tag_cell": [f"c{i % 1000}" for i in range(n)],
+                      "drivers": pa.array([i % 97 for i in range(n)], pa.int64()),
+                      "window_timestamp": pa.array([start + timedelta(minutes=i // 1000) for i in range(n)],
+                                                   pa.timestamp("us", tz="UTC"))})
+    sink = v1_sink(influxdb.url, db, batch_size=1000, write_concurrency=4)  # 13 bodies, 4 in flight
+    sink.open()
+    assert sink.write(table, 0) == n
+    got = influx_points(influxdb, db, "bookings", "drivers", ["tag_cell"])
+    assert got == {(int((start + timedelta(minutes=i // 1000)).timestamp()), f"c{i % 1000}"): i % 97
+                   for i in range(n)}
+    sink.close()
+
+
+def test_v1_concurrent_bodies_that_cannot_be_written_fail_the_batch(influxdb) -> None:  # type: ignore[no-untyped-def]
+    sink = v1_sink(f"http://127.0.0.1:{free_port()}", "nowhere", batch_size=2, write_concurrency=3, max_retries=1)
+    table = points([datetime(2026, 3, 2, 8, 1, tzinfo=UTC)] * 3, [1, 2, 3], [1.0, 2.0, 3.0])
+    with pytest.raises(SinkError, match="giving up writing to InfluxDB at http://127.0.0.1:.* after 2 attempts"):
+        sink.write(table, 0)
+    sink.close()
