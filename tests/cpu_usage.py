@@ -22,7 +22,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _descendants_cpu(root: int) -> float:
-    """Return the CPU seconds (user + system) of every live descendant of process ``root``."""
+    """Return the CPU seconds (user + system) of every live descendant of process ``root``, with that of the
+    processes they reaped."""
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for entry in os.scandir("/proc"):
@@ -35,7 +36,8 @@ def _descendants_cpu(root: int) -> float:
         fields = stat[stat.rindex(")") + 2:].split()
         pid = int(entry.name)
         parent[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+        # utime, stime, and the cutime, cstime of the children it reaped (a controller's daggers)
+        cpu[pid] = sum(int(f) for f in fields[11:15]) / _TICK
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
