@@ -3,7 +3,7 @@
     .venv/bin/python -m pytest ... --junitxml=run.xml   (scripts/test.sh passes PYTEST_ADDOPTS through)
     .venv/bin/python scripts/test_durations.py run.xml
 
-``tests/conftest.py`` starts the longest modules first (``-n 3 --dist loadfile``): the workers then end
+``tests/conftest.py`` starts the longest modules first (``-n 4 --dist loadfile``): the workers then end
 within seconds of each other. Modules of 2 s or less are left out (they fill the gaps at the end).
 """
 
