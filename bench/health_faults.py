@@ -102,9 +102,8 @@ class Detection:
 class HealthWorld:
     """The world of the fault runs (see the module docstring); :meth:`close` stops everything it started."""
 
-    def __init__(self, root: Path, *, backoff_s: float = 4.0) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.backoff_s = backoff_s
         self.root.mkdir(parents=True, exist_ok=True)
         self.broker = TansuBroker(self.root / "broker", free_port())
         port, bind = free_ports(2)
@@ -130,12 +129,12 @@ class HealthWorld:
         return self
 
     def start_controller(self) -> None:
-        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after ``backoff_s``, then
-        doubling: with 4 s, a crash loop lasts about two minutes before the controller gives up, five restarts)."""
+        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, 16, ...:
+        a crash loop lasts about two minutes before the controller gives up)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
-             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", str(self.backoff_s), "--no-standby",
+             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--no-standby",
              "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
             env=self.env)
 
