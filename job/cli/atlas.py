@@ -26,7 +26,6 @@ from rich.markup import escape
 
 from job.cli.common import fail
 from job.errors import DaggerError
-from job.stack.influx import influx_ping
 from job.stack.pdeathsig import die_with_parent
 from job.stack.ports import free_port, port_in_use
 
@@ -161,6 +160,8 @@ def atlas_command(
         argv = streamlit_argv(port, address)
     except DaggerError as exc:
         fail(exc)
+    from job.stack.influx import influx_ping  # requests: not imported by every other command
+
     influx = influx.rstrip("/")
     if not influx_ping(influx):
         out.print(f"[yellow]warning:[/yellow] InfluxDB at {escape(influx)} does not answer /ping yet; "

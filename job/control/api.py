@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session, selectinload
 
 from job.control import handoff, specs
 from job.control.admin import AdminOps
-from job.control.compat import compatibility
 from job.control.errors import ConflictError, ControlError, NotFoundError, VersionConflictError
 from job.control.health_model import HEALTHY, cluster_health
 from job.control.models import AuditEntry, Cluster, Dagger, DaggerStatus, DaggerVersion, Sample, Team, now
@@ -396,6 +395,8 @@ class ControlPlane(AdminOps, TokenOps):
             d = self._find(s, ref, "viewer", "see")
             old = specs.parse_text(self._current(s, d).spec_text, self._env(d.cluster, text))
             new = self._parse(d.cluster, text, "spec")
+            from job.control.compat import compatibility  # sqlglot and job.sql: 0.3 s a CLI process
+
             return compatibility(old, new)
 
     def edit(self, ref: str, text: str, *, expected_version: int | None = None, allow_fresh_start: bool = False,
@@ -419,6 +420,8 @@ class ControlPlane(AdminOps, TokenOps):
             if new.name != d.name:
                 raise SpecError(f"name: a dagger keeps its name ({d.name}); create a new dagger for {new.name!r}")
             old = specs.parse_text(cur.spec_text, self._env(d.cluster, cur.spec_text))
+            from job.control.compat import compatibility
+
             compat = compatibility(old, new)
             if not compat.resume and not allow_fresh_start:
                 raise ConflictError(f"version {cur.version + 1} of {ref} {compat.summary()}",
