@@ -47,17 +47,12 @@ def _first_sight(pid: int, comm: str) -> list[Any]:
 
 
 def record(out: Path) -> None:
-    """Sample every second until SIGTERM or SIGINT, then write ``{"pid:start": [cpu_s, label, test, worker]}``."""
+    """Sample every second until SIGTERM or SIGINT, then once more, and write
+    ``{"pid:start": [cpu_s, label, test, worker]}``."""
     seen: dict[tuple[int, int], list[Any]] = {}
-
-    def stop(*_: object) -> None:
-        out.write_text(json.dumps({f"{p}:{s}": v for (p, s), v in seen.items()}))
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     me = os.getpid()
-    while True:
+
+    def sample() -> None:
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit() or int(entry.name) == me:
                 continue
@@ -70,6 +65,16 @@ def record(out: Path) -> None:
             except OSError:
                 continue
             seen[key][0] = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+
+    def stop(*_: object) -> None:
+        sample()
+        out.write_text(json.dumps({f"{p}:{s}": v for (p, s), v in seen.items()}))
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while True:
+        sample()
         time.sleep(1.0)
 
 
