@@ -201,15 +201,18 @@ class HealthWorld:
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """Return ``daggers dagger list --json`` by dagger name (and note their process groups)."""
-        rows = {d["name"]: d for d in self.cli("dagger", "list")}
-        self.pids.update(d["pid"] for d in rows.values() if d.get("pid"))
-        return rows
+        return self._noted(self.cli("dagger", "list"))
 
     def rows_here(self) -> dict[str, dict[str, Any]]:
         """Return what :meth:`rows` would, computed in this process (its DAGGERS_HEALTH_* must be
         :data:`HEALTH_ENV`, as the CLI's are)."""
-        return {d["name"]: d for d in json.loads(json.dumps([v.to_dict() for v in self.plane.daggers(None, None)],
-                                                            default=str))}
+        return self._noted(json.loads(json.dumps([v.to_dict() for v in self.plane.daggers(None, None)], default=str)))
+
+    def _noted(self, listed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Return the listed daggers by name; note their process groups (killed at the end)."""
+        rows = {d["name"]: d for d in listed}
+        self.pids.update(d["pid"] for d in rows.values() if d.get("pid"))
+        return rows
 
     def wait(self, fault: str, name: str, expected: str | Iterable[str], deadline_s: float,
              also: Callable[[dict[str, Any]], bool] = lambda row: True,
@@ -217,15 +220,17 @@ class HealthWorld:
         """Return how long until dagger ``name``'s health state is ``expected`` (one of them) and ``also(row)``;
         ``during`` is called at once when it is (while the fault lasts, for other surfaces to be looked at)."""
         want = {expected} if isinstance(expected, str) else set(expected)
+
+        def shows(row: dict[str, Any]) -> bool:
+            return row.get("health", {}).get("state") in want and also(row)
+
         started = time.monotonic()
         row: dict[str, Any] = {}
         while time.monotonic() - started < deadline_s:
             # Looked at here first (a few ms), then in a CLI process when it shows: each `daggers` process
             # costs ~1 core-s, and a fault is waited on for minutes (140 of them were 7% of the suite's CPU).
             row = self.rows_here().get(name, {})
-            if row.get("health", {}).get("state") in want and also(row):
-                row = self.rows().get(name, {})
-            if row.get("health", {}).get("state") in want and also(row):
+            if shows(row) and shows(row := self.rows().get(name, {})):
                 if during is not None:
                     during()
                 return Detection(fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1),
