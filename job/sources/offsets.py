@@ -113,20 +113,54 @@ def end_offsets(consumer: Consumer, tps: list[TopicPartition], timeout: float = 
     return probe_ends(consumer, tps, timeout)[0]
 
 
+#: A look-up's end offsets are one moment's to within this many seconds: a micro-batch must not read one
+#: partition further than another (Spark's watermark is the newest event time of all partitions, so a partition
+#: read ahead makes the others' older events late). Each partition's end is read from the fetch that brought
+#: its probed record, and those fetches can come 100 ms or more apart (a fresh consumer's first look-up); a
+#: look-up whose records came further apart than this is made again, up to :data:`PROBE_PASSES` times.
+PROBE_SPREAD_S = 0.02
+#: At most this many probes per look-up (the one whose records came closest together is kept).
+PROBE_PASSES = 4
+
+
 def probe_ends(consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0
                ) -> tuple[Offsets, dict[tuple[str, int], int]]:
-    """Return the true end of each partition (see :func:`end_offsets`) and, per partition that holds
-    records, the Kafka timestamp (epoch ms) of the newest record batch's probed record.
+    """Return the true end of each partition (see :func:`end_offsets`), all read within
+    :data:`PROBE_SPREAD_S` of one another when the broker allows, and, per partition that holds records,
+    the Kafka timestamp (epoch ms) of the newest record batch's probed record.
 
     Raises SourceError when the broker cannot be reached.
     """
     listed = {(tp.topic, tp.partition): _listed(consumer, tp, timeout) for tp in tps}
+    deadline = time.monotonic() + timeout
+    best: tuple[float, dict[tuple[str, int], int], dict[tuple[str, int], int]] | None = None
+    for _ in range(PROBE_PASSES):
+        result, times, spread = _probe(consumer, listed, deadline)
+        if best is None or spread < best[0]:
+            best = (spread, result, times)
+        if spread <= PROBE_SPREAD_S or time.monotonic() >= deadline:
+            break
+        # probe again at the newest record found: the partitions answer in one fetch more often than not
+        listed = {key: (lo, max(hi, result[key])) for key, (lo, hi) in listed.items()}
+    assert best is not None
+    out: Offsets = {}
+    for (topic, part), hi in best[1].items():
+        out.setdefault(topic, {})[str(part)] = hi
+    return out, best[2]
+
+
+def _probe(consumer: Consumer, listed: dict[tuple[str, int], tuple[int, int]], deadline: float
+           ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], float]:
+    """Fetch the newest listed record of every partition; return each partition's high watermark as that
+    fetch reported it (at least the listed end), the probed records' Kafka timestamps, and how many seconds
+    apart the first and the last of the records came. An empty partition answers end-of-partition: its end
+    held from the listing to that answer, so it does not count in the spread."""
     probe = [TopicPartition(t, p, max(hi - 1, lo)) for (t, p), (lo, hi) in listed.items()]
     result = {key: hi for key, (_, hi) in listed.items()}
     times: dict[tuple[str, int], int] = {}
+    came: list[float] = []
     pending = set(result)
     consumer.assign(probe)
-    deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
@@ -143,13 +177,12 @@ def probe_ends(consumer: Consumer, tps: list[TopicPartition], timeout: float = 1
                 kind, ts = msg.timestamp() if err is None else (TIMESTAMP_NOT_AVAILABLE, 0)
                 if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0:
                     times[key] = ts
+                if err is None:
+                    came.append(time.monotonic())
                 pending.discard(key)
     finally:
         consumer.unassign()
-    out: Offsets = {}
-    for (topic, part), hi in result.items():
-        out.setdefault(topic, {})[str(part)] = hi
-    return out, times
+    return result, times, (max(came) - min(came)) if came else 0.0
 
 
 def offsets_for_time(consumer: Consumer, tps: list[TopicPartition], ts_ms: int, ends: Offsets,

@@ -3,15 +3,22 @@ stream reader's plan of each micro-batch from them."""
 
 from __future__ import annotations
 
+import bisect
 import statistics
+import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from job.produce.generator import generate
 from job.sources import offsets as kofs
 from job.sources.kafka import KafkaStreamReader, SourceConfig
 from tests.helpers import unique
+
+#: The first step's event time.
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 
 def _produce_batches(bootstrap: str, topic: str, counts: dict[int, list[int]]) -> None:
@@ -58,6 +65,62 @@ def test_look_ups_one_after_another_do_not_wait_on_the_broker(broker) -> None:  
         assert statistics.median(took[1:]) < 0.45, f"look-ups took {shown} s"
     finally:
         consumer.close()
+
+
+def test_a_look_up_reads_every_partition_at_one_moment_while_events_are_produced(broker) -> None:  # type: ignore[no-untyped-def]
+    """While steps of bookings are produced in acknowledged slices of 10 s of event time, each look-up (on a
+    new consumer, as after a restart) gives ends that lie within one slice of each other. A partition's end
+    read 100 ms after another's was up to 30 slices ahead of it (a micro-batch that read it dropped the other
+    partitions' older events as late)."""
+    topic = unique("moment")
+    broker.create_topic(topic, partitions=4)
+    acked: dict[int, list[int]] = {p: [0] for p in range(4)}
+    newest: dict[int, int] = dict.fromkeys(range(4), 0)
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            newest[msg.partition()] = max(newest[msg.partition()], msg.offset() + 1)
+
+    def produce() -> None:
+        try:
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "on_delivery": delivered})
+            for k in range(8):
+                step = generate("booking", 1500, seed=k, start=T0 + timedelta(minutes=20 * k), duration_s=180)
+                for part in step.time_slices(10.0):
+                    for i, value in enumerate(part.payloads):
+                        producer.produce(topic, value, key=str(i % 97).encode())
+                    assert producer.flush(30) == 0
+                    for p in range(4):
+                        acked[p].append(newest[p])
+                    time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failed.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    apart: list[tuple[int, dict[str, int]]] = []
+    looks = 0
+    try:
+        while not done.is_set():
+            consumer = kofs.driver_consumer(broker.bootstrap)
+            try:
+                tps = kofs.partitions_of(consumer, [topic], broker.bootstrap)
+                ends = kofs.end_offsets(consumer, tps)[topic]
+            finally:
+                consumer.close()
+            looks += 1
+            slices = [bisect.bisect_right(acked[p], ends[str(p)]) for p in range(4)]
+            if max(slices) - min(slices) > 1:
+                apart.append((max(slices) - min(slices), ends))
+    finally:
+        thread.join()
+    assert not failed, failed
+    assert looks >= 10, looks
+    assert not apart, f"{len(apart)} of {looks} look-ups had partitions slices apart: {apart}"
 
 
 def _reader(bootstrap: str, topic: str, **options: int) -> KafkaStreamReader:
