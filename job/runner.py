@@ -391,21 +391,32 @@ class DaggerJob:
         for p in self.query.recentProgress:
             self._on_progress(json.loads(p.json) if hasattr(p, "json") else dict(p))
 
-    def settle(self, grace_s: float = 10.0) -> None:
-        """Wait (at most ``grace_s``) until the query is idle for a whole trigger interval.
+    def settle(self, grace_s: float = 10.0, most_s: float = 45.0) -> None:
+        """Wait until the query is idle for a whole trigger interval: at most ``grace_s`` after the batch in
+        progress at the call has ended, and ``most_s`` in all (under a controller's 60-s stop timeout).
 
         Spark evicts the windows a data batch's watermark closed in the *next* trigger (a no-data
         batch), and it keeps that watermark only in memory: a query stopped between the two would
-        resume with the older watermark and hold those windows back until new data arrives.
+        resume with the older watermark and hold those windows back until new data arrives. A batch still
+        running when the stop comes is waited for: on a busy machine one took 11 s, longer than the grace,
+        and the windows of its data stayed unwritten after the dagger moved (no data came after it).
         """
         if self.query is None or not self.query.isActive:
             return
-        deadline = time.monotonic() + grace_s
+        started = time.monotonic()
+        deadline = started + grace_s
+        first_batch = True  # the batch in progress at the call, while it runs
         idle_since: float | None = None
-        while time.monotonic() < deadline and self.query.isActive:
-            status = self.query.status
-            idle = not status.get("isTriggerActive") and not status.get("isDataAvailable")
+        while self.query.isActive:
             now = time.monotonic()
+            if now >= min(deadline, started + most_s):
+                return
+            status = self.query.status
+            active = bool(status.get("isTriggerActive"))
+            if first_batch and active:
+                deadline = now + grace_s
+            first_batch = first_batch and active
+            idle = not active and not status.get("isDataAvailable")
             idle_since = (idle_since or now) if idle else None
             if idle_since is not None and now - idle_since > self._interval_s + 0.5:
                 return

@@ -51,6 +51,7 @@ import threading
 import time
 from pathlib import Path
 
+from job.errors import debug_enabled
 from job.worker_daemon import PRELOAD as WORKER_PRELOAD
 
 #: The streaming source runner, one per query for its life.
@@ -132,10 +133,13 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - the child must exit, reporting what it can
-        import traceback
+    except BaseException as exc:  # noqa: BLE001 - the child must exit, reporting what it can
+        if spark_hung_up(exc) and not debug_enabled():
+            code = 0  # Spark closed the connection (its query stopped, its JVM went): nothing to report
+        else:
+            import traceback
 
-        traceback.print_exc()
+            traceback.print_exc()
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
@@ -143,6 +147,19 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         with contextlib.suppress(OSError):
             conn.sendall(f"exit {code}".encode())
         os._exit(code)
+
+
+def spark_hung_up(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised while handling) is the end of Spark's connection: an
+    end of file where a request was due, or a broken or reset pipe. A query's source runner ends that way when
+    its JVM stops first, as on a terminal's Ctrl-C, and PySpark's runner then printed a traceback of three
+    chained exceptions into the dagger's log (shown now only behind ``--debug``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EOFError | BrokenPipeError | ConnectionResetError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 #: The command name (``/proc/<pid>/comm``, what ``top`` and ``ps -o comm`` show) of a child by its module:

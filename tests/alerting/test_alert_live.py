@@ -174,6 +174,9 @@ rules:
     try:
         job.start(trigger_interval_s=1.0)
         wait(lambda: influx_count(influxdb.url, db, measurement) >= 2, 180, "the dagger's first windows")
+        # live before the no-data rule looks: a dagger that started slowly writes its first windows late, and
+        # an engine that looked then saw no point newer than 25 s (it fired and resolved at once on a busy machine)
+        wait(lambda: time.time() - newest_point(influxdb.url, db, measurement) < 12.0, 180, "the dagger to catch up")
 
         # 1. the threshold fires once
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-1.log"))

@@ -120,10 +120,12 @@ def test_compare_reports_equal_missing_extra_and_wrong() -> None:
 
 
 def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<120: pass"])
     try:
         sampler = TreeSampler(os.getpid(), interval_s=0.1).start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # five samples: about 0.5 s, but a sample is slower on a busy machine
+        while len(sampler.samples) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
         sampler.stop()
         pids = {p.pid for p in tree(os.getpid())}
         assert child.pid in pids
@@ -140,6 +142,7 @@ def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
         assert [s.pss is not None for s in sampler.samples[:5]] == [True, False, False, False, True]
         assert 0 < sampler.peak_pss(("driver-python",)) <= sampler.peak_rss(("driver-python",))
     finally:
+        child.kill()
         child.wait(10)
 
 

@@ -22,6 +22,13 @@ if __name__ == "__main__":
                       "comm": Path("/proc/self/comm").read_text().strip(),
                       "signals": {s.name: disposition(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}}), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
+    if "--hang-up" in sys.argv:  # as PySpark's source runner ends when its JVM stops first
+        try:
+            raise EOFError
+        except EOFError:
+            raise BrokenPipeError(32, "Broken pipe")  # noqa: B904 - raised while handling, as PySpark's is
+    if "--fail" in sys.argv:
+        raise ValueError("a real failure")
     if "--wait" in sys.argv:
         time.sleep(120)
     sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)

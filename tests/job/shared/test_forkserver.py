@@ -76,6 +76,23 @@ def test_a_request_runs_in_a_forked_child_with_the_clients_streams_env_and_exit_
     assert done.stderr.strip() == "to stderr"
 
 
+def test_a_child_whose_spark_connection_ended_exits_quietly_and_a_failure_still_shows(
+        client_env: dict[str, str], tmp_path: Path) -> None:
+    """A source runner whose JVM stopped first ends in an end of file, then a broken pipe: no traceback in the
+    dagger's log for that (one with ``DAGGERS_DEBUG=1``); any other exception still prints its traceback."""
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(client_argv(client_env, "-m", TARGET, *args), env={**client_env, **env}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    quiet = run("--hang-up")
+    assert (quiet.returncode, quiet.stderr.strip()) == (0, "to stderr")
+    shown = run("--hang-up", DAGGERS_DEBUG="1")
+    assert shown.returncode == 1
+    assert "EOFError" in shown.stderr and shown.stderr.rstrip().endswith("BrokenPipeError: [Errno 32] Broken pipe")
+    failed = run("--fail")
+    assert failed.returncode == 1 and failed.stderr.rstrip().endswith("ValueError: a real failure")
+
+
 def test_sigterm_reaches_the_child_and_a_killed_client_takes_the_child_with_it(
         server: tuple[int, Path], client_env: dict[str, str], tmp_path: Path) -> None:
     children = []
