@@ -91,6 +91,12 @@ class Case(_Model):
     slow_fraction: float = Field(default=0.8, gt=0, lt=1,
                                  description="With fault slow: the share of each 100 ms the target is stopped.")
     at_s: float = Field(ge=0, description="Seconds after the load starts.")
+    after_read: int = Field(
+        default=0, ge=0,
+        description="The fault also waits until the dagger has read this many events (0: it starts at at_s). "
+                    "A cold dagger on a busy machine may need a minute for its first batch: after_read: 1 makes "
+                    "sure a fault hits a dagger that has read, and so has a checkpoint to resume. It waits at "
+                    "most until the load ends plus recover_timeout_s, then starts anyway (the report says so).")
     downtime_s: float = Field(ge=0, le=600, description="Seconds until the target is back.")
 
 

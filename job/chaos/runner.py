@@ -186,6 +186,8 @@ class ChaosRun:
         delay = self._t0 + case.at_s - time.monotonic()
         if delay > 0 and self._stop.wait(delay):
             return
+        if case.after_read and not self._wait_for_read(case):
+            return
         started = time.monotonic() - self._t0
         self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
         server = self.broker if case.target == "broker" else self.influx
@@ -224,6 +226,21 @@ class ChaosRun:
         self.case_spans.append(_Span(case, started, ended, cluster, pid))
         where = f" (it hit {cluster})" if cluster and case.target == "cluster" else ""
         self.say(f"[{ended:6.1f}s] recovered target: {case.name}{where}")
+
+    def _wait_for_read(self, case: Case) -> bool:
+        """Wait until the dagger has read ``case.after_read`` events, or the load has ended and
+        recover_timeout_s passed (then say so). Return False when the run is stopping."""
+        deadline = self._t0 + self.exp.load.duration_s + self.exp.recover_timeout_s
+        while True:
+            read = self.samples[-1].read if self.samples else 0
+            if read >= case.after_read:
+                return True
+            if time.monotonic() >= deadline:
+                self.say(f"fault {case.name}: the dagger had read {read:,} of the {case.after_read:,} events it "
+                         "waits for; it starts anyway")
+                return True
+            if self._stop.wait(0.5):
+                return False
 
     # ---- checks -------------------------------------------------------------------------------
 

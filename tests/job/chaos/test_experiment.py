@@ -114,36 +114,42 @@ def test_cli_new_and_list(tmp_path: Path) -> None:
     assert "night" in listed.output and "2000/s for 180 s" in listed.output
 
 
-def test_slow_runs_the_target_a_fraction_of_the_time_and_leaves_it_running() -> None:
-    """A CPU-bound child counts for 1.5 s while it is stopped 80% of every 100 ms: it gets about a fifth
-    of the CPU time it gets alone in as long (an exact share is up to the OS), and runs on afterwards."""
-    import os
+def test_slow_stops_and_continues_the_target_and_leaves_it_running() -> None:
+    """While it is slowed, a CPU-bound child is seen stopped (T) and running in turn, one SIGSTOP and one
+    SIGCONT a period; afterwards it runs on. (How much CPU it gets is up to the OS and the machine's load:
+    bench/, not a test.)"""
     import subprocess
     import sys
+    import threading
     import time
 
     from job.chaos.runner import throttle
 
     spin = "import time\nt=time.process_time()\nwhile time.process_time()-t<30: pass"
     proc = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
-    try:
-        time.sleep(0.3)
+    seen: list[str] = []
+    done = threading.Event()
 
-        def cpu_s() -> float:
-            with open(f"/proc/{proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-        before = cpu_s()
-        time.sleep(1.5)
-        alone = cpu_s() - before
-        before = cpu_s()
-        periods = throttle(proc.pid, 1.5, 0.8)
-        throttled = cpu_s() - before
-        assert 8 <= periods <= 15  # 100 ms each, fewer when sleeps overrun on a busy machine
-        assert throttled < 0.45 * alone, (throttled, alone)
+    def state() -> str:
         with open(f"/proc/{proc.pid}/stat") as f:
-            assert f.read().rsplit(")", 1)[1].split()[0] in ("R", "S")  # running again, not stopped (T)
+            return f.read().rsplit(")", 1)[1].split()[0]
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(state())
+            time.sleep(0.005)
+
+    try:
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            periods = throttle(proc.pid, 1.0, 0.8)
+        finally:
+            done.set()
+            watcher.join()
+        assert periods >= 1
+        assert "T" in seen and {"R", "S"} & set(seen), seen
+        assert state() in ("R", "S")  # running again, not stopped (T)
     finally:
         proc.kill()
         proc.wait()
