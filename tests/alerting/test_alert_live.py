@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,12 +47,14 @@ CLI = "import typer; from job.cli.alerts import register; app = typer.Typer(); r
 
 
 class LiveProducer:
-    """Sends Jakarta bookings with event time = now at ``rate`` per second, in quarter-second slices."""
+    """Sends Jakarta bookings with event time = now at ``rate`` per second, in slices of about a quarter-second
+    (a late slice makes up for the time it lost), and counts them per 5-s window."""
 
     def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
         self.topic = topic
         self.rate = rate
         self.sent = 0
+        self.per_window: Counter[int] = Counter()  # events sent per 5-s window of event time
         self._stop = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -61,18 +64,20 @@ class LiveProducer:
         return self
 
     def _run(self) -> None:
-        owed, seed = 0.0, 1000
+        owed, seed, last = 0.0, 1000, time.time()
         while not self._stop.is_set():
             began = time.time()
-            owed += self.rate * 0.25
+            span, last = began - last, began
+            owed += self.rate * span  # what the time since the last slice owes (a late loop owes more)
             n = int(owed)
             if n:
                 owed -= n
                 seed += 1
-                batch = generate("booking", n, seed=seed, start=datetime.fromtimestamp(began, tz=UTC),
-                                 duration_s=0.25, cities=["Jakarta"])
+                batch = generate("booking", n, seed=seed, start=datetime.fromtimestamp(began - span, tz=UTC),
+                                 duration_s=span, cities=["Jakarta"])
                 for payload, key, ts in zip(batch.payloads, batch.keys, batch.timestamps_ms(), strict=True):
                     self._producer.produce(self.topic, value=payload, key=key, timestamp=ts)
+                    self.per_window[ts // 5000] += 1
                 self._producer.poll(0)
                 self.sent += n
             self._stop.wait(max(0.0, 0.25 - (time.time() - began)))
@@ -181,7 +186,9 @@ rules:
         # 1. the threshold fires once
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-1.log"))
         wait(lambda: events("live-bookings-high") == ["firing"], 60, "the trigger", engines[-1])
-        time.sleep(1.5)  # the delivery is recorded in the store before the crash
+        for channel in ("webhook", "email"):  # both deliveries recorded in the store before the crash
+            wait(lambda c=channel: f"delivered firing of live-bookings-high to channel '{c}'"
+                 in engines[-1].log.read_text(), 60, f"the {channel} delivery recorded", engines[-1])
         # 2. crash mid-incident, restart: the new engine takes over the lease and sends nothing again
         assert engines[-1].signal(signal.SIGKILL) == -signal.SIGKILL
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-2.log"))
@@ -220,13 +227,14 @@ rules:
     # it fired at the first evaluation (every 2 s) after 25 s had passed since the dagger's newest point
     newest = newest_point(influxdb.url, db, measurement)
     fired_at = datetime.fromisoformat(stopped_json(http)["at"].replace("Z", "+00:00")).timestamp()
-    assert 25.0 < fired_at - newest <= 25.0 + 2.0 + 3.0, (fired_at, newest)
-    assert fired_after < 60.0
+    # (not before; how much after is the machine's: an evaluation every 2 s, late when it is busy)
+    assert 25.0 < fired_at - newest <= 25.0 + 2.0 + 30.0, (fired_at, newest)
+    assert fired_after < 120.0
     assert events("live-bookings-high") == ["firing", "resolved"]
     assert events("live-output-stopped") == ["firing"]
     trigger = next(r.json for r in http.posts(WEBHOOK_SECRET) if r.json["rule"] == "live-bookings-high")
-    # the value is a whole window at 20 bookings/s (about 100; slices may straddle a window's edge)
-    assert 90 <= trigger["value"] <= 110
+    # the value is a whole window's count of what was sent (about 100 at 20 bookings/s)
+    assert trigger["value"] in {n for n in producer.per_window.values() if n > 50}, (trigger, producer.per_window)
     assert trigger["message"] == f"{trigger['value']:.0f} bookings in 5 s in city 1 (above 50)"
     stopped = stopped_json(http)
     assert stopped["message"] == f"live-output-stopped is CRIT: no data from {measurement} in (no tags) (no data for 25s)"

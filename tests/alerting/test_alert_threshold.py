@@ -220,6 +220,7 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         engine.start()  # its dispatch job tries the outbox every second (the rule's job runs hourly)
         time.sleep(OUTAGE_S)  # a real outage, past the longest back-off (8 s) twice
         during = {q.key: q for q in engine.store.outbox()}
+        seen_at = time.time()
         assert all(q.status == "pending" for q in during.values())
         triggers = [q for q in during.values() if q.payload["status"] == "firing"]
         # back-off 1, 2, 4, 8, 8, … s: about 5 tries of each trigger in 20 s (at 0, 1, 3, 7, 15 s), never the
@@ -227,19 +228,22 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         assert all(3 <= q.attempts <= 8 for q in triggers), [q.attempts for q in triggers]
         assert all(q.attempts == 0 for q in during.values() if q.payload["status"] == "resolved")
         assert all(q.last_error for q in triggers)
+        # the back-off stops growing at 8 s: no trigger waits longer than that for its next try
+        assert all(q.next_attempt_at <= seen_at + 8.0 for q in triggers), [q.next_attempt_at - seen_at
+                                                                           for q in triggers]
         http_receiver.up()
         smtp_receiver.up()
         up_at = time.monotonic()
         http_receiver.wait_for(6, timeout=30)
         smtp_receiver.wait_for(2, timeout=30)
-        delivered_after = time.monotonic() - up_at
+        delivered_after = time.monotonic() - up_at  # (for the -s output: how long is the machine's)
         time.sleep(5.0)  # a few more dispatch rounds: nothing is sent again
     finally:
         outbox = engine.store.outbox()
         engine.close()
 
     assert time.monotonic() - down_since >= OUTAGE_S
-    assert delivered_after <= 12.0  # the longest back-off is 8 s, the dispatch job runs every second
+    print(f"delivered {delivered_after:.1f} s after the receivers came back (the longest back-off is 8 s)")
     assert webhook_events(http_receiver) == [("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
                                              ("jakarta-spike", "resolved", JAKARTA, 20, iso(7))]
     assert [r.json["event_action"] for r in http_receiver.posts("/pagerduty")] == ["trigger", "resolve"]
@@ -266,7 +270,12 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         first.start()  # the scheduler, its job store and the lease, as `daggers alerts run` has them
         evaluate_minutes(first, ["jakarta-spike"], range(1, 6))  # Jakarta fires at T0+4m
         http_receiver.wait_for(1)
-        assert [q.channel for q in first.store.outbox(status="pending")] == ["email"]
+        # the receiver has the webhook before the engine has its answer and records it as sent
+        deadline = time.monotonic() + 30
+        while (pending := [q.channel for q in first.store.outbox(status="pending")]) != ["email"] \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pending == ["email"]
     finally:
         first.close()  # stops mid-incident: CRIT, the mail still queued
 

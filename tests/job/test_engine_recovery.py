@@ -83,17 +83,17 @@ def test_sigkill_mid_stream_then_resume_gives_exact_totals(tansu_broker, influxd
 
     proc = _start_dagger(spec_path, tmp_path, log)
     try:
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1200, 120, "the first batches", proc, log)
+        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1200, 300, "the first batches", proc, log)
         _kill_group(proc, signal.SIGKILL)  # mid-stream: 3000 records wait in the topic
         read_before_kill = _status(checkpoint)["input_rows"]
         assert 0 < read_before_kill < 3000
         produce(broker.bootstrap, topic, chunks[1], progress=False)
 
         proc = _start_dagger(spec_path, tmp_path, log)
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 4500, 120, "the restarted dagger", proc, log)
+        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 4500, 300, "the restarted dagger", proc, log)
         produce(broker.bootstrap, topic, [chunks[2], closing], progress=False)
         want = expected_bookings(row for c in chunks for row in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 120,
+        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 300,
               "InfluxDB to equal the ground truth", proc, log)
     finally:
         _kill_group(proc, signal.SIGTERM)

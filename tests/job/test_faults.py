@@ -58,7 +58,7 @@ def test_broker_stopped_for_12_seconds(influxdb, tmp_path) -> None:  # type: ign
         chunks = _chunks(3, seed=40)
         produce(broker.bootstrap, topic, chunks[0], progress=False)
         proc = _start_dagger(_dagger(tmp_path, broker.bootstrap, influxdb.url, db, topic), tmp_path, log)
-        _wait(lambda: _status(tmp_path / "ckpt").get("input_rows", 0) >= 2000, 180, "the first chunk", proc, log)
+        _wait(lambda: _status(tmp_path / "ckpt").get("input_rows", 0) >= 2000, 360, "the first chunk", proc, log)
 
         broker.stop()  # SIGINT: noida-db keeps its data folder
         time.sleep(12)  # longer than librdkafka's reconnect backoff and several triggers: the source waits
@@ -68,7 +68,7 @@ def test_broker_stopped_for_12_seconds(influxdb, tmp_path) -> None:  # type: ign
         produce(broker.bootstrap, topic, [chunks[1], chunks[2], _closing()], progress=False)
 
         want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 240,
+        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
               "InfluxDB to equal the ground truth after the outage", proc, log)
         assert _status(tmp_path / "ckpt")["input_rows"] == 6001
     finally:
@@ -93,7 +93,7 @@ def test_influxdb_stopped_for_20_seconds(tansu_broker, tmp_path) -> None:  # typ
         # retries every 5 s at most (x0.5-1.5): back within 7.5 s of InfluxDB's return, not 45 s as at the default
         spec = _dagger(tmp_path, tansu_broker, influx.url, db, topic, sink_extra="max_backoff_s: 5\nmax_retries: 60")
         proc = _start_dagger(spec, tmp_path, log)
-        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 180, "the first windows", proc, log)
+        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 360, "the first windows", proc, log)
 
         influx.stop()
         produce(tansu_broker, topic, [chunks[2], _closing()], progress=False)
@@ -126,14 +126,14 @@ def test_sigkill_several_times_during_a_long_run(tansu_broker, influxdb, tmp_pat
             produce(tansu_broker, topic, chunk, progress=False)
             proc = _start_dagger(spec_path, tmp_path, log)
             target = 2000 * i + 700
-            _wait(lambda t=target: _status(tmp_path / "ckpt").get("input_rows", 0) >= t, 180,
+            _wait(lambda t=target: _status(tmp_path / "ckpt").get("input_rows", 0) >= t, 360,
                   f"progress before kill {i + 1}", proc, log)
             time.sleep(0.3 * i)  # a different moment of the micro-batch each time
             _kill_group(proc, signal.SIGKILL)
         produce(tansu_broker, topic, _closing(), progress=False)
         proc = _start_dagger(spec_path, tmp_path, log)
         want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 240,
+        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
               "InfluxDB to equal the ground truth after 3 kills", proc, log)
     finally:
         if proc is not None:

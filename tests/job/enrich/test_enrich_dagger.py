@@ -230,9 +230,9 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
         orders = produce_bookings(tansu_broker, topic, first)
         proc = _start_dagger(spec_path, tmp_path, log)
         try:
-            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 40, 180, "the first batches", proc, log)
+            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 40, 360, "the first batches", proc, log)
             gate.opened.clear()
-            _wait(gate.blocked.is_set, 120, "a write held by the gate", proc, log)
+            _wait(gate.blocked.is_set, 300, "a write held by the gate", proc, log)
             _kill_group(proc, signal.SIGKILL)  # the held batch is in PostgreSQL, not committed
             held = max(int(p.name) for p in (checkpoint / "spark" / "offsets").iterdir() if p.name.isdigit())
             assert not (checkpoint / "spark" / "commits" / str(held)).exists()
@@ -244,8 +244,8 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
             orders += produce_bookings(tansu_broker, topic, second, first=200)
             gate.opened.set()
             proc = _start_dagger(spec_path, tmp_path, log)
-            _wait(lambda: len(out_rows(postgres.dsn, out_table)) == 260, 180, "every row in PostgreSQL", proc, log)
-            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 260, 60, "the status", proc, log)
+            _wait(lambda: len(out_rows(postgres.dsn, out_table)) == 260, 360, "every row in PostgreSQL", proc, log)
+            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 260, 180, "the status", proc, log)
         finally:
             _kill_group(proc, signal.SIGTERM)
     got = out_rows(postgres.dsn, out_table)

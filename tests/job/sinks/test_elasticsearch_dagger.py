@@ -71,13 +71,13 @@ def test_exact_documents_and_no_duplicates_after_sigkill_and_restart(tansu_broke
 
     proc = _start_dagger(spec_path, tmp_path, log)
     try:
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1000, 180, "the first batches", proc, log)
+        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1000, 360, "the first batches", proc, log)
         _kill_group(proc, signal.SIGKILL)  # mid-stream
         assert 0 < _status(checkpoint)["input_rows"] < 2000
         produce(broker.bootstrap, topic, [chunks[1], closing], progress=False)
         proc = _start_dagger(spec_path, tmp_path, log)
         want = expected_bookings(row for c in chunks for row in c.table.to_pylist())
-        _wait(lambda: es_documents(elasticsearch.url, f"{prefix}-*")[1] == want, 180,
+        _wait(lambda: es_documents(elasticsearch.url, f"{prefix}-*")[1] == want, 360,
               "Elasticsearch to equal the ground truth", proc, log)
     finally:
         _kill_group(proc, signal.SIGTERM)
