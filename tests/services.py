@@ -325,7 +325,7 @@ class SparkClusterHandle:
         state: dict[str, Any] = resp.json()
         return state
 
-    def wait_idle(self, timeout: float = 60.0) -> None:
+    def wait_idle(self, timeout: float = 180.0) -> None:
         """Wait until no application holds cores (a test before may have just finished one)."""
         deadline = time.monotonic() + timeout
         while (state := self.state())["activeapps"] or state["coresused"]:

@@ -59,11 +59,12 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
         return int(query.lastProgress.batchId) if query.lastProgress else -1
 
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + 240
         while data_batches() < 3 and time.time() < deadline:  # warm: every kind of batch has run
             time.sleep(0.1)
+        assert data_batches() >= 3, "the dagger did not warm up"
         before, batches_before, first = _compilations(spark), data_batches(), last_batch()
-        deadline = time.time() + 60
+        deadline = time.time() + 240
         while data_batches() < batches_before + 3 and time.time() < deadline:
             time.sleep(0.1)
         after, batches_after, last = _compilations(spark), data_batches(), last_batch()

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, SelectionList, Static
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
 from tests.job.control.control_seed import bookings_spec
-from tests.tui.tui_world import NOW, T, build, keys
+from tests.tui.tui_world import NOW, T, build, keys, until
 from tui.app import DaggersApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.detail import DaggerScreen
@@ -162,16 +162,17 @@ async def test_a_blank_form_says_nothing_until_the_user_types_then_names_the_fie
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
         await app.workers.wait_for_complete()  # the topics: the broker is not reachable, none to pick
-        await pilot.pause(0.6)
+        await until(pilot, lambda: form.validation is not None, "the first validation")
         shown = form.query_one("#validation", Static)
         assert form.validation is not None and not form.validation.ok  # known, but not said yet
         assert str(shown.content) == "" and not shown.has_class("invalid")
         await pilot.press("x")
-        await pilot.pause(0.6)
-        assert text_of(shown) == ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a "
-                                  "letter\n✗ Topics: pick at least one topic")
+        said = ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
+                "✗ Topics: pick at least one topic")
+        await until(pilot, lambda: text_of(shown) != "", "the errors said")
+        assert text_of(shown) == said
         await pilot.press(*keys("-counts"))
-        await pilot.pause(0.6)
+        await until(pilot, lambda: "Name" not in text_of(shown), "the name's error gone")
         assert text_of(shown) == "✗ Topics: pick at least one topic"
         await pilot.press("ctrl+s")  # refused, and still said by field
         assert isinstance(app.screen, DaggerFormScreen) and text_of(shown) == "✗ Topics: pick at least one topic"

@@ -14,7 +14,7 @@ from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger
 from job.control.specs import raw_spec
-from tests.tui.tui_world import NOW, build, check_snapshot, keys
+from tests.tui.tui_world import NOW, build, check_snapshot, keys, until
 from tui.app import DaggersApp
 from tui.clusters import ClustersScreen
 from tui.daggers import DaggersScreen
@@ -234,13 +234,12 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
             await pilot.press("down")
         await pilot.press("space")
         assert topics.selected == ["form-bookings"]
-        await pilot.pause(0.5)
-        assert form.validation is not None and form.validation.ok, form.validation
+        await until(pilot, lambda: form.validation is not None and form.validation.ok, "a valid form")
 
         area = form.query_one("#sql", SqlArea)
         area.focus()
         await pilot.press("ctrl+home", "end", *keys(" cty AS x,"))  # "SELECT city_id AS tag_city_id, cty AS x,"
-        await pilot.pause(0.5)
+        await until(pilot, lambda: not form.validation.ok, "the SQL error")
         result = form.validation
         assert result is not None and not result.ok
         assert (result.message, result.line, result.col) == ("unknown column cty", 1, 32)
@@ -249,8 +248,7 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
         await pilot.press("ctrl+s")  # refused while invalid
         assert isinstance(app.screen, DaggerFormScreen)
         await pilot.press(*["backspace"] * 10)
-        await pilot.pause(0.5)
-        assert form.validation.ok
+        await until(pilot, lambda: form.validation.ok, "a valid form again")
 
         form.query_one("#advanced", Collapsible).collapsed = False
         await pilot.pause()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,15 @@ def keys(text: str) -> Sequence[str]:
              ")": "right_parenthesis", "'": "apostrophe", ".": "full_stop", "/": "slash", "*": "asterisk",
              "=": "equals_sign"}
     return [names.get(ch, ch) for ch in text]
+
+
+async def until(pilot: Pilot[None], check: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
+    """Let the app run until ``check()`` is true (a debounced validation, a redraw): a busy machine runs timers
+    late. Raises AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        await pilot.pause(0.1)
 
 
 async def check_snapshot(pilot: Pilot[None], name: str) -> Path:

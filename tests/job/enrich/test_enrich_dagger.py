@@ -90,8 +90,8 @@ lookups:
     url: {http_url}/segments/{{customer_id}}
     fail_on_errors: {str(fail_on_errors).lower()}
     retries: 0
-    connect_timeout_s: 1
-    timeout_s: 3
+    connect_timeout_s: 10
+    timeout_s: 30
     output_mapping:
       segment: $.segment
 sinks:

@@ -191,15 +191,14 @@ def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
         rest = generate("booking", 4_000, seed=2, start=START, duration_s=40, first_index=1_000)
 
         def chunks():  # type: ignore[no-untyped-def]
-            yield first
-            time.sleep(1.0)  # the first chunk is acknowledged before the broker freezes
+            yield first  # acknowledged before the next is pulled (ack_every_s): then the broker freezes
             os.kill(pid, signal.SIGSTOP)
             yield rest
 
         try:
             with pytest.raises(ProduceError, match="not delivered") as info:
                 produce(server.bootstrap, _topic("timeouts"), chunks(), progress=False, total=5_000,
-                        producer_config={"message.timeout.ms": 2_000})
+                        producer_config={"message.timeout.ms": 2_000}, ack_every_s=3600)
         finally:
             os.kill(pid, signal.SIGCONT)
     report = info.value.report

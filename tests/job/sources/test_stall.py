@@ -97,15 +97,18 @@ def test_the_heartbeat_thread_sees_a_process_that_was_stopped() -> None:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "ready"
         os.kill(proc.pid, signal.SIGSTOP)  # no CPU at all for 2 s: what a loaded machine does in small doses
+        stopped_at = time.monotonic()
         time.sleep(2.0)
         os.kill(proc.pid, signal.SIGCONT)
+        stopped = time.monotonic() - stopped_at
         proc.stdin.write("\n")
         proc.stdin.flush()
         lost = float(proc.stdout.readline())
     finally:
         proc.kill()
         proc.wait()
-    assert 1.5 <= lost <= 4.0, lost
+    # all of the stop (the heartbeat's resolution is 0.5 s); a busy machine may starve it longer still
+    assert stopped - 0.5 <= lost <= stopped + 10.0, (lost, stopped)
 
 
 def test_the_client_log_keeps_the_last_warnings_and_errors_only() -> None:
