@@ -154,7 +154,8 @@ def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(spark
     try:
         read = 0
         for k, step in enumerate(steps):
-            produce(broker.bootstrap, topic, step, progress=False)
+            # one record batch (its flush sends it): a reader never sees half of a step
+            produce(broker.bootstrap, topic, step, progress=False, producer_config={"linger.ms": 1000})
             read += 10 + k
 
             def caught_up(n: int = read) -> bool:

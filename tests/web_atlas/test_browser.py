@@ -49,7 +49,7 @@ def test_atlas_in_chromium(influxdb: Any, city_db: KnownCells, tmp_path: Path) -
 
             # The city control flies the map to Jakarta and keeps its cells only.
             atlas.choose("Service area", "Jakarta")
-            assert page.get_by_text("bookings_per_s2 · Jakarta").is_visible()
+            page.get_by_text("bookings_per_s2 · Jakarta").wait_for(state="visible", timeout=60_000)
             view = view_for_area(area_by_name("Jakarta"))
             text = atlas.tooltip(*JAKARTA, view, expect=city_db.k1)
             lines = [re.sub(r"\s+", " ", line).strip() for line in text.splitlines()]
@@ -58,7 +58,8 @@ def test_atlas_in_chromium(influxdb: Any, city_db: KnownCells, tmp_path: Path) -
             assert "num_of_bookings 50" in lines and "avg_distance_km 2.875" in lines
 
             # The field control recolours the map by another field; the tooltip keeps every value.
-            atlas.choose("Colour by", "avg_distance_km")
+            atlas.choose("Colour by", "avg_distance_km")  # (a late rerun: the legend changes when it ends)
+            page.locator(".atlas-legend", has_text="avg_distance_km").wait_for(timeout=60_000)
             assert page.locator(".atlas-legend").inner_text().startswith("avg_distance_km")
             text = atlas.tooltip(*JAKARTA, view, expect=city_db.k1)
             assert "avg_distance_km 2.875" in text and "num_of_bookings 50" in text

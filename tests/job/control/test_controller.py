@@ -38,7 +38,7 @@ def fake(modes: dict[str, str]) -> Callable[[Path, Path, str], list[str]]:
 
 
 def until(ctl: Controller, plane: ControlPlane, ref: str, predicate: Callable[[object], bool],
-          timeout: float = 20.0):  # type: ignore[no-untyped-def]
+          timeout: float = 60.0):  # type: ignore[no-untyped-def]
     """Reconcile until ``predicate(dagger view)`` holds; return the view."""
     deadline = time.monotonic() + timeout
     while True:
@@ -111,7 +111,7 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     alice.create("a-jkt", bookings_spec("flaky"), deploy=True)
     ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "state", settings=settings(), command=fake({"flaky": "crash"}))
     seen: list[tuple[str, int, float | None]] = []
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         changes = ctl.reconcile_once()
         for upd in changes.values():
@@ -133,7 +133,7 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     assert alice.dagger("flaky").actual_state == "pending"
     restarted = until(ctl, alice, "flaky", lambda d: d.actual_state != "pending")
     assert restarted.actual_state in ("starting", "crashed") and restarted.pid != failed.pid
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len((Path(failed.checkpoint) / "starts.txt").read_text().splitlines()) < 4:
         assert time.monotonic() < deadline, "the restarted dagger did not start"
         time.sleep(0.05)
@@ -146,7 +146,7 @@ def test_back_off_doubles(sqlite_registry: Registry, tmp_path: Path) -> None:
     ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "s",
                      settings=settings(backoff_initial_s=0.5, max_restarts=3), command=fake({"slow-crash": "crash"}))
     delays: list[tuple[float, float]] = []  # the delay, as seen from before and from after the reconcile
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while len(delays) < 2 and time.monotonic() < deadline:
         before = time.time()
         changes = ctl.reconcile_once()
@@ -215,7 +215,7 @@ def test_a_deploy_is_handed_to_the_warm_standby(sqlite_registry: Registry, tmp_p
     ctl.reconcile_once()
     standby = ctl._standby
     assert standby is not None
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not standby.ready():
         assert time.monotonic() < deadline, "the standby never became ready"
         time.sleep(0.05)

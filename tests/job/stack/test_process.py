@@ -17,8 +17,9 @@ IGNORING = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); p
 def _started(tmp_path: Path, argv: list[str]) -> ManagedProcess:
     proc = ManagedProcess("the probe", argv, log_path=tmp_path / "probe.log")
     proc.start()
-    deadline = time.monotonic() + 10
-    while "ready" not in (tmp_path / "probe.log").read_text().splitlines() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while "ready" not in (tmp_path / "probe.log").read_text().splitlines():
+        assert time.monotonic() < deadline, "the probe did not start"
         time.sleep(0.05)
     return proc
 
@@ -27,8 +28,8 @@ def test_a_process_that_ignores_sigint_is_sent_sigterm_at_once(tmp_path: Path) -
     proc = _started(tmp_path, [sys.executable, "-c", IGNORING])
     assert proc.pid is not None and ignores_signal(proc.pid, signal.SIGINT)
     started = time.monotonic()
-    proc.stop(timeout=10)
-    assert time.monotonic() - started < 8  # not the 10 s a SIGINT it ignores would wait
+    proc.stop(timeout=120)
+    assert time.monotonic() - started < 60  # not the 120 s a SIGINT it ignores would wait
     assert proc._popen is not None and proc._popen.returncode == -signal.SIGTERM
 
 
