@@ -110,8 +110,16 @@ class SparkStandalone:
 
     @property
     def worker_ui_urls(self) -> list[str]:
-        """Each worker's web UI; its ``/json/`` lists the executors it runs and has run."""
-        return [f"http://127.0.0.1:{p}" for p in self.worker_ui_ports]
+        """Each worker's web UI; its ``/json/`` lists the executors it runs and has run.
+
+        As the master lists them: a worker whose UI port was taken meanwhile binds the next one (Spark's
+        retry), so the ports asked for are only the fallback when the master does not answer."""
+        try:
+            listed = [str(w["webuiaddress"]) for w in self.state().get("workers") or []
+                      if w.get("state") == "ALIVE" and w.get("webuiaddress")]
+        except StackError:
+            listed = []
+        return listed if len(listed) == len(self.workers) else [f"http://127.0.0.1:{p}" for p in self.worker_ui_ports]
 
     def state(self, timeout: float = 2.0) -> dict[str, Any]:
         """Return the master's JSON state (see :func:`master_state`)."""

@@ -1,0 +1,31 @@
+"""A standalone cluster's worker whose UI port was taken between choosing it and binding it (Spark then binds
+the next port) is still found where it answers."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import requests
+
+from job.stack.ports import free_ports
+from job.stack.spark_standalone import SparkStandalone
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_worker_whose_ui_port_was_taken_is_found_where_it_answers(tmp_path: Path) -> None:
+    port, ui, worker_ui = free_ports(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", worker_ui))
+        taken.listen()
+        cluster = SparkStandalone(tmp_path, port, ui, [worker_ui], die_with_parent=True)
+        cluster.start()
+        try:
+            [url] = cluster.worker_ui_urls
+            assert url != f"http://127.0.0.1:{worker_ui}"
+            state = requests.get(f"{url}/json/", timeout=30).json()
+            assert state["masterurl"] == cluster.master_url and state["cores"] == 1
+        finally:
+            cluster.stop()
