@@ -96,7 +96,7 @@ class Case(_Model):
         description="The fault also waits until the dagger has read this many events (0: it starts at at_s). "
                     "A cold dagger on a busy machine may need a minute for its first batch: after_read: 1 makes "
                     "sure a fault hits a dagger that has read, and so has a checkpoint to resume. It waits at "
-                    "most until the load ends plus recover_timeout_s, then starts anyway (the report says so).")
+                    "most until the load ends plus recover_timeout_s, then starts anyway (and says so in the run's output).")
     downtime_s: float = Field(ge=0, le=600, description="Seconds until the target is back.")
 
 
