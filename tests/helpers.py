@@ -277,3 +277,20 @@ def live_feed(bootstrap: str, topic: str, sent: Counter, stop: threading.Event) 
             time.sleep(0.05)
 
     produce(bootstrap, topic, batches(), progress=False, producer_config={"linger.ms": 5})
+
+
+class FakeClock:
+    """A clock for unit tests that only :meth:`sleep` (or setting ``now``) moves: call it, or use
+    :meth:`monotonic`, where code takes ``time.time`` or ``time.monotonic``."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds

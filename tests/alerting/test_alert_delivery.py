@@ -23,6 +23,7 @@ from alerting.outbox import Backoff, Dispatcher
 from alerting.secrets import Redactor, public_url
 from alerting.store import AlertStore, OutboxItem
 from tests.alerting.alert_receivers import HttpReceiver, Received
+from tests.helpers import FakeClock
 
 T = 1772445600.0
 
@@ -61,14 +62,6 @@ class Flaky(Notifier):
         return "flaky"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def queue(store: AlertStore, channel: str, n: Notification, at: float) -> None:
     store.commit_evaluation([], [], [OutboxItem(key=f"{n.id}:{channel}", channel=channel, fingerprint=n.fingerprint,
                                                 rule=n.rule, payload=n.model_dump(mode="json"), created_at=at,
@@ -82,7 +75,7 @@ def test_backoff_schedule() -> None:
 
 
 def test_outbox_order_retries_and_give_up(tmp_path: Path) -> None:
-    store, clock = AlertStore(f"sqlite:///{tmp_path}/a.db"), Clock()
+    store, clock = AlertStore(f"sqlite:///{tmp_path}/a.db"), FakeClock(T)
     down = DeliveryError("down", retryable=True)
     hook = Flaky("hook", [down, down, None])
     mail = Flaky("mail")

@@ -9,25 +9,13 @@ import pytest
 
 from job import runner
 from job.runner import DaggerJob
-
-
-class Clock:
-    """time.monotonic and time.sleep on a clock that only sleeping moves."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.helpers import FakeClock
 
 
 class Query:
     """A query whose trigger is active in the given spans of the clock, with data waiting in ``data``."""
 
-    def __init__(self, clock: Clock, active: list[tuple[float, float]],
+    def __init__(self, clock: FakeClock, active: list[tuple[float, float]],
                  data: list[tuple[float, float]] | None = None) -> None:
         self.clock, self.active, self.data = clock, active, data or []
         self.isActive = True
@@ -39,7 +27,7 @@ class Query:
                 "isDataAvailable": any(a <= t < b for a, b in self.data)}
 
 
-def settle(monkeypatch: pytest.MonkeyPatch, query: Query, clock: Clock) -> float:
+def settle(monkeypatch: pytest.MonkeyPatch, query: Query, clock: FakeClock) -> float:
     monkeypatch.setattr(runner, "time", clock)
     DaggerJob.settle(SimpleNamespace(query=query, _interval_s=1.0))  # type: ignore[arg-type]
     return clock.now
@@ -47,7 +35,7 @@ def settle(monkeypatch: pytest.MonkeyPatch, query: Query, clock: Clock) -> float
 
 def test_a_batch_longer_than_the_grace_is_waited_for_and_then_its_no_data_batch(monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:
-    clock = Clock()
+    clock = FakeClock()
     # the stop comes 1 s into an 11-s batch; the no-data batch that writes its windows follows it
     query = Query(clock, active=[(0.0, 11.0), (11.5, 12.5)])
     done = settle(monkeypatch, query, clock)
@@ -55,12 +43,12 @@ def test_a_batch_longer_than_the_grace_is_waited_for_and_then_its_no_data_batch(
 
 
 def test_an_idle_query_stops_after_one_idle_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
+    clock = FakeClock()
     assert 1.5 <= settle(monkeypatch, Query(clock, active=[]), clock) < 1.8
 
 
 def test_a_stream_that_never_goes_idle_stops_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
+    clock = FakeClock()
     # a batch every second, data always waiting: the grace counts from the end of the batch in progress
     spans = [(float(k), k + 0.6) for k in range(100)]
     done = settle(monkeypatch, Query(clock, active=spans, data=[(0.0, 1000.0)]), clock)
@@ -68,5 +56,5 @@ def test_a_stream_that_never_goes_idle_stops_after_the_grace(monkeypatch: pytest
 
 
 def test_a_batch_that_never_ends_is_left_after_most_s(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
+    clock = FakeClock()
     assert 45.0 <= settle(monkeypatch, Query(clock, active=[(0.0, 1000.0)]), clock) < 45.2

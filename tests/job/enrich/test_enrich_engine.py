@@ -15,6 +15,7 @@ from job.enrich.replay import ReplayStore
 from job.enrich.sources import MISSING, FetchError, Key, Source
 from job.errors import EnrichError, SpecError
 from job.spec import PostgresLookup
+from tests.helpers import FakeClock
 
 
 class FakeSource(Source):
@@ -54,14 +55,6 @@ def batch(customers: list[str | None]) -> pa.Table:
     return pa.table({"customer_id": pa.array(customers, pa.string()), "n": list(range(len(customers)))})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_distinct_keys_in_batches_and_rows_in_order() -> None:
     source = FakeSource(DOCS)
     enricher = Enricher([lookup()], sources={"customers": source})
@@ -83,7 +76,7 @@ def test_distinct_keys_in_batches_and_rows_in_order() -> None:
 
 
 def test_cache_answers_within_ttl_then_asks_again() -> None:
-    source, clock = FakeSource(DOCS), Clock()
+    source, clock = FakeSource(DOCS), FakeClock()
     enricher = Enricher([lookup(cache_ttl_s=60)], sources={"customers": source}, timer=clock)
     enricher.enrich(batch(["c1", "c9"]), 0)
     source.requests.clear()

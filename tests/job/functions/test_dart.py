@@ -11,21 +11,13 @@ import pytest
 
 from job.errors import FunctionError
 from job.functions.dart import DartStore, read_url, store_url
-from tests.helpers import serve_directory
+from tests.helpers import FakeClock, serve_directory
 
 
 def write(root: Path, kind: str, name: str, doc: object) -> None:
     path = root / kind / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_get_and_contains_from_a_folder(tmp_path: Path) -> None:
@@ -42,7 +34,7 @@ def test_get_and_contains_from_a_folder(tmp_path: Path) -> None:
 
 
 def test_refresh_rate_is_honoured_and_an_empty_collection_is_read_again(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     write(tmp_path, "dart-get", "m", {"k": "v1"})
     store = DartStore(store_url(str(tmp_path)), clock=clock)
     k = pa.array(["k"])
@@ -62,7 +54,7 @@ def test_refresh_rate_is_honoured_and_an_empty_collection_is_read_again(tmp_path
 
 
 def test_a_failed_reread_keeps_the_old_copy_a_first_read_fails(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     write(tmp_path, "dart-get", "m", {"k": "v1"})
     store = DartStore(store_url(str(tmp_path)), clock=clock)
     assert store.get("m", pa.array(["k"]), 1).to_pylist() == ["v1"]

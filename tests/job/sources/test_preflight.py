@@ -13,17 +13,7 @@ from job.errors import SourceError
 from job.sources import offsets as kofs
 from job.sources import preflight
 from job.sources.kafka import SourceConfig
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.helpers import FakeClock
 
 
 def _config(max_outage_s: float) -> SourceConfig:
@@ -44,7 +34,7 @@ def _broker_down_for(monkeypatch: pytest.MonkeyPatch, clock: FakeClock, seconds:
 
 
 def test_it_waits_says_so_every_ten_seconds_and_goes_on_when_the_broker_answers(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    clock, said = FakeClock(), []
+    clock, said = FakeClock(1000.0), []
     _broker_down_for(monkeypatch, clock, 31)
     preflight.wait_for_brokers([_config(600)], say=said.append, clock=clock, sleep=clock.sleep)
     assert said == [
@@ -59,7 +49,7 @@ def test_it_waits_says_so_every_ten_seconds_and_goes_on_when_the_broker_answers(
 
 
 def test_it_gives_up_after_max_outage_s_with_one_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    clock, said = FakeClock(), []
+    clock, said = FakeClock(1000.0), []
     _broker_down_for(monkeypatch, clock, 10_000)
     with pytest.raises(SourceError) as info:
         preflight.wait_for_brokers([_config(20)], say=said.append, clock=clock, sleep=clock.sleep)
@@ -74,13 +64,13 @@ def test_a_missing_topic_fails_at_once(monkeypatch) -> None:  # type: ignore[no-
 
     monkeypatch.setattr(kofs, "partitions_of", partitions_of)
     with pytest.raises(SourceError, match="does not exist"):
-        preflight.wait_for_brokers([_config(600)], say=print, clock=FakeClock(), sleep=FakeClock().sleep)
+        preflight.wait_for_brokers([_config(600)], say=print, clock=FakeClock(1000.0), sleep=FakeClock(1000.0).sleep)
 
 
 def test_a_ctrl_c_lost_inside_the_kafka_client_still_stops_the_wait(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The Ctrl-C handler also sets a flag: if its KeyboardInterrupt is swallowed (raised while librdkafka's C
     code ran), the next round stops the wait. Seen once in CI: the wait went on for max_outage_s."""
-    clock, said, interrupted = FakeClock(), [], threading.Event()
+    clock, said, interrupted = FakeClock(1000.0), [], threading.Event()
     _broker_down_for(monkeypatch, clock, 10_000)
 
     def sleep(seconds: float) -> None:
