@@ -100,6 +100,8 @@ int main(int argc, char **argv) {
     ssize_t n = recv(sock, reply, sizeof reply - 1, 0);
     if (n <= 0) { close(sock); run_locally(argv); }  /* refused: run the module here */
     reply[n] = '\0';
+    /* the module ran (a server of an older protocol sent the PID after the child's end): never run it again */
+    if (strncmp(reply, "exit ", 5) == 0) return atoi(reply + 5);
     child = (pid_t)atoi(reply);
     if (child <= 0) { close(sock); run_locally(argv); }
 

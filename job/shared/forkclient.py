@@ -58,8 +58,14 @@ def main(args: list[str]) -> int:
         conn.connect(path)
         conn.sendmsg([encode(args[1], args[2:], os.getcwd(), dict(os.environ), ignored)],
                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
-        pid = int(conn.recv(64))
-    except (OSError, ValueError):
+        first = conn.recv(64)  # the child's PID, its first word; nothing when the server refused
+    except OSError:
+        first = b""
+    if first.startswith(b"exit "):  # the module ran (an older server sent the PID after the child's end)
+        return int(first.split()[1])
+    try:
+        pid = int(first)
+    except ValueError:  # refused, or no server: nothing ran
         conn.close()
         run_locally(args)
         return 1  # not reached

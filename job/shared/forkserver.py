@@ -27,8 +27,9 @@ when the process that started it exits.
 Protocol (one request per connection, a ``SOCK_SEQPACKET`` socket, so messages keep their bounds):
 the client sends one message (module, folder, the signals it was started with ignored, argument count,
 arguments and ``KEY=VALUE`` environment entries, each NUL-terminated) with its file descriptors 0, 1 and 2 attached
-(``SCM_RIGHTS``); the server answers with the child's PID (decimal); the child sends ``exit <code>``
-when the module returns or raises ``SystemExit``. The client is ``forkclient.c`` (0.3 MB), built at
+(``SCM_RIGHTS``); the forked child answers with its PID (decimal), then sends ``exit <code>`` when the
+module returns or raises ``SystemExit`` (both from the child, so always in that order); a refused request is
+closed with no answer, and the client then runs the module itself. The client is ``forkclient.c`` (0.3 MB), built at
 start with the system's C compiler, or :mod:`job.shared.forkclient` (10 MB) without one.
 """
 
@@ -113,6 +114,12 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     """In the forked child: take the client's streams, environment and folder, run the module, report
     its exit code to the client, and exit. Never returns."""
     code = 1
+    try:
+        # The child's PID is its first word to the client, before its "exit": sent by the server after the
+        # fork, it came after a quick child's end on a busy machine, and the client ran the module again.
+        conn.sendall(str(os.getpid()).encode())
+    except OSError:
+        os._exit(143)  # the client is gone
     try:
         child_signals(request.get("ignored", []))
         name_process(request["module"])
@@ -222,9 +229,7 @@ def serve(path: Path, parent: int, modules: tuple[str, ...] = SERVED) -> None:
                 run_child(conn, request, fds)
             for fd in fds:
                 os.close(fd)
-            with contextlib.suppress(OSError):
-                conn.sendall(str(pid).encode())
-            conn.close()
+            conn.close()  # the child tells the client its PID
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)  # the socket's folder is the server's own
 

@@ -296,3 +296,29 @@ def test_the_udf_workers_daemon_is_forked_from_the_server(spark) -> None:  # typ
     servers = {p for p in children_of(os.getpid()) if "job.shared.forkserver" in Path(f"/proc/{p}/cmdline").read_text()}
     assert got and got <= servers, (got, servers)
     assert {row.name for row in rows} == {"python-workers"}  # the daemon's name in top (and its workers')
+
+
+def test_a_client_never_runs_a_module_the_server_ran_already(client_env: dict[str, str], tmp_path: Path) -> None:
+    """The child's PID is its first word, then its exit code; a server whose PID came after the child's end
+    (stop 46: on a busy machine, the module then ran twice, once here) must still be believed: a stand-in
+    server answers ``exit 7`` at once, and the client exits 7 without running the module."""
+    sock = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
+        listener.bind(str(sock))
+        listener.listen(1)
+        env = {**client_env, forkserver.SOCKET_ENV: str(sock)}
+        client = subprocess.Popen(client_argv(env, "-m", TARGET, "7"), env=env, cwd=tmp_path,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            conn, _ = listener.accept()
+            with conn:
+                msg, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+                assert msg.split(b"\0")[0] == TARGET.encode() and len(fds) == 3
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(b"exit 7")
+                out, err = client.communicate(timeout=60)
+        finally:
+            if client.poll() is None:
+                client.kill()
+    assert (client.returncode, out, err) == (7, "", "")
