@@ -32,8 +32,10 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: memory freed, not leaked. The JVM now trims every 30 s (JDK 17.0.9 and later; older ones ignore it).
 JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:NmethodSweepActivity=0", "-XX:TrimNativeHeapInterval=30000")
 
-#: More options for every driver JVM (space-separated, as a shell splits them), after the defaults: e.g.
-#: ``-XX:TieredStopAtLevel=1`` (the quick JIT compiler only) for JVMs that live a few minutes, as the tests'.
+#: More options for every JVM a dagger starts, its driver and its executors (space-separated, as a shell splits
+#: them), after the defaults: e.g. ``-XX:TieredStopAtLevel=1`` (the quick JIT compiler only) for JVMs that live
+#: a few minutes, as the tests'. The local standalone cluster's master and workers get them too
+#: (:mod:`job.stack.spark_standalone`).
 JVM_OPTIONS_ENV = "DAGGERS_JVM_OPTIONS"
 
 #: Spark's state store providers: RocksDB (the sessions' default) and the one in the JVM's heap.
@@ -82,9 +84,10 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         # built anywhere removes if this process is killed (Spark's own clean-up is a shutdown hook)
         conf["spark.local.dir"] = str(scratch.claim())
     quiet = () if debug_enabled() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
-    driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *shlex.split(os.environ.get(JVM_OPTIONS_ENV, "")), *quiet)
+    more = shlex.split(os.environ.get(JVM_OPTIONS_ENV, ""))
+    driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *more, *quiet)
     for key, options in (("spark.driver.extraJavaOptions", driver),
-                         ("spark.executor.extraJavaOptions", JVM_OPTIONS)):
+                         ("spark.executor.extraJavaOptions", (*JVM_OPTIONS, *more))):
         # Spark splits the string as a shell would: quoted, an option keeps its spaces
         conf[key] = f"{shlex.join(options)} {conf[key]}" if key in conf else shlex.join(options)
     _launch_gateway_apart({"spark.master": master, "spark.app.name": app_name, **conf})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ import pytest
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT
+from job.spark_session import JVM_OPTIONS_ENV
 from tests.helpers import (
     BOOKINGS_SQL,
     expected_bookings,
@@ -84,5 +86,8 @@ def test_a_dagger_runs_on_the_workers_with_exact_windows(spark_cluster: SparkClu
         worker = spark_cluster.worker_state(index)
         mine = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app["id"]]
         assert [e["memory"] for e in mine] == [512], worker
-        stderr = spark_cluster.work_dir / app["id"] / str(mine[0]["id"]) / "stderr"
-        assert "Finished task" in stderr.read_text(errors="replace"), f"no task ran on worker {index + 1}"
+        stderr = (spark_cluster.work_dir / app["id"] / str(mine[0]["id"]) / "stderr").read_text(errors="replace")
+        assert "Finished task" in stderr, f"no task ran on worker {index + 1}"
+        # the executor's JVM got the options Daggers gives its own JVMs (tests/conftest.py sets them)
+        launch = next(line for line in stderr.splitlines() if line.startswith("Spark Executor Command:"))
+        assert all(f'"{o}"' in launch for o in shlex.split(os.environ[JVM_OPTIONS_ENV])), launch

@@ -1,5 +1,6 @@
 """A standalone cluster's worker whose UI port was taken between choosing it and binding it (Spark then binds
-the next port) is still found where it answers."""
+the next port) is still found where it answers; its master and workers run with the JVM options Daggers gives
+its own JVMs."""
 
 from __future__ import annotations
 
@@ -29,3 +30,19 @@ def test_a_worker_whose_ui_port_was_taken_is_found_where_it_answers(tmp_path: Pa
             assert state["masterurl"] == cluster.master_url and state["cores"] == 1
         finally:
             cluster.stop()
+
+
+def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAGGERS_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -Ddaggers.test.mark=standalone")
+    monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Ddaggers.test.own=kept")
+    port, ui, worker_ui = free_ports(3)
+    cluster = SparkStandalone(tmp_path, port, ui, [worker_ui], die_with_parent=True)
+    cluster.start()
+    try:
+        for proc in cluster.processes:
+            argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+            assert {b"-XX:TieredStopAtLevel=1", b"-Ddaggers.test.mark=standalone",
+                    b"-Ddaggers.test.own=kept"} <= set(argv), (proc.name, argv)
+    finally:
+        cluster.stop()
