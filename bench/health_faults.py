@@ -129,13 +129,13 @@ class HealthWorld:
         return self
 
     def start_controller(self) -> None:
-        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, 16, ...:
-        a crash loop lasts about two minutes before the controller gives up)."""
+        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, then 16
+        each time: a crash loop lasts about a minute before the controller gives up)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
-             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--no-standby",
-             "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
+             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--max-backoff", "16",
+             "--no-standby", "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
             env=self.env)
 
     def kill_controller(self) -> None:

@@ -31,11 +31,18 @@ fi
 # 957 (every process compiled what it imported first, many at once). compileall's exit code is not checked:
 # some packages ship files for other Python versions that do not compile, as pip itself skips them.
 .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
+.venv/bin/daggers protos build >/dev/null
+# The class archive every dagger's JVM starts from (a dagger's first point ~4 s sooner, ~6 core-s less): written
+# once, ~40 s of a JVM mostly on one core, so in the background while the compiling below takes the others.
+archive=""
+if ! .venv/bin/daggers jvm-archive --check >/dev/null; then
+  .venv/bin/daggers jvm-archive >/dev/null & archive=$!
+fi
 .venv/bin/python -m compileall -q -j 0 .venv/lib >/dev/null 2>&1 || true
 # Daggers' own modules too: a shell with PYTHONDONTWRITEBYTECODE set (as CI's) never caches them, and every
 # process (each `daggers` command, dagger, Spark Python worker) compiled what it imported (~0.1 s a command).
 .venv/bin/python -m compileall -q -j 0 job alerting tui web_atlas >/dev/null
-.venv/bin/daggers protos build >/dev/null
-# The class archive every dagger's JVM starts from (a dagger's first point ~4 s sooner, ~6 core-s less): written once, ~40 s.
-.venv/bin/daggers jvm-archive --check >/dev/null || .venv/bin/daggers jvm-archive
+if [ -n "$archive" ]; then
+  wait "$archive" || { echo "setup: writing the JVM class archive failed (daggers jvm-archive)" >&2; exit 1; }
+fi
 echo "setup: done (.venv/bin/daggers is ready)"

@@ -680,6 +680,8 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
                poll: Annotated[float, typer.Option(help="Seconds between reconcile rounds.")] = 1.0,
                max_restarts: Annotated[int, typer.Option(help="Crashes in a row restarted.")] = 5,
                backoff: Annotated[float, typer.Option(help="First restart delay (doubles).")] = 2.0,
+               max_backoff: Annotated[float, typer.Option(help="Longest restart delay: the doubling stops "
+                                                                "there.")] = 120.0,
                stop_daggers_on_exit: Annotated[bool, typer.Option(help="Stop the daggers when the controller "
                                                                        "stops (default: leave them running).")] = False,
                standby: Annotated[bool, typer.Option(help="Keep a warm dagger process for the next deploy "
@@ -700,7 +702,7 @@ def controller(cluster: Annotated[str, typer.Option("--cluster", help="The clust
     with _errors(False):
         root = (state_dir or default_state_dir()) / "controller" / cluster
         settings = ControllerSettings(poll_interval_s=poll, max_restarts=max_restarts, backoff_initial_s=backoff,
-                                      standby=standby, failover_after_s=failover_after,
+                                      backoff_max_s=max_backoff, standby=standby, failover_after_s=failover_after,
                                       metrics_port=None if metrics_port < 0 else metrics_port)
         from job.control.client import server_of
 

@@ -4,9 +4,10 @@ process) and the console (Textual Pilot) show the health model's state within th
 the platform alerts for crash-looping, stalled, lagging and a silent controller fire once and resolve.
 
 Detection times asserted (deadlines, generous; the thresholds are those of HEALTH_ENV):
-first start 300 s; stopped 60 s; crash-looping 240 s, failed (after 5 restarts, 4 s back-off doubling) 300 s; sink down 180 s; broker SIGSTOP
-(stalled after 20 s silent) 120 s; lag growing (20 s window) 180 s; host JVM killed 120 s; host killed
-120 s; controller killed (silent after 10 s) 60 s; late events 120 s; broker down 180 s."""
+first start 300 s; stopped 60 s; crash-looping 240 s, failed (after 5 restarts, the back-off 4 s doubling up to
+16 s) 300 s; sink down 180 s; broker SIGSTOP (stalled after 20 s silent) 120 s; lag growing (20 s window) 180 s;
+host JVM killed 120 s; host killed 120 s; controller killed (silent after 10 s) 60 s; late events 120 s; broker
+down 180 s."""
 
 from __future__ import annotations
 
