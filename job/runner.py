@@ -392,7 +392,7 @@ class DaggerJob:
             self._on_progress(json.loads(p.json) if hasattr(p, "json") else dict(p))
 
     def settle(self, grace_s: float = 10.0, most_s: float = 45.0) -> None:
-        """Wait until the query is idle for a whole trigger interval: at most ``grace_s`` after the batch in
+        """Wait until the query is idle for a whole trigger interval: at most ``grace_s`` after the trigger in
         progress at the call has ended, and ``most_s`` in all (under a controller's 60-s stop timeout).
 
         Spark evicts the windows a data batch's watermark closed in the *next* trigger (a no-data
@@ -400,22 +400,29 @@ class DaggerJob:
         resume with the older watermark and hold those windows back until new data arrives. A batch still
         running when the stop comes is waited for: on a busy machine one took 11 s, longer than the grace,
         and the windows of its data stayed unwritten after the dagger moved (no data came after it).
+
+        That trigger has ended when the query is seen idle or reports new progress: triggers back to back
+        (a broker that is down makes each wait ~10 s for it) are not one long batch, and a stop then takes
+        the grace after the first, not ``most_s``.
         """
-        if self.query is None or not self.query.isActive:
+        query = self.query
+        if query is None or not query.isActive:
             return
         started = time.monotonic()
         deadline = started + grace_s
-        first_batch = True  # the batch in progress at the call, while it runs
+        first: tuple[Any, Any] | None = _progress_mark(query)  # while set: the trigger at the call may still run
         idle_since: float | None = None
-        while self.query.isActive:
+        while query.isActive:
             now = time.monotonic()
             if now >= min(deadline, started + most_s):
                 return
-            status = self.query.status
+            status = query.status
             active = bool(status.get("isTriggerActive"))
-            if first_batch and active:
-                deadline = now + grace_s
-            first_batch = first_batch and active
+            if first is not None:
+                if active and _progress_mark(query) == first:
+                    deadline = now + grace_s
+                else:
+                    first = None
             idle = not active and not status.get("isDataAvailable")
             idle_since = (idle_since or now) if idle else None
             if idle_since is not None and now - idle_since > self._interval_s + 0.5:
@@ -436,6 +443,12 @@ class DaggerJob:
             sink.close()
         if self.enricher is not None:
             self.enricher.close()
+
+
+def _progress_mark(query: Any) -> tuple[Any, Any]:
+    """Return what tells the query's last progress report from the next: its batch and trigger time."""
+    last = query.lastProgress
+    return (last.batchId, last.timestamp) if last is not None else (None, None)
 
 
 def _enricher(plan: DaggerPlan) -> Enricher | None:

@@ -13,7 +13,8 @@ from tests.helpers import FakeClock
 
 
 class Query:
-    """A query whose trigger is active in the given spans of the clock, with data waiting in ``data``."""
+    """A query whose trigger is active in the given spans of the clock, with data waiting in ``data``; each
+    trigger reports its progress as it ends."""
 
     def __init__(self, clock: FakeClock, active: list[tuple[float, float]],
                  data: list[tuple[float, float]] | None = None) -> None:
@@ -25,6 +26,11 @@ class Query:
         t = self.clock.now
         return {"isTriggerActive": any(a <= t < b for a, b in self.active),
                 "isDataAvailable": any(a <= t < b for a, b in self.data)}
+
+    @property
+    def lastProgress(self) -> SimpleNamespace | None:  # noqa: N802 (pyspark's name)
+        ended = [(k, a) for k, (a, b) in enumerate(self.active) if b <= self.clock.now]
+        return SimpleNamespace(batchId=ended[-1][0], timestamp=ended[-1][1]) if ended else None
 
 
 def settle(monkeypatch: pytest.MonkeyPatch, query: Query, clock: FakeClock) -> float:
@@ -58,3 +64,11 @@ def test_a_stream_that_never_goes_idle_stops_after_the_grace(monkeypatch: pytest
 def test_a_batch_that_never_ends_is_left_after_most_s(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()
     assert 45.0 <= settle(monkeypatch, Query(clock, active=[(0.0, 1000.0)]), clock) < 45.2
+
+
+def test_triggers_back_to_back_are_not_one_long_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    # a broker that is down: each trigger waits 10 s for it, the next starts at once (never seen idle); the
+    # first ends with its progress report, and the grace counts from there (it took most_s, 45 s)
+    spans = [(10.0 * k, 10.0 * (k + 1)) for k in range(10)]
+    assert 20.0 <= settle(monkeypatch, Query(clock, active=spans), clock) < 20.2
