@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+import subprocess
 import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import s2sphere
@@ -34,6 +35,45 @@ DRIVERS_SQL = """SELECT S2Id(lat, long, 13) AS tag_s2id,
        TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), S2Id(lat, long, 13), driver_status"""
+
+T = TypeVar("T")
+
+
+def wait_until(what: str, check: Callable[[], T], timeout_s: float, *, every_s: float = 0.5,
+               proc: subprocess.Popen | None = None, log: Path | None = None, tail_chars: int = 3000) -> T:
+    """Call ``check`` every ``every_s`` seconds until it returns a truthy value; return that value.
+
+    ``check`` is always called at least once, and once more after the deadline (``timeout_s`` from the
+    call) has passed, so a last poll that was slow still counts.
+
+    Raises AssertionError naming ``what``:
+
+    - if ``proc`` is given and has exited (``proc.poll()`` is not None) before ``check`` held: with its
+      exit code and the last ``tail_chars`` of ``log``. Its exit is looked at before each call of
+      ``check``, so a process that did what was waited for and then exited does not fail the wait;
+    - on timeout: ``timed out after <timeout_s> s waiting for <what>``, followed by the last
+      ``tail_chars`` of ``log`` if that file exists.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        expired = time.monotonic() >= deadline
+        exit_code = proc.poll() if proc is not None else None
+        value = check()
+        if value:
+            return value
+        if exit_code is not None:
+            raise AssertionError(f"the process exited ({exit_code}) while waiting for {what}"
+                                 + _log_tail(log, tail_chars))
+        if expired:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}" + _log_tail(log, tail_chars))
+        time.sleep(max(0.0, min(every_s, deadline - time.monotonic())))
+
+
+def _log_tail(log: Path | None, chars: int) -> str:
+    """A newline and the last ``chars`` characters of ``log``; "" when there is no such file."""
+    if log is None or not log.is_file():
+        return ""
+    return "\n" + log.read_text(errors="replace")[-chars:]
 
 
 def reusable_ports(count: int, host: str = "127.0.0.1") -> list[int]:

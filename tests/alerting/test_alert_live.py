@@ -33,7 +33,7 @@ from job.runner import DaggerJob
 from job.stack.broker import create_topic
 from tests.alerting.alert_receivers import HttpReceiver, SmtpReceiver
 from tests.alerting.alert_setup import FAST_DELIVERY, SECRETS, WEBHOOK_SECRET, channels_yaml
-from tests.helpers import make_spec, unique
+from tests.helpers import make_spec, unique, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -110,20 +110,6 @@ class EngineProcess:
             self.proc.wait(10)
 
 
-def wait(predicate, timeout: float, what: str, engine: EngineProcess | None = None):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if engine is not None and engine.proc.poll() is not None:
-            raise AssertionError(f"the engine exited ({engine.proc.returncode}) waiting for {what}:\n"
-                                 + engine.log.read_text()[-3000:])
-        time.sleep(0.25)
-    tail = engine.log.read_text()[-3000:] if engine is not None else ""
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
-
-
 def influx_count(url: str, db: str, measurement: str) -> int:
     body = requests.get(f"{url}/query", params={"db": db, "q": f'SELECT count("bookings") FROM "{measurement}"'},
                         timeout=10).json()
@@ -178,38 +164,44 @@ rules:
     engines: list[EngineProcess] = []
     try:
         job.start(trigger_interval_s=1.0)
-        wait(lambda: influx_count(influxdb.url, db, measurement) >= 2, 180, "the dagger's first windows")
+        wait_until("the dagger's first windows", lambda: influx_count(influxdb.url, db, measurement) >= 2, 180)
         # live before the no-data rule looks: a dagger that started slowly writes its first windows late, and
         # an engine that looked then saw no point newer than 25 s (it fired and resolved at once on a busy machine)
-        wait(lambda: time.time() - newest_point(influxdb.url, db, measurement) < 12.0, 180, "the dagger to catch up")
+        wait_until("the dagger to catch up",
+                   lambda: time.time() - newest_point(influxdb.url, db, measurement) < 12.0, 180)
 
         # 1. the threshold fires once
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-1.log"))
-        wait(lambda: events("live-bookings-high") == ["firing"], 60, "the trigger", engines[-1])
+        wait_until("the trigger", lambda: events("live-bookings-high") == ["firing"], 60,
+                   proc=engines[-1].proc, log=engines[-1].log)
         for channel in ("webhook", "email"):  # both deliveries recorded in the store before the crash
-            wait(lambda c=channel: f"delivered firing of live-bookings-high to channel '{c}'"
-                 in engines[-1].log.read_text(), 60, f"the {channel} delivery recorded", engines[-1])
+            wait_until(f"the {channel} delivery recorded", lambda c=channel: f"delivered firing of live-bookings-high "
+                       f"to channel '{c}'" in engines[-1].log.read_text(), 60, proc=engines[-1].proc, log=engines[-1].log)
         # 2. crash mid-incident, restart: the new engine takes over the lease and sends nothing again
         assert engines[-1].signal(signal.SIGKILL) == -signal.SIGKILL
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-2.log"))
-        wait(lambda: "alert engine started" in engines[-1].log.read_text(), 60, "engine 2", engines[-1])
+        wait_until("engine 2", lambda: "alert engine started" in engines[-1].log.read_text(), 60,
+                   proc=engines[-1].proc, log=engines[-1].log)
         time.sleep(8.0)  # four evaluations, the alert still CRIT
         assert events("live-bookings-high") == ["firing"]
         # 3. graceful stop and restart, still mid-incident
         assert engines[-1].signal(signal.SIGTERM) == 0
         assert "alert engine stopped" in engines[-1].log.read_text()
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-3.log"))
-        wait(lambda: "alert engine started" in engines[-1].log.read_text(), 60, "engine 3", engines[-1])
+        wait_until("engine 3", lambda: "alert engine started" in engines[-1].log.read_text(), 60,
+                   proc=engines[-1].proc, log=engines[-1].log)
         time.sleep(6.0)
         assert events("live-bookings-high") == ["firing"]
         # 4. bookings calm down (20 per window): one resolve
         producer.rate = 4.0
-        wait(lambda: events("live-bookings-high") == ["firing", "resolved"], 90, "the resolve", engines[-1])
+        wait_until("the resolve", lambda: events("live-bookings-high") == ["firing", "resolved"], 90,
+                   proc=engines[-1].proc, log=engines[-1].log)
         assert events("live-output-stopped") == []  # output kept flowing: the no-data rule stayed quiet
         # 5. the producer stops: the dagger's output stops, the no-data rule fires
         producer.stop()
         stopped_at = time.monotonic()
-        wait(lambda: events("live-output-stopped") == ["firing"], 120, "the no-data alert", engines[-1])
+        wait_until("the no-data alert", lambda: events("live-output-stopped") == ["firing"], 120,
+                   proc=engines[-1].proc, log=engines[-1].log)
         fired_after = time.monotonic() - stopped_at
         listed = CliRunner().invoke(_cli(), ["alerts", "list", "--config", str(config), "--state-dir", str(tmp_path),
                                              "--json"])

@@ -34,6 +34,7 @@ from tests.alerting.alert_setup import (
     config_for,
     engine_for,
 )
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -271,11 +272,8 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         evaluate_minutes(first, ["jakarta-spike"], range(1, 6))  # Jakarta fires at T0+4m
         http_receiver.wait_for(1)
         # the receiver has the webhook before the engine has its answer and records it as sent
-        deadline = time.monotonic() + 30
-        while (pending := [q.channel for q in first.store.outbox(status="pending")]) != ["email"] \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert pending == ["email"]
+        wait_until("the webhook recorded as sent, only the mail pending",
+                   lambda: [q.channel for q in first.store.outbox(status="pending")] == ["email"], 30, every_s=0.1)
     finally:
         first.close()  # stops mid-incident: CRIT, the mail still queued
 

@@ -8,7 +8,6 @@ leaves is a matter of speed, measured by ``bench/bench_close.py``, not here.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from job.produce.producer import produce
 from job.runner import DaggerJob
 from job.sinks.influx import InfluxSink
 from job.sources.kafka import KafkaStreamReader, SourceConfig
-from tests.helpers import influx_points, make_spec, topic_and_db, unique
+from tests.helpers import influx_points, make_spec, topic_and_db, unique, wait_until
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -126,13 +125,6 @@ class _Recording(InfluxSink):
         return super()._write(table, batch_id)
 
 
-def _wait(what: str, done, timeout_s: float = 120.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, f"waited {timeout_s:.0f} s for {what}"
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize(("promptly", "at_close"), [(True, False), (False, False), (True, True)],
                          ids=["promptly", "default-spark", "read-at-window-close"])
 def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
@@ -161,11 +153,13 @@ def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(spark
             def caught_up(n: int = read) -> bool:
                 return sum(int(p.numInputRows) for p in query.recentProgress) >= n
 
-            _wait(f"step {k} to be read", caught_up)
+            wait_until(f"step {k} to be read", caught_up, 120, every_s=0.1)
             if k:
-                _wait(f"the window ending at step {k}'s start to be written", lambda e=ends[k - 1]: e in sink.written_by)
-        _wait("the batch that wrote the last closed window to report",
-              lambda: query.lastProgress is not None and int(query.lastProgress.batchId) >= max(sink.written_by.values()))
+                wait_until(f"the window ending at step {k}'s start to be written",
+                           lambda e=ends[k - 1]: e in sink.written_by, 120, every_s=0.1)
+        wait_until("the batch that wrote the last closed window to report",
+                   lambda: query.lastProgress is not None and int(query.lastProgress.batchId) >= max(sink.written_by.values()),
+                   120, every_s=0.1)
         rows_of = {int(p.batchId): int(p.numInputRows) for p in query.recentProgress}
     finally:
         job.stop()

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +18,15 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.runner import run_foreground
 from job.schema import default_registry
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, topic_and_db, unique
+from tests.helpers import (
+    BOOKINGS_SQL,
+    expected_bookings,
+    influx_points,
+    make_spec,
+    topic_and_db,
+    unique,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -38,20 +45,6 @@ def _start_dagger(spec_path: Path, state: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "job.cli", "run", str(spec_path), "--state-dir", str(state)],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                             cwd=Path(__file__).resolve().parents[2])
-
-
-def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text()[-3000:] if log else ""
-            raise AssertionError(f"dagger exited ({proc.returncode}) while waiting for {what}:\n{tail}")
-        time.sleep(0.5)
-    tail = log.read_text()[-3000:] if log else ""
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
 
 
 def _kill_group(proc: subprocess.Popen, sig: int) -> None:
@@ -83,18 +76,21 @@ def test_sigkill_mid_stream_then_resume_gives_exact_totals(tansu_broker, influxd
 
     proc = _start_dagger(spec_path, tmp_path, log)
     try:
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1200, 300, "the first batches", proc, log)
+        wait_until("the first batches", lambda: _status(checkpoint).get("input_rows", 0) >= 1200, 300,
+                   proc=proc, log=log)
         _kill_group(proc, signal.SIGKILL)  # mid-stream: 3000 records wait in the topic
         read_before_kill = _status(checkpoint)["input_rows"]
         assert 0 < read_before_kill < 3000
         produce(broker.bootstrap, topic, chunks[1], progress=False)
 
         proc = _start_dagger(spec_path, tmp_path, log)
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 4500, 300, "the restarted dagger", proc, log)
+        wait_until("the restarted dagger", lambda: _status(checkpoint).get("input_rows", 0) >= 4500, 300,
+                   proc=proc, log=log)
         produce(broker.bootstrap, topic, [chunks[2], closing], progress=False)
         want = expected_bookings(row for c in chunks for row in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 300,
-              "InfluxDB to equal the ground truth", proc, log)
+        wait_until("InfluxDB to equal the ground truth",
+                   lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 300,
+                   proc=proc, log=log)
     finally:
         _kill_group(proc, signal.SIGTERM)
     got = influx_points(influxdb, db, "m", "num_of_bookings", TAGS)

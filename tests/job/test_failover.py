@@ -18,8 +18,8 @@ from job.runner import DaggerJob
 from job.spec import parse_spec
 from job.stack.broker import NoidaBroker, TansuBroker, create_topic
 from job.stack.ports import free_port
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
-from tests.job.test_engine_recovery import _status, _wait
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
+from tests.job.test_engine_recovery import _status
 from tests.services import _serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -78,15 +78,15 @@ def test_primary_lost_mid_run_moves_to_the_secondary_with_no_gap(spark, influxdb
         job.start()
         started = time.monotonic()
         try:
-            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= stop_at, 240, f"{stop_at} records")
+            wait_until(f"{stop_at} records", lambda: _status(checkpoint).get("input_rows", 0) >= stop_at, 240)
             assert _status(checkpoint)["kafka_clusters"] == {"data_stream": "primary"}
             primary.stop()  # lost: the records that follow only reach the secondary
             lost_at = time.monotonic()
             produce(secondary.bootstrap, topic, [chunks[2], closing], progress=False)
 
             want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-            _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 300,
-                  "InfluxDB to equal the ground truth after the failover")
+            wait_until("InfluxDB to equal the ground truth after the failover",
+                       lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 300)
             moved_after = time.monotonic() - lost_at
             job.sync_progress()
             status = _status(checkpoint)

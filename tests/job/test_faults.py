@@ -16,8 +16,8 @@ from job.produce.producer import produce
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_ports
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
-from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status, _wait
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
+from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,7 +58,8 @@ def test_broker_stopped_for_12_seconds(influxdb, tmp_path) -> None:  # type: ign
         chunks = _chunks(3, seed=40)
         produce(broker.bootstrap, topic, chunks[0], progress=False)
         proc = _start_dagger(_dagger(tmp_path, broker.bootstrap, influxdb.url, db, topic), tmp_path, log)
-        _wait(lambda: _status(tmp_path / "ckpt").get("input_rows", 0) >= 2000, 360, "the first chunk", proc, log)
+        wait_until("the first chunk", lambda: _status(tmp_path / "ckpt").get("input_rows", 0) >= 2000, 360,
+                   proc=proc, log=log)
 
         broker.stop()  # SIGINT: noida-db keeps its data folder
         time.sleep(12)  # longer than librdkafka's reconnect backoff and several triggers: the source waits
@@ -68,8 +69,9 @@ def test_broker_stopped_for_12_seconds(influxdb, tmp_path) -> None:  # type: ign
         produce(broker.bootstrap, topic, [chunks[1], chunks[2], _closing()], progress=False)
 
         want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
-              "InfluxDB to equal the ground truth after the outage", proc, log)
+        wait_until("InfluxDB to equal the ground truth after the outage",
+                   lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
+                   proc=proc, log=log)
         assert _status(tmp_path / "ckpt")["input_rows"] == 6001
     finally:
         if proc is not None:
@@ -93,22 +95,26 @@ def test_influxdb_stopped_for_20_seconds(tansu_broker, tmp_path) -> None:  # typ
         # retries every 5 s at most (x0.5-1.5): back within 7.5 s of InfluxDB's return, not 45 s as at the default
         spec = _dagger(tmp_path, tansu_broker, influx.url, db, topic, sink_extra="max_backoff_s: 5\nmax_retries: 60")
         proc = _start_dagger(spec, tmp_path, log)
-        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 360, "the first windows", proc, log)
+        wait_until("the first windows", lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS), 360,
+                   proc=proc, log=log)
 
         influx.stop()
         produce(tansu_broker, topic, [chunks[2], _closing()], progress=False)
         # several retries at max_backoff_s 5 (the windows of chunk 2 wait to be written), and it lives on
-        _wait(lambda: "retry 3/60" in log.read_text(), 360, "three retries while InfluxDB is down", proc, log)
+        wait_until("three retries while InfluxDB is down", lambda: "retry 3/60" in log.read_text(), 360,
+                   proc=proc, log=log)
         assert proc.poll() is None, "the dagger must retry, not die"
         influx = InfluxServer(tmp_path / "influx", port, backup)
         influx.start()
 
         want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-        _wait(lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS) == want, 300,
-              "InfluxDB to equal the ground truth after its outage", proc, log)
+        wait_until("InfluxDB to equal the ground truth after its outage",
+                   lambda: influx_points(handle, db, "m", "num_of_bookings", TAGS) == want, 300,
+                   proc=proc, log=log)
         # (status.json is written after the batch's points)
-        _wait(lambda: _status(tmp_path / "ckpt").get("sinks", {}).get("influx", {}).get("retries", 0) >= 3, 180,
-              "the retries in status.json", proc, log)
+        wait_until("the retries in status.json",
+                   lambda: _status(tmp_path / "ckpt").get("sinks", {}).get("influx", {}).get("retries", 0) >= 3,
+                   180, proc=proc, log=log)
     finally:
         if proc is not None:
             _kill_group(proc, signal.SIGTERM)
@@ -128,15 +134,17 @@ def test_sigkill_several_times_during_a_long_run(tansu_broker, influxdb, tmp_pat
             produce(tansu_broker, topic, chunk, progress=False)
             proc = _start_dagger(spec_path, tmp_path, log)
             target = 2000 * i + 700
-            _wait(lambda t=target: _status(tmp_path / "ckpt").get("input_rows", 0) >= t, 360,
-                  f"progress before kill {i + 1}", proc, log)
+            wait_until(f"progress before kill {i + 1}",
+                       lambda t=target: _status(tmp_path / "ckpt").get("input_rows", 0) >= t, 360,
+                       proc=proc, log=log)
             time.sleep(0.3 * i)  # a different moment of the micro-batch each time
             _kill_group(proc, signal.SIGKILL)
         produce(tansu_broker, topic, _closing(), progress=False)
         proc = _start_dagger(spec_path, tmp_path, log)
         want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
-        _wait(lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
-              "InfluxDB to equal the ground truth after 3 kills", proc, log)
+        wait_until("InfluxDB to equal the ground truth after 3 kills",
+                   lambda: influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want, 360,
+                   proc=proc, log=log)
     finally:
         if proc is not None:
             _kill_group(proc, signal.SIGTERM)

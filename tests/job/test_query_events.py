@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 from py4j import java_gateway
 
 from job.query_events import QueryEvents
+from tests.helpers import wait_until
 
 
 class Recorder(QueryEvents):
@@ -55,13 +55,6 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
-def wait_for(check: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def run_query(spark: Any, listener: QueryEvents, fail_with: str | None = None) -> Any:
     from pyspark.sql import functions as F
 
@@ -80,16 +73,16 @@ def test_events_carry_ids_and_progress(spark: Any, lookups: Counter[str]) -> Non
     rec = Recorder()
     query = run_query(spark, rec)
     try:
-        wait_for(lambda: rec.kinds().count("progress") >= 3)
+        wait_until("three progress events", lambda: rec.kinds().count("progress") >= 3, 60, every_s=0.1)
         lookups.clear()
         before = rec.kinds().count("progress")
-        wait_for(lambda: rec.kinds().count("progress") >= before + 3)
+        wait_until("three more progress events", lambda: rec.kinds().count("progress") >= before + 3, 60, every_s=0.1)
         # three more events, and not one JVM name lookup to deliver them (PySpark's own path makes dozens)
         assert sum(lookups.values()) == 0, lookups
     finally:
         query.stop()
         spark.streams.removeListener(rec)
-    wait_for(lambda: "terminated" in rec.kinds())
+    wait_until("the terminated event", lambda: "terminated" in rec.kinds(), 60, every_s=0.1)
     started = next(v for k, v in rec.events if k == "started")
     assert started == (str(query.id), str(query.runId))
     progress = [v for k, v in rec.events if k == "progress"]
@@ -104,7 +97,7 @@ def test_terminated_carries_the_error_and_a_raising_handler_is_contained(spark: 
     rec = Recorder(fail=True)  # every handler raises: logged, never reaching Spark
     query = run_query(spark, rec, fail_with="kaboom 42")
     try:
-        wait_for(lambda: "terminated" in rec.kinds())
+        wait_until("the terminated event", lambda: "terminated" in rec.kinds(), 60, every_s=0.1)
     finally:
         query.stop()
         spark.streams.removeListener(rec)

@@ -27,6 +27,7 @@ from job.cli.atlas import (
     streamlit_argv,
 )
 from job.stack.ports import free_port
+from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,10 +173,8 @@ def test_the_streamlit_child_stops_with_the_command(sig: signal.Signals, tmp_pat
         (child,) = _children(proc.pid)
         os.kill(proc.pid, sig)
         proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _alive(child) or port_in_use("127.0.0.1", port):
-            assert time.monotonic() < deadline, f"Streamlit (pid {child}) outlived the command: {log.read_text()}"
-            time.sleep(0.2)
+        wait_until(f"Streamlit (pid {child}) to stop with the command",
+                   lambda: not _alive(child) and not port_in_use("127.0.0.1", port), 30, every_s=0.2, log=log)
         if sig == signal.SIGTERM:
             assert proc.returncode == 0, log.read_text()
     finally:

@@ -24,7 +24,7 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.ports import free_port
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -61,17 +61,6 @@ def _daggers(*args: str, log: Path) -> subprocess.Popen:
     return proc
 
 
-def _wait_for(predicate, timeout: float, what: str, log: Path, proc: subprocess.Popen | None = None):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"daggers exited ({proc.returncode}) while waiting for {what}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}:\n{log.read_text()[-3000:]}")
-
-
 def _bookings_with_closer():  # type: ignore[no-untyped-def]
     batch = generate("booking", 3000, seed=41, start=T0, duration_s=300)
     closer = generate("booking", 1, seed=42, start=T0 + timedelta(minutes=15), duration_s=1)
@@ -95,8 +84,9 @@ def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--once", "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
     try:
-        _wait_for(lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(), 120,
-                  "the waiting line", log, proc)
+        wait_until("the waiting line",
+                   lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(), 120,
+                   proc=proc, log=log)
         broker = NoidaBroker(tmp_path / "noida", port)  # the same port, the same data
         broker.start()
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
@@ -182,8 +172,9 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
     proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
     status = tmp_path / "ckpt" / "status.json"
     try:
-        _wait_for(lambda: status.is_file() and '"input_rows": 3001' in status.read_text(), 600,
-                  "the dagger to read every event", log, proc)
+        wait_until("the dagger to read every event",
+                   lambda: status.is_file() and '"input_rows": 3001' in status.read_text(), 600,
+                   proc=proc, log=log)
         before = len(log.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         code = proc.wait(timeout=180)
@@ -232,7 +223,8 @@ def _waiting_for_a_broker(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
     try:
-        _wait_for(lambda: "waiting for the Kafka broker" in log.read_text(), 120, "the waiting line", log, proc)
+        wait_until("the waiting line", lambda: "waiting for the Kafka broker" in log.read_text(), 120,
+                   proc=proc, log=log)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         raise
@@ -243,7 +235,7 @@ def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -
     proc, log = _waiting_for_a_broker(tmp_path)
     try:
         os.kill(proc.pid, signal.SIGUSR1)
-        _wait_for(lambda: "most recent call first" in log.read_text(), 30, "the stacks", log, proc)
+        wait_until("the stacks", lambda: "most recent call first" in log.read_text(), 30, proc=proc, log=log)
         time.sleep(0.5)
         dump = log.read_text().split("waiting for the Kafka broker", 1)[1]
         assert re.search(r'File ".*/job/sources/preflight.py", line \d+ in _wait_for', dump), dump

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from job.control.views import DaggerView
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,18 +61,6 @@ sink:
 """
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            tail = log.read_text()[-4000:] if log and log.exists() else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
-        time.sleep(0.5)
-
-
 def closed(rows: list[dict[str, Any]]) -> dict[tuple, int]:
     """The windows a watermark-driven dagger has emitted after reading ``rows``: those whose end is at or
     before the highest event time minus the watermark delay."""
@@ -108,15 +95,15 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
                 pids.add(d.pid)
             return d
 
-        running = wait_for("running", lambda: state().actual_state == "running" and state(), 300, log)
+        running = wait_until("running", lambda: state().actual_state == "running" and state(), 300, log=log)
         t_running = time.monotonic() - t_deploy
         dagger_log = Path(running.checkpoint).parent / "dagger.log"
         want1 = closed(rows1)
-        wait_for("the first windows in InfluxDB", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
-                                                                        TAGS) == want1, 300, dagger_log)
+        wait_until("the first windows in InfluxDB", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
+                                                                          TAGS) == want1, 300, log=dagger_log)
         assert sum(want1.values()) > 1500 and len(want1) > 300
-        done1 = wait_for("all of batch 1 counted, lag 0", lambda: (d := state()).progress.get("input_rows") == 4001
-                         and d.lag == 0 and d, 180, dagger_log)
+        done1 = wait_until("all of batch 1 counted, lag 0", lambda: (d := state()).progress.get("input_rows") == 4001
+                           and d.lag == 0 and d, 180, log=dagger_log)
         assert done1.progress["late_rows_dropped"] == 0 and len(alice.samples(ref)) >= 2
 
         # team B sees nothing of it, and cannot act on it
@@ -128,15 +115,15 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
 
         # a crash: the controller restarts it after the back-off; it resumes from the checkpoint
         os.killpg(running.pid, signal.SIGKILL)
-        back = wait_for("the restart after a crash", lambda: (d := state()).restarts == 1
-                        and d.actual_state == "running" and d.pid != running.pid and d, 300, log)
+        back = wait_until("the restart after a crash", lambda: (d := state()).restarts == 1
+                          and d.actual_state == "running" and d.pid != running.pid and d, 300, log=log)
         assert "killed by signal 9" in (back.last_error or "") and back.last_exit_code == -9
 
         # edit: a compatible new version rolls out and resumes from the same checkpoint
         result = alice.edit(ref, spec_text("e2e-bookings", topic, db, 2.0), comment="slower trigger")
         assert (result.version, result.compatibility.resume, result.redeploys, result.checkpoint_epoch) == (2, True, True, 1)
-        v2 = wait_for("version 2 running", lambda: (d := state()).running_version == 2
-                      and d.actual_state == "running" and d, 300, log)
+        v2 = wait_until("version 2 running", lambda: (d := state()).running_version == 2
+                        and d.actual_state == "running" and d, 300, log=log)
         assert v2.checkpoint == running.checkpoint and v2.pid != back.pid
 
         second = generate("booking", 4000, seed=43, start=T0 + timedelta(minutes=20), duration_s=240,
@@ -145,14 +132,14 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
         produce(tansu_broker, topic, [second, closer2], progress=False)
         want = closed(rows1 + second.table.to_pylist() + closer2.table.to_pylist())
         assert len(want) > len(want1) + 300
-        wait_for("every window exactly once", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
-                                                                    TAGS) == want, 300, dagger_log)
-        totals = wait_for("the totals kept across crash and edit", lambda: (d := state()).progress.get("input_rows")
-                          == 8002 and d.lag == 0 and d, 180, dagger_log)
+        wait_until("every window exactly once", lambda: influx_points(influxdb, db, "bookings", "num_of_bookings",
+                                                                      TAGS) == want, 300, log=dagger_log)
+        totals = wait_until("the totals kept across crash and edit", lambda: (d := state()).progress.get("input_rows")
+                            == 8002 and d.lag == 0 and d, 180, log=dagger_log)
         assert totals.progress["late_rows_dropped"] == 0 and totals.running_version == 2
 
         alice.stop(ref)
-        stopped = wait_for("stopped", lambda: (d := state()).actual_state == "stopped" and d, 180, log)
+        stopped = wait_until("stopped", lambda: (d := state()).actual_state == "stopped" and d, 180, log=log)
         assert stopped.last_exit_code == 0 and stopped.pid is None and not pid_alive(v2.pid)
         entries = list(reversed(alice.audit(target="e2e-bookings")))
         assert [(e.user, e.action) for e in entries if e.allowed] == [

@@ -21,9 +21,9 @@ from job.control.views import DaggerView
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
-from tests.helpers import influx_points
+from tests.helpers import influx_points, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
-from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text, wait_for
+from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,13 +63,13 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
     def exact(what: str, pid: int, cluster: str, log: Path) -> DaggerView:
         """Wait until the dagger runs on ``cluster`` in a process other than ``pid`` and InfluxDB holds
         exactly the windows of every event produced; return the dagger."""
-        d = wait_for(f"{what}: running on {cluster}", lambda: (d := state()).cluster == cluster and d.pid != pid
-                     and d.actual_state == "running" and d, 150, log)
+        d = wait_until(f"{what}: running on {cluster}", lambda: (d := state()).cluster == cluster and d.pid != pid
+                       and d.actual_state == "running" and d, 150, log=log)
         want = closed(rows)
         # a resumed dagger's first batch starts a JVM and warms it up: minutes when the slow chaos and
         # outage tests share the 2 cores with it (CI runs those first)
-        wait_for(f"{what}: every window exactly once", lambda: influx_points(
-            influxdb, db, "bookings", "num_of_bookings", TAGS) == want, 300, Path(d.checkpoint).parent / "dagger.log")
+        wait_until(f"{what}: every window exactly once", lambda: influx_points(
+            influxdb, db, "bookings", "num_of_bookings", TAGS) == want, 300, log=Path(d.checkpoint).parent / "dagger.log")
         counted: list[object] = []  # what the dagger reported last, for the message of a time-out
 
         def all_counted() -> DaggerView | None:
@@ -81,7 +81,7 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
             # The old process may have written the windows in a batch it was stopped in before committing it:
             # the new process counts those events when it runs that batch again, which is its first one and
             # as slow to start as the windows above.
-            return wait_for(f"{what}: all {len(rows)} events counted once", all_counted, 300, log)
+            return wait_until(f"{what}: all {len(rows)} events counted once", all_counted, 300, log=log)
         except AssertionError as exc:
             own = Path(d.checkpoint or ".").parent / "dagger.log"
             raise AssertionError(f"{exc}\nlast reported: input_rows {counted[0]}, last_batch_id {counted[1]}, "

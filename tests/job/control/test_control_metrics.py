@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -19,22 +18,12 @@ import requests
 from job.control import ControlPlane, Registry
 from job.control.controller import Controller, ControllerSettings
 from job.control.metrics import METRICS
+from tests.helpers import wait_until
 from tests.job.control.control_seed import bookings_spec, seed
 from tests.job.control.test_controller import fake
 from tests.services import VictoriaHandle
 
 DASHBOARD = Path(__file__).parents[3] / "docs" / "grafana" / "daggers-health.json"
-
-
-def wait_for(what: str, check: Callable[[], object], timeout: float = 60.0) -> object:
-    """Return ``check()`` once it is truthy; AssertionError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -64,10 +53,10 @@ def world(tmp_path: Path) -> Iterator[tuple[ControlPlane, Controller]]:
 def test_victoria_metrics_scrapes_the_health_model(world: tuple[ControlPlane, Controller],
                                                    victoria_metrics: VictoriaHandle) -> None:
     alice, ctl = world
-    url = str(wait_for("the metrics URL in the registry", lambda: alice.cluster("a-jkt").controller_metrics_url))
+    url = str(wait_until("the metrics URL in the registry", lambda: alice.cluster("a-jkt").controller_metrics_url, 60))
     assert url == ctl.metrics_url and re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", url)
-    wait_for("steady running and loop crash-looping", lambda: alice.dagger("steady").state == "running"
-             and alice.dagger("loop").state == "crash-looping")
+    wait_until("steady running and loop crash-looping", lambda: alice.dagger("steady").state == "running"
+               and alice.dagger("loop").state == "crash-looping", 60)
     victoria_metrics.scrape("controller-a-jkt", str(urlparse(url).netloc), env="test")
     try:
         def query(promql: str) -> dict[str, float]:
@@ -79,7 +68,7 @@ def test_victoria_metrics_scrapes_the_health_model(world: tuple[ControlPlane, Co
         def states() -> dict[str, float]:
             return query('daggers_dagger_state{cluster="a-jkt", env="test"} == 1')
 
-        wait_for("a scrape", lambda: len(states()) == 3)
+        wait_until("a scrape", lambda: len(states()) == 3, 60)
         assert states() == {
             "cluster=a-jkt,dagger=idle,state=stopped,team=team-a": 1.0,
             "cluster=a-jkt,dagger=loop,state=crash-looping,team=team-a": 1.0,
@@ -113,9 +102,9 @@ def dashboard_metrics() -> set[str]:
 
 def test_the_dashboard_queries_only_metrics_the_controller_serves(world: tuple[ControlPlane, Controller]) -> None:
     alice, ctl = world
-    url = str(wait_for("the metrics URL", lambda: alice.cluster("a-jkt").controller_metrics_url))
-    wait_for("a crash-looping dagger (so every family has a sample)", lambda: alice.dagger("loop").state ==
-             "crash-looping" and alice.dagger("steady").state == "running")
+    url = str(wait_until("the metrics URL", lambda: alice.cluster("a-jkt").controller_metrics_url, 60))
+    wait_until("a crash-looping dagger (so every family has a sample)", lambda: alice.dagger("loop").state ==
+               "crash-looping" and alice.dagger("steady").state == "running", 60)
     text = requests.get(url, timeout=10).text
     served = set()
     for line in text.splitlines():

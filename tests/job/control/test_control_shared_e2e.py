@@ -20,9 +20,9 @@ from job.control import ControlPlane
 from job.control.views import DaggerView
 from job.liveness import read_json
 from job.stack.process import group_members, pid_alive
-from tests.helpers import influx_points, produce_step
+from tests.helpers import influx_points, produce_step, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
-from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text, wait_for
+from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,17 +57,17 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
         want = closed(rows)
         marker = read_json(Path(state(ref).checkpoint) / ".." / "hosted.json") or {}
         host_log = Path(marker["host"]) / "host.log" if marker else log
-        wait_for(f"{ref}: every window exactly once", lambda: influx_points(
-            influxdb, database, "bookings", "num_of_bookings", TAGS) == want, 300, host_log)
-        return wait_for(f"{ref}: every event counted", lambda: (d := state(ref)).progress.get("input_rows")
-                        == len(rows) and d.actual_state == "running" and d, 90, host_log)
+        wait_until(f"{ref}: every window exactly once", lambda: influx_points(
+            influxdb, database, "bookings", "num_of_bookings", TAGS) == want, 300, log=host_log)
+        return wait_until(f"{ref}: every event counted", lambda: (d := state(ref)).progress.get("input_rows")
+                          == len(rows) and d.actual_state == "running" and d, 90, log=host_log)
 
     try:
         step(0)
         one = alice.create("a-jkt", spec_text("sh-one", topic, db, 1.0, "shared"), deploy=True).ref
         two = alice.create("a-jkt", spec_text("sh-two", topic, db2, 1.0, "shared"), deploy=True).ref
-        first = {ref: wait_for(f"{ref} running", lambda r=ref: (d := state(r)).actual_state == "running" and d,
-                               240, log) for ref in (one, two)}
+        first = {ref: wait_until(f"{ref} running", lambda r=ref: (d := state(r)).actual_state == "running" and d,
+                                 240, log=log) for ref in (one, two)}
         host_pid = first[one].pid
         assert first[two].pid == host_pid and pid_alive(host_pid)  # one application for both
         assert read_json(Path(first[one].checkpoint).parent / "hosted.json")["host"].endswith("/shared/host-0")  # type: ignore[index]
@@ -77,8 +77,8 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
 
         # edit one: only it rolls over, in the same host
         alice.edit(one, spec_text("sh-one", topic, db, 2.0, "shared"), comment="slower trigger")
-        v2 = wait_for("one v2 running", lambda: (d := state(one)).running_version == 2
-                      and d.actual_state == "running" and d, 180, log)
+        v2 = wait_until("one v2 running", lambda: (d := state(one)).running_version == 2
+                        and d.actual_state == "running" and d, 180, log=log)
         assert v2.pid == host_pid and v2.checkpoint == first[one].checkpoint and v2.last_exit_code == 0
         step(1)
         exact(one, db)
@@ -89,8 +89,8 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
         jvm = [p for p in group_members(host_pid) if p != host_pid and "java" in Path(f"/proc/{p}/cmdline").read_text()]
         assert len(jvm) == 1
         os.kill(jvm[0], signal.SIGKILL)
-        back = {ref: wait_for(f"{ref} back in a new host", lambda r=ref: (d := state(r)).actual_state == "running"
-                              and d.pid != host_pid and d.restarts >= 1 and d, 300, log) for ref in (one, two)}
+        back = {ref: wait_until(f"{ref} back in a new host", lambda r=ref: (d := state(r)).actual_state == "running"
+                                and d.pid != host_pid and d.restarts >= 1 and d, 300, log=log) for ref in (one, two)}
         assert back[one].pid == back[two].pid and not pid_alive(host_pid)
         assert "its shared application host" in (back[one].last_error or "") and "was lost" in back[one].last_error
         step(2)
@@ -99,7 +99,7 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
 
         # stopping one leaves the other (and the host) running
         alice.stop(two)
-        stopped = wait_for("two stopped", lambda: (d := state(two)).actual_state == "stopped" and d, 120, log)
+        stopped = wait_until("two stopped", lambda: (d := state(two)).actual_state == "stopped" and d, 120, log=log)
         assert stopped.last_exit_code == 0 and pid_alive(back[one].pid)
         time.sleep(3)
         assert state(one).actual_state == "running" and state(one).pid == back[one].pid

@@ -17,6 +17,7 @@ from job.control import ConflictError, ControlPlane, Registry
 from job.control.controller import Controller, ControllerSettings
 from job.control.models import Sample
 from job.stack.process import pid_alive
+from tests.helpers import wait_until
 from tests.job.control.control_seed import bookings_spec, seed
 
 FAKE = Path(__file__).with_name("fake_dagger.py")
@@ -133,10 +134,8 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     assert alice.dagger("flaky").actual_state == "pending"
     restarted = until(ctl, alice, "flaky", lambda d: d.actual_state != "pending")
     assert restarted.actual_state in ("starting", "crashed") and restarted.pid != failed.pid
-    deadline = time.monotonic() + 60
-    while len((Path(failed.checkpoint) / "starts.txt").read_text().splitlines()) < 4:
-        assert time.monotonic() < deadline, "the restarted dagger did not start"
-        time.sleep(0.05)
+    wait_until("the restarted dagger to start",
+               lambda: len((Path(failed.checkpoint) / "starts.txt").read_text().splitlines()) >= 4, 60, every_s=0.05)
 
 
 def test_back_off_doubles(sqlite_registry: Registry, tmp_path: Path) -> None:
@@ -215,10 +214,7 @@ def test_a_deploy_is_handed_to_the_warm_standby(sqlite_registry: Registry, tmp_p
     ctl.reconcile_once()
     standby = ctl._standby
     assert standby is not None
-    deadline = time.monotonic() + 60
-    while not standby.ready():
-        assert time.monotonic() < deadline, "the standby never became ready"
-        time.sleep(0.05)
+    wait_until("the standby to become ready", standby.ready, 60, every_s=0.05)
     alice.create("a-jkt", bookings_spec("warm"), deploy=True)
     view = until(ctl, alice, "warm", lambda d: d.actual_state == "running")
     assert view.pid == standby.popen.pid  # no new process: the warm one runs the dagger

@@ -19,9 +19,9 @@ from job.runner import run_foreground
 from job.schema import default_registry
 from job.spec import parse_spec
 from job.stack.ports import free_port
-from tests.helpers import unique
+from tests.helpers import unique, wait_until
 from tests.job.enrich.servers import es_profiles, json_server, pg_customers
-from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status, _wait
+from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status
 
 pytestmark = pytest.mark.integration
 
@@ -230,9 +230,10 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
         orders = produce_bookings(tansu_broker, topic, first)
         proc = _start_dagger(spec_path, tmp_path, log)
         try:
-            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 40, 360, "the first batches", proc, log)
+            wait_until("the first batches", lambda: _status(checkpoint).get("input_rows", 0) >= 40, 360,
+                       proc=proc, log=log)
             gate.opened.clear()
-            _wait(gate.blocked.is_set, 300, "a write held by the gate", proc, log)
+            wait_until("a write held by the gate", gate.blocked.is_set, 300, proc=proc, log=log)
             _kill_group(proc, signal.SIGKILL)  # the held batch is in PostgreSQL, not committed
             held = max(int(p.name) for p in (checkpoint / "spark" / "offsets").iterdir() if p.name.isdigit())
             assert not (checkpoint / "spark" / "commits" / str(held)).exists()
@@ -244,8 +245,10 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
             orders += produce_bookings(tansu_broker, topic, second, first=200)
             gate.opened.set()
             proc = _start_dagger(spec_path, tmp_path, log)
-            _wait(lambda: len(out_rows(postgres.dsn, out_table)) == 260, 360, "every row in PostgreSQL", proc, log)
-            _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 260, 180, "the status", proc, log)
+            wait_until("every row in PostgreSQL", lambda: len(out_rows(postgres.dsn, out_table)) == 260, 360,
+                       proc=proc, log=log)
+            wait_until("the status", lambda: _status(checkpoint).get("input_rows", 0) >= 260, 180,
+                       proc=proc, log=log)
         finally:
             _kill_group(proc, signal.SIGTERM)
     got = out_rows(postgres.dsn, out_table)

@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.helpers import wait_until
+
 CLIENT_ID = "daggers"
 
 
@@ -161,10 +163,7 @@ def running_provider() -> Iterator[Provider]:
     server = uvicorn.Server(uvicorn.Config(provider.app(), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the OIDC provider did not start"
-        time.sleep(0.05)
+    wait_until("the OIDC provider to start", lambda: server.started, 30, every_s=0.05)
     provider.issuer = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
     try:
         yield provider

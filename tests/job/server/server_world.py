@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import requests
 
 from job.control import ControlPlane, Registry
 from job.stack.ports import free_port
+from tests.helpers import wait_until
 from tests.job.control.control_seed import seed
 
 USERS = ("root", "adam", "alice", "vera", "bob")
@@ -64,16 +64,13 @@ def running_server(registry_url: str, log: Path, *args: str, scheme: str = "http
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"{scheme}://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def healthy() -> bool:
             try:
-                if requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok:
-                    break
+                return requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok
             except requests.RequestException:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+                return False
+
+        wait_until("the server to start", healthy, 60, every_s=0.2, proc=proc, log=log)
         yield url
     finally:
         proc.terminate()

@@ -18,6 +18,7 @@ from sqlalchemy import select, text
 
 from job.control.models import AuditEntry, Base
 from job.control.registry import Registry
+from tests.helpers import wait_until
 from tests.job.control.control_seed import bookings_spec, postgres_url
 from tests.job.server.server_world import World, running_server, seed_tokens
 
@@ -498,7 +499,6 @@ def test_daggers_controller_runs_through_the_server_with_its_cluster_token(world
     import os
     import subprocess
     import sys
-    import time
 
     world.root.add_cluster("c-ctl", team="team-b", datacentre="jkt", spark_master="local[2]",
                            kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
@@ -516,10 +516,8 @@ def test_daggers_controller_runs_through_the_server_with_its_cluster_token(world
         proc = subprocess.Popen([*command, "--cluster", "c-ctl"], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while world.root.cluster("c-ctl").controller_heartbeat is None:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_until("the controller's heartbeat", lambda: world.root.cluster("c-ctl").controller_heartbeat is not None,
+                   90, every_s=0.2, proc=proc, log=log)
     finally:
         proc.terminate()
         proc.wait(60)

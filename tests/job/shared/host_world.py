@@ -16,8 +16,8 @@ from bench.influx_watch import ArrivalWatch, bucketer
 from job.shared.channel import HostFolder
 from job.stack.broker import create_topic
 from job.stack.process import group_members
-from tests.helpers import BOOKINGS_SQL, influx_points, make_spec, produce_step, unique
-from tests.job.control.test_control_e2e import T0, TAGS, closed, wait_for
+from tests.helpers import BOOKINGS_SQL, influx_points, make_spec, produce_step, unique, wait_until
+from tests.job.control.test_control_e2e import T0, TAGS, closed
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,15 +53,15 @@ class HostProc:
     def ready(self, timeout: float = 180) -> dict[str, Any]:
         assert self.popen is not None
         pid = self.popen.pid
-        return wait_for("the host ready", lambda: (h := self.folder.host()) and h.get("pid") == pid
-                        and h.get("state") == "ready" and h, timeout, self.folder.log_path)
+        return wait_until("the host ready", lambda: (h := self.folder.host()) and h.get("pid") == pid
+                          and h.get("state") == "ready" and h, timeout, log=self.folder.log_path)
 
     def dagger(self, key: str) -> dict[str, Any]:
         return self.folder.state(key) or {}
 
     def wait_state(self, key: str, state: str, timeout: float = 240, token: str | None = None) -> dict[str, Any]:
-        return wait_for(f"{key} {state}", lambda: (d := self.dagger(key)).get("state") == state
-                        and (token is None or d.get("token") == token) and d, timeout, self.folder.log_path)
+        return wait_until(f"{key} {state}", lambda: (d := self.dagger(key)).get("state") == state
+                          and (token is None or d.get("token") == token) and d, timeout, log=self.folder.log_path)
 
     def jvm_pid(self) -> int:
         assert self.popen is not None
@@ -133,10 +133,10 @@ class World:
 
     def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
         want = closed(self.rows)
-        wait_for(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
-                 timeout, host.folder.log_path)
-        wait_for(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
-                 == len(self.rows), 60, host.folder.log_path)
+        wait_until(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
+                   timeout, log=host.folder.log_path)
+        wait_until(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
+                   == len(self.rows), 60, log=host.folder.log_path)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import pytest
 
 from job.shared import forkserver
 from job.stack.process import pid_alive
+from tests.helpers import wait_until
 from tests.job.shared.test_host_isolation import children_of
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,10 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path
     sock = tmp_path_factory.mktemp("fs") / "sock"
     assert len(str(sock)) < 100, sock  # a Unix socket path has 108 bytes
     proc = subprocess.Popen([sys.executable, "-m", "job.shared.forkserver", str(sock), "--also", TARGET], cwd=REPO)
-    deadline = time.monotonic() + 60
-    while not sock.with_suffix(".ready").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the fork server did not start"
-        time.sleep(0.05)
+    wait_until("the fork server to start", sock.with_suffix(".ready").exists, 60, every_s=0.05, proc=proc)
     yield proc.pid, sock
     proc.kill()
     proc.wait()
@@ -106,10 +104,8 @@ def test_sigterm_reaches_the_child_and_a_killed_client_takes_the_child_with_it(
         proc.send_signal(sig)
         code = proc.wait(timeout=30)
         assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while pid_alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not pid_alive(child), f"the child {child} outlived its client ({sig.name})"
+        wait_until(f"the child {child} to end with its client ({sig.name})", lambda c=child: not pid_alive(c), 10,
+                   every_s=0.05)
 
 
 def test_sigint_reaches_a_child_in_the_clients_group_only(client_env: dict[str, str], tmp_path: Path) -> None:

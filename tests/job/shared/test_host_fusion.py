@@ -29,8 +29,8 @@ import pytest
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.shared.channel import HostFolder
-from tests.helpers import influx_points
-from tests.job.control.test_control_e2e import DELAY_MS, T0, closed, wait_for
+from tests.helpers import influx_points, wait_until
+from tests.job.control.test_control_e2e import DELAY_MS, T0, closed
 from tests.job.shared.host_world import HostWorld, World, status, windows
 from tests.job.shared.relay import Relay
 
@@ -162,12 +162,12 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         host.ready()
         for key in ("fa", "fb", "fs"):
             w.exact(key, host)
-        wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
-                 120, f.log_path)
+        wait_until("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+                   120, log=f.log_path)
         assert group_file(f, "fh")["members"] == {"fh": "fh-1"}
-        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
+        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
         assert group_file(f, "fp")["members"] == {"fp": "fp-1"}
-        wait_for("fj: every pair window", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
+        wait_until("fj: every pair window", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
         assert group_file(f, "fj")["members"] == {"fj": "fj-1"}
         # one query for the three: one group, one generation, each member's state names it
         group = group_file(f)
@@ -194,9 +194,9 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         w.rows.extend(dense.table.to_pylist())
         for key in ("fa", "fb"):
             w.exact(key, host)
-        wait_for("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
-                 120, f.log_path)
-        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
+        wait_until("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+                   120, log=f.log_path)
+        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
         # the group went on without it (a new generation, from the oldest open window)
         before = closed(w.rows)
         watermark_s = max(r["event_timestamp"].timestamp() for r in w.rows) - DELAY_MS / 1000
@@ -215,8 +215,8 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         f.assign("fj2", join_spec(w, "fj2"), tmp_path, "fj2-1")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
-        wait_for("the group's new members", lambda: group_file(f)["members"] == {"fa": "fa-1", "fb": "fb-2",
-                                                                                "fc": "fc-1"}, 120, f.log_path)
+        wait_until("the group's new members", lambda: group_file(f)["members"] == {"fa": "fa-1", "fb": "fb-2",
+                                                                                  "fc": "fc-1"}, 120, log=f.log_path)
         group = group_file(f)
         assert group["start_ms"] == joined_s * 1000, (group, joined_s)
         host.wait_state("fp2", "running")
@@ -227,24 +227,24 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
         assert want_c and len(want_c) < len(closed(w.rows))
-        wait_for("fc: every window since it joined", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120,
-                 f.log_path)
+        wait_until("fc: every window since it joined", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120,
+                   log=f.log_path)
         assert group_file(f, "fh")["generation"] == 2
         hop_all = hop_windows(w.rows, watermark_of(w.rows))
-        wait_for("fh: every HOP window once, whole", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_all, 120, f.log_path)
+        wait_until("fh: every HOP window once, whole", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_all, 120, log=f.log_path)
         hop_new = {k: v for k, v in hop_all.items() if k[0] > hop_joined_s}
         assert hop_new and len(hop_new) < len(hop_all)
-        wait_for("fh2: every HOP window since it joined", lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new, 120,
-                 f.log_path)
-        wait_for("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, f.log_path)
-        wait_for("fp2: every event since it joined", lambda: rows_of(influxdb, w.dbs["fp2"])
-                 == passed(w.rows[passed_before:]), 60, f.log_path)
+        wait_until("fh2: every HOP window since it joined", lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new, 120,
+                   log=f.log_path)
+        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
+        wait_until("fp2: every event since it joined", lambda: rows_of(influxdb, w.dbs["fp2"])
+                   == passed(w.rows[passed_before:]), 60, log=f.log_path)
         assert group_file(f, "fp")["generation"] == 2 and status(w.checkpoint("fp"))["input_rows"] == len(w.rows)
         join_group = group_file(f, "fj")
         assert join_group["generation"] == 2 and join_group["members"] == {"fj": "fj-1", "fj2": "fj2-1"}
-        wait_for("fj: every pair window once", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
-        wait_for("fj2: every pair window since it joined", lambda: joins_exact(
-            influxdb, w.dbs["fj2"], w.rows, join_group["start_ms"] / 1000), 120, f.log_path)
+        wait_until("fj: every pair window once", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
+        wait_until("fj2: every pair window since it joined", lambda: joins_exact(
+            influxdb, w.dbs["fj2"], w.rows, join_group["start_ms"] / 1000), 120, log=f.log_path)
         # fs stays failed (removed, as a failed dagger of its own would be), with the windows it wrote before
         assert host.dagger("fs")["state"] == "failed"
         written = windows(influxdb, w.dbs["fs"])
@@ -261,8 +261,8 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         for key in ("fa", "fb"):
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
-        wait_for("fc: exact after the restart", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120, f.log_path)
-        wait_for("fj: exact after the restart", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, f.log_path)
+        wait_until("fc: exact after the restart", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120, log=f.log_path)
+        wait_until("fj: exact after the restart", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
         assert group_file(f)["generation"] == generation
         assert host.stop() == 0
         for key in ("fa", "fb", "fc"):

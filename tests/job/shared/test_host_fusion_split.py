@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
-from tests.helpers import BOOKINGS_SQL
-from tests.job.control.test_control_e2e import T0, closed, wait_for
+from tests.helpers import BOOKINGS_SQL, wait_until
+from tests.job.control.test_control_e2e import T0, closed
 from tests.job.shared.host_world import HostWorld, status, windows
 from tests.job.shared.test_host_fusion import FUSED, assign_fused
 
@@ -63,8 +63,8 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
     assert status(w.checkpoint("fx"))["state"] == "failed"
     # ... and fa and fb come back together in the group's next generation, each from its own query
     for key in ("fa", "fb"):
-        wait_for(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                 and d.get("state") == "running", 240, f.log_path)
+        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
+                   and d.get("state") == "running", 240, log=f.log_path)
         w.exact(key, host)
     back = json.loads((groups / gkey / GROUP_FILE).read_text())
     assert back["members"] == {"fa": "fa-1", "fb": "fb-1"} and back["generation"] > first["generation"], back
@@ -99,5 +99,5 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
     # no window of fa or fb was written twice: not at the split, their return, fx's or the restart
     want = Counter(("bookings", end) for end, *_ in closed(w.rows))
     for key, watch in host_world.watches.items():
-        wait_for(f"{key}: each window's points once", lambda v=watch: Counter(
-            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, f.log_path)
+        wait_until(f"{key}: each window's points once", lambda v=watch: Counter(
+            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, log=f.log_path)

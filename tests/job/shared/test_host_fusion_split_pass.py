@@ -26,7 +26,8 @@ import pytest
 
 from job.shared.group import GROUP_FILE, SPLIT_FILE, solo_key
 from job.stack.influx import influx_query
-from tests.job.control.test_control_e2e import T0, wait_for
+from tests.helpers import wait_until
+from tests.job.control.test_control_e2e import T0
 from tests.job.shared.host_world import HostWorld, status
 from tests.job.shared.test_host_fusion import FUSED_EVERY_S, PASS_SQL, passed, rows_of
 from tests.job.shared.test_host_fusion_split import STEP_1
@@ -55,8 +56,8 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     host.start()
     host.ready()
     for key in ("pa", "pb", "px"):  # the division is by one for these events
-        wait_for(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                 f.log_path)
+        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
+                   log=f.log_path)
     gkey = host.dagger("pa")["group"]
     groups = f.root / "groups"
     first = json.loads((groups / gkey / GROUP_FILE).read_text())
@@ -70,8 +71,8 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     assert failed["group"] == solo_key(gkey, "px"), failed
     # ... and pa and pb come back together in the group's next generation
     for key in ("pa", "pb"):
-        wait_for(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                 and d.get("state") == "running", 240, f.log_path)
+        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
+                   and d.get("state") == "running", 240, log=f.log_path)
     back = json.loads((groups / gkey / GROUP_FILE).read_text())
     assert back["members"] == {"pa": "pa-1", "pb": "pb-1"} and back["generation"] > first["generation"], back
     log = f.log_path.read_text()
@@ -84,14 +85,14 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     # the group reads on: every event of every step reaches pa and pb once
     w.step(2)
     for key in ("pa", "pb"):
-        wait_for(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                 f.log_path)
-        wait_for(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                 == len(w.rows), 60, f.log_path)
+        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
+                   log=f.log_path)
+        wait_until(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
+                   == len(w.rows), 60, log=f.log_path)
     want = per_second(w.rows)
     for key, watch in host_world.watches.items():
-        wait_for(f"{key}: each row written once", lambda v=watch: Counter(
-            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, f.log_path)
+        wait_until(f"{key}: each row written once", lambda v=watch: Counter(
+            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, log=f.log_path)
     assert host.dagger("pa")["group"] == gkey and host.dagger("pb")["group"] == gkey
 
 
@@ -105,8 +106,8 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     host.start()
     host.ready()
     for key in ("pa", "pb", "px"):
-        wait_for(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                 f.log_path)
+        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
+                   log=f.log_path)
     gkey = host.dagger("pa")["group"]
     groups = f.root / "groups"
     assert host.stop() == 0
@@ -118,10 +119,10 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     step_0 = len(w.rows)
     w.step(1)
     for key in ("pa", "pb", "px"):
-        wait_for(f"{key}: every event, alone", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows)
-                 and host.dagger(k).get("group") == solo_key(gkey, k), 120, f.log_path)
-        wait_for(f"{key}: every event counted", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                 == len(w.rows), 60, f.log_path)
+        wait_until(f"{key}: every event, alone", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows)
+                   and host.dagger(k).get("group") == solo_key(gkey, k), 120, log=f.log_path)
+        wait_until(f"{key}: every event counted", lambda k=key: status(w.checkpoint(k)).get("input_rows")
+                   == len(w.rows), 60, log=f.log_path)
     assert host.stop() == 0
 
     # pb's group of one stopped before it read step 1: no batch in its checkpoint, none of step 1's rows
@@ -143,8 +144,8 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     host.start()
     host.ready()
     for key in ("pa", "pb"):
-        wait_for(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                 and d.get("state") == "running", 240, f.log_path)
+        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
+                   and d.get("state") == "running", 240, log=f.log_path)
     log = f.log_path.read_text()
     assert "px no longer there as they split; the other 2 come back together" in log
     assert f"group {gkey} gen 2: pb caught up {len(w.rows) - step_0} records" in log, log[-3000:]
@@ -153,12 +154,12 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     w.step(2)
     step_2 = w.rows[step_0 + len(step_1):]
     for key in ("pa", "pb"):
-        wait_for(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                 f.log_path)
-        wait_for(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                 == len(w.rows), 60, f.log_path)
+        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
+                   log=f.log_path)
+        wait_until(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
+                   == len(w.rows), 60, log=f.log_path)
     # pb got step 1 once (the catch-up) and step 2 once; pa only step 2 (it had step 1)
     wanted = {"pa": per_second(step_2), "pb": per_second(step_1 + step_2)}
     for key, watch in host_world.watches.items():
-        wait_for(f"{key}: each row written once", lambda k=key, v=watch: Counter(
-            {b: n[-1][1] for b, n in v.arrivals.items()}) == wanted[k], 30, f.log_path)
+        wait_until(f"{key}: each row written once", lambda k=key, v=watch: Counter(
+            {b: n[-1][1] for b, n in v.arrivals.items()}) == wanted[k], 30, log=f.log_path)

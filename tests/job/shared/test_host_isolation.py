@@ -25,8 +25,8 @@ from job.liveness import read_json
 from job.produce.generator import generate
 from job.shared.hosted import LIGHT_POOL
 from job.stack.broker import create_topic
-from tests.helpers import unique
-from tests.job.control.test_control_e2e import T0, closed, wait_for
+from tests.helpers import unique, wait_until
+from tests.job.control.test_control_e2e import T0, closed
 from tests.job.shared.host_world import HostWorld, status, windows
 from tests.job.shared.relay import Relay
 
@@ -101,9 +101,9 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         run_a = read_json(w.checkpoint("one") / "query.json")["run_id"]  # type: ignore[index]
         # every dagger's jobs ran in its own FAIR pool, but the light one's in the light daggers' pool
         # (the host reports every 5 s: a report may predate the failed dagger's pool, which came last)
-        pools = wait_for("the pools", lambda: (h := f.host() or {}) and {"dagger-one", LIGHT_POOL, "dagger-sink",
-                                                                         "dagger-udf"} <= set(h.get("pools") or [])
-                         and h["pools"], 30)
+        pools = wait_until("the pools", lambda: (h := f.host() or {}) and {"dagger-one", LIGHT_POOL, "dagger-sink",
+                                                                           "dagger-udf"} <= set(h.get("pools") or [])
+                           and h["pools"], 30)
         assert "dagger-two" not in pools, pools
         assert host.dagger("two")["pool"] == LIGHT_POOL
         # the running queries' source runners (one each) were forked from the host's fork server, and so
@@ -121,7 +121,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
             return len(children) - len(seen[-1][1]) == 3 and bool(seen[-1][1])
 
         try:
-            wait_for("three source runners", runners_and_daemons, 30)
+            wait_until("three source runners", runners_and_daemons, 30)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: the server's children and the daemons among them: {seen[-1:]}") from None
         children, daemons = seen[-1]
@@ -146,7 +146,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         f.assign("three", w.spec("three"), tmp_path, "three-1")
         host.wait_state("two", "running", token="two-2")
         want = closed(w.rows)
-        wait_for("c's first point", lambda: windows(influxdb, w.dbs["three"]), 180, f.log_path)
+        wait_until("c's first point", lambda: windows(influxdb, w.dbs["three"]), 180, log=f.log_path)
         first_point_s = time.monotonic() - deployed
         w.step(2)
         for key in ("one", "two", "three"):
@@ -155,7 +155,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         # a ran on, untouched: the same query run from the start, never stopped
         assert read_json(w.checkpoint("one") / "query.json")["run_id"] == run_a  # type: ignore[index]
         assert host.dagger("one")["token"] == "one-1" and host.dagger("one")["state"] == "running"
-        assert wait_for("the host's daggers", lambda: (f.host() or {}).get("daggers") == ["one", "three", "two"], 30)  # sorted
+        assert wait_until("the host's daggers", lambda: (f.host() or {}).get("daggers") == ["one", "three", "two"], 30)  # sorted
         print(f"\ndeploy into the running host -> first point: {first_point_s:.1f} s")
         assert host.stop() == 0
         for key in ("one", "two", "three"):

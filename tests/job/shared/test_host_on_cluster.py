@@ -12,8 +12,7 @@ import pytest
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.shared.channel import HostFolder
-from tests.helpers import expected_bookings, topic_and_db, unique
-from tests.job.control.test_control_e2e import wait_for
+from tests.helpers import expected_bookings, topic_and_db, unique, wait_until
 from tests.job.shared.host_world import HostProc, bookings_text, status, windows
 from tests.services import BrokerHandle, SparkClusterHandle
 
@@ -48,11 +47,11 @@ def test_a_shared_host_runs_its_daggers_on_the_workers(spark_cluster: SparkClust
         assert ready["master"] == spark_cluster.master
         for key, db in (("a", db_a), ("b", db_b)):
             host.wait_state(key, "running")
-            got = wait_for(f"{key}'s windows", lambda db=db: (w := windows(influxdb, db)) == want and w, 300,
-                           folder.log_path)
+            got = wait_until(f"{key}'s windows", lambda db=db: (w := windows(influxdb, db)) == want and w, 300,
+                             log=folder.log_path)
             assert got == want  # exact counts, every window of both daggers
-            assert wait_for(f"{key}'s rows", lambda key=key: status(checkpoints[key]).get("input_rows") == 2001,
-                            60, folder.log_path)
+            assert wait_until(f"{key}'s rows", lambda key=key: status(checkpoints[key]).get("input_rows") == 2001,
+                              60, log=folder.log_path)
         assert sum(want.values()) > 1000 and len({k[0] for k in want}) == 10  # a test with something in it
 
         # one application on the cluster, an executor on each worker, and tasks ran on both

@@ -17,8 +17,8 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.runner import run_foreground
 from job.spec import parse_spec
-from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique
-from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status, _wait
+from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique, wait_until
+from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -71,14 +71,15 @@ def test_exact_documents_and_no_duplicates_after_sigkill_and_restart(tansu_broke
 
     proc = _start_dagger(spec_path, tmp_path, log)
     try:
-        _wait(lambda: _status(checkpoint).get("input_rows", 0) >= 1000, 360, "the first batches", proc, log)
+        wait_until("the first batches", lambda: _status(checkpoint).get("input_rows", 0) >= 1000, 360,
+                   proc=proc, log=log)
         _kill_group(proc, signal.SIGKILL)  # mid-stream
         assert 0 < _status(checkpoint)["input_rows"] < 2000
         produce(broker.bootstrap, topic, [chunks[1], closing], progress=False)
         proc = _start_dagger(spec_path, tmp_path, log)
         want = expected_bookings(row for c in chunks for row in c.table.to_pylist())
-        _wait(lambda: es_documents(elasticsearch.url, f"{prefix}-*")[1] == want, 360,
-              "Elasticsearch to equal the ground truth", proc, log)
+        wait_until("Elasticsearch to equal the ground truth",
+                   lambda: es_documents(elasticsearch.url, f"{prefix}-*")[1] == want, 360, proc=proc, log=log)
     finally:
         _kill_group(proc, signal.SIGTERM)
     count, got = es_documents(elasticsearch.url, f"{prefix}-*")

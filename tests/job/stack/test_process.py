@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from job.stack.process import ManagedProcess, ignores_signal
+from tests.helpers import wait_until
 
 IGNORING = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
 
@@ -17,10 +18,8 @@ IGNORING = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); p
 def _started(tmp_path: Path, argv: list[str]) -> ManagedProcess:
     proc = ManagedProcess("the probe", argv, log_path=tmp_path / "probe.log")
     proc.start()
-    deadline = time.monotonic() + 60
-    while "ready" not in (tmp_path / "probe.log").read_text().splitlines():
-        assert time.monotonic() < deadline, "the probe did not start"
-        time.sleep(0.05)
+    wait_until("the probe to start", lambda: "ready" in (tmp_path / "probe.log").read_text().splitlines(), 60,
+               every_s=0.05)
     return proc
 
 
