@@ -135,8 +135,8 @@ class HealthWorld:
         self.controller = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
              "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--max-backoff", "16",
-             "--no-standby", "--stop-daggers-on-exit"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-            env=self.env)
+             "--no-standby", "--stop-daggers-on-exit"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO, env=self.env)
 
     def kill_controller(self) -> None:
         """SIGKILL the controller (its daggers keep running)."""

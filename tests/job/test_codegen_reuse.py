@@ -6,7 +6,6 @@ once was such an expression, and each batch of each dagger compiled its code aga
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from job.plan import plan
 from job.runner import DaggerJob
-from tests.helpers import influx_points, live_feed, make_spec, topic_and_db, unique
+from tests.helpers import influx_points, live_feed, make_spec, topic_and_db, unique, wait_until
 from tests.services import BrokerHandle
 
 pytestmark = pytest.mark.integration
@@ -59,14 +58,10 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
         return int(query.lastProgress.batchId) if query.lastProgress else -1
 
     try:
-        deadline = time.time() + 240
-        while data_batches() < 3 and time.time() < deadline:  # warm: every kind of batch has run
-            time.sleep(0.1)
-        assert data_batches() >= 3, "the dagger did not warm up"
+        # warm: every kind of batch has run
+        wait_until("the dagger to warm up (3 data batches)", lambda: data_batches() >= 3, 240, every_s=0.1)
         before, batches_before, first = _compilations(spark), data_batches(), last_batch()
-        deadline = time.time() + 240
-        while data_batches() < batches_before + 3 and time.time() < deadline:
-            time.sleep(0.1)
+        wait_until("3 more data batches", lambda: data_batches() >= batches_before + 3, 240, every_s=0.1)
         after, batches_after, last = _compilations(spark), data_batches(), last_batch()
         executed = str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
         whole_stage = spark.conf.get("spark.sql.codegen.wholeStage")
