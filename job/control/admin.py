@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from job.check.secrets import check_clear_secrets
 from job.control.access import ROLE_RANK, Access, check_name, check_role
 from job.control.errors import ConflictError, ControlError, NotFoundError
 from job.control.models import Cluster, Dagger, DaggerStatus, DataCentre, Membership, Team, User
@@ -27,6 +28,12 @@ def bootstrap_admin(registry: Registry, name: str) -> None:
         from job.control.models import AuditEntry
 
         s.add(AuditEntry(user=name, action="bootstrap", target=f"user {name}", details={"superuser": True}))
+
+
+#: A cluster's addresses reach its daggers as DAGGERS_BOOTSTRAP and DAGGERS_INFLUX, as they are.
+CLUSTER_SECRET_HINT = ("give the cluster's addresses without credentials; a dagger's spec names them as "
+                       "${VARIABLE}s (a sink's username and password, a stream's consumer_config), set where "
+                       "the cluster's controller runs")
 
 
 def _validate_master(master: str) -> str:
@@ -182,8 +189,12 @@ class AdminOps(Access):
         """Add a cluster to ``team`` in ``datacentre`` (superuser or the team's admin); return it.
 
         ``failover_to`` names a cluster of the same team that takes over its running daggers when its
-        controller is gone (see :meth:`set_failover`)."""
+        controller is gone (see :meth:`set_failover`). Raises ControlError naming a field that holds a
+        credential (the registry, the audit log and the controllers' assignments hold none)."""
         check_name("cluster", name)
+        check_clear_secrets({"spark_master": spark_master, "kafka_bootstrap": kafka_bootstrap,
+                             "influx_url": influx_url, "spark_ui_url": spark_ui_url, "description": description},
+                            "cluster", error=ControlError, hint=CLUSTER_SECRET_HINT)
         _validate_master(spark_master)
         _validate_bootstrap(kafka_bootstrap)
         influx_url = _validate_url("influx url", influx_url)
