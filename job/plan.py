@@ -22,6 +22,8 @@ from job.sql.rewrite import interval_ms
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from job.sql.catalog import DaggerFunction
+
 
 @dataclass(frozen=True)
 class StreamPlan:
@@ -155,14 +157,12 @@ def _check_dart_store(spec: DaggerSpec) -> None:
                              "(or DAGGERS_DART_STORE)")
 
 
-def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
-    """Return the plan of ``spec``.
+def stream_tables(spec: DaggerSpec, registry: SchemaRegistry) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Return each stream's table (column -> Spark type) and timestamp kind under ``registry``.
 
-    Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)
-    or SqlError (the query).
+    Pure: reads nothing but its arguments. Raises SchemaError (unknown proto class) or SpecError
+    (timestamp field missing or not a time).
     """
-    checkpoint = spec.resolved_checkpoint(state_dir)
-    registry = registry or schema_for(spec, checkpoint)
     tables: dict[str, dict[str, str]] = {}
     kinds: dict[str, str] = {}
     for i, stream in enumerate(spec.streams):
@@ -176,19 +176,51 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
                             "a google.protobuf.Timestamp or an int64 of epoch milliseconds")
         tables[stream.table] = column_types(registry, stream.proto_class)
         kinds[stream.table] = ts.kind
-    udfs = None
-    if spec.udf_file:
-        from job.functions.user import catalog_entries, load_user_functions
+    return tables, kinds
 
-        udfs = catalog_entries(load_user_functions(spec.udf_file))
-    _check_dart_store(spec)
-    features = engine_features(checkpoint)
+
+def translate_spec(spec: DaggerSpec, tables: dict[str, dict[str, str]], udfs: dict[str, DaggerFunction] | None,
+                   features: dict[str, str]) -> Translation:
+    """Return the translation of the spec's SQL over ``tables``, with its lookups checked against the
+    query's columns. Pure. Raises SqlError (the query) or SpecError (a lookup's columns)."""
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
                             window_keys_last=features["group_keys"] == "window_last")
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups
 
         check_lookups(spec.lookups, translation.output_columns)
+    return translation
+
+
+def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
+    """Return the plan of ``spec`` on the host the dagger runs on: it reads what the spec names (its
+    ``schema_*`` file, folder or URL, its ``udf_file``, its checkpoint's pinned features) and the
+    host's environment (``DAGGERS_DART_STORE``). A server checks a spec with :func:`job.check.spec.check_spec`
+    instead, which reads none of them.
+
+    Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)
+    or SqlError (the query).
+    """
+    checkpoint = spec.resolved_checkpoint(state_dir)
+    registry = registry or schema_for(spec, checkpoint)
+    udfs = None
+    if spec.udf_file:
+        from job.functions.user import catalog_entries, load_user_functions
+
+        udfs = catalog_entries(load_user_functions(spec.udf_file))
+    _check_dart_store(spec)
+    return plan_with(spec, registry, udfs, engine_features(checkpoint), checkpoint)
+
+
+def plan_with(spec: DaggerSpec, registry: SchemaRegistry, udfs: dict[str, DaggerFunction] | None,
+              features: dict[str, str], checkpoint: Path) -> DaggerPlan:
+    """Return the plan of ``spec`` from what :func:`plan` read: the schema version, the user functions,
+    the engine features and the checkpoint folder (only named in the plan, never read). Pure.
+
+    Raises as :func:`plan`.
+    """
+    tables, kinds = stream_tables(spec, registry)
+    translation = translate_spec(spec, tables, udfs, features)
     close_period_ms = 0
     if translation.aggregates and translation.window and spec.close_windows_promptly:
         size, slide = translation.window

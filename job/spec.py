@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -24,13 +25,26 @@ from pydantic import (
 )
 
 from job.errors import SourceError, SpecError
+from job.names import DAGGER_NAME_RE
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
+NAME_RE = DAGGER_NAME_RE  # \A…\Z: "pg-var\n" is no name
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # NaN and ±Infinity are never a setting (YAML's .nan, .inf, 1.0e400)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+#: A ``${NAME}`` or ``${NAME:-default}`` reference to a variable of the host the dagger runs on.
+REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def has_reference(value: str) -> bool:
+    """Return whether ``value`` holds a ``${NAME}`` reference. After :func:`interpolate_env` none is left,
+    so only a spec checked as data (:mod:`job.check.spec`) has them: a value with one is checked where the
+    dagger runs, once the reference is resolved."""
+    return "${" in value and REFERENCE_RE.search(value) is not None
 
 
 # ---- transformers (steps on a stream before the SQL, or on the SQL's result) -----------------
@@ -220,11 +234,7 @@ class StreamSpec(_Model):
     @field_validator("bootstrap_servers")
     @classmethod
     def _bootstrap(cls, v: str) -> str:
-        for part in v.split(","):
-            host, _, port = part.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"{part.strip()!r} is not host:port")
-        return v
+        return _check_bootstrap(v)
 
     @field_validator("failover")
     @classmethod
@@ -239,8 +249,11 @@ class StreamSpec(_Model):
 
 
 def _check_bootstrap(v: str) -> str:
-    """Return ``v`` when every comma-separated part is ``host:port``; raise ValueError naming the bad part."""
+    """Return ``v`` when every comma-separated part is ``host:port`` (or holds a ``${NAME}`` reference);
+    raise ValueError naming the bad part."""
     for part in v.split(","):
+        if has_reference(part):
+            continue
         host, _, port = part.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"{part.strip()!r} is not host:port")
@@ -459,6 +472,8 @@ class ElasticsearchSinkSpec(_RetryingSinkModel):
     def _hosts(cls, v: Any) -> Any:
         hosts = [v] if isinstance(v, str) else v
         for host in hosts if isinstance(hosts, list) else []:
+            if isinstance(host, str) and has_reference(host):
+                continue
             if not isinstance(host, str) or not re.match(r"^https?://[^/\s]+", host):
                 raise ValueError(f"{host!r} is not an http:// or https:// URL")
             if "@" in host.split("://", 1)[1].split("/", 1)[0]:
@@ -523,6 +538,7 @@ def pattern_fields(pattern: str) -> list[str]:
     Raises ValueError when the pattern's braces do not parse or a ``{…}`` is not a plain column name."""
     import string
 
+    pattern = REFERENCE_RE.sub("", pattern)  # ${NAME}: a host variable, not a column
     try:
         parts = list(string.Formatter().parse(pattern))
     except ValueError as exc:
@@ -670,7 +686,7 @@ class ElasticsearchLookup(_LookupModel):
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
         for host in v:
-            if not re.match(r"^https?://[^/\s]+", host):
+            if not has_reference(host) and not re.match(r"^https?://[^/\s]+", host):
                 raise ValueError(f"{host!r} is not an http(s):// URL")
         return v
 
@@ -712,7 +728,7 @@ class HttpLookup(_LookupModel):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://", v):
+        if not re.match(r"^https?://", v) and not has_reference(v.split("/", 1)[0]):
             raise ValueError(f"{v!r} is not an http(s):// URL")
         pattern_fields(v)
         return v
@@ -1018,16 +1034,16 @@ def _fields_at(loc: tuple[Any, ...]) -> set[str]:
     return names | ({"sink"} if DaggerSpec in models else set())
 
 
-_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = "spec",
-                    variables: dict[int, list[str]] | None = None, values: dict[str, str] | None = None) -> str:
+def interpolate_env(text: str, env: Mapping[str, str] | None = None, source: str = "spec",
+                    variables: dict[int, list[str]] | None = None, values: dict[str, str] | None = None,
+                    *, keep_unset: bool = False) -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values (secrets stay out of files).
 
     As in the shell, ``${VAR:-default}`` gives the default when VAR is unset or empty. ``variables``, when
     given, gets line -> the names substituted on it (so errors about a value can name its variable), and
     ``values`` name -> the text put in.
+    With ``keep_unset`` a variable that ``env`` does not set stays a ``${NAME}`` (or ``${NAME:-default}``)
+    reference, for the host the dagger runs on to resolve (a spec checked as data, :mod:`job.check.spec`).
     Raises SpecError naming the line of a variable that is unset and has no default.
     """
     import os
@@ -1040,6 +1056,8 @@ def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = 
             if variables is not None:
                 variables.setdefault(lineno, []).append(name)
             value = env_values.get(name)
+            if keep_unset and value is None:
+                return m.group(0)
             if default is not None and not value:
                 value = default
             if value is not None:
@@ -1048,27 +1066,31 @@ def interpolate_env(text: str, env: dict[str, str] | None = None, source: str = 
                 return value
             raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)",
                             hint=f"export {name}=…, or write ${{{name}:-default}} in the spec")
-        out.append(_ENV_RE.sub(sub, line))
+        out.append(REFERENCE_RE.sub(sub, line))
     return "".join(out)
 
 
-def parse_spec(text: str, source: str = "spec", env: dict[str, str] | None = None) -> DaggerSpec:
+def parse_spec(text: str, source: str = "spec", env: Mapping[str, str] | None = None, *,
+               keep_unset: bool = False) -> DaggerSpec:
     """Parse and validate YAML text; raise SpecError naming each bad field and its line.
 
-    ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment).
+    ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment); with
+    ``keep_unset``, those ``env`` does not set stay references (see :func:`interpolate_env`). The YAML is
+    read within :mod:`job.check.yaml_load`'s limits (size, depth, no aliases).
     """
+    from job.check.yaml_load import YamlError, compose_yaml, construct
+
     variables: dict[int, list[str]] = {}
     substituted: dict[str, str] = {}
-    text = interpolate_env(text, env, source, variables, substituted)
+    text = interpolate_env(text, env, source, variables, substituted, keep_unset=keep_unset)
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        names = variables.get(mark.line + 1) if mark else None
-        origin = f" (the value comes from {', '.join('${' + v + '}' for v in names)})" if names else ""
-        raise SpecError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}{origin}") from None
+        node = compose_yaml(text, source)
+        data = construct(node, source)
+    except YamlError as exc:
+        names = variables.get(exc.line) if exc.line else None
+        if names:
+            exc.message += f" (the value comes from {', '.join('${' + v + '}' for v in names)})"
+        raise
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a dagger spec is a YAML mapping (name, streams, sql, sink)")
     try:

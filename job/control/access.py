@@ -24,17 +24,19 @@ from job.control.errors import ControlError, NotFoundError, PermissionDeniedErro
 from job.control.health_model import HealthSettings
 from job.control.models import AuditEntry, Membership, Team, User, now
 from job.control.registry import Registry
+from job.names import REGISTRY_NAME_PATTERN, REGISTRY_NAME_RE, REGISTRY_NAME_RULE, is_name
 
 ROLE_RANK = {"viewer": 1, "editor": 2, "admin": 3}
-NAME_RE = re.compile(r"^[a-z][a-z0-9._-]{0,62}$")
+#: The API bodies' JSON-Schema form of the rule (``$`` is the end of the text there, not in Python):
+#: check a name in Python with :func:`check_name`.
+NAME_RE = re.compile(REGISTRY_NAME_PATTERN)
 
 
 def check_name(kind: str, name: str) -> str:
     """Return ``name`` if it is 1-63 lower-case letters, digits, ``.``, ``_`` or ``-`` starting with a
-    letter; raise ControlError naming ``kind`` otherwise."""
-    if not NAME_RE.match(name or ""):
-        raise ControlError(f"{kind} name {name!r} must be 1-63 lower-case letters, digits, '.', '_' or '-', "
-                           "starting with a letter")
+    letter, as a whole (``"ops\\n"`` is refused); raise ControlError naming ``kind`` otherwise."""
+    if not is_name(name, REGISTRY_NAME_RE):
+        raise ControlError(f"{kind} name {name!r} must be {REGISTRY_NAME_RULE}")
     return name
 
 
@@ -49,18 +51,21 @@ class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
     def __init__(self, registry: Registry, user: str, *, credential: str | None = None,
-                 source: str | None = None, per_request: bool = False,
+                 source: str | None = None, per_request: bool = False, serves_clients: bool = False,
                  health_settings: HealthSettings | None = None) -> None:
         """Act as ``user``; ``credential`` (``token:<id>``, ``oidc:<subject>``) and ``source`` (the client's
         address) are what the server authenticated, recorded with every audit entry. ``per_request``: the
         plane serves one request (the server's), so the user's flag and roles are read once, not per check.
         ``health_settings``: the thresholds of the health model every view is judged by (default: from the
-        environment)."""
+        environment). ``serves_clients``: the plane runs in a server for its clients, so a spec is data
+        to it: it previews and reads output only on the cluster's own brokers and InfluxDB, resolving no
+        variable of its environment (:func:`job.check.spec.served_spec`)."""
         self.registry = registry
         self.user = user
         self.credential = credential
         self.source = source
         self._per_request = per_request
+        self.serves_clients = serves_clients
         self._identity: tuple[bool, dict[int, str]] | None = None
         #: The thresholds of the health model every view of a dagger or cluster is judged by.
         self.health_settings = health_settings or HealthSettings.from_env()

@@ -9,9 +9,7 @@ user's teams). An operation changes the registry only: the cluster's controller
 from __future__ import annotations
 
 import difflib
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
@@ -40,16 +38,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from job.check.spec import CheckedSpec
     from job.output import Output, OutputQuery
     from job.preview import PreviewProgress
     from job.spec import DaggerSpec
 
 #: States from which "deploy" or "restart" (re)starts counting crashes from zero.
 _IDLE = ("created", "stopped", "failed", "crashed", "deleted")
-
-
-def _scratch_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "daggers-validate"
 
 
 class ControlPlane(AdminOps, TokenOps):
@@ -86,12 +81,40 @@ class ControlPlane(AdminOps, TokenOps):
         return s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == dagger.id,
                                                      DaggerVersion.version == dagger.current_version)).one()
 
-    def _env(self, cluster: Cluster, text: str) -> dict[str, str]:
-        return specs.validation_env(text, specs.cluster_env(cluster.kafka_bootstrap, cluster.influx_url))
+    @staticmethod
+    def _vars(cluster: Cluster) -> dict[str, str]:
+        """Return the cluster's variables (``DAGGERS_BOOTSTRAP``, ``DAGGERS_INFLUX``), from the registry."""
+        return specs.cluster_env(cluster.kafka_bootstrap, cluster.influx_url)
+
+    def _check(self, cluster: Cluster, text: str, source: str) -> CheckedSpec:
+        """Return ``text`` checked as data for ``cluster`` (:func:`job.check.spec.check_spec`: no environment,
+        file, network or code); raise SpecError, SchemaError or SqlError."""
+        from job.check.spec import check_spec
+
+        return check_spec(text, self._vars(cluster), source)
 
     def _parse(self, cluster: Cluster, text: str, source: str) -> DaggerSpec:
-        """Return the spec of ``text`` checked through planning; raise SpecError, SchemaError or SqlError."""
-        return specs.validate_text(text, self._env(cluster, text), _scratch_dir(), source).spec
+        """Return the spec of ``text`` checked as data (see :meth:`_check`)."""
+        return self._check(cluster, text, source).spec
+
+    def _runnable(self, cluster: Cluster, text: str, source: str, what: str, sink: str | None = None) -> DaggerSpec:
+        """Return the spec of ``text`` as this process may run it for ``what`` (a preview, reading output).
+
+        A plane that serves clients (``serves_clients``) resolves no variable but the cluster's and uses
+        only the cluster's brokers and InfluxDB (:func:`job.check.spec.served_spec`); a plane in the user's
+        own process (the CLI on a registry, the console) resolves the spec with its environment, as
+        ``daggers run`` does. Raises SpecError, SchemaError or SqlError.
+        """
+        if self.serves_clients:
+            from job.check.spec import served_output_spec, served_spec
+
+            checked = self._check(cluster, text, source)
+            if what == "reading the output":
+                return served_output_spec(checked, self._vars(cluster), sink)
+            return served_spec(checked, self._vars(cluster), what)
+        import os
+
+        return specs.parse_text(text, {**os.environ, **self._vars(cluster)}, source)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -136,13 +159,13 @@ class ControlPlane(AdminOps, TokenOps):
 
             def candidate(x: Dagger) -> Candidate:
                 text = self._current(s, x).spec_text
-                return Candidate(f"{x.team.name}/{x.name}", text, self._env(cluster, text))
+                return Candidate(f"{x.team.name}/{x.name}", text, self._vars(cluster))
 
             target = candidate(d)
             others = [candidate(x) for x in s.scalars(select(Dagger).where(
                 Dagger.cluster_id == cluster.id, Dagger.tombstone == 0, Dagger.id != d.id,
                 Dagger.desired_state == "running"))]
-        return isolation_of(target), fusible_with(target, others, _scratch_dir())
+        return isolation_of(target), fusible_with(target, others)
 
     def samples(self, ref: str, limit: int = 120) -> list[SampleView]:
         """Return the dagger's last ``limit`` progress samples, oldest first."""
@@ -209,27 +232,31 @@ class ControlPlane(AdminOps, TokenOps):
         """Check a spec text for ``cluster`` (schemas, SQL) without Spark; never raises for a bad spec."""
         with self.registry.session() as s:
             c = self._cluster(s, cluster)
-            env = self._env(c, text)
-        try:
-            p = specs.validate_text(text, env, _scratch_dir())
-        except DaggerError as exc:
-            line, col = specs.error_position(exc)
-            message = exc.reason if isinstance(exc, SqlError) else exc.message
-            return Validation(ok=False, title=exc.title, message=message, line=line, col=col, hint=exc.hint)
-        window = list(p.translation.window) if p.translation.window else None
-        return Validation(ok=True, columns=p.translation.columns, window=window)
+            try:
+                checked = self._check(c, text, "spec")
+            except DaggerError as exc:
+                line, col = specs.error_position(exc)
+                message = exc.reason if isinstance(exc, SqlError) else exc.message
+                return Validation(ok=False, title=exc.title, message=message, line=line, col=col, hint=exc.hint)
+        if checked.plan is None:
+            return Validation(ok=True, deferred=checked.deferred)
+        t = checked.plan.translation
+        return Validation(ok=True, columns=t.columns, window=list(t.window) if t.window else None,
+                          deferred=checked.deferred)
 
     def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: SparkSession | None = None,
-                on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+                on_progress: Callable[[PreviewProgress], None] | None = None,
+                spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
         """Run the dagger's current SQL over the last ``minutes`` of its topics; return up to ``limit`` rows.
 
-        Nothing is deployed and no consumer group is used (see :func:`job.preview.preview`).
+        Nothing is deployed and no consumer group is used (see :func:`job.preview.preview`). Without
+        ``spark``, ``spark_factory`` makes the session, only once the role check and the spec have passed.
         """
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "preview")
             text, cluster = self._current(s, d).spec_text, d.cluster
-            spec = specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}")
-        return self._run_preview(spec, minutes, limit, spark, on_progress)
+            spec = self._runnable(cluster, text, f"{ref} v{d.current_version}", "a preview")
+        return self._run_preview(spec, minutes, limit, spark, on_progress, spark_factory)
 
     def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output:
         """Return the dagger's own output read back from its sink (:func:`job.output.read_output`): the sum
@@ -237,35 +264,41 @@ class ControlPlane(AdminOps, TokenOps):
         OutputError (no readable sink, an unknown field, the sink's server down)."""
         from job.output import read_output
 
-        spec, name = self._spec_of(ref)
+        spec, name = self._spec_of(ref, sink)
         return read_output(spec, query, sink, dagger=name)
 
     def output_fields(self, ref: str, sink: str | None = None) -> list[str]:
         """Return the numeric fields the dagger's sink holds (what its output chart may show)."""
         from job.output import output_fields
 
-        return output_fields(self._spec_of(ref)[0], sink)
+        return output_fields(self._spec_of(ref, sink)[0], sink)
 
-    def _spec_of(self, ref: str) -> tuple[DaggerSpec, str]:
+    def _spec_of(self, ref: str, sink: str | None = None) -> tuple[DaggerSpec, str]:
         """Return the dagger's current spec under its cluster's variables, and its team/name."""
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
             text, cluster, name = self._current(s, d).spec_text, d.cluster, f"{d.team.name}/{d.name}"
-            return specs.parse_text(text, self._env(cluster, text), f"{ref} v{d.current_version}"), name
+            return self._runnable(cluster, text, f"{ref} v{d.current_version}", "reading the output", sink), name
 
     def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
                      spark: SparkSession | None = None,
-                     on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
-        """Preview a spec text that is not a dagger yet (the console's form), on ``cluster``'s brokers."""
+                     on_progress: Callable[[PreviewProgress], None] | None = None,
+                     spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
+        """Preview a spec text that is not a dagger yet (the console's form), on ``cluster``'s brokers
+        (``spark_factory``: as for :meth:`preview`)."""
         with self.registry.session() as s:
             c = self._cluster(s, cluster, "viewer", "preview on")
-            spec = self._parse(c, text, "preview")
-        return self._run_preview(spec, minutes, limit, spark, on_progress)
+            spec = self._runnable(c, text, "preview", "a preview")
+        return self._run_preview(spec, minutes, limit, spark, on_progress, spark_factory)
 
     @staticmethod
     def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None,
-                     on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+                     on_progress: Callable[[PreviewProgress], None] | None = None,
+                     spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
         from job.preview import preview
+
+        if spark is None and spark_factory is not None:
+            spark = spark_factory()  # after the role check and the spec's: a refused caller starts no Spark
 
         return preview(spec, minutes=minutes, limit=limit, spark=spark, on_progress=on_progress)
 
@@ -393,7 +426,7 @@ class ControlPlane(AdminOps, TokenOps):
         """Return whether ``text`` could resume from the dagger's current checkpoint (changes nothing)."""
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
-            old = specs.parse_text(self._current(s, d).spec_text, self._env(d.cluster, text))
+            old = self._old(d.cluster, self._current(s, d).spec_text)
             new = self._parse(d.cluster, text, "spec")
             from job.control.compat import compatibility  # sqlglot and job.sql: 0.3 s a CLI process
 
@@ -419,7 +452,7 @@ class ControlPlane(AdminOps, TokenOps):
             new = self._parse(d.cluster, text, "spec")
             if new.name != d.name:
                 raise SpecError(f"name: a dagger keeps its name ({d.name}); create a new dagger for {new.name!r}")
-            old = specs.parse_text(cur.spec_text, self._env(d.cluster, cur.spec_text))
+            old = self._old(d.cluster, cur.spec_text)
             from job.control.compat import compatibility
 
             compat = compatibility(old, new)
@@ -443,6 +476,12 @@ class ControlPlane(AdminOps, TokenOps):
                          "notes": compat.notes, "comment": comment})
             return EditResult(ref=f"{d.team.name}/{d.name}", version=version, checkpoint_epoch=epoch,
                               compatibility=compat, redeploys=d.desired_state == "running")
+
+    def _old(self, cluster: Cluster, text: str) -> DaggerSpec:
+        """Return a stored version's spec as data (fields only: it was checked when it was stored)."""
+        from job.spec import parse_spec
+
+        return parse_spec(text, "current version", self._vars(cluster), keep_unset=True)
 
     @staticmethod
     def _stale(ref: str, current: int, expected: int) -> VersionConflictError:

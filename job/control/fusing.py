@@ -14,12 +14,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from job.control import specs
-
 if TYPE_CHECKING:
+    from job.check.spec import CheckedSpec
     from job.spec import DaggerSpec
 
 log = logging.getLogger("daggers.control")
@@ -27,66 +25,60 @@ log = logging.getLogger("daggers.control")
 
 @dataclass(frozen=True)
 class Candidate:
-    """A dagger of the cluster: its ref, spec text and the environment its spec is read with."""
+    """A dagger of the cluster: its ref, spec text and the cluster's variables (``DAGGERS_BOOTSTRAP``,
+    ``DAGGERS_INFLUX``; its spec is checked as data, :mod:`job.check.spec`)."""
 
     ref: str
     text: str
     env: Mapping[str, str]
 
 
-def _spec(candidate: Candidate) -> DaggerSpec | None:
-    """Return ``candidate``'s spec, or None when it does not parse (its own run reports that)."""
+def _checked(candidate: Candidate) -> CheckedSpec | None:
+    """Return ``candidate``'s spec checked as data, or None when it does not check (its own run reports that)."""
+    from job.check.spec import check_spec
+
     try:
-        return specs.parse_text(candidate.text, candidate.env, candidate.ref)
+        return check_spec(candidate.text, candidate.env, candidate.ref)
     except Exception as exc:  # noqa: BLE001 - a hint only
         log.debug("%s: not read for the fusion hint: %s", candidate.ref, exc)
         return None
 
 
-def fusion_group(spec: DaggerSpec, state_dir: Path) -> str | None:
-    """Return the fused group ``spec``'s query would join (:func:`job.shared.fusion.fusion_key`), or None
-    when it cannot fuse, is dedicated, or does not plan (its own run reports that)."""
-    from job.plan import plan
+def fusion_group(checked: CheckedSpec) -> str | None:
+    """Return the fused group a checked spec's query would join (:func:`job.shared.fusion.fusion_key`), or
+    None when it cannot fuse, is dedicated, or has no plan on the server's schemas."""
     from job.shared.fusion import fusion_key, why_not_fusible
 
-    if spec.isolation == "dedicated":
+    if checked.spec.isolation == "dedicated" or checked.plan is None:
         return None
-    try:
-        planned = plan(spec, state_dir)
-    except Exception as exc:  # noqa: BLE001 - a hint only
-        log.debug("%s: not planned for the fusion hint: %s", spec.name, exc)
-        return None
-    return fusion_key(planned) if why_not_fusible(planned) is None else None
+    return fusion_key(checked.plan) if why_not_fusible(checked.plan) is None else None
 
 
 def isolation_of(candidate: Candidate) -> str:
     """Return ``candidate``'s ``isolation`` ("" when its spec does not parse: ``dagger show`` still shows it)."""
-    spec = _spec(candidate)
-    return spec.isolation if spec is not None else ""
+    checked = _checked(candidate)
+    return checked.spec.isolation if checked is not None else ""
 
 
 def _topics(spec: DaggerSpec) -> frozenset[str]:
     return frozenset(t for s in spec.streams for t in s.topics)
 
 
-def fusible_with(target: Candidate, others: list[Candidate], state_dir: Path) -> list[str]:
+def fusible_with(target: Candidate, others: list[Candidate]) -> list[str]:
     """Return the refs of ``others`` whose queries could be one with ``target``'s: the same stream read
     alike (source, watermark delay, window, trigger, parallelism, SQL settings; the SQL may differ).
 
-    Each spec is read once; only those that read the same topics are planned. Empty when ``target`` cannot
-    fuse or is dedicated.
+    Each spec is checked once, as data. Empty when ``target`` cannot fuse or is dedicated.
     """
-    mine = _spec(target)
+    mine = _checked(target)
     if mine is None:
         return []
-    alike = [(o.ref, spec) for o in others if o.ref != target.ref
-             and (spec := _spec(o)) is not None and _topics(spec) == _topics(mine)]
-    if not alike:
-        return []
-    key = fusion_group(mine, state_dir)
+    key = fusion_group(mine)
     if key is None:
         return []
-    return sorted(ref for ref, spec in alike if fusion_group(spec, state_dir) == key)
+    alike = [(o.ref, checked) for o in others if o.ref != target.ref
+             and (checked := _checked(o)) is not None and _topics(checked.spec) == _topics(mine.spec)]
+    return sorted(ref for ref, checked in alike if fusion_group(checked) == key)
 
 
 def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None:

@@ -8,7 +8,6 @@ literal password or token is refused (see :func:`check_no_clear_secrets`).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,25 +29,11 @@ def cluster_env(kafka_bootstrap: str, influx_url: str) -> dict[str, str]:
     return {ENV_BOOTSTRAP: kafka_bootstrap, ENV_INFLUX: influx_url}
 
 
-def validation_env(text: str, cluster: Mapping[str, str]) -> dict[str, str]:
-    """Return the environment a spec is validated with: the process's, the cluster's, and a placeholder
-    ``unset-NAME`` for each ``${NAME}`` without a default that neither sets (a secret that only the
-    controller's host holds must not make the spec invalid here)."""
-    env = {**os.environ, **cluster}
-    for m in _ENV_RE.finditer(text):
-        if m.group(1) not in env and m.group(2) is None:
-            env[m.group(1)] = f"unset-{m.group(1)}"
-    return env
-
-
 def raw_spec(text: str, source: str = "spec") -> dict[str, Any]:
     """Return the YAML mapping of ``text`` without resolving ``${VAR}``; raise SpecError if it is not one."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise SpecError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    from job.check.yaml_load import load_yaml
+
+    data = load_yaml(text, source)
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a dagger spec is a YAML mapping (name, streams, sql, sink)")
     return data
@@ -64,19 +49,6 @@ def check_no_clear_secrets(data: Mapping[str, Any]) -> None:
     from job.check.secrets import check_clear_secrets
 
     check_clear_secrets(data)
-
-
-def validate_text(text: str, env: Mapping[str, str], state_dir: Path, source: str = "spec") -> Any:
-    """Parse ``text`` and plan it (schemas, SQL) without Spark; return the :class:`~job.plan.DaggerPlan`.
-
-    Raises SpecError, SchemaError or SqlError (with line and column in the SQL).
-    """
-    from job.plan import plan
-
-    data = raw_spec(text, source)
-    check_no_clear_secrets(data)
-    spec = parse_spec(text, source, dict(env))
-    return plan(spec, state_dir)
 
 
 def parse_text(text: str, env: Mapping[str, str], source: str = "spec") -> DaggerSpec:

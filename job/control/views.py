@@ -287,6 +287,8 @@ class Validation:
     hint: str | None = None
     columns: dict[str, list[str]] = field(default_factory=dict)
     window: list[str | None] | None = None
+    #: What only the dagger's host can check (its schema, functions, variables), each with the reason.
+    deferred: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""

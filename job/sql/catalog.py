@@ -177,11 +177,27 @@ _LIBRARY = [
 DAGGER_FUNCTIONS: dict[str, DaggerFunction] = {f.name.lower(): f for f in _LIBRARY}
 
 
+#: Spark built-ins a query may not call: they reach outside the query's rows, into the JVM (reflect runs any
+#: static Java method, so also any code), files (a protobuf descriptor or an XML entity read from a path),
+#: or who and where the process runs. A query runs in a shared Spark application and in the server's
+#: preview, beside other teams' daggers.
+DENIED_SPARK_FUNCTIONS = frozenset({
+    "reflect", "java_method", "try_reflect",
+    "from_protobuf", "to_protobuf", "from_avro", "to_avro", "schema_of_avro",
+    "xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long", "xpath_number",
+    "xpath_short", "xpath_string",
+    "input_file_name", "input_file_block_length", "input_file_block_start",
+    "current_user", "session_user", "user", "current_catalog", "current_database", "current_schema",
+    "current_path", "version", "python_worker_logs", "sql_keywords",
+})
+
+
 @cache
 def spark_functions() -> frozenset[str]:
-    """Return the lower-cased names of Spark's built-in functions (``SHOW FUNCTIONS`` of the pinned Spark)."""
+    """Return the lower-cased names of the Spark built-in functions a query may call (``SHOW FUNCTIONS``
+    of the pinned Spark, less :data:`DENIED_SPARK_FUNCTIONS`)."""
     text = resources.files("job.sql").joinpath("spark_functions.txt").read_text()
-    return frozenset(line.strip().lower() for line in text.splitlines() if line.strip())
+    return frozenset(line.strip().lower() for line in text.splitlines() if line.strip()) - DENIED_SPARK_FUNCTIONS
 
 
 def lookup(name: str, user: Mapping[str, DaggerFunction] | None = None) -> DaggerFunction | None:

@@ -10,6 +10,7 @@ from sqlglot import exp
 from job.errors import SqlError
 from job.sql.catalog import (
     DAGGER_FUNCTIONS,
+    DENIED_SPARK_FUNCTIONS,
     DaggerFunction,
     dagger_kind,
     is_known,
@@ -67,11 +68,18 @@ def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | N
     Raises SqlError at the call or the argument.
     """
     for node in tree.walk():
+        if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous) \
+                and node.sql_name().lower() in DENIED_SPARK_FUNCTIONS:
+            raise _fail(f"{node.sql_name()} is not available in Dagger SQL: it reaches outside the query's rows "
+                        "(the JVM, files or the process)", node)
         if not isinstance(node, exp.Anonymous | exp.RegexpSplit):
             continue
         name = node.name if isinstance(node, exp.Anonymous) else "Split"
         if isinstance(node, exp.Anonymous) and str(name).upper() == "TABLE" and _in_lateral_table(node):
             continue
+        if str(name).lower() in DENIED_SPARK_FUNCTIONS and lookup(str(name), user) is None:
+            raise _fail(f"{name} is not available in Dagger SQL: it reaches outside the query's rows (the JVM, "
+                        "files or the process)", node)
         if not is_known(name, user):
             near = similar_functions(str(name), user)
             raise _fail(f"unknown function {name}", node, hint=f"did you mean {', '.join(near)}?" if near else None)

@@ -54,8 +54,8 @@ def test_a_spec_that_does_not_read_has_no_isolation_and_no_partners(tmp_path) ->
     broken = Candidate("team-a/broken", "name: broken\nstreams: [", {})
     good = Candidate("team-a/counts", _spec("counts"), ENV)
     assert isolation_of(broken) == "" and isolation_of(good) == "shared"
-    assert fusible_with(broken, [good], tmp_path) == []
-    assert fusible_with(good, [broken], tmp_path) == []
+    assert fusible_with(broken, [good]) == []
+    assert fusible_with(good, [broken]) == []
 
 
 def test_the_hint_is_for_shared_daggers_only() -> None:
