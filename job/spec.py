@@ -184,7 +184,8 @@ class StreamSpec(_Model):
                     "larger ones catch up faster: each batch reads and rewrites the state of every window key it "
                     "touches once (BENCHMARKS.md, sixth session).")
     consumer_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol).")
+        default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol); none that loads "
+                                          "or runs code (plugin.library.paths, sasl.kerberos.kinit.cmd, …).")
     failover: FailoverSpec | None = Field(
         default=None,
         description="A secondary cluster mirroring the topics: when the primary has been unreachable for "
@@ -236,6 +237,11 @@ class StreamSpec(_Model):
     def _bootstrap(cls, v: str) -> str:
         return _check_bootstrap(v)
 
+    @field_validator("consumer_config")
+    @classmethod
+    def _consumer_config(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_client_settings(v)
+
     @field_validator("failover")
     @classmethod
     def _failover(cls, v: FailoverSpec | None, info: Any) -> FailoverSpec | None:
@@ -257,6 +263,24 @@ def _check_bootstrap(v: str) -> str:
         host, _, port = part.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ValueError(f"{part.strip()!r} is not host:port")
+    return v
+
+
+#: librdkafka settings that load a library, run a command or replace the client's own callbacks: a spec's
+#: Kafka client settings may not name them (a spec is data; these would make it code, in the dagger's and the
+#: controller's processes).
+CODE_KAFKA_SETTINGS = frozenset({
+    "plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location", "ssl.engine.id",
+    "oauthbearer_token_refresh_cb", "error_cb", "throttle_cb", "stats_cb", "log_cb", "on_delivery",
+    "default.topic.config", "interceptor",
+})
+
+
+def _check_client_settings(v: dict[str, Any]) -> dict[str, Any]:
+    """Return ``v`` when it names no setting of :data:`CODE_KAFKA_SETTINGS`; raise ValueError naming one."""
+    for key in v:
+        if str(key).strip().lower() in CODE_KAFKA_SETTINGS:
+            raise ValueError(f"{key!r} loads or runs code: a dagger's Kafka settings may not set it")
     return v
 
 
@@ -372,12 +396,18 @@ class KafkaSinkSpec(_RetryingSinkModel):
         default=5, ge=0, description="Rounds of sending again the records whose delivery failed, with back-off.")
     producer_config: dict[str, SecretStr] = Field(
         default_factory=dict,
-        description="Extra librdkafka producer settings (e.g. security.protocol, sasl.password); never logged.")
+        description="Extra librdkafka producer settings (e.g. security.protocol, sasl.password); never logged; "
+                    "none that loads or runs code (plugin.library.paths, sasl.kerberos.kinit.cmd, …).")
 
     @field_validator("bootstrap_servers")
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return _check_bootstrap(v)
+
+    @field_validator("producer_config")
+    @classmethod
+    def _producer_config(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_client_settings(v)
 
     @field_validator("key_columns")
     @classmethod

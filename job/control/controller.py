@@ -245,7 +245,7 @@ class Controller:
         now = time.time()
         updates: dict[int, dict[str, Any]] = {}
         samples: list[Sample] = []
-        self._fail_over(now)
+        self._fail_over()
         items = self._snapshot()
         handed: list[int] = []
         for item in items:
@@ -426,7 +426,8 @@ class Controller:
                 "started_at": now, "stop_requested_at": None, "next_restart_at": None, "log_path": str(run.log_path)}
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **specs.cluster_env(self.kafka_bootstrap, self.influx_url), "PYTHONUNBUFFERED": "1"}
+        return {**specs.dagger_env(os.environ, specs.cluster_env(self.kafka_bootstrap, self.influx_url)),
+                "PYTHONUNBUFFERED": "1"}
 
     # ---- the warm standby ---------------------------------------------------------------------
 
@@ -504,9 +505,9 @@ class Controller:
 
     # ---- moves and failover ---------------------------------------------------------------------
 
-    def _fail_over(self, now: float) -> None:
+    def _fail_over(self) -> None:
         """Take over the running daggers of the clusters whose controller is gone and that fail over to this one."""
-        self.agent.fail_over(self.settings.failover_after_s, now)
+        self.agent.fail_over(self.settings.failover_after_s)
 
     def _arrived(self, item: _Item, now: float) -> bool:
         """Return whether a dagger moved here may start: its old cluster's controller stopped it (then
@@ -659,8 +660,7 @@ class Controller:
         key = (item.id, item.version)
         if key not in self._streams:
             try:
-                env = {**os.environ, **specs.cluster_env(self.kafka_bootstrap, self.influx_url)}
-                spec = specs.parse_text(item.spec_text, env)
+                spec = specs.parse_text(item.spec_text, self._env())
             except DaggerError as exc:
                 log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
                 return None, None
@@ -700,7 +700,7 @@ class Controller:
             self._pruned_at = now
             prune = now - self.settings.sample_retention_s
         rows = [{f: getattr(x, f) for f in SAMPLE_FIELDS} for x in samples]
-        self.agent.report(updates, rows, health, now, handed or [], self.host, self.pid, prune,
+        self.agent.report(updates, rows, health, handed or [], self.host, self.pid, prune,
                           self.metrics_url)
 
     # ---- the loop -----------------------------------------------------------------------------

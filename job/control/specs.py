@@ -29,6 +29,28 @@ def cluster_env(kafka_bootstrap: str, influx_url: str) -> dict[str, str]:
     return {ENV_BOOTSTRAP: kafka_bootstrap, ENV_INFLUX: influx_url}
 
 
+#: The control plane's own credentials in a controller's environment (the registry's URL and libpq password,
+#: the controller's token and stored login). A dagger runs its team's code (``udf_file``) and resolves its
+#: spec's ``${NAME}``s: neither may reach these.
+CONTROL_SECRETS = ("DAGGERS_REGISTRY", "DAGGERS_TOKEN", "DAGGERS_CREDENTIALS", "PGPASSWORD", "PGPASSFILE")
+#: A folder on the controller's host whose files are variables for the daggers: file ``NAME`` holds the value
+#: of ``${NAME}`` (as secrets are mounted in a container), unless the environment sets NAME.
+ENV_SECRETS_DIR = "DAGGERS_SECRETS_DIR"
+_VARIABLE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def dagger_env(environ: Mapping[str, str], cluster: Mapping[str, str]) -> dict[str, str]:
+    """Return the environment a controller gives a dagger's process (and resolves its spec with): its own
+    less :data:`CONTROL_SECRETS`, the variables of ``$DAGGERS_SECRETS_DIR``'s files, then ``cluster``'s."""
+    env = {k: v for k, v in environ.items() if k not in CONTROL_SECRETS}
+    folder = environ.get(ENV_SECRETS_DIR)
+    if folder and Path(folder).is_dir():
+        for path in sorted(Path(folder).iterdir()):
+            if _VARIABLE_RE.match(path.name) and path.name not in CONTROL_SECRETS and path.is_file():
+                env.setdefault(path.name, path.read_text().rstrip("\n"))
+    return {**env, **cluster}
+
+
 def raw_spec(text: str, source: str = "spec") -> dict[str, Any]:
     """Return the YAML mapping of ``text`` without resolving ``${VAR}``; raise SpecError if it is not one."""
     from job.check.yaml_load import load_yaml

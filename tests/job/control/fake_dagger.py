@@ -5,7 +5,7 @@ dagger towards its controller without starting Spark.
 ``run`` writes ``<checkpoint>/status.json`` (as the runner's listener
 does) every 0.1 s and exits 0 on SIGTERM; ``crash`` prints a Daggers error and exits 3; ``hang``
 ignores SIGTERM. Each start appends its PID and the cluster's ``DAGGERS_BOOTSTRAP`` to
-``<checkpoint>/starts.txt``.
+``<checkpoint>/starts.txt``, and writes its environment to ``<checkpoint>/env.json``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def main() -> int:
     checkpoint.mkdir(parents=True, exist_ok=True)
     with (checkpoint / "starts.txt").open("a") as fh:
         fh.write(f"{os.getpid()} {os.environ.get('DAGGERS_BOOTSTRAP')} {spec_path.name}\n")
+    (checkpoint / "env.json").write_text(json.dumps(dict(os.environ)))
     if mode == "crash":
         time.sleep(0.1)
         print("Sink error: cannot reach InfluxDB at http://127.0.0.1:9/write: connection refused", flush=True)
