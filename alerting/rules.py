@@ -27,8 +27,9 @@ from pydantic import (
 
 from alerting.durations import Duration, format_duration
 from alerting.template import DEFAULT_DEADMAN_MESSAGE, DEFAULT_MESSAGE, check_template
+from job.names import DAGGER_NAME_RE
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,62}$")
+NAME_RE = DAGGER_NAME_RE  # \A…\Z: a trailing newline is no name
 TAG_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 AGGREGATES = ("mean", "median", "sum", "count", "min", "max", "first", "last", "spread", "stddev")
 PERCENTILE_RE = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")

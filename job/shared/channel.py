@@ -48,7 +48,7 @@ _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def check_key(key: str) -> str:
     """Return ``key``; raise ValueError when it cannot name a file."""
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):  # "$" alone lets a trailing newline through
         raise ValueError(f"{key!r} is not a dagger key (letters, digits, -_. ; at most 128)")
     return key
 
