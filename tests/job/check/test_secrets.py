@@ -24,27 +24,31 @@ settings.load_profile("daggers")
 SEED = yaml.safe_load((ROOT / "examples" / "bookings-per-s2.yaml").read_text())
 
 #: Keys that name a secret, as users write them (sinks, lookups' headers, librdkafka and Spark settings).
-SECRET_KEYS = ["password", "passwd", "token", "api_key", "apiKey", "ApiKey", "X-Api-Key", "X-API-KEY", "secret",
-               "client_secret", "clientSecret", "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
-               "sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
-               "ssl.key.pem", "ssl.keystore.key", "private_key", "privateKey", "PGPASSWORD", "auth_token",
-               "X-Auth-Token", "access_token", "refresh_token", "credentials", "credential", "secret_key",
-               "aws_secret_access_key", "spark.hadoop.fs.s3a.secret.key", "passphrase", "password_b64",
-               "token.value", "basic.auth.user.info", "basic_auth", "sasl.oauthbearer.client.secret",
-               "sasl.jaas.config", "sasl.oauthbearer.config"]
+SECRET_KEYS = [
+    "password", "passwd", "token", "api_key", "apiKey", "ApiKey", "X-Api-Key", "X-API-KEY", "secret",
+    "client_secret", "clientSecret", "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
+    "sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.key.pem",
+    "ssl.keystore.key", "private_key", "privateKey", "PGPASSWORD", "auth_token", "X-Auth-Token",
+    "access_token", "refresh_token", "credentials", "credential", "secret_key", "aws_secret_access_key",
+    "spark.hadoop.fs.s3a.secret.key", "passphrase", "password_b64", "token.value", "basic.auth.user.info",
+    "basic_auth", "sasl.oauthbearer.client.secret", "sasl.jaas.config", "sasl.oauthbearer.config"]
 #: Keys that look like a secret's and are not (a spec's own fields among them).
-PLAIN_KEYS = ["key_columns", "token_count", "keys", "key", "tokenizer", "max_tokens", "password_file", "token_url",
-              "secret_name", "credentials_file", "cookie_name", "ssl.keystore.location", "ssl.keystore.type",
-              "ssl.truststore.location", "sasl.mechanism", "sasl.username", "username", "auth_type", "api",
-              "api_version", "key_field", "private_network", "consumer_config", "producer_config", "keystore",
-              "passthrough", "bypass", "tokens_per_s", "id_pattern", "password_env", "secret_ref", "ca_certs",
-              "ssl.certificate.location", "monkey", "turkey", "hotkey", "dsn", "url", "hosts", "headers",
-              "bootstrap_servers", "index", "Accept", "Content-Type", "spark_conf", "schema_url"]
+PLAIN_KEYS = [
+    "key_columns", "token_count", "keys", "key", "tokenizer", "max_tokens", "password_file", "token_url",
+    "secret_name", "credentials_file", "cookie_name", "ssl.keystore.location", "ssl.keystore.type",
+    "ssl.truststore.location", "sasl.mechanism", "sasl.username", "username", "auth_type", "api",
+    "api_version", "key_field", "private_network", "consumer_config", "producer_config", "keystore",
+    "passthrough", "bypass",
+    "tokens_per_s", "id_pattern", "password_env", "secret_ref", "ca_certs", "ssl.certificate.location",
+    "monkey", "turkey", "hotkey", "dsn", "url", "hosts", "headers", "bootstrap_servers", "index", "Accept",
+    "Content-Type", "spark_conf", "schema_url"]
 #: Keys a secret is put under at random: none of them makes the value a secret's, nor holds SQL.
 #: (Not "api" nor "keystore": ``api: {key: ...}`` is an API key.)
-PATH_KEYS = [k for k in PLAIN_KEYS if k not in ("dsn", "api", "keystore")] + ["sink", "sinks", "lookups", "streams",
-                                                                          "options", "x"]
+PATH_KEYS = [k for k in PLAIN_KEYS if k not in ("dsn", "api", "keystore")]
+PATH_KEYS += ["sink", "sinks", "lookups", "streams", "options", "x"]
 JAAS_KEYS = {"sasl.jaas.config", "sasl.oauthbearer.config"}
+HEADERS = st.sampled_from(["Authorization", "Proxy-Authorization"])
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="{}";'
 
 #: A secret as a user types it: at least 8 characters, one of them a letter or digit, no ``$`` (a reference).
 URL_SAFE = string.ascii_letters + string.digits + "-._~!*+"
@@ -67,19 +71,23 @@ FORMS: dict[str, tuple[st.SearchStrategy[str], Any, st.SearchStrategy[str] | Non
     "userinfo loose": (secrets(URL_SAFE + "/?#").filter(lambda s: not s[0].isdigit()),
                        lambda s, d: f"http://app:{s}@influx:8086/", None),
     "bootstrap userinfo": (secrets(URL_SAFE), lambda s, d: f"kafka-1:9092,app:{s}@kafka-2:9092", None),
-    "query": (secrets(URL_SAFE), lambda s, d: f"http://influx:8086/write?db=x&{d['param']}={s}&precision=s", None),
-    "jaas": (secrets(PRINTABLE.replace('"', "")),
-             lambda s, d: f'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" '
-                          f'password="{s}";', None),
+    "query": (secrets(URL_SAFE),
+              lambda s, d: f"http://influx:8086/write?db=x&{d['param']}={s}&precision=s", None),
+    "jaas": (secrets(PRINTABLE.replace('"', "")), lambda s, d: JAAS.format(s), None),
     "pem": (secrets(string.ascii_letters + string.digits + "+/="), lambda s, d: _pem(s, d["pem"]), None),
-    "dsn": (secrets(URL_SAFE + "#%^()[]"), lambda s, d: f"host=db port=5432 user=app password={s} dbname=crm", None),
-    "dsn quoted": (secrets(PRINTABLE.replace("'", "")), lambda s, d: f"host=db password='{s}' user=app", None),
-    "secret key": (secrets(), lambda s, d: s, st.sampled_from([k for k in SECRET_KEYS if k not in JAAS_KEYS])),
-    "bearer": (secrets(), lambda s, d: f"Bearer {s}", st.sampled_from(["Authorization", "Proxy-Authorization"])),
+    "dsn": (secrets(URL_SAFE + "#%^()[]"),
+            lambda s, d: f"host=db port=5432 user=app password={s} dbname=crm", None),
+    "dsn quoted": (secrets(PRINTABLE.replace("'", "")),
+                   lambda s, d: f"host=db password='{s}' user=app", None),
+    "secret key": (secrets(), lambda s, d: s,
+                   st.sampled_from([k for k in SECRET_KEYS if k not in JAAS_KEYS])),
+    "bearer": (secrets(), lambda s, d: f"Bearer {s}", HEADERS),
     "default": (secrets(PRINTABLE.replace("}", "")), lambda s, d: f"${{{d['var']}:-{s}}}",
                 st.sampled_from(SECRET_KEYS)),
-    "default in url": (secrets(URL_SAFE), lambda s, d: f"${{DAGGERS_INFLUX:-http://app:{s}@influx:8086}}", None),
-    "default in userinfo": (secrets(URL_SAFE), lambda s, d: f"http://app:${{{d['var']}:-{s}}}@influx:8086", None),
+    "default in url": (secrets(URL_SAFE),
+                       lambda s, d: f"${{DAGGERS_INFLUX:-http://app:{s}@influx:8086}}", None),
+    "default in userinfo": (secrets(URL_SAFE),
+                            lambda s, d: f"http://app:${{{d['var']}:-{s}}}@influx:8086", None),
 }
 #: The same places holding a reference: never a finding.
 REFERENCES: dict[str, tuple[Any, st.SearchStrategy[str] | None]] = {
@@ -87,18 +95,18 @@ REFERENCES: dict[str, tuple[Any, st.SearchStrategy[str] | None]] = {
     "userinfo all": (lambda r, d: f"{d['scheme']}://{r}@db.internal:5432/x", None),
     "bootstrap userinfo": (lambda r, d: f"kafka-1:9092,app:{r}@kafka-2:9092", None),
     "query": (lambda r, d: f"http://influx:8086/write?db=x&{d['param']}={r}&precision=s", None),
-    "jaas": (lambda r, d: f'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" '
-                          f'password="{r}";', st.sampled_from(sorted(JAAS_KEYS) + PATH_KEYS)),
+    "jaas": (lambda r, d: JAAS.format(r), st.sampled_from(sorted(JAAS_KEYS) + PATH_KEYS)),
     "dsn": (lambda r, d: f"host=db port=5432 user=app password={r} dbname=crm", None),
     "secret key": (lambda r, d: r, st.sampled_from(SECRET_KEYS)),
-    "bearer": (lambda r, d: f"Bearer {r}", st.sampled_from(["Authorization", "Proxy-Authorization"])),
+    "bearer": (lambda r, d: f"Bearer {r}", HEADERS),
     "cookie": (lambda r, d: f"sid={r}", st.just("Cookie")),
 }
 
 details = st.fixed_dictionaries({
-    "scheme": st.sampled_from(["http", "https", "postgresql", "postgres", "mongodb+srv", "jdbc:postgresql", "ftp"]),
-    "param": st.sampled_from(["password", "p", "pw", "token", "access_token", "api_key", "apikey", "key", "sig",
-                              "X-Amz-Signature", "X-Amz-Credential", "client_secret", "auth"]),
+    "scheme": st.sampled_from(["http", "https", "postgresql", "postgres", "mongodb+srv", "jdbc:postgresql",
+                               "ftp"]),
+    "param": st.sampled_from(["password", "p", "pw", "token", "access_token", "api_key", "apikey", "key",
+                              "sig", "X-Amz-Signature", "X-Amz-Credential", "client_secret", "auth"]),
     "pem": st.sampled_from(["", "RSA ", "EC ", "ENCRYPTED ", "OPENSSH ", "DSA "]),
     "var": st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,15}\Z"),
 })
@@ -129,8 +137,8 @@ def place(value: Any, key: str, path_steps: list[Any]) -> tuple[dict[str, Any], 
 
 
 @given(st.sampled_from(sorted(FORMS)), st.data(), details, steps)
-def test_a_clear_secret_in_any_form_at_any_depth_is_found_at_its_path(form: str, data: st.DataObject,
-                                                                      d: dict[str, str], where: list[Any]) -> None:
+def test_a_clear_secret_in_any_form_at_any_depth_is_found_at_its_path(
+        form: str, data: st.DataObject, d: dict[str, str], where: list[Any]) -> None:
     strategy, holder, keys = FORMS[form]
     secret = data.draw(strategy, label="secret")
     key = data.draw(keys if keys is not None else st.sampled_from(PATH_KEYS), label="key")
@@ -179,9 +187,10 @@ def test_each_form_named_in_the_issue_is_found() -> None:
     spec["streams"][0]["bootstrap_servers"] = "u:hunter22@127.0.0.1:9092"
     spec["sinks"] = [
         {**spec.pop("sink"), "url": "http://admin:hunter22@influx:8086"},
-        {"type": "influx", "url": "http://influx:8086?u=admin&p=hunter22", "database": "d", "measurement": "m"},
-        {"type": "influx", "url": "${DAGGERS_INFLUX:-http://admin:hunter22@influx:8086}", "password": "${P:-x}",
-         "database": "d", "measurement": "m"},
+        {"type": "influx", "url": "http://influx:8086?u=admin&p=hunter22", "database": "d",
+         "measurement": "m"},
+        {"type": "influx", "url": "${DAGGERS_INFLUX:-http://admin:hunter22@influx:8086}",
+         "password": "${P:-x}", "database": "d", "measurement": "m"},
         {"type": "postgres", "dsn": "host=db user=u password=hunter22", "table": "t", "key_columns": ["a"]},
         {"type": "postgres", "dsn": "postgresql://u@db/x?password=hunter22", "table": "t"},
     ]
@@ -200,11 +209,13 @@ def test_a_secret_in_a_default_that_yaml_reads_as_a_mapping_or_in_a_key_is_found
     assert find_clear_secrets({"sink": "${S:-{type: influx, password: hunter22}}"}) == ["sink"]
     assert find_clear_secrets({"x": {"${K:-password}": "hunter22"}}) == ["x.${K:-password}"]
     assert find_clear_secrets({"x": {"http://u:hunter22@h": "y"}}) == ["x.http://u:hunter22@h"]
-    assert find_clear_secrets({"sink": {"password": 12345678, "token": True, "api_key": None}}) == ["sink.password"]
+    numbers = {"sink": {"password": 12345678, "token": True, "api_key": None}}
+    assert find_clear_secrets(numbers) == ["sink.password"]
 
 
 def test_sql_comparisons_and_placeholders_are_not_settings() -> None:
-    spec = {**SEED, "sql": SEED["sql"].replace("status = 'COMPLETED'", "status = 'COMPLETED' AND token = 'abc'"),
+    sql = SEED["sql"].replace("status = 'COMPLETED'", "status = 'COMPLETED' AND token = 'abc'")
+    spec = {**SEED, "sql": sql,
             "lookups": [{"type": "http", "url": "http://api/x?key={city_id}&p={driver_id}"},
                         {"type": "postgres", "query": "SELECT * FROM t WHERE password = $1 AND token = 'x'"}]}
     assert find_clear_secrets(spec) == []
@@ -221,9 +232,11 @@ def test_an_alias_bomb_and_a_recursive_alias_are_walked_once() -> None:
 
 def test_a_cluster_is_named_in_the_message() -> None:
     with pytest.raises(SpecError) as info:
-        check_clear_secrets({"influx_url": "http://u:hunter22@h", "kafka_bootstrap": "h:9092"}, what="cluster")
+        check_clear_secrets({"influx_url": "http://u:hunter22@h", "kafka_bootstrap": "h:9092"},
+                            what="cluster")
     assert info.value.message == "cluster influx_url: a secret in clear text would be stored in the registry"
-    assert info.value.hint == "write ${VARIABLE} instead and set the variable where the cluster's controller runs"
+    assert info.value.hint == ("write ${VARIABLE} instead and set the variable where the cluster's "
+                               "controller runs")
 
 
 def _dagger_specs() -> list[tuple[str, dict[str, Any]]]:
