@@ -47,6 +47,20 @@ def check_role(role: str) -> str:
     return role
 
 
+def _embedded_identity() -> tuple[str, str]:
+    """Return the audit log's credential and source of an embedded plane: ``embedded:<OS user>`` and
+    ``local <host> pid <pid>`` (who opened the registry directly, not through a server)."""
+    import getpass
+    import os
+    import socket
+
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container)
+        who = f"uid {os.getuid()}"
+    return f"embedded:{who}"[:255], f"local {socket.gethostname()} pid {os.getpid()}"[:255]
+
+
 class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
@@ -62,6 +76,8 @@ class Access:
         variable of its environment (:func:`job.check.spec.served_spec`)."""
         self.registry = registry
         self.user = user
+        if credential is None and source is None:  # embedded: the OS user on this host opened the registry
+            credential, source = _embedded_identity()
         self.credential = credential
         self.source = source
         self._per_request = per_request

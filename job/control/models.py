@@ -214,9 +214,9 @@ class AuditEntry(Base):
     allowed: Mapped[bool] = mapped_column(Boolean, default=True)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     #: The credential the user signed in with through the server: ``token:<id>``, ``oidc:<subject>`` or
-    #: ``controller:<id>`` (None in embedded mode, where the OS user acts).
+    #: ``controller:<id>``; in embedded mode ``embedded:<OS user>``.
     credential: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    #: The client's address as the server saw it (None in embedded mode).
+    #: The client's address as the server saw it; in embedded mode ``local <host> pid <pid>``.
     source: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
