@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from job.cli.common import fail, print_table
+from job.cli.common import SafeConsole, fail, print_table
 from job.errors import DaggerError
 from job.words import counted
 
@@ -56,7 +56,7 @@ DEFAULT_CONFIG = Path("alerts.yaml")
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return SafeConsole(highlight=False, soft_wrap=True)
 
 
 def _state_dir(state_dir: Path | None) -> Path:
@@ -196,7 +196,7 @@ def test_command(
         table.add_row(escape(", ".join(f"{k}={v}" for k, v in sorted(g.tags.items())) or "(all)"), _value(g.value),
                       escape(level), g.notified_level.name, escape(send))
     if report.groups:
-        print_table(out, table)
+        print_table(out, table, markup=True)
     for g in report.notifications:
         n = g.notification
         assert n is not None
@@ -255,7 +255,7 @@ def list_command(
             table.add_row(f"[{colour}]{escape(level)}[/{colour}]" + (" flapping" if s.flapping else ""),
                           escape(s.rule), escape(", ".join(f"{k}={v}" for k, v in sorted(s.tags.items())) or "(all)"),
                           _value(s.value), _iso(s.since), s.notified_level.name, escape(s.message))
-        print_table(out, table)
+        print_table(out, table, markup=True)
     if queued:
         out.print(f"[yellow]{len(queued)} notifications queued[/yellow] (oldest: {escape(queued[0].key)} to "
                   f"{escape(queued[0].channel)}, {queued[0].attempts} tries, next {_iso(queued[0].next_attempt_at)}"

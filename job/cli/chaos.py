@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from job.cli.common import err, fail, print_table
+from job.cli.common import SafeConsole, err, fail, print_table
 from job.errors import DaggerError
 
 DEFAULT_DIR = Path("examples/chaos")
@@ -20,7 +19,7 @@ def register(app: typer.Typer) -> None:
     chaos = typer.Typer(help="Load & chaos experiments: produce load, inject faults, check the outputs.",
                         no_args_is_help=True)
     app.add_typer(chaos, name="chaos")
-    out = Console(soft_wrap=True)
+    out = SafeConsole(soft_wrap=True)
 
     @chaos.command("run")
     def run(file: Path, out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder.")] = None) -> None:
@@ -54,7 +53,7 @@ def register(app: typer.Typer) -> None:
                 continue
             table.add_row(str(path), exp.name, ", ".join(c.name for c in exp.cases),
                           f"{exp.load.events_per_s:g}/s for {exp.load.duration_s:g} s")
-        print_table(out, table)
+        print_table(out, table, markup=True)
 
     @chaos.command("new")
     def new(name: str, folder: Annotated[Path, typer.Option(help="Where to write it.")] = DEFAULT_DIR) -> None:

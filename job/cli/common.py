@@ -1,5 +1,9 @@
 """What every ``daggers`` command group shares: the consoles, the one-line error, the state folder.
 
+The consoles show text as text (:class:`SafeConsole`): a control character in anything printed (a
+comment, a description, an error quoting a name) is shown as an escape such as ``\\x1b``, never sent
+to the terminal. A table's plain strings are text too; a styled cell is a ``rich.text.Text``.
+
 A known error (:class:`~job.errors.DaggerError`) prints as ``title: message`` plus a ``hint:`` line and
 exits with status 2. The full traceback is printed only with ``daggers --debug`` or ``DAGGERS_DEBUG=1``.
 """
@@ -8,30 +12,56 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 from job.errors import DaggerError, debug_enabled
+from job.text import safe_text
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+
+class SafeConsole(Console):
+    """A Rich console that never sends a control character it did not make: strings are made safe before
+    they are laid out (:func:`job.text.safe_text`, newlines kept), and every segment once more after (a
+    ``Text`` built from a user's string). The colours and links Rich writes itself are control segments and
+    stay; markup in a user's string is the printer's part (``Text`` or ``escape``)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Return ``text`` (markup, unless turned off) as Rich text, its control characters escaped."""
+        return super().render_str(safe_text(text, multiline=True), **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        """Render ``renderable`` to segments, the text of each one that is not a control made safe."""
+        for segment in super().render(renderable, options):
+            yield segment if segment.control else Segment(safe_text(segment.text, multiline=True), segment.style)
+
+
+out = SafeConsole(soft_wrap=True)
+err = SafeConsole(stderr=True, soft_wrap=True)
 
 StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
 
 
-def print_table(console: Console, table: Table, empty: str | None = None) -> None:
+def print_table(console: Console, table: Table, empty: str | None = None, *, markup: bool = False) -> None:
     """Print ``table`` on ``console``: at a terminal, in the terminal's width; to a pipe or a file, whole.
     A table without rows prints ``empty`` instead (what there is none of, and how to make one), if given.
+
+    A cell given as a string is shown as it is: ``[bold]`` in a token's description is text, not a style
+    (a styled cell is a ``rich.text.Text``); ``markup=True`` reads the strings as Rich markup instead, for
+    tables whose printer escapes what came from users.
 
     Rich lays out output that is not a terminal in 80 columns, so ``daggers dagger list | grep`` once
     read "surge/…" for every dagger: the names, the one column a script needs, were cut first.
@@ -40,15 +70,15 @@ def print_table(console: Console, table: Table, empty: str | None = None) -> Non
         console.print(empty, markup=False, highlight=False)
         return
     if console.is_terminal:
-        console.print(table)
+        console.print(table, markup=markup)
         return
-    natural = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    natural = Measurement.get(console, console.options.update(width=100_000, markup=markup), table).maximum
     if natural <= console.width:
-        console.print(table)
+        console.print(table, markup=markup)
         return
     # print() caps its width at the console's: a console as wide as the table, on the same file
-    Console(file=console.file, width=natural, highlight=False, no_color=console.no_color,
-            color_system=console.color_system).print(table)
+    SafeConsole(file=console.file, width=natural, highlight=False, no_color=console.no_color,
+                color_system=console.color_system).print(table, markup=markup)
 
 
 def print_error(exc: DaggerError) -> None:

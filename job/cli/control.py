@@ -20,17 +20,18 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
+from rich.text import Text
 
-from job.cli.common import print_error, print_table
+from job.cli.common import SafeConsole, print_error, print_table
 from job.errors import DaggerError
+from job.text import safe_text
 from job.words import counted
 
 EXIT_ERROR = 2
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = SafeConsole(highlight=False, soft_wrap=True)  # text as text: see job.cli.common
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", envvar="DAGGERS_USER",
                                              help="Without a server: act as this user ($DAGGERS_USER; default: "
@@ -102,7 +103,7 @@ def _when(ts: float | None) -> str:
 
 
 def _ok(message: str, data: dict[str, Any], as_json: bool) -> None:
-    _emit({"ok": True, **data}, as_json, lambda: out.print(message))
+    _emit({"ok": True, **data}, as_json, lambda: out.print(message, markup=False))
 
 
 # ---- registry, users, teams, data centres -----------------------------------------------------
@@ -201,7 +202,7 @@ def dc_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOp
     """List the data centres."""
     with _errors(as_json):
         rows = _plane(user, registry, state_dir, server).datacentres()
-    _emit(rows, as_json, lambda: [out.print(f"{r['name']}  {r['description']}") for r in rows])
+    _emit(rows, as_json, lambda: [out.print(f"{r['name']}  {r['description']}", markup=False) for r in rows])
 
 
 def whoami(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
@@ -210,7 +211,8 @@ def whoami(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt
     with _errors(as_json):
         me = _plane(user, registry, state_dir, server).whoami()
     _emit(me, as_json, lambda: out.print(f"{me['user']}{' (superuser)' if me['superuser'] else ''}: "
-                                         + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team")))
+                                         + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team"),
+                                         markup=False))
 
 
 def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
@@ -224,9 +226,8 @@ def audit(limit: Annotated[int, typer.Option(help="Entries to show.")] = 50,
     def human() -> None:
         t = Table("when (UTC)", "user", "action", "target", "allowed", "credential", "from", "details")
         for r in rows:
-            t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else "[red]DENIED[/]",
-                      escape(r.credential or "-"), escape(r.source or "-"),
-                      escape(json.dumps(r.details, default=str))[:80])
+            t.add_row(_when(r.at), r.user, r.action, r.target, "yes" if r.allowed else Text("DENIED", style="red"),
+                      r.credential or "-", r.source or "-", json.dumps(r.details, default=str)[:80])
         print_table(out, t)
     _emit([r.to_dict() for r in rows], as_json, human)
 
@@ -305,7 +306,7 @@ def cluster_health(name: str,
     def human() -> None:
         out.print(f"{name}: {verdict.get('state', '?')}" + (f" ({escape('; '.join(verdict['reasons']))})"
                                                           if verdict.get("reasons") else ""))
-        out.print(f"{summary(health) if 'spark' in health else health.get('error')} · daggers "
+        out.print(f"{summary(health) if 'spark' in health else escape(str(health.get('error')))} · daggers "
                   + (", ".join(f"{n} {s}" for s, n in (verdict.get("daggers") or {}).items()) or "none"))
     _emit(health, as_json, human)
 
@@ -431,8 +432,8 @@ def dagger_show(ref: RefArg, user: UserOpt = None, server: ServerOpt = None, reg
             out.print(f"[yellow]moving:[/] from {d.moving_from} to {d.cluster} (the old cluster stops it first)")
         for m in moves:
             why = f" ({escape(m.details['reason'])})" if m.details.get("reason") else ""
-            out.print(f"{m.action}: {m.details.get('from')} -> {m.details.get('to')} by {m.user} at "
-                      f"{_when(m.at)} UTC{why}")
+            out.print(f"{m.action}: {escape(str(m.details.get('from')))} -> {escape(str(m.details.get('to')))} "
+                      f"by {escape(m.user)} at {_when(m.at)} UTC{why}")
         for line in progress_lines(d):
             out.print(escape(line))
         if d.last_error:
@@ -596,7 +597,8 @@ def dagger_spec(ref: RefArg, version: Annotated[int | None, typer.Option("--vers
     """Print a spec version (default: the current one)."""
     with _errors(as_json):
         v = _plane(user, registry, state_dir, server).version(ref, version)
-    _emit(v.to_dict(), as_json, lambda: typer.echo(v.spec_text, nl=False))
+    _emit(v.to_dict(), as_json, lambda: typer.echo(safe_text(v.spec_text.replace("\r\n", "\n"), multiline=True),
+                                                   nl=False))
 
 
 @dagger_app.command("preview")

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Annotated, NoReturn, cast
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from job.cli.common import print_table
+from job.cli.common import SafeConsole, print_table
 from job.errors import DaggerError
 from job.stack.broker import BrokerKind
 from job.stack.local import LocalStack, StackStatus, default_state_dir
@@ -42,7 +41,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the status as JS
 
 
 def _fail(exc: BaseException) -> NoReturn:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     title = getattr(exc, "title", "Error")
     first, _, rest = str(exc).partition("\n")
     err.print(f"[bold red]{escape(title)}:[/bold red] [red]{escape(first)}[/red]")
@@ -56,7 +55,7 @@ def _stack(state_dir: Path | None) -> LocalStack:
 
 
 def _print_status(status: StackStatus, as_json: bool) -> None:
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(status.to_dict(), indent=2))
         return
@@ -81,7 +80,7 @@ def _print_status(status: StackStatus, as_json: bool) -> None:
             str(svc.pid) if svc.pid else "-",
             health,
         )
-    print_table(out, table)
+    print_table(out, table, markup=True)
     for svc in status.services:
         if not svc.healthy and svc.log_path:
             out.print(f"[dim]{svc.name} log: {escape(str(svc.log_path))}[/dim]")
@@ -117,7 +116,7 @@ def down(state_dir: StateDirOption = None) -> None:
         stack.down()
     except (DaggerError, OSError) as exc:
         _fail(exc)
-    Console(highlight=False).print(f"Local stack in {escape(str(stack.state_dir))} is stopped.")
+    SafeConsole(highlight=False).print(f"Local stack in {escape(str(stack.state_dir))} is stopped.")
 
 
 def status(state_dir: StateDirOption = None, as_json: JsonOption = False) -> None:
