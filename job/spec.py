@@ -318,7 +318,7 @@ class _RetryingSinkModel(_SinkModel):
     max_backoff_s: float = Field(
         default=30.0, gt=0, le=3600,
         description="The longest wait between two retries of a failed write: the wait starts at 0.5 s and "
-                    "doubles up to this (times a jitter of 0.5-1.5). Lower: back sooner after a short outage; "
+                    "doubles, times a jitter of 0.5-1.5, never more than this. Lower: back sooner after a short outage; "
                     "higher: less load on a server that is struggling.")
 
 
@@ -343,7 +343,7 @@ class InfluxSinkSpec(_RetryingSinkModel):
         description="HTTP writes of one micro-batch in flight at once (a batch with many windows to write, "
                     "as when a dagger catches up, is written sooner; InfluxDB ingests them in parallel).")
     flush_interval_ms: int = Field(default=1000, ge=0, description="Longest wait before a partial batch is sent.")
-    max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 7.5 minutes in all, so an InfluxDB restart does not stop the job).")
+    max_retries: int = Field(default=15, ge=0, description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 5.5 minutes in all, so an InfluxDB restart does not stop the job).")
     timeout_s: float = Field(default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried.")
     create_database: bool = Field(default=False, description="v1: create the database when it is missing.")
 

@@ -38,9 +38,13 @@ TAG_PREFIXES = ("tag_", "label_")
 
 def backoff_s(retry: int, cap_s: float) -> float:
     """Return the wait before retry number ``retry`` (1, 2, ...) of a failed write: 0.5 s doubling each
-    time, at most ``cap_s`` (a sink's ``max_backoff_s``), times a jitter of 0.5-1.5 so that daggers cut off
-    together do not all retry at once."""
-    return min(cap_s, 0.5 * 2 ** (retry - 1)) * (0.5 + random.random())
+    time, times a jitter of 0.5-1.5 so that daggers cut off together do not all retry at once, and never
+    more than ``cap_s`` (a sink's ``max_backoff_s``, documented as the longest wait between two retries).
+
+    The cap is taken after the jitter (before, waits reached 44.8 s with a cap of 30 s); once the doubling
+    reaches the cap, the wait is between half the cap and the cap."""
+    doubled = 0.5 * 2.0 ** min(max(retry - 1, 0), 60)  # 2**60 s is past any cap; no float overflow after it
+    return min(cap_s, min(cap_s, doubled) * (0.5 + random.random()))
 
 
 def default_key_columns(names: Sequence[str]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 
@@ -164,8 +166,24 @@ def test_the_back_off_doubles_from_half_a_second_up_to_the_cap_with_jitter(monke
     assert [backoff_s(n, 2.0) for n in range(1, 5)] == [0.5, 1, 2, 2]
     monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.0)
     assert backoff_s(9, 2.0) == 1.0
+    assert [backoff_s(n, 30.0) for n in range(1, 10)] == [0.25, 0.5, 1, 2, 4, 8, 15, 15, 15]
     monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.999)
-    assert backoff_s(9, 2.0) == pytest.approx(2.998)
+    assert backoff_s(9, 2.0) == 2.0  # the jitter's top (x1.499) would be 2.998: the cap wins
+    assert backoff_s(3, 30.0) == pytest.approx(2.998)  # below the cap the jitter is whole
+
+
+def test_max_backoff_s_is_the_longest_wait_whatever_the_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the wild: waits of 44.8 s with max_backoff_s 30 (the cap was taken before the jitter)
+    monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.999999)
+    assert [backoff_s(n, 30.0) for n in range(1, 21)] == [
+        pytest.approx(w) for w in [0.749999, 1.499999, 2.999998, 5.999996, 11.999992, 23.999984] + [30.0] * 14]
+    rng = random.Random(51)
+    monkeypatch.setattr("job.sinks.base.random.random", rng.random)
+    for cap in (0.3, 2.0, 30.0, 45.5):
+        waits = {n: [backoff_s(n, cap) for _ in range(50)] for n in range(1, 21)}
+        assert max(max(w) for w in waits.values()) == cap  # reached, never passed
+        assert all(min(w) >= min(cap, 0.5 * 2 ** (n - 1)) / 2 for n, w in waits.items())  # jittered down only
+    assert backoff_s(5000, 30.0) <= 30.0  # no float overflow for a retry count past any real one
 
 
 def test_max_backoff_s_is_a_setting_of_every_sink_that_retries() -> None:
