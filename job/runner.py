@@ -88,7 +88,10 @@ def batch_rows_per_s(p: dict[str, Any]) -> float:
 
 @dataclass
 class Progress:
-    """The job's counters, updated after every micro-batch and saved to ``<checkpoint>/status.json``."""
+    """The job's counters, updated after every micro-batch and saved to ``<checkpoint>/status.json``.
+
+    ``sinks`` holds each sink's metrics (:class:`job.sinks.base.SinkMetrics`); while a sink retries a
+    write, its entry has ``retrying`` ({attempt, of, next_at, since, error}), written at each retry."""
 
     batches: int = 0
     input_rows: int = 0
@@ -218,6 +221,8 @@ class DaggerJob:
         self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
         self.log_batches = True  # a fused group's members but one leave the batch lines to it
+        for sink in self.sinks:
+            sink.retry_listener = self.on_sink_retry
 
     # ---- status file --------------------------------------------------------------------------
 
@@ -231,6 +236,9 @@ class DaggerJob:
             progress = Progress(**{k: v for k, v in data.items() if k in Progress.__dataclass_fields__})
         except (OSError, ValueError, TypeError):
             return Progress()
+        for metrics in progress.sinks.values():  # a retry of a run that is over is no news
+            if isinstance(metrics, dict):
+                metrics.pop("retrying", None)
         # A process killed after Spark committed a batch but before its progress event was counted
         # leaves that batch out of status.json, and Spark does not run it again: count it from the
         # checkpoint's offset log.
@@ -294,7 +302,11 @@ class DaggerJob:
     # ---- start --------------------------------------------------------------------------------
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
-        table = self.enrich(df.toArrow(), batch_id)
+        self.write_rows(self.enrich(df.toArrow(), batch_id), batch_id)
+
+    def write_rows(self, table: pa.Table, batch_id: int) -> None:
+        """Write a micro-batch's (enriched) rows to every sink, in order; a sink's retries are written to
+        status.json as they happen (:meth:`on_sink_retry`). Raises the first sink's error."""
         for sink in self.sinks:
             sink.write(table, batch_id)
 
@@ -360,6 +372,16 @@ class DaggerJob:
             if self._ended:
                 return
             self.progress.state = "running"
+            self.progress.updated_at = time.time()
+            self._save_progress()
+
+    def on_sink_retry(self, sink: Sink) -> None:
+        """Write a sink's retry (or the end of it) to status.json at once: a write retried for minutes
+        would otherwise show nothing until its micro-batch ends (:attr:`Progress.sinks`)."""
+        with self._lock:
+            if self._ended:
+                return
+            self.progress.sinks[sink.name] = sink.metrics.to_dict()
             self.progress.updated_at = time.time()
             self._save_progress()
 

@@ -37,19 +37,36 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
            oidc_client_id: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_CLIENT_ID",
                                                               help="Daggers' client id at the provider.")] = None,
            max_spec_kb: Annotated[int, typer.Option(help="Largest spec accepted, KiB.")] = 256,
-           max_failed_signins: Annotated[int, typer.Option(help="Failed sign-ins per address per minute "
-                                                                "before 429.")] = 10,
+           max_failed_signins: Annotated[int, typer.Option(help="Failed sign-ins per minute from one address, "
+                                                                "and with one token, before 429 (a valid "
+                                                                "credential is always served).")] = 10,
+           failover_after: Annotated[float, typer.Option(help="Seconds a cluster's controller is silent, by this "
+                                                             "server's clock, before the cluster it fails over "
+                                                             "to takes its daggers (controllers may only ask "
+                                                             "for longer).")] = 60.0,
            registry: RegistryOpt = None, state_dir: StateOpt = None) -> None:
     """Serve the control plane as an HTTP JSON API (/api/v1; OpenAPI at /api/v1/openapi.json). It alone
-    opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps)."""
+    opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps).
+    Without --cert and --key, an address beyond this machine gets a warning: tokens would travel in clear."""
+    from pydantic import ValidationError
+
     from job.cli.control import _registry_url
-    from job.server.run import serve
+    from job.control.errors import ControlError
+    from job.server.run import clear_text_warning, serve
     from job.server.settings import OidcSettings, ServerSettings
 
     with _errors(False):
         oidc = OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id) if oidc_issuer and oidc_client_id else None
-        settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc, max_failed_signins=max_failed_signins,
-                                  max_spec_bytes=max_spec_kb * 1024, max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024))
+        try:
+            settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc,
+                                      max_failed_signins=max_failed_signins, failover_after_s=failover_after,
+                                      max_spec_bytes=max_spec_kb * 1024,
+                                      max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ControlError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        if warning := clear_text_warning(settings):
+            typer.echo(f"Warning: {warning}", err=True)
         serve(_registry_url(registry, state_dir), settings)
 
 
@@ -63,8 +80,11 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
     """Sign in to a server and keep the credential in a file only you can read."""
     from job.control.client import save_login
     from job.control.remote import RemoteControlPlane
+    from job.server.run import url_warning
 
     verify: bool | str = str(ca.absolute()) if ca else True
+    if warning := url_warning(server):
+        typer.echo(f"Warning: {warning}", err=True)
     with _errors(as_json):
         if oidc:
             from job.control.device_flow import device_signin

@@ -11,6 +11,7 @@ input), 429 (too many failed sign-ins) or 503 (registry unreachable).
 
 import hashlib
 import json
+import math
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -78,7 +79,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
     async def _dagger_error(_request: Request, exc: DaggerError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
         if isinstance(exc, TooManyError):
-            headers = {"Retry-After": exc.hint.split()[-2] if exc.hint else "60"}
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
         return JSONResponse(error_body(exc), status_of(exc), headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -98,19 +99,31 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
                              credential=f"token:{parts[0]}" if parts else None, source=_source(request)))
 
     def principal(request: Request) -> Principal:
-        source = _source(request)
-        wait = limiter.retry_after(source)
-        if wait is not None:
-            raise TooManyError(f"too many failed sign-ins from {source}",
-                               hint=f"wait {int(wait) + 1} s")
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         presented = token.strip() if scheme.lower() == "bearer" else None
         try:
-            return authenticate(registry, presented)
+            return authenticate(registry, presented)  # a valid credential is always served
         except AuthError as exc:
-            limiter.failed(source)
+            parts = split_token(presented) if presented else None
+            keys = [f"address:{_source(request)}"] + ([f"token:{parts[0]}"] if parts else [])
+            limited(request, keys, presented)
+            limiter.failed(keys)
             _refused_signin(request, presented, exc.message)
+    def limited(request: Request, keys: list[str], token: str | None) -> None:
+        """Raise TooManyError (audited) when one of ``keys`` has failed too often; the caller's credential
+        did not authenticate (a valid one is served whatever the limiter says)."""
+        over = limiter.retry_after(keys)
+        if over is None:
+            return
+        key, wait = over
+        what = f"from {key.removeprefix('address:')}" if key.startswith("address:") else \
+            f"with token {key.removeprefix('token:')}"
+        message = f"too many failed sign-ins {what}"
+        _refused_signin(request, token, message)
+        raise TooManyError(message, retry_after_s=wait,
+                           hint=f"wait {math.ceil(wait)} s (a valid credential is served meanwhile)")
+
             raise
 
     Who = Annotated[Principal, Depends(principal)]
@@ -191,14 +204,13 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         if verifier is None or settings.oidc is None:
             raise NotFoundError("this server has no single sign-on")
         source = _source(request)
-        wait = limiter.retry_after(source)
-        if wait is not None:
-            raise TooManyError(f"too many failed sign-ins from {source}", hint=f"wait {int(wait) + 1} s")
-        try:
-            subject = verifier.verify(body.id_token)
+        keys = [f"address:{source}"]
+        try:  # a source over its limit may still sign in, but its tokens make the server fetch no keys
+            subject = verifier.verify(body.id_token, may_refresh=limiter.retry_after(keys) is None)
             user, token = issue_oidc_session(registry, settings.oidc.issuer, subject, settings.oidc.session_ttl_s)
         except AuthError as exc:
-            limiter.failed(source)
+            limited(request, keys, None)
+            limiter.failed(keys)
             _refused_signin(request, None, exc.message)
             raise
         with registry.session() as s:
@@ -375,7 +387,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         if not settings.allow_preview:
             raise ControlError("this server does not run previews")
         return table_json(plane.preview_text(body.cluster, spec_ok(body.spec), minutes=body.minutes,
-                                             limit=body.limit, spark=preview_session()))
+                                             limit=body.limit, spark_factory=preview_session))
 
     D = f"{API}/daggers/{{team}}/{{name}}"
 
@@ -484,7 +496,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         if not settings.allow_preview:
             raise ControlError("this server does not run previews")
         return table_json(plane.preview(ref(team, name), minutes=body.minutes, limit=body.limit,
-                                        spark=preview_session()))
+                                        spark_factory=preview_session))
 
     # ---- controllers ------------------------------------------------------------------------------
 

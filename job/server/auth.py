@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from job.control.errors import AuthError
@@ -12,37 +13,54 @@ from job.server.settings import OidcSettings
 
 
 class SigninLimiter:
-    """Counts failed sign-ins per source address over a sliding window."""
+    """Counts failed sign-ins per key (a source address, a presented token's id) over a sliding window.
 
-    def __init__(self, max_failures: int, window_s: float) -> None:
+    The server consults it only for a credential that did not authenticate: a valid credential is always
+    served, so failures from one address (everyone behind one proxy) or with one token id can slow down
+    only further failures, never lock out a valid token. The table holds at most ``max_keys`` keys; when it
+    is full, the keys whose newest failure is oldest are forgotten first.
+    """
+
+    def __init__(self, max_failures: int, window_s: float, *, max_keys: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
+        self.max_keys = max_keys
+        self.clock = clock
         self._failures: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def _recent(self, source: str, at: float) -> deque[float]:
-        q = self._failures.setdefault(source, deque())
+    def _recent(self, key: str, at: float) -> deque[float]:
+        q = self._failures.get(key) or deque()
         while q and q[0] <= at - self.window_s:
             q.popleft()
         return q
 
-    def retry_after(self, source: str) -> float | None:
-        """Return the seconds until ``source`` may try again, or None when it may try now."""
-        at = time.monotonic()
+    def retry_after(self, keys: Iterable[str]) -> tuple[str, float] | None:
+        """Return (the key, the seconds until it may fail again) of the first of ``keys`` over its limit, or
+        None when none is."""
+        at = self.clock()
         with self._lock:
-            q = self._recent(source, at)
-            if len(q) < self.max_failures:
-                return None
-            return max(q[0] + self.window_s - at, 0.1)
+            for key in keys:
+                q = self._recent(key, at)
+                if len(q) >= self.max_failures:
+                    return key, max(q[0] + self.window_s - at, 0.1)
+        return None
 
-    def failed(self, source: str) -> None:
-        """Count one failed sign-in from ``source``."""
-        at = time.monotonic()
+    def failed(self, keys: Iterable[str]) -> None:
+        """Count one failed sign-in against each of ``keys``."""
+        at = self.clock()
         with self._lock:
-            self._recent(source, at).append(at)
-            if len(self._failures) > 10_000:  # forget idle sources so the table cannot grow without end
-                for key in [k for k, v in self._failures.items() if not v][:5_000]:
+            for key in keys:
+                q = self._recent(key, at)
+                q.append(at)
+                self._failures.pop(key, None)
+                self._failures[key] = q  # the dict's order is by newest failure: the first ones are forgotten
+            if len(self._failures) > self.max_keys:
+                for key in [k for k in self._failures if not self._recent(k, at)]:
                     del self._failures[key]
+                while len(self._failures) > self.max_keys:
+                    del self._failures[next(iter(self._failures))]
 
 
 class OidcVerifier:
@@ -82,8 +100,11 @@ class OidcVerifier:
                 raise AuthError(f"the OIDC provider's keys cannot be read: {type(exc).__name__}") from None
         return self._jwks
 
-    def verify(self, id_token: str) -> str:
-        """Return the subject of a valid id token; raise AuthError (without the token) otherwise."""
+    def verify(self, id_token: str, *, may_refresh: bool = True) -> str:
+        """Return the subject of a valid id token; raise AuthError (without the token) otherwise.
+
+        ``may_refresh`` False: a key id the cached keys lack is refused without fetching the provider's keys
+        again (for a source that has failed too often: its tokens cannot make the server fetch for it)."""
         from joserfc import jwt
         from joserfc.errors import InvalidKeyIdError, JoseError
         from joserfc.jwk import KeySet
@@ -92,14 +113,14 @@ class OidcVerifier:
         claims = jwt.JWTClaimsRegistry(leeway=30, iss={"essential": True, "value": self.settings.issuer},
                                        aud={"essential": True, "value": self.settings.client_id},
                                        sub={"essential": True}, exp={"essential": True})
-        for refresh in (False, True):  # a key we do not know yet: the provider may have rotated its keys
+        for refresh in (False, True) if may_refresh else (False,):  # an unknown key: the provider may have rotated
             try:
                 token = jwt.decode(id_token, KeySet.import_key_set(self._keys(refresh)),
                                    algorithms=["RS256", "ES256", "PS256", "EdDSA"])
                 claims.validate(token.claims)
                 return str(token.claims["sub"])
             except (InvalidKeyIdError, ValueError, KeyError):
-                if refresh:
+                if refresh or not may_refresh:
                     raise AuthError("the id token is not signed by a key of the OIDC provider", hint=hint) from None
             except JoseError as exc:
                 raise AuthError(f"the id token is not valid: {exc.error}", hint=hint) from None

@@ -25,7 +25,8 @@ class TooLargeError(ControlError):
 
 
 class TooManyError(ControlError):
-    """Too many failed sign-ins from one address (429)."""
+    """Too many failed sign-ins from one address or with one token (429); ``retry_after_s`` is when the next
+    attempt is counted again (the ``Retry-After`` header)."""
 
     title = "Too many failed sign-ins"
 
@@ -42,6 +43,10 @@ def status_of(exc: DaggerError) -> int:
 
 
 def error_body(exc: DaggerError) -> dict[str, Any]:
+    def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
     """Return the JSON body of an error response."""
     body: dict[str, Any] = {"title": exc.title, "message": exc.message, "hint": exc.hint}
     if isinstance(exc, VersionConflictError):

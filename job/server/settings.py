@@ -34,10 +34,15 @@ class ServerSettings(BaseModel):
     max_spec_bytes: int = Field(default=256 << 10, gt=0)
     """A spec text larger than this is refused with 413."""
     max_failed_signins: int = Field(default=10, gt=0)
-    """Failed sign-ins allowed from one source address per ``failed_signin_window_s``; more get 429."""
+    """Failed sign-ins allowed per ``failed_signin_window_s`` from one source address, and as many with one
+    token id; a further failed one gets 429. A valid credential is always served, whatever failed before."""
     failed_signin_window_s: float = Field(default=60.0, gt=0)
     """The window over which failed sign-ins are counted, in seconds."""
     oidc: OidcSettings | None = None
     """Single sign-on with OpenID Connect (None: personal tokens only)."""
     allow_preview: bool = True
     """Run previews (Spark, in the server's process) for users who may preview."""
+    failover_after_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """A controller takes over the daggers of a cluster that fails over to its own once that cluster's
+    controller heartbeat is this old, by the server's clock. A controller may ask for a longer wait (its
+    ``--failover-after``), never a shorter one."""

@@ -12,17 +12,22 @@ per micro-batch, ``close()``.
   checkpoint), so every sink is idempotent per row key: InfluxDB overwrites a point, PostgreSQL
   upserts, Kafka sends the same records with the same keys (see :mod:`job.sinks.kafka`).
 
-Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failures, retries).
+Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failures, retries). While a
+write is being retried, its metrics say so (``retrying``: attempt, of, next_at, since, error) and the sink's
+``retry_listener`` hears of it before each wait and once more when the write ends (the runner writes
+``status.json`` then, see :meth:`job.runner.DaggerJob.on_sink_retry`).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +35,9 @@ import pyarrow.compute as pc
 from job.errors import SinkError
 
 log = logging.getLogger("daggers.sink")
+
+#: The longest error text a retry shows in ``status.json`` (the sinks' error texts carry no secret).
+RETRY_ERROR_CHARS = 200
 
 #: Columns whose values identify a row of a windowed dagger: the default key of upserts and records.
 TIME_COLUMN = "window_timestamp"
@@ -78,6 +86,10 @@ class SinkMetrics:
     ``rows_skipped`` rows left out on purpose (e.g. a point without fields), ``writes`` the
     micro-batches written, ``failures`` the writes that gave up, ``retries`` the attempts made again
     after a transient error. Latencies are milliseconds per micro-batch write.
+
+    ``retrying`` is set only while a write waits to be tried again: ``attempt`` (the retry about to be made,
+    1, 2, ...) ``of`` (the sink's max_retries), ``next_at`` (Unix time of that try), ``since`` (Unix time of
+    the write's first failure) and ``error`` (short, no secret). It is left out of :meth:`to_dict` otherwise.
     """
 
     sink_type: str = ""
@@ -94,6 +106,7 @@ class SinkMetrics:
     target: str = ""  # where the rows go, for people: "measurement m in database d at http://…"
     first_window: str | None = None  # the earliest and latest window_timestamp written (ISO, UTC)
     last_window: str | None = None
+    retrying: dict[str, Any] | None = None
 
     @property
     def mean_write_ms(self) -> float:
@@ -104,6 +117,10 @@ class SinkMetrics:
         """Return the metrics as plain JSON-able values (with ``mean_write_ms``)."""
         out: dict[str, object] = {k: v for k, v in self.__dict__.items()}
         out["extra"] = dict(self.extra)
+        if self.retrying is None:
+            del out["retrying"]
+        else:
+            out["retrying"] = dict(self.retrying)
         out["mean_write_ms"] = round(self.mean_write_ms, 3)
         return out
 
@@ -116,6 +133,10 @@ class Sink(ABC):
     def __init__(self) -> None:
         self.metrics = SinkMetrics(sink_type=type(self).name)
         self._bound: pa.Schema | None = None
+        #: Called with the sink before each wait of a retry and when a retried write ends (``metrics.retrying``
+        #: then None); it must not raise.
+        self.retry_listener: Callable[[Sink], None] | None = None
+        self._retry_lock = threading.Lock()  # a sink may retry from several write threads (InfluxDB)
 
     @property
     def target(self) -> str:
@@ -159,6 +180,7 @@ class Sink(ABC):
         except Exception as exc:
             self.metrics.failures += 1
             self.metrics.last_error = str(exc)
+            self._retry_over()
             raise
         elapsed = (time.perf_counter() - started) * 1000
         self.metrics.writes += 1
@@ -169,7 +191,35 @@ class Sink(ABC):
         self.metrics.target = self.target
         if written and TIME_COLUMN in table.column_names:
             self._note_windows(table.column(TIME_COLUMN))
+        self._retry_over()  # after the counts, so that the status it writes has them
         return written
+
+    def _retrying(self, attempt: int, of: int, delay_s: float, error: str) -> None:
+        """Record that the write in progress waits ``delay_s`` before retry ``attempt`` of ``of`` after
+        ``error`` (short, no secret), and tell the retry listener. A sink's retry loop calls it before it
+        sleeps; :meth:`write` clears it when the write ends."""
+        now = time.time()
+        with self._retry_lock:
+            since = (self.metrics.retrying or {}).get("since", now)
+            self.metrics.retrying = {"attempt": attempt, "of": of, "next_at": round(now + delay_s, 3),
+                                     "since": since, "error": _short(error)}
+        self._tell_retry_listener()
+
+    def _retry_over(self) -> None:
+        """Clear ``metrics.retrying`` after a write that was retried (it succeeded or gave up); tell the listener."""
+        with self._retry_lock:
+            if self.metrics.retrying is None:
+                return
+            self.metrics.retrying = None
+        self._tell_retry_listener()
+
+    def _tell_retry_listener(self) -> None:
+        if self.retry_listener is None:
+            return
+        try:
+            self.retry_listener(self)
+        except Exception:  # reporting a retry must never break the write
+            log.warning("reporting the retry of sink %s failed", self.name, exc_info=True)
 
     def _note_windows(self, times: pa.ChunkedArray) -> None:
         if not pa.types.is_timestamp(times.type) or times.null_count == len(times):
@@ -182,6 +232,13 @@ class Sink(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Default: nothing."""
+
+
+def _short(error: str) -> str:
+    """Return the first line of ``error``, at most :data:`RETRY_ERROR_CHARS` long."""
+    lines = error.strip().splitlines()
+    line = lines[0] if lines else "error"
+    return line if len(line) <= RETRY_ERROR_CHARS else line[:RETRY_ERROR_CHARS - 1] + "…"
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:

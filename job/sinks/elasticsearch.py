@@ -266,6 +266,7 @@ class ElasticsearchSink(Sink):
             delay = backoff_s(attempt, self.spec.max_backoff_s)
             log.warning("Elasticsearch write failed (%s); retry %d/%d in %.1fs", error, attempt,
                         self.spec.max_retries, delay)
+            self._retrying(attempt, self.spec.max_retries, delay, error)
             self._sleep(delay)
         return len(actions)
 

@@ -194,6 +194,7 @@ class InfluxSink(Sink):
             self.metrics.retries += 1
             log.warning("InfluxDB write failed (%s); retry %d/%d in %.1fs", error.message, attempt,
                         self.spec.max_retries, delay)
+            self._retrying(attempt, self.spec.max_retries, delay, error.message)
             self._sleep(delay)
 
     def _post(self, url: str, params: dict[str, str], body: bytes) -> None:

@@ -511,6 +511,8 @@ class KafkaSink(Sink):
             delay = backoff_s(attempt, self.spec.max_backoff_s)
             log.warning("%d records to %s not delivered (%s); retry %d/%d in %.1fs", len(failed), self.spec.topic,
                         _kafka_text(first), attempt, self.spec.max_retries, delay)
+            self._retrying(attempt, self.spec.max_retries, delay,
+                           f"{len(failed)} records not delivered: {_kafka_text(first)}")
             self._sleep(delay)
             if self._fatal is not None:  # an idempotent producer in a fatal state must be replaced
                 log.warning("replacing the Kafka producer after a fatal error: %s", _kafka_text(self._fatal))

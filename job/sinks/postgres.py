@@ -346,6 +346,7 @@ class PostgresSink(Sink):
                 delay = backoff_s(attempt, self.spec.max_backoff_s)
                 log.warning("PostgreSQL write to %s failed (%s); retry %d/%d in %.1fs", self.qualified, reason,
                             attempt, self.spec.max_retries, delay)
+                self._retrying(attempt, self.spec.max_retries, delay, reason)
                 self._sleep(delay)
             except psycopg.Error as exc:
                 raise SinkError(f"PostgreSQL at {self._where} refused the write to {self.qualified}: "

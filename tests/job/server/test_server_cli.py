@@ -34,6 +34,7 @@ def tls_server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.private_key_and_cert_chain_pem.write_to_path(str(folder / "server.pem"))
+    (folder / "server.pem").chmod(0o600)  # the server refuses a key others can read
     ca.cert_pem.write_to_path(str(folder / "ca.pem"))
     url = postgres_url(postgres.dsn)
     registry = Registry(url)
