@@ -675,12 +675,12 @@ class Controller:
     def _maybe_health(self, items: list[_Item], now: float) -> dict[str, Any] | None:
         """Start a health probe in the background when one is due; return the result of a finished one
         (probes wait on network timeouts, which must not hold up reconciling)."""
-        from job.control.health import probe_cluster
+        from job.control.health import count_failures, probe_cluster
 
         result = None
         if self._health_job is not None and self._health_job.done():
             try:
-                result = self._health_job.result()
+                result = count_failures(self._health_job.result(), self._probe[0] if self._probe else None)
             except Exception as exc:  # a probe must never stop the controller
                 log.warning("health probe failed: %s", exc)
             self._health_job = None

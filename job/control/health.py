@@ -7,7 +7,14 @@
 * Kafka: a metadata request (brokers, topics, partitions) with confluent-kafka.
 * InfluxDB: ``/ping`` (and the version header it answers with).
 
-Each probe returns a dict and never raises: an unreachable part is ``ok: False`` with the error.
+Each probe returns a dict and never raises: an unreachable part is ``ok: False`` with the error, and
+``refused: True`` when the connection was refused (nothing listens: a dead part, not a slow one).
+
+A busy machine makes a probe slow, not failed: its timeout counts only the time this process had the CPU
+(:class:`job.sources.stall.Starvation`, as the Kafka source's reads do), so a probe that went unanswered
+while the process waited for a core is tried again for the time it lost (up to four times its timeout in
+all). The controller counts a part's unanswered probes in a row (:func:`count_failures`); the health model
+calls a part down only after two of them, or one refused connection.
 """
 
 from __future__ import annotations
@@ -58,6 +65,43 @@ def local_cores(master: str) -> int:
     return int(inside) if inside.isdigit() else cpus
 
 
+#: A probe waits at most this many times its timeout in wall time, however starved the process is.
+MAX_WAIT_FACTOR = 4.0
+
+
+def patient_get(url: str, timeout: float) -> requests.Response:
+    """GET ``url`` with a timeout that counts only the time this process had the CPU.
+
+    Raises requests.RequestException as ``requests.get`` does (the last attempt's).
+    """
+    from job.sources.stall import starvation
+
+    starved = starvation()
+    lost_at, started = starved.lost(), time.monotonic()
+    while True:
+        try:
+            return requests.get(url, timeout=timeout)
+        except (requests.Timeout, requests.ConnectionError) as exc:
+            if _refused(exc):
+                raise
+            waited, lost = time.monotonic() - started, starved.lost() - lost_at
+            if waited - lost >= timeout or waited >= MAX_WAIT_FACTOR * timeout:
+                raise
+
+
+def _refused(exc: BaseException) -> bool:
+    """Return True when ``exc`` (or what caused it) is a refused connection."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__ or (seen.args[0] if seen.args and isinstance(
+            seen.args[0], BaseException) else None)
+    return False
+
+
 def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> dict[str, Any]:
     """Return the Spark part of the health: mode, status, workers, cores and memory used/free, apps."""
     url = spark_ui_url(spark_master, ui_url)
@@ -68,12 +112,12 @@ def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> 
                 "workers": 1, "cores": cores, "cores_used": 0, "memory_mb": total, "memory_used_mb": total - free,
                 "active_apps": None, "error": None}
     try:
-        resp = requests.get(f"{url}/json/", timeout=timeout)
+        resp = patient_get(f"{url}/json/", timeout)
         resp.raise_for_status()
         data = resp.json()
     except (requests.RequestException, ValueError) as exc:
         return {"ok": False, "mode": "standalone", "master": spark_master, "status": "UNREACHABLE",
-                "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}"}
+                "refused": _refused(exc), "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}"}
     workers = [{"id": w.get("id"), "host": w.get("host"), "state": w.get("state"), "cores": w.get("cores"),
                 "cores_used": w.get("coresused"), "cores_free": w.get("coresfree"), "memory_mb": w.get("memory"),
                 "memory_used_mb": w.get("memoryused"), "memory_free_mb": w.get("memoryfree"),
@@ -96,12 +140,22 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    from job.sources.stall import starvation
+
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
                          "log_level": 0})
-    try:
-        md = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        return {"ok": False, "bootstrap": bootstrap, "error": str(exc.args[0] if exc.args else exc)[:200]}
+    starved = starvation()
+    lost_at, started = starved.lost(), time.monotonic()
+    while True:
+        try:
+            md = admin.list_topics(timeout=timeout)
+            break
+        except KafkaException as exc:
+            error = str(exc.args[0] if exc.args else exc)[:200]
+            refused = _all_refuse(bootstrap)
+            waited, lost = time.monotonic() - started, starved.lost() - lost_at
+            if refused or waited - lost >= timeout or waited >= MAX_WAIT_FACTOR * timeout:
+                return {"ok": False, "bootstrap": bootstrap, "refused": refused, "error": error}
     topics = {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
     return {"ok": True, "bootstrap": bootstrap, "brokers": len(md.brokers), "topics": len(topics),
             "partitions": sum(topics.values()), "error": None}
@@ -129,9 +183,9 @@ def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
 def probe_influx(url: str, timeout: float = 3.0) -> dict[str, Any]:
     """Return the InfluxDB part of the health: ``/ping`` answered with 204, and the version."""
     try:
-        resp = requests.get(f"{url.rstrip('/')}/ping", timeout=timeout)
+        resp = patient_get(f"{url.rstrip('/')}/ping", timeout)
     except requests.RequestException as exc:
-        return {"ok": False, "url": url, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return {"ok": False, "url": url, "refused": _refused(exc), "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     ok = resp.status_code == 204
     return {"ok": ok, "url": url, "version": resp.headers.get("X-Influxdb-Version"),
             "error": None if ok else f"/ping answered {resp.status_code}"}
@@ -147,6 +201,34 @@ def probe_cluster(spark_master: str, spark_ui: str | None, kafka_bootstrap: str,
         parts = {"spark": spark.result(), "kafka": kafka.result(), "influx": influx.result()}
     return {"ok": all(p["ok"] for p in parts.values()), "checked_at": time.time(), **parts,
             "daggers": {"running": daggers_running, "total": daggers_total}}
+
+
+def _all_refuse(bootstrap: str) -> bool:
+    """Return True when every ``host:port`` of ``bootstrap`` refuses a TCP connection (nothing listens)."""
+    import socket
+
+    for part in bootstrap.split(","):
+        host, _, port = part.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+            return False
+        except ConnectionRefusedError:
+            continue
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+def count_failures(probe: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """Return ``probe`` with each part's ``failures``: its unanswered probes in a row, counting those of
+    the ``previous`` probe (0 when it answered)."""
+    out = dict(probe)
+    for name in ("spark", "kafka", "influx"):
+        part = out.get(name)
+        if isinstance(part, dict):
+            before = ((previous or {}).get(name) or {}).get("failures") or 0
+            out[name] = {**part, "failures": 0 if part.get("ok") else int(before) + 1}
+    return out
 
 
 def summary(health: dict[str, Any] | None) -> str:

@@ -11,16 +11,22 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
 ``running``
     it reads what arrives; its lag is small.
 ``catching up``
-    it is behind (lag at least ``catching_up_lag``) but the lag is not growing.
+    it is behind: its lag stayed at least ``catching_up_lag`` over the whole lag window, and is not growing.
 ``lagging``
-    its lag grew by at least ``lag_growth_min`` over the last ``lag_window_s``.
+    its lag grows over the lag window (:mod:`job.control.lag_trend`: the lows of the saw-tooth rise, and
+    the newest never came back down to the oldest's high), by at least ``lag_growth_min``.
 ``stalled``
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
     ``stall_after_s`` while records wait on its topics, or while its brokers' end offsets could not be
-    read (a broker that does not answer).
+    read (a broker that does not answer), or a sink has been retrying a write for ``sink_stall_after_s``.
+    A restart does not reset this evidence: the samples of the run before count.
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
-    ``crash_loop_restarts`` times in a row and its current run is younger than ``crash_window_s``.
+    ``crash_loop_restarts`` times in a row and its current run has not yet reported for
+    ``recovered_after_s`` (nor is older than ``crash_window_s``).
+
+The lag window is ``lag_window_s``, or four micro-batches when that is longer (up to ``stall_after_s``): a
+state changes only on evidence that outlasts a batch.
 ``failed``
     its controller gave up restarting it.
 ``stopped``
@@ -43,6 +49,8 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from job.control.lag_trend import lag_trend
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
 CRASH_LOOPING, FAILED, STOPPED, UNKNOWN = "crash-looping", "failed", "stopped", "unknown"
@@ -79,9 +87,16 @@ class HealthSettings(BaseModel):
                                      "is crash-looping at once).")
     crash_window_s: float = Field(
         default=600.0, gt=0, description="How long after a restart a dagger with crash_loop_restarts restarts "
-                                         "still counts as crash-looping.")
+                                         "counts as crash-looping at most.")
+    recovered_after_s: float = Field(
+        default=60.0, gt=0, description="A restarted dagger that has run and reported for this long is no longer "
+                                        "crash-looping, however many restarts came before.")
+    sink_stall_after_s: float = Field(
+        default=30.0, gt=0, description="A sink retrying one write for this long makes its dagger stalled (with "
+                                        "the sink, the attempt and the next try in the reason).")
     lag_window_s: float = Field(
-        default=60.0, gt=0, description="The window over which a growing lag makes a dagger lagging.")
+        default=60.0, gt=0, description="The window over which a growing lag makes a dagger lagging (at least four "
+                                        "micro-batches long).")
     lag_growth_min: int = Field(
         default=1000, ge=1, description="Records the lag must grow by over lag_window_s to count as lagging.")
     catching_up_lag: int = Field(
@@ -194,13 +209,35 @@ def last_rows_at(samples: Sequence[Point]) -> float | None:
     return found
 
 
-def lag_growth(samples: Sequence[Point], lag: int | None, now: float, window_s: float) -> int | None:
-    """Return how much the lag grew over the last ``window_s`` (the newest lag minus the oldest in the
-    window); None when the samples in the window span less than half of it or the lag is unknown."""
-    points = [p for p in samples if p.lag is not None and p.at >= now - window_s]
-    if lag is None or not points or now - points[0].at < window_s / 2:
-        return None
-    return lag - int(points[0].lag or 0)
+def lag_window(progress: Mapping[str, Any], s: HealthSettings) -> float:
+    """Return the lag window for a dagger whose last batch took ``progress["batch_duration_ms"]``: at least
+    ``lag_window_s``, at least four batches, at most ``stall_after_s``."""
+    batch_s = float(progress.get("batch_duration_ms") or 0) / 1000.0
+    return max(s.lag_window_s, min(4 * batch_s, s.stall_after_s))
+
+
+def lag_readings(samples: Sequence[Point], lag: int | None, lag_at: float | None) -> list[tuple[float, int | None]]:
+    """Return the lag readings of the samples and the newest lag read: ``(at, lag)``."""
+    out = [(p.at, p.lag) for p in samples]
+    if lag is not None and lag_at is not None:
+        out.append((lag_at, lag))
+    return out
+
+
+def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:
+    """Return the reason and how long it has lasted when a sink retries a write (status.json's
+    ``sinks.<name>.retrying``: attempt, of, next_at, since, error), else None."""
+    for name, sink in (progress.get("sinks") or {}).items():
+        retry = sink.get("retrying") if isinstance(sink, Mapping) else None
+        if not isinstance(retry, Mapping):
+            continue
+        since = float(retry.get("since") or now)
+        next_at = retry.get("next_at")
+        when = f", next in {max(float(next_at) - now, 0):.0f} s" if next_at is not None else ""
+        error = f": {retry['error']}" if retry.get("error") else ""
+        return (f"sink retrying: {name}, attempt {retry.get('attempt', '?')}/{retry.get('of', '?')}{when}, "
+                f"failing for {max(now - since, 0):.0f} s{error}"), max(now - since, 0.0)
+    return None
 
 
 def watermark_age(watermark: Any, now: float) -> float | None:
@@ -253,11 +290,12 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     p, restarts = f.progress, f.restarts
     started = float(f.started_at or 0.0)
     up_s = now - started if f.started_at else None
-    if restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s:
-        return DaggerHealth(CRASH_LOOPING, f"restarted {restarts} times in a row, up {up_s:.0f} s: "
-                                           f"{f.last_error or 'no error'}", restarts=restarts)
     updated = float(p.get("updated_at") or 0.0)
     reported = updated if updated >= started else None
+    if (restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s
+            and (reported is None or up_s < s.recovered_after_s)):
+        return DaggerHealth(CRASH_LOOPING, f"restarted {restarts} times in a row, up {up_s:.0f} s: "
+                                           f"{f.last_error or 'no error'}", restarts=restarts)
     if reported is None:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
@@ -272,34 +310,54 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
         watermark_age_s=watermark_age(p.get("watermark"), now), sink_errors=_sink_errors(p),
         late_rows_dropped=int(p.get("late_rows_dropped") or 0), restarts=restarts)
+    sink = sink_retrying(p, now)
+    if sink is not None and sink[1] >= s.sink_stall_after_s:
+        return DaggerHealth(STALLED, sink[0], **figures)  # type: ignore[arg-type]
     if now - updated > s.stall_after_s:
         return DaggerHealth(STALLED, f"no report for {now - updated:.0f} s", **figures)  # type: ignore[arg-type]
-    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at, started)
-    unreadable_s = now - max(float(f.lag_at or 0.0), started)
+    # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
+    known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
+    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
+    unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
     if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
         return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s; its brokers' end offsets unreadable "
                                      f"for {unreadable_s:.0f} s: {f.lag_error}", **figures)  # type: ignore[arg-type]
     if lag and now - rows_at > s.stall_after_s:
         return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s while {lag} records wait",
                             **figures)  # type: ignore[arg-type]
-    growth = lag_growth(f.samples, lag, now, s.lag_window_s)
-    if growth is not None and growth >= s.lag_growth_min:
-        return DaggerHealth(LAGGING, f"lag {lag} grew by {growth} in {s.lag_window_s:.0f} s",
+    trend = lag_trend(lag_readings(f.samples, lag, f.lag_at), now, lag_window(p, s))
+    if trend is not None and trend.growing(s.lag_growth_min):
+        return DaggerHealth(LAGGING, trend.reason(), **figures)  # type: ignore[arg-type]
+    if trend is not None and trend.low >= s.catching_up_lag:
+        return DaggerHealth(CATCHING_UP, f"{trend.latest} records behind, not growing (at least {trend.low} over "
+                                         f"{trend.span_s:.0f} s)", **figures)  # type: ignore[arg-type]
+    if sink is not None:
+        return DaggerHealth(RUNNING, sink[0], **figures)  # type: ignore[arg-type]
+    if idle and f.lag_error:
+        return DaggerHealth(RUNNING, f"no batch for {now - batch_at:.0f} s: its brokers do not answer (end offsets "
+                                     f"unreadable for {unreadable_s:.0f} s): {f.lag_error}",
                             **figures)  # type: ignore[arg-type]
-    if lag is not None and lag >= s.catching_up_lag:
-        return DaggerHealth(CATCHING_UP, f"{lag} records behind, not growing", **figures)  # type: ignore[arg-type]
     return DaggerHealth(RUNNING, "idle: nothing new to read" if idle else "reading", **figures)  # type: ignore[arg-type]
+
+
+#: A part's states: ``ok``; ``slow``: its last probe went unanswered but the one before answered (a busy
+#: machine, not yet a dead part); ``down``: two unanswered probes in a row, or a refused connection;
+#: ``stale``: its probe is older than ``probe_stale_s``; ``unknown``: never probed.
+PART_STATES = ("ok", "slow", "down", "stale", "unknown")
+PART_LEVEL = {"ok": HEALTHY, "slow": HEALTHY, "down": UNHEALTHY, "stale": DEGRADED, "unknown": DEGRADED}
 
 
 @dataclass(frozen=True)
 class ClusterHealth:
-    """A cluster's state (the worst of its parts), why, each part's state and its daggers by state."""
+    """A cluster's state (the worst of its parts), why, each part's state (:data:`PART_STATES`; the
+    controller's ``ok`` or ``silent``), the age of the probe they come from, and its daggers by state."""
 
     state: str
     reasons: tuple[str, ...]
     parts: dict[str, str]
     daggers: dict[str, int]
     controller_age_s: float | None
+    probe_age_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -322,19 +380,24 @@ def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, pro
                        f"controller silent for {_age(now, heartbeat):.0f} s")
     else:
         parts["controller"] = "ok"
-    fresh = probe is not None and probe_at is not None and now - probe_at <= s.probe_stale_s
+    probe_age = _age(now, probe_at) if probe is not None and probe_at is not None else None
     for name, label in (("spark", "master"), ("kafka", "brokers"), ("influx", "InfluxDB")):
-        part = (probe or {}).get(name) if fresh else None
-        if not isinstance(part, Mapping):
+        part = (probe or {}).get(name)
+        if not isinstance(part, Mapping) or probe_age is None:
             parts[name] = "unknown"
-            levels.append(DEGRADED)
-            reasons.append(f"{label} not probed for {s.probe_stale_s:.0f} s")
+            reasons.append(f"{label} never probed")
+        elif probe_age > s.probe_stale_s:
+            parts[name] = "stale"
+            reasons.append(f"{label} last probed {probe_age:.0f} s ago")
         elif part.get("ok"):
             parts[name] = "ok"
-        else:
+        elif part.get("refused") or int(part.get("failures") or 1) >= 2:
             parts[name] = "down"
-            levels.append(UNHEALTHY)
-            reasons.append(f"{label} down: {part.get('error') or 'no answer'}")
+            why = "refused the connection" if part.get("refused") else f"{int(part.get('failures') or 1)} probes in a row unanswered"
+            reasons.append(f"{label} down ({why}): {part.get('error') or 'no answer'}")
+        else:
+            parts[name] = "slow"
+        levels.append(PART_LEVEL[parts[name]])
     counts: dict[str, int] = {}
     for state in dagger_states:
         counts[state] = counts.get(state, 0) + 1
@@ -345,7 +408,8 @@ def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, pro
             reasons.append(f"{n} dagger{'s' if n != 1 else ''} {state}")
     state = max(levels, key=CLUSTER_STATES.index, default=HEALTHY)
     return ClusterHealth(state=state, reasons=tuple(reasons), parts=parts, daggers=counts,
-                         controller_age_s=_age(now, heartbeat) if heartbeat is not None else None)
+                         controller_age_s=_age(now, heartbeat) if heartbeat is not None else None,
+                         probe_age_s=probe_age)
 
 
 def is_live(state: str) -> bool:

@@ -111,7 +111,7 @@ class HealthMetrics:
             for s in CLUSTER_STATES:
                 cstate.add_metric([self.cluster, s], 1.0 if cluster.state == s else 0.0)
             for part, value in cluster.parts.items():
-                parts.add_metric([self.cluster, part], 1.0 if value == "ok" else 0.0)
+                parts.add_metric([self.cluster, part], 1.0 if value in ("ok", "slow") else 0.0)
             for s in DAGGER_STATES:
                 counts.add_metric([self.cluster, s], float(cluster.daggers.get(s, 0)))
         if beat is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from job.control.lag_trend import LagTrend, lag_trend
 from job.control.health_model import (
     CATCHING_UP,
     CRASH_LOOPING,
@@ -24,7 +25,6 @@ from job.control.health_model import (
     Point,
     cluster_health,
     dagger_health,
-    lag_growth,
     last_rows_at,
     watermark_age,
 )
@@ -37,6 +37,18 @@ BEAT = NOW - 2  # a fresh controller heartbeat
 def progress(updated: float, batch: float | None = None, **extra: Any) -> dict[str, Any]:
     return {"updated_at": updated, "batch_at": updated if batch is None else batch, "input_rows_per_s": 950.0,
             "batch_duration_ms": 1200, **extra}
+
+
+def sawtooth(start: float, end: float, lows: tuple[int, int, int], high: int, step: float = 2.5) -> tuple[Point, ...]:
+    """Samples every ``step`` s of a lag that climbs by ``high`` over 10 s and drops back to the third's low."""
+    n = int((end - start) / step) + 1
+    third = (end - start) / 3
+    out = []
+    for i in range(n):
+        at = start + i * step
+        low = lows[min(int((at - start) / third), 2)]
+        out.append(Point(at=at, input_rows=1000 * (i + 1), lag=low + int(high * ((i % 4) / 4))))
+    return tuple(out)
 
 
 def reading(start: float, end: float, step: float = 5.0, lag: int = 100, growth: int = 0) -> tuple[Point, ...]:
@@ -70,8 +82,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
     ("crashed, retry due", facts(actual_state="crashed", restarts=1, next_restart_at=NOW + 4,
                                  last_error="Source error: no records"), CRASH_LOOPING,
      "crashed: Source error: no records; restart 1 in 4 s"),
-    ("restarted twice, up 100 s", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 1),
-                                        last_error="boom"), CRASH_LOOPING,
+    ("restarted twice, up 100 s, no report", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 200),
+                                                   last_error="boom"), CRASH_LOOPING,
      "restarted 2 times in a row, up 100 s: boom"),
     ("restarted twice, up long ago", facts(restarts=2, started_at=NOW - 700, progress=progress(NOW - 1),
                                            lag=0, lag_at=NOW - 1, samples=reading(NOW - 120, NOW - 1)),
@@ -99,18 +111,52 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
      STALLED, "read no row for 100 s; its brokers' end offsets unreadable for 95 s: Source error: timed out"),
     ("idle, brokers unreadable only 30 s", facts(progress=progress(NOW - 2, batch=NOW - 100), lag=None,
                                                  lag_at=NOW - 30, lag_error="Source error: timed out"),
-     RUNNING, "idle: nothing new to read"),
+     RUNNING, "no batch for 100 s: its brokers do not answer (end offsets unreadable for 30 s): Source error: "
+              "timed out"),
+    ("restarted while its brokers do not answer", facts(
+        progress=progress(NOW - 2, batch=NOW - 130), started_at=NOW - 20, lag=None, lag_at=NOW - 130,
+        lag_error="Source error: timed out", samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10))),
+     STALLED, "read no row for 130 s; its brokers' end offsets unreadable for 130 s: Source error: timed out"),
     ("idle on an empty topic: no lag yet", facts(progress=progress(NOW - 2, batch=NOW - 900), lag=None,
                                                  lag_at=None), RUNNING, "idle: nothing new to read"),
     ("lag growing", facts(progress=progress(NOW - 1), lag=100 + 12 * 1000, lag_at=NOW - 1,
                           samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000)), LAGGING,
-     "lag 12100 grew by 12000 in 60 s"),
+     "lag 12100 growing: its lowest in the last 20 s (8100) is above its highest in the first 20 s (3100)"),
+    ("a tall saw-tooth, bounded", facts(progress=progress(NOW - 1), lag=11500, lag_at=NOW - 1,
+                                        samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 1500, 2000), high=12000)),
+     RUNNING, "reading"),
+    ("a saw-tooth that falls behind", facts(progress=progress(NOW - 1), lag=19000, lag_at=NOW - 1,
+                                            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 6000, 12000),
+                                                             high=5000)),
+     LAGGING, "lag 19000 growing: its lowest in the last 20 s (12000) is above its highest in the first 20 s "
+              "(4750)"),
+    ("behind, swinging, not growing", facts(progress=progress(NOW - 1), lag=97000, lag_at=NOW - 1,
+                                            samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000),
+                                                             high=52000)),
+     CATCHING_UP, "97000 records behind, not growing (at least 44000 over 59 s)"),
+    ("behind with a batch longer than the window", facts(
+        progress=progress(NOW - 1, batch_duration_ms=24_000), lag=30000, lag_at=NOW - 1,
+        samples=reading(NOW - 60, NOW - 1, lag=30000, step=24)), RUNNING, "reading"),
     ("lag growing, too little history", facts(progress=progress(NOW - 1), lag=5100, lag_at=NOW - 1,
                                               samples=reading(NOW - 20, NOW - 1, lag=100, growth=1000)),
      RUNNING, "reading"),
     ("behind and shrinking", facts(progress=progress(NOW - 1), lag=20000, lag_at=NOW - 1,
                                    samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000)), CATCHING_UP,
-     "20000 records behind, not growing"),
+     "20000 records behind, not growing (at least 20000 over 59 s)"),
+    ("behind, too little history to tell", facts(progress=progress(NOW - 1), lag=20000, lag_at=NOW - 1,
+                                                 samples=reading(NOW - 20, NOW - 1, lag=20000)), RUNNING, "reading"),
+    ("a sink retrying for 12 s", facts(progress=progress(NOW - 1, sinks={"influx": {"failures": 7, "retrying": {
+        "attempt": 7, "of": 15, "next_at": NOW + 12, "since": NOW - 12, "error": "HTTP 503"}}}), lag=100,
+        lag_at=NOW - 1), RUNNING, "sink retrying: influx, attempt 7/15, next in 12 s, failing for 12 s: HTTP 503"),
+    ("a sink retrying for 31 s", facts(progress=progress(NOW - 95, sinks={"influx": {"retrying": {
+        "attempt": 9, "of": 15, "next_at": NOW + 20, "since": NOW - 131}}}), lag=9000, lag_at=NOW - 1),
+     STALLED, "sink retrying: influx, attempt 9/15, next in 20 s, failing for 131 s"),
+    ("restarted twice, up 100 s with reports", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 1),
+                                                     lag=0, lag_at=NOW - 1, samples=reading(NOW - 120, NOW - 1)),
+     RUNNING, "reading"),
+    ("restarted twice, up 30 s with reports", facts(restarts=2, started_at=NOW - 30, progress=progress(NOW - 1),
+                                                    last_error="boom"), CRASH_LOOPING,
+     "restarted 2 times in a row, up 30 s: boom"),
 ]
 
 
@@ -157,15 +203,22 @@ def test_a_stalled_dagger_shows_its_figures_as_old() -> None:
 def test_helpers() -> None:
     assert last_rows_at((Point(1, 10), Point(2, 10), Point(3, 15), Point(4, 15))) == 3
     assert last_rows_at((Point(1, 10),)) is None
-    assert lag_growth((Point(NOW - 50, 0, 10), Point(NOW - 10, 0, 40)), 70, NOW, 60) == 60
-    assert lag_growth((Point(NOW - 20, 0, 10),), 70, NOW, 60) is None  # spans 20 of 60 s
+    trend = lag_trend([(NOW - 60, 10), (NOW - 40, 40), (NOW - 20, 70), (NOW - 1, 90)], NOW, 60)
+    assert trend == LagTrend(span_s=59.0, lows=(10, 40, 70), first_high=10, low=10, latest=90)
+    assert trend.growing(60) and not trend.growing(61)
+    assert lag_trend([(NOW - 20, 10), (NOW - 10, 40), (NOW - 1, 70)], NOW, 60) is None  # spans 19 of 60 s
+    assert lag_trend([(NOW - 60, 10), (NOW - 59, 40), (NOW - 1, 70)], NOW, 60) is None  # the middle third empty
+    assert not lag_trend([(NOW - 60, 0), (NOW - 30, 50), (NOW - 1, 0)], NOW, 60).growing(1)  # type: ignore[union-attr]
     assert watermark_age("1970-01-01T00:00:00.000Z", NOW) is None
     assert watermark_age("not a time", NOW) is None
 
 
-def probe(spark: bool = True, kafka: bool = True, influx: bool = True) -> dict[str, Any]:
+def probe(spark: bool = True, kafka: bool = True, influx: bool = True, failures: int = 2,
+          refused: bool = False) -> dict[str, Any]:
+    """A probe of the three parts; a failed one has ``failures`` unanswered probes in a row (or ``refused``)."""
     def part(ok: bool, error: str) -> dict[str, Any]:
-        return {"ok": ok, "error": None if ok else error}
+        return {"ok": ok, "error": None} if ok else {"ok": False, "error": error, "failures": failures,
+                                                     "refused": refused}
     return {"spark": part(spark, "no ALIVE worker"), "kafka": part(kafka, "all brokers down"),
             "influx": part(influx, "ConnectionError")}
 
@@ -175,16 +228,19 @@ CLUSTERS: list[tuple[str, float | None, dict[str, Any] | None, float | None, lis
     ("silent controller", NOW - 45, probe(), NOW - 5, [UNKNOWN], UNHEALTHY,
      ("controller silent for 45 s", "1 dagger unknown")),
     ("no controller, never probed", None, None, None, [], UNHEALTHY,
-     ("no controller has reported", "master not probed for 60 s", "brokers not probed for 60 s",
-      "InfluxDB not probed for 60 s")),
-    ("broker down", BEAT, probe(kafka=False), NOW - 5, [RUNNING], UNHEALTHY, ("brokers down: all brokers down",)),
+     ("no controller has reported", "master never probed", "brokers never probed", "InfluxDB never probed")),
+    ("broker down", BEAT, probe(kafka=False), NOW - 5, [RUNNING], UNHEALTHY,
+     ("brokers down (2 probes in a row unanswered): all brokers down",)),
+    ("broker refused", BEAT, probe(kafka=False, failures=1, refused=True), NOW - 5, [RUNNING], UNHEALTHY,
+     ("brokers down (refused the connection): all brokers down",)),
+    ("one unanswered probe: slow, not down", BEAT, probe(kafka=False, failures=1), NOW - 5, [RUNNING], HEALTHY, ()),
     ("old probe", BEAT, probe(kafka=False), NOW - 61, [RUNNING], DEGRADED,
-     ("master not probed for 60 s", "brokers not probed for 60 s", "InfluxDB not probed for 60 s")),
+     ("master last probed 61 s ago", "brokers last probed 61 s ago", "InfluxDB last probed 61 s ago")),
     ("a lagging dagger", BEAT, probe(), NOW - 5, [RUNNING, LAGGING, LAGGING], DEGRADED, ("2 daggers lagging",)),
     ("a crash loop beats a lag", BEAT, probe(), NOW - 5, [LAGGING, CRASH_LOOPING], UNHEALTHY,
      ("1 dagger lagging", "1 dagger crash-looping")),
     ("stalled and failed", BEAT, probe(influx=False), NOW - 5, [STALLED, FAILED], UNHEALTHY,
-     ("InfluxDB down: ConnectionError", "1 dagger stalled", "1 dagger failed")),
+     ("InfluxDB down (2 probes in a row unanswered): ConnectionError", "1 dagger stalled", "1 dagger failed")),
 ]
 
 
@@ -200,7 +256,12 @@ def test_cluster_parts_and_counts() -> None:
     h = cluster_health(NOW - 40, probe(spark=False), NOW - 1, [RUNNING, RUNNING, UNKNOWN], NOW, S)
     assert h.parts == {"controller": "silent", "spark": "down", "kafka": "ok", "influx": "ok"}
     assert h.daggers == {RUNNING: 2, UNKNOWN: 1}
-    assert h.controller_age_s == 40.0
+    assert (h.controller_age_s, h.probe_age_s) == (40.0, 1.0)
+    slow = cluster_health(BEAT, probe(influx=False, failures=1), NOW - 3, [], NOW, S)
+    assert (slow.parts["influx"], slow.state, slow.probe_age_s) == ("slow", HEALTHY, 3.0)
+    stale = cluster_health(BEAT, probe(), NOW - 180, [], NOW, S)
+    assert (stale.parts, stale.probe_age_s) == ({"controller": "ok", "spark": "stale", "kafka": "stale",
+                                                 "influx": "stale"}, 180.0)
 
 
 def test_settings_from_the_environment() -> None:
