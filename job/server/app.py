@@ -98,18 +98,6 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
                              target="server", allowed=False, details={"reason": why},
                              credential=f"token:{parts[0]}" if parts else None, source=_source(request)))
 
-    def principal(request: Request) -> Principal:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        presented = token.strip() if scheme.lower() == "bearer" else None
-        try:
-            return authenticate(registry, presented)  # a valid credential is always served
-        except AuthError as exc:
-            parts = split_token(presented) if presented else None
-            keys = [f"address:{_source(request)}"] + ([f"token:{parts[0]}"] if parts else [])
-            limited(request, keys, presented)
-            limiter.failed(keys)
-            _refused_signin(request, presented, exc.message)
     def limited(request: Request, keys: list[str], token: str | None) -> None:
         """Raise TooManyError (audited) when one of ``keys`` has failed too often; the caller's credential
         did not authenticate (a valid one is served whatever the limiter says)."""
@@ -124,6 +112,18 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         raise TooManyError(message, retry_after_s=wait,
                            hint=f"wait {math.ceil(wait)} s (a valid credential is served meanwhile)")
 
+    def principal(request: Request) -> Principal:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        presented = token.strip() if scheme.lower() == "bearer" else None
+        try:
+            return authenticate(registry, presented)  # a valid credential is always served
+        except AuthError as exc:
+            parts = split_token(presented) if presented else None
+            keys = [f"address:{_source(request)}"] + ([f"token:{parts[0]}"] if parts else [])
+            limited(request, keys, presented)
+            limiter.failed(keys)
+            _refused_signin(request, presented, exc.message)
             raise
 
     Who = Annotated[Principal, Depends(principal)]

@@ -30,6 +30,10 @@ class TooManyError(ControlError):
 
     title = "Too many failed sign-ins"
 
+    def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
 
 _STATUS: list[tuple[type[DaggerError], int]] = [
     (AuthError, 401), (PermissionDeniedError, 403), (NotFoundError, 404), (ConflictError, 409),
@@ -43,10 +47,6 @@ def status_of(exc: DaggerError) -> int:
 
 
 def error_body(exc: DaggerError) -> dict[str, Any]:
-    def __init__(self, message: str, *, retry_after_s: float, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.retry_after_s = retry_after_s
-
     """Return the JSON body of an error response."""
     body: dict[str, Any] = {"title": exc.title, "message": exc.message, "hint": exc.hint}
     if isinstance(exc, VersionConflictError):
