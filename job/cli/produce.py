@@ -8,6 +8,9 @@ Call :func:`register` on the main Typer app. Three modes, all generating in boun
   wall clock from ``--start``;
 * neither: like ``--duration`` until Ctrl-C.
 
+A broker that stops answering is waited for (``--max-outage``, 300 s): a line says so, the events wait in
+the producer and go in order, each once, when it answers.
+
 Known errors print one red ``title: message`` line (and a hint) and exit with code 2.
 """
 
@@ -179,6 +182,11 @@ def produce_command(
     seed: Annotated[int, typer.Option(help="Random seed; the same options give the same events.")] = 42,
     start: Annotated[str, typer.Option(help="Event time of the first event: now or ISO 8601.")] = "now",
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+    max_outage: Annotated[float, typer.Option(
+        "--max-outage", help="Seconds to wait for a broker that stops answering (a line on stderr says so) before "
+                             "failing. Events wait and are delivered in order when it answers, each exactly once "
+                             "(the producer is idempotent); after a failure the events reported as not delivered "
+                             "may be partly on the topic: sending them again is at-least-once.")] = 300.0,
     state_dir: Annotated[Path | None, typer.Option(
         "--state-dir", help="Stack state folder for the default bootstrap ($DAGGERS_HOME or ./.daggers).")] = None,
 ) -> None:
@@ -187,6 +195,8 @@ def produce_command(
     from job.produce.producer import produce
 
     try:
+        if not max_outage > 0 or not math.isfinite(max_outage):
+            raise UsageError(f"--max-outage must be a positive number of seconds, not {max_outage}")
         plan = make_plan(count, duration, rate, span)
         options = {"cities": [c for c in cities.split(",") if c.strip()] if cities else None,
                    "late_fraction": late_fraction, "late_by_s": parse_late_by(late_by),
@@ -199,7 +209,7 @@ def produce_command(
         if corrupt_fraction:
             chained = _with_bad_records(chained, corrupt_fraction, seed, bad)
         report = produce(bootstrap or default_bootstrap(state_dir), topic, chained, rate=plan.send_rate,
-                         partitions=partitions, progress=progress, total=plan.total)
+                         partitions=partitions, progress=progress, total=plan.total, max_outage_s=max_outage)
     except DaggerError as exc:
         fail(exc)
     extras = [f"{late[0]:,} late" if late_fraction else "", f"{bad[0]:,} corrupt" if corrupt_fraction else ""]

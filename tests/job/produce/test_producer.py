@@ -118,9 +118,9 @@ def test_ack_every_s_waits_for_each_slice_of_event_time_before_sending_the_next(
     flushes: list[tuple[int, int]] = []  # (events queued when a flush began, events still queued after it)
     real_flush = module._flush
 
-    def flush(producer, timeout_s: float) -> int:  # type: ignore[no-untyped-def]
+    def flush(producer, timeout_s: float, watch=None) -> int:  # type: ignore[no-untyped-def]
         queued = len(producer)
-        remaining = real_flush(producer, timeout_s)
+        remaining = real_flush(producer, timeout_s, watch)
         flushes.append((queued, remaining))
         return remaining
 
