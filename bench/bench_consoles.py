@@ -97,7 +97,7 @@ def controller(agent: RemoteClusterAgent, stop: threading.Event) -> None:
         ids = [a["id"] for a in agent.assignments()]
         agent.report({i: {"actual_state": "running", "progress": {"input_rows_per_s": 1000.0 + now % 7,
                                                                  "updated_at": now}} for i in ids},
-                     [], None, now, [], "bench-gw", os.getpid())
+                     [], None, [], "bench-gw", os.getpid())
         stop.wait(max(1.0 - (time.time() - now), 0.05))
 
 

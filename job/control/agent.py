@@ -7,11 +7,17 @@ one, and its own claim and heartbeat. :class:`job.control.controller.Controller`
 registry (embedded) or through the server with a controller token
 (:class:`job.control.remote.RemoteClusterAgent`, the same methods), so a controller needs no database
 credentials.
+
+Time is the agent's own (``clock``, the server's when it runs in the server): a controller reports what it
+saw, but the heartbeat, the status's ``updated_at`` and the failover decision use the agent's clock, and a
+failover waits at least ``min_failover_after_s`` however short a wait the controller asks for.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import delete, or_, select, update
@@ -33,10 +39,13 @@ SAMPLE_FIELDS = ("dagger_id", "at", "input_rows", "input_rows_per_s", "processed
 class ClusterAgent:
     """The registry operations of cluster ``cluster``'s controller (see the module docstring)."""
 
-    def __init__(self, registry: Registry, cluster: str) -> None:
+    def __init__(self, registry: Registry, cluster: str, *, min_failover_after_s: float = 0.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.registry = registry
         self.cluster = cluster
         self.where = registry.safe_url
+        self.min_failover_after_s = min_failover_after_s
+        self.clock = clock
 
     def _cluster(self, s: Any) -> Cluster:
         c = s.scalar(select(Cluster).where(Cluster.name == self.cluster))
@@ -57,13 +66,14 @@ class ClusterAgent:
         found that process dead on its host)."""
         with self.registry.session() as s:
             c = self._cluster(s)
-            fresh = c.controller_heartbeat is not None and time.time() - c.controller_heartbeat < stale_s
+            at = self.clock()
+            fresh = c.controller_heartbeat is not None and at - c.controller_heartbeat < stale_s
             other = (c.controller_host, c.controller_pid) != (host, pid)
             if fresh and other and not (gone and c.controller_host == host):
                 raise ConflictError(f"cluster {self.cluster} already has a controller "
                                     f"({c.controller_host}, pid {c.controller_pid})",
                                     hint=f"stop it first; a heartbeat older than {stale_s:g} s is taken over")
-            c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, time.time()
+            c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, at
             c.controller_metrics_url = metrics_url
 
     def holder(self) -> tuple[str | None, int | None]:
@@ -80,11 +90,15 @@ class ClusterAgent:
                 c.controller_heartbeat = None
                 c.controller_metrics_url = None
 
-    def fail_over(self, after_s: float, now: float) -> list[str]:
+    def fail_over(self, after_s: float | None = None) -> list[str]:
         """Take over the running daggers of the clusters that fail over to this one and whose controller has
-        been silent for ``after_s``; return the refs moved (see :func:`job.control.handoff.fail_over`)."""
+        been silent, by the agent's clock, for ``after_s`` (at least ``min_failover_after_s``); return the refs
+        moved (see :func:`job.control.handoff.fail_over`). Raises ControlError when neither gives a wait."""
+        wait = max(after_s or 0.0, self.min_failover_after_s)
+        if not math.isfinite(wait) or wait <= 0:
+            raise ControlError(f"after_s: {after_s!r} is not a positive number of seconds")
         with self.registry.session() as s:
-            return handoff.fail_over(s, self._cluster(s), after_s, now)
+            return handoff.fail_over(s, self._cluster(s), wait, self.clock())
 
     def assignments(self) -> list[dict[str, Any]]:
         """Return the cluster's daggers (live, or deleted and not yet stopped, or leaving it), each with its
@@ -114,11 +128,11 @@ class ClusterAgent:
             return out
 
     def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
-               health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
+               health: dict[str, Any] | None, handed: list[int], host: str, pid: int,
                prune_before: float | None = None, metrics_url: str | None = None) -> None:
         """Write one round in one transaction: the daggers' status changes, progress samples, hand-overs
-        done, the controller's heartbeat (and health, and where it serves its metrics), and drop samples older
-        than ``prune_before``.
+        done, the controller's heartbeat (and health, and where it serves its metrics), all at the agent's
+        clock's time, and drop samples older than ``prune_before`` (at most that time).
 
         Raises ControlError for an unknown status or sample field, NotFoundError for a dagger that is
         neither on this cluster nor leaving it.
@@ -129,6 +143,7 @@ class ClusterAgent:
         for sample in samples:
             if unknown := sorted(set(sample) - set(SAMPLE_FIELDS)):
                 raise ControlError(f"not sample fields: {', '.join(unknown)}")
+        now = self.clock()
         with self.registry.session() as s:
             c = self._cluster(s)
             ids = {int(i) for i in updates} | {int(x["dagger_id"]) for x in samples} | {int(i) for i in handed}
@@ -155,4 +170,4 @@ class ClusterAgent:
                 c.health, c.health_at = health, now
             if prune_before is not None:
                 mine_now = select(Dagger.id).where(Dagger.cluster_id == c.id)
-                s.execute(delete(Sample).where(Sample.at < prune_before, Sample.dagger_id.in_(mine_now)))
+                s.execute(delete(Sample).where(Sample.at < min(prune_before, now), Sample.dagger_id.in_(mine_now)))

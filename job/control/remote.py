@@ -436,18 +436,19 @@ class RemoteClusterAgent:
         """Clear the heartbeat when (host, pid) is still the controller."""
         self._http._json("POST", f"{self._base}/release", {"host": host, "pid": pid})
 
-    def fail_over(self, after_s: float, now: float) -> list[str]:
-        """Take over silent clusters' daggers; return the refs moved."""
-        return self._http._json("POST", f"{self._base}/failover", {"after_s": after_s, "now": now})["moved"]
+    def fail_over(self, after_s: float | None = None) -> list[str]:
+        """Take over silent clusters' daggers (silent by the server's clock, for at least the server's wait);
+        return the refs moved."""
+        return self._http._json("POST", f"{self._base}/failover", {"after_s": after_s})["moved"]
 
     def assignments(self) -> list[dict[str, Any]]:
         """Return the cluster's daggers with their specs and status."""
         return self._http._json("GET", f"{self._base}/assignments")
 
     def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
-               health: dict[str, Any] | None, now: float, handed: list[int], host: str, pid: int,
+               health: dict[str, Any] | None, handed: list[int], host: str, pid: int,
                prune_before: float | None = None, metrics_url: str | None = None) -> None:
-        """Write one round."""
+        """Write one round (the heartbeat is the server's time)."""
         self._http._json("POST", f"{self._base}/report", {
-            "updates": {str(k): v for k, v in updates.items()}, "samples": samples, "health": health, "now": now,
+            "updates": {str(k): v for k, v in updates.items()}, "samples": samples, "health": health,
             "handed": handed, "host": host, "pid": pid, "prune_before": prune_before, "metrics_url": metrics_url})

@@ -150,7 +150,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
                                  allowed=False, details={"reason": "not this cluster's controller credential"},
                                  credential=who.credential, source=_source(request)))
             raise PermissionDeniedError(f"only cluster {cluster}'s controller credential may do this")
-        return ClusterAgent(registry, cluster)
+        return ClusterAgent(registry, cluster, min_failover_after_s=settings.failover_after_s)
 
     Agent = Annotated[ClusterAgent, Depends(agent_of)]
 
@@ -532,13 +532,15 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
 
     @app.post(f"{C}/failover", tags=["controller"])
     def failover(body: FailoverRoundIn, agent: Agent) -> dict[str, Any]:
-        """Take over the daggers of silent clusters that fail over to this one."""
-        return {"moved": agent.fail_over(body.after_s, body.now)}
+        """Take over the daggers of clusters that fail over to this one and whose controller has been silent,
+        by the server's clock, for the server's ``failover_after_s`` (or the longer ``after_s``)."""
+        return {"moved": agent.fail_over(body.after_s)}
 
     @app.post(f"{C}/report", tags=["controller"])
     def report(body: ReportIn, agent: Agent) -> dict[str, Any]:
-        """Write one round: the cluster's daggers' status, samples, hand-overs, heartbeat and health."""
-        agent.report(body.updates, body.samples, body.health, body.now, body.handed, body.host, body.pid,
+        """Write one round: the cluster's daggers' status, samples, hand-overs and health; the heartbeat is
+        the server's time."""
+        agent.report(body.updates, body.samples, body.health, body.handed, body.host, body.pid,
                      body.prune_before, body.metrics_url)
         return {"ok": True}
 

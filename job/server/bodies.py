@@ -172,19 +172,21 @@ class ReleaseIn(Body):
 
 
 class FailoverRoundIn(Body):
-    """A controller's failover check."""
+    """A controller's failover check. The server decides by its own clock and its ``failover_after_s``;
+    ``after_s`` may only make the wait longer, and ``now`` (sent by older controllers) is ignored."""
 
-    after_s: float = Field(gt=0)
-    now: float
+    after_s: float | None = Field(default=None, gt=0)
+    now: float | None = None
 
 
 class ReportIn(Body):
-    """One controller round: status changes by dagger id, samples, health, hand-overs done, heartbeat."""
+    """One controller round: status changes by dagger id, samples, health, hand-overs done. The heartbeat
+    is the server's time when the report arrives; ``now`` (sent by older controllers) is ignored."""
 
     updates: dict[int, dict[str, Any]] = {}
     samples: list[dict[str, Any]] = []
     health: dict[str, Any] | None = None
-    now: float
+    now: float | None = None
     handed: list[int] = []
     host: str = Field(max_length=255)
     pid: int

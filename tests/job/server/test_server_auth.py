@@ -439,6 +439,7 @@ def test_a_controller_runs_its_cluster_through_the_server_with_its_token_only(wo
     name = f"cs{next(_counter)}"
     world.root.create("a-jkt", bookings_spec(name), deploy=True)
     agent = RemoteClusterAgent(world.url, world.tokens["ctl-a"], "a-jkt")
+    agent.release("gw-t", 4242)  # the table's report made gw-t a-jkt's controller, at the server's time
     ctl = Controller(agent, "a-jkt", tmp_path / "state", settings=settings(), command=fake({}), host="gw-a")
     ctl.claim()
     try:
