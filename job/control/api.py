@@ -471,6 +471,10 @@ class ControlPlane(AdminOps, TokenOps):
                 raise self._stale(ref, self.dagger(ref).current_version, cur.version)
             s.add(DaggerVersion(dagger_id=d.id, version=version, spec_text=text, checkpoint_epoch=epoch,
                                 comment=comment, created_by=self.user))
+            st = d.status
+            if d.desired_state == "running" and st is not None and st.actual_state in ("failed", "crashed"):
+                # the controller leaves a failed dagger alone: a new version to run is a new start, as a deploy
+                st.restarts, st.next_restart_at, st.actual_state = 0, None, "pending"
             self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
                         {"version": version, "resume": compat.resume, "reasons": compat.reasons,
                          "notes": compat.notes, "comment": comment})
