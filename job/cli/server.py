@@ -103,15 +103,40 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
 
 
 def logout(as_json: JsonOpt = False) -> None:
-    """Forget the stored credential."""
-    from job.control.client import forget_login
+    """Revoke the stored credential on its server, then forget it. When the server cannot revoke it
+    (unreachable, or the token no longer signs in), say so, and forget it all the same."""
+    from job.control.client import forget_login, load_login
+    from job.control.remote import RemoteControlPlane
+    from job.control.tokens import split_token
+    from job.errors import DaggerError
 
+    revoked, problem = False, None
+    try:
+        login = load_login()
+        parts = split_token(str(login["token"])) if login else None
+        if login is not None and parts is None:
+            raise DaggerError(f"the stored credential for {login['server']} is not a Daggers token")
+        if login is not None and parts is not None:
+            RemoteControlPlane(login["server"], login["token"], verify=login.get("ca") or True,
+                               timeout=15).revoke_token(parts[0])
+            revoked = True
+    except DaggerError as exc:
+        problem = f"the token was not revoked on its server: {exc.message}"
+        if not as_json:
+            typer.echo(f"Warning: {problem}", err=True)
     gone = forget_login()
-    _ok("signed out" if gone else "not signed in", {"signed_out": gone}, as_json)
+    message = ("signed out; the token is revoked on the server" if revoked else "signed out" if gone
+               else "not signed in")
+    _ok(message, {"signed_out": gone, "revoked": revoked, "problem": problem}, as_json)
 
 
 def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
+    if ts is None or ts == 0:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds (a registry written before the bound)
+        return "never" if ts > 0 else "-"
 
 
 @token_app.command("create")

@@ -5,13 +5,22 @@ is 256 random bits of which the registry keeps only the SHA-256 (a hash of a hig
 reversed or guessed, so no slow hash is needed). A token is shown once, when it is made.
 
 Superusers make, list, expire and revoke every token; a team's admins make and revoke their clusters'
-controller tokens. :func:`authenticate` turns a presented token into a :class:`Principal`.
+controller tokens; every user may revoke their own tokens (``daggers logout`` does).
+:func:`authenticate` turns a presented token into a :class:`Principal`.
+
+Lifetimes are bounded: every token expires at most :func:`max_lifetime_s` after it is made or its expiry is
+set (366 days, ``$DAGGERS_MAX_TOKEN_DAYS``); a token made without a lifetime gets that maximum. A controller
+token acts with the rights of whoever made it: it authenticates only while its maker is a superuser or an
+admin of the cluster's team, so it stops working when its maker leaves the team or loses the admin role
+(and works again if they get it back, until it expires; revoke it to end it for good).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
+import os
 import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,11 +30,40 @@ from sqlalchemy.orm import Session
 
 from job.control.access import Access, check_name
 from job.control.errors import AuthError, ControlError, NotFoundError
-from job.control.models import ApiToken, Cluster, OidcIdentity, User, now
+from job.control.models import ApiToken, Cluster, Membership, OidcIdentity, User, now
 from job.control.registry import Registry
 
 PREFIX = "dgr_"
 KINDS = ("user", "oidc", "controller")
+#: The longest lifetime of a token by default, in seconds (366 days).
+MAX_TOKEN_LIFETIME_S = 366 * 86400.0
+#: The variable that sets the longest lifetime of a token, in days.
+ENV_MAX_DAYS = "DAGGERS_MAX_TOKEN_DAYS"
+
+
+def max_lifetime_s() -> float:
+    """Return the longest lifetime of a token, in seconds: ``$DAGGERS_MAX_TOKEN_DAYS`` days (at most ten
+    years), else 366 days. Raises ControlError for a value that is not a number of days in that range."""
+    raw = os.environ.get(ENV_MAX_DAYS, "").strip()
+    if not raw:
+        return MAX_TOKEN_LIFETIME_S
+    try:
+        days = float(raw)
+    except ValueError:
+        days = math.nan
+    if not 0 < days <= 3660:  # also refuses NaN
+        raise ControlError(f"${ENV_MAX_DAYS} {raw[:40]!r} is not a number of days between 0 and 3660")
+    return days * 86400.0
+
+
+def check_lifetime(field: str, seconds: float) -> float:
+    """Return ``seconds`` when it is a finite, positive lifetime within :func:`max_lifetime_s`; raise
+    ControlError naming ``field`` otherwise."""
+    top = max_lifetime_s()
+    if not math.isfinite(seconds) or not 0 < seconds <= top:
+        raise ControlError(f"{field}: {seconds!r} is not a lifetime between 0 and {top:.0f} s "
+                           f"({top / 86400:g} days)", hint=f"the longest a token lives is ${ENV_MAX_DAYS} days")
+    return seconds
 
 
 def _hash(secret: str) -> str:
@@ -122,10 +160,28 @@ def authenticate(registry: Registry, token: str | None) -> Principal:
             raise AuthError(f"token {token_id} was revoked", hint=hint)
         if row.expires_at is not None and row.expires_at <= t:
             raise AuthError(f"token {token_id} has expired", hint=hint)
+        if row.kind == "controller" and row.cluster is not None and not _maker_may(s, row):
+            raise AuthError(f"token {token_id} was made by {row.created_by}, who is no longer an admin of team "
+                            f"{row.cluster.team.name}",
+                            hint=f"a team admin makes a new one: daggers token create --cluster {row.cluster.name}")
         if row.last_used_at is None or t - row.last_used_at > 60:
             row.last_used_at = t  # coarse, so that a busy console does not write on every request
         return Principal(user=row.user.name if row.user else None, credential=credential_label(row), kind=row.kind,
                          token_id=row.token_id, cluster=row.cluster.name if row.cluster else None)
+
+
+def _maker_may(s: Session, row: ApiToken) -> bool:
+    """Return whether the maker of controller token ``row`` is still a superuser or an admin of its cluster's
+    team (a controller token has its maker's rights, no more, no longer)."""
+    maker = s.scalar(select(User).where(User.name == row.created_by))
+    if maker is None:
+        return False
+    if maker.is_superuser:
+        return True
+    assert row.cluster is not None
+    role = s.scalar(select(Membership.role).where(Membership.user_id == maker.id,
+                                                  Membership.team_id == row.cluster.team_id))
+    return role == "admin"
 
 
 def issue_oidc_session(registry: Registry, issuer: str, subject: str, ttl_s: float) -> tuple[str, str]:
@@ -150,18 +206,19 @@ class TokenOps(Access):
                      expires_in_s: float | None = None) -> tuple[TokenView, str]:
         """Make a personal token for ``user`` (superuser), or a controller token for ``cluster`` (superuser
         or the cluster team's admin); return its view and the token itself, which is never shown again.
+        It expires after ``expires_in_s`` (default and at most :func:`max_lifetime_s`); a controller token
+        authenticates only while its maker may still make it (see the module docstring).
 
-        Raises ControlError for neither or both of user and cluster, or a non-positive lifetime;
-        NotFoundError for an unknown user or cluster; PermissionDeniedError.
+        Raises ControlError for neither or both of user and cluster, or a lifetime that is not positive,
+        finite and within the maximum; NotFoundError for an unknown user or cluster; PermissionDeniedError.
         """
         if (user is None) == (cluster is None):
             raise ControlError("a token is for a user or for a cluster's controller: give exactly one")
-        if expires_in_s is not None and expires_in_s <= 0:
-            raise ControlError(f"expires_in_s {expires_in_s} must be positive")
+        lifetime = max_lifetime_s() if expires_in_s is None else check_lifetime("expires_in_s", expires_in_s)
         token_id, secret, token = _new_token()
         with self.registry.session() as s:
             row = ApiToken(token_id=token_id, secret_hash=_hash(secret), description=description,
-                           created_by=self.user, expires_at=now() + expires_in_s if expires_in_s else None)
+                           created_by=self.user, expires_at=now() + lifetime)
             if user is not None:
                 check_name("user", user)
                 self._require_superuser(s, "create a token for", f"user {user}")
@@ -202,6 +259,8 @@ class TokenOps(Access):
 
     def _token(self, s: Session, token_id: str, action: str) -> ApiToken:
         row = s.scalar(select(ApiToken).where(ApiToken.token_id == token_id))
+        if row is not None and action == "revoke" and row.user is not None and row.user.name == self.user:
+            return row  # anyone may revoke their own token
         if row is None:
             self._require_superuser(s, action, f"token {token_id}")
             raise NotFoundError(f"no token {token_id!r}")
@@ -216,7 +275,8 @@ class TokenOps(Access):
         return row
 
     def revoke_token(self, token_id: str) -> TokenView:
-        """Revoke a token at once (superuser; a team admin for its clusters' controller tokens)."""
+        """Revoke a token at once (its own user; a superuser; a team admin for its clusters' controller
+        tokens)."""
         with self.registry.session() as s:
             row = self._token(s, token_id, "revoke")
             row.revoked_at = row.revoked_at or now()
@@ -224,10 +284,16 @@ class TokenOps(Access):
             return TokenView.of(row)
 
     def expire_token(self, token_id: str, at: float | None = None) -> TokenView:
-        """Make a token expire at ``at`` (default: now); superuser, or a team admin for controller tokens."""
+        """Make a token expire at ``at`` (default: now); superuser, or a team admin for controller tokens.
+
+        Raises ControlError when ``at`` is not finite or later than :func:`max_lifetime_s` from now."""
+        t, top = now(), max_lifetime_s()
+        if at is not None and (not math.isfinite(at) or at - t > top):
+            raise ControlError(f"at: {at!r} is not a time within {top / 86400:g} days from now",
+                               hint=f"the longest a token lives is ${ENV_MAX_DAYS} days")
         with self.registry.session() as s:
             row = self._token(s, token_id, "expire")
-            row.expires_at = now() if at is None else at
+            row.expires_at = t if at is None else at
             self._audit(s, "expire token", row.cluster.team.name if row.cluster else None, f"token {token_id}",
                         {"expires_at": row.expires_at})
             return TokenView.of(row)

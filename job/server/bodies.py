@@ -128,7 +128,8 @@ class PreviewIn(Body):
 
 
 class TokenIn(Body):
-    """A new token: for a user (personal) or for a cluster's controller."""
+    """A new token: for a user (personal) or for a cluster's controller; it expires after ``expires_in_s``
+    (default and at most the server's maximum, 366 days)."""
 
     user: Name | None = None
     cluster: Name | None = None
@@ -137,7 +138,7 @@ class TokenIn(Body):
 
 
 class ExpireIn(Body):
-    """When a token expires (None: now)."""
+    """When a token expires (None: now; at most the server's maximum lifetime from now)."""
 
     at: float | None = None
 

@@ -14,8 +14,8 @@ class OidcSettings(BaseModel):
     """The provider's issuer URL; its ``/.well-known/openid-configuration`` names the endpoints and JWKS."""
     client_id: str
     """The client id Daggers is registered as at the provider (id tokens must have it as audience)."""
-    session_ttl_s: float = 12 * 3600
-    """How long the Daggers token issued for a verified OIDC sign-in lasts, in seconds."""
+    session_ttl_s: float = Field(default=12 * 3600, gt=0, le=366 * 86400)
+    """How long the Daggers token issued for a verified OIDC sign-in lasts, in seconds (at most 366 days)."""
 
 
 class ServerSettings(BaseModel):
