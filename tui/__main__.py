@@ -16,6 +16,7 @@ def main() -> int:
     from job.control import ControlError
     from job.control.client import open_plane
     from job.control.registry import default_registry_url
+    from job.text import safe_text
     from tui.app import DaggersApp
 
     try:
@@ -23,7 +24,7 @@ def main() -> int:
                            os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None))
         plane.whoami()
     except ControlError as exc:
-        print(f"{exc.title}: {exc.message}", file=sys.stderr)
+        print(safe_text(f"{exc.title}: {exc.message}", multiline=True), file=sys.stderr)
         return 2
     DaggersApp(plane, alerts_url=os.environ.get("DAGGERS_ALERTS_STORE") or None).run()
     return 0

@@ -15,6 +15,7 @@ from textual.app import App
 from job.control.api import ControlPlane
 from job.control.views import DaggerView
 from job.errors import DaggerError
+from job.text import safe_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,9 +41,10 @@ class ConsoleApp(App[None]):
         return f"{self.me['user']}{' (superuser)' if self.me['superuser'] else ''} · {teams}"
 
     def report(self, exc: DaggerError) -> None:
-        """Show a known error as a notification: title, message and hint."""
-        self.notify(exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""), title=exc.title, severity="error",
-                    timeout=8)
+        """Show a known error as a notification: title, message and hint (as text: an error may quote a
+        user's input)."""
+        self.notify(safe_text(exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""), multiline=True),
+                    title=safe_text(exc.title), severity="error", timeout=8, markup=False)
 
     def spark_session(self) -> SparkSession:
         """Return the session previews run on."""

@@ -14,8 +14,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
+from job.text import safe_text
 from tui.actions import ConsoleApp
-from tui.format import age, when
+from tui.format import age, plain, when
 
 LEVEL_STYLES = {"CRIT": "bold red", "WARN": "bold yellow", "OK": "green"}
 HIDDEN_LABELS = {"alertname", "rule", "team"}
@@ -60,7 +61,7 @@ class AlertsScreen(Screen[None]):
             mine = {s.fingerprint for s in self.store.states() if self.visible(s.labels)}
             history = [h for h in self.store.history(limit=200) if h.fingerprint in mine][:50]
         except StoreError as exc:
-            self.notify(str(exc), title="Alert store", severity="error")
+            self.notify(safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False)
             return
         now = self.app.clock()
         states.sort(key=lambda s: (-int(s.level), s.rule, s.fingerprint))
@@ -69,20 +70,21 @@ class AlertsScreen(Screen[None]):
         for s in states:
             level = s.level.name
             labels = ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k not in HIDDEN_LABELS)
-            table.add_row(Text(level, style=LEVEL_STYLES.get(level, "")), s.rule, s.labels.get("team", "-"), labels,
-                          "-" if s.value is None else f"{s.value:g}", age(now, s.since), s.message,
-                          key=s.fingerprint)
+            table.add_row(Text(level, style=LEVEL_STYLES.get(level, "")), plain(s.rule), plain(s.labels.get("team", "-")),
+                          plain(labels), "-" if s.value is None else f"{s.value:g}", age(now, s.since),
+                          plain(s.message), key=s.fingerprint)  # labels and messages carry the data's values
         hist = self.query_one("#alert-history", DataTable)
         hist.clear()
         for h in history:
             to = "" if h.to_level is None else ["OK", "WARN", "CRIT"][int(h.to_level)]
-            hist.add_row(when(h.at), h.rule, h.event, Text(to, style=LEVEL_STYLES.get(to, "")), h.detail)
+            hist.add_row(when(h.at), plain(h.rule), plain(h.event), Text(to, style=LEVEL_STYLES.get(to, "")),
+                         plain(h.detail))
         crit = sum(1 for s in states if s.level.name == "CRIT")
         warn = sum(1 for s in states if s.level.name == "WARN")
         self.query_one("#alerts-summary", Static).update(
             Text.assemble((f"{crit} critical", "bold red" if crit else "dim"), " · ",
                           (f"{warn} warning", "bold yellow" if warn else "dim"),
-                          f" · teams {', '.join(sorted(self.app.me['teams'])) or '-'}"))
+                          plain(f" · teams {', '.join(sorted(self.app.me['teams'])) or '-'}")))
 
     def action_reload(self) -> None:
         self.reload()

@@ -21,6 +21,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from job.control.api import ControlPlane
 from job.control.views import DaggerView
 from job.errors import DaggerError
+from job.text import safe_text
 from tui.actions import ConsoleApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.clusters import ClustersScreen
@@ -162,7 +163,7 @@ class DaggersApp(ConsoleApp):
         try:
             self._alerts = self._alerts or AlertStore(self.alerts_url, create=False)
         except StoreError as exc:
-            self.notify(str(exc), title="Alert store", severity="error")
+            self.notify(safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False)
             return
         self.push_screen(AlertsScreen(self._alerts))
 

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from job.errors import DaggerError
 from job.words import counted
-from tui.format import age, ok_text, span, spark_detail
+from tui.format import age, ok_text, plain, span, spark_detail
 
 if TYPE_CHECKING:
     from tui.actions import ConsoleApp
@@ -32,7 +32,7 @@ def used_of(used: Any, total: Any, unit: str = "") -> str:
 
 def worker_state(state: str | None) -> Text:
     """Return a worker's state, green when ALIVE and red otherwise (DEAD, DECOMMISSIONED, UNKNOWN)."""
-    return Text(state or "UNKNOWN", style="green" if state == "ALIVE" else "bold red")
+    return plain(state or "UNKNOWN", "green" if state == "ALIVE" else "bold red")
 
 
 def local_note(spark: dict[str, Any]) -> str:
@@ -91,23 +91,24 @@ class ClusterHealthScreen(Screen[None]):
         now = self.app.clock()
         how = "live" if self.live else (f"recorded {age(now, self.health.get('checked_at'))} ago"
                                         if self.health.get("recorded") else "not probed yet")
-        self.query_one("#title", Static).update(Text.assemble(("Spark of ", "bold"), (self.cluster, "bold"),
+        self.query_one("#title", Static).update(Text.assemble(("Spark of ", "bold"), plain(self.cluster, "bold"),
                                                               f"  ({how})"))
-        master = Text.assemble(spark.get("master") or "-", "  ", ok_text(spark, spark_detail(spark)))
+        # what a Spark master answers (its address, states, errors, applications' names) is shown as text
+        master = Text.assemble(plain(spark.get("master") or "-"), "  ", ok_text(spark, spark_detail(spark)))
         if spark.get("mode") == "standalone" and spark.get("ok") is not None:
-            master.append(f"  status {spark.get('status')}  memory "
-                          f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}")
+            master.append(plain(f"  status {spark.get('status')}  memory "
+                                f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}"))
         if spark.get("error"):
-            master.append(f"  {spark['error']}", style="red")
+            master.append(plain(f"  {spark['error']}", "red", multiline=True))
         self.query_one("#master", Static).update(master)
         note = self.query_one("#local-note", Static)
-        note.update(local_note(spark))
+        note.update(plain(local_note(spark)))
         note.display = spark.get("mode") == "local"
         workers = self.query_one("#workers", DataTable)
         workers.clear()
         for w in spark.get("worker_list") or []:
             beat = w.get("last_heartbeat_ms")
-            workers.add_row(w.get("id") or "-", w.get("host") or "-", worker_state(w.get("state")),
+            workers.add_row(plain(w.get("id") or "-"), plain(w.get("host") or "-"), worker_state(w.get("state")),
                             used_of(w.get("cores_used"), w.get("cores")),
                             used_of(w.get("memory_used_mb"), w.get("memory_mb"), "MB"),
                             f"{age(now, beat / 1000)} ago" if beat else "-", key=str(w.get("id")))
@@ -115,7 +116,8 @@ class ClusterHealthScreen(Screen[None]):
         apps.clear()
         for a in spark.get("app_list") or []:
             duration = a.get("duration_ms")
-            apps.add_row(a.get("id") or "-", a.get("name") or "-", a.get("state") or "-", str(a.get("cores", "-")),
+            apps.add_row(plain(a.get("id") or "-"), plain(a.get("name") or "-"), plain(a.get("state") or "-"),
+                         plain(a.get("cores", "-")),
                          f"{a['memory_per_executor_mb']} MB" if a.get("memory_per_executor_mb") else "-",
                          span(duration / 1000) if duration is not None else "-", key=str(a.get("id")))
 

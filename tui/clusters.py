@@ -14,9 +14,10 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from job.control.views import ClusterView
 from job.errors import DaggerError
+from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, number, ok_text, spark_detail, state_text
+from tui.format import age, number, ok_text, plain, spark_detail, state_text
 
 COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "influx", "controller")
 
@@ -51,7 +52,7 @@ class ClustersScreen(Screen[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
-        self.query_one("#whoami", Static).update(self.app.identity_line())
+        self.query_one("#whoami", Static).update(plain(self.app.identity_line()))
         self.reload()
         if self.app.refresh_s:
             self.set_interval(self.app.refresh_s, self.reload)
@@ -74,13 +75,14 @@ class ClustersScreen(Screen[None]):
         for c in self.clusters:
             if c.datacentre != dc:
                 dc = c.datacentre
-                table.add_row(Text(f"▾ {dc}", style="bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
+                table.add_row(plain(f"▾ {dc}", "bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
             health = self.live.get(c.name) or c.health or {}
             reporting = (c.state.get("parts") or {}).get("controller") == "ok"  # the health model's verdict
             ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if reporting
                    else Text(f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
                              style="bold red"))
-            table.add_row(f"  {c.name}", c.team, c.spark_master, state_text(c.state.get("state") or "unknown"),
+            table.add_row(plain(f"  {c.name}"), plain(c.team), plain(c.spark_master),
+                          state_text(c.state.get("state") or "unknown"),
                           f"{c.daggers_running}/{c.daggers_total}",
                           ok_text(health.get("spark"), spark_detail(health.get("spark"))),
                           ok_text(health.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p"
@@ -89,9 +91,9 @@ class ClustersScreen(Screen[None]):
         if table.row_count:  # keep the cursor; at first, on the first cluster rather than its data centre
             table.move_cursor(row=min(keep or 1, table.row_count - 1))
         teams = sorted({c.team for c in self.clusters})
-        self.query_one("#summary", Static).update(
+        self.query_one("#summary", Static).update(plain(
             f"{counted(len(self.clusters), 'cluster')} in {counted(len({c.datacentre for c in self.clusters}), 'data centre')} · "
-            f"teams: {', '.join(teams) or '-'}")
+            f"teams: {', '.join(teams) or '-'}"))
 
     def selected(self) -> ClusterView | None:
         """Return the cluster under the cursor (None on a data-centre row)."""
@@ -143,6 +145,6 @@ class ClustersScreen(Screen[None]):
         self.app.call_from_thread(self.reload)
         verdict = health.get("state") or {}
         reasons = "; ".join(verdict.get("reasons") or [])
-        self.app.call_from_thread(self.notify, f"{name}: {verdict.get('state', 'unknown')}"
-                                  + (f" ({reasons})" if reasons else ""),
-                                  severity="information" if health["ok"] else "warning")
+        self.app.call_from_thread(self.notify, safe_text(f"{name}: {verdict.get('state', 'unknown')}"
+                                                         + (f" ({reasons})" if reasons else "")),
+                                  severity="information" if health["ok"] else "warning", markup=False)

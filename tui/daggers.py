@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -14,7 +15,7 @@ from job.control.views import DaggerView
 from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, figure, state_text
+from tui.format import age, figure, plain, state_text
 
 COLUMNS = ("dagger", "team", "v", "desired", "state", "rows/s", "lag", "batch ms", "restarts", "updated")
 
@@ -115,14 +116,15 @@ class DaggersScreen(Screen[None]):
         now = self.app.clock()
         for d in self.shown:
             h = d.health
-            table.add_row(d.name, d.team, str(d.current_version), d.desired_state, state_text(d.state),
+            table.add_row(plain(d.name), plain(d.team), str(d.current_version), plain(d.desired_state),
+                          state_text(d.state),
                           figure(h.get("rows_per_s")), figure(h.get("lag")), figure(h.get("batch_ms")),
                           str(d.restarts), age(now, d.status_updated_at), key=d.ref)
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
-        self.query_one("#title", Static).update(
-            f"cluster [b]{self.cluster}[/b] · {counted(len(self.all), 'dagger')}"
-            + "".join(f", {n} {state}" for state, n in _counts(self.all)))
+        self.query_one("#title", Static).update(Text.assemble(
+            "cluster ", plain(self.cluster, "bold"), f" · {counted(len(self.all), 'dagger')}"
+            + "".join(f", {n} {state}" for state, n in _counts(self.all))))
         self.query_one("#pager", Static).update(
             f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}")
 

@@ -15,9 +15,10 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.control.views import DaggerView, VersionView
 from job.errors import DaggerError
+from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, figure, number, span, state_text, when
+from tui.format import age, figure, number, plain, span, state_text, when
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
 from tui.output import OutputPane
 from tui.widgets import FlatSparkline
@@ -97,18 +98,19 @@ class DaggerScreen(Screen[None]):
         now = self.app.clock()
         p, h = view.progress, view.health
         retry = (f" · next retry in {age(h['next_retry_at'], now)}" if h.get("next_retry_at") else "")
-        status = Text.assemble(
-            (view.ref, "bold"), f"  on {view.cluster} ({view.datacentre})  ",
-            (f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.state),
-            f" ({h.get('reason') or '-'}{retry})  controller: {view.actual_state}  desired {view.desired_state}\n",
+        status = Text.assemble(  # Text.assemble's strings are text, not markup; safe_text escapes controls
+            plain(view.ref, "bold"), plain(f"  on {view.cluster} ({view.datacentre})  "),
+            plain(f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.state),
+            plain(f" ({h.get('reason') or '-'}{retry})  controller: {view.actual_state}  desired "
+                  f"{view.desired_state}") + "\n",
             f"version {view.current_version}" + (f" (running v{view.running_version})" if view.running_version else ""),
-            f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
-            f" · restarts {view.restarts}\n",
+            plain(f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
+                  f" · restarts {view.restarts}") + "\n",
             f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s in, "
             f"{number(p.get('processed_rows_per_s')) if h.get('rows_per_s') else '-'} rows/s processed"
             f" · batch {figure(h.get('batch_ms'))} ms · lag {figure(h.get('lag'))}"
             f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
-            f"\nwatermark {p.get('watermark') or '-'}"
+            f"\nwatermark {safe_text(str(p.get('watermark') or '-'))}"
             + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")
             + f" · last update {age(now, view.status_updated_at)} ago")
         self.query_one("#status", Static).update(status)
@@ -122,32 +124,34 @@ class DaggerScreen(Screen[None]):
         error = self.query_one("#error", Static)
         again = (f" (before it started again {age(now, view.started_at)} ago)"
                  if view.actual_state == "running" and view.started_at else "")
-        error.update(Text(f"last error{again}: {view.last_error}", style="red") if view.last_error else "")
+        error.update(plain(f"last error{again}: {view.last_error}", "red", multiline=True) if view.last_error else "")
         error.display = bool(view.last_error)
         if [v.version for v in versions] != [v.version for v in self.versions]:
             self._show_versions(versions)
         table = self.query_one("#audit", DataTable)
         table.clear()
         for a in audit:
-            table.add_row(when(a.at), a.user, a.action, "yes" if a.allowed else Text("DENIED", style="red"))
+            table.add_row(when(a.at), plain(a.user), plain(a.action), "yes" if a.allowed else Text("DENIED", style="red"))
         if self.query_one(TabbedContent).active == "output-tab":
             self.query_one(OutputPane).load()
 
     def _show_versions(self, versions: list[VersionView]) -> None:
         self.versions = versions
         current = versions[-1]
-        self.query_one("#spec", Static).update(Syntax(current.spec_text, "yaml", line_numbers=True,
+        self.query_one("#spec", Static).update(Syntax(safe_text(current.spec_text, multiline=True), "yaml",
+                                                      line_numbers=True,
                                                       theme="ansi_dark", word_wrap=True))
         table = self.query_one("#versions", DataTable)
         table.clear()
         for v in reversed(versions):
-            table.add_row(str(v.version), when(v.created_at), v.created_by, f"epoch {v.checkpoint_epoch}",
-                          v.comment, key=str(v.version))
+            table.add_row(str(v.version), when(v.created_at), plain(v.created_by), f"epoch {v.checkpoint_epoch}",
+                          plain(v.comment), key=str(v.version))
         self._show_diff(current.version)
 
     def _show_diff(self, version: int) -> None:
         text = self.app.plane.diff(self.ref, max(version - 1, 1), version) if version > 1 else ""
-        self.query_one("#diff", Static).update(Syntax(text or "(first version)", "diff", theme="ansi_dark"))
+        self.query_one("#diff", Static).update(Syntax(safe_text(text, multiline=True) or "(first version)", "diff",
+                                                      theme="ansi_dark"))
 
     def selected_version(self) -> int | None:
         """Return the version under the cursor of the Versions table."""
@@ -168,7 +172,7 @@ class DaggerScreen(Screen[None]):
         except DaggerError as exc:
             self.app.report(exc)
             return False
-        self.notify(what)
+        self.notify(safe_text(what), markup=False)  # it may quote a name or a topic typed in
         self.reload()
         return True
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -31,9 +30,11 @@ from textual.widgets import (
 from job.control.specs import DaggerForm
 from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
+from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
 from tui.form_errors import form_problems
+from tui.format import plain
 from tui.modals import ConfirmScreen, by_window, rows_hint
 from tui.sql_area import SqlArea
 from tui.widgets import MarkedSelectionList
@@ -211,7 +212,8 @@ class DaggerFormScreen(Screen[None]):
             topics = self.app.plane.cluster_topics(self.cluster)
         except DaggerError as exc:
             topics = []
-            self.app.call_from_thread(self.notify, f"cannot list topics: {exc.message}", severity="warning")
+            self.app.call_from_thread(self.notify, safe_text(f"cannot list topics: {exc.message}", multiline=True),
+                                      severity="warning", markup=False)
         self.app.call_from_thread(self._set_topics, sorted(set(topics) | set(chosen)), chosen)
 
     def _set_topics(self, topics: list[str], chosen: list[str]) -> None:
@@ -280,15 +282,15 @@ class DaggerFormScreen(Screen[None]):
             reads = "; ".join(f"{t}: {', '.join(c)}" for t, c in result.columns.items())
             window = f" · window {result.window[0]}" + (f" sliding {result.window[1]}" if result.window[1] else "") \
                 if result.window else " · no window (pass-through)"
-            label.update(Text(f"✓ valid · reads {reads}{window}", style="green"))
+            label.update(plain(f"✓ valid · reads {reads}{window}", "green"))
             label.set_class(False, "invalid")
             area.error_at = None
         else:
             where = f" at line {result.line}, column {result.col}" if result.line else ""
             hint = f" — {result.hint}" if result.hint else ""
             problems = None if result.line else form_problems(result.message)
-            label.update(Text("\n".join(f"✗ {p}" for p in problems) if problems else
-                              f"✗ {result.title}{where}: {result.message}{hint}", style="bold red"))
+            label.update(plain("\n".join(f"✗ {p}" for p in problems) if problems else
+                               f"✗ {result.title}{where}: {result.message}{hint}", "bold red", multiline=True))
             label.set_class(True, "invalid")
             area.error_at = (result.line, result.col or 1) if result.line else None
         return result
@@ -337,7 +339,7 @@ class DaggerFormScreen(Screen[None]):
         except DaggerError:
             return
         if hint := fusion_hint(self.cluster, isolation, partners):
-            self.notify(hint, title="Hint", timeout=20)
+            self.notify(safe_text(hint, multiline=True), title="Hint", timeout=20, markup=False)
 
     def action_cancel(self) -> None:
         self.app.pop_screen()
@@ -384,7 +386,8 @@ class DaggerFormScreen(Screen[None]):
             self.app.report(exc)
             return
         how = "resumes from the checkpoint" if result.compatibility.resume else "starts a new checkpoint"
-        self.notify(f"{result.ref} v{result.version} saved; it {how}", title="Saved")
+        self.notify(safe_text(f"{result.ref} v{result.version} saved; it {how}", multiline=True), title="Saved",
+                    markup=False)
         self.app.pop_screen()
 
     def action_preview(self) -> None:
@@ -404,7 +407,8 @@ class DaggerFormScreen(Screen[None]):
                                                 on_progress=lambda p: self.app.call_from_thread(self._preview_progress, p))
         except DaggerError as exc:
             self.app.call_from_thread(self.app.report, exc)
-            self.app.call_from_thread(self.query_one("#preview-status", Static).update, f"preview failed: {exc.message}")
+            self.app.call_from_thread(self.query_one("#preview-status", Static).update,
+                                      plain(f"preview failed: {exc.message}", multiline=True))
             return
         self.app.call_from_thread(self._show_preview, table.column_names, table.to_pylist(),
                                   time.monotonic() - started)
@@ -419,9 +423,9 @@ class DaggerFormScreen(Screen[None]):
         """Show every row of a preview, by window, in a table brought into view (it scrolls when long)."""
         table = self.query_one("#preview-rows", DataTable)
         table.clear(columns=True)
-        table.add_columns(*columns)
-        for row in by_window(columns, rows):
-            table.add_row(*(str(row.get(c)) for c in columns))
+        table.add_columns(*(plain(c) for c in columns))
+        for row in by_window(columns, rows):  # values from the topics: shown as text
+            table.add_row(*(plain(str(row.get(c))) for c in columns))
         self.query_one("#preview-status", Static).update(
             f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s (nothing deployed, no consumer group used), "
             f"below, {rows_hint(columns, len(rows))}")

@@ -1,4 +1,9 @@
-"""How the console shows states, rates, ages and health: plain functions returning Rich text."""
+"""How the console shows states, rates, ages and health: plain functions returning Rich text.
+
+Text from users (names, comments, descriptions, errors, a preview's rows) is shown with :func:`plain`: as
+text, never as markup (a string given to a ``DataTable`` cell, a ``Static`` or a ``Label`` is read as
+markup) and with its control characters escaped (:func:`job.text.safe_text`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
+
+from job.text import safe_text
 
 STATE_STYLES = {
     "running": "bold green",
@@ -30,9 +37,15 @@ STATE_STYLES = {
 }
 
 
+def plain(value: object, style: str = "", *, multiline: bool = False) -> Text:
+    """Return ``value`` (a user's string; ``None`` is empty) as text shown as it is: ``[bold]`` stays
+    ``[bold]``, ESC shows as ``\\x1b``; ``multiline`` keeps its newlines."""
+    return Text(safe_text(None if value is None else str(value), multiline=multiline), style=style)
+
+
 def state_text(state: str) -> Text:
     """Return the actual state coloured: green running, yellow on its way, orange crashed, red failed."""
-    return Text(state, style=STATE_STYLES.get(state, ""))
+    return plain(state, STATE_STYLES.get(state, ""))
 
 
 def number(value: float | int | None) -> str:

@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
+from tui.format import plain
+
 
 def window_column(columns: list[str]) -> str | None:
     """Return the column that holds a row's window (``window_timestamp``, else the first ``window…``
@@ -47,9 +49,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(self.question, id="question")
+            yield Label(plain(self.question), id="question")  # it may quote a user's text: shown as text
             if self.detail:
-                yield Static(self.detail, id="detail")
+                yield Static(plain(self.detail, multiline=True), id="detail")
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", id="yes", variant="warning")
                 yield Button("No (n)", id="no", variant="primary")
@@ -72,7 +74,7 @@ class AskScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(self.question, id="question")
+            yield Label(plain(self.question), id="question")
             yield Input(value=self.value, placeholder=self.placeholder, id="answer")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -93,14 +95,14 @@ class RowsScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):
-            yield Label(f"{self.title_text}, {rows_hint(self.columns, len(self.rows))}", id="question")
+            yield Label(plain(f"{self.title_text}, {rows_hint(self.columns, len(self.rows))}"), id="question")
             yield DataTable(id="rows", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns(*self.columns)
-        for row in self.rows:
-            table.add_row(*(str(row.get(c)) for c in self.columns))
+        table.add_columns(*(plain(c) for c in self.columns))
+        for row in self.rows:  # a preview's values come from the topics: shown as text
+            table.add_row(*(plain(str(row.get(c))) for c in self.columns))
         table.focus()
 
     def action_close(self) -> None:

@@ -17,6 +17,8 @@ from textual_plotext import PlotextPlot
 from job.control.api import ControlPlane
 from job.errors import DaggerError
 from job.output import Output, OutputQuery, parse_tag, step_text
+from job.text import safe_text
+from tui.format import plain
 
 #: The ranges the chart offers: label -> seconds.
 RANGES = {"15m": 900, "1h": 3600, "1d": 86_400}
@@ -103,7 +105,7 @@ class OutputPane(Vertical):
         self.app.call_from_thread(self._show, fields, output)
 
     def _failed(self, exc: DaggerError) -> None:
-        self.query_one("#output-summary", Label).update(f"{exc.title}: {exc.message}")
+        self.query_one("#output-summary", Label).update(plain(f"{exc.title}: {exc.message}", multiline=True))
         self.report(exc)
 
     def _show(self, fields: list[str] | None, output: Output | None) -> None:
@@ -111,7 +113,7 @@ class OutputPane(Vertical):
             self._fields_loaded = True
             select = self.query_one("#output-field", Select)
             with self.prevent(Select.Changed):
-                select.set_options([(f, f) for f in fields])
+                select.set_options([(plain(f), f) for f in fields])  # the sink's names, shown as text
                 if fields:
                     select.value = fields[0]
             if fields:
@@ -139,8 +141,8 @@ class OutputPane(Vertical):
                          color=COLOURS.get(series.label, "white"))
         plt.xlim(-span / scale, 0)
         plt.xlabel(f"{unit} before {output.end:%Y-%m-%d %H:%M:%S} UTC")
-        plt.title(f"sum of {output.field} every {step_text(output.step_s)}"
-                  + (f" where {output.tag[0]} = {output.tag[1]}" if output.tag else ""))
+        plt.title(safe_text(f"sum of {output.field} every {step_text(output.step_s)}"
+                            + (f" where {output.tag[0]} = {output.tag[1]}" if output.tag else "")))
         chart.refresh()
         last = []
         for series in output.series:
@@ -148,7 +150,7 @@ class OutputPane(Vertical):
             last.append(f"{series.label} {'-' if value is None else _number(value)}")
         points = max((len(s.points) for s in output.series), default=0)
         self.query_one("#output-summary", Label).update(
-            f"from {output.source} · {points} steps · last: " + " · ".join(last))
+            plain(f"from {output.source} · {points} steps · last: " + " · ".join(last)))
 
 
 def _number(value: float) -> str:

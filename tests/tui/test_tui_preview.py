@@ -54,7 +54,7 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
         status = str(form.query_one("#preview-status", Static).content)
         assert status.startswith(f"preview: {table.row_count} rows in ") and "nothing deployed" in status
         assert app.plane.daggers() == []  # nothing was created or deployed
-        shown = {(int(r[0]), _end_s(datetime.fromisoformat(str(r[2])))): int(r[1])
+        shown = {(int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
                  for r in (table.get_row_at(i) for i in range(table.row_count))}
         assert shown == dict(want)
         print(f"\nform preview: {table.row_count} rows in {seconds:.1f} s")

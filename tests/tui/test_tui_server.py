@@ -56,7 +56,7 @@ async def test_console_through_the_server_create_preview_deploy_stop(tansu_broke
             await app.workers.wait_for_complete()
             await pilot.pause()
             table = form.query_one("#preview-rows", DataTable)
-            shown = {(int(r[0]), _end_s(datetime.fromisoformat(str(r[2])))): int(r[1])
+            shown = {(int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
                      for r in (table.get_row_at(i) for i in range(table.row_count))}
             assert shown == dict(want)
             assert root.daggers() == []  # a preview creates nothing
