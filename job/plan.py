@@ -195,7 +195,7 @@ def translate_spec(spec: DaggerSpec, tables: dict[str, dict[str, str]], udfs: di
 def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
     """Return the plan of ``spec`` on the host the dagger runs on: it reads what the spec names (its
     ``schema_*`` file, folder or URL, its ``udf_file``, its checkpoint's pinned features) and the
-    host's environment (``DAGGERS_DART_STORE``). A server checks a spec with :func:`job.check.spec.check_spec`
+    host's environment (``DAGGERS_DART_STORE``). A server checks a spec with :func:`job.control.spec_check.check_spec`
     instead, which reads none of them.
 
     Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)

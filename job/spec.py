@@ -42,7 +42,7 @@ REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def has_reference(value: str) -> bool:
     """Return whether ``value`` holds a ``${NAME}`` reference. After :func:`interpolate_env` none is left,
-    so only a spec checked as data (:mod:`job.check.spec`) has them: a value with one is checked where the
+    so only a spec checked as data (:mod:`job.control.spec_check`) has them: a value with one is checked where the
     dagger runs, once the reference is resolved."""
     return "${" in value and REFERENCE_RE.search(value) is not None
 
@@ -1073,7 +1073,7 @@ def interpolate_env(text: str, env: Mapping[str, str] | None = None, source: str
     given, gets line -> the names substituted on it (so errors about a value can name its variable), and
     ``values`` name -> the text put in.
     With ``keep_unset`` a variable that ``env`` does not set stays a ``${NAME}`` (or ``${NAME:-default}``)
-    reference, for the host the dagger runs on to resolve (a spec checked as data, :mod:`job.check.spec`).
+    reference, for the host the dagger runs on to resolve (a spec checked as data, :mod:`job.control.spec_check`).
     Raises SpecError naming the line of a variable that is unset and has no default.
     """
     import os

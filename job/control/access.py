@@ -73,7 +73,7 @@ class Access:
         ``health_settings``: the thresholds of the health model every view is judged by (default: from the
         environment). ``serves_clients``: the plane runs in a server for its clients, so a spec is data
         to it: it previews and reads output only on the cluster's own brokers and InfluxDB, resolving no
-        variable of its environment (:func:`job.check.spec.served_spec`)."""
+        variable of its environment (:func:`job.control.spec_check.served_spec`)."""
         self.registry = registry
         self.user = user
         if credential is None and source is None:  # embedded: the OS user on this host opened the registry

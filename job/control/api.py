@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from job.check.spec import CheckedSpec
+    from job.control.spec_check import CheckedSpec
     from job.output import Output, OutputQuery
     from job.preview import PreviewProgress
     from job.spec import DaggerSpec
@@ -87,9 +88,9 @@ class ControlPlane(AdminOps, TokenOps):
         return specs.cluster_env(cluster.kafka_bootstrap, cluster.influx_url)
 
     def _check(self, cluster: Cluster, text: str, source: str) -> CheckedSpec:
-        """Return ``text`` checked as data for ``cluster`` (:func:`job.check.spec.check_spec`: no environment,
+        """Return ``text`` checked as data for ``cluster`` (:func:`job.control.spec_check.check_spec`: no environment,
         file, network or code); raise SpecError, SchemaError or SqlError."""
-        from job.check.spec import check_spec
+        from job.control.spec_check import check_spec
 
         return check_spec(text, self._vars(cluster), source)
 
@@ -101,12 +102,12 @@ class ControlPlane(AdminOps, TokenOps):
         """Return the spec of ``text`` as this process may run it for ``what`` (a preview, reading output).
 
         A plane that serves clients (``serves_clients``) resolves no variable but the cluster's and uses
-        only the cluster's brokers and InfluxDB (:func:`job.check.spec.served_spec`); a plane in the user's
+        only the cluster's brokers and InfluxDB (:func:`job.control.spec_check.served_spec`); a plane in the user's
         own process (the CLI on a registry, the console) resolves the spec with its environment, as
         ``daggers run`` does. Raises SpecError, SchemaError or SqlError.
         """
         if self.serves_clients:
-            from job.check.spec import served_output_spec, served_spec
+            from job.control.spec_check import served_output_spec, served_spec
 
             checked = self._check(cluster, text, source)
             if what == "reading the output":
@@ -220,10 +221,12 @@ class ControlPlane(AdminOps, TokenOps):
                 query = query.where(AuditEntry.target.contains(target))
             out = []
             for row in s.scalars(query):
-                if names is None or row.team in names or row.user == self.user:
+                if names is None or row.team in names:
                     out.append(AuditView.of(row))
-                    if len(out) >= limit:
-                        break
+                elif row.user == self.user:  # their own attempt on a team they are not in: not which team
+                    out.append(replace(AuditView.of(row), team=None))
+                if len(out) >= limit:
+                    break
             return out
 
     # ---- validation and preview ---------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from job.check.spec import CheckedSpec
+    from job.control.spec_check import CheckedSpec
     from job.spec import DaggerSpec
 
 log = logging.getLogger("daggers.control")
@@ -26,7 +26,7 @@ log = logging.getLogger("daggers.control")
 @dataclass(frozen=True)
 class Candidate:
     """A dagger of the cluster: its ref, spec text and the cluster's variables (``DAGGERS_BOOTSTRAP``,
-    ``DAGGERS_INFLUX``; its spec is checked as data, :mod:`job.check.spec`)."""
+    ``DAGGERS_INFLUX``; its spec is checked as data, :mod:`job.control.spec_check`)."""
 
     ref: str
     text: str
@@ -35,7 +35,7 @@ class Candidate:
 
 def _checked(candidate: Candidate) -> CheckedSpec | None:
     """Return ``candidate``'s spec checked as data, or None when it does not check (its own run reports that)."""
-    from job.check.spec import check_spec
+    from job.control.spec_check import check_spec
 
     try:
         return check_spec(candidate.text, candidate.env, candidate.ref)

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from job.control.lag_trend import LagTrend, lag_trend
 from job.control.health_model import (
     CATCHING_UP,
     CRASH_LOOPING,
@@ -28,6 +27,7 @@ from job.control.health_model import (
     last_rows_at,
     watermark_age,
 )
+from job.control.lag_trend import LagTrend, lag_trend
 
 NOW = 1_000_000.0
 S = HealthSettings()  # controller_silent 30, stall 90, start 300, crash 2 in 600, lag 1000/60 s, catch-up 10000

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from job.check.spec import check_spec, served_output_spec, served_spec
 from job.check.yaml_load import MAX_DEPTH, load_yaml
 from job.control import ControlPlane, Registry
+from job.control.spec_check import check_spec, served_output_spec, served_spec
 from job.errors import SpecError, SqlError
 from tests.job.control.control_seed import bookings_spec, seed
 
