@@ -73,7 +73,7 @@ class ControllerProcess:
 
     def argv(self) -> list[str]:
         """Return the controller's command line."""
-        return [sys.executable, "-m", "job.cli", "controller", "--cluster", self.cluster,
+        return [sys.executable, "-P", "-m", "job.cli", "controller", "--cluster", self.cluster,
                 "--registry", self.registry_url, "--state-dir", str(self.state_dir), "--poll", str(self.poll_s),
                 "--no-standby", "--failover-after", str(self.failover_after_s), "--stop-daggers-on-exit"]
 

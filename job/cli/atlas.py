@@ -21,10 +21,9 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from job.cli.common import fail
+from job.cli.common import SafeConsole, fail
 from job.errors import DaggerError
 from job.stack.pdeathsig import die_with_parent
 from job.stack.ports import free_port, port_in_use
@@ -94,6 +93,7 @@ def atlas_env(influx_url: str, database: str, base: Mapping[str, str] | None = N
     if basemap_url:
         env["DAGGERS_ATLAS_BASEMAP_URL"] = basemap_url
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONSAFEPATH"] = "1"  # `python -m streamlit` would import a streamlit.py in the working folder
     return env
 
 
@@ -150,7 +150,7 @@ def atlas_command(
         help="The style URL or the tile URL template with {z}, {x} and {y}.")] = None,
 ) -> None:
     """Open the Atlas: a map of a dagger's S2-cell aggregates in InfluxDB (Ctrl-C stops it)."""
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True)
     try:
         if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("pydeck") is None:
             raise AtlasLaunchError("Streamlit and pydeck are not installed",

@@ -793,7 +793,8 @@ def tui(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = 
         env["DAGGERS_SERVER"] = target[0]
     if alerts_store:
         env["DAGGERS_ALERTS_STORE"] = alerts_store
-    os.execve(sys.executable, [sys.executable, "-m", "tui"], env)
+    # -P: the working folder is not on its import path (`python -m` puts it first: a ./tui.py would run)
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "tui"], env)
 
 
 def register(app: typer.Typer) -> None:

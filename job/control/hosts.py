@@ -42,8 +42,9 @@ HOSTED_FILE = "hosted.json"
 
 
 def default_host_command(folder: Path, master: str) -> list[str]:
-    """Return ``python -m job.shared.host FOLDER --master MASTER`` with this interpreter."""
-    return [sys.executable, "-m", "job.shared.host", str(folder), "--master", master]
+    """Return ``python -P -m job.shared.host FOLDER --master MASTER`` with this interpreter (``-P``: the
+    working folder is not on its import path)."""
+    return [sys.executable, "-P", "-m", "job.shared.host", str(folder), "--master", master]
 
 
 @dataclass

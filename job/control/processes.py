@@ -23,15 +23,16 @@ LOG_ROTATE_BYTES = 20 * 1024 * 1024
 
 
 def default_command(spec_path: Path, state_dir: Path, master: str) -> list[str]:
-    """Return ``python -m job.control.launch SPEC --state-dir DIR --master MASTER`` with this interpreter:
-    ``daggers run`` plus the query liveness file (see :mod:`job.control.launch`)."""
-    return [sys.executable, "-m", "job.control.launch", str(spec_path), "--state-dir", str(state_dir),
+    """Return ``python -P -m job.control.launch SPEC --state-dir DIR --master MASTER`` with this interpreter:
+    ``daggers run`` plus the query liveness file (see :mod:`job.control.launch`). ``-P``: the working folder
+    is not on its import path (``python -m`` puts it first: a ``pyspark.py`` there would run)."""
+    return [sys.executable, "-P", "-m", "job.control.launch", str(spec_path), "--state-dir", str(state_dir),
             "--master", master]
 
 
 def default_standby_command(ready_file: Path, master: str) -> list[str]:
-    """Return ``python -m job.control.launch --standby READY_FILE --master MASTER``."""
-    return [sys.executable, "-m", "job.control.launch", "--standby", str(ready_file), "--master", master]
+    """Return ``python -P -m job.control.launch --standby READY_FILE --master MASTER``."""
+    return [sys.executable, "-P", "-m", "job.control.launch", "--standby", str(ready_file), "--master", master]
 
 
 def _error_titles() -> set[str]:

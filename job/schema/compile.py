@@ -44,7 +44,8 @@ def _protoc(root: Path, args: list[str]) -> None:
     include = Path(grpc_tools.__file__).parent / "_proto"
     root = root.resolve()  # protoc runs in root: a relative root would not be found from there
     rel = [str(p.relative_to(root)) for p in proto_files(root)]
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"-I{include}", *args, *rel]
+    # -P: protoc runs in root, and `python -m` would import a grpc_tools.py found there
+    cmd = [sys.executable, "-P", "-m", "grpc_tools.protoc", f"-I{root}", f"-I{include}", *args, *rel]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
     if done.returncode != 0:
         raise SchemaError(f"protoc could not compile {root}:\n{done.stderr.strip()}")

@@ -33,6 +33,7 @@ static void run_locally(char **argv) {
     sigprocmask(SIG_UNBLOCK, &held, NULL);  /* a signal that came meanwhile now acts on this process */
     const char *python = getenv("DAGGERS_PYTHON");
     if (python == NULL || *python == '\0') python = "python3";
+    setenv("PYTHONSAFEPATH", "1", 1);  /* `python -m` would put the working folder first on the import path */
     argv[0] = (char *)python;
     execvp(python, argv);
     perror("forkclient: exec");

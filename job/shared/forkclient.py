@@ -32,10 +32,11 @@ def ignored_signals() -> list[int]:
 
 
 def run_locally(args: list[str]) -> None:
-    """Replace this process with ``python ARGS`` (the interpreter named by DAGGERS_PYTHON)."""
+    """Replace this process with ``python ARGS`` (the interpreter named by DAGGERS_PYTHON), the working
+    folder off its import path (``PYTHONSAFEPATH``: ``python -m`` would put it first)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # a signal that came meanwhile acts here now
     python = os.environ.get("DAGGERS_PYTHON") or sys.executable
-    os.execv(python, [python, *args])
+    os.execve(python, [python, *args], {**os.environ, "PYTHONSAFEPATH": "1"})
 
 
 def encode(module: str, args: list[str], cwd: str, env: dict[str, str], ignored: list[int] | None = None) -> bytes:

@@ -31,6 +31,11 @@ arguments and ``KEY=VALUE`` environment entries, each NUL-terminated) with its f
 module returns or raises ``SystemExit`` (both from the child, so always in that order); a refused request is
 closed with no answer, and the client then runs the module itself. The client is ``forkclient.c`` (0.3 MB), built at
 start with the system's C compiler, or :mod:`job.shared.forkclient` (10 MB) without one.
+
+The working folder is never on the import path: ``python -m`` puts it first, so a ``pyspark.py`` in the folder a
+dagger was started from ran in the server and in every child forked from it. The server starts with ``-P``
+(:func:`command`), its children keep its path, and the launcher and both clients set ``PYTHONSAFEPATH`` for what
+they run themselves (an interpreter older than 3.11 ignores it, where ``-P`` would stop it).
 """
 
 from __future__ import annotations
@@ -247,7 +252,7 @@ def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Pop
         return None
     folder = Path(tempfile.mkdtemp(prefix="daggers-fork-"))  # short: a Unix socket path has 108 bytes
     path = folder / "sock"
-    proc = subprocess.Popen([sys.executable, "-m", "job.shared.forkserver", str(path)])
+    proc = subprocess.Popen(command(path))
     deadline = time.monotonic() + timeout_s
     while wait and not path.with_suffix(".ready").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -263,6 +268,12 @@ def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Pop
         env[CLIENT_ENV] = str(client)
     os.environ.update(env)
     return proc, path
+
+
+def command(path: Path, also: tuple[str, ...] = ()) -> list[str]:
+    """Return the command line of a fork server on socket ``path`` (serving the modules ``also`` too): ``-P``
+    keeps the working folder off its import path, and so off its children's."""
+    return [sys.executable, "-P", "-m", "job.shared.forkserver", str(path), *(a for m in also for a in ("--also", m))]
 
 
 def start_if_local(master: str) -> tuple[subprocess.Popen[bytes], Path] | None:

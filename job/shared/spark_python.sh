@@ -3,6 +3,8 @@
 # query), PySpark's daemons of the data sources' planning workers and the UDF workers' daemon fork from it
 # when there is one; everything else is the interpreter.
 python="${DAGGERS_PYTHON:-python3}"
+# `python -m` puts the working folder first on the import path: a pyspark.py there would run (Python 3.11+)
+export PYTHONSAFEPATH=1
 served=false
 case "$2" in
   pyspark.sql.streaming.python_streaming_source_runner|pyspark.daemon|job.worker_daemon) served=true ;;
