@@ -326,7 +326,7 @@ class AlertsConfig(_Model):
     @classmethod
     def _channel_names(cls, v: dict[str, Any]) -> dict[str, Any]:
         for name in v:
-            if not CHANNEL_NAME_RE.match(name):
+            if not CHANNEL_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a channel name (letters, digits, - _ .)")
         return v
 

@@ -160,7 +160,7 @@ class _RuleBase(_Model):
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
         for tag in v:
-            if not TAG_RE.match(tag):
+            if not TAG_RE.fullmatch(tag):
                 raise ValueError(f"{tag!r} is not a tag name")
         if len(set(v)) != len(v):
             raise ValueError(f"a tag is named twice in {v}")
@@ -170,7 +170,7 @@ class _RuleBase(_Model):
     @classmethod
     def _where(cls, v: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
         for tag, values in v.items():
-            if not TAG_RE.match(tag):
+            if not TAG_RE.fullmatch(tag):
                 raise ValueError(f"{tag!r} is not a tag name")
             if isinstance(values, list) and not values:
                 raise ValueError(f"{tag}: give at least one value")

@@ -49,6 +49,9 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # Spark starts its Python workers as `python -m pyspark.daemon` in the executor's folder: without this,
+    # a pyspark.py (or any module) in that folder would be imported first.
+    os.environ["PYTHONSAFEPATH"] = "1"
 
 
 def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: int = 2,
