@@ -27,8 +27,7 @@ from urllib.parse import unquote
 
 from job.errors import DaggerError, SpecError
 
-#: ``${NAME}`` or ``${NAME:-default}``, read as job.spec's interpolation reads them (a default ends at ``}``).
-_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME_AT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: What a reference without a default becomes once defaults are put in place (never in a user's text).
 _REF = "\ue000"
 _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*|[A-Z]+\d*|\d+")
@@ -63,11 +62,12 @@ _SCHEME_RE = re.compile(r"^\s*(?:bearer|basic|token|digest|apikey|api-key|oauth|
 #: What is left of a value of references only: separators.
 _SEPARATORS_RE = re.compile(r"[\s:;,/@=\"'-]*")
 #: ``name=`` before a reference (a cookie's ``sid=${SID}``).
-_NAME_RE = re.compile(r"[A-Za-z_][\w.-]*\s*=\s*(?=\ue000)")
+_NAME_RE = re.compile(r"(?<![\w.-])[A-Za-z_][\w.-]*\s*=\s*(?=\ue000)")
 _URL_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<authority>[^\s/?#]*)(?P<path>[^\s?#]*)"
                      r"(?:\?(?P<query>[^\s#]*))?")
 #: User info whose password holds ``/``, ``?`` or ``#`` (not percent-quoted): ``http://u:pa/ss@host``.
-_LOOSE_USERINFO_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<password>[^\s@]*)@")
+_LOOSE_USERINFO_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]{1,256}:"
+                                r"(?P<password>[^\s@]{0,256})@")  # bounded: linear in the text
 #: ``user:password@host[:port]`` without a scheme (a Kafka bootstrap server).
 _BARE_USERINFO_RE = re.compile(r"^(?!mailto:)[^\s:/@]+:(?P<password>[^\s@/]+)@"
                                r"[A-Za-z0-9._\[\]-]+(?::\d+)?(?:/\S*)?$")
@@ -113,7 +113,40 @@ def _put_defaults(text: str) -> str:
     """Return ``text`` as it reads when no variable is set: each default in place of its reference, and
     :data:`_REF` for a reference without one (or with an empty one)."""
     text = text.replace(_REF, "\ufffd")
-    return _REF_RE.sub(lambda m: m.group(2) or _REF, text)
+    out, at = [], 0
+    for start, end, default in references(text):
+        out += [text[at:start], default or _REF]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def references(text: str) -> list[tuple[int, int, str | None]]:
+    """Return (start, end, default or None) of each ``${NAME}`` and ``${NAME:-default}`` in ``text``, as
+    job.spec's interpolation reads them, line by line (a default ends at the first ``}`` of its line); in
+    time linear in the text, however many ``${`` it holds."""
+    found: list[tuple[int, int, str | None]] = []
+    close = newline = -1
+    i = text.find("${")
+    while i != -1:
+        name = _NAME_AT_RE.match(text, i + 2)
+        j = name.end() if name else i + 2
+        if name and text.startswith("}", j):
+            found.append((i, j + 1, None))
+            i = text.find("${", j + 1)
+            continue
+        if name and text.startswith(":-", j):
+            if close < j + 2:
+                close = text.find("}", j + 2)
+                if close == -1:
+                    break  # no } is left: no reference either
+            if newline < j + 2:
+                newline = text.find("\n", j + 2) % (len(text) + 1)  # -1: the end
+            if close < newline:
+                found.append((i, close + 1, text[j + 2:close]))
+                i = text.find("${", close + 1)
+                continue
+        i = text.find("${", j)
+    return found
 
 
 def _literal(value: str) -> bool:
@@ -153,7 +186,7 @@ def holds_secret(text: str, words: list[str] | None = None) -> bool:
     words = words or []
     put = _put_defaults(text)
     if is_secret_key(words):
-        if any(default for _, default in _REF_RE.findall(text)):
+        if any(default for _, _, default in references(text)):
             return True
         if _options_key(words):
             if "=" not in put and _literal(put):
@@ -164,7 +197,7 @@ def holds_secret(text: str, words: list[str] | None = None) -> bool:
         return True
     if (not words or words[-1] not in _SQL_KEYS) and _kv_secret(put, _KV_RE):
         return True
-    return any(d and _kv_secret(d, _COLON_KV_RE) for _, d in _REF_RE.findall(text))
+    return any(d and _kv_secret(d, _COLON_KV_RE) for _, _, d in references(text))
 
 
 def _walk(data: Any, path: str, words: list[str]) -> Iterator[tuple[str, list[str], Any]]:

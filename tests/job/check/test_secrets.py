@@ -5,6 +5,7 @@ dagger specs give no finding."""
 from __future__ import annotations
 
 import copy
+import re
 import string
 from typing import Any
 from urllib.parse import quote
@@ -14,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from job.check.secrets import check_clear_secrets, find_clear_secrets, is_secret_key, key_words
+from job.check.secrets import check_clear_secrets, find_clear_secrets, is_secret_key, key_words, references
 from job.errors import SpecError
 from tests.docs.blocks import ROOT
 
@@ -110,7 +111,7 @@ details = st.fixed_dictionaries({
     "pem": st.sampled_from(["", "RSA ", "EC ", "ENCRYPTED ", "OPENSSH ", "DSA "]),
     "var": st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,15}\Z"),
 })
-references = st.builds(lambda name, empty: f"${{{name}{':-' if empty else ''}}}",
+reference_texts = st.builds(lambda name, empty: f"${{{name}{':-' if empty else ''}}}",
                        st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,15}\Z"), st.booleans())
 #: Where a value goes: key or list position steps, from the spec's top.
 steps = st.lists(st.one_of(st.sampled_from(PATH_KEYS), st.tuples(st.integers(0, 3), st.integers(0, 2))),
@@ -150,7 +151,7 @@ def test_a_clear_secret_in_any_form_at_any_depth_is_found_at_its_path(
     assert secret not in str(info.value).replace(path, "")
 
 
-@given(st.sampled_from(sorted(REFERENCES)), st.data(), details, references, steps)
+@given(st.sampled_from(sorted(REFERENCES)), st.data(), details, reference_texts, steps)
 def test_a_reference_in_the_same_places_is_never_found(form: str, data: st.DataObject, d: dict[str, str],
                                                        ref: str, where: list[Any]) -> None:
     holder, keys = REFERENCES[form]
@@ -228,6 +229,24 @@ def test_an_alias_bomb_and_a_recursive_alias_are_walked_once() -> None:
     assert find_clear_secrets(data) == ["password"]
     loop = yaml.safe_load("x: &x {password: '${P}', self: *x, l: &l [*l, 'http://u:pw@h']}\n")
     assert find_clear_secrets(loop) == ["x.l[1]"]
+
+
+#: job.spec's reading of a reference, line by line (a default never holds a newline).
+_SPEC_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}\n]*))?\}")
+
+
+@given(st.lists(st.sampled_from(["${", "}", ":-", "A", "b_", "\n", " ", "$", "{", "x:", "-", "9"]),
+                max_size=30).map("".join))
+def test_references_are_read_as_the_spec_reads_them(text: str) -> None:
+    assert references(text) == [(m.start(), m.end(), m.group(2)) for m in _SPEC_REF_RE.finditer(text)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("text", ["${A:-" * 50_000, "a://b:" * 40_000, "a." * 120_000 + "=",
+                                  ("x://" + "a" * 100) * 2_000, "-----BEGIN " * 20_000, "a=" * 120_000],
+                         ids=["open defaults", "schemes", "dotted name", "urls", "pem starts", "assignments"])
+def test_a_256_kib_value_built_to_backtrack_is_read_in_linear_time(text: str) -> None:
+    assert find_clear_secrets({"description": text, "password": text}) == ["password"]
 
 
 def test_a_cluster_is_named_in_the_message() -> None:
