@@ -89,11 +89,21 @@ def _parsed(template: str) -> exp.Expression:
 
 def _atomic(node: exp.Expression) -> bool:
     return isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren | exp.Dot | exp.Bracket
-                      | exp.Boolean | exp.Null | exp.Cast)
+                      | exp.Boolean | exp.Null | exp.Cast) or (isinstance(node, exp.Neg)
+                                                              and isinstance(node.this, exp.Literal))
 
 
-def build(template: str, args: list[exp.Expression]) -> exp.Expression:
-    """Return the expression of a Spark SQL ``template`` with ``__aN`` replaced by a copy of ``args[N]``."""
+def _plain_cast(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.TryCast) and not node.args.get("safe"):
+        return exp.Cast(this=node.this, to=node.args["to"])
+    return node
+
+
+def build(template: str, args: list[exp.Expression], *, plain_casts: bool = False) -> exp.Expression:
+    """Return the expression of a Spark SQL ``template`` with ``__aN`` replaced by a copy of ``args[N]``.
+
+    ``plain_casts``: the template's own CASTs stay CASTs (the dialect reads every CAST as a TryCast, which
+    :func:`job.sql.flink.rewrite_casts` turns into TRY_CAST: for a template built before it runs)."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not node.table:
             match = _PLACEHOLDER.match(node.name)
@@ -102,7 +112,10 @@ def build(template: str, args: list[exp.Expression]) -> exp.Expression:
                 return arg if _atomic(arg) else exp.Paren(this=arg)
         return node
 
-    return _parsed(template).copy().transform(visit)
+    shape = _parsed(template).copy()
+    if plain_casts:
+        shape = shape.transform(_plain_cast)
+    return shape.transform(visit)
 
 
 

@@ -192,6 +192,10 @@ DENIED_SPARK_FUNCTIONS = frozenset({
 })
 
 
+#: Flink built-ins that Spark has no function for, which :mod:`job.sql.values` rewrites into Spark's.
+FLINK_FUNCTIONS = frozenset({"split_index"})
+
+
 @cache
 def spark_functions() -> frozenset[str]:
     """Return the lower-cased names of the Spark built-in functions a query may call (``SHOW FUNCTIONS``
@@ -211,7 +215,8 @@ def lookup(name: str, user: Mapping[str, DaggerFunction] | None = None) -> Dagge
 
 def is_known(name: str, user: Mapping[str, DaggerFunction] | None = None) -> bool:
     """Return whether ``name`` is a Spark built-in, a Dagger function or one of ``user`` (case-insensitive)."""
-    return lookup(name, user) is not None or name.lower() in spark_functions()
+    low = name.lower()
+    return lookup(name, user) is not None or low in spark_functions() or low in FLINK_FUNCTIONS
 
 
 def dagger_kind(name: str, user: Mapping[str, DaggerFunction] | None = None) -> str | None:

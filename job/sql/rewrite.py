@@ -15,6 +15,7 @@ from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
 from job.sql.flink import FLINK_REWRITES
 from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
 from job.sql.parse import position
+from job.sql.values import VALUE_REWRITES
 
 UNITS = {
     "MILLISECOND": "milliseconds", "SECOND": "seconds", "MINUTE": "minutes", "HOUR": "hours",
@@ -282,6 +283,7 @@ def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expres
 
 
 REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    *VALUE_REWRITES,
     *FLINK_REWRITES,
     rewrite_lateral_tables,
     rewrite_rowtime,

@@ -24,6 +24,7 @@ from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
 from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS
+from job.sql.infer import TYPE_META, infer
 from job.sql.parse import READ_DIALECT, position
 
 TIME_COLUMN = "rowtime"
@@ -244,6 +245,8 @@ class _Resolver:
                 owner = ".".join([name, *fields[:i]])
                 raise _fail(f"{owner} has no field {part}", col, hint=suggest(part, names))
         self.types[id(top)] = kind
+        if kind is not None:
+            top.meta[TYPE_META] = kind  # for the rewrites that keep Flink's values (job.sql.values)
 
     def lookup(self, parts: list[str], col: exp.Column, scope: Scope,
                sources: dict[str, Source]) -> tuple[Source, str, list[str]] | None:
@@ -312,7 +315,7 @@ class _Resolver:
                 out.update(stars)
                 continue
             target = item.this if isinstance(item, exp.Alias) else item
-            out[item.alias_or_name] = self.types.get(id(target))
+            out[item.alias_or_name] = self.types.get(id(target)) or infer(target)
         return out
 
     def scope(self, scope: Scope) -> None:

@@ -135,8 +135,9 @@ def test_nothing_is_printed(capsys: pytest.CaptureFixture[str], caplog: pytest.L
                 "SELECT m.`key` FROM booking, UNNEST(booking.metadata) AS m (`key`, `value`)",
                 "SELECT i.name FROM booking, UNNEST(booking.items) AS i (id, quantity, name)"]:
         translate(sql, TABLES)
-    with pytest.raises(SqlError, match="cannot be translated to Spark SQL: Argument 'decimals' is not supported"):
-        translate("SELECT TRUNCATE(order_amount, 2) FROM payment", TABLES)  # not silently CAST(... AS BIGINT)
+    # TRUNCATE(x, n) is Flink's (job.sql.values), not sqlglot's silent CAST(... AS BIGINT)
+    assert translate("SELECT TRUNCATE(order_amount, -2) AS t FROM payment", TABLES).spark_sql == \
+        "SELECT CAST(IF(order_amount < 0, CEIL(order_amount, -2), FLOOR(order_amount, -2)) AS BIGINT) AS t FROM payment"
     out, err = capsys.readouterr()
     assert (out, err) == ("", "")
     assert [r for r in caplog.records if r.name.startswith("sqlglot") and r.levelno >= logging.WARNING] == []
