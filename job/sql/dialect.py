@@ -9,13 +9,26 @@ three differences that change a query's meaning, fixed here:
 * datetime patterns (``DATE_FORMAT``, ``FROM_UNIXTIME``, ``UNIX_TIMESTAMP``) are kept as the Java
   pattern the user wrote, not mapped through strftime and back (which turned ``Y`` into ``yyyy``);
   :mod:`job.sql.flink` checks them;
-* Flink's type name ``BYTES`` parses as a type, and ``SESSION(rowtime, gap)`` as a call.
+* Flink's type name ``BYTES`` parses as a type, and ``SESSION(rowtime, gap)`` as a call;
+* a simple ``CASE x WHEN 'a', 'b' THEN ...`` may list several values in a WHEN (Flink/Calcite): the CASE
+  reads as ``CASE WHEN x IN ('a', 'b') THEN ... WHEN x = 'c' THEN ...``.
 """
 
 from __future__ import annotations
 
+from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
+
+_SIMPLE = (exp.Column, exp.Literal, exp.Func, exp.Dot, exp.Paren, exp.Bracket)
+
+
+def _when(subject: exp.Expression, values: list[exp.Expression | None]) -> exp.Expression:
+    """``x IN (v1, v2)`` (``x = v`` for one value) for a WHEN of ``CASE x``."""
+    left = subject.copy() if isinstance(subject, _SIMPLE) else exp.Paren(this=subject.copy())
+    if len(values) == 1:
+        return exp.EQ(this=left, expression=values[0])
+    return exp.In(this=left, expressions=values)
 
 
 class DaggerSql(Spark):
@@ -28,3 +41,33 @@ class DaggerSql(Spark):
         # SESSION(rowtime, gap) is Flink's session window, not a keyword
         KEYWORDS = {**{k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"},
                     "BYTES": TokenType.VARBINARY}
+
+    class Parser(Spark.Parser):
+        def _parse_case(self) -> exp.Expression | None:
+            """sqlglot's CASE, with several values in a WHEN of a simple CASE (Flink's ``WHEN 'a', 'b'``)."""
+            if self._match(TokenType.DOT, advance=False):
+                return super()._parse_case()  # case.* is a column
+            comments = self._prev_comments
+            subject = self._parse_disjunction()
+            whens: list[tuple[list[exp.Expression | None], exp.Expression | None]] = []
+            while self._match(TokenType.WHEN):
+                values = [self._parse_disjunction()]
+                if values[0] is None:
+                    self.raise_error("Expected a value or a condition after WHEN")
+                while subject is not None and self._match(TokenType.COMMA):
+                    values.append(self._parse_disjunction())
+                    if values[-1] is None:
+                        self.raise_error("Expected a value after the comma in WHEN")
+                self._match(TokenType.THEN)
+                whens.append((values, self._parse_disjunction()))
+            default = self._parse_disjunction() if self._match(TokenType.ELSE) else None
+            if not self._match(TokenType.END):
+                if isinstance(default, exp.Interval) and default.this.sql().upper() == "END":
+                    default = exp.column("interval")
+                else:
+                    self.raise_error("Expected END after CASE", self._prev)
+            if subject is not None and any(len(values) > 1 for values, _ in whens):
+                ifs = [self.expression(exp.If(this=_when(subject, values), true=then)) for values, then in whens]
+                return self.expression(exp.Case(ifs=ifs, default=default), comments=comments)
+            ifs = [self.expression(exp.If(this=values[0], true=then)) for values, then in whens]
+            return self.expression(exp.Case(this=subject, ifs=ifs, default=default), comments=comments)

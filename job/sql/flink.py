@@ -171,13 +171,102 @@ def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
+_DEDUP_HINT = ("to keep the first event per key, drop the ROW_NUMBER and add the deduplicate transformer to the "
+               "stream (transformers: [{type: deduplicate, keys: [order_number], ttl_s: 3600}], see "
+               "docs/functions.md); for the top N per window, GROUP BY the window and the key")
+_RANKING = (exp.RowNumber,)
+_SOURCE_PARENTS = (exp.From, exp.Join, exp.SetOperation, exp.Lateral)
+
+
+def _subquery_expression(node: exp.Expression) -> bool:
+    """Whether ``node`` is a subquery used as a value or a condition (not as a source in FROM or a JOIN)."""
+    if isinstance(node, exp.In) and node.args.get("query") is not None:
+        return True
+    if isinstance(node, exp.Exists | exp.Any | exp.All):
+        return True
+    return isinstance(node, exp.Subquery) and node.parent is not None \
+        and not isinstance(node.parent, _SOURCE_PARENTS) and not isinstance(node.parent, exp.Subquery)
+
+
 def check_unsupported(tree: exp.Expression) -> None:
-    """Raise SqlError at a Flink construct Spark cannot run: a temporal join (``FOR SYSTEM_TIME AS OF``)."""
+    """Raise SqlError at a Flink construct Spark's streaming engine cannot run, saying what to write instead:
+    a temporal join (``FOR SYSTEM_TIME AS OF``), ``OVER`` (aggregations and ``ROW_NUMBER`` for Top-N or
+    deduplication), a subquery in an expression (``IN (SELECT ...)``, ``EXISTS``, a scalar subquery) and
+    ``SELECT DISTINCT``."""
     for table in tree.find_all(exp.Table):
         if table.args.get("version") is not None:
             raise fail("a temporal join (FOR SYSTEM_TIME AS OF) is not supported: Spark has no versioned tables",
                        table, hint="join two streams on an interval: b.rowtime BETWEEN a.rowtime AND "
                                    "a.rowtime + INTERVAL '5' MINUTE")
+    for node in tree.walk():
+        if isinstance(node, exp.Window):
+            if isinstance(node.this, _RANKING):
+                raise fail("ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams: it "
+                           "retracts rows it has emitted", node, hint=_DEDUP_HINT)
+            raise fail("OVER aggregations are not supported on streams; use a window in GROUP BY", node,
+                       hint="GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), key (or HOP(rowtime, slide, size) "
+                            "for a sliding window)")
+        if _subquery_expression(node):
+            raise fail("a subquery in an expression (IN (SELECT ...), EXISTS, a scalar subquery) is not supported: "
+                       "streaming subqueries are not supported", node,
+                       hint="join the streams instead: FROM a JOIN b ON a.k = b.k AND b.rowtime BETWEEN "
+                            "a.rowtime - INTERVAL '5' MINUTE AND a.rowtime")
+        if isinstance(node, exp.Select) and node.args.get("distinct") is not None:
+            raise fail("SELECT DISTINCT is not supported on streams", node.expressions[0] if node.expressions else node,
+                       hint="GROUP BY the columns within a window: SELECT a, b ... GROUP BY TUMBLE(rowtime, "
+                            "INTERVAL '1' MINUTE), a, b gives each distinct row once per window")
+
+
+def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _qualifiers(node: exp.Expression) -> set[str]:
+    return {col.table for col in node.find_all(exp.Column) if col.table}
+
+
+def _comma_join(join: exp.Join) -> bool:
+    """Whether ``join`` is ``FROM a, b`` (or ``CROSS JOIN b``) of a table or a subquery."""
+    return str(join.args.get("kind") or "").upper() == "CROSS" and join.args.get("on") is None \
+        and not join.args.get("using") and isinstance(join.this, exp.Table | exp.Subquery)
+
+
+def rewrite_comma_joins(tree: exp.Expression) -> exp.Expression:
+    """Flink's ``FROM b, p WHERE b.k = p.k AND p.rowtime BETWEEN ... AND b.city = 1`` → ``FROM b JOIN p ON b.k =
+    p.k AND p.rowtime BETWEEN ... WHERE b.city = 1``: each condition that names the joined table (and only
+    tables before it) moves into its ON, so Spark plans an interval join (a cross join of streams cannot
+    run). Raises SqlError for a comma join that no condition links to the tables before it."""
+    if not any(_comma_join(j) for j in tree.find_all(exp.Join)):
+        return tree
+    tree = tree.copy()
+    for select in list(tree.find_all(exp.Select)):
+        joins = list(select.args.get("joins") or [])
+        if not any(_comma_join(j) for j in joins):
+            continue
+        where = select.args.get("where")
+        rest = _conjuncts(where.this if where is not None else None)
+        source = select.args.get("from_") or select.args.get("from")
+        seen = {source.this.alias_or_name} if source is not None else set()
+        for join in joins:
+            name = join.this.alias_or_name
+            if _comma_join(join):
+                mine = [c for c in rest if name in _qualifiers(c) and _qualifiers(c) <= seen | {name}]
+                if not mine:
+                    other = sorted(seen)[0] if seen else "a"
+                    raise fail(f"{name} is joined with no condition linking it to {', '.join(sorted(seen))}: a "
+                               "cross join of streams is not supported", join.this,
+                               hint=f"name both tables in a condition: WHERE {other}.k = {name}.k AND {name}.rowtime "
+                                    f"BETWEEN {other}.rowtime AND {other}.rowtime + INTERVAL '5' MINUTE")
+                join.set("kind", None)
+                join.set("on", exp.and_(*(c.copy() for c in mine)))
+                rest = [c for c in rest if all(c is not m for m in mine)]
+            seen.add(name)
+        select.set("where", exp.Where(this=exp.and_(*(c.copy() for c in rest))) if rest else None)
+    return tree
 
 
 FLINK_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [

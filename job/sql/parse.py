@@ -8,7 +8,7 @@ import re
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from job.errors import SqlError
 from job.sql.dialect import DaggerSql
@@ -34,13 +34,30 @@ def position(node: exp.Expression | None) -> tuple[int | None, int | None]:
     return best if best else (None, None)
 
 
-def _trailing_comma(text: str) -> None:
-    tokens = sqlglot.tokenize(text, read=READ_DIALECT)
+def _trailing_comma(tokens: list[Token]) -> None:
     for prev, tok in zip(tokens, tokens[1:], strict=False):
         if prev.token_type == TokenType.COMMA and tok.token_type in (TokenType.FROM, TokenType.WHERE,
                                                                      TokenType.GROUP_BY):
             raise SqlError(f"a comma before {tok.text.upper()} ends the SELECT list with nothing after it",
                            line=prev.line, col=prev.col, hint="remove the trailing comma")
+
+
+_WINDOW_TVFS = {"TUMBLE", "HOP", "CUMULATE", "SESSION"}
+_TVF_HINT = ("group by a window instead: SELECT key, COUNT(*) AS n, TUMBLE_START(rowtime, INTERVAL '1' MINUTE) AS "
+             "window_start, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_end FROM t GROUP BY "
+             "TUMBLE(rowtime, INTERVAL '1' MINUTE), key (HOP(rowtime, slide, size) and SESSION(rowtime, gap) alike)")
+
+
+def _window_tvf(tokens: list[Token]) -> None:
+    """Refuse Flink's window table-valued functions (``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), ...))``)
+    with what to write instead, before sqlglot fails on them with 'Expecting )'."""
+    for i, tok in enumerate(tokens[:-2]):
+        name = tokens[i + 2].text.upper()
+        if tok.text.upper() == "TABLE" and tokens[i + 1].token_type == TokenType.L_PAREN and name in _WINDOW_TVFS:
+            raise SqlError(f"window table-valued functions (TABLE({name}(TABLE ..., DESCRIPTOR(...), ...))) are not "
+                           "supported", line=tok.line, col=max(tok.col - len(tok.text) + 1, 1),
+                           hint=_TVF_HINT if name != "CUMULATE" else
+                           "CUMULATE has no equivalent here; " + _TVF_HINT)
 
 
 def parse(text: str) -> exp.Query:
@@ -51,7 +68,9 @@ def parse(text: str) -> exp.Query:
     if not text.strip():
         raise SqlError("the query is empty", line=1, col=1)
     try:
-        _trailing_comma(text)
+        tokens = sqlglot.tokenize(text, read=READ_DIALECT)
+        _trailing_comma(tokens)
+        _window_tvf(tokens)
         trees = sqlglot.parse(text, read=READ_DIALECT)
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
-from job.sql.flink import check_unsupported
+from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
@@ -58,12 +58,14 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     validate.check_tables(tree, tables)
     used = validate.check_columns(tree, tables)
     validate.check_windows(tree)
+    tree = rewrite_comma_joins(tree)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
     pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
     spark = add_watermark_barrier(to_spark(pushed, udfs), set(tables))
     if window_keys_last:
         spark = put_window_keys_last(spark)
+    validate.check_spark_functions(spark)
     columns = {t: set(cols) | {c.name for c in derived.get(t, [])} for t, cols in tables.items()}
     return Translation(
         dagger_sql=sql,

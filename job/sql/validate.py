@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
@@ -29,7 +30,8 @@ from job.sql.rewrite import (
 )
 from job.sql.scope import TIME_COLUMN, resolve
 
-__all__ = ["TIME_COLUMN", "check_columns", "output_columns", "check_functions", "check_set_operations", "check_tables", "check_windows"]
+__all__ = ["TIME_COLUMN", "check_columns", "output_columns", "check_functions", "check_set_operations",
+           "check_spark_functions", "check_tables", "check_windows"]
 
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
@@ -96,6 +98,32 @@ def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | N
         if isinstance(count.this, exp.Distinct):
             raise _fail("COUNT(DISTINCT ...) is not available on streams", count,
                         hint="use DistinctCount(x)")
+
+
+_CALL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(")
+#: calls Spark SQL writes that SHOW FUNCTIONS does not list
+_SPARK_SYNTAX = frozenset({"try_cast", "struct", "timestampdiff", "timestampadd"})
+
+
+def check_spark_functions(tree: exp.Expression) -> None:
+    """Every built-in the translated query calls must be one Spark knows (a construct sqlglot reads but Spark has
+    no function for would otherwise fail when the dagger starts, at a position in the Spark SQL).
+
+    Raises SqlError at the user's call. Calls by name (Dagger, user and Spark functions) were checked by
+    :func:`check_functions`."""
+    known = spark_functions() | DENIED_SPARK_FUNCTIONS | _SPARK_SYNTAX
+    for node in tree.walk():
+        if not isinstance(node, exp.Func) or isinstance(node, exp.Anonymous | exp.Binary):
+            continue  # a call by name, or an operator (AND is a Func to sqlglot)
+        text = node.sql(dialect="spark", normalize_functions=False)
+        match = _CALL_RE.match(text)
+        first = node.args.get("this")
+        if isinstance(first, exp.Expression) and text.startswith(first.sql(dialect="spark",
+                                                                           normalize_functions=False)):
+            continue  # the text starts with an argument's, not with the call's name
+        if match and match.group(1).lower() not in known:
+            raise _fail(f"{match.group(1).upper()} is not a function Spark SQL has", node,
+                        hint="see docs/sql.md for the functions Dagger SQL offers")
 
 
 def cte_and_subquery_names(tree: exp.Expression) -> set[str]:
