@@ -76,6 +76,7 @@ _KV_RE = re.compile(r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)\s*=\s*(?:\"(?P<dq>[^\
 #: ``key: value`` inside a default, which YAML may read as a mapping: ``${S:-{password: x}}``.
 _COLON_KV_RE = re.compile(r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)\s*:\s+(?P<bare>[^\s,{}\[\]]+)")
 _PEM_RE = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
+#: An HTTP lookup's ``{column}``, where a row's value goes (in its URL and body).
 _PLACEHOLDER_RE = re.compile(r"\{[A-Za-z_][\w.]*\}")
 HINT = "write ${VARIABLE} instead and set the variable where the cluster's controller runs"
 
@@ -191,7 +192,7 @@ def holds_secret(text: str, words: list[str] | None = None) -> bool:
         if _options_key(words):
             if "=" not in put and _literal(put):
                 return True
-        elif _literal(_NAME_RE.sub("", _SCHEME_RE.sub("", put, count=1))):
+        elif _literal(_PLACEHOLDER_RE.sub("", _NAME_RE.sub("", _SCHEME_RE.sub("", put, count=1)))):
             return True
     if _PEM_RE.search(put) or _url_secret(put):
         return True

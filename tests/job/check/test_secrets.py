@@ -80,9 +80,10 @@ FORMS: dict[str, tuple[st.SearchStrategy[str], Any, st.SearchStrategy[str] | Non
             lambda s, d: f"host=db port=5432 user=app password={s} dbname=crm", None),
     "dsn quoted": (secrets(PRINTABLE.replace("'", "")),
                    lambda s, d: f"host=db password='{s}' user=app", None),
-    "secret key": (secrets(), lambda s, d: s,
+    # (no "{": "{column}" is where an HTTP lookup puts a row's value)
+    "secret key": (secrets(PRINTABLE.replace("{", "")), lambda s, d: s,
                    st.sampled_from([k for k in SECRET_KEYS if k not in JAAS_KEYS])),
-    "bearer": (secrets(), lambda s, d: f"Bearer {s}", HEADERS),
+    "bearer": (secrets(PRINTABLE.replace("{", "")), lambda s, d: f"Bearer {s}", HEADERS),
     "default": (secrets(PRINTABLE.replace("}", "")), lambda s, d: f"${{{d['var']}:-{s}}}",
                 st.sampled_from(SECRET_KEYS)),
     "default in url": (secrets(URL_SAFE),
@@ -217,7 +218,8 @@ def test_a_secret_in_a_default_that_yaml_reads_as_a_mapping_or_in_a_key_is_found
 def test_sql_comparisons_and_placeholders_are_not_settings() -> None:
     sql = SEED["sql"].replace("status = 'COMPLETED'", "status = 'COMPLETED' AND token = 'abc'")
     spec = {**SEED, "sql": sql,
-            "lookups": [{"type": "http", "url": "http://api/x?key={city_id}&p={driver_id}"},
+            "lookups": [{"type": "http", "url": "http://api/x?key={city_id}&p={driver_id}", "verb": "POST",
+                         "body": {"token": "{session_token}", "api_key": "{customer_key}"}},
                         {"type": "postgres", "query": "SELECT * FROM t WHERE password = $1 AND token = 'x'"}]}
     assert find_clear_secrets(spec) == []
 
