@@ -486,6 +486,8 @@ def _enricher(plan: DaggerPlan) -> Enricher | None:
 
 _ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
 _PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
+# a position in the translated Spark SQL ('; line 1 pos 397'), which is not the user's query
+_SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?")
 _KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
                                         "SinkError": SinkError, "BackpressureError": SinkError,
                                         "FunctionError": FunctionError, "EnrichError": EnrichError}
@@ -505,9 +507,9 @@ def explain_failure(exc: BaseException) -> DaggerError:
         return err
     py_errors = _PY_ERROR_RE.findall(text)
     if py_errors:
-        return DaggerError(f"the streaming query failed: {py_errors[-1][:500]}")
+        return DaggerError(f"the streaming query failed: {_SPARK_POSITION.sub('', py_errors[-1])[:500]}")
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return DaggerError(f"the streaming query failed: {first[:500]}")
+    return DaggerError(f"the streaming query failed: {_SPARK_POSITION.sub('', first)[:500]}")
 
 
 def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:

@@ -113,3 +113,15 @@ def setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING if debug_enabled() else logging.CRITICAL + 1)
+    quiet_spark_errors()
+
+
+def quiet_spark_errors() -> None:
+    """Keep PySpark from printing each SQL error with its Java stack trace (as a JSON log line on stderr) unless
+    debugging: the command reports the error itself, as one line (:func:`job.runner.explain_failure`)."""
+    if debug_enabled():
+        return
+    from pyspark.logger import PySparkLogger  # its own class: the loggers log with extra keywords
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.syntax import Syntax
 
-from job.cli.common import SpecPath, StateDir, err, fail, out, state_dir_or_default
+from job.cli.common import SpecPath, StateDir, err, fail, out, quiet_spark_errors, state_dir_or_default
 from job.errors import DaggerError
 
 sql_app = typer.Typer(help="Check and translate Dagger SQL without running it.", no_args_is_help=True)
@@ -74,15 +74,19 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 def _explain(p) -> None:  # type: ignore[no-untyped-def]
     from job.plan import register_plan_functions
-    from job.runner import register_stream_views
+    from job.runner import explain_failure, register_stream_views
     from job.sources.kafka import register_source
     from job.spark_session import borrowed_session
 
+    quiet_spark_errors()
     with borrowed_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism) as spark:
         register_source(spark)
         register_plan_functions(spark, p)
         register_stream_views(spark, p)  # the frames a running dagger reads: one definition
-        spark.sql(p.translation.spark_sql).explain(mode="extended")
+        try:
+            spark.sql(p.translation.spark_sql).explain(mode="extended")
+        except Exception as exc:  # Spark's analysis: one line, no Java stack trace
+            fail(explain_failure(exc))
 
 
 def register(app: typer.Typer) -> None:

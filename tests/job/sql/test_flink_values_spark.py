@@ -110,3 +110,20 @@ def test_split_index_case_values_and_the_comma_join(run: Any) -> None:
                "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '5' MINUTE AND b.city_id = 1") == [
         ("o1", "ON_TRIP"), ("o1", "ON_TRIP"), ("o1", "ON_TRIP"), ("o3", "AVAILABLE"), ("o3", "ON_TRIP"),
         ("o4", "ON_TRIP"), ("o6", "ON_TRIP")]
+
+
+def test_a_spark_error_is_one_line_without_a_position_in_the_spark_sql(spark: Any,
+                                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    from job.cli.common import quiet_spark_errors
+    from job.runner import explain_failure
+
+    quiet_spark_errors()  # as `daggers run` and `daggers sql translate --explain` do
+    capfd.readouterr()
+    with pytest.raises(Exception) as info:
+        spark.sql("SELECT 1 AS a, nosuchfunction(2) AS b")
+    message = explain_failure(info.value).message
+    assert message.startswith("the streaming query failed: [UNRESOLVED_ROUTINE] Cannot resolve routine "
+                              "`nosuchfunction` on search path")
+    assert message.endswith("SQLSTATE: 42883")  # not '; line 1 pos 15'
+    out, err = capfd.readouterr()
+    assert "at org.apache.spark" not in out + err and "SQLQueryContextLogger" not in err
