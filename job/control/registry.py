@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,13 +20,37 @@ from typing import Any
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+    StatementError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
-from job.control.errors import RegistryError
+from job.control.errors import ConflictError, RegistryError
 from job.control.models import Base
 
 ENV_REGISTRY = "DAGGERS_REGISTRY"
+_log = logging.getLogger(__name__)
+
+
+class RegistryValueError(RegistryError):
+    """A value the registry's database cannot store (the server answers 422)."""
+
+    title = "Invalid value"
+
+
+class RegistryConflictError(RegistryError, ConflictError):
+    """A change the database refused for a constraint another change broke first (the server answers 409)."""
+
+    title = "Conflict"
 
 
 def default_registry_url(state_dir: Path | None = None) -> str:
@@ -87,8 +113,10 @@ class Registry:
 
     @property
     def safe_url(self) -> str:
-        """The URL with any password masked, for messages and logs."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        """The URL with any password masked (also one given as a query parameter), for messages and logs."""
+        parsed = make_url(self.url)
+        masked = {k: "***" if "pass" in k.lower() else v for k, v in parsed.query.items()}
+        return parsed.set(query=masked).render_as_string(hide_password=True)
 
     def create_schema(self) -> None:
         """Create the tables that do not exist yet. Raises RegistryError when the database is unreachable."""
@@ -113,20 +141,43 @@ class Registry:
     def session(self) -> Iterator[Session]:
         """Yield a session in a transaction: committed on success, rolled back on any error.
 
-        Database errors become RegistryError (with the masked URL), other errors pass through.
+        Database errors become the errors of :meth:`_error` (their messages never name the database), other
+        errors pass through.
         """
         sess = self._sessions()
         try:
             yield sess
             sess.commit()
-        except SQLAlchemyError as exc:
-            sess.rollback()
-            raise RegistryError(f"registry {self.safe_url}: {_first_line(exc)}") from None
+        except (SQLAlchemyError, OverflowError) as exc:
+            with contextlib.suppress(SQLAlchemyError):
+                sess.rollback()
+            raise self._error(exc) from exc
         except BaseException:
             sess.rollback()
             raise
         finally:
             sess.close()
+
+    def _error(self, exc: BaseException) -> RegistryError:
+        """Return the error to answer for a failed database call, without the registry's address, user or
+        database (a server sends it to its clients); log the cause, with the address but no password.
+
+        A value the database cannot store (a NUL, an integer out of its column's range, a text too long) is a
+        RegistryValueError (422), a broken constraint a RegistryConflictError (a concurrent change; 409), the
+        rest a plain RegistryError (503), "the registry is unreachable" when its database cannot be reached.
+        """
+        reason = _first_line(exc)
+        if isinstance(exc, OverflowError | DataError) or (isinstance(exc, StatementError)
+                                                          and not isinstance(exc, DBAPIError)):
+            return RegistryValueError(f"the registry cannot store a value of this request: {reason[:200]}")
+        if isinstance(exc, IntegrityError):
+            return RegistryConflictError("another change to the registry conflicts with this one (a name was "
+                                         "taken or a reference removed meanwhile)",
+                                         hint="look again, then retry")
+        _log.warning("registry %s: %s: %s", self.safe_url, type(exc).__name__, reason)
+        if isinstance(exc, OperationalError | InterfaceError | PoolTimeoutError | DisconnectionError):
+            return RegistryError("the registry is unreachable", hint="try again in a moment")
+        return RegistryError("the registry could not complete the request", hint="try again in a moment")
 
     def close(self) -> None:
         """Release the connections."""

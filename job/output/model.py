@@ -155,9 +155,17 @@ def iso(when: datetime) -> str:
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def parse_iso(text: str) -> datetime:
-    """Return the UTC time of an ISO 8601 text that :func:`iso` wrote."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+def parse_iso(text: str, what: str = "until") -> datetime:
+    """Return the UTC time of an ISO 8601 text that :func:`iso` wrote. Raises OutputError for a text that is
+    not one, or a time before 1970 or after 9999 (``what`` names the field)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):
+        when = None
+    if when is None or not 1970 <= when.year < 9999:
+        raise OutputError(f"{what} {text[:40]!r} is not an ISO 8601 time between 1970 and 9999",
+                          hint="e.g. 2026-01-31T10:00:00Z")
+    return when
 
 
 def shift(points: list[tuple[datetime, float]], seconds: int) -> list[tuple[datetime, float]]:

@@ -16,9 +16,10 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from job.control.access import check_name
 from job.control.agent import ClusterAgent
@@ -58,11 +59,22 @@ from job.server.bodies import (
     TokenIn,
     UserIn,
 )
-from job.server.errors import TooLargeError, TooManyError, error_body, status_of, validation_message
+from job.server.errors import (
+    ERROR_RESPONSES,
+    TooLargeError,
+    TooManyError,
+    error_body,
+    http_error,
+    status_of,
+    validation_message,
+)
 from job.server.limits import BodyLimit
+from job.server.plain import check_params
 from job.server.settings import ServerSettings
 
 API = "/api/v1"
+#: The longest range of a dagger's output a chart reads, in seconds (ten years).
+MAX_OUTPUT_S = 3660 * 86_400
 
 
 def create_app(registry: Registry, settings: ServerSettings | None = None) -> FastAPI:
@@ -71,8 +83,10 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
     limiter = SigninLimiter(settings.max_failed_signins, settings.failed_signin_window_s)
     verifier = OidcVerifier(settings.oidc) if settings.oidc else None
     app = FastAPI(title="Daggers control plane", version="1", openapi_url=f"{API}/openapi.json",
-                  docs_url=f"{API}/docs", redoc_url=None,
+                  docs_url=f"{API}/docs", redoc_url=None, responses=ERROR_RESPONSES,
+                  dependencies=[Depends(check_params)],
                   description="Every control-plane operation, as the signed-in user, checked and audited.")
+    app.add_exception_handler(HTTPException, http_error)
     app.state.registry, app.state.settings = registry, settings
 
     @app.exception_handler(DaggerError)
@@ -428,7 +442,9 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         return plane.version(ref(team, name), number or None).to_dict()
 
     @app.get(f"{D}/output", tags=["daggers"])
-    def output(team: str, name: str, plane: Plane, field: str, since_s: int = 900, step_s: int | None = None,
+    def output(team: str, name: str, plane: Plane, field: str,
+               since_s: Annotated[int, Query(le=MAX_OUTPUT_S)] = 900,
+               step_s: Annotated[int | None, Query(ge=1, le=MAX_OUTPUT_S)] = None,
                until: str | None = None, tag: str | None = None, compare: str = "",
                sink: str | None = None) -> dict[str, Any]:
         """The dagger's own output read back from its sink: the sum of ``field`` per step, now and the

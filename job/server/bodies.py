@@ -4,18 +4,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from job.control.access import NAME_RE
+from job.server.plain import check_plain
 
 
 class Body(BaseModel):
-    """A request body: a field the API does not know is an error (a typo is not silently ignored)."""
+    """A request body: a field the API does not know is an error (a typo is not silently ignored), and no
+    field holds a NUL, a non-finite number, an integer beyond 64 bits or deep nesting (job.server.plain)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain(cls, data: Any) -> Any:
+        return check_plain(data)
 
 
 Name = Annotated[str, Field(pattern=NAME_RE.pattern, max_length=63)]
+#: A process id (the registry keeps it in a 32-bit column).
+Pid = Annotated[int, Field(gt=0, le=2**31 - 1)]
 
 
 class UserIn(Body):
@@ -159,7 +168,7 @@ class ClaimIn(Body):
     """A controller claiming its cluster."""
 
     host: str = Field(max_length=255)
-    pid: int
+    pid: Pid
     stale_s: float = Field(gt=0)
     gone: bool = False
     metrics_url: str | None = Field(default=None, max_length=255)
@@ -169,7 +178,7 @@ class ReleaseIn(Body):
     """A controller letting its cluster go."""
 
     host: str = Field(max_length=255)
-    pid: int
+    pid: Pid
 
 
 class FailoverRoundIn(Body):

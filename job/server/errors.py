@@ -1,10 +1,21 @@
-"""The server's error answers: which status a Daggers error gets, and the one-line JSON body."""
+"""The server's error answers: which status a Daggers error gets, and the one-line JSON body.
+
+Every error the server answers, from a route, a request it cannot parse or a path it does not serve, has
+the body ``{"error": {"title", "message", "hint"}}`` (:data:`ERROR_RESPONSES` documents it in the OpenAPI).
+No message names the registry's address, user or database: the server logs those (see
+:mod:`job.control.registry`).
+"""
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from job.control.errors import (
     AuthError,
@@ -15,7 +26,9 @@ from job.control.errors import (
     RegistryError,
     VersionConflictError,
 )
+from job.control.registry import RegistryValueError
 from job.errors import DaggerError
+from job.server.plain import PLAIN_VALUE
 
 
 class TooLargeError(ControlError):
@@ -36,7 +49,8 @@ class TooManyError(ControlError):
 
 
 _STATUS: list[tuple[type[DaggerError], int]] = [
-    (AuthError, 401), (PermissionDeniedError, 403), (NotFoundError, 404), (ConflictError, 409),
+    (RegistryValueError, 422), (AuthError, 401), (PermissionDeniedError, 403), (NotFoundError, 404),
+    (ConflictError, 409),
     (TooLargeError, 413), (TooManyError, 429), (RegistryError, 503),
 ]
 
@@ -59,6 +73,8 @@ def validation_message(exc: RequestValidationError) -> tuple[int, str]:
     the first bad field."""
     errors = exc.errors()
     first = errors[0] if errors else {}
+    if first.get("type") == PLAIN_VALUE:  # job.server.plain names the field in the message itself
+        return 422, str(first.get("msg"))
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         return 400, f"the request body is not valid JSON: {ctx.get('error', 'malformed')}"
@@ -67,3 +83,65 @@ def validation_message(exc: RequestValidationError) -> tuple[int, str]:
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return 422, f"{where}: {first.get('msg', 'invalid')}{more}"
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a short title, a message naming the field, a hint (or null); a stale edit's 409 also
+    has ``current_version``."""
+
+    title: str
+    message: str
+    hint: str | None = None
+    current_version: int | None = None
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+_WHAT = {400: "malformed request (not JSON, not an object, nested too deep)", 401: "no or a bad credential",
+         403: "the role does not allow it", 404: "missing, or another team's",
+         409: "a conflict (a name taken, a newer version)", 413: "too large",
+         422: "invalid input (the message names the field)", 429: "too many failed sign-ins",
+         503: "the registry is unreachable"}
+#: The error answers of every route, for the OpenAPI description.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {code: {"model": ErrorOut, "description": what}
+                                                   for code, what in _WHAT.items()}
+
+
+def _unreadable(cause: BaseException | None) -> str:
+    """Return why a body could not be parsed as JSON, from the parser's exception."""
+    if isinstance(cause, RecursionError):
+        return "the request body is nested too deeply to read"
+    if isinstance(cause, UnicodeDecodeError):
+        return "the request body is not UTF-8 text"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return "a number in the request body has too many digits"
+    return "the request body cannot be read as JSON"
+
+
+def _phrase(code: int) -> str:
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return "Error"
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Answer an HTTP error of the framework (a body it cannot parse, a path or method it does not serve) with
+    the error body every other error has."""
+    assert isinstance(exc, HTTPException)
+    code = exc.status_code
+    if code == 400:
+        title, message = "Malformed request", _unreadable(exc.__cause__)
+    elif code == 404:
+        title, message = "Not found", f"no route {request.url.path[:200]!r}"
+    elif code == 405:
+        title = "Method not allowed"
+        message = f"{request.method[:20]} is not allowed on {request.url.path[:200]!r}"
+    else:
+        title, message = _phrase(code), str(exc.detail)
+    body = {"error": {"title": title, "message": message, "hint": None}}
+    return JSONResponse(body, code, headers=getattr(exc, "headers", None))
