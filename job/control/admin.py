@@ -61,10 +61,16 @@ class AdminOps(Access):
 
     # ---- lookups ------------------------------------------------------------------------------
 
-    def _team(self, s: Session, name: str) -> Team:
+    def _my_team(self, s: Session, name: str, need: str, action: str) -> Team:
+        """Return team ``name`` if the user has ``need`` in it. A team the user is not in answers as an unknown
+        one does (NotFoundError, "no team"; the attempt is recorded): its name is not confirmed to them."""
         team = s.scalar(select(Team).where(Team.name == name))
-        if team is None:
+        visible = self._visible_teams(s)
+        if team is None or (visible is not None and team.id not in visible):
+            if team is not None:
+                self._record_denied(action, team.name, f"team {name}", "not a member of the team")
             raise NotFoundError(f"no team {name!r}")
+        self._require(s, team, need, action, f"team {name}")
         return team
 
     def _user(self, s: Session, name: str) -> User:
@@ -142,8 +148,7 @@ class AdminOps(Access):
         """Give ``user`` the ``role`` in ``team`` (superuser or the team's admin)."""
         check_role(role)
         with self.registry.session() as s:
-            t = self._team(s, team)
-            self._require(s, t, "admin", "manage members of", f"team {team}")
+            t = self._my_team(s, team, "admin", "manage members of")
             u = self._user(s, user)
             m = s.scalar(select(Membership).where(Membership.user_id == u.id, Membership.team_id == t.id))
             before = m.role if m else None
@@ -156,8 +161,7 @@ class AdminOps(Access):
     def remove_member(self, team: str, user: str) -> None:
         """Remove ``user`` from ``team`` (superuser or the team's admin)."""
         with self.registry.session() as s:
-            t = self._team(s, team)
-            self._require(s, t, "admin", "manage members of", f"team {team}")
+            t = self._my_team(s, team, "admin", "manage members of")
             u = self._user(s, user)
             m = s.scalar(select(Membership).where(Membership.user_id == u.id, Membership.team_id == t.id))
             if m is None:
@@ -200,13 +204,15 @@ class AdminOps(Access):
         influx_url = _validate_url("influx url", influx_url)
         spark_ui_url = _validate_url("spark ui url", spark_ui_url) if spark_ui_url else None
         with self.registry.session() as s:
-            t = self._team(s, team)
-            self._require(s, t, "admin", "add a cluster to", f"team {team}")
+            t = self._my_team(s, team, "admin", "add a cluster to")
             dc = s.scalar(select(DataCentre).where(DataCentre.name == datacentre))
             if dc is None:
                 raise NotFoundError(f"no data centre {datacentre!r}")
             if s.scalar(select(Cluster).where(Cluster.name == name)) is not None:
-                raise ConflictError(f"cluster {name!r} exists")
+                # names are unique across teams (controllers and the API name a cluster alone): the same
+                # answer whoever has it, so that it does not say that another team has such a cluster
+                raise ConflictError(f"cluster name {name!r} is not available",
+                                    hint="cluster names are unique across all teams: choose another")
             backup = self._failover_target(s, t, failover_to) if failover_to else None
             c = Cluster(name=name, team=t, datacentre=dc, spark_master=spark_master, spark_ui_url=spark_ui_url,
                         kafka_bootstrap=kafka_bootstrap, influx_url=influx_url, description=description,
