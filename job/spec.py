@@ -36,8 +36,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
-#: A ``${NAME}`` or ``${NAME:-default}`` reference to a variable of the host the dagger runs on.
-REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: A ``${NAME}`` or ``${NAME:-default}`` reference to a variable of the host the dagger runs on. A default holds
+#: no ``$`` (no nested reference): each match then stops at the next ``$``, so a line of 256 KiB of unclosed
+#: ``${A:-`` takes linear time, not quadratic.
+REFERENCE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^$}]*))?\}")
 
 
 def has_reference(value: str) -> bool:

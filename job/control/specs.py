@@ -21,7 +21,6 @@ from job.spec import DaggerSpec, parse_spec
 
 ENV_BOOTSTRAP = "DAGGERS_BOOTSTRAP"
 ENV_INFLUX = "DAGGERS_INFLUX"
-_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def cluster_env(kafka_bootstrap: str, influx_url: str) -> dict[str, str]:

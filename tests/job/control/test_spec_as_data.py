@@ -217,3 +217,13 @@ def test_sql_errors_keep_their_position() -> None:
     with pytest.raises(SqlError) as info:
         check_spec(bookings_spec("probe").replace("FROM data_stream", "FROM nowhere"), CLUSTER)
     assert (info.value.line, info.value.col) == (4, 6)
+
+
+def test_a_line_of_unclosed_references_is_read_in_linear_time(plane: dict[str, ControlPlane]) -> None:
+    import time
+
+    text = "name: x\nsql: '" + "${A:-" * 50_000 + "'\n"  # 250 KB: quadratic took ~2 minutes of server CPU
+    started = time.process_time()
+    v = plane["vera"].validate("a-jkt", text)
+    assert not v.ok
+    assert time.process_time() - started < 20  # linear: well under a second on a quiet machine
