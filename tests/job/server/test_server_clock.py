@@ -1,9 +1,12 @@
 """The server keeps the clock, on a real server and PostgreSQL: a controller reports what it saw, but its
 heartbeat is the server's time, failover waits the server's ``--failover-after`` by the server's clock (a
-controller may ask for longer, never for shorter)."""
+controller may ask for longer, never for shorter), and a NaN or infinite number anywhere in a controller's
+body is refused with 422 naming the field."""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +22,8 @@ from tests.job.control.control_seed import bookings_spec, postgres_url
 from tests.job.server.server_world import World, running_server, seed_tokens
 
 pytestmark = pytest.mark.integration
+
+NF = "not a finite number (NaN, Infinity, or too large)"
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +88,36 @@ def test_the_heartbeat_is_the_servers_time_not_the_reported_one(world: World) ->
         cluster = s.query(Cluster).filter_by(name="a-jkt").one()
         assert cluster.health == {"ok": True} and cluster.health_at == beat
 
+
+def test_non_finite_numbers_in_controller_bodies_get_422_naming_the_field(world: World) -> None:
+    d = world.root.create("a-jkt", bookings_spec("nf1"))
+    set_heartbeat(world, "a-jkt", 1234.5)
+    nan, inf = math.nan, math.inf
+    base = {"host": "gw", "pid": 1}
+    cases = [  # json.dumps writes NaN, Infinity and -Infinity; "1e400" is read as infinity
+        (json.dumps({"now": nan, **base}), f"now: {NF}"),
+        (json.dumps({"now": 0.0, **base}).replace("0.0", "1e400"), f"now: {NF}"),
+        (json.dumps({"now": -inf, **base}), f"now: {NF}"),
+        (json.dumps({"prune_before": nan, **base}), f"prune_before: {NF}"),
+        (json.dumps({"updates": {str(d.id): {"started_at": inf}}, **base}),
+         f"updates.{d.id}.started_at: {NF}"),
+        (json.dumps({"updates": {str(d.id): {"progress": {"rates": [1.5, nan]}}}, **base}),
+         f"updates.{d.id}.progress.rates.1: {NF}"),
+        (json.dumps({"samples": [{"dagger_id": d.id, "at": 0.0}], **base}).replace("0.0", "-1e400"),
+         f"samples.0.at: {NF}"),
+        (json.dumps({"health": {"spark": {"latency_s": nan}}, **base}),
+         f"health.spark.latency_s: {NF}"),
+    ]
+    for body, message in cases:
+        r = post(world, "/controller/a-jkt/report", body)
+        assert (r.status_code, r.json()["error"]["message"]) == (422, message), body
+    for body, message in {'{"after_s": NaN}': f"after_s: {NF}",
+                          '{"after_s": Infinity}': f"after_s: {NF}",
+                          '{"now": 1e400}': f"now: {NF}"}.items():
+        r = post(world, "/controller/a-jkt/failover", body)
+        assert (r.status_code, r.json()["error"]["message"]) == (422, message), body
+    r = post(world, "/controller/a-jkt/claim", '{"host": "gw", "pid": 1, "stale_s": NaN}')
+    assert (r.status_code, r.json()["error"]["message"]) == (422, f"stale_s: {NF}")
+    assert heartbeat(world, "a-jkt") == 1234.5  # nothing was written
+    assert world.root.dagger(d.ref).actual_state == "created"
+    assert world.root.samples(d.ref) == []

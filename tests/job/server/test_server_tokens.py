@@ -66,6 +66,10 @@ def test_token_lifetimes_are_bounded_and_named_when_refused(world: World) -> Non
     r = call(world, "root", "POST", "/tokens", {"user": "alice", "expires_in_s": YEAR + 1})
     assert (r.status_code, r.json()["error"]["message"]) == (
         422, "expires_in_s: 31622401.0 is not a lifetime between 0 and 31622400 s (366 days)")
+    r = requests.post(world.api("/tokens"), data=b'{"user": "alice", "expires_in_s": Infinity}',
+                      headers={**world.headers("root"), "Content-Type": "application/json"}, timeout=30)
+    assert (r.status_code, r.json()["error"]["message"]) == (
+        422, "expires_in_s: not a finite number (NaN, Infinity, or too large)")
     # without a lifetime: the maximum; a personal one and a team admin's controller token alike
     for who, body in (("root", {"user": "alice"}), ("adam", {"cluster": "a-jkt"})):
         r = call(world, who, "POST", "/tokens", body)
@@ -74,7 +78,12 @@ def test_token_lifetimes_are_bounded_and_named_when_refused(world: World) -> Non
         assert round(r.json()["expires_at"] - r.json()["created_at"]) == YEAR
     token_id = r.json()["token_id"]
     r = call(world, "root", "POST", f"/tokens/{token_id}/expire", {"at": 1e300})
-    assert (r.status_code, r.json()["error"]["message"]) == (422, "at: 1e+300 is not a time within 366 days from now")
+    assert (r.status_code, r.json()["error"]["message"]) == (
+        422, "at: 1e+300 is not a time within 366 days from now")
+    r = requests.post(world.api(f"/tokens/{token_id}/expire"), data=b'{"at": NaN}',
+                      headers={**world.headers("root"), "Content-Type": "application/json"}, timeout=30)
+    assert (r.status_code, r.json()["error"]["message"]) == (
+        422, "at: not a finite number (NaN, Infinity, or too large)")
 
 
 def test_the_maximum_is_configured_by_environment(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
