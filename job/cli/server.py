@@ -44,10 +44,16 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
                                                              "server's clock, before the cluster it fails over "
                                                              "to takes its daggers (controllers may only ask "
                                                              "for longer).")] = 60.0,
+           metrics_port: Annotated[int | None, typer.Option(min=0, max=65535, help=(
+               "Serve the registry's view of every cluster and dagger as Prometheus metrics at /metrics on "
+               "this port (plain HTTP, no token: keep it on a private network; 0: one the OS picks, "
+               "printed; default: none)."))] = None,
+           metrics_host: Annotated[str, typer.Option(help="Address the metrics port listens on.")] = "127.0.0.1",
            registry: RegistryOpt = None, state_dir: StateOpt = None) -> None:
     """Serve the control plane as an HTTP JSON API (/api/v1; OpenAPI at /api/v1/openapi.json). It alone
     opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps).
-    Without --cert and --key, an address beyond this machine gets a warning: tokens would travel in clear."""
+    Without --cert and --key, an address beyond this machine gets a warning: tokens would travel in clear.
+    With --metrics-port, it also serves the platform's state for Prometheus, alive when a controller is not."""
     from pydantic import ValidationError
 
     from job.cli.control import _registry_url
@@ -67,7 +73,7 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
             raise ControlError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         if warning := clear_text_warning(settings):
             typer.echo(f"Warning: {warning}", err=True)
-        serve(_registry_url(registry, state_dir), settings)
+        serve(_registry_url(registry, state_dir), settings, metrics_port=metrics_port, metrics_host=metrics_host)
 
 
 def login(server: Annotated[str, typer.Option("--server", help="The server's URL, https://host:port.")],

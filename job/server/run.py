@@ -5,11 +5,17 @@ from __future__ import annotations
 import ipaddress
 import logging
 import stat
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from job.control.errors import ControlError
 from job.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from job.control.metrics import MetricsServer
+    from job.control.registry import Registry
 
 
 def is_loopback(host: str | None) -> bool:
@@ -56,11 +62,48 @@ def check_key_file(path: Path) -> None:
                            "not using it", hint=f"chmod 600 {path}")
 
 
-def serve(registry_url: str, settings: ServerSettings) -> None:
-    """Serve the API on ``registry_url`` until interrupted (HTTPS when ``settings`` has a certificate and key).
+def metrics_warning(host: str) -> str | None:
+    """Return the warning for a metrics listener on ``host`` beyond this machine (it asks for no token)."""
+    if is_loopback(host):
+        return None
+    return (f"/metrics on {host or 'every address'} answers anyone without a token: keep its port on a private "
+            "network (firewall it to the Prometheus that scrapes it)")
+
+
+def serve_metrics(registry: Registry, port: int, host: str) -> MetricsServer:
+    """Start the platform's ``/metrics`` listener on ``host:port`` (0: one the OS picks) and print its URL.
+
+    Raises ControlError when the port cannot be bound."""
+    from pydantic import ValidationError
+
+    from job.control.health_model import ENV_PREFIX, HealthSettings
+    from job.server.metrics import serve as serve_platform_metrics
+
+    try:
+        health = HealthSettings.from_env()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ControlError(f"${ENV_PREFIX}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+    try:
+        server = serve_platform_metrics(registry, port, host, health)
+    except OSError as exc:
+        raise ControlError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}",
+                           hint="give a free port, or 0 for one the OS picks") from None
+    if warning := metrics_warning(host):
+        print(f"Warning: {warning}", file=sys.stderr, flush=True)
+    print(f"Prometheus metrics (the registry's view) at {server.url}", file=sys.stderr, flush=True)
+    return server
+
+
+def serve(registry_url: str, settings: ServerSettings, *, metrics_port: int | None = None,
+          metrics_host: str = "127.0.0.1") -> None:
+    """Serve the API on ``registry_url`` until interrupted (HTTPS when ``settings`` has a certificate and key),
+    and the registry's view as Prometheus metrics on ``metrics_host:metrics_port`` (plain HTTP, no token;
+    None: not served; 0: a port the OS picks, printed).
 
     Raises ControlError when only one of the certificate and the key is given, the key can be read by other
-    users, or the server extra is not installed; RegistryError when the registry cannot be opened.
+    users, the metrics port cannot be bound, or the server extra is not installed; RegistryError when the
+    registry cannot be opened.
     """
     try:
         import uvicorn
@@ -79,6 +122,11 @@ def serve(registry_url: str, settings: ServerSettings) -> None:
     registry = Registry(registry_url)
     logging.getLogger("job.server").info("registry %s", registry.safe_url)
     app = create_app(registry, settings)
+    try:
+        metrics = serve_metrics(registry, metrics_port, metrics_host) if metrics_port is not None else None
+    except ControlError:
+        registry.close()
+        raise
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                             ssl_certfile=str(settings.certfile) if settings.certfile else None,
                             ssl_keyfile=str(settings.keyfile) if settings.keyfile else None,
@@ -86,4 +134,6 @@ def serve(registry_url: str, settings: ServerSettings) -> None:
     try:
         uvicorn.Server(config).run()
     finally:
+        if metrics is not None:
+            metrics.close()
         registry.close()
