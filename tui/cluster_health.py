@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from job.errors import DaggerError
 from job.words import counted
-from tui.format import age, ok_text, plain, span, spark_detail
+from tui.format import age, part_text, plain, span, spark_detail
 
 if TYPE_CHECKING:
     from tui.actions import ConsoleApp
@@ -89,12 +89,16 @@ class ClusterHealthScreen(Screen[None]):
         """Redraw the master line and the two tables from ``self.health``."""
         spark = self.health.get("spark") or {}
         now = self.app.clock()
-        how = "live" if self.live else (f"recorded {age(now, self.health.get('checked_at'))} ago"
-                                        if self.health.get("recorded") else "not probed yet")
+        recorded = (span(float(self.health["age_s"])) if self.health.get("age_s") is not None
+                    else age(now, self.health.get("checked_at")))  # the age the health model judged it by
+        how = "live" if self.live else (f"recorded {recorded} ago" if self.health.get("recorded") else "not probed yet")
         self.query_one("#title", Static).update(Text.assemble(("Spark of ", "bold"), plain(self.cluster, "bold"),
                                                               f"  ({how})"))
         # what a Spark master answers (its address, states, errors, applications' names) is shown as text
-        master = Text.assemble(plain(spark.get("master") or "-"), "  ", ok_text(spark, spark_detail(spark)))
+        verdict = self.health.get("state") or {}  # the health model's, over this probe
+        master = Text.assemble(plain(spark.get("master") or "-"), "  ",
+                               part_text((verdict.get("parts") or {}).get("spark"), spark_detail(spark),
+                                         verdict.get("probe_age_s")))
         if spark.get("mode") == "standalone" and spark.get("ok") is not None:
             master.append(plain(f"  status {spark.get('status')}  memory "
                                 f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}"))

@@ -12,12 +12,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from job.control.health_model import HealthSettings
 from job.control.views import ClusterView
 from job.errors import DaggerError
 from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
-from tui.format import age, number, ok_text, plain, spark_detail, state_text
+from tui.format import age, number, part_text, plain, spark_detail, state_text
 
 COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "influx", "controller")
 
@@ -41,6 +42,7 @@ class ClustersScreen(Screen[None]):
         super().__init__()
         self.clusters: list[ClusterView] = []
         self.live: dict[str, dict[str, Any]] = {}
+        self.probe_stale_s = HealthSettings().probe_stale_s  # the plane's, once mounted
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -52,6 +54,8 @@ class ClustersScreen(Screen[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
+        settings = getattr(self.app.plane, "health_settings", None)  # a plane through a server has none
+        self.probe_stale_s = (settings or HealthSettings.from_env()).probe_stale_s
         self.query_one("#whoami", Static).update(plain(self.app.identity_line()))
         self.reload()
         if self.app.refresh_s:
@@ -76,24 +80,37 @@ class ClustersScreen(Screen[None]):
             if c.datacentre != dc:
                 dc = c.datacentre
                 table.add_row(plain(f"▾ {dc}", "bold"), *[""] * (len(COLUMNS) - 1), key=f"dc:{dc}")
-            health = self.live.get(c.name) or c.health or {}
-            reporting = (c.state.get("parts") or {}).get("controller") == "ok"  # the health model's verdict
+            health, verdict = self.shown(c, now)
+            parts, probe_age = verdict.get("parts") or {}, verdict.get("probe_age_s")
+            reporting = parts.get("controller") == "ok"  # the health model's verdict
             ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if reporting
                    else Text(f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
                              style="bold red"))
             table.add_row(plain(f"  {c.name}"), plain(c.team), plain(c.spark_master),
-                          state_text(c.state.get("state") or "unknown"),
+                          state_text(verdict.get("state") or "unknown"),
                           f"{c.daggers_running}/{c.daggers_total}",
-                          ok_text(health.get("spark"), spark_detail(health.get("spark"))),
-                          ok_text(health.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p"
-                                  if (health.get("kafka") or {}).get("ok") else ""),
-                          ok_text(health.get("influx")), ctl, key=f"cluster:{c.name}")
+                          part_text(parts.get("spark"), spark_detail(health.get("spark")), probe_age),
+                          part_text(parts.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p",
+                                    probe_age),
+                          part_text(parts.get("influx"), "", probe_age), ctl, key=f"cluster:{c.name}")
         if table.row_count:  # keep the cursor; at first, on the first cluster rather than its data centre
             table.move_cursor(row=min(keep or 1, table.row_count - 1))
         teams = sorted({c.team for c in self.clusters})
         self.query_one("#summary", Static).update(plain(
             f"{counted(len(self.clusters), 'cluster')} in {counted(len({c.datacentre for c in self.clusters}), 'data centre')} · "
             f"teams: {', '.join(teams) or '-'}"))
+
+    def shown(self, c: ClusterView, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Return the probe and the health model's verdict row ``c`` shows: those of a live probe (``h``) while
+        it is newer than the one the controller recorded and not stale yet, else the recorded ones (a recorded
+        probe that is old shows its parts ``stale``, with its age)."""
+        live = self.live.get(c.name)
+        if live is not None:
+            at = float(live.get("checked_at") or 0.0)
+            if at >= (c.health_at or 0.0) and now - at <= self.probe_stale_s:
+                return live, live.get("state") or {}
+            del self.live[c.name]
+        return c.health or {}, c.state
 
     def selected(self) -> ClusterView | None:
         """Return the cluster under the cursor (None on a data-centre row)."""

@@ -80,13 +80,20 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
 
 
-def ok_text(part: dict[str, Any] | None, detail: str = "") -> Text:
-    """Return ``● ok …`` in green, ``● down`` in red, or a dim ``○ unknown``."""
-    if not part:
-        return Text("○ unknown", style="dim")
-    if part.get("ok"):
-        return Text(f"● ok {detail}".rstrip(), style="green")
-    return Text("● down", style="bold red")
+#: How a cluster part's state (job.control.health_model.PART_STATES) is shown.
+PART_STYLES = {"ok": "green", "slow": "yellow", "down": "bold red", "stale": "dim", "unknown": "dim"}
+
+
+def part_text(state: str | None, detail: str = "", age_s: float | None = None) -> Text:
+    """Return a cluster part as the health model judges it: ``● ok …`` in green, ``● slow`` in yellow (one
+    probe unanswered: a busy machine, not yet a dead part), ``● down`` in red, ``○ stale 3m`` dim with the
+    age of the probe it comes from, ``○ unknown`` dim (never probed)."""
+    state = state if state in PART_STYLES else "unknown"
+    if state == "ok":
+        return Text(f"● ok {detail}".rstrip(), style=PART_STYLES[state])
+    if state == "stale":
+        return Text("○ stale" + (f" {span(age_s)}" if age_s is not None else ""), style=PART_STYLES[state])
+    return Text(f"{'○' if state == 'unknown' else '●'} {state}", style=PART_STYLES[state])
 
 
 def spark_detail(spark: dict[str, Any] | None) -> str:

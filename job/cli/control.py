@@ -275,8 +275,6 @@ def cluster_failover(name: str,
 def cluster_list(user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                  as_json: JsonOpt = False) -> None:
     """List your teams' clusters by data centre, with their last recorded health."""
-    from job.control.health import summary
-
     with _errors(as_json):
         rows = _plane(user, registry, state_dir, server).clusters()
 
@@ -284,7 +282,7 @@ def cluster_list(user: UserOpt = None, server: ServerOpt = None, registry: Regis
         t = Table("data centre", "cluster", "team", "master", "daggers", "failover", "state", "health")
         for c in rows:
             t.add_row(c.datacentre, c.name, c.team, c.spark_master, f"{c.daggers_running}/{c.daggers_total}",
-                      c.failover_to or "-", str(c.state.get("state", "-")), summary(c.health))
+                      c.failover_to or "-", str(c.state.get("state", "-")), parts_line(c.health, c.state))
         print_table(out, t, empty="No clusters of your teams yet. A team admin adds one: daggers cluster add NAME "
                                   "--team TEAM --dc DC --master 'local[2]' --kafka HOST:PORT --influx URL")
     _emit([c.to_dict() for c in rows], as_json, human)
@@ -297,8 +295,6 @@ def cluster_health(name: str,
                    user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None, state_dir: StateOpt = None,
                    as_json: JsonOpt = False) -> None:
     """Show a cluster's health: Spark master and workers, Kafka, InfluxDB, daggers running."""
-    from job.control.health import summary
-
     with _errors(as_json):
         health = _plane(user, registry, state_dir, server).cluster_health(name, live=live)
     verdict = health.get("state") or {}
@@ -306,9 +302,31 @@ def cluster_health(name: str,
     def human() -> None:
         out.print(f"{name}: {verdict.get('state', '?')}" + (f" ({escape('; '.join(verdict['reasons']))})"
                                                           if verdict.get("reasons") else ""))
-        out.print(f"{summary(health) if 'spark' in health else escape(str(health.get('error')))} · daggers "
+        out.print(f"{parts_line(health, verdict) if 'spark' in health else escape(str(health.get('error')))} · daggers "
                   + (", ".join(f"{n} {s}" for s, n in (verdict.get("daggers") or {}).items()) or "none"))
     _emit(health, as_json, human)
+
+
+def parts_line(health: dict[str, Any] | None, verdict: dict[str, Any]) -> str:
+    """Return a cluster's parts as the health model judges them (``verdict``), with the probe's figures when a
+    part is ok and the probe's age when it is stale: ``spark ok 2/2 workers 3/8 cores · kafka slow · influx
+    stale 3m`` (slow: one probe unanswered; down: two in a row, or a refused connection)."""
+    from job.control.health import summary
+
+    parts = verdict.get("parts") or {}
+    if not parts:
+        return summary(health)
+    figures = summary(health).split(" · ") if health and "spark" in health else []
+    out = []
+    for i, name in enumerate(("spark", "kafka", "influx")):
+        state = str(parts.get(name) or "unknown")
+        if state == "ok" and len(figures) == 3:
+            out.append(figures[i])
+        elif state == "stale":
+            out.append(f"{name} stale {_span(float(verdict.get('probe_age_s') or 0.0))}")
+        else:
+            out.append(f"{name} {state}")
+    return " · ".join(out)
 
 
 @cluster_app.command("topics")

@@ -4,10 +4,12 @@ error on cluster a-jkt (healthy, controller alive); team-b has one dagger on b-j
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,58 @@ async def until(pilot: Pilot[None], check: Callable[[], Any], what: str, timeout
     while not check():
         assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
         await pilot.pause(0.1)
+
+
+class HeldPlane(ControlPlane):
+    """The control plane of ``registry`` as ``user``, whose calls named in :attr:`hold` wait until
+    :attr:`release` is set: a refresh in flight while the operator leaves its screen. :attr:`held` is set
+    once such a call waits (in a worker thread), and :attr:`answered` once it has returned."""
+
+    def __init__(self, registry: Registry, user: str) -> None:
+        super().__init__(registry, user)
+        self.hold: set[str] = set()
+        self.release, self.held, self.answered = threading.Event(), threading.Event(), threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def holding(self) -> AsyncIterator[HeldPlane]:
+        """Release every held call when the block ends, however it ends (the app waits for its worker
+        threads before it exits)."""
+        try:
+            yield self
+        finally:
+            self.release.set()
+
+    def _waits(self, call: str, answer: Callable[[], Any]) -> Any:
+        if call not in self.hold or threading.current_thread() is threading.main_thread():
+            return answer()
+        self.held.set()
+        assert self.release.wait(120), f"{call} was never released"
+        try:
+            return answer()
+        finally:
+            self.answered.set()
+
+    def clusters(self) -> Any:
+        return self._waits("clusters", super().clusters)
+
+    def daggers(self, cluster: str | None = None, search: str | None = None) -> Any:
+        return self._waits("daggers", lambda: super(HeldPlane, self).daggers(cluster, search))
+
+    def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> Any:
+        return self._waits("dagger_screen", lambda: super(HeldPlane, self).dagger_screen(ref, samples, audit))
+
+    def output_fields(self, ref: str, sink: str | None = None) -> Any:
+        return self._waits("output_fields", lambda: super(HeldPlane, self).output_fields(ref, sink))
+
+    def output(self, ref: str, query: Any, sink: str | None = None) -> Any:
+        return self._waits("output", lambda: super(HeldPlane, self).output(ref, query, sink))
+
+    def cluster_health(self, cluster: str, *, live: bool = False) -> Any:
+        return self._waits("cluster_health" + (" live" if live else ""),
+                           lambda: super(HeldPlane, self).cluster_health(cluster, live=live))
+
+    def cluster_topics(self, cluster: str) -> Any:
+        return self._waits("cluster_topics", lambda: super(HeldPlane, self).cluster_topics(cluster))
 
 
 async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
