@@ -276,6 +276,128 @@ GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)"""),
 ]
 
 
+# Flink's values where Spark's differ (job.sql.values), and Flink syntax that is rewritten (issue 52)
+CASES += [
+    Case("integer-division", "INT/BIGINT division truncates toward zero; MOD, SIGN, TRUNCATE of integers",
+         """SELECT order_number, fare_idr / 1000 AS fare_k, (0 - fare_idr) / 7000 AS minus_sevenths,
+  city_id / 2 AS half_city, fare_idr % 7 AS fare_mod, SIGN(fare_idr) AS fare_sign, SIGN(city_id - 2) AS city_sign,
+  TRUNCATE(fare_idr, -4) AS fare_tens_k
+FROM bookings"""),
+    Case("avg-and-distinct-aggregates", "AVG of integers (an integer, truncated), SUM/AVG/MAX/MIN(DISTINCT), "
+         "a window bound as text",
+         """SELECT vehicle_type, AVG(fare_idr) AS avg_fare, AVG(city_id - 3) AS avg_city, SUM(DISTINCT city_id) AS cities,
+  AVG(DISTINCT fare_idr) AS avg_distinct_fare, MAX(DISTINCT fare_idr) AS top_fare, MIN(DISTINCT status) AS first_status,
+  CAST(TUMBLE_START(rowtime, INTERVAL '5' MINUTE) AS VARCHAR) AS window_text,
+  TUMBLE_END(rowtime, INTERVAL '5' MINUTE) AS window_end
+FROM bookings
+GROUP BY TUMBLE(rowtime, INTERVAL '5' MINUTE), vehicle_type"""),
+    Case("greatest-least-null", "GREATEST/LEAST are NULL when an argument is NULL",
+         """SELECT order_number, GREATEST(city_id, NULLIF(city_id, 1), 0) AS g, LEAST(pickup_lat, NULLIF(pickup_long, 106.8)) AS l,
+  GREATEST(fare_idr, city_id) AS g2
+FROM bookings"""),
+    Case("extract-week-timestampdiff", "EXTRACT (whole seconds, milliseconds of the second), HOUR, WEEK, TIMESTAMPDIFF",
+         """SELECT order_number, EXTRACT(SECOND FROM rowtime) AS s, EXTRACT(MILLISECOND FROM rowtime) AS ms,
+  EXTRACT(MINUTE FROM rowtime) AS m, EXTRACT(DOW FROM rowtime) AS dow, EXTRACT(DOY FROM rowtime) AS doy,
+  HOUR(rowtime) AS h, WEEK(rowtime) AS w, TIMESTAMPDIFF(MINUTE, TIMESTAMP '2026-03-02 10:00:00', rowtime) AS minutes_in
+FROM bookings"""),
+    Case("timestamp-boolean-as-text", "CAST of TIMESTAMP(3), TIMESTAMP(0) and BOOLEAN to VARCHAR",
+         """SELECT order_number, CAST(rowtime AS VARCHAR) AS t, CAST(CAST(rowtime AS TIMESTAMP(0)) AS VARCHAR) AS t0,
+  CAST(status = 'COMPLETED' AS VARCHAR) AS done, 'at ' || CAST(event_timestamp AS STRING) AS at_text
+FROM bookings"""),
+    Case("floor-ceil-truncate", "FLOOR/CEIL of a DOUBLE stay DOUBLE; TRUNCATE of DOUBLE and DECIMAL",
+         """SELECT order_number, FLOOR(pickup_lat) AS lat_floor, CEIL(pickup_long) AS long_ceil,
+  TRUNCATE(pickup_lat, 1) AS lat_1, TRUNCATE(pickup_long) AS long_0,
+  TRUNCATE(CAST(fare_idr AS DECIMAL(12, 3)) / 7, 2) AS fare_7th
+FROM bookings"""),
+    Case("float-arithmetic", "FLOAT / INT and FLOAT * FLOAT are FLOAT (computed in FLOAT, then EXP in DOUBLE)",
+         """SELECT driver_id, event_timestamp, speed_kmh / 3 AS speed_third, speed_kmh * accuracy_m AS product,
+  EXP(speed_kmh / 3) AS e, FLOOR(speed_kmh / 3) AS third_floor
+FROM pings"""),
+    Case("float-sum", "SUM and AVG of a FLOAT are FLOAT",
+         """SELECT SUM(CAST(lat * 3.3 AS FLOAT)) AS total, AVG(CAST(lat * 3.3 AS FLOAT)) AS mean,
+  TUMBLE_END(rowtime, INTERVAL '10' MINUTE) AS window_end
+FROM pings
+GROUP BY TUMBLE(rowtime, INTERVAL '10' MINUTE)""",
+         differs="Flink adds FLOATs in FLOAT, one by one; Spark adds them in DOUBLE and Daggers casts the sum to "
+                 "FLOAT: the type is Flink's and the sum is the closer one to the exact sum; it can differ from "
+                 "Flink's in the last digit (-204.59999 against -204.59998 for ten times -20.46).",
+         daggers_rows=((-204.59999, -20.46, "2026-03-02 10:10:00.000000"),)),
+    Case("split-index", "SPLIT_INDEX: empty parts, out of range, a separator of several characters, regex characters",
+         """SELECT order_number,
+  SPLIT_INDEX(CONCAT(order_number, ',', customer_id, ',,', driver_id), ',', 0) AS p0,
+  SPLIT_INDEX(CONCAT(order_number, ',', customer_id, ',,', driver_id), ',', 2) AS p2,
+  SPLIT_INDEX(CONCAT(order_number, ',', customer_id, ',,', driver_id), ',', 3) AS p3,
+  SPLIT_INDEX(CONCAT(order_number, ',', customer_id, ',,', driver_id), ',', 4) AS p4,
+  SPLIT_INDEX(status, '_', 1) AS status_2, SPLIT_INDEX(CONCAT(status, '.', vehicle_type), '.', 1) AS after_dot,
+  SPLIT_INDEX(CONCAT(vehicle_type, '||', status), '||', city_id - 1) AS by_city
+FROM bookings"""),
+    Case("case-several-values", "a simple CASE with several values in a WHEN",
+         """SELECT order_number,
+  CASE status WHEN 'COMPLETED', 'DRIVER_FOUND' THEN 'ok' WHEN 'CANCELLED' THEN 'lost' ELSE 'open' END AS state,
+  CASE city_id WHEN 1, 3 THEN 'odd' ELSE 'even' END AS parity
+FROM bookings"""),
+    Case("interval-join-comma", "the interval join in Flink's comma form (FROM b, p WHERE ...)",
+         """SELECT b.order_number, p.driver_status, p.event_timestamp AS ping_time
+FROM bookings AS b, pings AS p
+WHERE b.driver_id = p.driver_id
+  AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '5' MINUTE
+  AND b.city_id = 1"""),
+]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A Flink query that Daggers refuses before Spark starts: at ``line``/``col``, with a reason that starts
+    with ``reason`` and a hint (what to write instead). Flink runs each of them."""
+
+    id: str
+    sql: str
+    line: int
+    col: int
+    reason: str
+
+
+#: Flink queries Daggers cannot run (streaming retractions, versioned tables, subqueries over streams), each
+#: refused by ``daggers sql check`` (tests/job/sql/test_flink_syntax.py checks every one).
+REFUSED: list[Refusal] = [
+    Refusal("dedup-row-number", """SELECT order_number, status, rowtime FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY order_number ORDER BY rowtime ASC) AS row_num
+  FROM bookings)
+WHERE row_num = 1""", 2, 13, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams"),
+    Refusal("top-n", """SELECT * FROM (
+  SELECT order_number, fare_idr, ROW_NUMBER() OVER (PARTITION BY city_id ORDER BY fare_idr DESC) AS row_num
+  FROM bookings)
+WHERE row_num <= 2""", 2, 34, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams"),
+    Refusal("over-aggregation", """SELECT order_number, fare_idr,
+  SUM(fare_idr) OVER (PARTITION BY customer_id ORDER BY rowtime
+    RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS one_hour_fare
+FROM bookings""", 2, 3, "OVER aggregations are not supported on streams; use a window in GROUP BY"),
+    Refusal("in-subquery", """SELECT order_number FROM bookings
+WHERE driver_id IN (SELECT driver_id FROM pings WHERE driver_status = 'ON_TRIP')""", 2, 7,
+            "a subquery in an expression (IN (SELECT ...), EXISTS, a scalar subquery) is not supported"),
+    Refusal("select-distinct", "SELECT DISTINCT vehicle_type FROM bookings", 1, 17,
+            "SELECT DISTINCT is not supported on streams"),
+    Refusal("window-tvf-tumble", """SELECT window_start, window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES))
+GROUP BY window_start, window_end""", 2, 6, "window table-valued functions (TABLE(TUMBLE("),
+    Refusal("window-tvf-cumulate", """SELECT window_start, window_end, SUM(fare_idr) AS fare
+FROM TABLE(CUMULATE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES, INTERVAL '5' MINUTES))
+GROUP BY window_start, window_end""", 2, 6, "window table-valued functions (TABLE(CUMULATE("),
+    Refusal("count-distinct", """SELECT COUNT(DISTINCT driver_id) AS drivers
+FROM pings GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""", 1, 8,
+            "COUNT(DISTINCT ...) is not available on streams"),
+    Refusal("sum-distinct-double", """SELECT SUM(DISTINCT pickup_lat) AS lat
+FROM bookings GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""", 1, 8,
+            "SUM(DISTINCT x) is supported for integers and DECIMAL only"),
+    Refusal("cross-join", "SELECT b.order_number, p.driver_id\nFROM bookings AS b, pings AS p\nWHERE b.city_id = 1",
+            2, 21, "p is joined with no condition linking it to b"),
+    Refusal("aggregate-without-window", "SELECT city_id, COUNT(*) AS n\nFROM bookings\nGROUP BY city_id", 3, 10,
+            "an aggregation over a stream needs a window in GROUP BY"),
+    Refusal("extract-epoch", "SELECT order_number, EXTRACT(EPOCH FROM rowtime) AS e FROM bookings", 1, 41,
+            "EXTRACT(EPOCH FROM ...) is not supported"),
+]
+
+
 def case(case_id: str) -> Case:
     """Return the case named ``case_id``; raises KeyError for an unknown one."""
     for c in CASES:

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import Producer
 from google.protobuf.message import Message
@@ -73,7 +74,12 @@ class CollectSink(Sink):
 
     def _write(self, table: pa.Table, batch_id: int) -> int:
         self.columns = table.column_names
-        self.rows.extend(row(list(r.values())) for r in table.to_pylist())
+        floats = [i for i, f in enumerate(table.schema) if pa.types.is_float32(f.type)]
+        for r in table.to_pylist():
+            values = list(r.values())
+            for i in floats:  # as PyFlink gives a FLOAT: the shortest decimal that is that float32
+                values[i] = None if values[i] is None else float(str(np.float32(values[i])))
+            self.rows.append(row(values))
         if table.num_rows:
             self.batches.append((batch_id, table.num_rows))
         return table.num_rows

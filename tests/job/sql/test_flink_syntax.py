@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
+from bench.flink_compat.cases import REFUSED, Refusal
 from job.errors import SqlError
 from job.sql import translate
 from job.sql.validate import check_spark_functions
@@ -120,3 +121,13 @@ def test_a_function_spark_has_not_is_refused_at_the_users_call() -> None:
     with pytest.raises(SqlError) as info:
         check_spark_functions(exp.select(week).from_("bookings"))
     assert (info.value.line, info.value.col, info.value.reason) == (2, 3, "WEEK is not a function Spark SQL has")
+
+
+@pytest.mark.parametrize("refusal", REFUSED, ids=[r.id for r in REFUSED])
+def test_the_harness_refusals_are_clear(refusal: Refusal) -> None:
+    """Each query of bench/flink_compat's REFUSED (Flink runs them) is refused by the SQL check, at its line and
+    column, saying what is not supported and what to write instead (docs/flink-compat.md counts them)."""
+    err = refused(refusal.sql)
+    assert (err.line, err.col) == (refusal.line, refusal.col)
+    assert err.reason.startswith(refusal.reason)
+    assert err.hint
