@@ -3,10 +3,12 @@ write instead): job.sql.flink, job.sql.dialect, job.sql.parse, job.sql.validate.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlglot import exp
 
-from bench.flink_compat.cases import REFUSED, Refusal
+from bench.flink_compat.cases import CASES, REFUSED, Refusal
 from job.errors import SqlError
 from job.sql import translate
 from job.sql.validate import check_spark_functions
@@ -131,3 +133,17 @@ def test_the_harness_refusals_are_clear(refusal: Refusal) -> None:
     assert (err.line, err.col) == (refusal.line, refusal.col)
     assert err.reason.startswith(refusal.reason)
     assert err.hint
+
+
+def test_the_compat_page_counts_the_harness() -> None:
+    """docs/flink-compat.md's counts and lists are the harness's: every case and every refusal is named."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "flink-compat.md").read_text()
+    differ = [c for c in CASES if c.differs]
+    assert (f"**Counts**: {len(CASES)} cases: {len(CASES) - len(differ)} give the same rows; {len(differ)} differ "
+            f"on purpose") in page
+    assert f"{len(REFUSED)} more queries that Flink 2.3 runs are refused clearly" in page
+    for c in CASES:
+        assert f"| `{c.id}` |" in page, c.id
+        assert ("**differs" in page.split(f"| `{c.id}` |")[1].split("\n")[0]) == bool(c.differs), c.id
+    for r in REFUSED:
+        assert f"| `{r.id}`: " in page, r.id
