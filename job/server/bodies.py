@@ -193,12 +193,12 @@ class ReportIn(Body):
     """One controller round: status changes by dagger id, samples, health, hand-overs done. The heartbeat
     is the server's time when the report arrives; ``now`` (sent by older controllers) is ignored."""
 
-    updates: dict[int, dict[str, Any]] = {}
-    samples: list[dict[str, Any]] = []
+    updates: dict[Annotated[int, Field(gt=0, le=2**63 - 1)], dict[str, Any]] = Field(default={}, max_length=100_000)
+    samples: list[dict[str, Any]] = Field(default=[], max_length=100_000)
     health: dict[str, Any] | None = None
     now: float | None = None
-    handed: list[int] = []
+    handed: list[Annotated[int, Field(gt=0, le=2**63 - 1)]] = Field(default=[], max_length=100_000)
     host: str = Field(max_length=255)
-    pid: int
+    pid: Pid
     prune_before: float | None = None
     metrics_url: str | None = Field(default=None, max_length=255)
