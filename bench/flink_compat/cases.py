@@ -395,6 +395,15 @@ FROM bookings GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""", 1, 8,
             "an aggregation over a stream needs a window in GROUP BY"),
     Refusal("extract-epoch", "SELECT order_number, EXTRACT(EPOCH FROM rowtime) AS e FROM bookings", 1, 41,
             "EXTRACT(EPOCH FROM ...) is not supported"),
+    Refusal("union-distinct", "SELECT customer_id AS who FROM bookings\nUNION\nSELECT driver_id AS who FROM pings",
+            3, 8, "UNION (without ALL) is not supported on streams unless it outputs rowtime"),
+    Refusal("intersect", "SELECT driver_id FROM bookings\nINTERSECT\nSELECT driver_id FROM pings", 3, 8,
+            "INTERSECT is not supported on streams"),
+    Refusal("order-by-time", "SELECT order_number, rowtime FROM bookings\nORDER BY rowtime", 2, 10,
+            "ORDER BY is not supported on streams"),
+    Refusal("left-join-no-interval", """SELECT b.order_number, p.driver_status
+FROM bookings AS b LEFT JOIN pings AS p ON b.driver_id = p.driver_id""", 2, 30,
+            "a LEFT JOIN of streams needs an interval on their event times in its ON"),
 ]
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from job.sql.library import bottom_up, build, fail, string_literal
-from job.sql.scope import UNNEST_KIND
+from job.sql.scope import TIME_COLUMN, UNNEST_KIND
 
 # Java datetime pattern letters that Spark's formatter refuses (week-based fields) or reads otherwise
 _REFUSED_LETTERS = {
@@ -188,11 +188,56 @@ def _subquery_expression(node: exp.Expression) -> bool:
         and not isinstance(node.parent, _SOURCE_PARENTS) and not isinstance(node.parent, exp.Subquery)
 
 
+_OUTER = {"LEFT", "RIGHT", "FULL"}
+
+
+def _is_query(side: exp.Expression) -> bool:
+    inner = side.unnest() if isinstance(side, exp.Paren) else side
+    return isinstance(inner, exp.Query | exp.Subquery)
+
+
+def _selects_rowtime(union: exp.Union) -> bool:
+    """Whether the first SELECT of a UNION outputs ``rowtime`` (Spark then drops duplicates within the watermark)."""
+    first = union.this
+    while isinstance(first, exp.SetOperation | exp.Subquery | exp.Paren):
+        first = first.this
+    return isinstance(first, exp.Select) and any(
+        isinstance(t, exp.Column) and t.name == TIME_COLUMN
+        for item in first.expressions for t in [item.this if isinstance(item, exp.Alias) else item])
+
+
+def _check_stream_operators(node: exp.Expression) -> None:
+    """Raise SqlError for an operator Spark runs on a batch but not on a stream in append mode: UNION
+    without ALL (unless it outputs ``rowtime``), INTERSECT, EXCEPT, ORDER BY, an outer join with no interval
+    on the event times."""
+    if isinstance(node, exp.SetOperation) and not all(_is_query(side) for side in (node.this, node.expression)):
+        return  # job.sql.validate.check_set_operations says which side is not a query
+    if isinstance(node, exp.Union) and node.args.get("distinct") and not _selects_rowtime(node):
+        raise fail("UNION (without ALL) is not supported on streams unless it outputs rowtime: it would hold "
+                   "every row to remove duplicates", node.expression,
+                   hint="write UNION ALL, or select rowtime too (duplicates are then dropped within the watermark)")
+    if isinstance(node, exp.Intersect | exp.Except):
+        kind = "INTERSECT" if isinstance(node, exp.Intersect) else "EXCEPT"
+        raise fail(f"{kind} is not supported on streams", node.expression,
+                   hint="join the streams on a key and an interval of event time")
+    if isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
+        raise fail("ORDER BY is not supported on streams: rows are written as they come, windows as they close",
+                   node, hint="leave out the ORDER BY; the sink's reader can sort")
+    if isinstance(node, exp.Join) and str(node.args.get("side") or "").upper() in _OUTER \
+            and isinstance(node.this, exp.Table | exp.Subquery):
+        on = node.args.get("on")
+        if on is None or on.find(exp.Between) is None:
+            side = str(node.args["side"]).upper()
+            raise fail(f"a {side} JOIN of streams needs an interval on their event times in its ON", node.this,
+                       hint="ON a.k = b.k AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '5' MINUTE")
+
+
 def check_unsupported(tree: exp.Expression) -> None:
     """Raise SqlError at a Flink construct Spark's streaming engine cannot run, saying what to write instead:
     a temporal join (``FOR SYSTEM_TIME AS OF``), ``OVER`` (aggregations and ``ROW_NUMBER`` for Top-N or
-    deduplication), a subquery in an expression (``IN (SELECT ...)``, ``EXISTS``, a scalar subquery) and
-    ``SELECT DISTINCT``."""
+    deduplication), a subquery in an expression (``IN (SELECT ...)``, ``EXISTS``, a scalar subquery),
+    ``SELECT DISTINCT``, ``UNION`` without ALL, ``INTERSECT``, ``EXCEPT``, ``ORDER BY`` and an outer join
+    without an interval."""
     for table in tree.find_all(exp.Table):
         if table.args.get("version") is not None:
             raise fail("a temporal join (FOR SYSTEM_TIME AS OF) is not supported: Spark has no versioned tables",
@@ -211,6 +256,7 @@ def check_unsupported(tree: exp.Expression) -> None:
                        "streaming subqueries are not supported", node,
                        hint="join the streams instead: FROM a JOIN b ON a.k = b.k AND b.rowtime BETWEEN "
                             "a.rowtime - INTERVAL '5' MINUTE AND a.rowtime")
+        _check_stream_operators(node)
         if isinstance(node, exp.Select) and node.args.get("distinct") is not None:
             raise fail("SELECT DISTINCT is not supported on streams", node.expressions[0] if node.expressions else node,
                        hint="GROUP BY the columns within a window: SELECT a, b ... GROUP BY TUMBLE(rowtime, "
