@@ -144,5 +144,5 @@ def serve(registry: Registry, port: int, host: str = "127.0.0.1",
     metrics = CollectorRegistry(auto_describe=False)
     metrics.register(PlatformMetrics(registry, settings))  # type: ignore[arg-type]
     server, _thread = start_http_server(port, addr=host, registry=metrics)
-    shown = f"[{host}]" if ":" in host else host
+    shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
     return MetricsServer(url=f"http://{shown}:{server.server_port}/metrics", _server=server)
