@@ -96,13 +96,17 @@ class InvalidRecordFilter(_Model):
     @classmethod
     def _where(cls, v: str | None, info: Any) -> str | None:
         if v is not None:
-            import sqlglot
-            from sqlglot.errors import ParseError
+            from job.errors import SqlError
+            from job.sql.parse import parse_condition
+            from job.sql.validate import check_functions
 
+            tree = None
             try:
-                sqlglot.parse_one(v, read="spark")
-            except ParseError as exc:
-                raise ValueError(f"cannot read the condition {v!r}: {exc.errors[0].get('description', exc)}") from None
+                tree = parse_condition(v)
+                check_functions(tree)
+            except SqlError as exc:
+                where = "" if tree is None else f" (in the condition {v[:200]!r})"
+                raise ValueError(f"{exc.reason}{where}") from None
         if v is None and not info.data.get("required") and not info.data.get("ranges"):
             raise ValueError("give at least one of required, ranges or where")
         return v

@@ -63,10 +63,10 @@ _SCHEME_RE = re.compile(r"^\s*(?:bearer|basic|token|digest|apikey|api-key|oauth|
 _SEPARATORS_RE = re.compile(r"[\s:;,/@=\"'-]*")
 #: ``name=`` before a reference (a cookie's ``sid=${SID}``).
 _NAME_RE = re.compile(r"(?<![\w.-])[A-Za-z_][\w.-]*\s*=\s*(?=\ue000)")
-_URL_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<authority>[^\s/?#]*)(?P<path>[^\s?#]*)"
+_URL_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://(?P<authority>[^\s/?#]*)(?P<path>[^\s?#]*)"
                      r"(?:\?(?P<query>[^\s#]*))?")
 #: User info whose password holds ``/``, ``?`` or ``#`` (not percent-quoted): ``http://u:pa/ss@host``.
-_LOOSE_USERINFO_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]{1,256}:"
+_LOOSE_USERINFO_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://[^\s/:@]{1,256}:"
                                 r"(?P<password>[^\s@]{0,256})@")  # bounded: linear in the text
 #: ``user:password@host[:port]`` without a scheme (a Kafka bootstrap server).
 _BARE_USERINFO_RE = re.compile(r"^(?!mailto:)[^\s:/@]+:(?P<password>[^\s@/]+)@"
@@ -213,7 +213,7 @@ def _walk(data: Any, path: str, words: list[str]) -> Iterator[tuple[str, list[st
                 continue
             seen.add(id(node))
             if isinstance(node, Mapping):
-                items = [(f"{where}.{k}" if where else str(k), [*ws, *key_words(str(k))], v, k)
+                items = [(f"{where}.{k}" if where else str(k), _child_words(ws, str(k)), v, k)
                          for k, v in node.items()]
             else:
                 items = [(f"{where}[{i}]", ws, v, None) for i, v in enumerate(node)]
@@ -223,6 +223,32 @@ def _walk(data: Any, path: str, words: list[str]) -> Iterator[tuple[str, list[st
                     stack.append((_Key(key), child_path, []))
         else:
             yield where, ws, node
+
+
+#: Request headers that carry no credential: every other header's value must be a reference (a lookup's
+#: headers are secrets in the spec's model: ``X-Auth: s3cr3t`` is one).
+_PLAIN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "content-type", "content-encoding",
+                            "cache-control", "user-agent", "connection", "pragma", "x-request-id"})
+#: Settings whose any word (not only the last) makes them a secret's: a Spark or Hadoop setting names its
+#: account or host last (``spark.hadoop.fs.azure.account.key.<acct>.blob.core.windows.net``).
+_SETTINGS_PATHS = (["spark", "conf"], ["streams", "consumer", "config"], ["sinks", "producer", "config"],
+                   ["sink", "producer", "config"])
+_ANY_WORD_SECRETS = frozenset({"password", "passwd", "secret", "token", "credential", "credentials", "sas",
+                               "apikey", "privatekey", "accesskey", "secretkey"})
+
+
+def _child_words(parent: list[str], key: str) -> list[str]:
+    """Return the key words of ``key`` under a mapping whose key words are ``parent``: a header other than
+    :data:`_PLAIN_HEADERS`, or a setting with a secret word anywhere in its key, reads as a secret's."""
+    words = [*parent, *key_words(key)]
+    if parent == ["lookups", "headers"] and key.strip().lower() not in _PLAIN_HEADERS:
+        return [*words, "secret"]
+    if parent in _SETTINGS_PATHS:
+        own = key_words(key)
+        if any(w in _ANY_WORD_SECRETS for w in own) or any(a == "account" and b == "key"
+                                                           for a, b in zip(own, own[1:], strict=False)):
+            return [*words, "secret"]
+    return words
 
 
 class _Key(str):

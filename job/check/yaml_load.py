@@ -24,6 +24,12 @@ MAX_DEPTH = 32
 MAX_NODES = 20_000
 
 
+#: The only YAML types a spec holds (``!!binary``, ``!!set``, ``!!python/…`` and local tags are refused: a
+#: ``!!binary`` password would pass a check of strings and reach the model as bytes).
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
+                                                           "timestamp", "merge"))
+
+
 class YamlError(SpecError):
     """YAML text that cannot be read, or goes past a limit; ``line`` is 1-based (None: not known)."""
 
@@ -61,10 +67,14 @@ class _BoundedLoader(yaml.SafeLoader):
             if self._depth > MAX_DEPTH:
                 raise _Limit(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            node = super().compose_node(parent, index)
         finally:
             if nested:
                 self._depth -= 1
+        if node is not None and node.tag not in _PLAIN_TAGS:
+            raise _Limit(f"the YAML tag {node.tag.removeprefix('tag:yaml.org,2002:')!r} is not accepted: a spec holds "
+                         "only text, numbers, booleans, lists and mappings", node.start_mark)
+        return node  # type: ignore[no-any-return]
 
 
 def _line(mark: yaml.Mark | None) -> int | None:

@@ -60,18 +60,64 @@ def _window_tvf(tokens: list[Token]) -> None:
                            "CUMULATE has no equivalent here; " + _TVF_HINT)
 
 
+#: The largest query text and AST accepted: a query runs in a server's check and preview, so its cost is
+#: bounded (a real dagger query has a few hundred nodes; 2,000 ORs took a minute of a server's CPU).
+MAX_QUERY_CHARS = 32 * 1024
+MAX_QUERY_NODES = 3_000
+
+
+def check_escapes(tree: exp.Expression) -> None:
+    """Raise SqlError at a construct that reaches outside the query's rows: a script transform
+    (``TRANSFORM (...) USING 'command'``, Hive's MAP/REDUCE) runs a command on the host."""
+    for node in tree.walk():
+        if isinstance(node, exp.QueryTransform) or node.args.get("command_script") is not None:
+            line, col = position(node)
+            raise SqlError("TRANSFORM ... USING runs a command: it is not available in Dagger SQL",
+                           line=line, col=col, hint="write the expression in SQL, or as a udf_file function")
+
+
+def _check_size(tree: exp.Expression) -> None:
+    for count, _ in enumerate(tree.walk(), start=1):
+        if count > MAX_QUERY_NODES:
+            raise SqlError(f"the query is too large: more than {MAX_QUERY_NODES:,} parts",
+                           hint="split it into several daggers, or use IN (...) for long lists of values")
+
+
+def parse_condition(text: str) -> exp.Expression:
+    """Return the AST of a Spark SQL condition (a transformer's ``where``), checked as a query's: bounded,
+    no script transform, no function outside Dagger SQL's. Raises SqlError."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise SqlError(f"the condition is longer than {MAX_QUERY_CHARS // 1024} KiB")
+    try:
+        tree = sqlglot.parse_one(text, read=READ_DIALECT)
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        raise SqlError(f"cannot read the condition {text[:200]!r}: {first.get('description', exc)}") from None
+    except (TokenError, RecursionError):
+        raise SqlError(f"cannot read the condition {text[:200]!r}: nested too deep or not SQL") from None
+    _check_size(tree)
+    check_escapes(tree)
+    return tree
+
+
 def parse(text: str) -> exp.Query:
     """Return the AST of one SELECT statement (optionally with UNION ALL).
 
-    Raises SqlError with the line and column of the first problem.
+    Raises SqlError with the line and column of the first problem, for a query longer than
+    :data:`MAX_QUERY_CHARS` or larger than :data:`MAX_QUERY_NODES`, and for a script transform.
     """
     if not text.strip():
         raise SqlError("the query is empty", line=1, col=1)
+    if len(text) > MAX_QUERY_CHARS:
+        raise SqlError(f"the query is longer than {MAX_QUERY_CHARS // 1024} KiB",
+                       hint="split it into several daggers, or use IN (...) for long lists of values")
     try:
         tokens = sqlglot.tokenize(text, read=READ_DIALECT)
         _trailing_comma(tokens)
         _window_tvf(tokens)
         trees = sqlglot.parse(text, read=READ_DIALECT)
+    except RecursionError:
+        raise SqlError("the query is nested too deep") from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         desc = _TOKEN_RE.sub(lambda m: repr(m.group(1)), first.get("description", str(exc)))
@@ -87,4 +133,6 @@ def parse(text: str) -> exp.Query:
     if not isinstance(tree, exp.Query):
         line, col = position(tree)
         raise SqlError(f"a dagger query is a SELECT; found {tree.key.upper()}", line=line or 1, col=col or 1)
+    _check_size(tree)
+    check_escapes(tree)
     return tree

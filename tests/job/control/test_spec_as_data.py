@@ -227,3 +227,64 @@ def test_a_line_of_unclosed_references_is_read_in_linear_time(plane: dict[str, C
     v = plane["vera"].validate("a-jkt", text)
     assert not v.ok
     assert time.process_time() - started < 20  # linear: well under a second on a quiet machine
+
+
+def test_a_script_transform_is_refused_everywhere(plane: dict[str, ControlPlane]) -> None:
+    """A viewer's preview ran `TRANSFORM (...) USING 'sh -c ...'` in the server's Spark (an outside audit)."""
+    sql = "SELECT TRANSFORM(city_id) USING 'sh -c id' AS (x) FROM data_stream"
+    head, _, rest = bookings_spec("probe").partition("sql: |\n")
+    text = head + "sql: |\n  " + sql + "\n" + rest[rest.index("watermark_delay_ms"):]
+    v = plane["vera"].validate("a-jkt", text)
+    assert (v.ok, v.message, v.line, v.col) == (
+        False, "TRANSFORM ... USING runs a command: it is not available in Dagger SQL", 1, 18)
+    with pytest.raises(SqlError, match="TRANSFORM"):
+        plane["server"].preview_text("a-jkt", text)
+
+
+def test_a_transformer_condition_is_checked_as_sql(plane: dict[str, ControlPlane]) -> None:
+    where = "java_method('java.lang.System', 'getenv', 'PGPASSWORD') IS NOT NULL"
+    text = bookings_spec("probe").replace(
+        "    start_from: earliest\n",
+        f"    start_from: earliest\n    transformers:\n      - {{type: invalid_record_filter, where: \"{where}\"}}\n")
+    v = plane["vera"].validate("a-jkt", text)
+    assert not v.ok and "java_method is not available in Dagger SQL" in v.message, v
+    assert v.message.startswith("spec:11: streams[0].transformers[0].where: ")
+
+
+def test_big_or_deep_sql_is_refused_cheaply(plane: dict[str, ControlPlane]) -> None:
+    import time
+
+    wide = bookings_spec("probe").replace("WHERE status = 'COMPLETED'", "WHERE " + " OR ".join(["status = 'x'"] * 2000))
+    deep = bookings_spec("probe").replace("WHERE status = 'COMPLETED'", "WHERE " + "(" * 3000 + "1=1" + ")" * 3000)
+    started = time.process_time()
+    for text, message in ((wide, "the query is "), (deep, "the query is ")):
+        v = plane["vera"].validate("a-jkt", text)
+        assert not v.ok and v.message.startswith(message), v
+    assert time.process_time() - started < 20  # was 16 s of server CPU for the 2,000 ORs alone
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ("    consumer_config: {sasl.password: !!binary aHVudGVyMg==}\n", "binary"),
+    ("    consumer_config: {sasl.mechanism: !!python/object:os.system x}\n", "python/object:os.system")])
+def test_yaml_tags_are_refused(plane: dict[str, ControlPlane], value: str, field: str) -> None:
+    text = bookings_spec("probe").replace("    start_from: earliest\n", "    start_from: earliest\n" + value)
+    v = plane["vera"].validate("a-jkt", text)
+    assert not v.ok and f"the YAML tag {field!r} is not accepted" in v.message, v
+
+
+@pytest.mark.parametrize("extra", [
+    "spark_conf: {spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net: abc123}\n",
+    "spark_conf: {spark.hadoop.fs.azure.sas.c.acct.blob.core.windows.net: 'sv=1&sig=abc'}\n",
+])
+def test_secrets_in_settings_named_by_host_are_refused(plane: dict[str, ControlPlane], extra: str) -> None:
+    v = plane["vera"].validate("a-jkt", _with(extra))
+    assert not v.ok and "a secret in clear text would be stored" in v.message, v
+
+
+def test_a_header_with_a_literal_value_is_a_secret(plane: dict[str, ControlPlane]) -> None:
+    from job.check.secrets import find_clear_secrets
+
+    lookup = {"lookups": [{"headers": {"X-Auth": "s3cr3tvalue", "Content-Type": "application/json",
+                                       "X-Key": "${KEY}"}}]}
+    assert find_clear_secrets(lookup) == ["lookups[0].headers.X-Auth"]
+    assert find_clear_secrets({"bootstrap_servers": "SASL_SSL://u:hunter2@127.0.0.1:9092"}) == ["bootstrap_servers"]
