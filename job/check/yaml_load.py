@@ -9,6 +9,7 @@ any real spec uses.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -28,6 +29,10 @@ MAX_NODES = 20_000
 #: ``!!binary`` password would pass a check of strings and reach the model as bytes).
 _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
                                                            "timestamp", "merge"))
+
+
+#: Control characters a value may not hold (tab, newline and carriage return are text).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 class YamlError(SpecError):
@@ -74,6 +79,15 @@ class _BoundedLoader(yaml.SafeLoader):
         if node is not None and node.tag not in _PLAIN_TAGS:
             raise _Limit(f"the YAML tag {node.tag.removeprefix('tag:yaml.org,2002:')!r} is not accepted: a spec holds "
                          "only text, numbers, booleans, lists and mappings", node.start_mark)
+        if isinstance(node, yaml.ScalarNode) and _CONTROL_RE.search(node.value):
+            raise _Limit("a control character (such as \\0 or \\x1b) is not accepted in a value", node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise _Limit(f"the key {key.value[:100]!r} is given twice in one mapping", key.start_mark)
+                    seen.add(key.value)
         return node  # type: ignore[no-any-return]
 
 
@@ -119,6 +133,8 @@ def construct(node: yaml.Node | None, source: str = "spec") -> Any:
     loader = _BoundedLoader("")
     try:
         return loader.construct_document(node)
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise YamlError(f"{source}: not valid YAML: {str(exc).splitlines()[0][:200]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise YamlError(f"{_where(source, mark)}: not valid YAML: {getattr(exc, 'problem', exc)}",

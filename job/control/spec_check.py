@@ -75,6 +75,17 @@ def _deferred(spec: DaggerSpec, references: list[str]) -> list[str]:
 
 
 def check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> CheckedSpec:
+    """Check spec ``text`` as data (see :func:`_check_spec`); a query nested too deep for the translator
+    is a SqlError, not a RecursionError."""
+    from job.errors import SqlError
+
+    try:
+        return _check_spec(text, cluster, source)
+    except RecursionError:
+        raise SqlError("the query is nested too deep") from None
+
+
+def _check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> CheckedSpec:
     """Check spec ``text`` as data for a cluster whose variables are ``cluster`` (``DAGGERS_BOOTSTRAP``,
     ``DAGGERS_INFLUX``; other keys are ignored).
 

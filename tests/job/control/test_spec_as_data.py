@@ -288,3 +288,15 @@ def test_a_header_with_a_literal_value_is_a_secret(plane: dict[str, ControlPlane
                                        "X-Key": "${KEY}"}}]}
     assert find_clear_secrets(lookup) == ["lookups[0].headers.X-Auth"]
     assert find_clear_secrets({"bootstrap_servers": "SASL_SSL://u:hunter2@127.0.0.1:9092"}) == ["bootstrap_servers"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("watermark_delay_ms: 10000", "watermark_delay_ms: " + "9" * 5000), "spec: not valid YAML: Exceeds the limit"),
+    (("name: probe\n", "name: probe\nname: other\n"), "spec:2:1: the key 'name' is given twice in one mapping"),
+    (("group: dagger-probe", 'group: "a\\0b"'), "spec:8:12: a control character"),
+    (("WHERE status = 'COMPLETED'", "WHERE " + "lower(" * 400 + "status" + ")" * 400 + " = 'x'"), "the query is nested too deep"),
+])
+def test_odd_input_is_a_clear_error_not_a_500(plane: dict[str, ControlPlane], change: tuple[str, str],
+                                               message: str) -> None:
+    v = plane["vera"].validate("a-jkt", bookings_spec("probe").replace(*change))
+    assert not v.ok and v.message.startswith(message), v
