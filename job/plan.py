@@ -74,10 +74,13 @@ PINNED_ENGINE = "engine.json"
 ENGINE_FEATURES = {
     "s2_keys": "int64",  # S2 cells pushed into the source are 64-bit keys, not text
     "group_keys": "window_last",  # a GROUP BY's window is the last part of the state key, see job.sql.rewrite
+    # DistinctCount's state is one sorted byte array (job.jvm), not collect_set's array: see
+    # job.sql.rewrite.rewrite_distinct_count_bytes
+    "distinct_count": "sorted_bytes",
 }
 # What a checkpoint ran with before a feature was pinned: a checkpoint with no engine.json (started before
 # any was pinned), and a feature missing from an engine.json written before that feature existed.
-_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written"}
+_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written", "distinct_count": "collect_set"}
 
 
 def engine_features(checkpoint: Path) -> dict[str, str]:
@@ -184,7 +187,8 @@ def translate_spec(spec: DaggerSpec, tables: dict[str, dict[str, str]], udfs: di
     """Return the translation of the spec's SQL over ``tables``, with its lookups checked against the
     query's columns. Pure. Raises SqlError (the query) or SpecError (a lookup's columns)."""
     translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
-                            window_keys_last=features["group_keys"] == "window_last")
+                            window_keys_last=features["group_keys"] == "window_last",
+                            distinct_bytes=features["distinct_count"] == "sorted_bytes")
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups
 

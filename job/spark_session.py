@@ -14,6 +14,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from job import jvm as jvm_functions
 from job import jvm_archive, scratch
 from job.errors import debug_enabled
 
@@ -81,6 +82,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         # Skips a read before every write that only keeps the numRowsTotal metric exact.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         **(extra or {}),
+        # the functions that run in the JVM (job.jvm: DistinctCount), registered by register_functions
+        **jvm_functions.spark_conf(extra),
     }
     if "spark.local.dir" not in conf and not os.environ.get("SPARK_LOCAL_DIRS"):
         # RocksDB's working copies, shuffle blocks: in a folder of this process's, which the next session

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
 
+from job import jvm as jvm_functions
 from job import worker_heap
 from job.functions.feature_rows import FEATURE_ROWS_TYPE, FEATURE_ROWS_UDF, feature_rows_arrow
 from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
@@ -250,6 +251,7 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
         spark.udf.register(name, arrow_udf(settling(fn), returns))
+    jvm_functions.register(spark)  # DistinctCount's aggregate (job.jvm), when the session has its jar
     for name, fn in dart_functions(dart_store).items():
         spark.udf.register(name, arrow_udf(settling(fn), DART_UDFS[name]))
     for name, fn in schema_functions(descriptor_set_b64).items():

@@ -11,8 +11,10 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from job.errors import SqlError
+from job.jvm import DISTINCT_COUNT
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
 from job.sql.flink import FLINK_REWRITES
+from job.sql.infer import INTEGERS, STRINGS, infer
 from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
 from job.sql.parse import position
 from job.sql.values import VALUE_REWRITES
@@ -126,6 +128,48 @@ def rewrite_distinct_count(tree: exp.Expression) -> exp.Expression:
                 raise SqlError("DistinctCount takes one argument", line=line, col=col)
             inner = exp.Anonymous(this="collect_set", expressions=[node.expressions[0].copy()])
             return exp.Anonymous(this="size", expressions=[inner])
+        return node
+
+    return tree.transform(visit)
+
+
+#: The types whose values DistinctCount's byte aggregate compares by their bytes: a string by its UTF-8 bytes,
+#: the others by the text CAST(x AS STRING) gives, which tells apart every two values of these types.
+_BYTES_AS_IS = STRINGS
+_BYTES_AS_TEXT = (*INTEGERS, exp.DataType.Type.BOOLEAN, exp.DataType.Type.DATE, exp.DataType.Type.DECIMAL)
+
+
+def distinct_count_input(x: exp.Expression) -> exp.Expression | None:
+    """Return the binary value :data:`job.jvm.DISTINCT_COUNT` counts for ``x``, or None when ``x``'s type is
+    not known or is one whose text does not tell every two values apart as ``collect_set`` does (floating
+    point: -0.0 and 0.0; timestamps: local times repeat when clocks go back; binary, arrays, structs)."""
+    kind = infer(x)
+    if kind is None:
+        return None
+    if kind.this in _BYTES_AS_IS:
+        return exp.Cast(this=x.copy(), to=exp.DataType.build("BINARY"))
+    if kind.this in _BYTES_AS_TEXT:
+        text = exp.Cast(this=x.copy(), to=exp.DataType.build("STRING"))
+        return exp.Cast(this=text, to=exp.DataType.build("BINARY"))
+    return None
+
+
+def rewrite_distinct_count_bytes(tree: exp.Expression) -> exp.Expression:
+    """``size(collect_set(x))`` (what :func:`rewrite_distinct_count` makes of ``DistinctCount(x)``) →
+    ``dagger_distinct_count(CAST(x AS BINARY))`` for a string ``x`` (and for an integer, boolean, date or
+    DECIMAL ``x``, the bytes of its text): the same count, from an aggregate whose state is one sorted byte
+    array of the distinct values (:mod:`job.jvm`), which a micro-batch merges in one pass, where
+    ``collect_set``'s was rebuilt as a hash set of the whole window for every key the batch touched.
+    Other types keep ``collect_set``. Apply after :func:`to_spark`: ``x`` is then what ``collect_set`` reads.
+    The state's layout is not ``collect_set``'s: a checkpoint keeps the one it was started with (the engine
+    feature ``distinct_count``, :func:`job.plan.engine_features`)."""
+    def visit(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and fname(node) == "SIZE" and len(node.expressions) == 1:
+            inner = node.expressions[0]
+            if isinstance(inner, exp.Anonymous) and fname(inner) == "COLLECT_SET" and len(inner.expressions) == 1:
+                value = distinct_count_input(inner.expressions[0])
+                if value is not None:
+                    return exp.Anonymous(this=DISTINCT_COUNT, expressions=[value])
         return node
 
     return tree.transform(visit)

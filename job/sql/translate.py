@@ -13,7 +13,15 @@ from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
-from job.sql.rewrite import add_watermark_barrier, fname, put_window_keys_last, render, to_spark, window_args
+from job.sql.rewrite import (
+    add_watermark_barrier,
+    fname,
+    put_window_keys_last,
+    render,
+    rewrite_distinct_count_bytes,
+    to_spark,
+    window_args,
+)
 
 
 @dataclass(frozen=True)
@@ -40,13 +48,14 @@ class Translation:
 
 def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
               udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True,
-              window_keys_last: bool = True) -> Translation:
+              window_keys_last: bool = True, distinct_bytes: bool = True) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
     Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
 
     ``udfs`` are the dagger's own functions (lower-case name → description, see
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
     :func:`job.sql.pushdown.push_down_s2`. ``window_keys_last``: see :func:`job.sql.rewrite.put_window_keys_last`.
+    ``distinct_bytes``: see :func:`job.sql.rewrite.rewrite_distinct_count_bytes`.
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -63,6 +72,8 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     window = validate.group_window(select) if select is not None else None
     pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
     spark = add_watermark_barrier(to_spark(pushed, udfs), set(tables))
+    if distinct_bytes:
+        spark = rewrite_distinct_count_bytes(spark)
     if window_keys_last:
         spark = put_window_keys_last(spark)
     validate.check_spark_functions(spark)

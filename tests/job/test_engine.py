@@ -95,18 +95,27 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
-@pytest.mark.parametrize(("pinned", "derived", "resumed_features"), [
-    # the first engine: S2 text keys, the window first, no engine.json
-    (None, "s2id", {"s2_keys": "string", "group_keys": "as_written"}),
+_SETS = {"distinct_count": "collect_set"}
+_WINDOW_FIRST = "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status"
+
+
+@pytest.mark.parametrize(("pinned", "derived", "resumed_features", "group_by"), [
+    # the first engine: S2 text keys, the window first, DistinctCount a collect_set, no engine.json
+    (None, "s2id", {"s2_keys": "string", "group_keys": "as_written", **_SETS}, _WINDOW_FIRST),
     # the engine that pinned 64-bit S2 keys, before the window went last in the state key
-    ('{"s2_keys": "int64"}', "s2cell", {"s2_keys": "int64", "group_keys": "as_written"}),
+    ('{"s2_keys": "int64"}', "s2cell", {"s2_keys": "int64", "group_keys": "as_written", **_SETS}, _WINDOW_FIRST),
+    # the engine before DistinctCount's state was one sorted byte array (job.jvm)
+    ('{"s2_keys": "int64", "group_keys": "window_last"}', "s2cell",
+     {"s2_keys": "int64", "group_keys": "window_last", **_SETS},
+     "GROUP BY __dagger_s2_lat_long_13, driver_status, window(rowtime, '60 seconds')"),
 ])
 def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  # type: ignore[no-untyped-def]
         spark, tansu_broker, influxdb, tmp_path, pinned: str | None, derived: str,
-        resumed_features: dict[str, str]) -> None:
-    """Window state started by an older engine (S2 cells keyed on their text or the window first in the
-    state key) is resumed with that layout, so the open windows' state is read, not refused; the totals
-    across the restart are exact. A fresh checkpoint gets the current layout and pins it."""
+        resumed_features: dict[str, str], group_by: str) -> None:
+    """Window state started by an older engine (S2 cells keyed on their text, the window first in the
+    state key, DistinctCount's collect_set) is resumed with that layout, so the open windows' state is read,
+    not refused; the totals across the restart are exact. A fresh checkpoint gets the current layout and
+    pins it."""
     from job.plan import ENGINE_FEATURES, PINNED_ENGINE
     from tests.services import BrokerHandle
 
@@ -116,7 +125,10 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
     spec, _ = make_spec(name=unique("upgrade"), bootstrap=broker.bootstrap, topic=topic,
                         proto_class="daggers.events.DriverLocationPing", sql=DRIVERS_SQL, influx_url=influxdb.url,
                         db=db, measurement="m", checkpoint=checkpoint, max_records_per_batch=3000)
-    assert plan(spec, tmp_path).features == ENGINE_FEATURES == {"s2_keys": "int64", "group_keys": "window_last"}
+    fresh = plan(spec, tmp_path)
+    assert fresh.features == ENGINE_FEATURES == {"s2_keys": "int64", "group_keys": "window_last",
+                                                 "distinct_count": "sorted_bytes"}
+    assert "dagger_distinct_count(CAST(driver_id AS BINARY)) AS drivers" in fresh.translation.spark_sql
     first = generate("driver_location", 3000, seed=21, start=T0, duration_s=300, drivers=150)
     produce(broker.bootstrap, topic, [first], progress=False)
     checkpoint.mkdir()
@@ -124,8 +136,8 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
     (checkpoint / PINNED_ENGINE).write_text(older)  # as the older engine ran it
     old = plan(spec, tmp_path)
     assert old.streams[0].source.derived == [["__dagger_s2_lat_long_13", derived, "lat", "long", 13]]
-    assert old.translation.spark_sql.endswith("GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, "
-                                              "driver_status")
+    assert old.translation.spark_sql.endswith(group_by)
+    assert "size(collect_set(driver_id)) AS drivers" in old.translation.spark_sql
     run_foreground(old, available_now=True, spark=spark)
     if pinned is None:
         (checkpoint / PINNED_ENGINE).unlink()  # the first engine wrote no such file
