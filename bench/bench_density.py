@@ -44,6 +44,7 @@ import dataclasses
 import functools
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -356,6 +357,7 @@ class Step:
     failed: list[str] = field(default_factory=list)
     failed_error: str = ""
     heavy_offered: float = 0.0  # events/s offered to the heavy dagger (--heavy-rate; 0 without one)
+    run: int = 1  # which of the --runs rounds
 
 
 class Sampler:
@@ -852,6 +854,30 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
 # --------------------------------------------------------------------------- report
 
 
+def runs_summary(steps: list[Step]) -> list[str]:
+    """One line per mode and N run more than once (``--runs``): the median and the worst (highest) of the light
+    daggers' worst p99, the heavy dagger's p99 and the mean PSS, and the heavy dagger's events/s (worst: lowest)."""
+    groups: dict[tuple[str, int], list[Step]] = {}
+    for step in steps:
+        if step.ran:
+            groups.setdefault((step.mode, step.n), []).append(step)
+    lines = []
+    for (mode, n), group in groups.items():
+        if len(group) < 2:
+            continue
+        parts = []
+        for what, values, low_worst in (
+                ("light p99 max", [s.light_p99_max_s for s in group], False),
+                ("heavy p99", [s.heavy_p99_s for s in group], False),
+                ("heavy events/s", [s.heavy_rate for s in group], True),
+                ("PSS MB", [s.pss_mb for s in group], False)):
+            known = [float("inf") if v is None else float(v) for v in values]
+            worst = min(known) if low_worst else max(known)
+            parts.append(f"{what} median {statistics.median(known):,.1f} worst {worst:,.1f}")
+        lines.append(f"{mode} N={n}, {len(group)} runs: " + "; ".join(parts))
+    return lines
+
+
 def marginal_mb(steps: list[Step], mode: str, attr: str = "rss_mb") -> float | None:
     """Least-squares slope of total RSS (or ``pss_mb``) over N for ``mode`` (MB per extra light dagger)."""
     pts = [(float(s.n), float(getattr(s, attr))) for s in steps if s.mode == mode and s.ran]
@@ -1104,6 +1130,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--slice-s", type=float, default=0.0,
                     help="also report the measured span in slices of this many seconds (a long run: does memory "
                          "grow, does latency drift?); 0: no slices")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="run every step this many times (in turn) and report the median and the worst of each figure; "
+                         "every run must pass")
+    ap.add_argument("--mem-goal-mb", type=float, default=None,
+                    help="a step fails when its mean PSS (all the daggers' processes) is over this (default: only "
+                         "--mem-cap-gb)")
+    ap.add_argument("--heavy-goal-s", type=float, default=verdict.HEAVY_P99_GOAL_S,
+                    help="a step fails when the heavy dagger's p99 is over this many seconds")
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
     args = ap.parse_args(argv)
@@ -1133,18 +1167,21 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps({"args": vars(args), "machine": machine(),
                                    "steps": [dataclasses.asdict(s) for s in steps],
                                    "marginal_mb": {m: marginal_mb(steps, m) for m in modes},
-                                   "marginal_pss_mb": {m: marginal_mb(steps, m, "pss_mb") for m in modes}}, indent=1))
+                                   "marginal_pss_mb": {m: marginal_mb(steps, m, "pss_mb") for m in modes},
+                                   "summary": runs_summary(steps)}, indent=1))
 
     try:
         with local_stack(folder / "stack", args.broker) as stack:
             from job.stack.influx import create_database
 
             create_database(stack.url, DB)
-            for mode in modes:
-                for n in counts:
+            for round_ in range(1, args.runs + 1):
+                for mode, n in [(m, c) for m in modes for c in counts]:
                     step = run_step(mode, n, stack, folder, args, per_dagger_gb)
+                    step.run = round_
                     steps.append(step)
-                    print(f"  {mode} N={n}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
+                    which = f" (run {round_} of {args.runs})" if args.runs > 1 else ""
+                    print(f"  {mode} N={n}{which}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
                           f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores "
                           f"{step.cores_by_kind}, {step.batches_per_s:.1f} batches/s, "
                           f"{step.core_ms_per_batch:.0f} core-ms/batch, light p99 max "
@@ -1163,13 +1200,16 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
     print(table(steps))
+    for line in runs_summary(steps):
+        print(line)
     save()
     if args.record and steps:
         plot_path = ROOT / "docs" / "bench" / f"density-{stamp}.png"
         plot(steps, plot_path)
         record(steps, args, stamp, plot_path, argv)
     print(f"results: {out}")
-    failed = verdict.density_failures([dataclasses.asdict(s) for s in steps])
+    failed = verdict.density_failures([dataclasses.asdict(s) for s in steps], mem_cap_mb=args.mem_cap_gb * 1024,
+                                      mem_goal_mb=args.mem_goal_mb, heavy_goal_s=args.heavy_goal_s)
     if failed:
         print("BENCHMARK FAILED: " + "; ".join(failed), file=sys.stderr)
         return 1

@@ -14,7 +14,8 @@ HISTORY = ROOT / "bench" / "results" / "history.md"
 #: How the history links a plot under docs/bench/ (relative to the history's folder).
 PLOT_LINK = "../../docs/bench/"
 TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka, protobuf, s2sphere)",
-          "sparkudf": "PySpark, per-row Python UDF (s2sphere)", "quix": "Quix Streams 3.28 (group_by + tumbling window)"}
+          "sparkudf": "PySpark, per-row Python UDF (s2sphere)", "quix": "Quix Streams 3.28 (group_by + tumbling window)",
+          "baseline": "Daggers, --baseline engine features pinned"}
 
 
 def machine() -> str:
@@ -95,6 +96,22 @@ def _pss(d: dict[str, Any]) -> str:
     return f" (PSS: driver {d['driver_peak_pss_mb']:.0f}, workers {d['worker_peak_pss_mb']:.0f} MB)"
 
 
+def summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per runner run more than once (``bench/run.py --runs``): the median and the worst of its figures."""
+    units = {"events_per_s": ("events/s", ",.0f"), "cpu_us_per_event": ("CPU µs/event", ".2f"),
+             "delay_p99_s": ("watermark → InfluxDB p99 s", ".2f"), "batch_ms_p99": ("batch p99 ms", ",.0f"),
+             "input_rows_per_s": ("input rows/s", ",.0f")}
+    lines = []
+    for runner, figures in summary.items():
+        runs = max((f["runs"] for f in figures.values()), default=0)
+        if runs < 2:
+            continue
+        parts = [f"{units[k][0]} median {f['median']:{units[k][1]}} worst {f['worst']:{units[k][1]}}"
+                 for k, f in figures.items() if k in units]
+        lines.append(f"{runner}, {runs} runs: " + "; ".join(parts))
+    return lines
+
+
 def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} s"
 
@@ -103,15 +120,19 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for key, entry in results["workloads"].items():
         runs = entry.get("runs", {})
-        engine = runs.get("engine", {})
         for name, d in runs.items():
             ratio = ""
-            if name != "engine" and d.get("events_per_s") and engine.get("events_per_s"):
+            # a repeated run (--runs) against the engine's run of its round: baseline_2 against engine_2
+            number = name.rpartition("_")[2] if _family(name) != name else ""
+            engine = runs.get(f"engine_{number}", {}) if number else runs.get("engine", {})
+            if _family(name) != "engine" and d.get("events_per_s") and engine.get("events_per_s"):
                 ratio = f"{engine['events_per_s'] / d['events_per_s']:.1f}x"
                 if d.get("cpu_us_per_event") and engine.get("cpu_us_per_event"):
                     ratio += f" (CPU/event: {d['cpu_us_per_event'] / engine['cpu_us_per_event']:.1f}x)"
             steady = f" ({d['steady_events_per_s']:,.0f} after batch 1)" if d.get("steady_events_per_s") else ""
-            rows.append([f"({key})", TITLES.get(name, name), f"{d.get('events', 0):,}",
+            title = TITLES.get(name) or (f"{TITLES.get(_family(name), _family(name))} (run {name.rpartition('_')[2]})"
+                                         if _family(name) != name else name)
+            rows.append([f"({key})", title, f"{d.get('events', 0):,}",
                          f"{d.get('events_per_s', 0):,.0f}{steady}", ratio, f"{d.get('startup_s', 0):.0f}",
                          f"{d.get('driver_peak_mb', 0):,.0f}", f"{d.get('worker_peak_mb', 0):,.0f}",
                          f"{d.get('job_cores', 0):.2f}", f"{d.get('cpu_us_per_event', 0):.1f}",
@@ -119,6 +140,11 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
                          f"{d.get('influx_cores', 0):.2f}", d.get("check", ""),
                          f"{_load(d.get('load_before'))} → {_load(d.get('load_after'))}"])
     return rows
+
+
+def _family(label: str) -> str:
+    name, _, number = label.rpartition("_")
+    return name if name and number.isdigit() else label
 
 
 HEAD = ["workload", "runner", "events", "events/s", "Daggers is", "startup s", "driver MB", "workers MB",
@@ -130,8 +156,9 @@ def table(results: dict[str, Any]) -> str:
     lines = [" | ".join(HEAD)]
     lines += [" | ".join(r) for r in _rows(results)]
     for key, entry in results["workloads"].items():
-        if "live" in entry:
-            lines.append(f"({key}) " + live_line(entry["live"]))
+        lives = entry.get("lives") or ({"engine": entry["live"]} if "live" in entry else {})
+        for label, live in lives.items():
+            lines.append(f"({key}) " + ("" if len(lives) == 1 else f"{label}: ") + live_line(live))
         comps = entry.get("components", {})
         for name, st in (comps.get("stages") or {}).items():
             lines.append(f"({key}) component {name}: {st['rows']:,} rows in {st['seconds']:.3f} s = "

@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -296,14 +297,32 @@ def _resources(res: RunResult, sampler: TreeSampler, t0: float, t1: float) -> No
     res.influx_cores = sampler.extra_cores("influxdb", t0, t1)
 
 
-def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace) -> RunResult:
-    """Run the dagger over the pre-loaded topic until every expected point is in InfluxDB."""
-    res = RunResult("engine", load_before=load_average())
-    spec = write_spec(w, stack, loaded.topic, folder, runner="engine", trigger_s=args.trigger_s,
-                      max_records=args.max_records, tag="pre", spark_conf=args.spark_conf,
+def pin_features(checkpoint: Path, features: dict[str, str] | None) -> None:
+    """Start the checkpoint with these engine features pinned (job.plan.ENGINE_FEATURES for the rest), as a
+    dagger started by an engine of that layout would have it: ``--baseline`` runs the engine as it was."""
+    if not features:
+        return
+    from job.plan import ENGINE_FEATURES, PINNED_ENGINE
+
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / PINNED_ENGINE).write_text(json.dumps({**ENGINE_FEATURES, **features}))
+
+
+def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
+               runner: str = "engine", features: dict[str, str] | None = None,
+               conf: list[str] | None = None) -> RunResult:
+    """Run the dagger over the pre-loaded topic until every expected point is in InfluxDB.
+
+    ``runner`` names the run (its measurement, checkpoint and log: runs of one topic must not share them);
+    ``features``: engine features pinned in its checkpoint (see :func:`pin_features`); ``conf``: Spark settings
+    (``KEY=VALUE``) of this run, after ``--spark-conf``."""
+    res = RunResult(runner, load_before=load_average())
+    spec = write_spec(w, stack, loaded.topic, folder, runner=runner, trigger_s=args.trigger_s,
+                      max_records=args.max_records, tag="pre", spark_conf=[*args.spark_conf, *(conf or [])],
                       close_promptly=not args.no_close_promptly)
-    status_path = folder / f"checkpoint-{w.key}-engine-pre" / "status.json"
-    log = folder / f"{w.key}-engine.log"
+    pin_features(folder / f"checkpoint-{w.key}-{runner}-pre", features)
+    status_path = folder / f"checkpoint-{w.key}-{runner}-pre" / "status.json"
+    log = folder / f"{w.key}-{runner}.log"
     started = time.time()
     proc = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
                   "--state-dir", str(folder / "state")], log, cores=args.cores)
@@ -328,7 +347,7 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
             written = sum(int(s.get("rows_written", 0)) for s in (st.get("sinks") or {}).values())
             if written >= want and time.time() - last_count_at > 0.5:
                 last_count_at = time.time()
-                if influx_read.count(stack.url, DB, w.measurement_for("engine"), field_name) >= want:
+                if influx_read.count(stack.url, DB, w.measurement_for(runner), field_name) >= want:
                     done_at = min(time.time(), float(st["updated_at"]))
                     break
         if proc.poll() is not None:
@@ -353,7 +372,7 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
         res.steady_events_per_s = rest / (done_at - first["updated_at"])
     _resources(res, sampler, first_start, done_at)
     res.load_after = load_average()
-    got = influx_read.points(stack.url, DB, w.measurement_for("engine"), w.fields, w.tags, w.time_epoch)
+    got = influx_read.points(stack.url, DB, w.measurement_for(runner), w.fields, w.tags, w.time_epoch)
     res.check = compare(loaded.expected, got, w)
     return res
 
@@ -548,19 +567,25 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
 
 
-def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) -> LiveResult:
-    """Start the dagger on an empty topic, stream ``--rate`` pings/s into it, and time each window."""
+def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, runner: str = "engine",
+             features: dict[str, str] | None = None, conf: list[str] | None = None) -> LiveResult:
+    """Start the dagger on an empty topic, stream ``--rate`` pings/s into it, and time each window.
+
+    ``runner`` names the run (its topic, measurement, checkpoint and logs); ``features``: engine features
+    pinned in its checkpoint (see :func:`pin_features`); ``conf``: Spark settings of this run, after
+    ``--spark-conf``."""
     from job.produce import ensure_topic
 
     live = LiveResult(args.rate, args.seconds, load_before=load_average())
-    topic = f"bench-{w.key}-live-{int(time.time())}"
+    topic = f"bench-{w.key}-live-{runner}-{int(time.time())}"
     ensure_topic(stack.bootstrap, topic, 4)
-    spec = write_spec(w, stack, topic, folder, runner="engine", trigger_s=args.live_trigger_s,
-                      max_records=args.max_records, tag="live", spark_conf=args.spark_conf,
+    spec = write_spec(w, stack, topic, folder, runner=runner, trigger_s=args.live_trigger_s,
+                      max_records=args.max_records, tag="live", spark_conf=[*args.spark_conf, *(conf or [])],
                       close_promptly=not args.no_close_promptly)
-    status_path = folder / f"checkpoint-{w.key}-engine-live" / "status.json"
-    measurement = w.measurement_for("engine") + "_live"
-    spec.write_text(spec.read_text().replace(f"measurement: {w.measurement_for('engine')}",
+    pin_features(folder / f"checkpoint-{w.key}-{runner}-live", features)
+    status_path = folder / f"checkpoint-{w.key}-{runner}-live" / "status.json"
+    measurement = w.measurement_for(runner) + "_live"
+    spec.write_text(spec.read_text().replace(f"measurement: {w.measurement_for(runner)}",
                                              f"measurement: {measurement}"))
     # A few old pings first: the job is warm (Spark up, Python workers started) once it has read them.
     from job.produce import produce
@@ -568,7 +593,7 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
     warmup = w.make(WARMUP_EVENTS, args.seed + 1, datetime.fromtimestamp(time.time() - 300, UTC), 100.0)
     produce(stack.bootstrap, topic, warmup, progress=False)
     job = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
-                 "--state-dir", str(folder / "state")], folder / f"{w.key}-engine-live.log", cores=args.cores)
+                 "--state-dir", str(folder / "state")], folder / f"{w.key}-{runner}-live.log", cores=args.cores)
     sampler = TreeSampler(job.pid, extra=stack.pids(), interval_s=1.0).start()
     ready_by = time.time() + args.engine_timeout
     while time.time() < ready_by and job.poll() is None:
@@ -578,12 +603,12 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
     else:
         sampler.stop()
         stop(job)
-        live.note = f"the job did not start: {tail(folder / f'{w.key}-engine-live.log', 8)}"
+        live.note = f"the job did not start: {tail(folder / f'{w.key}-{runner}-live.log', 8)}"
         return live
-    feed_out = folder / "feeder.json"
+    feed_out = folder / f"feeder-{runner}.json"
     feeder = spawn([PYTHON, str(ROOT / "bench/feeder.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
                     "--rate", str(int(args.rate)), "--seconds", str(args.seconds), "--out", str(feed_out)],
-                   folder / "feeder.log")
+                   folder / f"feeder-{runner}.log")
     sampler.extra["feeder"] = feeder.pid
     arrivals: dict[int, list[tuple[float, int]]] = {}
     batches: list[dict[str, Any]] = []
@@ -643,11 +668,11 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace) 
         stop(feeder, 10)
         if job.poll() is not None:  # it exited by itself: a crash, not a result
             live.job_exit = job.returncode
-            live.job_error = " | ".join(tail(folder / f"{w.key}-engine-live.log", 2).splitlines())[-400:]
+            live.job_error = " | ".join(tail(folder / f"{w.key}-{runner}-live.log", 2).splitlines())[-400:]
         stop(job)
     info = _feeder_info(feed_out)
     if not info or not info["sent_at"]:
-        live.note = f"the feeder sent nothing: {tail(folder / 'feeder.log', 5)}"
+        live.note = f"the feeder sent nothing: {tail(folder / f'feeder-{runner}.log', 5)}"
         return live
     chunks = info["sent_at"]
     live.feeder_rate = len(chunks) * info["rate"] / max(1e-9, chunks[-1][2] - chunks[0][1])
@@ -795,12 +820,95 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-close-promptly", action="store_true",
                     help="run the engine with close_windows_promptly: false (Spark closes a window in the next full "
                          "micro-batch; for comparison)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="make each engine run (pre-loaded and live) this many times and report the median and the "
+                         "worst; the pre-loaded topic is produced once, every run must pass")
+    ap.add_argument("--features", action="append", default=[], metavar="FEATURE=VALUE",
+                    help="pin this engine feature (job.plan.ENGINE_FEATURES) in the engine's checkpoints; repeatable")
+    ap.add_argument("--baseline", action="append", default=[], metavar="FEATURE=VALUE",
+                    help="also run the engine with this feature pinned (e.g. distinct_count=collect_set: the layout "
+                         "before), alternating with the engine run by run, on the same topic; repeatable")
+    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="also run the engine with this Spark setting (after --spark-conf), alternating with the "
+                         "engine run by run; with --baseline, that run has both; repeatable")
+    ap.add_argument("--live-goal-s", type=float, default=verdict.LIVE_P99_GOAL_S,
+                    help="the live run fails when its watermark → InfluxDB p99 is over this many seconds")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
     ap.add_argument("--record", action="store_true", help="append the results to bench/results/history.md with a plot")
     args = ap.parse_args(argv)
     args.slots = args.slots or args.cores
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    try:
+        engine_runs(args)  # a bad --features or --baseline fails here, before anything starts
+    except ValueError as exc:
+        ap.error(str(exc))
     return args
+
+
+def _features(items: list[str], option: str) -> dict[str, str]:
+    """``["k=v", ...]`` → ``{k: v}``; raise ValueError naming the option for an item without ``=`` or with a
+    feature the engine does not have."""
+    from job.plan import ENGINE_FEATURES
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in ENGINE_FEATURES:
+            raise ValueError(f"{option} {item!r}: give FEATURE=VALUE with FEATURE one of {', '.join(ENGINE_FEATURES)}")
+        out[name] = value
+    return out
+
+
+EngineRun = tuple[str, dict[str, str] | None, list[str]]
+
+
+def engine_runs(args: argparse.Namespace) -> list[EngineRun]:
+    """Return the engine runs to make, in order, as (label, pinned features, Spark settings): ``--runs`` rounds
+    of the engine (``--features``) and, with ``--baseline`` or ``--baseline-conf``, of the engine with those
+    features pinned and those settings, alternating so that both see the machine alike. Labels: ``engine``,
+    ``baseline``, then ``engine_2``, ``baseline_2``, ..."""
+    features = _features(args.features, "--features") or None
+    baseline = {**(features or {}), **_features(args.baseline, "--baseline")} or None
+    kinds: list[tuple[str, dict[str, str] | None, list[str]]] = [("engine", features, [])]
+    if args.baseline or args.baseline_conf:
+        kinds.append(("baseline", baseline, list(args.baseline_conf)))
+    return [(name if i == 0 else f"{name}_{i + 1}", pinned, conf) for i in range(args.runs)
+            for name, pinned, conf in kinds]
+
+
+def family(label: str) -> str:
+    """The runner a run's label belongs to: ``engine_2`` → ``engine``."""
+    name, _, number = label.rpartition("_")
+    return name if name and number.isdigit() else label
+
+
+def summarize(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per runner with more than one run (``--runs``), the median and the worst of its figures: events/s (worst:
+    the lowest), CPU µs an event and, for live runs, the watermark → InfluxDB p99 and the batch p99 (worst:
+    the highest)."""
+    groups: dict[str, dict[str, list[float]]] = {}
+    for label, run in (entry.get("runs") or {}).items():
+        if run.get("events"):
+            g = groups.setdefault(family(label), {})
+            g.setdefault("events_per_s", []).append(float(run["events_per_s"]))
+            g.setdefault("cpu_us_per_event", []).append(float(run.get("cpu_us_per_event") or 0))
+    for label, live in (entry.get("lives") or {}).items():
+        g = groups.setdefault(f"{family(label)} live", {})
+        g.setdefault("delay_p99_s", []).append(float("inf") if live.get("delay_p99_s") is None
+                                               else float(live["delay_p99_s"]))
+        g.setdefault("batch_ms_p99", []).append(float(live.get("batch_ms_p99") or 0))
+        g.setdefault("input_rows_per_s", []).append(float(live.get("input_rows_per_s") or 0))
+        if live.get("input_rows_per_s") and live.get("job_cores"):
+            g.setdefault("cpu_us_per_event", []).append(1e6 * float(live["job_cores"]) / float(live["input_rows_per_s"]))
+    lowest_is_worst = {"events_per_s", "input_rows_per_s"}
+    out: dict[str, dict[str, Any]] = {}
+    for name, figures in groups.items():
+        out[name] = {k: {"runs": len(v), "median": statistics.median(v),
+                         "worst": min(v) if k in lowest_is_worst else max(v), "all": v}
+                     for k, v in figures.items()}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -814,7 +922,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"command": "python bench/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
                                "date": datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y"),
                                "machine": report.machine(), "cores": args.cores, "slots": args.slots, "broker": args.broker,
-                               "workloads": {}}
+                               "runs": args.runs, "live_goal_s": args.live_goal_s, "features": args.features,
+                               "baseline": args.baseline, "baseline_conf": args.baseline_conf, "workloads": {}}
     print(f"daggers bench: {results['machine']}; job on {args.cores} core(s); load {load_average()}", flush=True)
     try:
         with local_stack(folder / "stack", args.broker) as stack:
@@ -831,9 +940,12 @@ def main(argv: list[str] | None = None) -> int:
                     loaded = preload(w, stack, args.events or w.default_events, args.seed, args.partitions)
                     entry["events"] = loaded.events
                     entry["points"] = len(loaded.expected)
-                    engine = run_engine(w, stack, loaded, folder, args)
-                    entry["runs"] = {"engine": engine.__dict__}
-                    print("  " + report.run_line(engine), flush=True)
+                    entry["runs"] = {}
+                    for label, features, conf in engine_runs(args):
+                        engine = run_engine(w, stack, loaded, folder, args, runner=label, features=features,
+                                            conf=conf)
+                        entry["runs"][label] = engine.__dict__
+                        print("  " + report.run_line(engine), flush=True)
                     if key == "a":
                         flink_cache: dict[str, Any] = {}
                         for peer in peers:
@@ -846,10 +958,15 @@ def main(argv: list[str] | None = None) -> int:
                     if key == "a" and not args.no_components:
                         entry["components"] = run_components(stack, loaded.topic, folder, args)
                 if key == "a" and args.rate:
-                    print(f"workload ({key}) live at {args.rate:,.0f} events/s for {args.seconds} s", flush=True)
-                    live = run_live(w, stack, folder, args)
-                    entry["live"] = live.__dict__
-                    print("  " + report.live_line(live), flush=True)
+                    entry["lives"] = {}
+                    for label, features, conf in engine_runs(args):
+                        print(f"workload ({key}) live at {args.rate:,.0f} events/s for {args.seconds} s ({label})",
+                              flush=True)
+                        live = run_live(w, stack, folder, args, runner=label, features=features, conf=conf)
+                        entry["lives"][label] = live.__dict__
+                        entry.setdefault("live", live.__dict__)
+                        print("  " + report.live_line(live), flush=True)
+                entry["summary"] = summarize(entry)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -860,6 +977,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"kept {folder}")
     print(report.table(results))
+    for key, entry in results["workloads"].items():
+        for line in report.summary_lines(entry.get("summary") or {}):
+            print(f"({key}) {line}")
     failed = verdict.failures(results)
     results["failures"] = failed
     out_dir = ROOT / "bench" / "results"

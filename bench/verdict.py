@@ -10,12 +10,17 @@ A benchmark that quietly prints "0 events/s" or a wrong aggregate and exits 0 me
 and when its live run (``--rate``)
 
 * lost its dagger (the job exited before the harness stopped it), or wrote no window,
-* read fewer than ``KEEP_UP`` of the events per second the feeder offered (it fell behind), or
-* could not be offered the rate (the feeder fell behind: the run did not measure what it says).
+* read fewer than ``KEEP_UP`` of the events per second the feeder offered (it fell behind),
+* could not be offered the rate (the feeder fell behind: the run did not measure what it says), or
+* missed its goal: a watermark → InfluxDB p99 over ``--live-goal-s`` (:data:`LIVE_P99_GOAL_S`).
+
+With ``--runs N`` every run is judged: one run that misses fails the benchmark.
 
 A step of ``bench/bench_density.py`` fails when a dagger failed (at start or during the step), a dagger
 wrote no window the step could measure, or the heavy dagger read fewer than ``KEEP_UP`` of its offered
-rate. A step skipped because it would not fit in memory is reported, not failed.
+rate, or missed a goal it reports against: the heavy dagger's p99 over :data:`HEAVY_P99_GOAL_S`, or the
+step's memory (PSS of all its processes) over ``--mem-cap-gb``. A step skipped because it would not fit in
+memory is reported, not failed.
 
 A peer stopped at ``--peer-timeout`` is fine when every window it closed is equal; a peer that could not
 run here (``check`` "not run": e.g. no Quix virtualenv) is reported, not failed.
@@ -30,6 +35,10 @@ NOT_RUN = "not run"
 KEEP_UP = 0.9
 #: The start of a density step's note when the step was skipped for want of memory (not a failure).
 SKIPPED = "skipped:"
+#: The live run's goal: each window in InfluxDB within this many seconds of its watermark, p99 (README).
+LIVE_P99_GOAL_S = 5.0
+#: The heavy dagger's goal beside the light ones in a density step, p99 seconds (issue 8).
+HEAVY_P99_GOAL_S = 10.0
 
 
 def failures(results: dict[str, Any]) -> list[str]:
@@ -47,14 +56,21 @@ def failures(results: dict[str, Any]) -> list[str]:
                 out.append(f"{where}: a result other than the expected one: {check}")
             elif runner == "engine" and not run.get("complete"):
                 out.append(f"{where}: did not finish ({check})")
-        if entry.get("live"):
-            out.extend(f"workload ({key}), live: {why}" for why in live_failures(entry["live"]))
+        lives = entry.get("lives") or ({"engine": entry["live"]} if entry.get("live") else {})
+        goal = float(results.get("live_goal_s") or LIVE_P99_GOAL_S)
+        for label, live in lives.items():
+            where = f"workload ({key}), live" + ("" if label == "engine" and len(lives) == 1 else f" ({label})")
+            out.extend(f"{where}: {why}" for why in live_failures(live, goal))
     return out
 
 
-def live_failures(live: dict[str, Any]) -> list[str]:
-    """Return why a live run (``bench.run.LiveResult`` as a dict) is not a result: empty when it is one."""
+def live_failures(live: dict[str, Any], goal_s: float = LIVE_P99_GOAL_S) -> list[str]:
+    """Return why a live run (``bench.run.LiveResult`` as a dict) is not a result, or missed the p99 goal of
+    ``goal_s``: empty when it is a result that met it."""
     out = []
+    p99 = live.get("delay_p99_s")
+    if p99 is not None and float(p99) > goal_s:
+        out.append(f"watermark → InfluxDB p99 {float(p99):.2f} s, over the goal of {goal_s:g} s")
     rate = float(live.get("rate") or 0)
     offered = float(live.get("feeder_rate") or 0)
     if live.get("job_exit") is not None:
@@ -73,11 +89,15 @@ def live_failures(live: dict[str, Any]) -> list[str]:
     return out
 
 
-def density_failures(steps: list[dict[str, Any]]) -> list[str]:
-    """Return why the steps of a density run (``bench.bench_density.Step`` as dicts) are not results."""
+def density_failures(steps: list[dict[str, Any]], mem_cap_mb: float | None = None, mem_goal_mb: float | None = None,
+                     heavy_goal_s: float = HEAVY_P99_GOAL_S) -> list[str]:
+    """Return why the steps of a density run (``bench.bench_density.Step`` as dicts) are not results, or missed
+    a goal: the heavy dagger's p99 over ``heavy_goal_s``, a step's mean PSS over ``mem_cap_mb`` (the run's
+    ``--mem-cap-gb``) or ``mem_goal_mb``."""
     out = []
     for step in steps:
-        where = f"{step.get('mode')} N={step.get('n')}"
+        where = f"{step.get('mode')} N={step.get('n')}" + (f" (run {step['run']})" if int(step.get("run") or 1) > 1
+                                                          else "")
         note = str(step.get("note") or "").strip()
         if note.startswith(SKIPPED):
             continue
@@ -95,4 +115,11 @@ def density_failures(steps: list[dict[str, Any]]) -> list[str]:
         if offered and float(step.get("heavy_rate") or 0) < KEEP_UP * offered:
             out.append(f"{where}: the heavy dagger fell behind: it read {float(step.get('heavy_rate') or 0):,.0f} "
                        f"of the {offered:,.0f} events/s offered")
+        heavy = step.get("heavy_p99_s")  # None: it timed no window (a silent dagger, above)
+        if heavy is not None and float(heavy) > heavy_goal_s:
+            out.append(f"{where}: the heavy dagger's p99 {float(heavy):.1f} s, over the goal of {heavy_goal_s:g} s")
+        memory = float(step.get("pss_mb") or step.get("rss_mb") or 0)
+        for limit, what in ((mem_cap_mb, "cap (--mem-cap-gb)"), (mem_goal_mb, "goal (--mem-goal-mb)")):
+            if limit is not None and memory > limit:
+                out.append(f"{where}: {memory:,.0f} MB of memory (mean PSS), over the {what} of {limit:,.0f} MB")
     return out

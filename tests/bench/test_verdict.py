@@ -133,3 +133,84 @@ def test_a_dagger_seen_failed_mid_step_is_named_once_with_its_error(tmp_path: Pa
     note_failed(step, daggers, ["heavy"])
     note_failed(step, daggers, ["heavy"])  # seen again at the next check
     assert step.failed == ["heavy"] and step.failed_error == "Source error: no records from heavy-x[2]"
+
+
+# ---- goals (issue 50): a run that misses a goal it reports against fails ------------------------------------
+
+
+def test_a_live_run_over_its_p99_goal_fails_and_one_at_it_passes() -> None:
+    assert failures(_live(delay_p99_s=5.0)) == []
+    assert failures(_live(delay_p99_s=20.77)) == [
+        "workload (a), live: watermark → InfluxDB p99 20.77 s, over the goal of 5 s"]
+    run = _live(delay_p99_s=6.0)
+    run["live_goal_s"] = 8.0  # bench/run.py --live-goal-s
+    assert failures(run) == []
+
+
+def test_every_live_run_of_several_is_judged() -> None:
+    """The issue's three runs in a row: 20.77, 36.92 and 42.73 s; one run under the goal does not hide them."""
+    lives = {label: {**LIVE_OK, "delay_p99_s": p99} for label, p99 in
+             (("engine", 4.2), ("engine_2", 36.92), ("engine_3", 42.73))}
+    got = failures({"workloads": {"a": {"runs": {}, "live": lives["engine"], "lives": lives}}})
+    assert got == ["workload (a), live (engine_2): watermark → InfluxDB p99 36.92 s, over the goal of 5 s",
+                   "workload (a), live (engine_3): watermark → InfluxDB p99 42.73 s, over the goal of 5 s"]
+
+
+@pytest.mark.parametrize(("change", "kwargs", "failure"), [
+    ({"heavy_p99_s": 83.0}, {}, ["fused N=100: the heavy dagger's p99 83.0 s, over the goal of 10 s"]),
+    ({"pss_mb": 3_843.0}, {"mem_goal_mb": 2_099.0},
+     ["fused N=100: 3,843 MB of memory (mean PSS), over the goal (--mem-goal-mb) of 2,099 MB"]),
+    ({"pss_mb": 17_000.0}, {"mem_cap_mb": 16 * 1024.0},
+     ["fused N=100: 17,000 MB of memory (mean PSS), over the cap (--mem-cap-gb) of 16,384 MB"]),
+    ({"heavy_p99_s": 83.0, "run": 2}, {}, ["fused N=100 (run 2): the heavy dagger's p99 83.0 s, over the goal of 10 s"]),
+])
+def test_a_density_step_over_the_heavy_goal_or_its_memory_fails(change: dict, kwargs: dict, failure: list[str]) -> None:
+    """The issue's density run: heavy p99 83.0 s and 3,843 MB of PSS (2,099 MB published) exited 0."""
+    assert density_failures([{**STEP_OK, **change}], **kwargs) == failure
+
+
+def test_a_density_step_within_its_goals_passes() -> None:
+    step = {**STEP_OK, "heavy_p99_s": 3.7, "pss_mb": 2_314.0}
+    assert density_failures([step], mem_cap_mb=16 * 1024.0, mem_goal_mb=2_400.0) == []
+
+
+# ---- bench/run.py --runs and --baseline ----------------------------------------------------------------------
+
+
+def test_runs_alternate_the_engine_and_its_baseline() -> None:
+    from bench.run import engine_runs, parse_args
+
+    args = parse_args(["--runs", "3", "--baseline", "distinct_count=collect_set"])
+    sets = {"distinct_count": "collect_set"}
+    assert engine_runs(args) == [("engine", None, []), ("baseline", sets, []), ("engine_2", None, []),
+                                 ("baseline_2", sets, []), ("engine_3", None, []), ("baseline_3", sets, [])]
+    assert engine_runs(parse_args([])) == [("engine", None, [])]
+    conf = engine_runs(parse_args(["--baseline-conf", "k=v", "--features", "group_keys=as_written"]))
+    assert conf == [("engine", {"group_keys": "as_written"}, []), ("baseline", {"group_keys": "as_written"}, ["k=v"])]
+
+
+def test_a_feature_the_engine_does_not_have_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.run import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--baseline", "distinct_count"])
+    assert "--baseline 'distinct_count': give FEATURE=VALUE" in capsys.readouterr().err
+
+
+def test_the_summary_gives_the_median_and_the_worst_of_each_runner() -> None:
+    from bench.run import summarize
+
+    run = {"events": 6_001_000, "complete": True, "check": "equal"}
+    entry = {"runs": {"engine": {**run, "events_per_s": 100.0, "cpu_us_per_event": 8.0},
+                      "engine_2": {**run, "events_per_s": 90.0, "cpu_us_per_event": 9.0},
+                      "engine_3": {**run, "events_per_s": 120.0, "cpu_us_per_event": 7.0},
+                      "baseline": {**run, "events_per_s": 50.0, "cpu_us_per_event": 16.0}},
+             "lives": {"engine": {"delay_p99_s": 3.0, "batch_ms_p99": 900, "input_rows_per_s": 100_000.0,
+                                  "job_cores": 0.5},
+                       "engine_2": {"delay_p99_s": None, "batch_ms_p99": 0, "input_rows_per_s": 0.0}}}
+    got = summarize(entry)
+    assert {k: (v["median"], v["worst"]) for k, v in got["engine"].items()} == {
+        "events_per_s": (100.0, 90.0), "cpu_us_per_event": (8.0, 9.0)}
+    assert got["baseline"]["events_per_s"]["runs"] == 1
+    assert got["engine live"]["delay_p99_s"]["worst"] == float("inf")  # a run with no window is the worst
+    assert got["engine live"]["cpu_us_per_event"]["all"] == [5.0]
