@@ -81,6 +81,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Skips a read before every write that only keeps the numRowsTotal metric exact.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        # SELECT ... FROM text.`/path` reads a file: a dagger's query reads its streams only
+        "spark.sql.runSQLOnFiles": "false",
         **(extra or {}),
         # the functions that run in the JVM (job.jvm: DistinctCount), registered by register_functions
         **jvm_functions.spark_conf(extra),

@@ -120,6 +120,9 @@ def served_spec(checked: CheckedSpec, cluster: Mapping[str, str], what: str) -> 
     if checked.plan is None:
         raise SpecError(f"{what} on the server needs the SQL checked against the server's schemas; it checks "
                         "only where the dagger runs: " + "; ".join(checked.deferred), hint=_where_hint(what))
+    if any(d.startswith("the store of DartGet") for d in checked.deferred):
+        raise SpecError(f"sql: {what} on the server cannot read DartGet/DartContains collections (a store of the "
+                        "dagger's host)", hint=_where_hint(what))
     bootstrap = cluster.get("DAGGERS_BOOTSTRAP", "")
     for i, stream in enumerate(spec.streams):
         if _servers(stream.bootstrap_servers) != _servers(bootstrap):

@@ -106,7 +106,9 @@ class DartStore:
             now = self._clock()
             if entry is not None and len(entry.keys) and now - entry.fetched_at <= refresh_hours * 3600:
                 return entry
-            url = f"{self.url}/{kind}/{urllib.parse.quote(name)}"
+            if not name or name in (".", "..") or any(c in name for c in "/\\\0"):
+                raise FunctionError(f"{name!r} is not a collection name: a name holds no '/', '\\' or '..'")
+            url = f"{self.url}/{kind}/{urllib.parse.quote(name, safe='')}"
             try:
                 data = self._read(url)
                 self.reads += 1

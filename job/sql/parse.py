@@ -66,14 +66,41 @@ MAX_QUERY_CHARS = 32 * 1024
 MAX_QUERY_NODES = 3_000
 
 
+#: The largest literal ``sequence(a, b)`` span and ``repeat(s, n)`` count: one row must not fill the JVM's
+#: heap (sequence(1, 300000000) did, in a server's preview).
+MAX_SEQUENCE = 1_000_000
+MAX_REPEAT = 100_000
+
+
+def _literal_int(node: exp.Expression | None) -> int | None:
+    if isinstance(node, exp.Neg):
+        inner = _literal_int(node.this)
+        return -inner if inner is not None else None
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return int(float(node.this))
+        except (ValueError, OverflowError):
+            return None
+    return None
+
+
 def check_escapes(tree: exp.Expression) -> None:
     """Raise SqlError at a construct that reaches outside the query's rows: a script transform
-    (``TRANSFORM (...) USING 'command'``, Hive's MAP/REDUCE) runs a command on the host."""
+    (``TRANSFORM (...) USING 'command'``, Hive's MAP/REDUCE) runs a command on the host; and at a literal
+    ``sequence``/``repeat`` that would make one row larger than a JVM's heap."""
     for node in tree.walk():
+        line, col = position(node)
         if isinstance(node, exp.QueryTransform) or node.args.get("command_script") is not None:
-            line, col = position(node)
             raise SqlError("TRANSFORM ... USING runs a command: it is not available in Dagger SQL",
                            line=line, col=col, hint="write the expression in SQL, or as a udf_file function")
+        if isinstance(node, exp.GenerateSeries):
+            start, end = _literal_int(node.args.get("start")), _literal_int(node.args.get("end"))
+            if start is not None and end is not None and abs(end - start) > MAX_SEQUENCE:
+                raise SqlError(f"sequence() of more than {MAX_SEQUENCE:,} values", line=line, col=col)
+        if isinstance(node, exp.Repeat):
+            times = _literal_int(node.args.get("times"))
+            if times is not None and times > MAX_REPEAT:
+                raise SqlError(f"repeat() more than {MAX_REPEAT:,} times", line=line, col=col)
 
 
 def _check_size(tree: exp.Expression) -> None:
@@ -97,6 +124,10 @@ def parse_condition(text: str) -> exp.Expression:
         raise SqlError(f"cannot read the condition {text[:200]!r}: nested too deep or not SQL") from None
     _check_size(tree)
     check_escapes(tree)
+    sub = next(tree.find_all(exp.Select, exp.Table, exp.Subquery), None)
+    if sub is not None:
+        raise SqlError(f"the condition {text[:200]!r} reads a table or a query: a condition is on the record's "
+                       "own columns")
     return tree
 
 

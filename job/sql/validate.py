@@ -133,10 +133,24 @@ def cte_and_subquery_names(tree: exp.Expression) -> set[str]:
     return names
 
 
+_PLAIN_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
 def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
-    """Every table read must be one of the dagger's streams (or a CTE/subquery of the query)."""
+    """Every table read must be one of the dagger's streams (or a CTE/subquery of the query), named by a
+    plain name: ``text.`/etc/passwd``` (Spark reads a file for a qualified name it does not know, even
+    beside a CTE named after the path) is refused, and so is a CTE or alias that is not a plain name."""
     local = cte_and_subquery_names(tree)
+    for name in local:
+        if not _PLAIN_NAME_RE.match(name):
+            node = next((n for n in tree.find_all(exp.CTE, exp.Subquery) if n.alias_or_name == name), None)
+            raise _fail(f"{name!r} is not a plain name (letters, digits, _)", node)
     for table in tree.find_all(exp.Table):
+        if table.args.get("db") is not None or table.args.get("catalog") is not None or \
+                not _PLAIN_NAME_RE.match(table.name):
+            raise _fail(f"{table.sql(dialect='spark')} is not one of this dagger's streams "
+                        f"({', '.join(sorted(tables))}): a query reads only its streams, by their plain names",
+                        table)
         if table.name not in tables and table.name not in local:
             raise _fail(f"unknown table {table.name}; this dagger's streams are {', '.join(sorted(tables))}",
                         table)

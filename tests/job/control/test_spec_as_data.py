@@ -300,3 +300,44 @@ def test_odd_input_is_a_clear_error_not_a_500(plane: dict[str, ControlPlane], ch
                                                message: str) -> None:
     v = plane["vera"].validate("a-jkt", bookings_spec("probe").replace(*change))
     assert not v.ok and v.message.startswith(message), v
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("WITH `/etc/passwd` AS (SELECT city_id FROM data_stream) SELECT * FROM text.`/etc/passwd`",
+     "'/etc/passwd' is not a plain name"),
+    ("SELECT a.value FROM (SELECT city_id FROM data_stream) AS `/tmp/x` JOIN text.`/tmp/x` AS a ON true",
+     "'/tmp/x' is not a plain name"),
+    ("SELECT * FROM text.data_stream", "text.data_stream is not one of this dagger's streams"),
+    ("SELECT * FROM global_temp.data_stream", "global_temp.data_stream is not one of this dagger's streams"),
+    ("SELECT count(x) AS n FROM data_stream LATERAL VIEW explode(sequence(1, 300000000)) t AS x",
+     "sequence() of more than 1,000,000 values"),
+    ("SELECT repeat('a', 2147483647) AS r FROM data_stream", "repeat() more than 100,000 times"),
+])
+def test_a_query_reads_only_its_streams_and_stays_small(sql: str, message: str) -> None:
+    """An outside audit read /etc/passwd through a CTE named after the path (Spark reads a file for a
+    qualified name it does not know), and filled the preview's heap with one sequence()."""
+    head, _, rest = bookings_spec("probe").partition("sql: |\n")
+    text = head + "sql: |\n  " + sql + "\n" + rest[rest.index("watermark_delay_ms"):]
+    with pytest.raises(SqlError) as info:
+        check_spec(text, CLUSTER)
+    assert info.value.reason.startswith(message), info.value.reason
+
+
+def test_a_server_preview_reads_no_dart_store_and_names_escape_none() -> None:
+    from job.errors import FunctionError
+    from job.functions.dart import DartStore
+
+    sql = "SELECT DartGet('../../tmp/creds.json', 'db_password', 1.0) AS v FROM data_stream"
+    head, _, rest = bookings_spec("probe").partition("sql: |\n")
+    text = head + "sql: |\n  " + sql + "\n" + rest[rest.index("watermark_delay_ms"):]
+    with pytest.raises(SpecError, match="cannot read DartGet"):
+        served_spec(check_spec(text, CLUSTER), CLUSTER, "a preview")
+    with pytest.raises(FunctionError, match="is not a collection name"):
+        DartStore("file:///tmp/store")._entry("dart-get", "../../creds.json", 1.0)
+
+
+def test_a_condition_reads_no_table() -> None:
+    from job.sql.parse import parse_condition
+
+    with pytest.raises(SqlError, match="reads a table or a query"):
+        parse_condition("EXISTS (SELECT 1 FROM text.`/etc/passwd`)")
