@@ -66,32 +66,50 @@ public class DistinctCount extends Aggregator {
         return pos;
     }
 
-    /** Both sorted and without repeats: return their union, sorted and without repeats. */
+    /**
+     * Both sorted and without repeats: return their union, sorted and without repeats. The smaller one's
+     * entries are looked up in the larger one by one forward scan, and the runs of the larger one between
+     * them are copied whole; when the larger one holds them all, it is returned as it is.
+     */
     static byte[] mergeBlobs(byte[] a, byte[] b) {
         if (b.length == 0) return a;
         if (a.length == 0) return b;
-        byte[] out = new byte[a.length + b.length];
-        int i = 0, j = 0, o = 0;
+        if (b.length > a.length) {
+            byte[] t = a;
+            a = b;
+            b = t;
+        }
+        byte[] out = null;
+        int o = 0;
+        int copied = 0;  // a[0, copied) is in out
+        int scan = 0;  // the next entry of a to compare
+        int j = 0;
         int[] ea = new int[2];
         int[] eb = new int[2];
-        boolean haveA = false, haveB = false;
-        while (true) {
-            if (!haveA && i < a.length) { i = readEntry(a, i, ea); haveA = true; }
-            if (!haveB && j < b.length) { j = readEntry(b, j, eb); haveB = true; }
-            if (!haveA && !haveB) break;
-            int c;
-            if (!haveA) c = 1;
-            else if (!haveB) c = -1;
-            else c = compare(a, ea[0], ea[1], b, eb[0], eb[1]);
-            if (c <= 0) {
-                o = copyEntry(a, ea, out, o);
-                haveA = false;
-                if (c == 0) haveB = false;
-            } else {
-                o = copyEntry(b, eb, out, o);
-                haveB = false;
+        while (j < b.length) {
+            int nextJ = readEntry(b, j, eb);
+            int c = 1;
+            while (scan < a.length) {
+                int next = readEntry(a, scan, ea);
+                c = compare(a, ea[0], ea[1], b, eb[0], eb[1]);
+                if (c >= 0) break;
+                scan = next;
             }
+            if (scan < a.length && c == 0) {  // already in a
+                j = nextJ;
+                continue;
+            }
+            if (out == null) out = new byte[a.length + b.length];
+            System.arraycopy(a, copied, out, o, scan - copied);
+            o += scan - copied;
+            copied = scan;
+            System.arraycopy(b, j, out, o, nextJ - j);  // an entry's bytes are the same in any blob
+            o += nextJ - j;
+            j = nextJ;
         }
+        if (out == null) return a;
+        System.arraycopy(a, copied, out, o, a.length - copied);
+        o += a.length - copied;
         if (o == out.length) return out;
         byte[] exact = new byte[o];
         System.arraycopy(out, 0, exact, 0, o);
@@ -111,12 +129,6 @@ public class DistinctCount extends Aggregator {
         e[0] = pos;
         e[1] = len;
         return pos + len;
-    }
-
-    static int copyEntry(byte[] blob, int[] e, byte[] out, int o) {
-        o = putVarint(out, o, e[1]);
-        System.arraycopy(blob, e[0], out, o, e[1]);
-        return o + e[1];
     }
 
     static int compare(byte[] a, int sa, int la, byte[] b, int sb, int lb) {

@@ -65,3 +65,18 @@ def test_the_byte_aggregate_counts_what_collect_set_counts(spark) -> None:  # ty
     assert [(r.g, r.bytes, r.nbytes) for r in got] == [(r.g, r.sets, r.nsets) for r in got]
     assert {r.g: r.bytes for r in got}[1000] == 0
     assert max(r.bytes for r in got) > 20  # groups large enough to merge many entries
+
+
+@pytest.mark.integration
+def test_large_sets_merged_from_many_partitions_count_exactly(spark) -> None:  # type: ignore[no-untyped-def]
+    """Groups of ~1,000-3,000 distinct values, each value in several of 16 partitions: the final aggregation
+    merges large buffers with small ones (as a window's state with a batch's), repeats included."""
+    assert jvm.register(spark)
+    got = spark.sql("""
+        SELECT g, dagger_distinct_count(CAST(v AS BINARY)) AS bytes, size(collect_set(v)) AS sets
+        FROM (SELECT id % 13 AS g, concat('D', CAST((id DIV 13) * 7919 % (1000 + (id % 13) * 170) AS STRING)) AS v
+              FROM range(0, 120000, 1, 16))
+        GROUP BY g""").collect()
+    assert len(got) == 13
+    assert [r.bytes for r in got] == [r.sets for r in got]
+    assert min(r.sets for r in got) >= 1000
