@@ -6,28 +6,30 @@ them for a superuser), like every other screen.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
+from alerting.errors import StoreError
 from job.text import safe_text
 from tui.actions import ConsoleApp
 from tui.format import age, plain, when
+from tui.late import RefreshingScreen
 
 LEVEL_STYLES = {"CRIT": "bold red", "WARN": "bold yellow", "OK": "green"}
 HIDDEN_LABELS = {"alertname", "rule", "team"}
 
 
-class AlertsScreen(Screen[None]):
+class AlertsScreen(RefreshingScreen):
     """Active alerts first (critical, then warning), then the newest history lines."""
 
     BINDINGS = [Binding("r", "reload", "Refresh"), Binding("escape", "back", "Back")]
 
     app: ConsoleApp
+    errors: ClassVar[tuple[type[Exception], ...]] = (StoreError,)
 
     def __init__(self, store: Any) -> None:
         super().__init__()
@@ -45,24 +47,24 @@ class AlertsScreen(Screen[None]):
         self.query_one("#alerts", DataTable).add_columns("level", "rule", "team", "labels", "value", "since", "message")
         self.query_one("#alert-history", DataTable).add_columns("when (UTC)", "rule", "event", "level", "detail")
         self.reload()
-        if self.app.refresh_s:
-            self.set_interval(self.app.refresh_s, self.reload)
+        self.refresh_every()
 
     def visible(self, labels: dict[str, str]) -> bool:
         """Return whether an alert with ``labels`` belongs to one of the user's teams."""
         return bool(self.app.me["superuser"]) or labels.get("team") in self.app.me["teams"]
 
-    def reload(self) -> None:
-        """Read the active alerts and the history again."""
-        from alerting.errors import StoreError
+    def fetch(self) -> tuple[list[Any], list[Any]]:
+        """Read the active alerts of the user's teams and their newest history lines."""
+        states = [s for s in self.store.states(active_only=True) if self.visible(s.labels)]
+        mine = {s.fingerprint for s in self.store.states() if self.visible(s.labels)}
+        return states, [h for h in self.store.history(limit=200) if h.fingerprint in mine][:50]
 
-        try:
-            states = [s for s in self.store.states(active_only=True) if self.visible(s.labels)]
-            mine = {s.fingerprint for s in self.store.states() if self.visible(s.labels)}
-            history = [h for h in self.store.history(limit=200) if h.fingerprint in mine][:50]
-        except StoreError as exc:
-            self.notify(safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False)
-            return
+    def failed(self, exc: Exception) -> None:
+        self.notify(safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False)
+
+    def draw(self, data: tuple[list[Any], list[Any]]) -> None:
+        """Redraw the alerts and the history read."""
+        states, history = data
         now = self.app.clock()
         states.sort(key=lambda s: (-int(s.level), s.rule, s.fingerprint))
         table = self.query_one("#alerts", DataTable)

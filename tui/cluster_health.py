@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from job.errors import DaggerError
 from job.words import counted
 from tui.format import age, part_text, plain, span, spark_detail
+from tui.late import land
 
 if TYPE_CHECKING:
     from tui.actions import ConsoleApp
@@ -133,9 +134,12 @@ class ClusterHealthScreen(Screen[None]):
         try:
             health = self.app.plane.cluster_health(self.cluster, live=True)
         except DaggerError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            land(self, self._failed, exc)
             return
-        self.app.call_from_thread(self._probed, health)
+        land(self, self._probed, health)
+
+    def _failed(self, exc: DaggerError) -> None:
+        self.app.report(exc)
 
     def _probed(self, health: dict[str, Any]) -> None:
         self.health, self.live = health, True

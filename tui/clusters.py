@@ -9,7 +9,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from job.control.health_model import HealthSettings
@@ -19,11 +18,12 @@ from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, number, part_text, plain, spark_detail, state_text
+from tui.late import RefreshingScreen, land
 
 COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "influx", "controller")
 
 
-class ClustersScreen(Screen[None]):
+class ClustersScreen(RefreshingScreen):
     """Clusters by data centre. Enter opens a cluster's daggers; ``h`` probes health live from here."""
 
     BINDINGS = [
@@ -58,19 +58,18 @@ class ClustersScreen(Screen[None]):
         self.probe_stale_s = (settings or HealthSettings.from_env()).probe_stale_s
         self.query_one("#whoami", Static).update(plain(self.app.identity_line()))
         self.reload()
-        if self.app.refresh_s:
-            self.set_interval(self.app.refresh_s, self.reload)
+        self.refresh_every()
 
     def on_screen_resume(self) -> None:
         self.reload()
 
-    def reload(self) -> None:
-        """Read the clusters and their recorded health again and redraw the table (keeping the cursor)."""
-        try:
-            self.clusters = self.app.plane.clusters()
-        except DaggerError as exc:
-            self.app.report(exc)
-            return
+    def fetch(self) -> list[ClusterView]:
+        """Read the clusters and their recorded health."""
+        return self.app.plane.clusters()
+
+    def draw(self, data: list[ClusterView]) -> None:
+        """Redraw the table (keeping the cursor)."""
+        self.clusters = data
         table = self.query_one(DataTable)
         keep = table.cursor_row
         table.clear()
@@ -156,12 +155,14 @@ class ClustersScreen(Screen[None]):
         try:
             health = self.app.plane.cluster_health(name, live=True)
         except DaggerError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            land(self, self.failed, exc)
             return
+        land(self, self._probed, name, health)
+
+    def _probed(self, name: str, health: dict[str, Any]) -> None:
         self.live[name] = health
-        self.app.call_from_thread(self.reload)
+        self.reload()
         verdict = health.get("state") or {}
         reasons = "; ".join(verdict.get("reasons") or [])
-        self.app.call_from_thread(self.notify, safe_text(f"{name}: {verdict.get('state', 'unknown')}"
-                                                         + (f" ({reasons})" if reasons else "")),
-                                  severity="information" if health["ok"] else "warning", markup=False)
+        self.notify(safe_text(f"{name}: {verdict.get('state', 'unknown')}" + (f" ({reasons})" if reasons else "")),
+                    severity="information" if health["ok"] else "warning", markup=False)

@@ -7,15 +7,14 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from job.control.health_model import DAGGER_STATES
 from job.control.views import DaggerView
-from job.errors import DaggerError
 from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, figure, plain, state_text
+from tui.late import RefreshingScreen
 
 COLUMNS = ("dagger", "team", "v", "desired", "state", "rows/s", "lag", "batch ms", "restarts", "updated")
 
@@ -41,7 +40,7 @@ def _counts(daggers: list[DaggerView]) -> list[tuple[str, int]]:
     return [(s, states.count(s)) for s in DAGGER_STATES if s in states]
 
 
-class DaggersScreen(Screen[None]):
+class DaggersScreen(RefreshingScreen):
     """One cluster's daggers. ``/`` searches, ``s`` sorts, ``[`` ``]`` page, Enter opens, ``n`` creates."""
 
     BINDINGS = [
@@ -78,8 +77,7 @@ class DaggersScreen(Screen[None]):
         self.query_one(DataTable).add_columns(*COLUMNS)
         self.reload()
         self.query_one(DataTable).focus()
-        if self.app.refresh_s:
-            self.set_interval(self.app.refresh_s, self.reload)
+        self.refresh_every()
 
     def on_screen_resume(self) -> None:
         self.reload()
@@ -96,13 +94,13 @@ class DaggersScreen(Screen[None]):
         """How many pages the filtered daggers fill (at least 1)."""
         return max((len(self.filtered) + self.page_size - 1) // self.page_size, 1)
 
-    def reload(self) -> None:
-        """Read the cluster's daggers again and redraw."""
-        try:
-            self.all = self.app.plane.daggers(self.cluster)
-        except DaggerError as exc:
-            self.app.report(exc)
-            return
+    def fetch(self) -> list[DaggerView]:
+        """Read the cluster's daggers."""
+        return self.app.plane.daggers(self.cluster)
+
+    def draw(self, data: list[DaggerView]) -> None:
+        """Show the daggers read."""
+        self.all = data
         self.redraw()
 
     def redraw(self) -> None:

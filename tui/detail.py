@@ -10,21 +10,21 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static, TabbedContent, TabPane
 
-from job.control.views import DaggerView, VersionView
+from job.control.views import DaggerScreenView, DaggerView, VersionView
 from job.errors import DaggerError
 from job.text import safe_text
 from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, figure, number, plain, span, state_text, when
+from tui.late import RefreshingScreen, land
 from tui.modals import AskScreen, ConfirmScreen, RowsScreen
 from tui.output import OutputPane
 from tui.widgets import FlatSparkline
 
 
-class DaggerScreen(Screen[None]):
+class DaggerScreen(RefreshingScreen):
     """A dagger's detail. Actions: deploy, stop, restart, edit, publish to Kafka, preview, rollback, delete."""
 
     BINDINGS = [
@@ -78,22 +78,19 @@ class DaggerScreen(Screen[None]):
         self.query_one("#versions", DataTable).add_columns("v", "when (UTC)", "by", "checkpoint", "comment")
         self.query_one("#audit", DataTable).add_columns("when (UTC)", "user", "action", "allowed")
         self.reload()
-        if self.app.refresh_s:
-            self.set_interval(self.app.refresh_s, self.reload)
+        self.refresh_every()
 
     def on_screen_resume(self) -> None:
         self.reload()
 
-    def reload(self) -> None:
-        """Read the dagger, its samples, versions and audit trail again and redraw."""
-        plane = self.app.plane
-        try:
-            screen = plane.dagger_screen(self.ref, 120, 50)  # one request through a server
-            self.view = view = screen.dagger
-            samples, versions, audit = screen.samples, screen.versions, screen.audit
-        except DaggerError as exc:
-            self.app.report(exc)
-            return
+    def fetch(self) -> DaggerScreenView:
+        """Read the dagger, its samples, versions and audit trail (one request through a server)."""
+        return self.app.plane.dagger_screen(self.ref, 120, 50)
+
+    def draw(self, data: DaggerScreenView) -> None:
+        """Redraw the dagger from what :meth:`fetch` read."""
+        self.view = view = data.dagger
+        samples, versions, audit = data.samples, data.versions, data.audit
         self.ref = view.ref
         now = self.app.clock()
         p, h = view.progress, view.health
@@ -133,7 +130,7 @@ class DaggerScreen(Screen[None]):
         for a in audit:
             table.add_row(when(a.at), plain(a.user), plain(a.action), "yes" if a.allowed else Text("DENIED", style="red"))
         if self.query_one(TabbedContent).active == "output-tab":
-            self.query_one(OutputPane).load()
+            self.query_one(OutputPane).load(if_idle=True)
 
     def _show_versions(self, versions: list[VersionView]) -> None:
         self.versions = versions
@@ -246,10 +243,13 @@ class DaggerScreen(Screen[None]):
             table = self.app.plane.preview(self.ref, minutes=self.app.preview_minutes, limit=50,
                                            spark=self.app.spark_session())
         except DaggerError as exc:
-            self.app.call_from_thread(self.app.report, exc)
+            land(self, self.failed, exc)
             return
         title = f"preview of {self.ref}: {counted(table.num_rows, 'row')} in {time.monotonic() - started:.1f} s"
-        self.app.call_from_thread(self.app.push_screen, RowsScreen(title, table.column_names, table.to_pylist()))
+        land(self, self._show_rows, title, table.column_names, table.to_pylist())
+
+    def _show_rows(self, title: str, columns: list[str], rows: list[dict[str, object]]) -> None:
+        self.app.push_screen(RowsScreen(title, columns, rows))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "output-tab":

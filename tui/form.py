@@ -35,6 +35,7 @@ from job.words import counted
 from tui.actions import ConsoleApp
 from tui.form_errors import form_problems
 from tui.format import plain
+from tui.late import land
 from tui.modals import ConfirmScreen, by_window, rows_hint
 from tui.sql_area import SqlArea
 from tui.widgets import MarkedSelectionList
@@ -212,9 +213,11 @@ class DaggerFormScreen(Screen[None]):
             topics = self.app.plane.cluster_topics(self.cluster)
         except DaggerError as exc:
             topics = []
-            self.app.call_from_thread(self.notify, safe_text(f"cannot list topics: {exc.message}", multiline=True),
-                                      severity="warning", markup=False)
-        self.app.call_from_thread(self._set_topics, sorted(set(topics) | set(chosen)), chosen)
+            land(self, self._topics_failed, exc)
+        land(self, self._set_topics, sorted(set(topics) | set(chosen)), chosen)
+
+    def _topics_failed(self, exc: DaggerError) -> None:
+        self.notify(safe_text(f"cannot list topics: {exc.message}", multiline=True), severity="warning", markup=False)
 
     def _set_topics(self, topics: list[str], chosen: list[str]) -> None:
         widget = self.query_one("#topics", SelectionList)
@@ -404,14 +407,15 @@ class DaggerFormScreen(Screen[None]):
         try:
             table = self.app.plane.preview_text(self.cluster, text, minutes=self.app.preview_minutes, limit=50,
                                                 spark=self.app.spark_session(),
-                                                on_progress=lambda p: self.app.call_from_thread(self._preview_progress, p))
+                                                on_progress=lambda p: land(self, self._preview_progress, p))
         except DaggerError as exc:
-            self.app.call_from_thread(self.app.report, exc)
-            self.app.call_from_thread(self.query_one("#preview-status", Static).update,
-                                      plain(f"preview failed: {exc.message}", multiline=True))
+            land(self, self._preview_failed, exc)
             return
-        self.app.call_from_thread(self._show_preview, table.column_names, table.to_pylist(),
-                                  time.monotonic() - started)
+        land(self, self._show_preview, table.column_names, table.to_pylist(), time.monotonic() - started)
+
+    def _preview_failed(self, exc: DaggerError) -> None:
+        self.app.report(exc)
+        self.query_one("#preview-status", Static).update(plain(f"preview failed: {exc.message}", multiline=True))
 
     def _preview_progress(self, progress: PreviewProgress) -> None:
         """Say how a running preview goes: its time so far, its Spark stage and tasks."""

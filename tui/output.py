@@ -12,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Checkbox, Input, Label, Select
+from textual.worker import Worker, get_current_worker
 from textual_plotext import PlotextPlot
 
 from job.control.api import ControlPlane
@@ -19,6 +20,7 @@ from job.errors import DaggerError
 from job.output import Output, OutputQuery, parse_tag, step_text
 from job.text import safe_text
 from tui.format import plain
+from tui.late import land
 
 #: The ranges the chart offers: label -> seconds.
 RANGES = {"15m": 900, "1h": 3600, "1d": 86_400}
@@ -51,6 +53,7 @@ class OutputPane(Vertical):
         self.report = report
         self.output: Output | None = None
         self._fields_loaded = False
+        self._reading: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="output-settings"):
@@ -85,14 +88,17 @@ class OutputPane(Vertical):
 
     # ---- reading and drawing ------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read the numeric fields (once; the first is chosen) and the output in a worker, then draw."""
+    def load(self, *, if_idle: bool = False) -> None:
+        """Read the numeric fields (once; the first is chosen) and the output in a worker, then draw; with
+        ``if_idle`` (a periodic refresh), only when no read is in flight (a slow sink piles up no threads)."""
+        if if_idle and self._reading is not None and self._reading.is_running:
+            return
         try:
             query = self.query_now() if self._fields_loaded else None
         except DaggerError as exc:
             self.report(exc)
             return
-        self._read(query)
+        self._reading = self._read(query)
 
     @work(thread=True, exclusive=True, group="output")
     def _read(self, query: OutputQuery | None) -> None:
@@ -100,9 +106,10 @@ class OutputPane(Vertical):
             fields = None if self._fields_loaded else self.plane.output_fields(self.ref)
             output = self.plane.output(self.ref, query) if query is not None else None
         except DaggerError as exc:
-            self.app.call_from_thread(self._failed, exc)
+            land(self, self._failed, exc)  # nothing when the operator has left the screen meanwhile
             return
-        self.app.call_from_thread(self._show, fields, output)
+        if not get_current_worker().is_cancelled:  # a newer read (other settings) replaced this one
+            land(self, self._show, fields, output)
 
     def _failed(self, exc: DaggerError) -> None:
         self.query_one("#output-summary", Label).update(plain(f"{exc.title}: {exc.message}", multiline=True))
