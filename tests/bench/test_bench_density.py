@@ -279,3 +279,17 @@ def test_trim_s_too_short_for_a_window_read_at_its_close_is_refused(capsys: pyte
         parse_args(["--trim-s", "20"])
     assert "--trim-s 20: under 120 s it deletes records the light daggers have not read yet" in capsys.readouterr().err
     assert parse_args(["--trim-s", "180", "--broker", "noida"]).trim_s == 180
+
+
+def test_runs_are_summarised_by_their_median_and_worst() -> None:
+    """--runs 3: the issue's heavy p99 of 83.0 s in one run of three shows as the worst, beside the median."""
+    from bench.bench_density import Step, runs_summary
+
+    steps = [Step("fused", 100, ran=True, run=i + 1, light_p99_max_s=light, heavy_p99_s=heavy, heavy_rate=rate,
+                  pss_mb=pss)
+             for i, (light, heavy, rate, pss) in enumerate([(6.8, 83.0, 73_333.0, 3_843.0), (5.7, 3.7, 50_267.0, 2_314.0),
+                                                            (5.9, 4.1, 50_001.0, 2_401.0)])]
+    steps.append(Step("fused", 10, ran=True, light_p99_max_s=3.0, heavy_p99_s=2.0))  # one run: no summary
+    assert runs_summary(steps) == ["fused N=100, 3 runs: light p99 max median 5.9 worst 6.8; heavy p99 median 4.1 "
+                                   "worst 83.0; heavy events/s median 50,267.0 worst 50,001.0; PSS MB median 2,401.0 "
+                                   "worst 3,843.0"]
