@@ -92,12 +92,13 @@ def _tag_values(url: str, database: str, username: str | None, measurement: str,
 
 @st.cache_data(ttl=SETTINGS.refresh_s, show_spinner=False)
 def _windows(url: str, database: str, username: str | None, measurement: str, field: str, size_s: int,
-             span_s: int) -> list[int]:
+             span_s: int) -> tuple[list[int], int | None]:
+    """Return the ends (epoch ms) of the windows with data, and the time of the newest point (None: none)."""
     reader = _reader(url, database, username)
     last = reader.last_time_ms(measurement, field)
     if last is None:
-        return []
-    return reader.windows(measurement, field, size_s, span_s, window_end_ms(last, size_s))
+        return [], None
+    return reader.windows(measurement, field, size_s, span_s, window_end_ms(last, size_s)), last
 
 
 @st.cache_data(ttl=120, show_spinner=False, max_entries=64)
@@ -112,11 +113,32 @@ def _cells_live(url: str, database: str, username: str | None, query: CellQuery)
     return _reader(url, database, username).cells(query)
 
 
-def _window_label(end_ms: int, size_s: int) -> str:
-    """Return ``"Sun 22 Nov 08:00–08:05 UTC"`` for the window that ends at ``end_ms``."""
+def _window_label(end_ms: int, size_s: int, last_ms: int | None = None) -> str:
+    """Return ``"Sun 22 Nov 08:00–08:05 UTC"`` for the window that ends at ``end_ms``, with ``" (13 of 15 min)"``
+    when the newest point (``last_ms``) is before its end: a window the data has not filled yet."""
     end = datetime.fromtimestamp(end_ms / 1000, UTC)
     start = datetime.fromtimestamp(end_ms / 1000 - size_s, UTC)
-    return f"{start:%a %d %b %H:%M}–{end:%H:%M} UTC"
+    part = _partial(end_ms, size_s, last_ms)
+    return f"{start:%a %d %b %H:%M}–{end:%H:%M} UTC" + (f" ({part})" if part else "")
+
+
+def _covered_ms(end_ms: int, size_s: int, last_ms: int | None) -> int:
+    """Return how much of the window ending at ``end_ms`` the data covers: up to the newest point."""
+    start_ms = end_ms - size_s * 1000
+    return size_s * 1000 if last_ms is None or last_ms >= end_ms else max(last_ms - start_ms, 0)
+
+
+def _partial(end_ms: int, size_s: int, last_ms: int | None) -> str:
+    """Return ``"13 of 15 min"`` for a window the data covers only in part, else ``""``."""
+    covered = _covered_ms(end_ms, size_s, last_ms)
+    if covered >= size_s * 1000:
+        return ""
+    return f"{_minutes(covered)} of {_minutes(size_s * 1000)} min"
+
+
+def _minutes(ms: float) -> str:
+    """Return a duration in minutes, short: ``13``, ``2.5``."""
+    return f"{round(ms / 60_000, 1):g}"
 
 
 def _toggle_play() -> None:
@@ -207,7 +229,7 @@ base_request = MapRequest(color_field=color_field, fields=tuple(info.fields),
 def timeline_and_map() -> None:
     """The time slider, the map and its legend (re-run alone when time moves)."""
     try:
-        windows = _windows(*CONN, measurement, color_field, size_s, span_s)
+        windows, last_ms = _windows(*CONN, measurement, color_field, size_s, span_s)
     except DaggerError as exc:
         _fail(exc)
         return
@@ -230,11 +252,12 @@ def timeline_and_map() -> None:
                   help="Next window")
     if len(windows) > 1:
         window_end = nav[2].select_slider("Time", options=windows, key="atlas_window", disabled=live,
-                                          format_func=lambda end: _window_label(end, size_s),
+                                          format_func=lambda end: _window_label(end, size_s, last_ms),
                                           label_visibility="collapsed")
     else:
         window_end = windows[0]
-        nav[2].caption(_window_label(window_end, size_s))
+        nav[2].caption(_window_label(window_end, size_s, last_ms))
+    partial, covered_ms = _partial(window_end, size_s, last_ms), _covered_ms(window_end, size_s, last_ms)
 
     query = CellQuery(measurement, info.s2_tag, tuple(info.fields), window_end - size_s * 1000, window_end,
                       aggregate, tuple(filters), info.float_fields)
@@ -242,7 +265,9 @@ def timeline_and_map() -> None:
     started = time.perf_counter()
     try:
         current = (_cells_live if live else _cells)(*CONN, query)
-        previous = _cells(*CONN, query.shifted(COMPARE_SHIFT_S[compare])) if compare != "none" else None
+        # a partial window is compared with the same part of the baseline's (its first 13 of 15 minutes)
+        baseline = replace(query, end_ms=query.start_ms + covered_ms)
+        previous = _cells(*CONN, baseline.shifted(COMPARE_SHIFT_S[compare])) if compare != "none" else None
     except DaggerError as exc:
         _fail(exc)
         return
@@ -266,11 +291,15 @@ def timeline_and_map() -> None:
         st.metric("cells", f"{data.count:,}")
         delta = None if data.previous_total is None else format_value(data.total - data.previous_total)
         label = f"{color_field}, all cells" if summary == "sum" else f"{color_field}, mean of cells"
-        st.metric(label, format_value(data.total), delta=delta,
-                  help=None if delta is None else f"against {compare}: {format_value(data.previous_total or 0)}")
-        st.markdown(legend_html(data.scale, data.legend_title, data.level_note), unsafe_allow_html=True)
+        against = f"against {compare}" + (f" (its first {_minutes(covered_ms)} min)" if partial else "")
+        st.metric(label + (f" ({partial})" if partial else ""), format_value(data.total), delta=delta,
+                  help=None if delta is None else f"{against}: {format_value(data.previous_total or 0)}")
+        if data.compare_note:
+            st.caption(f"{data.compare_note}: cells coloured without a comparison")
+        st.markdown(legend_html(data.scale, data.legend_title, data.level_note, data.legend_extra),
+                    unsafe_allow_html=True)
     credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
-    st.caption(f"{_window_label(window_end, size_s)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
+    st.caption(f"{_window_label(window_end, size_s, last_ms)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
                f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
                f"{credit}")
 

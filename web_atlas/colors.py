@@ -249,10 +249,17 @@ def color_scale(values: npt.ArrayLike, kind: ScaleKind, palette: Sequence[str], 
     raise ValueError(f"colour scale {kind!r} is not one of {', '.join(SCALE_KINDS)}")
 
 
-def legend_html(scale: ColorScale, title: str, note: str = "") -> str:
-    """Return an HTML legend (title, then a gradient bar with ticks or one swatch per class, then
-    ``note``: what the cells are, e.g. coarser cells summing their children); its text takes the
-    page's colour, so it reads on a light or a dark Streamlit theme."""
+def _swatch(entry: LegendEntry) -> str:
+    return ("<div style='display:flex;align-items:center;gap:6px'>"
+            f"<span style='display:inline-block;width:14px;height:14px;background:rgb{entry.color}'></span>"
+            f"<span>{html.escape(entry.label)}</span></div>")
+
+
+def legend_html(scale: ColorScale, title: str, note: str = "", extra: Sequence[LegendEntry] = ()) -> str:
+    """Return an HTML legend (title, then a gradient bar with ticks or one swatch per class, then the
+    ``extra`` swatches (cells outside the scale, such as new ones in a comparison), then ``note``: what the
+    cells are, e.g. coarser cells summing their children); its text takes the page's colour, so it reads on
+    a light or a dark Streamlit theme."""
     parts = ['<div class="atlas-legend" style="font:13px sans-serif;color:inherit">',
              f"<div style='font-weight:600;margin-bottom:4px'>{html.escape(title)}</div>"]
     if scale.gradient:
@@ -261,10 +268,8 @@ def legend_html(scale: ColorScale, title: str, note: str = "") -> str:
         parts.append("<div style='display:flex;justify-content:space-between'>"
                      + "".join(f"<span>{html.escape(e.label)}</span>" for e in scale.entries) + "</div>")
     else:
-        for e in scale.entries:
-            parts.append("<div style='display:flex;align-items:center;gap:6px'>"
-                         f"<span style='display:inline-block;width:14px;height:14px;background:rgb{e.color}'></span>"
-                         f"<span>{html.escape(e.label)}</span></div>")
+        parts += [_swatch(e) for e in scale.entries]
+    parts += [_swatch(e) for e in extra]
     if scale.no_data:
         r, g, b, _ = NO_DATA_RGBA
         parts.append("<div style='display:flex;align-items:center;gap:6px'>"

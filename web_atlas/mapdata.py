@@ -3,13 +3,17 @@ tooltip values, the legend, and the view. No Streamlit or pydeck here, so it is 
 to benchmark.
 
 In comparison mode (``D-1`` / ``D-7``) a cell's colour is its change against the same window a day
-or a week earlier (a cell missing from one side counts as 0 there: no bookings, no drivers), on a
-diverging scale; the tooltip shows both values and the change.
+or a week earlier, on a diverging scale; the tooltip shows both values and the change. A missing baseline
+is never taken as 0: a cell with points now and none in the baseline is *new* (a colour of its own, change
+"new"), one with points in the baseline and none now is *gone* (change "gone"), and neither is on the change
+scale; with no point at all in the baseline window (within the service area) nothing is compared: the cells
+are coloured as without a comparison and the map says "no D-1 data".
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -25,7 +29,16 @@ import pandas as pd
 from job.functions.s2 import cell_level
 from web_atlas.areas import ServiceArea, View, in_area, view_for_area, view_for_cells
 from web_atlas.coarsen import auto_level, coarsen, combine_note, data_level
-from web_atlas.colors import DARK_SEQUENTIAL, DIVERGING, LIGHT_SEQUENTIAL, ColorScale, ScaleKind, color_scale
+from web_atlas.colors import (
+    DARK_SEQUENTIAL,
+    DEFAULT_ALPHA,
+    DIVERGING,
+    LIGHT_SEQUENTIAL,
+    ColorScale,
+    LegendEntry,
+    ScaleKind,
+    color_scale,
+)
 from web_atlas.geometry import CellGeometry, CellGeometryCache
 
 CompareMode = Literal["none", "D-1", "D-7"]
@@ -37,6 +50,10 @@ EXTRUDED_PITCH: Final = 45.0
 RESERVED_KEYS: Final = frozenset({"cell", "level", "polygon", "fill", "elevation"})
 NO_VALUE: Final = "–"
 """What the tooltip shows for a field a cell has no value of."""
+NEW_RGB: Final = (123, 50, 148)
+"""A cell with points now and none in the baseline window (violet: not on the change scale's blue-red)."""
+GONE_RGB: Final = (77, 77, 77)
+"""A cell with points in the baseline window and none now (dark grey)."""
 
 
 def row_key(name: str) -> str:
@@ -97,7 +114,7 @@ class MapData:
     fills: npt.NDArray[np.uint8]
     elevation: npt.NDArray[np.float64] | None
     levels: npt.NDArray[np.int8]
-    values: tuple[tuple[str, npt.NDArray[np.float64]], ...]
+    values: tuple[tuple[str, npt.NDArray[np.float64] | list[Any]], ...]
     decimals: int
     scale: ColorScale
     legend_title: str
@@ -108,6 +125,10 @@ class MapData:
     area_ring: ServiceArea | None = None
     columns: dict[str, str] = field(default_factory=dict)
     level_note: str = ""
+    compare_note: str = ""
+    """Why nothing is compared although a comparison was asked for: ``"no D-1 data"``."""
+    legend_extra: tuple[LegendEntry, ...] = ()
+    """Swatches beside the scale's: new and gone cells when comparing."""
 
     @property
     def count(self) -> int:
@@ -148,7 +169,7 @@ class MapData:
             if self.uniform_level is None:
                 columns["level"] = self.levels.astype(np.int64)
             for key, values in self.values:
-                columns[key] = _json_column(values)
+                columns[key] = values if isinstance(values, list) else _json_column(values)
             return pd.DataFrame(columns).to_json(orient="records", double_precision=self.decimals,
                                                  force_ascii=False)
 
@@ -251,8 +272,12 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
     for name in (request.color_field, request.elevation_field):
         if name is not None and name not in request.fields:
             raise ValueError(f"field {name!r} is not one of {', '.join(request.fields)}")
-    comparing = request.compare != "none"
     current, placed = _placed(current, request.area, geometry)
+    if request.compare != "none" and previous is not None:
+        previous = _placed(previous, request.area, geometry)[0]
+    # no point at all in the baseline window: nothing to compare with (never a baseline of 0)
+    comparing = request.compare != "none" and previous is not None and len(previous) > 0
+    compare_note = f"no {request.compare} data" if request.compare != "none" and not comparing else ""
     centers = placed.centers
     if request.area is not None:
         view = view_for_area(request.area, request.width_px, request.height_px)
@@ -266,7 +291,7 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         how = {name: request.combine_rule(name) for name in request.fields}
         current = coarsen(current, level, how)
         if comparing and previous is not None:
-            previous = coarsen(_placed(previous, request.area, geometry)[0], level, how)
+            previous = coarsen(previous, level, how)
     frame = _merge(current, previous if comparing else None, request.fields)
     ids = frame["id"].to_numpy(dtype=np.uint64)
     if coarse or comparing:  # other cells than those placed above
@@ -283,27 +308,37 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
     color_values = frame[request.color_field].to_numpy(dtype=np.float64)
     total = _summary(color_values, request.summary)
     previous_total: float | None = None
+    new = gone = np.zeros(len(frame), dtype=bool)
     if comparing:
         prev_values = frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)
         previous_total = _summary(prev_values, request.summary)
-        color_values = np.nan_to_num(color_values) - np.nan_to_num(prev_values)
+        now_in, then_in = _present(frame, request.fields), _present(frame, [f"{f}__prev" for f in request.fields])
+        new, gone = now_in & ~then_in, then_in & ~now_in
+        color_values = np.where(new | gone, np.nan, color_values - prev_values)
         palette, title = DIVERGING, f"{request.color_field}: change against {request.compare}"
     else:
         palette, title = (DARK_SEQUENTIAL if request.dark else LIGHT_SEQUENTIAL), request.color_field
     scale = color_scale(color_values, request.scale, palette, diverging=comparing,
                         integer=request.color_field in request.integer_fields)
+    extra: tuple[LegendEntry, ...] = ()
+    if comparing:
+        scale, extra = _mark_new_and_gone(scale, new, gone, request.compare)
 
     elevation: npt.NDArray[np.float64] | None = None
     if request.elevation_field is not None:
         elev = np.abs(np.nan_to_num(frame[request.elevation_field].to_numpy(dtype=np.float64), nan=0.0))
         top = float(elev.max()) if elev.size else 0.0
         elevation = elev / top * MAX_ELEVATION_M if top > 0 else elev
-    values: list[tuple[str, npt.NDArray[np.float64]]] = [
+    values: list[tuple[str, npt.NDArray[np.float64] | list[Any]]] = [
         (columns[name], frame[name].to_numpy(dtype=np.float64)) for name in request.fields]
     if comparing:
         key = columns[request.color_field]
+        diff: npt.NDArray[np.float64] | list[Any] = color_values
+        if (new | gone).any():  # the tooltip says "new" or "gone" instead of a change
+            diff = ["new" if n else "gone" if g else v for v, n, g in
+                    zip(_as_list(_json_column(color_values)), new.tolist(), gone.tolist(), strict=True)]
         values += [(f"{key}__prev", frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)),
-                   (f"{key}__diff", color_values)]
+                   (f"{key}__diff", diff)]
     levels = cell_level(ids)
     if elevation is not None:
         view = view.tilted(EXTRUDED_PITCH)
@@ -312,8 +347,30 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         cells=frame["cell"].astype(str).tolist(), polygons=polygons, fills=scale.colors, elevation=elevation,
         levels=levels, values=tuple(values),
         decimals=coordinate_decimals(int(levels.max()) if levels.size else 13),
-        scale=scale, legend_title=title, view=view, tooltip_html=_tooltip(request, columns, uniform),
-        total=total, previous_total=previous_total, area_ring=request.area, columns=columns, level_note=level_note)
+        scale=scale, legend_title=title, view=view, tooltip_html=_tooltip(request if comparing else dataclasses.replace(request, compare="none"), columns, uniform),
+        total=total, previous_total=previous_total, area_ring=request.area, columns=columns, level_note=level_note,
+        compare_note=compare_note, legend_extra=extra)
+
+
+def _present(frame: pd.DataFrame, columns: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """Return, per row, whether any of ``columns`` has a value (the cell had a point in that window)."""
+    return frame[list(columns)].notna().any(axis=1).to_numpy(dtype=bool)
+
+
+def _as_list(column: Any) -> list[Any]:
+    return column if isinstance(column, list) else column.tolist()
+
+
+def _mark_new_and_gone(scale: ColorScale, new: npt.NDArray[np.bool_], gone: npt.NDArray[np.bool_],
+                       compare: str) -> tuple[ColorScale, tuple[LegendEntry, ...]]:
+    """Return ``scale`` with new and gone cells in their own colours (no longer "no data"), and their swatches."""
+    colors = scale.colors.copy()
+    colors[new] = (*NEW_RGB, DEFAULT_ALPHA)
+    colors[gone] = (*GONE_RGB, DEFAULT_ALPHA)
+    extra = ((LegendEntry(NEW_RGB, f"new: no point {compare}"),) if new.any() else ()) + (
+        (LegendEntry(GONE_RGB, "gone: no point now"),) if gone.any() else ())
+    no_data = bool((colors[:, 3] != DEFAULT_ALPHA).any())
+    return dataclasses.replace(scale, colors=colors, no_data=no_data), extra
 
 
 def _placed(frame: pd.DataFrame, area: ServiceArea | None, geometry: CellGeometryCache
@@ -337,6 +394,6 @@ def _area_margin_km(level: int) -> float:
 
 
 __all__ = [
-    "COMPARE_MODES", "COMPARE_SHIFT_S", "EXTRUDED_PITCH", "MAX_ELEVATION_M", "NO_VALUE", "CompareMode", "MapData",
+    "COMPARE_MODES", "COMPARE_SHIFT_S", "EXTRUDED_PITCH", "GONE_RGB", "MAX_ELEVATION_M", "NEW_RGB", "NO_VALUE", "CompareMode", "MapData",
     "MapRequest", "build_map", "coordinate_decimals", "paused_gc", "row_key",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import time
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ import s2sphere
 from streamlit.testing.v1 import AppTest
 
 from job.functions.s2 import cell_level, cell_parent, from_decimal_strings
-from tests.web_atlas.conftest import JAKARTA, E, KnownCells
+from tests.web_atlas.conftest import DAY, JAKARTA, E, KnownCells
+from web_atlas.mapdata import NEW_RGB
 
 pytestmark = pytest.mark.integration
 
@@ -175,16 +178,21 @@ def test_compare_with_a_day_and_a_week_earlier(monkeypatch: pytest.MonkeyPatch, 
     at.radio(key="atlas_compare").set_value("D-1")
     deck = _deck(_run(at))
     rows = _rows(deck)
-    k1, k2 = rows[known_db.k1], rows[known_db.k2]
-    # D-1: 34 bookings (30 cars + 4 bikes) in the window ending E - 1 day; K2 had none then.
+    k1, k2, k3 = rows[known_db.k1], rows[known_db.k2], rows[known_db.k3]
+    # D-1: 34 bookings (30 cars + 4 bikes) in the window ending E - 1 day; K2 and K3 had no point then: they
+    # are new, in a colour of their own, not a rise from 0.
     assert (k1["num_of_bookings"], k1["num_of_bookings__prev"], k1["num_of_bookings__diff"]) == (50, 34, 16)
-    assert (k2["num_of_bookings"], k2["num_of_bookings__prev"], k2["num_of_bookings__diff"]) == (10, "–", 10)
+    assert (k2["num_of_bookings"], k2["num_of_bookings__prev"], k2["num_of_bookings__diff"]) == (10, "–", "new")
+    assert (k3["num_of_bookings"], k3["num_of_bookings__prev"], k3["num_of_bookings__diff"]) == (10, "–", "new")
+    assert k2["fill"] == k3["fill"] == [*NEW_RGB, 210] and k1["fill"] == [178, 24, 43, 210]  # DIVERGING[-1]
     assert "{num_of_bookings__prev}" in _tooltip(at)["html"]
     legend = next(m.value for m in at.markdown if "atlas-legend" in m.value)
-    assert "num_of_bookings: change against D-1" in legend
+    assert "num_of_bookings: change against D-1" in legend and "new: no point D-1" in legend
+    assert "no data" not in legend
     metric = at.metric[1]
     # 50 + 10 + 10 bookings now against 34 a day earlier.
     assert (metric.label, metric.value, metric.delta) == ("num_of_bookings, all cells", "70", "36")
+    assert metric.help == "against D-1: 34"
 
     at.radio(key="atlas_compare").set_value("D-7")
     rows = _rows(_deck(_run(at)))
@@ -294,3 +302,76 @@ def test_live_mode_rereads_and_follows_new_windows(monkeypatch: pytest.MonkeyPat
             break
     assert at.select_slider(key="atlas_window").value == (E + 60) * 1000
     assert set(rows) == {cells.k1} and rows[cells.k1]["num_of_bookings"] == 77
+
+
+def test_compare_without_a_baseline_says_no_d1_data(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
+                                                    known_db: KnownCells) -> None:
+    """The window ending E - 60 s has 5 bookings in K1 and its D-1 window no point at all: nothing is compared
+    (it once read "↑ 5" and coloured the cell as a rise from 0)."""
+    at = _app(monkeypatch, influxdb.url, known_db.db)
+    at.button(key="atlas_prev").click()
+    at.radio(key="atlas_compare").set_value("D-1")
+    rows = _rows(_deck(_run(at)))
+    assert at.select_slider(key="atlas_window").value == (E - 60) * 1000
+    assert rows == {known_db.k1: {"cell": known_db.k1, "polygon": _s2sphere_polygon(known_db.k1),
+                                  "fill": [177, 0, 38, 210], "num_of_bookings": 5, "avg_distance_km": 4}}
+    metric = at.metric[1]
+    assert (metric.label, metric.value, metric.delta) == ("num_of_bookings, all cells", "5", "")
+    assert [c.value for c in at.caption if "D-1" in c.value] == ["no D-1 data: cells coloured without a comparison"]
+    legend = next(m.value for m in at.markdown if "atlas-legend" in m.value)
+    assert ">num_of_bookings</div>" in legend and "change against" not in legend
+    assert "{num_of_bookings__prev}" not in _tooltip(at)["html"]
+
+
+@pytest.fixture(scope="module")
+def partial_db(influxdb: Any) -> KnownCells:
+    """K1 has one booking a minute from 08:01 to 08:13 (the newest point: 13 of the 15 minutes of 08:00–08:15)
+    and, a day earlier, one a minute from 08:01 to 08:15 (the whole window); K2 has 10 at 08:00."""
+    from tests.web_atlas.conftest import known_lines
+
+    _, cells = known_lines()
+    db = f"atlas_partial_{uuid.uuid4().hex[:8]}"
+    influxdb.create_database(db)
+
+    def booking(cell: str, n: int, t: int) -> str:
+        return f"bookings_per_s2,tag_city_id=1,tag_s2id={cell},tag_vehicle_type=CAR num_of_bookings={n}i {t}"
+
+    lines = [booking(cells.k1, 1, E + 60 * k) for k in range(1, 14)]
+    lines += [booking(cells.k1, 1, E - DAY + 60 * k) for k in range(1, 16)]
+    lines.append(booking(cells.k2, 10, E))
+    influxdb.write("\n".join(lines), db, precision="s")
+    return replace(cells, db=db)
+
+
+def test_a_partial_window_is_marked_partial(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
+                                            partial_db: KnownCells) -> None:
+    at = _app(monkeypatch, influxdb.url, partial_db.db)
+    at.selectbox(key="atlas_window_size").select("15 min")
+    _run(at)
+    slider = at.select_slider(key="atlas_window")
+    assert slider.options == ["Sat 22 Nov 07:45–08:00 UTC", "Sat 22 Nov 08:00–08:15 UTC (13 of 15 min)"]
+    assert slider.value == (E + 900) * 1000
+    metric = at.metric[1]
+    assert (metric.label, metric.value) == ("num_of_bookings, all cells (13 of 15 min)", "13")
+    caption = next(c.value for c in at.caption if "map built in" in c.value)
+    assert caption.startswith("Sat 22 Nov 08:00–08:15 UTC (13 of 15 min) · read 1 cell ")
+    # against the same 13 minutes a day earlier (13 bookings), not its whole window (15)
+    at.radio(key="atlas_compare").set_value("D-1")
+    rows = _rows(_deck(_run(at)))
+    assert (rows[partial_db.k1]["num_of_bookings__prev"], rows[partial_db.k1]["num_of_bookings__diff"]) == (13, 0)
+    metric = at.metric[1]
+    assert (metric.label, metric.value, metric.delta) == ("num_of_bookings, all cells (13 of 15 min)", "13", "0")
+    assert metric.help == "against D-1 (its first 13 min): 13"
+    # the window before is whole: no mark
+    at.radio(key="atlas_compare").set_value("none")
+    at.button(key="atlas_prev").click()
+    _run(at)
+    assert at.metric[1].label == "num_of_bookings, all cells" and at.metric[1].value == "10"
+    # an hour: 08:00–09:00 holds 13 minutes of data
+    at.selectbox(key="atlas_window_size").select("1 hour")
+    _run(at)
+    assert at.select_slider(key="atlas_window").options == ["Sat 22 Nov 07:00–08:00 UTC",
+                                                            "Sat 22 Nov 08:00–09:00 UTC (13 of 60 min)"]
+    at.button(key="atlas_next").click()
+    _run(at)
+    assert (at.metric[1].label, at.metric[1].value) == ("num_of_bookings, all cells (13 of 60 min)", "13")

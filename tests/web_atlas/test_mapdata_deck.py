@@ -16,7 +16,7 @@ from job.functions.s2 import latlng_to_cell_id, to_decimal_strings
 from web_atlas.areas import area_by_name
 from web_atlas.deck import AtlasDeck, build_deck, cell_layer_id, map_style_url
 from web_atlas.geometry import CellGeometryCache
-from web_atlas.mapdata import MapRequest, build_map, coordinate_decimals, row_key
+from web_atlas.mapdata import GONE_RGB, NEW_RGB, MapRequest, build_map, coordinate_decimals, row_key
 
 JAKARTA = (-6.2088, 106.8456)
 
@@ -73,13 +73,30 @@ def test_comparison_joins_both_windows() -> None:
     current = _frame([JAKARTA, (-6.25, 106.9)], n=[10, 20])
     previous = _frame([JAKARTA, (-6.3, 106.7)], n=[4, 6])
     data = build_map(current, MapRequest("n", ("n",), compare="D-1"), CellGeometryCache(), previous)
-    got = sorted((r["n"], r["n__prev"], r["n__diff"]) for r in data.rows() if r["n"] != "–")
-    assert got == [(10, 4, 6), (20, "–", 20)]
-    gone = [r for r in data.rows() if r["n"] == "–"]
-    assert len(gone) == 1 and (gone[0]["n__prev"], gone[0]["n__diff"]) == (6, -6)
+    rows = sorted(data.rows(), key=lambda r: str(r["n"]))
+    # a cell without a point on one side is new or gone, never a change from 0
+    assert [(r["n"], r["n__prev"], r["n__diff"]) for r in rows] == [(10, 4, 6), (20, "–", "new"), ("–", 6, "gone")]
+    assert [r["fill"] for r in rows[1:]] == [[*NEW_RGB, 210], [*GONE_RGB, 210]]
     assert (data.total, data.previous_total) == (30.0, 10.0)
-    assert data.scale.diverging and data.legend_title == "n: change against D-1"
+    assert data.scale.diverging and data.legend_title == "n: change against D-1" and not data.scale.no_data
+    assert [(e.color, e.label) for e in data.legend_extra] == [(NEW_RGB, "new: no point D-1"),
+                                                               (GONE_RGB, "gone: no point now")]
+    assert data.compare_note == ""
     assert "{n__prev}" in data.tooltip_html and "{n__diff}" in data.tooltip_html
+
+
+def test_no_baseline_is_no_comparison() -> None:
+    """The D-1 window holds no point (or none in the service area): nothing is compared, nothing is a rise."""
+    current = _frame([JAKARTA, (-6.25, 106.9)], n=[10, 20])
+    alone = build_map(current, MapRequest("n", ("n",), scale="linear"), CellGeometryCache())
+    for previous in (current.iloc[0:0], _frame([(-6.9175, 107.6191)], n=[5])):  # empty; only in Bandung
+        data = build_map(current, MapRequest("n", ("n",), compare="D-1", scale="linear",
+                                             area=area_by_name("Jakarta")), CellGeometryCache(), previous)
+        assert data.compare_note == "no D-1 data" and data.previous_total is None and data.legend_extra == ()
+        assert data.legend_title == "n" and not data.scale.diverging
+        assert [(r["n"], r["fill"]) for r in data.rows()] == [(r["n"], r["fill"]) for r in alone.rows()]
+        assert all("n__prev" not in r and "n__diff" not in r for r in data.rows())
+        assert "{n__prev}" not in data.tooltip_html
 
 
 def test_mixed_levels_and_precision() -> None:
