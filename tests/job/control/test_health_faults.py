@@ -203,4 +203,4 @@ def test_broker_down(watch: Watch) -> None:
     shown(faults.broker_down(watch.world))
     health = watch.world.cli("cluster", "health", "a-jkt", "--live")
     assert health["ok"] is False and health["state"]["parts"]["kafka"] == "down"
-    assert any(r.startswith("brokers down: ") for r in health["state"]["reasons"])
+    assert any(r.startswith("brokers down (refused the connection): ") for r in health["state"]["reasons"])
