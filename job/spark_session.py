@@ -50,9 +50,6 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    # Spark starts its Python workers as `python -m pyspark.daemon` in the executor's folder: without this,
-    # a pyspark.py (or any module) in that folder would be imported first.
-    os.environ["PYTHONSAFEPATH"] = "1"
 
 
 def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: int = 2,
@@ -83,6 +80,9 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         # SELECT ... FROM text.`/path` reads a file: a dagger's query reads its streams only
         "spark.sql.runSQLOnFiles": "false",
+        # Spark starts its Python workers as `python -m pyspark.daemon` in the executor's folder: this keeps a
+        # pyspark.py (or any module) in that folder off their import path (job/shared/spark_python.sh too)
+        "spark.executorEnv.PYTHONSAFEPATH": "1",
         **(extra or {}),
         # the functions that run in the JVM (job.jvm: DistinctCount), registered by register_functions
         **jvm_functions.spark_conf(extra),
