@@ -152,7 +152,8 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
                                  credential=who.credential, source=_source(request)))
             raise PermissionDeniedError(f"a controller credential (cluster {who.cluster}) may not "
                                         f"{request.method} {request.url.path}")
-        return ControlPlane(registry, who.user, credential=who.credential, source=_source(request), per_request=True)
+        return ControlPlane(registry, who.user, credential=who.credential, source=_source(request), per_request=True,
+                            serves_clients=True)
 
     Plane = Annotated[ControlPlane, Depends(plane_of)]
 
