@@ -79,3 +79,20 @@ def running_server(registry_url: str, log: Path, *args: str, scheme: str = "http
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@contextmanager
+def seeded_server(postgres_dsn: str, folder: Path, *args: str) -> Iterator[World]:
+    """A fresh PostgreSQL registry seeded with the users' and controllers' tokens, and ``daggers server ARGS``
+    on it logging into ``folder``: the World of a module of server tests; the registry closed at the end."""
+    from tests.job.control.control_seed import postgres_url
+
+    url = postgres_url(postgres_dsn)
+    registry = Registry(url)
+    try:
+        root, tokens = seed_tokens(registry)
+        log = folder / "server.log"
+        with running_server(url, log, *args) as base:
+            yield World(base, registry, root, tokens, log, secrets=list(tokens.values()))
+    finally:
+        registry.close()

@@ -21,8 +21,8 @@ from job.control.models import AuditEntry
 from job.control.registry import Registry
 from job.stack.ports import free_port
 from tests.helpers import wait_until
-from tests.job.control.control_seed import bookings_spec, postgres_url
-from tests.job.server.server_world import World, running_server, seed_tokens
+from tests.job.control.control_seed import bookings_spec
+from tests.job.server.server_world import World, running_server, seeded_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,13 +31,8 @@ MAX_FAILED = 3
 
 @pytest.fixture(scope="module")
 def world(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    url = postgres_url(postgres.dsn)
-    registry = Registry(url)
-    root, tokens = seed_tokens(registry)
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with running_server(url, log, "--max-failed-signins", str(MAX_FAILED)) as base:
-        yield World(base, registry, root, tokens, log, secrets=list(tokens.values()))
-    registry.close()
+    with seeded_server(postgres.dsn, tmp_path_factory.mktemp("server"), "--max-failed-signins", str(MAX_FAILED)) as world:
+        yield world
 
 
 def from_address(address: str) -> requests.Session:

@@ -19,10 +19,8 @@ from sqlalchemy import update
 from job.control.client import save_login
 from job.control.errors import ControlError
 from job.control.models import ApiToken
-from job.control.registry import Registry
 from job.stack.ports import free_port
-from tests.job.control.control_seed import postgres_url
-from tests.job.server.server_world import World, running_server, seed_tokens
+from tests.job.server.server_world import World, seeded_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,13 +29,8 @@ YEAR = 366 * 86400
 
 @pytest.fixture(scope="module")
 def world(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    url = postgres_url(postgres.dsn)
-    registry = Registry(url)
-    root, tokens = seed_tokens(registry)
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with running_server(url, log) as base:
-        yield World(base, registry, root, tokens, log, secrets=list(tokens.values()))
-    registry.close()
+    with seeded_server(postgres.dsn, tmp_path_factory.mktemp("server")) as world:
+        yield world
 
 
 def call(world: World, who: str | None, method: str, path: str, body: Any = None,
