@@ -515,7 +515,11 @@ class AlertEngine:
         Raises:
             EngineBusyError: another engine runs on this store.
             StoreError: the store failed.
+            MissingDependencyError: APScheduler (the alerting extra) is not installed.
         """
+        from job.optional import require
+
+        require("apscheduler", "alerting", needed_by="the alert engine")
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
         from apscheduler.schedulers.background import BackgroundScheduler

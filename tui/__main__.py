@@ -13,19 +13,23 @@ import sys
 def main() -> int:
     """Open the console through the server, or as ``$DAGGERS_USER`` over ``$DAGGERS_REGISTRY``; return the
     exit status."""
-    from job.control import ControlError
     from job.control.client import open_plane
     from job.control.registry import default_registry_url
+    from job.errors import DaggerError
+    from job.optional import require
     from job.text import safe_text
-    from tui.app import DaggersApp
 
     try:
+        require("textual", "tui", needed_by="the console")
+        require("textual_plotext", "tui", needed_by="the console")
         plane = open_plane(os.environ.get("DAGGERS_USER") or None,
                            os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None))
         plane.whoami()
-    except ControlError as exc:
-        print(safe_text(f"{exc.title}: {exc.message}", multiline=True), file=sys.stderr)
+    except DaggerError as exc:
+        print(safe_text(exc.state_text(), multiline=True), file=sys.stderr)
         return 2
+    from tui.app import DaggersApp
+
     DaggersApp(plane, alerts_url=os.environ.get("DAGGERS_ALERTS_STORE") or None).run()
     return 0
 

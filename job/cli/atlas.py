@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from job.cli.common import SafeConsole, fail
 from job.errors import DaggerError
+from job.optional import install_hint, require_installed
 from job.stack.pdeathsig import die_with_parent
 from job.stack.ports import free_port, port_in_use
 
@@ -59,7 +60,7 @@ def app_path() -> Path:
             if (Path(folder) / "app.py").is_file():
                 return Path(folder) / "app.py"
     raise AtlasLaunchError("the Atlas app (web_atlas/app.py) is not installed",
-                           hint="install Daggers with its atlas extra: pip install 'daggers[atlas]'")
+                           hint=install_hint("atlas"))
 
 
 def streamlit_argv(port: int, address: str = DEFAULT_ADDRESS, *, python: str | None = None,
@@ -152,9 +153,8 @@ def atlas_command(
     """Open the Atlas: a map of a dagger's S2-cell aggregates in InfluxDB (Ctrl-C stops it)."""
     out = SafeConsole(highlight=False, soft_wrap=True)
     try:
-        if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("pydeck") is None:
-            raise AtlasLaunchError("Streamlit and pydeck are not installed",
-                                   hint="pip install 'daggers[atlas]'")
+        require_installed("streamlit", "atlas", needed_by="daggers atlas")
+        require_installed("pydeck", "atlas", needed_by="daggers atlas")
         port = check_options(influx, db, port, address)
         check_basemap(basemap, basemap_url)
         argv = streamlit_argv(port, address)

@@ -98,6 +98,10 @@ class Registry:
         self.url = normalise_url(url)
         parsed = make_url(self.url)
         self.kind = parsed.get_backend_name()
+        if self.kind == "postgresql":
+            from job.optional import require
+
+            require("psycopg", "postgres", needed_by="a PostgreSQL registry")
         kwargs: dict[str, Any] = {"future": True}
         if self.kind == "sqlite" and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

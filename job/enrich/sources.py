@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from job.errors import EnrichError
+from job.optional import require
 from job.spec import ElasticsearchLookup, HttpLookup, LookupSpec, PostgresLookup, parse_path, pattern_fields
 
 #: A key the source does not hold.
@@ -54,11 +54,7 @@ class PostgresSource(Source):
     """One ``query`` with the keys' array as $1, on a pool of up to ``capacity`` connections."""
 
     def __init__(self, spec: PostgresLookup) -> None:
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            raise EnrichError("a postgres lookup needs the psycopg package",
-                              hint="pip install 'daggers[enrich]'") from None
+        require("psycopg", "enrich", needed_by="a postgres lookup")
         self.spec = spec
         self.request_size = spec.max_keys_per_request
         self._query = spec.query.replace("%", "%%").replace("$1", "%s")
@@ -122,11 +118,7 @@ class ElasticsearchSource(Source):
     the ``_source`` fields the output paths read (:func:`source_fields`)."""
 
     def __init__(self, spec: ElasticsearchLookup) -> None:
-        try:
-            from elasticsearch import Elasticsearch
-        except ImportError:
-            raise EnrichError("an elasticsearch lookup needs the elasticsearch package",
-                              hint="pip install 'daggers[enrich]'") from None
+        Elasticsearch = require("elasticsearch", "enrich", needed_by="an elasticsearch lookup").Elasticsearch
         self.spec = spec
         self.request_size = spec.max_keys_per_request
         self._columns = pattern_fields(spec.id_pattern)
@@ -282,7 +274,7 @@ def _fill(template: Any, values: dict[str, Any]) -> Any:
 
 
 def make_source(spec: LookupSpec) -> Source:
-    """Return the source a lookup spec asks. Raises EnrichError when its package is missing."""
+    """Return the source a lookup spec asks. Raises MissingDependencyError when its package is missing."""
     if isinstance(spec, PostgresLookup):
         return PostgresSource(spec)
     if isinstance(spec, ElasticsearchLookup):

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from job.index_pattern import search_pattern
+from job.optional import require
 from job.output.model import OutputError
 from job.spec import ElasticsearchSinkSpec
 
@@ -18,11 +19,7 @@ class ElasticsearchOutput:
     """Sums of one field per step from the sink's indices."""
 
     def __init__(self, spec: ElasticsearchSinkSpec) -> None:
-        try:
-            import elasticsearch
-        except ImportError:
-            raise OutputError("reading an elasticsearch sink needs the elasticsearch package",
-                              hint="pip install 'daggers[elasticsearch]'") from None
+        elasticsearch = require("elasticsearch", "elasticsearch", needed_by="reading an elasticsearch sink")
         self.spec = spec
         self.index = search_pattern(spec.index)
         kwargs: dict[str, Any] = {"request_timeout": spec.timeout_s, "max_retries": 1}

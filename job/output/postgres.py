@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from job.optional import require
 from job.output.model import OutputError
 from job.spec import IDENT_RE, PostgresSinkSpec
 
@@ -16,11 +17,7 @@ class PostgresOutput:
     """Sums of one column per step from the sink's table (bucketed on window_timestamp)."""
 
     def __init__(self, spec: PostgresSinkSpec) -> None:
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            raise OutputError("reading a postgres sink needs the psycopg package",
-                              hint="pip install 'daggers[postgres]'") from None
+        require("psycopg", "postgres", needed_by="reading a postgres sink")
         self.spec = spec
         schema, _, table = spec.table.rpartition(".")
         self.schema, self.table = schema or "public", table

@@ -105,13 +105,11 @@ def serve(registry_url: str, settings: ServerSettings, *, metrics_port: int | No
     users, the metrics port cannot be bound, or the server extra is not installed; RegistryError when the
     registry cannot be opened.
     """
-    try:
-        import uvicorn
+    from job.optional import require
 
-        from job.server.app import create_app
-    except ImportError as exc:
-        raise ControlError(f"daggers server needs {exc.name or 'its libraries'}",
-                           hint="pip install 'daggers[server]'") from None
+    uvicorn = require("uvicorn", "server", needed_by="daggers server")
+    require("fastapi", "server", needed_by="daggers server")
+    from job.server.app import create_app
 
     if (settings.certfile is None) != (settings.keyfile is None):
         raise ControlError("TLS needs both --cert and --key")

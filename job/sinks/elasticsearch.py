@@ -31,26 +31,14 @@ import pyarrow as pa
 
 from job.errors import SinkError
 from job.index_pattern import has_window, render_index
+from job.optional import require
 from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, backoff_s, key_columns
 from job.spec import ElasticsearchSinkSpec
-
-try:
-    import elastic_transport
-    import elasticsearch
-    from elasticsearch import helpers
-except ImportError:  # pragma: no cover - checked in open() and by the registry
-    elasticsearch = None  # type: ignore[assignment]
 
 log = logging.getLogger("daggers.sink.elasticsearch")
 
 #: HTTP statuses another attempt may fix.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-def missing_client_error() -> SinkError:
-    """Return the error for a missing ``elasticsearch`` package, naming the extra to install."""
-    return SinkError("the elasticsearch sink needs the elasticsearch package",
-                     hint="pip install 'daggers[elasticsearch]'")
 
 
 def es_type(arrow: pa.DataType, column: str) -> str | None:
@@ -151,8 +139,7 @@ class ElasticsearchSink(Sink):
     # ---- open ---------------------------------------------------------------------------------
 
     def _make_client(self) -> Any:
-        if elasticsearch is None:
-            raise missing_client_error()
+        elasticsearch = require("elasticsearch", "elasticsearch", needed_by="the elasticsearch sink")
         kwargs: dict[str, Any] = {"request_timeout": self.spec.timeout_s, "max_retries": 0,
                                   "retry_on_timeout": False}
         if self.spec.api_key is not None:
@@ -176,6 +163,9 @@ class ElasticsearchSink(Sink):
         Raises SinkError: no client package, an unreachable server, refused credentials, a bad CA file.
         """
         self._client = self._make_client()
+        import elastic_transport
+        import elasticsearch
+
         try:
             self._client.info()
         except elastic_transport.TransportError as exc:
@@ -274,6 +264,9 @@ class ElasticsearchSink(Sink):
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run one client call; map its errors: retryable (cut off, 429, 5xx) or SinkError (others)."""
+        import elastic_transport
+        import elasticsearch
+
         try:
             return fn()
         except elastic_transport.TransportError as exc:  # connection refused, reset, timed out
@@ -316,6 +309,8 @@ class ElasticsearchSink(Sink):
         again: dict[str, dict[str, Any]] = {}
 
         extra: dict[str, Any] = {"refresh": "wait_for"} if self.spec.refresh else {}
+
+        from elasticsearch import helpers
 
         def run() -> None:
             for ok, item in helpers.streaming_bulk(

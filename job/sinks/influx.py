@@ -31,6 +31,7 @@ import pyarrow as pa
 import requests
 
 from job.errors import BackpressureError, SinkError
+from job.optional import require
 from job.sinks.base import Sink, backoff_s
 from job.sinks.line_protocol import encode
 from job.spec import InfluxSinkSpec
@@ -91,13 +92,11 @@ class InfluxSink(Sink):
 
         Servers without one (InfluxDB 1.8, VictoriaMetrics) answer 400/404 and are not checked further.
         """
-        try:
-            from influxdb_client import InfluxDBClient
-            from influxdb_client.client.write_api import SYNCHRONOUS
-            from influxdb_client.rest import ApiException
-        except ImportError:
-            raise SinkError("api v2 needs the influxdb-client package",
-                            hint="pip install 'daggers[influx2]'") from None
+        require("influxdb_client", "influx2", needed_by="an influx sink with api: v2")
+        from influxdb_client import InfluxDBClient
+        from influxdb_client.client.write_api import SYNCHRONOUS
+        from influxdb_client.rest import ApiException
+
         token = self.spec.token.get_secret_value() if self.spec.token else ""
         self._client = InfluxDBClient(url=self.url, token=token, org=self.spec.org or "",
                                       timeout=int(self.spec.timeout_s * 1000), debug=False)

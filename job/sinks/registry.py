@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from job.errors import SinkError
+from job.optional import require
 from job.sinks.base import Sink
 from job.spec import ElasticsearchSinkSpec, InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
 
@@ -19,7 +19,7 @@ def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None,
     finds its proto_class in ``registry`` (the dagger's schema version) before protos/; an
     Elasticsearch sink puts the dagger's name ``dagger`` in its document ids.
 
-    Raises SinkError when a sink's optional package is not installed (naming the extra).
+    Raises MissingDependencyError when a sink's optional package is not installed (naming the extra).
 
     A sink's name is its spec's ``name``, or its type; a repeated name gets ``-2``, ``-3``, ...
     """
@@ -41,17 +41,14 @@ def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None,
 
             sink = KafkaSink(spec, registry)
         elif isinstance(spec, PostgresSinkSpec):
-            try:
-                from job.sinks.postgres import PostgresSink
-            except ImportError:
-                raise SinkError("the postgres sink needs the psycopg package",
-                                hint="pip install 'daggers[postgres]'") from None
+            require("psycopg", "postgres", needed_by="the postgres sink")
+            from job.sinks.postgres import PostgresSink
+
             sink = PostgresSink(spec)
         elif isinstance(spec, ElasticsearchSinkSpec):
-            from job.sinks.elasticsearch import ElasticsearchSink, elasticsearch, missing_client_error
+            require("elasticsearch", "elasticsearch", needed_by="the elasticsearch sink")
+            from job.sinks.elasticsearch import ElasticsearchSink
 
-            if elasticsearch is None:
-                raise missing_client_error()
             sink = ElasticsearchSink(spec, dagger)
         else:  # pragma: no cover - the spec model rejects other types
             raise TypeError(f"no sink for {type(spec).__name__}")

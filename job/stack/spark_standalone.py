@@ -28,15 +28,9 @@ _REPO = Path(__file__).resolve().parents[2]
 
 
 def spark_home() -> Path:
-    """Return the pyspark package folder, which holds ``bin/spark-class`` and ``jars/``.
+    """Return the pyspark package folder (a core dependency), which holds ``bin/spark-class`` and ``jars/``."""
+    import pyspark
 
-    Raises:
-        StackError: pyspark is not installed.
-    """
-    try:
-        import pyspark
-    except ImportError as exc:
-        raise StackError("pyspark is not installed: pip install the project's spark extra") from exc
     return Path(pyspark.__file__).resolve().parent
 
 

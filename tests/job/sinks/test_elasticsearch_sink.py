@@ -310,14 +310,16 @@ def test_an_index_whose_mapping_conflicts_fails_with_elasticsearchs_reason(elast
 
 
 def test_a_missing_client_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import job.sinks.elasticsearch as module
+    from job.optional import MissingDependencyError
 
-    monkeypatch.setattr(module, "elasticsearch", None)
+    monkeypatch.setitem(sys.modules, "elasticsearch", None)  # what `import elasticsearch` finds uninstalled
     spec = parse_spec(spec_text("b"), "es.yaml")
-    with pytest.raises(SinkError) as info:
+    with pytest.raises(MissingDependencyError) as info:
         build_sinks(spec.sinks, dagger="es-spec")
-    assert info.value.message == "the elasticsearch sink needs the elasticsearch package"
-    assert info.value.hint == "pip install 'daggers[elasticsearch]'"
+    assert info.value.title == "elasticsearch is not installed"
+    assert info.value.message == "the elasticsearch sink needs the elasticsearch package, from Daggers' elasticsearch extra"
+    assert info.value.hint == ("install the elasticsearch extra: pip install '.[elasticsearch]' in a Daggers checkout, "
+                               "or pip install 'daggers-<version>-py3-none-any.whl[elasticsearch]' from a built wheel")
 
 
 # ---- credentials and TLS -------------------------------------------------------------------
