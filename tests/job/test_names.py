@@ -38,7 +38,7 @@ NEAR = st.text(alphabet=LOWER + string.digits + "-._\n \t\rA", max_size=70)
 @given(st.one_of(NEAR, st.text(max_size=70), st.from_regex(DAGGER_NAME, fullmatch=True)))
 def test_a_dagger_name_is_accepted_exactly_when_the_rule_says(name: str) -> None:
     assert is_name(name) is dagger_rule(name)
-    assert (job.spec.NAME_RE.match(name) is not None) is dagger_rule(name)  # .match as spec.py calls it
+    assert (job.spec.NAME_RE.match(name) is not None) is dagger_rule(name)  # .match as job.spec calls it
     assert (alerting.rules.NAME_RE.match(name) is not None) is dagger_rule(name)
 
 
