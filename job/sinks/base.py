@@ -257,8 +257,9 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
 def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
     """Open every sink and, given the query's output ``schema``, bind each to it.
 
-    When one cannot work, the sinks opened so far are closed again and its SinkError is raised
-    (named after the sink: ``sink 'kafka': ...``), before any data is read.
+    When one cannot work, whatever it raised (a SinkError, a missing package, a bug, Ctrl-C), the sinks opened
+    so far are closed again before it goes on, so no connection is left behind. A SinkError is raised again
+    named after its sink (``sink 'kafka': ...``), its cause kept; anything else is raised as it was.
     """
     from job.errors import SinkError
 
@@ -270,11 +271,13 @@ def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
             opened.append(current)
             if schema is not None:
                 current.bind(schema)
-    except SinkError as exc:
+    except BaseException as exc:
         for done in opened:
             try:
                 done.close()
             except Exception:  # closing is best effort; the first error is the one to report
                 log.debug("closing sink %s failed", done.name, exc_info=True)
+        if not isinstance(exc, SinkError):
+            raise
         name = current.name if current is not None else "?"
-        raise SinkError(f"sink {name!r}: {exc.message}", hint=exc.hint) from None
+        raise SinkError(f"sink {name!r}: {exc.message}", hint=exc.hint) from exc
