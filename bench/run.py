@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -183,7 +184,9 @@ def write_spec(w: Workload, stack: Stack, topic: str, folder: Path, *, runner: s
     ``spark_conf`` holds ``KEY=VALUE`` Spark settings for the spec's ``spark_conf``; ``close_promptly`` is
     the spec's ``close_windows_promptly``."""
     sql = "\n".join("  " + line for line in w.sql.splitlines())
-    conf = dict(item.split("=", 1) for item in spark_conf or [])
+    items = [item.split("=", 1) for item in spark_conf or []]
+    conf = {k: v for k, v in items if not k.startswith(SPEC_PREFIXES)}
+    spec_lines = {k: v for k, v in items if k.startswith(SPEC_PREFIXES)}
     conf_block = "spark_conf:\n" + "".join(f"  {k}: '{v}'\n" for k, v in conf.items()) if conf else ""
     checkpoint = folder / f"checkpoint-{w.key}-{runner}-{tag}"
     max_records_line = "" if max_records is None else f"    max_records_per_batch: {max_records}\n"
@@ -209,9 +212,33 @@ close_windows_promptly: {str(close_promptly).lower()}
   database: {DB}
   measurement: {w.measurement_for(runner)}
 """
+    for key, value in spec_lines.items():
+        text = _spec_line(text, key, value)
     path = folder / f"{w.key}-{runner}-{tag}.yaml"
     path.write_text(text)
     return path
+
+
+#: A run's setting (``--variant``, ``--baseline-conf``) that is a line of the spec, not a Spark setting:
+#: ``spec.KEY=VALUE`` a top-level field (e.g. ``spec.trigger_interval_s=2``), ``stream.KEY=VALUE`` a field of
+#: the stream (e.g. ``stream.max_records_per_batch=500000``).
+SPEC_PREFIXES = ("spec.", "stream.")
+
+
+def _spec_line(text: str, key: str, value: str) -> str:
+    """Return the spec ``text`` with the field ``key`` (``spec.NAME`` or ``stream.NAME``) set to ``value``."""
+    scope, _, name = key.partition(".")
+    indent = "" if scope == "spec" else "    "
+    lines = text.splitlines()
+    line = f"{indent}{name}: {value}"
+    for i, old in enumerate(lines):
+        if old.startswith(f"{indent}{name}:"):
+            lines[i] = line
+            return "\n".join(lines) + "\n"
+    anchor = "sink:" if scope == "spec" else "    start_from: earliest"
+    at = lines.index(anchor) + (0 if scope == "spec" else 1)
+    lines.insert(at, line)
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -831,6 +858,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="also run the engine with this Spark setting (after --spark-conf), alternating with the "
                          "engine run by run; with --baseline, that run has both; repeatable")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
+                    help="also run the engine with these settings, alternating with the engine (and the baseline) run "
+                         "by run: Spark settings, spec lines (spec.FIELD=V, stream.FIELD=V) and engine features "
+                         "(feature.F=V); repeatable, one NAME each")
     ap.add_argument("--live-goal-s", type=float, default=verdict.LIVE_P99_GOAL_S,
                     help="the live run fails when its watermark → InfluxDB p99 is over this many seconds")
     ap.add_argument("--seed", type=int, default=7)
@@ -874,8 +905,31 @@ def engine_runs(args: argparse.Namespace) -> list[EngineRun]:
     kinds: list[tuple[str, dict[str, str] | None, list[str]]] = [("engine", features, [])]
     if args.baseline or args.baseline_conf:
         kinds.append(("baseline", baseline, list(args.baseline_conf)))
+    for text in args.variant:
+        kinds.append(_variant(text, features))
     return [(name if i == 0 else f"{name}_{i + 1}", pinned, conf) for i in range(args.runs)
             for name, pinned, conf in kinds]
+
+
+def _variant(text: str, features: dict[str, str] | None) -> tuple[str, dict[str, str] | None, list[str]]:
+    """``NAME:KEY=VALUE;KEY=VALUE`` (``--variant``) → (NAME, pinned features, settings): a KEY ``feature.F`` pins
+    the engine feature F; any other is a Spark setting or a spec line (:data:`SPEC_PREFIXES`). Raises
+    ValueError for a bad NAME or item."""
+    name, sep, rest = text.partition(":")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9]*", name) or name in ("engine", "baseline"):
+        raise ValueError(f"--variant {text!r}: give NAME:KEY=VALUE[;KEY=VALUE...], NAME lower-case letters and "
+                         "digits (not engine or baseline)")
+    pinned = dict(features or {})
+    conf = []
+    for item in filter(None, (i.strip() for i in rest.split(";"))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"--variant {text!r}: {item!r} is not KEY=VALUE")
+        if key.startswith("feature."):
+            pinned.update(_features([f"{key.removeprefix('feature.')}={value}"], "--variant"))
+        else:
+            conf.append(item)
+    return name, pinned or None, conf
 
 
 def family(label: str) -> str:

@@ -189,6 +189,33 @@ def test_runs_alternate_the_engine_and_its_baseline() -> None:
     assert conf == [("engine", {"group_keys": "as_written"}, []), ("baseline", {"group_keys": "as_written"}, ["k=v"])]
 
 
+def test_variants_alternate_with_the_engine_and_set_spark_spec_lines_and_features(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bench.run import engine_runs, parse_args, write_spec
+    from bench.workloads import WORKLOADS
+
+    args = parse_args(["--runs", "2", "--variant", "big:stream.max_records_per_batch=450000;spec.trigger_interval_s=2",
+                       "--variant", "pgc:spark.driver.extraJavaOptions=-XX:+UseParallelGC;feature.read_pacing=every_trigger"])
+    big = ["stream.max_records_per_batch=450000", "spec.trigger_interval_s=2"]
+    pgc = ["spark.driver.extraJavaOptions=-XX:+UseParallelGC"]
+    every = {"read_pacing": "every_trigger"}
+    assert engine_runs(args) == [("engine", None, []), ("big", None, big), ("pgc", every, pgc),
+                                 ("engine_2", None, []), ("big_2", None, big), ("pgc_2", every, pgc)]
+    stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
+    text = write_spec(WORKLOADS["a"], stack, "t", tmp_path, runner="big", trigger_s=1.0, max_records=150_000,
+                      tag="pre", spark_conf=[*big, *pgc]).read_text()
+    assert "    max_records_per_batch: 450000\n" in text and "150000" not in text
+    assert "\ntrigger_interval_s: 2\n" in text and "trigger_interval_s: 1.0" not in text
+    assert "spark_conf:\n  spark.driver.extraJavaOptions: '-XX:+UseParallelGC'\n" in text
+    text = write_spec(WORKLOADS["a"], stack, "t", tmp_path, runner="big", trigger_s=1.0, max_records=None,
+                      tag="live", spark_conf=big).read_text()
+    assert "    start_from: earliest\n    max_records_per_batch: 450000\n" in text and "spark_conf" not in text
+    for bad in ("Big:k=v", "engine:k=v", "x", "big:k"):
+        with pytest.raises(SystemExit):
+            parse_args(["--variant", bad])
+
+
 def test_a_feature_the_engine_does_not_have_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.run import parse_args
 
