@@ -123,6 +123,7 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
         assert url, "the controller serves no /metrics"
         series: list[tuple[float, dict[str, str]]] = []
         lags: dict[str, list[float]] = {}
+        loads: list[float] = []
         end = time.monotonic() + minutes * 60
         while time.monotonic() < end:
             started = time.monotonic()
@@ -132,6 +133,7 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
                 print(f"scrape failed: {exc}", flush=True)
             else:
                 series.append((time.time(), states))
+                loads.append(os.getloadavg()[0])
                 for name, value in lag.items():
                     lags.setdefault(name, []).append(value)
             time.sleep(max(0.0, SCRAPE_S - (time.monotonic() - started)))
@@ -150,7 +152,8 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
             seen[key][state] += 1
     return {"samples": len(series), "changes": changes(series), "states": seen,
             "lag": {n: [min(v), max(v)] for n, v in lags.items() if v},
-            "lag_grows": sorted(n for n, v in lags.items() if lag_grows(v))}
+            "lag_grows": sorted(n for n, v in lags.items() if lag_grows(v)),
+            "load_average": [min(loads), max(loads)] if loads else []}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     if result["samples"] < 2:
         print("BENCHMARK FAILED: fewer than two /metrics samples")
         return 1
-    print(f"0 state changes in {result['samples']} samples over {args.minutes:g} minutes beside a load of {args.load}")
+    print(f"0 state changes in {result['samples']} samples over {args.minutes:g} minutes beside a load of {args.load}"
+          f" (load average {result['load_average'][0]:.1f}-{result['load_average'][1]:.1f})")
     return 0
 
 

@@ -138,7 +138,7 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     asked). Raises SqlError/SchemaError/SpecError for a spec that cannot run, SourceError when a broker or
     topic cannot be read, EnrichError when a lookup with fail_on_errors fails.
     """
-    from job.runner import explain_failure
+    from job.runner import explain_failure, register_dedup_views
     from job.spark_session import build_session, running_session
 
     p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview")
@@ -165,6 +165,7 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
                 # time); the rows shown are those whose event time is in the last ``minutes``.
                 recent = df.withColumn("rowtime", ts).where(F.col("rowtime") >= F.timestamp_millis(F.lit(since_ms)))
                 recent.withColumn(BARRIER_COLUMN, F.lit(0.0)).createOrReplaceTempView(stream.table)
+            register_dedup_views(session, p.translation)
             result = session.sql(p.translation.spark_sql)
             # SELECT * would carry the barrier and the source's derived columns to the sinks
             internal = [c for c in result.columns if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX)]

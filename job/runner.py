@@ -36,6 +36,7 @@ from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, s
 from job.sources.preflight import wait_for_brokers
 from job.spark_session import HDFS_STATE_STORE, build_session, running_session
 from job.spec import DaggerSpec
+from job.sql import Translation
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
 from job.transform import apply_output_transformers, apply_stream_transformers
@@ -177,6 +178,14 @@ def register_stream_views(spark: SparkSession, plan: DaggerPlan) -> None:
     the Kafka source must be registered with ``spark`` first."""
     for i, stream in enumerate(plan.streams):
         stream_frame(spark, plan, i).createOrReplaceTempView(stream.table)
+    register_dedup_views(spark, plan.translation)
+
+
+def register_dedup_views(spark: SparkSession, translation: Translation) -> None:
+    """Register each deduplicated subquery of the query (:mod:`job.sql.dedup`) as the view its SQL names: the
+    subquery's rows without duplicate keys (the first to arrive; late rows dropped; keys kept for good)."""
+    for dedup in translation.dedups:
+        spark.sql(dedup.spark_sql).dropDuplicates(dedup.keys).createOrReplaceTempView(dedup.view)
 
 
 def query_sql_conf(spec: DaggerSpec) -> dict[str, str]:

@@ -360,14 +360,10 @@ class Refusal:
 #: Flink queries Daggers cannot run (streaming retractions, versioned tables, subqueries over streams), each
 #: refused by ``daggers sql check`` (tests/job/sql/test_flink_syntax.py checks every one).
 REFUSED: list[Refusal] = [
-    Refusal("dedup-row-number", """SELECT order_number, status, rowtime FROM (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY order_number ORDER BY rowtime ASC) AS row_num
-  FROM bookings)
-WHERE row_num = 1""", 2, 13, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams"),
     Refusal("top-n", """SELECT * FROM (
   SELECT order_number, fare_idr, ROW_NUMBER() OVER (PARTITION BY city_id ORDER BY fare_idr DESC) AS row_num
   FROM bookings)
-WHERE row_num <= 2""", 2, 34, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams"),
+WHERE row_num <= 2""", 2, 34, "ROW_NUMBER() OVER (...) orders by the event time only, for deduplication"),
     Refusal("over-aggregation", """SELECT order_number, fare_idr,
   SUM(fare_idr) OVER (PARTITION BY customer_id ORDER BY rowtime
     RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS one_hour_fare
@@ -377,12 +373,6 @@ WHERE driver_id IN (SELECT driver_id FROM pings WHERE driver_status = 'ON_TRIP')
             "a subquery in an expression (IN (SELECT ...), EXISTS, a scalar subquery) is not supported"),
     Refusal("select-distinct", "SELECT DISTINCT vehicle_type FROM bookings", 1, 17,
             "SELECT DISTINCT is not supported on streams"),
-    Refusal("window-tvf-tumble", """SELECT window_start, window_end, COUNT(*) AS n
-FROM TABLE(TUMBLE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES))
-GROUP BY window_start, window_end""", 2, 6, "window table-valued functions (TABLE(TUMBLE("),
-    Refusal("window-tvf-cumulate", """SELECT window_start, window_end, SUM(fare_idr) AS fare
-FROM TABLE(CUMULATE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES, INTERVAL '5' MINUTES))
-GROUP BY window_start, window_end""", 2, 6, "window table-valued functions (TABLE(CUMULATE("),
     Refusal("count-distinct", """SELECT COUNT(DISTINCT driver_id) AS drivers
 FROM pings GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)""", 1, 8,
             "COUNT(DISTINCT ...) is not available on streams"),

@@ -76,6 +76,8 @@ def why_not_fusible(plan: DaggerPlan) -> str | None:
         shape = member_shape(tr.spark_sql, {s.table for s in plan.streams})
         if isinstance(shape, str) or shape.window is None or spec.transformers:
             return f"its join does not merge into one aggregation ({shape if isinstance(shape, str) else 'no window'})"
+    if tr.dedups:
+        return "it deduplicates (ROW_NUMBER() ... = 1), through a view of its own"
     if spec.udf_file:
         return "it has a udf_file"
     if spec.lookups:  # a generation's batch ids start again at 0: the answers kept for a replay are per query

@@ -11,14 +11,17 @@ three differences that change a query's meaning, fixed here:
   :mod:`job.sql.flink` checks them;
 * Flink's type name ``BYTES`` parses as a type, and ``SESSION(rowtime, gap)`` as a call;
 * a simple ``CASE x WHEN 'a', 'b' THEN ...`` may list several values in a WHEN (Flink/Calcite): the CASE
-  reads as ``CASE WHEN x IN ('a', 'b') THEN ... WHEN x = 'c' THEN ...``.
+  reads as ``CASE WHEN x IN ('a', 'b') THEN ... WHEN x = 'c' THEN ...``;
+* a window table-valued function's table argument, ``TUMBLE(TABLE t, DESCRIPTOR(rowtime), ...)`` (and
+  ``TABLE t PARTITION BY (k1, k2)``), reads as a call ``TABLE(t)`` (``TABLE(t, PARTITION_BY(k))``), which
+  :mod:`job.sql.window_tvf` rewrites.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 _SIMPLE = (exp.Column, exp.Literal, exp.Func, exp.Dot, exp.Paren, exp.Bracket)
 
@@ -43,6 +46,23 @@ class DaggerSql(Spark):
                     "BYTES": TokenType.VARBINARY}
 
     class Parser(Spark.Parser):
+        PRIMARY_PARSERS = {**Spark.Parser.PRIMARY_PARSERS,
+                           TokenType.TABLE: lambda self, token: self._parse_table_argument(token)}
+
+        def _parse_table_argument(self, token: Token) -> exp.Expression | None:
+            """Flink's ``TABLE t [PARTITION BY k, ...]`` as an argument of a call; None (nothing read) otherwise."""
+            before = self._tokens[self._index - 2] if self._index >= 2 else None
+            if before is None or before.token_type not in (TokenType.L_PAREN, TokenType.COMMA, TokenType.FARROW) \
+                    or self._curr is None or self._curr.token_type == TokenType.L_PAREN:
+                self._retreat(self._index - 1)
+                return None
+            args: list[exp.Expression] = [self._parse_table_parts()]
+            if self._match(TokenType.PARTITION_BY):
+                key = self._parse_disjunction()  # PARTITION BY k, or PARTITION BY (k1, k2)
+                keys = list(key.expressions) if isinstance(key, exp.Tuple) else [key] if key is not None else []
+                args.append(self.expression(exp.Anonymous(this="PARTITION_BY", expressions=keys)))
+            return self.expression(exp.Anonymous(this="TABLE", expressions=args)).update_positions(token)
+
         def _parse_case(self) -> exp.Expression | None:
             """sqlglot's CASE, with several values in a WHEN of a simple CASE (Flink's ``WHEN 'a', 'b'``)."""
             if self._match(TokenType.DOT, advance=False):

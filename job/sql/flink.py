@@ -171,9 +171,9 @@ def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-_DEDUP_HINT = ("to keep the first event per key, drop the ROW_NUMBER and add the deduplicate transformer to the "
-               "stream (transformers: [{type: deduplicate, keys: [order_number], ttl_s: 3600}], see "
-               "docs/functions.md); for the top N per window, GROUP BY the window and the key")
+_DEDUP_HINT = ("to keep each key's first row in event time: SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION "
+               "BY k ORDER BY rowtime ASC) AS rn FROM t) WHERE rn = 1; for the top N per window, GROUP BY the "
+               "window and the key")
 _RANKING = (exp.RowNumber,)
 _SOURCE_PARENTS = (exp.From, exp.Join, exp.SetOperation, exp.Lateral)
 

@@ -42,24 +42,6 @@ def _trailing_comma(tokens: list[Token]) -> None:
                            line=prev.line, col=prev.col, hint="remove the trailing comma")
 
 
-_WINDOW_TVFS = {"TUMBLE", "HOP", "CUMULATE", "SESSION"}
-_TVF_HINT = ("group by a window instead: SELECT key, COUNT(*) AS n, TUMBLE_START(rowtime, INTERVAL '1' MINUTE) AS "
-             "window_start, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_end FROM t GROUP BY "
-             "TUMBLE(rowtime, INTERVAL '1' MINUTE), key (HOP(rowtime, slide, size) and SESSION(rowtime, gap) alike)")
-
-
-def _window_tvf(tokens: list[Token]) -> None:
-    """Refuse Flink's window table-valued functions (``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), ...))``)
-    with what to write instead, before sqlglot fails on them with 'Expecting )'."""
-    for i, tok in enumerate(tokens[:-2]):
-        name = tokens[i + 2].text.upper()
-        if tok.text.upper() == "TABLE" and tokens[i + 1].token_type == TokenType.L_PAREN and name in _WINDOW_TVFS:
-            raise SqlError(f"window table-valued functions (TABLE({name}(TABLE ..., DESCRIPTOR(...), ...))) are not "
-                           "supported", line=tok.line, col=max(tok.col - len(tok.text) + 1, 1),
-                           hint=_TVF_HINT if name != "CUMULATE" else
-                           "CUMULATE has no equivalent here; " + _TVF_HINT)
-
-
 #: The largest query text and AST accepted: a query runs in a server's check and preview, so its cost is
 #: bounded (a real dagger query has a few hundred nodes; 2,000 ORs took a minute of a server's CPU).
 MAX_QUERY_CHARS = 32 * 1024
@@ -145,7 +127,6 @@ def parse(text: str) -> exp.Query:
     try:
         tokens = sqlglot.tokenize(text, read=READ_DIALECT)
         _trailing_comma(tokens)
-        _window_tvf(tokens)
         trees = sqlglot.parse(text, read=READ_DIALECT)
     except RecursionError:
         raise SqlError("the query is nested too deep") from None

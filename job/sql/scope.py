@@ -24,6 +24,7 @@ from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
 from job.errors import SqlError
 from job.sql.catalog import DAGGER_FUNCTIONS
+from job.sql.dedup import DEDUP_META
 from job.sql.infer import TYPE_META, infer
 from job.sql.parse import READ_DIALECT, position
 
@@ -75,6 +76,11 @@ class Resolution:
 def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
     return SqlError(message, line=line, col=col, hint=hint)
+
+
+def _deduplicated(select: exp.Select) -> bool:
+    """Whether ``select`` is a deduplication's subquery (its ``*`` hands rowtime on: job.sql.dedup)."""
+    return isinstance(select.parent, exp.Subquery) and DEDUP_META in select.parent.meta
 
 
 def suggest(name: str, options: Iterable[str]) -> str | None:
@@ -297,7 +303,8 @@ class _Resolver:
                 if src.columns is None or out is None:
                     out = None
                 else:
-                    out.update({c: t for c, t in src.columns.items() if c != TIME_COLUMN or src.stream is None})
+                    out.update({c: t for c, t in src.columns.items()
+                                if c != TIME_COLUMN or src.stream is None or _deduplicated(select)})
         return out
 
     def output(self, scope: Scope, stars: ColumnTypes | None) -> ColumnTypes | None:

@@ -9,6 +9,8 @@ from sqlglot import exp
 
 from job.sql import validate
 from job.sql.catalog import DaggerFunction
+from job.sql.dedup import Deduplication, extract_deduplications, mark_deduplications
+from job.sql.distinct import rewrite_select_distinct
 from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
@@ -22,6 +24,7 @@ from job.sql.rewrite import (
     to_spark,
     window_args,
 )
+from job.sql.window_tvf import cumulate_windows, rewrite_window_tvfs
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Translation:
     join_lag_ms: int | None = 0
     # the query's output column names, in order (None: not known before Spark runs; job.sql.scope.Resolution)
     output_columns: list[str] | None = None
+    # views the engine registers before the query: a subquery's rows without duplicate keys (job.sql.dedup)
+    dedups: list[Deduplication] = field(default_factory=list)
 
 
 def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
@@ -61,7 +66,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     column or function, calls a function with the wrong arguments, or aggregates a stream without
     a window.
     """
-    tree = parse(sql)
+    tree = rewrite_select_distinct(mark_deduplications(rewrite_window_tvfs(parse(sql))))
     check_unsupported(tree)
     validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)
@@ -71,12 +76,13 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
     pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
-    spark = add_watermark_barrier(to_spark(pushed, udfs), set(tables))
+    spark = add_watermark_barrier(cumulate_windows(to_spark(pushed, udfs)), set(tables))
     if distinct_bytes:
         spark = rewrite_distinct_count_bytes(spark)
     if window_keys_last:
         spark = put_window_keys_last(spark)
     validate.check_spark_functions(spark)
+    spark, dedups = extract_deduplications(spark, render)
     columns = {t: set(cols) | {c.name for c in derived.get(t, [])} for t, cols in tables.items()}
     return Translation(
         dagger_sql=sql,
@@ -89,6 +95,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
         derived_only=_derived_only(pushed, derived),
         batch_order=batch_order(spark, columns),
         output_columns=validate.output_columns(tree, tables),
+        dedups=dedups,
     )
 
 

@@ -76,10 +76,10 @@ def test_a_when_without_a_value_says_so(sql: str, col: int, reason: str) -> None
 @pytest.mark.parametrize(("sql", "line", "col", "reason", "hint_starts"), [
     ("SELECT order_number,\n  ROW_NUMBER() OVER (PARTITION BY order_number ORDER BY rowtime) AS rn FROM bookings",
      2, 3, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams: it retracts rows it has "
-     "emitted", "to keep the first event per key, drop the ROW_NUMBER and add the deduplicate transformer"),
+     "emitted", "to keep each key's first row in event time: SELECT ... FROM (SELECT *, ROW_NUMBER() OVER"),
     ("SELECT * FROM (\n  SELECT order_number, ROW_NUMBER() OVER (PARTITION BY order_number ORDER BY rowtime) AS rn"
-     "\n  FROM bookings) WHERE rn = 1", 2, 24, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on "
-     "streams: it retracts rows it has emitted", "to keep the first event per key"),
+     "\n  FROM bookings) WHERE rn = 1", 2, 10, "a deduplication's subquery outputs rowtime, the event time it orders "
+     "by", "SELECT ... FROM (SELECT *, ROW_NUMBER() OVER"),
     ("SELECT order_number, SUM(fare_idr) OVER (PARTITION BY customer_id ORDER BY rowtime\n"
      "  RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS s FROM bookings", 1, 22,
      "OVER aggregations are not supported on streams; use a window in GROUP BY", "GROUP BY TUMBLE(rowtime, "),
@@ -95,13 +95,13 @@ def test_a_when_without_a_value_says_so(sql: str, col: int, reason: str) -> None
     ("SELECT DISTINCT vehicle_type FROM bookings", 1, 17, "SELECT DISTINCT is not supported on streams",
      "GROUP BY the columns within a window"),
     ("SELECT window_start, COUNT(*) AS n\nFROM TABLE(\n  TUMBLE(TABLE bookings, DESCRIPTOR(rowtime), "
-     "INTERVAL '1' MINUTES))\nGROUP BY window_start, window_end", 2, 6,
-     "window table-valued functions (TABLE(TUMBLE(TABLE ..., DESCRIPTOR(...), ...))) are not supported",
-     "group by a window instead: SELECT key, COUNT(*) AS n, TUMBLE_START(rowtime"),
-    ("SELECT * FROM TABLE(CUMULATE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES, "
-     "INTERVAL '10' MINUTES))", 1, 15,
-     "window table-valued functions (TABLE(CUMULATE(TABLE ..., DESCRIPTOR(...), ...))) are not supported",
-     "CUMULATE has no equivalent here; group by a window instead"),
+     "INTERVAL '1' MINUTES, INTERVAL '10' SECONDS))\nGROUP BY window_start, window_end", 3, 78,
+     "the OFFSET of a TUMBLE window is not supported: windows start at whole multiples of their size (UTC)",
+     "leave out the offset"),
+    ("SELECT * FROM TABLE(SESSION(TABLE bookings PARTITION BY driver_id, DESCRIPTOR(rowtime), "
+     "INTERVAL '10' MINUTES))", 1, 21,
+     "SESSION without aggregation is not supported: a row's session is known only when it closes",
+     "aggregate per session: GROUP BY window_start, window_end and the PARTITION BY keys"),
 ])
 def test_refused_with_line_column_and_what_to_write(sql: str, line: int, col: int, reason: str,
                                                     hint_starts: str) -> None:
