@@ -60,4 +60,5 @@ def test_registry_round_trips_through_base64() -> None:
     reg = default_registry()
     again = SchemaRegistry.from_b64(reg.to_b64())
     assert again.message_names() == ["daggers.aggregates.BookingAggregate", "daggers.events.ApiLog",
-                                     "daggers.events.BookingLog", "daggers.events.DriverLocationPing"]
+                                     "daggers.events.BookingLog", "daggers.events.DriverLocationPing",
+                                     "nexmark.Auction", "nexmark.Bid", "nexmark.Person"]
