@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import signal
 import threading
 import time
@@ -25,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
-from job.errors import BadRecordError, DaggerError, EnrichError, FunctionError, SinkError, SourceError
+from job.errors import DaggerError
 from job.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.query_events import QueryEvents
 from job.schema.registry import SchemaRegistry
@@ -34,6 +33,7 @@ from job.sinks.base import start_sinks
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
+from job.spark_failure import explain_failure
 from job.spark_session import HDFS_STATE_STORE, build_session, running_session
 from job.spec import DaggerSpec
 from job.sql import Translation
@@ -226,6 +226,7 @@ class DaggerJob:
         self.progress = self._load_progress()
         self._lock = threading.Lock()
         self._ended = False  # set once the job is marked stopped or failed
+        self.batch_error: DaggerError | None = None  # what the last failed batch raised in foreachBatch
         self._listener: _Listener | None = None
         self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
@@ -311,7 +312,11 @@ class DaggerJob:
     # ---- start --------------------------------------------------------------------------------
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
-        self.write_rows(self.enrich(df.toArrow(), batch_id), batch_id)
+        try:
+            self.write_rows(self.enrich(df.toArrow(), batch_id), batch_id)
+        except DaggerError as exc:  # kept as it is: Spark hands it back as py4j's text (explain_failure)
+            self.batch_error = exc
+            raise
 
     def write_rows(self, table: pa.Table, batch_id: int) -> None:
         """Write a micro-batch's (enriched) rows to every sink, in order; a sink's retries are written to
@@ -493,34 +498,6 @@ def _enricher(plan: DaggerPlan) -> Enricher | None:
     return Enricher(plan.spec.lookups, ReplayStore(plan.checkpoint / "lookups", plan.checkpoint / "spark"))
 
 
-_ERROR_RE = re.compile(r"job\.errors\.(\w+): (.+?)(?:\n\s+hint: (.+?))?(?:\n|$)")
-_PY_ERROR_RE = re.compile(r"^(?:\w+\.)*\w+(?:Error|Exception): .+$", re.MULTILINE)
-# a position in the translated Spark SQL ('; line 1 pos 397'), which is not the user's query
-_SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?")
-_KINDS: dict[str, type[DaggerError]] = {"BadRecordError": SourceError, "SourceError": SourceError,
-                                        "SinkError": SinkError, "BackpressureError": SinkError,
-                                        "FunctionError": FunctionError, "EnrichError": EnrichError}
-
-
-def explain_failure(exc: BaseException) -> DaggerError:
-    """Turn a Spark exception into the DaggerError raised inside it (or a generic one)."""
-    if isinstance(exc, DaggerError):
-        return exc
-    text = str(exc)
-    match = _ERROR_RE.search(text)
-    if match:
-        kind, message, hint = match.groups()
-        err = _KINDS.get(kind, DaggerError)(message, hint=hint)
-        if kind == "BadRecordError":
-            err.title = BadRecordError.title
-        return err
-    py_errors = _PY_ERROR_RE.findall(text)
-    if py_errors:
-        return DaggerError(f"the streaming query failed: {_SPARK_POSITION.sub('', py_errors[-1])[:500]}")
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return DaggerError(f"the streaming query failed: {_SPARK_POSITION.sub('', first)[:500]}")
-
-
 def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:
     """Wait for the plan's brokers; Ctrl-C raises KeyboardInterrupt, and is also kept in a flag the wait checks
     every round (in the main thread; elsewhere the wait is plain)."""
@@ -573,14 +550,14 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
                 break
             query.awaitTermination(0.5)
         if query.exception() is not None:
-            raise explain_failure(query.exception())
+            raise explain_failure(query.exception(), job.batch_error)
     except KeyboardInterrupt:
         pass
     except DaggerError as exc:
         job.mark("failed", f"{exc.title}: {exc.message}")
         raise
     except Exception as exc:
-        err = explain_failure(exc)
+        err = explain_failure(exc, job.batch_error)
         job.mark("failed", f"{err.title}: {err.message}")
         raise err from None
     finally:
