@@ -414,3 +414,10 @@ def to_json_event(event: dict[str, Any]) -> dict[str, Any]:
     seconds = int((t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(seconds=1))
     out["event_ts_row"] = {"seconds": seconds, "nanos": t.microsecond * 1000}
     return out
+
+
+# Flink's built-in functions, one expression a case, run in groups (bench/flink_compat/cases_functions.py)
+from bench.flink_compat.cases_functions import function_cases, function_refusals  # noqa: E402
+
+CASES += function_cases()
+REFUSED += function_refusals()

@@ -57,6 +57,20 @@ def produce_datasets(bootstrap: str, kind: str = "tansu") -> dict[str, dict[str,
     return out
 
 
+_ARROW_TYPES = {"int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT",
+                "double": "DOUBLE", "bool": "BOOLEAN", "string": "STRING", "large_string": "STRING",
+                "date32[day]": "DATE", "binary": "BYTES", "large_binary": "BYTES"}
+
+
+def flink_type(kind: pa.DataType) -> str:
+    """Return the Flink name of the SQL type of an Arrow column of Spark's rows."""
+    if pa.types.is_decimal(kind):
+        return f"DECIMAL({kind.precision}, {kind.scale})"
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP(6)"
+    return _ARROW_TYPES.get(str(kind), str(kind).upper())
+
+
 class CollectSink(Sink):
     """Keeps every row the dagger writes, in memory (the harness compares them)."""
 
@@ -65,6 +79,8 @@ class CollectSink(Sink):
     def __init__(self) -> None:
         super().__init__()
         self.columns: list[str] = []
+        #: each column's type, named as Flink names it (bench.flink_compat.rows.type_name compares them)
+        self.types: list[str] = []
         self.rows: list[list[Any]] = []
         #: (batch id, rows written) of every micro-batch that wrote rows
         self.batches: list[tuple[int, int]] = []
@@ -74,6 +90,7 @@ class CollectSink(Sink):
 
     def _write(self, table: pa.Table, batch_id: int) -> int:
         self.columns = table.column_names
+        self.types = [flink_type(f.type) for f in table.schema]
         floats = [i for i, f in enumerate(table.schema) if pa.types.is_float32(f.type)]
         for r in table.to_pylist():
             values = list(r.values())
@@ -132,4 +149,4 @@ def run_case(spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstra
         inputs = [(p.batchId, p.numInputRows, (p.eventTime or {}).get("watermark")) for p in query.recentProgress]
     finally:
         job.stop()
-    return {"columns": sink.columns, "rows": sink.rows, "batches": sink.batches, "inputs": inputs}
+    return {"columns": sink.columns, "types": sink.types, "rows": sink.rows, "batches": sink.batches, "inputs": inputs}

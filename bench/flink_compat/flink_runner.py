@@ -54,11 +54,12 @@ def run_case(env: Any, files: dict[str, str], sql: str, delay_s: int) -> dict[st
         env.execute_sql(ddl(table, path, delay_s))
     result = env.execute_sql(sql)
     columns = list(result.get_table_schema().get_field_names())
+    types = [str(t.toString()) for t in result._j_table_result.getResolvedSchema().getColumnDataTypes()]
     rows = []
     with result.collect() as it:
         for r in it:
             rows.append(row(list(r)))
-    return {"columns": columns, "rows": rows}
+    return {"columns": columns, "types": types, "rows": rows}
 
 
 def reason(text: str) -> str:

@@ -83,7 +83,7 @@ def write_golden(case: Case, result: dict[str, Any]) -> Path:
     path = golden_path(case.id)
     body = {"case": case.id, "what": case.what, "flink_sql": case.flink_text, "dagger_sql": case.sql,
             "differs": case.differs, "engine": "Apache Flink 2.3.0 (PyFlink, filesystem JSON source)",
-            "columns": result["columns"], "rows": result["rows"]}
+            "columns": result["columns"], "types": result.get("types"), "rows": result["rows"]}
     path.write_text(json.dumps(body, indent=1) + "\n")
     return path
 

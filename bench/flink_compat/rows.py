@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +20,10 @@ def value(v: Any) -> Any:
     """Return ``v`` in the comparable JSON form."""
     if isinstance(v, datetime):
         return (v.astimezone(UTC) if v.tzinfo else v).strftime(TIME_FORMAT)
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, bytes | bytearray):
+        return "x'" + bytes(v).hex() + "'"
     if isinstance(v, Decimal):
         return str(v)
     if isinstance(v, list | tuple):
@@ -32,6 +36,27 @@ def value(v: Any) -> Any:
 def row(values: Sequence[Any]) -> list[Any]:
     """Return a row (a sequence of values) in the comparable form."""
     return [value(v) for v in values]
+
+
+def type_name(text: str | None) -> str | None:
+    """Return a column's type as both engines are compared on it: Flink's type text without NOT NULL or a time
+    attribute's marker; every string type STRING, every timestamp TIMESTAMP (Spark's are all microseconds),
+    a DECIMAL by its scale only (``DECIMAL(*, 2)``: the precision only bounds it, and the engines size it
+    differently), BINARY/VARBINARY BYTES."""
+    if text is None:
+        return None
+    t = text.replace(" NOT NULL", "").replace(" *ROWTIME*", "").replace(" *PROCTIME*", "").strip()
+    head = t.split("(")[0].strip()
+    if head in ("STRING", "VARCHAR", "CHAR"):
+        return "STRING"
+    if head.startswith("TIMESTAMP"):
+        return "TIMESTAMP"
+    if head in ("BINARY", "VARBINARY", "BYTES"):
+        return "BYTES"
+    if head == "DECIMAL":
+        scale = t[t.index("(") + 1:t.rindex(")")].split(",")[1].strip() if "," in t else "0"
+        return f"DECIMAL(*, {scale})"
+    return t
 
 
 def canonical(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:

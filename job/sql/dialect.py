@@ -34,6 +34,12 @@ def _when(subject: exp.Expression, values: list[exp.Expression | None]) -> exp.E
     return exp.In(this=left, expressions=values)
 
 
+def _log10(args: list[exp.Expression]) -> exp.Expression:
+    log = exp.Log(this=exp.Literal.number(10), expression=args[0] if args else None)
+    log.meta["flink_log10"] = True
+    return log
+
+
 class DaggerSql(Spark):
     """Flink/Calcite's lexical rules on top of Spark's grammar (registered in sqlglot as ``daggersql``)."""
 
@@ -48,6 +54,8 @@ class DaggerSql(Spark):
     class Parser(Spark.Parser):
         PRIMARY_PARSERS = {**Spark.Parser.PRIMARY_PARSERS,
                            TokenType.TABLE: lambda self, token: self._parse_table_argument(token)}
+        # LOG10(x) is LOG(10, x) marked as LOG10 (job.sql.flink_builtins: Flink's Math.log10, not a quotient)
+        FUNCTIONS = {**Spark.Parser.FUNCTIONS, "LOG10": lambda args: _log10(args)}
 
         def _parse_table_argument(self, token: Token) -> exp.Expression | None:
             """Flink's ``TABLE t [PARTITION BY k, ...]`` as an argument of a call; None (nothing read) otherwise."""

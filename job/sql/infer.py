@@ -99,6 +99,8 @@ def _numeric(a: exp.DataType | None, b: exp.DataType | None) -> exp.DataType | N
     integer; DOUBLE for a DOUBLE with a DOUBLE or an integer; None for the rest)."""
     if is_integer(a) and is_integer(b):
         return wider_integer(a, b)  # type: ignore[arg-type]
+    if (a == dtype("FLOAT") or b == dtype("FLOAT")) and all(is_float(k) or is_integer(k) for k in (a, b)):
+        return dtype("FLOAT")  # Flink: a FLOAT with a DOUBLE is a FLOAT too
     for name in ("FLOAT", "DOUBLE"):
         kind = dtype(name)
         if (a == kind or b == kind) and all(k == kind or is_integer(k) for k in (a, b)):
@@ -156,11 +158,13 @@ def infer(node: exp.Expression | None) -> exp.DataType | None:
         return dtype("STRING")
     if isinstance(node, exp.Sum):
         kind = infer(node.this)
-        return dtype("BIGINT") if is_integer(kind) else kind if is_float(kind) else None
+        return kind if is_integer(kind) or is_float(kind) else None  # Flink's SUM keeps an integer's type
     if isinstance(node, exp.Avg):
         kind = infer(node.this)
         return kind if is_integer(kind) or is_float(kind) else None
     if isinstance(node, _SAME_AS_ARG):
+        return infer(node.this)
+    if isinstance(node, exp.Nullif):
         return infer(node.this)
     if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
         return _common([node.this, *node.expressions])

@@ -31,6 +31,8 @@ from sqlglot import exp
 
 from job.sql.calls import build as _build_any
 from job.sql.calls import fail, number_literal, string_literal
+from job.sql.flink_aggregates import rewrite_filter_clauses, rewrite_integer_sum, rewrite_variance
+from job.sql.flink_builtins import rewrite_flink_builtins
 from job.sql.infer import (
     dtype,
     infer,
@@ -93,15 +95,19 @@ def rewrite_integer_division(tree: exp.Expression) -> exp.Expression:
 
 
 def rewrite_float_arithmetic(tree: exp.Expression) -> exp.Expression:
-    """``x op y`` of a FLOAT with a FLOAT or an integer → ``CAST(x op y AS FLOAT)`` (Flink computes in FLOAT;
+    """``x op y`` of a FLOAT with a FLOAT, a DOUBLE (cast to FLOAT) or an integer → ``CAST(x op y AS FLOAT)`` (Flink computes in FLOAT;
     Spark in DOUBLE: a DOUBLE result rounded to FLOAT is the FLOAT result, for + - * /); ``SUM``/``AVG`` of
     a FLOAT → ``CAST(... AS FLOAT)``."""
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
             left, right = infer(node.this), infer(node.expression)
             floats = [k for k in (left, right) if _same(k, "FLOAT")]
-            if floats and all(_same(k, "FLOAT") or is_integer(k) for k in (left, right)):
-                return _cast(node, "FLOAT")
+            if floats and all(is_float(k) or is_integer(k) for k in (left, right)):
+                out = node.copy()
+                for side, kind in (("this", left), ("expression", right)):
+                    if _same(kind, "DOUBLE"):  # Flink: FLOAT op DOUBLE is a FLOAT, the DOUBLE cast to FLOAT first
+                        out.set(side, _cast(out.args[side], "FLOAT"))
+                return _cast(out, "FLOAT")
         if isinstance(node, exp.Sum | exp.Avg) and not isinstance(node.this, exp.Distinct) \
                 and _same(infer(node.this), "FLOAT"):
             return _cast(node, "FLOAT")
@@ -115,7 +121,7 @@ def rewrite_sign(tree: exp.Expression) -> exp.Expression:
     def visit(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Sign):
             kind = infer(node.this)
-            if is_integer(kind) or is_decimal(kind):
+            if is_integer(kind) or is_decimal(kind) or _same(kind, "FLOAT"):
                 assert kind is not None
                 return _cast(node, kind)
         return node
@@ -223,6 +229,8 @@ def rewrite_float_floor_ceil(tree: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Floor | exp.Ceil) and node.args.get("to") is None \
                 and node.args.get("decimals") is None:
             kind = infer(node.this)
+            if is_integer(kind):
+                return node.this.copy()  # Flink: of the integer's own type (Spark's is a BIGINT)
             if is_float(kind):
                 assert kind is not None
                 name = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
@@ -344,6 +352,10 @@ def _sum_decimal(kind: exp.DataType | None) -> str:
 
 
 VALUE_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+    rewrite_filter_clauses,
+    rewrite_variance,
+    rewrite_flink_builtins,
+    rewrite_integer_sum,
     rewrite_distinct_aggregates,
     rewrite_split_index,
     rewrite_float_arithmetic,

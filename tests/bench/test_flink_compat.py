@@ -18,11 +18,15 @@ from typing import Any
 import pytest
 
 from bench.flink_compat.cases import CASES, CLOSER, CUT, DATASETS, LATE_BOOKINGS, TABLES, case, to_json_event
+from bench.flink_compat.cases_functions import GROUPS, Group, Probe, probes
 from bench.flink_compat.flink_side import FlinkError, flink_python, read_golden, run_flink
-from bench.flink_compat.rows import TIME_FORMAT, canonical, closed, value
+from bench.flink_compat.rows import TIME_FORMAT, canonical, closed, type_name, value
 
 CUT_TEXT = value(CUT)
 IDS = [c.id for c in CASES]
+#: the function groups' probes: each compared on its own (test_daggers_gives_flinks_value), from one run per group
+PROBES = {p.id: (g, i, p) for g, i, p in probes()}
+WHOLE_IDS = [i for i in IDS if i not in {g.id for g in GROUPS}]
 
 
 def _closed(rows: list[list[Any]]) -> list[list[Any]]:
@@ -117,7 +121,7 @@ def topics(tansu_broker: str) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("case_id", IDS)
+@pytest.mark.parametrize("case_id", WHOLE_IDS)
 def test_daggers_gives_flinks_rows(spark, tansu_broker: str, topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
                                    tmp_path: Path, case_id: str) -> None:
     from bench.flink_compat.daggers_side import run_case
@@ -133,6 +137,72 @@ def test_daggers_gives_flinks_rows(spark, tansu_broker: str, topics: dict[str, d
     assert _closed(got["rows"]) == want, c.differs or c.what
     # the rows of the closers' own windows are Flink's only (its end of input closes them)
     assert Counter(map(json.dumps, _closed(got["rows"]))) == Counter(map(json.dumps, want))
+
+
+def probe_rows(rows: list[list[Any]], group: Group, index: int) -> list[str]:
+    """Return a probe's rows (the group's keys, then the probe's value) as JSON texts, sorted, the closers'
+    rows left out (by their keys: a probe's own value may be a time after the closers')."""
+    keys = group.key_count
+    return sorted(json.dumps([*r[:keys], r[index]]) for r in rows if _closed([r[:keys]]))
+
+
+@pytest.fixture(scope="module")
+def group_run(spark, tansu_broker: str, topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
+              tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Run a function group as one dagger, once for all its probes: ``group_run(group)`` → its result."""
+    from bench.flink_compat.daggers_side import run_case
+
+    done: dict[str, dict[str, Any] | Exception] = {}
+
+    def run(group: Group) -> dict[str, Any]:
+        if group.id not in done:  # a failure too is kept: the group's other probes fail with it, without a rerun
+            try:
+                done[group.id] = run_case(spark, case(group.id), topics, tansu_broker,
+                                          tmp_path_factory.mktemp(group.id))
+            except Exception as exc:  # noqa: BLE001
+                done[group.id] = exc
+        got = done[group.id]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    return run
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("probe_id", list(PROBES))
+def test_daggers_gives_flinks_value(group_run: Any, probe_id: str) -> None:
+    """Each expression of a function group: its values, row by row, and its type are Flink's."""
+    group, index, probe = PROBES[probe_id]
+    golden = read_golden(group.id)
+    got = group_run(group)
+    assert got["columns"][index] == golden["columns"][index] == probe.column
+    want = probe_rows(golden["rows"], group, index)
+    if probe.daggers is not None:  # the engines differ on purpose: Daggers' own rows, and that they differ
+        mine = sorted(json.dumps(list(r)) for r in probe.daggers)
+        assert mine != want, probe.differs
+        want = mine
+    assert probe_rows(got["rows"], group, index) == want, f"{probe.sql}: {probe.differs}"
+    assert type_name(got["types"][index]) == type_name(golden["types"][index]), probe.sql
+
+
+def test_probes_are_columns_of_their_groups_golden_rows() -> None:
+    """Every probe has Flink's values and type in its group's golden file, and a value (not only NULLs) unless it
+    is there for NULL."""
+    for probe_id, (group, index, probe) in PROBES.items():
+        golden = read_golden(group.id)
+        assert golden["columns"][index] == probe.column, probe_id
+        assert golden["types"][index], probe_id
+        values = [r[index] for r in golden["rows"] if _closed([r[:group.key_count]])]
+        assert values, probe_id
+        assert any(v is not None for v in values) or "null" in probe_id, probe_id
+
+
+def test_type_names_compare_what_both_engines_can_have() -> None:
+    assert [type_name(t) for t in ("VARCHAR(2147483647) NOT NULL", "CHAR(3)", "TIMESTAMP(3) *ROWTIME*",
+                                   "TIMESTAMP_LTZ(3)", "DECIMAL(17, 6)", "DECIMAL(10)", "INT NOT NULL")] == [
+        "STRING", "STRING", "TIMESTAMP", "TIMESTAMP", "DECIMAL(*, 6)", "DECIMAL(*, 0)", "INT"]
+    assert isinstance(Probe("x-y", "1").column, str) and Probe("x-y", "1").column == "f_x_y"
 
 
 def test_golden_refresh_says_what_is_wrong_in_one_line(monkeypatch: pytest.MonkeyPatch,

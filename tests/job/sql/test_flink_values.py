@@ -38,8 +38,8 @@ def spark(select: str, table: str = "bookings", tail: str = "") -> str:
     ("city_id", "INT"), ("fare_idr", "BIGINT"), ("speed_kmh", "FLOAT"), ("rowtime", "TIMESTAMP"),
     ("1", "INT"), ("3000000000", "BIGINT"), ("2.50", "DECIMAL(3, 2)"), ("1e3", "DOUBLE"), ("'a'", "STRING"),
     ("city_id + fare_idr", "BIGINT"), ("-city_id * 2", "INT"), ("city_id / 2", "INT"), ("fare_idr % 7", "INT"),
-    ("speed_kmh / 100", "FLOAT"), ("speed_kmh * lat", None), ("lat - 1", "DOUBLE"), ("lat + 1.5", None),
-    ("CAST(city_id AS BIGINT)", "BIGINT"), ("COUNT(*)", "BIGINT"), ("SUM(city_id)", "BIGINT"),
+    ("speed_kmh / 100", "FLOAT"), ("speed_kmh * lat", "FLOAT"), ("lat - 1", "DOUBLE"), ("lat + 1.5", None),
+    ("CAST(city_id AS BIGINT)", "BIGINT"), ("COUNT(*)", "BIGINT"), ("SUM(city_id)", "INT"), ("SUM(fare_idr)", "BIGINT"),
     ("AVG(city_id)", "INT"), ("MAX(fare_idr)", "BIGINT"), ("EXTRACT(HOUR FROM rowtime)", "BIGINT"),
     ("CASE WHEN city_id = 1 THEN city_id ELSE fare_idr END", "BIGINT"), ("COALESCE(city_id, NULL)", "INT"),
     ("CASE WHEN city_id = 1 THEN city_id ELSE lat END", "DOUBLE"), ("city_id = 1", "BOOLEAN"),
@@ -146,7 +146,8 @@ def test_floor_and_ceil_of_a_double_stay_double() -> None:
 def test_float_arithmetic_is_float() -> None:
     assert spark("speed_kmh / 100 AS a, EXP(speed_kmh * accuracy_m) AS b, speed_kmh + lat AS c, "
                  "SUM(speed_kmh) AS d, AVG(speed_kmh) AS e", "pings", WINDOW + ", speed_kmh, accuracy_m, lat") == (
-        "CAST(speed_kmh / 100 AS FLOAT) AS a, EXP(CAST(speed_kmh * accuracy_m AS FLOAT)) AS b, speed_kmh + lat AS c, "
+        "CAST(speed_kmh / 100 AS FLOAT) AS a, EXP(CAST(speed_kmh * accuracy_m AS FLOAT)) AS b, "
+        "CAST(speed_kmh + CAST(lat AS FLOAT) AS FLOAT) AS c, "
         "CAST(SUM(speed_kmh) AS FLOAT) AS d, CAST(AVG(speed_kmh) AS FLOAT) AS e")
 
 

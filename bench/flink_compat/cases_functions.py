@@ -1,0 +1,386 @@
+"""Flink's built-in functions and operators, one expression a case, drawn from Flink's own documentation
+(``docs/data/sql_functions.yml`` of apache/flink: arithmetic, string, temporal, conditional, conversion and
+aggregate functions, with the examples it gives) and the constructs its planner tests exercise.
+
+Each :class:`Probe` is one expression; the probes of a :class:`Group` are the columns of one query over the
+harness's events (``SELECT <keys>, <probe> AS <probe's column>, ... FROM <table> [GROUP BY ...]``), so a
+group runs as one Flink job and one dagger, and each probe is compared (its column's values, row by row
+with the keys, and its type) and counted as its own case. A probe whose value differs on purpose carries
+Daggers' rows and the reason; :data:`FUNCTION_REFUSALS` are Flink expressions that ``daggers sql check``
+refuses, at their line and column, with what to write instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.flink_compat.cases import Case, Refusal
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One expression compared on both engines. ``flink``: Flink's spelling where it differs on purpose;
+    ``daggers``: Daggers' rows (the group's keys, then this value) where the values differ on purpose."""
+
+    id: str
+    sql: str
+    flink: str | None = None
+    differs: str = ""
+    daggers: tuple[tuple[Any, ...], ...] | None = None
+
+    @property
+    def column(self) -> str:
+        """The probe's output column."""
+        return "f_" + self.id.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Probes run as the columns of one query: ``SELECT <keys>, <probes> FROM <source>``."""
+
+    id: str
+    what: str
+    keys: tuple[str, ...]
+    source: str
+    probes: tuple[Probe, ...]
+
+    def query(self, flink: bool) -> str:
+        items = [*self.keys]
+        for p in self.probes:
+            items.append(f"{p.flink if flink and p.flink else p.sql} AS {p.column}")
+        return "SELECT " + ",\n  ".join(items) + f"\nFROM {self.source}"
+
+    @property
+    def key_count(self) -> int:
+        return len(self.keys)
+
+
+P = Probe
+_WINDOW_END = "2026-03-02 10:05:00.000000"
+_STRICT_MATH = ("Spark computes EXP with Java's StrictMath, Flink with Math: the last digit can differ "
+                "(2.7182818284590455 against 2.718281828459045 for EXP(1))")
+_VARIANCE = ("Spark's VAR_*/STDDEV_* of a DOUBLE use another algorithm than Flink's: the last digits can differ "
+             "(0.0005555555555555467 against 0.0005555555555555418)")
+#: the city of each booking of the main data set (o1..o7), for Daggers' rows of a probe of the city
+_CITIES = {"o1": 1, "o2": 2, "o3": 1, "o4": 1, "o5": 2, "o6": 1, "o7": 2}
+
+
+def _by_city(*values: tuple[int, Any]) -> tuple[tuple[Any, ...], ...]:
+    """Daggers' rows (order_number, value) of a probe whose value depends only on the booking's city."""
+    of = dict(values)
+    return tuple((order, of[city]) for order, city in _CITIES.items())
+
+
+def _by_vehicle(bike: Any, car: Any) -> tuple[tuple[Any, ...], ...]:
+    """Daggers' rows (vehicle_type, window_end, value) of an aggregate probe."""
+    return (("BIKE", _WINDOW_END, bike), ("CAR", _WINDOW_END, car))
+_BOOKINGS = ("order_number",)
+_PINGS = ("driver_id", "event_timestamp")
+_AGG_KEYS = ("vehicle_type", "TUMBLE_END(rowtime, INTERVAL '5' MINUTE) AS window_end")
+_AGG_SOURCE = "bookings\nGROUP BY TUMBLE(rowtime, INTERVAL '5' MINUTE), vehicle_type"
+
+GROUPS: list[Group] = [
+    Group("fn-arithmetic", "arithmetic operators and integer division", _BOOKINGS, "bookings", (
+        P("add-int-bigint", "city_id + fare_idr"),
+        P("sub-int-literal", "city_id - 5"),
+        P("mul-int-literal", "city_id * 3"),
+        P("mul-bigint-int", "fare_idr * city_id"),
+        P("div-int-int", "(city_id + 5) / 3"),
+        P("div-bigint-literal", "fare_idr / 7"),
+        P("div-negative-truncates", "(0 - fare_idr) / 3000"),
+        P("div-double-int", "pickup_lat / 2"),
+        P("div-int-decimal-literal", "city_id / 2.0"),
+        P("div-bigint-double", "fare_idr / 1e3"),
+        P("mod-operator-negative", "(city_id - 5) % 3"),
+        P("mod-function", "MOD(fare_idr, 7000)"),
+        P("mod-function-negative", "MOD(0 - fare_idr, 7)"),
+        P("unary-minus", "-fare_idr"),
+        P("unary-plus", "+city_id"),
+        P("decimal-literal-arithmetic", "0.1 + 0.2 * city_id"),
+        P("int-times-double", "city_id * pickup_long"),
+        P("precedence", "city_id + fare_idr / 1000 * 2 - 1"),
+    )),
+    Group("fn-numeric", "numeric functions", _BOOKINGS, "bookings", (
+        P("abs-int", "ABS(city_id - 2)"),
+        P("abs-double", "ABS(pickup_lat)"),
+        P("power-int", "POWER(city_id, 2)"),
+        P("power-double", "POWER(pickup_lat, 2)"),
+        P("sqrt", "SQRT(fare_idr)"),
+        P("ln", "LN(fare_idr + 1)"),
+        P("log10", "LOG10(fare_idr + 1)"),
+        P("log2", "LOG2(fare_idr + 1)"),
+        P("log-base", "LOG(2, fare_idr + 1)"),
+        P("log-natural", "LOG(fare_idr + 1)"),
+        P("exp-int", "EXP(city_id)", differs=_STRICT_MATH,
+          daggers=_by_city((1, 2.7182818284590455), (2, 7.38905609893065))),
+        P("round-double", "ROUND(pickup_lat, 1)"),
+        P("round-double-half", "ROUND(pickup_long, 1)"),
+        P("round-bigint-negative", "ROUND(fare_idr, -4)"),
+        P("round-decimal", "ROUND(CAST(fare_idr AS DECIMAL(12, 2)) / 7, 2)"),
+        P("floor-int", "FLOOR(city_id)"),
+        P("ceil-int", "CEIL(city_id)"),
+        P("ceil-double", "CEIL(pickup_lat)"),
+        P("ceiling-double", "CEILING(pickup_long)"),
+        P("floor-decimal", "FLOOR(CAST(pickup_lat AS DECIMAL(10, 3)))"),
+        P("sign-double", "SIGN(pickup_lat)"),
+        P("sign-bigint", "SIGN(fare_idr - 15000)"),
+        P("sin", "SIN(pickup_lat)"),
+        P("cos", "COS(pickup_lat)"),
+        P("tan", "TAN(pickup_lat)"),
+        P("cot", "COT(pickup_lat)"),
+        P("asin", "ASIN(pickup_lat / 10)"),
+        P("acos", "ACOS(pickup_lat / 10)"),
+        P("atan", "ATAN(pickup_lat)"),
+        P("atan2", "ATAN2(pickup_lat, pickup_long)"),
+        P("sinh", "SINH(pickup_lat)"),
+        P("cosh", "COSH(pickup_lat)"),
+        P("tanh", "TANH(pickup_lat)"),
+        P("degrees", "DEGREES(pickup_lat)"),
+        P("radians", "RADIANS(pickup_long)"),
+        P("pi", "PI() * city_id"),
+        P("e", "E() * city_id"),
+        P("truncate-double-2", "TRUNCATE(pickup_long, 2)"),
+        P("bin", "BIN(city_id + 10)"),
+        P("hex-bigint", "HEX(fare_idr)"),
+        P("hex-string", "HEX(order_number)"),
+    )),
+    Group("fn-strings", "string functions", _BOOKINGS, "bookings", (
+        P("concat-operator", "order_number || '-' || status"),
+        P("concat-null", "CONCAT(order_number, CAST(NULL AS VARCHAR))"),
+        P("concat-ws-skips-null", "CONCAT_WS('~', order_number, CAST(NULL AS VARCHAR), status, '', vehicle_type)"),
+        P("char-length", "CHAR_LENGTH(status)"),
+        P("character-length", "CHARACTER_LENGTH(vehicle_type)"),
+        P("upper", "UPPER(order_number)"),
+        P("lower", "LOWER(status)"),
+        P("position-found", "POSITION('_' IN status)"),
+        P("position-missing", "POSITION('X' IN status)"),
+        P("trim-both-default", "TRIM(CONCAT('  ', status, ' '))"),
+        P("trim-leading", "TRIM(LEADING 'C' FROM status)"),
+        P("trim-trailing", "TRIM(TRAILING 'D' FROM status)"),
+        P("ltrim", "LTRIM(CONCAT('  ', vehicle_type))"),
+        P("rtrim", "RTRIM(CONCAT(vehicle_type, '  '))"),
+        P("repeat", "REPEAT(order_number, 2)"),
+        P("regexp-replace", "REGEXP_REPLACE(status, '[AEIOU]', '')"),
+        P("overlay", "OVERLAY(status PLACING 'xx' FROM 2 FOR 3)"),
+        P("overlay-no-for", "OVERLAY(status PLACING 'xx' FROM 2)"),
+        P("substring-from", "SUBSTRING(status FROM 3)"),
+        P("substring-comma", "SUBSTRING(status, 2, 3)"),
+        P("substr", "SUBSTR(status, 4)"),
+        P("replace", "REPLACE(status, 'ED', '')"),
+        P("regexp-extract-group", "REGEXP_EXTRACT(status, '([A-Z]+)_([A-Z]+)', 2)"),
+        P("regexp-extract-no-match-null", "REGEXP_EXTRACT(status, 'X(Y)', 1)"),
+        P("regexp-extract-whole", "REGEXP_EXTRACT(order_number, '[0-9]+', 0)"),
+        P("regexp-extract-default-index", "REGEXP_EXTRACT(status, '(C)(O|A)')"),
+        P("initcap", "INITCAP(REPLACE(status, '_', ' '))"),
+        P("initcap-underscore", "INITCAP(status)"),
+        P("initcap-digits-spaces", "INITCAP(CONCAT(LOWER(status), ' 2ND-go x'))"),
+        P("lpad", "LPAD(order_number, 5, '0')"),
+        P("lpad-shortens", "LPAD(status, 3, 'x')"),
+        P("rpad", "RPAD(order_number, 5, 'ab')"),
+        P("ascii", "ASCII(status)"),
+        P("chr", "CHR(city_id + 64)"),
+        P("instr", "INSTR(status, 'E')"),
+        P("left", "LEFT(status, 3)"),
+        P("right", "RIGHT(status, 3)"),
+        P("locate", "LOCATE('E', status)"),
+        P("locate-from", "LOCATE('E', status, 3)"),
+        P("reverse", "REVERSE(order_number)"),
+        P("regexp-matches", "REGEXP(status, '^C.*D$')"),
+        P("like", "status LIKE 'C%'"),
+        P("like-underscore", "status LIKE '_AN%'"),
+        P("not-like", "status NOT LIKE '%ED'"),
+        P("md5", "MD5(order_number)"),
+        P("sha1", "SHA1(order_number)"),
+        P("sha256", "SHA256(order_number)"),
+        P("sha2", "SHA2(order_number, 512)"),
+        P("to-base64", "TO_BASE64(order_number)"),
+        P("from-base64", "FROM_BASE64('aGVsbG8gd29ybGQ=')"),
+        P("parse-url-host", "PARSE_URL(CONCAT('http://example.com/p?k=', order_number, '#r'), 'HOST')"),
+        P("parse-url-query-key", "PARSE_URL(CONCAT('http://example.com/p?k=', order_number, '&j=2'), 'QUERY', 'k')"),
+        P("split-index-comma", "SPLIT_INDEX(CONCAT(order_number, ',', status), ',', 1)"),
+        P("is-digit", "IS_DIGIT(SUBSTRING(order_number FROM 2))"),
+        P("is-alpha", "IS_ALPHA(vehicle_type)"),
+    )),
+    Group("fn-temporal", "temporal functions", _BOOKINGS, "bookings", (
+        P("extract-year", "EXTRACT(YEAR FROM rowtime)"),
+        P("extract-month", "EXTRACT(MONTH FROM rowtime)"),
+        P("extract-day", "EXTRACT(DAY FROM rowtime)"),
+        P("extract-hour", "EXTRACT(HOUR FROM rowtime)"),
+        P("extract-quarter", "EXTRACT(QUARTER FROM rowtime)"),
+        P("extract-week", "EXTRACT(WEEK FROM rowtime)"),
+        P("extract-microsecond", "EXTRACT(MICROSECOND FROM rowtime)"),
+        P("year", "YEAR(rowtime)"),
+        P("quarter", "QUARTER(rowtime)"),
+        P("month", "MONTH(rowtime)"),
+        P("dayofmonth", "DAYOFMONTH(rowtime)"),
+        P("dayofweek", "DAYOFWEEK(rowtime)"),
+        P("dayofyear", "DAYOFYEAR(rowtime)"),
+        P("minute", "MINUTE(rowtime)"),
+        P("second", "SECOND(rowtime)"),
+        P("date-format-minute", "DATE_FORMAT(rowtime, 'yyyy-MM-dd HH:mm')"),
+        P("date-format-millis", "DATE_FORMAT(rowtime, 'HH:mm:ss.SSS')"),
+        P("date-format-compact", "DATE_FORMAT(event_timestamp, 'yyyyMMdd')"),
+        P("timestampadd-minute", "TIMESTAMPADD(MINUTE, 5, rowtime)"),
+        P("timestampadd-second-negative", "TIMESTAMPADD(SECOND, -30, rowtime)"),
+        P("timestampadd-day", "TIMESTAMPADD(DAY, 1, rowtime)"),
+        P("timestampdiff-second", "TIMESTAMPDIFF(SECOND, TIMESTAMP '2026-03-02 10:00:00', rowtime)"),
+        P("timestampdiff-hour-negative", "TIMESTAMPDIFF(HOUR, rowtime, TIMESTAMP '2026-03-01 00:00:00')"),
+        P("timestampdiff-day", "TIMESTAMPDIFF(DAY, TIMESTAMP '2026-02-01 12:00:00', rowtime)"),
+        P("floor-to-minute", "FLOOR(rowtime TO MINUTE)"),
+        P("ceil-to-minute", "CEIL(rowtime TO MINUTE)"),
+        P("floor-to-hour", "FLOOR(rowtime TO HOUR)"),
+        P("floor-to-day", "FLOOR(rowtime TO DAY)"),
+        P("plus-interval", "rowtime + INTERVAL '1' HOUR"),
+        P("minus-interval", "rowtime - INTERVAL '30' SECOND"),
+        P("timestamp-literal", "TIMESTAMP '2026-03-02 10:00:00'"),
+        P("timestamp-compare", "rowtime >= TIMESTAMP '2026-03-02 10:01:00'"),
+        P("to-timestamp", "TO_TIMESTAMP('2026-03-02 10:00:00')"),
+        P("to-timestamp-column", "TO_TIMESTAMP(CONCAT('2026-03-02 10:0', CAST(city_id AS VARCHAR), ':00'))"),
+        P("to-timestamp-format", "TO_TIMESTAMP(CONCAT('02/03/2026 1', CAST(city_id AS VARCHAR)), "
+                                 "'dd/MM/yyyy HH')"),
+        P("to-timestamp-ltz-millis", "CAST(TO_TIMESTAMP_LTZ(1772445600000 + city_id, 3) AS TIMESTAMP(3))"),
+        P("to-timestamp-ltz-seconds", "CAST(TO_TIMESTAMP_LTZ(1772445600 + city_id, 0) AS TIMESTAMP(3))"),
+        P("unix-timestamp-format", "UNIX_TIMESTAMP(DATE_FORMAT(rowtime, 'yyyy-MM-dd HH:mm:ss'))"),
+        P("unix-timestamp-bad", "UNIX_TIMESTAMP(order_number, 'yyyy-MM-dd')"),
+        P("from-unixtime", "FROM_UNIXTIME(1772445600 + city_id)"),
+        P("from-unixtime-format", "FROM_UNIXTIME(1772445600 + city_id, 'HH:mm:ss')"),
+    )),
+    Group("fn-conditional", "conditional functions and predicates", _BOOKINGS, "bookings", (
+        P("case-no-else", "CASE WHEN fare_idr > 20000 THEN 'high' END"),
+        P("case-simple-int", "CASE city_id WHEN 1 THEN 'one' WHEN 2 THEN 'two' ELSE 'other' END"),
+        P("case-numeric-branches", "CASE WHEN city_id = 1 THEN fare_idr ELSE city_id END"),
+        P("coalesce-string", "COALESCE(NULLIF(status, 'COMPLETED'), 'done')"),
+        P("coalesce-int-bigint", "COALESCE(NULLIF(fare_idr, 0), city_id)"),
+        P("nullif", "NULLIF(city_id, 1)"),
+        P("if-string", "IF(fare_idr > 15000, 'high', 'low')"),
+        P("if-null-branch", "IF(city_id = 1, fare_idr, CAST(NULL AS BIGINT))"),
+        P("ifnull", "IFNULL(NULLIF(fare_idr, 0), -1)"),
+        P("greatest-strings", "GREATEST(order_number, customer_id)"),
+        P("least-int", "LEAST(city_id, 2, 3)"),
+        P("greatest-double", "GREATEST(pickup_lat, -6.22)"),
+        P("is-distinct-from-null", "NULLIF(city_id, 1) IS DISTINCT FROM 2"),
+        P("is-not-distinct-from", "NULLIF(city_id, 1) IS NOT DISTINCT FROM NULLIF(city_id, 1)"),
+        P("between", "fare_idr BETWEEN 12000 AND 25000"),
+        P("not-between", "fare_idr NOT BETWEEN 12000 AND 25000"),
+        P("in-with-null", "NULLIF(city_id, 2) IN (1, 3)"),
+        P("not-in-list", "status NOT IN ('COMPLETED', 'CANCELLED')"),
+        P("is-null", "NULLIF(fare_idr, 0) IS NULL"),
+        P("is-not-null", "NULLIF(fare_idr, 0) IS NOT NULL"),
+        P("is-true", "(fare_idr > 15000) IS TRUE"),
+        P("is-not-false", "(NULLIF(fare_idr, 0) > 15000) IS NOT FALSE"),
+        P("and-null", "(NULLIF(fare_idr, 0) > 15000) AND city_id = 1"),
+        P("or-null", "(NULLIF(fare_idr, 0) > 15000) OR city_id = 1"),
+        P("not-operator", "NOT (city_id = 1)"),
+    )),
+    Group("fn-casts", "CAST between types", _BOOKINGS, "bookings", (
+        P("cast-int-to-bigint", "CAST(city_id AS BIGINT)"),
+        P("cast-bigint-to-int", "CAST(fare_idr AS INT)"),
+        P("cast-double-to-int", "CAST(pickup_lat AS INT)"),
+        P("cast-double-to-bigint", "CAST(pickup_long * 1000 AS BIGINT)"),
+        P("cast-double-to-decimal", "CAST(pickup_long AS DECIMAL(10, 1))"),
+        P("cast-bigint-to-decimal", "CAST(fare_idr AS DECIMAL(12, 2))"),
+        P("cast-int-to-double", "CAST(city_id AS DOUBLE)"),
+        P("cast-double-to-float", "CAST(pickup_lat AS FLOAT)"),
+        P("cast-string-to-int", "CAST(CONCAT(CAST(city_id AS VARCHAR), '5') AS INT)"),
+        P("cast-string-to-double", "CAST(CONCAT(CAST(city_id AS VARCHAR), '.5') AS DOUBLE)"),
+        P("cast-string-to-decimal", "CAST(CONCAT(CAST(city_id AS VARCHAR), '.255') AS DECIMAL(5, 2))"),
+        P("cast-int-to-string", "CAST(city_id AS VARCHAR)"),
+        P("cast-bigint-to-string", "CAST(fare_idr AS STRING)"),
+        P("cast-double-to-string", "CAST(pickup_lat AS VARCHAR)"),
+        P("cast-large-double-to-string", "CAST(pickup_long * 10000000 AS VARCHAR)"),
+        P("cast-decimal-to-string", "CAST(CAST(fare_idr AS DECIMAL(12, 2)) AS VARCHAR)"),
+        P("cast-float-to-string", "CAST(CAST(pickup_lat AS FLOAT) AS VARCHAR)"),
+        P("cast-date-to-string", "CAST(CAST(rowtime AS DATE) AS VARCHAR)"),
+        P("cast-timestamp-to-date", "CAST(rowtime AS DATE)"),
+        P("cast-string-to-timestamp", "CAST('2026-03-02 10:00:00' AS TIMESTAMP(3))"),
+        P("cast-string-to-date", "CAST('2026-03-02' AS DATE)"),
+        P("cast-string-to-boolean", "CAST(LOWER(CAST(city_id = 1 AS VARCHAR)) AS BOOLEAN)"),
+        P("cast-int-to-boolean", "CAST(city_id - 1 AS BOOLEAN)"),
+        P("cast-boolean-to-int", "CAST(city_id = 1 AS INT)"),
+        P("cast-null-to-int", "CAST(NULL AS INT)"),
+        P("try-cast-invalid", "TRY_CAST(order_number AS INT)"),
+    )),
+    Group("fn-floats", "FLOAT columns in arithmetic, functions and casts", _PINGS, "pings", (
+        P("float-plus-int", "speed_kmh + 1"),
+        P("float-minus-float", "speed_kmh - accuracy_m"),
+        P("float-times-double", "speed_kmh * lat"),
+        P("float-abs", "ABS(accuracy_m - 10)"),
+        P("float-round", "ROUND(speed_kmh / 3, 2)"),
+        P("float-to-double", "CAST(speed_kmh AS DOUBLE) / 3"),
+        P("float-power", "POWER(speed_kmh, 2)"),
+        P("float-sqrt", "SQRT(accuracy_m)"),
+        P("float-sign", "SIGN(accuracy_m - 10)"),
+        P("float-to-int", "CAST(speed_kmh / 3 AS INT)"),
+    )),
+    Group("fn-aggregates", "aggregate functions in a window", _AGG_KEYS, _AGG_SOURCE, (
+        P("count-star", "COUNT(*)"),
+        P("count-one", "COUNT(1)"),
+        P("count-column-nulls", "COUNT(NULLIF(fare_idr, 0))"),
+        P("sum-bigint", "SUM(fare_idr)"),
+        P("sum-int", "SUM(city_id)"),
+        P("sum-double", "SUM(pickup_lat)"),
+        P("sum-decimal", "SUM(CAST(fare_idr AS DECIMAL(12, 2)))"),
+        P("sum-nulls", "SUM(NULLIF(fare_idr, 0))"),
+        P("avg-double", "AVG(pickup_lat)"),
+        P("avg-decimal", "AVG(CAST(fare_idr AS DECIMAL(12, 2)))"),
+        P("avg-bigint-nulls", "AVG(NULLIF(fare_idr, 0))"),
+        P("min-string", "MIN(order_number)"),
+        P("max-string", "MAX(status)"),
+        P("min-timestamp", "MIN(event_timestamp)"),
+        P("max-double", "MAX(pickup_long)"),
+        P("max-int", "MAX(city_id)"),
+        P("stddev-pop-double", "STDDEV_POP(pickup_lat)", differs=_VARIANCE,
+          daggers=_by_vehicle(0.023570226039551397, 0.04330127018922178)),
+        P("stddev-samp-double", "STDDEV_SAMP(pickup_lat)", differs=_VARIANCE,
+          daggers=_by_vehicle(0.028867513459481058, 0.04999999999999982)),
+        P("var-pop-double", "VAR_POP(pickup_lat)", differs=_VARIANCE,
+          daggers=_by_vehicle(0.0005555555555555467, 0.0018749999999999867)),
+        P("var-samp-double", "VAR_SAMP(pickup_lat)", differs=_VARIANCE,
+          daggers=_by_vehicle(0.00083333333333332, 0.0024999999999999823)),
+        P("variance-double", "VARIANCE(pickup_long)", differs=_VARIANCE,
+          daggers=_by_vehicle(0.0008333333333331202, 0.0025000000000004264)),
+        P("stddev-pop-bigint", "STDDEV_POP(fare_idr)"),
+        P("var-samp-bigint", "VAR_SAMP(fare_idr)"),
+        P("count-filter", "COUNT(*) FILTER (WHERE status = 'COMPLETED')"),
+        P("sum-filter", "SUM(fare_idr) FILTER (WHERE city_id = 1)"),
+        P("avg-int-filter", "AVG(fare_idr) FILTER (WHERE city_id = 1)"),
+        P("max-filter-empty-null", "MAX(fare_idr) FILTER (WHERE city_id = 3)"),
+        P("sum-expression", "SUM(fare_idr * city_id)"),
+        P("avg-of-ratio", "AVG(CAST(fare_idr AS DOUBLE) / 1000)"),
+        P("aggregate-arithmetic", "SUM(fare_idr) / COUNT(*)"),
+        P("sum-case", "SUM(CASE WHEN status = 'COMPLETED' THEN 1 ELSE 0 END)"),
+    )),
+]
+
+
+#: Flink expressions Daggers refuses before Spark starts: (id, query, line, column, the start of the reason).
+_REFUSED: list[tuple[str, str, int, int, str]] = []
+
+
+def _group_case(group: Group) -> Case:
+    from bench.flink_compat.cases import Case
+
+    flink = group.query(flink=True)
+    dagger = group.query(flink=False)
+    differ = [p for p in group.probes if p.differs]
+    text = "; ".join(f"{p.id}: {p.differs}" for p in differ)
+    return Case(group.id, group.what + f" ({len(group.probes)} expressions, each its own case)", dagger,
+                flink_sql=flink if flink != dagger else None, differs=text if flink != dagger else "")
+
+
+def function_cases() -> list[Case]:
+    """One case per group (its golden file holds Flink's rows of every probe)."""
+    return [_group_case(g) for g in GROUPS]
+
+
+def function_refusals() -> list[Refusal]:
+    from bench.flink_compat.cases import Refusal
+
+    return [Refusal(*r) for r in _REFUSED]
+
+
+def probes() -> list[tuple[Group, int, Probe]]:
+    """Every probe with its group and its column's index in the group's rows."""
+    return [(g, g.key_count + i, p) for g in GROUPS for i, p in enumerate(g.probes)]
