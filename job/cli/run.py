@@ -59,7 +59,7 @@ def run(
         return
     for line in written_summary(progress.sinks):
         out.print(line, highlight=False, markup=False)
-    from job.cli.control import lookup_lines
+    from job.cli.control.dagger_views import lookup_lines
 
     for line in lookup_lines(progress.lookups):
         out.print(line, highlight=False, markup=False)

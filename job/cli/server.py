@@ -12,18 +12,8 @@ import typer
 from rich.table import Table
 
 from job.cli.common import print_table
-from job.cli.control import (
-    JsonOpt,
-    RegistryOpt,
-    ServerOpt,
-    StateOpt,
-    UserOpt,
-    _emit,
-    _errors,
-    _ok,
-    _plane,
-    out,
-)
+from job.cli.control.options import JsonOpt, PlaneOptions, RegistryOpt, StateOpt, plane_options, registry_url
+from job.cli.control.reply import emit, errors, ok, out
 
 token_app = typer.Typer(help="API tokens: personal ones and clusters' controller ones.", no_args_is_help=True)
 
@@ -56,12 +46,11 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
     With --metrics-port, it also serves the platform's state for Prometheus, alive when a controller is not."""
     from pydantic import ValidationError
 
-    from job.cli.control import _registry_url
     from job.control.errors import ControlError
     from job.server.run import clear_text_warning, serve
     from job.server.settings import OidcSettings, ServerSettings
 
-    with _errors(False):
+    with errors(False):
         oidc = OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id) if oidc_issuer and oidc_client_id else None
         try:
             settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc,
@@ -73,7 +62,7 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
             raise ControlError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         if warning := clear_text_warning(settings):
             typer.echo(f"Warning: {warning}", err=True)
-        serve(_registry_url(registry, state_dir), settings, metrics_port=metrics_port, metrics_host=metrics_host)
+        serve(registry_url(registry, state_dir), settings, metrics_port=metrics_port, metrics_host=metrics_host)
 
 
 def login(server: Annotated[str, typer.Option("--server", help="The server's URL, https://host:port.")],
@@ -91,7 +80,7 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
     verify: bool | str = str(ca.absolute()) if ca else True
     if warning := url_warning(server):
         typer.echo(f"Warning: {warning}", err=True)
-    with _errors(as_json):
+    with errors(as_json):
         if oidc:
             from job.control.device_flow import device_signin
 
@@ -104,7 +93,7 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
             token = typer.prompt("API token", hide_input=True).strip()
         me = RemoteControlPlane(server, token, verify=verify).whoami()
         path = save_login(server, token, str(ca.absolute()) if ca else None)
-        _ok(f"signed in to {server} as {me['user']} (credential kept in {path})",
+        ok(f"signed in to {server} as {me['user']} (credential kept in {path})",
             {"server": server, "user": me["user"], "credentials": str(path)}, as_json)
 
 
@@ -133,7 +122,7 @@ def logout(as_json: JsonOpt = False) -> None:
     gone = forget_login()
     message = ("signed out; the token is revoked on the server" if revoked else "signed out" if gone
                else "not signed in")
-    _ok(message, {"signed_out": gone, "revoked": revoked, "problem": problem}, as_json)
+    ok(message, {"signed_out": gone, "revoked": revoked, "problem": problem}, as_json)
 
 
 def _when(ts: float | None) -> str:
@@ -146,30 +135,30 @@ def _when(ts: float | None) -> str:
 
 
 @token_app.command("create")
+@plane_options
 def token_create(for_user: Annotated[str | None, typer.Option("--for", help="A personal token for this user "
                                                                           "(superusers).")] = None,
                  cluster: Annotated[str | None, typer.Option("--cluster", help="A controller token for this "
                                                                              "cluster (its team's admins).")] = None,
                  description: Annotated[str, typer.Option("--description")] = "",
                  days: Annotated[float | None, typer.Option("--days", help="Expire after this many days.")] = None,
-                 user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
-                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+                 *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """Make a token; it is printed once and only its hash is kept."""
-    with _errors(as_json):
-        view, token = _plane(user, registry, state_dir, server).create_token(
+    with errors(as_json):
+        view, token = opts.plane().create_token(
             for_user, cluster=cluster, description=description, expires_in_s=days * 86400 if days else None)
-    _emit({**view.to_dict(), "token": token}, as_json,
+    emit({**view.to_dict(), "token": token}, as_json,
           lambda: out.print(f"token {view.token_id} for {view.user or 'the controller of ' + str(view.cluster)} "
                             f"(shown once, keep it safe):\n{token}"))
 
 
 @token_app.command("list")
+@plane_options
 def token_list(for_user: Annotated[str | None, typer.Option("--for", help="Only this user's.")] = None,
-               user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
-               state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+               *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """List tokens (superusers); never their secrets."""
-    with _errors(as_json):
-        rows = _plane(user, registry, state_dir, server).tokens(for_user)
+    with errors(as_json):
+        rows = opts.plane().tokens(for_user)
 
     def human() -> None:
         t = Table("id", "kind", "user / cluster", "description", "created", "expires", "revoked", "last used")
@@ -177,42 +166,42 @@ def token_list(for_user: Annotated[str | None, typer.Option("--for", help="Only 
             t.add_row(r.token_id, r.kind, r.user or r.cluster or "-", r.description, _when(r.created_at),
                       _when(r.expires_at), _when(r.revoked_at), _when(r.last_used_at))
         print_table(out, t, empty="No tokens yet: daggers token create --for USER")
-    _emit([r.to_dict() for r in rows], as_json, human)
+    emit([r.to_dict() for r in rows], as_json, human)
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
-                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+@plane_options
+def token_revoke(token_id: str, *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """Revoke a token now."""
-    with _errors(as_json):
-        view = _plane(user, registry, state_dir, server).revoke_token(token_id)
-        _ok(f"token {token_id} revoked", {"token": view.to_dict()}, as_json)
+    with errors(as_json):
+        view = opts.plane().revoke_token(token_id)
+        ok(f"token {token_id} revoked", {"token": view.to_dict()}, as_json)
 
 
 @token_app.command("expire")
-def token_expire(token_id: str, user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
-                 state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+@plane_options
+def token_expire(token_id: str, *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """Make a token expire now."""
-    with _errors(as_json):
-        view = _plane(user, registry, state_dir, server).expire_token(token_id)
-        _ok(f"token {token_id} expired", {"token": view.to_dict()}, as_json)
+    with errors(as_json):
+        view = opts.plane().expire_token(token_id)
+        ok(f"token {token_id} expired", {"token": view.to_dict()}, as_json)
 
 
+@plane_options
 def user_oidc(name: str, subject: Annotated[str, typer.Option("--subject", help="The OIDC subject (sub claim).")],
               issuer: Annotated[str | None, typer.Option("--issuer", help="The provider (embedded mode; a server "
                                                                           "uses its own).")] = None,
-              user: UserOpt = None, server: ServerOpt = None, registry: RegistryOpt = None,
-              state_dir: StateOpt = None, as_json: JsonOpt = False) -> None:
+              *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """Map an OIDC subject to a user (superusers)."""
-    with _errors(as_json):
-        _plane(user, registry, state_dir, server).link_oidc(name, issuer or os.environ.get("DAGGERS_OIDC_ISSUER", ""),
+    with errors(as_json):
+        opts.plane().link_oidc(name, issuer or os.environ.get("DAGGERS_OIDC_ISSUER", ""),
                                                             subject)
-        _ok(f"OIDC subject {subject} signs in as {name}", {"user": name, "subject": subject}, as_json)
+        ok(f"OIDC subject {subject} signs in as {name}", {"user": name, "subject": subject}, as_json)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``server``, ``login``, ``logout`` and ``token`` to ``app`` (and ``user oidc``)."""
-    from job.cli.control import user_app
+    from job.cli.control.users import user_app
 
     app.command("server")(server)
     app.command("login")(login)

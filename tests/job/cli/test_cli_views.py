@@ -16,7 +16,8 @@ from typer import Typer
 from typer.testing import CliRunner
 
 from job.cli.common import print_table
-from job.cli.control import _dagger_table, progress_lines, register
+from job.cli.control import register
+from job.cli.control.dagger_views import dagger_table, progress_lines
 from job.control.views import DaggerView
 
 NAME = "surge/bookings-per-s2-jakarta-and-surabaya"
@@ -47,7 +48,7 @@ def _dagger() -> DaggerView:
 def test_a_table_to_a_pipe_is_printed_whole() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, width=80)  # not a terminal: what a pipe gets
-    print_table(console, _dagger_table([_dagger()]))
+    print_table(console, dagger_table([_dagger()]))
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 5 and len(lines[0]) > 80, lines  # top, header, rule, one row, bottom
     assert [c.strip() for c in lines[3].split("│")[1:-1]] == [
@@ -68,7 +69,7 @@ def test_a_table_that_fits_prints_as_rich_would() -> None:
 def test_at_a_narrow_terminal_the_name_and_cluster_are_kept() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, width=80, force_terminal=True, color_system=None)
-    print_table(console, _dagger_table([_dagger()]))
+    print_table(console, dagger_table([_dagger()]))
     lines = buffer.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
     row = next(line for line in lines if NAME in line)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from job.cli.control import progress_lines
+from job.cli.control.dagger_views import progress_lines
 from job.control import ControlPlane, Registry
 from job.control.models import DaggerStatus
 from tests.job.cli.test_cli_views import _dagger

@@ -166,7 +166,7 @@ def test_secrets_of_lookups_in_clear_text_are_refused_for_the_registry() -> None
 
 
 def test_the_progress_report_shows_each_lookup() -> None:
-    from job.cli.control import lookup_lines
+    from job.cli.control.dagger_views import lookup_lines
 
     metrics = {"profiles": {"rows": 12000, "keys": 800, "hit_rate": 0.75, "requests": 4, "not_found": 10,
                             "errors": 0, "rows_with_errors": 0, "mean_ms": 12.34, "target": "index 'c' at http://es:9200"},
