@@ -23,8 +23,8 @@ the same seed:
   event to Nexmark's average size (person 200, auction 500, bid 100 bytes) ±20% with a slice of one
   1 MiB random string.
 
-Events are made in chunks of :data:`CHUNK` with a random generator per (seed, chunk), so a run's first
-events are the same whatever its length.
+Events are made in chunks of :data:`CHUNK` with a random generator per (seed, chunk), so a longer run
+begins with the chunks of a shorter one.
 """
 
 from __future__ import annotations
