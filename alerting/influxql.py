@@ -174,8 +174,8 @@ class InfluxReader:
             body: dict[str, Any] = resp.json()
         except ValueError:
             body = {}
-        errors = [body.get("error")] + [r.get("error") for r in body.get("results", [])]
-        errors = [str(e) for e in errors if e]
+        reported = [body.get("error")] + [r.get("error") for r in body.get("results", [])]
+        errors = [str(e) for e in reported if e]
         if resp.status_code >= 400 or errors:
             detail = "; ".join(errors) or f"HTTP {resp.status_code}"
             raise AlertQueryError(f"InfluxDB refused the query: {detail}", hint=f"the query was: {q}")

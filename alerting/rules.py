@@ -282,7 +282,7 @@ class DeadmanRule(_RuleBase):
     """Fires when a measurement (or a group of it that had data within ``lookback``) has no point for ``period``."""
 
     kind: Literal["deadman"] = Field(description="deadman: alert when output stops.")
-    measurement: str = Field(description="The measurement the dagger writes.")  # type: ignore[assignment]
+    measurement: str = Field(description="The measurement the dagger writes.")
     period: Duration = Field(description="How long without a single point before the alert fires (e.g. 5m).")
     lookback: Duration = Field(
         default=3600.0,

@@ -17,6 +17,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import requests
 from rich.console import Console
@@ -36,12 +37,12 @@ DEMO_STREAMS = [
 ]
 
 
-def influx_query(url: str, db: str, q: str) -> list[dict[str, object]]:
+def influx_query(url: str, db: str, q: str) -> list[dict[str, Any]]:
     """Run InfluxQL and return the rows of the first series as dicts (empty when there are none)."""
     resp = requests.get(f"{url}/query", params={"db": db, "q": q, "epoch": "s"}, timeout=30)
     resp.raise_for_status()
     series = (resp.json().get("results") or [{}])[0].get("series") or []
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for s in series:
         for values in s.get("values") or []:
             row = dict(zip(s["columns"], values, strict=False))
@@ -51,7 +52,7 @@ def influx_query(url: str, db: str, q: str) -> list[dict[str, object]]:
 
 
 def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, minutes: int = 5,
-             console: Console | None = None, now: datetime | None = None) -> dict[str, list[dict[str, object]]]:
+             console: Console | None = None, now: datetime | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run the demo; return the windows read back per measurement.
 
     Uses the local stack in ``state_dir`` as it runs (its ports), else starts one on the default ports.
@@ -84,7 +85,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
         console.print(f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
                       f"event times {start:%H:%M:%S} to {now:%H:%M:%S} UTC")
     env = {"DAGGERS_BOOTSTRAP": bootstrap, "DAGGERS_INFLUX": influx}
-    results: dict[str, list[dict[str, object]]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="daggers-demo-"))
     try:
         with borrowed_session("daggers-demo", shuffle_partitions=2) as spark:
@@ -132,12 +133,12 @@ def _explain_edges(console: Console, start: datetime, now: datetime, watermark_d
                   "as events arrive")
 
 
-def _print_windows(console: Console, measurement: str, field: str, rows: list[dict[str, object]]) -> None:
+def _print_windows(console: Console, measurement: str, field: str, rows: list[dict[str, Any]]) -> None:
     table = Table(title=f"{measurement}: windows written to InfluxDB")
     table.add_column("window end (UTC)")
     table.add_column("S2 cells × tags", justify="right")
     table.add_column(f"sum({field})", justify="right")
     for row in rows:
-        ts = datetime.fromtimestamp(int(row["time"]), UTC).strftime("%Y-%m-%d %H:%M")  # type: ignore[arg-type]
+        ts = datetime.fromtimestamp(int(row["time"]), UTC).strftime("%Y-%m-%d %H:%M")
         table.add_row(ts, f"{row['cells']:,}", f"{row['total']:,}")
     console.print(table)

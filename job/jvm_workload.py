@@ -35,7 +35,8 @@ class _Reader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {"batch": 0}
 
-    def latestOffset(self) -> dict:
+    # the form before Spark 4.2, which PySpark still calls (it inspects the signature)
+    def latestOffset(self) -> dict:  # type: ignore[override]
         return {"batch": BATCHES}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -111,7 +112,7 @@ def _wait_for_the_jvm() -> None:
 
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
-    if proc is None:
+    if gateway is None or proc is None:
         return
     gateway.shutdown()
     if proc.stdin is not None:

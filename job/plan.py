@@ -71,7 +71,7 @@ PINNED_SCHEMA = "schema.pb"
 PINNED_ENGINE = "engine.json"
 # How the engine lays out a dagger's window state. A checkpoint keeps the layout it was started with
 # (its state could not be read with another), so a change here reaches new daggers and fresh starts.
-ENGINE_FEATURES = {
+ENGINE_FEATURES: dict[str, str] = {
     "s2_keys": "int64",  # S2 cells pushed into the source are 64-bit keys, not text
     "group_keys": "window_last",  # a GROUP BY's window is the last part of the state key, see job.sql.rewrite
     # DistinctCount's state is one sorted byte array (job.jvm), not collect_set's array: see

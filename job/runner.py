@@ -205,11 +205,11 @@ def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, was in before.items():
+            if was is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, was)
 
 
 class DaggerJob:
@@ -285,8 +285,9 @@ class DaggerJob:
             pr.batch_duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
             pr.batch_phases_ms = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}
             states = p.get("stateOperators") or []
-            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
-                pr.batch_phases_ms[f"state.{key.removesuffix('TimeMs')}"] = sum(int(s.get(key) or 0) for s in states)
+            for metric in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                pr.batch_phases_ms[f"state.{metric.removesuffix('TimeMs')}"] = sum(int(s.get(metric) or 0)
+                                                                                    for s in states)
             pr.late_rows_dropped += sum(int(s.get("numRowsDroppedByWatermark") or 0)
                                         for s in p.get("stateOperators") or [])
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
@@ -548,9 +549,10 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
         while query.isActive and not stopping.is_set():
             if deadline and time.monotonic() > deadline:
                 break
-            query.awaitTermination(0.5)
-        if query.exception() is not None:
-            raise explain_failure(query.exception(), job.batch_error)
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # Spark takes seconds as a float
+        failure = query.exception()
+        if failure is not None:
+            raise explain_failure(failure, job.batch_error)
     except KeyboardInterrupt:
         pass
     except DaggerError as exc:

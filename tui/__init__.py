@@ -1,1 +1,1 @@
-"""The operator console (``daggers tui``): a Textual app over :class:`job.control.ControlPlane`."""
+"""The operator console (``daggers tui``): a Textual app over a control plane (:class:`job.control.protocol.Plane`)."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 
-from job.control.api import ControlPlane
+from job.control.protocol import Plane
 from job.control.views import DaggerView
 from job.errors import DaggerError
 from job.text import safe_text
@@ -29,7 +29,7 @@ class ConsoleApp(App[None]):
     of the topics a preview reads.
     """
 
-    plane: ControlPlane
+    plane: Plane
     me: dict[str, Any]
     clock: Callable[[], float]
     refresh_s: float

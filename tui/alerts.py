@@ -49,14 +49,14 @@ class AlertsScreen(RefreshingScreen):
         self.reload()
         self.refresh_every()
 
-    def visible(self, labels: dict[str, str]) -> bool:
+    def is_mine(self, labels: dict[str, str]) -> bool:
         """Return whether an alert with ``labels`` belongs to one of the user's teams."""
         return bool(self.app.me["superuser"]) or labels.get("team") in self.app.me["teams"]
 
     def fetch(self) -> tuple[list[Any], list[Any]]:
         """Read the active alerts of the user's teams and their newest history lines."""
-        states = [s for s in self.store.states(active_only=True) if self.visible(s.labels)]
-        mine = {s.fingerprint for s in self.store.states() if self.visible(s.labels)}
+        states = [s for s in self.store.states(active_only=True) if self.is_mine(s.labels)]
+        mine = {s.fingerprint for s in self.store.states() if self.is_mine(s.labels)}
         return states, [h for h in self.store.history(limit=200) if h.fingerprint in mine][:50]
 
     def failed(self, exc: Exception) -> None:

@@ -2,8 +2,8 @@
 
 Keyboard first: every screen has a footer of its bindings, and ctrl+p opens Textual's command
 palette with "open cluster …", "open dagger …" and "new dagger on …". The console only calls
-:class:`job.control.ControlPlane`, which checks the user's rights: a team's daggers are invisible to
-other teams here exactly as on the command line.
+:class:`job.control.protocol.Plane` (the embedded ControlPlane or a server's RemoteControlPlane), which
+checks the user's rights: a team's daggers are invisible to other teams here exactly as on the command line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from job.control.api import ControlPlane
+from job.control.protocol import Plane
 from job.control.views import DaggerView
 from job.errors import DaggerError
 from job.text import safe_text
@@ -80,7 +80,7 @@ class DaggersApp(ConsoleApp):
     COMMANDS = App.COMMANDS | {DaggerCommands}
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False)]
 
-    def __init__(self, plane: ControlPlane, *, spark: SparkSession | None = None,
+    def __init__(self, plane: Plane, *, spark: SparkSession | None = None,
                  clock: Callable[[], float] = time.time, refresh_s: float = 1.0, preview_minutes: float = 5.0,
                  warm_preview: bool = True, alerts_url: str | None = None) -> None:
         super().__init__()

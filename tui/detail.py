@@ -113,11 +113,11 @@ class DaggerScreen(RefreshingScreen):
         self.query_one("#status", Static).update(status)
         series = {"throughput": [s.input_rows_per_s for s in samples], "lag": [float(s.lag or 0) for s in samples],
                   "batch": [float(s.batch_duration_ms) for s in samples]}
-        for key, data in series.items():
-            self.query_one(f"#{key}-spark", Sparkline).data = data
-            last = number(data[-1]) if data else "-"
+        for key, values in series.items():
+            self.query_one(f"#{key}-spark", Sparkline).data = values
+            last = number(values[-1]) if values else "-"
             label = {"throughput": "rows/s", "lag": "lag", "batch": "batch ms"}[key]
-            self.query_one(f"#{key}-label", Label).update(f"{label}: {last} (max {number(max(data) if data else None)})")
+            self.query_one(f"#{key}-label", Label).update(f"{label}: {last} (max {number(max(values) if values else None)})")
         error = self.query_one("#error", Static)
         again = (f" (before it started again {age(now, view.started_at)} ago)"
                  if view.actual_state == "running" and view.started_at else "")

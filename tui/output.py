@@ -15,7 +15,7 @@ from textual.widgets import Checkbox, Input, Label, Select
 from textual.worker import Worker, get_current_worker
 from textual_plotext import PlotextPlot
 
-from job.control.api import ControlPlane
+from job.control.protocol import Plane
 from job.errors import DaggerError
 from job.output import Output, OutputQuery, parse_tag, step_text
 from job.text import safe_text
@@ -44,7 +44,7 @@ class OutputPane(Vertical):
     OutputPane #output-summary { height: auto; }
     """
 
-    def __init__(self, ref: str, plane: ControlPlane, clock: Callable[[], float],
+    def __init__(self, ref: str, plane: Plane, clock: Callable[[], float],
                  report: Callable[[DaggerError], None], *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self.ref = ref

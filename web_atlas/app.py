@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 try:
     import web_atlas  # noqa: F401  - importable when the project is installed or run from its root
@@ -273,7 +273,7 @@ def timeline_and_map() -> None:
         return
     read_s = time.perf_counter() - started
     started = time.perf_counter()
-    summary = "sum" if color_aggregate == "sum" else "mean"
+    summary: Literal["sum", "mean"] = "sum" if color_aggregate == "sum" else "mean"
     combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
     whole = tuple(f for f in info.fields if f not in info.float_fields and query.aggregate_of(f) != "mean")
     data = build_map(current, replace(base_request, summary=summary, combine=combine, integer_fields=whole),

@@ -205,7 +205,7 @@ class AtlasPage:
         box = self.page.locator(f"{DECK_SELECTOR} canvas").first.bounding_box()
         if box is None:
             raise AtlasError("the map is not on the page")
-        return dict(box)
+        return {"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"]}
 
     def _tooltip_text(self) -> str | None:
         tooltip = self.page.locator(TOOLTIP_SELECTOR)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
 
@@ -30,9 +31,12 @@ from web_atlas.browser import AtlasPage, chromium, serve_atlas
 from web_atlas.errors import AtlasError
 from web_atlas.sample import MEASUREMENT, SamplePoints, sample_points
 
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
+
 WINDOW_END_S = 1_763_798_400  # 2025-11-22 08:00 UTC
 WINDOW_S = 900  # the screenshot shows a 15-minute window (fifteen one-minute dagger windows summed)
-VIEWPORT = {"width": 1500, "height": 950}
+VIEWPORT: ViewportSize = {"width": 1500, "height": 950}
 
 
 def _busiest_cell(lines: list[str], start_s: int, end_s: int) -> tuple[str, int]:

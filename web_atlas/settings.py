@@ -150,7 +150,7 @@ class AtlasSettings(BaseModel):
         }
         values = {field: env[var] for field, var in names.items() if env.get(var, "").strip()}
         try:
-            return cls(**values)
+            return cls.model_validate(values)
         except ValidationError as exc:
             problems = []
             for error in exc.errors():

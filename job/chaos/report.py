@@ -18,11 +18,12 @@ def _plots(report: Report, out: Path) -> list[str]:
 
     t = [s.t for s in report.samples]
     names = []
-    for name, ylabel, series in [
+    charts: list[tuple[str, str, list[tuple[str, list[float]]]]] = [
         ("throughput.png", "events/s", [("read by the dagger", _rate([s.read for s in report.samples], t)),
                                         ("acknowledged by the broker", _rate([s.produced for s in report.samples], t))]),
-        ("lag.png", "events behind", [("lag (acknowledged − read)", [s.lag for s in report.samples])]),
-    ]:
+        ("lag.png", "events behind", [("lag (acknowledged − read)", [float(s.lag) for s in report.samples])]),
+    ]
+    for name, ylabel, series in charts:
         fig, ax = plt.subplots(figsize=(9, 3.2), dpi=110)
         for label, ys in series:
             ax.plot(t, ys, label=label, linewidth=1.4)

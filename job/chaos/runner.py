@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import requests
@@ -145,7 +145,7 @@ class ChaosRun:
             if time.monotonic() < due:
                 time.sleep(due - time.monotonic())
             now = datetime.now(UTC)
-            batch = generate(load.stream, int(load.events_per_s), seed=load.seed + second, start=now,  # type: ignore[arg-type]
+            batch = generate(load.stream, int(load.events_per_s), seed=load.seed + second, start=now,
                              duration_s=1.0, first_index=second * int(load.events_per_s))
             for key, value in zip(batch.keys, batch.payloads, strict=True):
                 while True:
@@ -161,7 +161,7 @@ class ChaosRun:
             self.batches.append(batch)
             self.generated += len(batch.payloads)
             second += 1
-        closing = generate(load.stream, 1, seed=load.seed + 10_000,  # type: ignore[arg-type]
+        closing = generate(load.stream, 1, seed=load.seed + 10_000,
                            start=datetime.now(UTC) + timedelta(minutes=30), duration_s=1.0)
         for key, value in zip(closing.keys, closing.payloads, strict=True):
             producer.produce(load.topic, value, key=key, on_delivery=acked)
@@ -199,7 +199,7 @@ class ChaosRun:
             assert world is not None
             cluster, pid = world.hit(case, self._stop)
         elif case.fault == "slow":
-            group = dagger.pid() if case.target == "dagger" else server.process.pid  # type: ignore[attr-defined]
+            group = dagger.pid() if case.target == "dagger" else server.process.pid
             if group is not None:  # each leads a process group of its own
                 throttle(group, case.downtime_s, case.slow_fraction, self._stop)
         elif case.target == "dagger":
@@ -212,13 +212,15 @@ class ChaosRun:
                 time.sleep(case.downtime_s)
                 dagger.start()
         else:
+            leader = server.process.pid
+            assert leader is not None, f"the {case.target} is not running"
             if case.fault == "pause":
-                os.killpg(server.process.pid, signal.SIGSTOP)  # type: ignore[attr-defined]
+                os.killpg(leader, signal.SIGSTOP)
                 time.sleep(case.downtime_s)
-                os.killpg(server.process.pid, signal.SIGCONT)  # type: ignore[attr-defined]
+                os.killpg(leader, signal.SIGCONT)
             else:
                 if case.fault == "kill":
-                    os.killpg(server.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+                    os.killpg(leader, signal.SIGKILL)
                 server.stop()
                 time.sleep(case.downtime_s)
                 server.start()
@@ -292,10 +294,11 @@ class ChaosRun:
         done: set[int] = set()
         while len(done) < len(parts):
             for msg in consumer.consume(10_000, 2.0):
-                if msg.error() is None:
+                err = msg.error()
+                if err is None:
                     payloads.append(msg.value())
-                elif msg.error().code() == KafkaError._PARTITION_EOF:
-                    done.add(msg.partition())
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    done.add(cast(int, msg.partition()))  # an end event names its partition
         consumer.close()
         batch, _ = decoder.decode(payloads)
         self.in_topic = batch.num_rows
@@ -407,7 +410,8 @@ class ChaosRun:
                 result.moved_to = again.cluster if again.cluster != span.cluster else None
         return result
 
-    def _report(self, exp: Experiment, started_at: datetime, want: dict, got: dict,  # type: ignore[type-arg]
+    def _report(self, exp: Experiment, started_at: datetime, want: dict[tuple[Any, ...], dict[str, Any]],
+                got: dict[tuple[Any, ...], dict[str, Any]],
                 dagger: DaggerHandle | None, moves: list[dict[str, Any]]) -> Report:
         windows: dict[int, list[int]] = {}
         for key, fields in want.items():

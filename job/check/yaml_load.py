@@ -59,7 +59,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._nodes = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, AliasEvent):
             raise _Limit("YAML aliases (*name) are not accepted: write the value out", event.start_mark)
@@ -88,7 +88,7 @@ class _BoundedLoader(yaml.SafeLoader):
                     if key.value in seen:
                         raise _Limit(f"the key {key.value[:100]!r} is given twice in one mapping", key.start_mark)
                     seen.add(key.value)
-        return node  # type: ignore[no-any-return]
+        return node
 
 
 def _line(mark: yaml.Mark | None) -> int | None:

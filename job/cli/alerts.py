@@ -260,9 +260,10 @@ def list_command(
         out.print(f"[yellow]{len(queued)} notifications queued[/yellow] (oldest: {escape(queued[0].key)} to "
                   f"{escape(queued[0].channel)}, {queued[0].attempts} tries, next {_iso(queued[0].next_attempt_at)}"
                   + (f", last error: {escape(queued[0].last_error)}" if queued[0].last_error else "") + ")")
-    for s in silences:
-        out.print(f"silence {s.id[:12]} until {_iso(s.ends_at)}: {escape(', '.join(str(m) for m in s.matchers))}"
-                  + (f" ({escape(s.comment)})" if s.comment else ""))
+    for sil in silences:
+        out.print(f"silence {sil.id[:12]} until {_iso(sil.ends_at)}: "
+                  f"{escape(', '.join(str(m) for m in sil.matchers))}"
+                  + (f" ({escape(sil.comment)})" if sil.comment else ""))
 
 
 @alerts_app.command("history")

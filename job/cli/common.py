@@ -14,7 +14,7 @@ import logging
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn, cast
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -29,6 +29,8 @@ from job.text import safe_text
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+#: The colour systems Rich names (Console.color_system returns one of them, typed as a plain str).
+ColorSystemName = Literal["auto", "standard", "256", "truecolor", "windows"]
 
 
 
@@ -78,7 +80,7 @@ def print_table(console: Console, table: Table, empty: str | None = None, *, mar
         return
     # print() caps its width at the console's: a console as wide as the table, on the same file
     SafeConsole(file=console.file, width=natural, highlight=False, no_color=console.no_color,
-                color_system=console.color_system).print(table, markup=markup)
+                color_system=cast(ColorSystemName | None, console.color_system)).print(table, markup=markup)
 
 
 def print_error(exc: DaggerError) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.syntax import Syntax
@@ -12,10 +12,13 @@ from rich.syntax import Syntax
 from job.cli.common import SpecPath, StateDir, err, fail, out, quiet_spark_errors, state_dir_or_default
 from job.errors import DaggerError
 
+if TYPE_CHECKING:
+    from job.plan import DaggerPlan
+
 sql_app = typer.Typer(help="Check and translate Dagger SQL without running it.", no_args_is_help=True)
 
 
-def _plan_or_fail(spec: Path, state_dir: Path | None):  # type: ignore[no-untyped-def]
+def _plan_or_fail(spec: Path, state_dir: Path | None) -> DaggerPlan:
     from job.plan import plan
     from job.spec import load_spec
 
@@ -72,7 +75,7 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
         _explain(p)
 
 
-def _explain(p) -> None:  # type: ignore[no-untyped-def]
+def _explain(p: DaggerPlan) -> None:
     from job.plan import register_plan_functions
     from job.runner import explain_failure, register_stream_views
     from job.sources.kafka import register_source

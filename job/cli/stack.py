@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -17,7 +17,6 @@ from rich.table import Table
 
 from job.cli.common import SafeConsole, print_table
 from job.errors import DaggerError
-from job.stack.broker import BrokerKind
 from job.stack.local import LocalStack, StackStatus, default_state_dir
 
 EXIT_DOWN = 1
@@ -100,7 +99,7 @@ def up(
     """Start the local broker and InfluxDB (and its `daggers` database); harmless when already up."""
     try:
         status = _stack(state_dir).up(
-            broker=cast(BrokerKind, broker.value), broker_port=broker_port, influx_port=influx_port
+            broker=broker.value, broker_port=broker_port, influx_port=influx_port
         )
     except (DaggerError, OSError) as exc:
         _fail(exc)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from job.control import handoff, specs
@@ -466,9 +466,10 @@ class ControlPlane(AdminOps, TokenOps):
             epoch = cur.checkpoint_epoch if compat.resume else cur.checkpoint_epoch + 1
             version = cur.version + 1
             # compare-and-set: of two edits from the same version, exactly one moves the dagger on
-            moved = s.execute(update(Dagger).where(Dagger.id == d.id, Dagger.current_version == cur.version)
-                              .values(current_version=version, updated_at=now())
-                              .execution_options(synchronize_session=False)).rowcount
+            moved = cast(CursorResult[Any], s.execute(  # an UPDATE answers with a cursor result
+                update(Dagger).where(Dagger.id == d.id, Dagger.current_version == cur.version)
+                .values(current_version=version, updated_at=now())
+                .execution_options(synchronize_session=False))).rowcount
             if moved != 1:
                 s.rollback()
                 raise self._stale(ref, self.dagger(ref).current_version, cur.version)

@@ -11,9 +11,12 @@ import getpass
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from job.control.errors import AuthError, ControlError
+
+if TYPE_CHECKING:
+    from job.control.protocol import Plane
 
 ENV_SERVER = "DAGGERS_SERVER"
 ENV_TOKEN = "DAGGERS_TOKEN"
@@ -81,7 +84,7 @@ def server_of(server: str | None) -> tuple[str, str | None, str | None] | None:
     return url.rstrip("/"), token, ca
 
 
-def open_plane(user: str | None, registry_url: str, server: str | None = None) -> Any:
+def open_plane(user: str | None, registry_url: str, server: str | None = None) -> Plane:
     """Return the control plane to use: a :class:`RemoteControlPlane` when a server is configured (then
     ``user`` must be None: the credential says who acts), else the embedded ControlPlane on
     ``registry_url`` as ``user`` or the OS user.

@@ -57,6 +57,7 @@ from job.control.models import Sample
 from job.control.processes import (
     LOG_ROTATE_BYTES,
     Command,
+    DaggerProcess,
     Proc,
     Standby,
     StandbyCommand,
@@ -311,14 +312,14 @@ class Controller:
             return {**upd, **self._launch(item, now)}
         return upd
 
-    def _keep_stopping(self, item: _Item, proc: Proc, now: float) -> dict[str, Any]:
+    def _keep_stopping(self, item: _Item, proc: DaggerProcess, now: float) -> dict[str, Any]:
         asked = float(item.status.get("stop_requested_at") or now)
         if now - asked > self.settings.stop_timeout_s:
             log.warning("%s: did not stop within %.0f s; SIGKILL", item.ref, self.settings.stop_timeout_s)
             proc.signal(signal.SIGKILL, group=True)
         return {}
 
-    def _exited(self, item: _Item, proc: Proc | None, actual: str, now: float) -> dict[str, Any]:
+    def _exited(self, item: _Item, proc: DaggerProcess | None, actual: str, now: float) -> dict[str, Any]:
         """Record that the dagger's process is gone: a stop that finished, or a crash."""
         self._procs.pop(item.id, None)
         code = proc.exit_code() if proc is not None else None
@@ -712,7 +713,7 @@ class Controller:
         Raises ConflictError when another controller owns the cluster.
         """
         stop = stop or threading.Event()
-        previous: dict[int, Any] = {}
+        previous: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())

@@ -138,6 +138,6 @@ def serve(metrics: HealthMetrics, port: int, host: str = "127.0.0.1") -> Metrics
     Raises OSError when the port cannot be bound.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)  # type: ignore[arg-type]
+    registry.register(metrics)
     server, _thread = start_http_server(port, addr=host, registry=registry)
     return MetricsServer(url=f"http://{host}:{server.server_port}/metrics", _server=server)

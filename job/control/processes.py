@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from job.errors import DaggerError
 from job.stack.process import group_members, pid_alive
@@ -62,6 +63,16 @@ def last_error(text: str) -> str | None:
         if head.endswith(("Error", "Exception")) and " " not in head:
             return line.strip()[:2000]
     return None
+
+
+class DaggerProcess(Protocol):
+    """What the controller asks of a dagger's process: a local one (Proc) or one on a shared host (HostedRun)."""
+
+    def alive(self) -> bool: ...
+    def exit_code(self) -> int | None: ...
+    def signal(self, sig: int, group: bool = False) -> None: ...
+    def reap_group(self) -> None: ...
+    def log_since_start(self) -> str: ...
 
 
 @dataclass

@@ -103,6 +103,8 @@ class RemoteControlPlane:
         self._lock = threading.Lock()
         self.user = ""
         self.credential: str | None = None
+        #: Unused here: the server judges health at its own time (kept for the Plane protocol).
+        self.clock: Callable[[], float] = time.time
 
     def __repr__(self) -> str:
         return f"RemoteControlPlane({self.url!r})"  # never the token
@@ -328,8 +330,7 @@ class RemoteControlPlane:
 
     def output_fields(self, ref: str, sink: str | None = None) -> list[str]:
         """Return the numeric fields the dagger's sink holds."""
-        extra = {"sink": sink} if sink else {}
-        return list(self._json("GET", f"/daggers/{_seg(ref)}/output/fields", **extra)["fields"])
+        return list(self._json("GET", f"/daggers/{_seg(ref)}/output/fields", sink=sink or None)["fields"])
 
     def validate(self, cluster: str, text: str) -> Validation:
         """Check a spec for a cluster."""

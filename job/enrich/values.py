@@ -94,11 +94,11 @@ def convert(value: Any, kind: str) -> Any:
             return float(value)
         if isinstance(value, str):
             try:
-                number = float(value)
+                parsed = float(value)
             except ValueError:
                 raise BadValue(f"{value!r} is not a number") from None
-            if math.isfinite(number):
-                return number
+            if math.isfinite(parsed):
+                return parsed
         raise BadValue(f"{value!r} is not a number")
     raise ValueError(f"unknown output type {kind!r}")
 

@@ -101,7 +101,9 @@ def delete(text: str, steps: tuple[Step, ...]) -> str | None:
     try:
         parent = _parent(doc, steps)
         last = steps[-1]
-        if isinstance(last, int) and isinstance(parent, list) or isinstance(last, str) and isinstance(parent, dict):
+        if isinstance(last, int) and isinstance(parent, list):
+            del parent[last]
+        elif isinstance(last, str) and isinstance(parent, dict):
             del parent[last]
     except (KeyError, IndexError, TypeError):
         pass

@@ -30,7 +30,7 @@ faces 0..3 are positive and cells on faces 4..5 are negative. (Face 3 is
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -362,7 +362,7 @@ def _face_ij(ids: UInt64Array) -> tuple[Int64Array, Int64Array, Int64Array]:
     return face, i, j
 
 
-def _st_to_uv(s: Float64Array) -> Float64Array:
+def _st_to_uv(s: npt.NDArray[np.floating[Any]]) -> Float64Array:
     """Return s2sphere's quadratic ``st_to_uv(s)``."""
     return np.where(s >= 0.5, (1.0 / 3.0) * (4 * s * s - 1), (1.0 / 3.0) * (1 - 4 * (1 - s) * (1 - s)))
 

@@ -240,6 +240,13 @@ def settling(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def settling_arrow_udf(fn: Callable[..., Any], returns: str) -> Any:
+    """Return ``fn`` (see :func:`settling`) as an Arrow UDF returning ``returns``; PySpark reads its kind
+    (array to array) from the function's hints."""
+    # PySpark's stubs list only the forms that name functionType; at run time it is taken from the hints.
+    return arrow_udf(settling(fn), returns)  # type: ignore[call-overload]
+
+
 def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,
                        descriptor_set_b64: str | None = None) -> None:
     """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
@@ -250,17 +257,17 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
-        spark.udf.register(name, arrow_udf(settling(fn), returns))
+        spark.udf.register(name, settling_arrow_udf(fn, returns))
     jvm_functions.register(spark)  # DistinctCount's aggregate (job.jvm), when the session has its jar
     for name, fn in dart_functions(dart_store).items():
-        spark.udf.register(name, arrow_udf(settling(fn), DART_UDFS[name]))
+        spark.udf.register(name, settling_arrow_udf(fn, DART_UDFS[name]))
     for name, fn in schema_functions(descriptor_set_b64).items():
-        spark.udf.register(name, arrow_udf(settling(fn),
-                                           "array<binary>" if name == FILTERS_UDF else "array<string>"))
+        returns = "array<binary>" if name == FILTERS_UDF else "array<string>"
+        spark.udf.register(name, settling_arrow_udf(fn, returns))
     if udf_file:
         from job.functions.user import load_user_functions
 
         for f in load_user_functions(udf_file).values():
-            wrapped = (arrow_udf(settling(f.fn), f.returns) if f.vectorized
+            wrapped = (settling_arrow_udf(f.fn, f.returns) if f.vectorized
                        else udf(f.fn, f.returns, useArrow=True))
             spark.udf.register(f.name, wrapped)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from job.output.model import COMPARES, Output, OutputError, OutputQuery, Series, shift
@@ -18,8 +18,8 @@ class Reader(Protocol):
     def describe(self) -> str: ...
     def server(self) -> str: ...
     def fields(self) -> list[str]: ...
-    def read(self, field: str, start: object, end: object, step_s: int,
-             tag: tuple[str, str] | None) -> list[tuple[object, float]]: ...
+    def read(self, field: str, start: datetime, end: datetime, step_s: int,
+             tag: tuple[str, str] | None) -> list[tuple[datetime, float]]: ...
 
 
 def sink_names(spec: DaggerSpec) -> list[str]:
@@ -41,14 +41,15 @@ def reader_for(spec: DaggerSpec, sink: str | None = None) -> Reader:
 
     Raises OutputError: no such sink, or none of a readable type (kafka, log)."""
     named = list(zip(sink_names(spec), spec.sinks, strict=True))
+    chosen: InfluxSinkSpec | PostgresSinkSpec | ElasticsearchSinkSpec | None
     if sink is not None:
         found = [s for n, s in named if n == sink]
         if not found:
             raise OutputError(f"dagger {spec.name} has no sink {sink!r}", hint=f"its sinks: {', '.join(n for n, _ in named)}")
-        chosen = found[0]
-        if not isinstance(chosen, READABLE):
-            raise OutputError(f"sink {sink!r} is {chosen.type}: a dagger's output is read from an influx, postgres "
+        if not isinstance(found[0], READABLE):
+            raise OutputError(f"sink {sink!r} is {found[0].type}: a dagger's output is read from an influx, postgres "
                               "or elasticsearch sink")
+        chosen = found[0]
     else:
         chosen = next((s for kind in READABLE for _, s in named if isinstance(s, kind)), None)
         if chosen is None:
@@ -83,7 +84,7 @@ def read_output(spec: DaggerSpec, query: OutputQuery, sink: str | None = None, d
     for label, offset in (("now", 0), *((c, COMPARES[c]) for c in query.compare)):
         back = timedelta(seconds=offset)
         points = reader.read(query.field, start - back, end - back, step, query.tag)
-        series.append(Series(label, offset, shift(points, offset)))  # type: ignore[arg-type]
+        series.append(Series(label, offset, shift(points, offset)))
     return Output(dagger or spec.name, query.field, step, start, end, query.tag, reader.describe(), reader.server(),
                   series)
 

@@ -46,6 +46,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -151,7 +152,7 @@ def _hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
     return (h >> _U64(11)).astype(np.float64) * 2.0**-53
 
 
-def _categorical(u: np.ndarray, values: Sequence[int], shares: Sequence[float]) -> np.ndarray:
+def _categorical(u: np.ndarray, values: Sequence[int], shares: npt.ArrayLike) -> np.ndarray:
     """Map uniforms ``u`` to ``values`` with the given ``shares`` (normalised)."""
     cum = np.cumsum(np.asarray(shares, dtype=np.float64))
     idx = np.searchsorted(cum / cum[-1], u, side="right")
@@ -469,7 +470,8 @@ def _encode(message_name: str, columns: list[list[Any]]) -> list[bytes]:
 
 
 def _encode_ping(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
-    ser, out = msg.SerializeToString, []
+    ser = msg.SerializeToString
+    out: list[bytes] = []
     append = out.append
     for driver_id, lat, long, status, service, secs, nanos, acc, speed in zip(*c, strict=True):
         msg.driver_id = driver_id
@@ -486,7 +488,8 @@ def _encode_ping(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
 
 
 def _encode_booking(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
-    ser, out = msg.SerializeToString, []
+    ser = msg.SerializeToString
+    out: list[bytes] = []
     append = out.append
     for order, customer, driver, city, vehicle, status, lat, long, secs, nanos, fare in zip(*c, strict=True):
         msg.order_number = order
@@ -505,7 +508,8 @@ def _encode_booking(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
 
 
 def _encode_api_log(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
-    ser, out = msg.SerializeToString, []
+    ser = msg.SerializeToString
+    out: list[bytes] = []
     append = out.append
     for service, path, method, code, latency, secs, nanos, request_id in zip(*c, strict=True):
         msg.service = service

@@ -166,7 +166,8 @@ def check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": _LOG})
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG}  # its stub leaves out the logger
+    return AdminClient(conf)
 
 
 def _topic_partitions(admin: AdminClient | Producer, bootstrap: str, topic: str) -> int | None:

@@ -19,6 +19,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -83,10 +84,10 @@ def timestamp_array(secs: np.ndarray, nanos: np.ndarray) -> pa.Array:
     return pa.array(micros, pa.timestamp("us", tz="UTC"), mask=unset if unset.any() else None)
 
 
-def _enum_names(field: FieldDescriptor) -> Callable[[list[int]], pa.Array]:
+def _enum_names(field: FieldDescriptor) -> Callable[[npt.ArrayLike], pa.Array]:
     names = {v.number: v.name for v in field.enum_type.values}
 
-    def convert(values: list[int]) -> pa.Array:
+    def convert(values: npt.ArrayLike) -> pa.Array:
         ints = np.asarray(values, dtype=np.int64)
         uniq, inverse = np.unique(ints, return_inverse=True)
         lookup = np.array([names.get(int(u), str(int(u))) for u in uniq], dtype=object)

@@ -42,6 +42,9 @@ _KINDS = {
     FieldDescriptor.TYPE_STRING: K_STRING,
     FieldDescriptor.TYPE_BYTES: K_BYTES,
 }
+#: A position in a buffer: the kernels mix Python ints and numpy int64s (numba compiles both to int64).
+Pos = int | np.int64
+
 _WIRE = np.array([-1, 0, 0, 0, 0, 1, 5, 2, 2, 2], dtype=np.int8)  # the wire type of each kind
 
 
@@ -77,7 +80,7 @@ def tables(desc: Descriptor, columns: Sequence[str]) -> tuple[np.ndarray, np.nda
 
 
 @njit(cache=True, nogil=True)
-def _varint(buf: np.ndarray, p: int, end: int) -> tuple[np.uint64, int]:
+def _varint(buf: np.ndarray, p: Pos, end: Pos) -> tuple[np.uint64, Pos]:
     """Return (value, position after it); position -1 when the varint is cut off or too long."""
     result = np.uint64(0)
     shift = np.uint64(0)
@@ -96,7 +99,7 @@ def _varint(buf: np.ndarray, p: int, end: int) -> tuple[np.uint64, int]:
 
 
 @njit(cache=True, nogil=True)
-def _utf8_ok(buf: np.ndarray, p: int, end: int) -> bool:
+def _utf8_ok(buf: np.ndarray, p: Pos, end: Pos) -> bool:
     """Whether buf[p:end] is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF)."""
     while p < end:
         b = buf[p]
@@ -133,7 +136,7 @@ def _utf8_ok(buf: np.ndarray, p: int, end: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _skip(buf: np.ndarray, p: int, end: int, wire: int) -> int:
+def _skip(buf: np.ndarray, p: Pos, end: Pos, wire: Pos) -> Pos:
     """Return the position after an unknown field's value of ``wire`` type; -1 when it cannot be skipped."""
     if wire == 0:
         _, p = _varint(buf, p, end)
@@ -151,7 +154,7 @@ def _skip(buf: np.ndarray, p: int, end: int, wire: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _timestamp(buf: np.ndarray, p: int, end: int, secs: np.int64, nanos: np.int64) -> tuple[np.int64, np.int64, bool]:
+def _timestamp(buf: np.ndarray, p: Pos, end: Pos, secs: np.int64, nanos: np.int64) -> tuple[np.int64, np.int64, bool]:
     """Merge the Timestamp message buf[p:end] into (secs, nanos); the flag is False when it is malformed."""
     while p < end:
         tag, p = _varint(buf, p, end)

@@ -182,7 +182,8 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
         check_name("team", team)
         return f"{team}/{name}"
 
-    spark_lock, spark_box = threading.Lock(), []
+    spark_lock = threading.Lock()
+    spark_box: list[Any] = []
 
     def preview_session() -> Any:
         """The server's one Spark session for previews, started at the first preview and kept."""

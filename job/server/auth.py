@@ -6,7 +6,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from job.control.errors import AuthError
 from job.server.settings import OidcSettings
@@ -107,7 +107,7 @@ class OidcVerifier:
         again (for a source that has failed too often: its tokens cannot make the server fetch for it)."""
         from joserfc import jwt
         from joserfc.errors import InvalidKeyIdError, JoseError
-        from joserfc.jwk import KeySet
+        from joserfc.jwk import KeySet, KeySetSerialization
 
         hint = "sign in again: daggers login --server URL --oidc"
         claims = jwt.JWTClaimsRegistry(leeway=30, iss={"essential": True, "value": self.settings.issuer},
@@ -115,7 +115,8 @@ class OidcVerifier:
                                        sub={"essential": True}, exp={"essential": True})
         for refresh in (False, True) if may_refresh else (False,):  # an unknown key: the provider may have rotated
             try:
-                token = jwt.decode(id_token, KeySet.import_key_set(self._keys(refresh)),
+                keys = cast(KeySetSerialization, self._keys(refresh))  # the provider's JSON; import_key_set checks it
+                token = jwt.decode(id_token, KeySet.import_key_set(keys),
                                    algorithms=["RS256", "ES256", "PS256", "EdDSA"])
                 claims.validate(token.claims)
                 return str(token.claims["sub"])

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from job.server.errors import TooLargeError, error_body
 
@@ -17,8 +17,7 @@ class BodyLimit:
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
-                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -42,7 +41,7 @@ class BodyLimit:
                 return
         body, replayed = b"".join(chunks), False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True

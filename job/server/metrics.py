@@ -142,7 +142,7 @@ def serve(registry: Registry, port: int, host: str = "127.0.0.1",
     from prometheus_client.exposition import start_http_server
 
     metrics = CollectorRegistry(auto_describe=False)
-    metrics.register(PlatformMetrics(registry, settings))  # type: ignore[arg-type]
+    metrics.register(PlatformMetrics(registry, settings))
     server, _thread = start_http_server(port, addr=host, registry=metrics)
     shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
     return MetricsServer(url=f"http://{shown}:{server.server_port}/metrics", _server=server)

@@ -257,7 +257,7 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
         floor = max([w for w in (written_ms if hop else None, (written_by or {}).get(key)) if w is not None],
                     default=None)
         end = window_end_column(plan) if floor is not None else None
-        if end is not None:
+        if end is not None and floor is not None:
             column, shift = end
             result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(floor - shift)))
         elif key in (written_by or {}):

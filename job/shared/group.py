@@ -179,7 +179,7 @@ def _resume_point(last: Path, data: dict[str, Any],
     seen: dict[str, dict[str, int]] = {}
     _merge_offsets(seen, data.get("seen") or {})
     watermark = committed_watermark_ms(last / "spark") if window else None
-    if watermark:
+    if watermark and window:
         start = max(start or 0, restart_ms(watermark, window))
         written = max(written or 0, watermark)
     _merge_offsets(seen, committed_offsets(last) or {})
@@ -435,8 +435,8 @@ class HostedGroup:
         live = [(key, table) for key, table in tables.items() if key not in self.failed]
         split = time.monotonic()
         # each member's sinks in a thread of their own: one slow or retrying sink does not hold the others
-        for key, error in zip([k for k, _ in live], self._pool.map(lambda kt: self._write_member(*kt, batch_id), live),
-                              strict=True):
+        errors = self._pool.map(lambda kt: self._write_member(kt[0], kt[1], batch_id), live)
+        for key, error in zip([k for k, _ in live], errors, strict=True):
             if error is not None:
                 self._fail(key, error)
         if rows.num_rows:

@@ -143,10 +143,10 @@ class SharedHost:
             if old.ended:
                 del self._replacing[key]
         for key, dagger in list(self.daggers.items()):
-            want = wanted.get(key)
-            if want is None or want["token"] != dagger.token:
+            assigned = wanted.get(key)
+            if assigned is None or assigned["token"] != dagger.token:
                 if not dagger.ended:
-                    log.info("%s: %s", key, "unassigned" if want is None else f"replaced by {want['token']}")
+                    log.info("%s: %s", key, "unassigned" if assigned is None else f"replaced by {assigned['token']}")
                     dagger.request_stop()
                     self._replacing[key] = dagger
                 del self.daggers[key]
@@ -277,8 +277,8 @@ class SharedHost:
         """Stop every dagger gracefully (in parallel) and wait for them."""
         for group in self.groups.values():
             group.request_stop(set(group.members))
-        everyone = [*self.daggers.values(), *self._replacing.values(), *self.groups.values(),
-                    *self._regrouping.values()]
+        everyone: list[HostedDagger | HostedGroup] = [*self.daggers.values(), *self._replacing.values(),
+                                                      *self.groups.values(), *self._regrouping.values()]
         for dagger in everyone:
             if isinstance(dagger, HostedDagger):
                 dagger.request_stop()

@@ -150,12 +150,12 @@ class HostedDagger:
             self._report("running")
             log.info("%s: running (query %s, pool %s)", self.key, self.query_id, self.pool)
             while query.isActive and not self._stop.is_set():
-                query.awaitTermination(0.5)
+                query.awaitTermination(0.5)  # type: ignore[arg-type]  # Spark takes seconds as a float
             if self._stop.is_set() and query.isActive:
                 self._report("stopping")
                 log.info("%s: stopping", self.key)
-            elif query.exception() is not None:
-                raise explain_failure(query.exception())
+            elif (failure := query.exception()) is not None:
+                raise explain_failure(failure)
             self._finish(job, session, liveness, None)
         except Exception as exc:  # the dagger ends; the host and the other daggers go on
             if not self.jvm_alive():

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -285,12 +286,12 @@ class ElasticsearchSink(Sink):
         """Make each index not seen yet with the mapping, or add the mapping's fields to an existing one."""
         for index in sorted(indices - self._ready):
             properties = dict(self._mapping)
-            exists = self._call(f"checking index {index}", lambda i=index: bool(self._client.indices.exists(index=i)))
+            indices_api = self._client.indices
+            exists = bool(self._call(f"checking index {index}", partial(indices_api.exists, index=index)))
             if not exists:
                 try:
                     self._call(f"creating index {index}",
-                               lambda i=index, p=properties: self._client.indices.create(
-                                   index=i, mappings={"properties": p}))
+                               partial(indices_api.create, index=index, mappings={"properties": properties}))
                     log.info("created index %s at %s", index, self._where)
                 except SinkError as exc:
                     if "resource_already_exists" not in exc.message:
@@ -298,7 +299,7 @@ class ElasticsearchSink(Sink):
                     exists = True
             if exists:
                 self._call(f"adding the mapping to index {index}",
-                           lambda i=index, p=properties: self._client.indices.put_mapping(index=i, properties=p))
+                           partial(indices_api.put_mapping, index=index, properties=properties))
             self._ready.add(index)
 
     def _bulk(self, pending: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

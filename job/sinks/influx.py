@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -46,7 +47,7 @@ class InfluxSink(Sink):
     name = "influx"
 
     def __init__(self, spec: InfluxSinkSpec, session: requests.Session | None = None,
-                 sleep: callable = time.sleep) -> None:  # type: ignore[valid-type]
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         self.spec = spec
         self.url = spec.url.rstrip("/")
@@ -231,7 +232,7 @@ class InfluxSink(Sink):
             status = int(exc.status or 0)
             text = _api_error_text(exc)
             if status in (429, 503):
-                retry_after = float((exc.headers or {}).get("Retry-After", "1") or 1)
+                retry_after = float((exc.headers.get("Retry-After", "1") if exc.headers else "1") or 1)
                 raise BackpressureError(f"InfluxDB is overloaded (HTTP {status}): {text}", retry_after) from None
             if status >= 500 or status == 0:
                 raise _Retryable(f"HTTP {status}: {text}") from None
@@ -280,4 +281,4 @@ def _api_error_text(exc: Any) -> str:
 def _older_than_1_8(version: str) -> bool:
     """True for an InfluxDB version string (``1.6.7``) before 1.8; False when unknown or newer."""
     match = re.match(r"v?(\d+)\.(\d+)", version.strip())
-    return bool(match) and (int(match.group(1)), int(match.group(2))) < (1, 8)
+    return match is not None and (int(match.group(1)), int(match.group(2))) < (1, 8)

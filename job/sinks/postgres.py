@@ -303,6 +303,8 @@ class PostgresSink(Sink):
         return rows.num_rows
 
     def _write_rows(self, conn: psycopg.Connection[Any], rows: pa.Table) -> None:
+        upsert = self._upsert
+        assert upsert is not None, "open() prepares the upsert"
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in self._columns)
         conn.execute(sql.SQL("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA").format(
             sql.Identifier(STAGE_TABLE), cols, sql.Identifier(self.schema_name, self.table_name)))
@@ -316,7 +318,7 @@ class PostgresSink(Sink):
                 with cur.copy(copy) as cp:
                     for row in _rows(chunk):
                         cp.write_row(row)
-                cur.execute(self._upsert)
+                cur.execute(upsert)
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], None]) -> None:
         """Run ``work`` in one transaction, again on a new connection after a lost one.

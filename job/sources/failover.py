@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -172,8 +172,9 @@ def _scan(consumer: Consumer, topic: str, partition: int, start: int, end: int,
                     return
                 raise SourceError(f"scanning {topic}[{partition}] on the secondary failed: {err.str()}")
             deadline = time.monotonic() + timeout
-            yield msg.offset(), msg.timestamp()[1], fingerprint(msg.key(), msg.value())
-            if msg.offset() + 1 >= stop:
+            offset = cast(int, msg.offset())  # a record has its offset
+            yield offset, msg.timestamp()[1], fingerprint(msg.key(), msg.value())
+            if offset + 1 >= stop:
                 return
     finally:
         consumer.unassign()

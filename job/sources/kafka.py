@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -748,7 +748,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         progressed = True
-                        if msg.offset() - moved >= rng.end:
+                        if cast(int, msg.offset()) - moved >= rng.end:  # an end event has its offset
                             next_offset = rng.end
                         continue
                     if err.code() == KafkaError._AUTO_OFFSET_RESET:
@@ -757,7 +757,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     if err.retriable() or err.code() in _TRANSIENT:
                         continue  # librdkafka retries on its own; the read timeout bounds the wait
                     raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
-                off = msg.offset() - moved
+                off = cast(int, msg.offset()) - moved  # a record has its offset
                 if off < next_offset:
                     watch.went_back(1)
                     continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_END,
@@ -32,7 +33,7 @@ Offsets = dict[str, dict[str, int]]
 
 def driver_consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Consumer:
     """Return a consumer for offset look-ups (assign only; it never joins or commits a group)."""
-    conf = {
+    conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": "daggers-offsets",
         "enable.auto.commit": False,

@@ -54,8 +54,8 @@ def influx_query(
         body: dict[str, Any] = resp.json()
     except ValueError:
         body = {}
-    errors = [body.get("error")] + [r.get("error") for r in body.get("results", [])]
-    errors = [e for e in errors if e]
+    reported = [body.get("error")] + [r.get("error") for r in body.get("results", [])]
+    errors = [str(e) for e in reported if e]
     if resp.status_code >= 400 or errors:
         detail = "; ".join(errors) or resp.text.strip() or f"HTTP {resp.status_code}"
         raise StackError(f"InfluxDB query {q!r} failed: {detail}")
