@@ -25,7 +25,7 @@ from job.sql.parse import parse
 from job.sql.validate import has_aggregate
 
 
-def _norm(node: exp.Expression) -> str:
+def _norm(node: exp.Expr) -> str:
     node = node.copy()
     for fn in node.find_all(exp.Anonymous):
         fn.set("this", str(fn.name).upper())

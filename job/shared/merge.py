@@ -56,7 +56,7 @@ class Aggregate:
     row (the rest of it, literals such as a percentile, is part of the call), and those values."""
 
     template: str
-    values: tuple[exp.Expression, ...]
+    values: tuple[exp.Expr, ...]
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,12 @@ class Shape:
     """A member's query taken apart (see the module docstring); ``outputs`` and ``having`` read
     ``__K<i>`` for its i-th key, ``__A<j>`` for its j-th aggregate and ``window.start``/``window.end``."""
 
-    where: exp.Expression | None
-    keys: tuple[exp.Expression, ...]
-    window: exp.Expression | None
+    where: exp.Expr | None
+    keys: tuple[exp.Expr, ...]
+    window: exp.Expr | None
     aggregates: tuple[Aggregate, ...]
-    outputs: tuple[exp.Expression, ...]
-    having: exp.Expression | None = None
+    outputs: tuple[exp.Expr, ...]
+    having: exp.Expr | None = None
     #: what it reads: its stream's name, or the text of its FROM … JOIN …
     source: str = ""
 
@@ -78,13 +78,13 @@ class Shape:
         return self.window is not None
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.AggFunc):
         return True
     return isinstance(node, exp.Anonymous) and str(node.name).lower() in _ANONYMOUS_AGGREGATES
 
 
-def _replace(node: exp.Expression, fn: Callable[[exp.Expression], exp.Expression | None]) -> exp.Expression:
+def _replace(node: exp.Expr, fn: Callable[[exp.Expr], exp.Expr | None]) -> exp.Expr:
     """Return ``node`` with each outermost subtree for which ``fn`` gives a node replaced by it (in place)."""
     new = fn(node)
     if new is not None:
@@ -97,20 +97,20 @@ def _replace(node: exp.Expression, fn: Callable[[exp.Expression], exp.Expression
     return node
 
 
-def _unqualify(tree: exp.Expression, names: set[str]) -> None:
+def _unqualify(tree: exp.Expr, names: set[str]) -> None:
     """Drop the stream's name (or alias) from its columns: ``data_stream.x`` and ``x`` are one key."""
     for column in tree.find_all(exp.Column):
         if column.table and column.table in names:
             column.set("table", None)
 
 
-def _aggregate(node: exp.Expression) -> Aggregate:
+def _aggregate(node: exp.Expr) -> Aggregate:
     """Return the slot form of aggregate call ``node``: each argument that is not a literal (nor ``*``)
     becomes a value ``__v<n>``."""
     call = node.copy()
-    values: list[exp.Expression] = []
+    values: list[exp.Expr] = []
 
-    def value(arg: exp.Expression) -> exp.Expression | None:
+    def value(arg: exp.Expr) -> exp.Expr | None:
         if arg is call or isinstance(arg, exp.Literal | exp.Star | exp.Null | exp.Boolean | exp.DataType):
             return None
         if isinstance(arg, exp.Identifier | exp.Var):
@@ -126,7 +126,7 @@ def _aggregate(node: exp.Expression) -> Aggregate:
     return Aggregate(render(call), tuple(values))
 
 
-def parse_spark(spark_sql: str) -> exp.Expression | str:
+def parse_spark(spark_sql: str) -> exp.Expr | str:
     """Return the tree of a translated query, or the parser's error. sqlglot reads ``GROUP BY window(…)``
     as the start of a WINDOW clause when the window is the only key: such a query is read with the call
     renamed, and named ``window`` again in the tree."""
@@ -200,7 +200,7 @@ def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
     aggregates: list[Aggregate] = []
     found: dict[str, int] = {}
 
-    def slot(node: exp.Expression) -> exp.Expression | None:
+    def slot(node: exp.Expr) -> exp.Expr | None:
         if _is_aggregate(node):
             agg = _aggregate(node)
             signature = f"{agg.template}|{'|'.join(render(v) for v in agg.values)}"
@@ -283,7 +283,7 @@ def _where(shape: Shape) -> str:
     return render(shape.where) if shape.where is not None else "true"
 
 
-def _json(names: Sequence[str], outputs: Sequence[exp.Expression], time_format: str) -> str:
+def _json(names: Sequence[str], outputs: Sequence[exp.Expr], time_format: str) -> str:
     fields = ", ".join(f"{_string(n)}, {render(o)}" for n, o in zip(names, outputs, strict=True))
     return f"to_json(named_struct({fields}), map('timestampFormat', {_string(time_format)}))"
 
@@ -344,8 +344,8 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         classes.setdefault(f"{_where(m.shape)}\n{', '.join(parts)}", []).append(i)
     events = []
     for c, body in enumerate(classes):
-        where, parts = body.split("\n", 1)
-        events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if parts else ''}{parts}), NULL)")
+        where, fields = body.split("\n", 1)
+        events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if fields else ''}{fields}), NULL)")
     window = members[0].shape.window
     assert window is not None
     time = window.expressions[0]
@@ -367,7 +367,7 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         for i in indexes:
             m = members[i]
 
-            def local(node: exp.Expression, names: Mapping[str, str] = renames[i]) -> exp.Expression | None:
+            def local(node: exp.Expr, names: Mapping[str, str] = renames[i]) -> exp.Expr | None:
                 if isinstance(node, exp.Column) and not node.table and node.name in names:
                     return exp.column(names[node.name])
                 return None
@@ -376,8 +376,9 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
             row = _json(m.names, outputs, time_format)
             if m.shape.having is not None:
                 row = f"IF({render(_replace(m.shape.having.copy(), local))}, {row}, NULL)"
-            if (written_by or {}).get(m.key) is not None and (written_ms is None or written_by[m.key] > written_ms):
-                row = f"IF(window.end > timestamp_millis({int(written_by[m.key])}), {row}, NULL)"
+            floor = (written_by or {}).get(m.key)
+            if floor is not None and (written_ms is None or floor > written_ms):
+                row = f"IF(window.end > timestamp_millis({int(floor)}), {row}, NULL)"
             rows.setdefault(row, []).append(m.key)
         structs = [f"named_struct('k', {_string(MEMBER_SEP.join(keys))}, 'r', {row})" for row, keys in rows.items()]
         cases.append(f"WHEN {c} THEN array({', '.join(structs)})")

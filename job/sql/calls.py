@@ -18,13 +18,13 @@ from job.sql.parse import READ_DIALECT, position
 _PLACEHOLDER = re.compile(r"^__a(\d+)$")
 
 
-def fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
+def fail(message: str, node: exp.Expr | None, hint: str | None = None) -> SqlError:
     """Return a SqlError at ``node``'s line and column."""
     line, col = position(node)
     return SqlError(message, line=line, col=col, hint=hint)
 
 
-def call_args(node: exp.Expression) -> list[exp.Expression]:
+def call_args(node: exp.Expr) -> list[exp.Expr]:
     """Return the argument nodes of a function call (sqlglot parses ``Split`` as RegexpSplit)."""
     if isinstance(node, exp.Anonymous):
         return list(node.expressions)
@@ -33,7 +33,7 @@ def call_args(node: exp.Expression) -> list[exp.Expression]:
     return []
 
 
-def call_name(node: exp.Expression) -> str:
+def call_name(node: exp.Expr) -> str:
     """Return the lower-case name a call was written with ('' for other nodes)."""
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
@@ -42,12 +42,12 @@ def call_name(node: exp.Expression) -> str:
     return ""
 
 
-def string_literal(node: exp.Expression) -> str | None:
+def string_literal(node: exp.Expr) -> str | None:
     """Return the text of a string literal, or None for anything else."""
     return str(node.this) if isinstance(node, exp.Literal) and node.is_string else None
 
 
-def number_literal(node: exp.Expression) -> float | None:
+def number_literal(node: exp.Expr) -> float | None:
     """Return the value of a numeric literal (with an optional minus sign), or None."""
     sign = 1.0
     if isinstance(node, exp.Neg):
@@ -60,12 +60,12 @@ def number_literal(node: exp.Expression) -> float | None:
     return None
 
 
-def need_number(fn: str, arg: exp.Expression, what: str) -> None:
+def need_number(fn: str, arg: exp.Expr, what: str) -> None:
     if string_literal(arg) is not None:
         raise fail(f"{fn}: {what} must be a number, found the string {arg.sql(dialect='spark')}", arg)
 
 
-def need_int_range(fn: str, arg: exp.Expression, what: str, low: int, high: int | None) -> None:
+def need_int_range(fn: str, arg: exp.Expr, what: str, low: int, high: int | None) -> None:
     need_number(fn, arg, what)
     value = number_literal(arg)
     if value is None:
@@ -75,7 +75,7 @@ def need_int_range(fn: str, arg: exp.Expression, what: str, low: int, high: int 
         raise fail(f"{fn}: {what} must be a whole number in {low}{top}, found {arg.sql(dialect='spark')}", arg)
 
 
-def need_string(fn: str, arg: exp.Expression, what: str) -> str:
+def need_string(fn: str, arg: exp.Expr, what: str) -> str:
     text = string_literal(arg)
     if text is None:
         raise fail(f"{fn}: {what} must be a string literal such as 'sum', found {arg.sql(dialect='spark')}", arg)
@@ -83,28 +83,28 @@ def need_string(fn: str, arg: exp.Expression, what: str) -> str:
 
 
 @cache
-def _parsed(template: str) -> exp.Expression:
+def _parsed(template: str) -> exp.Expr:
     return sqlglot.parse_one(template, read=READ_DIALECT)
 
 
-def _atomic(node: exp.Expression) -> bool:
+def _atomic(node: exp.Expr) -> bool:
     return isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren | exp.Dot | exp.Bracket
                       | exp.Boolean | exp.Null | exp.Cast) or (isinstance(node, exp.Neg)
                                                               and isinstance(node.this, exp.Literal))
 
 
-def _plain_cast(node: exp.Expression) -> exp.Expression:
+def _plain_cast(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.TryCast) and not node.args.get("safe"):
         return exp.Cast(this=node.this, to=node.args["to"])
     return node
 
 
-def build(template: str, args: list[exp.Expression], *, plain_casts: bool = False) -> exp.Expression:
+def build(template: str, args: list[exp.Expr], *, plain_casts: bool = False) -> exp.Expr:
     """Return the expression of a Spark SQL ``template`` with ``__aN`` replaced by a copy of ``args[N]``.
 
     ``plain_casts``: the template's own CASTs stay CASTs (the dialect reads every CAST as a TryCast, which
     :func:`job.sql.flink.rewrite_casts` turns into TRY_CAST: for a template built before it runs)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table:
             match = _PLACEHOLDER.match(node.name)
             if match:
@@ -120,6 +120,6 @@ def build(template: str, args: list[exp.Expression], *, plain_casts: bool = Fals
 
 
 
-def called_functions(tree: exp.Expression) -> set[str]:
+def called_functions(tree: exp.Expr) -> set[str]:
     """Return the lower-case names of the functions a query calls by name (Dagger and user functions)."""
     return {call_name(node) for node in tree.find_all(exp.Anonymous, exp.RegexpSplit)}

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
 _SIMPLE = (exp.Column, exp.Literal, exp.Func, exp.Dot, exp.Paren, exp.Bracket)
 
 
-def _when(subject: exp.Expression, values: list[exp.Expression | None]) -> exp.Expression:
+def _when(subject: exp.Expr, values: list[exp.Expr | None]) -> exp.Expr:
     """``x IN (v1, v2)`` (``x = v`` for one value) for a WHEN of ``CASE x``."""
     left = subject.copy() if isinstance(subject, _SIMPLE) else exp.Paren(this=subject.copy())
     if len(values) == 1:
@@ -34,7 +35,7 @@ def _when(subject: exp.Expression, values: list[exp.Expression | None]) -> exp.E
     return exp.In(this=left, expressions=values)
 
 
-def _log10(args: list[exp.Expression]) -> exp.Expression:
+def _log10(args: list[exp.Expr]) -> exp.Expr:
     log = exp.Log(this=exp.Literal.number(10), expression=args[0] if args else None)
     log.meta["flink_log10"] = True
     return log
@@ -51,20 +52,20 @@ class DaggerSql(Spark):
         KEYWORDS = {**{k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"},
                     "BYTES": TokenType.VARBINARY}
 
-    class Parser(Spark.Parser):
-        PRIMARY_PARSERS = {**Spark.Parser.PRIMARY_PARSERS,
+    class Parser(SparkParser):  # Spark.Parser, by the class's own name (the dialect's is a plain attribute)
+        PRIMARY_PARSERS = {**SparkParser.PRIMARY_PARSERS,
                            TokenType.TABLE: lambda self, token: self._parse_table_argument(token)}
         # LOG10(x) is LOG(10, x) marked as LOG10 (job.sql.flink_builtins: Flink's Math.log10, not a quotient)
         FUNCTIONS = {**Spark.Parser.FUNCTIONS, "LOG10": lambda args: _log10(args)}
 
-        def _parse_table_argument(self, token: Token) -> exp.Expression | None:
+        def _parse_table_argument(self, token: Token) -> exp.Expr | None:
             """Flink's ``TABLE t [PARTITION BY k, ...]`` as an argument of a call; None (nothing read) otherwise."""
             before = self._tokens[self._index - 2] if self._index >= 2 else None
             if before is None or before.token_type not in (TokenType.L_PAREN, TokenType.COMMA, TokenType.FARROW) \
                     or self._curr is None or self._curr.token_type == TokenType.L_PAREN:
                 self._retreat(self._index - 1)
                 return None
-            args: list[exp.Expression] = [self._parse_table_parts()]
+            args: list[exp.Expr] = [self._parse_table_parts()]
             if self._match(TokenType.PARTITION_BY):
                 key = self._parse_disjunction()  # PARTITION BY k, or PARTITION BY (k1, k2)
                 keys = list(key.expressions) if isinstance(key, exp.Tuple) else [key] if key is not None else []
@@ -77,7 +78,7 @@ class DaggerSql(Spark):
                 return super()._parse_case()  # case.* is a column
             comments = self._prev_comments
             subject = self._parse_disjunction()
-            whens: list[tuple[list[exp.Expression | None], exp.Expression | None]] = []
+            whens: list[tuple[list[exp.Expr | None], exp.Expr | None]] = []
             while self._match(TokenType.WHEN):
                 values = [self._parse_disjunction()]
                 if values[0] is None:

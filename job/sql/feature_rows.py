@@ -34,7 +34,7 @@ _SQL_TYPES = {"binary": "BINARY", "string": "STRING", "int": "INT", "bigint": "B
               "float": "FLOAT", "boolean": "BOOLEAN", TIMESTAMP_TYPE: "STRUCT<seconds: BIGINT, nanos: INT>"}
 
 
-def feature_type(fn: str, node: exp.Expression) -> str:
+def feature_type(fn: str, node: exp.Expr) -> str:
     """Return the ValueEnum name of a type argument; raise SqlError at it when it is not one."""
     text = string_literal(node)
     if text is None or text.lower() not in _BY_LOWER:
@@ -44,7 +44,7 @@ def feature_type(fn: str, node: exp.Expression) -> str:
     return _BY_LOWER[text.lower()]
 
 
-def check_typed(fn: str, args: list[exp.Expression]) -> None:
+def check_typed(fn: str, args: list[exp.Expr]) -> None:
     """Every third argument of FeaturesWithType/SingleFeatureWithType names a feature type."""
     for i in range(2, len(args), 3):
         feature_type(fn, args[i])
@@ -61,7 +61,7 @@ def _key(i: int) -> str:
     return f"coalesce(CAST(__a{i} AS STRING), 'null')"  # Java's String.valueOf
 
 
-def _typed_features(fn: str, args: list[exp.Expression]) -> str:
+def _typed_features(fn: str, args: list[exp.Expr]) -> str:
     items = []
     for i in range(0, len(args), 3):
         index, value_sql = TYPES[feature_type(fn, args[i + 2])]
@@ -70,17 +70,17 @@ def _typed_features(fn: str, args: list[exp.Expression]) -> str:
     return f"array({', '.join(items)})"
 
 
-def single_feature_with_type(args: list[exp.Expression]) -> exp.Expression:
+def single_feature_with_type(args: list[exp.Expr]) -> exp.Expr:
     """One event's feature rows; equal (key, value, type) triplets once, as the original's map."""
     return build(f"array_distinct({_typed_features('SingleFeatureWithType', args)})", args)
 
 
-def features_with_type(args: list[exp.Expression]) -> exp.Expression:
+def features_with_type(args: list[exp.Expr]) -> exp.Expr:
     """The feature rows of a window's events; equal (key, value, type) triplets once."""
     return build(f"array_distinct(flatten(collect_list({_typed_features('FeaturesWithType', args)})))", args)
 
 
-def features(args: list[exp.Expression]) -> exp.Expression:
+def features(args: list[exp.Expr]) -> exp.Expr:
     """The feature rows of a window's events, every pair of every event in arrival order."""
     keys_and_values = ", ".join(_key(i) if i % 2 == 0 else f"__a{i}" for i in range(len(args)))
     return build(f"flatten(collect_list({FEATURE_ROWS_UDF}({keys_and_values})))", args)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from job.sql.library import bottom_up, build, fail, string_literal
+from job.sql.calls import build, fail, string_literal
+from job.sql.library import bottom_up
 from job.sql.scope import TIME_COLUMN, UNNEST_KIND
 
 # Java datetime pattern letters that Spark's formatter refuses (week-based fields) or reads otherwise
@@ -36,11 +37,11 @@ _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SE
 _TIMESTAMP_PRECISION = {0: "SECOND", 1: None, 2: None, 3: "MILLISECOND"}
 
 
-def _selects(tree: exp.Expression) -> list[exp.Select]:
+def _selects(tree: exp.Expr) -> list[exp.Select]:
     return list(tree.find_all(exp.Select))
 
 
-def rewrite_unnest(tree: exp.Expression) -> exp.Expression:
+def rewrite_unnest(tree: exp.Expr) -> exp.Expr:
     """``FROM t, UNNEST(t.m) AS u (k, v)`` → ``FROM t LATERAL VIEW explode(t.m) u AS k, v``;
     ``UNNEST(t.items) AS i (id, qty)`` over messages → ``LATERAL VIEW inline(t.items) i AS id, qty``.
 
@@ -76,10 +77,10 @@ def rewrite_unnest(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def rewrite_casts(tree: exp.Expression) -> exp.Expression:
+def rewrite_casts(tree: exp.Expr) -> exp.Expr:
     """``CAST(x AS T)`` → ``TRY_CAST(x AS T)``; ``CAST(x AS TIMESTAMP(3))`` → ``date_trunc('MILLISECOND',
     TRY_CAST(x AS TIMESTAMP))``. Raises SqlError for ``TIME``, which Spark has no type for."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.TryCast) or node.args.get("safe"):
             return node  # every CAST the dialect reads is a TryCast; a plain Cast was built by a rewrite
         to = node.args["to"]
@@ -104,10 +105,10 @@ def rewrite_casts(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_subscripts(tree: exp.Expression) -> exp.Expression:
+def rewrite_subscripts(tree: exp.Expr) -> exp.Expr:
     """``xs[i]`` → ``try_element_at(xs, i)`` (Flink: from 1, NULL when out of range); ``m['k']`` →
     ``try_element_at(m, 'k')`` (NULL for a missing key)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
             target = node.this
             if isinstance(target, exp.Column) and not target.table and target.name.upper() == "MAP" \
@@ -119,9 +120,9 @@ def rewrite_subscripts(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_constructors(tree: exp.Expression) -> exp.Expression:
+def rewrite_constructors(tree: exp.Expr) -> exp.Expr:
     """Flink's ``MAP['k1', v1, ...]`` → ``map('k1', v1, ...)``."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Bracket) and isinstance(node.this, exp.Column) and not node.this.table \
                 and node.this.name.upper() == "MAP" and not node.this.this.quoted:
             return exp.Anonymous(this="map", expressions=list(node.expressions))
@@ -130,7 +131,7 @@ def rewrite_constructors(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def check_pattern(pattern: exp.Expression | None, call: exp.Expression) -> None:
+def check_pattern(pattern: exp.Expr | None, call: exp.Expr) -> None:
     """Raise SqlError at ``call`` when its Java datetime pattern is one Spark's formatter would refuse or
     read otherwise."""
     text = string_literal(pattern) if pattern is not None else None
@@ -146,11 +147,11 @@ def check_pattern(pattern: exp.Expression | None, call: exp.Expression) -> None:
             raise fail(f"datetime pattern {text!r}: use SSS for milliseconds, found {run}", call)
 
 
-def rewrite_datetime(tree: exp.Expression) -> exp.Expression:
+def rewrite_datetime(tree: exp.Expr) -> exp.Expr:
     """Check the Java patterns of ``DATE_FORMAT`` / ``FROM_UNIXTIME`` / ``UNIX_TIMESTAMP``;
     ``UNIX_TIMESTAMP(s, fmt)`` → Long.MIN_VALUE for text that does not parse (Flink); ``FLOOR/CEIL(ts TO
     unit)`` → ``date_trunc``."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.TimeToStr | exp.UnixToStr | exp.StrToUnix):
             check_pattern(node.args.get("format"), node)
         if isinstance(node, exp.StrToUnix) and not isinstance(node.this, exp.CurrentTimestamp):
@@ -178,7 +179,7 @@ _RANKING = (exp.RowNumber,)
 _SOURCE_PARENTS = (exp.From, exp.Join, exp.SetOperation, exp.Lateral)
 
 
-def _subquery_expression(node: exp.Expression) -> bool:
+def _subquery_expression(node: exp.Expr) -> bool:
     """Whether ``node`` is a subquery used as a value or a condition (not as a source in FROM or a JOIN)."""
     if isinstance(node, exp.In) and node.args.get("query") is not None:
         return True
@@ -191,7 +192,7 @@ def _subquery_expression(node: exp.Expression) -> bool:
 _OUTER = {"LEFT", "RIGHT", "FULL"}
 
 
-def _is_query(side: exp.Expression) -> bool:
+def _is_query(side: exp.Expr) -> bool:
     inner = side.unnest() if isinstance(side, exp.Paren) else side
     return isinstance(inner, exp.Query | exp.Subquery)
 
@@ -206,7 +207,7 @@ def _selects_rowtime(union: exp.Union) -> bool:
         for item in first.expressions for t in [item.this if isinstance(item, exp.Alias) else item])
 
 
-def _check_stream_operators(node: exp.Expression) -> None:
+def _check_stream_operators(node: exp.Expr) -> None:
     """Raise SqlError for an operator Spark runs on a batch but not on a stream in append mode: UNION
     without ALL (unless it outputs ``rowtime``), INTERSECT, EXCEPT, ORDER BY, an outer join with no interval
     on the event times."""
@@ -232,7 +233,7 @@ def _check_stream_operators(node: exp.Expression) -> None:
                        hint="ON a.k = b.k AND b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '5' MINUTE")
 
 
-def check_unsupported(tree: exp.Expression) -> None:
+def check_unsupported(tree: exp.Expr) -> None:
     """Raise SqlError at a Flink construct Spark's streaming engine cannot run, saying what to write instead:
     a temporal join (``FOR SYSTEM_TIME AS OF``), ``OVER`` (aggregations and ``ROW_NUMBER`` for Top-N or
     deduplication), a subquery in an expression (``IN (SELECT ...)``, ``EXISTS``, a scalar subquery),
@@ -263,7 +264,7 @@ def check_unsupported(tree: exp.Expression) -> None:
                             "INTERVAL '1' MINUTE), a, b gives each distinct row once per window")
 
 
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
     if node is None:
         return []
     if isinstance(node, exp.And):
@@ -271,7 +272,7 @@ def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _qualifiers(node: exp.Expression) -> set[str]:
+def _qualifiers(node: exp.Expr) -> set[str]:
     return {col.table for col in node.find_all(exp.Column) if col.table}
 
 
@@ -281,7 +282,7 @@ def _comma_join(join: exp.Join) -> bool:
         and not join.args.get("using") and isinstance(join.this, exp.Table | exp.Subquery)
 
 
-def rewrite_comma_joins(tree: exp.Expression) -> exp.Expression:
+def rewrite_comma_joins(tree: exp.Expr) -> exp.Expr:
     """Flink's ``FROM b, p WHERE b.k = p.k AND p.rowtime BETWEEN ... AND b.city = 1`` → ``FROM b JOIN p ON b.k =
     p.k AND p.rowtime BETWEEN ... WHERE b.city = 1``: each condition that names the joined table (and only
     tables before it) moves into its ON, so Spark plans an interval join (a cross join of streams cannot
@@ -315,7 +316,7 @@ def rewrite_comma_joins(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-FLINK_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+FLINK_REWRITES: list[Callable[[exp.Expr], exp.Expr]] = [
     rewrite_unnest,
     rewrite_casts,
     rewrite_constructors,

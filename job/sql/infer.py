@@ -108,7 +108,7 @@ def _numeric(a: exp.DataType | None, b: exp.DataType | None) -> exp.DataType | N
     return None
 
 
-def _common(nodes: list[exp.Expression | None]) -> exp.DataType | None:
+def _common(nodes: list[exp.Expr | None]) -> exp.DataType | None:
     """The type of a value that is one of ``nodes`` (CASE branches, COALESCE, GREATEST): None unless every
     one is known (a NULL is any type) and they are all integers, all FLOAT/DOUBLE, or all of one type."""
     kinds = [infer(n) for n in nodes if n is not None and not isinstance(n, exp.Null)]
@@ -125,11 +125,11 @@ def _common(nodes: list[exp.Expression | None]) -> exp.DataType | None:
     return known[0] if all(k == known[0] for k in known) else None
 
 
-def infer(node: exp.Expression | None) -> exp.DataType | None:
+def infer(node: exp.Expr | None) -> exp.DataType | None:
     """Return the type of ``node``, or None when it is not known."""
     if node is None:
         return None
-    known = node.meta.get(TYPE_META) if node._meta else None
+    known: exp.DataType | None = node.meta.get(TYPE_META) if node._meta else None
     if known is not None:
         return known
     if isinstance(node, exp.Paren | exp.Alias | exp.Neg):
@@ -137,7 +137,7 @@ def infer(node: exp.Expression | None) -> exp.DataType | None:
     if isinstance(node, exp.Literal):
         return _literal(node)
     if isinstance(node, exp.Cast):  # TryCast too
-        to = node.args.get("to")
+        to = node.to
         return dtype("TIMESTAMP(6)") if is_timestamp(to) and precision(to) is None else to  # Flink's TIMESTAMP
     if isinstance(node, _BOOLEAN):
         return dtype("BOOLEAN")

@@ -13,7 +13,7 @@ from job.errors import SqlError
 from job.sql.rewrite import interval_ms, interval_text
 
 
-def join_lag_ms(tree: exp.Expression) -> int | None:
+def join_lag_ms(tree: exp.Expr) -> int | None:
     """Return the lag of the joins in ``tree`` in ms: 0 without a join; for interval joins
     (``ON ... x.t BETWEEN y.t [± INTERVAL] AND y.t [± INTERVAL]``) the widest interval (the low and the
     high offsets' sizes added); None when a join has no such bound (its lag is not known)."""
@@ -31,7 +31,7 @@ def join_lag_ms(tree: exp.Expression) -> int | None:
     return lag
 
 
-def _offset_ms(node: exp.Expression | None) -> int | None:
+def _offset_ms(node: exp.Expr | None) -> int | None:
     """``t`` → 0, ``t + INTERVAL`` or ``t - INTERVAL`` → the interval's ms; anything else → None."""
     if isinstance(node, exp.Column):
         return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import exp
@@ -62,14 +63,14 @@ def valid_zone(zone: str) -> bool:
     return "/" in zone or zone in ("UTC", "GMT")
 
 
-def _check_zone(fn: str, arg: exp.Expression) -> None:
+def _check_zone(fn: str, arg: exp.Expr) -> None:
     zone = string_literal(arg)
     if zone is not None and not valid_zone(zone):
         raise fail(f"{fn}: unknown time zone {zone!r}", arg,
                    hint="use a region id such as 'Asia/Jakarta' or an offset such as '+07:00'")
 
 
-def parse_array_operation(fn: str, op_node: exp.Expression, type_node: exp.Expression,
+def parse_array_operation(fn: str, op_node: exp.Expr, type_node: exp.Expr,
                           aggregate: bool) -> tuple[list[str], str, str]:
     """Return (prefix operations, final operation, element type) of ArrayAggregate/ArrayOperate.
 
@@ -101,24 +102,24 @@ def parse_array_operation(fn: str, op_node: exp.Expression, type_node: exp.Expre
 
 # ---- static checks -----------------------------------------------------------------------------
 
-def _check_s2id(fn: str, args: list[exp.Expression]) -> None:
+def _check_s2id(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[0], "the latitude")
     need_number(fn, args[1], "the longitude")
     need_int_range(fn, args[2], "the level", 0, 30)
 
 
-def _check_geohash(fn: str, args: list[exp.Expression]) -> None:
+def _check_geohash(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[0], "the latitude")
     need_number(fn, args[1], "the longitude")
     need_int_range(fn, args[2], "the length", 1, 12)
 
 
-def _check_distance(fn: str, args: list[exp.Expression]) -> None:
+def _check_distance(fn: str, args: list[exp.Expr]) -> None:
     for arg, what in zip(args, ("lat1", "long1", "lat2", "long2"), strict=True):
         need_number(fn, arg, what)
 
 
-def _check_element_at(fn: str, args: list[exp.Expression]) -> None:
+def _check_element_at(fn: str, args: list[exp.Expr]) -> None:
     index = args[1] if len(args) == 2 else args[2]
     need_int_range(fn, index, "the index", -(2**31), 2**31 - 1)
     if len(args) >= 4:
@@ -128,19 +129,19 @@ def _check_element_at(fn: str, args: list[exp.Expression]) -> None:
                        f"found {args[3].sql(dialect='spark')}", args[3])
 
 
-def _check_array(fn: str, args: list[exp.Expression], aggregate: bool) -> None:
+def _check_array(fn: str, args: list[exp.Expr], aggregate: bool) -> None:
     parse_array_operation(fn, args[1], args[2], aggregate)
 
 
-def _check_zone_at(index: int) -> Callable[[str, list[exp.Expression]], None]:
-    def check(fn: str, args: list[exp.Expression]) -> None:
+def _check_zone_at(index: int) -> Callable[[str, list[exp.Expr]], None]:
+    def check(fn: str, args: list[exp.Expr]) -> None:
         need_number(fn, args[0], "the epoch time")
         if len(args) > index:
             _check_zone(fn, args[index])
     return check
 
 
-def _check_time_in_date(fn: str, args: list[exp.Expression]) -> None:
+def _check_time_in_date(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[0], "the epoch seconds")
     need_int_range(fn, args[1], "the hour", 0, None)
     need_int_range(fn, args[2], "the minute", 0, None)
@@ -148,11 +149,11 @@ def _check_time_in_date(fn: str, args: list[exp.Expression]) -> None:
         _check_zone(fn, args[3])
 
 
-def _check_format_time(fn: str, args: list[exp.Expression]) -> None:
+def _check_format_time(fn: str, args: list[exp.Expr]) -> None:
     _check_zone(fn, args[1])
 
 
-def _check_json_path(fn: str, args: list[exp.Expression]) -> None:
+def _check_json_path(fn: str, args: list[exp.Expr]) -> None:
     from job.functions.json_path import JsonPathError, parse_path
 
     text = string_literal(args[1])
@@ -168,14 +169,14 @@ def _check_json_path(fn: str, args: list[exp.Expression]) -> None:
         raise fail(f"{fn}: {exc}", args[1]) from None
 
 
-def _check_percentile(fn: str, args: list[exp.Expression]) -> None:
+def _check_percentile(fn: str, args: list[exp.Expr]) -> None:
     value = number_literal(args[0])
     if value is None or not 0 < value <= 100:
         raise fail(f"{fn}: the percentile must be a number literal in (0, 100], found "
                    f"{args[0].sql(dialect='spark')}", args[0])
 
 
-def _check_histogram(fn: str, args: list[exp.Expression]) -> None:
+def _check_histogram(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[0], "the value")
     text = string_literal(args[1])
     if text is None:
@@ -187,7 +188,7 @@ def _check_histogram(fn: str, args: list[exp.Expression]) -> None:
             raise fail(f"{fn}: bucket {part!r} in {text!r} is not a number", args[1]) from None
 
 
-def _check_trend(fn: str, args: list[exp.Expression]) -> None:
+def _check_trend(fn: str, args: list[exp.Expr]) -> None:
     need_int_range(fn, args[3], "the window length in minutes", 1, None)
     if fn == "ExponentialMovingAverage":
         alpha = number_literal(args[4])
@@ -196,17 +197,17 @@ def _check_trend(fn: str, args: list[exp.Expression]) -> None:
             raise fail(f"{fn}: alpha must be in 0..1, found {args[4].sql(dialect='spark')}", args[4])
 
 
-def _check_outlier(fn: str, args: list[exp.Expression]) -> None:
+def _check_outlier(fn: str, args: list[exp.Expr]) -> None:
     for i, what in ((3, "the window length in minutes"), (4, "the observation period in minutes"),
                     (5, "the tolerance"), (6, "the outlier percentage")):
         need_int_range(fn, args[i], what, 0, None)
 
 
-def _check_dart_get(fn: str, args: list[exp.Expression]) -> None:
+def _check_dart_get(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[2], "the refresh rate in hours")
 
 
-def _check_dart_contains(fn: str, args: list[exp.Expression]) -> None:
+def _check_dart_contains(fn: str, args: list[exp.Expr]) -> None:
     if len(args) == 4:
         if string_literal(args[2]) is None and number_literal(args[2]) is not None:
             raise fail(f"{fn}: the regex must be a string such as '^%s.*', found {args[2].sql(dialect='spark')}",
@@ -214,7 +215,7 @@ def _check_dart_contains(fn: str, args: list[exp.Expression]) -> None:
         need_number(fn, args[3], "the refresh rate in hours")
 
 
-CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
+CHECKS: dict[str, Callable[[str, list[exp.Expr]], None]] = {
     "s2id": _check_s2id,
     "geohash": _check_geohash,
     "distance": _check_distance,
@@ -245,7 +246,7 @@ CHECKS: dict[str, Callable[[str, list[exp.Expression]], None]] = {
 }
 
 
-def check_call(fn: DaggerFunction, node: exp.Expression) -> None:
+def check_call(fn: DaggerFunction, node: exp.Expr) -> None:
     """Check a call of ``fn``: its argument count and every literal argument that can be judged now.
 
     Raises SqlError at the call (wrong count) or at the argument (wrong type or value).
@@ -282,7 +283,7 @@ def _seconds_or_millis(local: str, minus: int) -> str:
             f"ELSE {_in_zone(local)} - {minus} END")
 
 
-def _element_at(args: list[exp.Expression]) -> exp.Expression:
+def _element_at(args: list[exp.Expr]) -> exp.Expr:
     if len(args) == 2:
         return build("CAST(try_element_at(__a0, IF(__a1 >= 0, __a1 + 1, __a1)) AS STRING)", args)
     path = string_literal(args[3]) or ""
@@ -290,7 +291,7 @@ def _element_at(args: list[exp.Expression]) -> exp.Expression:
                  args)
 
 
-def _split(args: list[exp.Expression]) -> exp.Expression:
+def _split(args: list[exp.Expr]) -> exp.Expr:
     if len(args) == 3:  # Spark's own split(text, regex, limit)
         return exp.Anonymous(this="split", expressions=[a.copy() for a in args])
     return build(
@@ -298,7 +299,7 @@ def _split(args: list[exp.Expression]) -> exp.Expression:
         "array_max(transform(split(__a0, __a1), (__x, __i) -> IF(__x <> '', __i + 1, 0)))) END", args)
 
 
-def _array_aggregate(args: list[exp.Expression]) -> exp.Expression:
+def _array_aggregate(args: list[exp.Expr]) -> exp.Expr:
     prefixes, final, kind = parse_array_operation("ArrayAggregate", args[1], args[2], aggregate=True)
     number = "DOUBLE" if kind in FLOAT_TYPES else "BIGINT"
     arr = "filter(__a0, __x -> __x IS NOT NULL)"
@@ -320,7 +321,7 @@ def _array_aggregate(args: list[exp.Expression]) -> exp.Expression:
     return build(templates[final], args)
 
 
-def _array_operate(args: list[exp.Expression]) -> exp.Expression:
+def _array_operate(args: list[exp.Expr]) -> exp.Expr:
     ops, _, _ = parse_array_operation("ArrayOperate", args[1], args[2], aggregate=False)
     arr = "filter(__a0, __x -> __x IS NOT NULL)"
     for op in ops:
@@ -328,13 +329,13 @@ def _array_operate(args: list[exp.Expression]) -> exp.Expression:
     return build(arr, args)
 
 
-def _time_in_date(args: list[exp.Expression]) -> exp.Expression:
+def _time_in_date(args: list[exp.Expr]) -> exp.Expr:
     zone = args[3] if len(args) == 4 else exp.Literal.string("UTC")
     return build("unix_timestamp(to_utc_timestamp(date_trunc('DAY', from_utc_timestamp(timestamp_seconds(__a0), __a3))"
                  " + make_dt_interval(0, __a1, __a2, 0), __a3))", [*args[:3], zone])
 
 
-def _collect_array(args: list[exp.Expression]) -> exp.Expression:
+def _collect_array(args: list[exp.Expr]) -> exp.Expr:
     arg = args[0]
     if isinstance(arg, exp.Distinct):
         return exp.Anonymous(this="collect_set", expressions=[e.copy() for e in arg.expressions])
@@ -373,8 +374,8 @@ TEMPLATES: dict[str, str] = {
     "percentileaggregator": _PERCENTILE,
 }
 
-REWRITERS: dict[str, Callable[[list[exp.Expression]], exp.Expression]] = {
-    **{name: (lambda args, t=template: build(t, args)) for name, template in TEMPLATES.items()},
+REWRITERS: dict[str, Callable[[list[exp.Expr]], exp.Expr]] = {
+    **{name: partial(build, template) for name, template in TEMPLATES.items()},
     "elementat": _element_at,
     "split": _split,
     "arrayaggregate": _array_aggregate,
@@ -390,7 +391,7 @@ REWRITERS: dict[str, Callable[[list[exp.Expression]], exp.Expression]] = {
 }
 
 
-def bottom_up(tree: exp.Expression, fn: Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
+def bottom_up(tree: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
     """Return a copy of ``tree`` with ``fn`` applied to every node, children before their parent."""
     root = tree.copy()
     for node in reversed(list(root.walk())):
@@ -404,9 +405,9 @@ def bottom_up(tree: exp.Expression, fn: Callable[[exp.Expression], exp.Expressio
     return root
 
 
-def rewrite_library(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expression:
+def rewrite_library(tree: exp.Expr, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expr:
     """Rewrite every call of a built-in-backed Dagger function into Spark built-ins (nested calls too)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         name = call_name(node)
         if name in REWRITERS and not (user and name in user):
             return REWRITERS[name](call_args(node))

@@ -20,7 +20,7 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)
 READ_DIALECT = DaggerSql  # Spark's grammar with Flink/Calcite's strings and datetime patterns (job.sql.dialect)
 
 
-def position(node: exp.Expression | None) -> tuple[int | None, int | None]:
+def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
     """Return the (line, column) of the first token of ``node`` that sqlglot located."""
     if node is None:
         return None, None
@@ -54,7 +54,7 @@ MAX_SEQUENCE = 1_000_000
 MAX_REPEAT = 100_000
 
 
-def _literal_int(node: exp.Expression | None) -> int | None:
+def _literal_int(node: exp.Expr | None) -> int | None:
     if isinstance(node, exp.Neg):
         inner = _literal_int(node.this)
         return -inner if inner is not None else None
@@ -66,7 +66,7 @@ def _literal_int(node: exp.Expression | None) -> int | None:
     return None
 
 
-def check_escapes(tree: exp.Expression) -> None:
+def check_escapes(tree: exp.Expr) -> None:
     """Raise SqlError at a construct that reaches outside the query's rows: a script transform
     (``TRANSFORM (...) USING 'command'``, Hive's MAP/REDUCE) runs a command on the host; and at a literal
     ``sequence``/``repeat`` that would make one row larger than a JVM's heap."""
@@ -85,14 +85,14 @@ def check_escapes(tree: exp.Expression) -> None:
                 raise SqlError(f"repeat() more than {MAX_REPEAT:,} times", line=line, col=col)
 
 
-def _check_size(tree: exp.Expression) -> None:
+def _check_size(tree: exp.Expr) -> None:
     for count, _ in enumerate(tree.walk(), start=1):
         if count > MAX_QUERY_NODES:
             raise SqlError(f"the query is too large: more than {MAX_QUERY_NODES:,} parts",
                            hint="split it into several daggers, or use IN (...) for long lists of values")
 
 
-def parse_condition(text: str) -> exp.Expression:
+def parse_condition(text: str) -> exp.Expr:
     """Return the AST of a Spark SQL condition (a transformer's ``where``), checked as a query's: bounded,
     no script transform, no function outside Dagger SQL's. Raises SqlError."""
     if len(text) > MAX_QUERY_CHARS:
@@ -138,10 +138,10 @@ def parse(text: str) -> exp.Query:
                        col=first.get("col")) from None
     except TokenError as exc:
         raise SqlError(f"cannot read the query: {exc}") from None
-    trees = [t for t in trees if t is not None]
-    if len(trees) != 1:
-        raise SqlError(f"a dagger runs exactly one query; found {len(trees)} statements")
-    tree = trees[0]
+    statements = [t for t in trees if t is not None]
+    if len(statements) != 1:
+        raise SqlError(f"a dagger runs exactly one query; found {len(statements)} statements")
+    tree = statements[0]
     if not isinstance(tree, exp.Query):
         line, col = position(tree)
         raise SqlError(f"a dagger query is a SELECT; found {tree.key.upper()}", line=line or 1, col=col or 1)

@@ -14,7 +14,7 @@ the text (``s2id``), see :func:`job.plan.engine_features`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -49,7 +49,7 @@ class DerivedColumn:
         return cls(str(name), str(function), str(lat), str(lng), int(str(level)))
 
 
-def _source_table(select: exp.Select, streams: set[str]) -> tuple[str, set[str]] | None:
+def _source_table(select: exp.Select, streams: Collection[str]) -> tuple[str, set[str]] | None:
     """Return (stream table, the names that may qualify its columns) when ``select`` reads exactly one
     stream table directly (no joins, no lateral tables); else None."""
     src = select.args.get("from_") or select.args.get("from")
@@ -61,15 +61,15 @@ def _source_table(select: exp.Select, streams: set[str]) -> tuple[str, set[str]]
     return table.name, {table.name, table.alias_or_name}
 
 
-def _level(node: exp.Expression) -> int | None:
+def _level(node: exp.Expr) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
         level = int(node.name)
         return level if 0 <= level <= 30 else None
     return None
 
 
-def push_down_s2(tree: exp.Expression, streams: set[str], *, int_keys: bool = True
-                 ) -> tuple[exp.Expression, dict[str, list[DerivedColumn]]]:
+def push_down_s2(tree: exp.Expr, streams: set[str], *, int_keys: bool = True
+                 ) -> tuple[exp.Expr, dict[str, list[DerivedColumn]]]:
     """Replace ``S2Id(<col>, <col>, <level literal>)`` over a stream read directly by a source column.
 
     With ``int_keys`` the column is the 64-bit id: a GROUP BY item reads it as it is, any other use
@@ -106,7 +106,7 @@ def push_down_s2(tree: exp.Expression, streams: set[str], *, int_keys: bool = Tr
     return tree, {t: list(cols.values()) for t, cols in derived.items()}
 
 
-def batch_order(tree: exp.Expression, streams: Mapping[str, set[str]]) -> dict[str, str]:
+def batch_order(tree: exp.Expr, streams: Mapping[str, set[str]]) -> dict[str, str]:
     """Return, per stream table (-> the columns its source hands to Spark), the column its source may
     sort each batch by (stably).
 

@@ -12,10 +12,11 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from job.errors import SqlError
 from job.jvm import DISTINCT_COUNT
+from job.sql.calls import build, call_args, fail
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
 from job.sql.flink import FLINK_REWRITES
 from job.sql.infer import INTEGERS, STRINGS, infer
-from job.sql.library import bottom_up, build, call_args, fail, rewrite_library
+from job.sql.library import bottom_up, rewrite_library
 from job.sql.parse import position
 from job.sql.values import VALUE_REWRITES
 
@@ -32,14 +33,14 @@ ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME"}
 ROWTIME_WINDOW = "__dagger_window"  # the inner window struct that an outer window_time() reads
 
 
-def fname(node: exp.Expression) -> str:
+def fname(node: exp.Expr) -> str:
     """Return the upper-case name of a function call node ('' for anything else)."""
     if isinstance(node, exp.Anonymous):
         return node.name.upper()
     return node.sql_name().upper() if isinstance(node, exp.Func) else ""
 
 
-def interval_text(node: exp.Expression) -> str:
+def interval_text(node: exp.Expr) -> str:
     """Return Spark's duration text for ``INTERVAL 'n' UNIT`` (e.g. ``'60 seconds'``).
 
     Raises SqlError at the node for anything that is not a positive whole interval.
@@ -63,7 +64,7 @@ def interval_ms(text: str) -> int:
     return int(amount) * UNIT_MS[unit]
 
 
-def window_args(fn: exp.Anonymous) -> tuple[exp.Expression, str, str | None]:
+def window_args(fn: exp.Anonymous) -> tuple[exp.Expr, str, str | None]:
     """Return (time column, size, slide or None) of a TUMBLE/HOP/SESSION call or one of its properties
     (a SESSION's size is its gap)."""
     name, args = fname(fn), fn.expressions
@@ -96,10 +97,10 @@ def _spark_window(fn: exp.Anonymous) -> exp.Anonymous:
     return exp.Anonymous(this=window_column(fn), expressions=args)
 
 
-def rewrite_group_windows(tree: exp.Expression) -> exp.Expression:
+def rewrite_group_windows(tree: exp.Expr) -> exp.Expr:
     """``GROUP BY TUMBLE(t, INTERVAL '60' SECOND)`` → ``GROUP BY window(t, '60 seconds')``;
     ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``; ``SESSION(t, gap)`` → ``session_window(t, 'gap')``."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_FUNCS:
             return _spark_window(node)
         return node
@@ -107,10 +108,10 @@ def rewrite_group_windows(tree: exp.Expression) -> exp.Expression:
     return tree.transform(visit)
 
 
-def rewrite_window_properties(tree: exp.Expression) -> exp.Expression:
+def rewrite_window_properties(tree: exp.Expr) -> exp.Expr:
     """``TUMBLE_START(...)``/``HOP_START(...)`` → ``window.start``; ``*_END`` → ``window.end``;
     ``SESSION_START``/``SESSION_END`` → ``session_window.start``/``.end``."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_PROPERTIES:
             window_args(node)  # validates the arguments
             return exp.column(WINDOW_PROPERTIES[fname(node)], table=window_column(node))
@@ -119,9 +120,9 @@ def rewrite_window_properties(tree: exp.Expression) -> exp.Expression:
     return tree.transform(visit)
 
 
-def rewrite_distinct_count(tree: exp.Expression) -> exp.Expression:
+def rewrite_distinct_count(tree: exp.Expr) -> exp.Expr:
     """``DistinctCount(x)`` → ``size(collect_set(x))`` (Spark streams reject COUNT(DISTINCT))."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) == "DISTINCTCOUNT":
             if len(node.expressions) != 1:
                 line, col = position(node)
@@ -139,7 +140,7 @@ _BYTES_AS_IS = STRINGS
 _BYTES_AS_TEXT = (*INTEGERS, exp.DataType.Type.BOOLEAN, exp.DataType.Type.DATE, exp.DataType.Type.DECIMAL)
 
 
-def distinct_count_input(x: exp.Expression) -> exp.Expression | None:
+def distinct_count_input(x: exp.Expr) -> exp.Expr | None:
     """Return the binary value :data:`job.jvm.DISTINCT_COUNT` counts for ``x``, or None when ``x``'s type is
     not known or is one whose text does not tell every two values apart as ``collect_set`` does (floating
     point: -0.0 and 0.0; timestamps: local times repeat when clocks go back; binary, arrays, structs)."""
@@ -154,7 +155,7 @@ def distinct_count_input(x: exp.Expression) -> exp.Expression | None:
     return None
 
 
-def rewrite_distinct_count_bytes(tree: exp.Expression) -> exp.Expression:
+def rewrite_distinct_count_bytes(tree: exp.Expr) -> exp.Expr:
     """``size(collect_set(x))`` (what :func:`rewrite_distinct_count` makes of ``DistinctCount(x)``) →
     ``dagger_distinct_count(CAST(x AS BINARY))`` for a string ``x`` (and for an integer, boolean, date or
     DECIMAL ``x``, the bytes of its text): the same count, from an aggregate whose state is one sorted byte
@@ -163,7 +164,7 @@ def rewrite_distinct_count_bytes(tree: exp.Expression) -> exp.Expression:
     Other types keep ``collect_set``. Apply after :func:`to_spark`: ``x`` is then what ``collect_set`` reads.
     The state's layout is not ``collect_set``'s: a checkpoint keeps the one it was started with (the engine
     feature ``distinct_count``, :func:`job.plan.engine_features`)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) == "SIZE" and len(node.expressions) == 1:
             inner = node.expressions[0]
             if isinstance(inner, exp.Anonymous) and fname(inner) == "COLLECT_SET" and len(inner.expressions) == 1:
@@ -175,7 +176,7 @@ def rewrite_distinct_count_bytes(tree: exp.Expression) -> exp.Expression:
     return tree.transform(visit)
 
 
-def _output_name(item: exp.Expression) -> str:
+def _output_name(item: exp.Expr) -> str:
     """Return the column name a SELECT item produces; raise SqlError when it has none we can name."""
     if isinstance(item, exp.Alias):
         return item.alias
@@ -207,7 +208,7 @@ def _rowtime_select(select: exp.Select) -> exp.Select:
         this=exp.to_identifier("__dagger_rowtime"))))
 
 
-def rewrite_rowtime(tree: exp.Expression) -> exp.Expression:
+def rewrite_rowtime(tree: exp.Expr) -> exp.Expr:
     """``SELECT TUMBLE_ROWTIME(t, i) AS rt, k, n ... GROUP BY TUMBLE(t, i), k`` →
     ``SELECT window_time(__dagger_window) AS rt, k, n FROM (SELECT window AS __dagger_window, k, n ...)``.
 
@@ -215,7 +216,7 @@ def rewrite_rowtime(tree: exp.Expression) -> exp.Expression:
     grouping SELECT hands the window struct up to a projection that turns it into an event time
     (the window's end - 1 µs), which an outer TUMBLE/HOP can group by again.
     """
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Select) and any(
                 isinstance(t, exp.Anonymous) and fname(t) in ROWTIME_PROPERTIES
                 for item in node.expressions for t in [item.this if isinstance(item, exp.Alias) else item]):
@@ -225,7 +226,7 @@ def rewrite_rowtime(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
+def rewrite_lateral_tables(tree: exp.Expr) -> exp.Expr:
     """Flink's ``FROM t, LATERAL TABLE(F(args)) AS T(c1, ...)`` → Spark's ``FROM t LATERAL VIEW g T AS c1, ...``.
 
     ``HistogramBucket(x, 'b1,b2')`` becomes ``explode`` of the buckets that x falls in (and '+Inf');
@@ -246,7 +247,7 @@ def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
             calls = lateral.this.expressions
             call = calls[0] if len(calls) == 1 else None
             fn = DAGGER_FUNCTIONS.get(str(call.name).lower()) if isinstance(call, exp.Anonymous) else None
-            if fn is None or fn.kind != "table":
+            if call is None or fn is None or fn.kind != "table":
                 raise fail("LATERAL TABLE(...) takes one table function: HistogramBucket or OutlierMad", lateral)
             args = call_args(call)
             if fn.name == "HistogramBucket":
@@ -271,11 +272,11 @@ def rewrite_lateral_tables(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def _is_window_key(node: exp.Expression) -> bool:
+def _is_window_key(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() in ("window", "session_window")
 
 
-def put_window_keys_last(tree: exp.Expression) -> exp.Expression:
+def put_window_keys_last(tree: exp.Expr) -> exp.Expr:
     """``GROUP BY window(t, '60 seconds'), cell, kind`` → ``GROUP BY cell, kind, window(t, '60 seconds')``.
 
     The order of GROUP BY items does not change a query's result, but it is the order of the window
@@ -298,7 +299,7 @@ def put_window_keys_last(tree: exp.Expression) -> exp.Expression:
 BARRIER_COLUMN = "__dagger_wm"
 
 
-def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expression:
+def add_watermark_barrier(tree: exp.Expr, streams: set[str]) -> exp.Expr:
     """``WHERE c`` → ``WHERE (c) AND <stream>.__dagger_wm >= 0`` for each stream read directly.
 
     Spark pushes a WHERE that does not touch the event time below the watermark, so the watermark
@@ -326,7 +327,7 @@ def add_watermark_barrier(tree: exp.Expression, streams: set[str]) -> exp.Expres
     return tree
 
 
-REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+REWRITES: list[Callable[[exp.Expr], exp.Expr]] = [
     *VALUE_REWRITES,
     *FLINK_REWRITES,
     rewrite_lateral_tables,
@@ -337,14 +338,14 @@ REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
 ]
 
 
-def to_spark(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expression:
+def to_spark(tree: exp.Expr, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expr:
     """Apply every rewrite in order, then the function library (``user`` functions stay calls); return a new tree."""
     for rewrite in REWRITES:
         tree = rewrite(tree)
     return rewrite_library(tree, user)
 
 
-def render(tree: exp.Expression) -> str:
+def render(tree: exp.Expr) -> str:
     """Return Spark SQL text for a rewritten tree (function names keep their case).
 
     Raises SqlError for anything sqlglot's Spark generator cannot express (it would otherwise log a

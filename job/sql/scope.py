@@ -73,7 +73,7 @@ class Resolution:
     output: list[str] | None = None
 
 
-def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
+def _fail(message: str, node: exp.Expr | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
     return SqlError(message, line=line, col=col, hint=hint)
 
@@ -92,10 +92,10 @@ def suggest(name: str, options: Iterable[str]) -> str | None:
     return f"columns: {', '.join(opts)}" if opts else None
 
 
-def _path(col: exp.Column) -> tuple[list[str], exp.Expression]:
+def _path(col: exp.Column) -> tuple[list[str], exp.Expr]:
     """Return the dotted parts of a column reference (``a.b.c.d.e`` → five names) and its outermost node."""
     parts = [p.name for p in col.parts]
-    node: exp.Expression = col
+    node: exp.Expr = col
     while isinstance(node.parent, exp.Dot) and node.parent.this is node:
         node = node.parent
         parts.append(node.expression.name)
@@ -222,7 +222,7 @@ class _Resolver:
 
     # -- columns --------------------------------------------------------------------------------
 
-    def expr_type(self, node: exp.Expression, scope: Scope) -> exp.DataType | None:
+    def expr_type(self, node: exp.Expr, scope: Scope) -> exp.DataType | None:
         """The type of a column reference (plain or dotted) when known, resolving it in ``scope``."""
         col = node.find(exp.Column) if isinstance(node, exp.Dot) else node
         if not isinstance(col, exp.Column) or isinstance(col.this, exp.Star):
@@ -345,7 +345,7 @@ def _select_aliases(scope: Scope) -> set[str]:
     return names
 
 
-def resolve(tree: exp.Expression, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> Resolution:
+def resolve(tree: exp.Expr, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> Resolution:
     """Check every column of ``tree`` against the sources of its own SELECT; return the columns used.
 
     ``tables``: stream table -> its column names, or -> column -> Spark type text (then nested fields

@@ -99,7 +99,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     )
 
 
-def _derived_only(pushed: exp.Expression, derived: dict[str, list[DerivedColumn]]) -> dict[str, list[str]]:
+def _derived_only(pushed: exp.Expr, derived: dict[str, list[DerivedColumn]]) -> dict[str, list[str]]:
     """Return, per table, the derived columns' inputs that the rewritten query no longer names (none when
     it selects ``*``: every column is read then)."""
     if any(True for _ in pushed.find_all(exp.Star)):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from sqlglot import exp
 
 from job.errors import SqlError
+from job.sql.calls import call_name
 from job.sql.catalog import (
     DAGGER_FUNCTIONS,
     DENIED_SPARK_FUNCTIONS,
@@ -18,7 +19,7 @@ from job.sql.catalog import (
     lookup,
     spark_functions,
 )
-from job.sql.library import call_name, check_call
+from job.sql.library import check_call
 from job.sql.parse import position
 from job.sql.rewrite import (
     ROWTIME_PROPERTIES,
@@ -33,12 +34,12 @@ from job.sql.scope import TIME_COLUMN, resolve
 __all__ = ["TIME_COLUMN", "check_columns", "output_columns", "check_functions", "check_set_operations",
            "check_spark_functions", "check_tables", "check_windows"]
 
-def _fail(message: str, node: exp.Expression | None, hint: str | None = None) -> SqlError:
+def _fail(message: str, node: exp.Expr | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
     return SqlError(message, line=line, col=col, hint=hint)
 
 
-def _in_lateral_table(node: exp.Expression) -> bool:
+def _in_lateral_table(node: exp.Expr) -> bool:
     """Return whether ``node`` is the ``TABLE(...)`` of a LATERAL TABLE or the call inside it."""
     parent = node.parent
     if isinstance(node, exp.Anonymous) and str(node.name).upper() == "TABLE":
@@ -63,7 +64,7 @@ def similar_functions(name: str, user: Mapping[str, DaggerFunction] | None = Non
     return near[:5]
 
 
-def check_functions(tree: exp.Expression, user: Mapping[str, DaggerFunction] | None = None) -> None:
+def check_functions(tree: exp.Expr, user: Mapping[str, DaggerFunction] | None = None) -> None:
     """Every called function must be a Spark built-in, a Dagger function or one of the dagger's own
     (``user``); each Dagger call must have the right argument count and literal arguments.
 
@@ -105,7 +106,7 @@ _CALL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(")
 _SPARK_SYNTAX = frozenset({"try_cast", "struct", "timestampdiff", "timestampadd"})
 
 
-def check_spark_functions(tree: exp.Expression) -> None:
+def check_spark_functions(tree: exp.Expr) -> None:
     """Every built-in the translated query calls must be one Spark knows (a construct sqlglot reads but Spark has
     no function for would otherwise fail when the dagger starts, at a position in the Spark SQL).
 
@@ -126,7 +127,7 @@ def check_spark_functions(tree: exp.Expression) -> None:
                         hint="see docs/sql.md for the functions Dagger SQL offers")
 
 
-def cte_and_subquery_names(tree: exp.Expression) -> set[str]:
+def cte_and_subquery_names(tree: exp.Expr) -> set[str]:
     """Return the names that CTEs and aliased subqueries define."""
     names = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
     names |= {sq.alias_or_name for sq in tree.find_all(exp.Subquery) if sq.alias_or_name}
@@ -136,7 +137,7 @@ def cte_and_subquery_names(tree: exp.Expression) -> set[str]:
 _PLAIN_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
+def check_tables(tree: exp.Expr, tables: Collection[str]) -> None:
     """Every table read must be one of the dagger's streams (or a CTE/subquery of the query), named by a
     plain name: ``text.`/etc/passwd``` (Spark reads a file for a qualified name it does not know, even
     beside a CTE named after the path) is refused, and so is a CTE or alias that is not a plain name."""
@@ -156,7 +157,7 @@ def check_tables(tree: exp.Expression, tables: Mapping[str, set[str]]) -> None:
                         table)
 
 
-def output_columns(tree: exp.Expression,
+def output_columns(tree: exp.Expr,
                    tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> list[str] | None:
     """Return the names of the query's output columns, in order; None when they cannot be told before Spark
     runs (see :class:`job.sql.scope.Resolution`). Call after :func:`check_columns`."""
@@ -168,7 +169,7 @@ def output_columns(tree: exp.Expression,
         return None
 
 
-def check_columns(tree: exp.Expression,
+def check_columns(tree: exp.Expr,
                   tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> dict[str, set[str]]:
     """Every column must exist in a source of its own SELECT (see :mod:`job.sql.scope`).
 
@@ -185,7 +186,7 @@ def check_columns(tree: exp.Expression,
         raise _fail(f"the query's parts cannot be told apart: {exc}", tree) from None
 
 
-def check_set_operations(tree: exp.Expression) -> None:
+def check_set_operations(tree: exp.Expr) -> None:
     """Each side of a UNION, INTERSECT or EXCEPT must be a query (a SELECT, or another of them)."""
     for node in tree.find_all(exp.SetOperation):
         for side in (node.this, node.expression):
@@ -220,7 +221,7 @@ def group_window(select: exp.Select) -> exp.Anonymous | None:
     return None
 
 
-def check_windows(tree: exp.Expression) -> None:
+def check_windows(tree: exp.Expr) -> None:
     """A streaming aggregation needs a window; window properties must match the GROUP BY window."""
     for select in tree.find_all(exp.Select):
         props = [n for n in select.expressions for n in n.walk()

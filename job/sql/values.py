@@ -61,12 +61,12 @@ _DISTINCT_AGGS = (exp.Max, exp.Min, exp.Sum, exp.Avg)  # COUNT(DISTINCT) is refu
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
 
 
-def build(template: str, args: list[exp.Expression]) -> exp.Expression:
+def build(template: str, args: list[exp.Expr]) -> exp.Expr:
     """:func:`job.sql.calls.build`, the template's CASTs kept as CASTs (these rewrites run before rewrite_casts)."""
     return _build_any(template, args, plain_casts=True)
 
 
-def _cast(node: exp.Expression, kind: exp.DataType | str) -> exp.Cast:
+def _cast(node: exp.Expr, kind: exp.DataType | str) -> exp.Cast:
     to = dtype(kind) if isinstance(kind, str) else kind
     return exp.Cast(this=node.copy(), to=to.copy())  # a copy: bottom_up replaces the node it visits
 
@@ -75,10 +75,10 @@ def _same(a: exp.DataType | None, b: str) -> bool:
     return a is not None and a == dtype(b)
 
 
-def rewrite_integer_division(tree: exp.Expression) -> exp.Expression:
+def rewrite_integer_division(tree: exp.Expr) -> exp.Expr:
     """``a / b`` of two integers → ``CAST(a DIV b AS <the wider type>)`` (truncates toward zero, as Flink and
     Java do); ``a % b`` of two integers → ``CAST(a % b AS <b's type>)`` (Flink types MOD by its divisor)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Div | exp.Mod):
             left, right = infer(node.this), infer(node.expression)
             if not (is_integer(left) and is_integer(right)):
@@ -94,11 +94,11 @@ def rewrite_integer_division(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_float_arithmetic(tree: exp.Expression) -> exp.Expression:
+def rewrite_float_arithmetic(tree: exp.Expr) -> exp.Expr:
     """``x op y`` of a FLOAT with a FLOAT, a DOUBLE (cast to FLOAT) or an integer → ``CAST(x op y AS FLOAT)`` (Flink computes in FLOAT;
     Spark in DOUBLE: a DOUBLE result rounded to FLOAT is the FLOAT result, for + - * /); ``SUM``/``AVG`` of
     a FLOAT → ``CAST(... AS FLOAT)``."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
             left, right = infer(node.this), infer(node.expression)
             floats = [k for k in (left, right) if _same(k, "FLOAT")]
@@ -116,9 +116,9 @@ def rewrite_float_arithmetic(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_sign(tree: exp.Expression) -> exp.Expression:
+def rewrite_sign(tree: exp.Expr) -> exp.Expr:
     """``SIGN(x)`` of an integer or DECIMAL → ``CAST(SIGN(x) AS <x's type>)`` (Spark's SIGN is DOUBLE)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Sign):
             kind = infer(node.this)
             if is_integer(kind) or is_decimal(kind) or _same(kind, "FLOAT"):
@@ -129,10 +129,10 @@ def rewrite_sign(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_integer_avg(tree: exp.Expression) -> exp.Expression:
+def rewrite_integer_avg(tree: exp.Expr) -> exp.Expr:
     """``AVG(x)`` of an integer → ``CAST(SUM(x) DIV COUNT(x) AS <x's type>)``: Flink's AVG of an integer
     is of its type, truncated toward zero (NULL for a group of NULLs: SUM is NULL)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Avg) and not isinstance(node.this, exp.Distinct):
             kind = infer(node.this)
             if is_integer(kind):
@@ -144,22 +144,22 @@ def rewrite_integer_avg(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def _may_be_null(node: exp.Expression) -> bool:
+def _may_be_null(node: exp.Expr) -> bool:
     return not (isinstance(node, exp.Literal | exp.Boolean)
                 or (isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)))
 
 
-def rewrite_greatest_least(tree: exp.Expression) -> exp.Expression:
+def rewrite_greatest_least(tree: exp.Expr) -> exp.Expr:
     """``GREATEST(a, b)`` → ``CASE WHEN a IS NULL OR b IS NULL THEN NULL ELSE GREATEST(a, b) END`` (Flink: NULL
     when an argument is NULL; Spark skips NULLs); likewise ``LEAST``. Literals are never NULL."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Greatest | exp.Least):
             args = [node.this, *node.expressions]
             nullable = [a for a in args if _may_be_null(a)]
             if not nullable:
                 return node
             checks = [exp.Is(this=a.copy(), expression=exp.Null()) for a in nullable]
-            cond: exp.Expression = checks[0]
+            cond: exp.Expr = checks[0]
             for check in checks[1:]:
                 cond = exp.Or(this=cond, expression=check)
             return exp.Case(ifs=[exp.If(this=cond, true=exp.Null())], default=node.copy())
@@ -168,12 +168,12 @@ def rewrite_greatest_least(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_extract(tree: exp.Expression) -> exp.Expression:
+def rewrite_extract(tree: exp.Expr) -> exp.Expr:
     """``EXTRACT(unit FROM t)`` → ``CAST(EXTRACT(unit FROM t) AS BIGINT)`` (Spark's SECOND is a DECIMAL with the
     fraction: the cast keeps the whole seconds, as Flink); MILLISECOND/MICROSECOND → of the second; ISODOW,
     ISOYEAR → Spark's DAYOFWEEK_ISO, YEAROFWEEK. ``HOUR(t)``, ``YEAR(t)``, … → ``CAST(... AS BIGINT)``;
     ``WEEK(t)`` → ``CAST(weekofyear(t) AS BIGINT)`` (ISO weeks, as Flink); ``TIMESTAMPDIFF`` → an INT."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Extract):
             unit = node.this.name.upper()
             if unit not in _EXTRACT_UNITS:
@@ -204,11 +204,11 @@ def _timestamp_pattern(kind: exp.DataType) -> str:
     return "yyyy-MM-dd HH:mm:ss" + ("." + "S" * digits if digits else "")
 
 
-def rewrite_casts_to_string(tree: exp.Expression) -> exp.Expression:
+def rewrite_casts_to_string(tree: exp.Expr) -> exp.Expr:
     """``CAST(t AS VARCHAR)`` of a timestamp → ``date_format(t, 'yyyy-MM-dd HH:mm:ss.SSS')`` (as many digits of
     second as its type has: Spark drops trailing zeros); of a BOOLEAN → ``upper(CAST(b AS STRING))``
     (``TRUE``/``FALSE``)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Cast) and is_string(node.args.get("to")):
             kind = infer(node.this)
             if is_timestamp(kind):
@@ -222,10 +222,10 @@ def rewrite_casts_to_string(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_float_floor_ceil(tree: exp.Expression) -> exp.Expression:
+def rewrite_float_floor_ceil(tree: exp.Expr) -> exp.Expr:
     """``FLOOR(x)``/``CEIL(x)`` of a DOUBLE or FLOAT → a DOUBLE (FLOAT) again:
     ``IF(abs(x) >= 2^52, x, CAST(FLOOR(x) AS DOUBLE))`` (Spark's FLOOR of a DOUBLE is a BIGINT)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Floor | exp.Ceil) and node.args.get("to") is None \
                 and node.args.get("decimals") is None:
             kind = infer(node.this)
@@ -241,14 +241,15 @@ def rewrite_float_floor_ceil(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def rewrite_truncate(tree: exp.Expression) -> exp.Expression:
+def rewrite_truncate(tree: exp.Expr) -> exp.Expr:
     """``TRUNCATE(x, n)`` → ``IF(x < 0, CEIL(x, n), FLOOR(x, n))`` (toward zero at n decimals; n < 0 zeroes
     digits left of the point; ``TRUNCATE(x)`` is n = 0), cast back to x's type: exact for DECIMAL and
     integers; a DOUBLE's decimal digits are those Java prints (as Flink's BigDecimal.valueOf)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Trunc):
             return node
-        x, digits = node.this, node.args.get("decimals")
+        x: exp.Expr = node.this
+        digits = node.args.get("decimals")
         places = number_literal(digits) if digits is not None else 0.0
         if digits is not None and (string_literal(digits) is not None
                                    or (places is not None and places != int(places))):
@@ -279,11 +280,11 @@ def _java_regex_literal(text: str) -> str:
     return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in text)
 
 
-def rewrite_split_index(tree: exp.Expression) -> exp.Expression:
+def rewrite_split_index(tree: exp.Expr) -> exp.Expr:
     """``SPLIT_INDEX(s, sep, i)`` → ``CASE WHEN i < 0 OR s = '' THEN NULL ELSE try_element_at(split(s, '<sep as a
     regex>', -1), i + 1) END``: Flink's i-th part (from 0) of s at each separator (every part kept, empty
     ones too), NULL when i is out of range or s is empty. The separator must be a string literal."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if not (isinstance(node, exp.Anonymous) and node.name.upper() == "SPLIT_INDEX"):
             return node
         args = list(node.expressions)
@@ -302,19 +303,20 @@ def rewrite_split_index(tree: exp.Expression) -> exp.Expression:
     return bottom_up(tree, visit)
 
 
-def _distinct_arg(node: exp.Expression) -> exp.Expression | None:
+def _distinct_arg(node: exp.Expr) -> exp.Expr | None:
     """Return x of ``AGG(DISTINCT x)`` (None for anything else, or several arguments)."""
     inner = node.this if isinstance(node, exp.AggFunc) else None
     if isinstance(inner, exp.Distinct) and len(inner.expressions) == 1:
-        return inner.expressions[0]
+        only: exp.Expr = inner.expressions[0]
+        return only
     return None
 
 
-def rewrite_distinct_aggregates(tree: exp.Expression) -> exp.Expression:
+def rewrite_distinct_aggregates(tree: exp.Expr) -> exp.Expr:
     """``MAX``/``MIN(DISTINCT x)`` → ``MAX``/``MIN(x)``; ``SUM(DISTINCT x)`` of an integer or DECIMAL → the sum of ``collect_set(x)`` (NULL when empty);
     ``AVG(DISTINCT x)`` of an integer → that sum DIV the set's size. Raises SqlError for the rest (a
     FLOAT/DOUBLE's sum depends on the order of the additions; several arguments)."""
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         if not (isinstance(node, _DISTINCT_AGGS) and isinstance(node.this, exp.Distinct)):
             return node
         what = type(node).__name__.upper()
@@ -351,7 +353,7 @@ def _sum_decimal(kind: exp.DataType | None) -> str:
     return f"DECIMAL({min(38, p + 10)}, {s})"
 
 
-VALUE_REWRITES: list[Callable[[exp.Expression], exp.Expression]] = [
+VALUE_REWRITES: list[Callable[[exp.Expr], exp.Expr]] = [
     rewrite_filter_clauses,
     rewrite_variance,
     rewrite_flink_builtins,
