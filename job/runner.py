@@ -37,9 +37,10 @@ from job.spark_failure import explain_failure
 from job.spark_session import HDFS_STATE_STORE, build_session, running_session
 from job.spec import DaggerSpec
 from job.sql import Translation
+from job.sql.dedup import TIME_COLUMN
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
-from job.transform import apply_output_transformers, apply_stream_transformers
+from job.transform import DELAY_KEY, apply_output_transformers, apply_stream_transformers
 
 if TYPE_CHECKING:
     from job.enrich.engine import Enricher
@@ -183,9 +184,22 @@ def register_stream_views(spark: SparkSession, plan: DaggerPlan) -> None:
 
 def register_dedup_views(spark: SparkSession, translation: Translation) -> None:
     """Register each deduplicated subquery of the query (:mod:`job.sql.dedup`) as the view its SQL names: the
-    subquery's rows without duplicate keys (the first to arrive; late rows dropped; keys kept for good)."""
+    subquery's rows without duplicate keys (the first to arrive; late rows dropped; keys kept for good).
+
+    Spark's ``dropDuplicates`` keeps late rows when the keys leave out the event time;
+    ``dropDuplicatesWithinWatermark`` drops them, and keeps a key until the watermark passes its first row's
+    time plus the column's delay: lent :data:`KEEP_KEYS_MS` for that (the column gets its own back)."""
     for dedup in translation.dedups:
-        spark.sql(dedup.spark_sql).dropDuplicates(dedup.keys).createOrReplaceTempView(dedup.view)
+        df = spark.sql(dedup.spark_sql)
+        metadata = dict(df.schema[TIME_COLUMN].metadata)
+        kept = F.col(TIME_COLUMN).alias(TIME_COLUMN, metadata={**metadata, DELAY_KEY: KEEP_KEYS_MS})
+        out = df.withColumn(TIME_COLUMN, kept).dropDuplicatesWithinWatermark(dedup.keys)
+        out.withColumn(TIME_COLUMN, F.col(TIME_COLUMN).alias(TIME_COLUMN, metadata=metadata)) \
+            .createOrReplaceTempView(dedup.view)
+
+
+#: How long a deduplication keeps a key, in event time: for good (a century), as Flink without a state TTL.
+KEEP_KEYS_MS = 100 * 365 * 86_400_000
 
 
 def query_sql_conf(spec: DaggerSpec) -> dict[str, str]:

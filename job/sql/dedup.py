@@ -4,9 +4,10 @@ deduplication.
 ``SELECT cols FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime ASC) AS rn FROM t) WHERE rn = 1``
 keeps each key's first row in event time. Flink 2.3 buffers a key's rows until the watermark passes them and
 emits the earliest (insert-only), drops late rows, and drops every later row of an emitted key (its state is kept
-for good). Spark's ``dropDuplicates(k)`` over the watermarked rows keeps each key's first row to arrive, drops
-late rows and keeps its state for good: the same rows when a key's rows arrive in event-time order, and a
-different row when a later-stamped duplicate arrives first, within the watermark's delay.
+for good). Spark's ``dropDuplicatesWithinWatermark(k)``, its keys kept for a century of event time, keeps each
+key's first row to arrive, drops late rows and keeps its state as long: the same rows when a key's rows arrive
+in event-time order, and a different row when a later-stamped duplicate arrives first, within the watermark's
+delay.
 
 :func:`mark_deduplications` checks the form (before the other checks, which refuse ``OVER``) and takes out
 the row number, marking the subquery; :func:`extract_deduplications` (on the translated tree) turns each marked

@@ -285,6 +285,7 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
         _refuse_stray(tree)
         return tree
     tree = tree.copy()
+    event_times: set[str] = set()  # names of the windowed subqueries' window_time (event times)
     for select in list(tree.find_all(exp.Select)):
         source = select.args.get("from_") or select.args.get("from")
         call = tvf_call(source.this) if source is not None else None
@@ -305,9 +306,32 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
         nested = not _top_level(select)
         if select.args.get("group") is not None:
             _aggregation(select, tvf, alias, nested)
+            if nested:
+                event_times |= {i.alias for i in select.expressions if isinstance(i.this, exp.Anonymous)
+                                and i.this.name.upper().endswith("_ROWTIME")}
         else:
             _projection(select, tvf, alias)
     _refuse_stray(tree)
+    return _millisecond_outputs(tree, event_times)
+
+
+def _millisecond_outputs(tree: exp.Expression, event_times: set[str]) -> exp.Expression:
+    """A column the query outputs as it is that is a subquery's ``window_time`` (an event time, the window's end
+    - 1 µs for Spark) → that time to the millisecond: the window's end - 1 ms, as Flink gives it."""
+    if not event_times:
+        return tree
+    for select in tree.find_all(exp.Select):
+        if not _top_level(select) or select.args.get("group") is not None:
+            continue
+        items = []
+        for item in select.expressions:
+            target = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(target, exp.Column) and target.name in event_times:
+                trunc = exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"),
+                                                                      target.copy()])
+                item = exp.alias_(trunc, item.alias_or_name)
+            items.append(item)
+        select.set("expressions", items)
     return tree
 
 

@@ -76,6 +76,14 @@ def test_window_time_of_a_subquery_is_an_event_time_an_outer_window_groups_by() 
                    "GROUP BY window(rowtime, '5 minutes')")
 
 
+def test_a_subquerys_window_time_is_output_to_the_millisecond() -> None:
+    got = spark(f"SELECT rt, n AS bookings FROM (SELECT window_time AS rt, COUNT(*) AS n FROM {TUMBLE} "
+                "GROUP BY window_start, window_end, window_time) WHERE n > 1")
+    assert got == ("SELECT date_trunc('MILLISECOND', rt) AS rt, n AS bookings FROM (SELECT window_time(__dagger_window) "
+                   "AS rt, n FROM (SELECT window AS __dagger_window, COUNT(*) AS n FROM bookings GROUP BY "
+                   "window(rowtime, '1 minutes')) AS __dagger_rowtime) WHERE n > 1")
+
+
 def test_session_partitioned_by_its_group_keys() -> None:
     got = spark("SELECT window_start, window_end, driver_id, COUNT(*) AS n FROM TABLE(SESSION(TABLE bookings "
                 "PARTITION BY driver_id, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES)) "
