@@ -33,7 +33,7 @@ For each mode and each N, in one run (everything on 127.0.0.1, ports from the OS
 
 Marginal memory is the least-squares slope of total RSS over N. The table is printed;
 ``bench/results/density-<UTC time>.json`` keeps every figure; ``--record`` appends a section to
-bench/results/history.md and writes the plot ``docs/bench/density-<UTC time>.png``.
+bench/results/history.md and writes the plot ``bench/results/plots/density-<UTC time>.png``.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ from bench.procstats import (  # noqa: E402
     role,
     steal_s,
 )
-from bench.report import HISTORY, PLOT_LINK, machine  # noqa: E402
+from bench.report import HISTORY, PLOT_LINK, PLOTS, machine  # noqa: E402
 from bench.run import PYTHON, _percentile, local_stack, spawn, stop, stop_all  # noqa: E402
 from bench.trim import Trimmer, drop_topics, read_floor  # noqa: E402
 from bench.workloads import DRIVERS_SQL, PING_CLASS, WATERMARK_DELAY_MS  # noqa: E402
@@ -1204,7 +1204,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     save()
     if args.record and steps:
-        plot_path = ROOT / "docs" / "bench" / f"density-{stamp}.png"
+        plot_path = PLOTS / f"density-{stamp}.png"
         plot(steps, plot_path)
         record(steps, args, stamp, plot_path, argv)
     print(f"results: {out}")

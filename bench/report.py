@@ -11,8 +11,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 #: Where recorded runs go: the dated history (BENCHMARKS.md keeps only the current figure of each measure).
 HISTORY = ROOT / "bench" / "results" / "history.md"
-#: How the history links a plot under docs/bench/ (relative to the history's folder).
-PLOT_LINK = "../../docs/bench/"
+#: Where the benchmarks' plots go, and how the history links one (relative to the history's folder).
+PLOTS = ROOT / "bench" / "results" / "plots"
+PLOT_LINK = "plots/"
 TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka, protobuf, s2sphere)",
           "sparkudf": "PySpark, per-row Python UDF (s2sphere)", "quix": "Quix Streams 3.28 (group_by + tumbling window)",
           "baseline": "Daggers, --baseline engine features pinned"}
@@ -230,7 +231,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def record(results: dict[str, Any], stamp: str) -> Path:
     """Append a section about ``results`` to the dated history and write its plot; return the plot's path."""
-    png = ROOT / "docs" / "bench" / f"end-to-end-{stamp}.png"
+    png = PLOTS / f"end-to-end-{stamp}.png"
     plot(results, png)
     parts = [f"\n## End to end: `{results['command']}`\n",
              f"- Date: {results['date']}",

@@ -28,7 +28,7 @@ What one run does (everything on 127.0.0.1, ports from the OS, all in a temporar
 5. the **components** of workload (a) alone (``bench/components.py``).
 
 The table is printed; ``bench/results/<UTC time>.json`` keeps every figure; ``--record`` appends a
-section to bench/results/history.md and writes plots to ``docs/bench/``.
+section to bench/results/history.md and writes plots to ``bench/results/plots/``.
 """
 
 from __future__ import annotations
