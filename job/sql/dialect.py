@@ -65,7 +65,8 @@ class DaggerSql(Spark):
                     or self._curr is None or self._curr.token_type == TokenType.L_PAREN:
                 self._retreat(self._index - 1)
                 return None
-            args: list[exp.Expr] = [self._parse_table_parts()]
+            table = self._parse_table_parts()
+            args: list[exp.Expr] = [table] if table is not None else []
             if self._match(TokenType.PARTITION_BY):
                 key = self._parse_disjunction()  # PARTITION BY k, or PARTITION BY (k1, k2)
                 keys = list(key.expressions) if isinstance(key, exp.Tuple) else [key] if key is not None else []

@@ -289,7 +289,7 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
     for select in list(tree.find_all(exp.Select)):
         source = select.args.get("from_") or select.args.get("from")
         call = tvf_call(source.this) if source is not None else None
-        if call is None:
+        if call is None or source is None:
             continue
         if select.args.get("joins"):
             raise fail("a window table-valued function joined with another table (a window join) is not "
@@ -315,7 +315,7 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
     return _millisecond_outputs(tree, event_times)
 
 
-def _millisecond_outputs(tree: exp.Expression, event_times: set[str]) -> exp.Expression:
+def _millisecond_outputs(tree: exp.Expr, event_times: set[str]) -> exp.Expr:
     """A column the query outputs as it is that is a subquery's ``window_time`` (an event time, the window's end
     - 1 µs for Spark) → that time to the millisecond: the window's end - 1 ms, as Flink gives it."""
     if not event_times:
@@ -369,8 +369,7 @@ def cumulate_windows(tree: exp.Expr) -> exp.Expr:
         size = node.meta[CUMULATE_META]
         group = node.args["group"]
         window = next(k for k in group.expressions if isinstance(k, exp.Anonymous) and k.name.lower() == "window")
-        source = node.args.get("from_") or node.args.get("from")
-        table = source.this
+        table = (node.args.get("from_") or node.args["from"]).this
         inner = exp.select(exp.Star(), exp.alias_(window.copy(), "window")).from_(table.copy())
         if node.args.get("where") is not None:
             inner.set("where", node.args["where"].copy())
