@@ -417,10 +417,9 @@ def to_json_event(event: dict[str, Any]) -> dict[str, Any]:
 
 
 # Flink's built-in functions, one expression a case, run in groups (bench/flink_compat/cases_functions.py)
-from bench.flink_compat.cases_functions import function_cases, function_refusals  # noqa: E402
+from bench.flink_compat.cases_functions import function_cases  # noqa: E402
 
 CASES += function_cases()
-REFUSED += function_refusals()
 
 # Flink's streaming syntax: window TVFs, deduplication, SELECT DISTINCT (bench/flink_compat/cases_syntax.py)
 from bench.flink_compat.cases_syntax import dedup_bookings, syntax_cases, syntax_refusals  # noqa: E402
