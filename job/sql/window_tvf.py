@@ -29,6 +29,7 @@ from job.sql.calls import build, fail
 from job.sql.rewrite import interval_ms, interval_text
 
 KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
+TIME_COLUMN = "rowtime"  # a stream's event time (job.sql.scope.TIME_COLUMN)
 #: Each TVF's parameters in Flink's order (OFFSET is optional).
 PARAMETERS = {"TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"), "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
               "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"), "SESSION": ("DATA", "TIMECOL", "GAP")}
@@ -286,6 +287,7 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
         return tree
     tree = tree.copy()
     event_times: set[str] = set()  # names of the windowed subqueries' window_time (event times)
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
     for select in list(tree.find_all(exp.Select)):
         source = select.args.get("from_") or select.args.get("from")
         call = tvf_call(source.this) if source is not None else None
@@ -296,6 +298,9 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
                        "supported", select.args["joins"][0].this,
                        hint="join the streams on an interval of event time, then group by a window")
         tvf = read_tvf(call)
+        if tvf.table.name not in ctes and tvf.timecol.name != TIME_COLUMN:
+            raise fail(f"the event time of stream {tvf.table.name} is {TIME_COLUMN}: a window over "
+                       f"{tvf.timecol.name} would never close", tvf.timecol, hint="DESCRIPTOR(rowtime)")
         alias = source.this.alias or None
         table = exp.Table(this=tvf.table.this.copy())
         table.meta.update(tvf.table.meta)

@@ -172,6 +172,9 @@ def test_a_window_over_deduplicated_rows() -> None:
      "  STEP => INTERVAL '1' MINUTES))", 2, 20, "TUMBLE has no parameter STEP; its parameters: DATA, TIMECOL, SIZE, "
      "OFFSET", "TUMBLE(TABLE t, DESCRIPTOR(rowtime), INTERVAL size)"),
     ("SELECT * FROM TABLE(TUMBLE(TABLE bookings, DESCRIPTOR(rowtime)))", 1, 21, "TUMBLE needs SIZE", None),
+    ("SELECT COUNT(*) AS n FROM TABLE(TUMBLE(TABLE bookings, DESCRIPTOR(event_timestamp), INTERVAL '1' MINUTES))\n"
+     "GROUP BY window_start, window_end", 1, 67, "the event time of stream bookings is rowtime: a window over "
+     "event_timestamp would never close", "DESCRIPTOR(rowtime)"),
     ("SELECT * FROM TABLE(TUMBLE(bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES))", 1, 28,
      "the first argument of TUMBLE is the table it windows: TABLE t", None),
     ("SELECT * FROM TABLE(HOP(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '2' MINUTES, INTERVAL '3' MINUTES))",
