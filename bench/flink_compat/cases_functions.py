@@ -300,7 +300,7 @@ GROUPS: list[Group] = [
         P("cast-int-to-boolean", "CAST(city_id - 1 AS BOOLEAN)"),
         P("cast-boolean-to-int", "CAST(city_id = 1 AS INT)"),
         P("cast-null-to-int", "CAST(NULL AS INT)"),
-        P("try-cast-invalid", "TRY_CAST(order_number AS INT)"),
+        P("try-cast-invalid", "TRY_CAST(IF(city_id = 1, '7', status) AS INT)"),
     )),
     Group("fn-floats", "FLOAT columns in arithmetic, functions and casts", _PINGS, "pings", (
         P("float-plus-int", "speed_kmh + 1"),
@@ -356,7 +356,14 @@ GROUPS: list[Group] = [
 
 
 #: Flink expressions Daggers refuses before Spark starts: (id, query, line, column, the start of the reason).
-_REFUSED: list[tuple[str, str, int, int, str]] = []
+_REFUSED: list[tuple[str, str, int, int, str]] = [
+    ("similar-to", "SELECT order_number,\n  status SIMILAR TO 'C%' AS c\nFROM bookings", 2, 3,
+     "SIMILAR TO is not supported"),
+    ("is-json", "SELECT order_number,\n  status IS JSON AS j\nFROM bookings", 2, 3, "IS JSON is not supported"),
+    ("overlaps", "SELECT order_number,\n  (rowtime, INTERVAL '1' HOUR) OVERLAPS "
+                 "(TIMESTAMP '2026-03-02 10:30:00', INTERVAL '1' HOUR) AS o\nFROM bookings", 2, 4,
+     "OVERLAPS is not supported"),
+]
 
 
 def _group_case(group: Group) -> Case:

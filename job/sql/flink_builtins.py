@@ -15,6 +15,9 @@ Checked against Flink 2.3 (bench/flink_compat's function groups):
 * ``FROM_BASE64(s)`` is a STRING (Spark's ``unbase64`` is BINARY);
 * ``INITCAP(s)`` starts a word after any character but ``[A-Za-z0-9]`` (``DRIVER_FOUND`` → ``Driver_Found``; Spark
   only after a space) and changes only ASCII letters (Calcite's ``initcap``).
+
+Refused (Spark has no counterpart; each SqlError says what to write instead): ``SIMILAR TO``, ``IS JSON``,
+``OVERLAPS``.
 """
 
 from __future__ import annotations
@@ -104,9 +107,24 @@ def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
     return exp.Case(ifs=[exp.If(this=match, true=extract)])
 
 
+def _refuse(node: exp.Expr) -> None:
+    """Raise SqlError at a Flink operator that Spark has no counterpart for."""
+    if isinstance(node, exp.SimilarTo):
+        raise fail("SIMILAR TO is not supported", node,
+                   hint="match a Java regular expression with REGEXP(s, '^C.*$'), or use LIKE")
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.JSON):
+        raise fail("IS JSON is not supported", node,
+                   hint="JsonQuery(s, '$') IS NOT NULL is true for a JSON object or array")
+    if isinstance(node, exp.Overlaps):
+        raise fail("OVERLAPS is not supported", node,
+                   hint="compare the bounds: a_start < b_end AND b_start < a_end")
+
+
 def rewrite_flink_builtins(tree: exp.Expr) -> exp.Expr:
-    """Rewrite the calls of Flink built-ins that Spark has not (or computes otherwise) into Spark's."""
+    """Rewrite the calls of Flink built-ins that Spark has not (or computes otherwise) into Spark's; raise
+    SqlError at an operator Spark has no counterpart for."""
     def visit(node: exp.Expr) -> exp.Expr:
+        _refuse(node)
         name = _name(node)
         if name in _SHA2:
             (arg,) = _args(node, 1, f"{name.upper()}(s)")
