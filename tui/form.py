@@ -69,6 +69,7 @@ class DaggerFormScreen(Screen[None]):
         self.base_text: str | None = None
         self.base_version: int | None = None
         self.validation: Validation | None = None
+        self._validated_text: str | None = None  # the spec text self.validation is the answer for
         self._timer: Timer | None = None
         self._group_touched = False
         self._auto_group = ""
@@ -168,7 +169,7 @@ class DaggerFormScreen(Screen[None]):
         self._load_topics(form.topics)
         self.query_one("#name" if self.dagger is None else "#sql").focus()
         self._pristine = self.spec_text()
-        self.validate()
+        self.validate_soon()
 
     def _fill(self, form: DaggerForm) -> None:
         self._filling = True
@@ -266,15 +267,40 @@ class DaggerFormScreen(Screen[None]):
         """Validate once typing pauses for a moment."""
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(VALIDATE_AFTER_S, self.validate)
+        self._timer = self.set_timer(VALIDATE_AFTER_S, self.validate_soon)
+
+    def validate_soon(self) -> None:
+        """Check the spec as the form is now in a worker thread (the check takes ~0.1 s here, a round trip
+        through a server): typing goes on meanwhile, and the answer shows when it lands, if the form still says
+        the same."""
+        self._validate_in_thread(self.spec_text())
+
+    @work(thread=True, exclusive=True, group="validate")
+    def _validate_in_thread(self, text: str) -> None:
+        land(self, self._show_validation, text, self._check(text))
+
+    def _check(self, text: str) -> Validation:
+        try:
+            return self.app.plane.validate(self.cluster, text)
+        except DaggerError as exc:  # the server cannot be reached: said where the verdict goes
+            return Validation(ok=False, title=exc.title, message=exc.message, hint=exc.hint)
 
     def validate(self, show: bool = False) -> Validation:
-        """Check the spec now (schemas, SQL with line and column) and return the result; show it once the
-        user has changed the form (or with ``show``): a blank new form says nothing yet."""
-        area = self.query_one("#sql", SqlArea)
+        """Check the spec now (schemas, SQL with line and column), reusing the last answer when it was for the
+        same text, show it and return it (Deploy and Preview wait for it)."""
         text = self.spec_text()
-        result = self.app.plane.validate(self.cluster, text)
-        self.validation = result
+        known = self.validation if self._validated_text == text else None
+        result = known or self._check(text)
+        self._show_validation(text, result, show)
+        return result
+
+    def _show_validation(self, text: str, result: Validation, show: bool = False) -> None:
+        """Show ``result``, the check of ``text``, once the user has changed the form (or with ``show``): a
+        blank new form says nothing yet. An answer for a text the form no longer holds is dropped."""
+        if text != self.spec_text():
+            return
+        self.validation, self._validated_text = result, text
+        area = self.query_one("#sql", SqlArea)
         label = self.query_one("#validation", Static)
         self._touched = self._touched or show or (self._pristine is not None and text != self._pristine)
         if not self._touched:
@@ -296,7 +322,6 @@ class DaggerFormScreen(Screen[None]):
                                f"✗ {result.title}{where}: {result.message}{hint}", "bold red", multiline=True))
             label.set_class(True, "invalid")
             area.error_at = (result.line, result.col or 1) if result.line else None
-        return result
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self._filling:

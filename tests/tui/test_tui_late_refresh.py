@@ -176,6 +176,36 @@ async def test_leaving_the_form_while_its_topics_are_read(world: Registry) -> No
 
 
 @pytest.mark.asyncio
+async def test_the_form_validates_in_a_worker_while_the_user_types(world: Registry) -> None:
+    """A check of the spec that takes its time (a server far away) never holds the keyboard: the user types
+    meanwhile, the answer for a text the form no longer holds is dropped, and the newest one shows."""
+    from textual.widgets import Input, Static
+
+    plane = HeldPlane(world, "alice")
+    plane.hold = {"validate"}
+    app = console(plane)
+    async with app.run_test(size=SIZE) as pilot, plane.holding():
+        await pilot.pause()
+        app.new_dagger("a-jkt")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, DaggerFormScreen)
+        await until(pilot, plane.held.is_set, "the first check, in a worker thread")
+        await pilot.press("x")  # the form's first field, focused
+        assert form.query_one("#name", Input).value == "x" and form.validation is None
+        plane.release.set()
+        shown = form.query_one("#validation", Static)
+
+        def said() -> str:
+            return str(getattr(shown.content, "plain", shown.content))
+
+        await until(pilot, lambda: said() != "", "the check of the typed name")
+        assert form.validation is not None and not form.validation.ok
+        assert said() == ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
+                          "✗ Topics: pick at least one topic")
+
+
+@pytest.mark.asyncio
 async def test_the_clusters_screen_keeps_refreshing_after_a_late_answer(world: Registry) -> None:
     """The first screen is never left: a refresh of it that waits does not stop the next ones."""
     plane = HeldPlane(world, "alice")

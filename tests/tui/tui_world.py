@@ -147,6 +147,9 @@ class HeldPlane(ControlPlane):
     def cluster_topics(self, cluster: str) -> Any:
         return self._waits("cluster_topics", lambda: super(HeldPlane, self).cluster_topics(cluster))
 
+    def validate(self, cluster: str, text: str) -> Any:
+        return self._waits("validate", lambda: super(HeldPlane, self).validate(cluster, text))
+
 
 async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
     """Compare the screen as SVG with ``snapshots/<name>.svg``; write it when missing or when
