@@ -8,6 +8,7 @@ bash scripts/setup.sh
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check job tests bench scripts alerting tui web_atlas
 .venv/bin/lint-imports
+.venv/bin/mypy
 # Four test processes on two cores: the slowest tests wait on outages and restarts (a 12-s broker outage, a
 # 20-s receiver outage, a new JVM per kill) more than they compute. On a clean clone, 1 Dec 2026: -n 3 took
 # 894 s of pytest with the machine 1.60 cores busy on average, -n 4 843 s at 1.88 cores (scripts/test_cpu.py,

@@ -61,14 +61,20 @@ def spark() -> Iterator[object]:
             fork[0].wait(30)
 
 
+#: The fixtures that start a real service (tests/services.py, the session's Spark): a test that uses one,
+#: directly or through another fixture, is marked ``integration`` (scripts/check.sh runs the others).
+SERVICE_FIXTURES = frozenset({"spark", "spark_cluster", "broker", "tansu_broker", "noida_broker", "influxdb",
+                              "victoria_metrics", "elasticsearch", "postgres"})
 #: Each test module's seconds in a clean-clone CI run (scripts/test_durations.py writes it).
 DURATIONS = Path(__file__).with_name("durations.json")
 #: Where a module that is not in DURATIONS goes: one marked slow as if it took this long, others last.
 UNKNOWN_SLOW_S = 60.0
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: it sees the markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the longest modules first (a stable sort keeps each module's tests together, in their order).
+    """Mark every test that uses a service fixture (:data:`SERVICE_FIXTURES`) ``integration``; run the
+    longest modules first (a stable sort keeps each module's tests together, in their order).
 
     With ``-n N --dist loadfile --no-loadscope-reorder`` (xdist otherwise orders modules by their number of
     tests, which puts the one-test modules with minute-long outages last) a worker takes the next module
@@ -77,6 +83,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     790 s simulated longest first). The seconds come from ``tests/durations.json``; a module not in it
     counts as ``UNKNOWN_SLOW_S`` when marked slow, else 0.
     """
+    for item in items:
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
     try:
         seconds: dict[str, float] = json.loads(DURATIONS.read_text())
     except (OSError, ValueError):

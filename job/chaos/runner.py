@@ -87,7 +87,7 @@ class ChaosRun:
         if base.streams[0].proto_class != want:
             raise SpecError(f"the load stream {self.exp.load.stream} produces {want}, but {self.exp.dagger} "
                             f"reads {base.streams[0].proto_class}")
-        data = yaml.safe_load(Path(self.exp.dagger).read_text())
+        data: dict[str, Any] = yaml.safe_load(Path(self.exp.dagger).read_text())
         data["name"] = f"chaos-{base.name}"[:63]
         stream = data["streams"][0]
         stream.update(topics=[self.exp.load.topic], start_from="earliest",

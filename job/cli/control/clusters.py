@@ -116,4 +116,9 @@ def cluster_topics(name: str, *, opts: PlaneOptions, as_json: JsonOpt = False) -
     """List the topics on a cluster's brokers."""
     with errors(as_json):
         topics = opts.plane().cluster_topics(name)
-    emit(topics, as_json, lambda: [out.print(t) for t in topics])
+
+    def human() -> None:
+        for t in topics:
+            out.print(t)
+
+    emit(topics, as_json, human)

@@ -28,4 +28,9 @@ def dc_list(*, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """List the data centres."""
     with errors(as_json):
         rows = opts.plane().datacentres()
-    emit(rows, as_json, lambda: [out.print(f"{r['name']}  {r['description']}", markup=False) for r in rows])
+
+    def human() -> None:
+        for r in rows:
+            out.print(f"{r['name']}  {r['description']}", markup=False)
+
+    emit(rows, as_json, human)
