@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from alerting.errors import EngineBusyError, StoreError
 from alerting.matchers import Matcher, parse_matchers
 from alerting.state import AlertState, Level
+from job.stack.process import pid_alive
 
 metadata = sa.MetaData()
 
@@ -473,15 +474,7 @@ def _holder_alive(holder: str) -> bool:
     if host != socket.gethostname() or not pid_text.isdigit():
         return True  # another host: trust the lease's expiry
     pid = int(pid_text)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid == os.getpid() or pid_alive(pid)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
