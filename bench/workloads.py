@@ -25,8 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from job.functions import s2
-from job.produce.generator import EventBatch
-from job.schema import default_registry
+from job.produce.generator import EventBatch, encode_driver_pings
 
 JAKARTA = (-6.2088, 106.8456)
 # Level-13 cells near Jakarta average ~1.47 km2 (larger than the 1.27 km2 mean over the sphere): a
@@ -96,10 +95,6 @@ class Workload:
 # --------------------------------------------------------------------------- encoding
 
 
-def _message_class(name: str) -> type:
-    return default_registry().message_class(name)
-
-
 def _batch(stream: str, message_name: str, table: pa.Table, payloads: list[bytes], keys: list[bytes]) -> EventBatch:
     n = table.num_rows
     return EventBatch(stream, message_name, table, payloads, keys, np.zeros(n, bool), np.zeros(n, bool))
@@ -149,25 +144,9 @@ def driver_pings(n: int, seed: int, start: datetime, density: float, *, first_dr
     service = rng.integers(1, 5, n)
     accuracy = rng.uniform(2.0, 30.0, n).astype(np.float32)
     speed = rng.uniform(0.0, 60.0, n).astype(np.float32)
-    msg = _message_class(PING_CLASS)()
-    ts = msg.event_timestamp
-    ser = msg.SerializeToString
-    payloads: list[bytes] = []
-    append = payloads.append
     secs, nanos = (micros // 1_000_000).tolist(), ((micros % 1_000_000) * 1000).tolist()
-    for d, la, lo, st, sv, s, ns, ac, sp in zip(driver_id.tolist(), lat.tolist(), long.tolist(), status.tolist(),
-                                               service.tolist(), secs, nanos, accuracy.tolist(), speed.tolist(),
-                                               strict=True):
-        msg.driver_id = d
-        msg.lat = la
-        msg.long = lo
-        msg.driver_status = st
-        msg.service_type = sv
-        ts.seconds = s
-        ts.nanos = ns
-        msg.accuracy_m = ac
-        msg.speed_kmh = sp
-        append(ser())
+    payloads = encode_driver_pings([driver_id.tolist(), lat.tolist(), long.tolist(), status.tolist(),
+                                    service.tolist(), secs, nanos, accuracy.tolist(), speed.tolist()])
     table = pa.table({
         "driver_id": pa.array(driver_id.tolist(), pa.string()),
         "lat": pa.array(lat), "long": pa.array(long),

@@ -469,6 +469,12 @@ def _encode(message_name: str, columns: list[list[Any]]) -> list[bytes]:
     return _ENCODERS[message_name](msg, msg.event_timestamp, columns)
 
 
+def encode_driver_pings(columns: list[list[Any]]) -> list[bytes]:
+    """Serialize DriverLocationPing rows given as columns in field order: driver_id, lat, long, driver_status,
+    service_type, the event time's seconds and nanos, accuracy_m, speed_kmh (for a benchmark's own events)."""
+    return _encode(MESSAGE_NAMES["driver_location"], columns)
+
+
 def _encode_ping(msg: Any, ts: Any, c: list[list[Any]]) -> list[bytes]:
     ser = msg.SerializeToString
     out: list[bytes] = []
