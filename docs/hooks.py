@@ -10,7 +10,7 @@ A page holds a marker comment, and the build puts the generated Markdown in its 
   app's click command tree.
 
 The tests (tests/docs/) call the same functions, and ``mkdocs build --strict`` fails on a marker it does not
-know.
+know. The docstrings' Sphinx roles (``:func:`x```) are dropped from the rendered pages: the name shows as code.
 """
 
 from __future__ import annotations
@@ -230,3 +230,18 @@ def expand(markdown: str) -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """mkdocs event: expand the markers of one page."""
     return expand(markdown)
+
+
+#: A Sphinx cross-reference role in a docstring (``:func:`name```) as mkdocstrings renders it: the role's
+#: name as text before the code.
+SPHINX_ROLE = re.compile(r":(?:func|meth|class|mod|attr|exc|data|obj|const|ref):(?=<code>)")
+
+
+def plain_roles(html_text: str) -> str:
+    """Return rendered HTML without the Sphinx role names of the docstrings (the name stays, as code)."""
+    return SPHINX_ROLE.sub("", html_text)
+
+
+def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
+    """mkdocs event: a docstring's ``:func:`x``` shows as ``x`` (the Python API page)."""
+    return plain_roles(html_text)

@@ -105,6 +105,13 @@ def test_the_python_reference_comes_from_the_docstrings(site: Path) -> None:
     assert "parse_spec" in html and (parse_spec.__doc__ or "").split(";")[0].strip() in html
 
 
+def test_the_python_api_page_shows_no_sphinx_markup(site: Path) -> None:
+    """A docstring's ``:func:`interpolate_env``` reads as ``interpolate_env``, in code."""
+    html = _page(site, "reference/python")
+    assert ":func:" not in html and ":mod:" not in html
+    assert "(see <code>interpolate_env</code>)" in html
+
+
 def test_an_unknown_generated_section_is_an_error() -> None:
     hooks = _hooks()
     assert hooks.expand("a\n<!-- other comment -->\n") == "a\n<!-- other comment -->\n"
