@@ -35,13 +35,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from alerting.config import PlatformSpec
 from alerting.durations import format_duration
 from alerting.state import Level
 from alerting.store import HealthSample
 from job.words import counted
+
+if TYPE_CHECKING:
+    from job.control import ControlPlane
 
 log = logging.getLogger("daggers.alerts")
 
@@ -225,8 +228,8 @@ class CheckpointHealthSource:
 class RegistryHealthSource:
     """Every live dagger of a control-plane registry the user may see, judged by the health model."""
 
-    def __init__(self, plane: Any) -> None:
-        self.plane = plane  # a job.control.ControlPlane
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane  # the embedded plane: it judges health by its own settings
 
     @classmethod
     def from_url(cls, url: str, user: str) -> RegistryHealthSource:

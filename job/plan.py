@@ -77,10 +77,17 @@ ENGINE_FEATURES: dict[str, str] = {
     # DistinctCount's state is one sorted byte array (job.jvm), not collect_set's array: see
     # job.sql.rewrite.rewrite_distinct_count_bytes
     "distinct_count": "sorted_bytes",
+    # a heavy windowed dagger reads new records every GATHER_S far from a window boundary, at every trigger
+    # near one (job.sources.pacing); "every_trigger": at every trigger
+    "read_pacing": "gather",
 }
+#: How long a windowed dagger with ``read_pacing: gather`` lets records gather between reads, far from a
+#: window boundary (job.sources.pacing); a trigger interval this long or longer makes it moot.
+GATHER_S = 4.0
 # What a checkpoint ran with before a feature was pinned: a checkpoint with no engine.json (started before
 # any was pinned), and a feature missing from an engine.json written before that feature existed.
-_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written", "distinct_count": "collect_set"}
+_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written", "distinct_count": "collect_set",
+                   "read_pacing": "every_trigger"}
 
 
 def engine_features(checkpoint: Path) -> dict[str, str]:
@@ -226,6 +233,7 @@ def plan_with(spec: DaggerSpec, registry: SchemaRegistry, udfs: dict[str, Dagger
     tables, kinds = stream_tables(spec, registry)
     translation = translate_spec(spec, tables, udfs, features)
     close_period_ms = 0
+    paced = translation.join_lag_ms is not None  # windows close at known boundaries (interval joins at most)
     if translation.aggregates and translation.window and spec.close_windows_promptly:
         size, slide = translation.window
         close_period_ms = interval_ms(slide or size)  # windows end every slide (HOP) or size (TUMBLE)
@@ -261,8 +269,9 @@ def plan_with(spec: DaggerSpec, registry: SchemaRegistry, udfs: dict[str, Dagger
                 close_period_ms=close_period_ms,
                 # an interval join emits a window only once the watermark is past its interval too
                 close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
-                read_at_close=((spec.read_at_window_close or spec.light) and close_period_ms > 0
-                               and translation.join_lag_ms is not None),
+                read_at_close=(spec.read_at_window_close or spec.light) and close_period_ms > 0 and paced,
+                gather_ms=(int(GATHER_S * 1000) if features.get("read_pacing") == "gather" and close_period_ms > 0
+                           and paced else 0),
             ),
         ))
     return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,

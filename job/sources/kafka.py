@@ -93,6 +93,7 @@ class SourceConfig:
     close_period_ms: int = 0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
     close_delay_ms: int = 0  # ... closed this long after, by the watermark
     read_at_close: bool = False  # plan new data only when it closes a window (job.sources.pacing)
+    gather_ms: int = 0  # far from a window boundary, plan new data at most this often (job.sources.pacing)
     #: A batch read's end, ``{topic: {partition: offset}}`` as JSON: each partition is read up to (not
     #: including) its offset here, or its end when that comes first ("": up to the end; batch reads only).
     end_at: str = ""
@@ -154,6 +155,7 @@ class SourceConfig:
             close_period_ms=int(options.get("close_period_ms", 0)),
             close_delay_ms=int(options.get("close_delay_ms", 0)),
             read_at_close=options.get("read_at_close", "false") == "true",
+            gather_ms=int(options.get("gather_ms", 0)),
             end_at=str(options.get("end_at", "")),
         )
 
@@ -223,6 +225,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "close_period_ms": str(cfg.close_period_ms),
         "read_at_close": "true" if cfg.read_at_close else "false",
         "close_delay_ms": str(cfg.close_delay_ms),
+        "gather_ms": str(cfg.gather_ms),
         "end_at": cfg.end_at,
     }
 
@@ -374,7 +377,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._outage_since: float | None = None
         self._behind_seen = 0
         self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
-        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms, cfg.read_at_close)
+        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms, cfg.read_at_close, cfg.gather_ms / 1000)
         self._newest_ms: dict[tuple[str, int], int] = {}  # (topic, partition) -> the newest probed record's time
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:

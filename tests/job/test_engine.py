@@ -95,7 +95,7 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
-_SETS = {"distinct_count": "collect_set"}
+_SETS = {"distinct_count": "collect_set", "read_pacing": "every_trigger"}
 _WINDOW_FIRST = "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status"
 
 
@@ -127,7 +127,7 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
                         db=db, measurement="m", checkpoint=checkpoint, max_records_per_batch=3000)
     fresh = plan(spec, tmp_path)
     assert fresh.features == ENGINE_FEATURES == {"s2_keys": "int64", "group_keys": "window_last",
-                                                 "distinct_count": "sorted_bytes"}
+                                                 "distinct_count": "sorted_bytes", "read_pacing": "gather"}
     assert "dagger_distinct_count(CAST(driver_id AS BINARY)) AS drivers" in fresh.translation.spark_sql
     first = generate("driver_location", 3000, seed=21, start=T0, duration_s=300, drivers=150)
     produce(broker.bootstrap, topic, [first], progress=False)

@@ -55,6 +55,21 @@ def test_read_at_window_close_reaches_the_source_of_a_windowed_query_without_a_j
     assert _source(tmp_path, unbounded, on).read_at_close is False  # a join whose lag is not known
 
 
+def test_a_windowed_dagger_gathers_records_between_boundaries_unless_its_checkpoint_pinned_otherwise(
+        tmp_path: Path) -> None:
+    import json
+
+    from job.plan import GATHER_S, PINNED_ENGINE
+
+    assert GATHER_S == 4.0
+    assert _source(tmp_path, DRIVERS_SQL).gather_ms == 4_000
+    assert _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''").gather_ms == 0  # no window
+    assert _source(tmp_path, DRIVERS_SQL, "close_windows_promptly: false\n").gather_ms == 0
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / PINNED_ENGINE).write_text(json.dumps({"read_pacing": "every_trigger"}))
+    assert _source(tmp_path, DRIVERS_SQL).gather_ms == 0  # a checkpoint that reads at every trigger keeps doing so
+
+
 def test_a_light_dagger_that_keeps_no_state_triggers_at_most_every_five_seconds(tmp_path: Path) -> None:
     def trigger(sql: str, extra: str = "", every_s: float = 1.0) -> float:
         _, text = make_spec(name="trig", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",

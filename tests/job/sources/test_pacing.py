@@ -80,3 +80,29 @@ def test_read_at_close_without_windows_or_stamps_reads_every_batch() -> None:
     assert pacer.worth_reading(None, 1.0) is True  # a capped batch: its newest record is not known
     assert pacer.worth_reading(T0 + 2.0, 1.0) is False
     assert ClosePacer(60_000, 10_000).worth_reading(T0 + 2.0, 1.0) is True  # off by default
+
+
+def test_gather_reads_every_gather_s_far_from_a_boundary_and_every_trigger_near_one() -> None:
+    pacer = ClosePacer(60_000, 10_000, gather_s=4.0)  # boundaries at 10 and 70 (event time)
+    # one trigger a second, the newest record waiting stamped 0.2 s before the wall time
+    waiting = [(float(t), t - 0.2) for t in range(0, 24)] + [(float(t), t - 0.2) for t in range(60, 76)]
+    got = [f"{int(now)}:{what}" for (now, _), what in zip(waiting, _reads(pacer, waiting), strict=True)
+           if what != "wait"]
+    # the first read crosses the boundary at -50: an empty batch; then a read every 4 s until the records
+    # waiting are within 4 s of the boundary at 10, at every trigger until one crosses it, the empty batch
+    # that closes the window, and every 4 s again
+    assert got == ["0:read", "1:hold", "4:read", "7:read", "8:read", "9:read", "10:read", "11:read", "12:hold",
+                   "15:read", "19:read", "23:read",
+                   "60:read", "64:read", "67:read", "68:read", "69:read", "70:read", "71:read", "72:hold",
+                   "75:read"]
+
+
+def test_gather_gives_way_to_read_at_close_and_needs_windows_and_stamps() -> None:
+    both = ClosePacer(60_000, 10_000, read_at_close=True, gather_s=4.0)
+    both.planned(T0 + 11.0, 0.0)
+    assert [both.worth_reading(T0 + 11.0 + t, t) for t in (5.0, 50.0, 60.0)] == [False, False, True]
+    assert _reads(ClosePacer(0, 10_000, gather_s=4.0), [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]) == ["read"] * 3
+    pacer = ClosePacer(60_000, 10_000, gather_s=4.0)
+    pacer.planned(T0 + 11.0, 0.0)
+    assert pacer.worth_reading(T0 + 12.0, 1.0) is False
+    assert pacer.worth_reading(None, 1.0) is True  # a capped batch (catching up): its newest record is not known
