@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -34,12 +33,13 @@ from alerting.errors import AlertConfigError
 from alerting.matchers import Matcher, parse_matchers
 from alerting.rules import DeadmanRule, Rule, ThresholdRule
 from job.errors import SpecError
+from job.strict_model import StrictModel
 
 CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class _Model(StrictModel):
+    """A section of the alerting configuration."""
 
 
 def _http_url(v: SecretStr) -> SecretStr:

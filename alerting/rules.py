@@ -15,7 +15,6 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -27,7 +26,8 @@ from pydantic import (
 
 from alerting.durations import Duration, format_duration
 from alerting.template import DEFAULT_DEADMAN_MESSAGE, DEFAULT_MESSAGE, check_template
-from job.names import DAGGER_NAME_RE
+from job.names import DAGGER_NAME_RE, DAGGER_NAME_RULE
+from job.strict_model import StrictModel
 
 NAME_RE = DAGGER_NAME_RE  # \A…\Z: a trailing newline is no name
 TAG_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -36,13 +36,15 @@ PERCENTILE_RE = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
 VERSUS_SECONDS = {"D-1": 86400.0, "D-7": 7 * 86400.0}
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+class _Model(StrictModel):
+    """A section of an alert rule; a rule never changes once read."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 def _check_name(v: str) -> str:
     if not NAME_RE.match(v):
-        raise ValueError(f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter")
+        raise ValueError(f"{v!r} must be {DAGGER_NAME_RULE}")
     return v
 
 

@@ -25,6 +25,12 @@ REGISTRY_NAME_PATTERN = f"^{REGISTRY_NAME}$"
 REGISTRY_NAME_RULE = "1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter"
 
 
+#: SQL and spec identifiers (a column, a table, a stream's table name): a letter or ``_``, then letters, digits
+#: or ``_``.
+IDENTIFIER = "[A-Za-z_][A-Za-z0-9_]*"
+IDENTIFIER_RE = re.compile(rf"\A{IDENTIFIER}\Z")
+
+
 def is_name(name: object, rule: re.Pattern[str] = DAGGER_NAME_RE) -> bool:
     """Return whether ``name`` is a string that matches ``rule`` as a whole (a trailing newline does not)."""
     return isinstance(name, str) and rule.fullmatch(name) is not None

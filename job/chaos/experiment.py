@@ -50,14 +50,15 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from job.errors import SpecError
 from job.spec import format_validation
+from job.strict_model import StrictModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Model(StrictModel):
+    """A section of a chaos experiment."""
 
 
 class Load(_Model):

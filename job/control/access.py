@@ -13,7 +13,6 @@ recorded in the audit log like every change.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,12 +23,9 @@ from job.control.errors import ControlError, NotFoundError, PermissionDeniedErro
 from job.control.health_model import HealthSettings
 from job.control.models import AuditEntry, Membership, Team, User, now
 from job.control.registry import Registry
-from job.names import REGISTRY_NAME_PATTERN, REGISTRY_NAME_RE, REGISTRY_NAME_RULE, is_name
+from job.names import REGISTRY_NAME_RE, REGISTRY_NAME_RULE, is_name
 
 ROLE_RANK = {"viewer": 1, "editor": 2, "admin": 3}
-#: The API bodies' JSON-Schema form of the rule (``$`` is the end of the text there, not in Python):
-#: check a name in Python with :func:`check_name`.
-NAME_RE = re.compile(REGISTRY_NAME_PATTERN)
 
 
 def check_name(kind: str, name: str) -> str:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from job.control.access import NAME_RE
+from job.names import REGISTRY_NAME_PATTERN
 from job.server.plain import check_plain
 
 
@@ -22,7 +22,7 @@ class Body(BaseModel):
         return check_plain(data)
 
 
-Name = Annotated[str, Field(pattern=NAME_RE.pattern, max_length=63)]
+Name = Annotated[str, Field(pattern=REGISTRY_NAME_PATTERN, max_length=63)]
 #: A process id (the registry keeps it in a 32-bit column).
 Pid = Annotated[int, Field(gt=0, le=2**31 - 1)]
 

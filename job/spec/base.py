@@ -5,17 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from job.names import DAGGER_NAME_RE
+from job.names import DAGGER_NAME_RE, IDENTIFIER_RE
+from job.strict_model import StrictModel
 
 NAME_RE = DAGGER_NAME_RE  # \A…\Z: "pg-var\n" is no name
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENT_RE = IDENTIFIER_RE  # likewise: "bookings\n" is no table
 
 
-class SpecModel(BaseModel):
-    # NaN and ±Infinity are never a setting (YAML's .nan, .inf, 1.0e400)
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+class SpecModel(StrictModel):
+    """A section of the dagger spec."""
 
 
 #: A ``${NAME}`` or ``${NAME:-default}`` reference to a variable of the host the dagger runs on. A default holds

@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Mapping
 from sqlglot import exp
 
 from job.errors import SqlError
+from job.names import IDENTIFIER_RE
 from job.sql.calls import call_name
 from job.sql.catalog import (
     DAGGER_FUNCTIONS,
@@ -134,7 +135,7 @@ def cte_and_subquery_names(tree: exp.Expr) -> set[str]:
     return names
 
 
-_PLAIN_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLAIN_NAME_RE = IDENTIFIER_RE
 
 
 def check_tables(tree: exp.Expr, tables: Collection[str]) -> None:

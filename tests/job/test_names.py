@@ -15,7 +15,7 @@ import job.spec
 from job.control import ControlError, ControlPlane, Registry
 from job.control.access import check_name
 from job.errors import SpecError
-from job.names import DAGGER_NAME, DAGGER_NAME_RE, REGISTRY_NAME, REGISTRY_NAME_RE, is_name
+from job.names import DAGGER_NAME, DAGGER_NAME_RE, IDENTIFIER_RE, REGISTRY_NAME, REGISTRY_NAME_RE, is_name
 from tests.job.control.control_seed import bookings_spec, seed
 
 LOWER = string.ascii_lowercase
@@ -61,7 +61,29 @@ def test_a_name_with_anything_after_it_is_refused(name: str, tail: str) -> None:
 
 def test_one_definition() -> None:
     assert job.spec.NAME_RE is DAGGER_NAME_RE and alerting.rules.NAME_RE is DAGGER_NAME_RE
+    assert job.spec.IDENT_RE is IDENTIFIER_RE
     assert not is_name(None) and not is_name(12)
+
+
+def test_a_table_or_column_with_a_trailing_newline_is_refused() -> None:
+    text = ("name: pg-out\nstreams:\n  - table: data_stream\n    topics: [booking-log]\n"
+            "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
+            "    bootstrap_servers: 127.0.0.1:9092\n    group: g\nsql: SELECT 1\n"
+            'sink:\n  type: postgres\n  dsn: postgresql://u@127.0.0.1:5432/d\n  table: "analytics.bookings\\n"\n')
+    with pytest.raises(SpecError, match=r"'analytics.bookings\\n' is not a table name"):
+        job.spec.parse_spec(text, "pg-out.yaml")
+    assert is_name("bookings_2", IDENTIFIER_RE) and not is_name("bookings\n", IDENTIFIER_RE)
+
+
+def test_every_user_file_model_shares_one_strict_base() -> None:
+    import alerting.config
+    import job.chaos.experiment
+    from job.strict_model import StrictModel
+
+    for model in (job.spec.DaggerSpec, alerting.config.AlertsConfig, alerting.rules.ThresholdRule,
+                  job.chaos.experiment.Experiment):
+        assert issubclass(model, StrictModel), model
+        assert model.model_config["extra"] == "forbid" and model.model_config["allow_inf_nan"] is False
 
 
 @pytest.fixture
