@@ -87,6 +87,10 @@ FROM (
   FROM {_TUMBLE}
   GROUP BY window_start, window_end, window_time, city_id)
 WHERE n >= 1"""),
+        Case("tvf-grouping-sets", "a TUMBLE TVF aggregation with GROUPING SETS: per city and for all (a NULL city)",
+             f"""SELECT window_start, window_end, city_id, COUNT(*) AS n, SUM(fare_idr) AS fare
+FROM {_TUMBLE}
+GROUP BY window_start, window_end, GROUPING SETS ((city_id), ())"""),
         Case("tvf-session", "SESSION window TVF partitioned by the key it groups by (a session per driver)",
              """SELECT window_start, window_end, driver_id, COUNT(*) AS n
 FROM TABLE(SESSION(TABLE bookings PARTITION BY driver_id, DESCRIPTOR(rowtime), INTERVAL '1' MINUTES))

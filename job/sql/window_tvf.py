@@ -12,11 +12,15 @@ rows with ``window_start``, ``window_end`` and ``window_time`` (``window_end`` -
   falls in, those whose end is within the row's ``size`` period: each is a cumulating window (same end, so it
   closes when Flink's does), whose start is the start of that period (:func:`cumulate_windows` adds the filter
   after translation);
-* without aggregation, a TUMBLE gives each row its window (computed from the row's time); ``SELECT DISTINCT`` over
-  a TUMBLE/HOP/CUMULATE that outputs ``window_start`` and ``window_end`` is a window aggregation.
+* a SESSION window aggregation, partitioned by the keys it groups by, is ``GROUP BY SESSION(rowtime, gap), keys``
+  (a session per key, as Spark's);
+* without aggregation, each row comes with each window it falls in: a TUMBLE's computed from its time, a HOP's
+  and a CUMULATE's by an UNNEST of the windows' numbers; ``SELECT DISTINCT`` over a TVF that outputs
+  ``window_start`` and ``window_end`` is a window aggregation.
 
-What cannot run is refused at its line and column, saying what to write instead: OFFSET, SESSION, a window TVF
-joined with another table, HOP or CUMULATE without aggregation.
+What cannot run is refused at its line and column, saying what to write instead: OFFSET, a window TVF joined
+with another table (a window join), SESSION without aggregation or not partitioned by its GROUP BY keys, a
+time column other than a stream's ``rowtime``, GROUP BY without both window_start and window_end.
 """
 
 from __future__ import annotations
