@@ -39,7 +39,7 @@ from job.spec import parse_spec  # noqa: E402
 from job.stack import free_ports, make_broker  # noqa: E402
 from job.stack.broker import create_topic  # noqa: E402
 from job.stack.influx import InfluxServer, create_database  # noqa: E402
-from tests.helpers import live_feed  # noqa: E402
+from tests.helpers import booking_spec, live_feed  # noqa: E402
 
 SQL = """SELECT COUNT(*) AS n, TUMBLE_END(rowtime, INTERVAL '2' SECOND) AS window_timestamp
 FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '2' SECOND)"""
@@ -61,29 +61,11 @@ class _Recording(InfluxSink):
 
 def _spec(name: str, bootstrap: str, topic: str, influx_url: str, db: str, ckpt: Path, promptly: bool,
           at_close: bool) -> object:
-    sql = "\n".join("  " + line for line in SQL.splitlines())
-    text = f"""name: {name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: {bootstrap}
-    group: {name}
-    start_from: earliest
-sql: |
-{sql}
-watermark_delay_ms: 0
-trigger_interval_s: 0.2
-close_windows_promptly: {str(promptly).lower()}
-read_at_window_close: {str(at_close).lower()}
-checkpoint_dir: {ckpt}
-sink:
-  type: influx
-  url: {influx_url}
-  database: {db}
-  measurement: m
-"""
+    text = booking_spec(
+        name, topic=topic, bootstrap=bootstrap, stream="    start_from: earliest\n", sql=SQL,
+        settings=f"watermark_delay_ms: 0\ntrigger_interval_s: 0.2\nclose_windows_promptly: {str(promptly).lower()}\n"
+                 f"read_at_window_close: {str(at_close).lower()}\ncheckpoint_dir: {ckpt}\n",
+        sink=f"sink:\n  type: influx\n  url: {influx_url}\n  database: {db}\n  measurement: m\n")
     return parse_spec(text)
 
 

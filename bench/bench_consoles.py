@@ -48,25 +48,18 @@ from job.control import ControlPlane, Registry, bootstrap_admin  # noqa: E402
 from job.control.remote import RemoteClusterAgent, RemoteControlPlane  # noqa: E402
 from job.stack.ports import free_port  # noqa: E402
 from job.stack.postgres import PostgresServer  # noqa: E402
+from tests.helpers import booking_spec  # noqa: E402
 
-SPEC = """name: {name}
-streams:
-  - table: data_stream
-    topics: [booking-log]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
-    group: dagger-{name}
-sql: |
-  SELECT city_id AS tag_city_id, count(1) AS bookings,
-         TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
-  FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id
-sink:
-  type: influx
-  url: ${{DAGGERS_INFLUX}}
-  database: daggers
-  measurement: {name}
-"""
+SQL = """SELECT city_id AS tag_city_id, count(1) AS bookings,
+       TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
+
+
+def spec_text(name: str) -> str:
+    """A bookings-per-city dagger of the cluster's broker and InfluxDB, writing to measurement ``name``."""
+    return booking_spec(name, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}", sql=SQL,
+                        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: daggers\n"
+                             f"  measurement: {name}\n")
 
 
 def seed(registry: Registry, daggers: int, consoles: int) -> tuple[list[str], str]:
@@ -80,7 +73,7 @@ def seed(registry: Registry, daggers: int, consoles: int) -> tuple[list[str], st
         root.add_cluster(f"{team}-jkt", team=team, datacentre="jkt", spark_master="local[2]",
                          kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
     for i in range(daggers):
-        root.create(f"team-{'ab'[i % 2]}-jkt", SPEC.format(name=f"d{i:03d}"), deploy=True)
+        root.create(f"team-{'ab'[i % 2]}-jkt", spec_text(f"d{i:03d}"), deploy=True)
     tokens = []
     for i in range(consoles):
         user = f"op{i:02d}"

@@ -55,31 +55,14 @@ def spec_text(name: str, topic: str, *, influx: str = "${DAGGERS_INFLUX}", max_r
               trigger_s: float = 1.0) -> str:
     """A shared bookings dagger: counts per city and minute into database ``health``; a failed write is
     retried once (so a sink that is down fails the dagger in seconds)."""
-    sql = "\n".join("  " + line for line in BOOKINGS_SQL.splitlines())
-    return f"""name: {name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
-    group: dagger-{name}
-    start_from: earliest
-    max_records_per_batch: {max_records}
-sql: |
-{sql}
-watermark_delay_ms: 30000
-parallelism: 2
-trigger_interval_s: {trigger_s}
-isolation: shared
-sink:
-  type: influx
-  url: {influx}
-  database: health
-  measurement: bookings
-  max_retries: 1
-  max_backoff_s: 1
-"""
+    from tests.helpers import booking_spec
+
+    return booking_spec(
+        name, topic=topic, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}",
+        stream=f"    start_from: earliest\n    max_records_per_batch: {max_records}\n", sql=BOOKINGS_SQL,
+        settings=f"watermark_delay_ms: 30000\nparallelism: 2\ntrigger_interval_s: {trigger_s}\nisolation: shared\n",
+        sink=f"sink:\n  type: influx\n  url: {influx}\n  database: health\n  measurement: bookings\n"
+             "  max_retries: 1\n  max_backoff_s: 1\n")
 
 
 @dataclass

@@ -192,6 +192,22 @@ def streams_yaml(name: str, bootstrap: str, streams: list[tuple[str, str, str]],
 {extra}""" for table, topic, proto in streams)
 
 
+def booking_spec(name: str, *, topic: str = "booking-log", table: str = "data_stream",
+                 bootstrap: str = "127.0.0.1:9092", group: str | None = None, stream: str = "", sql: str = "SELECT 1",
+                 settings: str = "", sink: str = "sink:\n  type: log\n") -> str:
+    """Return the YAML of a one-stream dagger over BookingLog events (the tests' and benchmarks' usual spec).
+
+    ``group`` defaults to ``name``; ``stream`` adds settings to the stream (lines indented by four spaces);
+    ``sql`` is written on its line when YAML reads it as it is, else as a block; ``settings`` are top-level
+    lines after the SQL, and ``sink`` ends the spec (``sink:`` or ``sinks:`` and what they hold)."""
+    plain = "\n" not in sql and ": " not in sql and " #" not in sql and sql[:1].isalpha()
+    body = sql if plain else "|\n" + "\n".join("  " + line for line in sql.splitlines())
+    return (f"name: {name}\nstreams:\n  - table: {table}\n    topics: [{topic}]\n"
+            "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
+            f"    bootstrap_servers: {bootstrap}\n    group: {group if group is not None else name}\n{stream}"
+            f"sql: {body}\n{settings}{sink}")
+
+
 def make_spec(*, name: str, bootstrap: str, topic: str, proto_class: str, sql: str, influx_url: str, db: str,
               measurement: str, checkpoint: Path, watermark_delay_ms: int = 30_000,
               max_records_per_batch: int = 500_000, bad_records: str = "skip",

@@ -17,36 +17,23 @@ from pathlib import Path
 import pytest
 
 from job.control import ControlPlane, Registry, bootstrap_admin
+from tests.helpers import booking_spec
 
-BOOKINGS_SPEC = """name: {name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
-    group: dagger-{name}
-    start_from: earliest
-sql: |
-  SELECT city_id AS tag_city_id,
-         count(1) AS bookings,
-         TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
-  FROM data_stream
-  WHERE status = 'COMPLETED'
-  GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id
-watermark_delay_ms: 10000
-trigger_interval_s: 1
-sink:
-  type: influx
-  url: ${{DAGGERS_INFLUX}}
-  database: {db}
-  measurement: {measurement}
-"""
+BOOKINGS_SQL = """SELECT city_id AS tag_city_id,
+       count(1) AS bookings,
+       TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+FROM data_stream
+WHERE status = 'COMPLETED'
+GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 
 def bookings_spec(name: str, topic: str = "booking-log", db: str = "daggers", measurement: str = "bookings") -> str:
     """Return a valid one-stream spec text (brokers and InfluxDB come from the cluster's variables)."""
-    return BOOKINGS_SPEC.format(name=name, topic=topic, db=db, measurement=measurement)
+    return booking_spec(name, topic=topic, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}",
+                        stream="    start_from: earliest\n", sql=BOOKINGS_SQL,
+                        settings="watermark_delay_ms: 10000\ntrigger_interval_s: 1\n",
+                        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: {db}\n"
+                             f"  measurement: {measurement}\n")
 
 
 def seed(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9",

@@ -22,7 +22,7 @@ from job.control.views import DaggerView
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, wait_until
+from tests.helpers import BOOKINGS_SQL, booking_spec, expected_bookings, influx_points, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,29 +36,12 @@ REPO = Path(__file__).resolve().parents[3]
 def spec_text(name: str, topic: str, db: str, trigger_s: float, isolation: str = "dedicated") -> str:
     """The bookings dagger; dedicated by default (this file tests the process path: a SIGKILL of the
     dagger's process, a new process per version)."""
-    sql = "\n".join("  " + line for line in BOOKINGS_SQL.splitlines())
-    return f"""name: {name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: ${{DAGGERS_BOOTSTRAP}}
-    group: dagger-{name}
-    start_from: earliest
-    max_records_per_batch: 2500
-sql: |
-{sql}
-watermark_delay_ms: {DELAY_MS}
-parallelism: 2
-trigger_interval_s: {trigger_s}
-isolation: {isolation}
-sink:
-  type: influx
-  url: ${{DAGGERS_INFLUX}}
-  database: {db}
-  measurement: bookings
-"""
+    return booking_spec(
+        name, topic=topic, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}",
+        stream="    start_from: earliest\n    max_records_per_batch: 2500\n", sql=BOOKINGS_SQL,
+        settings=f"watermark_delay_ms: {DELAY_MS}\nparallelism: 2\ntrigger_interval_s: {trigger_s}\n"
+                 f"isolation: {isolation}\n",
+        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: {db}\n  measurement: bookings\n")
 
 
 def closed(rows: list[dict[str, Any]]) -> dict[tuple, int]:

@@ -26,7 +26,7 @@ from job.shared.fusion import (
 )
 from job.shared.group import GROUP_FILE, PLAN_FORM, SPLIT_FILE, solo_key, split_members, start_of_generation
 from job.spec import parse_spec
-from tests.helpers import BOOKINGS_SQL
+from tests.helpers import BOOKINGS_SQL, booking_spec
 
 HOP_SQL = """SELECT city_id AS tag_city_id, count(1) AS n,
        HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '3' MINUTE) AS window_timestamp
@@ -38,21 +38,8 @@ FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), driver_id"""
 
 def planned(tmp_path: Path, name: str, sql: str = BOOKINGS_SQL, extra: str = "", topic: str = "bookings",
             bootstrap: str = "127.0.0.1:9092") -> DaggerPlan:
-    body = "\n".join("  " + line for line in sql.splitlines())
-    text = f"""name: d-{name}
-streams:
-  - table: data_stream
-    topics: [{topic}]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: {bootstrap}
-    group: {name}
-sql: |
-{body}
-isolation: fused
-{extra}sink:
-  type: log
-"""
+    text = booking_spec(f"d-{name}", topic=topic, bootstrap=bootstrap, group=name, sql=sql,
+                        settings=f"isolation: fused\n{extra}")
     return plan(parse_spec(text, f"{name}.yaml"), tmp_path / name)
 
 

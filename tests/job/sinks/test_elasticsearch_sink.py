@@ -31,6 +31,7 @@ from job.sinks.registry import build_sinks
 from job.spec import ElasticsearchSinkSpec, parse_spec
 from job.stack.elastic import NoidaElasticsearch
 from job.stack.ports import free_port
+from tests.helpers import booking_spec
 
 W1 = datetime(2026, 3, 2, 23, 59, tzinfo=UTC)
 W2 = datetime(2026, 3, 3, 0, 0, tzinfo=UTC)
@@ -67,20 +68,7 @@ def search_all(url: str, index: str) -> list[dict[str, Any]]:
 
 
 def spec_text(index: str, extra: str = "", hosts: str = "http://127.0.0.1:9200") -> str:
-    return f"""name: es-spec
-streams:
-  - table: data_stream
-    topics: [t]
-    proto_class: daggers.events.BookingLog
-    timestamp_field: event_timestamp
-    bootstrap_servers: 127.0.0.1:9092
-    group: es-spec
-sql: SELECT 1
-sink:
-  type: elasticsearch
-  hosts: {hosts}
-  index: "{index}"
-{extra}"""
+    return booking_spec("es-spec", topic="t", sink=f'sink:\n  type: elasticsearch\n  hosts: {hosts}\n  index: "{index}"\n{extra}')
 
 
 @pytest.mark.parametrize(("index", "message"), [
