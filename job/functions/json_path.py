@@ -104,7 +104,7 @@ def delete(text: str, steps: tuple[Step, ...]) -> str | None:
         if isinstance(last, int) and isinstance(parent, list):
             del parent[last]
         elif isinstance(last, str) and isinstance(parent, dict):
-            del parent[last]
+            parent.pop(last, None)
     except (KeyError, IndexError, TypeError):
         pass
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
