@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("daggers.alerts")
 
 DaggerState = Literal["running", "stopped", "failed", "unknown"]
+#: A worker's status.json state as a DaggerState (any other: unknown).
+_WORKER_STATES: dict[str, DaggerState] = {"running": "running", "stopped": "stopped", "failed": "failed"}
 DOWN, RESTARTS, LAG, BAD, SINKS = ("platform-dagger-down", "platform-restart-loop", "platform-consumer-lag",
                                    "platform-bad-records", "platform-sink-failures")
 CRASH_LOOPING, STALLED, LAGGING, SILENT = ("platform-crash-looping", "platform-stalled", "platform-lagging",
@@ -218,7 +220,7 @@ class CheckpointHealthSource:
                 lag = None
         return DaggerHealth(
             name=w.name, team=w.team,
-            state=state if state in ("running", "stopped", "failed") else "unknown",  # type: ignore[arg-type]
+            state=_WORKER_STATES.get(state, "unknown"),
             last_progress_at=float(status["updated_at"]) if status.get("updated_at") else None,
             restart_times=restarts, input_rows=int(status.get("input_rows") or 0),
             bad_records=int(status.get("bad_records") or 0), sink_failures=failures, sink_retries=retries,
@@ -247,11 +249,11 @@ class RegistryHealthSource:
         out = []
         for d in plane.daggers():
             state = d.state
-            legacy = ("failed" if state == FAILED else "stopped" if state == STOPPED else
+            legacy: DaggerState = ("failed" if state == FAILED else "stopped" if state == STOPPED else
                       "unknown" if state == UNKNOWN else "running")
             sinks = (d.progress.get("sinks") or {}).values()
             out.append(DaggerHealth(
-                name=d.name, team=d.team, state=legacy,  # type: ignore[arg-type]
+                name=d.name, team=d.team, state=legacy,
                 last_progress_at=d.progress.get("updated_at"), recent_restarts=d.restarts,
                 input_rows=int(d.progress.get("input_rows") or 0), bad_records=int(d.progress.get("bad_records") or 0),
                 sink_failures=sum(int((x or {}).get("failures") or 0) for x in sinks),

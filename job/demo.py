@@ -17,7 +17,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from rich.console import Console
@@ -29,9 +29,12 @@ from job.spec import parse_spec
 from job.stack.local import LocalStack, StackStatus
 from job.words import counted
 
+if TYPE_CHECKING:
+    from job.produce.generator import Stream
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DATABASE = "daggers"
-DEMO_STREAMS = [
+DEMO_STREAMS: list[tuple[Stream, str, str, str, str]] = [
     ("booking", "booking-log", "bookings-per-s2.yaml", "bookings_per_s2", "num_of_bookings"),
     ("driver_location", "driver-location", "drivers-per-s2.yaml", "drivers_per_s2", "drivers"),
 ]
@@ -79,7 +82,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
     for i, (stream, topic, *_rest) in enumerate(DEMO_STREAMS):
         topics[stream] = f"{topic}-{run_id}"
         ensure_topic(bootstrap, topics[stream], 4)
-        batch = generate(stream, events, seed=42 + i, start=start, duration_s=minutes * 60,  # type: ignore[arg-type]
+        batch = generate(stream, events, seed=42 + i, start=start, duration_s=minutes * 60,
                          out_of_order_fraction=0.02)
         report = produce(bootstrap, topics[stream], batch, progress=True)
         console.print(f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
@@ -114,9 +117,10 @@ def _stack_up(stack: LocalStack, broker: str) -> StackStatus:
     """The local stack as it runs (whatever its ports), else a new one on the default ports."""
     status = stack.status()
     if status.healthy and status.bootstrap and status.influx_url:
+        # a name from the command line: up() refuses a broker it does not know
         return stack.up(broker=broker, broker_port=int(status.bootstrap.rsplit(":", 1)[1]),  # type: ignore[arg-type]
                         influx_port=int(status.influx_url.rsplit(":", 1)[1]), database=DATABASE)
-    return stack.up(broker=broker, database=DATABASE)  # type: ignore[arg-type]
+    return stack.up(broker=broker, database=DATABASE)  # type: ignore[arg-type]  # as above
 
 
 def _explain_edges(console: Console, start: datetime, now: datetime, watermark_delay_ms: int) -> None:

@@ -109,6 +109,7 @@ def reporting(spark: SparkSession, on_progress: Callable[[PreviewProgress], None
         with ticking(on_progress, lambda: spark_progress(spark, group, started), PreviewProgress(0.0)):
             yield
     finally:
+        # None clears a property (PySpark's stub says str)
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 

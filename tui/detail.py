@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -163,9 +164,9 @@ class DaggerScreen(RefreshingScreen):
 
     # ---- actions ------------------------------------------------------------------------------
 
-    def _do(self, what: str, call: object) -> bool:
+    def _do(self, what: str, call: Callable[[], object]) -> bool:
         try:
-            call()  # type: ignore[operator]
+            call()
         except DaggerError as exc:
             self.app.report(exc)
             return False

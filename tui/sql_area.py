@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from typing import Any
 
 from pygments.lexers.sql import SqlLexer
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text, _TokenType
@@ -69,9 +70,9 @@ def _theme() -> TextAreaTheme:
 class SqlArea(TextArea):
     """A SQL editor: Pygments highlighting, line numbers, and :attr:`error_at` underlined in red."""
 
-    def __init__(self, text: str = "", **kwargs: object) -> None:
+    def __init__(self, text: str = "", **kwargs: Any) -> None:
         self._error_at: tuple[int, int] | None = None
-        super().__init__(text, show_line_numbers=True, tab_behavior="indent", soft_wrap=False, **kwargs)  # type: ignore[arg-type]
+        super().__init__(text, show_line_numbers=True, tab_behavior="indent", soft_wrap=False, **kwargs)
         self.register_theme(_theme())
         self.theme = THEME_NAME
 

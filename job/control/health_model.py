@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -304,7 +304,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     lag = int(f.lag) if lag_fresh and f.lag is not None else None
     batch_at = float(p.get("batch_at") or updated)
     idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
-    figures = dict(
+    figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
+        RUNNING, "",
         rows_per_s=_figure(0.0, updated, now, s) if idle else _figure(p.get("input_rows_per_s"), batch_at, now, s),
         lag=_figure(f.lag, f.lag_at, now, s),
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
@@ -312,32 +313,31 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         late_rows_dropped=int(p.get("late_rows_dropped") or 0), restarts=restarts)
     sink = sink_retrying(p, now)
     if sink is not None and sink[1] >= s.sink_stall_after_s:
-        return DaggerHealth(STALLED, sink[0], **figures)  # type: ignore[arg-type]
+        return replace(figures, state=STALLED, reason=sink[0])
     if now - updated > s.stall_after_s:
-        return DaggerHealth(STALLED, f"no report for {now - updated:.0f} s", **figures)  # type: ignore[arg-type]
+        return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
     # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
     known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
     rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
     unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
     if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
-        return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s; its brokers' end offsets unreadable "
-                                     f"for {unreadable_s:.0f} s: {f.lag_error}", **figures)  # type: ignore[arg-type]
+        return replace(figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s; its brokers' end "
+                                                      f"offsets unreadable for {unreadable_s:.0f} s: {f.lag_error}")
     if lag and now - rows_at > s.stall_after_s:
-        return DaggerHealth(STALLED, f"read no row for {now - rows_at:.0f} s while {lag} records wait",
-                            **figures)  # type: ignore[arg-type]
+        return replace(figures, state=STALLED,
+                       reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait")
     trend = lag_trend(lag_readings(f.samples, lag, f.lag_at), now, lag_window(p, s))
     if trend is not None and trend.growing(s.lag_growth_min):
-        return DaggerHealth(LAGGING, trend.reason(), **figures)  # type: ignore[arg-type]
+        return replace(figures, state=LAGGING, reason=trend.reason())
     if trend is not None and trend.low >= s.catching_up_lag:
-        return DaggerHealth(CATCHING_UP, f"{trend.latest} records behind, not growing (at least {trend.low} over "
-                                         f"{trend.span_s:.0f} s)", **figures)  # type: ignore[arg-type]
+        return replace(figures, state=CATCHING_UP, reason=f"{trend.latest} records behind, not growing (at least "
+                                                          f"{trend.low} over {trend.span_s:.0f} s)")
     if sink is not None:
-        return DaggerHealth(RUNNING, sink[0], **figures)  # type: ignore[arg-type]
+        return replace(figures, state=RUNNING, reason=sink[0])
     if idle and f.lag_error:
-        return DaggerHealth(RUNNING, f"no batch for {now - batch_at:.0f} s: its brokers do not answer (end offsets "
-                                     f"unreadable for {unreadable_s:.0f} s): {f.lag_error}",
-                            **figures)  # type: ignore[arg-type]
-    return DaggerHealth(RUNNING, "idle: nothing new to read" if idle else "reading", **figures)  # type: ignore[arg-type]
+        return replace(figures, state=RUNNING, reason=f"no batch for {now - batch_at:.0f} s: its brokers do not answer "
+                                                      f"(end offsets unreadable for {unreadable_s:.0f} s): {f.lag_error}")
+    return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 
 #: A part's states: ``ok``; ``slow``: its last probe went unanswered but the one before answered (a busy

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -222,7 +222,7 @@ class ArrowDecoder:
         assert self._wire is not None
         n = len(payloads)
         nulls = [i for i, p in enumerate(payloads) if p is None] if None in payloads else []
-        present: Sequence[bytes] = [p or b"" for p in payloads] if nulls else payloads  # type: ignore[assignment]
+        present: Sequence[bytes] = [p or b"" for p in payloads] if nulls else cast(Sequence[bytes], payloads)
         buf = np.frombuffer(b"".join(present), dtype=np.uint8)
         lengths = np.fromiter(map(len, present), dtype=np.int64, count=n)
         ends = np.cumsum(lengths)

@@ -14,10 +14,13 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from job.stack.errors import StackError
 from job.stack.process import ManagedProcess
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 BrokerKind = Literal["tansu", "noida"]
 BROKER_KINDS: tuple[BrokerKind, ...] = ("tansu", "noida")
@@ -26,7 +29,7 @@ BROKER_KINDS: tuple[BrokerKind, ...] = ("tansu", "noida")
 NOIDA_TOPIC_DEFAULTS: dict[str, str] = {"retention.ms": "-1"}
 
 
-def _quiet_admin(bootstrap: str, timeout: float) -> object:
+def _quiet_admin(bootstrap: str, timeout: float) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(
@@ -44,7 +47,7 @@ def kafka_ready(bootstrap: str, timeout: float = 5.0) -> bool:
 
     admin = _quiet_admin(bootstrap, timeout)
     try:
-        admin.list_topics(timeout=timeout)  # type: ignore[attr-defined]
+        admin.list_topics(timeout=timeout)
     except KafkaException:
         return False
     return True
@@ -74,7 +77,7 @@ def create_topic(
     admin = _quiet_admin(bootstrap, timeout)
     settings = {**(NOIDA_TOPIC_DEFAULTS if kind == "noida" else {}), **(config or {})}
     topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=settings)
-    future = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)[name]  # type: ignore[attr-defined]
+    future = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)[name]
     try:
         future.result(timeout=timeout)
     except KafkaException as exc:
@@ -87,7 +90,7 @@ def create_topic(
         ) from exc
     deadline = time.monotonic() + timeout
     while True:
-        meta = admin.list_topics(topic=name, timeout=timeout)  # type: ignore[attr-defined]
+        meta = admin.list_topics(topic=name, timeout=timeout)
         found = meta.topics.get(name)
         if found is not None and found.error is None and found.partitions:
             return
