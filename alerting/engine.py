@@ -395,6 +395,7 @@ class AlertEngine:
         labels = state.severity_labels(level if level > Level.OK else previous)
         return Notification(
             id=f"{state.fingerprint}:{seq}", rule=state.rule, kind="platform" if kind == "platform" else "rule",
+            # a Level's name is OK, WARN or CRIT: the Literal the notification takes
             team=team, status="resolved" if level == Level.OK else "firing", level=level.name,  # type: ignore[arg-type]
             previous_level=previous.name, labels=labels, tags=dict(res.tags), value=res.value,  # type: ignore[arg-type]
             condition=state.condition, message=state.message, fingerprint=state.fingerprint,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, cast
 
 Op = Literal["=", "!=", "=~", "!~"]
 _MATCHER_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
@@ -24,6 +24,7 @@ class Matcher:
     name: str
     op: Op
     value: str
+    _regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.op in ("=~", "!~"):
@@ -36,7 +37,8 @@ class Matcher:
             return got == self.value
         if self.op == "!=":
             return got != self.value
-        found = self._regex.fullmatch(got) is not None  # type: ignore[attr-defined]
+        assert self._regex is not None, "compiled for =~ and !~"
+        found = self._regex.fullmatch(got) is not None
         return found if self.op == "=~" else not found
 
     def __str__(self) -> str:
@@ -60,7 +62,7 @@ def parse_matcher(text: str) -> Matcher:
             re.compile(value)
         except re.error as exc:
             raise ValueError(f"{text!r}: the regex does not compile: {exc}") from None
-    return Matcher(name, op, value)  # type: ignore[arg-type]
+    return Matcher(name, cast(Op, op), value)  # the pattern admits only the four operators
 
 
 def parse_matchers(items: Iterable[str] | Mapping[str, str]) -> tuple[Matcher, ...]:
