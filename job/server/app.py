@@ -42,6 +42,7 @@ def create_app(registry: Registry, settings: ServerSettings | None = None) -> Fa
                   dependencies=[Depends(check_params)],
                   description="Every control-plane operation, as the signed-in user, checked and audited.")
     app.add_exception_handler(HTTPException, http_error)
+    # Starlette types a handler for any exception; these two are registered for their own class only
     app.add_exception_handler(DaggerError, _dagger_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.state.registry, app.state.settings = registry, settings

@@ -18,6 +18,7 @@ its line and column, saying what to write instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -140,7 +141,7 @@ def mark_deduplications(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-def extract_deduplications(tree: exp.Expr, render: object) -> tuple[exp.Expr, list[Deduplication]]:
+def extract_deduplications(tree: exp.Expr, render: Callable[[exp.Expr], str]) -> tuple[exp.Expr, list[Deduplication]]:
     """Return ``tree`` with each marked subquery replaced by a view, and the views (their Spark SQL rendered by
     ``render``, a function of a tree)."""
     marked = [s for s in tree.find_all(exp.Subquery) if DEDUP_META in s.meta]
@@ -150,7 +151,7 @@ def extract_deduplications(tree: exp.Expr, render: object) -> tuple[exp.Expr, li
     out: list[Deduplication] = []
     for sub in [s for s in tree.find_all(exp.Subquery) if DEDUP_META in s.meta]:
         view = f"{VIEW_PREFIX}{len(out)}"
-        out.append(Deduplication(view, render(sub.this), list(sub.meta[DEDUP_META])))  # type: ignore[operator]
+        out.append(Deduplication(view, render(sub.this), list(sub.meta[DEDUP_META])))
         table = exp.Table(this=exp.to_identifier(view))
         if sub.alias:
             table.set("alias", exp.TableAlias(this=exp.to_identifier(sub.alias)))

@@ -9,6 +9,7 @@ tell, and a rewrite leaves an expression whose type is not known as it is.
 from __future__ import annotations
 
 from functools import cache
+from typing import TypeGuard
 
 from sqlglot import exp
 
@@ -40,11 +41,11 @@ def dtype(text: str) -> exp.DataType:
     return exp.DataType.build(text, dialect="spark")
 
 
-def is_integer(kind: exp.DataType | None) -> bool:
+def is_integer(kind: exp.DataType | None) -> TypeGuard[exp.DataType]:
     return kind is not None and kind.this in INTEGERS
 
 
-def is_float(kind: exp.DataType | None) -> bool:
+def is_float(kind: exp.DataType | None) -> TypeGuard[exp.DataType]:
     return kind is not None and kind.this in FLOATS
 
 
@@ -98,7 +99,7 @@ def _numeric(a: exp.DataType | None, b: exp.DataType | None) -> exp.DataType | N
     """The type of ``a op b`` for + - * / (Flink: the wider integer; FLOAT for a FLOAT with a FLOAT or an
     integer; DOUBLE for a DOUBLE with a DOUBLE or an integer; None for the rest)."""
     if is_integer(a) and is_integer(b):
-        return wider_integer(a, b)  # type: ignore[arg-type]
+        return wider_integer(a, b)
     if (a == dtype("FLOAT") or b == dtype("FLOAT")) and all(is_float(k) or is_integer(k) for k in (a, b)):
         return dtype("FLOAT")  # Flink: a FLOAT with a DOUBLE is a FLOAT too
     for name in ("FLOAT", "DOUBLE"):

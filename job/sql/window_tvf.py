@@ -114,6 +114,7 @@ def read_tvf(call: exp.Anonymous) -> WindowTvf:
     for arg in intervals.values():
         interval_text(arg)  # a positive whole interval, or SqlError at it
     partition = list(data.expressions[1].expressions) if len(data.expressions) > 1 else []
+    # the checks above made them a Table, a Column and Intervals
     tvf = WindowTvf(kind, data.expressions[0], timecol.expressions[0], intervals, call,  # type: ignore[arg-type]
                     partition)
     if kind in ("HOP", "CUMULATE"):

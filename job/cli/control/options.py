@@ -92,7 +92,8 @@ def plane_options(command: F) -> F:
         opts = PlaneOptions(**{name: kwargs.pop(name, None) for name, _ in PLANE_OPTIONS})
         return command(*args, opts=opts, **kwargs)
 
+    # typer reads the command's parameters from __signature__ (a function's attribute typeshed leaves out)
     with_options.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     with_options.__annotations__ = {p.name: p.annotation for p in params}
     with_options.__annotations__["return"] = signature.return_annotation
-    return with_options  # type: ignore[return-value]
+    return with_options  # type: ignore[return-value]  # the command as typer sees it: its options added
