@@ -56,7 +56,7 @@ class DaggerSql(Spark):
         PRIMARY_PARSERS = {**SparkParser.PRIMARY_PARSERS,
                            TokenType.TABLE: lambda self, token: self._parse_table_argument(token)}
         # LOG10(x) is LOG(10, x) marked as LOG10 (job.sql.flink_builtins: Flink's Math.log10, not a quotient)
-        FUNCTIONS = {**Spark.Parser.FUNCTIONS, "LOG10": lambda args: _log10(args)}
+        FUNCTIONS = {**SparkParser.FUNCTIONS, "LOG10": lambda args: _log10(args)}
 
         def _parse_table_argument(self, token: Token) -> exp.Expr | None:
             """Flink's ``TABLE t [PARTITION BY k, ...]`` as an argument of a call; None (nothing read) otherwise."""
@@ -73,7 +73,7 @@ class DaggerSql(Spark):
                 args.append(self.expression(exp.Anonymous(this="PARTITION_BY", expressions=keys)))
             return self.expression(exp.Anonymous(this="TABLE", expressions=args)).update_positions(token)
 
-        def _parse_case(self) -> exp.Expression | None:
+        def _parse_case(self) -> exp.Expr | None:
             """sqlglot's CASE, with several values in a WHEN of a simple CASE (Flink's ``WHEN 'a', 'b'``)."""
             if self._match(TokenType.DOT, advance=False):
                 return super()._parse_case()  # case.* is a column

@@ -228,9 +228,10 @@ def rewrite_float_floor_ceil(tree: exp.Expr) -> exp.Expr:
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Floor | exp.Ceil) and node.args.get("to") is None \
                 and node.args.get("decimals") is None:
-            kind = infer(node.this)
+            arg: exp.Expr = node.this
+            kind = infer(arg)
             if is_integer(kind):
-                return node.this.copy()  # Flink: of the integer's own type (Spark's is a BIGINT)
+                return arg.copy()  # Flink: of the integer's own type (Spark's is a BIGINT)
             if is_float(kind):
                 assert kind is not None
                 name = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
