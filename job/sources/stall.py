@@ -6,7 +6,7 @@ offset, an offset the broker calls out of range for a moment), the reader does n
 whole ``read_timeout_s``: every ``RESEEK_AFTER_S`` without a record it assigns the partition again
 at the next offset it needs, on a new consumer (new connections: a request the broker never answers
 holds up every later answer on its connection). A re-seek after a read that got no record at all also
-makes the new consumer's fetches wait longer (job.sources.kafka.PATIENT_WAITS_MS): tansu answers a fetch
+makes the new consumer's fetches wait longer (job.sources.read.PATIENT_WAITS_MS): tansu answers a fetch
 empty when listing the partition's batches outlasts the fetch's max wait (issue 36). What librdkafka
 logged meanwhile goes into the notice and into the error raised at the timeout, so a stall names its cause.
 

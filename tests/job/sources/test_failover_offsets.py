@@ -16,7 +16,9 @@ from job.produce.producer import produce
 from job.schema import default_registry
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
-from job.sources.kafka import KafkaStreamReader, OffsetRange, SourceConfig, read_range
+from job.sources.config import OffsetRange, SourceConfig
+from job.sources.kafka import KafkaStreamReader
+from job.sources.read import read_range
 from job.spec import parse_spec
 from job.stack.broker import create_topic
 from job.stack.ports import free_port

@@ -15,8 +15,9 @@ from job.errors import SourceError
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.schema import default_registry
-from job.sources import kafka as ksrc
-from job.sources.kafka import OffsetRange, SourceConfig, read_range
+from job.sources import read as kread
+from job.sources.config import OffsetRange, SourceConfig
+from job.sources.read import read_range
 from job.sources.stall import (
     RESEEK_AFTER_S,
     RESEEK_OUT_OF_RANGE_S,
@@ -151,9 +152,9 @@ def _cfg(bootstrap: str, topic: str, timeout: float = 60.0) -> SourceConfig:
 
 
 def _misplace(cfg: SourceConfig, wrong: int) -> _MisplacedConsumer:
-    real, said = ksrc._executor_consumer(cfg, cfg.bootstrap_servers)
+    real, said = kread._executor_consumer(cfg, cfg.bootstrap_servers)
     fake = _MisplacedConsumer(real, wrong)
-    ksrc._CONSUMERS[ksrc._consumer_key(cfg, cfg.bootstrap_servers)] = (fake, said)  # type: ignore[assignment]
+    kread._CONSUMERS[kread._consumer_key(cfg, cfg.bootstrap_servers)] = (fake, said)  # type: ignore[assignment]
     return fake
 
 
@@ -176,9 +177,9 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
         started = time.monotonic()
         batches = list(read_range(cfg, OffsetRange(topic, 0, 2_000, 2_500)))
         took = time.monotonic() - started
-        cached = [c for c, _ in ksrc._CONSUMERS.values()]
+        cached = [c for c, _ in kread._CONSUMERS.values()]
     finally:
-        ksrc.reset_consumers()
+        kread.reset_consumers()
     assert [n for b in batches for n in b.column("order_number").to_pylist()] == numbers[2_000:2_500]
     if wrong == "behind":
         # The 2,000 records below the range come in and are passed over: no stall, no new consumer
@@ -205,7 +206,7 @@ def test_a_range_that_never_comes_names_its_reseeks_and_the_clients_words() -> N
         with pytest.raises(SourceError) as exc:
             list(read_range(cfg, OffsetRange("nowhere", 0, 0, 10)))
     finally:
-        ksrc.reset_consumers()
+        kread.reset_consumers()
     text = str(exc.value)
     assert re.search(rf"no records from nowhere\[0\] at offset 0 for {cfg.read_timeout_s:.0f} s "
                      r"\(range 0\.\.10; [23] re-seeks; the client said: ", text), text
@@ -257,10 +258,10 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
             offsets = end
         feeder.join()
         end = reader.latestOffset(offsets, ReadMaxRows(2_000))
-        patience = ksrc.fetch_wait_ms(cfg, ksrc.patience(cfg, broker.bootstrap, topic))
+        patience = kread.fetch_wait_ms(cfg, kread.patience(cfg, broker.bootstrap, topic))
     finally:
         reader.stop()
-        ksrc.reset_consumers()
+        kread.reset_consumers()
     assert end == offsets and sum(end[topic].values()) == 6_500  # nothing left unread
     assert len(read) == 6_500
     assert sorted(read) == sorted([*backlog.table.column("driver_id").to_pylist(),
@@ -276,22 +277,22 @@ def test_each_quiet_stall_makes_the_workers_reads_of_that_topic_more_patient_and
     plain = _cfg("127.0.0.1:9", "t")
     slow = SourceConfig(**{**plain.__dict__, "consumer_config": {"fetch.wait.max.ms": "800"}})
     try:
-        assert [ksrc.fetch_wait_ms(plain, level) for level in range(4)] == [2, 500, 5000, 5000]
-        assert [ksrc.fetch_wait_ms(slow, level) for level in range(3)] == [800, 800, 5000]  # never less
-        first, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)  # the fast one is replaced
-        fast, _ = ksrc._executor_consumer(plain, "127.0.0.1:9", 0)
+        assert [kread.fetch_wait_ms(plain, level) for level in range(4)] == [2, 500, 5000, 5000]
+        assert [kread.fetch_wait_ms(slow, level) for level in range(3)] == [800, 800, 5000]  # never less
+        first, _ = kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)  # the fast one is replaced
+        fast, _ = kread._executor_consumer(plain, "127.0.0.1:9", 0)
         for _ in range(2):
-            patient, _ = ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)
-        ksrc._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=False)  # "out of range": no more patience
-        assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 2 and ksrc.patience(slow, "127.0.0.1:9", "heavy") == 0
+            patient, _ = kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)
+        kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=False)  # "out of range": no more patience
+        assert kread.patience(plain, "127.0.0.1:9", "heavy") == 2 and kread.patience(slow, "127.0.0.1:9", "heavy") == 0
         # a light topic read by the same worker keeps the fast consumer: its range ends never wait behind
         # the fetches a patient consumer lets the broker hold
-        assert ksrc.patience(plain, "127.0.0.1:9", "light") == 0
-        assert ksrc._executor_consumer(plain, "127.0.0.1:9", 0)[0] is fast
+        assert kread.patience(plain, "127.0.0.1:9", "light") == 0
+        assert kread._executor_consumer(plain, "127.0.0.1:9", 0)[0] is fast
         assert len({id(first), id(fast), id(patient)}) == 3
     finally:
-        ksrc.reset_consumers()
-    assert ksrc.patience(plain, "127.0.0.1:9", "heavy") == 0
+        kread.reset_consumers()
+    assert kread.patience(plain, "127.0.0.1:9", "heavy") == 0
 
 
 def test_a_forked_python_worker_gets_a_heartbeat_of_its_own() -> None:

@@ -1,0 +1,291 @@
+"""The Kafka source's executor side: read a task's offset ranges with a consumer cached per worker."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from pyspark.sql.datasource import InputPartition
+
+from job import worker_heap
+from job.errors import BadRecordError, SourceError
+from job.schema.arrow import ArrowDecoder
+from job.sources import failover as kfo
+from job.sources import offsets as kofs
+from job.sources.bad_records import record_bad
+from job.sources.config import OffsetRange, RangeGroup, SourceConfig
+from job.sources.stall import ClientLog, StallWatch, notice, starvation
+
+FETCH_BATCH = 10_000  # records decoded per Arrow batch
+
+
+def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them."""
+    worker_heap.settle()
+    if isinstance(partition, RangeGroup):
+        for rng in partition.ranges:
+            yield from read_range(cfg, rng)
+        return
+    assert isinstance(partition, OffsetRange)
+    yield from read_range(cfg, partition)
+
+
+_CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
+#: How patient this worker's reads of a topic have had to become, per (consumer key, topic): an index into
+#: PATIENT_WAITS_MS (0: the configured fetch.wait.max.ms). It only grows (a partition that made the broker
+#: give up once only gets longer), and it is per topic: each level has a consumer of its own, so the
+#: fetches a patient consumer waits out at a partition's end never hold up the fast reads of other topics
+#: (a shared host's light daggers) on the same worker.
+_PATIENCE: dict[tuple[str, str], int] = {}
+#: fetch.wait.max.ms after each stall that a longer wait cures (see :func:`_fresh_consumer`).
+PATIENT_WAITS_MS = (2, 500, 5000)
+
+
+def _consumer_key(cfg: SourceConfig, bootstrap: str, level: int = 0) -> str:
+    """The key of a worker's consumer of ``bootstrap`` at patience ``level`` in ``_CONSUMERS``."""
+    return json.dumps([bootstrap, cfg.consumer_config, *([level] if level else [])], sort_keys=True)
+
+
+def reset_consumers() -> None:
+    """Close this worker's cached consumers and forget how patient they had become (tests)."""
+    for consumer, _ in _CONSUMERS.values():
+        with contextlib.suppress(Exception):
+            consumer.close()
+    _CONSUMERS.clear()
+    _PATIENCE.clear()
+
+
+def patience(cfg: SourceConfig, bootstrap: str, topic: str) -> int:
+    """Return how patient this worker's reads of ``topic`` on ``bootstrap`` have become (0: not at all)."""
+    return _PATIENCE.get((_consumer_key(cfg, bootstrap), topic), 0)
+
+
+def fetch_wait_ms(cfg: SourceConfig, level: int) -> int:
+    """Return the fetch.wait.max.ms of a consumer at patience ``level``: the configured wait (2 ms unless
+    ``consumer_config`` says otherwise) at level 0, then each of PATIENT_WAITS_MS, never less than the
+    configured wait."""
+    configured = int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
+    return configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
+
+
+def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[Consumer, ClientLog]:
+    """One consumer per Python worker, cluster and patience level, reused across tasks (workers are reused
+    by Spark), with the log of what librdkafka said."""
+    key = _consumer_key(cfg, bootstrap, level)
+    cached = _CONSUMERS.get(key)
+    if cached is None:
+        said = ClientLog()
+        consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": "daggers-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            # A range's offsets were seen on the broker. If it calls one out of range, say so and
+            # assign again rather than go silently to the partition's first record (with
+            # "earliest", a consumer that went back skipped millions of records below the range).
+            "auto.offset.reset": "error",
+            "fetch.min.bytes": 1,
+            # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
+            # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "queued.min.messages": 500_000,
+            "queued.max.messages.kbytes": 262144,
+            "receive.message.max.bytes": 1_000_000_000,
+            "log_level": 4,
+            "logger": said.logger(bootstrap),
+            "error_cb": said.error,
+            **(cfg.consumer_config or {}),
+            # A task's ranges are known to hold their records, so a fetch never has to wait for new
+            # ones; but a newly assigned partition is fetched only once the broker has answered the
+            # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
+            # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
+            # But tansu also stops looking for the records when this time is up and answers empty: past
+            # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
+            # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
+            "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
+        })
+        cached = _CONSUMERS[key] = (consumer, said)
+    return cached
+
+
+def _fresh_consumer(cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
+                    ) -> tuple[Consumer, ClientLog]:
+    """Drop this worker's consumer of ``bootstrap`` that reads ``topic`` and return a new one, on new
+    connections; with ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this
+    worker's later reads of ``topic``).
+
+    A broker that never answers a fetch (tansu: nisshi-io/nisshi#668) holds up every later response on
+    that connection, since Kafka answers a connection's requests in order: assigning the partition again
+    on the same consumer waited behind it. And tansu (memory storage) lists a partition's record batches
+    from the first on every fetch and gives up when the fetch's max wait is up, answering with no record
+    but the true high watermark: a fetch that waits 2 ms got nothing, forever, from a partition of some
+    thousands of small batches, where librdkafka's default 500 ms read at once (bench/results/stall.md).
+    The old consumer is closed in a thread of its own."""
+    level = patience(cfg, bootstrap, topic)
+    old = _CONSUMERS.pop(_consumer_key(cfg, bootstrap, level), None)
+    if old is not None:
+        threading.Thread(target=old[0].close, name="close-stalled-consumer", daemon=True).start()
+    if patient:
+        level = min(level + 1, len(PATIENT_WAITS_MS) - 1)
+        _PATIENCE[(_consumer_key(cfg, bootstrap), topic)] = level
+    return _executor_consumer(cfg, bootstrap, level)
+
+
+def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Yield the decoded records of ``rng`` in batches of at most FETCH_BATCH rows.
+
+    Bad records follow ``cfg.bad_records``; with skip or dead-letter they are written, raw bytes
+    included, to one file per offset range under ``bad_records_dir`` (the same file again when
+    Spark replays the range, so nothing is counted or published twice).
+
+    With failover, a range read on the primary records its last record under ``positions_dir``
+    (:mod:`job.sources.failover`); and when the primary gives nothing for ``failover_after_s`` the
+    reader moves the rest of the range to the secondary: it finds the batch's start (``anchor``)
+    there by the position recorded for it and reads the same number of records on from it (this
+    assumes offsets without gaps, i.e. no compaction and no transaction markers, on both clusters).
+    Raises BadRecordError (policy ``fail``) or SourceError when the range cannot be read in
+    ``read_timeout_s`` (the broker is down, or the records were deleted by retention).
+    """
+    if rng.end <= rng.start:
+        return
+    decoder = cfg.decoder()
+    bootstrap = cfg.bootstrap(rng.cluster)  # the secondary's, once the range moved there
+    consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    next_offset = rng.start
+    shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
+    payloads: list[bytes | None] = []
+    offs: list[int] = []
+    bad: list[dict[str, Any]] = []
+    last: Any = None  # the last record read (its position is recorded for failover)
+    last_offset = -1
+    starved = starvation()
+    watch = StallWatch(cfg.read_timeout_s, lost_at_progress=starved.lost())
+    try:
+        while next_offset < rng.end:
+            msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
+            moved = 0 if shift is None else shift
+            progressed = False
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        progressed = True
+                        if cast(int, msg.offset()) - moved >= rng.end:  # an end event has its offset
+                            next_offset = rng.end
+                        continue
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        watch.was_out_of_range()  # assigned again below
+                        continue
+                    if err.retriable() or err.code() in _TRANSIENT:
+                        continue  # librdkafka retries on its own; the read timeout bounds the wait
+                    raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
+                off = cast(int, msg.offset()) - moved  # a record has its offset
+                if off < next_offset:
+                    watch.went_back(1)
+                    continue
+                if off >= rng.end:
+                    continue
+                payloads.append(msg.value())
+                offs.append(off)
+                next_offset = off + 1
+                last, last_offset = msg, off
+                progressed = True
+            now = time.monotonic()
+            watch.starved(starved.lost())
+            if progressed:
+                if watch.reseeks:
+                    notice(f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
+                           f"without records (range {rng.start}..{rng.end}; {watch.describe()})")
+                watch.moved(now, starved.lost())
+            elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
+                  and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)):
+                shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
+                consumer.unassign()
+                bootstrap = cfg.failover_bootstrap_servers
+                consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
+                consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
+                watch.moved(time.monotonic(), starved.lost())
+                continue
+            elif watch.timed_out(now):
+                raise SourceError(
+                    f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
+                    f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end}; {watch.describe()}; "
+                    f"the client said: {said.said()})")
+            elif watch.reseek_due(now):
+                patient = watch.needs_patience()
+                if not watch.reseeks:
+                    notice(_stall_notice(cfg, bootstrap, rng, next_offset, watch, said, patient, now))
+                consumer.unassign()
+                consumer, said = _fresh_consumer(cfg, bootstrap, rng.topic, patient)
+                consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
+                watch.reseeked(now)
+            if len(payloads) >= FETCH_BATCH:
+                yield _decode(cfg, decoder, rng, payloads, offs, bad)
+                payloads, offs = [], []
+        if payloads:
+            yield _decode(cfg, decoder, rng, payloads, offs, bad)
+    finally:
+        consumer.unassign()
+    if bad:
+        record_bad(cfg, rng, bad)
+    if last is not None and cfg.positions_dir and rng.cluster == kfo.PRIMARY:
+        kfo.write_position(cfg.positions_dir, rng.topic, rng.partition, rng.start, rng.end,
+                           kfo.Position(last_offset, last.timestamp()[1], kfo.fingerprint(last.key(), last.value()),
+                                        moved=shift is not None))
+
+
+def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, waited: float) -> int:
+    """Return how far the secondary's offsets of ``rng``'s partition are from the primary's, found
+    from the position recorded at the batch's start (``rng.anchor``). Raises SourceError when the
+    secondary cannot be reached."""
+    pos = kfo.find_position(cfg.positions_dir, rng.topic, rng.partition, rng.anchor) if cfg.positions_dir else None
+    consumer = kofs.driver_consumer(cfg.failover_bootstrap_servers, cfg.consumer_config)
+    try:
+        tp = TopicPartition(rng.topic, rng.partition)
+        start = kfo.secondary_start(consumer, [tp], {(rng.topic, rng.partition): pos}, cfg.start_from)
+    finally:
+        consumer.close()
+    shift = start[rng.topic][str(rng.partition)] - rng.anchor
+    print(f"daggers: FAILOVER of {rng.topic}[{rng.partition}] range {rng.start}..{rng.end}: no records from the "
+          f"primary {cfg.bootstrap_servers} for {waited:.0f} s; reading offsets {next_offset + shift}.."
+          f"{rng.end + shift} on the secondary {cfg.failover_bootstrap_servers}", file=sys.stderr)
+    return shift
+
+
+_TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def _stall_notice(cfg: SourceConfig, bootstrap: str, rng: OffsetRange, next_offset: int, watch: StallWatch,
+                  said: ClientLog, patient: bool, now: float) -> str:
+    """The line a range read logs when it first assigns its partition again."""
+    level = patience(cfg, bootstrap, rng.topic) + 1
+    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, level)}" if patient else "on a new consumer"
+    return (f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
+            f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
+            f"the client said: {said.said()})")
+
+
+def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],
+            offs: list[int], bad: list[dict[str, Any]]) -> pa.RecordBatch:
+    batch, failures = decoder.decode(payloads)
+    if failures:
+        first = failures[0]
+        if cfg.bad_records == "fail":
+            raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
+        for f in failures:
+            print(f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
+                  f"{f.reason}", file=sys.stderr)
+            bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
+                        "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
+    return cfg.ordered(cfg.add_derived(batch))
+
