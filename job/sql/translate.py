@@ -71,6 +71,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)
     used = validate.check_columns(tree, tables)
+    validate.check_unique_output(tree, tables)
     validate.check_windows(tree)
     tree = rewrite_comma_joins(tree)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)

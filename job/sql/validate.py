@@ -32,7 +32,7 @@ from job.sql.rewrite import (
 )
 from job.sql.scope import TIME_COLUMN, resolve
 
-__all__ = ["TIME_COLUMN", "check_columns", "output_columns", "check_functions", "check_set_operations",
+__all__ = ["TIME_COLUMN", "check_columns", "check_unique_output", "output_columns", "check_functions", "check_set_operations",
            "check_spark_functions", "check_tables", "check_windows"]
 
 def _fail(message: str, node: exp.Expr | None, hint: str | None = None) -> SqlError:
@@ -168,6 +168,41 @@ def output_columns(tree: exp.Expr,
         return resolve(tree, tables).output
     except (OptimizeError, SqlError):
         return None
+
+
+def check_unique_output(tree: exp.Expr,
+                        tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> None:
+    """Every output column has its own name (Spark's names are case-insensitive): a sink's row holds one
+    value a name, so a second ``x`` would silently replace the first. Raises SqlError at the second one."""
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    if select is None:
+        return
+    seen: set[str] = set()
+    for node in select.expressions:
+        for name in _projection_names(node, select, tables):
+            if name.lower() in seen:
+                raise _fail(f"two output columns are named {name}; a row can hold only one value a name", node,
+                            hint=f"give one of them a name of its own: … AS {name}_2")
+            seen.add(name.lower())
+
+
+def _projection_names(node: exp.Expr, select: exp.Select,
+                      tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> list[str]:
+    """Return the output names one projection gives: its alias or column name, or the columns a ``*`` or
+    ``t.*`` over stream tables brings (nothing for a star over a subquery: its names are checked inside)."""
+    star_table = node.table if isinstance(node, exp.Column) and isinstance(node.this, exp.Star) else None
+    if not isinstance(node, exp.Star) and star_table is None:
+        return [node.alias_or_name] if node.alias_or_name else []
+    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
+    names: list[str] = []
+    for source in sources:
+        table = source.this if source is not None else None
+        if not isinstance(table, exp.Table) or table.name not in tables:
+            continue
+        if star_table and star_table != (table.alias or table.name):
+            continue
+        names += [c for c in tables[table.name] if c != TIME_COLUMN]
+    return names
 
 
 def check_columns(tree: exp.Expr,

@@ -68,3 +68,27 @@ def test_scope_errors(sql: str, line: int, col: int, message: str, hint: str | N
     assert message in str(err) and (err.line, err.col) == (line, col)
     if hint:
         assert err.hint is not None and err.hint.startswith(hint)
+
+
+@pytest.mark.parametrize(("sql", "line", "col", "name"), [
+    ("SELECT customer_id, order_number AS customer_id FROM booking", 1, 21, "customer_id"),
+    ("SELECT customer_id,\n  order_number AS CUSTOMER_ID FROM booking", 2, 3, "CUSTOMER_ID"),
+    ("SELECT b.customer_id, p.customer_id\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
+     "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE", 1, 23, "customer_id"),
+    ("SELECT b.*, p.*\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
+     "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE", 1, 13, "customer_id"),
+])
+def test_two_output_columns_of_one_name_are_refused(sql: str, line: int, col: int, name: str) -> None:
+    """A sink's row holds one value a name: a second column of the same name (Spark's names are
+    case-insensitive) would silently take the first one's place, so the query is refused at it."""
+    with pytest.raises(SqlError) as info:
+        translate(sql, TABLES)
+    err = info.value
+    assert str(err).startswith(f"line {line}, column {col}: two output columns are named {name};")
+    assert err.hint == f"give one of them a name of its own: … AS {name}_2"
+
+
+def test_output_columns_renamed_apart_run() -> None:
+    sql = ("SELECT b.customer_id, p.customer_id AS payer\nFROM booking AS b JOIN payment AS p ON "
+           "b.customer_id = p.customer_id\nAND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE")
+    assert translate(sql, TABLES).output_columns == ["customer_id", "payer"]
