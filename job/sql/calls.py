@@ -84,7 +84,13 @@ def need_string(fn: str, arg: exp.Expr, what: str) -> str:
 
 @cache
 def _parsed(template: str) -> exp.Expr:
-    return sqlglot.parse_one(template, read=READ_DIALECT)
+    """The template's tree, without positions: they are the template's, not the user's query's (an error at a
+    node built from it points at the user's arguments, else at the node the caller says)."""
+    tree = sqlglot.parse_one(template, read=READ_DIALECT)
+    for node in tree.walk():
+        for key in ("line", "col", "start", "end"):
+            node.meta.pop(key, None)
+    return tree
 
 
 def _atomic(node: exp.Expr) -> bool:

@@ -12,7 +12,7 @@ delay.
 :func:`mark_deduplications` checks the form (before the other checks, which refuse ``OVER``) and takes out
 the row number, marking the subquery; :func:`extract_deduplications` (on the translated tree) turns each marked
 subquery into a view, which the engine registers as the subquery's rows deduplicated by the keys
-(``job.runner.register_dedup_views``). What cannot run so (the last row, Top-N, another order) is refused at
+(``job.query.runner.register_dedup_views``). What cannot run so (the last row, Top-N, another order) is refused at
 its line and column, saying what to write instead.
 """
 
@@ -91,12 +91,60 @@ def _check_order(window: exp.Window) -> None:
                    hint=_FORM)
 
 
+def _key_name(key: exp.Expr, inner: exp.Select) -> str:
+    """The name of a PARTITION BY key: a column's, or the name of the subquery's item that computes it (a window
+    TVF's window_start, say). Raises SqlError at another expression."""
+    if isinstance(key, exp.Column):
+        return key.name
+    same = next((i.alias for i in inner.expressions if isinstance(i, exp.Alias) and i.this == key), None)
+    if same is None:
+        raise fail("PARTITION BY of a deduplication names columns", key, hint=_FORM)
+    return same
+
+
+def qualify_as_subquery(tree: exp.Expr) -> exp.Expr:
+    """Flink's ``SELECT items FROM t [WHERE c] QUALIFY ROW_NUMBER() OVER (w) = 1`` → ``SELECT items FROM (SELECT *,
+    ROW_NUMBER() OVER (w) AS __dagger_rn0 FROM t [WHERE c]) AS t WHERE __dagger_rn0 = 1``, the form
+    :func:`mark_deduplications` takes (a row number named in SELECT and in QUALIFY moves into the subquery too).
+    A QUALIFY over a join or a GROUP BY is left as it is (and refused later)."""
+    if not any(s.args.get("qualify") is not None for s in tree.find_all(exp.Select)):
+        return tree
+    tree = tree.copy()
+    for select in [s for s in tree.find_all(exp.Select) if s.args.get("qualify") is not None]:
+        source = select.args.get("from_") or select.args.get("from")
+        if source is None or select.args.get("joins") or select.args.get("group") is not None \
+                or not isinstance(source.this, exp.Table | exp.Subquery):
+            continue
+        condition = select.args["qualify"].this.copy()
+        numbers: list[exp.Expr] = []
+        for i, window in enumerate(w for w in list(condition.find_all(exp.Window)) if isinstance(w.this, exp.RowNumber)):
+            name = f"__dagger_rn{i}"
+            numbers.append(exp.alias_(window.copy(), name))
+            window.replace(exp.column(name))
+        named = {c.name for c in condition.find_all(exp.Column)}
+        for item in select.expressions:
+            if isinstance(item, exp.Alias) and item.alias in named and isinstance(item.this, exp.Window):
+                numbers.append(item.copy())
+        alias = source.this.alias_or_name
+        inner = exp.Select(expressions=[exp.Star(), *numbers]).from_(source.this.copy())
+        if select.args.get("where") is not None:
+            inner.set("where", select.args["where"].copy())
+        moved = {n.alias for n in numbers}
+        select.set("expressions", [exp.column(i.alias) if isinstance(i, exp.Alias) and i.alias in moved else i
+                                   for i in select.expressions])
+        select.set("from_" if "from_" in select.args else "from", exp.From(this=exp.Subquery(
+            this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+        select.set("where", exp.Where(this=condition))
+        select.set("qualify", None)
+    return tree
+
+
 def mark_deduplications(tree: exp.Expr) -> exp.Expr:
     """Return ``tree`` with each first-row deduplication's row number taken out and its subquery marked with
     its keys (:data:`DEDUP_META`). Raises SqlError at a ROW_NUMBER that is not one, saying what to write."""
     if not any(isinstance(w.this, exp.RowNumber) for w in tree.find_all(exp.Window)):
         return tree
-    tree = tree.copy()
+    tree = qualify_as_subquery(tree).copy()
     for sub in list(tree.find_all(exp.Subquery)):
         inner, outer = sub.this, sub.parent.parent if isinstance(sub.parent, exp.From) else None
         if not isinstance(inner, exp.Select) or not isinstance(outer, exp.Select):
@@ -120,13 +168,12 @@ def mark_deduplications(tree: exp.Expr) -> exp.Expr:
                        hint="deduplicate in a subquery of its own, then join")
         names = {c.alias_or_name for c in inner.expressions}
         if TIME_COLUMN not in names and not any(isinstance(c, exp.Star) for c in inner.expressions):
-            raise fail(f"a deduplication's subquery outputs {TIME_COLUMN}, the event time it orders by", inner,
-                       hint=_FORM)
-        keys = []
-        for key in window.args["partition_by"]:
-            if not isinstance(key, exp.Column):
-                raise fail("PARTITION BY of a deduplication names columns", key, hint=_FORM)
-            keys.append(key.name)
+            if any(isinstance(c, exp.Star) for c in outer.expressions):
+                raise fail(f"a deduplication's subquery must output {TIME_COLUMN}, the event time it orders by, "
+                           "when the query selects * from it", inner.expressions[0], hint=_FORM)
+            # Spark deduplicates within the watermark of the rows' event time: the subquery hands it on
+            inner.set("expressions", [*inner.expressions, window.args["order"].expressions[0].this.copy()])
+        keys = [_key_name(key, inner) for key in window.args["partition_by"]]
         used = [c for part in (outer.expressions, rest, [outer.args.get("group"), outer.args.get("having")])
                 for node in part if node is not None for c in node.find_all(exp.Column) if c.name == item.alias]
         if used:

@@ -32,7 +32,7 @@ _STRING_FUNCS = (exp.Upper, exp.Lower, exp.Concat, exp.Substring, exp.Trim, exp.
                  exp.TimeToStr, exp.Pad)
 _BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
 _WINDOW_TIMES = {"TUMBLE_START", "TUMBLE_END", "HOP_START", "HOP_END", "SESSION_START", "SESSION_END",
-                 "TUMBLE_ROWTIME", "HOP_ROWTIME"}
+                 "TUMBLE_ROWTIME", "HOP_ROWTIME", "SESSION_ROWTIME"}
 
 
 @cache

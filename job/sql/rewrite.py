@@ -29,7 +29,7 @@ UNIT_MS = {"milliseconds": 1, "seconds": 1_000, "minutes": 60_000, "hours": 3_60
 WINDOW_FUNCS = {"TUMBLE", "HOP", "SESSION"}
 WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end",
                      "SESSION_START": "start", "SESSION_END": "end"}
-ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME"}
+ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME", "SESSION_ROWTIME"}
 ROWTIME_WINDOW = "__dagger_window"  # the inner window struct that an outer window_time() reads
 
 
@@ -102,6 +102,10 @@ def rewrite_group_windows(tree: exp.Expr) -> exp.Expr:
     ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``; ``SESSION(t, gap)`` → ``session_window(t, 'gap')``."""
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_FUNCS:
+            if fname(node) == "SESSION" and isinstance(node.parent, exp.Group) and len(node.parent.expressions) == 1:
+                raise fail("a SESSION window over the whole stream (no key in GROUP BY) is not supported: Spark "
+                           "keeps sessions per key", node, hint="GROUP BY SESSION(rowtime, INTERVAL gap), k (or "
+                           "SESSION(TABLE t PARTITION BY k, ...) grouped by window_start, window_end, k)")
             return _spark_window(node)
         return node
 
@@ -187,8 +191,9 @@ def _output_name(item: exp.Expr) -> str:
                    f"columns on by name, found {item.sql(dialect='spark')}", line=line, col=col)
 
 
-def _rowtime_select(select: exp.Select) -> exp.Select:
-    """Return ``select`` wrapped so each TUMBLE_ROWTIME/HOP_ROWTIME item becomes ``window_time`` of the window."""
+def _rowtime_select(select: exp.Select, top: bool) -> exp.Select:
+    """Return ``select`` wrapped so each TUMBLE_ROWTIME/HOP_ROWTIME/SESSION_ROWTIME item becomes ``window_time``
+    of the window (to the millisecond when ``top``: the query's own rows)."""
     inner = select.copy()
     names: list[tuple[str, bool]] = []  # (output name, is a rowtime item)
     items = []
@@ -197,15 +202,30 @@ def _rowtime_select(select: exp.Select) -> exp.Select:
         if isinstance(target, exp.Anonymous) and fname(target) in ROWTIME_PROPERTIES:
             window_args(target)  # validates the arguments
             names.append((item.alias if isinstance(item, exp.Alias) else "rowtime", True))
-            items.append(exp.alias_(exp.column("window"), ROWTIME_WINDOW))
+            items.append(exp.alias_(exp.column(window_column(target)), ROWTIME_WINDOW))
         else:
             names.append((_output_name(item), False))
             items.append(item)
     inner.set("expressions", items)
-    outer = [exp.alias_(exp.Anonymous(this="window_time", expressions=[exp.column(ROWTIME_WINDOW)]), name)
-             if rowtime else exp.column(name) for name, rowtime in names]
+    outer = [exp.alias_(_to_ms(exp.Anonymous(this="window_time", expressions=[exp.column(ROWTIME_WINDOW)]), top),
+                        name) if rowtime else exp.column(name) for name, rowtime in names]
     return exp.select(*outer).from_(exp.Subquery(this=inner, alias=exp.TableAlias(
         this=exp.to_identifier("__dagger_rowtime"))))
+
+
+def _to_ms(time: exp.Expr, top: bool = True) -> exp.Expr:
+    """``time`` cut to the millisecond when ``top``: Spark's window_time is the window's end - 1 µs, Flink's
+    rowtime of a window its end - 1 ms (an event time inside the query keeps its microsecond: it falls in the
+    same windows)."""
+    return exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"), time]) if top else time
+
+
+def _is_top_level(select: exp.Expr) -> bool:
+    """Whether ``select``'s rows are the query's own (the query, or a branch of its UNION ALL)."""
+    node = select.parent
+    while isinstance(node, exp.SetOperation):
+        node = node.parent
+    return node is None
 
 
 def rewrite_rowtime(tree: exp.Expr) -> exp.Expr:
@@ -214,13 +234,21 @@ def rewrite_rowtime(tree: exp.Expr) -> exp.Expr:
 
     Spark's ``window_time(window)`` cannot sit in the SELECT that groups by the window, so the
     grouping SELECT hands the window struct up to a projection that turns it into an event time
-    (the window's end - 1 µs), which an outer TUMBLE/HOP can group by again.
+    (the window's end - 1 µs), which an outer TUMBLE/HOP can group by again. Where the query outputs it (at the
+    top, or a subquery's rowtime column that the top SELECT outputs as it is), it is cut to the millisecond:
+    the window's end - 1 ms, as Flink gives it.
     """
+    nested = {i.alias for s in tree.find_all(exp.Select) if not _is_top_level(s) for i in s.expressions
+              if isinstance(i, exp.Alias) and isinstance(i.this, exp.Anonymous) and fname(i.this) in ROWTIME_PROPERTIES}
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Select) and any(
                 isinstance(t, exp.Anonymous) and fname(t) in ROWTIME_PROPERTIES
                 for item in node.expressions for t in [item.this if isinstance(item, exp.Alias) else item]):
-            return _rowtime_select(node)
+            return _rowtime_select(node, _is_top_level(node))
+        if isinstance(node, exp.Select) and nested and node.args.get("group") is None and _is_top_level(node):
+            node.set("expressions", [exp.alias_(_to_ms(i.copy()), i.name) if isinstance(i, exp.Column)
+                                     and i.name in nested else i for i in node.expressions])
         return node
 
     return bottom_up(tree, visit)

@@ -328,11 +328,21 @@ class _Resolver:
     def scope(self, scope: Scope) -> None:
         sources = self.sources(scope)
         stars = self.stars(scope, sources)
-        for col in scope.columns:
+        for col in [*scope.columns, *_having_columns(scope)]:
             if isinstance(col.this, exp.Star):
                 continue
             self.column(col, scope, sources)
         self.outputs[id(scope)] = self.output(scope, stars)
+
+
+def _having_columns(scope: Scope) -> list[exp.Column]:
+    """The unqualified columns of a SELECT's own HAVING, which sqlglot's scope leaves out (they may name an
+    output column; :meth:`Resolver.lookup` takes those as they are)."""
+    select = scope.expression
+    having = select.args.get("having") if isinstance(select, exp.Select) else None
+    if having is None:
+        return []
+    return [c for c in having.find_all(exp.Column) if not c.table and c.find_ancestor(exp.Select) is select]
 
 
 def _select_aliases(scope: Scope) -> set[str]:

@@ -12,6 +12,7 @@ from job.sql.catalog import DaggerFunction
 from job.sql.dedup import Deduplication, extract_deduplications, mark_deduplications
 from job.sql.distinct import rewrite_select_distinct
 from job.sql.flink import check_unsupported, rewrite_comma_joins
+from job.sql.flink_names import name_outputs
 from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
@@ -66,7 +67,7 @@ def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | 
     column or function, calls a function with the wrong arguments, or aggregates a stream without
     a window.
     """
-    tree = rewrite_select_distinct(mark_deduplications(rewrite_window_tvfs(parse(sql))))
+    tree = rewrite_select_distinct(mark_deduplications(rewrite_window_tvfs(name_outputs(parse(sql)))))
     check_unsupported(tree)
     validate.check_functions(tree, udfs)
     validate.check_tables(tree, tables)

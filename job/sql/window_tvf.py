@@ -72,9 +72,13 @@ class WindowTvf:
 
 
 def tvf_call(source: exp.Expr | None) -> exp.Anonymous | None:
-    """Return the TUMBLE/HOP/CUMULATE/SESSION call of ``FROM TABLE(TUMBLE(...))``, or None for another source."""
-    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Anonymous) \
-            or source.this.name.upper() != "TABLE" or len(source.this.expressions) != 1:
+    """Return the TUMBLE/HOP/CUMULATE/SESSION call of ``FROM TABLE(TUMBLE(...))`` or of ``FROM TUMBLE(...)``
+    (Flink's pages write both), or None for another source."""
+    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Anonymous):
+        return None
+    if source.this.name.upper() in KINDS:
+        return source.this
+    if source.this.name.upper() != "TABLE" or len(source.this.expressions) != 1:
         return None
     call = source.this.expressions[0]
     return call if isinstance(call, exp.Anonymous) and call.name.upper() in KINDS else None

@@ -79,8 +79,8 @@ def test_a_when_without_a_value_says_so(sql: str, col: int, reason: str) -> None
      2, 3, "ROW_NUMBER() OVER (...) (Top-N, deduplication) is not supported on streams: it retracts rows it has "
      "emitted", "to keep each key's first row in event time: SELECT ... FROM (SELECT *, ROW_NUMBER() OVER"),
     ("SELECT * FROM (\n  SELECT order_number, ROW_NUMBER() OVER (PARTITION BY order_number ORDER BY rowtime) AS rn"
-     "\n  FROM bookings) WHERE rn = 1", 2, 10, "a deduplication's subquery outputs rowtime, the event time it orders "
-     "by", "SELECT ... FROM (SELECT *, ROW_NUMBER() OVER"),
+     "\n  FROM bookings) WHERE rn = 1", 2, 10, "a deduplication's subquery must output rowtime, the event time it "
+     "orders by, when the query selects * from it", "SELECT ... FROM (SELECT *, ROW_NUMBER() OVER"),
     ("SELECT order_number, SUM(fare_idr) OVER (PARTITION BY customer_id ORDER BY rowtime\n"
      "  RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS s FROM bookings", 1, 22,
      "OVER aggregations are not supported on streams; use a window in GROUP BY", "GROUP BY TUMBLE(rowtime, "),

@@ -24,15 +24,16 @@ def rw(fn, sql: str) -> str:  # type: ignore[no-untyped-def]
 def test_rowtime_wraps_the_grouping_select() -> None:
     got = rw(rewrite_rowtime, "SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt, k, count(1) AS n "
                               "FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k")
-    assert got == ("SELECT window_time(__dagger_window) AS rt, k, n FROM (SELECT window AS __dagger_window, k, "
-                   "COUNT(1) AS n FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k) AS __dagger_rowtime")
+    assert got == ("SELECT date_trunc('MILLISECOND', window_time(__dagger_window)) AS rt, k, n FROM (SELECT window "
+                   "AS __dagger_window, k, COUNT(1) AS n FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k) AS "
+                   "__dagger_rowtime")  # the query's own rows: to the millisecond, the window's end - 1 ms
 
 
 def test_rowtime_without_alias_is_named_rowtime_and_hop_works_too() -> None:
     got = rw(rewrite_rowtime, "SELECT HOP_ROWTIME(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE), k AS key "
                               "FROM t GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE), k")
-    assert got.startswith("SELECT window_time(__dagger_window) AS rowtime, key FROM (SELECT window AS "
-                          "__dagger_window, k AS key FROM t")
+    assert got.startswith("SELECT date_trunc('MILLISECOND', window_time(__dagger_window)) AS rowtime, key FROM "
+                          "(SELECT window AS __dagger_window, k AS key FROM t")
 
 
 def test_lateral_table_becomes_lateral_view() -> None:
