@@ -427,3 +427,9 @@ from bench.flink_compat.cases_syntax import dedup_bookings, syntax_cases, syntax
 DATASETS["dedup"] = {"bookings": [*dedup_bookings(), _closers()["bookings"]], "pings": [_closers()["pings"]]}
 CASES += syntax_cases()
 REFUSED += syntax_refusals()
+
+# An outside check: 40 queries written afresh from Flink's documentation (bench/flink_compat/cases_outsider.py)
+from bench.flink_compat.cases_outsider import outsider_cases, outsider_refusals  # noqa: E402
+
+CASES += outsider_cases()
+REFUSED += outsider_refusals()
