@@ -32,8 +32,8 @@ from alerting.durations import Duration
 from alerting.errors import AlertConfigError
 from alerting.matchers import Matcher, parse_matchers
 from alerting.rules import DeadmanRule, Rule, ThresholdRule
+from job.common.strict_model import StrictModel
 from job.errors import SpecError
-from job.strict_model import StrictModel
 
 CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
 

@@ -42,7 +42,7 @@ from alerting.rules import VERSUS_SECONDS, DeadmanRule, FlappingSpec, ThresholdR
 from alerting.state import AlertState, Level, decide, dedup_key, fingerprint, mark_notified, step
 from alerting.store import AlertStore, HistoryEvent, OutboxItem, Silence, new_holder
 from alerting.template import render
-from job.words import counted
+from job.common.words import counted
 
 log = logging.getLogger("daggers.alerts")
 
@@ -518,7 +518,7 @@ class AlertEngine:
             StoreError: the store failed.
             MissingDependencyError: APScheduler (the alerting extra) is not installed.
         """
-        from job.optional import require
+        from job.common.optional import require
 
         require("apscheduler", "alerting", needed_by="the alert engine")
         from apscheduler.executors.pool import ThreadPoolExecutor

@@ -2,7 +2,7 @@
 
 The engine asks a :class:`DaggerHealthSource` for each dagger's :class:`DaggerHealth`. Today
 :class:`CheckpointHealthSource` reads what a dagger leaves in its checkpoint folder
-(``status.json`` written by ``job.runner`` after every micro-batch, and Spark's offset log) and asks
+(``status.json`` written by ``job.query.runner`` after every micro-batch, and Spark's offset log) and asks
 the broker for the topics' end offsets to compute consumer lag. The control plane can plug in a
 registry-backed source later: anything with a ``daggers()`` method returning DaggerHealth works.
 
@@ -41,7 +41,7 @@ from alerting.config import PlatformSpec
 from alerting.durations import format_duration
 from alerting.state import Level
 from alerting.store import HealthSample
-from job.words import counted
+from job.common.words import counted
 
 if TYPE_CHECKING:
     from job.control import ControlPlane

@@ -26,8 +26,8 @@ from pydantic import (
 
 from alerting.durations import Duration, format_duration
 from alerting.template import DEFAULT_DEADMAN_MESSAGE, DEFAULT_MESSAGE, check_template
-from job.names import DAGGER_NAME_RE, DAGGER_NAME_RULE
-from job.strict_model import StrictModel
+from job.common.names import DAGGER_NAME_RE, DAGGER_NAME_RULE
+from job.common.strict_model import StrictModel
 
 NAME_RE = DAGGER_NAME_RE  # \A…\Z: a trailing newline is no name
 TAG_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 import requests  # noqa: E402
 
-from job.plan import plan  # noqa: E402
-from job.runner import DaggerJob  # noqa: E402
+from job.query.plan import plan  # noqa: E402
+from job.query.runner import DaggerJob  # noqa: E402
 from job.sinks.influx import InfluxSink  # noqa: E402
-from job.spark_session import build_session  # noqa: E402
+from job.spark.session import build_session  # noqa: E402
 from job.spec import parse_spec  # noqa: E402
 from job.stack import free_ports, make_broker  # noqa: E402
 from job.stack.broker import create_topic  # noqa: E402

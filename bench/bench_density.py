@@ -382,8 +382,8 @@ class Sampler:
         module = python_module(info)
         if module == "job.shared.forkserver":  # a fork server's child keeps its command line: its name tells
             module = {"python-runner": "streaming_source_runner", "python-daemon": "pyspark.daemon",
-                      "python-workers": "job.worker_daemon"}.get(info.comm, "fork-server")
-        if module in ("pyspark.daemon", "job.worker_daemon") or not module:
+                      "python-workers": "job.spark.worker_daemon"}.get(info.comm, "fork-server")
+        if module in ("pyspark.daemon", "job.spark.worker_daemon") or not module:
             return "python-workers"
         return "source-runner" if "streaming_source_runner" in module else module
 

@@ -79,7 +79,7 @@ def main() -> None:
     from pyspark.sql.functions import arrow_udf, udf
 
     from job.functions.spark_udfs import register_functions
-    from job.spark_session import build_session
+    from job.spark.session import build_session
     from job.sql.parse import parse
     from job.sql.rewrite import render, to_spark
 

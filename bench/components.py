@@ -120,7 +120,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from job.functions.spark_udfs import register_functions
-    from job.spark_session import build_session
+    from job.spark.session import build_session
     from job.sql import translate
     from job.sql.rewrite import BARRIER_COLUMN
 

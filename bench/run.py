@@ -325,11 +325,11 @@ def _resources(res: RunResult, sampler: TreeSampler, t0: float, t1: float) -> No
 
 
 def pin_features(checkpoint: Path, features: dict[str, str] | None) -> None:
-    """Start the checkpoint with these engine features pinned (job.plan.ENGINE_FEATURES for the rest), as a
+    """Start the checkpoint with these engine features pinned (job.query.plan.ENGINE_FEATURES for the rest), as a
     dagger started by an engine of that layout would have it: ``--baseline`` runs the engine as it was."""
     if not features:
         return
-    from job.plan import ENGINE_FEATURES, PINNED_ENGINE
+    from job.query.plan import ENGINE_FEATURES, PINNED_ENGINE
 
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / PINNED_ENGINE).write_text(json.dumps({**ENGINE_FEATURES, **features}))
@@ -851,7 +851,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="make each engine run (pre-loaded and live) this many times and report the median and the "
                          "worst; the pre-loaded topic is produced once, every run must pass")
     ap.add_argument("--features", action="append", default=[], metavar="FEATURE=VALUE",
-                    help="pin this engine feature (job.plan.ENGINE_FEATURES) in the engine's checkpoints; repeatable")
+                    help="pin this engine feature (job.query.plan.ENGINE_FEATURES) in the engine's checkpoints; repeatable")
     ap.add_argument("--baseline", action="append", default=[], metavar="FEATURE=VALUE",
                     help="also run the engine with this feature pinned (e.g. distinct_count=collect_set: the layout "
                          "before), alternating with the engine run by run, on the same topic; repeatable")
@@ -881,7 +881,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _features(items: list[str], option: str) -> dict[str, str]:
     """``["k=v", ...]`` → ``{k: v}``; raise ValueError naming the option for an item without ``=`` or with a
     feature the engine does not have."""
-    from job.plan import ENGINE_FEATURES
+    from job.query.plan import ENGINE_FEATURES
 
     out = {}
     for item in items:

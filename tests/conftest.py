@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from job.spark_session import JVM_OPTIONS_ENV
+from job.spark.session import JVM_OPTIONS_ENV
 from tests.teardown import slow_teardown
 
 pytest_plugins = ["tests.services"]
@@ -38,7 +38,7 @@ def spark() -> Iterator[object]:
     that ran earlier in this process may have launched the JVM): the daggers the tests start as processes
     of their own start theirs as a deployed dagger does."""
     from job.shared import forkserver
-    from job.spark_session import build_session
+    from job.spark.session import build_session
 
     keys = ("PYSPARK_PYTHON", forkserver.PYTHON_ENV, forkserver.SOCKET_ENV, forkserver.CLIENT_ENV)
     saved = {k: os.environ.get(k) for k in keys}

@@ -116,7 +116,7 @@ def offset_log(checkpoint: Path) -> list[Path]:
 
 def offset_log_conf(offset_file: Path) -> dict[str, str]:
     """Return the SQL settings an offset log entry fixes for its checkpoint (its metadata line's conf)."""
-    from job.offset_log import batch_metadata
+    from job.query.offset_log import batch_metadata
 
     return dict((batch_metadata(offset_file.parent.parent, int(offset_file.name)) or {})["conf"])
 

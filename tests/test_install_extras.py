@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from job.optional import install_hint
+from job.common.optional import install_hint
 from job.stack.ports import free_port
 from tests.helpers import wait_until
 

@@ -13,11 +13,11 @@ import sys
 def main() -> int:
     """Open the console through the server, or as ``$DAGGERS_USER`` over ``$DAGGERS_REGISTRY``; return the
     exit status."""
+    from job.common.optional import require
+    from job.common.text import safe_text
     from job.control.client import open_plane
     from job.control.registry import default_registry_url
     from job.errors import DaggerError
-    from job.optional import require
-    from job.text import safe_text
 
     try:
         require("textual", "tui", needed_by="the console")

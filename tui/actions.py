@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 
+from job.common.text import safe_text
 from job.control.protocol import Plane
 from job.control.views import DaggerView
 from job.errors import DaggerError
-from job.text import safe_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Label, Static
 
 from alerting.errors import StoreError
-from job.text import safe_text
+from job.common.text import safe_text
 from tui.actions import ConsoleApp
 from tui.format import age, plain, when
 from tui.late import RefreshingScreen

@@ -18,10 +18,10 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from job.common.text import safe_text
 from job.control.protocol import Plane
 from job.control.views import DaggerView
 from job.errors import DaggerError
-from job.text import safe_text
 from tui.actions import ConsoleApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.clusters import ClustersScreen
@@ -104,7 +104,7 @@ class DaggersApp(ConsoleApp):
         """Return the session previews run on, starting it on first use (from a worker thread)."""
         with self._spark_lock:
             if self._spark is None:
-                from job.spark_session import build_session
+                from job.spark.session import build_session
 
                 self._spark = build_session("daggers-console-preview", master="local[2]", shuffle_partitions=2)
             return self._spark

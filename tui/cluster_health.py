@@ -12,8 +12,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from job.common.words import counted
 from job.errors import DaggerError
-from job.words import counted
 from tui.format import age, part_text, plain, span, spark_detail
 from tui.late import land
 

@@ -11,11 +11,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
+from job.common.text import safe_text
+from job.common.words import counted
 from job.control.health_model import HealthSettings
 from job.control.views import ClusterView
 from job.errors import DaggerError
-from job.text import safe_text
-from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, number, part_text, plain, spark_detail, state_text
 from tui.late import RefreshingScreen, land

@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from job.common.words import counted
 from job.control.health_model import DAGGER_STATES
 from job.control.views import DaggerView
-from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, figure, plain, state_text
 from tui.late import RefreshingScreen

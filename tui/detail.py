@@ -13,10 +13,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static, TabbedContent, TabPane
 
+from job.common.text import safe_text
+from job.common.words import counted
 from job.control.views import DaggerScreenView, DaggerView, VersionView
 from job.errors import DaggerError
-from job.text import safe_text
-from job.words import counted
 from tui.actions import ConsoleApp
 from tui.format import age, figure, number, plain, span, state_text, when
 from tui.late import RefreshingScreen, land

@@ -27,11 +27,11 @@ from textual.widgets import (
     TextArea,
 )
 
+from job.common.text import safe_text
+from job.common.words import counted
 from job.control.specs import DaggerForm
 from job.control.views import DaggerView, Validation
 from job.errors import DaggerError
-from job.text import safe_text
-from job.words import counted
 from tui.actions import ConsoleApp
 from tui.form_errors import form_problems
 from tui.format import plain
@@ -41,7 +41,7 @@ from tui.sql_area import SqlArea
 from tui.widgets import MarkedSelectionList
 
 if TYPE_CHECKING:
-    from job.preview import PreviewProgress
+    from job.query.preview import PreviewProgress
 
 TEMPLATE_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS events,

@@ -2,7 +2,7 @@
 
 Text from users (names, comments, descriptions, errors, a preview's rows) is shown with :func:`plain`: as
 text, never as markup (a string given to a ``DataTable`` cell, a ``Static`` or a ``Label`` is read as
-markup) and with its control characters escaped (:func:`job.text.safe_text`).
+markup) and with its control characters escaped (:func:`job.common.text.safe_text`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from job.text import safe_text
+from job.common.text import safe_text
 
 STATE_STYLES = {
     "running": "bold green",

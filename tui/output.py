@@ -15,10 +15,10 @@ from textual.widgets import Checkbox, Input, Label, Select
 from textual.worker import Worker, get_current_worker
 from textual_plotext import PlotextPlot
 
+from job.common.text import safe_text
 from job.control.protocol import Plane
 from job.errors import DaggerError
 from job.output import Output, OutputQuery, parse_tag, step_text
-from job.text import safe_text
 from tui.format import plain
 from tui.late import land
 

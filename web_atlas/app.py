@@ -27,8 +27,8 @@ except ModuleNotFoundError:  # `streamlit run web_atlas/app.py` puts only web_at
 
 import streamlit as st
 
+from job.common.words import counted
 from job.errors import DaggerError
-from job.words import counted
 from web_atlas.areas import ALL_AREAS, area_by_name, area_names
 from web_atlas.coarsen import cell_edge_km
 from web_atlas.colors import SCALE_KINDS, format_value, legend_html

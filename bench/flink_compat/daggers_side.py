@@ -133,8 +133,8 @@ def run_case(spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstra
     """Run ``case`` as a dagger over its data set's topics until every record is read (and the windows
     the last batch closed are written); return {"columns", "rows"} (comparable form). Raises DaggerError
     when the query fails."""
-    from job.plan import plan
-    from job.runner import DaggerJob, explain_failure
+    from job.query.plan import plan
+    from job.query.runner import DaggerJob, explain_failure
     from job.spec import parse_spec
 
     work = folder / f"{case.id}-{uuid.uuid4().hex[:6]}"

@@ -212,8 +212,8 @@ def run_dagger(spark: Any, q: Query, topics: dict[str, str], bootstrap: str, fol
     """Run ``q`` as a dagger until every record is read; return {"columns", "rows"}. Raises DaggerError when the
     query is refused or fails."""
     from bench.flink_compat.daggers_side import CollectSink
-    from job.plan import plan
-    from job.runner import DaggerJob, explain_failure
+    from job.query.plan import plan
+    from job.query.runner import DaggerJob, explain_failure
     from job.spec import parse_spec
 
     work = folder / f"{q.id}-{uuid.uuid4().hex[:6]}"
@@ -233,7 +233,7 @@ def run_dagger(spark: Any, q: Query, topics: dict[str, str], bootstrap: str, fol
 def local_session(app: str, slots: int = 2) -> Any:
     """A local Spark session as ``daggers run`` makes one: its Python processes forked from a fork server."""
     from job.shared import forkserver
-    from job.spark_session import build_session
+    from job.spark.session import build_session
 
     forkserver.start_if_local(f"local[{slots}]")
     return build_session(app, master=f"local[{slots}]", shuffle_partitions=slots, extra=forkserver.spark_conf())

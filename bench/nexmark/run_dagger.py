@@ -53,8 +53,8 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
 
     from bench.nexmark.oracle import local_session
-    from job.plan import plan
-    from job.runner import DaggerJob, explain_failure
+    from job.query.plan import plan
+    from job.query.runner import DaggerJob, explain_failure
     from job.spec import load_spec
 
     spark = local_session("nexmark-bench", args.slots)

@@ -59,10 +59,10 @@ def main() -> int:
     from pyspark.sql import functions as F
     from pyspark.sql.functions import udf
 
-    from job.plan import plan
+    from job.query.plan import plan
     from job.sinks.influx import InfluxSink
     from job.sources.kafka import SOURCE_NAME, register_source, source_options
-    from job.spark_session import build_session
+    from job.spark.session import build_session
     from job.spec import load_spec
 
     spec = load_spec(args.spec)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from job.chaos.faults import signal_group
-from job.liveness import read_json
+from job.query.liveness import read_json
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from job.common.strict_model import StrictModel
 from job.errors import SpecError
 from job.spec import format_validation
-from job.strict_model import StrictModel
 
 
 class _Model(StrictModel):

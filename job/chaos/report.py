@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from job.chaos.results import CaseResult, Report
-from job.words import counted
+from job.common.words import counted
 
 
 def _plots(report: Report, out: Path) -> list[str]:

@@ -28,13 +28,13 @@ from job.chaos.experiment import Case, Experiment
 from job.chaos.faults import throttle
 from job.chaos.report import write_report
 from job.chaos.results import CaseResult, Report, Sample, WindowCheck
+from job.common.words import counted
 from job.errors import SpecError
 from job.produce.generator import EventBatch, generate
 from job.spec import load_spec
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_ports
-from job.words import counted
 
 if TYPE_CHECKING:
     from job.chaos.world import ControlPlaneWorld
@@ -251,7 +251,7 @@ class ChaosRun:
         from pyspark.sql import functions as F
 
         from job.functions.spark_udfs import register_functions
-        from job.spark_session import borrowed_session
+        from job.spark.session import borrowed_session
         from job.sql import translate
         from job.sql.rewrite import BARRIER_COLUMN
 

@@ -33,8 +33,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from job.cli.common import SafeConsole, fail, print_table
+from job.common.words import counted
 from job.errors import DaggerError
-from job.words import counted
 
 if TYPE_CHECKING:
     from alerting.config import AlertsConfig

@@ -24,8 +24,8 @@ import typer
 from rich.markup import escape
 
 from job.cli.common import SafeConsole, fail
+from job.common.optional import install_hint, require_installed
 from job.errors import DaggerError
-from job.optional import install_hint, require_installed
 from job.stack.pdeathsig import die_with_parent
 from job.stack.ports import free_port, port_in_use
 

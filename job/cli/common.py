@@ -24,8 +24,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from job.common.text import safe_text
 from job.errors import DaggerError, debug_enabled
-from job.text import safe_text
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -36,7 +36,7 @@ ColorSystemName = Literal["auto", "standard", "256", "truecolor", "windows"]
 
 class SafeConsole(Console):
     """A Rich console that never sends a control character it did not make: strings are made safe before
-    they are laid out (:func:`job.text.safe_text`, newlines kept), and every segment once more after (a
+    they are laid out (:func:`job.common.text.safe_text`, newlines kept), and every segment once more after (a
     ``Text`` built from a user's string). The colours and links Rich writes itself are control segments and
     stay; markup in a user's string is the printer's part (``Text`` or ``escape``)."""
 
@@ -120,7 +120,7 @@ def setup_logging(verbose: bool) -> None:
 
 def quiet_spark_errors() -> None:
     """Keep PySpark from printing each SQL error with its Java stack trace (as a JSON log line on stderr) unless
-    debugging: the command reports the error itself, as one line (:func:`job.runner.explain_failure`)."""
+    debugging: the command reports the error itself, as one line (:func:`job.query.runner.explain_failure`)."""
     if debug_enabled():
         return
     from pyspark.logger import PySparkLogger  # its own class: the loggers log with extra keywords

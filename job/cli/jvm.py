@@ -1,4 +1,4 @@
-"""``daggers jvm-archive``: write the class archive every dagger's JVM starts from (see :mod:`job.jvm_archive`)."""
+"""``daggers jvm-archive``: write the class archive every dagger's JVM starts from (see :mod:`job.spark.jvm_archive`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def jvm_archive(
 
     Run again after upgrading pyspark or the JDK (setup.sh runs it); a JVM ignores an archive that no
     longer matches and starts as it would without one."""
-    from job import jvm_archive as archive
+    from job.spark import jvm_archive as archive
 
     target = path or archive.archive_path()
     if check:

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from job.cli.common import fail, out
+from job.common.words import counted
 from job.errors import DaggerError
-from job.words import counted
 
 protos_app = typer.Typer(help="The protobuf schemas in protos/.", no_args_is_help=True)
 

@@ -17,8 +17,8 @@ from job.cli.common import (
     setup_logging,
     state_dir_or_default,
 )
+from job.common.words import counted
 from job.errors import DaggerError
-from job.words import counted
 
 
 def run(
@@ -30,8 +30,8 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a dagger in the foreground until Ctrl-C; the next run resumes from its checkpoint."""
-    from job.plan import plan
-    from job.runner import run_foreground
+    from job.query.plan import plan
+    from job.query.runner import run_foreground
     from job.shared import forkserver
     from job.spec import load_spec
 
@@ -102,7 +102,7 @@ def demo(
     state_dir: StateDir = None,
 ) -> None:
     """Start the local stack, produce realistic events, run the two seed daggers and show their windows."""
-    from job.demo import run_demo
+    from job.cli.demo import run_demo
 
     setup_logging(False)
     try:

@@ -13,13 +13,13 @@ from job.cli.common import SpecPath, StateDir, err, fail, out, quiet_spark_error
 from job.errors import DaggerError
 
 if TYPE_CHECKING:
-    from job.plan import DaggerPlan
+    from job.query.plan import DaggerPlan
 
 sql_app = typer.Typer(help="Check and translate Dagger SQL without running it.", no_args_is_help=True)
 
 
 def _plan_or_fail(spec: Path, state_dir: Path | None) -> DaggerPlan:
-    from job.plan import plan
+    from job.query.plan import plan
     from job.spec import load_spec
 
     try:
@@ -33,7 +33,7 @@ def sql_check(spec: SpecPath, state_dir: StateDir = None,
               as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Validate a spec and its SQL; print OK or the error with its line and column."""
     from job.errors import SqlError
-    from job.plan import plan
+    from job.query.plan import plan
     from job.spec import load_spec
 
     try:
@@ -76,10 +76,10 @@ def sql_translate(spec: SpecPath, state_dir: StateDir = None,
 
 
 def _explain(p: DaggerPlan) -> None:
-    from job.plan import register_plan_functions
-    from job.runner import explain_failure, register_stream_views
+    from job.query.plan import register_plan_functions
+    from job.query.runner import explain_failure, register_stream_views
     from job.sources.kafka import register_source
-    from job.spark_session import borrowed_session
+    from job.spark.session import borrowed_session
 
     quiet_spark_errors()
     with borrowed_session(f"explain-{p.spec.name}", shuffle_partitions=p.spec.parallelism) as spark:

@@ -19,11 +19,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from job.common.names import REGISTRY_NAME_RE, REGISTRY_NAME_RULE, is_name
 from job.control.errors import ControlError, NotFoundError, PermissionDeniedError
 from job.control.health_model import HealthSettings
 from job.control.models import AuditEntry, Membership, Team, User, now
 from job.control.registry import Registry
-from job.names import REGISTRY_NAME_RE, REGISTRY_NAME_RULE, is_name
 
 ROLE_RANK = {"viewer": 1, "editor": 2, "admin": 3}
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from job.control.spec_check import CheckedSpec
     from job.output import Output, OutputQuery
-    from job.preview import PreviewProgress
+    from job.query.preview import PreviewProgress
     from job.spec import DaggerSpec
 
 #: States from which "deploy" or "restart" (re)starts counting crashes from zero.
@@ -252,7 +252,7 @@ class ControlPlane(AdminOps, TokenOps):
                 spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
         """Run the dagger's current SQL over the last ``minutes`` of its topics; return up to ``limit`` rows.
 
-        Nothing is deployed and no consumer group is used (see :func:`job.preview.preview`). Without
+        Nothing is deployed and no consumer group is used (see :func:`job.query.preview.preview`). Without
         ``spark``, ``spark_factory`` makes the session, only once the role check and the spec have passed.
         """
         with self.registry.session() as s:
@@ -298,7 +298,7 @@ class ControlPlane(AdminOps, TokenOps):
     def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None,
                      on_progress: Callable[[PreviewProgress], None] | None = None,
                      spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
-        from job.preview import preview
+        from job.query.preview import preview
 
         if spark is None and spark_factory is not None:
             spark = spark_factory()  # after the role check and the spec's: a refused caller starts no Spark

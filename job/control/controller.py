@@ -68,7 +68,7 @@ from job.control.processes import (
 )
 from job.control.registry import Registry
 from job.errors import DaggerError
-from job.liveness import QUERY_FILE, read_json
+from job.query.liveness import QUERY_FILE, read_json
 from job.stack.process import group_members, pid_alive, process_start_time
 
 if TYPE_CHECKING:

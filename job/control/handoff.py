@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from job.control.errors import ConflictError, ControlError
 from job.control.models import AuditEntry, Cluster, Dagger
-from job.liveness import QUERY_FILE, read_json
+from job.query.liveness import QUERY_FILE, read_json
 
 log = logging.getLogger("daggers.controller")
 

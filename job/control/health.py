@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import requests
 
-from job.words import counted
+from job.common.words import counted
 
 DEFAULT_SPARK_UI_PORT = 8080
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from job.offset_log import Offsets, batch_offsets, committed_batches, committed_offsets, lag_of
+from job.query.offset_log import Offsets, batch_offsets, committed_batches, committed_offsets, lag_of
 from job.sources import offsets as kofs
 
 __all__ = ["Offsets", "batch_offsets", "committed_batches", "committed_offsets", "dagger_lag", "end_offsets",

@@ -4,7 +4,7 @@
 any dagger is known, then waits for one on stdin: the controller keeps such a warm process ready, so a
 deploy does not wait for Spark to start. Each process still runs exactly one dagger.
 
-It is ``daggers run`` (the same :func:`job.runner.run_foreground`, SIGTERM for a graceful stop, known
+It is ``daggers run`` (the same :func:`job.query.runner.run_foreground`, SIGTERM for a graceful stop, known
 errors printed as ``title: message`` with exit code 2) plus a liveness file for the controller:
 ``<checkpoint>/query.json``, written by a StreamingQueryListener when Spark reports the query started
 and refreshed on every progress and idle event. The runner's ``status.json`` only changes after a
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from job.common.words import counted
 from job.errors import DaggerError
-from job.liveness import QUERY_FILE, liveness_listener
-from job.words import counted
+from job.query.liveness import QUERY_FILE, liveness_listener
 
 log = logging.getLogger("daggers.launch")
 
@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
 
     With ``--standby``, start Spark first and wait for the spec on stdin (see :func:`_wait_for_assignment`).
     """
-    from job.plan import plan
-    from job.runner import run_foreground
+    from job.query.plan import plan
+    from job.query.runner import run_foreground
     from job.shared import forkserver
-    from job.spark_session import build_session
+    from job.spark.session import build_session
     from job.spec import load_spec
 
     parser = argparse.ArgumentParser(prog="python -m job.control.launch", description=__doc__)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         VersionView,
     )
     from job.output.model import Output, OutputQuery
-    from job.preview import PreviewProgress
+    from job.query.preview import PreviewProgress
 
 
 class Plane(Protocol):

@@ -99,7 +99,7 @@ class Registry:
         parsed = make_url(self.url)
         self.kind = parsed.get_backend_name()
         if self.kind == "postgresql":
-            from job.optional import require
+            from job.common.optional import require
 
             require("psycopg", "postgres", needed_by="a PostgreSQL registry")
         kwargs: dict[str, Any] = {"future": True}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from job.control.tokens import TokenView
     from job.output.model import Output, OutputQuery
-    from job.preview import PreviewProgress
+    from job.query.preview import PreviewProgress
 
 API = "/api/v1"
 _ERRORS: dict[int, type[ControlError]] = {401: AuthError, 403: PermissionDeniedError, 404: NotFoundError,
@@ -74,7 +74,7 @@ def _ticking(on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[
     if on_progress is None:
         yield
         return
-    from job.preview import PreviewProgress, ticking
+    from job.query.preview import PreviewProgress, ticking
 
     started = time.monotonic()
 

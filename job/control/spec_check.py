@@ -13,7 +13,7 @@ against the declared schema when the server holds that schema. It never
 - fetches an address the spec names (``schema_url``, sinks, lookups, brokers).
 
 What it cannot check it reports in :attr:`CheckedSpec.deferred`: those checks run where the dagger runs
-(:func:`job.plan.plan`, on the controller's host), with the host's variables resolved.
+(:func:`job.query.plan.plan`, on the controller's host), with the host's variables resolved.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from job.errors import SpecError
-from job.plan import ENGINE_FEATURES, DaggerPlan, plan_with
+from job.query.plan import ENGINE_FEATURES, DaggerPlan, plan_with
 from job.spec import REFERENCE_RE, DaggerSpec, parse_spec
 
 #: The variables a cluster gives its daggers, resolved from the registry's cluster record.

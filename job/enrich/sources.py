@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from job.optional import require
+from job.common.optional import require
 from job.spec import ElasticsearchLookup, HttpLookup, LookupSpec, PostgresLookup, parse_path, pattern_fields
 
 #: A key the source does not hold.

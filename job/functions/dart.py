@@ -26,9 +26,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from job import urls
+from job.common import urls
+from job.common.urls import as_url
 from job.errors import FunctionError
-from job.urls import as_url
 
 log = logging.getLogger(__name__)
 

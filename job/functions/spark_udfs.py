@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf, udf
 
-from job import jvm as jvm_functions
-from job import worker_heap
 from job.functions.feature_rows import FEATURE_ROWS_TYPE, FEATURE_ROWS_UDF, feature_rows_arrow
 from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
+from job.spark import jvm as jvm_functions
+from job.spark import worker_heap
 
 OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
                   "is_outlier:boolean>>")
@@ -230,7 +230,7 @@ def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., 
 
 
 def settling(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Return ``fn`` calling :func:`job.worker_heap.settle` first: PySpark's per-task full garbage
+    """Return ``fn`` calling :func:`job.spark.worker_heap.settle` first: PySpark's per-task full garbage
     collection in the worker then skips the modules and caches loaded by then."""
     @functools.wraps(fn)
     def run(*args: Any) -> Any:
@@ -258,7 +258,7 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
     """
     for name, (fn, returns) in LIBRARY_UDFS.items():
         spark.udf.register(name, settling_arrow_udf(fn, returns))
-    jvm_functions.register(spark)  # DistinctCount's aggregate (job.jvm), when the session has its jar
+    jvm_functions.register(spark)  # DistinctCount's aggregate (job.spark.jvm), when the session has its jar
     for name, fn in dart_functions(dart_store).items():
         spark.udf.register(name, settling_arrow_udf(fn, DART_UDFS[name]))
     for name, fn in schema_functions(descriptor_set_b64).items():

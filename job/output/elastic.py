@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from job.index_pattern import search_pattern
-from job.optional import require
+from job.common.index_pattern import search_pattern
+from job.common.optional import require
 from job.output.model import OutputError
 from job.spec import ElasticsearchSinkSpec
 

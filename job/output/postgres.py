@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from job.optional import require
+from job.common.optional import require
 from job.output.model import OutputError
 from job.spec import IDENT_RE, PostgresSinkSpec
 

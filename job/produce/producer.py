@@ -38,9 +38,9 @@ from google.protobuf.message import DecodeError, Message
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from job.common.words import counted
 from job.errors import DaggerError
 from job.produce.generator import EventBatch
-from job.words import counted
 
 DEFAULT_PARTITIONS = 4
 TOPIC_CONFIG = {"retention.ms": "-1"}  # noida-db deletes records older than 7 days otherwise

@@ -1,7 +1,7 @@
 """A team's own schema, without an edit of the project: a folder of .proto files, or a compiled
 FileDescriptorSet at a URL (what the original platform's schema registry served).
 
-Either is read when a dagger first starts; :func:`job.plan.pin_schema` then pins the version in
+Either is read when a dagger first starts; :func:`job.query.plan.pin_schema` then pins the version in
 the checkpoint, and later starts run against the pinned copy.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from job.common.urls import read_url
 from job.errors import SchemaError
 from job.schema.compile import compile_descriptor_set
 from job.schema.registry import SchemaRegistry
-from job.urls import read_url
 
 CACHE_DIR = Path(tempfile.gettempdir()) / "daggers-team-schemas"
 """Where compiled team folders go (named by their sources' hash), outside the project."""

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from job.names import REGISTRY_NAME_PATTERN
+from job.common.names import REGISTRY_NAME_PATTERN
 from job.server.plain import check_plain
 
 

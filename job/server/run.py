@@ -105,7 +105,7 @@ def serve(registry_url: str, settings: ServerSettings, *, metrics_port: int | No
     users, the metrics port cannot be bound, or the server extra is not installed; RegistryError when the
     registry cannot be opened.
     """
-    from job.optional import require
+    from job.common.optional import require
 
     uvicorn = require("uvicorn", "server", needed_by="daggers server")
     require("fastapi", "server", needed_by="daggers server")

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from job.offset_log import Offsets
+from job.query.offset_log import Offsets
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from job.plan import DaggerPlan
+    from job.query.plan import DaggerPlan
 
 
 def catch_up(spark: Any, plan: DaggerPlan, start: Offsets, end: Offsets) -> pa.Table:
@@ -28,11 +28,11 @@ def catch_up(spark: Any, plan: DaggerPlan, start: Offsets, end: Offsets) -> pa.T
 
     Raises what the member's query raises (a bad record under ``bad_records: fail``: SourceError; its SQL
     failing at run time: Spark's error)."""
-    from job.plan import register_plan_functions
-    from job.runner import stream_frame
+    from job.query.plan import register_plan_functions
+    from job.query.runner import stream_frame
     from job.shared.fusion import member_result
     from job.sources.kafka import register_source
-    from job.spark_session import active_session
+    from job.spark.session import active_session
 
     if len(plan.streams) != 1 or plan.translation.window is not None:
         raise ValueError(f"{plan.spec.name}: only a pass-through (one stream, no window) catches up")

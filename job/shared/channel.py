@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from job.liveness import read_json
+from job.query.liveness import read_json
 
 ASSIGNMENTS = "assignments"
 DAGGERS = "daggers"

@@ -14,7 +14,7 @@ with the server (copy on write, ``gc.freeze()`` keeps the collector from touchin
 costs a few MB. PySpark's daemons of the data sources' planning workers (``-m pyspark.daemon
 pyspark.sql.worker.*``, one per module, for the application's life) are forked the same way: their workers
 unpickle the Kafka source, which imported everything again in each (~0.5-1 core-s a worker); and so is
-the UDF workers' daemon (:mod:`job.worker_daemon`), which imported them once per application. The UDF
+the UDF workers' daemon (:mod:`job.spark.worker_daemon`), which imported them once per application. The UDF
 workers fork from that daemon. Every other Python process is the plain interpreter (the launcher
 ``exec``\\ s it).
 
@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 
 from job.errors import debug_enabled
-from job.worker_daemon import PRELOAD as WORKER_PRELOAD
+from job.spark.worker_daemon import PRELOAD as WORKER_PRELOAD
 
 #: The streaming source runner, one per query for its life.
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
@@ -69,7 +69,7 @@ RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 DAEMON = "pyspark.daemon"
 #: The daemon of the UDF workers and the sources' readers (``spark.python.daemon.module``), one per
 #: application (per executor on a cluster).
-WORKERS = "job.worker_daemon"
+WORKERS = "job.spark.worker_daemon"
 #: The modules served: anything else is refused (the client then runs it itself).
 SERVED = (RUNNER, DAEMON, WORKERS)
 #: Imported once by the server, before it forks: what the runner, the Kafka source and the workers need.

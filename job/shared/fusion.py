@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from job.plan import DaggerPlan, StreamPlan
+from job.query.plan import DaggerPlan, StreamPlan
 from job.sources.kafka import SourceConfig
 from job.sql.rewrite import interval_ms
 
@@ -192,7 +192,7 @@ def records_read(start: Any, end: Any, seen: dict[str, dict[str, int]] | None = 
 
     A group's query reads its source once for each member, and Spark's ``numInputRows`` counts every read:
     a member's count comes from the offsets instead."""
-    from job.offset_log import lag_of
+    from job.query.offset_log import lag_of
 
     start_, end_ = _offsets(start), _offsets(end)
     end_ = {t: parts for t, parts in end_.items() if isinstance(parts, dict)}
@@ -230,7 +230,7 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from job.runner import stream_frame
+    from job.query.runner import stream_frame
     from job.shared.merge import member_shape
 
     reach = group.translation.join_lag_ms or 0

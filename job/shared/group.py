@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from job.common.words import counted
 from job.errors import DaggerError, SourceError
-from job.liveness import read_json
+from job.query.liveness import read_json
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
-from job.words import counted
 
 log = logging.getLogger("daggers.shared")
 
@@ -75,7 +75,7 @@ class Member:
 
     key: str
     token: str
-    plan: Any  # job.plan.DaggerPlan
+    plan: Any  # job.query.plan.DaggerPlan
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _resume_point(last: Path, data: dict[str, Any],
                   window: list[str | None] | None) -> tuple[int | None, int | None, dict[str, dict[str, int]]]:
     """Return (where a generation after ``last`` reads from, the window ends ``last`` and those before it
     wrote up to, the offsets they read) for a group whose ``group.json`` was ``data``."""
-    from job.offset_log import committed_offsets, committed_watermark_ms
+    from job.query.offset_log import committed_offsets, committed_watermark_ms
     from job.shared.fusion import restart_ms
 
     start, written = data.get("start_ms"), data.get("written_ms")
@@ -247,7 +247,7 @@ class HostedGroup:
     def request_stop(self, leaving: set[str] | None = None, settle: bool = True) -> None:
         """Stop the generation; members in ``leaving`` report ``stopped``, the others nothing (the next
         generation takes them over). With ``settle``, a group with windows first lets its query close
-        the windows its watermark has passed (up to 10 s, :meth:`job.runner.DaggerJob.settle`): for
+        the windows its watermark has passed (up to 10 s, :meth:`job.query.runner.DaggerJob.settle`): for
         members that stop for good. Without, the next generation computes those windows again from the
         oldest open one (its start, :func:`start_of_generation`), so a deploy or an edit does not wait."""
         self.leaving |= set(leaving or ())
@@ -266,7 +266,7 @@ class HostedGroup:
                            generation=self.generation, checkpoint=str(member.plan.checkpoint))
 
     def _run(self) -> None:
-        from job.runner import explain_failure
+        from job.query.runner import explain_failure
 
         query = session = listener = None
         try:
@@ -326,8 +326,8 @@ class HostedGroup:
         self.state = "failed"
 
     def _start(self) -> tuple[Any, Any, Any]:
-        from job.plan import pin_schema, register_plan_functions
-        from job.runner import DaggerJob, query_sql_conf, session_conf
+        from job.query.plan import pin_schema, register_plan_functions
+        from job.query.runner import DaggerJob, query_sql_conf, session_conf
         from job.shared.fusion import group_frame, group_plan
         from job.sinks.base import start_sinks
         from job.sources.kafka import register_source
@@ -388,8 +388,8 @@ class HostedGroup:
         records in between (:func:`job.shared.catchup.catch_up`), before the generation's query starts,
         and count them in its ``status.json``; from then on it counts the records the generation reads as
         the others do. A member whose catch-up fails (its sinks, its SQL) fails alone."""
-        from job.offset_log import lag_of
-        from job.runner import explain_failure
+        from job.query.offset_log import lag_of
+        from job.query.runner import explain_failure
         from job.shared.catchup import catch_up
 
         for key, start in sorted(behind.items()):
@@ -454,7 +454,7 @@ class HostedGroup:
 
     def _write_member(self, key: str, table: Any, batch_id: int) -> str | None:
         """Write a member's rows to its sinks; return its error (``Title: message``, hint) or None."""
-        from job.runner import explain_failure
+        from job.query.runner import explain_failure
 
         try:
             for sink in self._jobs[key].sinks:
@@ -531,8 +531,8 @@ def _group_listener(group: HostedGroup) -> Any:
     """Return the listener that hands the group query's events to each member: its progress
     (``status.json``) and its liveness (``query.json``), as a dagger's own listeners would. A session's
     listeners see only that session's query."""
-    from job.liveness import QUERY_FILE, write_query_state
-    from job.query_events import QueryEvents
+    from job.query.events import QueryEvents
+    from job.query.liveness import QUERY_FILE, write_query_state
 
     def write(state: str, query_id: str, run_id: str, **extra: Any) -> None:
         for key, member in group.members.items():

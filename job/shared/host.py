@@ -113,7 +113,7 @@ class SharedHost:
 
             found = None
             try:
-                from job.plan import plan
+                from job.query.plan import plan
                 from job.spec import load_spec
 
                 spec = load_spec(Path(want["spec"]))
@@ -290,7 +290,7 @@ class SharedHost:
 
 def build_host_session(master: str) -> Any:
     """Return the host's SparkSession: the daggers' usual settings, plus the FAIR scheduler."""
-    from job.spark_session import build_session
+    from job.spark.session import build_session
 
     return build_session("daggers-shared", master=master, extra={
         "spark.scheduler.mode": "FAIR",

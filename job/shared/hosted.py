@@ -1,6 +1,6 @@
 """One dagger inside a shared application host: its own Spark session, FAIR pool, query and thread.
 
-:class:`HostedDagger` runs the same :class:`job.runner.DaggerJob` a dedicated dagger runs, on
+:class:`HostedDagger` runs the same :class:`job.query.runner.DaggerJob` a dedicated dagger runs, on
 ``base.newSession()``: the session's temporary views (``data_stream``), UDFs (the library's and the
 dagger's ``udf_file``) and SQL settings (``spark.sql.shuffle.partitions`` from ``parallelism``, the
 spec's ``spark.sql.*``) are its own, while the SparkContext, the JVM, the executors and the Python
@@ -133,7 +133,7 @@ class HostedDagger:
                            checkpoint=self.checkpoint, query_id=self.query_id)
 
     def _run(self) -> None:
-        from job.runner import DaggerJob, explain_failure
+        from job.query.runner import DaggerJob, explain_failure
 
         job: DaggerJob | None = None
         liveness: Any = None
@@ -178,9 +178,9 @@ class HostedDagger:
     def _start(self) -> tuple[Any, Any, Any]:
         """Plan the dagger and start its query on a new session in its own pool; return (job, session,
         liveness listener), or (None, None, None) when a stop came first."""
-        from job.liveness import QUERY_FILE, liveness_listener
-        from job.plan import plan
-        from job.runner import DaggerJob
+        from job.query.liveness import QUERY_FILE, liveness_listener
+        from job.query.plan import plan
+        from job.query.runner import DaggerJob
         from job.spec import load_spec
 
         spec = load_spec(self.spec_path)

@@ -42,7 +42,7 @@ _ANONYMOUS_AGGREGATES = frozenset({
     "some", "max_by", "min_by", "mode", "median", "percentile", "skewness", "kurtosis", "histogram_numeric",
     "count_min_sketch", "bit_and", "bit_or", "bit_xor", "try_sum", "try_avg", "regr_count", "array_agg",
     "listagg", "string_agg", "hll_sketch_agg", "hll_union_agg", "sum_distinct",
-    "dagger_distinct_count",  # DistinctCount (job.jvm)
+    "dagger_distinct_count",  # DistinctCount (job.spark.jvm)
 })
 
 

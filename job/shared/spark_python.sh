@@ -7,7 +7,7 @@ python="${DAGGERS_PYTHON:-python3}"
 export PYTHONSAFEPATH=1
 served=false
 case "$2" in
-  pyspark.sql.streaming.python_streaming_source_runner|pyspark.daemon|job.worker_daemon) served=true ;;
+  pyspark.sql.streaming.python_streaming_source_runner|pyspark.daemon|job.spark.worker_daemon) served=true ;;
 esac
 if [ -n "$DAGGERS_FORK_SERVER" ] && [ "$1" = "-m" ] && [ "$served" = true ]; then
   if [ -n "$DAGGERS_FORK_CLIENT" ]; then

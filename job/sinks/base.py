@@ -15,7 +15,7 @@ per micro-batch, ``close()``.
 Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failures, retries). While a
 write is being retried, its metrics say so (``retrying``: attempt, of, next_at, since, error) and the sink's
 ``retry_listener`` hears of it before each wait and once more when the write ends (the runner writes
-``status.json`` then, see :meth:`job.runner.DaggerJob.on_sink_retry`).
+``status.json`` then, see :meth:`job.query.runner.DaggerJob.on_sink_retry`).
 """
 
 from __future__ import annotations

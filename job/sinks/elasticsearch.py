@@ -3,7 +3,7 @@
 * The document id is a stable hash (BLAKE2b, 128 bits) of the dagger's name and the row's key
   (``key_columns``; default window_timestamp and the tag_*/label_* columns), so a micro-batch that
   Spark replays after a crash overwrites its documents with the same values: no duplicates.
-* The index may carry the window's date (``bookings-{window:%Y.%m.%d}``, see :mod:`job.index_pattern`).
+* The index may carry the window's date (``bookings-{window:%Y.%m.%d}``, see :mod:`job.common.index_pattern`).
   An index is made on its first write with a mapping from the query's output: tag_*/label_* columns
   are ``keyword``, window_timestamp (and other timestamps) ``date``, integers ``long``, other
   numbers ``double``, booleans ``boolean``, text ``keyword``. An existing index gets the mappings
@@ -30,9 +30,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from job.common.index_pattern import has_window, render_index
+from job.common.optional import require
 from job.errors import SinkError
-from job.index_pattern import has_window, render_index
-from job.optional import require
 from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, backoff_s, key_columns
 from job.spec import ElasticsearchSinkSpec
 

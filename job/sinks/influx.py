@@ -31,12 +31,12 @@ from typing import Any
 import pyarrow as pa
 import requests
 
+from job.common.optional import require
+from job.common.words import counted
 from job.errors import BackpressureError, SinkError
-from job.optional import require
 from job.sinks.base import Sink, backoff_s
 from job.sinks.line_protocol import encode
 from job.spec import InfluxSinkSpec
-from job.words import counted
 
 log = logging.getLogger("daggers.sink.influx")
 

@@ -47,11 +47,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import EncodeError, Message
 
+from job.common.words import counted
 from job.errors import SchemaError, SinkError
 from job.schema.registry import TIMESTAMP, SchemaRegistry, default_registry
 from job.sinks.base import TIME_COLUMN, Sink, backoff_s, key_columns
 from job.spec import KafkaSinkSpec
-from job.words import counted
 
 log = logging.getLogger("daggers.sink.kafka")
 _RDKAFKA_LOG = logging.getLogger("daggers.sink.kafka.librdkafka")

@@ -6,9 +6,9 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
+from job.common.words import counted
 from job.sinks.base import Sink
 from job.spec import LogSinkSpec
-from job.words import counted
 
 #: Values up to this long stay on one line of their column; longer ones wrap (never cut).
 WHOLE_UP_TO = 32

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from job.optional import require
+from job.common.optional import require
 from job.sinks.base import Sink
 from job.spec import ElasticsearchSinkSpec, InfluxSinkSpec, KafkaSinkSpec, LogSinkSpec, PostgresSinkSpec
 

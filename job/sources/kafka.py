@@ -393,10 +393,10 @@ def register_source(spark: Any) -> None:
     Spark refuses a name that the thread's *active* session already knows (DATA_SOURCE_ALREADY_EXISTS),
     and a ``newSession()`` child does not inherit its parent's Python data sources: with the parent
     active, the child could neither register the source nor find it. So ``spark`` is made the active
-    session while it registers (:func:`job.spark_session.active_session`); ALREADY_EXISTS then means
+    session while it registers (:func:`job.spark.session.active_session`); ALREADY_EXISTS then means
     it had registered the source itself.
     """
-    from job.spark_session import active_session
+    from job.spark.session import active_session
 
     with active_session(spark):
         try:

@@ -15,7 +15,6 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
-from job import worker_heap
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder
 from job.sources import failover as kfo
@@ -23,6 +22,7 @@ from job.sources import offsets as kofs
 from job.sources.bad_records import record_bad
 from job.sources.config import OffsetRange, RangeGroup, SourceConfig
 from job.sources.stall import ClientLog, StallWatch, notice, starvation
+from job.spark import worker_heap
 
 FETCH_BATCH = 10_000  # records decoded per Arrow batch
 

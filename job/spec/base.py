@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from job.names import DAGGER_NAME_RE, IDENTIFIER_RE
-from job.strict_model import StrictModel
+from job.common.names import DAGGER_NAME_RE, IDENTIFIER_RE
+from job.common.strict_model import StrictModel
 
 NAME_RE = DAGGER_NAME_RE  # \A…\Z: "pg-var\n" is no name
 IDENT_RE = IDENTIFIER_RE  # likewise: "bookings\n" is no table

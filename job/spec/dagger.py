@@ -53,7 +53,7 @@ class DaggerSpec(SpecModel):
                     "window state stays in the JVM's heap (HDFS-backed state store) instead of RocksDB (in a new "
                     "checkpoint; Spark fixes the store for the life of a checkpoint); "
                     "a windowed query reads at window close (read_at_window_close), while one that keeps no state "
-                    "(no window, no join) triggers at most every 5 s (job.plan.LIGHT_TRIGGER_S). In a shared "
+                    "(no window, no join) triggers at most every 5 s (job.query.plan.LIGHT_TRIGGER_S). In a shared "
                     "application its jobs run first come, first served in one pool with the other light daggers' "
                     "(daggers-light), not in a FAIR pool of its own. For light daggers sharing an application; "
                     "leave it off for a heavy one.")

@@ -236,7 +236,7 @@ class ElasticsearchSinkSpec(_RetryingSinkModel):
     @field_validator("index")
     @classmethod
     def _index(cls, v: str) -> str:
-        from job.index_pattern import check_index_pattern
+        from job.common.index_pattern import check_index_pattern
 
         check_index_pattern(v)
         return v

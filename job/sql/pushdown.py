@@ -9,7 +9,7 @@ With ``int_keys`` (the default for new daggers) the source column holds the sign
 (``s2cell``) rather than its decimal text: a ``GROUP BY S2Id(...)`` then groups, shuffles and keeps
 window state on an 8-byte key, and every other use reads ``CAST(column AS STRING)``, so the query's
 results are the same text as before. A checkpoint whose window state was keyed on the text keeps
-the text (``s2id``), see :func:`job.plan.engine_features`.
+the text (``s2id``), see :func:`job.query.plan.engine_features`.
 """
 
 from __future__ import annotations

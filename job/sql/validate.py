@@ -8,8 +8,8 @@ from collections.abc import Collection, Iterable, Mapping
 
 from sqlglot import exp
 
+from job.common.names import IDENTIFIER_RE
 from job.errors import SqlError
-from job.names import IDENTIFIER_RE
 from job.sql.calls import call_name
 from job.sql.catalog import (
     DAGGER_FUNCTIONS,

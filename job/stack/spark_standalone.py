@@ -72,7 +72,7 @@ class SparkStandalone:
         env = {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.root / "logs"),
                "SPARK_WORKER_DIR": str(self.root / "work"), "SPARK_DAEMON_MEMORY": daemon_memory,
                "PYTHONPATH": pythonpath}
-        # the options Daggers gives its own JVMs (job.spark_session.JVM_OPTIONS_ENV; that module imports pyspark)
+        # the options Daggers gives its own JVMs (job.spark.session.JVM_OPTIONS_ENV; that module imports pyspark)
         if os.environ.get("DAGGERS_JVM_OPTIONS"):
             env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(
                 filter(None, (os.environ.get("SPARK_DAEMON_JAVA_OPTS"), os.environ["DAGGERS_JVM_OPTIONS"])))

@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from job.plan import plan
 from job.produce.cities import city_by_name
 from job.produce.generator import EventBatch, generate
 from job.produce.producer import corrupt, produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.schema import default_registry
 from tests.helpers import influx_points, make_spec, unique, window_end_s
 

@@ -27,9 +27,9 @@ import requests
 from confluent_kafka import Producer
 from typer.testing import CliRunner
 
-from job.plan import plan
 from job.produce.generator import generate
-from job.runner import DaggerJob
+from job.query.plan import plan
+from job.query.runner import DaggerJob
 from job.stack.broker import create_topic
 from tests.alerting.alert_receivers import HttpReceiver, SmtpReceiver
 from tests.alerting.alert_setup import FAST_DELIVERY, SECRETS, WEBHOOK_SECRET, channels_yaml

@@ -27,7 +27,7 @@ from bench.bench_density import (
     unseen_points,
 )
 from bench.procstats import forest
-from job.plan import plan
+from job.query.plan import plan
 from job.spec import load_spec
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.peers.spark_udf_peer import NEEDED, plain_source
 from bench.verdict import density_failures, failures
-from job.plan import plan
+from job.query.plan import plan
 from tests.helpers import DRIVERS_SQL, make_spec
 
 EQUAL = {"events": 1_001_000, "complete": True, "check": "equal (201,059 points)"}

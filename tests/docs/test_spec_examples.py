@@ -1,5 +1,5 @@
 """Every spec, SQL, alerting and chaos example in the docs is validated as the command that reads it would
-(``daggers sql check``: the spec's fields, its schemas and its SQL, through job.plan.plan; ``daggers alerts
+(``daggers sql check``: the spec's fields, its schemas and its SQL, through job.query.plan.plan; ``daggers alerts
 check``; the chaos experiment loader). A YAML or SQL block without a marker fails (tests/docs/blocks.py).
 
 docs/sql.md's and docs/functions.md's SQL examples are run by tests/job/sql/test_sql_docs.py and
@@ -58,7 +58,7 @@ def spec_text(block: Block) -> str:
 
 @pytest.mark.parametrize("block", SPECS, ids=[b.where for b in SPECS])
 def test_the_spec_example_passes_sql_check(block: Block, tmp_path: Path) -> None:
-    from job.plan import plan
+    from job.query.plan import plan
     from job.spec import parse_spec
 
     p = plan(parse_spec(spec_text(block), source=block.where, env=ENV), tmp_path)
@@ -67,7 +67,7 @@ def test_the_spec_example_passes_sql_check(block: Block, tmp_path: Path) -> None
 
 def test_a_broken_example_fails_the_check(tmp_path: Path) -> None:
     """The check is not a formality: a misspelt function or field in an example is an error."""
-    from job.plan import plan
+    from job.query.plan import plan
     from job.spec import parse_spec
 
     sql = Block(ROOT / "README.md", 1, "sql", "SELECT coutn(1) AS n, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS t\n"

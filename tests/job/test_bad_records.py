@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Producer
 
 from job.errors import DaggerError
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import corrupt
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import DaggerJob, Progress, batch_rows_per_s
+from job.query.plan import plan
+from job.query.runner import DaggerJob, Progress, batch_rows_per_s
 from tests.helpers import BOOKINGS_SQL, make_spec, unique
 
 

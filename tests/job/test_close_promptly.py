@@ -16,10 +16,10 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import DaggerJob
+from job.query.plan import plan
+from job.query.runner import DaggerJob
 from job.sinks.influx import InfluxSink
 from job.sources.kafka import KafkaStreamReader, SourceConfig
 from tests.helpers import influx_points, make_spec, topic_and_db, unique, wait_until

@@ -19,7 +19,7 @@ import pytest
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT
-from job.spark_session import JVM_OPTIONS_ENV
+from job.spark.session import JVM_OPTIONS_ENV
 from tests.helpers import (
     BOOKINGS_SQL,
     expected_bookings,

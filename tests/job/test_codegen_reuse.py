@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
-from job.runner import DaggerJob
+from job.query.plan import plan
+from job.query.runner import DaggerJob
 from tests.helpers import influx_points, live_feed, make_spec, topic_and_db, unique, wait_until
 from tests.services import BrokerHandle
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from job.demo import run_demo
+from job.cli.demo import run_demo
 from job.produce.generator import generate
 from job.stack.local import LocalStack
 from job.stack.ports import free_ports

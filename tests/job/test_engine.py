@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import run_foreground
-from job.spark_session import HDFS_STATE_STORE
+from job.query.plan import plan
+from job.query.runner import run_foreground
+from job.spark.session import HDFS_STATE_STORE
 from tests.helpers import (
     BOOKINGS_SQL,
     DRIVERS_SQL,
@@ -104,7 +104,7 @@ _WINDOW_FIRST = "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13
     (None, "s2id", {"s2_keys": "string", "group_keys": "as_written", **_SETS}, _WINDOW_FIRST),
     # the engine that pinned 64-bit S2 keys, before the window went last in the state key
     ('{"s2_keys": "int64"}', "s2cell", {"s2_keys": "int64", "group_keys": "as_written", **_SETS}, _WINDOW_FIRST),
-    # the engine before DistinctCount's state was one sorted byte array (job.jvm)
+    # the engine before DistinctCount's state was one sorted byte array (job.spark.jvm)
     ('{"s2_keys": "int64", "group_keys": "window_last"}', "s2cell",
      {"s2_keys": "int64", "group_keys": "window_last", **_SETS},
      "GROUP BY __dagger_s2_lat_long_13, driver_status, window(rowtime, '60 seconds')"),
@@ -116,7 +116,7 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
     state key, DistinctCount's collect_set) is resumed with that layout, so the open windows' state is read,
     not refused; the totals across the restart are exact. A fresh checkpoint gets the current layout and
     pins it."""
-    from job.plan import ENGINE_FEATURES, PINNED_ENGINE
+    from job.query.plan import ENGINE_FEATURES, PINNED_ENGINE
     from tests.services import BrokerHandle
 
     broker = BrokerHandle("tansu", tansu_broker)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.schema import default_registry
 from tests.helpers import (
     BOOKINGS_SQL,

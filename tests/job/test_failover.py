@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
 from job.produce.generator import EventBatch, generate
 from job.produce.producer import produce
-from job.runner import DaggerJob
+from job.query.plan import plan
+from job.query.runner import DaggerJob
 from job.spec import parse_spec
 from job.stack.broker import NoidaBroker, TansuBroker, create_topic
 from job.stack.ports import free_port

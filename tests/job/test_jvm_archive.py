@@ -1,4 +1,4 @@
-"""The JVM's class archive (job.jvm_archive): where it lives, when a driver JVM is told to map it, and
+"""The JVM's class archive (job.spark.jvm_archive): where it lives, when a driver JVM is told to map it, and
 that a real JVM maps one `daggers jvm-archive` wrote (the one scripts/setup.sh wrote, when there is one), and
 ignores a broken one without a word; and that DAGGERS_JVM_OPTIONS reach the driver JVM, and the JVM trims its
 native heap."""
@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from job import jvm_archive
-from job.spark_session import JVM_OPTIONS_ENV
+from job.spark import jvm_archive
+from job.spark.session import JVM_OPTIONS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Starts a session (whose driver JVM gets job.jvm_archive.java_options()), runs a query, and says whether the
+# Starts a session (whose driver JVM gets job.spark.jvm_archive.java_options()), runs a query, and says whether the
 # JVM mapped the archive, and which of the probe's DAGGERS_JVM_OPTIONS it was given.
 PROBE = """
 import json, os
-from job.spark_session import build_session
+from job.spark.session import build_session
 spark = build_session("archive-probe", master="local[1]")
 total = spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"]
 pid = spark.sparkContext._gateway.proc.pid
@@ -97,7 +97,7 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
     assert archive.stat().st_size > 50e6
 
     got, _ = _probe(env)
-    # (and the JVM trims its native heap: job.spark_session.JVM_OPTIONS)
+    # (and the JVM trims its native heap: job.spark.session.JVM_OPTIONS)
     assert got == {"sum": 499500, "mapped": True, "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"],
                    "trim_ms": "30000"}
 

@@ -1,4 +1,4 @@
-"""The functions that run in Spark's JVM (job.jvm): the jar is built from the shipped Java source, and
+"""The functions that run in Spark's JVM (job.spark.jvm): the jar is built from the shipped Java source, and
 DistinctCount's byte-array aggregate counts exactly what ``size(collect_set(x))`` counts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from job import jvm
+from job.spark import jvm
 
 
 def test_the_jar_is_built_from_the_source_where_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +51,7 @@ def test_the_byte_aggregate_counts_what_collect_set_counts(spark) -> None:  # ty
     """Over strings of every length class of the varint (127, 128, 300 bytes), empty and NUL strings,
     multi-byte UTF-8, NULLs and empty groups, in 7 partitions (partial buffers merged in the final one),
     and over integers by their text."""
-    assert jvm.register(spark)  # the tests' session was built with the jar (job.spark_session.build_session)
+    assert jvm.register(spark)  # the tests' session was built with the jar (job.spark.session.build_session)
     rng = random.Random(50)
     rows = [(g, v, rng.randint(-3, 3) if v is not None else None) for g in range(300) for v in _values(rng)]
     rows += [(1000, None, None)]  # a group of NULLs only: 0, as collect_set's size

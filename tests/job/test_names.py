@@ -1,4 +1,4 @@
-"""Names match their rule as a whole (job.names): ``pg-var\\n`` is no name, wherever a name is checked."""
+"""Names match their rule as a whole (job.common.names): ``pg-var\\n`` is no name, wherever a name is checked."""
 
 from __future__ import annotations
 
@@ -12,10 +12,17 @@ from hypothesis import strategies as st
 
 import alerting.rules
 import job.spec
+from job.common.names import (
+    DAGGER_NAME,
+    DAGGER_NAME_RE,
+    IDENTIFIER_RE,
+    REGISTRY_NAME,
+    REGISTRY_NAME_RE,
+    is_name,
+)
 from job.control import ControlError, ControlPlane, Registry
 from job.control.access import check_name
 from job.errors import SpecError
-from job.names import DAGGER_NAME, DAGGER_NAME_RE, IDENTIFIER_RE, REGISTRY_NAME, REGISTRY_NAME_RE, is_name
 from tests.job.control.control_seed import bookings_spec, seed
 
 LOWER = string.ascii_lowercase
@@ -78,7 +85,7 @@ def test_a_table_or_column_with_a_trailing_newline_is_refused() -> None:
 def test_every_user_file_model_shares_one_strict_base() -> None:
     import alerting.config
     import job.chaos.experiment
-    from job.strict_model import StrictModel
+    from job.common.strict_model import StrictModel
 
     for model in (job.spec.DaggerSpec, alerting.config.AlertsConfig, alerting.rules.ThresholdRule,
                   job.chaos.experiment.Experiment):

@@ -3,10 +3,10 @@ Spark, InfluxDB).
 
 Spark's object aggregates sort their input once a task holds more than
 ``spark.sql.objectHashAggregate.sortBased.fallbackThreshold`` groups (128 by default), which a window of
-S2 cells always does; a light dagger raises it (job.runner.OBJECT_AGG_GROUPS in LIGHT_SQL_CONF). The
+S2 cells always does; a light dagger raises it (job.query.runner.OBJECT_AGG_GROUPS in LIGHT_SQL_CONF). The
 test counts the tasks that fell back, from the SQL metrics of the micro-batch that read the records, and
 checks the windows against the records sent. A light dagger also keeps its window state in the JVM's heap
-(HDFS-backed state store, job.runner.LIGHT_STATE_STORE) instead of RocksDB: read from the checkpoint's offset
+(HDFS-backed state store, job.query.runner.LIGHT_STATE_STORE) instead of RocksDB: read from the checkpoint's offset
 log, where Spark fixes the provider for the life of the checkpoint.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from job.plan import plan
-from job.runner import LIGHT_STATE_STORE, OBJECT_AGG_GROUPS, DaggerJob
-from job.spark_session import ROCKSDB_STATE_STORE
+from job.query.plan import plan
+from job.query.runner import LIGHT_STATE_STORE, OBJECT_AGG_GROUPS, DaggerJob
+from job.spark.session import ROCKSDB_STATE_STORE
 from tests.helpers import (
     influx_points,
     make_spec,

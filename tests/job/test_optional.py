@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from job.cli.main import app
-from job.optional import MissingDependencyError, install_hint, require, require_installed
+from job.common.optional import MissingDependencyError, install_hint, require, require_installed
 
 runner = CliRunner()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from job.plan import LIGHT_TRIGGER_S, plan
+from job.query.plan import LIGHT_TRIGGER_S, plan
 from job.spec import parse_spec
 from tests.helpers import DRIVERS_SQL, make_spec
 
@@ -59,7 +59,7 @@ def test_a_windowed_dagger_gathers_records_between_boundaries_unless_its_checkpo
         tmp_path: Path) -> None:
     import json
 
-    from job.plan import GATHER_S, PINNED_ENGINE
+    from job.query.plan import GATHER_S, PINNED_ENGINE
 
     assert GATHER_S == 4.0
     assert _source(tmp_path, DRIVERS_SQL).gather_ms == 4_000

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.preview import PreviewProgress, preview
 from job.produce.generator import generate
 from job.produce.producer import produce
+from job.query.preview import PreviewProgress, preview
 from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique
 
 pytestmark = pytest.mark.integration

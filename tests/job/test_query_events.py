@@ -1,4 +1,4 @@
-"""job.query_events: a real streaming query's events reach QueryEvents with their ids, and cheaply."""
+"""job.query.events: a real streaming query's events reach QueryEvents with their ids, and cheaply."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from py4j import java_gateway
 
-from job.query_events import QueryEvents
+from job.query.events import QueryEvents
 from tests.helpers import wait_until
 
 

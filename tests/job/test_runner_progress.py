@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from job.runner import committed_since, shown_watermark
+from job.query.runner import committed_since, shown_watermark
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}'
 

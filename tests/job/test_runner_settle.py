@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from job import runner
-from job.runner import DaggerJob
+from job.query import runner
+from job.query.runner import DaggerJob
 from tests.helpers import FakeClock
 
 

@@ -1,4 +1,4 @@
-"""job.scratch: each Spark process's scratch folder, and the sweep of a killed one's."""
+"""job.spark.scratch: each Spark process's scratch folder, and the sweep of a killed one's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from job import scratch
+from job.spark import scratch
 
 
 def test_a_sweep_removes_the_folders_of_processes_that_are_gone(tmp_path: Path,
@@ -51,7 +51,7 @@ def test_the_default_root_is_per_user_under_the_temp_dir(monkeypatch: pytest.Mon
 _QUERY = textwrap.dedent("""
     import sys, time
     from pyspark.sql import functions as F
-    from job.spark_session import build_session
+    from job.spark.session import build_session
     spark = build_session("scratch-test", master="local[1]", shuffle_partitions=1)
     print(spark.conf.get("spark.local.dir"), flush=True)
     q = (spark.readStream.format("rate").option("rowsPerSecond", 50).load()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
-from job.spark_failure import error_in_traceback, explain_failure, rebuild
+from job.spark.failure import error_in_traceback, explain_failure, rebuild
 
 CHAINED = """Traceback (most recent call last):
   File "/x/a.py", line 3, in f

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 from job.functions.spark_udfs import register_functions
 from job.sources.kafka import DaggerKafkaSource
-from job.spark_session import build_session
+from job.spark.session import build_session
 
 spark = build_session("quiet-probe", "local[1]", extra={"spark.yarn.executor.memoryOverhead": "1g"})
 for _ in range(2):  # two daggers in one session, as daggers demo runs them

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from job.plan import PINNED_SCHEMA, plan
-from job.runner import run_foreground
+from job.query.plan import PINNED_SCHEMA, plan
+from job.query.runner import run_foreground
 from job.schema.compile import compile_descriptor_set
 from job.schema.registry import SchemaRegistry
 from job.spec import parse_spec

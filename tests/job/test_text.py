@@ -1,4 +1,4 @@
-"""job.text.safe_text: what a terminal would act on is shown as an escape, printable text is left as it is."""
+"""job.common.text.safe_text: what a terminal would act on is shown as an escape, printable text is left as it is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from job.text import safe_text
+from job.common.text import safe_text
 
 #: C0, DEL, C1, the line and paragraph separators, and the bidirectional controls (written out again here, not
 #: imported: the test is a second reading of the rule).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from job.words import counted, plural
+from job.common.words import counted, plural
 
 
 @pytest.mark.parametrize(("noun", "many"), [("cluster", "clusters"), ("batch", "batches"), ("retry", "retries"),

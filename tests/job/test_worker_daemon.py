@@ -1,4 +1,4 @@
-"""The Python worker daemon (:mod:`job.worker_daemon`): every worker Spark forks starts with the Kafka
+"""The Python worker daemon (:mod:`job.spark.worker_daemon`): every worker Spark forks starts with the Kafka
 source, the UDFs and their libraries imported, on the session every dagger runs in."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from job.worker_daemon import PRELOAD, preload
+from job.spark.worker_daemon import PRELOAD, preload
 
 
 def test_everything_preloaded_imports_in_this_environment() -> None:
-    code = "from job.worker_daemon import preload; import gc, sys; print(preload(), gc.get_freeze_count() > 0)"
+    code = "from job.spark.worker_daemon import preload; import gc, sys; print(preload(), gc.get_freeze_count() > 0)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[]", "True"]
     assert "job.sources.kafka" in PRELOAD and callable(preload)
@@ -29,6 +29,6 @@ def test_a_sessions_workers_start_with_the_modules_imported(spark) -> None:  # t
         for _ in batches:
             yield pa.RecordBatch.from_pydict({"loaded": [loaded]})
 
-    assert spark.conf.get("spark.python.daemon.module") == "job.worker_daemon"
+    assert spark.conf.get("spark.python.daemon.module") == "job.spark.worker_daemon"
     rows = spark.range(0, 4, 1, 2).mapInArrow(probe, "loaded boolean").collect()
     assert [r.loaded for r in rows] == [True, True]

@@ -1,4 +1,4 @@
-"""job.worker_heap: the objects alive in a worker's first tasks are frozen, later ones are not."""
+"""job.spark.worker_heap: the objects alive in a worker's first tasks are frozen, later ones are not."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def run(code: str) -> str:
 def test_settle_freezes_in_the_first_calls_only() -> None:
     out = run("""
         import gc
-        from job import worker_heap
+        from job.spark import worker_heap
         assert gc.get_freeze_count() == 0
         counts = []
         keep = []
@@ -37,7 +37,7 @@ def test_settle_freezes_in_the_first_calls_only() -> None:
 def test_a_forked_child_freezes_its_own() -> None:
     out = run("""
         import os
-        from job import worker_heap
+        from job.spark import worker_heap
         for _ in range(worker_heap.FREEZES):
             worker_heap.settle()
         before = worker_heap.frozen()
@@ -58,7 +58,7 @@ def test_a_forked_child_freezes_its_own() -> None:
 def test_garbage_of_later_objects_is_still_collected() -> None:
     out = run("""
         import gc
-        from job import worker_heap
+        from job.spark import worker_heap
         for _ in range(worker_heap.FREEZES):
             worker_heap.settle()
         class Node:

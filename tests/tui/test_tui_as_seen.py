@@ -198,7 +198,7 @@ async def test_deploying_a_blank_form_says_what_is_missing(world: Registry) -> N
 async def test_a_preview_shows_every_row_by_window_and_its_progress_while_it_runs(world: Registry) -> None:
     from datetime import UTC, datetime
 
-    from job.preview import PreviewProgress
+    from job.query.preview import PreviewProgress
 
     # 11 rows, as Spark may return them: not in window order
     ends = [datetime(2026, 3, 2, 9, 55 + m, tzinfo=UTC) for m in (3, 1, 4, 0, 2, 3, 1, 0, 4, 2, 3)]

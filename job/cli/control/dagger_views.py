@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Column, Table
 
 from job.cli.control.reply import span
-from job.words import counted
+from job.common.words import counted
 
 
 def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:

@@ -15,8 +15,8 @@ from job.cli.common import print_table
 from job.cli.control.dagger_views import dagger_table, progress_lines
 from job.cli.control.options import FreshOpt, JsonOpt, PlaneOptions, RefArg, plane_options
 from job.cli.control.reply import EXIT_ERROR, emit, errors, ok, out, when
-from job.text import safe_text
-from job.words import counted
+from job.common.text import safe_text
+from job.common.words import counted
 
 dagger_app = typer.Typer(help="Create, preview, deploy, edit and stop daggers.", no_args_is_help=True)
 

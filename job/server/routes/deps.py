@@ -46,7 +46,7 @@ class ServerState:
         """The server's one Spark session for previews, started at the first preview and kept."""
         with self._spark_lock:
             if not self._spark:
-                from job.spark_session import build_session
+                from job.spark.session import build_session
 
                 self._spark.append(build_session("daggers-server-previews", master="local[2]", shuffle_partitions=2))
             return self._spark[0]

@@ -18,7 +18,7 @@ import pytest
 
 from job.control import ControlPlane
 from job.control.views import DaggerView
-from job.liveness import read_json
+from job.query.liveness import read_json
 from job.stack.process import group_members, pid_alive
 from tests.helpers import influx_points, produce_step, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from job.errors import EnrichError
-from job.plan import plan
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.schema import default_registry
 from job.spec import parse_spec
 from job.stack.ports import free_port
@@ -268,7 +268,7 @@ def test_sigkill_mid_stream_then_restart_gives_exact_rows(  # type: ignore[no-un
 
 def test_preview_shows_the_enriched_rows(  # type: ignore[no-untyped-def]
         spark, tansu_broker, postgres, elasticsearch, sources, tmp_path) -> None:
-    from job.preview import preview
+    from job.query.preview import preview
 
     topic, out_table, text, checkpoint = make(tmp_path, tansu_broker, postgres, elasticsearch, sources)
     customers = ["c1", "c9", "c2"]

@@ -181,7 +181,7 @@ def test_the_progress_report_shows_each_lookup() -> None:
 
 
 def test_a_dagger_with_lookups_does_not_fuse(tmp_path: Path) -> None:
-    from job.plan import plan
+    from job.query.plan import plan
     from job.shared.fusion import why_not_fusible
 
     assert why_not_fusible(plan(parse_spec(HEAD + PG, "s.yaml"), tmp_path)) == "it has lookups"

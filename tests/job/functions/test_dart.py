@@ -83,7 +83,7 @@ def test_over_http_one_request_per_collection(tmp_path: Path) -> None:
 
 def test_a_query_with_darts_needs_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from job.errors import SpecError
-    from job.plan import plan
+    from job.query.plan import plan
     from tests.helpers import make_spec
 
     monkeypatch.delenv("DAGGERS_DART_STORE", raising=False)

@@ -93,7 +93,7 @@ def test_select_filter_and_aggregate(spark, schema: SchemaRegistry) -> None:  # 
 
 def test_an_unknown_field_or_class_fails_with_its_name(spark, schema: SchemaRegistry) -> None:  # type: ignore[no-untyped-def]
     from job.errors import FunctionError
-    from job.runner import explain_failure
+    from job.query.runner import explain_failure
 
     with pytest.raises(Exception, match="team.orders.Item has no field 'weight'") as info:
         run(spark, schema, f"SELECT SelectFields({messages_sql(schema)}, '{ORDER}', 'item.weight')")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from job.errors import SchemaError, SpecError, SqlError
-from job.plan import pin_schema, plan
+from job.query.plan import pin_schema, plan
 from job.schema.compile import compile_descriptor_set
 from job.spec import load_spec
 from tests.helpers import serve_directory

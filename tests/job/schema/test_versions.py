@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from job.errors import SchemaError, SqlError
-from job.plan import PINNED_SCHEMA, plan
+from job.query.plan import PINNED_SCHEMA, plan
 from job.schema.arrow import ArrowDecoder
 from job.schema.compile import PROTO_ROOT, compile_descriptor_set
 from job.schema.registry import SchemaRegistry, default_registry
@@ -57,7 +57,7 @@ def test_a_dagger_runs_against_its_pinned_version(tmp_path: Path) -> None:
 
 
 def test_a_new_dagger_pins_the_current_version(tmp_path: Path) -> None:
-    from job.plan import pin_schema
+    from job.query.plan import pin_schema
 
     p = plan(_spec(tmp_path, "SELECT order_number FROM data_stream"), tmp_path)
     pinned = pin_schema(p)

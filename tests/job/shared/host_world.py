@@ -87,7 +87,7 @@ def windows(influxdb: Any, db: str) -> dict[tuple, int]:
 
 
 def status(checkpoint: Path) -> dict[str, Any]:
-    from job.liveness import read_json
+    from job.query.liveness import read_json
 
     return read_json(checkpoint / "status.json") or {}
 

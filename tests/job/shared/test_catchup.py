@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from job.offset_log import lag_of
 from job.produce.generator import generate
 from job.produce.producer import produce
+from job.query.offset_log import lag_of
 from job.shared.catchup import catch_up
 from tests.helpers import BOOKINGS_SQL, unique
 from tests.job.shared.test_fusion import planned

@@ -216,7 +216,7 @@ def test_a_signal_before_the_childs_pid_is_held_then_forwarded(kind: str, tmp_pa
 REMADE = """
 import os, sys
 os.environ["PATH"] = "/usr/bin:/bin"  # the launcher's fallback python3 is one without pyarrow
-from job.spark_session import build_session
+from job.spark.session import build_session
 build_session("first", master="local[1]").stop()  # the JVM runs on, without the server's environment
 from job.shared import forkserver
 assert forkserver.start() is not None
@@ -272,7 +272,7 @@ def test_the_daemons_of_a_python_data_sources_planning_workers_are_forked_from_t
 
 
 def test_the_udf_workers_daemon_is_forked_from_the_server(spark) -> None:  # type: ignore[no-untyped-def]
-    """The UDF workers' daemon (job.worker_daemon) forks from the session's fork server too: a worker's
+    """The UDF workers' daemon (job.spark.worker_daemon) forks from the session's fork server too: a worker's
     parent is the daemon, whose parent is the server."""
     import pyarrow as pa
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from job.offset_log import committed_watermark_ms
-from job.plan import DaggerPlan, plan
+from job.query.offset_log import committed_watermark_ms
+from job.query.plan import DaggerPlan, plan
 from job.shared.fusion import (
     MEMBER_COLUMN,
     ROW_COLUMN,

@@ -37,7 +37,7 @@ from tests.job.shared.relay import Relay
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FUSED = "isolation: fused\nlight: true\n"
-#: not light: a light pass-through's trigger is at least 5 s (job.plan.LIGHT_TRIGGER_S), the test's is 1 s
+#: not light: a light pass-through's trigger is at least 5 s (job.query.plan.LIGHT_TRIGGER_S), the test's is 1 s
 FUSED_EVERY_S = "isolation: fused\n"
 WINDOW_S = 60
 HOP_SQL = """SELECT city_id AS tag_city_id,

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from job.liveness import read_json
 from job.produce.generator import generate
+from job.query.liveness import read_json
 from job.shared.hosted import LIGHT_POOL
 from job.stack.broker import create_topic
 from tests.helpers import unique, wait_until

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.spec import parse_spec
 from tests.helpers import BOOKINGS_SQL, expected_bookings, make_spec, unique, wait_until
 from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status

@@ -298,7 +298,7 @@ def test_an_index_whose_mapping_conflicts_fails_with_elasticsearchs_reason(elast
 
 
 def test_a_missing_client_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from job.optional import MissingDependencyError
+    from job.common.optional import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "elasticsearch", None)  # what `import elasticsearch` finds uninstalled
     spec = parse_spec(spec_text("b"), "es.yaml")

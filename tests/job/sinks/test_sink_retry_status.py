@@ -1,7 +1,7 @@
 """Issue 51: a dagger whose sink is retrying says so. While the InfluxDB sink retries a write, the runner writes
 ``status.json`` at each retry with ``sinks.<name>.retrying`` (attempt, of, next_at, since, error), and removes it
 when the write succeeds or gives up. A real influxd, frozen with SIGSTOP or never started; no Spark: the runner's
-own write path (:meth:`job.runner.DaggerJob.write_rows`) is driven with a table."""
+own write path (:meth:`job.query.runner.DaggerJob.write_rows`) is driven with a table."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from job.errors import SinkError
-from job.plan import plan
-from job.runner import DaggerJob
+from job.query.plan import plan
+from job.query.runner import DaggerJob
 from job.sinks.base import start_sinks
 from job.stack.influx import InfluxServer
 from job.stack.ports import free_port, free_ports

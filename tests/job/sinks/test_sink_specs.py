@@ -7,8 +7,8 @@ import random
 import pyarrow as pa
 import pytest
 
+from job.common.optional import MissingDependencyError
 from job.errors import SinkError, SpecError
-from job.optional import MissingDependencyError
 from job.sinks.base import Sink, backoff_s, default_key_columns, start_sinks
 from job.sinks.kafka import KafkaSink
 from job.sinks.postgres import PostgresSink, dedupe_last, pg_type

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from job.errors import SinkError
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.schema import default_registry
 from job.spec import DaggerSpec, parse_spec
 from job.stack.ports import free_port

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from job.plan import plan
-from job.preview import preview
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.preview import preview
+from job.query.runner import run_foreground
 from job.schema.compile import compile_descriptor_set
 from job.schema.registry import SchemaRegistry
 from job.spec import parse_spec

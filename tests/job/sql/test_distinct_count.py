@@ -1,4 +1,4 @@
-"""DistinctCount's layouts: ``size(collect_set(x))``, and the byte-array aggregate (job.jvm) that the engine feature
+"""DistinctCount's layouts: ``size(collect_set(x))``, and the byte-array aggregate (job.spark.jvm) that the engine feature
 ``distinct_count: sorted_bytes`` gives a value whose type tells every two values apart by their text. Golden
 strings; no Spark."""
 

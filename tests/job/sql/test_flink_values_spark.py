@@ -115,7 +115,7 @@ def test_split_index_case_values_and_the_comma_join(run: Any) -> None:
 def test_a_spark_error_is_one_line_without_a_position_in_the_spark_sql(spark: Any,
                                                                       capfd: pytest.CaptureFixture[str]) -> None:
     from job.cli.common import quiet_spark_errors
-    from job.runner import explain_failure
+    from job.query.runner import explain_failure
 
     quiet_spark_errors()  # as `daggers run` and `daggers sql translate --explain` do
     capfd.readouterr()

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from job.plan import plan
 from job.produce.generator import EventBatch, generate
 from job.produce.producer import produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.spec import parse_spec
 from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, streams_yaml, unique
 from tests.services import BrokerHandle

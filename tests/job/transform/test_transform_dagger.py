@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.plan import plan
 from job.produce.generator import generate
 from job.produce.producer import produce
-from job.runner import run_foreground
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.spec import parse_spec
 from tests.helpers import influx_points, make_spec, unique
 from tests.services import BrokerHandle

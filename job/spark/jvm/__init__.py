@@ -136,7 +136,7 @@ def available(spark: Any) -> bool:
 
 def register(spark: Any) -> bool:
     """Register :data:`DISTINCT_COUNT` with ``spark``; return False (registering nothing) when its JVM
-    cannot load the jar's classes, as in a session not built by :func:`job.spark_session.build_session`."""
+    cannot load the jar's classes, as in a session not built by :func:`job.spark.session.build_session`."""
     if not available(spark):
         return False
     jvm = spark._jvm

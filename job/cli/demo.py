@@ -23,16 +23,16 @@ import requests
 from rich.console import Console
 from rich.table import Table
 
-from job.plan import plan
-from job.runner import run_foreground
+from job.common.words import counted
+from job.query.plan import plan
+from job.query.runner import run_foreground
 from job.spec import parse_spec
 from job.stack.local import LocalStack, StackStatus
-from job.words import counted
 
 if TYPE_CHECKING:
     from job.produce.generator import Stream
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DATABASE = "daggers"
 DEMO_STREAMS: list[tuple[Stream, str, str, str, str]] = [
     ("booking", "booking-log", "bookings-per-s2.yaml", "bookings_per_s2", "num_of_bookings"),
@@ -63,7 +63,7 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
     """
     from job.produce.generator import generate
     from job.produce.producer import ensure_topic, produce
-    from job.spark_session import borrowed_session
+    from job.spark.session import borrowed_session
     from job.stack.influx import influx_query as influx_statement
 
     console = console or Console()

@@ -21,13 +21,13 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from job.common.words import counted
 from job.errors import DaggerError
-from job.plan import plan, register_plan_functions
+from job.query.plan import plan, register_plan_functions
 from job.sources.kafka import SOURCE_NAME, register_source, source_options
 from job.spec import DaggerSpec
 from job.sql.pushdown import DERIVED_PREFIX
 from job.sql.rewrite import BARRIER_COLUMN
-from job.words import counted
 
 #: How often a running preview reports its progress.
 PROGRESS_EVERY_S = 0.5
@@ -139,8 +139,8 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
     asked). Raises SqlError/SchemaError/SpecError for a spec that cannot run, SourceError when a broker or
     topic cannot be read, EnrichError when a lookup with fail_on_errors fails.
     """
-    from job.runner import explain_failure, register_dedup_views
-    from job.spark_session import build_session, running_session
+    from job.query.runner import explain_failure, register_dedup_views
+    from job.spark.session import build_session, running_session
 
     p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview")
     spark = spark or running_session()

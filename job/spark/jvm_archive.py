@@ -99,7 +99,7 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-P", "-m", "job.jvm_workload", str(partial)],
+    done = subprocess.run([sys.executable, "-P", "-m", "job.query.jvm_workload", str(partial)],
                           capture_output=not debug_enabled(), text=True, timeout=timeout_s)
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)

@@ -1,5 +1,5 @@
-"""``python -m job.jvm_workload ARCHIVE``: what a dagger's JVM does, run once so that the JVM writes the
-classes it loaded to ARCHIVE as it exits (see :mod:`job.jvm_archive`, which runs it).
+"""``python -m job.query.jvm_workload ARCHIVE``: what a dagger's JVM does, run once so that the JVM writes the
+classes it loaded to ARCHIVE as it exits (see :mod:`job.spark.jvm_archive`, which runs it).
 
 Two streaming queries like a dagger's, over a Python data source that yields Arrow (as the Kafka source
 does), with the library's Arrow UDFs, a tumbling window with a watermark and foreachBatch: one on the
@@ -18,9 +18,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from job.common.words import counted
 from job.functions.spark_udfs import register_functions
-from job.spark_session import HDFS_STATE_STORE, ROCKSDB_STATE_STORE, build_session
-from job.words import counted
+from job.spark.session import HDFS_STATE_STORE, ROCKSDB_STATE_STORE, build_session
 
 BATCHES = 3
 ROWS = 2000
@@ -95,9 +95,9 @@ def run(folder: Path, java_options: str = "") -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m job.jvm_workload ARCHIVE", file=sys.stderr)
+        print("usage: python -m job.query.jvm_workload ARCHIVE", file=sys.stderr)
         return 2
-    from job.jvm_archive import ARCHIVE_ENV, QUIET
+    from job.spark.jvm_archive import ARCHIVE_ENV, QUIET
 
     os.environ[ARCHIVE_ENV] = "off"  # the JVM that writes an archive maps none
     with tempfile.TemporaryDirectory(prefix="daggers-jvm-") as folder:

@@ -5,8 +5,8 @@ worker from it: the Kafka source's readers, the UDFs, the Arrow evaluations. The
 next to nothing, so each worker imported pyspark's worker, pyarrow, pandas, numpy, protobuf,
 confluent-kafka and the job's modules itself: ~0.7 core-s at every worker's start, and ~100 MB of
 its own per worker. This daemon (``spark.python.daemon.module``, set by
-:func:`job.spark_session.build_session`) imports them once and freezes them out of the garbage
-collector's reach (``gc.freeze()``, as :mod:`job.worker_heap` does in a worker), then runs the stock
+:func:`job.spark.session.build_session`) imports them once and freezes them out of the garbage
+collector's reach (``gc.freeze()``, as :mod:`job.spark.worker_heap` does in a worker), then runs the stock
 daemon: every worker it forks starts with them imported, sharing their pages with the daemon (copy on
 write).
 

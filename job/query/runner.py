@@ -25,16 +25,16 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
 from job.errors import DaggerError
-from job.plan import DaggerPlan, pin_schema, register_plan_functions
-from job.query_events import QueryEvents
+from job.query.events import QueryEvents
+from job.query.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
-from job.spark_failure import explain_failure
-from job.spark_session import HDFS_STATE_STORE, build_session, running_session
+from job.spark.failure import explain_failure
+from job.spark.session import HDFS_STATE_STORE, build_session, running_session
 from job.spec import DaggerSpec
 from job.sql import Translation
 from job.sql.dedup import TIME_COLUMN
@@ -134,7 +134,7 @@ def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
     """Return (records, last batch id) of the batches Spark committed after ``last_reported``, counted
     from the offset log as Kafka records (bad records included); (0, last_reported) when there are none
     or their offsets cannot be read."""
-    from job.offset_log import batch_offsets, committed_batches, lag_of
+    from job.query.offset_log import batch_offsets, committed_batches, lag_of
 
     newer = [b for b in committed_batches(spark_dir) if b > last_reported]
     if last_reported < 0 or not newer:

@@ -74,7 +74,7 @@ PINNED_ENGINE = "engine.json"
 ENGINE_FEATURES: dict[str, str] = {
     "s2_keys": "int64",  # S2 cells pushed into the source are 64-bit keys, not text
     "group_keys": "window_last",  # a GROUP BY's window is the last part of the state key, see job.sql.rewrite
-    # DistinctCount's state is one sorted byte array (job.jvm), not collect_set's array: see
+    # DistinctCount's state is one sorted byte array (job.spark.jvm), not collect_set's array: see
     # job.sql.rewrite.rewrite_distinct_count_bytes
     "distinct_count": "sorted_bytes",
     # a heavy windowed dagger reads new records every GATHER_S far from a window boundary, at every trigger

@@ -14,9 +14,9 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from job import jvm as jvm_functions
-from job import jvm_archive, scratch
 from job.errors import debug_enabled
+from job.spark import jvm as jvm_functions
+from job.spark import jvm_archive, scratch
 
 #: Spark's logging when nobody asked for traces (DAGGERS_DEBUG unset): see the file.
 QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
@@ -69,8 +69,8 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         "spark.driver.memory": "1g",
         "spark.sql.adaptive.enabled": "false",
         "spark.python.worker.reuse": "true",
-        # every Python worker forked with pyarrow, pandas, the Kafka source and the UDFs imported (job.worker_daemon)
-        "spark.python.daemon.module": "job.worker_daemon",
+        # every Python worker forked with pyarrow, pandas, the Kafka source and the UDFs imported (job.spark.worker_daemon)
+        "spark.python.daemon.module": "job.spark.worker_daemon",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_STATE_STORE,
@@ -84,7 +84,7 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
         # pyspark.py (or any module) in that folder off their import path (job/shared/spark_python.sh too)
         "spark.executorEnv.PYTHONSAFEPATH": "1",
         **(extra or {}),
-        # the functions that run in the JVM (job.jvm: DistinctCount), registered by register_functions
+        # the functions that run in the JVM (job.spark.jvm: DistinctCount), registered by register_functions
         **jvm_functions.spark_conf(extra),
     }
     if "spark.local.dir" not in conf and not os.environ.get("SPARK_LOCAL_DIRS"):

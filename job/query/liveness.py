@@ -45,7 +45,7 @@ def write_query_state(path: Path, state: str, query_id: str, run_id: str, **extr
 def liveness_listener(path: Path) -> Any:
     """Return a StreamingQueryListener that writes ``{"state", "at", "id", "run_id"}`` to ``path`` on
     every query event and never raises (pyspark is imported here, so the controller needs none)."""
-    from job.query_events import QueryEvents
+    from job.query.events import QueryEvents
 
     class LivenessListener(QueryEvents):
         def _write(self, state: str, query_id: str, run_id: str, **extra: Any) -> None:
