@@ -11,7 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from job.errors import SqlError
-from job.jvm import DISTINCT_COUNT
+from job.spark.jvm import DISTINCT_COUNT
 from job.sql.calls import build, call_args, fail
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
 from job.sql.flink import FLINK_REWRITES
@@ -145,7 +145,7 @@ _BYTES_AS_TEXT = (*INTEGERS, exp.DataType.Type.BOOLEAN, exp.DataType.Type.DATE, 
 
 
 def distinct_count_input(x: exp.Expr) -> exp.Expr | None:
-    """Return the binary value :data:`job.jvm.DISTINCT_COUNT` counts for ``x``, or None when ``x``'s type is
+    """Return the binary value :data:`job.spark.jvm.DISTINCT_COUNT` counts for ``x``, or None when ``x``'s type is
     not known or is one whose text does not tell every two values apart as ``collect_set`` does (floating
     point: -0.0 and 0.0; timestamps: local times repeat when clocks go back; binary, arrays, structs)."""
     kind = infer(x)
@@ -163,11 +163,11 @@ def rewrite_distinct_count_bytes(tree: exp.Expr) -> exp.Expr:
     """``size(collect_set(x))`` (what :func:`rewrite_distinct_count` makes of ``DistinctCount(x)``) →
     ``dagger_distinct_count(CAST(x AS BINARY))`` for a string ``x`` (and for an integer, boolean, date or
     DECIMAL ``x``, the bytes of its text): the same count, from an aggregate whose state is one sorted byte
-    array of the distinct values (:mod:`job.jvm`), which a micro-batch merges in one pass, where
+    array of the distinct values (:mod:`job.spark.jvm`), which a micro-batch merges in one pass, where
     ``collect_set``'s was rebuilt as a hash set of the whole window for every key the batch touched.
     Other types keep ``collect_set``. Apply after :func:`to_spark`: ``x`` is then what ``collect_set`` reads.
     The state's layout is not ``collect_set``'s: a checkpoint keeps the one it was started with (the engine
-    feature ``distinct_count``, :func:`job.plan.engine_features`)."""
+    feature ``distinct_count``, :func:`job.query.plan.engine_features`)."""
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) == "SIZE" and len(node.expressions) == 1:
             inner = node.expressions[0]
@@ -313,7 +313,7 @@ def put_window_keys_last(tree: exp.Expr) -> exp.Expr:
     must compare a leading window struct field by field: with the window last, the sort's share of
     workload (a)'s executor CPU fell from 54% to 31% (JFR samples, live at 100,000 events/s). Keys
     that are not windows keep their order. Not applied to a checkpoint whose state was keyed as
-    written (see :func:`job.plan.engine_features`).
+    written (see :func:`job.query.plan.engine_features`).
     """
     tree = tree.copy()
     for group in tree.find_all(exp.Group):
