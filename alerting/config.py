@@ -51,6 +51,7 @@ def _http_url(v: SecretStr) -> SecretStr:
 
 # ---- InfluxDB, store, delivery ------------------------------------------------------------------
 
+
 class InfluxSpec(_Model):
     """The InfluxDB the rules query (v1 /query API, InfluxQL)."""
 
@@ -74,27 +75,44 @@ class StoreSpec(_Model):
     url: SecretStr | None = Field(
         default=None,
         description="SQLAlchemy URL: sqlite:///path/alerts.db (default: <state dir>/alerts.db) or "
-                    "postgresql+psycopg://user:${PASSWORD}@host/db to share it. Held as a secret.")
+        "postgresql+psycopg://user:${PASSWORD}@host/db to share it. Held as a secret.",
+    )
     lease_ttl: Duration = Field(
-        default=30.0, description="How long the running engine's lease on the store lasts without renewal.")
+        default=30.0, description="How long the running engine's lease on the store lasts without renewal."
+    )
     history_retention: Duration = Field(
-        default=30 * 86400.0, description="History and delivered notifications older than this are deleted.")
+        default=30 * 86400.0, description="History and delivered notifications older than this are deleted."
+    )
 
 
 class DeliverySpec(_Model):
     """How notifications leave the outbox: retries with exponential back-off until delivered or given up."""
 
-    dispatch_interval: Duration = Field(default=5.0, description="How often the outbox is checked for due notifications.")
-    backoff_initial: Duration = Field(default=5.0, description="Wait before the first retry of a failed send.")
-    backoff_factor: float = Field(default=2.0, ge=1.0, le=10.0, description="Each retry waits this much longer.")
+    dispatch_interval: Duration = Field(
+        default=5.0, description="How often the outbox is checked for due notifications."
+    )
+    backoff_initial: Duration = Field(
+        default=5.0, description="Wait before the first retry of a failed send."
+    )
+    backoff_factor: float = Field(
+        default=2.0, ge=1.0, le=10.0, description="Each retry waits this much longer."
+    )
     backoff_max: Duration = Field(default=300.0, description="The longest wait between two tries.")
     backoff_jitter: float = Field(
-        default=0.1, ge=0.0, le=1.0, description="Random share added to each wait, so channels are not hit in step.")
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Random share added to each wait, so channels are not hit in step.",
+    )
     give_up_after: Duration = Field(
-        default=86400.0, description="A notification still undelivered this long after it was queued is dropped "
-                                     "(and logged as failed).")
+        default=86400.0,
+        description="A notification still undelivered this long after it was queued is dropped "
+        "(and logged as failed).",
+    )
     timeout: Duration = Field(default=10.0, description="Seconds one send may take.")
-    batch: int = Field(default=200, ge=1, le=10_000, description="Notifications sent per dispatch round at most.")
+    batch: int = Field(
+        default=200, ge=1, le=10_000, description="Notifications sent per dispatch round at most."
+    )
 
     @model_validator(mode="after")
     def _order(self) -> DeliverySpec:
@@ -107,14 +125,19 @@ class DeliverySpec(_Model):
 
 # ---- channels -----------------------------------------------------------------------------------
 
+
 class SlackChannel(_Model):
     """A Slack incoming webhook."""
 
     type: Literal["slack"]
     url: SecretStr = Field(description="The incoming webhook URL (a secret: never logged).")
-    channel: str | None = Field(default=None, description="Override the webhook's channel, e.g. #bookings-alerts.")
+    channel: str | None = Field(
+        default=None, description="Override the webhook's channel, e.g. #bookings-alerts."
+    )
     username: str | None = Field(default=None, description="Override the webhook's user name.")
-    icon_emoji: str | None = Field(default=None, description="Override the webhook's icon, e.g. :rotating_light:.")
+    icon_emoji: str | None = Field(
+        default=None, description="Override the webhook's icon, e.g. :rotating_light:."
+    )
 
     @field_validator("url")
     @classmethod
@@ -127,7 +150,9 @@ class PagerDutyChannel(_Model):
 
     type: Literal["pagerduty"]
     routing_key: SecretStr = Field(description="The integration's routing key (a secret: never logged).")
-    url: str = Field(default="https://events.pagerduty.com/v2/enqueue", description="The Events API v2 endpoint.")
+    url: str = Field(
+        default="https://events.pagerduty.com/v2/enqueue", description="The Events API v2 endpoint."
+    )
     source: str = Field(default="daggers", description="payload.source: where the alerts come from.")
 
     @field_validator("url")
@@ -143,9 +168,12 @@ class WebhookChannel(_Model):
 
     type: Literal["webhook"]
     url: SecretStr = Field(description="The endpoint (a secret: tokens often ride in it; never logged).")
-    headers: dict[str, SecretStr] = Field(default_factory=dict, description="Extra headers, e.g. Authorization.")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="Extra headers, e.g. Authorization."
+    )
     hmac_secret: SecretStr | None = Field(
-        default=None, description="When set, X-Daggers-Signature: sha256=<HMAC of the body> is sent.")
+        default=None, description="When set, X-Daggers-Signature: sha256=<HMAC of the body> is sent."
+    )
 
     @field_validator("url")
     @classmethod
@@ -158,7 +186,9 @@ class EmailChannel(_Model):
 
     type: Literal["email"]
     host: str = Field(description="SMTP server host.")
-    port: int = Field(default=25, ge=1, le=65535, description="SMTP server port (587 with starttls, 465 with ssl).")
+    port: int = Field(
+        default=25, ge=1, le=65535, description="SMTP server port (587 with starttls, 465 with ssl)."
+    )
     security: Literal["none", "starttls", "ssl"] = Field(default="none", description="Transport security.")
     username: str | None = Field(default=None, description="SMTP user, if the server needs a login.")
     password: SecretStr | None = Field(default=None, description="SMTP password (never logged).")
@@ -181,20 +211,27 @@ class EmailChannel(_Model):
         return v
 
 
-Channel = Annotated[SlackChannel | PagerDutyChannel | WebhookChannel | EmailChannel, Field(discriminator="type")]
+Channel = Annotated[
+    SlackChannel | PagerDutyChannel | WebhookChannel | EmailChannel, Field(discriminator="type")
+]
 CHANNEL_TYPES = ("slack", "pagerduty", "webhook", "email")
 
 
 # ---- routes and silences ------------------------------------------------------------------------
+
 
 class RouteSpec(_Model):
     """Send alerts whose labels match to channels. Routes are tried in order; the first that matches wins
     unless it says ``continue: true``."""
 
     matchers: list[str] | dict[str, str] = Field(
-        default_factory=list, description="Label matchers (team=bookings, severity=~crit|warn); none: all alerts.")
+        default_factory=list,
+        description="Label matchers (team=bookings, severity=~crit|warn); none: all alerts.",
+    )
     channels: list[str] = Field(min_length=1, description="Channel names.")
-    continue_: bool = Field(default=False, alias="continue", description="Also try the routes after this one.")
+    continue_: bool = Field(
+        default=False, alias="continue", description="Also try the routes after this one."
+    )
 
     @field_validator("matchers")
     @classmethod
@@ -237,11 +274,14 @@ class SilenceSpec(_Model):
 
     def silence_id(self) -> str:
         """Return a stable id (the same spec gives the same id on every start)."""
-        body = json.dumps([self.matchers, self.starts_at.isoformat(), self.ends_at.isoformat()], sort_keys=True)
+        body = json.dumps(
+            [self.matchers, self.starts_at.isoformat(), self.ends_at.isoformat()], sort_keys=True
+        )
         return "cfg-" + hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 # ---- platform alerts ----------------------------------------------------------------------------
+
 
 class LevelThresholds(_Model):
     """A warn and a crit threshold (either may be left out)."""
@@ -255,7 +295,9 @@ class BadRecordRate(LevelThresholds):
 
     warn: float | None = Field(default=0.01, ge=0, le=1, description="WARN above this share (0.01 = 1%).")
     crit: float | None = Field(default=0.05, ge=0, le=1, description="CRIT above this share.")
-    min_records: int = Field(default=100, ge=1, description="Judge only when at least this many records arrived.")
+    min_records: int = Field(
+        default=100, ge=1, description="Judge only when at least this many records arrived."
+    )
 
 
 class RestartLoop(_Model):
@@ -269,7 +311,9 @@ class PlatformDagger(_Model):
     """A dagger the platform watches."""
 
     spec: str = Field(description="The dagger's spec file (relative to this config file).")
-    team: str | None = Field(default=None, description="The team alerts about it go to (default: platform.team).")
+    team: str | None = Field(
+        default=None, description="The team alerts about it go to (default: platform.team)."
+    )
 
 
 class PlatformSpec(_Model):
@@ -279,21 +323,36 @@ class PlatformSpec(_Model):
     every: Duration = Field(default=30.0, description="How often the daggers' health is checked.")
     for_: Duration = Field(default=0.0, alias="for", description="Pending period of every platform alert.")
     team: str = Field(default="platform", description="The team of daggers that name none.")
-    state_dir: str | None = Field(default=None, description="The daggers' state dir (default: $DAGGERS_HOME or ./.daggers).")
-    daggers: list[str | PlatformDagger] = Field(default_factory=list, description="The daggers to watch (spec files).")
+    state_dir: str | None = Field(
+        default=None, description="The daggers' state dir (default: $DAGGERS_HOME or ./.daggers)."
+    )
+    daggers: list[str | PlatformDagger] = Field(
+        default_factory=list, description="The daggers to watch (spec files)."
+    )
     registry: str | None = Field(
-        default=None, description="Watch every dagger of this control-plane registry (URL) instead of spec files, "
-                                  "judged by the health model: adds the crash-looping, stalled, lagging and "
-                                  "controller-silent alerts.")
+        default=None,
+        description="Watch every dagger of this control-plane registry (URL) instead of spec files, "
+        "judged by the health model: adds the crash-looping, stalled, lagging and "
+        "controller-silent alerts.",
+    )
     registry_user: str = Field(default="root", description="The registry user the daggers are read as.")
     down_after: Duration = Field(
-        default=600.0, description="A dagger that reported no progress for this long (or reports failed) is down.")
-    restart_loop: RestartLoop | None = Field(default_factory=RestartLoop, description="Restart-loop alert (null: off).")
+        default=600.0,
+        description="A dagger that reported no progress for this long (or reports failed) is down.",
+    )
+    restart_loop: RestartLoop | None = Field(
+        default_factory=RestartLoop, description="Restart-loop alert (null: off)."
+    )
     consumer_lag: LevelThresholds | None = Field(
         default_factory=lambda: LevelThresholds(warn=100_000, crit=1_000_000),
-        description="Records behind the end of the topics (null: off).")
-    bad_record_rate: BadRecordRate | None = Field(default_factory=BadRecordRate, description="Bad-record alert (null: off).")
-    sink_failures: bool = Field(default=True, description="CRIT when a sink write failed, WARN when writes were retried.")
+        description="Records behind the end of the topics (null: off).",
+    )
+    bad_record_rate: BadRecordRate | None = Field(
+        default_factory=BadRecordRate, description="Bad-record alert (null: off)."
+    )
+    sink_failures: bool = Field(
+        default=True, description="CRIT when a sink write failed, WARN when writes were retried."
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on platform alerts.")
 
     def dagger_entries(self) -> list[PlatformDagger]:
@@ -303,22 +362,28 @@ class PlatformSpec(_Model):
 
 # ---- the whole configuration --------------------------------------------------------------------
 
+
 class AlertsConfig(_Model):
     """Everything ``daggers alerts`` needs."""
 
     influx: InfluxSpec = Field(default_factory=InfluxSpec, description="The InfluxDB rules query.")
-    store: StoreSpec = Field(default_factory=StoreSpec, description="Where state, history and the outbox live.")
+    store: StoreSpec = Field(
+        default_factory=StoreSpec, description="Where state, history and the outbox live."
+    )
     delivery: DeliverySpec = Field(default_factory=DeliverySpec, description="Retries and back-off.")
     channels: dict[str, Channel] = Field(default_factory=dict, description="Named notification channels.")
     routes: list[RouteSpec] = Field(default_factory=list, description="Which alerts go to which channels.")
     default_channels: list[str] = Field(
-        default_factory=list, description="Channels for alerts that no route matches.")
+        default_factory=list, description="Channels for alerts that no route matches."
+    )
     silences: list[SilenceSpec] = Field(default_factory=list, description="Silences kept in the file.")
     platform: PlatformSpec | None = Field(default=None, description="Platform alerts (no rule needed).")
     rules: list[Rule] = Field(default_factory=list, description="Rules defined in this file.")
     rule_files: list[str] = Field(
-        default_factory=list, description="More rule files (globs, relative to this file), each a list of rules "
-                                          "or a mapping with rules:.")
+        default_factory=list,
+        description="More rule files (globs, relative to this file), each a list of rules "
+        "or a mapping with rules:.",
+    )
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -344,7 +409,9 @@ class AlertsConfig(_Model):
         for rule in self.rules:
             if rule.name == name:
                 return rule
-        raise AlertConfigError(f"no rule named {name!r}; rules: {', '.join(r.name for r in self.rules) or '(none)'}")
+        raise AlertConfigError(
+            f"no rule named {name!r}; rules: {', '.join(r.name for r in self.rules) or '(none)'}"
+        )
 
     def store_url(self, state_dir: Path) -> str:
         """Return the store's SQLAlchemy URL (default ``sqlite:///<state_dir>/alerts.db``)."""
@@ -376,12 +443,16 @@ def _reference_errors(config: AlertsConfig, node: yaml.Node | None, source: str)
     for i, route in enumerate(config.routes):
         for j, ch in enumerate(route.channels):
             if ch not in config.channels:
-                errors.append(f"{where('routes', i, 'channels', j)}: routes[{i}].channels: no channel named "
-                              f"{ch!r}; channels: {known}")
+                errors.append(
+                    f"{where('routes', i, 'channels', j)}: routes[{i}].channels: no channel named "
+                    f"{ch!r}; channels: {known}"
+                )
     for j, ch in enumerate(config.default_channels):
         if ch not in config.channels:
-            errors.append(f"{where('default_channels', j)}: default_channels: no channel named {ch!r}; "
-                          f"channels: {known}")
+            errors.append(
+                f"{where('default_channels', j)}: default_channels: no channel named {ch!r}; "
+                f"channels: {known}"
+            )
     return errors
 
 
@@ -424,8 +495,9 @@ def _path_text(loc: tuple[Any, ...], data: Any) -> str:
     return out or "(config)"
 
 
-def format_errors(err: ValidationError, node: yaml.Node | None, data: Any, source: str,
-                  prefix: tuple[Any, ...] = ()) -> str:
+def format_errors(
+    err: ValidationError, node: yaml.Node | None, data: Any, source: str, prefix: tuple[Any, ...] = ()
+) -> str:
     """Return one ``source:LINE: field.path: message`` line per problem in ``err``."""
     lines = []
     for e in err.errors():
@@ -452,8 +524,9 @@ def _load_yaml(text: str, source: str, env: dict[str, str] | None) -> tuple[Any,
         raise AlertConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
-def parse_config(text: str, source: str = "alerts.yaml", env: dict[str, str] | None = None,
-                 base_dir: Path | None = None) -> AlertsConfig:
+def parse_config(
+    text: str, source: str = "alerts.yaml", env: dict[str, str] | None = None, base_dir: Path | None = None
+) -> AlertsConfig:
     """Parse and validate a configuration (and the rule files it names, relative to ``base_dir``).
 
     ``${VAR}`` / ``${VAR:-default}`` are replaced from ``env`` (default: the process environment).
@@ -469,7 +542,9 @@ def parse_config(text: str, source: str = "alerts.yaml", env: dict[str, str] | N
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise AlertConfigError(f"{source}: the alerting configuration is a YAML mapping (influx, channels, routes, rules)")
+        raise AlertConfigError(
+            f"{source}: the alerting configuration is a YAML mapping (influx, channels, routes, rules)"
+        )
     base = base_dir or Path.cwd()
     try:
         config = AlertsConfig.model_validate(data)
@@ -490,7 +565,9 @@ def parse_config(text: str, source: str = "alerts.yaml", env: dict[str, str] | N
         for path in paths:
             for rule in load_rule_file(Path(path), env):
                 if rule.name in origin:
-                    raise AlertConfigError(f"{path}: rule {rule.name!r} is also defined in {origin[rule.name]}")
+                    raise AlertConfigError(
+                        f"{path}: rule {rule.name!r} is also defined in {origin[rule.name]}"
+                    )
                 origin[rule.name] = path
                 config.rules.append(rule)
     return config
@@ -509,8 +586,9 @@ def load_config(path: str | Path, env: dict[str, str] | None = None) -> AlertsCo
     """
     p = Path(path)
     if not p.is_file():
-        raise AlertConfigError(f"no alerting configuration at {p}",
-                               hint="pass --config, or see examples/alerts/alerting.yaml")
+        raise AlertConfigError(
+            f"no alerting configuration at {p}", hint="pass --config, or see examples/alerts/alerting.yaml"
+        )
     return parse_config(p.read_text(), source=str(p), env=env, base_dir=p.parent.absolute())
 
 
@@ -538,6 +616,11 @@ def load_rule_file(path: Path, env: dict[str, str] | None = None) -> list[Thresh
     try:
         return list(_RuleList.model_validate({"rules": items}).rules)
     except ValidationError as exc:
-        wrapped = yaml.MappingNode("tag:yaml.org,2002:map", [(yaml.ScalarNode("tag:yaml.org,2002:str", "rules"), node)]) \
-            if node is not None else None
+        wrapped = (
+            yaml.MappingNode(
+                "tag:yaml.org,2002:map", [(yaml.ScalarNode("tag:yaml.org,2002:str", "rules"), node)]
+            )
+            if node is not None
+            else None
+        )
         raise AlertConfigError(format_errors(exc, wrapped, {"rules": items}, str(path))) from None

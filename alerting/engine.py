@@ -52,6 +52,7 @@ _ENGINES: dict[str, AlertEngine] = {}
 
 # ---- APScheduler job functions (module level: the job store keeps references to them) ------------
 
+
 def run_rule_job(engine_id: str, rule: str) -> None:
     """Evaluate ``rule`` on the running engine ``engine_id`` (an APScheduler job)."""
     engine = _ENGINES.get(engine_id)
@@ -81,6 +82,7 @@ def run_housekeeping_job(engine_id: str) -> None:
 
 
 # ---- results -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GroupResult:
@@ -146,13 +148,22 @@ def _iso(epoch: float | None) -> str | None:
 
 # ---- the engine ----------------------------------------------------------------------------------
 
+
 class AlertEngine:
     """Evaluates the rules of an :class:`AlertsConfig` against InfluxDB and the daggers' health."""
 
-    def __init__(self, config: AlertsConfig, *, state_dir: Path | None = None, store: AlertStore | None = None,
-                 reader: InfluxReader | None = None, health: DaggerHealthSource | None = None,
-                 notifiers: dict[str, Notifier] | None = None, clock: Callable[[], float] = time.time,
-                 engine_id: str = "default") -> None:
+    def __init__(
+        self,
+        config: AlertsConfig,
+        *,
+        state_dir: Path | None = None,
+        store: AlertStore | None = None,
+        reader: InfluxReader | None = None,
+        health: DaggerHealthSource | None = None,
+        notifiers: dict[str, Notifier] | None = None,
+        clock: Callable[[], float] = time.time,
+        engine_id: str = "default",
+    ) -> None:
         """Open the store and build the notifiers.
 
         Raises:
@@ -167,16 +178,26 @@ class AlertEngine:
         self.store = store or AlertStore(config.store_url(self.state_dir))
         influx = config.influx
         self.reader = reader or InfluxReader(
-            influx.url, influx.database, username=influx.username,
-            password=influx.password.get_secret_value() if influx.password else None, timeout=influx.timeout)
+            influx.url,
+            influx.database,
+            username=influx.username,
+            password=influx.password.get_secret_value() if influx.password else None,
+            timeout=influx.timeout,
+        )
         self.notifiers = notifiers if notifiers is not None else build_notifiers(config)
         self.router = Router.from_config(config)
         self.redact = secrets.Redactor([s for n in self.notifiers.values() for s in n.secrets()])
         self.redact.add([influx.password, self.store.url.password])
         self._filters = secrets.install(self.redact)
-        self.dispatcher = Dispatcher(self.store, self.notifiers, backoff=Backoff.from_spec(config.delivery),
-                                     give_up_after=config.delivery.give_up_after, batch=config.delivery.batch,
-                                     redact=self.redact, clock=clock)
+        self.dispatcher = Dispatcher(
+            self.store,
+            self.notifiers,
+            backoff=Backoff.from_spec(config.delivery),
+            give_up_after=config.delivery.give_up_after,
+            batch=config.delivery.batch,
+            redact=self.redact,
+            clock=clock,
+        )
         self._health = health
         self._scheduler: Any = None
         self._holder = new_holder()
@@ -187,15 +208,26 @@ class AlertEngine:
 
     def sync_silences(self) -> None:
         """Make the store's config silences those of the config file (silences added by CLI stay)."""
-        self.store.sync_config_silences([
-            Silence(id=s.silence_id(), matchers=parse_matchers(s.matchers), starts_at=s.starts_at.timestamp(),
-                    ends_at=s.ends_at.timestamp(), comment=s.comment, created_by=s.created_by, source="config")
-            for s in self.config.silences])
+        self.store.sync_config_silences(
+            [
+                Silence(
+                    id=s.silence_id(),
+                    matchers=parse_matchers(s.matchers),
+                    starts_at=s.starts_at.timestamp(),
+                    ends_at=s.ends_at.timestamp(),
+                    comment=s.comment,
+                    created_by=s.created_by,
+                    source="config",
+                )
+                for s in self.config.silences
+            ]
+        )
 
     # ---- evaluating rules -------------------------------------------------------------------
 
-    def evaluate_rule(self, name: str, at: float | None = None, *, dry_run: bool = False,
-                      dispatch: bool = True) -> EvaluationReport:
+    def evaluate_rule(
+        self, name: str, at: float | None = None, *, dry_run: bool = False, dispatch: bool = True
+    ) -> EvaluationReport:
         """Evaluate rule ``name`` as of ``at`` (default now), update its alerts and queue notifications.
 
         With ``dry_run`` nothing is stored or sent: the report says what would be. With ``dispatch``
@@ -216,9 +248,22 @@ class AlertEngine:
         labels = {**rule.labels}
         if isinstance(rule, DeadmanRule) and rule.dagger:
             labels["dagger"] = rule.dagger
-        return self._apply(rule.name, "rule", rule.team, labels, results, at, rule.for_, rule.flapping,
-                           rule.message, states, queries, dry_run=dry_run, dispatch=dispatch,
-                           extra_values=self._rule_values(rule))
+        return self._apply(
+            rule.name,
+            "rule",
+            rule.team,
+            labels,
+            results,
+            at,
+            rule.for_,
+            rule.flapping,
+            rule.message,
+            states,
+            queries,
+            dry_run=dry_run,
+            dispatch=dispatch,
+            extra_values=self._rule_values(rule),
+        )
 
     def _rule_values(self, rule: ThresholdRule | DeadmanRule) -> dict[str, Any]:
         values: dict[str, Any] = {"measurement": rule.measurement or ""}
@@ -226,8 +271,9 @@ class AlertEngine:
             values["dagger"] = rule.dagger
         return values
 
-    def _threshold(self, rule: ThresholdRule, at: float, states: dict[str, AlertState]
-                   ) -> tuple[list[GroupResult], list[str]]:
+    def _threshold(
+        self, rule: ThresholdRule, at: float, states: dict[str, AlertState]
+    ) -> tuple[list[GroupResult], list[str]]:
         end = at - rule.offset
         start = end - rule.window
         q = threshold_query(rule, start, end, self.config.influx.database)
@@ -249,12 +295,18 @@ class AlertEngine:
         for fp, state in states.items():
             if fp in seen or state.kind != "rule":
                 continue
-            raw = {"ok": Level.OK, "keep": state.raw_level, "warn": Level.WARN, "crit": Level.CRIT}[rule.on_no_data]
+            raw = {"ok": Level.OK, "keep": state.raw_level, "warn": Level.WARN, "crit": Level.CRIT}[
+                rule.on_no_data
+            ]
             results.append(GroupResult(dict(state.tags), raw, None, f"no data ({rule.on_no_data})"))
         return results, queries
 
-    def _judge_threshold(self, rule: ThresholdRule, group: GroupValue,
-                         past: dict[str, dict[tuple[tuple[str, str], ...], float | None]]) -> GroupResult:
+    def _judge_threshold(
+        self,
+        rule: ThresholdRule,
+        group: GroupValue,
+        past: dict[str, dict[tuple[tuple[str, str], ...], float | None]],
+    ) -> GroupResult:
         value = group.value
         past_value: float | None = None
         change: float | None = None
@@ -266,16 +318,26 @@ class AlertEngine:
             if cond.holds(value, p):
                 holding[int(Level.of(severity))] = cond.describe()
         raw = Level(max(holding, default=0))
-        return GroupResult(group.tags, raw, value, holding.get(int(raw), "no condition holds"), past_value, change,
-                           holding=holding)
+        return GroupResult(
+            group.tags,
+            raw,
+            value,
+            holding.get(int(raw), "no condition holds"),
+            past_value,
+            change,
+            holding=holding,
+        )
 
-    def _deadman(self, rule: DeadmanRule, at: float, states: dict[str, AlertState]
-                 ) -> tuple[list[GroupResult], list[str]]:
+    def _deadman(
+        self, rule: DeadmanRule, at: float, states: dict[str, AlertState]
+    ) -> tuple[list[GroupResult], list[str]]:
         end = at - rule.offset
         q = count_query(rule, end - rule.period, end, self.config.influx.database)
         queries = [q]
-        recent = {g.key(): max((v for v in g.columns.values() if v is not None), default=0.0)
-                  for g in self.reader.query(q, rule.database)}
+        recent = {
+            g.key(): max((v for v in g.columns.values() if v is not None), default=0.0)
+            for g in self.reader.query(q, rule.database)
+        }
         groups: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         if rule.group_by:
             lq = count_query(rule, end - rule.lookback, end, self.config.influx.database)
@@ -293,18 +355,39 @@ class AlertEngine:
         for key, tags in groups.items():
             count = recent.get(key, 0.0) or 0.0
             if count > 0:
-                results.append(GroupResult(tags, Level.OK, count, f"{counted(round(count), 'point')} in the last "
-                                           f"{rule.condition_text().removeprefix('no data for ')}"))
+                results.append(
+                    GroupResult(
+                        tags,
+                        Level.OK,
+                        count,
+                        f"{counted(round(count), 'point')} in the last "
+                        f"{rule.condition_text().removeprefix('no data for ')}",
+                    )
+                )
             else:
                 results.append(GroupResult(tags, fire, 0.0, rule.condition_text()))
         return results, queries
 
     # ---- applying results -------------------------------------------------------------------
 
-    def _apply(self, rule: str, kind: str, team: str, labels: dict[str, str], results: list[GroupResult],
-               at: float, pending_s: float, flapping: FlappingSpec | None, template: str,
-               states: dict[str, AlertState], queries: list[str], *, dry_run: bool, dispatch: bool,
-               extra_values: dict[str, Any] | None = None) -> EvaluationReport:
+    def _apply(
+        self,
+        rule: str,
+        kind: str,
+        team: str,
+        labels: dict[str, str],
+        results: list[GroupResult],
+        at: float,
+        pending_s: float,
+        flapping: FlappingSpec | None,
+        template: str,
+        states: dict[str, AlertState],
+        queries: list[str],
+        *,
+        dry_run: bool,
+        dispatch: bool,
+        extra_values: dict[str, Any] | None = None,
+    ) -> EvaluationReport:
         silences = self.store.silences(at)
         changed: list[AlertState] = []
         history: list[HistoryEvent] = []
@@ -317,8 +400,13 @@ class AlertEngine:
             known = state is not None
             all_labels = {**labels, **res.tags, "alertname": rule, "rule": rule, "team": team}
             if state is None:
-                state = AlertState(fp, rule, kind="platform" if kind == "platform" else "rule", labels=all_labels,
-                                   tags=dict(res.tags))
+                state = AlertState(
+                    fp,
+                    rule,
+                    kind="platform" if kind == "platform" else "rule",
+                    labels=all_labels,
+                    tags=dict(res.tags),
+                )
             else:
                 state.labels = all_labels
             before_notified = state.notified_level
@@ -326,14 +414,30 @@ class AlertEngine:
             state.value = res.value
             state.past_value = res.past_value
             state.condition = res.condition_at(state.level)
-            state.message = res.message if res.message is not None else render(template, self._values(
-                state, res, team, extra_values or {}, at))
+            state.message = (
+                res.message
+                if res.message is not None
+                else render(template, self._values(state, res, team, extra_values or {}, at))
+            )
             if result.changed:
-                history.append(HistoryEvent(at, fp, rule, "state", int(result.previous), int(result.level), res.value,
-                                            state.condition))
+                history.append(
+                    HistoryEvent(
+                        at,
+                        fp,
+                        rule,
+                        "state",
+                        int(result.previous),
+                        int(result.level),
+                        res.value,
+                        state.condition,
+                    )
+                )
             if result.flapping:
-                history.append(HistoryEvent(at, fp, rule, f"flapping_{result.flapping}", None, int(result.level),
-                                            res.value))
+                history.append(
+                    HistoryEvent(
+                        at, fp, rule, f"flapping_{result.flapping}", None, int(result.level), res.value
+                    )
+                )
             silence = next((s for s in silences if s.matches(state.severity_labels())), None)
             decision = decide(state, silence is not None)
             notification = None
@@ -344,43 +448,105 @@ class AlertEngine:
                 notification = self._notification(state, res, team, kind, before_notified, seq, at)
                 channels = tuple(self.router.channels(notification.labels))
                 for ch in channels:
-                    items.append(OutboxItem(key=f"{notification.id}:{ch}", channel=ch, fingerprint=fp, rule=rule,
-                                            payload=notification.model_dump(mode="json"), created_at=now,
-                                            next_attempt_at=now))
-                history.append(HistoryEvent(at, fp, rule, "notify", int(decision.previous), int(decision.level),
-                                            res.value, ", ".join(channels) or "no channel routed"))
+                    items.append(
+                        OutboxItem(
+                            key=f"{notification.id}:{ch}",
+                            channel=ch,
+                            fingerprint=fp,
+                            rule=rule,
+                            payload=notification.model_dump(mode="json"),
+                            created_at=now,
+                            next_attempt_at=now,
+                        )
+                    )
+                history.append(
+                    HistoryEvent(
+                        at,
+                        fp,
+                        rule,
+                        "notify",
+                        int(decision.previous),
+                        int(decision.level),
+                        res.value,
+                        ", ".join(channels) or "no channel routed",
+                    )
+                )
                 if not channels:
-                    log.warning("%s %s: no route and no default channel; the notification goes nowhere",
-                                rule, _tags_text(res.tags))
+                    log.warning(
+                        "%s %s: no route and no default channel; the notification goes nowhere",
+                        rule,
+                        _tags_text(res.tags),
+                    )
             elif decision is not None:
                 held = decision.held
                 if result.changed or result.flapping:
-                    history.append(HistoryEvent(at, fp, rule, f"held_{held}", int(decision.previous),
-                                                int(decision.level), res.value, silence.id if silence else ""))
+                    history.append(
+                        HistoryEvent(
+                            at,
+                            fp,
+                            rule,
+                            f"held_{held}",
+                            int(decision.previous),
+                            int(decision.level),
+                            res.value,
+                            silence.id if silence else "",
+                        )
+                    )
             if known or state.level or state.raw_level or state.notified_level or state.flapping:
                 changed.append(state)
-            outcomes.append(GroupOutcome(fp, dict(res.tags), res.value, state.raw_level, state.level,
-                                         result.previous, state.notified_level, state.pending, state.flapping,
-                                         state.message, notification, channels, held,
-                                         silence.id if silence else None))
+            outcomes.append(
+                GroupOutcome(
+                    fp,
+                    dict(res.tags),
+                    res.value,
+                    state.raw_level,
+                    state.level,
+                    result.previous,
+                    state.notified_level,
+                    state.pending,
+                    state.flapping,
+                    state.message,
+                    notification,
+                    channels,
+                    held,
+                    silence.id if silence else None,
+                )
+            )
         queued = 0
         if not dry_run:
             queued = self.store.commit_evaluation(changed, history, items)
             for o in outcomes:
                 if o.notification is not None:
-                    log.info("%s %s: %s → %s, queued for %s", rule, _tags_text(o.tags),
-                             o.notification.previous_level, o.level.name, ", ".join(o.channels) or "no channel")
+                    log.info(
+                        "%s %s: %s → %s, queued for %s",
+                        rule,
+                        _tags_text(o.tags),
+                        o.notification.previous_level,
+                        o.level.name,
+                        ", ".join(o.channels) or "no channel",
+                    )
             if queued and dispatch:
                 self.dispatch()
         return EvaluationReport(rule, at, tuple(queries), tuple(outcomes), queued, dry_run)
 
-    def _values(self, state: AlertState, res: GroupResult, team: str, extra: dict[str, Any],
-                at: float) -> dict[str, Any]:
+    def _values(
+        self, state: AlertState, res: GroupResult, team: str, extra: dict[str, Any], at: float
+    ) -> dict[str, Any]:
         values: dict[str, Any] = {**extra, **state.labels, **res.tags, **res.extra}
-        values.update(rule=state.rule, team=team, level=state.level.name, previous_level=state.notified_level.name,
-                      status="resolved" if state.level == Level.OK else "firing", value=res.value,
-                      past_value=res.past_value, change_pct=res.change_pct, condition=state.condition,
-                      tags=_tags_text(res.tags), since=_iso(state.since), at=_iso(at))
+        values.update(
+            rule=state.rule,
+            team=team,
+            level=state.level.name,
+            previous_level=state.notified_level.name,
+            status="resolved" if state.level == Level.OK else "firing",
+            value=res.value,
+            past_value=res.past_value,
+            change_pct=res.change_pct,
+            condition=state.condition,
+            tags=_tags_text(res.tags),
+            since=_iso(state.since),
+            at=_iso(at),
+        )
         rule = self._rule_or_none(state.rule)
         if isinstance(rule, ThresholdRule) and rule.field:
             values[rule.field] = res.value
@@ -389,17 +555,30 @@ class AlertEngine:
     def _rule_or_none(self, name: str) -> ThresholdRule | DeadmanRule | None:
         return next((r for r in self.config.rules if r.name == name), None)
 
-    def _notification(self, state: AlertState, res: GroupResult, team: str, kind: str, previous: Level, seq: int,
-                      at: float) -> Notification:
+    def _notification(
+        self, state: AlertState, res: GroupResult, team: str, kind: str, previous: Level, seq: int, at: float
+    ) -> Notification:
         level = state.level
         labels = state.severity_labels(level if level > Level.OK else previous)
         return Notification(
-            id=f"{state.fingerprint}:{seq}", rule=state.rule, kind="platform" if kind == "platform" else "rule",
+            id=f"{state.fingerprint}:{seq}",
+            rule=state.rule,
+            kind="platform" if kind == "platform" else "rule",
             # a Level's name is OK, WARN or CRIT: the Literal the notification takes
-            team=team, status="resolved" if level == Level.OK else "firing", level=level.name,  # type: ignore[arg-type]
-            previous_level=previous.name, labels=labels, tags=dict(res.tags), value=res.value,  # type: ignore[arg-type]
-            condition=state.condition, message=state.message, fingerprint=state.fingerprint,
-            dedup_key=dedup_key(state.rule, state.fingerprint), started_at=state.started_at, at=at)
+            team=team,
+            status="resolved" if level == Level.OK else "firing",
+            level=level.name,  # type: ignore[arg-type]
+            previous_level=previous.name,
+            labels=labels,
+            tags=dict(res.tags),
+            value=res.value,  # type: ignore[arg-type]
+            condition=state.condition,
+            message=state.message,
+            fingerprint=state.fingerprint,
+            dedup_key=dedup_key(state.rule, state.fingerprint),
+            started_at=state.started_at,
+            at=at,
+        )
 
     def retire_removed_rules(self) -> int:
         """Resolve and forget the alerts of rules no longer in the configuration; return how many were resolved.
@@ -426,15 +605,38 @@ class AlertEngine:
                 team = state.labels.get("team", "")
                 n = self._notification(state, res, team, "rule", previous, seq, now)
                 channels = self.router.channels(n.labels)
-                items += [OutboxItem(key=f"{n.id}:{ch}", channel=ch, fingerprint=state.fingerprint, rule=state.rule,
-                                     payload=n.model_dump(mode="json"), created_at=now, next_attempt_at=now)
-                          for ch in channels]
-                history.append(HistoryEvent(now, state.fingerprint, state.rule, "notify", int(previous), 0, None,
-                                            "rule removed: " + (", ".join(channels) or "no channel routed")))
+                items += [
+                    OutboxItem(
+                        key=f"{n.id}:{ch}",
+                        channel=ch,
+                        fingerprint=state.fingerprint,
+                        rule=state.rule,
+                        payload=n.model_dump(mode="json"),
+                        created_at=now,
+                        next_attempt_at=now,
+                    )
+                    for ch in channels
+                ]
+                history.append(
+                    HistoryEvent(
+                        now,
+                        state.fingerprint,
+                        state.rule,
+                        "notify",
+                        int(previous),
+                        0,
+                        None,
+                        "rule removed: " + (", ".join(channels) or "no channel routed"),
+                    )
+                )
                 resolved += 1
         self.store.commit_evaluation([], history, items)
         self.store.delete_states([s.fingerprint for s in orphans])
-        log.info("forgot %s of removed rules (%s queued)", counted(len(orphans), "alert"), counted(resolved, "resolve"))
+        log.info(
+            "forgot %s of removed rules (%s queued)",
+            counted(len(orphans), "alert"),
+            counted(resolved, "resolve"),
+        )
         return resolved
 
     # ---- platform ---------------------------------------------------------------------------
@@ -443,15 +645,18 @@ class AlertEngine:
         """Return the health source (built from ``platform.daggers`` when none was given)."""
         if self._health is None and self.config.platform is not None and self.config.platform.enabled:
             if self.config.platform.registry:
-                self._health = RegistryHealthSource.from_url(self.config.platform.registry,
-                                                             self.config.platform.registry_user)
+                self._health = RegistryHealthSource.from_url(
+                    self.config.platform.registry, self.config.platform.registry_user
+                )
                 return self._health
             self._health = CheckpointHealthSource.from_platform(
-                self.config.platform, self.config.resolve, self.config.platform_state_dir(self.state_dir))
+                self.config.platform, self.config.resolve, self.config.platform_state_dir(self.state_dir)
+            )
         return self._health
 
-    def evaluate_platform(self, at: float | None = None, *, dry_run: bool = False,
-                          dispatch: bool = True) -> list[EvaluationReport]:
+    def evaluate_platform(
+        self, at: float | None = None, *, dry_run: bool = False, dispatch: bool = True
+    ) -> list[EvaluationReport]:
         """Judge every watched dagger's health (see :mod:`alerting.health`); one report per check.
 
         Raises:
@@ -478,10 +683,30 @@ class AlertEngine:
             states = {s.fingerprint: s for s in self.store.states(check)}
             teams = {f.team for f in findings}
             for team in sorted(teams):
-                results = [GroupResult(f.group or {"dagger": f.dagger}, f.level, f.value, f.condition, message=f.message)
-                           for f in findings if f.team == team]
-                reports.append(self._apply(check, "platform", team, {**spec.labels, "kind": "platform"}, results, at,
-                                           spec.for_, None, "", states, [], dry_run=dry_run, dispatch=dispatch))
+                results = [
+                    GroupResult(
+                        f.group or {"dagger": f.dagger}, f.level, f.value, f.condition, message=f.message
+                    )
+                    for f in findings
+                    if f.team == team
+                ]
+                reports.append(
+                    self._apply(
+                        check,
+                        "platform",
+                        team,
+                        {**spec.labels, "kind": "platform"},
+                        results,
+                        at,
+                        spec.for_,
+                        None,
+                        "",
+                        states,
+                        [],
+                        dry_run=dry_run,
+                        dispatch=dispatch,
+                    )
+                )
         if not dry_run:
             for sample in samples:
                 self.store.put_health_sample(sample)
@@ -502,9 +727,13 @@ class AlertEngine:
 
     def _jobs(self) -> dict[str, tuple[Callable[..., None], float, tuple[str, ...]]]:
         jobs: dict[str, tuple[Callable[..., None], float, tuple[str, ...]]] = {
-            f"rule:{r.name}": (run_rule_job, r.every, (self.engine_id, r.name)) for r in self.config.rules}
-        if self.config.platform is not None and self.config.platform.enabled and (self.config.platform.daggers
-                                                                                   or self.config.platform.registry):
+            f"rule:{r.name}": (run_rule_job, r.every, (self.engine_id, r.name)) for r in self.config.rules
+        }
+        if (
+            self.config.platform is not None
+            and self.config.platform.enabled
+            and (self.config.platform.daggers or self.config.platform.registry)
+        ):
             jobs["platform"] = (run_platform_job, self.config.platform.every, (self.engine_id,))
         jobs["dispatch"] = (run_dispatch_job, self.config.delivery.dispatch_interval, (self.engine_id,))
         jobs["housekeeping"] = (run_housekeeping_job, 3600.0, (self.engine_id,))
@@ -534,7 +763,9 @@ class AlertEngine:
         scheduler = BackgroundScheduler(
             jobstores={"default": SQLAlchemyJobStore(engine=self.store.engine, tablename=JOB_TABLE)},
             executors={"default": ThreadPoolExecutor(4)},
-            job_defaults={"coalesce": True, "max_instances": 1}, timezone=UTC)
+            job_defaults={"coalesce": True, "max_instances": 1},
+            timezone=UTC,
+        )
         scheduler.start(paused=True)
         wanted = self._jobs()
         for job in scheduler.get_jobs():
@@ -544,19 +775,35 @@ class AlertEngine:
         now = datetime.now(UTC)
         for job_id, (func, every, args) in wanted.items():
             job = scheduler.get_job(job_id)
-            same = (job is not None and isinstance(job.trigger, IntervalTrigger)
-                    and job.trigger.interval == timedelta(seconds=every) and tuple(job.args) == args
-                    and job.func is func and job.misfire_grace_time is None)
+            same = (
+                job is not None
+                and isinstance(job.trigger, IntervalTrigger)
+                and job.trigger.interval == timedelta(seconds=every)
+                and tuple(job.args) == args
+                and job.func is func
+                and job.misfire_grace_time is None
+            )
             if same:
                 continue  # keeps its next run time across restarts
             first = now if job_id == "dispatch" else now + timedelta(seconds=every)
-            scheduler.add_job(func, IntervalTrigger(seconds=every, timezone=UTC), id=job_id, name=job_id,
-                              args=list(args), replace_existing=True, next_run_time=first,
-                              misfire_grace_time=None, coalesce=True, max_instances=1)
+            scheduler.add_job(
+                func,
+                IntervalTrigger(seconds=every, timezone=UTC),
+                id=job_id,
+                name=job_id,
+                args=list(args),
+                replace_existing=True,
+                next_run_time=first,
+                misfire_grace_time=None,
+                coalesce=True,
+                max_instances=1,
+            )
         self._scheduler = scheduler
         self._stopped.clear()
         scheduler.resume()
-        log.info("alert engine started: %s, store %s", counted(len(self.config.rules), "rule"), self.store.safe_url)
+        log.info(
+            "alert engine started: %s, store %s", counted(len(self.config.rules), "rule"), self.store.safe_url
+        )
 
     def _lease_ttl(self) -> float:
         return max(self.config.store.lease_ttl, 3 * self.config.delivery.dispatch_interval)
@@ -613,8 +860,10 @@ class AlertEngine:
         try:
             self.evaluate_platform()
         except Exception as exc:
-            log.error("platform checks failed: %s", self.redact(getattr(exc, "message", None) or
-                                                                f"{type(exc).__name__}: {exc}"))
+            log.error(
+                "platform checks failed: %s",
+                self.redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"),
+            )
 
     def scheduled_dispatch(self) -> None:
         """Renew the lease and deliver due notifications; stop the engine when the lease is lost."""
@@ -629,8 +878,10 @@ class AlertEngine:
         try:
             self.dispatch()
         except Exception as exc:
-            log.error("delivery round failed: %s", self.redact(getattr(exc, "message", None) or
-                                                               f"{type(exc).__name__}: {exc}"))
+            log.error(
+                "delivery round failed: %s",
+                self.redact(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"),
+            )
 
     def scheduled_housekeeping(self) -> None:
         """Delete history and finished notifications older than the retention."""

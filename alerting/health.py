@@ -51,10 +51,19 @@ log = logging.getLogger("daggers.alerts")
 DaggerState = Literal["running", "stopped", "failed", "unknown"]
 #: A worker's status.json state as a DaggerState (any other: unknown).
 _WORKER_STATES: dict[str, DaggerState] = {"running": "running", "stopped": "stopped", "failed": "failed"}
-DOWN, RESTARTS, LAG, BAD, SINKS = ("platform-dagger-down", "platform-restart-loop", "platform-consumer-lag",
-                                   "platform-bad-records", "platform-sink-failures")
-CRASH_LOOPING, STALLED, LAGGING, SILENT = ("platform-crash-looping", "platform-stalled", "platform-lagging",
-                                          "platform-controller-silent")
+DOWN, RESTARTS, LAG, BAD, SINKS = (
+    "platform-dagger-down",
+    "platform-restart-loop",
+    "platform-consumer-lag",
+    "platform-bad-records",
+    "platform-sink-failures",
+)
+CRASH_LOOPING, STALLED, LAGGING, SILENT = (
+    "platform-crash-looping",
+    "platform-stalled",
+    "platform-lagging",
+    "platform-controller-silent",
+)
 PLATFORM_CHECKS = (DOWN, RESTARTS, LAG, BAD, SINKS, CRASH_LOOPING, STALLED, LAGGING, SILENT)
 
 
@@ -94,6 +103,7 @@ class DaggerHealthSource(Protocol):
 
 # ---- reading a checkpoint -----------------------------------------------------------------------
 
+
 def read_status(checkpoint: Path) -> dict[str, Any] | None:
     """Return ``<checkpoint>/status.json`` as a dict, or None when it does not exist or does not parse."""
     try:
@@ -130,8 +140,9 @@ def committed_offsets(checkpoint: Path) -> dict[str, dict[str, int]] | None:
     return merged
 
 
-def kafka_end_offsets(bootstrap: str, topics: list[str], consumer_config: dict[str, str] | None = None,
-                      timeout: float = 10.0) -> dict[str, dict[str, int]]:
+def kafka_end_offsets(
+    bootstrap: str, topics: list[str], consumer_config: dict[str, str] | None = None, timeout: float = 10.0
+) -> dict[str, dict[str, int]]:
     """Return the true end offset of every partition of ``topics`` (see job.sources.offsets.end_offsets).
 
     Raises:
@@ -164,20 +175,29 @@ class WatchedDagger:
     name: str
     checkpoint: Path
     team: str | None = None
-    sources: list[tuple[str, list[str], dict[str, str]]] = field(default_factory=list)  # (bootstrap, topics, config)
+    sources: list[tuple[str, list[str], dict[str, str]]] = field(
+        default_factory=list
+    )  # (bootstrap, topics, config)
 
 
 class CheckpointHealthSource:
     """Reads each watched dagger's checkpoint folder; computes consumer lag with the broker's end offsets."""
 
-    def __init__(self, daggers: list[WatchedDagger], *, lag: bool = True,
-                 end_offsets: Callable[..., dict[str, dict[str, int]]] = kafka_end_offsets) -> None:
+    def __init__(
+        self,
+        daggers: list[WatchedDagger],
+        *,
+        lag: bool = True,
+        end_offsets: Callable[..., dict[str, dict[str, int]]] = kafka_end_offsets,
+    ) -> None:
         self.watched = daggers
         self.lag = lag
         self._end_offsets = end_offsets
 
     @classmethod
-    def from_platform(cls, spec: PlatformSpec, resolve: Callable[[str], Path], state_dir: Path) -> CheckpointHealthSource:
+    def from_platform(
+        cls, spec: PlatformSpec, resolve: Callable[[str], Path], state_dir: Path
+    ) -> CheckpointHealthSource:
         """Return a source for the daggers of a platform spec (spec files resolved with ``resolve``).
 
         Raises:
@@ -188,9 +208,16 @@ class CheckpointHealthSource:
         watched = []
         for entry in spec.dagger_entries():
             dagger = load_spec(resolve(entry.spec))
-            watched.append(WatchedDagger(
-                name=dagger.name, team=entry.team or spec.team, checkpoint=dagger.resolved_checkpoint(state_dir),
-                sources=[(s.bootstrap_servers, list(s.topics), dict(s.consumer_config)) for s in dagger.streams]))
+            watched.append(
+                WatchedDagger(
+                    name=dagger.name,
+                    team=entry.team or spec.team,
+                    checkpoint=dagger.resolved_checkpoint(state_dir),
+                    sources=[
+                        (s.bootstrap_servers, list(s.topics), dict(s.consumer_config)) for s in dagger.streams
+                    ],
+                )
+            )
         return cls(watched)
 
     def daggers(self) -> list[DaggerHealth]:
@@ -199,12 +226,18 @@ class CheckpointHealthSource:
     def _health(self, w: WatchedDagger) -> DaggerHealth:
         status = read_status(w.checkpoint)
         if status is None:
-            return DaggerHealth(name=w.name, team=w.team, state="unknown",
-                                error=f"no status.json in {w.checkpoint} (never ran?)")
+            return DaggerHealth(
+                name=w.name,
+                team=w.team,
+                state="unknown",
+                error=f"no status.json in {w.checkpoint} (never ran?)",
+            )
         sinks = status.get("sinks") or {}
         failures = sum(int((s or {}).get("failures") or 0) for s in sinks.values())
         retries = sum(int((s or {}).get("retries") or 0) for s in sinks.values())
-        last_error = next((str(s.get("last_error")) for s in sinks.values() if s and s.get("last_error")), None)
+        last_error = next(
+            (str(s.get("last_error")) for s in sinks.values() if s and s.get("last_error")), None
+        )
         state = str(status.get("state") or "running")
         restarts = tuple(float(t) for t in status.get("restart_times") or [] if isinstance(t, int | float))
         lag: int | None = None
@@ -219,12 +252,19 @@ class CheckpointHealthSource:
                 error = f"consumer lag unknown: {getattr(exc, 'message', None) or type(exc).__name__}"
                 lag = None
         return DaggerHealth(
-            name=w.name, team=w.team,
+            name=w.name,
+            team=w.team,
             state=_WORKER_STATES.get(state, "unknown"),
             last_progress_at=float(status["updated_at"]) if status.get("updated_at") else None,
-            restart_times=restarts, input_rows=int(status.get("input_rows") or 0),
-            bad_records=int(status.get("bad_records") or 0), sink_failures=failures, sink_retries=retries,
-            sink_last_error=last_error, consumer_lag=lag, error=error)
+            restart_times=restarts,
+            input_rows=int(status.get("input_rows") or 0),
+            bad_records=int(status.get("bad_records") or 0),
+            sink_failures=failures,
+            sink_retries=retries,
+            sink_last_error=last_error,
+            consumer_lag=lag,
+            error=error,
+        )
 
 
 class RegistryHealthSource:
@@ -244,27 +284,47 @@ class RegistryHealthSource:
         from job.control.health_model import FAILED, STOPPED, UNKNOWN, controller_silent
 
         plane = self.plane
-        silent = {c.name: controller_silent(c.controller_heartbeat, plane.clock(), plane.health_settings)
-                  for c in plane.clusters()}
+        silent = {
+            c.name: controller_silent(c.controller_heartbeat, plane.clock(), plane.health_settings)
+            for c in plane.clusters()
+        }
         out = []
         for d in plane.daggers():
             state = d.state
-            legacy: DaggerState = ("failed" if state == FAILED else "stopped" if state == STOPPED else
-                      "unknown" if state == UNKNOWN else "running")
+            legacy: DaggerState = (
+                "failed"
+                if state == FAILED
+                else "stopped"
+                if state == STOPPED
+                else "unknown"
+                if state == UNKNOWN
+                else "running"
+            )
             sinks = (d.progress.get("sinks") or {}).values()
-            out.append(DaggerHealth(
-                name=d.name, team=d.team, state=legacy,
-                last_progress_at=d.progress.get("updated_at"), recent_restarts=d.restarts,
-                input_rows=int(d.progress.get("input_rows") or 0), bad_records=int(d.progress.get("bad_records") or 0),
-                sink_failures=sum(int((x or {}).get("failures") or 0) for x in sinks),
-                sink_retries=sum(int((x or {}).get("retries") or 0) for x in sinks),
-                consumer_lag=d.lag if d.health.get("lag") else None, error=d.last_error if state == FAILED else None,
-                health_state=state, health_reason=str(d.health.get("reason") or ""), cluster=d.cluster,
-                controller_silent=silent.get(d.cluster, False)))
+            out.append(
+                DaggerHealth(
+                    name=d.name,
+                    team=d.team,
+                    state=legacy,
+                    last_progress_at=d.progress.get("updated_at"),
+                    recent_restarts=d.restarts,
+                    input_rows=int(d.progress.get("input_rows") or 0),
+                    bad_records=int(d.progress.get("bad_records") or 0),
+                    sink_failures=sum(int((x or {}).get("failures") or 0) for x in sinks),
+                    sink_retries=sum(int((x or {}).get("retries") or 0) for x in sinks),
+                    consumer_lag=d.lag if d.health.get("lag") else None,
+                    error=d.last_error if state == FAILED else None,
+                    health_state=state,
+                    health_reason=str(d.health.get("reason") or ""),
+                    cluster=d.cluster,
+                    controller_silent=silent.get(d.cluster, False),
+                )
+            )
         return out
 
 
 # ---- judging health -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -282,8 +342,16 @@ class Finding:
 
 def sample_of(h: DaggerHealth, at: float) -> HealthSample:
     """Return the counters of ``h`` to keep until the next check."""
-    return HealthSample(h.name, at, {"input_rows": h.input_rows, "bad_records": h.bad_records,
-                                     "sink_failures": h.sink_failures, "sink_retries": h.sink_retries})
+    return HealthSample(
+        h.name,
+        at,
+        {
+            "input_rows": h.input_rows,
+            "bad_records": h.bad_records,
+            "sink_failures": h.sink_failures,
+            "sink_retries": h.sink_retries,
+        },
+    )
 
 
 def _above(value: float, warn: float | None, crit: float | None) -> tuple[Level, str]:
@@ -309,16 +377,27 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
 
     # down
     if h.state == "failed":
-        add(DOWN, Level.CRIT, None, "reports failed", f"dagger {h.name} has failed" +
-            (f": {h.error}" if h.error else ""))
+        add(
+            DOWN,
+            Level.CRIT,
+            None,
+            "reports failed",
+            f"dagger {h.name} has failed" + (f": {h.error}" if h.error else ""),
+        )
     elif h.state == "stopped":
         add(DOWN, Level.OK, None, "stopped on purpose", f"dagger {h.name} was stopped")
     elif h.last_progress_at is not None:
         silent = at - h.last_progress_at
         down = silent > spec.down_after
-        add(DOWN, Level.CRIT if down else Level.OK, silent, f"no progress for {format_duration(spec.down_after)}",
-            f"dagger {h.name} reported no progress for {format_duration(silent)}" if down else
-            f"dagger {h.name} reported progress {format_duration(max(silent, 0))} ago")
+        add(
+            DOWN,
+            Level.CRIT if down else Level.OK,
+            silent,
+            f"no progress for {format_duration(spec.down_after)}",
+            f"dagger {h.name} reported no progress for {format_duration(silent)}"
+            if down
+            else f"dagger {h.name} reported progress {format_duration(max(silent, 0))} ago",
+        )
     elif h.error and "status.json" in h.error:
         add(DOWN, Level.CRIT, None, "no status", f"dagger {h.name}: {h.error}")
     # restart loop
@@ -327,14 +406,28 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
         if h.recent_restarts is not None:
             count, span = h.recent_restarts, "in a row"
         else:
-            count, span = len([t for t in h.restart_times if at - t <= spec.restart_loop.within]), f"in {window}"
+            count, span = (
+                len([t for t in h.restart_times if at - t <= spec.restart_loop.within]),
+                f"in {window}",
+            )
         looping = count >= spec.restart_loop.restarts
-        add(RESTARTS, Level.CRIT if looping else Level.OK, float(count),
-            f"{counted(spec.restart_loop.restarts, 'restart')} within {window}", f"dagger {h.name} restarted {counted(count, 'time')} {span}")
+        add(
+            RESTARTS,
+            Level.CRIT if looping else Level.OK,
+            float(count),
+            f"{counted(spec.restart_loop.restarts, 'restart')} within {window}",
+            f"dagger {h.name} restarted {counted(count, 'time')} {span}",
+        )
     # consumer lag
     if spec.consumer_lag is not None and h.consumer_lag is not None:
         level, cond = _above(float(h.consumer_lag), spec.consumer_lag.warn, spec.consumer_lag.crit)
-        add(LAG, level, float(h.consumer_lag), cond, f"dagger {h.name} is {h.consumer_lag} records behind its topics")
+        add(
+            LAG,
+            level,
+            float(h.consumer_lag),
+            cond,
+            f"dagger {h.name} is {h.consumer_lag} records behind its topics",
+        )
     # bad records
     if spec.bad_record_rate is not None:
         base = previous.values if previous is not None else {}
@@ -345,8 +438,13 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
         if bad + rows >= spec.bad_record_rate.min_records:
             rate = bad / (bad + rows)
             level, cond = _above(rate, spec.bad_record_rate.warn, spec.bad_record_rate.crit)
-            add(BAD, level, rate, cond, f"dagger {h.name}: {bad} of {counted(bad + rows, 'record')} did not decode "
-                                        f"({rate:.2%})")
+            add(
+                BAD,
+                level,
+                rate,
+                cond,
+                f"dagger {h.name}: {bad} of {counted(bad + rows, 'record')} did not decode ({rate:.2%})",
+            )
     # sink failures
     if spec.sink_failures:
         base = previous.values if previous is not None else {}
@@ -355,8 +453,13 @@ def judge(h: DaggerHealth, previous: HealthSample | None, spec: PlatformSpec, at
         failed, retried = max(failed, 0), max(retried, 0)
         level = Level.CRIT if failed else Level.WARN if retried else Level.OK
         detail = f": {h.sink_last_error}" if h.sink_last_error and level > Level.OK else ""
-        add(SINKS, level, float(failed), "a sink write failed" if failed else "sink writes retried" if retried else "ok",
-            f"dagger {h.name}: {failed} sink writes failed and {retried} were retried since the last check{detail}")
+        add(
+            SINKS,
+            level,
+            float(failed),
+            "a sink write failed" if failed else "sink writes retried" if retried else "ok",
+            f"dagger {h.name}: {failed} sink writes failed and {retried} were retried since the last check{detail}",
+        )
     if h.health_state is not None:
         out.extend(_model_findings(h, team))
     return out
@@ -369,16 +472,38 @@ def _model_findings(h: DaggerHealth, team: str) -> list[Finding]:
     from job.control.health_model import STALLED as STALL
 
     out = []
-    for check, state, level in ((CRASH_LOOPING, LOOP, Level.CRIT), (STALLED, STALL, Level.CRIT),
-                                (LAGGING, LAGS, Level.WARN)):
+    for check, state, level in (
+        (CRASH_LOOPING, LOOP, Level.CRIT),
+        (STALLED, STALL, Level.CRIT),
+        (LAGGING, LAGS, Level.WARN),
+    ):
         on = h.health_state == state
-        out.append(Finding(check, h.name, team, level if on else Level.OK, None, f"dagger is {state}",
-                           f"dagger {h.name} is {state}: {h.health_reason}" if on else
-                           f"dagger {h.name} is {h.health_state}"))
+        out.append(
+            Finding(
+                check,
+                h.name,
+                team,
+                level if on else Level.OK,
+                None,
+                f"dagger is {state}",
+                f"dagger {h.name} is {state}: {h.health_reason}"
+                if on
+                else f"dagger {h.name} is {h.health_state}",
+            )
+        )
     if h.cluster is not None:
-        out.append(Finding(SILENT, h.name, team, Level.CRIT if h.controller_silent else Level.OK, None,
-                           "controller silent", f"the controller of cluster {h.cluster} is silent" if
-                           h.controller_silent else f"the controller of cluster {h.cluster} reports",
-                           group={"cluster": h.cluster}))
+        out.append(
+            Finding(
+                SILENT,
+                h.name,
+                team,
+                Level.CRIT if h.controller_silent else Level.OK,
+                None,
+                "controller silent",
+                f"the controller of cluster {h.cluster} is silent"
+                if h.controller_silent
+                else f"the controller of cluster {h.cluster} reports",
+                group={"cluster": h.cluster},
+            )
+        )
     return out
-

@@ -47,8 +47,13 @@ def time_filter(start: float, end: float) -> str:
 def source(measurement: str, database: str | None = None, retention_policy: str | None = None) -> str:
     """Return the FROM target: ``"db"."rp"."measurement"`` (db and rp optional)."""
     if database:
-        return ".".join([quote_ident(database), quote_ident(retention_policy) if retention_policy else "",
-                         quote_ident(measurement)])
+        return ".".join(
+            [
+                quote_ident(database),
+                quote_ident(retention_policy) if retention_policy else "",
+                quote_ident(measurement),
+            ]
+        )
     if retention_policy:
         return f"{quote_ident(retention_policy)}.{quote_ident(measurement)}"
     return quote_ident(measurement)
@@ -82,20 +87,25 @@ def threshold_query(rule: ThresholdRule, start: float, end: float, database: str
         return rule.query.replace("$timeFilter", time_filter(start, end))
     assert rule.measurement and rule.field
     conds = [c for c in (where_clause(rule.where), time_filter(start, end)) if c]
-    return (f"SELECT {aggregate_expr(rule.aggregate, rule.field)} AS \"value\" "
-            f"FROM {source(rule.measurement, rule.database or database, rule.retention_policy)} "
-            f"WHERE {' AND '.join(conds)}{_group_by(rule.group_by)}")
+    return (
+        f'SELECT {aggregate_expr(rule.aggregate, rule.field)} AS "value" '
+        f"FROM {source(rule.measurement, rule.database or database, rule.retention_policy)} "
+        f"WHERE {' AND '.join(conds)}{_group_by(rule.group_by)}"
+    )
 
 
 def count_query(rule: DeadmanRule, start: float, end: float, database: str | None = None) -> str:
     """Return the InfluxQL that counts ``rule``'s points over ``(start, end]``, per group."""
     target = quote_ident(rule.field) if rule.field else "*"
     conds = [c for c in (where_clause(rule.where), time_filter(start, end)) if c]
-    return (f"SELECT count({target}) FROM {source(rule.measurement, rule.database or database, rule.retention_policy)} "
-            f"WHERE {' AND '.join(conds)}{_group_by(rule.group_by)}")
+    return (
+        f"SELECT count({target}) FROM {source(rule.measurement, rule.database or database, rule.retention_policy)} "
+        f"WHERE {' AND '.join(conds)}{_group_by(rule.group_by)}"
+    )
 
 
 # ---- reading -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GroupValue:
@@ -148,8 +158,16 @@ def parse_series(body: Mapping[str, Any]) -> list[GroupValue]:
 class InfluxReader:
     """Runs InfluxQL against one InfluxDB (v1 ``/query``), returning one value per group."""
 
-    def __init__(self, url: str, database: str, *, username: str | None = None, password: str | None = None,
-                 timeout: float = 10.0, session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        database: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        timeout: float = 10.0,
+        session: requests.Session | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.database = database
         self.timeout = timeout
@@ -167,9 +185,13 @@ class InfluxReader:
         """
         params = {"q": q, "db": database or self.database, "epoch": "ms"}
         try:
-            resp = self._session.get(f"{self.url}/query", params=params, timeout=self.timeout, auth=self._auth)
+            resp = self._session.get(
+                f"{self.url}/query", params=params, timeout=self.timeout, auth=self._auth
+            )
         except requests.RequestException as exc:
-            raise AlertQueryError(f"InfluxDB at {self.url} cannot be reached ({type(exc).__name__})") from None
+            raise AlertQueryError(
+                f"InfluxDB at {self.url} cannot be reached ({type(exc).__name__})"
+            ) from None
         try:
             body: dict[str, Any] = resp.json()
         except ValueError:

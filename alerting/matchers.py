@@ -53,7 +53,9 @@ def parse_matcher(text: str) -> Matcher:
     """
     m = _MATCHER_RE.match(text)
     if not m:
-        raise ValueError(f"{text!r} is not a matcher like team=bookings, severity!=warn or city=~Jakarta|Bandung")
+        raise ValueError(
+            f"{text!r} is not a matcher like team=bookings, severity!=warn or city=~Jakarta|Bandung"
+        )
     name, op, value = m.group(1), m.group(2), m.group(3)
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         value = value[1:-1]

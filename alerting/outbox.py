@@ -66,9 +66,17 @@ class DispatchReport:
 class Dispatcher:
     """Sends due outbox items through the notifiers. One round at a time (other callers skip)."""
 
-    def __init__(self, store: AlertStore, notifiers: dict[str, Notifier], *, backoff: Backoff | None = None,
-                 give_up_after: float = 86400.0, batch: int = 200, redact: Redactor | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: AlertStore,
+        notifiers: dict[str, Notifier],
+        *,
+        backoff: Backoff | None = None,
+        give_up_after: float = 86400.0,
+        batch: int = 200,
+        redact: Redactor | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.notifiers = notifiers
         self.backoff = backoff or Backoff()
@@ -120,13 +128,23 @@ class Dispatcher:
         assert item.id is not None
         attempts = item.attempts + 1
         notifier = self.notifiers.get(item.channel)
-        event = HistoryEvent(at=now, fingerprint=item.fingerprint, rule=item.rule, event="delivered",
-                             detail=f"{item.channel}: {item.key}")
+        event = HistoryEvent(
+            at=now,
+            fingerprint=item.fingerprint,
+            rule=item.rule,
+            event="delivered",
+            detail=f"{item.channel}: {item.key}",
+        )
         if notifier is None:
             error = f"channel {item.channel!r} is no longer configured"
-            self.store.mark_failed(item.id, attempts, error,
-                                   HistoryEvent(**{**event.__dict__, "event": "delivery_failed",
-                                                   "detail": f"{item.channel}: {error}"}))
+            self.store.mark_failed(
+                item.id,
+                attempts,
+                error,
+                HistoryEvent(
+                    **{**event.__dict__, "event": "delivery_failed", "detail": f"{item.channel}: {error}"}
+                ),
+            )
             log.error("notification %s dropped: %s", item.key, error)
             return "failed"
         try:
@@ -144,24 +162,53 @@ class Dispatcher:
         except Exception as exc:  # a notifier bug must not stop the outbox; keep the item and retry
             return self._failed(item, attempts, now, self.redact(f"{type(exc).__name__}: {exc}"), True, None)
         self.store.mark_sent(item.id, self.clock(), attempts, event)
-        log.info("delivered %s of %s to channel %r (%s) after %d tr%s", notification.status, item.rule,
-                 item.channel, notifier.type, attempts, "y" if attempts == 1 else "ies")
+        log.info(
+            "delivered %s of %s to channel %r (%s) after %d tr%s",
+            notification.status,
+            item.rule,
+            item.channel,
+            notifier.type,
+            attempts,
+            "y" if attempts == 1 else "ies",
+        )
         return "sent"
 
-    def _failed(self, item: OutboxItem, attempts: int, now: float, error: str, retryable: bool,
-                retry_after: float | None) -> str:
+    def _failed(
+        self,
+        item: OutboxItem,
+        attempts: int,
+        now: float,
+        error: str,
+        retryable: bool,
+        retry_after: float | None,
+    ) -> str:
         assert item.id is not None
         age = now - item.created_at
         if not retryable or age >= self.give_up_after:
             why = error if not retryable else f"gave up after {attempts} tries in {age:.0f}s: {error}"
-            self.store.mark_failed(item.id, attempts, why, HistoryEvent(
-                at=now, fingerprint=item.fingerprint, rule=item.rule, event="delivery_failed",
-                detail=f"{item.channel}: {why}"))
+            self.store.mark_failed(
+                item.id,
+                attempts,
+                why,
+                HistoryEvent(
+                    at=now,
+                    fingerprint=item.fingerprint,
+                    rule=item.rule,
+                    event="delivery_failed",
+                    detail=f"{item.channel}: {why}",
+                ),
+            )
             log.error("notification %s to channel %r failed for good: %s", item.key, item.channel, why)
             return "failed"
         delay = max(self.backoff.delay(attempts), retry_after or 0.0)
         self.store.mark_retry(item.id, attempts, now + delay, error)
         self._channel_retry_at[item.channel] = now + delay
-        log.warning("notification %s to channel %r not delivered (try %d), retrying in %.1fs: %s",
-                    item.key, item.channel, attempts, delay, error)
+        log.warning(
+            "notification %s to channel %r not delivered (try %d), retrying in %.1fs: %s",
+            item.key,
+            item.channel,
+            attempts,
+            delay,
+            error,
+        )
         return "retry"

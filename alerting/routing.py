@@ -29,8 +29,10 @@ class Router:
     @classmethod
     def from_config(cls, config: AlertsConfig) -> Router:
         """Return the router of ``config``'s routes and default channels."""
-        return cls([Route(r.parsed(), tuple(r.channels), r.continue_) for r in config.routes],
-                   tuple(config.default_channels))
+        return cls(
+            [Route(r.parsed(), tuple(r.channels), r.continue_) for r in config.routes],
+            tuple(config.default_channels),
+        )
 
     def channels(self, labels: Mapping[str, str]) -> list[str]:
         """Return the channels for an alert with ``labels`` (including severity), each once, in route order."""

@@ -55,11 +55,13 @@ class Condition(_Model):
     above: float | None = Field(default=None, description="Holds when the value is greater than this.")
     below: float | None = Field(default=None, description="Holds when the value is less than this.")
     outside: tuple[float, float] | None = Field(
-        default=None, description="[low, high]: holds when the value is below low or above high.")
+        default=None, description="[low, high]: holds when the value is below low or above high."
+    )
     versus: Literal["D-1", "D-7"] | None = Field(
         default=None,
         description="Compare the change in percent, (value - past) / |past| * 100, with the same query one day "
-                    "(D-1) or one week (D-7) earlier, instead of the value itself.")
+        "(D-1) or one week (D-7) earlier, instead of the value itself.",
+    )
 
     @field_validator("versus", mode="before")
     @classmethod
@@ -73,8 +75,10 @@ class Condition(_Model):
     def _one(self) -> Condition:
         given = [k for k in ("above", "below", "outside") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of above, below or outside"
-                             + (f" (got {', '.join(given)})" if given else ""))
+            raise ValueError(
+                "give exactly one of above, below or outside"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
         if self.outside is not None and not self.outside[0] < self.outside[1]:
             raise ValueError(f"outside needs [low, high] with low < high, not {list(self.outside)}")
         return self
@@ -121,9 +125,15 @@ class FlappingSpec(_Model):
     """Flapping detection as in Kapacitor/Nagios: over the last ``history`` evaluations, the share of level
     changes (recent ones weigh more) above ``high`` starts holding notifications back; below ``low`` stops."""
 
-    low: float = Field(default=0.25, ge=0, le=1, description="Below this share of changes the alert stops flapping.")
-    high: float = Field(default=0.5, ge=0, le=1, description="Above this share of changes the alert is flapping.")
-    history: int = Field(default=21, ge=3, le=200, description="How many evaluations the share is computed over.")
+    low: float = Field(
+        default=0.25, ge=0, le=1, description="Below this share of changes the alert stops flapping."
+    )
+    high: float = Field(
+        default=0.5, ge=0, le=1, description="Above this share of changes the alert is flapping."
+    )
+    history: int = Field(
+        default=21, ge=3, le=200, description="How many evaluations the share is computed over."
+    )
 
     @model_validator(mode="after")
     def _order(self) -> FlappingSpec:
@@ -138,20 +148,30 @@ class _RuleBase(_Model):
     description: str = Field(default="", description="What the rule watches, for people.")
     every: Duration = Field(default=60.0, description="How often the rule is evaluated (e.g. 30s, 1m).")
     for_: Duration = Field(
-        default=0.0, alias="for",
-        description="Pending period: how long a level must hold, evaluation after evaluation, before it fires.")
+        default=0.0,
+        alias="for",
+        description="Pending period: how long a level must hold, evaluation after evaluation, before it fires.",
+    )
     measurement: str | None = Field(default=None, description="The InfluxDB measurement the rule reads.")
     field: str | None = Field(default=None, description="The field the rule reads.")
     where: dict[str, str | list[str]] = Field(
-        default_factory=dict, description="Tag filters: tag: value, or tag: [values] for any of them.")
+        default_factory=dict, description="Tag filters: tag: value, or tag: [values] for any of them."
+    )
     group_by: list[str] = Field(default_factory=list, description="Tags to group by: one alert per group.")
     offset: Duration = Field(
-        default=0.0, description="Shift the time range back by this much (for windows that land late).")
+        default=0.0, description="Shift the time range back by this much (for windows that land late)."
+    )
     database: str | None = Field(default=None, description="The database (default: influx.database).")
-    retention_policy: str | None = Field(default=None, description="The retention policy (default: the database's).")
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels, for routing and silences.")
+    retention_policy: str | None = Field(
+        default=None, description="The retention policy (default: the database's)."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra labels, for routing and silences."
+    )
     flapping: FlappingSpec | None = Field(
-        default=None, description="Hold back notifications while the alert keeps changing level (off by default).")
+        default=None,
+        description="Hold back notifications while the alert keeps changing level (off by default).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -201,25 +221,34 @@ class ThresholdRule(_RuleBase):
     query: str | None = Field(
         default=None,
         description="InfluxQL returning one value per group; $timeFilter is replaced by the time range. "
-                    "Instead of measurement/field/aggregate.")
+        "Instead of measurement/field/aggregate.",
+    )
     aggregate: str = Field(
         default="mean",
-        description=f"How the window's points become one value: {', '.join(AGGREGATES)} or pNN (percentile).")
-    window: Duration = Field(default=300.0, description="The time range each evaluation reads, ending now - offset.")
+        description=f"How the window's points become one value: {', '.join(AGGREGATES)} or pNN (percentile).",
+    )
+    window: Duration = Field(
+        default=300.0, description="The time range each evaluation reads, ending now - offset."
+    )
     warn: Condition | None = Field(default=None, description="When the level is WARN.")
     crit: Condition | None = Field(default=None, description="When the level is CRIT (checked first).")
     on_no_data: Literal["ok", "keep", "warn", "crit"] = Field(
         default="ok",
         description="The level of a group that had an alert state but returned no value: ok (resolve), keep "
-                    "(its last level), warn or crit. Use a deadman rule to alert on missing output.")
-    message: str = Field(default=DEFAULT_MESSAGE, description="The notification text (see alerting.template).")
+        "(its last level), warn or crit. Use a deadman rule to alert on missing output.",
+    )
+    message: str = Field(
+        default=DEFAULT_MESSAGE, description="The notification text (see alerting.template)."
+    )
 
     @field_validator("aggregate")
     @classmethod
     def _aggregate(cls, v: str) -> str:
         v = v.strip().lower()
         if v not in AGGREGATES and not PERCENTILE_RE.match(v):
-            raise ValueError(f"{v!r} is not an aggregate; use one of {', '.join(AGGREGATES)} or pNN (e.g. p95)")
+            raise ValueError(
+                f"{v!r} is not an aggregate; use one of {', '.join(AGGREGATES)} or pNN (e.g. p95)"
+            )
         m = PERCENTILE_RE.match(v)
         if m and not 0 < float(m.group(1)) < 100:
             raise ValueError(f"{v!r}: a percentile is between p1 and p99")
@@ -238,7 +267,9 @@ class ThresholdRule(_RuleBase):
         if re.search(r"(?i)\binto\b", text):
             raise ValueError("query must not write (SELECT … INTO)")
         if "$timeFilter" not in text:
-            raise ValueError("query needs $timeFilter in its WHERE clause, e.g. WHERE $timeFilter GROUP BY \"city\"")
+            raise ValueError(
+                'query needs $timeFilter in its WHERE clause, e.g. WHERE $timeFilter GROUP BY "city"'
+            )
         return text
 
     @field_validator("window")
@@ -267,8 +298,9 @@ class ThresholdRule(_RuleBase):
             check_template(v, None)
         else:
             field = data.get("field")
-            check_template(v, [*data.get("group_by", []), *data.get("labels", {})],
-                           numeric=[field] if field else [])
+            check_template(
+                v, [*data.get("group_by", []), *data.get("labels", {})], numeric=[field] if field else []
+            )
         return v
 
     def conditions(self) -> list[tuple[str, Condition]]:
@@ -288,7 +320,8 @@ class DeadmanRule(_RuleBase):
     period: Duration = Field(description="How long without a single point before the alert fires (e.g. 5m).")
     lookback: Duration = Field(
         default=3600.0,
-        description="With group_by: a group that had points within this time and has none within period fires.")
+        description="With group_by: a group that had points within this time and has none within period fires.",
+    )
     severity: Literal["warn", "crit"] = Field(default="crit", description="The level the alert fires with.")
     dagger: str | None = Field(default=None, description="The dagger whose output this is (label dagger).")
     message: str = Field(default=DEFAULT_DEADMAN_MESSAGE, description="The notification text.")
@@ -320,7 +353,8 @@ def _rule_kind(value: Any) -> str:
 
 Rule = Annotated[
     Annotated[ThresholdRule, Tag("threshold")] | Annotated[DeadmanRule, Tag("deadman")],
-    Discriminator(_rule_kind, custom_error_type="rule_kind",
-                  custom_error_message="kind must be threshold or deadman"),
+    Discriminator(
+        _rule_kind, custom_error_type="rule_kind", custom_error_message="kind must be threshold or deadman"
+    ),
 ]
 """A threshold rule (the default kind) or a deadman rule."""

@@ -17,8 +17,14 @@ from pydantic import SecretStr
 MASK = "***"
 MIN_SECRET = 4
 #: Loggers a RedactingFilter is put on by :func:`install`.
-GUARDED_LOGGERS = ("daggers.alerts", "urllib3.connectionpool", "apscheduler", "apscheduler.executors.default",
-                   "apscheduler.scheduler", "requests")
+GUARDED_LOGGERS = (
+    "daggers.alerts",
+    "urllib3.connectionpool",
+    "apscheduler",
+    "apscheduler.executors.default",
+    "apscheduler.scheduler",
+    "requests",
+)
 
 
 def url_secrets(url: str) -> list[str]:
@@ -92,7 +98,9 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def install(redactor: Redactor, loggers: Iterable[str] = GUARDED_LOGGERS) -> list[tuple[logging.Logger, RedactingFilter]]:
+def install(
+    redactor: Redactor, loggers: Iterable[str] = GUARDED_LOGGERS
+) -> list[tuple[logging.Logger, RedactingFilter]]:
     """Put a RedactingFilter on each named logger; return them so :func:`uninstall` can take them off."""
     installed = []
     for name in loggers:

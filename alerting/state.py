@@ -126,7 +126,9 @@ def flap_share(history: list[int]) -> float:
     return total / (n - 1)
 
 
-def step(state: AlertState, raw: Level, at: float, pending_s: float, flapping: FlappingSpec | None) -> StepResult:
+def step(
+    state: AlertState, raw: Level, at: float, pending_s: float, flapping: FlappingSpec | None
+) -> StepResult:
     """Apply an evaluation that found ``raw`` at time ``at`` to ``state`` (in place).
 
     Returns:
@@ -134,8 +136,12 @@ def step(state: AlertState, raw: Level, at: float, pending_s: float, flapping: F
     """
     state.raw_level = raw
     state.last_eval = at
-    state.warn_since = (state.warn_since if state.warn_since is not None else at) if raw >= Level.WARN else None
-    state.crit_since = (state.crit_since if state.crit_since is not None else at) if raw >= Level.CRIT else None
+    state.warn_since = (
+        (state.warn_since if state.warn_since is not None else at) if raw >= Level.WARN else None
+    )
+    state.crit_since = (
+        (state.crit_since if state.crit_since is not None else at) if raw >= Level.CRIT else None
+    )
     level = Level.OK
     for lv, since in ((Level.CRIT, state.crit_since), (Level.WARN, state.warn_since)):
         if since is not None and at - since >= pending_s:

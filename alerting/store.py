@@ -33,7 +33,8 @@ from job.stack.process import pid_alive
 metadata = sa.MetaData()
 
 alert_states = sa.Table(
-    "alert_states", metadata,
+    "alert_states",
+    metadata,
     sa.Column("fingerprint", sa.String(64), primary_key=True),
     sa.Column("rule", sa.String(200), nullable=False, index=True),
     sa.Column("kind", sa.String(16), nullable=False),
@@ -57,7 +58,8 @@ alert_states = sa.Table(
 )
 
 alert_history = sa.Table(
-    "alert_history", metadata,
+    "alert_history",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("at", sa.Double, nullable=False, index=True),
     sa.Column("fingerprint", sa.String(64), nullable=False, index=True),
@@ -70,7 +72,8 @@ alert_history = sa.Table(
 )
 
 outbox = sa.Table(
-    "alert_outbox", metadata,
+    "alert_outbox",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("key", sa.String(200), nullable=False, unique=True),
     sa.Column("channel", sa.String(100), nullable=False),
@@ -86,7 +89,8 @@ outbox = sa.Table(
 )
 
 silences = sa.Table(
-    "alert_silences", metadata,
+    "alert_silences",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("matchers", sa.JSON, nullable=False),
     sa.Column("starts_at", sa.Double, nullable=False),
@@ -98,14 +102,16 @@ silences = sa.Table(
 )
 
 health_samples = sa.Table(
-    "alert_health_samples", metadata,
+    "alert_health_samples",
+    metadata,
     sa.Column("dagger", sa.String(200), primary_key=True),
     sa.Column("at", sa.Double, nullable=False),
     sa.Column("values", sa.JSON, nullable=False),
 )
 
 leases = sa.Table(
-    "alert_engine_lease", metadata,
+    "alert_engine_lease",
+    metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("holder", sa.String(300), nullable=False),
     sa.Column("expires_at", sa.Double, nullable=False),
@@ -176,37 +182,86 @@ class HealthSample:
 
 
 def _state_row(s: AlertState) -> dict[str, Any]:
-    return {"fingerprint": s.fingerprint, "rule": s.rule, "kind": s.kind, "labels": s.labels, "tags": s.tags,
-            "level": int(s.level), "raw_level": int(s.raw_level), "warn_since": s.warn_since,
-            "crit_since": s.crit_since, "since": s.since, "started_at": s.started_at, "value": s.value,
-            "past_value": s.past_value, "flapping": s.flapping, "history": list(s.history),
-            "notified_level": int(s.notified_level), "notify_seq": s.notify_seq, "last_eval": s.last_eval,
-            "message": s.message, "condition": s.condition}
+    return {
+        "fingerprint": s.fingerprint,
+        "rule": s.rule,
+        "kind": s.kind,
+        "labels": s.labels,
+        "tags": s.tags,
+        "level": int(s.level),
+        "raw_level": int(s.raw_level),
+        "warn_since": s.warn_since,
+        "crit_since": s.crit_since,
+        "since": s.since,
+        "started_at": s.started_at,
+        "value": s.value,
+        "past_value": s.past_value,
+        "flapping": s.flapping,
+        "history": list(s.history),
+        "notified_level": int(s.notified_level),
+        "notify_seq": s.notify_seq,
+        "last_eval": s.last_eval,
+        "message": s.message,
+        "condition": s.condition,
+    }
 
 
 def _state_of(row: Any) -> AlertState:
     m = row._mapping
     return AlertState(
-        fingerprint=m["fingerprint"], rule=m["rule"], kind=m["kind"], labels=dict(m["labels"]), tags=dict(m["tags"]),
-        level=Level(m["level"]), raw_level=Level(m["raw_level"]), warn_since=m["warn_since"],
-        crit_since=m["crit_since"], since=m["since"], started_at=m["started_at"], value=m["value"],
-        past_value=m["past_value"], flapping=bool(m["flapping"]), history=list(m["history"]),
-        notified_level=Level(m["notified_level"]), notify_seq=m["notify_seq"], last_eval=m["last_eval"],
-        message=m["message"], condition=m["condition"])
+        fingerprint=m["fingerprint"],
+        rule=m["rule"],
+        kind=m["kind"],
+        labels=dict(m["labels"]),
+        tags=dict(m["tags"]),
+        level=Level(m["level"]),
+        raw_level=Level(m["raw_level"]),
+        warn_since=m["warn_since"],
+        crit_since=m["crit_since"],
+        since=m["since"],
+        started_at=m["started_at"],
+        value=m["value"],
+        past_value=m["past_value"],
+        flapping=bool(m["flapping"]),
+        history=list(m["history"]),
+        notified_level=Level(m["notified_level"]),
+        notify_seq=m["notify_seq"],
+        last_eval=m["last_eval"],
+        message=m["message"],
+        condition=m["condition"],
+    )
 
 
 def _outbox_of(row: Any) -> OutboxItem:
     m = row._mapping
-    return OutboxItem(id=m["id"], key=m["key"], channel=m["channel"], fingerprint=m["fingerprint"], rule=m["rule"],
-                      payload=dict(m["payload"]), created_at=m["created_at"], attempts=m["attempts"],
-                      next_attempt_at=m["next_attempt_at"], status=m["status"], last_error=m["last_error"],
-                      sent_at=m["sent_at"])
+    return OutboxItem(
+        id=m["id"],
+        key=m["key"],
+        channel=m["channel"],
+        fingerprint=m["fingerprint"],
+        rule=m["rule"],
+        payload=dict(m["payload"]),
+        created_at=m["created_at"],
+        attempts=m["attempts"],
+        next_attempt_at=m["next_attempt_at"],
+        status=m["status"],
+        last_error=m["last_error"],
+        sent_at=m["sent_at"],
+    )
 
 
 def _silence_of(row: Any) -> Silence:
     m = row._mapping
-    return Silence(id=m["id"], matchers=parse_matchers(m["matchers"]), starts_at=m["starts_at"], ends_at=m["ends_at"],
-                   comment=m["comment"], created_by=m["created_by"], created_at=m["created_at"], source=m["source"])
+    return Silence(
+        id=m["id"],
+        matchers=parse_matchers(m["matchers"]),
+        starts_at=m["starts_at"],
+        ends_at=m["ends_at"],
+        comment=m["comment"],
+        created_by=m["created_by"],
+        created_at=m["created_at"],
+        source=m["source"],
+    )
 
 
 class AlertStore:
@@ -221,8 +276,10 @@ class AlertStore:
         try:
             parsed = make_url(url)
         except ArgumentError:
-            raise StoreError("the alert store URL is not a SQLAlchemy URL (e.g. sqlite:///alerts.db or "
-                             "postgresql+psycopg://user@host/db)") from None
+            raise StoreError(
+                "the alert store URL is not a SQLAlchemy URL (e.g. sqlite:///alerts.db or "
+                "postgresql+psycopg://user@host/db)"
+            ) from None
         self.url = parsed
         self.safe_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -274,13 +331,20 @@ class AlertStore:
         if rule is not None:
             q = q.where(alert_states.c.rule == rule)
         if active_only:
-            q = q.where(sa.or_(alert_states.c.level > 0, alert_states.c.notified_level > 0,
-                               alert_states.c.raw_level > 0))
+            q = q.where(
+                sa.or_(
+                    alert_states.c.level > 0, alert_states.c.notified_level > 0, alert_states.c.raw_level > 0
+                )
+            )
         with self._read() as conn:
-            return [_state_of(r) for r in conn.execute(q.order_by(alert_states.c.rule, alert_states.c.fingerprint))]
+            return [
+                _state_of(r)
+                for r in conn.execute(q.order_by(alert_states.c.rule, alert_states.c.fingerprint))
+            ]
 
-    def commit_evaluation(self, states: list[AlertState], history: list[HistoryEvent],
-                          items: list[OutboxItem]) -> int:
+    def commit_evaluation(
+        self, states: list[AlertState], history: list[HistoryEvent], items: list[OutboxItem]
+    ) -> int:
         """Write new ``states``, ``history`` lines and outbox ``items`` in one transaction.
 
         Returns:
@@ -294,13 +358,17 @@ class AlertStore:
             updates = [{**_state_row(s), "b_fp": s.fingerprint} for s in states if s.fingerprint in existing]
             inserts = [_state_row(s) for s in states if s.fingerprint not in existing]
             if updates:
-                conn.execute(alert_states.update().where(alert_states.c.fingerprint == sa.bindparam("b_fp")), updates)
+                conn.execute(
+                    alert_states.update().where(alert_states.c.fingerprint == sa.bindparam("b_fp")), updates
+                )
             if inserts:
                 conn.execute(alert_states.insert(), inserts)
             if history:
                 conn.execute(alert_history.insert(), [e.__dict__ for e in history])
             queued_keys = self._existing(conn, outbox.c.key, [i.key for i in items])
-            fresh = [{k: v for k, v in i.__dict__.items() if k != "id"} for i in items if i.key not in queued_keys]
+            fresh = [
+                {k: v for k, v in i.__dict__.items() if k != "id"} for i in items if i.key not in queued_keys
+            ]
             if fresh:
                 conn.execute(outbox.insert(), fresh)
         return len(fresh)
@@ -309,7 +377,7 @@ class AlertStore:
     def _existing(conn: Connection, column: sa.Column[Any], values: list[str]) -> set[str]:
         found: set[str] = set()
         for i in range(0, len(values), 500):
-            found |= set(conn.execute(sa.select(column).where(column.in_(values[i:i + 500]))).scalars())
+            found |= set(conn.execute(sa.select(column).where(column.in_(values[i : i + 500]))).scalars())
         return found
 
     def delete_states(self, fingerprints: list[str]) -> None:
@@ -324,7 +392,9 @@ class AlertStore:
         if rule is not None:
             q = q.where(alert_history.c.rule == rule)
         with self._read() as conn:
-            return [HistoryEvent(**{k: v for k, v in r._mapping.items() if k != "id"}) for r in conn.execute(q)]
+            return [
+                HistoryEvent(**{k: v for k, v in r._mapping.items() if k != "id"}) for r in conn.execute(q)
+            ]
 
     def add_history(self, events: list[HistoryEvent]) -> None:
         """Append history lines."""
@@ -336,7 +406,7 @@ class AlertStore:
 
     def due(self, now: float, limit: int = 200) -> list[OutboxItem]:
         """Return pending items, oldest first (including ones not yet due: the dispatcher keeps order)."""
-        q = (sa.select(outbox).where(outbox.c.status == "pending").order_by(outbox.c.id).limit(limit))
+        q = sa.select(outbox).where(outbox.c.status == "pending").order_by(outbox.c.id).limit(limit)
         with self._read() as conn:
             return [_outbox_of(r) for r in conn.execute(q)]
 
@@ -353,22 +423,31 @@ class AlertStore:
     def mark_sent(self, item_id: int, at: float, attempts: int, event: HistoryEvent | None = None) -> None:
         """Record a delivered item (and its history line, in the same transaction)."""
         with self._tx() as conn:
-            conn.execute(outbox.update().where(outbox.c.id == item_id)
-                         .values(status="sent", sent_at=at, attempts=attempts, last_error=None))
+            conn.execute(
+                outbox.update()
+                .where(outbox.c.id == item_id)
+                .values(status="sent", sent_at=at, attempts=attempts, last_error=None)
+            )
             if event is not None:
                 conn.execute(alert_history.insert().values(event.__dict__))
 
     def mark_retry(self, item_id: int, attempts: int, next_attempt_at: float, error: str) -> None:
         """Record a failed try that will be retried at ``next_attempt_at``; ``error`` must hold no secret."""
         with self._tx() as conn:
-            conn.execute(outbox.update().where(outbox.c.id == item_id)
-                         .values(attempts=attempts, next_attempt_at=next_attempt_at, last_error=error))
+            conn.execute(
+                outbox.update()
+                .where(outbox.c.id == item_id)
+                .values(attempts=attempts, next_attempt_at=next_attempt_at, last_error=error)
+            )
 
     def mark_failed(self, item_id: int, attempts: int, error: str, event: HistoryEvent | None = None) -> None:
         """Record an item given up on (a final error, or too old); ``error`` must hold no secret."""
         with self._tx() as conn:
-            conn.execute(outbox.update().where(outbox.c.id == item_id)
-                         .values(status="failed", attempts=attempts, last_error=error))
+            conn.execute(
+                outbox.update()
+                .where(outbox.c.id == item_id)
+                .values(status="failed", attempts=attempts, last_error=error)
+            )
             if event is not None:
                 conn.execute(alert_history.insert().values(event.__dict__))
 
@@ -376,8 +455,12 @@ class AlertStore:
         """Delete history and finished outbox items older than ``before``; return how many rows went."""
         with self._tx() as conn:
             n = conn.execute(alert_history.delete().where(alert_history.c.at < before)).rowcount or 0
-            n += conn.execute(outbox.delete().where(outbox.c.status != "pending")
-                              .where(outbox.c.created_at < before)).rowcount or 0
+            n += (
+                conn.execute(
+                    outbox.delete().where(outbox.c.status != "pending").where(outbox.c.created_at < before)
+                ).rowcount
+                or 0
+            )
             n += conn.execute(silences.delete().where(silences.c.ends_at < before)).rowcount or 0
         return n
 
@@ -385,9 +468,16 @@ class AlertStore:
 
     def put_silence(self, silence: Silence) -> None:
         """Create or replace a silence (by id)."""
-        row = {"id": silence.id, "matchers": [str(m) for m in silence.matchers], "starts_at": silence.starts_at,
-               "ends_at": silence.ends_at, "comment": silence.comment, "created_by": silence.created_by,
-               "created_at": silence.created_at or time.time(), "source": silence.source}
+        row = {
+            "id": silence.id,
+            "matchers": [str(m) for m in silence.matchers],
+            "starts_at": silence.starts_at,
+            "ends_at": silence.ends_at,
+            "comment": silence.comment,
+            "created_by": silence.created_by,
+            "created_at": silence.created_at or time.time(),
+            "source": silence.source,
+        }
         with self._tx() as conn:
             conn.execute(silences.delete().where(silences.c.id == silence.id))
             conn.execute(silences.insert().values(row))
@@ -415,10 +505,18 @@ class AlertStore:
         with self._tx() as conn:
             conn.execute(silences.delete().where(silences.c.source == "config"))
             for s in wanted:
-                conn.execute(silences.insert().values(
-                    id=s.id, matchers=[str(m) for m in s.matchers], starts_at=s.starts_at, ends_at=s.ends_at,
-                    comment=s.comment, created_by=s.created_by, created_at=s.created_at or time.time(),
-                    source="config"))
+                conn.execute(
+                    silences.insert().values(
+                        id=s.id,
+                        matchers=[str(m) for m in s.matchers],
+                        starts_at=s.starts_at,
+                        ends_at=s.ends_at,
+                        comment=s.comment,
+                        created_by=s.created_by,
+                        created_at=s.created_at or time.time(),
+                        source="config",
+                    )
+                )
 
     # ---- health samples ---------------------------------------------------------------------
 
@@ -432,7 +530,9 @@ class AlertStore:
         """Store ``sample`` as the last one of its dagger."""
         with self._tx() as conn:
             conn.execute(health_samples.delete().where(health_samples.c.dagger == sample.dagger))
-            conn.execute(health_samples.insert().values(dagger=sample.dagger, at=sample.at, values=sample.values))
+            conn.execute(
+                health_samples.insert().values(dagger=sample.dagger, at=sample.at, values=sample.values)
+            )
 
     # ---- the engine lease -------------------------------------------------------------------
 
@@ -454,8 +554,11 @@ class AlertStore:
                 raise EngineBusyError(
                     f"another alert engine ({row.holder.rsplit(':', 1)[0]}) holds the store {self.safe_url} "
                     f"for {row.expires_at - now:.0f}s more",
-                    hint="stop it first; engines sharing a store must not run at the same time")
-            conn.execute(leases.update().where(leases.c.name == name).values(holder=holder, expires_at=now + ttl))
+                    hint="stop it first; engines sharing a store must not run at the same time",
+                )
+            conn.execute(
+                leases.update().where(leases.c.name == name).values(holder=holder, expires_at=now + ttl)
+            )
 
     def release_lease(self, holder: str, name: str = "engine") -> None:
         """Give the lease up (only when ``holder`` holds it)."""

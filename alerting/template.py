@@ -67,8 +67,10 @@ def template_fields(template: str) -> list[tuple[str, str]]:
         if name is None:
             continue
         if not name or not name.isidentifier() or name.startswith("_"):
-            raise ValueError(f"{{{name}}} is not a plain field name; use names such as {{value}}, {{rule}} "
-                             "or a tag name like {tag_city_id}")
+            raise ValueError(
+                f"{{{name}}} is not a plain field name; use names such as {{value}}, {{rule}} "
+                "or a tag name like {tag_city_id}"
+            )
         if conversion:
             raise ValueError(f"{{{name}!{conversion}}}: conversions are not supported")
         if spec and "{" in spec:

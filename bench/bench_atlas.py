@@ -101,12 +101,21 @@ def s2sphere_polygons(ids: np.ndarray) -> list[list[list[float]]]:
 def python_part(ids: np.ndarray, repeat: int) -> dict[str, Any]:
     """Time the Python side; return the figures."""
     rng = np.random.default_rng(5)
-    frame = pd.DataFrame({"cell": to_decimal_strings(ids), "id": ids,
-                          "num_of_bookings": rng.poisson(6, ids.size).astype(np.float64),
-                          "avg_distance_km": np.round(rng.gamma(4, 1.5, ids.size), 2)})
-    request = MapRequest("num_of_bookings", ("num_of_bookings", "avg_distance_km"),
-                         tags=(("tag_city_id", "all"), ("tag_vehicle_type", "all")), level=LEVEL,
-                         combine=(("num_of_bookings", "sum"), ("avg_distance_km", "mean")))
+    frame = pd.DataFrame(
+        {
+            "cell": to_decimal_strings(ids),
+            "id": ids,
+            "num_of_bookings": rng.poisson(6, ids.size).astype(np.float64),
+            "avg_distance_km": np.round(rng.gamma(4, 1.5, ids.size), 2),
+        }
+    )
+    request = MapRequest(
+        "num_of_bookings",
+        ("num_of_bookings", "avg_distance_km"),
+        tags=(("tag_city_id", "all"), ("tag_vehicle_type", "all")),
+        level=LEVEL,
+        combine=(("num_of_bookings", "sum"), ("avg_distance_km", "mean")),
+    )
     cell_vertices(ids[:10])  # warm-up
     vec_s, vec = _best(lambda: cell_vertices(ids), repeat)
     m = min(ids.size, 44_000)
@@ -122,9 +131,15 @@ def python_part(ids: np.ndarray, repeat: int) -> dict[str, Any]:
 
     import pydeck as pdk
 
-    peer_deck = pdk.Deck(layers=[pdk.Layer("PolygonLayer", data=data.rows(), get_polygon="polygon",
-                                           get_fill_color="fill", pickable=True)],
-                         map_style=None, tooltip={"html": data.tooltip_html})
+    peer_deck = pdk.Deck(
+        layers=[
+            pdk.Layer(
+                "PolygonLayer", data=data.rows(), get_polygon="polygon", get_fill_color="fill", pickable=True
+            )
+        ],
+        map_style=None,
+        tooltip={"html": data.tooltip_html},
+    )
 
     def pydeck_json() -> str:
         with paused_gc():
@@ -132,9 +147,18 @@ def python_part(ids: np.ndarray, repeat: int) -> dict[str, Any]:
 
     pydeck_s, pydeck_text = _best(pydeck_json, max(1, repeat // 2))
     return {
-        "cells": ids.size, "vec_s": vec_s, "peer_s": peer_s, "peer_cells": m, "cold_s": cold_s,
-        "warm_s": warm_s, "auto_s": auto_s, "auto_cells": coarse.count, "auto_level": coarse.uniform_level,
-        "json_s": json_s, "json_mb": len(text) / 1e6, "pydeck_s": pydeck_s,
+        "cells": ids.size,
+        "vec_s": vec_s,
+        "peer_s": peer_s,
+        "peer_cells": m,
+        "cold_s": cold_s,
+        "warm_s": warm_s,
+        "auto_s": auto_s,
+        "auto_cells": coarse.count,
+        "auto_level": coarse.uniform_level,
+        "json_s": json_s,
+        "json_mb": len(text) / 1e6,
+        "pydeck_s": pydeck_s,
         "pydeck_mb": len(pydeck_text) / 1e6,
     }
 
@@ -152,8 +176,10 @@ def browser_part(ids: np.ndarray, runs: int, work: Path, basemap: str = "offline
     signed = to_decimal_strings(ids)
     end = 1_763_798_400
     counts = rng.poisson(6, ids.size) + 1
-    body = "\n".join(f"bookings_per_s2,tag_s2id={c} num_of_bookings={int(n)}i {end}"
-                     for c, n in zip(signed.tolist(), counts.tolist(), strict=True))
+    body = "\n".join(
+        f"bookings_per_s2,tag_s2id={c} num_of_bookings={int(n)}i {end}"
+        for c, n in zip(signed.tolist(), counts.tolist(), strict=True)
+    )
     centers = cell_center(ids)
     jakarta = area_by_name("Jakarta")
     assert jakarta is not None
@@ -171,14 +197,18 @@ def browser_part(ids: np.ndarray, runs: int, work: Path, basemap: str = "offline
         import requests
 
         started = time.perf_counter()
-        resp = requests.post(f"{influx.url}/write", params={"db": "bench", "precision": "s"}, data=body, timeout=120)
+        resp = requests.post(
+            f"{influx.url}/write", params={"db": "bench", "precision": "s"}, data=body, timeout=120
+        )
         assert resp.status_code == 204, resp.text
         write_s = time.perf_counter() - started
         load_before = os.getloadavg()[0]
         # No fly-to animation: measure drawing, not the 1.2 s camera flight.
         env = {"DAGGERS_ATLAS_FLY_MS": "0", "DAGGERS_ATLAS_BASEMAP": basemap}
-        with serve_atlas(influx.url, "bench", work / f"streamlit-{basemap}.log", extra_env=env
-                         ) as server, sync_playwright() as pw:
+        with (
+            serve_atlas(influx.url, "bench", work / f"streamlit-{basemap}.log", extra_env=env) as server,
+            sync_playwright() as pw,
+        ):
             browser = chromium(pw)
             try:
                 page = AtlasPage(browser.new_page(viewport={"width": 1500, "height": 950}))
@@ -221,12 +251,20 @@ def browser_part(ids: np.ndarray, runs: int, work: Path, basemap: str = "offline
     cold = re.search(r"read [\d,]+ cells in ([\d.]+) s · map built in ([\d.]+) s", first_caption)
     totals = [s[0] for s in samples]
     k = totals.index(statistics.median_low(totals))
-    return {"write_s": write_s, "total_s": samples[k][0], "read_s": samples[k][1], "built_s": samples[k][2],
-            "arrived_s": samples[k][3], "cpu": samples[k][4],
-            "after_data_s": samples[k][0] - samples[k][1], "all_totals": totals,
-            "cold_read_s": float(cold.group(1)) if cold else float("nan"),
-            "cold_built_s": float(cold.group(2)) if cold else float("nan"), "errors": errors,
-            "load": (load_before, load_after)}
+    return {
+        "write_s": write_s,
+        "total_s": samples[k][0],
+        "read_s": samples[k][1],
+        "built_s": samples[k][2],
+        "arrived_s": samples[k][3],
+        "cpu": samples[k][4],
+        "after_data_s": samples[k][0] - samples[k][1],
+        "all_totals": totals,
+        "cold_read_s": float(cold.group(1)) if cold else float("nan"),
+        "cold_built_s": float(cold.group(2)) if cold else float("nan"),
+        "errors": errors,
+        "load": (load_before, load_after),
+    }
 
 
 def _pixel(page: Any, latlng: np.ndarray, view: Any) -> tuple[int, int, int]:
@@ -263,7 +301,7 @@ def _cpu_by_kind(root: int) -> dict[str, float]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        comm = stat[stat.find("(") + 1:stat.rfind(")")]
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
         fields = stat.rsplit(")", 1)[1].split()
         info[int(entry.name)] = (int(fields[1]), comm, (int(fields[11]) + int(fields[12])) / tick, cmdline)
     children: dict[int, list[int]] = {}
@@ -278,11 +316,17 @@ def _cpu_by_kind(root: int) -> dict[str, float]:
             continue
         _, comm, cpu, cmdline = info[pid]
         if "chrom" in comm:
-            kind = "chromium " + next((part.split("=", 1)[1] for part in cmdline.split()
-                                       if part.startswith("--type=")), "browser")
+            kind = "chromium " + next(
+                (part.split("=", 1)[1] for part in cmdline.split() if part.startswith("--type=")), "browser"
+            )
         else:
-            kind = ("streamlit" if "streamlit" in cmdline else "driver" if pid == root or comm == "node"
-                    else "other")
+            kind = (
+                "streamlit"
+                if "streamlit" in cmdline
+                else "driver"
+                if pid == root or comm == "node"
+                else "other"
+            )
         out[kind] = out.get(kind, 0.0) + cpu
     return out
 
@@ -296,25 +340,35 @@ def _machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal"))
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        )
         mem = f"{kb / 1024**2:.1f} GiB"
     except (OSError, StopIteration):
         pass
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{model}, nproc={nproc}, memory={mem}, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"{platform.system()} {platform.release()}")
+    return (
+        f"{model}, nproc={nproc}, memory={mem}, Python {platform.python_version()}, numpy {np.__version__}, "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a Markdown report; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cells", type=int, default=44_000, help="level-13 cells in the window (default 44,000)")
+    parser.add_argument(
+        "--cells", type=int, default=44_000, help="level-13 cells in the window (default 44,000)"
+    )
     parser.add_argument("--repeat", type=int, default=5, help="Python runs; the best is kept (default 5)")
     parser.add_argument("--browser-runs", type=int, default=3, help="browser switches; the median is kept")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium part")
-    parser.add_argument("--basemaps", default="offline,none",
-                        help="base maps to time the browser part with, in this order (default offline,none)")
+    parser.add_argument(
+        "--basemaps",
+        default="offline,none",
+        help="base maps to time the browser part with, in this order (default offline,none)",
+    )
     args = parser.parse_args(argv)
 
     ids = region_cells(args.cells)
@@ -324,53 +378,84 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{py['cells']:,} level-13 cells around Jakarta (the nearest to its centre), one window.\n")
     print("| step | implementation | seconds | ratio |")
     print("|---|---|---:|---:|")
-    print(f"| cell polygons | job.functions.s2.cell_vertices (numpy, best of {args.repeat}) | {py['vec_s']:.3f} "
-          f"| {py['peer_s'] / py['vec_s'] * py['cells'] / py['peer_cells']:.0f}x |")
-    print(f"| cell polygons | s2sphere, one cell at a time ({py['peer_cells']:,} cells, same corners) "
-          f"| {py['peer_s']:.3f} | 1x |")
-    print(f"| map data (area filter, colours, columns), cold geometry cache | web_atlas.mapdata.build_map "
-          f"| {py['cold_s']:.3f} | |")
+    print(
+        f"| cell polygons | job.functions.s2.cell_vertices (numpy, best of {args.repeat}) | {py['vec_s']:.3f} "
+        f"| {py['peer_s'] / py['vec_s'] * py['cells'] / py['peer_cells']:.0f}x |"
+    )
+    print(
+        f"| cell polygons | s2sphere, one cell at a time ({py['peer_cells']:,} cells, same corners) "
+        f"| {py['peer_s']:.3f} | 1x |"
+    )
+    print(
+        f"| map data (area filter, colours, columns), cold geometry cache | web_atlas.mapdata.build_map "
+        f"| {py['cold_s']:.3f} | |"
+    )
     print(f"| map data, warm geometry cache | web_atlas.mapdata.build_map | {py['warm_s']:.3f} | |")
-    print(f"| map data at the view's auto level ({py['auto_cells']:,} level-{py['auto_level']} cells summing the "
-          f"44,000), warm cache | web_atlas.mapdata.build_map + web_atlas.coarsen | {py['auto_s']:.3f} | |")
-    print(f"| deck spec ({py['json_mb']:.1f} MB) | web_atlas.deck.build_deck + AtlasDeck.to_json (pandas' C "
-          f"writer, compact) | {py['json_s']:.3f} | {py['pydeck_s'] / py['json_s']:.1f}x |")
-    print(f"| deck spec ({py['pydeck_mb']:.1f} MB) | pydeck Deck.to_json on row dicts (json.dumps, indent=2, "
-          f"sorted keys) | {py['pydeck_s']:.3f} | 1x |")
+    print(
+        f"| map data at the view's auto level ({py['auto_cells']:,} level-{py['auto_level']} cells summing the "
+        f"44,000), warm cache | web_atlas.mapdata.build_map + web_atlas.coarsen | {py['auto_s']:.3f} | |"
+    )
+    print(
+        f"| deck spec ({py['json_mb']:.1f} MB) | web_atlas.deck.build_deck + AtlasDeck.to_json (pandas' C "
+        f"writer, compact) | {py['json_s']:.3f} | {py['pydeck_s'] / py['json_s']:.1f}x |"
+    )
+    print(
+        f"| deck spec ({py['pydeck_mb']:.1f} MB) | pydeck Deck.to_json on row dicts (json.dumps, indent=2, "
+        f"sorted keys) | {py['pydeck_s']:.3f} | 1x |"
+    )
     if args.no_browser:
         return 0
     results: dict[str, dict[str, Any]] = {}
     for basemap in args.basemaps.split(","):
         with tempfile.TemporaryDirectory(prefix="daggers-bench-atlas-") as work:
             results[basemap] = br = browser_part(ids, args.browser_runs, Path(work), basemap)
-        print(f"\nBrowser, base map **{basemap}** (headless Chromium, SwiftShader WebGL; {py['cells']:,} points "
-              f"written to influxd in {br['write_s']:.2f} s):\n")
+        print(
+            f"\nBrowser, base map **{basemap}** (headless Chromium, SwiftShader WebGL; {py['cells']:,} points "
+            f"written to influxd in {br['write_s']:.2f} s):\n"
+        )
         print("| measure | seconds |")
         print("|---|---:|")
-        print(f"| first load of the page, cold: InfluxQL read / map build (app's own timers) | "
-              f"{br['cold_read_s']:.2f} / {br['cold_built_s']:.2f} |")
-        print(f"| switch Singapore (no cells) → All cities until a far cell is drawn (median of {len(br['all_totals'])}: "
-              f"{', '.join(f'{t:.2f}' for t in br['all_totals'])}) | {br['total_s']:.2f} |")
+        print(
+            f"| first load of the page, cold: InfluxQL read / map build (app's own timers) | "
+            f"{br['cold_read_s']:.2f} / {br['cold_built_s']:.2f} |"
+        )
+        print(
+            f"| switch Singapore (no cells) → All cities until a far cell is drawn (median of {len(br['all_totals'])}: "
+            f"{', '.join(f'{t:.2f}' for t in br['all_totals'])}) | {br['total_s']:.2f} |"
+        )
         print(f"| … of which InfluxQL read (cached) | {br['read_s']:.2f} |")
         print(f"| … of which map build in Python | {br['built_s']:.2f} |")
-        print(f"| … until the deck spec was in the browser (the cells metric updated) | {br['arrived_s']:.2f} |")
+        print(
+            f"| … until the deck spec was in the browser (the cells metric updated) | {br['arrived_s']:.2f} |"
+        )
         print(f"| … from then until deck.gl has drawn the cells | {br['total_s'] - br['arrived_s']:.2f} |")
-        print(f"| **after the data arrived**: all of it but the InfluxQL read (build, transfer, parse, draw) | "
-              f"**{br['after_data_s']:.2f}** |")
+        print(
+            f"| **after the data arrived**: all of it but the InfluxQL read (build, transfer, parse, draw) | "
+            f"**{br['after_data_s']:.2f}** |"
+        )
         cpu = br["cpu"]
         chromium_parts = sorted((k.split(" ", 1)[1], v) for k, v in cpu.items() if k.startswith("chromium"))
-        print(f"| CPU seconds used meanwhile: Chromium ({', '.join(f'{k} {v:.2f}' for k, v in chromium_parts)}) / "
-              f"Atlas server / test driver | {sum(v for _, v in chromium_parts):.2f} / "
-              f"{cpu.get('streamlit', 0):.2f} / {cpu.get('driver', 0):.2f} |")
-        print(f"\nconsole errors: {br['errors'] or 'none'}; 1-minute load average {br['load'][0]:.1f} before, "
-              f"{br['load'][1]:.1f} after the browser part (2 cores)")
+        print(
+            f"| CPU seconds used meanwhile: Chromium ({', '.join(f'{k} {v:.2f}' for k, v in chromium_parts)}) / "
+            f"Atlas server / test driver | {sum(v for _, v in chromium_parts):.2f} / "
+            f"{cpu.get('streamlit', 0):.2f} / {cpu.get('driver', 0):.2f} |"
+        )
+        print(
+            f"\nconsole errors: {br['errors'] or 'none'}; 1-minute load average {br['load'][0]:.1f} before, "
+            f"{br['load'][1]:.1f} after the browser part (2 cores)"
+        )
     if "offline" in results and "none" in results:
         on, off = results["offline"], results["none"]
         print("\n| base map | switch to All cities until drawn (s) | after the data arrived (s) | ratio |")
         print("|---|---:|---:|---:|")
-        for name, r in (("offline (Natural Earth + place names)", on), ("none (plain background, the peer)", off)):
-            print(f"| {name} | {r['total_s']:.2f} | {r['after_data_s']:.2f} | "
-                  f"{r['after_data_s'] / off['after_data_s']:.2f}x |")
+        for name, r in (
+            ("offline (Natural Earth + place names)", on),
+            ("none (plain background, the peer)", off),
+        ):
+            print(
+                f"| {name} | {r['total_s']:.2f} | {r['after_data_s']:.2f} | "
+                f"{r['after_data_s'] / off['after_data_s']:.2f}x |"
+            )
     if any(r["after_data_s"] >= 3.0 for r in results.values()):
         print("TARGET MISSED: 3 s after the data arrives", file=sys.stderr)
         return 1

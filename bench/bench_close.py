@@ -59,13 +59,26 @@ class _Recording(InfluxSink):
         return super()._write(table, batch_id)
 
 
-def _spec(name: str, bootstrap: str, topic: str, influx_url: str, db: str, ckpt: Path, promptly: bool,
-          at_close: bool) -> object:
+def _spec(
+    name: str,
+    bootstrap: str,
+    topic: str,
+    influx_url: str,
+    db: str,
+    ckpt: Path,
+    promptly: bool,
+    at_close: bool,
+) -> object:
     text = booking_spec(
-        name, topic=topic, bootstrap=bootstrap, stream="    start_from: earliest\n", sql=SQL,
+        name,
+        topic=topic,
+        bootstrap=bootstrap,
+        stream="    start_from: earliest\n",
+        sql=SQL,
         settings=f"watermark_delay_ms: 0\ntrigger_interval_s: 0.2\nclose_windows_promptly: {str(promptly).lower()}\n"
-                 f"read_at_window_close: {str(at_close).lower()}\ncheckpoint_dir: {ckpt}\n",
-        sink=f"sink:\n  type: influx\n  url: {influx_url}\n  database: {db}\n  measurement: m\n")
+        f"read_at_window_close: {str(at_close).lower()}\ncheckpoint_dir: {ckpt}\n",
+        sink=f"sink:\n  type: influx\n  url: {influx_url}\n  database: {db}\n  measurement: m\n",
+    )
     return parse_spec(text)
 
 
@@ -92,25 +105,47 @@ def run_mode(spark, bootstrap: str, influx_url: str, work: Path, mode: str, seco
         stop.set()
         feeder.join(30)
         deadline = time.time() + 60
-        while time.time() < deadline and not (query.lastProgress and sink.written_by and
-                                              int(query.lastProgress.batchId) >= max(sink.written_by.values())):
+        while time.time() < deadline and not (
+            query.lastProgress
+            and sink.written_by
+            and int(query.lastProgress.batchId) >= max(sink.written_by.values())
+        ):
             time.sleep(0.1)
         rows_of = {int(p.batchId): int(p.numInputRows) for p in query.recentProgress}
-        ran = [(datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp(),
-                p.durationMs.get("triggerExecution", 0) / 1000, int(p.numInputRows)) for p in query.recentProgress]
+        ran = [
+            (
+                datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp(),
+                p.durationMs.get("triggerExecution", 0) / 1000,
+                int(p.numInputRows),
+            )
+            for p in query.recentProgress
+        ]
         ran = [(s, took, rows) for s, took, rows in ran if warm <= s <= feeder_stop]
     finally:
         stop.set()
         job.stop()
     closed = sorted(end for end in sent if warm + 0.5 < end < feeder_stop - 1)
-    resp = requests.get(f"{influx_url}/query", params={"db": db, "epoch": "s", "q": 'SELECT n FROM "m"'}, timeout=30)
-    got = {int(t): int(n) for r in resp.json()["results"] for s in r.get("series", []) or [] for t, n in s["values"]}
+    resp = requests.get(
+        f"{influx_url}/query", params={"db": db, "epoch": "s", "q": 'SELECT n FROM "m"'}, timeout=30
+    )
+    got = {
+        int(t): int(n)
+        for r in resp.json()["results"]
+        for s in r.get("series", []) or []
+        for t, n in s["values"]
+    }
     exact = all(got.get(end) == sent[end] for end in closed)
     empty = [end for end in closed if rows_of.get(sink.written_by.get(end, -1)) == 0]
     busy = sum(min(took, feeder_stop - s) for s, took, _ in ran) / max(feeder_stop - warm, 1e-9)
     data_batches = sum(1 for n in rows_of.values() if n)
-    return {"mode": mode, "closed": len(closed), "exact": exact, "no_data_closes": len(empty), "busy": busy,
-            "data_batches": data_batches}
+    return {
+        "mode": mode,
+        "closed": len(closed),
+        "exact": exact,
+        "no_data_closes": len(empty),
+        "busy": busy,
+        "data_batches": data_batches,
+    }
 
 
 def main() -> int:
@@ -130,14 +165,18 @@ def main() -> int:
         print(f"{'mode':22} {'closed':>6} {'no-data':>7} {'busy':>5} {'data batches':>12}  exact")
         for mode in args.modes.split(","):
             r = run_mode(spark, broker.bootstrap, influx.url, work, mode, args.seconds)
-            print(f"{r['mode']:22} {r['closed']:>6} {r['no_data_closes']:>7} {r['busy']:>5.0%} "
-                  f"{r['data_batches']:>12}  {r['exact']}")
+            print(
+                f"{r['mode']:22} {r['closed']:>6} {r['no_data_closes']:>7} {r['busy']:>5.0%} "
+                f"{r['data_batches']:>12}  {r['exact']}"
+            )
             if not r["exact"]:
                 failed.append(f"{mode}: a window's count differs from what was sent")
             if r["closed"] < 3:
                 failed.append(f"{mode}: only {r['closed']} windows closed while measured")
             if mode == "promptly" and r["no_data_closes"] < max(2, r["closed"] - 2):
-                failed.append(f"promptly: {r['no_data_closes']} of {r['closed']} windows closed in no-data batches")
+                failed.append(
+                    f"promptly: {r['no_data_closes']} of {r['closed']} windows closed in no-data batches"
+                )
         spark.stop()
     finally:
         influx.stop()

@@ -57,9 +57,14 @@ FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 def spec_text(name: str) -> str:
     """A bookings-per-city dagger of the cluster's broker and InfluxDB, writing to measurement ``name``."""
-    return booking_spec(name, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}", sql=SQL,
-                        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: daggers\n"
-                             f"  measurement: {name}\n")
+    return booking_spec(
+        name,
+        bootstrap="${DAGGERS_BOOTSTRAP}",
+        group=f"dagger-{name}",
+        sql=SQL,
+        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: daggers\n"
+        f"  measurement: {name}\n",
+    )
 
 
 def seed(registry: Registry, daggers: int, consoles: int) -> tuple[list[str], str]:
@@ -70,8 +75,14 @@ def seed(registry: Registry, daggers: int, consoles: int) -> tuple[list[str], st
     root.add_datacentre("jkt")
     for team in ("team-a", "team-b"):
         root.add_team(team)
-        root.add_cluster(f"{team}-jkt", team=team, datacentre="jkt", spark_master="local[2]",
-                         kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+        root.add_cluster(
+            f"{team}-jkt",
+            team=team,
+            datacentre="jkt",
+            spark_master="local[2]",
+            kafka_bootstrap="127.0.0.1:9",
+            influx_url="http://127.0.0.1:9",
+        )
     for i in range(daggers):
         root.create(f"team-{'ab'[i % 2]}-jkt", spec_text(f"d{i:03d}"), deploy=True)
     tokens = []
@@ -88,14 +99,33 @@ def controller(agent: RemoteClusterAgent, stop: threading.Event) -> None:
     while not stop.is_set():
         now = time.time()
         ids = [a["id"] for a in agent.assignments()]
-        agent.report({i: {"actual_state": "running", "progress": {"input_rows_per_s": 1000.0 + now % 7,
-                                                                 "updated_at": now}} for i in ids},
-                     [], None, [], "bench-gw", os.getpid())
+        agent.report(
+            {
+                i: {
+                    "actual_state": "running",
+                    "progress": {"input_rows_per_s": 1000.0 + now % 7, "updated_at": now},
+                }
+                for i in ids
+            },
+            [],
+            None,
+            [],
+            "bench-gw",
+            os.getpid(),
+        )
         stop.wait(max(1.0 - (time.time() - now), 0.05))
 
 
-def console(base: str, token: str, mode: str, interval: float, until: float, times: list[float],
-            late: list[int], phase: float) -> None:
+def console(
+    base: str,
+    token: str,
+    mode: str,
+    interval: float,
+    until: float,
+    times: list[float],
+    late: list[int],
+    phase: float,
+) -> None:
     """Refresh a screen every ``interval`` s until ``until``: one overview request, or one request per row.
     The first refresh is ``phase`` s in (consoles are opened at different moments, not in lockstep)."""
     plane = RemoteControlPlane(base, token)
@@ -120,25 +150,37 @@ def console(base: str, token: str, mode: str, interval: float, until: float, tim
         time.sleep(max(next_at - time.monotonic(), 0.0))
 
 
-def run_mode(base: str, pid: int, tokens: list[str], mode: str, interval: float, duration: float) -> dict[str, Any]:
+def run_mode(
+    base: str, pid: int, tokens: list[str], mode: str, interval: float, duration: float
+) -> dict[str, Any]:
     """Run the consoles in ``mode`` for ``duration`` s; return the figures."""
     times: list[float] = []
     late: list[int] = []
     until = time.monotonic() + duration
     cpu0, t0 = _cpu(pid), time.monotonic()
     phases = random.Random(7)
-    threads = [threading.Thread(target=console, args=(base, tok, mode, interval, until, times, late,
-                                                      phases.uniform(0, interval)))
-               for tok in tokens]
+    threads = [
+        threading.Thread(
+            target=console, args=(base, tok, mode, interval, until, times, late, phases.uniform(0, interval))
+        )
+        for tok in tokens
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     cpu = (_cpu(pid) - cpu0) / (time.monotonic() - t0)
     ms = sorted(x * 1000 for x in times)
-    return {"mode": mode, "requests": len(ms), "req_per_s": len(ms) / duration, "p50_ms": statistics.median(ms),
-            "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))], "max_ms": ms[-1], "late": len(late),
-            "server_cpu": cpu}
+    return {
+        "mode": mode,
+        "requests": len(ms),
+        "req_per_s": len(ms) / duration,
+        "p50_ms": statistics.median(ms),
+        "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        "max_ms": ms[-1],
+        "late": len(late),
+        "server_cpu": cpu,
+    }
 
 
 def _cpu(pid: int) -> float:
@@ -167,8 +209,12 @@ def main() -> None:
         registry.close()
         port = free_port()
         log = open(root / "server.log", "wb")  # noqa: SIM115 - closed with the server below
-        server = subprocess.Popen([sys.executable, "-m", "job.cli", "server", "--port", str(port)],
-                                  env={**os.environ, "DAGGERS_REGISTRY": pg.dsn}, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "job.cli", "server", "--port", str(port)],
+            env={**os.environ, "DAGGERS_REGISTRY": pg.dsn},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while True:
@@ -180,11 +226,15 @@ def main() -> None:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit("the server did not start")
             time.sleep(0.2)
-        writer = threading.Thread(target=controller, args=(RemoteClusterAgent(base, ctl_token, "team-a-jkt"), stop))
+        writer = threading.Thread(
+            target=controller, args=(RemoteClusterAgent(base, ctl_token, "team-a-jkt"), stop)
+        )
         writer.start()
         load0 = os.getloadavg()[0]
-        results = [run_mode(base, server.pid, tokens, mode, args.interval, args.duration)
-                   for mode in ("overview", "per-row")]
+        results = [
+            run_mode(base, server.pid, tokens, mode, args.interval, args.duration)
+            for mode in ("overview", "per-row")
+        ]
         load1 = os.getloadavg()[0]
     finally:
         stop.set()
@@ -217,8 +267,10 @@ def write_report(args: argparse.Namespace, results: list[dict[str, Any]], load: 
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        lines.append(f"| {r['mode']} | {r['requests']:,} | {r['req_per_s']:.1f} | {r['p50_ms']:.1f} | "
-                     f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} | {r['late']} | {r['server_cpu']:.2f} |")
+        lines.append(
+            f"| {r['mode']} | {r['requests']:,} | {r['req_per_s']:.1f} | {r['p50_ms']:.1f} | "
+            f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} | {r['late']} | {r['server_cpu']:.2f} |"
+        )
     lines += [
         "",
         "`overview`: the console's way, one `GET /api/v1/screens/overview` per screen refresh (clusters and daggers "

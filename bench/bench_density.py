@@ -108,7 +108,9 @@ WHERE speed_kmh > 30"""
 #: S2Id/DistinctCount of the pings at or above a speed that differs from dagger to dagger ({index}: the
 #: dagger's number): as many different queries as daggers (up to 40), where the s2distinct daggers are one
 #: query many times (a fused group computes such copies once, job.shared.merge).
-FILTERED_DRIVERS_SQL = DRIVERS_SQL.replace("FROM data_stream\n", "FROM data_stream\nWHERE speed_kmh >= {index}\n")
+FILTERED_DRIVERS_SQL = DRIVERS_SQL.replace(
+    "FROM data_stream\n", "FROM data_stream\nWHERE speed_kmh >= {index}\n"
+)
 
 #: kind -> (SQL, table names it reads, windowed). Light daggers take the kinds in turn.
 KINDS: dict[str, tuple[str, tuple[str, ...], bool]] = {
@@ -133,14 +135,26 @@ class Dagger:
     checkpoint: Path
 
 
-def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, checkpoint: Path, isolation: str,
-              parallelism: int = 2, trigger_s: float = 1.0, conf: dict[str, str] | None = None,
-              settings: dict[str, str] | None = None, index: int = 0) -> str:
+def spec_text(
+    name: str,
+    kind: str,
+    topic: str,
+    bootstrap: str,
+    influx: str,
+    checkpoint: Path,
+    isolation: str,
+    parallelism: int = 2,
+    trigger_s: float = 1.0,
+    conf: dict[str, str] | None = None,
+    settings: dict[str, str] | None = None,
+    index: int = 0,
+) -> str:
     """Return the spec of a dagger of ``kind`` over ``topic``, writing measurement ``name`` (``index``: its
     number among the light daggers)."""
     sql, tables, _ = KINDS[kind]
     sql = sql.replace("{index}", str(index % 40))
-    streams = "".join(f"""  - table: {table}
+    streams = "".join(
+        f"""  - table: {table}
     topics: [{topic}]
     proto_class: {PING_CLASS}
     timestamp_field: event_timestamp
@@ -148,7 +162,9 @@ def spec_text(name: str, kind: str, topic: str, bootstrap: str, influx: str, che
     group: {name}-{table}
     start_from: earliest
     max_records_per_batch: 200000
-""" for table in tables)
+"""
+        for table in tables
+    )
     body = "\n".join("  " + line for line in sql.splitlines())
     return f"""name: {name}
 streams:
@@ -167,10 +183,20 @@ isolation: {isolation}
 """
 
 
-def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topic: str, stack: Any,
-                 isolation: str, light_parallelism: int = 1, trigger_s: float = 1.0,
-                 light_conf: dict[str, str] | None = None, light_settings: dict[str, str] | None = None,
-                 kinds: list[str] | None = None) -> list[Dagger]:
+def make_daggers(
+    folder: Path,
+    n: int,
+    heavy: bool,
+    light_topic: str,
+    heavy_topic: str,
+    stack: Any,
+    isolation: str,
+    light_parallelism: int = 1,
+    trigger_s: float = 1.0,
+    light_conf: dict[str, str] | None = None,
+    light_settings: dict[str, str] | None = None,
+    kinds: list[str] | None = None,
+) -> list[Dagger]:
     """Write the specs of ``n`` light daggers (``kinds`` in turn, by default :data:`DEFAULT_KINDS`) and,
     with ``heavy``, one heavy dagger."""
     kinds = kinds or list(DEFAULT_KINDS)
@@ -183,10 +209,22 @@ def make_daggers(folder: Path, n: int, heavy: bool, light_topic: str, heavy_topi
         path = folder / "specs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         # the heavy dagger of a fused step runs as a query of its own (fusion is for light daggers)
-        path.write_text(spec_text(name, kind, heavy_topic if is_heavy else light_topic, stack.bootstrap, stack.url,
-                                  checkpoint, "shared" if is_heavy and isolation == "fused" else isolation,
-                                  2 if is_heavy else light_parallelism, trigger_s,
-                                  None if is_heavy else light_conf, None if is_heavy else light_settings, index))
+        path.write_text(
+            spec_text(
+                name,
+                kind,
+                heavy_topic if is_heavy else light_topic,
+                stack.bootstrap,
+                stack.url,
+                checkpoint,
+                "shared" if is_heavy and isolation == "fused" else isolation,
+                2 if is_heavy else light_parallelism,
+                trigger_s,
+                None if is_heavy else light_conf,
+                None if is_heavy else light_settings,
+                index,
+            )
+        )
         out.append(Dagger(name, kind, is_heavy, path, checkpoint))
     return out
 
@@ -228,15 +266,33 @@ class Dedicated:
 
     def start(self, daggers: list[Dagger]) -> None:
         for i, d in enumerate(daggers):
-            while sum(1 for p, e in zip(self.procs, daggers[:i], strict=False)
-                      if p.poll() is None and status(e).get("state") != "running") >= self.parallel:
+            while (
+                sum(
+                    1
+                    for p, e in zip(self.procs, daggers[:i], strict=False)
+                    if p.poll() is None and status(e).get("state") != "running"
+                )
+                >= self.parallel
+            ):
                 time.sleep(0.5)
             self.procs.append(self._spawn(d))
 
     def _spawn(self, d: Dagger) -> Any:
         master = "local[2]" if d.heavy else "local[1]"
-        return spawn([PYTHON, "-m", "job.cli", "run", str(d.spec), "--master", master,
-                      "--state-dir", str(self.folder / "state")], self.folder / f"{d.name}.log")
+        return spawn(
+            [
+                PYTHON,
+                "-m",
+                "job.cli",
+                "run",
+                str(d.spec),
+                "--master",
+                master,
+                "--state-dir",
+                str(self.folder / "state"),
+            ],
+            self.folder / f"{d.name}.log",
+        )
 
     def restart(self, daggers: list[Dagger], d: Dagger) -> None:
         """Start dagger ``d`` again (its process exited), as the controller does after its back-off."""
@@ -249,7 +305,6 @@ class Dedicated:
 
     def failed(self) -> str | None:
         return None  # a dagger that exits shows as failed in its status.json
-
 
     def stop(self) -> None:
         for p in self.procs:
@@ -274,8 +329,19 @@ class Shared:
         self.host_folder.root.mkdir(parents=True, exist_ok=True)
         for d in daggers:  # assignments written before the host starts are picked up at once
             self.host_folder.assign(d.name, d.spec, self.folder / "state", uuid.uuid4().hex[:8])
-        self.proc = spawn([PYTHON, "-m", "job.shared.host", str(self.host_folder.root), "--master", self.master,
-                           "--poll", "0.5"], self.host_folder.log_path)
+        self.proc = spawn(
+            [
+                PYTHON,
+                "-m",
+                "job.shared.host",
+                str(self.host_folder.root),
+                "--master",
+                self.master,
+                "--poll",
+                "0.5",
+            ],
+            self.host_folder.log_path,
+        )
 
     def restart(self, daggers: list[Dagger], d: Dagger) -> None:
         """Assign ``d`` again with a new token (the host never retries a failed dagger by itself)."""
@@ -286,7 +352,9 @@ class Shared:
 
     def failed(self) -> str | None:
         if self.proc is not None and self.proc.poll() is not None:
-            return f"the shared host exited with code {self.proc.returncode} (see {self.host_folder.log_path})"
+            return (
+                f"the shared host exited with code {self.proc.returncode} (see {self.host_folder.log_path})"
+            )
         return None
 
     def stop(self) -> None:
@@ -381,8 +449,11 @@ class Sampler:
             return {"driver-python": "driver"}.get(r, r)
         module = python_module(info)
         if module == "job.shared.forkserver":  # a fork server's child keeps its command line: its name tells
-            module = {"python-runner": "streaming_source_runner", "python-daemon": "pyspark.daemon",
-                      "python-workers": "job.spark.worker_daemon"}.get(info.comm, "fork-server")
+            module = {
+                "python-runner": "streaming_source_runner",
+                "python-daemon": "pyspark.daemon",
+                "python-workers": "job.spark.worker_daemon",
+            }.get(info.comm, "fork-server")
         if module in ("pyspark.daemon", "job.spark.worker_daemon") or not module:
             return "python-workers"
         return "source-runner" if "streaming_source_runner" in module else module
@@ -440,8 +511,11 @@ LIGHT_QUERIES = ((r"/^l[0-9]+-(s2distinct|s2filter|hop|join)$/", "60s"), (r"/^l[
 HEAVY_QUERIES = ((r"/^heavy-.*$/", "60s"),)
 
 
-def poll_points(url: str, since_s: int, queries: tuple[tuple[str, str], ...] = LIGHT_QUERIES + HEAVY_QUERIES,
-                ) -> dict[tuple[str, int], int]:
+def poll_points(
+    url: str,
+    since_s: int,
+    queries: tuple[tuple[str, str], ...] = LIGHT_QUERIES + HEAVY_QUERIES,
+) -> dict[tuple[str, int], int]:
     """Return (measurement, bucket start s) -> points for ``queries`` (measurement regex, bucket), one
     InfluxQL query each over every measurement it matches."""
     from bench import influx_read
@@ -464,11 +538,17 @@ def final_after_s(kind: str) -> float:
     from job.sql.join_lag import join_lag_ms
     from job.sql.parse import parse
 
-    return WATERMARK_DELAY_MS / 1000 + (join_lag_ms(parse(KINDS[kind][0].replace("{index}", "0"))) or 0) / 1000
+    return (
+        WATERMARK_DELAY_MS / 1000 + (join_lag_ms(parse(KINDS[kind][0].replace("{index}", "0"))) or 0) / 1000
+    )
 
 
-def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
-              daggers: list[Dagger]) -> dict[str, list[float]]:
+def delays_of(
+    arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+    sent_at: dict[int, float],
+    t0: float,
+    daggers: list[Dagger],
+) -> dict[str, list[float]]:
     """Per dagger, one delay per point: arrival time minus the time the event that made it final was sent
     (for a window ending at E, the event at E + the watermark delay, plus an interval join's width; for a
     pass-through row, its second)."""
@@ -490,25 +570,41 @@ def delays_of(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at:
     return out
 
 
-def missing_windows(arrivals: dict[tuple[str, int], list[tuple[float, int]]], sent_at: dict[int, float], t0: float,
-                    daggers: list[Dagger], present: Collection[tuple[str, int]] = ()) -> int:
+def missing_windows(
+    arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+    sent_at: dict[int, float],
+    t0: float,
+    daggers: list[Dagger],
+    present: Collection[tuple[str, int]] = (),
+) -> int:
     """How many (dagger, minute window) pairs the feed closed (the event at end + watermark delay, plus an
     interval join's width, was sent) but neither ``arrivals`` nor ``present`` (what InfluxDB holds, asked at
     the end) has: windowed daggers over the feeder's pings have points in every minute."""
     ends = range(int(t0 // 60 + 1) * 60, max(sent_at, default=0) + 1, 60)
-    return sum(1 for d in daggers for e in ends
-               if int(e + final_after_s(d.kind)) in sent_at
-               and (d.name, e) not in arrivals and (d.name, e) not in present)
+    return sum(
+        1
+        for d in daggers
+        for e in ends
+        if int(e + final_after_s(d.kind)) in sent_at
+        and (d.name, e) not in arrivals
+        and (d.name, e) not in present
+    )
 
 
-def unseen_points(arrivals: dict[tuple[str, int], list[tuple[float, int]]],
-                  in_influx: dict[tuple[str, int], int], since: float) -> int:
+def unseen_points(
+    arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+    in_influx: dict[tuple[str, int], int],
+    since: float,
+) -> int:
     """Return the points InfluxDB holds (``in_influx``: (measurement, bucket) -> points, asked at the end)
     beyond what ``arrivals`` saw come: writes the subscription did not forward. Only buckets from ``since``
     (when the watch started) count: a point's time is its window's end or its event's time, so it was
     written after that time; a bucket before it may hold points written before there was a watch."""
-    return sum(max(n - (arrivals[key][-1][1] if arrivals.get(key) else 0), 0)
-               for key, n in in_influx.items() if key[1] >= since)
+    return sum(
+        max(n - (arrivals[key][-1][1] if arrivals.get(key) else 0), 0)
+        for key, n in in_influx.items()
+        if key[1] >= since
+    )
 
 
 def feeder_info(path: Path) -> dict[str, Any]:
@@ -526,7 +622,9 @@ def available_memory_gb() -> float:
     return 0.0
 
 
-def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespace, per_dagger_gb: float) -> Step:
+def run_step(
+    mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespace, per_dagger_gb: float
+) -> Step:
     """Run N light daggers (+ the heavy one) in ``mode``; measure memory, CPU and delays."""
     from bench.workloads import driver_pings
     from job.produce import ensure_topic, produce
@@ -539,9 +637,11 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         available_gb = available_memory_gb()
         need_gb = step.daggers * per_dagger_gb
         if need_gb > args.mem_cap_gb or need_gb > available_gb - RESERVE_GB:
-            step.note = (f"skipped: {step.daggers} dedicated daggers need about {need_gb:.0f} GB "
-                         f"(cap {args.mem_cap_gb:g} GB, {available_gb:.0f} GB available, "
-                         f"{RESERVE_GB:g} GB kept free)")
+            step.note = (
+                f"skipped: {step.daggers} dedicated daggers need about {need_gb:.0f} GB "
+                f"(cap {args.mem_cap_gb:g} GB, {available_gb:.0f} GB available, "
+                f"{RESERVE_GB:g} GB kept free)"
+            )
             return step
     tag = f"{mode}-{n}-{int(time.time())}"
     sub = folder / tag
@@ -553,22 +653,42 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
     produce(stack.bootstrap, light_topic, driver_pings(WARMUP_EVENTS, 5, old, 10.0), progress=False)
     if heavy:
         produce(stack.bootstrap, heavy_topic, driver_pings(WARMUP_EVENTS, 6, old, 10.0), progress=False)
-    daggers = make_daggers(sub, n, heavy, light_topic, heavy_topic, stack, mode, args.light_parallelism,
-                           args.trigger_s, dict(kv.split("=", 1) for kv in args.light_conf),
-                           dict(kv.split("=", 1) for kv in args.light_spec), args.kinds.split(","))
+    daggers = make_daggers(
+        sub,
+        n,
+        heavy,
+        light_topic,
+        heavy_topic,
+        stack,
+        mode,
+        args.light_parallelism,
+        args.trigger_s,
+        dict(kv.split("=", 1) for kv in args.light_conf),
+        dict(kv.split("=", 1) for kv in args.light_spec),
+        args.kinds.split(","),
+    )
     trimmer: Trimmer | None = None
-    runner: Dedicated | Shared = Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub, args.host_master)
+    runner: Dedicated | Shared = (
+        Dedicated(sub, args.start_parallel) if mode == "dedicated" else Shared(sub, args.host_master)
+    )
     t_start = time.time()
     runner.start(daggers)
     try:
         ready_by = time.time() + args.start_timeout
         restarts = 0
         while time.time() < ready_by:
-            waiting = [d for d in daggers if int(status(d).get("input_rows") or 0) < WARMUP_EVENTS
-                       * len(KINDS[d.kind][1])]
+            waiting = [
+                d
+                for d in daggers
+                if int(status(d).get("input_rows") or 0) < WARMUP_EVENTS * len(KINDS[d.kind][1])
+            ]
             failed = [d.name for d in daggers if status(d).get("state") == "failed"]
             for d in daggers:
-                if d.name in failed and TRANSIENT in status_error(daggers, d.name) and restarts < MAX_RESTARTS:
+                if (
+                    d.name in failed
+                    and TRANSIENT in status_error(daggers, d.name)
+                    and restarts < MAX_RESTARTS
+                ):
                     # a supervisor's job (the controller's, with its back-off): start the dagger again
                     restarts += 1
                     (d.checkpoint / "status.json").unlink(missing_ok=True)
@@ -582,22 +702,46 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             note_failed(step, daggers, failed)
             step.note = runner.failed() or (
                 f"{len(failed)} daggers failed at start ({failed[0]}: {status_error(daggers, failed[0])[:300]})"
-                if failed else f"{len(waiting)} daggers not warm after {args.start_timeout} s")
+                if failed
+                else f"{len(waiting)} daggers not warm after {args.start_timeout} s"
+            )
             return step
         step.start_s = time.time() - t_start
         print(f"  {mode} N={n}: {step.daggers} daggers warm after {step.start_s:.0f} s", flush=True)
-        feeders = [spawn([PYTHON, str(ROOT / "bench/feeder.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
-                          "--rate", str(int(rate)), "--seconds", str(args.settle_s + args.seconds), "--out", str(sub / f"{name}.json")],
-                         sub / f"feeder-{name}.log")
-                   for name, topic, rate in (("light", light_topic, args.light_rate),
-                                             *((("heavy", heavy_topic, args.heavy_rate),) if heavy else ()))]
+        feeders = [
+            spawn(
+                [
+                    PYTHON,
+                    str(ROOT / "bench/feeder.py"),
+                    "--bootstrap",
+                    stack.bootstrap,
+                    "--topic",
+                    topic,
+                    "--rate",
+                    str(int(rate)),
+                    "--seconds",
+                    str(args.settle_s + args.seconds),
+                    "--out",
+                    str(sub / f"{name}.json"),
+                ],
+                sub / f"feeder-{name}.log",
+            )
+            for name, topic, rate in (
+                ("light", light_topic, args.light_rate),
+                *((("heavy", heavy_topic, args.heavy_rate),) if heavy else ()),
+            )
+        ]
         names = ["light", *(["heavy"] if heavy else [])]
         ready_by = time.time() + 300  # a feeder encodes its pool of pings first (a million for 50,000/s)
         while time.time() < ready_by and not all(feeder_info(sub / f"{name}.json") for name in names):
             time.sleep(0.5)
         if args.trim_s:
-            trimmer = Trimmer(stack.bootstrap, [light_topic, *([heavy_topic] if heavy else [])], args.trim_s,
-                              floor=functools.partial(read_floor, sub))
+            trimmer = Trimmer(
+                stack.bootstrap,
+                [light_topic, *([heavy_topic] if heavy else [])],
+                args.trim_s,
+                floor=functools.partial(read_floor, sub),
+            )
             trimmer.start()
         settle_by = time.time() + args.settle_s  # the JIT compiles the queries' code, then measure
         while time.time() < settle_by and not runner.failed():
@@ -643,7 +787,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
                 continue
             heavy_due = heavy and time.time() >= next_heavy_poll
             counts = {}
-            polls = [(LIGHT_QUERIES, "poll_light_s")] + ([(HEAVY_QUERIES, "poll_heavy_s")] if heavy_due else [])
+            polls = [(LIGHT_QUERIES, "poll_light_s")] + (
+                [(HEAVY_QUERIES, "poll_heavy_s")] if heavy_due else []
+            )
             for queries, attr in polls:
                 asked = time.monotonic()
                 with contextlib.suppress(Exception):  # a slow query: try again at the next poll
@@ -671,8 +817,9 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
             step.points_unseen = unseen_points(arrivals, in_influx, t0)
         step.batches_per_s = (sum(int(status(d).get("batches") or 0) for d in daggers) - batches0) / (t1 - t0)
         # what the heavy dagger read while its feeder ran (its rate once the feed stops is 0)
-        step.heavy_rate = (sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy)
-                           - heavy_rows0) / min(t1 - t0, args.seconds)
+        step.heavy_rate = (
+            sum(int(status(d).get("input_rows") or 0) for d in daggers if d.heavy) - heavy_rows0
+        ) / min(t1 - t0, args.seconds)
         step.note = runner.failed() or ""
         note_failed(step, daggers, [d.name for d in daggers if status(d).get("state") == "failed"])
         step.heavy_offered = args.heavy_rate if heavy else 0.0
@@ -688,40 +835,59 @@ def run_step(mode: str, n: int, stack: Any, folder: Path, args: argparse.Namespa
         if heavy:
             heavy_info = feeder_info(sub / "heavy.json")
             if heavy_info.get("sent_at") and len(heavy_info["sent_at"]) < args.settle_s + args.seconds:
-                step.note += (f" the heavy feeder sent {len(heavy_info['sent_at'])} of "
-                              f"{args.settle_s + args.seconds} s.")
+                step.note += (
+                    f" the heavy feeder sent {len(heavy_info['sent_at'])} of "
+                    f"{args.settle_s + args.seconds} s."
+                )
             heavy_sent = {int(s): float(b) for s, b, _ in heavy_info.get("sent_at", [])}
         since = max(float(info.get("t0", t0)), t0)  # windows and rows after the settling time
         delays = delays_of(arrivals, sent_at, since, [d for d in daggers if not d.heavy])
         if heavy:
             heavy_since = max(float(heavy_info.get("t0", t0)), t0)
-            delays.update(delays_of(arrivals, heavy_sent, heavy_since,
-                                    [d for d in daggers if d.heavy]))
+            delays.update(delays_of(arrivals, heavy_sent, heavy_since, [d for d in daggers if d.heavy]))
         measure(step, sampler, t0, t1, extra, extra_cpu0, feeder_cpu, delays, daggers)
         if args.slice_s:
-            step.slices = slices_of(sampler, arrivals, (sent_at, since), (heavy_sent, heavy_since) if heavy else None,
-                                    (since, min(t1, since + args.seconds)), args.slice_s, daggers, heavy_rows,
-                                    traces)
-        step.windows_missing = missing_windows(arrivals, sent_at, since,
-                                               [d for d in daggers if not d.heavy and KINDS[d.kind][2]], in_influx)
+            step.slices = slices_of(
+                sampler,
+                arrivals,
+                (sent_at, since),
+                (heavy_sent, heavy_since) if heavy else None,
+                (since, min(t1, since + args.seconds)),
+                args.slice_s,
+                daggers,
+                heavy_rows,
+                traces,
+            )
+        step.windows_missing = missing_windows(
+            arrivals, sent_at, since, [d for d in daggers if not d.heavy and KINDS[d.kind][2]], in_influx
+        )
         if heavy:
-            step.windows_missing += missing_windows(arrivals, heavy_sent, heavy_since,
-                                                    [d for d in daggers if d.heavy], in_influx)
+            step.windows_missing += missing_windows(
+                arrivals, heavy_sent, heavy_since, [d for d in daggers if d.heavy], in_influx
+            )
         if step.windows_missing:
-            step.note += (f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
-                          f" end (left out of the p99s, which are therefore too low).")
+            step.note += (
+                f" {step.windows_missing} windows whose watermark had passed were not in InfluxDB by the"
+                f" end (left out of the p99s, which are therefore too low)."
+            )
         if step.steal_cores >= 0.02:
-            step.note += f" The hypervisor took {step.steal_cores:.2f} cores from this VM over the span (steal)."
+            step.note += (
+                f" The hypervisor took {step.steal_cores:.2f} cores from this VM over the span (steal)."
+            )
         if step.points_unseen:
-            step.note += (f" {step.points_unseen:,} points reached InfluxDB but not the watch (InfluxDB dropped"
-                          f" {step.watch_dropped:,} subscription writes); they are left out of the p99s.")
+            step.note += (
+                f" {step.points_unseen:,} points reached InfluxDB but not the watch (InfluxDB dropped"
+                f" {step.watch_dropped:,} subscription writes); they are left out of the p99s."
+            )
         return step
     finally:
         if trimmer is not None:
             trimmer.stop()
         runner.stop()
         if why := drop_topics(stack.bootstrap, [light_topic, heavy_topic]):
-            step.note += f" The step's feed topics were not deleted ({why}): later steps run beside its records."
+            step.note += (
+                f" The step's feed topics were not deleted ({why}): later steps run beside its records."
+            )
         step.load_after = load_average()
 
 
@@ -739,8 +905,12 @@ class Traces:
         """Record the last batch of a heavy dagger's status ``st`` (once per batch id)."""
         batch = st.get("last_batch_id")
         if isinstance(batch, int) and batch >= 0 and batch not in self.heavy_batches:
-            self.heavy_batches[batch] = (now, int(st.get("last_input_rows") or 0), int(st.get("batch_duration_ms") or 0),
-                                         {str(k): int(v) for k, v in (st.get("batch_phases_ms") or {}).items()})
+            self.heavy_batches[batch] = (
+                now,
+                int(st.get("last_input_rows") or 0),
+                int(st.get("batch_duration_ms") or 0),
+                {str(k): int(v) for k, v in (st.get("batch_phases_ms") or {}).items()},
+            )
 
     def of_slice(self, a: float, b: float) -> dict[str, Any]:
         """The broker's cores and mean RSS, and the heavy batches' mean duration, rows and main phases, in [a, b]."""
@@ -753,8 +923,9 @@ class Traces:
         if batches:
             out["heavy_batch_ms"] = round(sum(v[2] for v in batches) / len(batches))
             out["heavy_rows_per_batch"] = round(sum(v[1] for v in batches) / len(batches))
-            out["heavy_phases_ms"] = {k: round(sum(v[3].get(k, 0) for v in batches) / len(batches))
-                                      for k in HEAVY_PHASES}
+            out["heavy_phases_ms"] = {
+                k: round(sum(v[3].get(k, 0) for v in batches) / len(batches)) for k in HEAVY_PHASES
+            }
         return out
 
 
@@ -762,10 +933,17 @@ class Traces:
 HEAVY_PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
-def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float, int]]],
-              light_feed: tuple[dict[int, float], float], heavy_feed: tuple[dict[int, float], float] | None,
-              span: tuple[float, float], slice_s: float, daggers: list[Dagger],
-              heavy_rows: list[tuple[float, int]], traces: Traces | None = None) -> list[dict[str, Any]]:
+def slices_of(
+    sampler: Sampler,
+    arrivals: dict[tuple[str, int], list[tuple[float, int]]],
+    light_feed: tuple[dict[int, float], float],
+    heavy_feed: tuple[dict[int, float], float] | None,
+    span: tuple[float, float],
+    slice_s: float,
+    daggers: list[Dagger],
+    heavy_rows: list[tuple[float, int]],
+    traces: Traces | None = None,
+) -> list[dict[str, Any]]:
     """Cut the measured ``span`` (start, end: times) into slices of ``slice_s`` seconds (the last one kept
     if at least half as long), each with: the median and worst of the light daggers' p99s over the
     windows made final by events sent in it, the heavy dagger's p99 and events/s read, the mean PSS and
@@ -780,25 +958,50 @@ def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float
         b = min(a + slice_s, end)
         delays = delays_of(arrivals, {s: t for s, t in sent_at.items() if a <= t < b}, since, light)
         p99s = sorted(_percentile(v, 0.99) for v in delays.values() if v)
-        one: dict[str, Any] = {"from_s": round(a - start), "to_s": round(b - start),
-                               "light_points": sum(len(v) for v in delays.values()),
-                               "light_p99_median_s": round(_percentile(p99s, 0.5), 2) if p99s else None,
-                               "light_p99_max_s": round(p99s[-1], 2) if p99s else None}
+        one: dict[str, Any] = {
+            "from_s": round(a - start),
+            "to_s": round(b - start),
+            "light_points": sum(len(v) for v in delays.values()),
+            "light_p99_median_s": round(_percentile(p99s, 0.5), 2) if p99s else None,
+            "light_p99_max_s": round(p99s[-1], 2) if p99s else None,
+        }
         if heavy_feed is not None:
             heavy_sent, heavy_since = heavy_feed
-            found = [v for vs in delays_of(arrivals, {s: t for s, t in heavy_sent.items() if a <= t < b}, heavy_since,
-                                           [d for d in daggers if d.heavy]).values() for v in vs]
+            found = [
+                v
+                for vs in delays_of(
+                    arrivals,
+                    {s: t for s, t in heavy_sent.items() if a <= t < b},
+                    heavy_since,
+                    [d for d in daggers if d.heavy],
+                ).values()
+                for v in vs
+            ]
             one["heavy_p99_s"] = round(_percentile(found, 0.99), 2) if found else None
             rows = [(t, n) for t, n in heavy_rows if a <= t <= b]
-            one["heavy_events_s"] = round((rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])) \
-                if len(rows) >= 2 and rows[-1][0] > rows[0][0] else None
+            one["heavy_events_s"] = (
+                round((rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0]))
+                if len(rows) >= 2 and rows[-1][0] > rows[0][0]
+                else None
+            )
         in_slice = [p for t, p, _ in sampler.pss if a <= t <= b]
-        one["pss_mb"] = round(sum(sum(p.values()) for p in in_slice) / len(in_slice) / 2**20) if in_slice else None
-        one["pss_by_kind_mb"] = {k: round(sum(p.get(k, 0) for p in in_slice) / len(in_slice) / 2**20)
-                                 for k in sorted({k for p in in_slice for k in p})} if in_slice else {}
+        one["pss_mb"] = (
+            round(sum(sum(p.values()) for p in in_slice) / len(in_slice) / 2**20) if in_slice else None
+        )
+        one["pss_by_kind_mb"] = (
+            {
+                k: round(sum(p.get(k, 0) for p in in_slice) / len(in_slice) / 2**20)
+                for k in sorted({k for p in in_slice for k in p})
+            }
+            if in_slice
+            else {}
+        )
         cpu = [(t, c) for t, _, c, _ in sampler.samples if a <= t <= b]
-        one["cores"] = round((cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]), 3) \
-            if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0] else None
+        one["cores"] = (
+            round((cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0]), 3)
+            if len(cpu) >= 2 and cpu[-1][0] > cpu[0][0]
+            else None
+        )
         if traces is not None:
             one.update(traces.of_slice(a, b))
         out.append(one)
@@ -806,9 +1009,17 @@ def slices_of(sampler: Sampler, arrivals: dict[tuple[str, int], list[tuple[float
     return out
 
 
-def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str, int],
-            extra_cpu0: dict[str, float], feeder_cpu: float, delays: dict[str, list[float]],
-            daggers: list[Dagger]) -> None:
+def measure(
+    step: Step,
+    sampler: Sampler,
+    t0: float,
+    t1: float,
+    extra: dict[str, int],
+    extra_cpu0: dict[str, float],
+    feeder_cpu: float,
+    delays: dict[str, list[float]],
+    daggers: list[Dagger],
+) -> None:
     """Fill ``step`` with the memory, CPU and delay figures of the measured span [t0, t1]."""
     samples = sampler.samples
     if len(samples) >= 2:
@@ -816,14 +1027,16 @@ def measure(step: Step, sampler: Sampler, t0: float, t1: float, extra: dict[str,
         step.rss_mb = sum(totals) / len(totals) / 2**20
         step.rss_peak_mb = max(totals) / 2**20
         roles = {r for _, rss, _, _ in samples for r in rss}
-        step.rss_by_role_mb = {r: sum(rss.get(r, 0) for _, rss, _, _ in samples) / len(samples) / 2**20
-                               for r in sorted(roles)}
+        step.rss_by_role_mb = {
+            r: sum(rss.get(r, 0) for _, rss, _, _ in samples) / len(samples) / 2**20 for r in sorted(roles)
+        }
         step.processes = max(c for _, _, _, c in samples)
     if sampler.pss:
         step.pss_mb = sum(sum(p.values()) for _, p, _ in sampler.pss) / len(sampler.pss) / 2**20
         kinds = {k for _, p, _ in sampler.pss for k in p}
-        step.pss_by_kind_mb = {k: sum(p.get(k, 0) for _, p, _ in sampler.pss) / len(sampler.pss) / 2**20
-                               for k in sorted(kinds)}
+        step.pss_by_kind_mb = {
+            k: sum(p.get(k, 0) for _, p, _ in sampler.pss) / len(sampler.pss) / 2**20 for k in sorted(kinds)
+        }
         step.count_by_kind = {k: max(c.get(k, 0) for _, _, c in sampler.pss) for k in sorted(kinds)}
         step.cores = (samples[-1][2] - samples[0][2]) / (samples[-1][0] - samples[0][0])
         step.cores_by_kind = sampler.cores_by_kind()
@@ -867,10 +1080,11 @@ def runs_summary(steps: list[Step]) -> list[str]:
             continue
         parts = []
         for what, values, low_worst in (
-                ("light p99 max", [s.light_p99_max_s for s in group], False),
-                ("heavy p99", [s.heavy_p99_s for s in group], False),
-                ("heavy events/s", [s.heavy_rate for s in group], True),
-                ("PSS MB", [s.pss_mb for s in group], False)):
+            ("light p99 max", [s.light_p99_max_s for s in group], False),
+            ("heavy p99", [s.heavy_p99_s for s in group], False),
+            ("heavy events/s", [s.heavy_rate for s in group], True),
+            ("PSS MB", [s.pss_mb for s in group], False),
+        ):
             known = [float("inf") if v is None else float(v) for v in values]
             worst = min(known) if low_worst else max(known)
             parts.append(f"{what} median {statistics.median(known):,.1f} worst {worst:,.1f}")
@@ -889,20 +1103,48 @@ def marginal_mb(steps: list[Step], mode: str, attr: str = "rss_mb") -> float | N
 
 
 def table(steps: list[Step]) -> str:
-    head = ["mode", "N light", "daggers", "processes", "RSS total (MB)", "RSS peak (MB)", "PSS total (MB)",
-            "cores (daggers)",
-            "light p99 median / max (s)", "heavy p99 (s)", "heavy events/s", "warm after (s)",
-            "load avg before → after", "note"]
+    head = [
+        "mode",
+        "N light",
+        "daggers",
+        "processes",
+        "RSS total (MB)",
+        "RSS peak (MB)",
+        "PSS total (MB)",
+        "cores (daggers)",
+        "light p99 median / max (s)",
+        "heavy p99 (s)",
+        "heavy events/s",
+        "warm after (s)",
+        "load avg before → after",
+        "note",
+    ]
     rows = []
     for s in steps:
         if not s.ran:
             rows.append([s.mode, str(s.n), str(s.daggers), *["-"] * 10, s.note.strip()])
             continue
-        lat = (f"{s.light_p99_median_s:.1f} / {s.light_p99_max_s:.1f}" if s.light_p99_max_s is not None else "-")
-        rows.append([s.mode, str(s.n), str(s.daggers), str(s.processes), f"{s.rss_mb:,.0f}", f"{s.rss_peak_mb:,.0f}",
-                     f"{s.pss_mb:,.0f}" if s.pss_mb else "-", f"{s.cores:.2f}", lat, f"{s.heavy_p99_s:.1f}" if s.heavy_p99_s is not None else "-",
-                     f"{s.heavy_rate:,.0f}", f"{s.start_s:.0f}",
-                     f"{s.load_before[0]:.1f} → {s.load_after[0]:.1f}", s.note.strip()])
+        lat = (
+            f"{s.light_p99_median_s:.1f} / {s.light_p99_max_s:.1f}" if s.light_p99_max_s is not None else "-"
+        )
+        rows.append(
+            [
+                s.mode,
+                str(s.n),
+                str(s.daggers),
+                str(s.processes),
+                f"{s.rss_mb:,.0f}",
+                f"{s.rss_peak_mb:,.0f}",
+                f"{s.pss_mb:,.0f}" if s.pss_mb else "-",
+                f"{s.cores:.2f}",
+                lat,
+                f"{s.heavy_p99_s:.1f}" if s.heavy_p99_s is not None else "-",
+                f"{s.heavy_rate:,.0f}",
+                f"{s.start_s:.0f}",
+                f"{s.load_before[0]:.1f} → {s.load_after[0]:.1f}",
+                s.note.strip(),
+            ]
+        )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
@@ -918,42 +1160,67 @@ def kinds_table(steps: list[Step]) -> str:
     lines = ["| mode | N light | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 2)]
     for s in steps:
         if s.pss_by_kind_mb:
-            cells = [f"{s.pss_by_kind_mb[k]:,.0f} ({s.count_by_kind.get(k, 0)})" if k in s.pss_by_kind_mb else "-"
-                     for k in kinds]
+            cells = [
+                f"{s.pss_by_kind_mb[k]:,.0f} ({s.count_by_kind.get(k, 0)})" if k in s.pss_by_kind_mb else "-"
+                for k in kinds
+            ]
             lines.append(f"| {s.mode} | {s.n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def slices_table(step: Step) -> str:
     """A step's slices (``--slice-s``): one row each."""
-    head = ["from → to (s)", "light p99 median / max (s)", "light points", "heavy p99 (s)", "heavy events/s",
-            "PSS (MB)", "cores (daggers)"]
+    head = [
+        "from → to (s)",
+        "light p99 median / max (s)",
+        "light points",
+        "heavy p99 (s)",
+        "heavy events/s",
+        "PSS (MB)",
+        "cores (daggers)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def num(value: Any, fmt: str) -> str:
         return format(value, fmt) if value is not None else "-"
 
     for c in step.slices:
-        lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c['light_p99_median_s'], '.1f')} / "
-                     f"{num(c['light_p99_max_s'], '.1f')} | {c['light_points']:,} | {num(c.get('heavy_p99_s'), '.1f')} | "
-                     f"{num(c.get('heavy_events_s'), ',')} | {num(c['pss_mb'], ',')} | {num(c['cores'], '.2f')} |")
+        lines.append(
+            f"| {c['from_s']} → {c['to_s']} | {num(c['light_p99_median_s'], '.1f')} / "
+            f"{num(c['light_p99_max_s'], '.1f')} | {c['light_points']:,} | {num(c.get('heavy_p99_s'), '.1f')} | "
+            f"{num(c.get('heavy_events_s'), ',')} | {num(c['pss_mb'], ',')} | {num(c['cores'], '.2f')} |"
+        )
     kinds = sorted({k for c in step.slices for k in c.get("pss_by_kind_mb") or {}})
     if kinds:
-        lines += ["", "| from → to (s) | " + " | ".join(f"PSS {k} (MB)" for k in kinds) + " |",
-                  "|" + "---|" * (len(kinds) + 1)]
+        lines += [
+            "",
+            "| from → to (s) | " + " | ".join(f"PSS {k} (MB)" for k in kinds) + " |",
+            "|" + "---|" * (len(kinds) + 1),
+        ]
         for c in step.slices:
-            lines.append(f"| {c['from_s']} → {c['to_s']} | "
-                         + " | ".join(num((c.get("pss_by_kind_mb") or {}).get(k), ",") for k in kinds) + " |")
+            lines.append(
+                f"| {c['from_s']} → {c['to_s']} | "
+                + " | ".join(num((c.get("pss_by_kind_mb") or {}).get(k), ",") for k in kinds)
+                + " |"
+            )
     if any("broker_cores" in c or "heavy_batch_ms" in c for c in step.slices):
-        head = ["from → to (s)", "broker cores", "broker RSS (MB)", "heavy batches: ms / rows",
-                *(f"{k} ms" for k in HEAVY_PHASES)]
+        head = [
+            "from → to (s)",
+            "broker cores",
+            "broker RSS (MB)",
+            "heavy batches: ms / rows",
+            *(f"{k} ms" for k in HEAVY_PHASES),
+        ]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for c in step.slices:
             phases = c.get("heavy_phases_ms") or {}
-            lines.append(f"| {c['from_s']} → {c['to_s']} | {num(c.get('broker_cores'), '.2f')} | "
-                         f"{num(c.get('broker_rss_mb'), ',')} | {num(c.get('heavy_batch_ms'), ',')} / "
-                         f"{num(c.get('heavy_rows_per_batch'), ',')} | "
-                         + " | ".join(num(phases.get(k), ',') for k in HEAVY_PHASES) + " |")
+            lines.append(
+                f"| {c['from_s']} → {c['to_s']} | {num(c.get('broker_cores'), '.2f')} | "
+                f"{num(c.get('broker_rss_mb'), ',')} | {num(c.get('heavy_batch_ms'), ',')} / "
+                f"{num(c.get('heavy_rows_per_batch'), ',')} | "
+                + " | ".join(num(phases.get(k), ",") for k in HEAVY_PHASES)
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -988,14 +1255,19 @@ def plot_slices(step: Step, path: Path) -> None:
     mem.plot(xs, [v / 1024 for v in pss], "o-", color="tab:green", label=f"{step.mode} N = {step.n} (PSS)")
     mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
     mem.set(ylim=(0, 9), ylabel="memory, all processes (GB)", title="Memory")
-    for key, style, what in (("light_p99_median_s", "o-", "light daggers' median"),
-                             ("light_p99_max_s", "o:", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
+    for key, style, what in (
+        ("light_p99_median_s", "o-", "light daggers' median"),
+        ("light_p99_max_s", "o:", "worst light dagger"),
+        ("heavy_p99_s", "s--", "heavy"),
+    ):
         lat.plot(*series(key), style, label=what)
     lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
     lat.set(ylim=(0, None), ylabel="p99 watermark → InfluxDB (s)", title="Latency")
     xs, heavy = series("heavy_events_s")
     rate.plot(xs, [v / 1000 for v in heavy], "s-", color="tab:red", label="heavy dagger read")
-    rate.set(ylim=(0, max(heavy, default=1000) / 1000 * 1.25), ylabel="thousand events/s", title="Heavy dagger")
+    rate.set(
+        ylim=(0, max(heavy, default=1000) / 1000 * 1.25), ylabel="thousand events/s", title="Heavy dagger"
+    )
     for ax in (mem, lat, rate):
         ax.set(xlabel="minutes (middle of each slice)")
     _save(fig, (mem, lat, rate), path)
@@ -1017,14 +1289,23 @@ def plot(steps: list[Step], path: Path) -> None:
         ran = sorted((s for s in steps if s.mode == mode and s.ran), key=lambda s: s.n)
         if not ran:
             continue
-        mem.plot([s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o:", color=colour, label=f"{mode} (RSS)")
+        mem.plot(
+            [s.n for s in ran], [s.rss_mb / 1024 for s in ran], "o:", color=colour, label=f"{mode} (RSS)"
+        )
         pss = [(s.n, s.pss_mb / 1024) for s in ran if s.pss_mb]
         if pss:
             mem.plot([n for n, _ in pss], [v for _, v in pss], "o-", color=colour, label=f"{mode} (PSS)")
-        for attr, style, what in (("light_p99_max_s", "o-", "worst light dagger"), ("heavy_p99_s", "s--", "heavy")):
-            pts = [(s.n, getattr(s, attr)) for s in ran if getattr(s, attr) is not None]  # no window: no point
+        for attr, style, what in (
+            ("light_p99_max_s", "o-", "worst light dagger"),
+            ("heavy_p99_s", "s--", "heavy"),
+        ):
+            pts = [
+                (s.n, getattr(s, attr)) for s in ran if getattr(s, attr) is not None
+            ]  # no window: no point
             if pts:
-                lat.plot([n for n, _ in pts], [v for _, v in pts], style, color=colour, label=f"{mode}: {what}")
+                lat.plot(
+                    [n for n, _ in pts], [v for _, v in pts], style, color=colour, label=f"{mode}: {what}"
+                )
     mem.axhline(8, color="grey", linestyle=":", label="goal at N=100: 8 GB")
     mem.set(xlabel="light daggers (+1 heavy)", ylabel="memory, all processes (GB)", title="Memory")
     lat.axhline(10, color="grey", linestyle=":", label="goal: p99 ≤ 10 s")
@@ -1034,8 +1315,11 @@ def plot(steps: list[Step], path: Path) -> None:
 
 def marginal_line(steps: list[Step]) -> str:
     """Each mode's slope of total RSS and of total PSS over N ("-" where fewer than two steps ran)."""
-    return ", ".join(f"{mode} {mb(marginal_mb(steps, mode))} / {mb(marginal_mb(steps, mode, 'pss_mb'))}"
-                     for mode in ("fused", "shared", "dedicated") if any(s.mode == mode for s in steps))
+    return ", ".join(
+        f"{mode} {mb(marginal_mb(steps, mode))} / {mb(marginal_mb(steps, mode, 'pss_mb'))}"
+        for mode in ("fused", "shared", "dedicated")
+        if any(s.mode == mode for s in steps)
+    )
 
 
 def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: Path, argv: list[str]) -> None:
@@ -1044,13 +1328,15 @@ def record(steps: list[Step], args: argparse.Namespace, stamp: str, plot_path: P
     common = sorted(n for m, n in by if m == "shared" and ("dedicated", n) in by)
     if common:
         n = common[-1]
-        ratio = (f"At N = {n}: dedicated takes {by[('dedicated', n)].rss_mb / by[('shared', n)].rss_mb:.1f}× the "
-                 f"memory of shared ({by[('dedicated', n)].rss_mb:,.0f} MB against {by[('shared', n)].rss_mb:,.0f} MB).")
+        ratio = (
+            f"At N = {n}: dedicated takes {by[('dedicated', n)].rss_mb / by[('shared', n)].rss_mb:.1f}× the "
+            f"memory of shared ({by[('dedicated', n)].rss_mb:,.0f} MB against {by[('shared', n)].rss_mb:,.0f} MB)."
+        )
     text = f"""
 
-## Dagger density: `python bench/bench_density.py {' '.join(argv)}`
+## Dagger density: `python bench/bench_density.py {" ".join(argv)}`
 
-- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M UTC %Y')} (run started {stamp})
+- Date: {datetime.now(UTC).strftime("%a %b %d %H:%M UTC %Y")} (run started {stamp})
 - Machine: {machine()} (the 1-minute load average before and after each step is in the table)
 - Light daggers read {args.light_rate:,.0f} events/s each (one topic, all of it; {args.light_parallelism} shuffle
   partition(s)); the heavy dagger {args.heavy_rate:,.0f} events/s (2 shuffle partitions); every trigger
@@ -1072,12 +1358,22 @@ PSS by process kind (MB, mean; the most processes of the kind at once in bracket
     for s in steps:
         if s.slices:
             text += f"\nOver time, {s.mode} N = {s.n} (slices of the measured span):\n\n{slices_table(s)}\n"
-    text += ("\nEach step's feed topics were deleted at its end; the broker's RSS as each step began: "
-             + ", ".join(f"{s.mode} N = {s.n}: {s.broker_rss_start_mb:,.0f} MB" for s in steps if s.ran) + ".\n")
+    text += (
+        "\nEach step's feed topics were deleted at its end; the broker's RSS as each step began: "
+        + ", ".join(f"{s.mode} N = {s.n}: {s.broker_rss_start_mb:,.0f} MB" for s in steps if s.ran)
+        + ".\n"
+    )
     if args.trim_s:
-        text += "\nThe feed's records were deleted once " + f"{args.trim_s:g} s old (`--trim-s`, bench/trim.py): " + ", ".join(
-            f"{s.mode} N = {s.n}: {s.trimmed:,} records deleted, the broker's RSS at most {s.broker_rss_peak_mb:,.0f} MB"
-            for s in steps if s.ran) + ".\n"
+        text += (
+            "\nThe feed's records were deleted once "
+            + f"{args.trim_s:g} s old (`--trim-s`, bench/trim.py): "
+            + ", ".join(
+                f"{s.mode} N = {s.n}: {s.trimmed:,} records deleted, the broker's RSS at most {s.broker_rss_peak_mb:,.0f} MB"
+                for s in steps
+                if s.ran
+            )
+            + ".\n"
+        )
     with HISTORY.open("a") as fh:
         fh.write(text)
 
@@ -1090,61 +1386,126 @@ MIN_TRIM_S = 120.0
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", default="1,10,50,100", help="light dagger counts, comma separated")
-    ap.add_argument("--modes", default="shared,dedicated",
-                    help="of shared, fused (light daggers with isolation: fused, in one shared host), dedicated")
+    ap.add_argument(
+        "--modes",
+        default="shared,dedicated",
+        help="of shared, fused (light daggers with isolation: fused, in one shared host), dedicated",
+    )
     ap.add_argument("--seconds", type=int, default=180, help="how long the feeders run per step")
-    ap.add_argument("--settle-s", type=int, default=180,
-                    help="seconds the feeders run before the measurement starts (the JIT compiles the queries' code: "
-                         "a long-lived shared host is measured warm)")
+    ap.add_argument(
+        "--settle-s",
+        type=int,
+        default=180,
+        help="seconds the feeders run before the measurement starts (the JIT compiles the queries' code: "
+        "a long-lived shared host is measured warm)",
+    )
     ap.add_argument("--light-rate", type=float, default=100.0)
-    ap.add_argument("--light-parallelism", type=int, default=1,
-                    help="shuffle partitions of a light dagger (the heavy one has 2)")
-    ap.add_argument("--light-conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="a spark.sql.* setting of every light dagger (repeatable)")
-    ap.add_argument("--light-spec", action="append", default=[], metavar="KEY=VALUE",
-                    help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true")
-    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}")
-    ap.add_argument("--host-master", default="local[*]",
-                    help="the shared host's Spark master: local[N] runs N tasks at once; local[*] (the host's "
-                         "default) one more than the cores")
+    ap.add_argument(
+        "--light-parallelism",
+        type=int,
+        default=1,
+        help="shuffle partitions of a light dagger (the heavy one has 2)",
+    )
+    ap.add_argument(
+        "--light-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spark.sql.* setting of every light dagger (repeatable)",
+    )
+    ap.add_argument(
+        "--light-spec",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a top-level spec setting of every light dagger, e.g. read_at_window_close=true",
+    )
+    ap.add_argument(
+        "--kinds", default=",".join(DEFAULT_KINDS), help=f"light dagger kinds taken in turn, of {list(KINDS)}"
+    )
+    ap.add_argument(
+        "--host-master",
+        default="local[*]",
+        help="the shared host's Spark master: local[N] runs N tasks at once; local[*] (the host's "
+        "default) one more than the cores",
+    )
     ap.add_argument("--trigger-s", type=float, default=1.0, help="every dagger's trigger interval")
     ap.add_argument("--heavy-rate", type=float, default=50_000.0, help="0: no heavy dagger")
-    ap.add_argument("--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step")
+    ap.add_argument(
+        "--mem-cap-gb", type=float, default=12.0, help="largest projected RSS of a dedicated step"
+    )
     ap.add_argument("--start-timeout", type=float, default=600.0)
     ap.add_argument("--start-parallel", type=int, default=2, help="dedicated daggers starting at once")
-    ap.add_argument("--arrivals", choices=("subscription", "poll"), default="subscription",
-                    help="how points are seen to arrive: every write forwarded by an InfluxDB subscription "
-                         "(bench/influx_watch.py; costs InfluxDB next to nothing), or counted by polling InfluxDB "
-                         "every --poll-s (its queries took it ~0.6 cores with 100 daggers)")
-    ap.add_argument("--poll-s", type=float, default=1.0, help="how often the light daggers' points are counted")
-    ap.add_argument("--heavy-poll-s", type=float, default=5.0,
-                    help="how often the heavy dagger's points are counted (~44,000 series a window)")
-    ap.add_argument("--broker", default="tansu",
-                    help="tansu or noida. Both keep every record in memory: at the heavy dagger's 50,000 events/s "
-                         "noida-db held 7.9 GB (anonymous RSS) after 16 minutes, tansu ~77 bytes a record "
-                         "(~14 GB an hour); for a run of an hour, use noida with --trim-s")
-    ap.add_argument("--trim-s", type=float, default=0.0,
-                    help="delete the feed's records once they are this many seconds old and every dagger's checkpoint "
-                         "has committed them (DeleteRecords, every 30 s from the end of the warm-up; bench/trim.py): "
-                         "noida-db's memory stays bounded (tansu does not delete records); 0: keep them all")
-    ap.add_argument("--slice-s", type=float, default=0.0,
-                    help="also report the measured span in slices of this many seconds (a long run: does memory "
-                         "grow, does latency drift?); 0: no slices")
-    ap.add_argument("--runs", type=int, default=1,
-                    help="run every step this many times (in turn) and report the median and the worst of each figure; "
-                         "every run must pass")
-    ap.add_argument("--mem-goal-mb", type=float, default=None,
-                    help="a step fails when its mean PSS (all the daggers' processes) is over this (default: only "
-                         "--mem-cap-gb)")
-    ap.add_argument("--heavy-goal-s", type=float, default=verdict.HEAVY_P99_GOAL_S,
-                    help="a step fails when the heavy dagger's p99 is over this many seconds")
+    ap.add_argument(
+        "--arrivals",
+        choices=("subscription", "poll"),
+        default="subscription",
+        help="how points are seen to arrive: every write forwarded by an InfluxDB subscription "
+        "(bench/influx_watch.py; costs InfluxDB next to nothing), or counted by polling InfluxDB "
+        "every --poll-s (its queries took it ~0.6 cores with 100 daggers)",
+    )
+    ap.add_argument(
+        "--poll-s", type=float, default=1.0, help="how often the light daggers' points are counted"
+    )
+    ap.add_argument(
+        "--heavy-poll-s",
+        type=float,
+        default=5.0,
+        help="how often the heavy dagger's points are counted (~44,000 series a window)",
+    )
+    ap.add_argument(
+        "--broker",
+        default="tansu",
+        help="tansu or noida. Both keep every record in memory: at the heavy dagger's 50,000 events/s "
+        "noida-db held 7.9 GB (anonymous RSS) after 16 minutes, tansu ~77 bytes a record "
+        "(~14 GB an hour); for a run of an hour, use noida with --trim-s",
+    )
+    ap.add_argument(
+        "--trim-s",
+        type=float,
+        default=0.0,
+        help="delete the feed's records once they are this many seconds old and every dagger's checkpoint "
+        "has committed them (DeleteRecords, every 30 s from the end of the warm-up; bench/trim.py): "
+        "noida-db's memory stays bounded (tansu does not delete records); 0: keep them all",
+    )
+    ap.add_argument(
+        "--slice-s",
+        type=float,
+        default=0.0,
+        help="also report the measured span in slices of this many seconds (a long run: does memory "
+        "grow, does latency drift?); 0: no slices",
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="run every step this many times (in turn) and report the median and the worst of each figure; "
+        "every run must pass",
+    )
+    ap.add_argument(
+        "--mem-goal-mb",
+        type=float,
+        default=None,
+        help="a step fails when its mean PSS (all the daggers' processes) is over this (default: only "
+        "--mem-cap-gb)",
+    )
+    ap.add_argument(
+        "--heavy-goal-s",
+        type=float,
+        default=verdict.HEAVY_P99_GOAL_S,
+        help="a step fails when the heavy dagger's p99 is over this many seconds",
+    )
     ap.add_argument("--record", action="store_true")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (logs, specs, checkpoints)"
+    )
     args = ap.parse_args(argv)
     if 0 < args.trim_s < MIN_TRIM_S:
-        ap.error(f"--trim-s {args.trim_s:g}: under {MIN_TRIM_S:g} s it deletes records the light daggers have not "
-                 "read yet (they read a window's events when it closes: a minute and the watermark delay after "
-                 "the first)")
+        ap.error(
+            f"--trim-s {args.trim_s:g}: under {MIN_TRIM_S:g} s it deletes records the light daggers have not "
+            "read yet (they read a window's events when it closes: a minute and the watermark delay after "
+            "the first)"
+        )
     unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
     if unknown:
         ap.error(f"--kinds: unknown kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
@@ -1164,11 +1525,19 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:
-        out.write_text(json.dumps({"args": vars(args), "machine": machine(),
-                                   "steps": [dataclasses.asdict(s) for s in steps],
-                                   "marginal_mb": {m: marginal_mb(steps, m) for m in modes},
-                                   "marginal_pss_mb": {m: marginal_mb(steps, m, "pss_mb") for m in modes},
-                                   "summary": runs_summary(steps)}, indent=1))
+        out.write_text(
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "machine": machine(),
+                    "steps": [dataclasses.asdict(s) for s in steps],
+                    "marginal_mb": {m: marginal_mb(steps, m) for m in modes},
+                    "marginal_pss_mb": {m: marginal_mb(steps, m, "pss_mb") for m in modes},
+                    "summary": runs_summary(steps),
+                },
+                indent=1,
+            )
+        )
 
     try:
         with local_stack(folder / "stack", args.broker) as stack:
@@ -1181,15 +1550,22 @@ def main(argv: list[str] | None = None) -> int:
                     step.run = round_
                     steps.append(step)
                     which = f" (run {round_} of {args.runs})" if args.runs > 1 else ""
-                    print(f"  {mode} N={n}{which}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
-                          f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores "
-                          f"{step.cores_by_kind}, {step.batches_per_s:.1f} batches/s, "
-                          f"{step.core_ms_per_batch:.0f} core-ms/batch, light p99 max "
-                          f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s}; broker {step.broker_cores:.2f}, "
-                          f"InfluxDB {step.influx_cores:.2f} cores; arrivals by {step.arrivals}"
-                          + (f", whose queries took {step.poll_light_s:.0f} s (light) + {step.poll_heavy_s:.0f} s "
-                             "(heavy)" if step.arrivals == "poll" else "") + f" {step.note}",
-                          flush=True)
+                    print(
+                        f"  {mode} N={n}{which}: RSS {step.rss_mb:,.0f} MB, PSS {step.pss_mb:,.0f} MB "
+                        f"{ {k: round(v) for k, v in step.pss_by_kind_mb.items()} }, {step.cores:.2f} cores "
+                        f"{step.cores_by_kind}, {step.batches_per_s:.1f} batches/s, "
+                        f"{step.core_ms_per_batch:.0f} core-ms/batch, light p99 max "
+                        f"{step.light_p99_max_s}, heavy p99 {step.heavy_p99_s}; broker {step.broker_cores:.2f}, "
+                        f"InfluxDB {step.influx_cores:.2f} cores; arrivals by {step.arrivals}"
+                        + (
+                            f", whose queries took {step.poll_light_s:.0f} s (light) + {step.poll_heavy_s:.0f} s "
+                            "(heavy)"
+                            if step.arrivals == "poll"
+                            else ""
+                        )
+                        + f" {step.note}",
+                        flush=True,
+                    )
                     if mode == "dedicated" and step.ran and step.daggers:
                         per_dagger_gb = max(per_dagger_gb, step.rss_peak_mb / 1024 / step.daggers)
                     save()
@@ -1208,8 +1584,12 @@ def main(argv: list[str] | None = None) -> int:
         plot(steps, plot_path)
         record(steps, args, stamp, plot_path, argv)
     print(f"results: {out}")
-    failed = verdict.density_failures([dataclasses.asdict(s) for s in steps], mem_cap_mb=args.mem_cap_gb * 1024,
-                                      mem_goal_mb=args.mem_goal_mb, heavy_goal_s=args.heavy_goal_s)
+    failed = verdict.density_failures(
+        [dataclasses.asdict(s) for s in steps],
+        mem_cap_mb=args.mem_cap_gb * 1024,
+        mem_goal_mb=args.mem_goal_mb,
+        heavy_goal_s=args.heavy_goal_s,
+    )
     if failed:
         print("BENCHMARK FAILED: " + "; ".join(failed), file=sys.stderr)
         return 1

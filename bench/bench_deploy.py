@@ -68,8 +68,15 @@ SQL = """SELECT city_id AS tag_city_id,
   GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 
-def spec_text(name: str, topic: str, bootstrap: str, influx: str, db: str, checkpoint: Path | None,
-              isolation: str = "dedicated") -> str:
+def spec_text(
+    name: str,
+    topic: str,
+    bootstrap: str,
+    influx: str,
+    db: str,
+    checkpoint: Path | None,
+    isolation: str = "dedicated",
+) -> str:
     """Return a bookings-per-city spec writing to measurement ``name`` (underscored)."""
     ckpt = f"checkpoint_dir: {checkpoint}\n" if checkpoint else ""
     sql = PASS_SQL if isolation == "fused" else SQL
@@ -92,7 +99,7 @@ isolation: {isolation}
   type: influx
   url: {influx}
   database: {db}
-  measurement: {name.replace('-', '_')}
+  measurement: {name.replace("-", "_")}
 """
 
 
@@ -101,8 +108,9 @@ def first_point(influx: str, db: str, measurement: str, started: float, timeout:
     deadline = started + timeout
     while time.monotonic() < deadline:
         try:
-            body = requests.get(f"{influx}/query", params={"db": db, "q": f'SELECT * FROM "{measurement}" LIMIT 1'},
-                                timeout=5).json()
+            body = requests.get(
+                f"{influx}/query", params={"db": db, "q": f'SELECT * FROM "{measurement}" LIMIT 1'}, timeout=5
+            ).json()
             if any(r.get("series") for r in body.get("results", [])):
                 return time.monotonic() - started
         except (requests.RequestException, ValueError):
@@ -140,24 +148,52 @@ class LiveFeed:
     def _run(self) -> None:
         second = 0
         while not self._stop.is_set():
-            batch = generate("booking", self.per_s, seed=100 + second, start=datetime.now(UTC), duration_s=1,
-                             first_index=1_000_000 + second * self.per_s)
+            batch = generate(
+                "booking",
+                self.per_s,
+                seed=100 + second,
+                start=datetime.now(UTC),
+                duration_s=1,
+                first_index=1_000_000 + second * self.per_s,
+            )
             produce(self.bootstrap, self.topic, batch, progress=False)
             second += 1
             self._stop.wait(1.0)
 
 
-def by_hand(root: Path, name: str, topic: str, bootstrap: str, influx: str, db: str,
-            env: dict[str, str] | None = None, isolation: str = "dedicated") -> tuple[float, float]:
+def by_hand(
+    root: Path,
+    name: str,
+    topic: str,
+    bootstrap: str,
+    influx: str,
+    db: str,
+    env: dict[str, str] | None = None,
+    isolation: str = "dedicated",
+) -> tuple[float, float]:
     """Run a new dagger ``name`` with ``python -m job.cli run SPEC`` (``env``: its environment); return the
     seconds from the launch to its first point in InfluxDB and the CPU its processes used by then (core-s)."""
     spec = root / f"{name}.yaml"
-    spec.write_text(spec_text(name, topic, bootstrap, influx, db, root / "hand" / name,
-                              "dedicated" if isolation != "fused" else "fused"))
+    spec.write_text(
+        spec_text(
+            name,
+            topic,
+            bootstrap,
+            influx,
+            db,
+            root / "hand" / name,
+            "dedicated" if isolation != "fused" else "fused",
+        )
+    )
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(root / "hand")],
-                            stdout=(root / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=REPO, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(root / "hand")],
+        stdout=(root / f"{name}.log").open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=REPO,
+        env=env,
+    )
     try:
         seconds = first_point(influx, db, name.replace("-", "_"), started)
         cpu = sum(p.cpu_s for p in tree(proc.pid))
@@ -179,14 +215,25 @@ def wait(what: str, check: Callable[[], bool], timeout: float = 300.0) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3, help="Runs of each path (alternating).")
     parser.add_argument("--events", type=int, default=20_000, help="Bookings in the topic.")
-    parser.add_argument("--no-append", action="store_true", help="Do not append the result to bench/results/history.md.")
-    parser.add_argument("--isolation", choices=("shared", "fused", "dedicated"), default="shared",
-                        help="How the control plane runs the daggers (the peer is always a process of its own).")
-    parser.add_argument("--no-standby", action="store_true",
-                        help="Run the controller without its warm standby process (every deploy starts Spark).")
+    parser.add_argument(
+        "--no-append", action="store_true", help="Do not append the result to bench/results/history.md."
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=("shared", "fused", "dedicated"),
+        default="shared",
+        help="How the control plane runs the daggers (the peer is always a process of its own).",
+    )
+    parser.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="Run the controller without its warm standby process (every deploy starts Spark).",
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-deploy-"))
@@ -215,14 +262,37 @@ def main() -> int:
         admin.add_user("operator")
         admin.set_member("bench", "operator", "editor")
         admin.add_datacentre("local")
-        admin.add_cluster("bench", team="bench", datacentre="local", spark_master="local[2]",
-                          kafka_bootstrap=broker.bootstrap, influx_url=influx.url)
+        admin.add_cluster(
+            "bench",
+            team="bench",
+            datacentre="local",
+            spark_master="local[2]",
+            kafka_bootstrap=broker.bootstrap,
+            influx_url=influx.url,
+        )
         plane = ControlPlane(registry, "operator")
         controller = subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "controller", "--cluster", "bench", "--registry", url,
-             "--state-dir", str(root / "state"), "--poll", "0.5", "--stop-daggers-on-exit",
-             "--no-standby" if args.no_standby else "--standby"],
-            stdout=(root / "controller.log").open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "job.cli",
+                "controller",
+                "--cluster",
+                "bench",
+                "--registry",
+                url,
+                "--state-dir",
+                str(root / "state"),
+                "--poll",
+                "0.5",
+                "--stop-daggers-on-exit",
+                "--no-standby" if args.no_standby else "--standby",
+            ],
+            stdout=(root / "controller.log").open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
         wait("the controller's heartbeat", lambda: plane.cluster("bench").controller_alive(time.time()), 120)
 
         standby = root / "state" / "controller" / "bench" / "standby"
@@ -235,30 +305,45 @@ def main() -> int:
         cold: float | None = None
         if args.isolation != "dedicated":  # start the shared application with a dagger that stays
             started = time.monotonic()
-            plane.create("bench", spec_text("resident", topic, "${DAGGERS_BOOTSTRAP}", "${DAGGERS_INFLUX}", db, None,
-                                            args.isolation), deploy=True)
+            plane.create(
+                "bench",
+                spec_text(
+                    "resident", topic, "${DAGGERS_BOOTSTRAP}", "${DAGGERS_INFLUX}", db, None, args.isolation
+                ),
+                deploy=True,
+            )
             cold = first_point(influx.url, db, "resident", started)
-            print(f"shared application started: first point of the resident dagger after {cold:.1f} s", flush=True)
+            print(
+                f"shared application started: first point of the resident dagger after {cold:.1f} s",
+                flush=True,
+            )
         for run in range(args.runs):
             quiet()
             name = f"via-control-{run}"
             started = time.monotonic()
             wall = time.time()
-            plane.create("bench", spec_text(name, topic, "${DAGGERS_BOOTSTRAP}", "${DAGGERS_INFLUX}", db, None,
-                                            args.isolation), deploy=True)
+            plane.create(
+                "bench",
+                spec_text(name, topic, "${DAGGERS_BOOTSTRAP}", "${DAGGERS_INFLUX}", db, None, args.isolation),
+                deploy=True,
+            )
             seconds = first_point(influx.url, db, name.replace("-", "_"), started)
             results["control plane"].append(seconds)
             view = plane.dagger(name)
             running_at = next((s.at for s in plane.samples(name)), None)
             steps.append(((view.started_at or wall) - wall, (running_at or wall) - wall, seconds))
-            print(f"control plane run {run + 1}: first point after {seconds:.1f} s "
-                  f"(process started after {steps[-1][0]:.1f} s)", flush=True)
+            print(
+                f"control plane run {run + 1}: first point after {seconds:.1f} s "
+                f"(process started after {steps[-1][0]:.1f} s)",
+                flush=True,
+            )
             plane.stop(name)
             wait("the dagger to stop", lambda n=name: plane.dagger(n).actual_state == "stopped", 120)
 
             quiet()
-            seconds, _ = by_hand(root, f"by-hand-{run}", topic, broker.bootstrap, influx.url, db,
-                                 isolation=args.isolation)
+            seconds, _ = by_hand(
+                root, f"by-hand-{run}", topic, broker.bootstrap, influx.url, db, isolation=args.isolation
+            )
             results["by hand"].append(seconds)
             print(f"by hand run {run + 1}: first point after {seconds:.1f} s", flush=True)
         registry.close()
@@ -278,26 +363,35 @@ def main() -> int:
 
     if args.isolation == "fused":
         label = "into a running fused group"
-        mode = ("fused (`isolation: fused`) into the group of one resident dagger of the cluster's shared application "
-                f"(first point after {cold:.1f} s, not counted); every dagger here, the peer's too, is a pass-through "
-                "of the bookings, and 10 live bookings a second are added while it runs (a fused dagger that joins "
-                "a group sees no history)")
+        mode = (
+            "fused (`isolation: fused`) into the group of one resident dagger of the cluster's shared application "
+            f"(first point after {cold:.1f} s, not counted); every dagger here, the peer's too, is a pass-through "
+            "of the bookings, and 10 live bookings a second are added while it runs (a fused dagger that joins "
+            "a group sees no history)"
+        )
     elif args.isolation == "shared":
         label = "into the running shared application"
-        mode = ("as queries of the cluster's shared application (`isolation: shared`), already running one "
-                f"resident dagger (it started the application: first point after {cold:.1f} s, not counted)")
+        mode = (
+            "as queries of the cluster's shared application (`isolation: shared`), already running one "
+            f"resident dagger (it started the application: first point after {cold:.1f} s, not counted)"
+        )
     else:
         label = "dedicated, " + ("no standby" if args.no_standby else "warm standby")
-        mode = ("each dagger its own process and Spark application (`isolation: dedicated`), "
-                + ("without the standby (every deploy starts Spark)" if args.no_standby
-                   else "with its warm standby process"))
+        mode = "each dagger its own process and Spark application (`isolation: dedicated`), " + (
+            "without the standby (every deploy starts Spark)"
+            if args.no_standby
+            else "with its warm standby process"
+        )
     med = {k: statistics.median(v) for k, v in results.items()}
     ratio = med["control plane"] / med["by hand"]
     flags = f"{'' if args.isolation == 'shared' else ' --isolation ' + args.isolation}{' --no-standby' if args.no_standby else ''}"
     lines = [
-        *section_header(f"Deploy to the first point in InfluxDB: control plane ({label}) vs `daggers run` by hand",
-                        f".venv/bin/python bench/bench_deploy.py --runs {args.runs} --events {args.events}{flags}",
-                        load_before, load_after),
+        *section_header(
+            f"Deploy to the first point in InfluxDB: control plane ({label}) vs `daggers run` by hand",
+            f".venv/bin/python bench/bench_deploy.py --runs {args.runs} --events {args.events}{flags}",
+            load_before,
+            load_after,
+        ),
         f"- {args.events:,} bookings on a 2-partition tansu topic, influxd 1.6, Spark local[2]; "
         f"{'a pass-through' if args.isolation == 'fused' else 'a windowed count per city'}; every run a new dagger, checkpoint and measurement. "
         f"Control plane: the clock starts at `ControlPlane.create(..., deploy=True)`, with `daggers controller "
@@ -314,8 +408,11 @@ def main() -> int:
         "",
         "Control-plane runs, seconds after Deploy: the controller started the dagger / the first progress "
         "sample / the first point: " + "; ".join(f"{a:.1f} / {b:.1f} / {c:.1f}" for a, b, c in steps) + ".",
-        ("Goal (issue 17): deploy into a running shared application → first point ≤ 5 s median. "
-         if args.isolation != "dedicated" else "Goal: under 30 s (the original platform said 2 minutes). ")
+        (
+            "Goal (issue 17): deploy into a running shared application → first point ≤ 5 s median. "
+            if args.isolation != "dedicated"
+            else "Goal: under 30 s (the original platform said 2 minutes). "
+        )
         + f"Median here: {med['control plane']:.1f} s.",
     ]
     publish(lines, append=not args.no_append)

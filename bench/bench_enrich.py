@@ -51,7 +51,9 @@ def make_customers(dsn: str, count: int) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS bench_customers")
-        conn.execute("CREATE TABLE bench_customers (customer_id text PRIMARY KEY, name text, tier text, score int)")
+        conn.execute(
+            "CREATE TABLE bench_customers (customer_id text PRIMARY KEY, name text, tier text, score int)"
+        )
         with conn.cursor().copy("COPY bench_customers FROM STDIN") as copy:
             for i in range(count):
                 copy.write_row((f"c{i}", f"name-{i}", ("gold", "silver", "bronze")[i % 3], i % 1000))
@@ -63,19 +65,37 @@ def make_batches(rate: int, batches: int, customers: int, seed: int = 7) -> list
     rng = random.Random(seed)
     out = []
     for b in range(batches):
-        ids = [f"c{rng.randrange(customers)}" if rng.random() >= 0.05 else f"x{rng.randrange(customers)}"
-               for _ in range(rate)]
-        out.append(pa.table({"order_number": [f"o{b}-{i}" for i in range(rate)], "customer_id": ids,
-                             "fare": [rng.randrange(10_000, 200_000) for _ in range(rate)]}))
+        ids = [
+            f"c{rng.randrange(customers)}" if rng.random() >= 0.05 else f"x{rng.randrange(customers)}"
+            for _ in range(rate)
+        ]
+        out.append(
+            pa.table(
+                {
+                    "order_number": [f"o{b}-{i}" for i in range(rate)],
+                    "customer_id": ids,
+                    "fare": [rng.randrange(10_000, 200_000) for _ in range(rate)],
+                }
+            )
+        )
     return out
 
 
 def daggers_enricher(dsn: str, store: ReplayStore | None = None) -> Enricher:
-    spec = PostgresLookup.model_validate({
-        "type": "postgres", "name": "customers", "dsn": dsn, "key": "customer_id",
-        "query": "SELECT customer_id, name, tier, score FROM bench_customers WHERE customer_id = ANY($1)",
-        "output_mapping": {"customer_name": "name", "customer_tier": "tier",
-                           "customer_score": {"path": "score", "type": "long"}}})
+    spec = PostgresLookup.model_validate(
+        {
+            "type": "postgres",
+            "name": "customers",
+            "dsn": dsn,
+            "key": "customer_id",
+            "query": "SELECT customer_id, name, tier, score FROM bench_customers WHERE customer_id = ANY($1)",
+            "output_mapping": {
+                "customer_name": "name",
+                "customer_tier": "tier",
+                "customer_score": {"path": "score", "type": "long"},
+            },
+        }
+    )
     return Enricher([spec], store)
 
 
@@ -92,17 +112,20 @@ def per_row(dsn: str, cached: bool) -> Callable[[pa.Table], pa.Table]:
             if cached and customer in cache:
                 row = cache[customer]
             else:
-                found = conn.execute("SELECT name, tier, score FROM bench_customers WHERE customer_id = %s",
-                                     (customer,)).fetchone()
+                found = conn.execute(
+                    "SELECT name, tier, score FROM bench_customers WHERE customer_id = %s", (customer,)
+                ).fetchone()
                 row = found if found is not None else (None, None, None)
                 if cached:
                     cache[customer] = row
             names.append(row[0])
             tiers.append(row[1])
             scores.append(row[2])
-        return (table.append_column("customer_name", pa.array(names, pa.string()))
-                .append_column("customer_tier", pa.array(tiers, pa.string()))
-                .append_column("customer_score", pa.array(scores, pa.int64())))
+        return (
+            table.append_column("customer_name", pa.array(names, pa.string()))
+            .append_column("customer_tier", pa.array(tiers, pa.string()))
+            .append_column("customer_score", pa.array(scores, pa.int64()))
+        )
 
     return enrich
 
@@ -140,7 +163,9 @@ def main() -> int:
             dsn = server.dsn
         make_customers(dsn, args.customers)
         batches = make_batches(args.rate, args.batches, args.customers)
-        keep = Path(tempfile.mkdtemp(prefix="bench-enrich-kept-"))  # the answers kept for a replay, as a dagger does
+        keep = Path(
+            tempfile.mkdtemp(prefix="bench-enrich-kept-")
+        )  # the answers kept for a replay, as a dagger does
         enricher = daggers_enricher(dsn, ReplayStore(keep / "lookups"))
         results = [run("daggers: Enricher (= ANY($1) of distinct keys, TTL cache)", enricher.enrich, batches)]
         metrics = enricher.metrics()["customers"]
@@ -148,7 +173,9 @@ def main() -> int:
         shutil.rmtree(keep, ignore_errors=True)
         for cached in (True, False):
             peer = per_row(dsn, cached)
-            label = "per-row Python loop + dict cache" if cached else "per-row Python loop, one query an event"
+            label = (
+                "per-row Python loop + dict cache" if cached else "per-row Python loop, one query an event"
+            )
             results.append(run(label, lambda t, _i, p=peer: p(t), batches))
         want = results[0]["tables"]
         for r in results[1:]:
@@ -188,16 +215,17 @@ def render(args: argparse.Namespace, results: list[dict[str, Any]], metrics: dic
         f"- Data: {args.batches} one-second micro-batches of {args.rate:,} events ({rows:,} in all), customer ids "
         f"uniform over {args.customers:,} customers, 5% unknown; every implementation's rows checked equal.",
         "",
-        "| implementation | seconds a batch (each) | events/s | keeps up with "
-        f"{args.rate:,}/s | ratio |",
+        f"| implementation | seconds a batch (each) | events/s | keeps up with {args.rate:,}/s | ratio |",
         "|---|---|---:|---|---:|",
     ]
     for r in results:
         total = sum(r["seconds"])
         each = ", ".join(f"{s:.2f}" for s in r["seconds"])
         keeps = "yes" if max(r["seconds"]) < 1.0 else "no"
-        lines.append(f"| {r['name']} | {each} | {rows / total:,.0f} | {keeps} | "
-                     f"{'1.0x' if r is results[0] else f'{total / base:.1f}x slower'} |")
+        lines.append(
+            f"| {r['name']} | {each} | {rows / total:,.0f} | {keeps} | "
+            f"{'1.0x' if r is results[0] else f'{total / base:.1f}x slower'} |"
+        )
     lines += [
         "",
         f"Daggers' lookup: {metrics['keys']:,} distinct keys asked over the batches, {metrics['cache_hits']:,} "

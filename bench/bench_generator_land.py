@@ -50,8 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     def generate(stream: str, mask: LandMask) -> None:
         generator.land_mask = lambda: mask  # type: ignore[assignment]
         generator._world.cache_clear()
-        generator.generate(stream, n, seed=3, start=START, duration_s=600.0,  # type: ignore[arg-type]
-                           late_fraction=0.01, out_of_order_fraction=0.05)
+        generator.generate(
+            stream,
+            n,
+            seed=3,
+            start=START,
+            duration_s=600.0,  # type: ignore[arg-type]
+            late_fraction=0.01,
+            out_of_order_fraction=0.05,
+        )
 
     print("| stream | land grid | events/s | ratio |")
     print("|---|---|---:|---:|")
@@ -66,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     city = np.ones(n, dtype=np.int64)
     sea = float((~real.on_land(city, lat, lng)).mean())
     seconds = _best(lambda: real.to_land(city, lat, lng), args.repeat)
-    print(f"\nLandMask.to_land alone: {n:,} points around Jakarta ({sea:.0%} not in a land cell): "
-          f"{seconds * 1000:.0f} ms, {n / seconds:,.0f} points/s")
+    print(
+        f"\nLandMask.to_land alone: {n:,} points around Jakarta ({sea:.0%} not in a land cell): "
+        f"{seconds * 1000:.0f} ms, {n / seconds:,.0f} points/s"
+    )
     return 0
 
 

@@ -28,43 +28,78 @@ from bench.health_faults import HEALTH_ENV, Detection, HealthWorld  # noqa: E402
 
 #: The faults in the order they run (each leaves the world as the next expects), by short name.
 STEPS: list[tuple[str, Callable[[HealthWorld], Detection]]] = [
-    ("start", f.first_running), ("stopped", f.stopped), ("redeployed", f.redeployed),
-    ("crash-looping", f.crash_looping), ("failed", f.failed_after_retries),
-    ("sink-down", f.sink_down), ("sink-back", f.sink_back),
-    ("stalled", f.broker_paused), ("lagging", f.lag_growing),
-    ("host-jvm", f.host_jvm_killed), ("host", f.host_killed),
-    ("controller", f.controller_killed), ("controller-back", f.controller_back),
-    ("late", f.late_events), ("broker-down", f.broker_down),
+    ("start", f.first_running),
+    ("stopped", f.stopped),
+    ("redeployed", f.redeployed),
+    ("crash-looping", f.crash_looping),
+    ("failed", f.failed_after_retries),
+    ("sink-down", f.sink_down),
+    ("sink-back", f.sink_back),
+    ("stalled", f.broker_paused),
+    ("lagging", f.lag_growing),
+    ("host-jvm", f.host_jvm_killed),
+    ("host", f.host_killed),
+    ("controller", f.controller_killed),
+    ("controller-back", f.controller_back),
+    ("late", f.late_events),
+    ("broker-down", f.broker_down),
 ]
 
 
 def machine() -> str:
     """Return a one-line description of this machine: CPU model, cores, memory, OS, Python."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "?")
-    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal")), 0)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "?",
+    )
+    mem_kb = next(
+        (
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     load = os.getloadavg()[0]
-    return (f"{cpu}, {os.cpu_count()} cores, {mem_kb / 1024 / 1024:.0f} GiB, {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}, load {load:.1f} at the start")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem_kb / 1024 / 1024:.0f} GiB, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}, load {load:.1f} at the start"
+    )
 
 
 def report(results: list[Detection], command: str, started: datetime, host: str) -> str:
     """Return the Markdown report of ``results``."""
-    lines = ["# Health detection times", "",
-             f"- command: `{command}`", f"- date: {started.isoformat(timespec='seconds')}",
-             f"- machine: {host}",
-             "- thresholds: " + ", ".join(f"{k.removeprefix('DAGGERS_HEALTH_').lower()}={v}"
-                                          for k, v in HEALTH_ENV.items()),
-             "- seconds: from the fault (or the action) until a new `daggers dagger list --json` process showed the "
-             "state; each poll costs ~1-2 s of process start, so the times are upper bounds.", "",
-             "| fault | expected state | detected after (s) | deadline (s) |", "|---|---|---:|---:|"]
+    lines = [
+        "# Health detection times",
+        "",
+        f"- command: `{command}`",
+        f"- date: {started.isoformat(timespec='seconds')}",
+        f"- machine: {host}",
+        "- thresholds: "
+        + ", ".join(f"{k.removeprefix('DAGGERS_HEALTH_').lower()}={v}" for k, v in HEALTH_ENV.items()),
+        "- seconds: from the fault (or the action) until a new `daggers dagger list --json` process showed the "
+        "state; each poll costs ~1-2 s of process start, so the times are upper bounds.",
+        "",
+        "| fault | expected state | detected after (s) | deadline (s) |",
+        "|---|---|---:|---:|",
+    ]
     for r in results:
-        lines.append(f"| {r.fault} | {r.expected} | {r.seconds if r.detected else 'NOT DETECTED'} | "
-                     f"{r.deadline_s:.0f} |")
+        lines.append(
+            f"| {r.fault} | {r.expected} | {r.seconds if r.detected else 'NOT DETECTED'} | "
+            f"{r.deadline_s:.0f} |"
+        )
     missed = [r.fault for r in results if not r.detected]
-    lines += ["", f"**{len(missed)} fault(s) not detected: {', '.join(missed)}**" if missed else
-              "All faults detected within their deadlines.", ""]
+    lines += [
+        "",
+        f"**{len(missed)} fault(s) not detected: {', '.join(missed)}**"
+        if missed
+        else "All faults detected within their deadlines.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -75,11 +110,19 @@ def exit_code(results: list[Detection]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results") / "health-detection.md")
-    parser.add_argument("--only", default="", help="Comma-separated step names to run (with what they need "
-                                                   "before them): " + ", ".join(n for n, _ in STEPS))
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).with_name("results") / "health-detection.md"
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="Comma-separated step names to run (with what they need "
+        "before them): " + ", ".join(n for n, _ in STEPS),
+    )
     args = parser.parse_args(argv)
-    command = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    command = "python " + " ".join(
+        shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]
+    )
     started, host = datetime.now(UTC), machine()
     wanted = {s for s in args.only.split(",") if s}
     os.environ.update(HEALTH_ENV)
@@ -89,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             world.start()
             for name, step in STEPS:
-                if wanted and name not in wanted and name not in ("start", "redeployed", "sink-back",
-                                                                  "controller-back"):
+                if (
+                    wanted
+                    and name not in wanted
+                    and name not in ("start", "redeployed", "sink-back", "controller-back")
+                ):
                     continue
                 t = time.monotonic()
                 try:
@@ -98,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # a step that breaks is a fault not detected, not a crash
                     r = Detection(name, "?", 0.0, None, {"error": f"{type(exc).__name__}: {exc}"})
                 results.append(r)
-                print(f"{r.fault}: {r.seconds if r.detected else 'NOT DETECTED'} s "
-                      f"(step {time.monotonic() - t:.0f} s)", flush=True)
+                print(
+                    f"{r.fault}: {r.seconds if r.detected else 'NOT DETECTED'} s "
+                    f"(step {time.monotonic() - t:.0f} s)",
+                    flush=True,
+                )
         finally:
             world.close()
     text = report(results, command, started, host)

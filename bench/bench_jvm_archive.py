@@ -36,10 +36,14 @@ PATHS = ("with the archive", "without (peer)")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=4, help="Runs of each path (alternating).")
     parser.add_argument("--events", type=int, default=20_000, help="Bookings in the topic.")
-    parser.add_argument("--no-append", action="store_true", help="Do not append the result to bench/results/history.md.")
+    parser.add_argument(
+        "--no-append", action="store_true", help="Do not append the result to bench/results/history.md."
+    )
     args = parser.parse_args()
 
     path = jvm_archive.archive_path()
@@ -61,24 +65,32 @@ def main() -> int:
         create_database(influx.url, db)
         fill_topic(broker.bootstrap, "bench-bookings", args.events)
         for run in range(args.runs):
-            for label in (PATHS if run % 2 == 0 else PATHS[::-1]):
+            for label in PATHS if run % 2 == 0 else PATHS[::-1]:
                 archive = label == PATHS[0]
                 name = f"{'cds' if archive else 'plain'}-{run}"
                 env = {**os.environ, **({} if archive else {jvm_archive.ARCHIVE_ENV: "off"})}
                 seconds, cpu = by_hand(root, name, "bench-bookings", broker.bootstrap, influx.url, db, env)
                 results[label].append((seconds, cpu))
-                print(f"{label} run {run + 1}: first point after {seconds:.1f} s, {cpu:.1f} core-s", flush=True)
+                print(
+                    f"{label} run {run + 1}: first point after {seconds:.1f} s, {cpu:.1f} core-s", flush=True
+                )
     finally:
         influx.stop()
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
 
-    med = {k: (statistics.median(s for s, _ in v), statistics.median(c for _, c in v)) for k, v in results.items()}
+    med = {
+        k: (statistics.median(s for s, _ in v), statistics.median(c for _, c in v))
+        for k, v in results.items()
+    }
     lines = [
-        *section_header("A dagger's start: the JVM's class archive (`daggers jvm-archive`) vs none",
-                        f".venv/bin/python bench/bench_jvm_archive.py --runs {args.runs} --events {args.events}",
-                        load_before, load_after),
+        *section_header(
+            "A dagger's start: the JVM's class archive (`daggers jvm-archive`) vs none",
+            f".venv/bin/python bench/bench_jvm_archive.py --runs {args.runs} --events {args.events}",
+            load_before,
+            load_after,
+        ),
         f"- {args.events:,} bookings on a 2-partition tansu topic, influxd 1.6, Spark local[2] in the dagger's own "
         "process; a windowed count per city. Each run: `python -m job.cli run SPEC` for a new dagger, checkpoint "
         "and measurement; the clock starts at the launch and stops at its first point in InfluxDB (polled every "
@@ -94,7 +106,8 @@ def main() -> int:
         lines.append(
             f"| {label} | {', '.join(f'{s:.1f}' for s, _ in runs)} | {med[label][0]:.1f} | "
             f"{', '.join(f'{c:.1f}' for _, c in runs)} | {med[label][1]:.1f} | "
-            f"{med[label][0] / peer[0]:.2f}x / {med[label][1] / peer[1]:.2f}x |")
+            f"{med[label][0] / peer[0]:.2f}x / {med[label][1] / peer[1]:.2f}x |"
+        )
     publish(lines, append=not args.no_append)
     return 0
 

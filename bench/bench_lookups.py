@@ -62,11 +62,21 @@ def main() -> None:
     row_s, row = _best(lambda: pa.array([collection.get(x) for x in key_list], pa.string()), args.repeat)
     assert vec.equals(row)
     print("| function | implementation | rows | seconds | rows/s | ratio |\n|---|---|---:|---:|---:|---:|")
-    print(f"| DartGet | Arrow index_in + take | {n:,} | {vec_s:.3f} | {n / vec_s:,.0f} | {row_s / vec_s:.1f}x |")
+    print(
+        f"| DartGet | Arrow index_in + take | {n:,} | {vec_s:.3f} | {n / vec_s:,.0f} | {row_s / vec_s:.1f}x |"
+    )
     print(f"| DartGet | per-row dict.get | {n:,} | {row_s:.3f} | {n / row_s:,.0f} | 1.0x |")
 
-    fields = ["bytes_val", "string_val", "int32_val", "int64_val", "double_val", "float_val", "bool_val",
-              "timestamp_val"]
+    fields = [
+        "bytes_val",
+        "string_val",
+        "int32_val",
+        "int64_val",
+        "double_val",
+        "float_val",
+        "bool_val",
+        "timestamp_val",
+    ]
     fares = pa.array(range(n), pa.int64())
     cities = pa.array([f"c{i % 50}" for i in range(n)])
     names_fare, names_city = pa.array(["fare"] * n), pa.array(["city"] * n)
@@ -79,12 +89,16 @@ def main() -> None:
             a["int64_val"] = fare
             b = dict.fromkeys(fields)
             b["string_val"] = city
-            out.append([{"key": "fare", "value": a, "name": "fare"}, {"key": "city", "value": b, "name": "city"}])
+            out.append(
+                [{"key": "fare", "value": a, "name": "fare"}, {"key": "city", "value": b, "name": "city"}]
+            )
         return pa.array(out, vec.type)
 
     row_s, row = _best(per_row, args.repeat)
     assert vec.equals(row) and FEATURE_ROWS_TYPE.startswith("array<")
-    print(f"| Features (2 pairs) | Arrow, per leaf field | {n:,} | {vec_s:.3f} | {n / vec_s:,.0f} | {row_s / vec_s:.1f}x |")
+    print(
+        f"| Features (2 pairs) | Arrow, per leaf field | {n:,} | {vec_s:.3f} | {n / vec_s:,.0f} | {row_s / vec_s:.1f}x |"
+    )
     print(f"| Features (2 pairs) | per-row Python rows | {n:,} | {row_s:.3f} | {n / row_s:,.0f} | 1.0x |")
 
 

@@ -49,8 +49,20 @@ from bench.nexmark.queries import WATERMARK_DELAY_S, Query, query  # noqa: E402
 
 PYTHON = sys.executable
 #: Nexmark's published figures: Flink 1.13, events/s per core (its README, V1 runner, 100M events, 8 cores)
-PUBLISHED = {"q0": 155_020, "q1": 157_940, "q2": 175_210, "q5": 22_140, "q7": 12_330, "q8": 146_140,
-             "q11": 39_700, "q14": 161_230, "q15": 72_420, "q16": 18_650, "q21": 98_490, "q22": 129_960}
+PUBLISHED = {
+    "q0": 155_020,
+    "q1": 157_940,
+    "q2": 175_210,
+    "q5": 22_140,
+    "q7": 12_330,
+    "q8": 146_140,
+    "q11": 39_700,
+    "q14": 161_230,
+    "q15": 72_420,
+    "q16": 18_650,
+    "q21": 98_490,
+    "q22": 129_960,
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,8 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def preload(args: argparse.Namespace, bootstrap: str, folder: Path) -> tuple[dict[str, str], dict[str, str],
-                                                                             dict[str, int]]:
+def preload(
+    args: argparse.Namespace, bootstrap: str, folder: Path
+) -> tuple[dict[str, str], dict[str, str], dict[str, int]]:
     """Generate the events chunk by chunk into the broker and the JSON files; return the topics, the files and
     the number of events of each table (closers included)."""
     from confluent_kafka import Producer
@@ -78,16 +91,26 @@ def preload(args: argparse.Namespace, bootstrap: str, folder: Path) -> tuple[dic
     topics = {t: f"nexmark-{t}" for t in gen.TABLES}
     for t in gen.TABLES:
         create_topic(bootstrap, topics[t], args.partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "batch.num.messages": 10_000, "compression.type": "lz4",
-                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 10_000,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 1_000_000,
+            "enable.idempotence": True,
+        }
+    )
     counts = dict.fromkeys(gen.TABLES, 0)
     files: dict[str, str] = {}
     parts = [*gen.chunks(args.events, args.seed, c)]
     last = int(c.time_ms(gen.np.array([args.events - 1]))[0])
     for i, tables in enumerate([*(p.tables for p in parts), gen.closers(last + 2 * 86_400_000)]):
         if i == 0:
-            files = gen.write_json({t: tables[t].slice(0, 0) for t in gen.TABLES}, folder / "events", args.partitions)
+            files = gen.write_json(
+                {t: tables[t].slice(0, 0) for t in gen.TABLES}, folder / "events", args.partitions
+            )
         gen.append_json(tables, files, args.partitions, first=0)
         for t in gen.TABLES:
             ms = tables[t].column("dateTime").cast(gen.pa.int64()).to_numpy().tolist()
@@ -106,16 +129,27 @@ def preload(args: argparse.Namespace, bootstrap: str, folder: Path) -> tuple[dic
     return topics, files, counts
 
 
-def run_daggers(q: Query, topics: dict[str, str], bootstrap: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_daggers(
+    q: Query, topics: dict[str, str], bootstrap: str, folder: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     work = folder / f"daggers-{q.id}-{time.time_ns()}"
     work.mkdir(parents=True)
     spec = work / "spec.yaml"
-    spec.write_text(spec_text(q, topics, bootstrap, work / "ckpt", max_records=200_000).replace(
-        "trigger_interval_s: 0\n", f"trigger_interval_s: 0\nparallelism: {args.partitions}\n"))
+    spec.write_text(
+        spec_text(q, topics, bootstrap, work / "ckpt", max_records=200_000).replace(
+            "trigger_interval_s: 0\n", f"trigger_interval_s: 0\nparallelism: {args.partitions}\n"
+        )
+    )
     out = work / "out.json"
-    done = subprocess.run([PYTHON, "-m", "bench.nexmark.run_dagger", str(spec), str(out)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=args.timeout, check=False)
+    done = subprocess.run(
+        [PYTHON, "-m", "bench.nexmark.run_dagger", str(spec), str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+        check=False,
+    )
     if not out.exists():
         return {"error": f"exit {done.returncode}: {done.stderr[-1500:]}"}
     result: dict[str, Any] = json.loads(out.read_text())
@@ -128,13 +162,24 @@ def run_flink(q: Query, files: dict[str, str], folder: Path, args: argparse.Name
         return {"error": "no Flink virtualenv (bash bench/setup_flink.sh)"}
     work = folder / f"flink-{q.id}-{time.time_ns()}"
     work.mkdir(parents=True)
-    job = {"mode": "bench", "parallelism": args.partitions, "watermark_delay_s": WATERMARK_DELAY_S,
-           "files": {t: files[t] for t in q.tables}, "queries": [{"id": q.id, "sql": q.flink}]}
+    job = {
+        "mode": "bench",
+        "parallelism": args.partitions,
+        "watermark_delay_s": WATERMARK_DELAY_S,
+        "files": {t: files[t] for t in q.tables},
+        "queries": [{"id": q.id, "sql": q.flink}],
+    }
     (work / "job.json").write_text(json.dumps(job))
     out = work / "out.json"
-    done = subprocess.run([str(python), "-m", "bench.nexmark.flink_runner", str(work / "job.json"), str(out)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=args.timeout, check=False)
+    done = subprocess.run(
+        [str(python), "-m", "bench.nexmark.flink_runner", str(work / "job.json"), str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+        check=False,
+    )
     if not out.exists():
         return {"error": f"exit {done.returncode}: {done.stderr[-1500:]}"}
     result: dict[str, Any] = json.loads(out.read_text())[q.id]
@@ -153,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     from job.stack import TansuBroker, free_ports
 
     started = datetime.now(UTC)
-    report: dict[str, Any] = {"date": started.isoformat(timespec="seconds"), "argv": sys.argv[1:],
-                              "machine": f"{platform.node()}, {os.cpu_count()} cores", "load_before": os.getloadavg(),
-                              "runs": {}}
+    report: dict[str, Any] = {
+        "date": started.isoformat(timespec="seconds"),
+        "argv": sys.argv[1:],
+        "machine": f"{platform.node()}, {os.cpu_count()} cores",
+        "load_before": os.getloadavg(),
+        "runs": {},
+    }
     with tempfile.TemporaryDirectory(prefix="bench-nexmark-") as tmp:
         folder = Path(tmp)
         broker = TansuBroker(folder / "broker", free_ports(1)[0])
@@ -163,23 +212,35 @@ def main(argv: list[str] | None = None) -> int:
         try:
             t = time.time()
             topics, files, counts = preload(args, broker.bootstrap, folder)
-            print(f"pre-loaded {sum(counts.values()):,} events in {time.time() - t:.0f} s: {counts}", flush=True)
+            print(
+                f"pre-loaded {sum(counts.values()):,} events in {time.time() - t:.0f} s: {counts}", flush=True
+            )
             total = sum(counts.values())
             for q in queries:
                 for engine in engines:
                     for run in range(args.runs):
                         load = os.getloadavg()[0]
-                        result = run_daggers(q, topics, broker.bootstrap, folder, args) if engine == "daggers" \
+                        result = (
+                            run_daggers(q, topics, broker.bootstrap, folder, args)
+                            if engine == "daggers"
                             else run_flink(q, files, folder, args)
-                        result.update({"load_1m": load, "events": total,
-                                       "read": sum(counts[t] for t in q.tables)})
+                        )
+                        result.update(
+                            {"load_1m": load, "events": total, "read": sum(counts[t] for t in q.tables)}
+                        )
                         result["per_core"] = per_core(result, total)
                         report["runs"].setdefault(q.id, {}).setdefault(engine, []).append(result)
                         rate = result["per_core"]
-                        print(f"{q.id} {engine} run {run + 1}: "
-                              + (f"{rate:,.0f} events/s per core (cpu {result['cpu_done'] - result['cpu_start']:.1f} s, "
-                                 f"wall {result['done'] - result['submitted']:.1f} s, load {load:.1f})" if rate
-                                 else f"failed: {result.get('error')}"), flush=True)
+                        print(
+                            f"{q.id} {engine} run {run + 1}: "
+                            + (
+                                f"{rate:,.0f} events/s per core (cpu {result['cpu_done'] - result['cpu_start']:.1f} s, "
+                                f"wall {result['done'] - result['submitted']:.1f} s, load {load:.1f})"
+                                if rate
+                                else f"failed: {result.get('error')}"
+                            ),
+                            flush=True,
+                        )
         finally:
             with contextlib.suppress(Exception):
                 broker.stop()

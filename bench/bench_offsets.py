@@ -75,8 +75,12 @@ def measure(bootstrap: str, samples: int, gap_s: float = 0.5) -> dict[str, list[
     are ``gap_s`` plus the sample's own look-ups apart)."""
     consumer = kofs.driver_consumer(bootstrap)
     peer = kofs.driver_consumer(bootstrap, PREFETCH_DEFAULTS)
-    times: dict[str, list[float]] = {"metadata": [], "ListOffsets x4": [], "end_offsets": [],
-                                     "end_offsets (prefetch)": []}
+    times: dict[str, list[float]] = {
+        "metadata": [],
+        "ListOffsets x4": [],
+        "end_offsets": [],
+        "end_offsets (prefetch)": [],
+    }
     try:
         tps = kofs.partitions_of(consumer, [TOPIC], bootstrap)
         for _ in range(samples):
@@ -104,7 +108,9 @@ def main() -> int:
     ap.add_argument("--broker", choices=["tansu", "noida"], default="tansu")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--step-records", type=int, default=50_000_000)
-    ap.add_argument("--rate", type=float, default=100_000.0, help="records/s written while measuring (0: none)")
+    ap.add_argument(
+        "--rate", type=float, default=100_000.0, help="records/s written while measuring (0: none)"
+    )
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--gap-s", type=float, default=0.5, help="pause between look-ups (0: back to back)")
     args = ap.parse_args()
@@ -113,13 +119,17 @@ def main() -> int:
     broker = make_broker(args.broker, root / "broker", port)  # type: ignore[arg-type]
     broker.start()
     bootstrap = f"127.0.0.1:{port}"
-    print(f"broker {args.broker}; {PARTITIONS} partitions; {args.rate:,.0f} records/s written while measuring")
+    print(
+        f"broker {args.broker}; {PARTITIONS} partitions; {args.rate:,.0f} records/s written while measuring"
+    )
     print("records in topic | look-up | p50 ms | max ms")
     try:
         create_topic(bootstrap, TOPIC, PARTITIONS, kind=args.broker)
         total = 0
         for _ in range(args.steps):
-            loaders = [mp.Process(target=produce, args=(bootstrap, args.step_records // 2, 0.0)) for _ in range(2)]
+            loaders = [
+                mp.Process(target=produce, args=(bootstrap, args.step_records // 2, 0.0)) for _ in range(2)
+            ]
             for p in loaders:
                 p.start()
             for p in loaders:

@@ -72,8 +72,12 @@ def main() -> None:
     parser.add_argument("--per-row-rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--arrow-batch", type=int, default=0,
-                        help="rows per Arrow batch for the whole run (0: Spark's default, 10,000)")
+    parser.add_argument(
+        "--arrow-batch",
+        type=int,
+        default=0,
+        help="rows per Arrow batch for the whole run (0: Spark's default, 10,000)",
+    )
     args = parser.parse_args()
 
     from pyspark.sql.functions import arrow_udf, udf
@@ -83,15 +87,20 @@ def main() -> None:
     from job.sql.parse import parse
     from job.sql.rewrite import render, to_spark
 
-    extra = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(args.arrow_batch)} if args.arrow_batch else {}
+    extra = (
+        {"spark.sql.execution.arrow.maxRecordsPerBatch": str(args.arrow_batch)} if args.arrow_batch else {}
+    )
     spark = build_session("bench-udf", master=args.master, shuffle_partitions=2, extra=extra)
     register_functions(spark)
     spark.udf.register("S2IdPrevious", arrow_udf(s2id_previous, "string"))
     spark.udf.register("S2IdPerRow", udf(s2id_per_row, "string"))
     for name, rows in (("points", args.rows), ("sample", args.per_row_rows)):
-        (spark.range(rows, numPartitions=4)
-         .selectExpr("-6.2D + (rand(1) * 2 - 1) AS lat", "106.8D + (rand(2) * 2 - 1) AS lng")
-         .cache().createOrReplaceTempView(name))
+        (
+            spark.range(rows, numPartitions=4)
+            .selectExpr("-6.2D + (rand(1) * 2 - 1) AS lat", "106.8D + (rand(2) * 2 - 1) AS lng")
+            .cache()
+            .createOrReplaceTempView(name)
+        )
         spark.table(name).count()
 
     def dagger(expr: str, table: str) -> str:
@@ -113,8 +122,10 @@ def main() -> None:
     assert now[2] == prev[2], "the two S2Id bodies disagree"
     per_row = results["S2Id (per-row Python UDF, s2sphere)"]
     base = per_row[0] / per_row[1]
-    print(f"Spark {spark.version}, {args.master}, Python {platform.python_version()}, {platform.machine()}; "
-          f"best of {args.repeat} (per-row: one run); {spark.conf.get('spark.sql.execution.arrow.maxRecordsPerBatch')} rows per Arrow batch\n")
+    print(
+        f"Spark {spark.version}, {args.master}, Python {platform.python_version()}, {platform.machine()}; "
+        f"best of {args.repeat} (per-row: one run); {spark.conf.get('spark.sql.execution.arrow.maxRecordsPerBatch')} rows per Arrow batch\n"
+    )
     print("| function | rows | seconds | rows/s | vs per-row s2sphere UDF |")
     print("|---|---:|---:|---:|---:|")
     for label, (rows, seconds, _) in results.items():

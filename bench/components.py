@@ -36,9 +36,16 @@ from bench.workloads import DRIVERS_SQL, PING_CLASS, S2_LEVEL  # noqa: E402
 
 def fetch(bootstrap: str, topic: str) -> tuple[list[bytes], float, int]:
     """Consume every record of ``topic``; return (payloads, seconds, bytes)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-components", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-                         "queued.max.messages.kbytes": 262144})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-components",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "queued.max.messages.kbytes": 262144,
+        }
+    )
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
     payloads: list[bytes] = []
@@ -79,8 +86,14 @@ def _best(fn, repeat: int = 3) -> tuple[float, object, float]:  # noqa: ANN001 -
 
 
 def _stage(rows: int, seconds: float, cpu_s: float, **extra: float) -> dict[str, float]:
-    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "cpu_s": cpu_s,
-            "cpu_us_per_row": cpu_s / rows * 1e6 if rows else 0.0, **extra}
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "cpu_s": cpu_s,
+        "cpu_us_per_row": cpu_s / rows * 1e6 if rows else 0.0,
+        **extra,
+    }
 
 
 def main() -> int:
@@ -124,27 +137,49 @@ def main() -> int:
     from job.sql import translate
     from job.sql.rewrite import BARRIER_COLUMN
 
-    spark = build_session("bench-components", master=f"local[{args.cores}]", shuffle_partitions=2,
-                          extra={"spark.driver.memory": "3g"})
+    spark = build_session(
+        "bench-components",
+        master=f"local[{args.cores}]",
+        shuffle_partitions=2,
+        extra={"spark.driver.memory": "3g"},
+    )
     register_functions(spark)
-    fields = {"driver_id", "event_timestamp", "lat", "long", "driver_status", "service_type", "accuracy_m",
-              "speed_kmh"}
+    fields = {
+        "driver_id",
+        "event_timestamp",
+        "lat",
+        "long",
+        "driver_status",
+        "service_type",
+        "accuracy_m",
+        "speed_kmh",
+    }
     translation = translate(DRIVERS_SQL, {"data_stream": fields})
     # S2Id is computed by the Kafka source (job.sql.pushdown): add the columns it would add
     for col in translation.derived.get("data_stream", []):
         function = s2cell_arrow if col.function == "s2cell" else s2id_arrow
-        batch = batch.append_column(col.name, function(batch.column(col.lat), batch.column(col.lng),
-                                                       pa.repeat(pa.scalar(col.level, pa.int32()), batch.num_rows)))
+        batch = batch.append_column(
+            col.name,
+            function(
+                batch.column(col.lat),
+                batch.column(col.lng),
+                pa.repeat(pa.scalar(col.level, pa.int32()), batch.num_rows),
+            ),
+        )
     table = pa.Table.from_batches([batch])
-    df = (spark.createDataFrame(table).withColumn("rowtime", F.col("event_timestamp"))
-          .withColumn(BARRIER_COLUMN, F.rand()))
+    df = (
+        spark.createDataFrame(table)
+        .withColumn("rowtime", F.col("event_timestamp"))
+        .withColumn(BARRIER_COLUMN, F.rand())
+    )
     df.createOrReplaceTempView("data_stream")
     sql = translation.spark_sql
     secs, result, cpu = _best(lambda: spark.sql(sql).toArrow(), 2)
-    results["Spark aggregation (in-memory Arrow)"] = _stage(table.num_rows, secs, cpu,
-                                                            groups=result.num_rows)  # type: ignore[union-attr]
+    results["Spark aggregation (in-memory Arrow)"] = _stage(table.num_rows, secs, cpu, groups=result.num_rows)  # type: ignore[union-attr]
     # the same query with count(1) for DistinctCount: what the distinct sets cost
-    count_sql = sql.replace("SIZE(COLLECT_SET(driver_id))", "COUNT(1)").replace("size(collect_set(driver_id))", "COUNT(1)")
+    count_sql = sql.replace("SIZE(COLLECT_SET(driver_id))", "COUNT(1)").replace(
+        "size(collect_set(driver_id))", "COUNT(1)"
+    )
     if count_sql != sql:
         secs, _, cpu = _best(lambda: spark.sql(count_sql).toArrow(), 2)
         results["Spark aggregation, count(1) instead of DistinctCount"] = _stage(table.num_rows, secs, cpu)
@@ -153,8 +188,15 @@ def main() -> int:
     from job.sinks.influx import InfluxSink
     from job.spec import InfluxSinkSpec
 
-    sink = InfluxSink(InfluxSinkSpec(type="influx", url=args.influx, database=args.db,
-                                     measurement="drivers_components", create_database=True))
+    sink = InfluxSink(
+        InfluxSinkSpec(
+            type="influx",
+            url=args.influx,
+            database=args.db,
+            measurement="drivers_components",
+            create_database=True,
+        )
+    )
     sink.open()
     c, t = _tree_cpu(), time.perf_counter()
     written = sink.write(result, 0)  # type: ignore[arg-type]

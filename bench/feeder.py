@@ -62,7 +62,7 @@ def split_pool(payloads: list[bytes], seconds: list[int]) -> list[tuple[bytes, b
         i = p.find(marker, at)
         if at < 0 or i < 0:
             raise ValueError("a pooled payload has no Timestamp.seconds where expected")
-        out.append((p[:i + 1], p[i + 6:]))
+        out.append((p[: i + 1], p[i + 6 :]))
     return out
 
 
@@ -73,7 +73,9 @@ def main() -> int:
     ap.add_argument("--rate", type=float, required=True, help="events per second")
     ap.add_argument("--seconds", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--pool", type=int, default=0, help="pooled pings (default: 20 s of the rate, at most 2M)")
+    ap.add_argument(
+        "--pool", type=int, default=0, help="pooled pings (default: 20 s of the rate, at most 2M)"
+    )
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
 
@@ -128,7 +130,9 @@ def main() -> int:
     return 0
 
 
-def _write(out: Path, t0: float, rate: int, seconds: int, sent_at: list[tuple[int, float, float]], done: bool) -> None:
+def _write(
+    out: Path, t0: float, rate: int, seconds: int, sent_at: list[tuple[int, float, float]], done: bool
+) -> None:
     """Write the feeder's record so far (atomically: the harness may read it at any time)."""
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"t0": t0, "rate": rate, "seconds": seconds, "sent_at": sent_at, "done": done}))

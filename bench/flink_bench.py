@@ -62,8 +62,11 @@ def regenerate(w: Workload, events: int) -> pa.Table:
     tables = []
     for i, lo in enumerate(range(0, events, CHUNK)):
         n = min(CHUNK, events - lo)
-        tables.append(w.make(n, 1000 + i, BENCH_START + timedelta(seconds=lo / w.default_density),
-                             w.default_density).table)
+        tables.append(
+            w.make(
+                n, 1000 + i, BENCH_START + timedelta(seconds=lo / w.default_density), w.default_density
+            ).table
+        )
     return pa.concat_tables(tables)
 
 
@@ -76,9 +79,16 @@ def expected_builtin(table: pa.Table) -> Points:
     long_bin = np.floor(table.column("long").to_numpy() * 100).astype(np.int64)
     t = pa.table({"end": end, "la": lat_bin, "lo": long_bin, "driver": table.column("driver_id")})
     g = t.group_by(["end", "la", "lo"]).aggregate([("driver", "count_distinct")])
-    return {(int(e), str(a), str(b)): (int(n),) for e, a, b, n in zip(
-        g["end"].to_pylist(), g["la"].to_pylist(), g["lo"].to_pylist(), g["driver_count_distinct"].to_pylist(),
-        strict=True)}
+    return {
+        (int(e), str(a), str(b)): (int(n),)
+        for e, a, b, n in zip(
+            g["end"].to_pylist(),
+            g["la"].to_pylist(),
+            g["lo"].to_pylist(),
+            g["driver_count_distinct"].to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def write_input(w: Workload, events: int, folder: Path, parts: int) -> FlinkInput:
@@ -88,12 +98,21 @@ def write_input(w: Workload, events: int, folder: Path, parts: int) -> FlinkInpu
     table = regenerate(w, events)
     folder.mkdir(parents=True, exist_ok=True)
     ms = table.column("event_timestamp").cast(pa.timestamp("ms", tz="UTC"), safe=False)
-    out = pa.table({"driver_id": table.column("driver_id"), "lat": table.column("lat"),
-                    "long": table.column("long"), "event_time": pc.strftime(ms, format="%Y-%m-%d %H:%M:%S")})
+    out = pa.table(
+        {
+            "driver_id": table.column("driver_id"),
+            "lat": table.column("lat"),
+            "long": table.column("long"),
+            "event_time": pc.strftime(ms, format="%Y-%m-%d %H:%M:%S"),
+        }
+    )
     index = np.arange(out.num_rows)
     for k in range(parts):
-        pacsv.write_csv(out.take(pa.array(index[k::parts])), folder / f"pings-{k}.csv",
-                        write_options=pacsv.WriteOptions(include_header=False, quoting_style="none"))
+        pacsv.write_csv(
+            out.take(pa.array(index[k::parts])),
+            folder / f"pings-{k}.csv",
+            write_options=pacsv.WriteOptions(include_header=False, quoting_style="none"),
+        )
     return FlinkInput(folder, events, expected_builtin(table))
 
 
@@ -111,8 +130,18 @@ def read_output(folder: Path, mode: str) -> Points:
     return out
 
 
-def run_flink_peer(peer: str, w: Workload, expected: Points, flink_input: FlinkInput, folder: Path,
-                   args: argparse.Namespace, spawn: Any, stop: Any, compare: Any, result_cls: Any) -> Any:
+def run_flink_peer(
+    peer: str,
+    w: Workload,
+    expected: Points,
+    flink_input: FlinkInput,
+    folder: Path,
+    args: argparse.Namespace,
+    spawn: Any,
+    stop: Any,
+    compare: Any,
+    result_cls: Any,
+) -> Any:
     """Run Flink (``peer``: flink-udf or flink-builtin) over the CSV files until its job ends; return a
     RunResult (``result_cls``): events/s from job submission to its end, peak memory and CPU over that
     time, the points checked against ``expected``. ``spawn``/``stop``/``compare`` are bench/run.py's."""
@@ -125,9 +154,24 @@ def run_flink_peer(peer: str, w: Workload, expected: Points, flink_input: FlinkI
     out = folder / f"flink-{mode}-out"
     timings = folder / f"flink-{mode}-timings.json"
     log = folder / f"a-{peer}.log"
-    proc = spawn([str(FLINK_PYTHON), str(ROOT / "bench/peers/flink_peer.py"), "--mode", mode, "--events",
-                  str(flink_input.folder), "--out", str(out), "--timings", str(timings), "--parallelism",
-                  str(args.cores)], log, cores=args.cores)
+    proc = spawn(
+        [
+            str(FLINK_PYTHON),
+            str(ROOT / "bench/peers/flink_peer.py"),
+            "--mode",
+            mode,
+            "--events",
+            str(flink_input.folder),
+            "--out",
+            str(out),
+            "--timings",
+            str(timings),
+            "--parallelism",
+            str(args.cores),
+        ],
+        log,
+        cores=args.cores,
+    )
     sampler = TreeSampler(proc.pid).start()
     try:
         proc.wait(timeout=args.engine_timeout + args.peer_timeout)
@@ -158,8 +202,15 @@ def run_flink_peer(peer: str, w: Workload, expected: Points, flink_input: FlinkI
 
 def builtin_workload(w: Workload) -> Workload:
     """Return workload (a) with the built-in-key query (its own name, measurement and tags)."""
-    return dataclasses.replace(w, key="a-builtin", name="bench-drivers-grid", sql=BUILTIN_SQL, measurement="drivers_grid",
-                               tags=("tag_lat_bin", "tag_long_bin"), expected=expected_builtin)
+    return dataclasses.replace(
+        w,
+        key="a-builtin",
+        name="bench-drivers-grid",
+        sql=BUILTIN_SQL,
+        measurement="drivers_grid",
+        tags=("tag_lat_bin", "tag_long_bin"),
+        expected=expected_builtin,
+    )
 
 
 def _tail(path: Path, n: int = 8) -> str:
@@ -167,5 +218,3 @@ def _tail(path: Path, n: int = 8) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return ""
-
-

@@ -39,10 +39,16 @@ from job.stack.process import group_members
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 #: The health model's thresholds in this world (seconds and records), shorter than the defaults.
-HEALTH_ENV = {"DAGGERS_HEALTH_STALL_AFTER_S": "20", "DAGGERS_HEALTH_CONTROLLER_SILENT_S": "10",
-              "DAGGERS_HEALTH_LAG_WINDOW_S": "20", "DAGGERS_HEALTH_LAG_GROWTH_MIN": "300",
-              "DAGGERS_HEALTH_CATCHING_UP_LAG": "1000000", "DAGGERS_HEALTH_CRASH_WINDOW_S": "30",
-              "DAGGERS_HEALTH_FIGURE_FRESH_S": "15", "DAGGERS_HEALTH_START_TIMEOUT_S": "600"}
+HEALTH_ENV = {
+    "DAGGERS_HEALTH_STALL_AFTER_S": "20",
+    "DAGGERS_HEALTH_CONTROLLER_SILENT_S": "10",
+    "DAGGERS_HEALTH_LAG_WINDOW_S": "20",
+    "DAGGERS_HEALTH_LAG_GROWTH_MIN": "300",
+    "DAGGERS_HEALTH_CATCHING_UP_LAG": "1000000",
+    "DAGGERS_HEALTH_CRASH_WINDOW_S": "30",
+    "DAGGERS_HEALTH_FIGURE_FRESH_S": "15",
+    "DAGGERS_HEALTH_START_TIMEOUT_S": "600",
+}
 BOOKINGS_SQL = """SELECT
   city_id AS tag_city_id,
   COUNT(*) AS num_of_bookings,
@@ -51,18 +57,29 @@ FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 
-def spec_text(name: str, topic: str, *, influx: str = "${DAGGERS_INFLUX}", max_records: int = 2500,
-              trigger_s: float = 1.0) -> str:
+def spec_text(
+    name: str,
+    topic: str,
+    *,
+    influx: str = "${DAGGERS_INFLUX}",
+    max_records: int = 2500,
+    trigger_s: float = 1.0,
+) -> str:
     """A shared bookings dagger: counts per city and minute into database ``health``; a failed write is
     retried once (so a sink that is down fails the dagger in seconds)."""
     from tests.helpers import booking_spec
 
     return booking_spec(
-        name, topic=topic, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}",
-        stream=f"    start_from: earliest\n    max_records_per_batch: {max_records}\n", sql=BOOKINGS_SQL,
+        name,
+        topic=topic,
+        bootstrap="${DAGGERS_BOOTSTRAP}",
+        group=f"dagger-{name}",
+        stream=f"    start_from: earliest\n    max_records_per_batch: {max_records}\n",
+        sql=BOOKINGS_SQL,
         settings=f"watermark_delay_ms: 30000\nparallelism: 2\ntrigger_interval_s: {trigger_s}\nisolation: shared\n",
         sink=f"sink:\n  type: influx\n  url: {influx}\n  database: health\n  measurement: bookings\n"
-             "  max_retries: 1\n  max_backoff_s: 1\n")
+        "  max_retries: 1\n  max_backoff_s: 1\n",
+    )
 
 
 @dataclass
@@ -116,10 +133,32 @@ class HealthWorld:
         each time: a crash loop lasts about a minute before the controller gives up)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", self.url,
-             "--state-dir", str(self.root / "state"), "--poll", "0.5", "--backoff", "4", "--max-backoff", "16",
-             "--no-standby", "--stop-daggers-on-exit"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO, env=self.env)
+            [
+                sys.executable,
+                "-m",
+                "job.cli",
+                "controller",
+                "--cluster",
+                "a-jkt",
+                "--registry",
+                self.url,
+                "--state-dir",
+                str(self.root / "state"),
+                "--poll",
+                "0.5",
+                "--backoff",
+                "4",
+                "--max-backoff",
+                "16",
+                "--no-standby",
+                "--stop-daggers-on-exit",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+            env=self.env,
+        )
 
     def kill_controller(self) -> None:
         """SIGKILL the controller (its daggers keep running)."""
@@ -165,18 +204,37 @@ class HealthWorld:
         """Create and deploy shared dagger ``name`` on ``topic``; return its ref."""
         return self.plane.create("a-jkt", spec_text(name, topic, **spec), deploy=True).ref
 
-    def produce(self, topic: str, count: int, *, seed: int, start: datetime, duration_s: float,
-                rate: float | None = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        count: int,
+        *,
+        seed: int,
+        start: datetime,
+        duration_s: float,
+        rate: float | None = None,
+    ) -> None:
         """Produce ``count`` bookings with event times from ``start`` over ``duration_s`` (at ``rate``/s)."""
-        produce(self.broker.bootstrap, topic, generate("booking", count, seed=seed, start=start,
-                                                       duration_s=duration_s), rate=rate, progress=False)
+        produce(
+            self.broker.bootstrap,
+            topic,
+            generate("booking", count, seed=seed, start=start, duration_s=duration_s),
+            rate=rate,
+            progress=False,
+        )
 
     # ---- what a script sees -------------------------------------------------------------------
 
     def cli(self, *args: str) -> Any:
         """Run ``daggers ARGS --json`` as alice in a new process; return its JSON."""
-        out = subprocess.run([sys.executable, "-m", "job.cli", *args, "--json"], env=self.env, cwd=REPO,
-                             capture_output=True, timeout=120, check=False)
+        out = subprocess.run(
+            [sys.executable, "-m", "job.cli", *args, "--json"],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         try:
             return json.loads(out.stdout)
         except ValueError:
@@ -189,7 +247,9 @@ class HealthWorld:
     def rows_here(self) -> dict[str, dict[str, Any]]:
         """Return what :meth:`rows` would, computed in this process (its DAGGERS_HEALTH_* must be
         :data:`HEALTH_ENV`, as the CLI's are)."""
-        return self._noted(json.loads(json.dumps([v.to_dict() for v in self.plane.daggers(None, None)], default=str)))
+        return self._noted(
+            json.loads(json.dumps([v.to_dict() for v in self.plane.daggers(None, None)], default=str))
+        )
 
     def _noted(self, listed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Return the listed daggers by name; note their process groups (killed at the end)."""
@@ -197,9 +257,15 @@ class HealthWorld:
         self.pids.update(d["pid"] for d in rows.values() if d.get("pid"))
         return rows
 
-    def wait(self, fault: str, name: str, expected: str | Iterable[str], deadline_s: float,
-             also: Callable[[dict[str, Any]], bool] = lambda row: True,
-             during: Callable[[], object] | None = None) -> Detection:
+    def wait(
+        self,
+        fault: str,
+        name: str,
+        expected: str | Iterable[str],
+        deadline_s: float,
+        also: Callable[[dict[str, Any]], bool] = lambda row: True,
+        during: Callable[[], object] | None = None,
+    ) -> Detection:
         """Return how long until dagger ``name``'s health state is ``expected`` (one of them) and ``also(row)``;
         ``during`` is called at once when it is (while the fault lasts, for other surfaces to be looked at)."""
         want = {expected} if isinstance(expected, str) else set(expected)
@@ -216,8 +282,9 @@ class HealthWorld:
             if shows(row) and shows(row := self.rows().get(name, {})):
                 if during is not None:
                     during()
-                return Detection(fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1),
-                                 row)
+                return Detection(
+                    fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1), row
+                )
             time.sleep(1.0)
         return Detection(fault, "/".join(sorted(want)), deadline_s, None, row)
 
@@ -237,6 +304,7 @@ def _cmdline(pid: int) -> str:
 
 # ---- the faults ----------------------------------------------------------------------------------
 
+
 def first_running(w: HealthWorld, name: str = "steady") -> Detection:
     """Create dagger ``name`` on a new topic with 2,000 bookings; wait until it runs with figures."""
     topic = w.topic(f"{name}-bookings")
@@ -248,8 +316,16 @@ def first_running(w: HealthWorld, name: str = "steady") -> Detection:
 def stopped(w: HealthWorld, name: str = "steady") -> Detection:
     """Stop the dagger: ``stopped``, with no figures."""
     w.cli("dagger", "stop", name)
-    return w.wait("dagger stopped", name, "stopped", 60, lambda r: r["actual_state"] == "stopped" and (
-        r["health"]["rows_per_s"], r["health"]["lag"], r["health"]["batch_ms"]) == (None,) * 3)
+    return w.wait(
+        "dagger stopped",
+        name,
+        "stopped",
+        60,
+        lambda r: (
+            r["actual_state"] == "stopped"
+            and (r["health"]["rows_per_s"], r["health"]["lag"], r["health"]["batch_ms"]) == (None,) * 3
+        ),
+    )
 
 
 def redeployed(w: HealthWorld, name: str = "steady") -> Detection:
@@ -258,14 +334,17 @@ def redeployed(w: HealthWorld, name: str = "steady") -> Detection:
     return w.wait("deployed again", name, "running", 240)
 
 
-def crash_looping(w: HealthWorld, name: str = "broken", during: Callable[[], object] | None = None) -> Detection:
+def crash_looping(
+    w: HealthWorld, name: str = "broken", during: Callable[[], object] | None = None
+) -> Detection:
     """A dagger whose sink is an InfluxDB that is not there: it crashes at every start (detected once it
     was restarted twice: from then on it is crash-looping until its controller gives up)."""
     topic = w.topic(f"{name}-bookings")
     w.produce(topic, 200, seed=2, start=T0, duration_s=200)
     w.create(name, topic, influx=f"http://127.0.0.1:{free_port()}")
-    return w.wait("crash-looping dagger", name, "crash-looping", 240, lambda r: r["restarts"] >= 2,
-                  during=during)
+    return w.wait(
+        "crash-looping dagger", name, "crash-looping", 240, lambda r: r["restarts"] >= 2, during=during
+    )
 
 
 def failed_after_retries(w: HealthWorld, name: str = "broken") -> Detection:
@@ -286,7 +365,9 @@ def sink_back(w: HealthWorld, name: str = "steady") -> Detection:
     return w.wait("sink back", name, "running", 240)
 
 
-def broker_paused(w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None) -> Detection:
+def broker_paused(
+    w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None
+) -> Detection:
     """SIGSTOP the broker: the dagger's source hangs and it reports nothing: ``stalled``. ``during`` is called
     once it is detected, before the broker is resumed (SIGCONT)."""
     pid = w.broker.process.pid
@@ -330,8 +411,13 @@ def host_jvm_killed(w: HealthWorld, name: str = "steady") -> Detection:
     before = w.rows()[name]["restarts"]
     for jvm in jvms:
         os.kill(jvm, signal.SIGKILL)
-    return w.wait("shared host JVM killed", name, ("crash-looping", "unknown", "stalled"), 120,
-                  lambda r: r["restarts"] > before)
+    return w.wait(
+        "shared host JVM killed",
+        name,
+        ("crash-looping", "unknown", "stalled"),
+        120,
+        lambda r: r["restarts"] > before,
+    )
 
 
 def host_killed(w: HealthWorld, name: str = "steady") -> Detection:
@@ -340,10 +426,14 @@ def host_killed(w: HealthWorld, name: str = "steady") -> Detection:
     pid, _ = w.host_pids()
     before = w.rows()[name]["restarts"]
     assert signal_group(pid, signal.SIGKILL), f"no process group {pid}"  # the chaos tool's fault
-    return w.wait("shared host killed", name, ("crash-looping", "unknown"), 120, lambda r: r["restarts"] > before)
+    return w.wait(
+        "shared host killed", name, ("crash-looping", "unknown"), 120, lambda r: r["restarts"] > before
+    )
 
 
-def controller_killed(w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None) -> Detection:
+def controller_killed(
+    w: HealthWorld, name: str = "steady", during: Callable[[], object] | None = None
+) -> Detection:
     """SIGKILL the controller: its daggers are ``unknown`` once its heartbeat is 10 s old."""
     w.wait("running before the controller is killed", name, "running", 300)
     w.kill_controller()
@@ -361,8 +451,9 @@ def late_events(w: HealthWorld, name: str = "steady") -> Detection:
     stays ``running``."""
     before = int(w.rows()[name]["progress"].get("late_rows_dropped") or 0)
     w.produce(f"{name}-bookings", 500, seed=5, start=T0 - timedelta(hours=1), duration_s=60)
-    return w.wait("late events dropped", name, "running", 120,
-                  lambda r: int(r["health"]["late_rows_dropped"]) > before)
+    return w.wait(
+        "late events dropped", name, "running", 120, lambda r: int(r["health"]["late_rows_dropped"]) > before
+    )
 
 
 def broker_down(w: HealthWorld, name: str = "steady") -> Detection:

@@ -37,8 +37,8 @@ from job.produce.generator import generate  # noqa: E402
 from job.produce.producer import produce  # noqa: E402
 
 SCRAPE_S = 5.0
-_SAMPLE = re.compile(r'^(daggers_(?:dagger|cluster)_state)\{([^}]*)\} ([0-9.e+-]+)$')
-_LAG = re.compile(r'^daggers_dagger_lag_records\{([^}]*)\} ([0-9.e+-]+)$')
+_SAMPLE = re.compile(r"^(daggers_(?:dagger|cluster)_state)\{([^}]*)\} ([0-9.e+-]+)$")
+_LAG = re.compile(r"^daggers_dagger_lag_records\{([^}]*)\} ([0-9.e+-]+)$")
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -97,7 +97,11 @@ def lag_grows(lags: list[float]) -> bool:
 def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
     """Run the soak in ``root``; return what it saw."""
     world = HealthWorld(root)
-    world.env = {**os.environ, "DAGGERS_USER": "alice", "DAGGERS_REGISTRY": world.url}  # the default thresholds
+    world.env = {
+        **os.environ,
+        "DAGGERS_USER": "alice",
+        "DAGGERS_REGISTRY": world.url,
+    }  # the default thresholds
     stop = threading.Event()
     burners: list[subprocess.Popen[bytes]] = []
     threads = []
@@ -150,10 +154,14 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
         for key, state in states.items():
             seen.setdefault(key, {}).setdefault(state, 0)
             seen[key][state] += 1
-    return {"samples": len(series), "changes": changes(series), "states": seen,
-            "lag": {n: [min(v), max(v)] for n, v in lags.items() if v},
-            "lag_grows": sorted(n for n, v in lags.items() if lag_grows(v)),
-            "load_average": [min(loads), max(loads)] if loads else []}
+    return {
+        "samples": len(series),
+        "changes": changes(series),
+        "states": seen,
+        "lag": {n: [min(v), max(v)] for n, v in lags.items() if v},
+        "lag_grows": sorted(n for n, v in lags.items() if lag_grows(v)),
+        "load_average": [min(loads), max(loads)] if loads else [],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,16 +174,25 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="daggers-soak-") as tmp:
         started = datetime.now(UTC)
         result = run(args.minutes, args.load, args.rate, Path(tmp))
-    result.update({"command": " ".join(["python", "bench/health_soak.py", *(argv or sys.argv[1:])]),
-                   "date": started.isoformat(timespec="seconds"), "machine": f"{platform.node()} "
-                   f"{os.cpu_count()} cores", "minutes": args.minutes, "load": args.load, "rate": args.rate})
+    result.update(
+        {
+            "command": " ".join(["python", "bench/health_soak.py", *(argv or sys.argv[1:])]),
+            "date": started.isoformat(timespec="seconds"),
+            "machine": f"{platform.node()} {os.cpu_count()} cores",
+            "minutes": args.minutes,
+            "load": args.load,
+            "rate": args.rate,
+        }
+    )
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     if result["lag_grows"]:
-        print(f"BENCHMARK FAILED: the lag of {', '.join(result['lag_grows'])} kept growing: not a no-fault run")
+        print(
+            f"BENCHMARK FAILED: the lag of {', '.join(result['lag_grows'])} kept growing: not a no-fault run"
+        )
         return 1
     if result["changes"]:
         print(f"BENCHMARK FAILED: {len(result['changes'])} state changes with no fault (goal 0)")
@@ -183,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     if result["samples"] < 2:
         print("BENCHMARK FAILED: fewer than two /metrics samples")
         return 1
-    print(f"0 state changes in {result['samples']} samples over {args.minutes:g} minutes beside a load of {args.load}"
-          f" (load average {result['load_average'][0]:.1f}-{result['load_average'][1]:.1f})")
+    print(
+        f"0 state changes in {result['samples']} samples over {args.minutes:g} minutes beside a load of {args.load}"
+        f" (load average {result['load_average'][0]:.1f}-{result['load_average'][1]:.1f})"
+    )
     return 0
 
 

@@ -18,8 +18,9 @@ def query(url: str, db: str, q: str, epoch: str = "s", timeout: float = 60.0) ->
     return results[0].get("series") or []
 
 
-def points(url: str, db: str, measurement: str, fields: tuple[str, ...], tags: tuple[str, ...],
-           epoch: str = "s") -> dict[tuple, tuple]:
+def points(
+    url: str, db: str, measurement: str, fields: tuple[str, ...], tags: tuple[str, ...], epoch: str = "s"
+) -> dict[tuple, tuple]:
     """Return every point of ``measurement``: (time, *tag values) -> field values (in ``fields`` order)."""
     out: dict[tuple, tuple] = {}
     for series in query(url, db, f'SELECT * FROM "{measurement}"', epoch):
@@ -36,11 +37,11 @@ def count(url: str, db: str, measurement: str, field: str) -> int:
     return int(series[0]["values"][0][1]) if series else 0
 
 
-def counts_per_window(url: str, db: str, measurement: str, field: str, since_s: int, window_s: int = 60
-                      ) -> dict[int, int]:
+def counts_per_window(
+    url: str, db: str, measurement: str, field: str, since_s: int, window_s: int = 60
+) -> dict[int, int]:
     """Return window time (s) -> points of ``measurement`` at that time, for times >= ``since_s``."""
-    q = (f'SELECT count("{field}") FROM "{measurement}" WHERE time >= {since_s}s '
-         f"GROUP BY time({window_s}s)")
+    q = f'SELECT count("{field}") FROM "{measurement}" WHERE time >= {since_s}s GROUP BY time({window_s}s)'
     out: dict[int, int] = {}
     for series in query(url, db, q):
         for t, n in series["values"]:
@@ -58,13 +59,16 @@ def one_tag_value(url: str, db: str, measurement: str, tag: str, at_s: int) -> s
     return None if row.get(tag) is None else str(row[tag])
 
 
-def windows_of_series(url: str, db: str, measurement: str, field: str, tag: str, value: str, since_s: int,
-                      window_s: int = 60) -> set[int]:
+def windows_of_series(
+    url: str, db: str, measurement: str, field: str, tag: str, value: str, since_s: int, window_s: int = 60
+) -> set[int]:
     """Return the window times (s) >= ``since_s`` at which the one series ``tag=value`` has a point.
 
     One series: cheap for InfluxDB, unlike a count over every series of a 44,000-cell measurement,
     which costs it a fraction of a core at a few queries a second."""
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-    q = (f'SELECT count("{field}") FROM "{measurement}" WHERE "{tag}" = \'{escaped}\' AND time >= {since_s}s '
-         f"GROUP BY time({window_s}s)")
+    q = (
+        f'SELECT count("{field}") FROM "{measurement}" WHERE "{tag}" = \'{escaped}\' AND time >= {since_s}s '
+        f"GROUP BY time({window_s}s)"
+    )
     return {int(t) for series in query(url, db, q) for t, n in series["values"] if n}

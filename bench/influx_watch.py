@@ -44,7 +44,9 @@ def bucketer(rules: tuple[tuple[str, str], ...]) -> Callable[[str], int | None]:
     return of
 
 
-def count_lines(body: bytes, bucket_of: Callable[[str], int | None], precision_ns: int = 1) -> dict[tuple[str, int], int]:
+def count_lines(
+    body: bytes, bucket_of: Callable[[str], int | None], precision_ns: int = 1
+) -> dict[tuple[str, int], int]:
     """Return the points of a line-protocol ``body`` by (measurement, bucket start s); points without a
     timestamp, or of a measurement ``bucket_of`` leaves out, are not counted."""
     out: dict[tuple[str, int], int] = {}
@@ -123,8 +125,11 @@ class ArrivalWatch:
         name = f"bench_{uuid.uuid4().hex[:8]}"
         self._influx = (influx_url, database, name)
         self._drops0 = subscription_drops(influx_url)
-        influx_query(influx_url, f'CREATE SUBSCRIPTION "{name}" ON "{database}"."autogen" DESTINATIONS ALL '
-                                 f"'{self.url}'", method="POST")
+        influx_query(
+            influx_url,
+            f'CREATE SUBSCRIPTION "{name}" ON "{database}"."autogen" DESTINATIONS ALL \'{self.url}\'',
+            method="POST",
+        )
 
     def stop(self) -> None:
         """Drop the subscription and stop serving."""
@@ -138,7 +143,6 @@ class ArrivalWatch:
         self._server.server_close()
 
 
-
 def subscription_drops(influx_url: str) -> int:
     """Return the writes InfluxDB 1.x has dropped for its subscriptions since it started (its queue to the
     subscriber service full, or a destination that failed): ``write.subWriteDrop`` plus
@@ -147,6 +151,10 @@ def subscription_drops(influx_url: str) -> int:
         stats = requests.get(f"{influx_url}/debug/vars", timeout=10).json()
     except (requests.RequestException, ValueError):
         return 0
-    values = {(v.get("name"), k): n for v in stats.values() if isinstance(v, dict)
-              for k, n in (v.get("values") or {}).items()}
+    values = {
+        (v.get("name"), k): n
+        for v in stats.values()
+        if isinstance(v, dict)
+        for k, n in (v.get("values") or {}).items()
+    }
     return int(values.get(("write", "subWriteDrop"), 0)) + int(values.get(("subscriber", "writeFailures"), 0))

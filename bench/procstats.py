@@ -40,11 +40,12 @@ def read_proc(pid: int) -> ProcInfo | None:
         cmd = (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (OSError, ValueError):
         return None
-    comm = stat[stat.find("(") + 1: stat.rfind(")")]
-    rest = stat[stat.rfind(")") + 2:].split()
+    comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+    rest = stat[stat.rfind(")") + 2 :].split()
     utime, stime, cutime, cstime = (int(x) for x in rest[11:15])
-    return ProcInfo(pid, int(rest[1]), comm, cmd, int(statm[1]) * _PAGE,
-                    (utime + stime + cutime + cstime) / _TICK)
+    return ProcInfo(
+        pid, int(rest[1]), comm, cmd, int(statm[1]) * _PAGE, (utime + stime + cutime + cstime) / _TICK
+    )
 
 
 def tree(root: int) -> list[ProcInfo]:
@@ -142,7 +143,9 @@ class TreeSampler:
         if not procs:
             return None
         rss: dict[str, int] = {}
-        pss: dict[str, int] | None = {} if self.pss_every and len(self.samples) % self.pss_every == 0 else None
+        pss: dict[str, int] | None = (
+            {} if self.pss_every and len(self.samples) % self.pss_every == 0 else None
+        )
         for p in procs:
             r = role(p, self.root)
             rss[r] = rss.get(r, 0) + p.rss

@@ -14,9 +14,13 @@ HISTORY = ROOT / "bench" / "results" / "history.md"
 #: Where the benchmarks' plots go, and how the history links one (relative to the history's folder).
 PLOTS = ROOT / "bench" / "results" / "plots"
 PLOT_LINK = "plots/"
-TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka, protobuf, s2sphere)",
-          "sparkudf": "PySpark, per-row Python UDF (s2sphere)", "quix": "Quix Streams 3.28 (group_by + tumbling window)",
-          "baseline": "Daggers, --baseline engine features pinned"}
+TITLES = {
+    "engine": "Daggers (job.cli run)",
+    "loop": "hand-written loop (confluent-kafka, protobuf, s2sphere)",
+    "sparkudf": "PySpark, per-row Python UDF (s2sphere)",
+    "quix": "Quix Streams 3.28 (group_by + tumbling window)",
+    "baseline": "Daggers, --baseline engine features pinned",
+}
 
 
 def machine() -> str:
@@ -28,7 +32,11 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        kb = next(int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal"))
+        kb = next(
+            int(x.split()[1])
+            for x in Path("/proc/meminfo").read_text().splitlines()
+            if x.startswith("MemTotal")
+        )
         mem = f"{kb / 1024**2:.1f} GiB"
     except (OSError, StopIteration):
         pass
@@ -36,14 +44,23 @@ def machine() -> str:
     return f"{model}, nproc={nproc}, memory={mem}, Python {platform.python_version()}, Linux {platform.release()}"
 
 
-def section_header(title: str, command: str, load_before: tuple[float, ...], load_after: tuple[float, ...]
-                   ) -> list[str]:
+def section_header(
+    title: str, command: str, load_before: tuple[float, ...], load_after: tuple[float, ...]
+) -> list[str]:
     """Return the first lines of a history section: its title, the command, the date, the machine and
     the load average before and after."""
-    return ["", f"## {title}", "", f"- Command: `{command}`",
-            f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}", f"- Machine: {machine()}",
-            "- Load average (1/5/15 min) before: " + "/".join(f"{x:.1f}" for x in load_before)
-            + ", after: " + "/".join(f"{x:.1f}" for x in load_after)]
+    return [
+        "",
+        f"## {title}",
+        "",
+        f"- Command: `{command}`",
+        f"- Date: {datetime.now(UTC).strftime('%a %b %d %H:%M:%S UTC %Y')}",
+        f"- Machine: {machine()}",
+        "- Load average (1/5/15 min) before: "
+        + "/".join(f"{x:.1f}" for x in load_before)
+        + ", after: "
+        + "/".join(f"{x:.1f}" for x in load_after),
+    ]
 
 
 def publish(lines: list[str], append: bool) -> None:
@@ -64,29 +81,37 @@ def run_line(r: Any) -> str:
     d = r if isinstance(r, dict) else r.__dict__
     if not d.get("events"):
         return f"{d['runner']}: {d.get('check') or 'no result'} {d.get('note', '')}".strip()
-    steady = f", {d['steady_events_per_s']:,.0f}/s after the first batch" if d.get("steady_events_per_s") else ""
-    return (f"{d['runner']}: {d['events']:,} events in {d['seconds']:.1f} s = {d['events_per_s']:,.0f} events/s"
-            f"{steady} (startup {d['startup_s']:.0f} s); driver {d['driver_peak_mb']:.0f} MB, workers "
-            f"{d['worker_peak_mb']:.0f} MB, CPU {d['job_cores']:.2f} cores = {d.get('cpu_us_per_event', 0):.1f} µs/event (+broker {d['broker_cores']:.2f}, "
-            f"influxd {d['influx_cores']:.2f}); {d['check']}; load {_load(d['load_before'])}")
+    steady = (
+        f", {d['steady_events_per_s']:,.0f}/s after the first batch" if d.get("steady_events_per_s") else ""
+    )
+    return (
+        f"{d['runner']}: {d['events']:,} events in {d['seconds']:.1f} s = {d['events_per_s']:,.0f} events/s"
+        f"{steady} (startup {d['startup_s']:.0f} s); driver {d['driver_peak_mb']:.0f} MB, workers "
+        f"{d['worker_peak_mb']:.0f} MB, CPU {d['job_cores']:.2f} cores = {d.get('cpu_us_per_event', 0):.1f} µs/event (+broker {d['broker_cores']:.2f}, "
+        f"influxd {d['influx_cores']:.2f}); {d['check']}; load {_load(d['load_before'])}"
+    )
 
 
 def live_line(live: Any) -> str:
     """One line about a live run."""
     d = live if isinstance(live, dict) else live.__dict__
     if d.get("delay_p50_s") is not None:
-        delays = (f"{len(d['windows'])} windows, watermark→InfluxDB p50 {d['delay_p50_s']:.2f} s p99 "
-                  f"{d['delay_p99_s']:.2f} s (from the job's own watermark: p50 {_f(d['delay_status_p50_s'])} p99 "
-                  f"{_f(d['delay_status_p99_s'])})")
+        delays = (
+            f"{len(d['windows'])} windows, watermark→InfluxDB p50 {d['delay_p50_s']:.2f} s p99 "
+            f"{d['delay_p99_s']:.2f} s (from the job's own watermark: p50 {_f(d['delay_status_p50_s'])} p99 "
+            f"{_f(d['delay_status_p99_s'])})"
+        )
     else:
         delays = "no window closed while measured"
-    return (f"live {d['rate']:,.0f}/s (sent {d.get('feeder_rate', 0):,.0f}/s): {delays}; job input "
-            f"{d['input_rows_per_s']:,.0f} rows/s; batch p50 {d['batch_ms_p50']:.0f} ms p99 {d['batch_ms_p99']:.0f} ms; "
-            f"driver {d['driver_peak_mb']:.0f} MB, workers {d['worker_peak_mb']:.0f} MB{_pss(d)} (growth "
-            f"{d.get('driver_growth_mb_per_min', 0):+.1f} and {d.get('worker_growth_mb_per_min', 0):+.1f} MB/min), "
-            f"CPU {d['job_cores']:.2f} cores (+broker {d['broker_cores']:.2f}, influxd {d['influx_cores']:.2f}); "
-            f"feeder behind by at most {d['feeder_behind_s']:.1f} s; load {_load(d['load_before'])} → "
-            f"{_load(d['load_after'])}" + (f". {d['note']}" if d.get("note") else ""))
+    return (
+        f"live {d['rate']:,.0f}/s (sent {d.get('feeder_rate', 0):,.0f}/s): {delays}; job input "
+        f"{d['input_rows_per_s']:,.0f} rows/s; batch p50 {d['batch_ms_p50']:.0f} ms p99 {d['batch_ms_p99']:.0f} ms; "
+        f"driver {d['driver_peak_mb']:.0f} MB, workers {d['worker_peak_mb']:.0f} MB{_pss(d)} (growth "
+        f"{d.get('driver_growth_mb_per_min', 0):+.1f} and {d.get('worker_growth_mb_per_min', 0):+.1f} MB/min), "
+        f"CPU {d['job_cores']:.2f} cores (+broker {d['broker_cores']:.2f}, influxd {d['influx_cores']:.2f}); "
+        f"feeder behind by at most {d['feeder_behind_s']:.1f} s; load {_load(d['load_before'])} → "
+        f"{_load(d['load_after'])}" + (f". {d['note']}" if d.get("note") else "")
+    )
 
 
 def _pss(d: dict[str, Any]) -> str:
@@ -99,16 +124,23 @@ def _pss(d: dict[str, Any]) -> str:
 
 def summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
     """One line per runner run more than once (``bench/run.py --runs``): the median and the worst of its figures."""
-    units = {"events_per_s": ("events/s", ",.0f"), "cpu_us_per_event": ("CPU µs/event", ".2f"),
-             "delay_p99_s": ("watermark → InfluxDB p99 s", ".2f"), "batch_ms_p99": ("batch p99 ms", ",.0f"),
-             "input_rows_per_s": ("input rows/s", ",.0f")}
+    units = {
+        "events_per_s": ("events/s", ",.0f"),
+        "cpu_us_per_event": ("CPU µs/event", ".2f"),
+        "delay_p99_s": ("watermark → InfluxDB p99 s", ".2f"),
+        "batch_ms_p99": ("batch p99 ms", ",.0f"),
+        "input_rows_per_s": ("input rows/s", ",.0f"),
+    }
     lines = []
     for runner, figures in summary.items():
         runs = max((f["runs"] for f in figures.values()), default=0)
         if runs < 2:
             continue
-        parts = [f"{units[k][0]} median {f['median']:{units[k][1]}} worst {f['worst']:{units[k][1]}}"
-                 for k, f in figures.items() if k in units]
+        parts = [
+            f"{units[k][0]} median {f['median']:{units[k][1]}} worst {f['worst']:{units[k][1]}}"
+            for k, f in figures.items()
+            if k in units
+        ]
         lines.append(f"{runner}, {runs} runs: " + "; ".join(parts))
     return lines
 
@@ -130,16 +162,32 @@ def _rows(results: dict[str, Any]) -> list[list[str]]:
                 ratio = f"{engine['events_per_s'] / d['events_per_s']:.1f}x"
                 if d.get("cpu_us_per_event") and engine.get("cpu_us_per_event"):
                     ratio += f" (CPU/event: {d['cpu_us_per_event'] / engine['cpu_us_per_event']:.1f}x)"
-            steady = f" ({d['steady_events_per_s']:,.0f} after batch 1)" if d.get("steady_events_per_s") else ""
-            title = TITLES.get(name) or (f"{TITLES.get(_family(name), _family(name))} (run {name.rpartition('_')[2]})"
-                                         if _family(name) != name else name)
-            rows.append([f"({key})", title, f"{d.get('events', 0):,}",
-                         f"{d.get('events_per_s', 0):,.0f}{steady}", ratio, f"{d.get('startup_s', 0):.0f}",
-                         f"{d.get('driver_peak_mb', 0):,.0f}", f"{d.get('worker_peak_mb', 0):,.0f}",
-                         f"{d.get('job_cores', 0):.2f}", f"{d.get('cpu_us_per_event', 0):.1f}",
-                         f"{d.get('broker_cores', 0):.2f}",
-                         f"{d.get('influx_cores', 0):.2f}", d.get("check", ""),
-                         f"{_load(d.get('load_before'))} → {_load(d.get('load_after'))}"])
+            steady = (
+                f" ({d['steady_events_per_s']:,.0f} after batch 1)" if d.get("steady_events_per_s") else ""
+            )
+            title = TITLES.get(name) or (
+                f"{TITLES.get(_family(name), _family(name))} (run {name.rpartition('_')[2]})"
+                if _family(name) != name
+                else name
+            )
+            rows.append(
+                [
+                    f"({key})",
+                    title,
+                    f"{d.get('events', 0):,}",
+                    f"{d.get('events_per_s', 0):,.0f}{steady}",
+                    ratio,
+                    f"{d.get('startup_s', 0):.0f}",
+                    f"{d.get('driver_peak_mb', 0):,.0f}",
+                    f"{d.get('worker_peak_mb', 0):,.0f}",
+                    f"{d.get('job_cores', 0):.2f}",
+                    f"{d.get('cpu_us_per_event', 0):.1f}",
+                    f"{d.get('broker_cores', 0):.2f}",
+                    f"{d.get('influx_cores', 0):.2f}",
+                    d.get("check", ""),
+                    f"{_load(d.get('load_before'))} → {_load(d.get('load_after'))}",
+                ]
+            )
     return rows
 
 
@@ -148,8 +196,22 @@ def _family(label: str) -> str:
     return name if name and number.isdigit() else label
 
 
-HEAD = ["workload", "runner", "events", "events/s", "Daggers is", "startup s", "driver MB", "workers MB",
-        "job cores", "job CPU µs/event", "broker cores", "influxd cores", "result", "load avg (1/5/15 min) before → after"]
+HEAD = [
+    "workload",
+    "runner",
+    "events",
+    "events/s",
+    "Daggers is",
+    "startup s",
+    "driver MB",
+    "workers MB",
+    "job cores",
+    "job CPU µs/event",
+    "broker cores",
+    "influxd cores",
+    "result",
+    "load avg (1/5/15 min) before → after",
+]
 
 
 def table(results: dict[str, Any]) -> str:
@@ -162,8 +224,10 @@ def table(results: dict[str, Any]) -> str:
             lines.append(f"({key}) " + ("" if len(lives) == 1 else f"{label}: ") + live_line(live))
         comps = entry.get("components", {})
         for name, st in (comps.get("stages") or {}).items():
-            lines.append(f"({key}) component {name}: {st['rows']:,} rows in {st['seconds']:.3f} s = "
-                         f"{st['rows_per_s']:,.0f} rows/s, CPU {st.get('cpu_us_per_row', 0):.2f} µs/row")
+            lines.append(
+                f"({key}) component {name}: {st['rows']:,} rows in {st['seconds']:.3f} s = "
+                f"{st['rows_per_s']:,.0f} rows/s, CPU {st.get('cpu_us_per_row', 0):.2f} µs/row"
+            )
         if comps.get("error"):
             lines.append(f"({key}) components failed: {comps['error']}")
     return "\n".join(lines)
@@ -191,8 +255,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
                 labels.append(f"({key}) {name}")
                 values.append(d["events_per_s"])
                 colors.append("tab:blue" if name == "engine" else "tab:gray")
-    panels = (["bars"] if values else []) + (["delays"] if live and live.get("delay_quantiles") else []) \
+    panels = (
+        (["bars"] if values else [])
+        + (["delays"] if live and live.get("delay_quantiles") else [])
         + (["memory"] if live and live.get("memory_series") else [])
+    )
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
@@ -202,7 +269,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
             for i, v in enumerate(values[::-1]):
                 ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
             ax.axvline(100_000, color="tab:red", ls="--", lw=1)
-            ax.text(100_000, len(values) - 0.5, "goal 100k/s ", color="tab:red", fontsize=8, va="top", ha="right")
+            ax.text(
+                100_000, len(values) - 0.5, "goal 100k/s ", color="tab:red", fontsize=8, va="top", ha="right"
+            )
             ax.set_xscale("log")
             ax.set_xlabel("events/s end to end (broker → InfluxDB), log scale")
             ax.set_title(f"{results['cores']} core(s), {results['date']}", fontsize=9)
@@ -221,7 +290,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ax.axhline(2048, color="tab:red", ls="--", lw=1, label="driver goal: 2 GB")
             ax.set_xlabel("seconds since the feeder started (before 0: startup and warm-up)")
             ax.set_ylabel("RSS MB")
-            ax.set_title(f"live at {live['rate']:,.0f} events/s: memory ({results['cores']} core(s))", fontsize=9)
+            ax.set_title(
+                f"live at {live['rate']:,.0f} events/s: memory ({results['cores']} core(s))", fontsize=9
+            )
             ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,25 +304,44 @@ def record(results: dict[str, Any], stamp: str) -> Path:
     """Append a section about ``results`` to the dated history and write its plot; return the plot's path."""
     png = PLOTS / f"end-to-end-{stamp}.png"
     plot(results, png)
-    parts = [f"\n## End to end: `{results['command']}`\n",
-             f"- Date: {results['date']}",
-             f"- Machine: {results['machine']} (shared VM: other engineers' test suites were running; the "
-             "load average next to each result says how busy it was)",
-             f"- Job under test on {results['cores']} core(s) (`local[{results['slots']}]`"
-             + (", pinned with sched_setaffinity" if results["cores"] == 1 else "") + f"), broker {results['broker']}",
-             "- events/s: pre-loaded topic, from the start of the first micro-batch to the moment the last expected "
-             "point was visible in InfluxDB (startup excluded, shown apart). Memory: peak RSS; CPU: mean cores "
-             "used by the job's process tree over the same span, read from /proc.",
-             "", _md_table(HEAD, _rows(results)), ""]
+    parts = [
+        f"\n## End to end: `{results['command']}`\n",
+        f"- Date: {results['date']}",
+        f"- Machine: {results['machine']} (shared VM: other engineers' test suites were running; the "
+        "load average next to each result says how busy it was)",
+        f"- Job under test on {results['cores']} core(s) (`local[{results['slots']}]`"
+        + (", pinned with sched_setaffinity" if results["cores"] == 1 else "")
+        + f"), broker {results['broker']}",
+        "- events/s: pre-loaded topic, from the start of the first micro-batch to the moment the last expected "
+        "point was visible in InfluxDB (startup excluded, shown apart). Memory: peak RSS; CPU: mean cores "
+        "used by the job's process tree over the same span, read from /proc.",
+        "",
+        _md_table(HEAD, _rows(results)),
+        "",
+    ]
     for key, entry in results["workloads"].items():
         if "live" in entry:
             parts += [f"- ({key}) {live_line(entry['live'])}", ""]
         stages = (entry.get("components") or {}).get("stages") or {}
         if stages:
-            parts += [f"Components of ({key}) alone (one thread each; Spark on local[{results['cores']}]):", "",
-                      _md_table(["stage", "rows", "seconds", "rows/s", "CPU µs/row"],
-                                [[n, f"{s['rows']:,}", f"{s['seconds']:.3f}", f"{s['rows_per_s']:,.0f}",
-                                  f"{s.get('cpu_us_per_row', 0):.2f}"] for n, s in stages.items()]), ""]
+            parts += [
+                f"Components of ({key}) alone (one thread each; Spark on local[{results['cores']}]):",
+                "",
+                _md_table(
+                    ["stage", "rows", "seconds", "rows/s", "CPU µs/row"],
+                    [
+                        [
+                            n,
+                            f"{s['rows']:,}",
+                            f"{s['seconds']:.3f}",
+                            f"{s['rows_per_s']:,.0f}",
+                            f"{s.get('cpu_us_per_row', 0):.2f}",
+                        ]
+                        for n, s in stages.items()
+                    ],
+                ),
+                "",
+            ]
     parts.append(f"![events/s]({PLOT_LINK}{png.name})\n")
     with HISTORY.open("a") as fh:
         fh.write("\n".join(parts))

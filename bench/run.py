@@ -70,15 +70,22 @@ from bench.workloads import (  # noqa: E402
 )
 
 PYTHON = sys.executable
-QUIX_PYTHON = Path(os.environ.get("DAGGERS_BENCH_QUIX_VENV", Path.home() / ".cache/daggers-bench/quix-venv")) / "bin/python"
+QUIX_PYTHON = (
+    Path(os.environ.get("DAGGERS_BENCH_QUIX_VENV", Path.home() / ".cache/daggers-bench/quix-venv"))
+    / "bin/python"
+)
 DB = "bench"
 PEERS = ("loop", "sparkudf", "quix")
 WARMUP_EVENTS = 2_000
-PEER_TITLES = {"engine": "Daggers (job.cli run)", "loop": "hand-written loop (confluent-kafka + s2sphere)",
-               "sparkudf": "PySpark, per-row Python UDF", "quix": "Quix Streams 3 (group_by + tumbling window)",
-               "flink-udf": "Flink SQL 2.3, S2 cell from a PyFlink Python UDF (reads local CSV files)",
-               "flink-builtin": "Flink SQL 2.3, built-in key FLOOR(lat*100), FLOOR(long*100) (reads local CSV files)",
-               "engine-builtin": "Daggers (job.cli run), the same built-in key as flink-builtin"}
+PEER_TITLES = {
+    "engine": "Daggers (job.cli run)",
+    "loop": "hand-written loop (confluent-kafka + s2sphere)",
+    "sparkudf": "PySpark, per-row Python UDF",
+    "quix": "Quix Streams 3 (group_by + tumbling window)",
+    "flink-udf": "Flink SQL 2.3, S2 cell from a PyFlink Python UDF (reads local CSV files)",
+    "flink-builtin": "Flink SQL 2.3, built-in key FLOOR(lat*100), FLOOR(long*100) (reads local CSV files)",
+    "engine-builtin": "Daggers (job.cli run), the same built-in key as flink-builtin",
+}
 
 
 # --------------------------------------------------------------------------- the stack
@@ -132,17 +139,25 @@ def local_stack(root: Path, broker_kind: str) -> Iterator[Stack]:
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 
 
-def spawn(argv: list[str], log: Path, *, cores: int | None = None, env: dict[str, str] | None = None
-          ) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: list[str], log: Path, *, cores: int | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, output to ``log``; pinned to ``cores`` CPUs when given."""
+
     def pin() -> None:
         os.setpgrp()
         if cores is not None and cores < (os.cpu_count() or 1):
             os.sched_setaffinity(0, set(range(cores)))
 
     fh = log.open("wb")
-    proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=pin,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = subprocess.Popen(
+        argv,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        preexec_fn=pin,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
     _CHILDREN.append(proc)
     return proc
 
@@ -176,9 +191,19 @@ def tail(path: Path, n: int = 15) -> str:
 # --------------------------------------------------------------------------- specs and data
 
 
-def write_spec(w: Workload, stack: Stack, topic: str, folder: Path, *, runner: str, trigger_s: float,
-               max_records: int | None, tag: str, spark_conf: list[str] | None = None,
-               close_promptly: bool = True) -> Path:
+def write_spec(
+    w: Workload,
+    stack: Stack,
+    topic: str,
+    folder: Path,
+    *,
+    runner: str,
+    trigger_s: float,
+    max_records: int | None,
+    tag: str,
+    spark_conf: list[str] | None = None,
+    close_promptly: bool = True,
+) -> Path:
     """Write the dagger spec of ``w`` over ``topic`` (sink: ``<measurement>_<runner>``); return its path.
 
     ``spark_conf`` holds ``KEY=VALUE`` Spark settings for the spec's ``spark_conf``; ``close_promptly`` is
@@ -275,8 +300,11 @@ def preload(w: Workload, stack: Stack, events: int, seed: int, partitions: int) 
     t = time.time()
     report = produce(stack.bootstrap, topic, iter(batches), partitions=partitions, progress=False)
     produce_s = time.time() - t
-    print(f"  pre-loaded {report.count:,} events into {topic} (generated in {gen_s:.1f} s, produced in "
-          f"{produce_s:.1f} s); expecting {len(expected):,} points", flush=True)
+    print(
+        f"  pre-loaded {report.count:,} events into {topic} (generated in {gen_s:.1f} s, produced in "
+        f"{produce_s:.1f} s); expecting {len(expected):,} points",
+        flush=True,
+    )
     return Loaded(topic, events, report.count, expected, produce_s)
 
 
@@ -335,24 +363,53 @@ def pin_features(checkpoint: Path, features: dict[str, str] | None) -> None:
     (checkpoint / PINNED_ENGINE).write_text(json.dumps({**ENGINE_FEATURES, **features}))
 
 
-def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
-               runner: str = "engine", features: dict[str, str] | None = None,
-               conf: list[str] | None = None) -> RunResult:
+def run_engine(
+    w: Workload,
+    stack: Stack,
+    loaded: Loaded,
+    folder: Path,
+    args: argparse.Namespace,
+    runner: str = "engine",
+    features: dict[str, str] | None = None,
+    conf: list[str] | None = None,
+) -> RunResult:
     """Run the dagger over the pre-loaded topic until every expected point is in InfluxDB.
 
     ``runner`` names the run (its measurement, checkpoint and log: runs of one topic must not share them);
     ``features``: engine features pinned in its checkpoint (see :func:`pin_features`); ``conf``: Spark settings
     (``KEY=VALUE``) of this run, after ``--spark-conf``."""
     res = RunResult(runner, load_before=load_average())
-    spec = write_spec(w, stack, loaded.topic, folder, runner=runner, trigger_s=args.trigger_s,
-                      max_records=args.max_records, tag="pre", spark_conf=[*args.spark_conf, *(conf or [])],
-                      close_promptly=not args.no_close_promptly)
+    spec = write_spec(
+        w,
+        stack,
+        loaded.topic,
+        folder,
+        runner=runner,
+        trigger_s=args.trigger_s,
+        max_records=args.max_records,
+        tag="pre",
+        spark_conf=[*args.spark_conf, *(conf or [])],
+        close_promptly=not args.no_close_promptly,
+    )
     pin_features(folder / f"checkpoint-{w.key}-{runner}-pre", features)
     status_path = folder / f"checkpoint-{w.key}-{runner}-pre" / "status.json"
     log = folder / f"{w.key}-{runner}.log"
     started = time.time()
-    proc = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
-                  "--state-dir", str(folder / "state")], log, cores=args.cores)
+    proc = spawn(
+        [
+            PYTHON,
+            "-m",
+            "job.cli",
+            "run",
+            str(spec),
+            "--master",
+            f"local[{args.slots}]",
+            "--state-dir",
+            str(folder / "state"),
+        ],
+        log,
+        cores=args.cores,
+    )
     sampler = TreeSampler(proc.pid, extra=stack.pids()).start()
     want = len(loaded.expected)
     first_start: float | None = None
@@ -367,8 +424,19 @@ def run_engine(w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: ar
             st = _status(status_path)
             if st and st.get("last_batch_id", -1) not in seen_batches:
                 seen_batches.add(st["last_batch_id"])
-                res.batches.append({k: st.get(k) for k in ("last_batch_id", "last_input_rows", "batch_duration_ms",
-                                                           "updated_at", "watermark", "input_rows")})
+                res.batches.append(
+                    {
+                        k: st.get(k)
+                        for k in (
+                            "last_batch_id",
+                            "last_input_rows",
+                            "batch_duration_ms",
+                            "updated_at",
+                            "watermark",
+                            "input_rows",
+                        )
+                    }
+                )
                 if first_start is None and st.get("input_rows"):
                     first_start = st["updated_at"] - st["batch_duration_ms"] / 1000
             written = sum(int(s.get("rows_written", 0)) for s in (st.get("sinks") or {}).values())
@@ -418,34 +486,83 @@ def compare(expected: Points, got: Points, w: Workload, only_windows: set[int] |
     if not missing and not extra and not wrong:
         return f"equal ({len(expected):,} points)"
     sample = (list(wrong)[:1] or list(missing)[:1] or list(extra)[:1])[0]
-    return (f"DIFFERENT: {len(missing):,} missing, {len(extra):,} extra, {len(wrong):,} wrong of {len(expected):,} "
-            f"(e.g. {sample}: expected {expected.get(sample)}, got {got.get(sample)})")
+    return (
+        f"DIFFERENT: {len(missing):,} missing, {len(extra):,} extra, {len(wrong):,} wrong of {len(expected):,} "
+        f"(e.g. {sample}: expected {expected.get(sample)}, got {got.get(sample)})"
+    )
 
 
 def _same(a: tuple, b: tuple) -> bool:
     """True when every value of ``a`` equals the one of ``b`` (floats to 1e-9, ranges by containment)."""
-    return all((x == y) or (isinstance(x, float) and isinstance(y, int | float)
-                            and abs(x - float(y)) <= 1e-9 * max(1.0, abs(x)))
-               for x, y in zip(a, b, strict=True))
+    return all(
+        (x == y)
+        or (
+            isinstance(x, float)
+            and isinstance(y, int | float)
+            and abs(x - float(y)) <= 1e-9 * max(1.0, abs(x))
+        )
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 # --------------------------------------------------------------------------- peers
 
 
-def peer_argv(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
-              progress: Path) -> list[str] | None:
+def peer_argv(
+    peer: str,
+    w: Workload,
+    stack: Stack,
+    loaded: Loaded,
+    folder: Path,
+    args: argparse.Namespace,
+    progress: Path,
+) -> list[str] | None:
     """Return the command line of ``peer`` (None when it cannot run here)."""
     measurement = w.measurement_for(peer)
     if peer == "loop":
-        return [PYTHON, str(ROOT / "bench/peers/loop_peer.py"), "--bootstrap", stack.bootstrap, "--topic",
-                loaded.topic, "--influx", stack.url, "--db", DB, "--measurement", measurement, "--progress",
-                str(progress), "--delay-ms", str(WATERMARK_DELAY_MS)]
+        return [
+            PYTHON,
+            str(ROOT / "bench/peers/loop_peer.py"),
+            "--bootstrap",
+            stack.bootstrap,
+            "--topic",
+            loaded.topic,
+            "--influx",
+            stack.url,
+            "--db",
+            DB,
+            "--measurement",
+            measurement,
+            "--progress",
+            str(progress),
+            "--delay-ms",
+            str(WATERMARK_DELAY_MS),
+        ]
     if peer == "sparkudf":
-        spec = write_spec(w, stack, loaded.topic, folder, runner="sparkudf", trigger_s=0,
-                          max_records=args.max_records, tag="pre")
-        return [PYTHON, str(ROOT / "bench/peers/spark_udf_peer.py"), "--spec", str(spec), "--measurement",
-                measurement, "--progress", str(progress), "--master", f"local[{args.cores}]",
-                "--max-seconds", str(args.peer_timeout + 120)]
+        spec = write_spec(
+            w,
+            stack,
+            loaded.topic,
+            folder,
+            runner="sparkudf",
+            trigger_s=0,
+            max_records=args.max_records,
+            tag="pre",
+        )
+        return [
+            PYTHON,
+            str(ROOT / "bench/peers/spark_udf_peer.py"),
+            "--spec",
+            str(spec),
+            "--measurement",
+            measurement,
+            "--progress",
+            str(progress),
+            "--master",
+            f"local[{args.cores}]",
+            "--max-seconds",
+            str(args.peer_timeout + 120),
+        ]
     if peer == "quix":
         if not QUIX_PYTHON.exists():
             return None
@@ -453,15 +570,40 @@ def peer_argv(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path
 
         descriptors = folder / "descriptors.pb"
         descriptors.write_bytes(default_registry().descriptor_set)
-        return [str(QUIX_PYTHON), str(ROOT / "bench/peers/quix_peer.py"), "--bootstrap", stack.bootstrap,
-                "--topic", loaded.topic, "--influx", stack.url, "--db", DB, "--measurement", measurement,
-                "--progress", str(progress), "--descriptors", str(descriptors), "--state-dir",
-                str(folder / "quix-state"), "--delay-ms", str(WATERMARK_DELAY_MS)]
+        return [
+            str(QUIX_PYTHON),
+            str(ROOT / "bench/peers/quix_peer.py"),
+            "--bootstrap",
+            stack.bootstrap,
+            "--topic",
+            loaded.topic,
+            "--influx",
+            stack.url,
+            "--db",
+            DB,
+            "--measurement",
+            measurement,
+            "--progress",
+            str(progress),
+            "--descriptors",
+            str(descriptors),
+            "--state-dir",
+            str(folder / "quix-state"),
+            "--delay-ms",
+            str(WATERMARK_DELAY_MS),
+        ]
     raise ValueError(peer)
 
 
-def run_peer(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
-             expected: Points) -> RunResult:
+def run_peer(
+    peer: str,
+    w: Workload,
+    stack: Stack,
+    loaded: Loaded,
+    folder: Path,
+    args: argparse.Namespace,
+    expected: Points,
+) -> RunResult:
     """Run one peer over the pre-loaded topic until it wrote every point, exited, or ran out of time.
 
     Its points are checked against ``expected`` (which the engine's points were checked equal to).
@@ -470,7 +612,9 @@ def run_peer(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path,
     progress = folder / f"{peer}-progress.json"
     argv = peer_argv(peer, w, stack, loaded, folder, args, progress)
     if argv is None:
-        res.note = f"not run: no Quix Streams virtualenv at {QUIX_PYTHON.parent.parent} (bash bench/setup_quix.sh)"
+        res.note = (
+            f"not run: no Quix Streams virtualenv at {QUIX_PYTHON.parent.parent} (bash bench/setup_quix.sh)"
+        )
         res.check = "not run"
         return res
     log = folder / f"{w.key}-{peer}.log"
@@ -521,9 +665,11 @@ def run_peer(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path,
         res.check = compare(expected, got, w)
     else:
         done = {t for t in windows if t + WATERMARK_DELAY_MS / 1000 < _max_event_s(loaded, res.events, w)}
-        res.check = (f"stopped after {args.peer_timeout:.0f} s at {res.events:,} of {total:,} events; "
-                     + (compare(expected, got, w, done) + f" over {len(done)} closed window(s)" if done
-                        else "no window closed yet"))
+        res.check = f"stopped after {args.peer_timeout:.0f} s at {res.events:,} of {total:,} events; " + (
+            compare(expected, got, w, done) + f" over {len(done)} closed window(s)"
+            if done
+            else "no window closed yet"
+        )
     return res
 
 
@@ -532,8 +678,15 @@ def _max_event_s(loaded: Loaded, events: int, w: Workload) -> float:
     return BENCH_START.timestamp() + events / w.default_density
 
 
-def run_flink_side(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder: Path, args: argparse.Namespace,
-                   cache: dict[str, Any]) -> RunResult:
+def run_flink_side(
+    peer: str,
+    w: Workload,
+    stack: Stack,
+    loaded: Loaded,
+    folder: Path,
+    args: argparse.Namespace,
+    cache: dict[str, Any],
+) -> RunResult:
     """Run a Flink peer (bench/flink_bench.py: flink-udf, flink-builtin) or Daggers' run of the built-in query
     (engine-builtin). Flink reads the pre-load's events from CSV files written once per run (``cache``)."""
     from bench import flink_bench
@@ -542,12 +695,19 @@ def run_flink_side(peer: str, w: Workload, stack: Stack, loaded: Loaded, folder:
         cache["input"] = flink_bench.write_input(w, loaded.events, folder / "flink-events", args.cores)
     flink_input: flink_bench.FlinkInput = cache["input"]
     if peer == "engine-builtin":
-        res = run_engine(flink_bench.builtin_workload(w), stack,
-                         dataclasses.replace(loaded, expected=flink_input.builtin_expected), folder, args)
+        res = run_engine(
+            flink_bench.builtin_workload(w),
+            stack,
+            dataclasses.replace(loaded, expected=flink_input.builtin_expected),
+            folder,
+            args,
+        )
         res.runner = peer
         return res
     expected = loaded.expected if peer == "flink-udf" else flink_input.builtin_expected
-    return flink_bench.run_flink_peer(peer, w, expected, flink_input, folder, args, spawn, stop, compare, RunResult)
+    return flink_bench.run_flink_peer(
+        peer, w, expected, flink_input, folder, args, spawn, stop, compare, RunResult
+    )
 
 
 # --------------------------------------------------------------------------- live run
@@ -594,8 +754,15 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
 
 
-def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, runner: str = "engine",
-             features: dict[str, str] | None = None, conf: list[str] | None = None) -> LiveResult:
+def run_live(
+    w: Workload,
+    stack: Stack,
+    folder: Path,
+    args: argparse.Namespace,
+    runner: str = "engine",
+    features: dict[str, str] | None = None,
+    conf: list[str] | None = None,
+) -> LiveResult:
     """Start the dagger on an empty topic, stream ``--rate`` pings/s into it, and time each window.
 
     ``runner`` names the run (its topic, measurement, checkpoint and logs); ``features``: engine features
@@ -606,21 +773,44 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
     live = LiveResult(args.rate, args.seconds, load_before=load_average())
     topic = f"bench-{w.key}-live-{runner}-{int(time.time())}"
     ensure_topic(stack.bootstrap, topic, 4)
-    spec = write_spec(w, stack, topic, folder, runner=runner, trigger_s=args.live_trigger_s,
-                      max_records=args.max_records, tag="live", spark_conf=[*args.spark_conf, *(conf or [])],
-                      close_promptly=not args.no_close_promptly)
+    spec = write_spec(
+        w,
+        stack,
+        topic,
+        folder,
+        runner=runner,
+        trigger_s=args.live_trigger_s,
+        max_records=args.max_records,
+        tag="live",
+        spark_conf=[*args.spark_conf, *(conf or [])],
+        close_promptly=not args.no_close_promptly,
+    )
     pin_features(folder / f"checkpoint-{w.key}-{runner}-live", features)
     status_path = folder / f"checkpoint-{w.key}-{runner}-live" / "status.json"
     measurement = w.measurement_for(runner) + "_live"
-    spec.write_text(spec.read_text().replace(f"measurement: {w.measurement_for(runner)}",
-                                             f"measurement: {measurement}"))
+    spec.write_text(
+        spec.read_text().replace(f"measurement: {w.measurement_for(runner)}", f"measurement: {measurement}")
+    )
     # A few old pings first: the job is warm (Spark up, Python workers started) once it has read them.
     from job.produce import produce
 
     warmup = w.make(WARMUP_EVENTS, args.seed + 1, datetime.fromtimestamp(time.time() - 300, UTC), 100.0)
     produce(stack.bootstrap, topic, warmup, progress=False)
-    job = spawn([PYTHON, "-m", "job.cli", "run", str(spec), "--master", f"local[{args.slots}]",
-                 "--state-dir", str(folder / "state")], folder / f"{w.key}-{runner}-live.log", cores=args.cores)
+    job = spawn(
+        [
+            PYTHON,
+            "-m",
+            "job.cli",
+            "run",
+            str(spec),
+            "--master",
+            f"local[{args.slots}]",
+            "--state-dir",
+            str(folder / "state"),
+        ],
+        folder / f"{w.key}-{runner}-live.log",
+        cores=args.cores,
+    )
     sampler = TreeSampler(job.pid, extra=stack.pids(), interval_s=1.0).start()
     ready_by = time.time() + args.engine_timeout
     while time.time() < ready_by and job.poll() is None:
@@ -633,9 +823,23 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
         live.note = f"the job did not start: {tail(folder / f'{w.key}-{runner}-live.log', 8)}"
         return live
     feed_out = folder / f"feeder-{runner}.json"
-    feeder = spawn([PYTHON, str(ROOT / "bench/feeder.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
-                    "--rate", str(int(args.rate)), "--seconds", str(args.seconds), "--out", str(feed_out)],
-                   folder / f"feeder-{runner}.log")
+    feeder = spawn(
+        [
+            PYTHON,
+            str(ROOT / "bench/feeder.py"),
+            "--bootstrap",
+            stack.bootstrap,
+            "--topic",
+            topic,
+            "--rate",
+            str(int(args.rate)),
+            "--seconds",
+            str(args.seconds),
+            "--out",
+            str(feed_out),
+        ],
+        folder / f"feeder-{runner}.log",
+    )
     sampler.extra["feeder"] = feeder.pid
     arrivals: dict[int, list[tuple[float, int]]] = {}
     batches: list[dict[str, Any]] = []
@@ -664,11 +868,22 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
             # cells) or every 10 s, and only from the newest window on (windows are written in order).
             recent = max(since, max(arrivals, default=since))
             try:
-                arriving = probe is None or now - full_at > 10 or bool(
-                    unsettled(now) or influx_read.windows_of_series(stack.url, DB, measurement, w.fields[0],
-                                                                    w.tags[0], probe, recent) - set(arrivals))
-                counts = (influx_read.counts_per_window(stack.url, DB, measurement, w.fields[0], recent)
-                          if arriving else {})
+                arriving = (
+                    probe is None
+                    or now - full_at > 10
+                    or bool(
+                        unsettled(now)
+                        or influx_read.windows_of_series(
+                            stack.url, DB, measurement, w.fields[0], w.tags[0], probe, recent
+                        )
+                        - set(arrivals)
+                    )
+                )
+                counts = (
+                    influx_read.counts_per_window(stack.url, DB, measurement, w.fields[0], recent)
+                    if arriving
+                    else {}
+                )
                 if arriving:
                     full_at = now
                 if probe is None and len(arrivals) >= 1 and not unsettled(now):
@@ -687,8 +902,9 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
             if feeder_done_at is not None and info:
                 last_sec = max(s for s, _, _ in info["sent_at"])
                 last_closable = ((last_sec - WATERMARK_DELAY_MS / 1000) // WINDOW_S) * WINDOW_S
-                if (last_closable in arrivals and now - arrivals[last_closable][-1][0] > 5) \
-                        or now - feeder_done_at > WINDOW_S + 30:
+                if (
+                    last_closable in arrivals and now - arrivals[last_closable][-1][0] > 5
+                ) or now - feeder_done_at > WINDOW_S + 30:
                     break
     finally:
         sampler.stop()
@@ -704,8 +920,10 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
     chunks = info["sent_at"]
     live.feeder_rate = len(chunks) * info["rate"] / max(1e-9, chunks[-1][2] - chunks[0][1])
     if not info.get("done"):
-        live.note = (f"the feeder fell behind and was stopped after {len(chunks)} of {args.seconds} one-second "
-                     f"chunks ({live.feeder_rate:,.0f} events/s sent)")
+        live.note = (
+            f"the feeder fell behind and was stopped after {len(chunks)} of {args.seconds} one-second "
+            f"chunks ({live.feeder_rate:,.0f} events/s sent)"
+        )
     sent_at = {int(s): float(begin) for s, begin, _ in info["sent_at"]}
     t0 = float(info["t0"])
     live.feeder_behind_s = max((end - (s + 1) for s, _, end in info["sent_at"]), default=0.0)
@@ -754,8 +972,14 @@ def run_live(w: Workload, stack: Stack, folder: Path, args: argparse.Namespace, 
     live.job_cores = sampler.cpu_cores(warm, t_end)
     live.broker_cores = sampler.extra_cores("broker", warm, t_end)
     live.influx_cores = sampler.extra_cores("influxdb", warm, t_end)
-    live.memory_series = [(s.t - t0, (s.rss.get("driver-python", 0) + s.rss.get("jvm", 0)) / 2**20,
-                           s.rss.get("worker", 0) / 2**20) for s in sampler.samples]
+    live.memory_series = [
+        (
+            s.t - t0,
+            (s.rss.get("driver-python", 0) + s.rss.get("jvm", 0)) / 2**20,
+            s.rss.get("worker", 0) / 2**20,
+        )
+        for s in sampler.samples
+    ]
     # growth over the second half of the feed: the first minute holds the state filling up with open windows
     half = [x for x in live.memory_series if args.seconds / 2 <= x[0] <= args.seconds]
     live.driver_growth_mb_per_min = _slope([(t, d) for t, d, _ in half])
@@ -794,9 +1018,26 @@ def run_components(stack: Stack, topic: str, folder: Path, args: argparse.Namesp
     """Run bench/components.py over ``topic``; return its stages (or an error note)."""
     out = folder / "components.json"
     load_before = load_average()
-    proc = spawn([PYTHON, str(ROOT / "bench/components.py"), "--bootstrap", stack.bootstrap, "--topic", topic,
-                  "--influx", stack.url, "--db", DB, "--out", str(out), "--cores", str(args.cores)],
-                 folder / "components.log", cores=args.cores)
+    proc = spawn(
+        [
+            PYTHON,
+            str(ROOT / "bench/components.py"),
+            "--bootstrap",
+            stack.bootstrap,
+            "--topic",
+            topic,
+            "--influx",
+            stack.url,
+            "--db",
+            DB,
+            "--out",
+            str(out),
+            "--cores",
+            str(args.cores),
+        ],
+        folder / "components.log",
+        cores=args.cores,
+    )
     try:
         proc.wait(timeout=300)
     except subprocess.TimeoutExpired:
@@ -814,59 +1055,126 @@ def run_components(stack: Stack, topic: str, folder: Path, args: argparse.Namesp
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="Benchmark Daggers end to end against Python peers.")
     ap.add_argument("--workload", choices=["a", "b", "c", "all"], default="a")
-    ap.add_argument("--events", type=int, default=None, help="pre-loaded events per workload (default per workload)")
-    ap.add_argument("--density", type=float, default=None,
-                    help="events per second of event time in the pre-loaded topics (default per workload; workload "
-                         "(a) at 100000 has the live run's ~136 drivers per cell and window)")
-    ap.add_argument("--rate", type=float, default=None, help="also run workload (a) live at this many events/s")
+    ap.add_argument(
+        "--events", type=int, default=None, help="pre-loaded events per workload (default per workload)"
+    )
+    ap.add_argument(
+        "--density",
+        type=float,
+        default=None,
+        help="events per second of event time in the pre-loaded topics (default per workload; workload "
+        "(a) at 100000 has the live run's ~136 drivers per cell and window)",
+    )
+    ap.add_argument(
+        "--rate", type=float, default=None, help="also run workload (a) live at this many events/s"
+    )
     ap.add_argument("--seconds", type=int, default=150, help="length of the live run")
     ap.add_argument("--cores", type=int, choices=[1, 2], default=2, help="cores given to the job under test")
-    ap.add_argument("--slots", type=int, default=None,
-                    help="Spark task slots of the job under test (local[N]; default: --cores)")
+    ap.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="Spark task slots of the job under test (local[N]; default: --cores)",
+    )
     ap.add_argument("--broker", choices=["tansu", "noida"], default="tansu")
-    ap.add_argument("--partitions", type=int, default=1,
-                    help="partitions of the pre-loaded topics (1: every peer sees events in time order)")
-    ap.add_argument("--peers", default=",".join(PEERS),
-                    help="comma-separated peers for workload (a), or none; also flink-udf, flink-builtin (Apache Flink "
-                         "SQL reading local CSV files, bench/setup_flink.sh) and engine-builtin (Daggers running "
-                         "flink-builtin's query), see bench/flink_bench.py")
-    ap.add_argument("--peer-timeout", type=float, default=60.0, help="seconds a peer may process before it is stopped")
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of the pre-loaded topics (1: every peer sees events in time order)",
+    )
+    ap.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="comma-separated peers for workload (a), or none; also flink-udf, flink-builtin (Apache Flink "
+        "SQL reading local CSV files, bench/setup_flink.sh) and engine-builtin (Daggers running "
+        "flink-builtin's query), see bench/flink_bench.py",
+    )
+    ap.add_argument(
+        "--peer-timeout", type=float, default=60.0, help="seconds a peer may process before it is stopped"
+    )
     ap.add_argument("--engine-timeout", type=float, default=300.0)
     ap.add_argument("--no-preload", action="store_true", help="skip the pre-loaded runs (live run only)")
     ap.add_argument("--no-components", action="store_true")
     ap.add_argument("--trigger-s", type=float, default=0.0, help="trigger interval of the pre-loaded runs")
     ap.add_argument("--live-trigger-s", type=float, default=1.0, help="trigger interval of the live run")
     ap.add_argument("--poll-s", type=float, default=0.25, help="InfluxDB poll interval of the live run")
-    ap.add_argument("--max-records", type=int, default=None,
-                    help="max_records_per_batch of the dagger (default: the spec's default)")
-    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Spark setting for the engine's dagger (its spec's spark_conf); repeatable")
-    ap.add_argument("--sql-file", type=Path, default=None,
-                    help="run the engine with this Dagger SQL instead of the workload's (an experiment: it must "
-                         "give the workload's results, which are checked as always)")
-    ap.add_argument("--no-close-promptly", action="store_true",
-                    help="run the engine with close_windows_promptly: false (Spark closes a window in the next full "
-                         "micro-batch; for comparison)")
-    ap.add_argument("--runs", type=int, default=1,
-                    help="make each engine run (pre-loaded and live) this many times and report the median and the "
-                         "worst; the pre-loaded topic is produced once, every run must pass")
-    ap.add_argument("--features", action="append", default=[], metavar="FEATURE=VALUE",
-                    help="pin this engine feature (job.query.plan.ENGINE_FEATURES) in the engine's checkpoints; repeatable")
-    ap.add_argument("--baseline", action="append", default=[], metavar="FEATURE=VALUE",
-                    help="also run the engine with this feature pinned (e.g. distinct_count=collect_set: the layout "
-                         "before), alternating with the engine run by run, on the same topic; repeatable")
-    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="also run the engine with this Spark setting (after --spark-conf), alternating with the "
-                         "engine run by run; with --baseline, that run has both; repeatable")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE;...",
-                    help="also run the engine with these settings, alternating with the engine (and the baseline) run "
-                         "by run: Spark settings, spec lines (spec.FIELD=V, stream.FIELD=V) and engine features "
-                         "(feature.F=V); repeatable, one NAME each")
-    ap.add_argument("--live-goal-s", type=float, default=verdict.LIVE_P99_GOAL_S,
-                    help="the live run fails when its watermark → InfluxDB p99 is over this many seconds")
+    ap.add_argument(
+        "--max-records",
+        type=int,
+        default=None,
+        help="max_records_per_batch of the dagger (default: the spec's default)",
+    )
+    ap.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the engine's dagger (its spec's spark_conf); repeatable",
+    )
+    ap.add_argument(
+        "--sql-file",
+        type=Path,
+        default=None,
+        help="run the engine with this Dagger SQL instead of the workload's (an experiment: it must "
+        "give the workload's results, which are checked as always)",
+    )
+    ap.add_argument(
+        "--no-close-promptly",
+        action="store_true",
+        help="run the engine with close_windows_promptly: false (Spark closes a window in the next full "
+        "micro-batch; for comparison)",
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="make each engine run (pre-loaded and live) this many times and report the median and the "
+        "worst; the pre-loaded topic is produced once, every run must pass",
+    )
+    ap.add_argument(
+        "--features",
+        action="append",
+        default=[],
+        metavar="FEATURE=VALUE",
+        help="pin this engine feature (job.query.plan.ENGINE_FEATURES) in the engine's checkpoints; repeatable",
+    )
+    ap.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="FEATURE=VALUE",
+        help="also run the engine with this feature pinned (e.g. distinct_count=collect_set: the layout "
+        "before), alternating with the engine run by run, on the same topic; repeatable",
+    )
+    ap.add_argument(
+        "--baseline-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also run the engine with this Spark setting (after --spark-conf), alternating with the "
+        "engine run by run; with --baseline, that run has both; repeatable",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE;...",
+        help="also run the engine with these settings, alternating with the engine (and the baseline) run "
+        "by run: Spark settings, spec lines (spec.FIELD=V, stream.FIELD=V) and engine features "
+        "(feature.F=V); repeatable, one NAME each",
+    )
+    ap.add_argument(
+        "--live-goal-s",
+        type=float,
+        default=verdict.LIVE_P99_GOAL_S,
+        help="the live run fails when its watermark → InfluxDB p99 is over this many seconds",
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, specs)")
-    ap.add_argument("--record", action="store_true", help="append the results to bench/results/history.md with a plot")
+    ap.add_argument(
+        "--record", action="store_true", help="append the results to bench/results/history.md with a plot"
+    )
     args = ap.parse_args(argv)
     args.slots = args.slots or args.cores
     if args.runs < 1:
@@ -887,7 +1195,9 @@ def _features(items: list[str], option: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in ENGINE_FEATURES:
-            raise ValueError(f"{option} {item!r}: give FEATURE=VALUE with FEATURE one of {', '.join(ENGINE_FEATURES)}")
+            raise ValueError(
+                f"{option} {item!r}: give FEATURE=VALUE with FEATURE one of {', '.join(ENGINE_FEATURES)}"
+            )
         out[name] = value
     return out
 
@@ -907,8 +1217,11 @@ def engine_runs(args: argparse.Namespace) -> list[EngineRun]:
         kinds.append(("baseline", baseline, list(args.baseline_conf)))
     for text in args.variant:
         kinds.append(_variant(text, features))
-    return [(name if i == 0 else f"{name}_{i + 1}", pinned, conf) for i in range(args.runs)
-            for name, pinned, conf in kinds]
+    return [
+        (name if i == 0 else f"{name}_{i + 1}", pinned, conf)
+        for i in range(args.runs)
+        for name, pinned, conf in kinds
+    ]
 
 
 def _variant(text: str, features: dict[str, str] | None) -> tuple[str, dict[str, str] | None, list[str]]:
@@ -917,8 +1230,10 @@ def _variant(text: str, features: dict[str, str] | None) -> tuple[str, dict[str,
     ValueError for a bad NAME or item."""
     name, sep, rest = text.partition(":")
     if not sep or not re.fullmatch(r"[a-z][a-z0-9]*", name) or name in ("engine", "baseline"):
-        raise ValueError(f"--variant {text!r}: give NAME:KEY=VALUE[;KEY=VALUE...], NAME lower-case letters and "
-                         "digits (not engine or baseline)")
+        raise ValueError(
+            f"--variant {text!r}: give NAME:KEY=VALUE[;KEY=VALUE...], NAME lower-case letters and "
+            "digits (not engine or baseline)"
+        )
     pinned = dict(features or {})
     conf = []
     for item in filter(None, (i.strip() for i in rest.split(";"))):
@@ -950,18 +1265,27 @@ def summarize(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
             g.setdefault("cpu_us_per_event", []).append(float(run.get("cpu_us_per_event") or 0))
     for label, live in (entry.get("lives") or {}).items():
         g = groups.setdefault(f"{family(label)} live", {})
-        g.setdefault("delay_p99_s", []).append(float("inf") if live.get("delay_p99_s") is None
-                                               else float(live["delay_p99_s"]))
+        g.setdefault("delay_p99_s", []).append(
+            float("inf") if live.get("delay_p99_s") is None else float(live["delay_p99_s"])
+        )
         g.setdefault("batch_ms_p99", []).append(float(live.get("batch_ms_p99") or 0))
         g.setdefault("input_rows_per_s", []).append(float(live.get("input_rows_per_s") or 0))
         if live.get("input_rows_per_s") and live.get("job_cores"):
-            g.setdefault("cpu_us_per_event", []).append(1e6 * float(live["job_cores"]) / float(live["input_rows_per_s"]))
+            g.setdefault("cpu_us_per_event", []).append(
+                1e6 * float(live["job_cores"]) / float(live["input_rows_per_s"])
+            )
     lowest_is_worst = {"events_per_s", "input_rows_per_s"}
     out: dict[str, dict[str, Any]] = {}
     for name, figures in groups.items():
-        out[name] = {k: {"runs": len(v), "median": statistics.median(v),
-                         "worst": min(v) if k in lowest_is_worst else max(v), "all": v}
-                     for k, v in figures.items()}
+        out[name] = {
+            k: {
+                "runs": len(v),
+                "median": statistics.median(v),
+                "worst": min(v) if k in lowest_is_worst else max(v),
+                "all": v,
+            }
+            for k, v in figures.items()
+        }
     return out
 
 
@@ -973,12 +1297,23 @@ def main(argv: list[str] | None = None) -> int:
     peers = [] if args.peers.strip() in ("", "none") else [p.strip() for p in args.peers.split(",")]
     folder = Path(tempfile.mkdtemp(prefix="daggers-bench-"))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    results: dict[str, Any] = {"command": "python bench/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                               "date": datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y"),
-                               "machine": report.machine(), "cores": args.cores, "slots": args.slots, "broker": args.broker,
-                               "runs": args.runs, "live_goal_s": args.live_goal_s, "features": args.features,
-                               "baseline": args.baseline, "baseline_conf": args.baseline_conf, "workloads": {}}
-    print(f"daggers bench: {results['machine']}; job on {args.cores} core(s); load {load_average()}", flush=True)
+    results: dict[str, Any] = {
+        "command": "python bench/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y"),
+        "machine": report.machine(),
+        "cores": args.cores,
+        "slots": args.slots,
+        "broker": args.broker,
+        "runs": args.runs,
+        "live_goal_s": args.live_goal_s,
+        "features": args.features,
+        "baseline": args.baseline,
+        "baseline_conf": args.baseline_conf,
+        "workloads": {},
+    }
+    print(
+        f"daggers bench: {results['machine']}; job on {args.cores} core(s); load {load_average()}", flush=True
+    )
     try:
         with local_stack(folder / "stack", args.broker) as stack:
             for key in keys:
@@ -996,8 +1331,9 @@ def main(argv: list[str] | None = None) -> int:
                     entry["points"] = len(loaded.expected)
                     entry["runs"] = {}
                     for label, features, conf in engine_runs(args):
-                        engine = run_engine(w, stack, loaded, folder, args, runner=label, features=features,
-                                            conf=conf)
+                        engine = run_engine(
+                            w, stack, loaded, folder, args, runner=label, features=features, conf=conf
+                        )
                         entry["runs"][label] = engine.__dict__
                         print("  " + report.run_line(engine), flush=True)
                     if key == "a":
@@ -1014,8 +1350,10 @@ def main(argv: list[str] | None = None) -> int:
                 if key == "a" and args.rate:
                     entry["lives"] = {}
                     for label, features, conf in engine_runs(args):
-                        print(f"workload ({key}) live at {args.rate:,.0f} events/s for {args.seconds} s ({label})",
-                              flush=True)
+                        print(
+                            f"workload ({key}) live at {args.rate:,.0f} events/s for {args.seconds} s ({label})",
+                            flush=True,
+                        )
                         live = run_live(w, stack, folder, args, runner=label, features=features, conf=conf)
                         entry["lives"][label] = live.__dict__
                         entry.setdefault("live", live.__dict__)

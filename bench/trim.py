@@ -77,7 +77,9 @@ class Trimmer:
     floor: Callable[[], dict[tuple[str, int], int]] | None = None
     deleted: int = 0  # records deleted so far
     rounds: int = 0  # successful DeleteRecords rounds
-    error: str = ""  # why it stopped (three failed rounds in a row: a broker without DeleteRecords), else empty
+    error: str = (
+        ""  # why it stopped (three failed rounds in a row: a broker without DeleteRecords), else empty
+    )
     failures: int = 0  # failed rounds in a row
     _history: list[Look] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
@@ -96,7 +98,9 @@ class Trimmer:
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-trimmer", "log_level": 2})
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "bench-trimmer", "log_level": 2}
+        )
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
         try:
             while not self._done.is_set() and not self.error:
@@ -113,7 +117,9 @@ class Trimmer:
             ends: dict[tuple[str, int], int] = {}
             for topic in self.topics:
                 for part in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                    ends[(topic, part)] = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)[1]
+                    ends[(topic, part)] = consumer.get_watermark_offsets(
+                        TopicPartition(topic, part), timeout=10
+                    )[1]
             now = self.clock()
             self._history.append((now, ends))
             below = cut_below(self._history, now, self.keep_s)

@@ -51,7 +51,9 @@ def failures(results: dict[str, Any]) -> list[str]:
                 continue
             where = f"workload ({key}), {runner}"
             if not run.get("events"):
-                out.append(f"{where}: processed no events ({check or 'no result'}) {run.get('note', '')}".strip())
+                out.append(
+                    f"{where}: processed no events ({check or 'no result'}) {run.get('note', '')}".strip()
+                )
             elif "DIFFERENT" in check:
                 out.append(f"{where}: a result other than the expected one: {check}")
             elif runner == "engine" and not run.get("complete"):
@@ -59,7 +61,9 @@ def failures(results: dict[str, Any]) -> list[str]:
         lives = entry.get("lives") or ({"engine": entry["live"]} if entry.get("live") else {})
         goal = float(results.get("live_goal_s") or LIVE_P99_GOAL_S)
         for label, live in lives.items():
-            where = f"workload ({key}), live" + ("" if label == "engine" and len(lives) == 1 else f" ({label})")
+            where = f"workload ({key}), live" + (
+                "" if label == "engine" and len(lives) == 1 else f" ({label})"
+            )
             out.extend(f"{where}: {why}" for why in live_failures(live, goal))
     return out
 
@@ -74,30 +78,41 @@ def live_failures(live: dict[str, Any], goal_s: float = LIVE_P99_GOAL_S) -> list
     rate = float(live.get("rate") or 0)
     offered = float(live.get("feeder_rate") or 0)
     if live.get("job_exit") is not None:
-        out.append(f"the dagger exited with code {live['job_exit']} during the run "
-                   f"({live.get('job_error') or 'see its log'})")
+        out.append(
+            f"the dagger exited with code {live['job_exit']} during the run "
+            f"({live.get('job_error') or 'see its log'})"
+        )
     if not live.get("windows"):
         out.append(f"the dagger wrote no window ({live.get('note') or 'none closed while measured'})")
     if offered and float(live.get("input_rows_per_s") or 0) < KEEP_UP * offered:
-        out.append(f"the dagger fell behind: it read {float(live.get('input_rows_per_s') or 0):,.0f} of the "
-                   f"{offered:,.0f} events/s offered")
+        out.append(
+            f"the dagger fell behind: it read {float(live.get('input_rows_per_s') or 0):,.0f} of the "
+            f"{offered:,.0f} events/s offered"
+        )
     if not offered:
         out.append(f"the feeder sent nothing ({live.get('note') or 'no record'})")
     elif offered < KEEP_UP * rate or "feeder fell behind" in str(live.get("note") or ""):
-        out.append(f"the feeder offered {offered:,.0f} of the {rate:,.0f} events/s asked for: the run does not "
-                   f"measure that rate")
+        out.append(
+            f"the feeder offered {offered:,.0f} of the {rate:,.0f} events/s asked for: the run does not "
+            f"measure that rate"
+        )
     return out
 
 
-def density_failures(steps: list[dict[str, Any]], mem_cap_mb: float | None = None, mem_goal_mb: float | None = None,
-                     heavy_goal_s: float = HEAVY_P99_GOAL_S) -> list[str]:
+def density_failures(
+    steps: list[dict[str, Any]],
+    mem_cap_mb: float | None = None,
+    mem_goal_mb: float | None = None,
+    heavy_goal_s: float = HEAVY_P99_GOAL_S,
+) -> list[str]:
     """Return why the steps of a density run (``bench.bench_density.Step`` as dicts) are not results, or missed
     a goal: the heavy dagger's p99 over ``heavy_goal_s``, a step's mean PSS over ``mem_cap_mb`` (the run's
     ``--mem-cap-gb``) or ``mem_goal_mb``."""
     out = []
     for step in steps:
-        where = f"{step.get('mode')} N={step.get('n')}" + (f" (run {step['run']})" if int(step.get("run") or 1) > 1
-                                                          else "")
+        where = f"{step.get('mode')} N={step.get('n')}" + (
+            f" (run {step['run']})" if int(step.get("run") or 1) > 1 else ""
+        )
         note = str(step.get("note") or "").strip()
         if note.startswith(SKIPPED):
             continue
@@ -106,20 +121,28 @@ def density_failures(steps: list[dict[str, Any]], mem_cap_mb: float | None = Non
             continue
         failed = step.get("failed") or []
         if failed:
-            out.append(f"{where}: {len(failed)} dagger(s) failed: {', '.join(failed[:4])}"
-                       + (f" ({step['failed_error']})" if step.get("failed_error") else ""))
+            out.append(
+                f"{where}: {len(failed)} dagger(s) failed: {', '.join(failed[:4])}"
+                + (f" ({step['failed_error']})" if step.get("failed_error") else "")
+            )
         silent = [name for name, n in (step.get("points") or {}).items() if not n and name not in failed]
         if silent:
             out.append(f"{where}: {len(silent)} dagger(s) wrote no measured window: {', '.join(silent[:4])}")
         offered = float(step.get("heavy_offered") or 0)
         if offered and float(step.get("heavy_rate") or 0) < KEEP_UP * offered:
-            out.append(f"{where}: the heavy dagger fell behind: it read {float(step.get('heavy_rate') or 0):,.0f} "
-                       f"of the {offered:,.0f} events/s offered")
+            out.append(
+                f"{where}: the heavy dagger fell behind: it read {float(step.get('heavy_rate') or 0):,.0f} "
+                f"of the {offered:,.0f} events/s offered"
+            )
         heavy = step.get("heavy_p99_s")  # None: it timed no window (a silent dagger, above)
         if heavy is not None and float(heavy) > heavy_goal_s:
-            out.append(f"{where}: the heavy dagger's p99 {float(heavy):.1f} s, over the goal of {heavy_goal_s:g} s")
+            out.append(
+                f"{where}: the heavy dagger's p99 {float(heavy):.1f} s, over the goal of {heavy_goal_s:g} s"
+            )
         memory = float(step.get("pss_mb") or step.get("rss_mb") or 0)
         for limit, what in ((mem_cap_mb, "cap (--mem-cap-gb)"), (mem_goal_mb, "goal (--mem-goal-mb)")):
             if limit is not None and memory > limit:
-                out.append(f"{where}: {memory:,.0f} MB of memory (mean PSS), over the {what} of {limit:,.0f} MB")
+                out.append(
+                    f"{where}: {memory:,.0f} MB of memory (mean PSS), over the {what} of {limit:,.0f} MB"
+                )
     return out

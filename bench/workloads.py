@@ -95,7 +95,9 @@ class Workload:
 # --------------------------------------------------------------------------- encoding
 
 
-def _batch(stream: str, message_name: str, table: pa.Table, payloads: list[bytes], keys: list[bytes]) -> EventBatch:
+def _batch(
+    stream: str, message_name: str, table: pa.Table, payloads: list[bytes], keys: list[bytes]
+) -> EventBatch:
     n = table.num_rows
     return EventBatch(stream, message_name, table, payloads, keys, np.zeros(n, bool), np.zeros(n, bool))
 
@@ -127,8 +129,9 @@ def _driver_names(drivers: int) -> np.ndarray:
     return np.array([f"D{i:07d}" for i in range(drivers)], dtype=object)
 
 
-def driver_pings(n: int, seed: int, start: datetime, density: float, *, first_driver: int = 0,
-                 drivers: int | None = None) -> EventBatch:
+def driver_pings(
+    n: int, seed: int, start: datetime, density: float, *, first_driver: int = 0, drivers: int | None = None
+) -> EventBatch:
     """Return ``n`` DriverLocationPing events from ``start``, ``density`` per second of event time.
 
     Drivers ping in turn (about every PING_INTERVAL_S, so ``density * 5`` drivers unless given),
@@ -145,13 +148,27 @@ def driver_pings(n: int, seed: int, start: datetime, density: float, *, first_dr
     accuracy = rng.uniform(2.0, 30.0, n).astype(np.float32)
     speed = rng.uniform(0.0, 60.0, n).astype(np.float32)
     secs, nanos = (micros // 1_000_000).tolist(), ((micros % 1_000_000) * 1000).tolist()
-    payloads = encode_driver_pings([driver_id.tolist(), lat.tolist(), long.tolist(), status.tolist(),
-                                    service.tolist(), secs, nanos, accuracy.tolist(), speed.tolist()])
-    table = pa.table({
-        "driver_id": pa.array(driver_id.tolist(), pa.string()),
-        "lat": pa.array(lat), "long": pa.array(long),
-        "event_timestamp": pa.array(micros, pa.timestamp("us", tz="UTC")),
-    })
+    payloads = encode_driver_pings(
+        [
+            driver_id.tolist(),
+            lat.tolist(),
+            long.tolist(),
+            status.tolist(),
+            service.tolist(),
+            secs,
+            nanos,
+            accuracy.tolist(),
+            speed.tolist(),
+        ]
+    )
+    table = pa.table(
+        {
+            "driver_id": pa.array(driver_id.tolist(), pa.string()),
+            "lat": pa.array(lat),
+            "long": pa.array(long),
+            "event_timestamp": pa.array(micros, pa.timestamp("us", tz="UTC")),
+        }
+    )
     return _batch("driver_location", PING_CLASS, table, payloads, [d.encode() for d in driver_id.tolist()])
 
 
@@ -163,8 +180,12 @@ def expected_drivers(table: pa.Table) -> Points:
     end = (micros // 1_000_000 // WINDOW_S + 1) * WINDOW_S
     t = pa.table({"end": end, "cell": cells, "driver": table.column("driver_id")})
     g = t.group_by(["end", "cell"]).aggregate([("driver", "count_distinct")])
-    return {(int(e), str(c)): (int(n),) for e, c, n in zip(g["end"].to_pylist(), g["cell"].to_pylist(),
-                                                          g["driver_count_distinct"].to_pylist(), strict=True)}
+    return {
+        (int(e), str(c)): (int(n),)
+        for e, c, n in zip(
+            g["end"].to_pylist(), g["cell"].to_pylist(), g["driver_count_distinct"].to_pylist(), strict=True
+        )
+    }
 
 
 # --------------------------------------------------------------------------- workloads b and c: API logs
@@ -207,19 +228,32 @@ def _p95(values: np.ndarray) -> Approx:
     n = len(ordered)
     rank = max(0, math.ceil(0.95 * n) - 1)
     slack = math.ceil(n / PERCENTILE_ACCURACY)
-    return Approx(float(ordered[rank]), float(ordered[max(0, rank - slack)]), float(ordered[min(n - 1, rank + slack)]))
+    return Approx(
+        float(ordered[rank]), float(ordered[max(0, rank - slack)]), float(ordered[min(n - 1, rank + slack)])
+    )
 
 
 def expected_api_health(table: pa.Table) -> Points:
     """Return (window end s, path, status code) -> (requests, p95 latency ms as an Approx) for every window."""
     micros = table.column("event_timestamp").cast(pa.int64()).to_numpy()
     end = (micros // 1_000_000 // WINDOW_S + 1) * WINDOW_S
-    t = pa.table({"end": end, "path": table.column("path"), "code": table.column("status_code"),
-                  "latency": table.column("latency_ms")})
+    t = pa.table(
+        {
+            "end": end,
+            "path": table.column("path"),
+            "code": table.column("status_code"),
+            "latency": table.column("latency_ms"),
+        }
+    )
     g = t.group_by(["end", "path", "code"]).aggregate([("latency", "list")])
     out: Points = {}
-    for e, p, c, lat in zip(g["end"].to_pylist(), g["path"].to_pylist(), g["code"].to_pylist(),
-                            g["latency_list"].to_pylist(), strict=True):
+    for e, p, c, lat in zip(
+        g["end"].to_pylist(),
+        g["path"].to_pylist(),
+        g["code"].to_pylist(),
+        g["latency_list"].to_pylist(),
+        strict=True,
+    ):
         out[(int(e), p, str(c))] = (len(lat), _p95(np.asarray(lat)))
     return out
 
@@ -229,12 +263,20 @@ def expected_pass_through(table: pa.Table) -> Points:
 
     Two kept events with the same tags and microsecond are one InfluxDB point (the later wins).
     """
-    keep = pc.or_(pc.greater_equal(table.column("status_code"), 500), pc.greater(table.column("latency_ms"), SLOW_MS))
+    keep = pc.or_(
+        pc.greater_equal(table.column("status_code"), 500), pc.greater(table.column("latency_ms"), SLOW_MS)
+    )
     t = table.filter(keep)
     micros = t.column("event_timestamp").cast(pa.int64()).to_pylist()
     out: Points = {}
-    for us, sv, p, c, lat in zip(micros, t["service"].to_pylist(), t["path"].to_pylist(),
-                                 t["status_code"].to_pylist(), t["latency_ms"].to_pylist(), strict=True):
+    for us, sv, p, c, lat in zip(
+        micros,
+        t["service"].to_pylist(),
+        t["path"].to_pylist(),
+        t["status_code"].to_pylist(),
+        t["latency_ms"].to_pylist(),
+        strict=True,
+    ):
         out[(int(us), sv, p, str(c))] = (float(lat),)
     return out
 
@@ -260,16 +302,54 @@ def minute_floor(when: datetime) -> datetime:
 BENCH_START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 
 WORKLOADS: dict[str, Workload] = {
-    "a": Workload("a", "bench-drivers-s2", "driver count per S2 cell (level 13, DistinctCount, 60 s)",
-                  PING_CLASS, DRIVERS_SQL, "drivers", ("drivers",), ("tag_s2id",), "s", True,
-                  1_000_000, 4_000.0, driver_pings, expected_drivers),
-    "b": Workload("b", "bench-api-health", "API health (count, p95 latency by path and code, 60 s)",
-                  API_CLASS, API_HEALTH_SQL, "api_health", ("requests", "p95_latency_ms"),
-                  ("tag_path", "tag_status_code"), "s", True, 1_000_000, 10_000.0, api_logs, expected_api_health),
-    "c": Workload("c", "bench-pass-through", f"pass-through (5xx or latency > {SLOW_MS:g} ms)",
-                  API_CLASS, PASS_THROUGH_SQL, "slow_requests", ("latency_ms",),
-                  ("tag_service", "tag_path", "tag_status_code"), "u", False, 1_000_000, 10_000.0, api_logs,
-                  expected_pass_through),
+    "a": Workload(
+        "a",
+        "bench-drivers-s2",
+        "driver count per S2 cell (level 13, DistinctCount, 60 s)",
+        PING_CLASS,
+        DRIVERS_SQL,
+        "drivers",
+        ("drivers",),
+        ("tag_s2id",),
+        "s",
+        True,
+        1_000_000,
+        4_000.0,
+        driver_pings,
+        expected_drivers,
+    ),
+    "b": Workload(
+        "b",
+        "bench-api-health",
+        "API health (count, p95 latency by path and code, 60 s)",
+        API_CLASS,
+        API_HEALTH_SQL,
+        "api_health",
+        ("requests", "p95_latency_ms"),
+        ("tag_path", "tag_status_code"),
+        "s",
+        True,
+        1_000_000,
+        10_000.0,
+        api_logs,
+        expected_api_health,
+    ),
+    "c": Workload(
+        "c",
+        "bench-pass-through",
+        f"pass-through (5xx or latency > {SLOW_MS:g} ms)",
+        API_CLASS,
+        PASS_THROUGH_SQL,
+        "slow_requests",
+        ("latency_ms",),
+        ("tag_service", "tag_path", "tag_status_code"),
+        "u",
+        False,
+        1_000_000,
+        10_000.0,
+        api_logs,
+        expected_pass_through,
+    ),
 }
 
 

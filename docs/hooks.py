@@ -40,6 +40,7 @@ CODE_SPAN = re.compile(r"(`+).+?\1")
 
 # ---- pydantic models -> field tables ---------------------------------------------------------------------
 
+
 def _type_name(annotation: Any) -> str:
     """Return a short readable name of a field's type (``list[str]``, ``"v1" | "v2"``, ``InfluxSinkSpec``)."""
     origin = get_origin(annotation)
@@ -102,7 +103,7 @@ def _escape(text: str) -> str:
     ``<state dir>`` in a docstring shows instead of being read as an HTML tag."""
     out, last = [], 0
     for span in CODE_SPAN.finditer(text):
-        out += [html.escape(text[last:span.start()], quote=False), span.group(0)]
+        out += [html.escape(text[last : span.start()], quote=False), span.group(0)]
         last = span.end()
     return "".join([*out, html.escape(text[last:], quote=False)])
 
@@ -127,12 +128,20 @@ def model_tables(root: type[BaseModel], heading: str = "###") -> str:
     out: list[str] = []
     for model in seen:
         doc = _escape(inspect.cleandoc(model.__doc__ or ""))
-        out += [f"{heading} {model.__name__}", "", doc, "",
-                "| field | type | default | description |", "|---|---|---|---|"]
+        out += [
+            f"{heading} {model.__name__}",
+            "",
+            doc,
+            "",
+            "| field | type | default | description |",
+            "|---|---|---|---|",
+        ]
         for name, field in model.model_fields.items():
             key = field.alias or name
-            out.append(f"| `{key}` | {_type_name(field.annotation)} | {_default(field)} | "
-                       f"{_cell(field.description or '')} |")
+            out.append(
+                f"| `{key}` | {_type_name(field.annotation)} | {_default(field)} | "
+                f"{_cell(field.description or '')} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -150,12 +159,12 @@ def alerts_reference() -> str:
     from alerting.rules import DeadmanRule, ThresholdRule
 
     parts = [model_tables(AlertsConfig)]
-    parts += [model_tables(rule) for rule in (ThresholdRule, DeadmanRule)
-              if rule.__name__ not in parts[0]]
+    parts += [model_tables(rule) for rule in (ThresholdRule, DeadmanRule) if rule.__name__ not in parts[0]]
     return "\n".join(parts)
 
 
 # ---- typer app -> command reference ----------------------------------------------------------------------
+
 
 def _commands(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
     """Yield (words, command) for ``command`` and every command under it, depth first, by name."""
@@ -189,8 +198,9 @@ def cli_reference() -> str:
     for words, command in _commands(root, ["daggers"]):
         params = [p for p in command.params if not getattr(p, "hidden", False)]
         args = [p for p in params if not hasattr(p, "is_flag")]
-        usage = " ".join([*words, *(["[OPTIONS]"] if len(params) > len(args) else []),
-                          *(_arg_usage(p) for p in args)])
+        usage = " ".join(
+            [*words, *(["[OPTIONS]"] if len(params) > len(args) else []), *(_arg_usage(p) for p in args)]
+        )
         if hasattr(command, "commands"):
             usage += " COMMAND [ARGS]..."
         level = "#" * min(len(words) + 1, 4)
@@ -199,17 +209,32 @@ def cli_reference() -> str:
         if params:
             out += ["| parameter | type | default | help |", "|---|---|---|---|"]
             for p in params:
-                names = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts]) if hasattr(p, "is_flag") \
+                names = (
+                    ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
+                    if hasattr(p, "is_flag")
                     else f"`{p.name.upper()}`"
-                default = "*required*" if p.required else (
-                    "" if p.default in (None, (), []) else
-                    f"`{str(p.default).lower()}`" if isinstance(p.default, bool) else f"`{p.default}`")
+                )
+                default = (
+                    "*required*"
+                    if p.required
+                    else (
+                        ""
+                        if p.default in (None, (), [])
+                        else f"`{str(p.default).lower()}`"
+                        if isinstance(p.default, bool)
+                        else f"`{p.default}`"
+                    )
+                )
                 out.append(f"| {names} | {_param_type(p)} | {default} | {_cell(p.help or '')} |")
             out.append("")
     return "\n".join(out)
 
 
-GENERATORS: dict[str, Callable[[], str]] = {"spec": spec_reference, "alerts": alerts_reference, "cli": cli_reference}
+GENERATORS: dict[str, Callable[[], str]] = {
+    "spec": spec_reference,
+    "alerts": alerts_reference,
+    "cli": cli_reference,
+}
 
 
 def expand(markdown: str) -> str:
@@ -218,6 +243,7 @@ def expand(markdown: str) -> str:
 
     Raises KeyError naming a marker that has no generator.
     """
+
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:

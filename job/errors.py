@@ -55,8 +55,9 @@ class SqlError(DaggerError):
 
     title = "Dagger SQL error"
 
-    def __init__(self, message: str, *, line: int | None = None, col: int | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, line: int | None = None, col: int | None = None, hint: str | None = None
+    ) -> None:
         where = f"line {line}, column {col}: " if line is not None and col is not None else ""
         super().__init__(where + message, hint=hint)
         self.line = line

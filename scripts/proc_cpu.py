@@ -27,14 +27,28 @@ from typing import Any
 
 _TICK = os.sysconf("SC_CLK_TCK")
 #: A process is labelled by its command name and, when its command line has one, the first of these.
-TAGS = ("org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker",
-        "CoarseGrainedExecutorBackend", "pyspark-shell", "job.cli", "influxd", "postgres", "tansu", "noida",
-        "victoria", "chromium", "streamlit", "flink", "xdist", "pytest")
+TAGS = (
+    "org.apache.spark.deploy.master.Master",
+    "org.apache.spark.deploy.worker.Worker",
+    "CoarseGrainedExecutorBackend",
+    "pyspark-shell",
+    "job.cli",
+    "influxd",
+    "postgres",
+    "tansu",
+    "noida",
+    "victoria",
+    "chromium",
+    "streamlit",
+    "flink",
+    "xdist",
+    "pytest",
+)
 
 
 def _stat(pid: int) -> tuple[str, list[str]]:
     text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+    return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
 
 
 def _first_sight(pid: int, comm: str) -> list[Any]:
@@ -60,7 +74,9 @@ def record(out: Path) -> None:
             try:
                 comm, fields = _stat(pid)
                 key = (pid, int(fields[19]))  # a pid used again is another process
-                if key not in seen or seen[key][1].split(":")[0] != comm:  # new, or exec'd (spark-submit's bash → java)
+                if (
+                    key not in seen or seen[key][1].split(":")[0] != comm
+                ):  # new, or exec'd (spark-submit's bash → java)
                     seen[key] = [seen[key][0] if key in seen else 0.0, *_first_sight(pid, comm)[1:]]
             except OSError:
                 continue

@@ -1,7 +1,7 @@
 """Sum what tests/cpu_usage.py recorded, by test module: core-seconds and wall seconds, most CPU first.
 
-    DAGGERS_TEST_CPU=/tmp/cpu bash scripts/test.sh
-    .venv/bin/python scripts/test_cpu.py /tmp/cpu [--tests N]
+DAGGERS_TEST_CPU=/tmp/cpu bash scripts/test.sh
+.venv/bin/python scripts/test_cpu.py /tmp/cpu [--tests N]
 """
 
 from __future__ import annotations

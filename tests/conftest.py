@@ -24,7 +24,9 @@ pytest_plugins = ["tests.services"]
 # and then ended at an uncaught error in a task thread. It gets the tiered size.
 # The serial collector: a test's JVM has little garbage and no pause to keep short, and G1's threads cost
 # 5% of the CPU of tests/job/test_engine.py and test_engine_recovery.py (114-120 → 106-114 core-s).
-os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC")
+os.environ.setdefault(
+    JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+)
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +46,12 @@ def spark() -> Iterator[object]:
     saved = {k: os.environ.get(k) for k in keys}
     fork = forkserver.start()
     try:
-        session = build_session("daggers-tests", master="local[2]", shuffle_partitions=2,
-                                extra={"spark.driver.memory": "3g", **forkserver.spark_conf()})
+        session = build_session(
+            "daggers-tests",
+            master="local[2]",
+            shuffle_partitions=2,
+            extra={"spark.driver.memory": "3g", **forkserver.spark_conf()},
+        )
     finally:
         for key, value in saved.items():
             if value is None:
@@ -63,8 +69,19 @@ def spark() -> Iterator[object]:
 
 #: The fixtures that start a real service (tests/services.py, the session's Spark): a test that uses one,
 #: directly or through another fixture, is marked ``integration`` (scripts/check.sh runs the others).
-SERVICE_FIXTURES = frozenset({"spark", "spark_cluster", "broker", "tansu_broker", "noida_broker", "influxdb",
-                              "victoria_metrics", "elasticsearch", "postgres"})
+SERVICE_FIXTURES = frozenset(
+    {
+        "spark",
+        "spark_cluster",
+        "broker",
+        "tansu_broker",
+        "noida_broker",
+        "influxdb",
+        "victoria_metrics",
+        "elasticsearch",
+        "postgres",
+    }
+)
 #: Each test module's seconds in a clean-clone CI run (scripts/test_durations.py writes it).
 DURATIONS = Path(__file__).with_name("durations.json")
 #: Where a module that is not in DURATIONS goes: one marked slow as if it took this long, others last.
@@ -91,8 +108,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except (OSError, ValueError):
         seconds = {}
     root = Path(str(config.rootpath))
-    slow_modules = {item.module.__name__ for item in items
-                    if item.get_closest_marker("slow") is not None and item.module is not None}
+    slow_modules = {
+        item.module.__name__
+        for item in items
+        if item.get_closest_marker("slow") is not None and item.module is not None
+    }
 
     def expected(item: pytest.Item) -> float:
         path = Path(str(item.path)).relative_to(root).as_posix() if item.path else ""

@@ -33,7 +33,7 @@ def _descendants_cpu(root: int) -> float:
             stat = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         pid = int(entry.name)
         parent[pid] = int(fields[1])
         # utime, stime, and the cutime, cstime of the children it reaped (a controller's daggers)
@@ -52,8 +52,7 @@ def _descendants_cpu(root: int) -> float:
 def _cpu_now() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
-            + _descendants_cpu(os.getpid()))
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime + _descendants_cpu(os.getpid())
 
 
 class CpuUsage:
@@ -67,7 +66,10 @@ class CpuUsage:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         wall, cpu = time.monotonic(), _cpu_now()
         yield
-        line = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall, 2),
-                "cpu_s": round(_cpu_now() - cpu, 2)}
+        line = {
+            "test": item.nodeid,
+            "wall_s": round(time.monotonic() - wall, 2),
+            "cpu_s": round(_cpu_now() - cpu, 2),
+        }
         with self.out.open("a") as f:
             f.write(json.dumps(line) + "\n")

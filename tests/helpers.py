@@ -39,8 +39,16 @@ GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), S2Id(lat, long, 13), driver_stat
 T = TypeVar("T")
 
 
-def wait_until(what: str, check: Callable[[], T], timeout_s: float, *, every_s: float = 0.5,
-               proc: subprocess.Popen | None = None, log: Path | None = None, tail_chars: int = 3000) -> T:
+def wait_until(
+    what: str,
+    check: Callable[[], T],
+    timeout_s: float,
+    *,
+    every_s: float = 0.5,
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+    tail_chars: int = 3000,
+) -> T:
     """Call ``check`` every ``every_s`` seconds until it returns a truthy value; return that value.
 
     ``check`` is always called at least once, and once more after the deadline (``timeout_s`` from the
@@ -62,10 +70,13 @@ def wait_until(what: str, check: Callable[[], T], timeout_s: float, *, every_s: 
         if value:
             return value
         if exit_code is not None:
-            raise AssertionError(f"the process exited ({exit_code}) while waiting for {what}"
-                                 + _log_tail(log, tail_chars))
+            raise AssertionError(
+                f"the process exited ({exit_code}) while waiting for {what}" + _log_tail(log, tail_chars)
+            )
         if expired:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}" + _log_tail(log, tail_chars))
+            raise AssertionError(
+                f"timed out after {timeout_s:.0f} s waiting for {what}" + _log_tail(log, tail_chars)
+            )
         time.sleep(max(0.0, min(every_s, deadline - time.monotonic())))
 
 
@@ -127,8 +138,12 @@ def expected_bookings(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str, st
     for r in rows:
         if r["status"] != "COMPLETED":
             continue
-        key = (window_end_s(micros_of(r["event_timestamp"])), str(r["city_id"]),
-               s2_signed(r["pickup_lat"], r["pickup_long"]), r["vehicle_type"])
+        key = (
+            window_end_s(micros_of(r["event_timestamp"])),
+            str(r["city_id"]),
+            s2_signed(r["pickup_lat"], r["pickup_long"]),
+            r["vehicle_type"],
+        )
         out[key] += 1
     return dict(out)
 
@@ -137,8 +152,13 @@ def expected_drivers(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str, str
     """(window end s, s2id, driver_status) -> distinct drivers."""
     sets: dict[tuple[int, str, str], set[str]] = defaultdict(set)
     for r in rows:
-        sets[(window_end_s(micros_of(r["event_timestamp"])), s2_signed(r["lat"], r["long"]),
-              r["driver_status"])].add(r["driver_id"])
+        sets[
+            (
+                window_end_s(micros_of(r["event_timestamp"])),
+                s2_signed(r["lat"], r["long"]),
+                r["driver_status"],
+            )
+        ].add(r["driver_id"])
     return {k: len(v) for k, v in sets.items()}
 
 
@@ -154,8 +174,11 @@ def influx_points(influx: Any, db: str, measurement: str, field: str, tags: list
     """Read every point of ``measurement`` back with InfluxQL: (time s, *tags) -> field value."""
     import requests
 
-    resp = requests.get(f"{influx.url}/query", params={"db": db, "epoch": "s",
-                                                       "q": f'SELECT * FROM "{measurement}"'}, timeout=30)
+    resp = requests.get(
+        f"{influx.url}/query",
+        params={"db": db, "epoch": "s", "q": f'SELECT * FROM "{measurement}"'},
+        timeout=30,
+    )
     resp.raise_for_status()
     out: dict[tuple, int] = {}
     for result in resp.json().get("results", []):
@@ -183,18 +206,30 @@ def topic_and_db(broker: Any, influx: Any, prefix: str, partitions: int) -> tupl
 def streams_yaml(name: str, bootstrap: str, streams: list[tuple[str, str, str]], extra: str = "") -> str:
     """Return the ``streams:`` entries of a spec for (table, topic, proto_class) triples, each reading
     ``event_timestamp`` with the consumer group ``<name>-<table>``; ``extra`` lines are added to each."""
-    return "".join(f"""  - table: {table}
+    return "".join(
+        f"""  - table: {table}
     topics: [{topic}]
     proto_class: {proto}
     timestamp_field: event_timestamp
     bootstrap_servers: {bootstrap}
     group: {name}-{table}
-{extra}""" for table, topic, proto in streams)
+{extra}"""
+        for table, topic, proto in streams
+    )
 
 
-def booking_spec(name: str, *, topic: str = "booking-log", table: str = "data_stream",
-                 bootstrap: str = "127.0.0.1:9092", group: str | None = None, stream: str = "", sql: str = "SELECT 1",
-                 settings: str = "", sink: str = "sink:\n  type: log\n") -> str:
+def booking_spec(
+    name: str,
+    *,
+    topic: str = "booking-log",
+    table: str = "data_stream",
+    bootstrap: str = "127.0.0.1:9092",
+    group: str | None = None,
+    stream: str = "",
+    sql: str = "SELECT 1",
+    settings: str = "",
+    sink: str = "sink:\n  type: log\n",
+) -> str:
     """Return the YAML of a one-stream dagger over BookingLog events (the tests' and benchmarks' usual spec).
 
     ``group`` defaults to ``name``; ``stream`` adds settings to the stream (lines indented by four spaces);
@@ -202,16 +237,31 @@ def booking_spec(name: str, *, topic: str = "booking-log", table: str = "data_st
     lines after the SQL, and ``sink`` ends the spec (``sink:`` or ``sinks:`` and what they hold)."""
     plain = "\n" not in sql and ": " not in sql and " #" not in sql and sql[:1].isalpha()
     body = sql if plain else "|\n" + "\n".join("  " + line for line in sql.splitlines())
-    return (f"name: {name}\nstreams:\n  - table: {table}\n    topics: [{topic}]\n"
-            "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
-            f"    bootstrap_servers: {bootstrap}\n    group: {group if group is not None else name}\n{stream}"
-            f"sql: {body}\n{settings}{sink}")
+    return (
+        f"name: {name}\nstreams:\n  - table: {table}\n    topics: [{topic}]\n"
+        "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
+        f"    bootstrap_servers: {bootstrap}\n    group: {group if group is not None else name}\n{stream}"
+        f"sql: {body}\n{settings}{sink}"
+    )
 
 
-def make_spec(*, name: str, bootstrap: str, topic: str, proto_class: str, sql: str, influx_url: str, db: str,
-              measurement: str, checkpoint: Path, watermark_delay_ms: int = 30_000,
-              max_records_per_batch: int = 500_000, bad_records: str = "skip",
-              trigger_interval_s: float = 1.0, sink_extra: str = "") -> tuple[DaggerSpec, str]:
+def make_spec(
+    *,
+    name: str,
+    bootstrap: str,
+    topic: str,
+    proto_class: str,
+    sql: str,
+    influx_url: str,
+    db: str,
+    measurement: str,
+    checkpoint: Path,
+    watermark_delay_ms: int = 30_000,
+    max_records_per_batch: int = 500_000,
+    bad_records: str = "skip",
+    trigger_interval_s: float = 1.0,
+    sink_extra: str = "",
+) -> tuple[DaggerSpec, str]:
     """Return a spec and its YAML text (``sink_extra``: more settings of the sink, one ``key: value`` a line)."""
     sql_block = "\n".join("  " + line for line in sql.splitlines())
     text = f"""name: {name}
@@ -258,7 +308,9 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -271,9 +323,13 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
 
 #: A dagger's ``spark_conf`` on the ``spark_cluster`` fixture: one executor of 1 core and 512 MiB on each
 #: worker; tasks are scheduled only once both have registered.
-CLUSTER_CONF = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
-                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-                "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s"}
+CLUSTER_CONF = {
+    "spark.cores.max": "2",
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "512m",
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s",
+}
 
 
 def on_cluster(spec_text: str) -> str:
@@ -294,10 +350,22 @@ def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: A
 
     from job.produce.generator import generate
 
-    batch = generate("booking", n, seed=seed + 2 * k, start=start + timedelta(minutes=20 * k), duration_s=180,
-                     first_index=10_000 * k)
-    closer = generate("booking", 1, seed=seed + 2 * k + 1, start=start + timedelta(minutes=20 * k + 10),
-                      duration_s=1, first_index=10_000 * k + 9_999)
+    batch = generate(
+        "booking",
+        n,
+        seed=seed + 2 * k,
+        start=start + timedelta(minutes=20 * k),
+        duration_s=180,
+        first_index=10_000 * k,
+    )
+    closer = generate(
+        "booking",
+        1,
+        seed=seed + 2 * k + 1,
+        start=start + timedelta(minutes=20 * k + 10),
+        duration_s=1,
+        first_index=10_000 * k + 9_999,
+    )
     produce_in_time_slices(bootstrap, topic, [batch, closer])
     return batch.table.to_pylist() + closer.table.to_pylist()
 
@@ -307,7 +375,9 @@ def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: A
 STEP_SLICE_S = 10.0
 
 
-def produce_in_time_slices(bootstrap: str, topic: str, batches: list[Any], slice_s: float = STEP_SLICE_S) -> None:
+def produce_in_time_slices(
+    bootstrap: str, topic: str, batches: list[Any], slice_s: float = STEP_SLICE_S
+) -> None:
     """Send the events of ``batches`` (EventBatch, in order) as ``daggers produce`` does, each slice of
     ``slice_s`` of event time acknowledged before the next goes (``produce(..., ack_every_s=)``).
     Raises ProduceError on a failed delivery."""

@@ -246,8 +246,10 @@ def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Victo
     targets = root / "targets"
     targets.mkdir()
     scrape = root / "scrape.yml"
-    scrape.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: daggers\n"
-                      f"    file_sd_configs:\n      - files: ['{targets}/*.json']\n")
+    scrape.write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: daggers\n"
+        f"    file_sd_configs:\n      - files: ['{targets}/*.json']\n"
+    )
     args = (f"-promscrape.config={scrape}", "-promscrape.fileSDCheckInterval=1s")
     with _serving(lambda: VictoriaServer(root, free_port(), args)) as server:
         yield VictoriaHandle(server.url, targets)
@@ -351,5 +353,11 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
         return SparkStandalone(root, port, ui, worker_uis, cores=1, memory="1g")
 
     with _serving(make) as server:
-        yield SparkClusterHandle(server.master_url, server.ui_url, tuple(server.worker_ui_urls), root / "work",
-                                 cores=1, memory_mb=1024)
+        yield SparkClusterHandle(
+            server.master_url,
+            server.ui_url,
+            tuple(server.worker_ui_urls),
+            root / "work",
+            cores=1,
+            memory_mb=1024,
+        )

@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("test_durations_script", ROOT / "scripts" / "test_durations.py")
+    spec = importlib.util.spec_from_file_location(
+        "test_durations_script", ROOT / "scripts" / "test_durations.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,7 +32,6 @@ def test_module_seconds_sums_each_modules_tests_and_leaves_out_the_short_ones(tm
     assert list(got) == ["tests/job/shared/test_b.py", "tests/job/test_a.py"]  # longest first
 
 
-
 def test_a_method_of_a_test_class_counts_for_its_module() -> None:
     script = _script()
     assert script.module_path("tests.test_durations.TestSomething") == "tests/test_durations.py"
@@ -40,5 +41,5 @@ def test_a_method_of_a_test_class_counts_for_its_module() -> None:
 def test_the_recorded_durations_name_modules_that_exist() -> None:
     durations = json.loads((ROOT / "tests" / "durations.json").read_text())
     assert durations and all((ROOT / path).is_file() for path in durations), [
-        p for p in durations if not (ROOT / p).is_file()]
-
+        p for p in durations if not (ROOT / p).is_file()
+    ]

@@ -59,7 +59,9 @@ def test_a_process_that_exits_fails_the_wait_with_its_code_and_log(tmp_path: Pat
         proc = subprocess.Popen([sys.executable, "-c", "print('bye'); raise SystemExit(3)"], stdout=out)
     started = time.monotonic()
     with pytest.raises(AssertionError) as caught:
-        wait_until("a file that never comes", (tmp_path / "never").exists, 120, every_s=0.05, proc=proc, log=log)
+        wait_until(
+            "a file that never comes", (tmp_path / "never").exists, 120, every_s=0.05, proc=proc, log=log
+        )
     assert time.monotonic() - started < 60  # not the timeout
     message = str(caught.value)
     assert "(3)" in message and "a file that never comes" in message and message.endswith("bye\n")

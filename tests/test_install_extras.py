@@ -31,10 +31,23 @@ PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 PIP_TIMEOUT_S = 1500
 
 
-def _run(argv: list[str | Path], *, timeout: float = 120, check: bool = True,
-         env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
-                            env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+def _run(
+    argv: list[str | Path],
+    *,
+    timeout: float = 120,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(a) for a in argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
     if check:
         assert result.returncode == 0, f"{argv}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     return result
@@ -54,8 +67,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     dist = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, src],
-         timeout=600)
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, src],
+        timeout=600,
+    )
     return next(dist.glob("daggers-*.whl"))
 
 
@@ -73,8 +88,20 @@ def with_extra(core: Path, wheel: Path, extra: str) -> Path:
     venv = core.parent / extra
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     (_site(venv) / "daggers_core.pth").write_text(f"{_site(core)}\n")
-    _run([core / "bin/python", "-m", "pip", "--python", venv / "bin/python", "install", "-q", "--no-compile",
-          f"{wheel}[{extra}]"], timeout=PIP_TIMEOUT_S)
+    _run(
+        [
+            core / "bin/python",
+            "-m",
+            "pip",
+            "--python",
+            venv / "bin/python",
+            "install",
+            "-q",
+            "--no-compile",
+            f"{wheel}[{extra}]",
+        ],
+        timeout=PIP_TIMEOUT_S,
+    )
     return venv / "bin/python"
 
 
@@ -108,56 +135,103 @@ def _missing(result: subprocess.CompletedProcess[str], package: str, needed_by: 
     ], result.stderr
 
 
-def test_core_runs_the_control_plane_and_names_each_missing_extra(core: Path, state: Path, tmp_path: Path) -> None:
+def test_core_runs_the_control_plane_and_names_each_missing_extra(
+    core: Path, state: Path, tmp_path: Path
+) -> None:
     daggers = core / "bin/daggers"  # the console script of the wheel
     done = _run([daggers, "registry", "init", "--admin", "alice", "--state-dir", state])
     assert done.stdout.strip() == f"registry sqlite:///{state / 'registry.db'} ready; superuser alice"
     checked = _run([daggers, "alerts", "check", "--config", ROOT / "examples/alerts/alerting.yaml"])
     assert checked.stdout.startswith(f"OK {ROOT / 'examples/alerts/alerting.yaml'}: ")
 
-    _missing(_run([daggers, "tui", "--user", "alice", "--state-dir", state], check=False),
-             "textual", "the console", "tui")
-    _missing(_run([daggers, "server", "--state-dir", state, "--port", str(free_port())], check=False),
-             "uvicorn", "daggers server", "server")
-    _missing(_run([daggers, "atlas", "--port", str(free_port())], check=False, cwd=tmp_path),
-             "streamlit", "daggers atlas", "atlas")
-    _missing(_run([daggers, "registry", "init", "--admin", "alice", "--registry",
-                   "postgresql://alice@127.0.0.1:9/daggers"], check=False),
-             "psycopg", "a PostgreSQL registry", "postgres")
+    _missing(
+        _run([daggers, "tui", "--user", "alice", "--state-dir", state], check=False),
+        "textual",
+        "the console",
+        "tui",
+    )
+    _missing(
+        _run([daggers, "server", "--state-dir", state, "--port", str(free_port())], check=False),
+        "uvicorn",
+        "daggers server",
+        "server",
+    )
+    _missing(
+        _run([daggers, "atlas", "--port", str(free_port())], check=False, cwd=tmp_path),
+        "streamlit",
+        "daggers atlas",
+        "atlas",
+    )
+    _missing(
+        _run(
+            [
+                daggers,
+                "registry",
+                "init",
+                "--admin",
+                "alice",
+                "--registry",
+                "postgresql://alice@127.0.0.1:9/daggers",
+            ],
+            check=False,
+        ),
+        "psycopg",
+        "a PostgreSQL registry",
+        "postgres",
+    )
     config = tmp_path / "alerts.yaml"
     config.write_text("influx: {url: 'http://127.0.0.1:9', database: daggers}\nrules: []\n")
-    _missing(_run([daggers, "alerts", "run", "--config", config, "--state-dir", state], check=False),
-             "apscheduler", "the alert engine", "alerting")
+    _missing(
+        _run([daggers, "alerts", "run", "--config", config, "--state-dir", state], check=False),
+        "apscheduler",
+        "the alert engine",
+        "alerting",
+    )
 
 
 def test_tui_extra_alone_opens_the_console(core: Path, wheel: Path, state: Path) -> None:
     python = with_extra(core, wheel, "tui")
     assert "Open the operator console." in _daggers(python, "tui", "--help").stdout
-    _daggers(python, "registry", "init", "--admin", "alice", "--state-dir", state, check=False)  # once a session
-    shown = _run([python, "-c", (
-        "import asyncio\n"
-        "from job.control.client import open_plane\n"
-        "from tui.app import DaggersApp\n"
-        "async def main():\n"
-        f"    app = DaggersApp(open_plane('alice', 'sqlite:///{state / 'registry.db'}'))\n"
-        "    async with app.run_test() as pilot:\n"
-        "        await pilot.pause()\n"
-        "        print(type(app.screen).__name__)\n"
-        "asyncio.run(main())\n")], timeout=300)
+    _daggers(
+        python, "registry", "init", "--admin", "alice", "--state-dir", state, check=False
+    )  # once a session
+    shown = _run(
+        [
+            python,
+            "-c",
+            (
+                "import asyncio\n"
+                "from job.control.client import open_plane\n"
+                "from tui.app import DaggersApp\n"
+                "async def main():\n"
+                f"    app = DaggersApp(open_plane('alice', 'sqlite:///{state / 'registry.db'}'))\n"
+                "    async with app.run_test() as pilot:\n"
+                "        await pilot.pause()\n"
+                "        print(type(app.screen).__name__)\n"
+                "asyncio.run(main())\n"
+            ),
+        ],
+        timeout=300,
+    )
     assert shown.stdout.strip().splitlines()[-1] == "ClustersScreen"  # a superuser of no team starts there
 
 
-def test_server_extra_alone_serves_the_api(core: Path, wheel: Path, state: Path, tmp_path: Path,
-                                          started: list[subprocess.Popen[bytes]]) -> None:
+def test_server_extra_alone_serves_the_api(
+    core: Path, wheel: Path, state: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
     python = with_extra(core, wheel, "server")
     assert "--port" in _daggers(python, "server", "--help").stdout
     _daggers(python, "registry", "init", "--admin", "alice", "--state-dir", state, check=False)
     port = free_port()
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([python, "-m", "job.cli", "server", "--state-dir", state, "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [python, "-m", "job.cli", "server", "--state-dir", state, "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     started.append(proc)
 
     def healthy() -> bool:
@@ -169,16 +243,31 @@ def test_server_extra_alone_serves_the_api(core: Path, wheel: Path, state: Path,
     wait_until("the server's health", healthy, 180, proc=proc, log=log)
 
 
-def test_atlas_extra_alone_serves_the_map(core: Path, wheel: Path, tmp_path: Path,
-                                         started: list[subprocess.Popen[bytes]]) -> None:
+def test_atlas_extra_alone_serves_the_map(
+    core: Path, wheel: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
     python = with_extra(core, wheel, "atlas")
     assert "--basemap" in _daggers(python, "atlas", "--help").stdout
     port = free_port()
     log = tmp_path / "atlas.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([python, "-m", "job.cli", "atlas", "--port", str(port), "--influx",
-                                 f"http://127.0.0.1:{free_port()}"], cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "job.cli",
+                "atlas",
+                "--port",
+                str(port),
+                "--influx",
+                f"http://127.0.0.1:{free_port()}",
+            ],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     started.append(proc)
 
     def healthy() -> bool:
@@ -190,17 +279,32 @@ def test_atlas_extra_alone_serves_the_map(core: Path, wheel: Path, tmp_path: Pat
     wait_until("the Atlas's health", healthy, 180, proc=proc, log=log)
 
 
-def test_alerting_extra_alone_runs_the_engine(core: Path, wheel: Path, state: Path, tmp_path: Path,
-                                             started: list[subprocess.Popen[bytes]]) -> None:
+def test_alerting_extra_alone_runs_the_engine(
+    core: Path, wheel: Path, state: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
     python = with_extra(core, wheel, "alerting")
     config = tmp_path / "alerts.yaml"
     config.write_text(f"influx: {{url: 'http://127.0.0.1:{free_port()}', database: daggers}}\nrules: []\n")
     assert _daggers(python, "alerts", "check", "--config", config).stdout.startswith(f"OK {config}: 0 rules")
     log = tmp_path / "alerts.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([python, "-m", "job.cli", "alerts", "run", "--config", config, "--state-dir",
-                                 tmp_path / "alerts-state"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "job.cli",
+                "alerts",
+                "run",
+                "--config",
+                config,
+                "--state-dir",
+                tmp_path / "alerts-state",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     started.append(proc)
     wait_until("the alert engine's start", lambda: "started" in log.read_text(), 120, proc=proc, log=log)
     proc.send_signal(signal.SIGTERM)

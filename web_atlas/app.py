@@ -54,10 +54,13 @@ def _fail(exc: DaggerError) -> None:
 st.set_page_config(page_title="Daggers Atlas", layout="wide", initial_sidebar_state="expanded")
 # Less empty space above the map (Streamlit's default top padding is sized for a toolbar). A metric's label
 # wraps in the narrow column beside the map instead of being cut ("num_of_bookings, all …").
-st.markdown("<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}"
-            '[data-testid="stMetricLabel"],[data-testid="stMetricLabel"] *{white-space:normal!important;'
-            "overflow:visible!important;text-overflow:clip!important;overflow-wrap:anywhere;height:auto!important}"
-            "</style>", unsafe_allow_html=True)
+st.markdown(
+    "<style>.block-container{padding-top:2.2rem;padding-bottom:1rem}"
+    '[data-testid="stMetricLabel"],[data-testid="stMetricLabel"] *{white-space:normal!important;'
+    "overflow:visible!important;text-overflow:clip!important;overflow-wrap:anywhere;height:auto!important}"
+    "</style>",
+    unsafe_allow_html=True,
+)
 
 try:
     SETTINGS = AtlasSettings.from_env()
@@ -91,8 +94,9 @@ def _tag_values(url: str, database: str, username: str | None, measurement: str,
 
 
 @st.cache_data(ttl=SETTINGS.refresh_s, show_spinner=False)
-def _windows(url: str, database: str, username: str | None, measurement: str, field: str, size_s: int,
-             span_s: int) -> tuple[list[int], int | None]:
+def _windows(
+    url: str, database: str, username: str | None, measurement: str, field: str, size_s: int, span_s: int
+) -> tuple[list[int], int | None]:
     """Return the ends (epoch ms) of the windows with data, and the time of the newest point (None: none)."""
     reader = _reader(url, database, username)
     last = reader.last_time_ms(measurement, field)
@@ -163,17 +167,24 @@ except DaggerError as exc:
     _fail(exc)
     raise
 if not infos:
-    st.warning(f"No measurement in database **{SETTINGS.database}** at {SETTINGS.influx_url} has an S2 tag "
-               "(such as `tag_s2id`) and a numeric field yet.\n\nRun a dagger whose SQL selects "
-               "`S2Id(lat, long, 13) AS tag_s2id`, or pick another database with `daggers atlas --db`.")
+    st.warning(
+        f"No measurement in database **{SETTINGS.database}** at {SETTINGS.influx_url} has an S2 tag "
+        "(such as `tag_s2id`) and a numeric field yet.\n\nRun a dagger whose SQL selects "
+        "`S2Id(lat, long, 13) AS tag_s2id`, or pick another database with `daggers atlas --db`."
+    )
     st.stop()
 
 by_name = {info.name: info for info in infos}
-measurement = st.sidebar.selectbox("Dagger output", list(by_name), key="atlas_measurement",
-                                   help="An InfluxDB measurement with an S2 tag, written by a dagger.")
+measurement = st.sidebar.selectbox(
+    "Dagger output",
+    list(by_name),
+    key="atlas_measurement",
+    help="An InfluxDB measurement with an S2 tag, written by a dagger.",
+)
 info = by_name[measurement]
-area_name = st.sidebar.selectbox("Service area", area_names(), key="atlas_area",
-                                 help="Flies the map to the city and keeps its cells only.")
+area_name = st.sidebar.selectbox(
+    "Service area", area_names(), key="atlas_area", help="Flies the map to the city and keeps its cells only."
+)
 filters: list[tuple[str, str]] = []
 shown_tags: list[tuple[str, str]] = []
 for tag in info.tags:
@@ -187,23 +198,42 @@ for tag in info.tags:
     if choice != ALL_VALUES:
         filters.append((tag, choice))
 color_field = st.sidebar.selectbox("Colour by", list(info.fields), key=f"atlas_color_{measurement}")
-elevation_choice = st.sidebar.selectbox("Elevation (3D)", ["none", *info.fields], key=f"atlas_elev_{measurement}")
+elevation_choice = st.sidebar.selectbox(
+    "Elevation (3D)", ["none", *info.fields], key=f"atlas_elev_{measurement}"
+)
 scale_kind = st.sidebar.radio("Colour scale", SCALE_KINDS, key="atlas_scale", horizontal=True)
-aggregate = st.sidebar.selectbox("Combine points by", AGGREGATES, key="atlas_aggregate",
-                                 help="How the points of a cell in one window are combined: across the tags "
-                                      "not filtered and the dagger windows inside a longer window. auto sums "
-                                      "integer fields (counts) and averages float fields.")
+aggregate = st.sidebar.selectbox(
+    "Combine points by",
+    AGGREGATES,
+    key="atlas_aggregate",
+    help="How the points of a cell in one window are combined: across the tags "
+    "not filtered and the dagger windows inside a longer window. auto sums "
+    "integer fields (counts) and averages float fields.",
+)
 cell_size = st.sidebar.selectbox(
-    "Cell size", CELL_SIZES, key="atlas_cell_size",
+    "Cell size",
+    CELL_SIZES,
+    key="atlas_cell_size",
     format_func=lambda s: s if s == "auto" else f"level {s} (~{cell_edge_km(int(s)):.3g} km)",
     help="auto: the finest S2 level whose cells are readable at the map's zoom; coarser cells combine their "
-         "children as 'Combine points by' says (counts add up).")
+    "children as 'Combine points by' says (counts add up).",
+)
 map_style = st.sidebar.radio("Map style", list(MAP_STYLES), key="atlas_style", horizontal=True)
 size_label = st.sidebar.selectbox("Window", list(WINDOW_SIZES), key="atlas_window_size")
-span_label = st.sidebar.selectbox("Look back", list(LOOK_BACK), index=1, key="atlas_span",
-                                  help="How far before the newest point the time slider reaches.")
-compare = st.sidebar.radio("Compare with", COMPARE_MODES, key="atlas_compare", horizontal=True,
-                           format_func=lambda m: "nothing" if m == "none" else f"{m} (same window)")
+span_label = st.sidebar.selectbox(
+    "Look back",
+    list(LOOK_BACK),
+    index=1,
+    key="atlas_span",
+    help="How far before the newest point the time slider reaches.",
+)
+compare = st.sidebar.radio(
+    "Compare with",
+    COMPARE_MODES,
+    key="atlas_compare",
+    horizontal=True,
+    format_func=lambda m: "nothing" if m == "none" else f"{m} (same window)",
+)
 size_s, span_s = WINDOW_SIZES[size_label], LOOK_BACK[span_label]
 area = area_by_name(area_name)
 
@@ -212,17 +242,32 @@ area = area_by_name(area_name)
 st.markdown(f"### {measurement} · {area_name if area is not None else ALL_AREAS}")
 head = st.columns([1, 1, 4])
 playing = bool(st.session_state.get("atlas_playing", False))
-live = head[1].toggle("Live", key="atlas_live", help=f"Follow the newest window, re-read every "
-                                                     f"{format_value(SETTINGS.refresh_s)} s.")
-head[0].button("⏸ Pause" if playing else "▶ Play", key="atlas_play", on_click=_toggle_play, disabled=live,
-               help="Step through the windows of the look-back period.")
+live = head[1].toggle(
+    "Live",
+    key="atlas_live",
+    help=f"Follow the newest window, re-read every {format_value(SETTINGS.refresh_s)} s.",
+)
+head[0].button(
+    "⏸ Pause" if playing else "▶ Play",
+    key="atlas_play",
+    on_click=_toggle_play,
+    disabled=live,
+    help="Step through the windows of the look-back period.",
+)
 playing = playing and not live
 run_every = SETTINGS.refresh_s if live else (SETTINGS.play_interval_s if playing else None)
 
-base_request = MapRequest(color_field=color_field, fields=tuple(info.fields),
-                          elevation_field=None if elevation_choice == "none" else elevation_choice,
-                          scale=scale_kind, dark=map_style == "dark", compare=compare, area=area,
-                          tags=tuple(shown_tags), level=None if cell_size == "auto" else int(cell_size))
+base_request = MapRequest(
+    color_field=color_field,
+    fields=tuple(info.fields),
+    elevation_field=None if elevation_choice == "none" else elevation_choice,
+    scale=scale_kind,
+    dark=map_style == "dark",
+    compare=compare,
+    area=area,
+    tags=tuple(shown_tags),
+    level=None if cell_size == "auto" else int(cell_size),
+)
 
 
 @st.fragment(run_every=run_every)
@@ -238,7 +283,10 @@ def timeline_and_map() -> None:
         return
     if live or st.session_state.get("atlas_window") not in windows:
         st.session_state["atlas_window"] = windows[-1]
-    if playing and time.monotonic() - st.session_state.get("atlas_last_step", 0.0) >= 0.9 * SETTINGS.play_interval_s:
+    if (
+        playing
+        and time.monotonic() - st.session_state.get("atlas_last_step", 0.0) >= 0.9 * SETTINGS.play_interval_s
+    ):
         _step(windows, +1)
         st.session_state["atlas_last_step"] = time.monotonic()
     # Set on every run, so Streamlit sends the slider its value: after a change of window size its options
@@ -246,21 +294,46 @@ def timeline_and_map() -> None:
     st.session_state["atlas_window"] = st.session_state["atlas_window"]
 
     nav = st.columns([1, 1, 10])
-    nav[0].button("◀", key="atlas_prev", on_click=_step, args=(windows, -1), disabled=live or len(windows) < 2,
-                  help="Previous window")
-    nav[1].button("▶", key="atlas_next", on_click=_step, args=(windows, +1), disabled=live or len(windows) < 2,
-                  help="Next window")
+    nav[0].button(
+        "◀",
+        key="atlas_prev",
+        on_click=_step,
+        args=(windows, -1),
+        disabled=live or len(windows) < 2,
+        help="Previous window",
+    )
+    nav[1].button(
+        "▶",
+        key="atlas_next",
+        on_click=_step,
+        args=(windows, +1),
+        disabled=live or len(windows) < 2,
+        help="Next window",
+    )
     if len(windows) > 1:
-        window_end = nav[2].select_slider("Time", options=windows, key="atlas_window", disabled=live,
-                                          format_func=lambda end: _window_label(end, size_s, last_ms),
-                                          label_visibility="collapsed")
+        window_end = nav[2].select_slider(
+            "Time",
+            options=windows,
+            key="atlas_window",
+            disabled=live,
+            format_func=lambda end: _window_label(end, size_s, last_ms),
+            label_visibility="collapsed",
+        )
     else:
         window_end = windows[0]
         nav[2].caption(_window_label(window_end, size_s, last_ms))
     partial, covered_ms = _partial(window_end, size_s, last_ms), _covered_ms(window_end, size_s, last_ms)
 
-    query = CellQuery(measurement, info.s2_tag, tuple(info.fields), window_end - size_s * 1000, window_end,
-                      aggregate, tuple(filters), info.float_fields)
+    query = CellQuery(
+        measurement,
+        info.s2_tag,
+        tuple(info.fields),
+        window_end - size_s * 1000,
+        window_end,
+        aggregate,
+        tuple(filters),
+        info.float_fields,
+    )
     color_aggregate = query.aggregate_of(color_field)
     started = time.perf_counter()
     try:
@@ -276,12 +349,19 @@ def timeline_and_map() -> None:
     summary: Literal["sum", "mean"] = "sum" if color_aggregate == "sum" else "mean"
     combine = tuple((f, query.aggregate_of(f)) for f in info.fields)
     whole = tuple(f for f in info.fields if f not in info.float_fields and query.aggregate_of(f) != "mean")
-    data = build_map(current, replace(base_request, summary=summary, combine=combine, integer_fields=whole),
-                     _geometry(), previous)
+    data = build_map(
+        current,
+        replace(base_request, summary=summary, combine=combine, integer_fields=whole),
+        _geometry(),
+        previous,
+    )
     basemap = SETTINGS.base_map(dark=map_style == "dark")
-    shown = repr((query, color_field, base_request, map_style))  # what the map is of: a change draws a new layer
-    deck = build_deck(data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap,
-                      shown=shown)
+    shown = repr(
+        (query, color_field, base_request, map_style)
+    )  # what the map is of: a change draws a new layer
+    deck = build_deck(
+        data, style=map_style, height=MAP_HEIGHT, fly_ms=SETTINGS.fly_ms, basemap=basemap, shown=shown
+    )
     built_s = time.perf_counter() - started
 
     map_col, side = st.columns([5, 1])
@@ -292,16 +372,24 @@ def timeline_and_map() -> None:
         delta = None if data.previous_total is None else format_value(data.total - data.previous_total)
         label = f"{color_field}, all cells" if summary == "sum" else f"{color_field}, mean of cells"
         against = f"against {compare}" + (f" (its first {_minutes(covered_ms)} min)" if partial else "")
-        st.metric(label + (f" ({partial})" if partial else ""), format_value(data.total), delta=delta,
-                  help=None if delta is None else f"{against}: {format_value(data.previous_total or 0)}")
+        st.metric(
+            label + (f" ({partial})" if partial else ""),
+            format_value(data.total),
+            delta=delta,
+            help=None if delta is None else f"{against}: {format_value(data.previous_total or 0)}",
+        )
         if data.compare_note:
             st.caption(f"{data.compare_note}: cells coloured without a comparison")
-        st.markdown(legend_html(data.scale, data.legend_title, data.level_note, data.legend_extra),
-                    unsafe_allow_html=True)
+        st.markdown(
+            legend_html(data.scale, data.legend_title, data.level_note, data.legend_extra),
+            unsafe_allow_html=True,
+        )
     credit = f" · base map: {basemap.attribution}" if basemap.attribution else ""
-    st.caption(f"{_window_label(window_end, size_s, last_ms)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
-               f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
-               f"{credit}")
+    st.caption(
+        f"{_window_label(window_end, size_s, last_ms)} · read {counted(len(current), 'cell', fmt=',')} in {read_s:.2f} s · "
+        f"map built in {built_s:.2f} s · InfluxDB {SETTINGS.influx_url}, database {SETTINGS.database}"
+        f"{credit}"
+    )
 
 
 timeline_and_map()

@@ -77,8 +77,9 @@ def area_by_name(name: str) -> ServiceArea | None:
     raise ValueError(f"unknown service area {name!r}; known: {', '.join(area_names())}")
 
 
-def in_area(centers: npt.NDArray[np.float64], area: ServiceArea, margin_km: float = AREA_MARGIN_KM
-            ) -> npt.NDArray[np.bool_]:
+def in_area(
+    centers: npt.NDArray[np.float64], area: ServiceArea, margin_km: float = AREA_MARGIN_KM
+) -> npt.NDArray[np.bool_]:
     """Return which ``(n, 2)`` ``[lat, lng]`` cell centres lie within ``area.radius_km + margin_km``."""
     if centers.size == 0:
         return np.zeros(0, dtype=bool)
@@ -123,7 +124,7 @@ def view_for_cells(centers: npt.NDArray[np.float64], width_px: int = 1000, heigh
 def project(lat: float, lng: float, view: View) -> tuple[float, float]:
     """Return the pixel offset ``(dx, dy)`` of ``(lat, lng)`` from the centre of a map showing ``view``
     (Web Mercator, no pitch or bearing): where to point at a cell on screen."""
-    scale = _TILE_PX * 2 ** view.zoom
+    scale = _TILE_PX * 2**view.zoom
     dx = (lng - view.longitude) / 360.0 * scale
     y, y0 = _mercator_y(np.array([lat, view.latitude]))
     dy = -(y - y0) / (2 * math.pi) * scale
@@ -131,6 +132,15 @@ def project(lat: float, lng: float, view: View) -> tuple[float, float]:
 
 
 __all__ = [
-    "ALL_AREAS", "AREA_MARGIN_KM", "SERVICE_AREAS", "ServiceArea", "View", "area_by_name", "area_names",
-    "in_area", "project", "view_for_area", "view_for_cells",
+    "ALL_AREAS",
+    "AREA_MARGIN_KM",
+    "SERVICE_AREAS",
+    "ServiceArea",
+    "View",
+    "area_by_name",
+    "area_names",
+    "in_area",
+    "project",
+    "view_for_area",
+    "view_for_cells",
 ]

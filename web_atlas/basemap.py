@@ -66,15 +66,27 @@ def blank_style_url(dark: bool) -> str:
     return f"{STATIC_PREFIX}/blank-{'dark' if dark else 'light'}.json"
 
 
-def raster_style(tiles_url: str, *, tile_size: int = 256, attribution: str = "", dark: bool = False) -> dict[str, Any]:
+def raster_style(
+    tiles_url: str, *, tile_size: int = 256, attribution: str = "", dark: bool = False
+) -> dict[str, Any]:
     """Return a MapLibre style drawing the XYZ raster tiles ``tiles_url`` over a plain background."""
     return {
         "version": 8,
         "name": "Daggers Atlas raster tiles",
-        "sources": {"tiles": {"type": "raster", "tiles": [tiles_url], "tileSize": tile_size,
-                              "attribution": attribution}},
+        "sources": {
+            "tiles": {
+                "type": "raster",
+                "tiles": [tiles_url],
+                "tileSize": tile_size,
+                "attribution": attribution,
+            }
+        },
         "layers": [
-            {"id": "background", "type": "background", "paint": {"background-color": "#1b1d23" if dark else "#f3f2ee"}},
+            {
+                "id": "background",
+                "type": "background",
+                "paint": {"background-color": "#1b1d23" if dark else "#f3f2ee"},
+            },
             {"id": "tiles", "type": "raster", "source": "tiles"},
         ],
     }
@@ -85,8 +97,9 @@ def data_url(style: dict[str, Any]) -> str:
     return "data:application/json," + quote(json.dumps(style, separators=(",", ":")), safe="")
 
 
-def base_map(kind: BaseMapKind, *, dark: bool, url: str | None = None, tile_size: int = 256,
-             attribution: str = "") -> BaseMap:
+def base_map(
+    kind: BaseMapKind, *, dark: bool, url: str | None = None, tile_size: int = 256, attribution: str = ""
+) -> BaseMap:
     """Return the base map of ``kind`` (see the module docstring) in the light or dark variant.
 
     Raises:
@@ -102,8 +115,11 @@ def base_map(kind: BaseMapKind, *, dark: bool, url: str | None = None, tile_size
         raise ValueError(f"base map {kind!r} needs a URL")
     if kind == "style":
         return BaseMap(url, False, attribution)
-    return BaseMap(data_url(raster_style(url, tile_size=tile_size, attribution=attribution, dark=dark)), False,
-                   attribution)
+    return BaseMap(
+        data_url(raster_style(url, tile_size=tile_size, attribution=attribution, dark=dark)),
+        False,
+        attribution,
+    )
 
 
 def _label_size(population: int) -> float:
@@ -150,7 +166,19 @@ def label_rows(area: ServiceArea | None) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "AREA_LABEL_MIN_POP", "BASEMAP_KINDS", "LABEL_LAYER_ID", "MAX_LABELS", "OFFLINE_ATTRIBUTION", "STATIC_PREFIX",
-    "WIDE_LABEL_MIN_POP", "BaseMap", "BaseMapKind", "base_map", "blank_style_url", "data_url", "label_rows",
-    "offline_style_url", "raster_style",
+    "AREA_LABEL_MIN_POP",
+    "BASEMAP_KINDS",
+    "LABEL_LAYER_ID",
+    "MAX_LABELS",
+    "OFFLINE_ATTRIBUTION",
+    "STATIC_PREFIX",
+    "WIDE_LABEL_MIN_POP",
+    "BaseMap",
+    "BaseMapKind",
+    "base_map",
+    "blank_style_url",
+    "data_url",
+    "label_rows",
+    "offline_style_url",
+    "raster_style",
 ]

@@ -37,8 +37,15 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright
 
 CHROMIUM: Final = "/usr/bin/chromium"
-CHROMIUM_ARGS: Final = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run")
+CHROMIUM_ARGS: Final = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 DECK_SELECTOR: Final = '[data-testid="stDeckGlJsonChart"]'
 TOOLTIP_SELECTOR: Final = ".deck-tooltip"
 
@@ -74,8 +81,15 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def serve_atlas(influx_url: str, database: str, log_path: Path, *, port: int | None = None,
-                timeout: float = 90.0, extra_env: dict[str, str] | None = None) -> Iterator[AtlasServer]:
+def serve_atlas(
+    influx_url: str,
+    database: str,
+    log_path: Path,
+    *,
+    port: int | None = None,
+    timeout: float = 90.0,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[AtlasServer]:
     """Start the Atlas against ``influx_url``/``database`` on ``port`` (default: one from the OS) and
     yield it once ``/_stcore/health`` answers; stop it on exit.
 
@@ -90,7 +104,9 @@ def serve_atlas(influx_url: str, database: str, log_path: Path, *, port: int | N
     env.update(extra_env or {})
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     server = AtlasServer(f"http://127.0.0.1:{port}", process, log_path)
     try:
         deadline = time.monotonic() + timeout
@@ -156,7 +172,8 @@ class AtlasPage:
             """() => !document.querySelector('[data-testid="stStatusWidget"]')
                      && [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
                           .some(e => e.innerText.includes('map built in'))""",
-            timeout=timeout_s * 1000)
+            timeout=timeout_s * 1000,
+        )
 
     def caption(self) -> str:
         """Return the text of the caption under the map (window, read and build times)."""
@@ -165,8 +182,7 @@ class AtlasPage:
 
     def choose(self, label: str, option: str, timeout_s: float = 60.0) -> None:
         """Pick ``option`` in the sidebar select box labelled ``label``, then wait for the rerun to end."""
-        box = self.page.get_by_test_id("stSelectbox").filter(
-            has=self.page.get_by_text(label, exact=True))
+        box = self.page.get_by_test_id("stSelectbox").filter(has=self.page.get_by_text(label, exact=True))
         for attempt in range(3):  # a rerun that redraws the sidebar can close the list just opened
             box.locator('[role="combobox"], input').first.click()
             try:
@@ -224,8 +240,9 @@ class AtlasPage:
         self.page.wait_for_timeout(settle_ms)
         return self._tooltip_text()
 
-    def tooltip(self, lat: float, lng: float, view: View, expect: str, timeout_s: float = 30.0,
-                settle_ms: int = 250) -> str:
+    def tooltip(
+        self, lat: float, lng: float, view: View, expect: str, timeout_s: float = 30.0, settle_ms: int = 250
+    ) -> str:
         """Hover ``(lat, lng)`` until the tooltip contains ``expect`` (the layer is drawn and pickable);
         return its text.
 

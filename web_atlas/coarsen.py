@@ -34,7 +34,13 @@ _EARTH_CIRCUMFERENCE_KM: Final = 40075.016686
 _TILE_PX: Final = 512
 _LEVEL0_EDGE_KM: Final = 10_018.0
 """Mean edge of an S2 cell at level 0, in km (half the edge at each level; 1.22 km at level 13)."""
-_PANDAS_FUNCTION: Final[dict[str, str]] = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "last": "mean"}
+_PANDAS_FUNCTION: Final[dict[str, str]] = {
+    "sum": "sum",
+    "mean": "mean",
+    "max": "max",
+    "min": "min",
+    "last": "mean",
+}
 
 
 def cell_edge_km(level: int) -> float:
@@ -105,4 +111,12 @@ def combine_note(level: int, child_level: int, rule: str) -> str:
     return note
 
 
-__all__ = ["COARSEST_LEVEL", "MIN_CELL_PX", "auto_level", "cell_edge_km", "coarsen", "combine_note", "data_level"]
+__all__ = [
+    "COARSEST_LEVEL",
+    "MIN_CELL_PX",
+    "auto_level",
+    "cell_edge_km",
+    "coarsen",
+    "combine_note",
+    "data_level",
+]

@@ -114,8 +114,15 @@ def _to_rgb(row: npt.NDArray[np.float64]) -> Rgb:
     return r, g, b
 
 
-def linear_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIAL, *, diverging: bool = False,
-                 alpha: int = DEFAULT_ALPHA, ticks: int = 5, integer: bool = False) -> ColorScale:
+def linear_scale(
+    values: npt.ArrayLike,
+    palette: Sequence[str] = LIGHT_SEQUENTIAL,
+    *,
+    diverging: bool = False,
+    alpha: int = DEFAULT_ALPHA,
+    ticks: int = 5,
+    integer: bool = False,
+) -> ColorScale:
     """Return a linear :class:`ColorScale` for ``values`` (see the module docstring); with ``integer``
     (a count) the legend's ticks are whole numbers."""
     v = np.asarray(values, dtype=np.float64).ravel()
@@ -134,12 +141,23 @@ def linear_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIA
     colors = _rgba(_interpolate(stops, t), finite, alpha)
     positions = np.linspace(0.0, 1.0, ticks)
     tick_rgb = _interpolate(stops, positions)
-    entries = tuple(
-        LegendEntry(_to_rgb(tick_rgb[k]), (_signed if diverging else format_value)(
-            float(round(lo + p * span)) if integer else lo + p * span))
-        for k, p in enumerate(positions)
-    ) if span > 0 else (LegendEntry(_to_rgb(_interpolate(stops, np.array([0.5 if diverging else 1.0]))[0]),
-                                    format_value(lo)),)
+    entries = (
+        tuple(
+            LegendEntry(
+                _to_rgb(tick_rgb[k]),
+                (_signed if diverging else format_value)(
+                    float(round(lo + p * span)) if integer else lo + p * span
+                ),
+            )
+            for k, p in enumerate(positions)
+        )
+        if span > 0
+        else (
+            LegendEntry(
+                _to_rgb(_interpolate(stops, np.array([0.5 if diverging else 1.0]))[0]), format_value(lo)
+            ),
+        )
+    )
     return ColorScale("linear", diverging, colors, entries, (lo, hi), span > 0, not finite.all())
 
 
@@ -148,7 +166,9 @@ def _whole(values: npt.NDArray[np.float64]) -> bool:
     return bool(np.all(np.mod(values, 1.0) == 0.0))
 
 
-def _quantile_breaks(v: npt.NDArray[np.float64], classes: int, integer: bool = False) -> npt.NDArray[np.float64]:
+def _quantile_breaks(
+    v: npt.NDArray[np.float64], classes: int, integer: bool = False
+) -> npt.NDArray[np.float64]:
     """Return the distinct class boundaries (``lo .. hi``) cutting ``v`` into ``classes`` quantiles; with
     ``integer`` (whole values) the inner boundaries are rounded up to whole numbers."""
     q = np.quantile(v, np.linspace(0.0, 1.0, classes + 1))
@@ -171,8 +191,14 @@ def _range_label(lo: float, hi: float, signed: bool = False) -> str:
     return fmt(lo) if lo == hi else f"{fmt(lo)} – {fmt(hi)}"
 
 
-def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENTIAL, *, diverging: bool = False,
-                   alpha: int = DEFAULT_ALPHA, integer: bool = False) -> ColorScale:
+def quantile_scale(
+    values: npt.ArrayLike,
+    palette: Sequence[str] = LIGHT_SEQUENTIAL,
+    *,
+    diverging: bool = False,
+    alpha: int = DEFAULT_ALPHA,
+    integer: bool = False,
+) -> ColorScale:
     """Return a quantile :class:`ColorScale` for ``values``: one class per palette colour at most
     (fewer when many values are equal), or, when ``diverging``, up to ``len(palette) // 2`` classes
     for gains and as many for losses, with the middle colour for no change. With ``integer`` (a count)
@@ -188,20 +214,27 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
         if data.size:
             breaks = _quantile_breaks(data, len(stops), integer)
             classes = max(len(breaks) - 1, 1)
-            cls = np.clip(np.searchsorted(breaks[1:-1], np.where(finite, v, breaks[0]), side="right"), 0,
-                          classes - 1)
+            cls = np.clip(
+                np.searchsorted(breaks[1:-1], np.where(finite, v, breaks[0]), side="right"), 0, classes - 1
+            )
             # Spread the classes over the whole palette when there are fewer than colours.
-            picks = np.rint(np.linspace(0, len(stops) - 1, classes)).astype(np.int64) if classes > 1 \
+            picks = (
+                np.rint(np.linspace(0, len(stops) - 1, classes)).astype(np.int64)
+                if classes > 1
                 else np.array([len(stops) - 1])
+            )
             rgb = stops[picks[cls]]
             if len(breaks) == 1:
                 entries = [LegendEntry(_to_rgb(stops[picks[0]]), format_value(breaks[0]))]
             else:
-                entries = [LegendEntry(_to_rgb(stops[picks[k]]), _range_label(*_class_bounds(breaks, k, integer)))
-                           for k in range(classes)]
+                entries = [
+                    LegendEntry(_to_rgb(stops[picks[k]]), _range_label(*_class_bounds(breaks, k, integer)))
+                    for k in range(classes)
+                ]
         domain = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
-        return ColorScale("quantile", False, _rgba(rgb, finite, alpha), tuple(entries), domain, False,
-                          not finite.all())
+        return ColorScale(
+            "quantile", False, _rgba(rgb, finite, alpha), tuple(entries), domain, False, not finite.all()
+        )
     mid = len(stops) // 2
     side = mid  # classes per side
     rgb[:] = stops[mid]
@@ -230,12 +263,20 @@ def quantile_scale(values: npt.ArrayLike, palette: Sequence[str] = LIGHT_SEQUENT
     zero = finite & (v == 0)
     entries = neg_entries + ([LegendEntry(_to_rgb(stops[mid]), "0")] if zero.any() else []) + pos_entries
     m = float(np.abs(data).max()) if data.size else 0.0
-    return ColorScale("quantile", True, _rgba(rgb, finite, alpha), tuple(entries), (-m, m), False,
-                      not finite.all())
+    return ColorScale(
+        "quantile", True, _rgba(rgb, finite, alpha), tuple(entries), (-m, m), False, not finite.all()
+    )
 
 
-def color_scale(values: npt.ArrayLike, kind: ScaleKind, palette: Sequence[str], *, diverging: bool = False,
-                alpha: int = DEFAULT_ALPHA, integer: bool = False) -> ColorScale:
+def color_scale(
+    values: npt.ArrayLike,
+    kind: ScaleKind,
+    palette: Sequence[str],
+    *,
+    diverging: bool = False,
+    alpha: int = DEFAULT_ALPHA,
+    integer: bool = False,
+) -> ColorScale:
     """Return the ``kind`` scale (``"linear"`` or ``"quantile"``) of ``values`` (``integer``: whole numbers,
     such as counts, get whole legend bounds).
 
@@ -250,9 +291,11 @@ def color_scale(values: npt.ArrayLike, kind: ScaleKind, palette: Sequence[str], 
 
 
 def _swatch(entry: LegendEntry) -> str:
-    return ("<div style='display:flex;align-items:center;gap:6px'>"
-            f"<span style='display:inline-block;width:14px;height:14px;background:rgb{entry.color}'></span>"
-            f"<span>{html.escape(entry.label)}</span></div>")
+    return (
+        "<div style='display:flex;align-items:center;gap:6px'>"
+        f"<span style='display:inline-block;width:14px;height:14px;background:rgb{entry.color}'></span>"
+        f"<span>{html.escape(entry.label)}</span></div>"
+    )
 
 
 def legend_html(scale: ColorScale, title: str, note: str = "", extra: Sequence[LegendEntry] = ()) -> str:
@@ -260,29 +303,52 @@ def legend_html(scale: ColorScale, title: str, note: str = "", extra: Sequence[L
     ``extra`` swatches (cells outside the scale, such as new ones in a comparison), then ``note``: what the
     cells are, e.g. coarser cells summing their children); its text takes the page's colour, so it reads on
     a light or a dark Streamlit theme."""
-    parts = ['<div class="atlas-legend" style="font:13px sans-serif;color:inherit">',
-             f"<div style='font-weight:600;margin-bottom:4px'>{html.escape(title)}</div>"]
+    parts = [
+        '<div class="atlas-legend" style="font:13px sans-serif;color:inherit">',
+        f"<div style='font-weight:600;margin-bottom:4px'>{html.escape(title)}</div>",
+    ]
     if scale.gradient:
         stops = ", ".join(f"rgb{e.color}" for e in scale.entries)
-        parts.append(f"<div style='height:12px;border-radius:2px;background:linear-gradient(to right, {stops})'></div>")
-        parts.append("<div style='display:flex;justify-content:space-between'>"
-                     + "".join(f"<span>{html.escape(e.label)}</span>" for e in scale.entries) + "</div>")
+        parts.append(
+            f"<div style='height:12px;border-radius:2px;background:linear-gradient(to right, {stops})'></div>"
+        )
+        parts.append(
+            "<div style='display:flex;justify-content:space-between'>"
+            + "".join(f"<span>{html.escape(e.label)}</span>" for e in scale.entries)
+            + "</div>"
+        )
     else:
         parts += [_swatch(e) for e in scale.entries]
     parts += [_swatch(e) for e in extra]
     if scale.no_data:
         r, g, b, _ = NO_DATA_RGBA
-        parts.append("<div style='display:flex;align-items:center;gap:6px'>"
-                     f"<span style='display:inline-block;width:14px;height:14px;background:rgba({r},{g},{b},0.4)'>"
-                     "</span><span>no data</span></div>")
+        parts.append(
+            "<div style='display:flex;align-items:center;gap:6px'>"
+            f"<span style='display:inline-block;width:14px;height:14px;background:rgba({r},{g},{b},0.4)'>"
+            "</span><span>no data</span></div>"
+        )
     if note:
-        parts.append(f"<div class='atlas-legend-note' style='font-size:11px;opacity:.75;margin-top:6px'>"
-                     f"{html.escape(note)}</div>")
+        parts.append(
+            f"<div class='atlas-legend-note' style='font-size:11px;opacity:.75;margin-top:6px'>"
+            f"{html.escape(note)}</div>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
 
 __all__ = [
-    "DARK_SEQUENTIAL", "DIVERGING", "LIGHT_SEQUENTIAL", "NO_DATA_RGBA", "SCALE_KINDS", "ColorScale", "LegendEntry",
-    "ScaleKind", "color_scale", "format_value", "hex_to_rgb", "legend_html", "linear_scale", "quantile_scale",
+    "DARK_SEQUENTIAL",
+    "DIVERGING",
+    "LIGHT_SEQUENTIAL",
+    "NO_DATA_RGBA",
+    "SCALE_KINDS",
+    "ColorScale",
+    "LegendEntry",
+    "ScaleKind",
+    "color_scale",
+    "format_value",
+    "hex_to_rgb",
+    "legend_html",
+    "linear_scale",
+    "quantile_scale",
 ]

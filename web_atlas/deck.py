@@ -68,8 +68,16 @@ class AtlasDeck(pdk.Deck):
 
 def view_state(view: View, *, fly_ms: int = FLY_MS) -> pdk.ViewState:
     """Return the pydeck view state of ``view``; a ``fly_ms`` transition animates moves to it."""
-    return pdk.ViewState(latitude=view.latitude, longitude=view.longitude, zoom=view.zoom, pitch=view.pitch,
-                         bearing=view.bearing, min_zoom=1, max_zoom=18, transition_duration=fly_ms)
+    return pdk.ViewState(
+        latitude=view.latitude,
+        longitude=view.longitude,
+        zoom=view.zoom,
+        pitch=view.pitch,
+        bearing=view.bearing,
+        min_zoom=1,
+        max_zoom=18,
+        transition_duration=fly_ms,
+    )
 
 
 def label_layer(rows: list[dict[str, Any]], *, dark: bool) -> pdk.Layer:
@@ -107,8 +115,15 @@ def cell_layer_id(rows_json: str, shown: str = "") -> str:
     return f"{CELL_LAYER_ID}-{digest.hexdigest()}"
 
 
-def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms: int = FLY_MS,
-               basemap: BaseMap | None = None, shown: str = "") -> AtlasDeck:
+def build_deck(
+    data: MapData,
+    *,
+    style: str = "light",
+    height: int = 640,
+    fly_ms: int = FLY_MS,
+    basemap: BaseMap | None = None,
+    shown: str = "",
+) -> AtlasDeck:
     """Return the deck for ``data``: the cell layer, the service-area ring when an area is chosen,
     place names when the base map wants them, the tooltip, and ``basemap`` (default: the offline
     base map in ``style``); ``shown`` says what the map is of (see :func:`cell_layer_id`).
@@ -143,16 +158,20 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
     ]
     if data.area_ring is not None:
         area = data.area_ring
-        layers.append(pdk.Layer(
-            "PathLayer",
-            id=AREA_LAYER_ID,
-            data=[{"name": area.name, "path": circle_path(area.latitude, area.longitude, area.radius_km)}],
-            get_path="path",
-            get_color=[230, 230, 230, 200] if dark else [40, 40, 40, 170],
-            width_min_pixels=1.5,
-            get_width=30,
-            pickable=False,
-        ))
+        layers.append(
+            pdk.Layer(
+                "PathLayer",
+                id=AREA_LAYER_ID,
+                data=[
+                    {"name": area.name, "path": circle_path(area.latitude, area.longitude, area.radius_km)}
+                ],
+                get_path="path",
+                get_color=[230, 230, 230, 200] if dark else [40, 40, 40, 170],
+                width_min_pixels=1.5,
+                get_width=30,
+                pickable=False,
+            )
+        )
     if basemap.labels:
         layers.append(label_layer(label_rows(data.area_ring), dark=dark))
     style_box: dict[str, Any] = {
@@ -174,6 +193,17 @@ def build_deck(data: MapData, *, style: str = "light", height: int = 640, fly_ms
 
 
 __all__ = [
-    "AREA_LAYER_ID", "CELL_LAYER_ID", "DARK_STYLE", "FLY_MS", "LIGHT_STYLE", "MAP_STYLES", "STATIC_PREFIX",
-    "AtlasDeck", "build_deck", "cell_layer_id", "label_layer", "map_style_url", "view_state",
+    "AREA_LAYER_ID",
+    "CELL_LAYER_ID",
+    "DARK_STYLE",
+    "FLY_MS",
+    "LIGHT_STYLE",
+    "MAP_STYLES",
+    "STATIC_PREFIX",
+    "AtlasDeck",
+    "build_deck",
+    "cell_layer_id",
+    "label_layer",
+    "map_style_url",
+    "view_state",
 ]

@@ -101,7 +101,9 @@ def circle_path(lat0: float, lng0: float, radius_km: float, points: int = 96) ->
     d = radius_km / EARTH_RADIUS_KM
     phi0, lam0 = np.radians(lat0), np.radians(lng0)
     phi = np.arcsin(np.sin(phi0) * np.cos(d) + np.cos(phi0) * np.sin(d) * np.cos(bearing))
-    lam = lam0 + np.arctan2(np.sin(bearing) * np.sin(d) * np.cos(phi0), np.cos(d) - np.sin(phi0) * np.sin(phi))
+    lam = lam0 + np.arctan2(
+        np.sin(bearing) * np.sin(d) * np.cos(phi0), np.cos(d) - np.sin(phi0) * np.sin(phi)
+    )
     ring = np.stack([(np.degrees(lam) + 540.0) % 360.0 - 180.0, np.degrees(phi)], axis=-1)
     return np.round(ring, 6).tolist()
 

@@ -115,11 +115,15 @@ class CellQuery:
             raise AtlasError(f"aggregate {self.aggregate!r} is not one of {', '.join(AGGREGATES)}")
         if self.end_ms <= self.start_ms:
             raise AtlasError(f"empty time range: end {self.end_ms} is not after start {self.start_ms}")
-        select = ", ".join(f"{self.aggregate_of(f)}({quote_ident(f)}) AS {quote_ident(f)}" for f in self.fields)
+        select = ", ".join(
+            f"{self.aggregate_of(f)}({quote_ident(f)}) AS {quote_ident(f)}" for f in self.fields
+        )
         where = [f"time > {self.start_ms}ms", f"time <= {self.end_ms}ms"]
         where += [f"{quote_ident(tag)} = {quote_literal(value)}" for tag, value in self.filters]
-        return (f"SELECT {select} FROM {quote_ident(self.measurement)} WHERE {' AND '.join(where)} "
-                f"GROUP BY {quote_ident(self.s2_tag)}")
+        return (
+            f"SELECT {select} FROM {quote_ident(self.measurement)} WHERE {' AND '.join(where)} "
+            f"GROUP BY {quote_ident(self.s2_tag)}"
+        )
 
     def shifted(self, seconds: int) -> CellQuery:
         """Return the same query ``seconds`` earlier (a positive number goes back in time)."""
@@ -150,12 +154,15 @@ class InfluxReader:
         try:
             resp = self.session.get(url, params=params, timeout=self.settings.timeout_s)
         except requests.RequestException as exc:
-            raise AtlasError(f"InfluxDB at {self.settings.influx_url} cannot be reached: {type(exc).__name__}",
-                             hint="start it with `daggers up`, or pass --influx URL to daggers atlas") from None
+            raise AtlasError(
+                f"InfluxDB at {self.settings.influx_url} cannot be reached: {type(exc).__name__}",
+                hint="start it with `daggers up`, or pass --influx URL to daggers atlas",
+            ) from None
         if resp.status_code in (401, 403):
-            raise AtlasError(f"InfluxDB at {self.settings.influx_url} refused the credentials "
-                             f"(HTTP {resp.status_code})",
-                             hint="set DAGGERS_INFLUX_USERNAME and DAGGERS_INFLUX_PASSWORD")
+            raise AtlasError(
+                f"InfluxDB at {self.settings.influx_url} refused the credentials (HTTP {resp.status_code})",
+                hint="set DAGGERS_INFLUX_USERNAME and DAGGERS_INFLUX_PASSWORD",
+            )
         try:
             body: dict[str, Any] = resp.json()
         except ValueError:
@@ -164,8 +171,11 @@ class InfluxReader:
         reasons = [e for e in errors if e]
         if resp.status_code >= 400 or reasons:
             reason = "; ".join(reasons) or f"HTTP {resp.status_code}"
-            hint = (f"is {self.settings.database!r} the database the dagger writes to? (--db)"
-                    if "database not found" in reason else None)
+            hint = (
+                f"is {self.settings.database!r} the database the dagger writes to? (--db)"
+                if "database not found" in reason
+                else None
+            )
             raise AtlasError(f"InfluxDB rejected {q!r}: {reason}", hint=hint)
         return [s for r in body.get("results", []) for s in r.get("series", []) or []]
 
@@ -181,15 +191,25 @@ class InfluxReader:
         m = quote_ident(measurement)
         tag_keys = [v[0] for s in self.query(f"SHOW TAG KEYS FROM {m}") for v in s.get("values", [])]
         s2_tag = pick_s2_tag(tag_keys)
-        typed = [(v[0], v[1]) for s in self.query(f"SHOW FIELD KEYS FROM {m}") for v in s.get("values", [])
-                 if v[1] in NUMERIC_FIELD_TYPES]
+        typed = [
+            (v[0], v[1])
+            for s in self.query(f"SHOW FIELD KEYS FROM {m}")
+            for v in s.get("values", [])
+            if v[1] in NUMERIC_FIELD_TYPES
+        ]
         # Counts (integers) first: they are what a city head looks at first (bookings, drivers).
-        fields = [name for name, kind in typed if kind != "float"] + [name for name, kind in typed if kind == "float"]
+        fields = [name for name, kind in typed if kind != "float"] + [
+            name for name, kind in typed if kind == "float"
+        ]
         if s2_tag is None or not fields:
             return None
-        return MeasurementInfo(measurement, s2_tag, tuple(k for k in tag_keys if k != s2_tag),
-                               tuple(dict.fromkeys(fields)),
-                               tuple(dict.fromkeys(name for name, kind in typed if kind == "float")))
+        return MeasurementInfo(
+            measurement,
+            s2_tag,
+            tuple(k for k in tag_keys if k != s2_tag),
+            tuple(dict.fromkeys(fields)),
+            tuple(dict.fromkeys(name for name, kind in typed if kind == "float")),
+        )
 
     def databases(self) -> list[str]:
         """Return the names of the databases on the server, sorted."""
@@ -204,9 +224,11 @@ class InfluxReader:
         known = self.databases()
         if self.settings.database not in known:
             shown = ", ".join(d for d in known if not d.startswith("_")) or "none"
-            raise AtlasError(f"database not found: {self.settings.database} (databases at "
-                             f"{self.settings.influx_url}: {shown})",
-                             hint="pass the database the dagger's sink writes to with --db")
+            raise AtlasError(
+                f"database not found: {self.settings.database} (databases at "
+                f"{self.settings.influx_url}: {shown})",
+                hint="pass the database the dagger's sink writes to with --db",
+            )
         infos = (self.describe(name) for name in self.measurements())
         return [info for info in infos if info is not None]
 
@@ -233,10 +255,14 @@ class InfluxReader:
             raise AtlasError(f"window size {size_s} s and span {span_s} s must be positive")
         start_ms = end_ms - span_s * 1000
         # Buckets start 1 ns after a multiple of the size: (k*size, (k+1)*size] in our terms.
-        q = (f"SELECT count({quote_ident(field_name)}) FROM {quote_ident(measurement)} "
-             f"WHERE time > {start_ms}ms AND time <= {end_ms}ms GROUP BY time({int(size_s)}s, 1ns) fill(none)")
+        q = (
+            f"SELECT count({quote_ident(field_name)}) FROM {quote_ident(measurement)} "
+            f"WHERE time > {start_ms}ms AND time <= {end_ms}ms GROUP BY time({int(size_s)}s, 1ns) fill(none)"
+        )
         size_ms = size_s * 1000
-        ends = {(int(v[0]) // size_ms) * size_ms + size_ms for s in self.query(q) for v in s.get("values", [])}
+        ends = {
+            (int(v[0]) // size_ms) * size_ms + size_ms for s in self.query(q) for v in s.get("values", [])
+        }
         return sorted(e for e in ends if start_ms < e <= end_ms)
 
     # -- cells -----------------------------------------------------------------------------------
@@ -266,8 +292,11 @@ def cells_frame(series: Sequence[dict[str, Any]], s2_tag: str, fields: Sequence[
         row = dict(zip(columns, values[0], strict=False))
         cells.append(cell)
         rows.append([row.get(f) for f in fields])
-    data = np.array(rows, dtype=np.float64).reshape(len(rows), len(fields)) if rows else \
-        np.empty((0, len(fields)), dtype=np.float64)
+    data = (
+        np.array(rows, dtype=np.float64).reshape(len(rows), len(fields))
+        if rows
+        else np.empty((0, len(fields)), dtype=np.float64)
+    )
     try:
         ids = from_decimal_strings(np.array(cells, dtype=str)) if cells else np.empty(0, np.uint64)
     except ValueError:  # a 20-digit number above 2**64: drop the rows that do not parse one by one
@@ -282,6 +311,15 @@ def cells_frame(series: Sequence[dict[str, Any]], s2_tag: str, fields: Sequence[
 
 
 __all__ = [
-    "AGGREGATES", "S2_TAG_NAMES", "Aggregate", "CellQuery", "InfluxReader", "MeasurementInfo", "cells_frame",
-    "pick_s2_tag", "quote_ident", "quote_literal", "window_end_ms",
+    "AGGREGATES",
+    "S2_TAG_NAMES",
+    "Aggregate",
+    "CellQuery",
+    "InfluxReader",
+    "MeasurementInfo",
+    "cells_frame",
+    "pick_s2_tag",
+    "quote_ident",
+    "quote_literal",
+    "window_end_ms",
 ]

@@ -170,8 +170,9 @@ class MapData:
                 columns["level"] = self.levels.astype(np.int64)
             for key, values in self.values:
                 columns[key] = values if isinstance(values, list) else _json_column(values)
-            return pd.DataFrame(columns).to_json(orient="records", double_precision=self.decimals,
-                                                 force_ascii=False)
+            return pd.DataFrame(columns).to_json(
+                orient="records", double_precision=self.decimals, force_ascii=False
+            )
 
     def rows(self) -> list[dict[str, Any]]:
         """Return the deck rows as Python dicts (what :meth:`rows_json` holds)."""
@@ -200,8 +201,10 @@ def _json_column(values: npt.NDArray[np.float64], digits: int = 4) -> Any:
     whole = finite & (rounded == np.floor(rounded)) & (np.abs(rounded) < 2.0**53)
     if finite.all():
         return rounded.astype(np.int64) if whole.all() else rounded
-    return [(int(v) if w else v) if f else NO_VALUE
-            for v, f, w in zip(rounded.tolist(), finite.tolist(), whole.tolist(), strict=True)]
+    return [
+        (int(v) if w else v) if f else NO_VALUE
+        for v, f, w in zip(rounded.tolist(), finite.tolist(), whole.tolist(), strict=True)
+    ]
 
 
 def coordinate_decimals(max_level: int) -> int:
@@ -238,8 +241,10 @@ def _tooltip(request: MapRequest, columns: dict[str, str], level: int | None) ->
     """Return the deck.gl tooltip template: cell id and level, the tags (the same for every cell,
     so written into the template), then the values."""
     level_text = str(level) if level is not None else "{level}"
-    lines = ["<div style='font:12px sans-serif'>",
-             f"<div><b>cell</b> {{cell}} <span style='opacity:.7'>(level {level_text})</span></div>"]
+    lines = [
+        "<div style='font:12px sans-serif'>",
+        f"<div><b>cell</b> {{cell}} <span style='opacity:.7'>(level {level_text})</span></div>",
+    ]
     for tag, value in request.tags:
         lines.append(f"<div><b>{_label(tag)}</b> {_label(value)}</div>")
     for name in request.fields:
@@ -259,8 +264,12 @@ def _label(name: str) -> str:
     return html.escape(name.replace("{", "(").replace("}", ")"))
 
 
-def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometryCache,
-              previous: pd.DataFrame | None = None) -> MapData:
+def build_map(
+    current: pd.DataFrame,
+    request: MapRequest,
+    geometry: CellGeometryCache,
+    previous: pd.DataFrame | None = None,
+) -> MapData:
     """Return the :class:`MapData` for the per-cell frames of :meth:`web_atlas.influx.InfluxReader.cells`.
 
     ``previous`` is the same window a day or a week earlier when ``request.compare`` is not
@@ -312,14 +321,22 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
     if comparing:
         prev_values = frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)
         previous_total = _summary(prev_values, request.summary)
-        now_in, then_in = _present(frame, request.fields), _present(frame, [f"{f}__prev" for f in request.fields])
+        now_in, then_in = (
+            _present(frame, request.fields),
+            _present(frame, [f"{f}__prev" for f in request.fields]),
+        )
         new, gone = now_in & ~then_in, then_in & ~now_in
         color_values = np.where(new | gone, np.nan, color_values - prev_values)
         palette, title = DIVERGING, f"{request.color_field}: change against {request.compare}"
     else:
         palette, title = (DARK_SEQUENTIAL if request.dark else LIGHT_SEQUENTIAL), request.color_field
-    scale = color_scale(color_values, request.scale, palette, diverging=comparing,
-                        integer=request.color_field in request.integer_fields)
+    scale = color_scale(
+        color_values,
+        request.scale,
+        palette,
+        diverging=comparing,
+        integer=request.color_field in request.integer_fields,
+    )
     extra: tuple[LegendEntry, ...] = ()
     if comparing:
         scale, extra = _mark_new_and_gone(scale, new, gone, request.compare)
@@ -330,26 +347,48 @@ def build_map(current: pd.DataFrame, request: MapRequest, geometry: CellGeometry
         top = float(elev.max()) if elev.size else 0.0
         elevation = elev / top * MAX_ELEVATION_M if top > 0 else elev
     values: list[tuple[str, npt.NDArray[np.float64] | list[Any]]] = [
-        (columns[name], frame[name].to_numpy(dtype=np.float64)) for name in request.fields]
+        (columns[name], frame[name].to_numpy(dtype=np.float64)) for name in request.fields
+    ]
     if comparing:
         key = columns[request.color_field]
         diff: npt.NDArray[np.float64] | list[Any] = color_values
         if (new | gone).any():  # the tooltip says "new" or "gone" instead of a change
-            diff = ["new" if n else "gone" if g else v for v, n, g in
-                    zip(_as_list(_json_column(color_values)), new.tolist(), gone.tolist(), strict=True)]
-        values += [(f"{key}__prev", frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)),
-                   (f"{key}__diff", diff)]
+            diff = [
+                "new" if n else "gone" if g else v
+                for v, n, g in zip(
+                    _as_list(_json_column(color_values)), new.tolist(), gone.tolist(), strict=True
+                )
+            ]
+        values += [
+            (f"{key}__prev", frame[f"{request.color_field}__prev"].to_numpy(dtype=np.float64)),
+            (f"{key}__diff", diff),
+        ]
     levels = cell_level(ids)
     if elevation is not None:
         view = view.tilted(EXTRUDED_PITCH)
     uniform = int(levels[0]) if levels.size and (levels == levels[0]).all() else None
     return MapData(
-        cells=frame["cell"].astype(str).tolist(), polygons=polygons, fills=scale.colors, elevation=elevation,
-        levels=levels, values=tuple(values),
+        cells=frame["cell"].astype(str).tolist(),
+        polygons=polygons,
+        fills=scale.colors,
+        elevation=elevation,
+        levels=levels,
+        values=tuple(values),
         decimals=coordinate_decimals(int(levels.max()) if levels.size else 13),
-        scale=scale, legend_title=title, view=view, tooltip_html=_tooltip(request if comparing else dataclasses.replace(request, compare="none"), columns, uniform),
-        total=total, previous_total=previous_total, area_ring=request.area, columns=columns, level_note=level_note,
-        compare_note=compare_note, legend_extra=extra)
+        scale=scale,
+        legend_title=title,
+        view=view,
+        tooltip_html=_tooltip(
+            request if comparing else dataclasses.replace(request, compare="none"), columns, uniform
+        ),
+        total=total,
+        previous_total=previous_total,
+        area_ring=request.area,
+        columns=columns,
+        level_note=level_note,
+        compare_note=compare_note,
+        legend_extra=extra,
+    )
 
 
 def _present(frame: pd.DataFrame, columns: Sequence[str]) -> npt.NDArray[np.bool_]:
@@ -361,20 +400,23 @@ def _as_list(column: Any) -> list[Any]:
     return column if isinstance(column, list) else column.tolist()
 
 
-def _mark_new_and_gone(scale: ColorScale, new: npt.NDArray[np.bool_], gone: npt.NDArray[np.bool_],
-                       compare: str) -> tuple[ColorScale, tuple[LegendEntry, ...]]:
+def _mark_new_and_gone(
+    scale: ColorScale, new: npt.NDArray[np.bool_], gone: npt.NDArray[np.bool_], compare: str
+) -> tuple[ColorScale, tuple[LegendEntry, ...]]:
     """Return ``scale`` with new and gone cells in their own colours (no longer "no data"), and their swatches."""
     colors = scale.colors.copy()
     colors[new] = (*NEW_RGB, DEFAULT_ALPHA)
     colors[gone] = (*GONE_RGB, DEFAULT_ALPHA)
     extra = ((LegendEntry(NEW_RGB, f"new: no point {compare}"),) if new.any() else ()) + (
-        (LegendEntry(GONE_RGB, "gone: no point now"),) if gone.any() else ())
+        (LegendEntry(GONE_RGB, "gone: no point now"),) if gone.any() else ()
+    )
     no_data = bool((colors[:, 3] != DEFAULT_ALPHA).any())
     return dataclasses.replace(scale, colors=colors, no_data=no_data), extra
 
 
-def _placed(frame: pd.DataFrame, area: ServiceArea | None, geometry: CellGeometryCache
-            ) -> tuple[pd.DataFrame, CellGeometry]:
+def _placed(
+    frame: pd.DataFrame, area: ServiceArea | None, geometry: CellGeometryCache
+) -> tuple[pd.DataFrame, CellGeometry]:
     """Return the rows of ``frame`` whose cell has a valid centre inside ``area`` (when set), and their geometry."""
     geo = geometry.lookup(frame["id"].to_numpy(dtype=np.uint64))
     keep = np.isfinite(geo.centers).all(axis=1)
@@ -394,6 +436,18 @@ def _area_margin_km(level: int) -> float:
 
 
 __all__ = [
-    "COMPARE_MODES", "COMPARE_SHIFT_S", "EXTRUDED_PITCH", "GONE_RGB", "MAX_ELEVATION_M", "NEW_RGB", "NO_VALUE", "CompareMode", "MapData",
-    "MapRequest", "build_map", "coordinate_decimals", "paused_gc", "row_key",
+    "COMPARE_MODES",
+    "COMPARE_SHIFT_S",
+    "EXTRUDED_PITCH",
+    "GONE_RGB",
+    "MAX_ELEVATION_M",
+    "NEW_RGB",
+    "NO_VALUE",
+    "CompareMode",
+    "MapData",
+    "MapRequest",
+    "build_map",
+    "coordinate_decimals",
+    "paused_gc",
+    "row_key",
 ]

@@ -69,7 +69,9 @@ class SamplePoints:
         return "\n".join(self.lines)
 
 
-def _demand(ids: npt.NDArray[np.uint64], area: ServiceArea, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+def _demand(
+    ids: npt.NDArray[np.uint64], area: ServiceArea, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     """Return the mean bookings per minute of each cell: a fall-off from the centre plus hot spots."""
     centers = cell_center(ids)
     d = distance_km(centers[:, 0], centers[:, 1], area.latitude, area.longitude)
@@ -81,9 +83,15 @@ def _demand(ids: npt.NDArray[np.uint64], area: ServiceArea, rng: np.random.Gener
     return mean
 
 
-def sample_points(areas: Sequence[ServiceArea], window_ends_s: Iterable[int], *, seed: int = 7,
-                  measurement: str = MEASUREMENT, level: int = 13,
-                  radius_km: float | None = None) -> SamplePoints:
+def sample_points(
+    areas: Sequence[ServiceArea],
+    window_ends_s: Iterable[int],
+    *,
+    seed: int = 7,
+    measurement: str = MEASUREMENT,
+    level: int = 13,
+    radius_km: float | None = None,
+) -> SamplePoints:
     """Return sample points for every area and window (one-minute windows ending at ``window_ends_s``).
 
     ``radius_km`` overrides the areas' own radius (e.g. a whole metro region for the benchmark).
@@ -94,8 +102,9 @@ def sample_points(areas: Sequence[ServiceArea], window_ends_s: Iterable[int], *,
     lines: list[str] = []
     cells = 0
     for area in areas:
-        ids = land_cells(cells_in_circle(area.latitude, area.longitude, radius_km or area.radius_km, level),
-                         area.city_id)
+        ids = land_cells(
+            cells_in_circle(area.latitude, area.longitude, radius_km or area.radius_km, level), area.city_id
+        )
         cells += ids.size
         signed = to_decimal_strings(ids)
         demand = _demand(ids, area, rng)
@@ -106,9 +115,11 @@ def sample_points(areas: Sequence[ServiceArea], window_ends_s: Iterable[int], *,
                 counts = rng.poisson(demand * daily * share)
                 distances = np.round(rng.gamma(4.0, 1.5, ids.size), 2)
                 for k in np.flatnonzero(counts):
-                    lines.append(f"{measurement},tag_city_id={area.city_id},tag_s2id={signed[k]},"
-                                 f"tag_vehicle_type={vehicle} num_of_bookings={int(counts[k])}i,"
-                                 f"avg_distance_km={float(distances[k])} {int(end)}")
+                    lines.append(
+                        f"{measurement},tag_city_id={area.city_id},tag_s2id={signed[k]},"
+                        f"tag_vehicle_type={vehicle} num_of_bookings={int(counts[k])}i,"
+                        f"avg_distance_km={float(distances[k])} {int(end)}"
+                    )
     return SamplePoints(lines, cells, len(ends))
 
 

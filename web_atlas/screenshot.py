@@ -70,11 +70,25 @@ def take(out: Path, *, area_name: str = "Jakarta", style: str = "light", elevati
     ends += [e - 86_400 for e in ends] + [e - 7 * 86_400 for e in ends]
     sample = sample_points(indonesia, ends, seed=2026)
     # The busiest cell of the 15-minute window near the centre, so its tooltip fits on the map.
-    ids = from_decimal_strings(sorted({line.split("tag_s2id=", 1)[1].split(",", 1)[0] for line in sample.lines
-                                       if f"tag_city_id={area.city_id}," in line}))
+    ids = from_decimal_strings(
+        sorted(
+            {
+                line.split("tag_s2id=", 1)[1].split(",", 1)[0]
+                for line in sample.lines
+                if f"tag_city_id={area.city_id}," in line
+            }
+        )
+    )
     centers = cell_center(ids)
-    central = {str(c) for c in to_decimal_strings(ids[distance_km(centers[:, 0], centers[:, 1], area.latitude,
-                                                                  area.longitude) < 0.4 * area.radius_km])}
+    central = {
+        str(c)
+        for c in to_decimal_strings(
+            ids[
+                distance_km(centers[:, 0], centers[:, 1], area.latitude, area.longitude)
+                < 0.4 * area.radius_km
+            ]
+        )
+    }
     near_centre = [line for line in sample.lines if line.split("tag_s2id=", 1)[1].split(",", 1)[0] in central]
     cell, bookings = _busiest_cell(near_centre, WINDOW_END_S - WINDOW_S, WINDOW_END_S)
     lat, lng = (float(x) for x in cell_center(from_decimal_strings([cell]))[0])
@@ -93,8 +107,10 @@ def take(out: Path, *, area_name: str = "Jakarta", style: str = "light", elevati
         else:
             page.tooltip(lat, lng, view_for_area(area), expect=cell, timeout_s=60)
         _save(page, out)
-    print(f"{out}: {area.name}, busiest central cell {cell} ({bookings} bookings in the 15 minutes to "
-          f"{time.strftime('%H:%M', time.gmtime(WINDOW_END_S))} UTC)")
+    print(
+        f"{out}: {area.name}, busiest central cell {cell} ({bookings} bookings in the 15 minutes to "
+        f"{time.strftime('%H:%M', time.gmtime(WINDOW_END_S))} UTC)"
+    )
     return out
 
 
@@ -110,7 +126,9 @@ def _take_all_cities(out: Path, *, style: str = "light") -> Path:
         page.page.mouse.move(5, 5)
         page.page.wait_for_function(  # the 15-minute window is on the map (a slow rerun may still be going)
             """() => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
-                     .some(e => e.innerText.includes('07:45–08:00'))""", timeout=120_000)
+                     .some(e => e.innerText.includes('07:45–08:00'))""",
+            timeout=120_000,
+        )
         page.wait_idle()
         page.page.wait_for_timeout(2500)
         _save(page, out)
@@ -134,11 +152,18 @@ def _sample_page(sample: SamplePoints) -> Iterator[AtlasPage]:
         influx.start()
         try:
             influx.create_database("daggers")
-            resp = requests.post(f"{influx.url}/write", params={"db": "daggers", "precision": "s"},
-                                 data=sample.body().encode(), timeout=120)
+            resp = requests.post(
+                f"{influx.url}/write",
+                params={"db": "daggers", "precision": "s"},
+                data=sample.body().encode(),
+                timeout=120,
+            )
             if resp.status_code != 204:
                 raise AtlasError(f"InfluxDB refused the sample points: {resp.text}")
-            with serve_atlas(influx.url, "daggers", Path(tmp) / "streamlit.log") as server, sync_playwright() as pw:
+            with (
+                serve_atlas(influx.url, "daggers", Path(tmp) / "streamlit.log") as server,
+                sync_playwright() as pw,
+            ):
                 browser = chromium(pw)
                 try:
                     page = AtlasPage(browser.new_page(viewport=VIEWPORT))
@@ -166,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line and take the screenshot; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="PNG file to write, e.g. docs/atlas.png")
-    parser.add_argument("--area", default="Jakarta", help=f"service area to show (default Jakarta; {ALL_AREAS!r}: all)")
+    parser.add_argument(
+        "--area", default="Jakarta", help=f"service area to show (default Jakarta; {ALL_AREAS!r}: all)"
+    )
     parser.add_argument("--style", default="light", choices=("light", "dark"), help="map style")
     parser.add_argument("--elevation", action="store_true", help="extrude the cells by num_of_bookings")
     args = parser.parse_args(argv)

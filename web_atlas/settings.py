@@ -67,7 +67,9 @@ class AtlasSettings(BaseModel):
     influx_url: str = Field(
         default=DEFAULT_INFLUX_URL, description="InfluxDB 1.x base URL (the v1 /query API is used)."
     )
-    database: str = Field(default=DEFAULT_DATABASE, min_length=1, description="The database daggers write to.")
+    database: str = Field(
+        default=DEFAULT_DATABASE, min_length=1, description="The database daggers write to."
+    )
     username: str | None = Field(default=None, description="InfluxDB user name, when auth is on.")
     password: SecretStr | None = Field(
         default=None, description="InfluxDB password (from the environment only; never logged or shown)."
@@ -77,7 +79,10 @@ class AtlasSettings(BaseModel):
         default=10.0, ge=1, le=3600, description="Seconds between re-reads when the map follows live data."
     )
     fly_ms: int = Field(
-        default=1200, ge=0, le=10_000, description="Milliseconds the map takes to fly to a newly chosen area (0: jump)."
+        default=1200,
+        ge=0,
+        le=10_000,
+        description="Milliseconds the map takes to fly to a newly chosen area (0: jump).",
     )
     play_interval_s: float = Field(
         default=1.5, ge=0.2, le=60, description="Seconds each window stays on screen while playing."
@@ -85,15 +90,17 @@ class AtlasSettings(BaseModel):
     basemap: BaseMapKind = Field(
         default="offline",
         description="What is drawn under the cells: offline (the shipped Natural Earth map), style (a MapLibre "
-                    "style URL), tiles (an XYZ raster tile URL template) or none (a plain background).",
+        "style URL), tiles (an XYZ raster tile URL template) or none (a plain background).",
     )
     basemap_url: str | None = Field(
         default=None,
         description="The MapLibre style URL (basemap=style) or the XYZ tile URL template with {z}, {x} and {y} "
-                    "(basemap=tiles); http(s), or a path on the Atlas's own server.",
+        "(basemap=tiles); http(s), or a path on the Atlas's own server.",
     )
     tile_size: int = Field(default=256, description="Pixel size of the raster tiles (256 or 512).")
-    attribution: str = Field(default="", description="Credit line of a deployment's base map, shown on the map.")
+    attribution: str = Field(
+        default="", description="Credit line of a deployment's base map, shown on the map."
+    )
 
     @field_validator("tile_size")
     @classmethod
@@ -127,13 +134,20 @@ class AtlasSettings(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{value!r} is not an http(s) URL such as http://127.0.0.1:8086")
         if parts.username or parts.password:
-            raise ValueError("put the user name and password in DAGGERS_INFLUX_USERNAME/_PASSWORD, not the URL")
+            raise ValueError(
+                "put the user name and password in DAGGERS_INFLUX_USERNAME/_PASSWORD, not the URL"
+            )
         return value.strip().rstrip("/")
 
     def base_map(self, *, dark: bool) -> BaseMap:
         """Return the configured base map in the light or dark variant."""
-        return base_map(self.basemap, dark=dark, url=self.basemap_url, tile_size=self.tile_size,
-                        attribution=self.attribution)
+        return base_map(
+            self.basemap,
+            dark=dark,
+            url=self.basemap_url,
+            tile_size=self.tile_size,
+            attribution=self.attribution,
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AtlasSettings:
@@ -144,9 +158,16 @@ class AtlasSettings(BaseModel):
         """
         env = os.environ if env is None else env
         names = {
-            "influx_url": ENV_INFLUX, "database": ENV_DATABASE, "username": ENV_USERNAME,
-            "password": ENV_PASSWORD, "refresh_s": ENV_REFRESH, "fly_ms": ENV_FLY, "basemap": ENV_BASEMAP,
-            "basemap_url": ENV_BASEMAP_URL, "tile_size": ENV_TILE_SIZE, "attribution": ENV_ATTRIBUTION,
+            "influx_url": ENV_INFLUX,
+            "database": ENV_DATABASE,
+            "username": ENV_USERNAME,
+            "password": ENV_PASSWORD,
+            "refresh_s": ENV_REFRESH,
+            "fly_ms": ENV_FLY,
+            "basemap": ENV_BASEMAP,
+            "basemap_url": ENV_BASEMAP_URL,
+            "tile_size": ENV_TILE_SIZE,
+            "attribution": ENV_ATTRIBUTION,
         }
         values = {field: env[var] for field, var in names.items() if env.get(var, "").strip()}
         try:
@@ -156,12 +177,26 @@ class AtlasSettings(BaseModel):
             for error in exc.errors():
                 field = str(error["loc"][0]) if error["loc"] else ""
                 where = names.get(field, field)
-                problems.append(f"{where}: {error['msg']}" if where else str(error["msg"]).removeprefix("Value error, "))
-            raise AtlasError("; ".join(problems), hint="fix the variable, or pass --influx/--db to daggers atlas"
-                             ) from None
+                problems.append(
+                    f"{where}: {error['msg']}" if where else str(error["msg"]).removeprefix("Value error, ")
+                )
+            raise AtlasError(
+                "; ".join(problems), hint="fix the variable, or pass --influx/--db to daggers atlas"
+            ) from None
 
 
 __all__ = [
-    "DEFAULT_DATABASE", "DEFAULT_INFLUX_URL", "ENV_ATTRIBUTION", "ENV_BASEMAP", "ENV_BASEMAP_URL", "ENV_DATABASE",
-    "ENV_FLY", "ENV_INFLUX", "ENV_PASSWORD", "ENV_REFRESH", "ENV_TILE_SIZE", "ENV_USERNAME", "AtlasSettings",
+    "DEFAULT_DATABASE",
+    "DEFAULT_INFLUX_URL",
+    "ENV_ATTRIBUTION",
+    "ENV_BASEMAP",
+    "ENV_BASEMAP_URL",
+    "ENV_DATABASE",
+    "ENV_FLY",
+    "ENV_INFLUX",
+    "ENV_PASSWORD",
+    "ENV_REFRESH",
+    "ENV_TILE_SIZE",
+    "ENV_USERNAME",
+    "AtlasSettings",
 ]

@@ -29,8 +29,19 @@ def build_notifier(name: str, spec: object, timeout: float = 10.0) -> Notifier:
 
 def build_notifiers(config: AlertsConfig) -> dict[str, Notifier]:
     """Return a notifier for every channel of ``config``, by channel name."""
-    return {name: build_notifier(name, spec, config.delivery.timeout) for name, spec in config.channels.items()}
+    return {
+        name: build_notifier(name, spec, config.delivery.timeout) for name, spec in config.channels.items()
+    }
 
 
-__all__ = ["EmailNotifier", "HttpNotifier", "Notification", "Notifier", "PagerDutyNotifier", "SlackNotifier",
-           "WebhookNotifier", "build_notifier", "build_notifiers"]
+__all__ = [
+    "EmailNotifier",
+    "HttpNotifier",
+    "Notification",
+    "Notifier",
+    "PagerDutyNotifier",
+    "SlackNotifier",
+    "WebhookNotifier",
+    "build_notifier",
+    "build_notifiers",
+]

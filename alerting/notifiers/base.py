@@ -29,7 +29,9 @@ class Notification(BaseModel):
 
     id: str = Field(description="Idempotency key: the alert's fingerprint and its notification number.")
     rule: str = Field(description="The rule (or platform check) name.")
-    kind: Literal["rule", "platform"] = Field(default="rule", description="A rule's alert or a platform alert.")
+    kind: Literal["rule", "platform"] = Field(
+        default="rule", description="A rule's alert or a platform alert."
+    )
     team: str = Field(description="The owning team.")
     status: Literal["firing", "resolved"] = Field(description="firing (WARN or CRIT) or resolved (OK).")
     level: Literal["OK", "WARN", "CRIT"] = Field(description="The level now.")
@@ -40,7 +42,9 @@ class Notification(BaseModel):
     condition: str = Field(default="", description="The condition that holds (or that held, for a resolve).")
     message: str = Field(description="The rendered message.")
     fingerprint: str = Field(description="The alert's identity (rule + tags).")
-    dedup_key: str = Field(description="Stable key of the alert for PagerDuty and other deduplicating receivers.")
+    dedup_key: str = Field(
+        description="Stable key of the alert for PagerDuty and other deduplicating receivers."
+    )
     started_at: float | None = Field(default=None, description="When the incident began (epoch seconds).")
     at: float = Field(description="The evaluation that produced this notification (epoch seconds).")
 
@@ -53,7 +57,11 @@ class Notification(BaseModel):
 
     def iso(self, epoch: float | None) -> str | None:
         """Return ``epoch`` as ISO 8601 UTC (None stays None)."""
-        return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC).isoformat().replace("+00:00", "Z")
+        return (
+            None
+            if epoch is None
+            else datetime.fromtimestamp(epoch, tz=UTC).isoformat().replace("+00:00", "Z")
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Return the notification as the generic webhook's JSON body."""
@@ -103,8 +111,9 @@ class HttpNotifier(Notifier):
         super().__init__(name, timeout)
         self._session = session or requests.Session()
 
-    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
-                  data: bytes | None = None) -> requests.Response:
+    def post_json(
+        self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None, data: bytes | None = None
+    ) -> requests.Response:
         """POST ``body`` (or pre-encoded ``data``) to ``url`` and return the response when it is 2xx.
 
         Raises:
@@ -119,19 +128,25 @@ class HttpNotifier(Notifier):
             else:
                 resp = self._session.post(url, json=body, headers=hdrs, timeout=self.timeout)
         except requests.Timeout:
-            raise DeliveryError(f"{self.type} channel {self.name!r}: {where} did not answer within "
-                                f"{self.timeout:g}s", retryable=True) from None
+            raise DeliveryError(
+                f"{self.type} channel {self.name!r}: {where} did not answer within {self.timeout:g}s",
+                retryable=True,
+            ) from None
         except requests.ConnectionError:
-            raise DeliveryError(f"{self.type} channel {self.name!r}: cannot connect to {where}",
-                                retryable=True) from None
+            raise DeliveryError(
+                f"{self.type} channel {self.name!r}: cannot connect to {where}", retryable=True
+            ) from None
         except requests.RequestException as exc:
-            raise DeliveryError(f"{self.type} channel {self.name!r}: request to {where} failed "
-                                f"({type(exc).__name__})", retryable=True) from None
+            raise DeliveryError(
+                f"{self.type} channel {self.name!r}: request to {where} failed ({type(exc).__name__})",
+                retryable=True,
+            ) from None
         if 200 <= resp.status_code < 300:
             return resp
         detail = resp.text.strip().replace("\n", " ")[:200]
         message = f"{self.type} channel {self.name!r}: {where} answered HTTP {resp.status_code}" + (
-            f": {detail}" if detail else "")
+            f": {detail}" if detail else ""
+        )
         retry_after = _retry_after(resp.headers.get("Retry-After"))
         retryable = resp.status_code in (408, 425, 429) or resp.status_code >= 500
         raise DeliveryError(message, retryable=retryable, retry_after=retry_after if retryable else None)

@@ -30,9 +30,14 @@ def pagerduty_body(n: Notification, routing_key: str, source: str = "daggers") -
             "component": n.labels.get("dagger") or n.rule,
             "group": n.team,
             "class": n.rule,
-            "custom_details": {"value": n.value, "condition": n.condition, "labels": n.labels,
-                               "previous_level": n.previous_level, "started_at": n.iso(n.started_at),
-                               "notification_id": n.id},
+            "custom_details": {
+                "value": n.value,
+                "condition": n.condition,
+                "labels": n.labels,
+                "previous_level": n.previous_level,
+                "started_at": n.iso(n.started_at),
+                "notification_id": n.id,
+            },
         },
     }
 
@@ -42,14 +47,21 @@ class PagerDutyNotifier(HttpNotifier):
 
     type = "pagerduty"
 
-    def __init__(self, name: str, spec: PagerDutyChannel, timeout: float = 10.0,
-                 session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: PagerDutyChannel,
+        timeout: float = 10.0,
+        session: requests.Session | None = None,
+    ) -> None:
         super().__init__(name, timeout, session)
         self.spec = spec
 
     def send(self, notification: Notification) -> None:
-        self.post_json(self.spec.url, pagerduty_body(notification, self.spec.routing_key.get_secret_value(),
-                                                     self.spec.source))
+        self.post_json(
+            self.spec.url,
+            pagerduty_body(notification, self.spec.routing_key.get_secret_value(), self.spec.source),
+        )
 
     def secrets(self) -> list[str]:
         return [self.spec.routing_key.get_secret_value()]

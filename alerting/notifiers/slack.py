@@ -15,8 +15,10 @@ COLOURS = {"CRIT": "#d50200", "WARN": "#de9e31", "OK": "#2eb886"}
 
 def slack_body(n: Notification, spec: SlackChannel | None = None) -> dict[str, Any]:
     """Return the incoming-webhook JSON for ``n``: a fallback ``text`` and one coloured attachment."""
-    fields = [{"title": "level", "value": f"{n.previous_level} → {n.level}", "short": True},
-              {"title": "team", "value": n.team, "short": True}]
+    fields = [
+        {"title": "level", "value": f"{n.previous_level} → {n.level}", "short": True},
+        {"title": "team", "value": n.team, "short": True},
+    ]
     if n.value is not None:
         fields.append({"title": "value", "value": f"{n.value:.6g}", "short": True})
     if n.condition:
@@ -24,14 +26,16 @@ def slack_body(n: Notification, spec: SlackChannel | None = None) -> dict[str, A
     fields += [{"title": k, "value": v, "short": True} for k, v in sorted(n.tags.items())]
     body: dict[str, Any] = {
         "text": f"{n.title}: {n.message}",
-        "attachments": [{
-            "color": COLOURS[n.level],
-            "title": n.title,
-            "text": n.message,
-            "fields": fields,
-            "footer": f"daggers alerts · {n.dedup_key}",
-            "ts": int(n.at),
-        }],
+        "attachments": [
+            {
+                "color": COLOURS[n.level],
+                "title": n.title,
+                "text": n.message,
+                "fields": fields,
+                "footer": f"daggers alerts · {n.dedup_key}",
+                "ts": int(n.at),
+            }
+        ],
     }
     if spec is not None:
         for key in ("channel", "username", "icon_emoji"):
@@ -46,14 +50,18 @@ class SlackNotifier(HttpNotifier):
 
     type = "slack"
 
-    def __init__(self, name: str, spec: SlackChannel, timeout: float = 10.0,
-                 session: requests.Session | None = None) -> None:
+    def __init__(
+        self, name: str, spec: SlackChannel, timeout: float = 10.0, session: requests.Session | None = None
+    ) -> None:
         super().__init__(name, timeout, session)
         self.spec = spec
 
     def send(self, notification: Notification) -> None:
-        self.post_json(self.spec.url.get_secret_value(), slack_body(notification, self.spec),
-                       headers={"X-Daggers-Notification-Id": notification.id})
+        self.post_json(
+            self.spec.url.get_secret_value(),
+            slack_body(notification, self.spec),
+            headers={"X-Daggers-Notification-Id": notification.id},
+        )
 
     def secrets(self) -> list[str]:
         return url_secrets(self.spec.url.get_secret_value())

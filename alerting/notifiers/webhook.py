@@ -27,8 +27,9 @@ class WebhookNotifier(HttpNotifier):
 
     type = "webhook"
 
-    def __init__(self, name: str, spec: WebhookChannel, timeout: float = 10.0,
-                 session: requests.Session | None = None) -> None:
+    def __init__(
+        self, name: str, spec: WebhookChannel, timeout: float = 10.0, session: requests.Session | None = None
+    ) -> None:
         super().__init__(name, timeout, session)
         self.spec = spec
 

@@ -71,14 +71,22 @@ def compare(queries: list[Query]) -> int:
                 rows = closed(got["rows"], cut_text())
                 same = got["columns"] == want["columns"] and digest(rows) == want["sha256"]
                 differs += not same
-                print(f"{q.id}: {'same' if same else 'DIFFERS'} ({len(rows)} rows, Flink {want['count']})", flush=True)
+                print(
+                    f"{q.id}: {'same' if same else 'DIFFERS'} ({len(rows)} rows, Flink {want['count']})",
+                    flush=True,
+                )
                 if not same and want["rows"] is not None:
                     extra = [r for r in rows if r not in want["rows"]][:3]
                     missing = [r for r in want["rows"] if r not in rows][:3]
-                    print(f"   columns {got['columns']} / {want['columns']}\n   only Daggers {extra}\n"
-                          f"   only Flink {missing}", flush=True)
+                    print(
+                        f"   columns {got['columns']} / {want['columns']}\n   only Daggers {extra}\n"
+                        f"   only Flink {missing}",
+                        flush=True,
+                    )
                 elif not same:
-                    print(f"   columns {got['columns']} / {want['columns']}; first rows {rows[:2]}", flush=True)
+                    print(
+                        f"   columns {got['columns']} / {want['columns']}; first rows {rows[:2]}", flush=True
+                    )
             spark.stop()
         finally:
             broker.stop()

@@ -27,18 +27,20 @@ from bench.flink_compat.rows import row
 
 COLUMNS = {
     "person": "id BIGINT, name STRING, emailAddress STRING, creditCard STRING, city STRING, state STRING, "
-              "`dateTime` TIMESTAMP(3), extra STRING",
+    "`dateTime` TIMESTAMP(3), extra STRING",
     "auction": "id BIGINT, itemName STRING, description STRING, initialBid BIGINT, reserve BIGINT, "
-               "`dateTime` TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT, extra STRING",
+    "`dateTime` TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT, extra STRING",
     "bid": "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, `dateTime` TIMESTAMP(3), "
-           "extra STRING",
+    "extra STRING",
 }
 
 
 def ddl(table: str, path: str, delay_s: int) -> str:
     """The CREATE TEMPORARY TABLE of ``table`` over its JSON-lines file, with Nexmark's watermark."""
-    return (f"CREATE TEMPORARY TABLE {table} ({COLUMNS[table]}, WATERMARK FOR `dateTime` AS `dateTime` - "
-            f"INTERVAL '{delay_s}' SECOND) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')")
+    return (
+        f"CREATE TEMPORARY TABLE {table} ({COLUMNS[table]}, WATERMARK FOR `dateTime` AS `dateTime` - "
+        f"INTERVAL '{delay_s}' SECOND) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
+    )
 
 
 def environment(parallelism: int) -> Any:
@@ -76,7 +78,11 @@ def blackhole(env: Any, query_id: str, sql: str) -> dict[str, float]:
     from pyflink.table import Schema, TableDescriptor
 
     table = env.sql_query(sql)
-    schema = Schema.new_builder().from_row_data_type(table.get_resolved_schema().to_physical_row_data_type()).build()
+    schema = (
+        Schema.new_builder()
+        .from_row_data_type(table.get_resolved_schema().to_physical_row_data_type())
+        .build()
+    )
     sink = f"nexmark_{query_id}"
     env.create_temporary_table(sink, TableDescriptor.for_connector("blackhole").schema(schema).build())
     cpu0, submitted = cpu_s(), time.time()
@@ -103,7 +109,9 @@ def main(argv: list[str]) -> int:
             list(it)
     for q in job["queries"]:
         try:
-            out[q["id"]] = collect(env, q["sql"]) if job["mode"] == "rows" else blackhole(env, q["id"], q["sql"])
+            out[q["id"]] = (
+                collect(env, q["sql"]) if job["mode"] == "rows" else blackhole(env, q["id"], q["sql"])
+            )
         except Exception as exc:  # a query Flink refuses is a result, not a crash
             out[q["id"]] = {"error": reason(str(exc))}
     Path(argv[1]).write_text(json.dumps(out))

@@ -50,8 +50,18 @@ NUM_CATEGORIES = 5
 HOT_SELLER_BATCH = HOT_AUCTION_BATCH = HOT_BIDDER_BATCH = 100
 PERSON_ID_LEAD = AUCTION_ID_LEAD = 10
 US_STATES = ["AZ", "CA", "ID", "OR", "WA", "WY"]
-US_CITIES = ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent",
-             "Cheyenne"]
+US_CITIES = [
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+]
 FIRST_NAMES = ["Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"]
 LAST_NAMES = ["Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"]
 HOT_CHANNELS = ("Google", "Facebook", "Baidu", "Apple")
@@ -156,9 +166,13 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array
     lengths = lengths.astype(np.int64)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    index = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - starts.astype(np.int64), lengths)
+    index = np.arange(offsets[-1], dtype=np.int64) - np.repeat(
+        offsets[:-1] - starts.astype(np.int64), lengths
+    )
     data = buf[index]
-    return pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data)).cast(pa.string())
+    return pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data)).cast(
+        pa.string()
+    )
 
 
 def random_strings(rng: np.random.Generator, n: int, max_length: int, special: str = " ") -> pa.Array:
@@ -193,8 +207,9 @@ def _fixed(seed: int) -> Fixed:
     pool = rng.integers(ord("a"), ord("z") + 1, EXTRA_POOL, dtype=np.uint8)
     n = len(HOT_CHANNELS) + CHANNELS
     parts = [random_strings(rng, n, 5, "_") for _ in range(3)]
-    base = pc.binary_join_element_wise("https://www.nexmark.com", parts[0], parts[1], parts[2],
-                                       "item.htm?query=1", "/")
+    base = pc.binary_join_element_wise(
+        "https://www.nexmark.com", parts[0], parts[1], parts[2], "item.htm?query=1", "/"
+    )
     i = np.arange(CHANNELS, dtype=np.uint32)
     bits = np.zeros(CHANNELS, dtype=np.uint32)
     for b in range(32):  # Java's Integer.reverse, then Math.abs of it as a signed int
@@ -203,8 +218,12 @@ def _fixed(seed: int) -> Fixed:
     with_id = rng.integers(0, 10, CHANNELS) > 0
     ids = pa.array(channel_id).cast(pa.string())
     suffix = pc.if_else(pa.array(with_id), pc.binary_join_element_wise("&channel_id=", ids, ""), "")
-    urls = pa.concat_arrays([base.slice(0, len(HOT_CHANNELS)),
-                             pc.binary_join_element_wise(base.slice(len(HOT_CHANNELS)), suffix, "")])
+    urls = pa.concat_arrays(
+        [
+            base.slice(0, len(HOT_CHANNELS)),
+            pc.binary_join_element_wise(base.slice(len(HOT_CHANNELS)), suffix, ""),
+        ]
+    )
     names = pc.binary_join_element_wise("channel-", pa.array(i.astype(np.int64)).cast(pa.string()), "")
     channels = pa.concat_arrays([pa.array(HOT_CHANNELS), names])
     return Fixed(pool, channels, urls)
@@ -238,20 +257,35 @@ def persons(rng: np.random.Generator, c: Config, fixed: Fixed, event: np.ndarray
     digits = rng.integers(0, 10, (n, 16), dtype=np.uint8) + ord("0")
     card = np.full((n, 19), ord(" "), dtype=np.uint8)
     for g in range(4):
-        card[:, g * 5:g * 5 + 4] = digits[:, g * 4:g * 4 + 4]
+        card[:, g * 5 : g * 5 + 4] = digits[:, g * 4 : g * 4 + 4]
     card_text = gather(card.reshape(-1), np.arange(n, dtype=np.int64) * 19, np.full(n, 19))
     city, state = _pick(US_CITIES, rng, n), _pick(US_STATES, rng, n)
-    size = 8 + sum(pc.utf8_length(a).to_numpy(zero_copy_only=False) for a in (name, email, card_text, city, state))
-    return pa.table({"id": last_person(c, event) + FIRST_PERSON_ID, "name": name, "emailAddress": email,
-                     "creditCard": card_text, "city": city, "state": state, "dateTime": _ms(c.time_ms(event)),
-                     "extra": extras(rng, fixed, size, c.person_bytes)})
+    size = 8 + sum(
+        pc.utf8_length(a).to_numpy(zero_copy_only=False) for a in (name, email, card_text, city, state)
+    )
+    return pa.table(
+        {
+            "id": last_person(c, event) + FIRST_PERSON_ID,
+            "name": name,
+            "emailAddress": email,
+            "creditCard": card_text,
+            "city": city,
+            "state": state,
+            "dateTime": _ms(c.time_ms(event)),
+            "extra": extras(rng, fixed, size, c.person_bytes),
+        }
+    )
 
 
 def auctions(rng: np.random.Generator, c: Config, fixed: Fixed, event: np.ndarray) -> pa.Table:
     n = len(event)
     hot = _below(rng, np.full(n, c.hot_sellers_ratio)) > 0
-    seller = np.where(hot, last_person(c, event) // HOT_SELLER_BATCH * HOT_SELLER_BATCH,
-                      next_person(rng, c, event)) + FIRST_PERSON_ID
+    seller = (
+        np.where(
+            hot, last_person(c, event) // HOT_SELLER_BATCH * HOT_SELLER_BATCH, next_person(rng, c, event)
+        )
+        + FIRST_PERSON_ID
+    )
     category = FIRST_CATEGORY_ID + rng.integers(0, NUM_CATEGORIES, n)
     initial = prices(rng, n)
     t = c.time_ms(event)
@@ -260,29 +294,65 @@ def auctions(rng: np.random.Generator, c: Config, fixed: Fixed, event: np.ndarra
     expires = t + 1 + _below(rng, np.maximum(horizon * 2, 1))
     name, desc = random_strings(rng, n, 20), random_strings(rng, n, 100)
     reserve = initial + prices(rng, n)
-    size = (8 + pc.utf8_length(name).to_numpy(zero_copy_only=False)
-            + pc.utf8_length(desc).to_numpy(zero_copy_only=False) + 40)
-    return pa.table({"id": last_auction(c, event) + FIRST_AUCTION_ID, "itemName": name, "description": desc,
-                     "initialBid": initial, "reserve": reserve, "dateTime": _ms(t), "expires": _ms(expires),
-                     "seller": seller, "category": category, "extra": extras(rng, fixed, size, c.auction_bytes)})
+    size = (
+        8
+        + pc.utf8_length(name).to_numpy(zero_copy_only=False)
+        + pc.utf8_length(desc).to_numpy(zero_copy_only=False)
+        + 40
+    )
+    return pa.table(
+        {
+            "id": last_auction(c, event) + FIRST_AUCTION_ID,
+            "itemName": name,
+            "description": desc,
+            "initialBid": initial,
+            "reserve": reserve,
+            "dateTime": _ms(t),
+            "expires": _ms(expires),
+            "seller": seller,
+            "category": category,
+            "extra": extras(rng, fixed, size, c.auction_bytes),
+        }
+    )
 
 
 def bids(rng: np.random.Generator, c: Config, fixed: Fixed, event: np.ndarray) -> pa.Table:
     n = len(event)
     hot_auction = _below(rng, np.full(n, c.hot_auction_ratio)) > 0
-    auction = np.where(hot_auction, last_auction(c, event) // HOT_AUCTION_BATCH * HOT_AUCTION_BATCH,
-                       next_auction(rng, c, event)) + FIRST_AUCTION_ID
+    auction = (
+        np.where(
+            hot_auction,
+            last_auction(c, event) // HOT_AUCTION_BATCH * HOT_AUCTION_BATCH,
+            next_auction(rng, c, event),
+        )
+        + FIRST_AUCTION_ID
+    )
     hot_bidder = _below(rng, np.full(n, c.hot_bidders_ratio)) > 0
-    bidder = np.where(hot_bidder, last_person(c, event) // HOT_BIDDER_BATCH * HOT_BIDDER_BATCH + 1,
-                      next_person(rng, c, event)) + 2 * FIRST_PERSON_ID
+    bidder = (
+        np.where(
+            hot_bidder,
+            last_person(c, event) // HOT_BIDDER_BATCH * HOT_BIDDER_BATCH + 1,
+            next_person(rng, c, event),
+        )
+        + 2 * FIRST_PERSON_ID
+    )
     price = prices(rng, n)
     hot_channel = rng.integers(0, 2, n) > 0
-    which = np.where(hot_channel, rng.integers(0, len(HOT_CHANNELS), n),
-                     len(HOT_CHANNELS) + rng.integers(0, CHANNELS, n))
+    which = np.where(
+        hot_channel, rng.integers(0, len(HOT_CHANNELS), n), len(HOT_CHANNELS) + rng.integers(0, CHANNELS, n)
+    )
     take = pa.array(which)
-    return pa.table({"auction": auction, "bidder": bidder, "price": price, "channel": fixed.channels.take(take),
-                     "url": fixed.urls.take(take), "dateTime": _ms(c.time_ms(event)),
-                     "extra": extras(rng, fixed, np.full(n, 32), c.bid_bytes)})
+    return pa.table(
+        {
+            "auction": auction,
+            "bidder": bidder,
+            "price": price,
+            "channel": fixed.channels.take(take),
+            "url": fixed.urls.take(take),
+            "dateTime": _ms(c.time_ms(event)),
+            "extra": extras(rng, fixed, np.full(n, 32), c.bid_bytes),
+        }
+    )
 
 
 MAKERS = {"person": persons, "auction": auctions, "bid": bids}
@@ -291,7 +361,9 @@ MAKERS = {"person": persons, "auction": auctions, "bid": bids}
 def kinds(c: Config, event: np.ndarray) -> np.ndarray:
     """0 (person), 1 (auction) or 2 (bid) for each event number, by Nexmark's mix."""
     rem = event % c.total
-    return np.where(rem < c.person_proportion, 0, np.where(rem < c.person_proportion + c.auction_proportion, 1, 2))
+    return np.where(
+        rem < c.person_proportion, 0, np.where(rem < c.person_proportion + c.auction_proportion, 1, 2)
+    )
 
 
 def chunk(seed: int, index: int, count: int, c: Config, fixed: Fixed | None = None) -> Events:
@@ -318,8 +390,10 @@ def chunks(count: int, seed: int, c: Config | None = None) -> Iterator[Events]:
 def generate(count: int, seed: int, c: Config | None = None) -> Events:
     """The run's ``count`` events at once."""
     parts = list(chunks(count, seed, c))
-    return Events({t: pa.concat_tables([p.tables[t] for p in parts]) for t in TABLES},
-                  {t: np.concatenate([p.numbers[t] for p in parts]) for t in TABLES})
+    return Events(
+        {t: pa.concat_tables([p.tables[t] for p in parts]) for t in TABLES},
+        {t: np.concatenate([p.numbers[t] for p in parts]) for t in TABLES},
+    )
 
 
 # --------------------------------------------------------------------------- closers
@@ -335,14 +409,43 @@ def closers(at_ms: int) -> dict[str, pa.Table]:
     of input closes them too). A closer bid is for no auction a query keeps (id -1, no channel id, price 0)."""
     t = _ms(np.array([at_ms]))
     return {
-        "person": pa.table({"id": [CLOSER_ID], "name": [CLOSER_TEXT], "emailAddress": [CLOSER_TEXT],
-                            "creditCard": [CLOSER_TEXT], "city": [CLOSER_TEXT], "state": [CLOSER_TEXT],
-                            "dateTime": t, "extra": [CLOSER_TEXT]}),
-        "auction": pa.table({"id": [CLOSER_ID], "itemName": [CLOSER_TEXT], "description": [CLOSER_TEXT],
-                             "initialBid": [0], "reserve": [0], "dateTime": t, "expires": t, "seller": [CLOSER_ID],
-                             "category": [0], "extra": [CLOSER_TEXT]}),
-        "bid": pa.table({"auction": [CLOSER_ID], "bidder": [CLOSER_ID], "price": [0], "channel": [CLOSER_TEXT],
-                         "url": [CLOSER_TEXT], "dateTime": t, "extra": [CLOSER_TEXT]}),
+        "person": pa.table(
+            {
+                "id": [CLOSER_ID],
+                "name": [CLOSER_TEXT],
+                "emailAddress": [CLOSER_TEXT],
+                "creditCard": [CLOSER_TEXT],
+                "city": [CLOSER_TEXT],
+                "state": [CLOSER_TEXT],
+                "dateTime": t,
+                "extra": [CLOSER_TEXT],
+            }
+        ),
+        "auction": pa.table(
+            {
+                "id": [CLOSER_ID],
+                "itemName": [CLOSER_TEXT],
+                "description": [CLOSER_TEXT],
+                "initialBid": [0],
+                "reserve": [0],
+                "dateTime": t,
+                "expires": t,
+                "seller": [CLOSER_ID],
+                "category": [0],
+                "extra": [CLOSER_TEXT],
+            }
+        ),
+        "bid": pa.table(
+            {
+                "auction": [CLOSER_ID],
+                "bidder": [CLOSER_ID],
+                "price": [0],
+                "channel": [CLOSER_TEXT],
+                "url": [CLOSER_TEXT],
+                "dateTime": t,
+                "extra": [CLOSER_TEXT],
+            }
+        ),
     }
 
 
@@ -397,7 +500,7 @@ def json_lines(table: pa.Table) -> bytes:
     parts.append("}\n")
     lines = pc.binary_join_element_wise(*parts, "").cast(pa.large_string()).combine_chunks()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64, count=len(lines) + 1, offset=lines.offset * 8)
-    return lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+    return lines.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
 
 
 def write_json(events: dict[str, pa.Table], folder: Path, parts: int = 1) -> dict[str, str]:
@@ -421,7 +524,7 @@ def append_json(events: dict[str, pa.Table], files: dict[str, str], parts: int =
     for name, table in events.items():
         index = np.arange(table.num_rows)
         for k in range(parts):
-            take = index[(k - first) % parts::parts]
+            take = index[(k - first) % parts :: parts]
             with (Path(files[name]) / f"part-{k}.jsonl").open("ab") as fh:
                 fh.write(json_lines(table.take(pa.array(take))))
 

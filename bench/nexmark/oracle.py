@@ -98,8 +98,15 @@ def flink_python() -> Path | None:
     return found()
 
 
-def run_flink(queries: Sequence[Query], files: dict[str, str], folder: Path, *, mode: str = "rows",
-              parallelism: int = 1, timeout_s: float = 1800.0) -> dict[str, Any]:
+def run_flink(
+    queries: Sequence[Query],
+    files: dict[str, str],
+    folder: Path,
+    *,
+    mode: str = "rows",
+    parallelism: int = 1,
+    timeout_s: float = 1800.0,
+) -> dict[str, Any]:
     """Run ``queries`` on Flink over ``files`` ({table: JSON-lines path}); return {id: result}.
 
     Raises FlinkError when the Flink virtualenv is missing or the runner fails."""
@@ -107,14 +114,26 @@ def run_flink(queries: Sequence[Query], files: dict[str, str], folder: Path, *, 
     if python is None:
         raise FlinkError("no Flink virtualenv: run bench/setup_flink.sh")
     folder.mkdir(parents=True, exist_ok=True)
-    job = {"mode": mode, "parallelism": parallelism, "watermark_delay_s": WATERMARK_DELAY_S, "files": files,
-           "queries": [{"id": q.id, "sql": q.flink} for q in queries]}
+    job = {
+        "mode": mode,
+        "parallelism": parallelism,
+        "watermark_delay_s": WATERMARK_DELAY_S,
+        "files": files,
+        "queries": [{"id": q.id, "sql": q.flink} for q in queries],
+    }
     (folder / "job.json").write_text(json.dumps(job))
     out = folder / f"flink-{mode}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        done = subprocess.run([str(python), "-m", "bench.nexmark.flink_runner", str(folder / "job.json"), str(out)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(
+            [str(python), "-m", "bench.nexmark.flink_runner", str(folder / "job.json"), str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise FlinkError(f"the Flink runner took over {timeout_s:.0f} s") from exc
     if done.returncode != 0 or not out.exists():
@@ -135,9 +154,18 @@ def write_golden(q: Query, result: dict[str, Any], cut: str) -> Path:
     if "error" in result:
         raise FlinkError(f"{q.id}: Flink refused the query: {result['error']}")
     rows = closed(result["rows"], cut)
-    body = {"query": q.id, "what": q.what, "engine": ENGINE, "events": {"count": EVENTS, "seed": SEED, "rate": RATE},
-            "flink_sql": q.flink, "flink_change": q.flink_change, "columns": result["columns"], "count": len(rows),
-            "sha256": digest(rows), "rows": rows if len(rows) <= ROWS_KEPT else None}
+    body = {
+        "query": q.id,
+        "what": q.what,
+        "engine": ENGINE,
+        "events": {"count": EVENTS, "seed": SEED, "rate": RATE},
+        "flink_sql": q.flink,
+        "flink_change": q.flink_change,
+        "columns": result["columns"],
+        "count": len(rows),
+        "sha256": digest(rows),
+        "rows": rows if len(rows) <= ROWS_KEPT else None,
+    }
     GOLDEN.mkdir(parents=True, exist_ok=True)
     path = golden_path(q.id)
     path.write_text(json.dumps(body, indent=1) + "\n")
@@ -153,17 +181,26 @@ def read_golden(query_id: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Daggers
 
 
-def produce_tables(bootstrap: str, tables: dict[str, pa.Table], partitions: int = 1, prefix: str = "nexmark"
-                   ) -> dict[str, str]:
+def produce_tables(
+    bootstrap: str, tables: dict[str, pa.Table], partitions: int = 1, prefix: str = "nexmark"
+) -> dict[str, str]:
     """Create a topic per table (``partitions`` partitions; one keeps the order) and produce its events as
     protobuf, round robin over the partitions in time order; return {table: topic}."""
     from confluent_kafka import Producer
 
     from job.stack.broker import create_topic
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                         "batch.size": 1_000_000, "batch.num.messages": 10_000, "compression.type": "lz4",
-                         "queue.buffering.max.messages": 500_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 10_000,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
     topics = {}
     for name, table in tables.items():
         topic = f"{prefix}-{name}-{uuid.uuid4().hex[:8]}"
@@ -182,11 +219,13 @@ def produce_tables(bootstrap: str, tables: dict[str, pa.Table], partitions: int 
     return topics
 
 
-def spec_text(q: Query, topics: dict[str, str], bootstrap: str, checkpoint: Path,
-              max_records: int = 100_000) -> str:
+def spec_text(
+    q: Query, topics: dict[str, str], bootstrap: str, checkpoint: Path, max_records: int = 100_000
+) -> str:
     """The dagger spec of ``q`` over ``topics`` ({table: topic})."""
     name = f"nexmark-{q.id}-{uuid.uuid4().hex[:6]}"
-    streams = "".join(f"""  - table: {t}
+    streams = "".join(
+        f"""  - table: {t}
     topics: [{topics[t]}]
     proto_class: {gen.MESSAGES[t]}
     timestamp_field: dateTime
@@ -194,7 +233,9 @@ def spec_text(q: Query, topics: dict[str, str], bootstrap: str, checkpoint: Path
     group: {name}-{t}
     start_from: earliest
     max_records_per_batch: {max_records}
-""" for t in q.tables)
+"""
+        for t in q.tables
+    )
     sql = "\n".join("  " + line for line in q.dagger.splitlines())
     return f"""name: {name}
 streams:
@@ -236,4 +277,6 @@ def local_session(app: str, slots: int = 2) -> Any:
     from job.spark.session import build_session
 
     forkserver.start_if_local(f"local[{slots}]")
-    return build_session(app, master=f"local[{slots}]", shuffle_partitions=slots, extra=forkserver.spark_conf())
+    return build_session(
+        app, master=f"local[{slots}]", shuffle_partitions=slots, extra=forkserver.spark_conf()
+    )

@@ -97,70 +97,93 @@ GROUP BY {keys}{window}({time}, INTERVAL '1' DAY)"""
 
 
 QUERIES: tuple[Query, ...] = (
-    Query("q0", "pass through", ("bid",),
-          "SELECT auction, bidder, price, `dateTime`, extra FROM bid",
-          "SELECT auction, bidder, price, `dateTime`, extra FROM bid"),
-    Query("q1", "currency conversion", ("bid",),
-          """SELECT
+    Query(
+        "q0",
+        "pass through",
+        ("bid",),
+        "SELECT auction, bidder, price, `dateTime`, extra FROM bid",
+        "SELECT auction, bidder, price, `dateTime`, extra FROM bid",
+    ),
+    Query(
+        "q1",
+        "currency conversion",
+        ("bid",),
+        """SELECT
     auction,
     bidder,
     0.908 * price as price, -- convert dollar to euro
     `dateTime`,
     extra
 FROM bid""",
-          """SELECT
+        """SELECT
     auction,
     bidder,
     0.908 * price as price, -- convert dollar to euro
     `dateTime`,
     extra
-FROM bid"""),
-    Query("q2", "selection", ("bid",),
-          "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0",
-          "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0"),
-    Query("q11", "user sessions (SESSION window)", ("bid",),
-          """SELECT
+FROM bid""",
+    ),
+    Query(
+        "q2",
+        "selection",
+        ("bid",),
+        "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0",
+        "SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0",
+    ),
+    Query(
+        "q11",
+        "user sessions (SESSION window)",
+        ("bid",),
+        """SELECT
     B.bidder,
     count(*) as bid_count,
     SESSION_START(B.`dateTime`, INTERVAL '10' SECOND) as starttime,
     SESSION_END(B.`dateTime`, INTERVAL '10' SECOND) as endtime
 FROM bid B
 GROUP BY B.bidder, SESSION(B.`dateTime`, INTERVAL '10' SECOND)""",
-          """SELECT
+        """SELECT
     B.bidder,
     count(*) as bid_count,
     SESSION_START(B.rowtime, INTERVAL '10' SECOND) as starttime,
     SESSION_END(B.rowtime, INTERVAL '10' SECOND) as endtime
 FROM bid B
 GROUP BY B.bidder, SESSION(B.rowtime, INTERVAL '10' SECOND)""",
-          port="the window is over rowtime, the event time a dagger keeps its watermark on"),
-    Query("q14", "calculation", ("bid",),
-          f"""SELECT
+        port="the window is over rowtime, the event time a dagger keeps its watermark on",
+    ),
+    Query(
+        "q14",
+        "calculation",
+        ("bid",),
+        f"""SELECT
     auction,
     bidder,
     0.908 * price as price,
-    {_Q14_CASE.format(t='`dateTime`')} AS bidTimeType,
+    {_Q14_CASE.format(t="`dateTime`")} AS bidTimeType,
     `dateTime`,
     extra,
     {COUNT_CHAR} AS c_counts
 FROM bid
 WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
-          f"""SELECT
+        f"""SELECT
     auction,
     bidder,
     0.908 * price as price,
-    {_Q14_CASE.format(t='`dateTime`')} AS bidTimeType,
+    {_Q14_CASE.format(t="`dateTime`")} AS bidTimeType,
     `dateTime`,
     extra,
     {COUNT_CHAR} AS c_counts
 FROM bid
 WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
-          port="count_char(extra, 'c') (a Java UDF of Nexmark's) counts with built-ins",
-          flink_change="count_char(extra, 'c') (a Java UDF of Nexmark's jar) counts with built-ins"),
+        port="count_char(extra, 'c') (a Java UDF of Nexmark's) counts with built-ins",
+        flink_change="count_char(extra, 'c') (a Java UDF of Nexmark's jar) counts with built-ins",
+    ),
     Query("q21", "add channel id (CASE, REGEXP_EXTRACT)", ("bid",), _Q21_SELECT, _Q21_SELECT),
     Query("q22", "URL directories (SPLIT_INDEX)", ("bid",), _Q22_SELECT, _Q22_SELECT),
-    Query("q5", "hot items (HOP window, its maximum joined back)", ("bid",),
-          """SELECT AuctionBids.auction, AuctionBids.num
+    Query(
+        "q5",
+        "hot items (HOP window, its maximum joined back)",
+        ("bid",),
+        """SELECT AuctionBids.auction, AuctionBids.num
  FROM (
    SELECT
      auction,
@@ -190,7 +213,7 @@ WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
  ON AuctionBids.starttime = MaxBids.starttime AND
     AuctionBids.endtime = MaxBids.endtime AND
     AuctionBids.num >= MaxBids.maxn""",
-          """SELECT AuctionBids.auction, AuctionBids.num
+        """SELECT AuctionBids.auction, AuctionBids.num
  FROM (
    SELECT
      auction,
@@ -215,11 +238,15 @@ WHERE 0.908 * price > 1000000 AND 0.908 * price < 50000000""",
  ) AS MaxBids
  ON AuctionBids.endtime = MaxBids.endtime AND
     AuctionBids.num >= MaxBids.maxn""",
-          port="group windows (HOP, TUMBLE) for the window table-valued functions; the maximum per window is a "
-               "2 s TUMBLE over each HOP window's rowtime (one HOP window ends every 2 s), for a GROUP BY of the "
-               "window's bounds that has no window of its own"),
-    Query("q7", "highest bid (TUMBLE window, its maximum joined back)", ("bid",),
-          """SELECT B.auction, B.price, B.bidder, B.`dateTime`, B.extra
+        port="group windows (HOP, TUMBLE) for the window table-valued functions; the maximum per window is a "
+        "2 s TUMBLE over each HOP window's rowtime (one HOP window ends every 2 s), for a GROUP BY of the "
+        "window's bounds that has no window of its own",
+    ),
+    Query(
+        "q7",
+        "highest bid (TUMBLE window, its maximum joined back)",
+        ("bid",),
+        """SELECT B.auction, B.price, B.bidder, B.`dateTime`, B.extra
 from bid B
 JOIN (
   SELECT MAX(price) AS maxprice, window_end as `dateTime`
@@ -229,7 +256,7 @@ JOIN (
 ) B1
 ON B.price = B1.maxprice
 WHERE B.`dateTime` BETWEEN B1.`dateTime`  - INTERVAL '10' SECOND AND B1.`dateTime`""",
-          """SELECT B.auction, B.price, B.bidder, B.`dateTime`, B.extra
+        """SELECT B.auction, B.price, B.bidder, B.`dateTime`, B.extra
 from bid B
 JOIN (
   SELECT MAX(price) AS maxprice, TUMBLE_END(rowtime, INTERVAL '10' SECOND) as `dateTime`,
@@ -240,11 +267,15 @@ JOIN (
 ON B.price = B1.maxprice
   AND B.rowtime BETWEEN B1.rt - INTERVAL '11' SECOND AND B1.rt + INTERVAL '1' SECOND
 WHERE B.`dateTime` BETWEEN B1.`dateTime`  - INTERVAL '10' SECOND AND B1.`dateTime`""",
-          port="a TUMBLE group window for the table-valued function; the join also bounds the two rowtimes (a "
-               "second wider than Nexmark's condition, which stays in WHERE), so Spark runs it as an interval "
-               "join whose state the watermark clears"),
-    Query("q8", "monitor new users (two TUMBLE windows joined)", ("person", "auction"),
-          """SELECT P.id, P.name, P.starttime
+        port="a TUMBLE group window for the table-valued function; the join also bounds the two rowtimes (a "
+        "second wider than Nexmark's condition, which stays in WHERE), so Spark runs it as an interval "
+        "join whose state the watermark clears",
+    ),
+    Query(
+        "q8",
+        "monitor new users (two TUMBLE windows joined)",
+        ("person", "auction"),
+        """SELECT P.id, P.name, P.starttime
 FROM (
   SELECT id, name,
         window_start AS starttime,
@@ -262,7 +293,7 @@ JOIN (
   GROUP BY seller, window_start, window_end
 ) A
 ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime""",
-          """SELECT P.id, P.name, P.starttime
+        """SELECT P.id, P.name, P.starttime
 FROM (
   SELECT id, name,
         TUMBLE_START(rowtime, INTERVAL '10' SECOND) AS starttime,
@@ -278,31 +309,59 @@ JOIN (
   GROUP BY seller, TUMBLE(rowtime, INTERVAL '10' SECOND)
 ) A
 ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime""",
-          port="TUMBLE group windows for the window table-valued functions"),
-    Query("q15", "bidding statistics (COUNT DISTINCT with FILTER), per day", ("bid",),
-          _stats("`dateTime`", "TUMBLE", "", ""),
-          _stats("rowtime", "TUMBLE", "", "", distinct=False),
-          port="a 1-day TUMBLE window over rowtime for Nexmark's GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'); "
-               "DistinctCount(x) for COUNT(DISTINCT x)",
-          flink_change="a 1-day TUMBLE window for GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'): the same rows, "
-                       "each once, when the day closes (Nexmark's query updates them after every bid)"),
-    Query("q16", "channel statistics (COUNT DISTINCT with FILTER), per channel and day", ("bid",),
-          _stats("`dateTime`", "TUMBLE", "channel,\n     ",
-                 "\n     max(DATE_FORMAT(`dateTime`, 'HH:mm')) as `minute`,"),
-          _stats("rowtime", "TUMBLE", "channel,\n     ", "\n     max(DATE_FORMAT(`dateTime`, 'HH:mm')) as `minute`,",
-                 distinct=False),
-          port="a 1-day TUMBLE window over rowtime for Nexmark's GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'); "
-               "DistinctCount(x) for COUNT(DISTINCT x)",
-          flink_change="a 1-day TUMBLE window for GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd')"),
-    Query("q3", "local item suggestion (a join with no time bound)", ("auction", "person"),
-          _Q3_SELECT, _Q3_SELECT,
-          port="none: Spark runs an inner join of two streams with no interval, each side's rows kept for good "
-               "(Flink's regular join keeps them too); its output is append-only"),
-    Query("q20", "expand bid with auction (a join with no time bound)", ("bid", "auction"),
-          _Q20_SELECT, _Q20_SELECT,
-          port="an inner join with no interval, as q3; the columns named as Nexmark's sink table names them",
-          flink_change="B.dateTime, B.extra, A.dateTime and A.extra named as Nexmark's sink table names them "
-                       "(bid_dateTime, ...): Flink's own names for the repeated names are dateTime0 and extra0"),
+        port="TUMBLE group windows for the window table-valued functions",
+    ),
+    Query(
+        "q15",
+        "bidding statistics (COUNT DISTINCT with FILTER), per day",
+        ("bid",),
+        _stats("`dateTime`", "TUMBLE", "", ""),
+        _stats("rowtime", "TUMBLE", "", "", distinct=False),
+        port="a 1-day TUMBLE window over rowtime for Nexmark's GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'); "
+        "DistinctCount(x) for COUNT(DISTINCT x)",
+        flink_change="a 1-day TUMBLE window for GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'): the same rows, "
+        "each once, when the day closes (Nexmark's query updates them after every bid)",
+    ),
+    Query(
+        "q16",
+        "channel statistics (COUNT DISTINCT with FILTER), per channel and day",
+        ("bid",),
+        _stats(
+            "`dateTime`",
+            "TUMBLE",
+            "channel,\n     ",
+            "\n     max(DATE_FORMAT(`dateTime`, 'HH:mm')) as `minute`,",
+        ),
+        _stats(
+            "rowtime",
+            "TUMBLE",
+            "channel,\n     ",
+            "\n     max(DATE_FORMAT(`dateTime`, 'HH:mm')) as `minute`,",
+            distinct=False,
+        ),
+        port="a 1-day TUMBLE window over rowtime for Nexmark's GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd'); "
+        "DistinctCount(x) for COUNT(DISTINCT x)",
+        flink_change="a 1-day TUMBLE window for GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd')",
+    ),
+    Query(
+        "q3",
+        "local item suggestion (a join with no time bound)",
+        ("auction", "person"),
+        _Q3_SELECT,
+        _Q3_SELECT,
+        port="none: Spark runs an inner join of two streams with no interval, each side's rows kept for good "
+        "(Flink's regular join keeps them too); its output is append-only",
+    ),
+    Query(
+        "q20",
+        "expand bid with auction (a join with no time bound)",
+        ("bid", "auction"),
+        _Q20_SELECT,
+        _Q20_SELECT,
+        port="an inner join with no interval, as q3; the columns named as Nexmark's sink table names them",
+        flink_change="B.dateTime, B.extra, A.dateTime and A.extra named as Nexmark's sink table names them "
+        "(bid_dateTime, ...): Flink's own names for the repeated names are dateTime0 and extra0",
+    ),
 )
 
 
@@ -328,7 +387,10 @@ class Refused:
 
 
 REFUSED: tuple[Refused, ...] = (
-    Refused("q4", ("auction", "bid"), """SELECT
+    Refused(
+        "q4",
+        ("auction", "bid"),
+        """SELECT
     Q.category,
     AVG(Q.final)
 FROM (
@@ -337,9 +399,16 @@ FROM (
     WHERE A.id = B.auction AND B.`dateTime` BETWEEN A.`dateTime` AND A.expires
     GROUP BY A.id, A.category
 ) Q
-GROUP BY Q.category""", 10, 10, "an aggregation over a stream needs a window in GROUP BY",
-            "an aggregate with no window: Flink updates (retracts) each category's average after every bid"),
-    Refused("q9", ("auction", "bid"), """SELECT
+GROUP BY Q.category""",
+        10,
+        10,
+        "an aggregation over a stream needs a window in GROUP BY",
+        "an aggregate with no window: Flink updates (retracts) each category's average after every bid",
+    ),
+    Refused(
+        "q9",
+        ("auction", "bid"),
+        """SELECT
     id, itemName, description, initialBid, reserve, `dateTime`, expires, seller, category, extra,
     auction, bidder, price, bid_dateTime, bid_extra
 FROM (
@@ -348,15 +417,33 @@ FROM (
    FROM auction A, bid B
    WHERE A.id = B.auction AND B.`dateTime` BETWEEN A.`dateTime` AND A.expires
 )
-WHERE rownum <= 1""", 6, 6, "ROW_NUMBER() OVER (...)",
-            "Top-1 by price: a higher bid retracts the auction's winning row"),
-    Refused("q18", ("bid",), """SELECT auction, bidder, price, channel, url, `dateTime`, extra
+WHERE rownum <= 1""",
+        6,
+        6,
+        "ROW_NUMBER() OVER (...)",
+        "Top-1 by price: a higher bid retracts the auction's winning row",
+    ),
+    Refused(
+        "q18",
+        ("bid",),
+        """SELECT auction, bidder, price, channel, url, `dateTime`, extra
  FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction ORDER BY `dateTime` DESC) AS rank_number
        FROM bid)
- WHERE rank_number <= 1""", 2, 18, "ROW_NUMBER() OVER (...)",
-            "the last row per key: each newer bid retracts the one before"),
-    Refused("q19", ("bid",), """SELECT * FROM
+ WHERE rank_number <= 1""",
+        2,
+        18,
+        "ROW_NUMBER() OVER (...)",
+        "the last row per key: each newer bid retracts the one before",
+    ),
+    Refused(
+        "q19",
+        ("bid",),
+        """SELECT * FROM
 (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rank_number FROM bid)
-WHERE rank_number <= 10""", 2, 12, "ROW_NUMBER() OVER (...)",
-            "Top-10 by price: a higher bid retracts the tenth"),
+WHERE rank_number <= 10""",
+        2,
+        12,
+        "ROW_NUMBER() OVER (...)",
+        "Top-10 by price: a higher bid retracts the tenth",
+    ),
 )

@@ -71,7 +71,9 @@ def main(argv: list[str]) -> int:
         result["error"] = explain_failure(exc).message
     done, cpu1 = time.time(), cpu_s()
     job.stop()
-    result.update({"submitted": submitted, "done": done, "cpu_start": cpu0, "cpu_done": cpu1, "rows": sink.rows})
+    result.update(
+        {"submitted": submitted, "done": done, "cpu_start": cpu0, "cpu_done": cpu1, "rows": sink.rows}
+    )
     args.out.write_text(json.dumps(result))
     spark.stop()
     return 0 if "error" not in result else 1

@@ -36,9 +36,9 @@ WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')"""
 
 SINKS = {
     "udf": "CREATE TABLE cells (tag_s2id STRING, drivers BIGINT, window_timestamp TIMESTAMP(3)) "
-           "WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')",
+    "WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')",
     "builtin": "CREATE TABLE cells (tag_lat_bin BIGINT, tag_long_bin BIGINT, drivers BIGINT, "
-               "window_timestamp TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')",
+    "window_timestamp TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')",
 }
 
 QUERIES = {
@@ -73,7 +73,9 @@ def s2_udf() -> object:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--mode", choices=sorted(QUERIES), required=True)
-    ap.add_argument("--events", type=Path, required=True, help="folder of CSV files: driver_id,lat,long,event_time")
+    ap.add_argument(
+        "--events", type=Path, required=True, help="folder of CSV files: driver_id,lat,long,event_time"
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--timings", type=Path, required=True)
     ap.add_argument("--parallelism", type=int, default=2)

@@ -37,13 +37,18 @@ def s2_signed(lat: float, lng: float, level: int) -> int:
     return cid - (1 << 64) if cid >= 1 << 63 else cid
 
 
-def write_window(http: requests.Session, url: str, db: str, measurement: str, end_s: int,
-                 cells: dict[int, set[str]]) -> int:
+def write_window(
+    http: requests.Session, url: str, db: str, measurement: str, end_s: int, cells: dict[int, set[str]]
+) -> int:
     """POST one closed window's points (one per cell) to InfluxDB; return how many were written."""
     lines = [f"{measurement},tag_s2id={cell} drivers={len(ids)}i {end_s}" for cell, ids in cells.items()]
     for i in range(0, len(lines), 5000):
-        resp = http.post(f"{url}/write", params={"db": db, "precision": "s"},
-                         data="\n".join(lines[i:i + 5000]).encode(), timeout=30)
+        resp = http.post(
+            f"{url}/write",
+            params={"db": db, "precision": "s"},
+            data="\n".join(lines[i : i + 5000]).encode(),
+            timeout=30,
+        )
         resp.raise_for_status()
     return len(lines)
 
@@ -62,8 +67,15 @@ def main() -> int:
     args = ap.parse_args()
 
     Ping = default_registry().message_class("daggers.events.DriverLocationPing")
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "bench-loop", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "bench-loop",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     parts = consumer.list_topics(args.topic, timeout=10).topics[args.topic].partitions
     consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in parts])
     at_eof: set[int] = set()

@@ -39,8 +39,14 @@ class ProgressFile:
     def flush(self, done: bool = False) -> None:
         """Write the file now."""
         self._written_at = time.time()
-        body = {"events": self.events, "points": self.points, "first_event_at": self.first_event_at,
-                "updated_at": self._written_at, "done": done, "pid": os.getpid()}
+        body = {
+            "events": self.events,
+            "points": self.points,
+            "first_event_at": self.first_event_at,
+            "updated_at": self._written_at,
+            "done": done,
+            "pid": os.getpid(),
+        }
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(body))
         tmp.replace(self.path)

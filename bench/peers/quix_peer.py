@@ -68,16 +68,28 @@ class InfluxLineSink(BatchingSink):
             end_s = item.value["end"] // 1000
             lines.append(f"{self.measurement},tag_s2id={key} drivers={len(item.value['value'])}i {end_s}")
         for i in range(0, len(lines), 5000):
-            resp = self.http.post(f"{self.url}/write", params={"db": self.db, "precision": "s"},
-                                  data="\n".join(lines[i:i + 5000]).encode(), timeout=30)
+            resp = self.http.post(
+                f"{self.url}/write",
+                params={"db": self.db, "precision": "s"},
+                data="\n".join(lines[i : i + 5000]).encode(),
+                timeout=30,
+            )
             resp.raise_for_status()
         self.progress.add(0, len(lines))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("--bootstrap", "--topic", "--influx", "--db", "--measurement", "--progress", "--descriptors",
-                 "--state-dir"):
+    for name in (
+        "--bootstrap",
+        "--topic",
+        "--influx",
+        "--db",
+        "--measurement",
+        "--progress",
+        "--descriptors",
+        "--state-dir",
+    ):
         ap.add_argument(name, required=True)
     ap.add_argument("--delay-ms", type=int, default=10_000)
     args = ap.parse_args()
@@ -93,8 +105,11 @@ def main() -> int:
         # tansu takes about half of session.timeout.ms to let a consumer join a group
         consumer_extra_config={"session.timeout.ms": 6000},
     )
-    topic = app.topic(args.topic, value_deserializer=ProtobufDeserializer(msg_type=Ping, to_dict=False),
-                      key_deserializer="bytes")
+    topic = app.topic(
+        args.topic,
+        value_deserializer=ProtobufDeserializer(msg_type=Ping, to_dict=False),
+        key_deserializer="bytes",
+    )
     sdf = app.dataframe(topic)
 
     def count(_value: object) -> None:
@@ -109,9 +124,11 @@ def main() -> int:
             ids.append(value["driver_id"])
         return ids
 
-    sdf = (sdf.tumbling_window(timedelta(seconds=60), grace_ms=timedelta(milliseconds=args.delay_ms))
-           .reduce(reducer=add_driver, initializer=lambda value: [value["driver_id"]])
-           .final(closing_strategy="partition"))
+    sdf = (
+        sdf.tumbling_window(timedelta(seconds=60), grace_ms=timedelta(milliseconds=args.delay_ms))
+        .reduce(reducer=add_driver, initializer=lambda value: [value["driver_id"]])
+        .final(closing_strategy="partition")
+    )
     sdf.sink(InfluxLineSink(args.influx, args.db, args.measurement, progress))
     try:
         app.run()

@@ -79,12 +79,18 @@ def main() -> int:
     if missing:
         print(f"spark-udf peer: the source does not hand over {sorted(missing)}", file=sys.stderr)
         return 2
-    df = (spark.readStream.format(SOURCE_NAME).options(**source_options(source)).load()
-          .withColumn("rowtime", F.col("event_timestamp"))
-          .withWatermark("rowtime", f"{spec.watermark_delay_ms} milliseconds"))
-    result = (df.groupBy(F.window("rowtime", "60 seconds"), s2id("lat", "long").alias("tag_s2id"))
-              .agg(F.size(F.collect_set("driver_id")).alias("drivers"))
-              .select("tag_s2id", "drivers", F.col("window.end").alias("window_timestamp")))
+    df = (
+        spark.readStream.format(SOURCE_NAME)
+        .options(**source_options(source))
+        .load()
+        .withColumn("rowtime", F.col("event_timestamp"))
+        .withWatermark("rowtime", f"{spec.watermark_delay_ms} milliseconds")
+    )
+    result = (
+        df.groupBy(F.window("rowtime", "60 seconds"), s2id("lat", "long").alias("tag_s2id"))
+        .agg(F.size(F.collect_set("driver_id")).alias("drivers"))
+        .select("tag_s2id", "drivers", F.col("window.end").alias("window_timestamp"))
+    )
 
     progress = ProgressFile(args.progress)
     written = [0]
@@ -92,9 +98,13 @@ def main() -> int:
     def write(batch, batch_id: int) -> None:  # noqa: ANN001 - a Spark DataFrame
         written[0] += sink.write(batch.toArrow(), batch_id)
 
-    query = (result.writeStream.outputMode("append").foreachBatch(write)
-             .option("checkpointLocation", str(Path(args.progress).parent / "spark-udf-checkpoint"))
-             .trigger(processingTime="0 seconds").start())
+    query = (
+        result.writeStream.outputMode("append")
+        .foreachBatch(write)
+        .option("checkpointLocation", str(Path(args.progress).parent / "spark-udf-checkpoint"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     stopping = [False]
     signal.signal(signal.SIGTERM, lambda *_: stopping.__setitem__(0, True))
     deadline = time.monotonic() + args.max_seconds

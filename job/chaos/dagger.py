@@ -86,8 +86,21 @@ class ProcessDagger:
     def start(self) -> None:
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "job.cli", "run", str(self.spec_path), "--state-dir", str(self.state_dir)],
-                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=Path(__file__).resolve().parents[2])
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "job.cli",
+                    "run",
+                    str(self.spec_path),
+                    "--state-dir",
+                    str(self.state_dir),
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=Path(__file__).resolve().parents[2],
+            )
         self._starts += 1
 
     def send(self, sig: int) -> None:

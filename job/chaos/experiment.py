@@ -64,7 +64,9 @@ class _Model(StrictModel):
 class Load(_Model):
     """The events the experiment produces while it runs."""
 
-    stream: Literal["driver_location", "booking", "api_log"] = Field(description="Which event schema to produce.")
+    stream: Literal["driver_location", "booking", "api_log"] = Field(
+        description="Which event schema to produce."
+    )
     topic: str = Field(description="The topic the dagger reads; created by the tool.")
     events_per_s: float = Field(gt=0, le=1_000_000, description="Steady produce rate.")
     duration_s: float = Field(gt=0, le=3600, description="How long the load runs.")
@@ -78,26 +80,34 @@ class Case(_Model):
     name: str = Field(description="A short name shown in the report.")
     target: Literal["broker", "influxdb", "dagger", "cluster"] = Field(
         description="The blast radius. cluster: the cluster the dagger is on when the fault starts (its "
-                    "controller and its dagger); any cluster case runs the dagger under the control plane, "
-                    "on two clusters that fail over to each other. kill: both SIGKILLed, the other cluster "
-                    "takes over after failover_after_s; stop: a planned shutdown (the controller stops its "
-                    "daggers gracefully and clears its heartbeat: no failover, the dagger waits for its "
-                    "cluster); pause: both SIGSTOPped (fails over when longer than failover_after_s); "
-                    "slow: both slowed. The controller starts again after downtime_s (no failback).")
+        "controller and its dagger); any cluster case runs the dagger under the control plane, "
+        "on two clusters that fail over to each other. kill: both SIGKILLed, the other cluster "
+        "takes over after failover_after_s; stop: a planned shutdown (the controller stops its "
+        "daggers gracefully and clears its heartbeat: no failover, the dagger waits for its "
+        "cluster); pause: both SIGSTOPped (fails over when longer than failover_after_s); "
+        "slow: both slowed. The controller starts again after downtime_s (no failback)."
+    )
     fault: Literal["stop", "kill", "pause", "slow"] = Field(
         description="stop: graceful stop then start again; kill: SIGKILL then start again; "
-                    "pause: SIGSTOP then SIGCONT (a hung process); slow: the process runs only "
-                    "1 - slow_fraction of the time (SIGSTOP/SIGCONT every 100 ms), as on a starved disk, "
-                    "network or CPU: it still answers, late.")
-    slow_fraction: float = Field(default=0.8, gt=0, lt=1,
-                                 description="With fault slow: the share of each 100 ms the target is stopped.")
+        "pause: SIGSTOP then SIGCONT (a hung process); slow: the process runs only "
+        "1 - slow_fraction of the time (SIGSTOP/SIGCONT every 100 ms), as on a starved disk, "
+        "network or CPU: it still answers, late."
+    )
+    slow_fraction: float = Field(
+        default=0.8,
+        gt=0,
+        lt=1,
+        description="With fault slow: the share of each 100 ms the target is stopped.",
+    )
     at_s: float = Field(ge=0, description="Seconds after the load starts.")
     after_read: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="The fault also waits until the dagger has read this many events (0: it starts at at_s). "
-                    "A cold dagger on a busy machine may need a minute for its first batch: after_read: 1 makes "
-                    "sure a fault hits a dagger that has read, and so has a checkpoint to resume. It waits at "
-                    "most until the load ends plus recover_timeout_s, then starts anyway (and says so in the run's output).")
+        "A cold dagger on a busy machine may need a minute for its first batch: after_read: 1 makes "
+        "sure a fault hits a dagger that has read, and so has a checkpoint to resume. It waits at "
+        "most until the load ends plus recover_timeout_s, then starts anyway (and says so in the run's output).",
+    )
     downtime_s: float = Field(ge=0, le=600, description="Seconds until the target is back.")
 
 
@@ -110,23 +120,35 @@ class Experiment(_Model):
     load: Load
     cases: list[Case] = Field(default_factory=list, description="The faults, in any order.")
     watermark_delay_ms: int = Field(default=10_000, ge=0, description="The dagger's watermark delay.")
-    recover_timeout_s: float = Field(default=300, gt=0, description="How long to wait for the outputs at the end.")
-    failover_after_s: float = Field(default=5, gt=0, le=600,
-                                    description="With cluster cases: a cluster's controller heartbeat this old "
-                                                "makes the other cluster take its dagger over.")
+    recover_timeout_s: float = Field(
+        default=300, gt=0, description="How long to wait for the outputs at the end."
+    )
+    failover_after_s: float = Field(
+        default=5,
+        gt=0,
+        le=600,
+        description="With cluster cases: a cluster's controller heartbeat this old "
+        "makes the other cluster take its dagger over.",
+    )
 
     @model_validator(mode="after")
     def _cases_fit(self) -> Experiment:
         for i, case in enumerate(self.cases):
             if case.at_s > self.load.duration_s:
-                raise ValueError(f"cases[{i}] ({case.name}) starts at {case.at_s} s, after the load ends "
-                                 f"({self.load.duration_s} s)")
-        hits = sorted((c.at_s, c.at_s + c.downtime_s, i) for i, c in enumerate(self.cases) if c.target == "cluster")
+                raise ValueError(
+                    f"cases[{i}] ({case.name}) starts at {case.at_s} s, after the load ends "
+                    f"({self.load.duration_s} s)"
+                )
+        hits = sorted(
+            (c.at_s, c.at_s + c.downtime_s, i) for i, c in enumerate(self.cases) if c.target == "cluster"
+        )
         for (_, end, i), (start, _, j) in zip(hits, hits[1:], strict=False):
             if start < end:
-                raise ValueError(f"cases[{j}] ({self.cases[j].name}) hits a cluster at {start} s, while "
-                                 f"cases[{i}] ({self.cases[i].name}) still does (until {end} s): "
-                                 "cluster cases may not overlap")
+                raise ValueError(
+                    f"cases[{j}] ({self.cases[j].name}) hits a cluster at {start} s, while "
+                    f"cases[{i}] ({self.cases[i].name}) still does (until {end} s): "
+                    "cluster cases may not overlap"
+                )
         return self
 
     @property

@@ -21,8 +21,13 @@ def signal_group(pgid: int | None, sig: int) -> bool:
     return True
 
 
-def throttle(pgids: int | Iterable[int], seconds: float, stopped_fraction: float,
-             stop: threading.Event | None = None, period_s: float = 0.1) -> int:
+def throttle(
+    pgids: int | Iterable[int],
+    seconds: float,
+    stopped_fraction: float,
+    stop: threading.Event | None = None,
+    period_s: float = 0.1,
+) -> int:
     """Slow process group(s) ``pgids`` down for ``seconds``: in every ``period_s`` they are stopped (SIGSTOP)
     for ``stopped_fraction`` of the period and run for the rest. Always leaves them running (SIGCONT).
 

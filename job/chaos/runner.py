@@ -39,8 +39,11 @@ from job.stack.ports import free_ports
 if TYPE_CHECKING:
     from job.chaos.world import ControlPlaneWorld
 
-STREAM_CLASSES = {"driver_location": "daggers.events.DriverLocationPing", "booking": "daggers.events.BookingLog",
-                  "api_log": "daggers.events.ApiLog"}
+STREAM_CLASSES = {
+    "driver_location": "daggers.events.DriverLocationPing",
+    "booking": "daggers.events.BookingLog",
+    "api_log": "daggers.events.ApiLog",
+}
 DATABASE = "chaos"
 
 
@@ -85,20 +88,26 @@ class ChaosRun:
         base = load_spec(self.exp.dagger)
         want = STREAM_CLASSES[self.exp.load.stream]
         if base.streams[0].proto_class != want:
-            raise SpecError(f"the load stream {self.exp.load.stream} produces {want}, but {self.exp.dagger} "
-                            f"reads {base.streams[0].proto_class}")
+            raise SpecError(
+                f"the load stream {self.exp.load.stream} produces {want}, but {self.exp.dagger} "
+                f"reads {base.streams[0].proto_class}"
+            )
         data: dict[str, Any] = yaml.safe_load(Path(self.exp.dagger).read_text())
         data["name"] = f"chaos-{base.name}"[:63]
         stream = data["streams"][0]
-        stream.update(topics=[self.exp.load.topic], start_from="earliest",
-                      max_records_per_batch=int(self.exp.load.events_per_s * 10))
+        stream.update(
+            topics=[self.exp.load.topic],
+            start_from="earliest",
+            max_records_per_batch=int(self.exp.load.events_per_s * 10),
+        )
         data["watermark_delay_ms"] = self.exp.watermark_delay_ms
         data["trigger_interval_s"] = 2
         data.pop("checkpoint_dir", None)
         sink = data.pop("sink", None) or data["sinks"][0]
         measurement = sink["measurement"]
-        data["sinks"] = [{"type": "influx", "url": "", "api": "v1", "database": DATABASE,
-                          "measurement": measurement}]
+        data["sinks"] = [
+            {"type": "influx", "url": "", "api": "v1", "database": DATABASE, "measurement": measurement}
+        ]
         self.measurement = measurement
         self.sql = data["sql"]
         return data
@@ -129,8 +138,14 @@ class ChaosRun:
 
     def _load(self) -> None:
         load = self.exp.load
-        conf = {"bootstrap.servers": self.broker.bootstrap, "linger.ms": 20, "acks": "all",
-                "message.timeout.ms": 900_000, "log_level": 2, "queue.buffering.max.messages": 2_000_000}
+        conf = {
+            "bootstrap.servers": self.broker.bootstrap,
+            "linger.ms": 20,
+            "acks": "all",
+            "message.timeout.ms": 900_000,
+            "log_level": 2,
+            "queue.buffering.max.messages": 2_000_000,
+        }
         # Not idempotent: a broker that loses producer state on restart (noida-db) fails an idempotent
         # producer fatally. Retries may then repeat a record; the ground truth is taken from the topic.
         producer = Producer(conf)
@@ -145,8 +160,14 @@ class ChaosRun:
             if time.monotonic() < due:
                 time.sleep(due - time.monotonic())
             now = datetime.now(UTC)
-            batch = generate(load.stream, int(load.events_per_s), seed=load.seed + second, start=now,
-                             duration_s=1.0, first_index=second * int(load.events_per_s))
+            batch = generate(
+                load.stream,
+                int(load.events_per_s),
+                seed=load.seed + second,
+                start=now,
+                duration_s=1.0,
+                first_index=second * int(load.events_per_s),
+            )
             for key, value in zip(batch.keys, batch.payloads, strict=True):
                 while True:
                     try:
@@ -161,8 +182,13 @@ class ChaosRun:
             self.batches.append(batch)
             self.generated += len(batch.payloads)
             second += 1
-        closing = generate(load.stream, 1, seed=load.seed + 10_000,
-                           start=datetime.now(UTC) + timedelta(minutes=30), duration_s=1.0)
+        closing = generate(
+            load.stream,
+            1,
+            seed=load.seed + 10_000,
+            start=datetime.now(UTC) + timedelta(minutes=30),
+            duration_s=1.0,
+        )
         for key, value in zip(closing.keys, closing.payloads, strict=True):
             producer.produce(load.topic, value, key=key, on_delivery=acked)
         self.closing = closing
@@ -174,12 +200,21 @@ class ChaosRun:
             obs = dagger.observe()
             st = obs.progress
             read = int(st.get("input_rows", 0))
-            self.samples.append(Sample(t=round(time.monotonic() - self._t0, 1), produced=self.acked, read=read,
-                                       lag=max(self.acked - read, 0),
-                                       input_rows_per_s=float(st.get("processed_rows_per_s", 0.0)),
-                                       dagger_alive=obs.alive, watermark=st.get("watermark"),
-                                       load_1m=os.getloadavg()[0], cluster=obs.cluster, pid=obs.pid,
-                                       state=obs.state))
+            self.samples.append(
+                Sample(
+                    t=round(time.monotonic() - self._t0, 1),
+                    produced=self.acked,
+                    read=read,
+                    lag=max(self.acked - read, 0),
+                    input_rows_per_s=float(st.get("processed_rows_per_s", 0.0)),
+                    dagger_alive=obs.alive,
+                    watermark=st.get("watermark"),
+                    load_1m=os.getloadavg()[0],
+                    cluster=obs.cluster,
+                    pid=obs.pid,
+                    state=obs.state,
+                )
+            )
             time.sleep(1.0)
 
     def _inject(self, case: Case, dagger: DaggerHandle, world: ControlPlaneWorld | None) -> None:
@@ -189,7 +224,9 @@ class ChaosRun:
         if case.after_read and not self._wait_for_read(case):
             return
         started = time.monotonic() - self._t0
-        self.say(f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)")
+        self.say(
+            f"[{started:6.1f}s] fault: {case.name} ({case.fault} {case.target} for {case.downtime_s:.0f} s)"
+        )
         server = self.broker if case.target == "broker" else self.influx
         cluster = pid = None
         if dagger.supervised and case.target != "cluster":  # where it ran, to see where it runs next
@@ -238,8 +275,10 @@ class ChaosRun:
             if read >= case.after_read:
                 return True
             if time.monotonic() >= deadline:
-                self.say(f"fault {case.name}: the dagger had read {read:,} of the {case.after_read:,} events it "
-                         "waits for; it starts anyway")
+                self.say(
+                    f"fault {case.name}: the dagger had read {read:,} of the {case.after_read:,} events it "
+                    "waits for; it starts anyway"
+                )
                 return True
             if self._stop.wait(0.5):
                 return False
@@ -263,16 +302,27 @@ class ChaosRun:
             # Columns the job's source computes (S2Id pushed down): here with the Spark function instead.
             for col in translation.derived.get("data_stream", []):
                 df = df.withColumn(col.name, F.expr(col.spark_expr()))
-            (df.withColumn("rowtime", F.col("event_timestamp")).withColumn(BARRIER_COLUMN, F.lit(0.0))
-             .createOrReplaceTempView("data_stream"))
+            (
+                df.withColumn("rowtime", F.col("event_timestamp"))
+                .withColumn(BARRIER_COLUMN, F.lit(0.0))
+                .createOrReplaceTempView("data_stream")
+            )
             sql = translation.spark_sql
             rows = spark.sql(sql).drop(BARRIER_COLUMN).toArrow().to_pylist()
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for r in rows:
-            tags = tuple(sorted((k.removeprefix("label_") if k.startswith("label_") else k, str(v))
-                                for k, v in r.items() if k.startswith(("tag_", "label_")) and v not in (None, "")))
-            fields = {k: v for k, v in r.items() if k != "window_timestamp" and not k.startswith(("tag_", "label_"))
-                      and v is not None}
+            tags = tuple(
+                sorted(
+                    (k.removeprefix("label_") if k.startswith("label_") else k, str(v))
+                    for k, v in r.items()
+                    if k.startswith(("tag_", "label_")) and v not in (None, "")
+                )
+            )
+            fields = {
+                k: v
+                for k, v in r.items()
+                if k != "window_timestamp" and not k.startswith(("tag_", "label_")) and v is not None
+            }
             out[(int(r["window_timestamp"].timestamp()), tags)] = fields
         # The closing event's own window never closes (nothing comes after it): it is not expected.
         cutoff = int(self.closing.table.column("event_timestamp")[0].as_py().timestamp())
@@ -286,8 +336,15 @@ class ChaosRun:
         message = STREAM_CLASSES[self.exp.load.stream]
         registry = default_registry()
         decoder = ArrowDecoder(registry, message, list(registry.fields(message)))
-        consumer = Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": "chaos-truth",
-                             "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 2})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.broker.bootstrap,
+                "group.id": "chaos-truth",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+                "log_level": 2,
+            }
+        )
         parts = consumer.list_topics(self.exp.load.topic, timeout=30).topics[self.exp.load.topic].partitions
         consumer.assign([TopicPartition(self.exp.load.topic, p, 0) for p in parts])
         payloads: list[bytes | None] = []
@@ -305,9 +362,11 @@ class ChaosRun:
         return pa.Table.from_batches([batch])
 
     def written_points(self) -> dict[tuple[Any, ...], dict[str, Any]]:
-        resp = requests.get(f"{self.influx.url}/query", params={"db": DATABASE, "epoch": "s",
-                                                                "q": f'SELECT * FROM "{self.measurement}"'},
-                            timeout=30)
+        resp = requests.get(
+            f"{self.influx.url}/query",
+            params={"db": DATABASE, "epoch": "s", "q": f'SELECT * FROM "{self.measurement}"'},
+            timeout=30,
+        )
         resp.raise_for_status()
         tag_keys = self._tag_keys()
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -316,14 +375,17 @@ class ChaosRun:
                 for values in series["values"]:
                     row = dict(zip(series["columns"], values, strict=True))
                     tags = tuple(sorted((k, str(row[k])) for k in tag_keys if row.get(k) is not None))
-                    out[(row["time"], tags)] = {k: v for k, v in row.items() if k != "time" and k not in tag_keys
-                                                and v is not None}
+                    out[(row["time"], tags)] = {
+                        k: v for k, v in row.items() if k != "time" and k not in tag_keys and v is not None
+                    }
         return out
 
     def _tag_keys(self) -> set[str]:
-        resp = requests.get(f"{self.influx.url}/query", params={"db": DATABASE,
-                                                                "q": f'SHOW TAG KEYS FROM "{self.measurement}"'},
-                            timeout=30)
+        resp = requests.get(
+            f"{self.influx.url}/query",
+            params={"db": DATABASE, "q": f'SHOW TAG KEYS FROM "{self.measurement}"'},
+            timeout=30,
+        )
         series = (resp.json().get("results") or [{}])[0].get("series") or [{}]
         return {v[0] for v in series[0].get("values") or []}
 
@@ -345,25 +407,38 @@ class ChaosRun:
             if exp.controlled:
                 from job.chaos.world import ControlPlaneWorld
 
-                world = ControlPlaneWorld(self.out, kafka=self.broker.bootstrap, influx=self.influx.url,
-                                          failover_after_s=exp.failover_after_s)
+                world = ControlPlaneWorld(
+                    self.out,
+                    kafka=self.broker.bootstrap,
+                    influx=self.influx.url,
+                    failover_after_s=exp.failover_after_s,
+                )
                 self.world = world
                 dagger = world.start(self._control_spec())
-                self.say(f"dagger {world.dagger.ref if world.dagger else ''} deployed on {world.clusters[0]} "
-                         f"(control plane: {', '.join(world.clusters)})")
+                self.say(
+                    f"dagger {world.dagger.ref if world.dagger else ''} deployed on {world.clusters[0]} "
+                    f"(control plane: {', '.join(world.clusters)})"
+                )
             else:
-                dagger = ProcessDagger(self._dagger_spec(), self.out, self.out / "checkpoint", self.out / "dagger.log")
+                dagger = ProcessDagger(
+                    self._dagger_spec(), self.out, self.out / "checkpoint", self.out / "dagger.log"
+                )
                 dagger.start()
             self._t0, self._wall0 = time.monotonic(), time.time()
-            threads = [threading.Thread(target=self._load, daemon=True),
-                       threading.Thread(target=self._sample, args=(dagger,), daemon=True)]
-            threads += [threading.Thread(target=self._inject, args=(c, dagger, world), daemon=True)
-                        for c in exp.cases]
+            threads = [
+                threading.Thread(target=self._load, daemon=True),
+                threading.Thread(target=self._sample, args=(dagger,), daemon=True),
+            ]
+            threads += [
+                threading.Thread(target=self._inject, args=(c, dagger, world), daemon=True) for c in exp.cases
+            ]
             for t in threads:
                 t.start()
             for t in threads[2:] + threads[:1]:
                 t.join()
-            self.say(f"load done: {counted(self.generated, 'event', fmt=',')} generated, {self.acked:,} acknowledged")
+            self.say(
+                f"load done: {counted(self.generated, 'event', fmt=',')} generated, {self.acked:,} acknowledged"
+            )
             want = self.expected_points()
             deadline = time.monotonic() + exp.recover_timeout_s
             got = self.written_points()
@@ -375,8 +450,12 @@ class ChaosRun:
             # The last batch's points are written before its progress is saved: let the samples see every
             # record read before the report takes the count from them.
             settle = time.monotonic() + 30
-            while (got == want and self.samples and self.samples[-1].read < self.in_topic
-                   and time.monotonic() < settle):
+            while (
+                got == want
+                and self.samples
+                and self.samples[-1].read < self.in_topic
+                and time.monotonic() < settle
+            ):
                 time.sleep(1)
             if world is not None:
                 moves = world.moves()
@@ -396,23 +475,43 @@ class ChaosRun:
         """The outcome of one fault, from the samples: when the dagger caught up (lag back to about four
         seconds of load) and, for a cluster case, where and when it ran again."""
         exp, case, s, e = self.exp, span.case, span.started, span.ended
-        caught = next((x.t for x in self.samples if x.t >= e and x.lag <= max(exp.load.events_per_s * 4, 100)),
-                      None)
-        result = CaseResult(case.name, case.target, case.fault, round(s, 1), round(e, 1),
-                            round(caught - e, 1) if caught is not None else None, cluster=span.cluster)
+        caught = next(
+            (x.t for x in self.samples if x.t >= e and x.lag <= max(exp.load.events_per_s * 4, 100)), None
+        )
+        result = CaseResult(
+            case.name,
+            case.target,
+            case.fault,
+            round(s, 1),
+            round(e, 1),
+            round(caught - e, 1) if caught is not None else None,
+            cluster=span.cluster,
+        )
         if span.cluster is not None:
             # a new process (right after a move the old one is still recorded), before the next fault
             until = min((o.started for o in self.case_spans if o.started > s), default=float("inf"))
-            again = next((x for x in self.samples if s <= x.t < until and x.state == "running"
-                          and x.pid is not None and x.pid != span.pid), None)
+            again = next(
+                (
+                    x
+                    for x in self.samples
+                    if s <= x.t < until and x.state == "running" and x.pid is not None and x.pid != span.pid
+                ),
+                None,
+            )
             if again is not None:
                 result.running_again_s = round(again.t - s, 1)
                 result.moved_to = again.cluster if again.cluster != span.cluster else None
         return result
 
-    def _report(self, exp: Experiment, started_at: datetime, want: dict[tuple[Any, ...], dict[str, Any]],
-                got: dict[tuple[Any, ...], dict[str, Any]],
-                dagger: DaggerHandle | None, moves: list[dict[str, Any]]) -> Report:
+    def _report(
+        self,
+        exp: Experiment,
+        started_at: datetime,
+        want: dict[tuple[Any, ...], dict[str, Any]],
+        got: dict[tuple[Any, ...], dict[str, Any]],
+        dagger: DaggerHandle | None,
+        moves: list[dict[str, Any]],
+    ) -> Report:
         windows: dict[int, list[int]] = {}
         for key, fields in want.items():
             counts = windows.setdefault(key[0], [0, 0, 0])
@@ -423,13 +522,22 @@ class ChaosRun:
         for move in moves:  # seconds since the load started, as everything else in the report
             move["t"] = round(float(move["at"]) - self._wall0, 1)
         return Report(
-            experiment=exp.name, description=exp.description, started_at=started_at.isoformat(),
-            duration_s=round(time.monotonic() - self._t0, 1), events_generated=self.generated,
-            events_acknowledged=self.acked, events_in_topic=self.in_topic, rows_read=self.samples[-1].read if self.samples else 0,
+            experiment=exp.name,
+            description=exp.description,
+            started_at=started_at.isoformat(),
+            duration_s=round(time.monotonic() - self._t0, 1),
+            events_generated=self.generated,
+            events_acknowledged=self.acked,
+            events_in_topic=self.in_topic,
+            rows_read=self.samples[-1].read if self.samples else 0,
             dagger_restarts=max(dagger.starts - 1, 0) if dagger else 0,
             cases=[self._case_result(span) for span in self.case_spans],
-            windows=[WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
-                     for w, c in sorted(windows.items())],
-            exact=got == want, samples=self.samples, mode="control-plane" if exp.controlled else "process",
-            moves=moves)
-
+            windows=[
+                WindowCheck(datetime.fromtimestamp(w, UTC).strftime("%H:%M:%S"), *c)
+                for w, c in sorted(windows.items())
+            ],
+            exact=got == want,
+            samples=self.samples,
+            mode="control-plane" if exp.controlled else "process",
+            moves=moves,
+        )

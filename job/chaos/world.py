@@ -39,8 +39,14 @@ CLUSTERS = ("chaos-a", "chaos-b")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def seed(registry: Registry, *, kafka: str, influx: str, clusters: tuple[str, ...] = CLUSTERS,
-         master: str = "local[2]") -> ControlPlane:
+def seed(
+    registry: Registry,
+    *,
+    kafka: str,
+    influx: str,
+    clusters: tuple[str, ...] = CLUSTERS,
+    master: str = "local[2]",
+) -> ControlPlane:
     """Fill an empty ``registry``: the superuser, team ``chaos`` with its admin ``chaos``, one data centre
     per cluster and the clusters, each failing over to the next (two: to each other). Return the team
     admin's control plane."""
@@ -51,8 +57,15 @@ def seed(registry: Registry, *, kafka: str, influx: str, clusters: tuple[str, ..
     root.set_member(TEAM, USER, "admin")
     for name in clusters:
         root.add_datacentre(f"dc-{name}", f"the data centre of {name}")
-        root.add_cluster(name, team=TEAM, datacentre=f"dc-{name}", spark_master=master, kafka_bootstrap=kafka,
-                         influx_url=influx, description="a chaos run's cluster")
+        root.add_cluster(
+            name,
+            team=TEAM,
+            datacentre=f"dc-{name}",
+            spark_master=master,
+            kafka_bootstrap=kafka,
+            influx_url=influx,
+            description="a chaos run's cluster",
+        )
     if len(clusters) > 1:
         for i, name in enumerate(clusters):
             root.set_failover(name, clusters[(i + 1) % len(clusters)])
@@ -62,8 +75,17 @@ def seed(registry: Registry, *, kafka: str, influx: str, clusters: tuple[str, ..
 class ControllerProcess:
     """One cluster's controller process; it can be started again after it stopped or died."""
 
-    def __init__(self, cluster: str, registry_url: str, state_dir: Path, log: Path, *, failover_after_s: float,
-                 poll_s: float = 0.5, closed: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        registry_url: str,
+        state_dir: Path,
+        log: Path,
+        *,
+        failover_after_s: float,
+        poll_s: float = 0.5,
+        closed: threading.Event | None = None,
+    ) -> None:
         self.cluster, self.registry_url, self.state_dir, self.log = cluster, registry_url, state_dir, log
         self.failover_after_s, self.poll_s = failover_after_s, poll_s
         self.closed = closed or threading.Event()
@@ -73,9 +95,25 @@ class ControllerProcess:
 
     def argv(self) -> list[str]:
         """Return the controller's command line."""
-        return [sys.executable, "-P", "-m", "job.cli", "controller", "--cluster", self.cluster,
-                "--registry", self.registry_url, "--state-dir", str(self.state_dir), "--poll", str(self.poll_s),
-                "--no-standby", "--failover-after", str(self.failover_after_s), "--stop-daggers-on-exit"]
+        return [
+            sys.executable,
+            "-P",
+            "-m",
+            "job.cli",
+            "controller",
+            "--cluster",
+            self.cluster,
+            "--registry",
+            self.registry_url,
+            "--state-dir",
+            str(self.state_dir),
+            "--poll",
+            str(self.poll_s),
+            "--no-standby",
+            "--failover-after",
+            str(self.failover_after_s),
+            "--stop-daggers-on-exit",
+        ]
 
     def start(self) -> None:
         """Start the controller (nothing once the world is closing)."""
@@ -83,8 +121,14 @@ class ControllerProcess:
             if self.closed.is_set() or self.alive():
                 return
             with self.log.open("ab") as fh:
-                self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=fh,
-                                             stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+                self.proc = subprocess.Popen(
+                    self.argv(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=REPO,
+                )
             self.pids.append(self.proc.pid)
 
     @property
@@ -183,22 +227,43 @@ class ControlledDagger:
         pid = view.pid if view.pid and pid_alive(view.pid) else None
         if pid:
             self.pids.add(pid)
-        return Observation(progress=read_status(view.checkpoint) or dict(view.progress), alive=pid is not None,
-                           pid=pid, cluster=view.cluster, state=view.actual_state)
+        return Observation(
+            progress=read_status(view.checkpoint) or dict(view.progress),
+            alive=pid is not None,
+            pid=pid,
+            cluster=view.cluster,
+            state=view.actual_state,
+        )
 
 
 class ControlPlaneWorld:
     """The registry, the clusters' controllers and the dagger of one chaos run (see the module docstring)."""
 
-    def __init__(self, out: Path, *, kafka: str, influx: str, failover_after_s: float,
-                 clusters: tuple[str, ...] = CLUSTERS, master: str = "local[2]") -> None:
+    def __init__(
+        self,
+        out: Path,
+        *,
+        kafka: str,
+        influx: str,
+        failover_after_s: float,
+        clusters: tuple[str, ...] = CLUSTERS,
+        master: str = "local[2]",
+    ) -> None:
         self.out = out.absolute()
         self.kafka, self.influx, self.master, self.clusters = kafka, influx, master, clusters
         self.url = f"sqlite:///{self.out / 'registry.db'}"
         self._closed = threading.Event()
-        self.controllers = {name: ControllerProcess(name, self.url, self.out, self.out / f"controller-{name}.log",
-                                                    failover_after_s=failover_after_s, closed=self._closed)
-                            for name in clusters}
+        self.controllers = {
+            name: ControllerProcess(
+                name,
+                self.url,
+                self.out,
+                self.out / f"controller-{name}.log",
+                failover_after_s=failover_after_s,
+                closed=self._closed,
+            )
+            for name in clusters
+        }
         self.registry: Registry | None = None
         self.dagger: ControlledDagger | None = None
 
@@ -208,7 +273,9 @@ class ControlPlaneWorld:
         Raises SpecError/SchemaError/SqlError for a spec the control plane refuses.
         """
         self.registry = Registry(self.url)
-        cp = seed(self.registry, kafka=self.kafka, influx=self.influx, clusters=self.clusters, master=self.master)
+        cp = seed(
+            self.registry, kafka=self.kafka, influx=self.influx, clusters=self.clusters, master=self.master
+        )
         view = cp.create(self.clusters[0], spec_text, deploy=True, comment="chaos run")
         self.dagger = ControlledDagger(cp, view.ref)
         for ctl in self.controllers.values():

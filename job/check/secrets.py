@@ -32,22 +32,85 @@ _NAME_AT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = "\ue000"
 _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*|[A-Z]+\d*|\d+")
 #: Words that make a key a secret's when they are its last (head) word, or end it (``pgpassword``).
-_SECRET_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token",
-                           "apikey", "credential", "credentials", "authorization", "cookie", "jaas",
-                           "oauthbearer", "privatekey", "userinfo"})
-_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "credentials",
-                   "privatekey", "accesskey", "secretkey")
+_SECRET_WORDS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "secret",
+        "secrets",
+        "token",
+        "apikey",
+        "credential",
+        "credentials",
+        "authorization",
+        "cookie",
+        "jaas",
+        "oauthbearer",
+        "privatekey",
+        "userinfo",
+    }
+)
+_SECRET_ENDINGS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "credentials",
+    "privatekey",
+    "accesskey",
+    "secretkey",
+)
 #: A head word that is a secret's after one of these words: api key, key pem, user info, basic auth.
 _SECRET_PAIRS = {
-    "key": frozenset({"api", "private", "access", "secret", "signing", "encryption", "master", "account",
-                      "keystore", "client", "sas", "storage", "subscription", "shared", "session"}),
+    "key": frozenset(
+        {
+            "api",
+            "private",
+            "access",
+            "secret",
+            "signing",
+            "encryption",
+            "master",
+            "account",
+            "keystore",
+            "client",
+            "sas",
+            "storage",
+            "subscription",
+            "shared",
+            "session",
+        }
+    ),
     "pem": frozenset({"key"}),
     "info": frozenset({"user"}),
     "auth": frozenset({"basic", "http", "proxy"}),
 }
 #: Head words that say how a value is held, not what it is: ``sasl.jaas.config``, ``password_b64``.
-_WRAPPERS = frozenset({"config", "conf", "value", "values", "string", "str", "text", "data", "raw", "plain",
-                       "plaintext", "literal", "b64", "base64", "encoded", "hex"})
+_WRAPPERS = frozenset(
+    {
+        "config",
+        "conf",
+        "value",
+        "values",
+        "string",
+        "str",
+        "text",
+        "data",
+        "raw",
+        "plain",
+        "plaintext",
+        "literal",
+        "b64",
+        "base64",
+        "encoded",
+        "hex",
+    }
+)
 #: Keys whose value is a login module's options (``sasl.jaas.config``, ``sasl.oauthbearer.config``): the
 #: options named like secrets must be references, the rest is configuration.
 _OPTION_HEADS = frozenset({"jaas", "oauthbearer"})
@@ -63,16 +126,24 @@ _SCHEME_RE = re.compile(r"^\s*(?:bearer|basic|token|digest|apikey|api-key|oauth|
 _SEPARATORS_RE = re.compile(r"[\s:;,/@=\"'-]*")
 #: ``name=`` before a reference (a cookie's ``sid=${SID}``).
 _NAME_RE = re.compile(r"(?<![\w.-])[A-Za-z_][\w.-]*\s*=\s*(?=\ue000)")
-_URL_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://(?P<authority>[^\s/?#]*)(?P<path>[^\s?#]*)"
-                     r"(?:\?(?P<query>[^\s#]*))?")
+_URL_RE = re.compile(
+    r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://(?P<authority>[^\s/?#]*)(?P<path>[^\s?#]*)"
+    r"(?:\?(?P<query>[^\s#]*))?"
+)
 #: User info whose password holds ``/``, ``?`` or ``#`` (not percent-quoted): ``http://u:pa/ss@host``.
-_LOOSE_USERINFO_RE = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://[^\s/:@]{1,256}:"
-                                r"(?P<password>[^\s@]{0,256})@")  # bounded: linear in the text
+_LOOSE_USERINFO_RE = re.compile(
+    r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+._-]*://[^\s/:@]{1,256}:"
+    r"(?P<password>[^\s@]{0,256})@"
+)  # bounded: linear in the text
 #: ``user:password@host[:port]`` without a scheme (a Kafka bootstrap server).
-_BARE_USERINFO_RE = re.compile(r"^(?!mailto:)[^\s:/@]+:(?P<password>[^\s@/]+)@"
-                               r"[A-Za-z0-9._\[\]-]+(?::\d+)?(?:/\S*)?$")
-_KV_RE = re.compile(r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)\s*=\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|"
-                    r"(?P<bare>[^\s;&]+))")
+_BARE_USERINFO_RE = re.compile(
+    r"^(?!mailto:)[^\s:/@]+:(?P<password>[^\s@/]+)@"
+    r"[A-Za-z0-9._\[\]-]+(?::\d+)?(?:/\S*)?$"
+)
+_KV_RE = re.compile(
+    r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)\s*=\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|"
+    r"(?P<bare>[^\s;&]+))"
+)
 #: ``key: value`` inside a default, which YAML may read as a mapping: ``${S:-{password: x}}``.
 _COLON_KV_RE = re.compile(r"(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)\s*:\s+(?P<bare>[^\s,{}\[\]]+)")
 _PEM_RE = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
@@ -143,7 +214,7 @@ def references(text: str) -> list[tuple[int, int, str | None]]:
             if newline < j + 2:
                 newline = text.find("\n", j + 2) % (len(text) + 1)  # -1: the end
             if close < newline:
-                found.append((i, close + 1, text[j + 2:close]))
+                found.append((i, close + 1, text[j + 2 : close]))
                 i = text.find("${", close + 1)
                 continue
         i = text.find("${", j)
@@ -163,20 +234,27 @@ def _url_secret(text: str) -> bool:
         for pair in re.split(r"[&;]", m.group("query") or ""):
             name, _, value = pair.partition("=")
             words = key_words(unquote(name))
-            if (unquote(name).lower() in _QUERY_SECRETS or words[-1:] and words[-1] in _QUERY_SECRET_HEADS
-                    or is_secret_key(words)) and _literal(_PLACEHOLDER_RE.sub("", unquote(value))):
+            if (
+                unquote(name).lower() in _QUERY_SECRETS
+                or words[-1:]
+                and words[-1] in _QUERY_SECRET_HEADS
+                or is_secret_key(words)
+            ) and _literal(_PLACEHOLDER_RE.sub("", unquote(value))):
                 return True
     for m in _LOOSE_USERINFO_RE.finditer(text):
         if _literal(m.group("password")) and not re.match(r"\d+(/|$)", m.group("password")):
             return True
-    return any(m and _literal(m.group("password"))
-               for m in map(_BARE_USERINFO_RE.match, re.split(r"[\s,]+", text)))
+    return any(
+        m and _literal(m.group("password")) for m in map(_BARE_USERINFO_RE.match, re.split(r"[\s,]+", text))
+    )
 
 
 def _kv_secret(text: str, pattern: re.Pattern[str]) -> bool:
     for m in pattern.finditer(text):
-        value = next((g for g in (m.groupdict().get("dq"), m.groupdict().get("sq"), m.group("bare"))
-                      if g is not None), "")
+        value = next(
+            (g for g in (m.groupdict().get("dq"), m.groupdict().get("sq"), m.group("bare")) if g is not None),
+            "",
+        )
         if is_secret_key(key_words(m.group("key"))) and _literal(value):
             return True
     return False
@@ -213,8 +291,10 @@ def _walk(data: Any, path: str, words: list[str]) -> Iterator[tuple[str, list[st
                 continue
             seen.add(id(node))
             if isinstance(node, Mapping):
-                items = [(f"{where}.{k}" if where else str(k), _child_words(ws, str(k)), v, k)
-                         for k, v in node.items()]
+                items = [
+                    (f"{where}.{k}" if where else str(k), _child_words(ws, str(k)), v, k)
+                    for k, v in node.items()
+                ]
             else:
                 items = [(f"{where}[{i}]", ws, v, None) for i, v in enumerate(node)]
             for child_path, child_words, value, key in reversed(items):
@@ -227,14 +307,43 @@ def _walk(data: Any, path: str, words: list[str]) -> Iterator[tuple[str, list[st
 
 #: Request headers that carry no credential: every other header's value must be a reference (a lookup's
 #: headers are secrets in the spec's model: ``X-Auth: s3cr3t`` is one).
-_PLAIN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "content-type", "content-encoding",
-                            "cache-control", "user-agent", "connection", "pragma", "x-request-id"})
+_PLAIN_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "content-type",
+        "content-encoding",
+        "cache-control",
+        "user-agent",
+        "connection",
+        "pragma",
+        "x-request-id",
+    }
+)
 #: Settings whose any word (not only the last) makes them a secret's: a Spark or Hadoop setting names its
 #: account or host last (``spark.hadoop.fs.azure.account.key.<acct>.blob.core.windows.net``).
-_SETTINGS_PATHS = (["spark", "conf"], ["streams", "consumer", "config"], ["sinks", "producer", "config"],
-                   ["sink", "producer", "config"])
-_ANY_WORD_SECRETS = frozenset({"password", "passwd", "secret", "token", "credential", "credentials", "sas",
-                               "apikey", "privatekey", "accesskey", "secretkey"})
+_SETTINGS_PATHS = (
+    ["spark", "conf"],
+    ["streams", "consumer", "config"],
+    ["sinks", "producer", "config"],
+    ["sink", "producer", "config"],
+)
+_ANY_WORD_SECRETS = frozenset(
+    {
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "credential",
+        "credentials",
+        "sas",
+        "apikey",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+    }
+)
 
 
 def _child_words(parent: list[str], key: str) -> list[str]:
@@ -245,8 +354,9 @@ def _child_words(parent: list[str], key: str) -> list[str]:
         return [*words, "secret"]
     if parent in _SETTINGS_PATHS:
         own = key_words(key)
-        if any(w in _ANY_WORD_SECRETS for w in own) or any(a == "account" and b == "key"
-                                                           for a, b in zip(own, own[1:], strict=False)):
+        if any(w in _ANY_WORD_SECRETS for w in own) or any(
+            a == "account" and b == "key" for a, b in zip(own, own[1:], strict=False)
+        ):
             return [*words, "secret"]
     return words
 
@@ -273,8 +383,9 @@ def find_clear_secrets(data: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def check_clear_secrets(data: Mapping[str, Any], what: str = "spec", *, error: type[DaggerError] = SpecError,
-                        hint: str = HINT) -> None:
+def check_clear_secrets(
+    data: Mapping[str, Any], what: str = "spec", *, error: type[DaggerError] = SpecError, hint: str = HINT
+) -> None:
     """Raise ``error`` (SpecError) naming every field of ``data`` (a ``what``: a spec, a cluster) that holds a
     secret in clear text, with a hint to write ``${VARIABLE}``. The message never holds the value."""
     found = find_clear_secrets(data)

@@ -27,8 +27,10 @@ MAX_NODES = 20_000
 
 #: The only YAML types a spec holds (``!!binary``, ``!!set``, ``!!python/…`` and local tags are refused: a
 #: ``!!binary`` password would pass a check of strings and reach the model as bytes).
-_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
-                                                           "timestamp", "merge"))
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")
+)
 
 
 #: Control characters a value may not hold (tab, newline and carriage return are text).
@@ -77,16 +79,23 @@ class _BoundedLoader(yaml.SafeLoader):
             if nested:
                 self._depth -= 1
         if node is not None and node.tag not in _PLAIN_TAGS:
-            raise _Limit(f"the YAML tag {node.tag.removeprefix('tag:yaml.org,2002:')!r} is not accepted: a spec holds "
-                         "only text, numbers, booleans, lists and mappings", node.start_mark)
+            raise _Limit(
+                f"the YAML tag {node.tag.removeprefix('tag:yaml.org,2002:')!r} is not accepted: a spec holds "
+                "only text, numbers, booleans, lists and mappings",
+                node.start_mark,
+            )
         if isinstance(node, yaml.ScalarNode) and _CONTROL_RE.search(node.value):
-            raise _Limit("a control character (such as \\0 or \\x1b) is not accepted in a value", node.start_mark)
+            raise _Limit(
+                "a control character (such as \\0 or \\x1b) is not accepted in a value", node.start_mark
+            )
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, _ in node.value:
                 if isinstance(key, yaml.ScalarNode):
                     if key.value in seen:
-                        raise _Limit(f"the key {key.value[:100]!r} is given twice in one mapping", key.start_mark)
+                        raise _Limit(
+                            f"the key {key.value[:100]!r} is given twice in one mapping", key.start_mark
+                        )
                     seen.add(key.value)
         return node
 
@@ -106,8 +115,10 @@ def compose_yaml(text: str, source: str = "spec") -> yaml.Node | None:
     values, an alias, or not valid YAML.
     """
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise YamlError(f"{source}: the YAML text is larger than {MAX_BYTES // 1024} KiB",
-                        hint="a spec is a few KiB: look for pasted data")
+        raise YamlError(
+            f"{source}: the YAML text is larger than {MAX_BYTES // 1024} KiB",
+            hint="a spec is a few KiB: look for pasted data",
+        )
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # its reader refuses control characters (NUL, ESC) here
@@ -137,8 +148,9 @@ def construct(node: yaml.Node | None, source: str = "spec") -> Any:
         raise YamlError(f"{source}: not valid YAML: {str(exc).splitlines()[0][:200]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise YamlError(f"{_where(source, mark)}: not valid YAML: {getattr(exc, 'problem', exc)}",
-                        line=_line(mark)) from None
+        raise YamlError(
+            f"{_where(source, mark)}: not valid YAML: {getattr(exc, 'problem', exc)}", line=_line(mark)
+        ) from None
     finally:
         loader.dispose()
 

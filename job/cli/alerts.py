@@ -42,15 +42,29 @@ if TYPE_CHECKING:
 
 EXIT_ERROR = 2
 
-alerts_app = typer.Typer(help="Threshold, no-data and platform alerts on the daggers' output.", no_args_is_help=True)
-silence_app = typer.Typer(help="Hold notifications of matching alerts back for a while.", no_args_is_help=True)
+alerts_app = typer.Typer(
+    help="Threshold, no-data and platform alerts on the daggers' output.", no_args_is_help=True
+)
+silence_app = typer.Typer(
+    help="Hold notifications of matching alerts back for a while.", no_args_is_help=True
+)
 alerts_app.add_typer(silence_app, name="silence")
 
-ConfigOption = Annotated[Path, typer.Option(
-    "--config", "-c", envvar="DAGGERS_ALERTS_CONFIG",
-    help="The alerting configuration (YAML; $DAGGERS_ALERTS_CONFIG).")]
-StateDirOption = Annotated[Path | None, typer.Option(
-    "--state-dir", help="State folder for the default SQLite store ($DAGGERS_HOME or ./.daggers).")]
+ConfigOption = Annotated[
+    Path,
+    typer.Option(
+        "--config",
+        "-c",
+        envvar="DAGGERS_ALERTS_CONFIG",
+        help="The alerting configuration (YAML; $DAGGERS_ALERTS_CONFIG).",
+    ),
+]
+StateDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir", help="State folder for the default SQLite store ($DAGGERS_HOME or ./.daggers)."
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 DEFAULT_CONFIG = Path("alerts.yaml")
 
@@ -83,7 +97,9 @@ def _parse_time(text: str) -> float:
     try:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise AlertConfigError(f"{text!r} is not 'now' or an ISO 8601 time such as 2026-03-02T08:05:00Z") from None
+        raise AlertConfigError(
+            f"{text!r} is not 'now' or an ISO 8601 time such as 2026-03-02T08:05:00Z"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
@@ -95,6 +111,7 @@ def _value(v: float | None) -> str:
 
 # ---- run ------------------------------------------------------------------------------------------
 
+
 @alerts_app.command("run")
 def run_command(
     config: ConfigOption = DEFAULT_CONFIG,
@@ -104,8 +121,11 @@ def run_command(
     """Run the alert engine until Ctrl-C or SIGTERM (a restart resumes from the store)."""
     from alerting.engine import AlertEngine
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     for noisy in ("apscheduler.executors.default", "apscheduler.scheduler", "urllib3.connectionpool"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
     stop = threading.Event()
@@ -115,8 +135,10 @@ def run_command(
     except DaggerError as exc:
         fail(exc)
     out = _out()
-    out.print(f"[bold]daggers alerts[/bold]: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
-              f"store {escape(engine.store.safe_url)}")
+    out.print(
+        f"[bold]daggers alerts[/bold]: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
+        f"store {escape(engine.store.safe_url)}"
+    )
     for name, notifier in engine.notifiers.items():
         out.print(f"  channel {escape(name)}: {escape(notifier.describe())}")
 
@@ -138,15 +160,29 @@ def run_command(
 
 # ---- test -----------------------------------------------------------------------------------------
 
+
 def _report_json(report: EvaluationReport) -> dict[str, Any]:
     return {
-        "rule": report.rule, "at": _iso(report.at), "queries": list(report.queries),
-        "groups": [{
-            "tags": g.tags, "value": g.value, "raw_level": g.raw_level.name, "level": g.level.name,
-            "previous_level": g.previous_level.name, "pending": g.pending, "flapping": g.flapping,
-            "message": g.message, "held": g.held, "silenced_by": g.silenced_by, "channels": list(g.channels),
-            "notification": g.notification.to_json() if g.notification else None,
-        } for g in report.groups],
+        "rule": report.rule,
+        "at": _iso(report.at),
+        "queries": list(report.queries),
+        "groups": [
+            {
+                "tags": g.tags,
+                "value": g.value,
+                "raw_level": g.raw_level.name,
+                "level": g.level.name,
+                "previous_level": g.previous_level.name,
+                "pending": g.pending,
+                "flapping": g.flapping,
+                "message": g.message,
+                "held": g.held,
+                "silenced_by": g.silenced_by,
+                "channels": list(g.channels),
+                "notification": g.notification.to_json() if g.notification else None,
+            }
+            for g in report.groups
+        ],
     }
 
 
@@ -185,28 +221,39 @@ def test_command(
     for col in ("group", "value", "level", "notified", "would send"):
         table.add_column(col)
     for g in report.groups:
-        level = g.level.name + (f" (pending {g.raw_level.name})" if g.pending else "") + (
-            " flapping" if g.flapping else "")
+        level = (
+            g.level.name
+            + (f" (pending {g.raw_level.name})" if g.pending else "")
+            + (" flapping" if g.flapping else "")
+        )
         if g.notification is not None:
             send = f"{g.notification.title} → {', '.join(g.channels) or 'no channel'}"
         elif g.held:
             send = f"held back ({g.held}{': ' + g.silenced_by if g.silenced_by else ''})"
         else:
             send = "nothing (no change)"
-        table.add_row(escape(", ".join(f"{k}={v}" for k, v in sorted(g.tags.items())) or "(all)"), _value(g.value),
-                      escape(level), g.notified_level.name, escape(send))
+        table.add_row(
+            escape(", ".join(f"{k}={v}" for k, v in sorted(g.tags.items())) or "(all)"),
+            _value(g.value),
+            escape(level),
+            g.notified_level.name,
+            escape(send),
+        )
     if report.groups:
         print_table(out, table, markup=True)
     for g in report.notifications:
         n = g.notification
         assert n is not None
-        out.print(f"would send [bold]{escape(n.title)}[/bold] to {escape(', '.join(g.channels) or 'no channel')}: "
-                  f"{escape(n.message)}")
+        out.print(
+            f"would send [bold]{escape(n.title)}[/bold] to {escape(', '.join(g.channels) or 'no channel')}: "
+            f"{escape(n.message)}"
+        )
     if not report.notifications:
         out.print("would send nothing")
 
 
 # ---- list, history, check -------------------------------------------------------------------------
+
 
 @alerts_app.command("list")
 def list_command(
@@ -231,16 +278,51 @@ def list_command(
     except DaggerError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps({
-            "firing": [{"rule": s.rule, "kind": s.kind, "tags": s.tags, "level": s.level.name,
-                        "pending": s.pending, "raw_level": s.raw_level.name, "since": _iso(s.since),
-                        "started_at": _iso(s.started_at), "value": s.value, "notified_level": s.notified_level.name,
-                        "flapping": s.flapping, "message": s.message, "fingerprint": s.fingerprint} for s in states],
-            "queued": [{"key": q.key, "channel": q.channel, "rule": q.rule, "attempts": q.attempts,
-                        "next_attempt_at": _iso(q.next_attempt_at), "last_error": q.last_error} for q in queued],
-            "silences": [{"id": s.id, "matchers": [str(m) for m in s.matchers], "ends_at": _iso(s.ends_at),
-                          "comment": s.comment} for s in silences],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "firing": [
+                        {
+                            "rule": s.rule,
+                            "kind": s.kind,
+                            "tags": s.tags,
+                            "level": s.level.name,
+                            "pending": s.pending,
+                            "raw_level": s.raw_level.name,
+                            "since": _iso(s.since),
+                            "started_at": _iso(s.started_at),
+                            "value": s.value,
+                            "notified_level": s.notified_level.name,
+                            "flapping": s.flapping,
+                            "message": s.message,
+                            "fingerprint": s.fingerprint,
+                        }
+                        for s in states
+                    ],
+                    "queued": [
+                        {
+                            "key": q.key,
+                            "channel": q.channel,
+                            "rule": q.rule,
+                            "attempts": q.attempts,
+                            "next_attempt_at": _iso(q.next_attempt_at),
+                            "last_error": q.last_error,
+                        }
+                        for q in queued
+                    ],
+                    "silences": [
+                        {
+                            "id": s.id,
+                            "matchers": [str(m) for m in s.matchers],
+                            "ends_at": _iso(s.ends_at),
+                            "comment": s.comment,
+                        }
+                        for s in silences
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     out = _out()
     if not states:
@@ -252,18 +334,29 @@ def list_command(
         for s in states:
             colour = "red" if s.level == Level.CRIT else "yellow" if s.level == Level.WARN else "dim"
             level = s.level.name if not s.pending else f"{s.level.name}→{s.raw_level.name} pending"
-            table.add_row(f"[{colour}]{escape(level)}[/{colour}]" + (" flapping" if s.flapping else ""),
-                          escape(s.rule), escape(", ".join(f"{k}={v}" for k, v in sorted(s.tags.items())) or "(all)"),
-                          _value(s.value), _iso(s.since), s.notified_level.name, escape(s.message))
+            table.add_row(
+                f"[{colour}]{escape(level)}[/{colour}]" + (" flapping" if s.flapping else ""),
+                escape(s.rule),
+                escape(", ".join(f"{k}={v}" for k, v in sorted(s.tags.items())) or "(all)"),
+                _value(s.value),
+                _iso(s.since),
+                s.notified_level.name,
+                escape(s.message),
+            )
         print_table(out, table, markup=True)
     if queued:
-        out.print(f"[yellow]{len(queued)} notifications queued[/yellow] (oldest: {escape(queued[0].key)} to "
-                  f"{escape(queued[0].channel)}, {queued[0].attempts} tries, next {_iso(queued[0].next_attempt_at)}"
-                  + (f", last error: {escape(queued[0].last_error)}" if queued[0].last_error else "") + ")")
+        out.print(
+            f"[yellow]{len(queued)} notifications queued[/yellow] (oldest: {escape(queued[0].key)} to "
+            f"{escape(queued[0].channel)}, {queued[0].attempts} tries, next {_iso(queued[0].next_attempt_at)}"
+            + (f", last error: {escape(queued[0].last_error)}" if queued[0].last_error else "")
+            + ")"
+        )
     for sil in silences:
-        out.print(f"silence {sil.id[:12]} until {_iso(sil.ends_at)}: "
-                  f"{escape(', '.join(str(m) for m in sil.matchers))}"
-                  + (f" ({escape(sil.comment)})" if sil.comment else ""))
+        out.print(
+            f"silence {sil.id[:12]} until {_iso(sil.ends_at)}: "
+            f"{escape(', '.join(str(m) for m in sil.matchers))}"
+            + (f" ({escape(sil.comment)})" if sil.comment else "")
+        )
 
 
 @alerts_app.command("history")
@@ -291,8 +384,10 @@ def history_command(
         change = ""
         if e.from_level is not None and e.to_level is not None:
             change = f" {Level(e.from_level).name}→{Level(e.to_level).name}"
-        out.print(f"{_iso(e.at)} {escape(e.rule)} {e.fingerprint[:8]} {escape(e.event)}{change}"
-                  + (f" {escape(e.detail)}" if e.detail else ""))
+        out.print(
+            f"{_iso(e.at)} {escape(e.rule)} {e.fingerprint[:8]} {escape(e.event)}{change}"
+            + (f" {escape(e.detail)}" if e.detail else "")
+        )
 
 
 @alerts_app.command("check")
@@ -305,21 +400,32 @@ def check_command(config: ConfigOption = DEFAULT_CONFIG) -> None:
     except DaggerError as exc:
         fail(exc)
     out = _out()
-    out.print(f"[green]OK[/green] {escape(str(config))}: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
-              f"{counted(len(cfg.routes), 'route')}, {counted(len(cfg.silences), 'silence')}"
-              + (f", platform alerts on {counted(len(cfg.platform.daggers), 'dagger')}" if cfg.platform and cfg.platform.enabled
-                 else ""))
+    out.print(
+        f"[green]OK[/green] {escape(str(config))}: {counted(len(cfg.rules), 'rule')}, {counted(len(cfg.channels), 'channel')}, "
+        f"{counted(len(cfg.routes), 'route')}, {counted(len(cfg.silences), 'silence')}"
+        + (
+            f", platform alerts on {counted(len(cfg.platform.daggers), 'dagger')}"
+            if cfg.platform and cfg.platform.enabled
+            else ""
+        )
+    )
     for r in cfg.rules:
-        what = (", ".join(f"{s} {c.describe()}" for s, c in r.conditions()) if isinstance(r, ThresholdRule)
-                else r.condition_text())
+        what = (
+            ", ".join(f"{s} {c.describe()}" for s, c in r.conditions())
+            if isinstance(r, ThresholdRule)
+            else r.condition_text()
+        )
         out.print(f"  {escape(r.name)} ({r.kind}, team {escape(r.team)}, every {r.every:g}s): {escape(what)}")
 
 
 # ---- silences -------------------------------------------------------------------------------------
 
+
 @silence_app.command("add")
 def silence_add(
-    matchers: Annotated[list[str], typer.Argument(help="Label matchers: team=bookings severity=crit city=~Jakarta|Bandung")],
+    matchers: Annotated[
+        list[str], typer.Argument(help="Label matchers: team=bookings severity=crit city=~Jakarta|Bandung")
+    ],
     duration: Annotated[str, typer.Option("--duration", "-d", help="How long: 30m, 2h, 1d.")] = "1h",
     start: Annotated[str, typer.Option(help="When it starts: now or ISO 8601.")] = "now",
     comment: Annotated[str, typer.Option(help="Why.")] = "",
@@ -341,8 +447,16 @@ def silence_add(
         except ValueError as exc:
             raise AlertConfigError(str(exc)) from None
         begin = _parse_time(start)
-        silence = Silence(id=uuid.uuid4().hex, matchers=parsed, starts_at=begin, ends_at=begin + seconds,
-                          comment=comment, created_by=by, created_at=time.time(), source="cli")
+        silence = Silence(
+            id=uuid.uuid4().hex,
+            matchers=parsed,
+            starts_at=begin,
+            ends_at=begin + seconds,
+            comment=comment,
+            created_by=by,
+            created_at=time.time(),
+            source="cli",
+        )
         store = AlertStore(cfg.store_url(_state_dir(state_dir)))
         try:
             store.put_silence(silence)
@@ -350,8 +464,10 @@ def silence_add(
             store.close()
     except DaggerError as exc:
         fail(exc)
-    _out().print(f"silence {silence.id[:12]} from {_iso(silence.starts_at)} until {_iso(silence.ends_at)}: "
-                 f"{escape(', '.join(str(m) for m in parsed))}")
+    _out().print(
+        f"silence {silence.id[:12]} from {_iso(silence.starts_at)} until {_iso(silence.ends_at)}: "
+        f"{escape(', '.join(str(m) for m in parsed))}"
+    )
 
 
 @silence_app.command("list")
@@ -379,8 +495,11 @@ def silence_list(
         out.print("no silences")
     for s in shown:
         state = "active" if s.active(now) else "ended" if s.ends_at <= now else "future"
-        out.print(f"{s.id[:12]} {state} {_iso(s.starts_at)} → {_iso(s.ends_at)} [{s.source}] "
-                  f"{escape(', '.join(str(m) for m in s.matchers))}" + (f" ({escape(s.comment)})" if s.comment else ""))
+        out.print(
+            f"{s.id[:12]} {state} {_iso(s.starts_at)} → {_iso(s.ends_at)} [{s.source}] "
+            f"{escape(', '.join(str(m) for m in s.matchers))}"
+            + (f" ({escape(s.comment)})" if s.comment else "")
+        )
 
 
 @silence_app.command("expire")
@@ -401,7 +520,9 @@ def silence_expire(
         finally:
             store.close()
         if not ok:
-            raise AlertConfigError(f"no single silence has id {silence_id!r}", hint="see daggers alerts silence list")
+            raise AlertConfigError(
+                f"no single silence has id {silence_id!r}", hint="see daggers alerts silence list"
+            )
     except DaggerError as exc:
         fail(exc)
     _out().print(f"silence {escape(silence_id)} expired")

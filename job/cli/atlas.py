@@ -59,30 +59,50 @@ def app_path() -> Path:
         for folder in spec.submodule_search_locations:
             if (Path(folder) / "app.py").is_file():
                 return Path(folder) / "app.py"
-    raise AtlasLaunchError("the Atlas app (web_atlas/app.py) is not installed",
-                           hint=install_hint("atlas"))
+    raise AtlasLaunchError("the Atlas app (web_atlas/app.py) is not installed", hint=install_hint("atlas"))
 
 
-def streamlit_argv(port: int, address: str = DEFAULT_ADDRESS, *, python: str | None = None,
-                   app: Path | None = None) -> list[str]:
+def streamlit_argv(
+    port: int, address: str = DEFAULT_ADDRESS, *, python: str | None = None, app: Path | None = None
+) -> list[str]:
     """Return the command that serves the Atlas on ``address:port`` (``python -m streamlit run ...``)."""
     return [
-        python or sys.executable, "-m", "streamlit", "run", str(app or app_path()),
-        "--server.port", str(port),
-        "--server.address", address,
-        "--server.headless", "true",
-        "--server.enableStaticServing", "true",
-        "--server.fileWatcherType", "none",
-        "--server.runOnSave", "false",
-        "--browser.gatherUsageStats", "false",
-        "--client.toolbarMode", "viewer",
-        "--global.developmentMode", "false",
-        "--theme.primaryColor", "#2b6cb0",
+        python or sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app or app_path()),
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--server.headless",
+        "true",
+        "--server.enableStaticServing",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--server.runOnSave",
+        "false",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        "--global.developmentMode",
+        "false",
+        "--theme.primaryColor",
+        "#2b6cb0",
     ]
 
 
-def atlas_env(influx_url: str, database: str, base: Mapping[str, str] | None = None, *,
-              basemap: str | None = None, basemap_url: str | None = None) -> dict[str, str]:
+def atlas_env(
+    influx_url: str,
+    database: str,
+    base: Mapping[str, str] | None = None,
+    *,
+    basemap: str | None = None,
+    basemap_url: str | None = None,
+) -> dict[str, str]:
     """Return the environment of the Atlas process: ``base`` (default ``os.environ``) plus the InfluxDB
     URL and database, the base map when given, and the project root on ``PYTHONPATH`` so
     ``web_atlas`` imports."""
@@ -107,8 +127,14 @@ def check_basemap(basemap: str, basemap_url: str | None) -> None:
     if basemap not in BASEMAPS:
         raise AtlasLaunchError(f"--basemap: {basemap!r} is not one of {', '.join(BASEMAPS)}")
     if basemap in ("style", "tiles") and not (basemap_url or "").strip():
-        example = "https://tiles.example/{z}/{x}/{y}.png" if basemap == "tiles" else "https://maps.example/style.json"
-        raise AtlasLaunchError(f"--basemap {basemap} needs --basemap-url", hint=f"for example --basemap-url {example}")
+        example = (
+            "https://tiles.example/{z}/{x}/{y}.png"
+            if basemap == "tiles"
+            else "https://maps.example/style.json"
+        )
+        raise AtlasLaunchError(
+            f"--basemap {basemap} needs --basemap-url", hint=f"for example --basemap-url {example}"
+        )
 
 
 def check_options(influx_url: str, database: str, port: int, address: str) -> int:
@@ -121,8 +147,10 @@ def check_options(influx_url: str, database: str, port: int, address: str) -> in
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AtlasLaunchError(f"--influx: {influx_url!r} is not an http(s) URL such as {DEFAULT_INFLUX}")
     if parts.username or parts.password:
-        raise AtlasLaunchError("--influx: do not put credentials in the URL",
-                               hint="set DAGGERS_INFLUX_USERNAME and DAGGERS_INFLUX_PASSWORD instead")
+        raise AtlasLaunchError(
+            "--influx: do not put credentials in the URL",
+            hint="set DAGGERS_INFLUX_USERNAME and DAGGERS_INFLUX_PASSWORD instead",
+        )
     if not database.strip():
         raise AtlasLaunchError("--db: the database name is empty")
     if port == 0:
@@ -130,25 +158,41 @@ def check_options(influx_url: str, database: str, port: int, address: str) -> in
     if not 1 <= port <= 65535:
         raise AtlasLaunchError(f"--port: {port} is not a TCP port (1-65535, or 0 for any free port)")
     if port_in_use(address, port):
-        raise AtlasLaunchError(f"--port: {address}:{port} is already in use",
-                               hint="pass another --port, or --port 0 for any free one")
+        raise AtlasLaunchError(
+            f"--port: {address}:{port} is already in use",
+            hint="pass another --port, or --port 0 for any free one",
+        )
     return port
 
 
 def atlas_command(
-    influx: Annotated[str, typer.Option("--influx", envvar="DAGGERS_INFLUX",
-                                        help="InfluxDB 1.x URL the daggers write to.")] = DEFAULT_INFLUX,
-    db: Annotated[str, typer.Option("--db", envvar="DAGGERS_ATLAS_DB",
-                                    help="InfluxDB database.")] = DEFAULT_DATABASE,
-    port: Annotated[int, typer.Option("--port", help="Port of the web page (0: any free port).")] = DEFAULT_PORT,
+    influx: Annotated[
+        str, typer.Option("--influx", envvar="DAGGERS_INFLUX", help="InfluxDB 1.x URL the daggers write to.")
+    ] = DEFAULT_INFLUX,
+    db: Annotated[
+        str, typer.Option("--db", envvar="DAGGERS_ATLAS_DB", help="InfluxDB database.")
+    ] = DEFAULT_DATABASE,
+    port: Annotated[
+        int, typer.Option("--port", help="Port of the web page (0: any free port).")
+    ] = DEFAULT_PORT,
     address: Annotated[str, typer.Option("--address", help="Address to listen on.")] = DEFAULT_ADDRESS,
-    basemap: Annotated[str, typer.Option(
-        "--basemap", envvar="DAGGERS_ATLAS_BASEMAP",
-        help="Base map: offline (shipped Natural Earth map), style (a MapLibre style URL), tiles (an XYZ raster "
-             "tile URL) or none.")] = "offline",
-    basemap_url: Annotated[str | None, typer.Option(
-        "--basemap-url", envvar="DAGGERS_ATLAS_BASEMAP_URL",
-        help="The style URL or the tile URL template with {z}, {x} and {y}.")] = None,
+    basemap: Annotated[
+        str,
+        typer.Option(
+            "--basemap",
+            envvar="DAGGERS_ATLAS_BASEMAP",
+            help="Base map: offline (shipped Natural Earth map), style (a MapLibre style URL), tiles (an XYZ raster "
+            "tile URL) or none.",
+        ),
+    ] = "offline",
+    basemap_url: Annotated[
+        str | None,
+        typer.Option(
+            "--basemap-url",
+            envvar="DAGGERS_ATLAS_BASEMAP_URL",
+            help="The style URL or the tile URL template with {z}, {x} and {y}.",
+        ),
+    ] = None,
 ) -> None:
     """Open the Atlas: a map of a dagger's S2-cell aggregates in InfluxDB (Ctrl-C stops it)."""
     out = SafeConsole(highlight=False, soft_wrap=True)
@@ -164,13 +208,20 @@ def atlas_command(
 
     influx = influx.rstrip("/")
     if not influx_ping(influx):
-        out.print(f"[yellow]warning:[/yellow] InfluxDB at {escape(influx)} does not answer /ping yet; "
-                  "the map shows an error until it does ([bold]daggers up[/bold] starts one).")
-    out.print(f"[bold]Atlas[/bold] on [link=http://{address}:{port}]http://{address}:{port}[/link]  "
-              f"(InfluxDB {escape(influx)}, database {escape(db)}); Ctrl-C stops it")
+        out.print(
+            f"[yellow]warning:[/yellow] InfluxDB at {escape(influx)} does not answer /ping yet; "
+            "the map shows an error until it does ([bold]daggers up[/bold] starts one)."
+        )
+    out.print(
+        f"[bold]Atlas[/bold] on [link=http://{address}:{port}]http://{address}:{port}[/link]  "
+        f"(InfluxDB {escape(influx)}, database {escape(db)}); Ctrl-C stops it"
+    )
     # the kernel stops Streamlit when this process dies, even by SIGKILL; SIGTERM stops it here, first
-    child = subprocess.Popen(argv, env=atlas_env(influx, db, basemap=basemap, basemap_url=basemap_url),
-                             preexec_fn=die_with_parent(signal.SIGTERM))
+    child = subprocess.Popen(
+        argv,
+        env=atlas_env(influx, db, basemap=basemap, basemap_url=basemap_url),
+        preexec_fn=die_with_parent(signal.SIGTERM),
+    )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = child.wait()
@@ -203,5 +254,14 @@ def register(app: typer.Typer) -> None:
     app.command("atlas")(atlas_command)
 
 
-__all__ = ["BASEMAPS", "AtlasLaunchError", "app_path", "atlas_command", "atlas_env", "check_basemap", "check_options",
-           "register", "streamlit_argv"]
+__all__ = [
+    "BASEMAPS",
+    "AtlasLaunchError",
+    "app_path",
+    "atlas_command",
+    "atlas_env",
+    "check_basemap",
+    "check_options",
+    "register",
+    "streamlit_argv",
+]

@@ -16,13 +16,16 @@ DEFAULT_DIR = Path("examples/chaos")
 
 def register(app: typer.Typer) -> None:
     """Add the ``chaos`` command group to ``app``."""
-    chaos = typer.Typer(help="Load & chaos experiments: produce load, inject faults, check the outputs.",
-                        no_args_is_help=True)
+    chaos = typer.Typer(
+        help="Load & chaos experiments: produce load, inject faults, check the outputs.", no_args_is_help=True
+    )
     app.add_typer(chaos, name="chaos")
     out = SafeConsole(soft_wrap=True)
 
     @chaos.command("run")
-    def run(file: Path, out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder.")] = None) -> None:
+    def run(
+        file: Path, out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder.")] = None
+    ) -> None:
         """Run an experiment and write its report (Markdown, JSON, PNG plots)."""
         from job.chaos.experiment import load_experiment
         from job.chaos.runner import ChaosRun
@@ -51,12 +54,18 @@ def register(app: typer.Typer) -> None:
             except DaggerError as exc:
                 table.add_row(str(path), f"[red]invalid[/]: {exc.message.splitlines()[0]}", "", "")
                 continue
-            table.add_row(str(path), exp.name, ", ".join(c.name for c in exp.cases),
-                          f"{exp.load.events_per_s:g}/s for {exp.load.duration_s:g} s")
+            table.add_row(
+                str(path),
+                exp.name,
+                ", ".join(c.name for c in exp.cases),
+                f"{exp.load.events_per_s:g}/s for {exp.load.duration_s:g} s",
+            )
         print_table(out, table, markup=True)
 
     @chaos.command("new")
-    def new(name: str, folder: Annotated[Path, typer.Option(help="Where to write it.")] = DEFAULT_DIR) -> None:
+    def new(
+        name: str, folder: Annotated[Path, typer.Option(help="Where to write it.")] = DEFAULT_DIR
+    ) -> None:
         """Write a new experiment file from a template."""
         from job.chaos.experiment import TEMPLATE
 

@@ -33,7 +33,6 @@ EXIT_INTERRUPTED = 130
 ColorSystemName = Literal["auto", "standard", "256", "truecolor", "windows"]
 
 
-
 class SafeConsole(Console):
     """A Rich console that never sends a control character it did not make: strings are made safe before
     they are laid out (:func:`job.common.text.safe_text`, newlines kept), and every segment once more after (a
@@ -47,13 +46,19 @@ class SafeConsole(Console):
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         """Render ``renderable`` to segments, the text of each one that is not a control made safe."""
         for segment in super().render(renderable, options):
-            yield segment if segment.control else Segment(safe_text(segment.text, multiline=True), segment.style)
+            yield (
+                segment
+                if segment.control
+                else Segment(safe_text(segment.text, multiline=True), segment.style)
+            )
 
 
 out = SafeConsole(soft_wrap=True)
 err = SafeConsole(stderr=True, soft_wrap=True)
 
-StateDir = Annotated[Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")]
+StateDir = Annotated[
+    Path | None, typer.Option("--state-dir", help="Stack state folder ($DAGGERS_HOME or ./.daggers).")
+]
 SpecPath = Annotated[Path, typer.Argument(help="The dagger spec (YAML).", exists=False)]
 
 
@@ -79,8 +84,13 @@ def print_table(console: Console, table: Table, empty: str | None = None, *, mar
         console.print(table, markup=markup)
         return
     # print() caps its width at the console's: a console as wide as the table, on the same file
-    SafeConsole(file=console.file, width=natural, highlight=False, no_color=console.no_color,
-                color_system=cast(ColorSystemName | None, console.color_system)).print(table, markup=markup)
+    SafeConsole(
+        file=console.file,
+        width=natural,
+        highlight=False,
+        no_color=console.no_color,
+        color_system=cast(ColorSystemName | None, console.color_system),
+    ).print(table, markup=markup)
 
 
 def print_error(exc: DaggerError) -> None:
@@ -111,8 +121,11 @@ def setup_logging(verbose: bool) -> None:
     py4j logs the whole traceback of an error raised in a ``foreachBatch`` callback; the runner reports
     that error itself, as one line, so py4j's own log shows only when debugging.
     """
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING if debug_enabled() else logging.CRITICAL + 1)
     quiet_spark_errors()

@@ -54,8 +54,15 @@ def influx_query(url: str, db: str, q: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, minutes: int = 5,
-             console: Console | None = None, now: datetime | None = None) -> dict[str, list[dict[str, Any]]]:
+def run_demo(
+    state_dir: Path,
+    *,
+    broker: str = "tansu",
+    events: int = 200_000,
+    minutes: int = 5,
+    console: Console | None = None,
+    now: datetime | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """Run the demo; return the windows read back per measurement.
 
     Uses the local stack in ``state_dir`` as it runs (its ports), else starts one on the default ports.
@@ -69,24 +76,31 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
     console = console or Console()
     status = _stack_up(LocalStack(state_dir), broker)
     bootstrap, influx = status.bootstrap or "", status.influx_url or ""
-    console.print(f"[bold]stack up[/]: broker {broker} at {bootstrap}, InfluxDB at {influx}, state in {state_dir}")
+    console.print(
+        f"[bold]stack up[/]: broker {broker} at {bootstrap}, InfluxDB at {influx}, state in {state_dir}"
+    )
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     start = now - timedelta(minutes=minutes)
     run_id = datetime.now(UTC).strftime("demo-%Y%m%d-%H%M%S")  # the wall clock: a new run gets new topics
     measurements = [m for *_, m, _f in DEMO_STREAMS]
     for m in measurements:
         influx_statement(influx, f'DROP MEASUREMENT "{m}"', DATABASE, method="POST")
-    console.print(f"[bold]reset[/]: dropped the measurements {' and '.join(measurements)} in database {DATABASE} "
-                  f"(earlier demo runs); this run's events go to new topics *-{run_id}")
+    console.print(
+        f"[bold]reset[/]: dropped the measurements {' and '.join(measurements)} in database {DATABASE} "
+        f"(earlier demo runs); this run's events go to new topics *-{run_id}"
+    )
     topics: dict[str, str] = {}
     for i, (stream, topic, *_rest) in enumerate(DEMO_STREAMS):
         topics[stream] = f"{topic}-{run_id}"
         ensure_topic(bootstrap, topics[stream], 4)
-        batch = generate(stream, events, seed=42 + i, start=start, duration_s=minutes * 60,
-                         out_of_order_fraction=0.02)
+        batch = generate(
+            stream, events, seed=42 + i, start=start, duration_s=minutes * 60, out_of_order_fraction=0.02
+        )
         report = produce(bootstrap, topics[stream], batch, progress=True)
-        console.print(f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
-                      f"event times {start:%H:%M:%S} to {now:%H:%M:%S} UTC")
+        console.print(
+            f"produced {report.count:,} {stream} events to {topics[stream]} ({report.events_per_s:,.0f}/s), "
+            f"event times {start:%H:%M:%S} to {now:%H:%M:%S} UTC"
+        )
     env = {"DAGGERS_BOOTSTRAP": bootstrap, "DAGGERS_INFLUX": influx}
     results: dict[str, list[dict[str, Any]]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="daggers-demo-"))
@@ -95,21 +109,30 @@ def run_demo(state_dir: Path, *, broker: str = "tansu", events: int = 200_000, m
             for stream, _topic, spec_file, measurement, field in DEMO_STREAMS:
                 spec = parse_spec((EXAMPLES / spec_file).read_text(), source=spec_file, env=env)
                 streams = [spec.streams[0].model_copy(update={"topics": [topics[stream]]})]
-                spec = spec.model_copy(update={"checkpoint_dir": str(scratch / spec.name), "streams": streams})
+                spec = spec.model_copy(
+                    update={"checkpoint_dir": str(scratch / spec.name), "streams": streams}
+                )
                 started = time.monotonic()
                 progress = run_foreground(plan(spec, state_dir), available_now=True, spark=spark)
-                console.print(f"[bold]dagger {spec.name}[/]: {counted(progress.input_rows, 'event', fmt=',')} in "
-                              f"{time.monotonic() - started:.1f} s, {progress.late_rows_dropped} late dropped")
-                rows = influx_query(influx, DATABASE,
-                                    f"SELECT count({field}) AS cells, sum({field}) AS total FROM {measurement} "
-                                    f"WHERE time >= {int(start.timestamp())}s GROUP BY time(1m) fill(none)")
+                console.print(
+                    f"[bold]dagger {spec.name}[/]: {counted(progress.input_rows, 'event', fmt=',')} in "
+                    f"{time.monotonic() - started:.1f} s, {progress.late_rows_dropped} late dropped"
+                )
+                rows = influx_query(
+                    influx,
+                    DATABASE,
+                    f"SELECT count({field}) AS cells, sum({field}) AS total FROM {measurement} "
+                    f"WHERE time >= {int(start.timestamp())}s GROUP BY time(1m) fill(none)",
+                )
                 results[measurement] = rows
                 _print_windows(console, measurement, field, rows)
                 _explain_edges(console, start, now, spec.watermark_delay_ms)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    console.print("[green]done[/]: the stack keeps running (daggers status / daggers down); run the demo again "
-                  "for a fresh start, same counts")
+    console.print(
+        "[green]done[/]: the stack keeps running (daggers status / daggers down); run the demo again "
+        "for a fresh start, same counts"
+    )
     return results
 
 
@@ -118,8 +141,12 @@ def _stack_up(stack: LocalStack, broker: str) -> StackStatus:
     status = stack.status()
     if status.healthy and status.bootstrap and status.influx_url:
         # a name from the command line: up() refuses a broker it does not know
-        return stack.up(broker=broker, broker_port=int(status.bootstrap.rsplit(":", 1)[1]),  # type: ignore[arg-type]
-                        influx_port=int(status.influx_url.rsplit(":", 1)[1]), database=DATABASE)
+        return stack.up(
+            broker=broker,
+            broker_port=int(status.bootstrap.rsplit(":", 1)[1]),  # type: ignore[arg-type]
+            influx_port=int(status.influx_url.rsplit(":", 1)[1]),
+            database=DATABASE,
+        )
     return stack.up(broker=broker, database=DATABASE)  # type: ignore[arg-type]  # as above
 
 
@@ -127,14 +154,18 @@ def _explain_edges(console: Console, start: datetime, now: datetime, watermark_d
     """Say why the first window is small and why the newest minutes are missing."""
     first_end = start.replace(second=0) + timedelta(minutes=1)
     if start.second:
-        console.print(f"  the first window (ending {first_end:%H:%M}) holds a partial minute: the events start at "
-                      f"{start:%H:%M:%S}, so it counts only {60 - start.second} of its 60 seconds")
+        console.print(
+            f"  the first window (ending {first_end:%H:%M}) holds a partial minute: the events start at "
+            f"{start:%H:%M:%S}, so it counts only {60 - start.second} of its 60 seconds"
+        )
     watermark = now - timedelta(milliseconds=watermark_delay_ms)
     open_from = watermark.replace(second=0) + timedelta(minutes=1)
-    console.print(f"  windows ending {open_from:%H:%M} and later are still open, so not written yet: a window is "
-                  f"written once the watermark (the newest event time, {now:%H:%M:%S}, less the "
-                  f"{watermark_delay_ms / 1000:g} s watermark delay) passes its end; a live dagger writes them "
-                  "as events arrive")
+    console.print(
+        f"  windows ending {open_from:%H:%M} and later are still open, so not written yet: a window is "
+        f"written once the watermark (the newest event time, {now:%H:%M:%S}, less the "
+        f"{watermark_delay_ms / 1000:g} s watermark delay) passes its end; a live dagger writes them "
+        "as events arrive"
+    )
 
 
 def _print_windows(console: Console, measurement: str, field: str, rows: list[dict[str, Any]]) -> None:

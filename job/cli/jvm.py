@@ -12,9 +12,16 @@ from job.errors import DaggerError
 
 
 def jvm_archive(
-    path: Annotated[Path | None, typer.Option(
-        "--path", help="Write it here (default: $DAGGERS_JVM_ARCHIVE, else ~/.cache/daggers/jvm-<key>.jsa).")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Only say whether it is there; exit 1 when not.")] = False,
+    path: Annotated[
+        Path | None,
+        typer.Option(
+            "--path",
+            help="Write it here (default: $DAGGERS_JVM_ARCHIVE, else ~/.cache/daggers/jvm-<key>.jsa).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only say whether it is there; exit 1 when not.")
+    ] = False,
 ) -> None:
     """Write the JVM's class archive (CDS): a dagger then reaches its first point ~4 s sooner on ~6 core-s less.
 
@@ -25,8 +32,10 @@ def jvm_archive(
     target = path or archive.archive_path()
     if check:
         there = target is not None and target.is_file()
-        out.print(f"{target}: {'present' if there else 'missing'}" if target else "the archive is turned off",
-                  highlight=False)
+        out.print(
+            f"{target}: {'present' if there else 'missing'}" if target else "the archive is turned off",
+            highlight=False,
+        )
         raise typer.Exit(0 if there else 1)
     try:
         written, mb = archive.build(target)

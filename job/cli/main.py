@@ -20,9 +20,13 @@ from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, se
 from job.cli.common import out, print_error
 from job.errors import DEBUG_ENV, DaggerError
 
-app = typer.Typer(name="daggers", help="Real-time aggregation over Kafka protobuf streams with Dagger SQL.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-
+app = typer.Typer(
+    name="daggers",
+    help="Real-time aggregation over Kafka protobuf streams with Dagger SQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 def _daggers_version() -> str:
@@ -44,10 +48,14 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Print full tracebacks and Spark's own logs "
-                                        "(also: DAGGERS_DEBUG=1).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="Print full tracebacks and Spark's own logs (also: DAGGERS_DEBUG=1)."),
+    ] = False,
 ) -> None:
     """Real-time aggregation over Kafka protobuf streams with Dagger SQL."""
     if debug:

@@ -82,7 +82,9 @@ def parse_start(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"--start must be 'now' or an ISO 8601 time such as 2025-01-31T08:00:00Z, not {text!r}") from None
+        raise UsageError(
+            f"--start must be 'now' or an ISO 8601 time such as 2025-01-31T08:00:00Z, not {text!r}"
+        ) from None
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
@@ -136,7 +138,9 @@ def make_plan(count: int | None, duration: float | None, rate: float | None, spa
     return Plan(rate, total, chunk_s, rate)
 
 
-def _with_bad_records(batches: Iterator[Any], fraction: float, seed: int, counter: list[int]) -> Iterator[Any]:
+def _with_bad_records(
+    batches: Iterator[Any], fraction: float, seed: int, counter: list[int]
+) -> Iterator[Any]:
     """Replace ``fraction`` of each batch's payloads with undecodable bytes; count them in ``counter``."""
     from job.produce.producer import corrupt
     from job.schema import default_registry
@@ -155,40 +159,70 @@ def _counting_late(batches: Iterator[Any], counter: list[int]) -> Iterator[Any]:
         yield batch
 
 
-StreamOption = Annotated[StreamChoice, typer.Option("--stream", "-s", help="Which events to generate.",
-                                                    case_sensitive=False)]
+StreamOption = Annotated[
+    StreamChoice, typer.Option("--stream", "-s", help="Which events to generate.", case_sensitive=False)
+]
 TopicOption = Annotated[str, typer.Option("--topic", "-t", help="Kafka topic (created when missing).")]
 
 
 def produce_command(
     stream: StreamOption,
     topic: TopicOption,
-    bootstrap: Annotated[str | None, typer.Option(
-        help="Kafka bootstrap servers (default: the local stack's broker, else 127.0.0.1:9092).")] = None,
-    rate: Annotated[float | None, typer.Option(
-        help="Events per second (default: as fast as possible with --count, 5000 otherwise).")] = None,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            help="Kafka bootstrap servers (default: the local stack's broker, else 127.0.0.1:9092)."
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(help="Events per second (default: as fast as possible with --count, 5000 otherwise)."),
+    ] = None,
     count: Annotated[int | None, typer.Option(help="Send this many events, then stop.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Send for this many seconds at --rate, then stop.")] = None,
-    span: Annotated[float | None, typer.Option(
-        help="With --count: seconds of event time the events cover (default count/rate, or 60).")] = None,
-    cities: Annotated[str | None, typer.Option(help="Comma-separated cities, e.g. Jakarta,Bandung (default all).")] = None,
-    late_fraction: Annotated[float, typer.Option(help="Share of events made late (event time in the past).")] = 0.0,
+    duration: Annotated[
+        float | None, typer.Option(help="Send for this many seconds at --rate, then stop.")
+    ] = None,
+    span: Annotated[
+        float | None,
+        typer.Option(
+            help="With --count: seconds of event time the events cover (default count/rate, or 60)."
+        ),
+    ] = None,
+    cities: Annotated[
+        str | None, typer.Option(help="Comma-separated cities, e.g. Jakarta,Bandung (default all).")
+    ] = None,
+    late_fraction: Annotated[
+        float, typer.Option(help="Share of events made late (event time in the past).")
+    ] = 0.0,
     late_by: Annotated[str, typer.Option(help="How late, MIN,MAX seconds.")] = "60,300",
     out_of_order: Annotated[float, typer.Option(help="Share of events displaced by 1-5 s.")] = 0.0,
-    corrupt_fraction: Annotated[float, typer.Option(
-        "--corrupt", help="Share of payloads replaced by bytes that do not parse as protobuf.")] = 0.0,
+    corrupt_fraction: Annotated[
+        float,
+        typer.Option("--corrupt", help="Share of payloads replaced by bytes that do not parse as protobuf."),
+    ] = 0.0,
     partitions: Annotated[int, typer.Option(help="Partitions when the topic has to be created.")] = 4,
-    drivers: Annotated[int | None, typer.Option(help="Number of drivers (default: one ping per 5 s each).")] = None,
+    drivers: Annotated[
+        int | None, typer.Option(help="Number of drivers (default: one ping per 5 s each).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed; the same options give the same events.")] = 42,
     start: Annotated[str, typer.Option(help="Event time of the first event: now or ISO 8601.")] = "now",
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
-    max_outage: Annotated[float, typer.Option(
-        "--max-outage", help="Seconds to wait for a broker that stops answering (a line on stderr says so) before "
-                             "failing. Events wait and are delivered in order when it answers, each exactly once "
-                             "(the producer is idempotent); after a failure the events reported as not delivered "
-                             "may be partly on the topic: sending them again is at-least-once.")] = 300.0,
-    state_dir: Annotated[Path | None, typer.Option(
-        "--state-dir", help="Stack state folder for the default bootstrap ($DAGGERS_HOME or ./.daggers).")] = None,
+    max_outage: Annotated[
+        float,
+        typer.Option(
+            "--max-outage",
+            help="Seconds to wait for a broker that stops answering (a line on stderr says so) before "
+            "failing. Events wait and are delivered in order when it answers, each exactly once "
+            "(the producer is idempotent); after a failure the events reported as not delivered "
+            "may be partly on the topic: sending them again is at-least-once.",
+        ),
+    ] = 300.0,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir", help="Stack state folder for the default bootstrap ($DAGGERS_HOME or ./.daggers)."
+        ),
+    ] = None,
 ) -> None:
     """Generate realistic events and send them to a Kafka topic (keys, CreateTime = event time)."""
     from job.produce.generator import generate_chunks
@@ -198,18 +232,39 @@ def produce_command(
         if not max_outage > 0 or not math.isfinite(max_outage):
             raise UsageError(f"--max-outage must be a positive number of seconds, not {max_outage}")
         plan = make_plan(count, duration, rate, span)
-        options = {"cities": [c for c in cities.split(",") if c.strip()] if cities else None,
-                   "late_fraction": late_fraction, "late_by_s": parse_late_by(late_by),
-                   "out_of_order_fraction": out_of_order}
-        batches = generate_chunks(stream.value, events_per_s=plan.events_per_s, total=plan.total, seed=seed,
-                                  start=parse_start(start), chunk_s=plan.chunk_s, drivers=drivers, **options)
-        first = next(batches, None)  # generates the first chunk: bad options fail before the broker is touched
+        options = {
+            "cities": [c for c in cities.split(",") if c.strip()] if cities else None,
+            "late_fraction": late_fraction,
+            "late_by_s": parse_late_by(late_by),
+            "out_of_order_fraction": out_of_order,
+        }
+        batches = generate_chunks(
+            stream.value,
+            events_per_s=plan.events_per_s,
+            total=plan.total,
+            seed=seed,
+            start=parse_start(start),
+            chunk_s=plan.chunk_s,
+            drivers=drivers,
+            **options,
+        )
+        first = next(
+            batches, None
+        )  # generates the first chunk: bad options fail before the broker is touched
         late, bad = [0], [0, 0]
         chained = _counting_late(_chain(first, batches), late)
         if corrupt_fraction:
             chained = _with_bad_records(chained, corrupt_fraction, seed, bad)
-        report = produce(bootstrap or default_bootstrap(state_dir), topic, chained, rate=plan.send_rate,
-                         partitions=partitions, progress=progress, total=plan.total, max_outage_s=max_outage)
+        report = produce(
+            bootstrap or default_bootstrap(state_dir),
+            topic,
+            chained,
+            rate=plan.send_rate,
+            partitions=partitions,
+            progress=progress,
+            total=plan.total,
+            max_outage_s=max_outage,
+        )
     except DaggerError as exc:
         fail(exc)
     extras = [f"{late[0]:,} late" if late_fraction else "", f"{bad[0]:,} corrupt" if corrupt_fraction else ""]
@@ -230,5 +285,14 @@ def register(app: typer.Typer) -> None:
     app.command("produce")(produce_command)
 
 
-__all__ = ["DEFAULT_BOOTSTRAP", "Plan", "StreamChoice", "UsageError", "default_bootstrap", "make_plan",
-           "parse_late_by", "parse_start", "register"]
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "Plan",
+    "StreamChoice",
+    "UsageError",
+    "default_bootstrap",
+    "make_plan",
+    "parse_late_by",
+    "parse_start",
+    "register",
+]

@@ -25,16 +25,27 @@ def protos_list() -> None:
         fail(exc)
         return
     for name in reg.message_names():
-        fields = ", ".join(f"{f.name}:{f.kind}{'[]' if f.repeated else ''}" for f in reg.fields(name).values())
+        fields = ", ".join(
+            f"{f.name}:{f.kind}{'[]' if f.repeated else ''}" for f in reg.fields(name).values()
+        )
         out.print(f"[bold]{name}[/]  {fields}")
 
 
 @protos_app.command("build")
-def protos_build(out_file: Annotated[Path | None, typer.Option("--out", help="Also write the compiled schema "
-                                                               "version (a FileDescriptorSet) here.")] = None,
-                 root: Annotated[Path | None, typer.Option(
-                     "--root", help="A team's own folder of .proto files instead of protos/ (no *_pb2.py are "
-                                    "generated; serve the --out file for schema_url:).")] = None) -> None:
+def protos_build(
+    out_file: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the compiled schema version (a FileDescriptorSet) here."),
+    ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="A team's own folder of .proto files instead of protos/ (no *_pb2.py are "
+            "generated; serve the --out file for schema_url:).",
+        ),
+    ] = None,
+) -> None:
     """Compile protos/ (a versioned descriptor set and *_pb2.py modules) with grpcio-tools."""
     from job.schema.compile import PROTO_ROOT, compile_descriptor_set, generate_python, source_hash
     from job.schema.team import CACHE_DIR

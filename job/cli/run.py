@@ -51,9 +51,11 @@ def run(
     except KeyboardInterrupt:  # Ctrl-C while waiting for a broker or Spark, or a second Ctrl-C while stopping
         out.print("interrupted: stopped at once (the next run resumes from the checkpoint)")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    out.print(f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row', fmt=',')} read, "
-              f"{counted(progress.late_rows_dropped, 'late row', fmt=',')} dropped, "
-              f"{counted(progress.bad_records, 'bad record', fmt=',')} skipped")
+    out.print(
+        f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row', fmt=',')} read, "
+        f"{counted(progress.late_rows_dropped, 'late row', fmt=',')} dropped, "
+        f"{counted(progress.bad_records, 'bad record', fmt=',')} skipped"
+    )
     if progress.last_batch_id == last_batch_before:  # the sink counters are an earlier run's
         out.print("no micro-batch ran: nothing written", highlight=False)
         return
@@ -79,8 +81,10 @@ def written_summary(sinks: dict[str, dict[str, Any]]) -> list[str]:
     for name, m in sinks.items():
         rows, target = int(m.get("rows_written") or 0), m.get("target") or name
         if not rows:
-            lines.append(f"{name}: wrote nothing to {target} (no window closed yet: a window is written once "
-                         "the watermark passes its end)")
+            lines.append(
+                f"{name}: wrote nothing to {target} (no window closed yet: a window is written once "
+                "the watermark passes its end)"
+            )
             continue
         first, last = (_clock(m.get(k)) for k in ("first_window", "last_window"))
         span = f"windows ending {first}" + (f" to {last}" if last != first else "") if first else "no windows"

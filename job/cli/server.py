@@ -18,28 +18,52 @@ from job.cli.control.reply import emit, errors, ok, out
 token_app = typer.Typer(help="API tokens: personal ones and clusters' controller ones.", no_args_is_help=True)
 
 
-def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-           port: Annotated[int, typer.Option(help="TCP port.")] = 8470,
-           cert: Annotated[Path | None, typer.Option("--cert", help="TLS certificate chain (PEM).")] = None,
-           key: Annotated[Path | None, typer.Option("--key", help="TLS private key (PEM).")] = None,
-           oidc_issuer: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_ISSUER",
-                                                           help="OIDC provider's issuer URL (single sign-on).")] = None,
-           oidc_client_id: Annotated[str | None, typer.Option(envvar="DAGGERS_OIDC_CLIENT_ID",
-                                                              help="Daggers' client id at the provider.")] = None,
-           max_spec_kb: Annotated[int, typer.Option(help="Largest spec accepted, KiB.")] = 256,
-           max_failed_signins: Annotated[int, typer.Option(help="Failed sign-ins per minute from one address, "
-                                                                "and with one token, before 429 (a valid "
-                                                                "credential is always served).")] = 10,
-           failover_after: Annotated[float, typer.Option(help="Seconds a cluster's controller is silent, by this "
-                                                             "server's clock, before the cluster it fails over "
-                                                             "to takes its daggers (controllers may only ask "
-                                                             "for longer).")] = 60.0,
-           metrics_port: Annotated[int | None, typer.Option(min=0, max=65535, help=(
-               "Serve the registry's view of every cluster and dagger as Prometheus metrics at /metrics on "
-               "this port (plain HTTP, no token: keep it on a private network; 0: one the OS picks, "
-               "printed; default: none)."))] = None,
-           metrics_host: Annotated[str, typer.Option(help="Address the metrics port listens on.")] = "127.0.0.1",
-           registry: RegistryOpt = None, state_dir: StateOpt = None) -> None:
+def server(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8470,
+    cert: Annotated[Path | None, typer.Option("--cert", help="TLS certificate chain (PEM).")] = None,
+    key: Annotated[Path | None, typer.Option("--key", help="TLS private key (PEM).")] = None,
+    oidc_issuer: Annotated[
+        str | None,
+        typer.Option(envvar="DAGGERS_OIDC_ISSUER", help="OIDC provider's issuer URL (single sign-on)."),
+    ] = None,
+    oidc_client_id: Annotated[
+        str | None, typer.Option(envvar="DAGGERS_OIDC_CLIENT_ID", help="Daggers' client id at the provider.")
+    ] = None,
+    max_spec_kb: Annotated[int, typer.Option(help="Largest spec accepted, KiB.")] = 256,
+    max_failed_signins: Annotated[
+        int,
+        typer.Option(
+            help="Failed sign-ins per minute from one address, "
+            "and with one token, before 429 (a valid "
+            "credential is always served)."
+        ),
+    ] = 10,
+    failover_after: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a cluster's controller is silent, by this "
+            "server's clock, before the cluster it fails over "
+            "to takes its daggers (controllers may only ask "
+            "for longer)."
+        ),
+    ] = 60.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help=(
+                "Serve the registry's view of every cluster and dagger as Prometheus metrics at /metrics on "
+                "this port (plain HTTP, no token: keep it on a private network; 0: one the OS picks, "
+                "printed; default: none)."
+            ),
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Address the metrics port listens on.")] = "127.0.0.1",
+    registry: RegistryOpt = None,
+    state_dir: StateOpt = None,
+) -> None:
     """Serve the control plane as an HTTP JSON API (/api/v1; OpenAPI at /api/v1/openapi.json). It alone
     opens the registry: give its URL by $DAGGERS_REGISTRY (a password in --registry would show in ps).
     Without --cert and --key, an address beyond this machine gets a warning: tokens would travel in clear.
@@ -51,27 +75,47 @@ def server(host: Annotated[str, typer.Option(help="Address to listen on.")] = "1
     from job.server.settings import OidcSettings, ServerSettings
 
     with errors(False):
-        oidc = OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id) if oidc_issuer and oidc_client_id else None
+        oidc = (
+            OidcSettings(issuer=oidc_issuer, client_id=oidc_client_id)
+            if oidc_issuer and oidc_client_id
+            else None
+        )
         try:
-            settings = ServerSettings(host=host, port=port, certfile=cert, keyfile=key, oidc=oidc,
-                                      max_failed_signins=max_failed_signins, failover_after_s=failover_after,
-                                      max_spec_bytes=max_spec_kb * 1024,
-                                      max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024))
+            settings = ServerSettings(
+                host=host,
+                port=port,
+                certfile=cert,
+                keyfile=key,
+                oidc=oidc,
+                max_failed_signins=max_failed_signins,
+                failover_after_s=failover_after,
+                max_spec_bytes=max_spec_kb * 1024,
+                max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024),
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ControlError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         if warning := clear_text_warning(settings):
             typer.echo(f"Warning: {warning}", err=True)
-        serve(registry_url(registry, state_dir), settings, metrics_port=metrics_port, metrics_host=metrics_host)
+        serve(
+            registry_url(registry, state_dir), settings, metrics_port=metrics_port, metrics_host=metrics_host
+        )
 
 
-def login(server: Annotated[str, typer.Option("--server", help="The server's URL, https://host:port.")],
-          oidc: Annotated[bool, typer.Option("--oidc", help="Sign in with single sign-on (device flow).")] = False,
-          token_stdin: Annotated[bool, typer.Option("--token-stdin", help="Read the token from standard "
-                                                                          "input instead of a prompt.")] = False,
-          ca: Annotated[Path | None, typer.Option("--ca", help="The CA bundle that signed the server's "
-                                                             "certificate (default: the system's).")] = None,
-          as_json: JsonOpt = False) -> None:
+def login(
+    server: Annotated[str, typer.Option("--server", help="The server's URL, https://host:port.")],
+    oidc: Annotated[bool, typer.Option("--oidc", help="Sign in with single sign-on (device flow).")] = False,
+    token_stdin: Annotated[
+        bool, typer.Option("--token-stdin", help="Read the token from standard input instead of a prompt.")
+    ] = False,
+    ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca", help="The CA bundle that signed the server's certificate (default: the system's)."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Sign in to a server and keep the credential in a file only you can read."""
     from job.control.client import save_login
     from job.control.remote import RemoteControlPlane
@@ -84,8 +128,11 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
         if oidc:
             from job.control.device_flow import device_signin
 
-            answer = device_signin(server, verify=verify, show=lambda url, code: out.print(
-                f"Open {url} and enter the code [bold]{code}[/]; waiting…"))
+            answer = device_signin(
+                server,
+                verify=verify,
+                show=lambda url, code: out.print(f"Open {url} and enter the code [bold]{code}[/]; waiting…"),
+            )
             token = answer["token"]
         elif token_stdin:
             token = sys.stdin.readline().strip()
@@ -93,8 +140,11 @@ def login(server: Annotated[str, typer.Option("--server", help="The server's URL
             token = typer.prompt("API token", hide_input=True).strip()
         me = RemoteControlPlane(server, token, verify=verify).whoami()
         path = save_login(server, token, str(ca.absolute()) if ca else None)
-        ok(f"signed in to {server} as {me['user']} (credential kept in {path})",
-            {"server": server, "user": me["user"], "credentials": str(path)}, as_json)
+        ok(
+            f"signed in to {server} as {me['user']} (credential kept in {path})",
+            {"server": server, "user": me["user"], "credentials": str(path)},
+            as_json,
+        )
 
 
 def logout(as_json: JsonOpt = False) -> None:
@@ -112,16 +162,22 @@ def logout(as_json: JsonOpt = False) -> None:
         if login is not None and parts is None:
             raise DaggerError(f"the stored credential for {login['server']} is not a Daggers token")
         if login is not None and parts is not None:
-            RemoteControlPlane(login["server"], login["token"], verify=login.get("ca") or True,
-                               timeout=15).revoke_token(parts[0])
+            RemoteControlPlane(
+                login["server"], login["token"], verify=login.get("ca") or True, timeout=15
+            ).revoke_token(parts[0])
             revoked = True
     except DaggerError as exc:
         problem = f"the token was not revoked on its server: {exc.message}"
         if not as_json:
             typer.echo(f"Warning: {problem}", err=True)
     gone = forget_login()
-    message = ("signed out; the token is revoked on the server" if revoked else "signed out" if gone
-               else "not signed in")
+    message = (
+        "signed out; the token is revoked on the server"
+        if revoked
+        else "signed out"
+        if gone
+        else "not signed in"
+    )
     ok(message, {"signed_out": gone, "revoked": revoked, "problem": problem}, as_json)
 
 
@@ -130,32 +186,52 @@ def _when(ts: float | None) -> str:
         return "-"
     try:
         return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):  # a time no calendar holds (a registry written before the bound)
+    except (
+        OverflowError,
+        OSError,
+        ValueError,
+    ):  # a time no calendar holds (a registry written before the bound)
         return "never" if ts > 0 else "-"
 
 
 @token_app.command("create")
 @plane_options
-def token_create(for_user: Annotated[str | None, typer.Option("--for", help="A personal token for this user "
-                                                                          "(superusers).")] = None,
-                 cluster: Annotated[str | None, typer.Option("--cluster", help="A controller token for this "
-                                                                             "cluster (its team's admins).")] = None,
-                 description: Annotated[str, typer.Option("--description")] = "",
-                 days: Annotated[float | None, typer.Option("--days", help="Expire after this many days.")] = None,
-                 *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
+def token_create(
+    for_user: Annotated[
+        str | None, typer.Option("--for", help="A personal token for this user (superusers).")
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="A controller token for this cluster (its team's admins).")
+    ] = None,
+    description: Annotated[str, typer.Option("--description")] = "",
+    days: Annotated[float | None, typer.Option("--days", help="Expire after this many days.")] = None,
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """Make a token; it is printed once and only its hash is kept."""
     with errors(as_json):
         view, token = opts.plane().create_token(
-            for_user, cluster=cluster, description=description, expires_in_s=days * 86400 if days else None)
-    emit({**view.to_dict(), "token": token}, as_json,
-          lambda: out.print(f"token {view.token_id} for {view.user or 'the controller of ' + str(view.cluster)} "
-                            f"(shown once, keep it safe):\n{token}"))
+            for_user, cluster=cluster, description=description, expires_in_s=days * 86400 if days else None
+        )
+    emit(
+        {**view.to_dict(), "token": token},
+        as_json,
+        lambda: out.print(
+            f"token {view.token_id} for {view.user or 'the controller of ' + str(view.cluster)} "
+            f"(shown once, keep it safe):\n{token}"
+        ),
+    )
 
 
 @token_app.command("list")
 @plane_options
-def token_list(for_user: Annotated[str | None, typer.Option("--for", help="Only this user's.")] = None,
-               *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
+def token_list(
+    for_user: Annotated[str | None, typer.Option("--for", help="Only this user's.")] = None,
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """List tokens (superusers); never their secrets."""
     with errors(as_json):
         rows = opts.plane().tokens(for_user)
@@ -163,9 +239,18 @@ def token_list(for_user: Annotated[str | None, typer.Option("--for", help="Only 
     def human() -> None:
         t = Table("id", "kind", "user / cluster", "description", "created", "expires", "revoked", "last used")
         for r in rows:
-            t.add_row(r.token_id, r.kind, r.user or r.cluster or "-", r.description, _when(r.created_at),
-                      _when(r.expires_at), _when(r.revoked_at), _when(r.last_used_at))
+            t.add_row(
+                r.token_id,
+                r.kind,
+                r.user or r.cluster or "-",
+                r.description,
+                _when(r.created_at),
+                _when(r.expires_at),
+                _when(r.revoked_at),
+                _when(r.last_used_at),
+            )
         print_table(out, t, empty="No tokens yet: daggers token create --for USER")
+
     emit([r.to_dict() for r in rows], as_json, human)
 
 
@@ -188,14 +273,19 @@ def token_expire(token_id: str, *, opts: PlaneOptions, as_json: JsonOpt = False)
 
 
 @plane_options
-def user_oidc(name: str, subject: Annotated[str, typer.Option("--subject", help="The OIDC subject (sub claim).")],
-              issuer: Annotated[str | None, typer.Option("--issuer", help="The provider (embedded mode; a server "
-                                                                          "uses its own).")] = None,
-              *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
+def user_oidc(
+    name: str,
+    subject: Annotated[str, typer.Option("--subject", help="The OIDC subject (sub claim).")],
+    issuer: Annotated[
+        str | None, typer.Option("--issuer", help="The provider (embedded mode; a server uses its own).")
+    ] = None,
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """Map an OIDC subject to a user (superusers)."""
     with errors(as_json):
-        opts.plane().link_oidc(name, issuer or os.environ.get("DAGGERS_OIDC_ISSUER", ""),
-                                                            subject)
+        opts.plane().link_oidc(name, issuer or os.environ.get("DAGGERS_OIDC_ISSUER", ""), subject)
         ok(f"OIDC subject {subject} signs in as {name}", {"user": name, "subject": subject}, as_json)
 
 

@@ -29,8 +29,9 @@ def _plan_or_fail(spec: Path, state_dir: Path | None) -> DaggerPlan:
 
 
 @sql_app.command("check")
-def sql_check(spec: SpecPath, state_dir: StateDir = None,
-              as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def sql_check(
+    spec: SpecPath, state_dir: StateDir = None, as_json: Annotated[bool, typer.Option("--json")] = False
+) -> None:
     """Validate a spec and its SQL; print OK or the error with its line and column."""
     from job.errors import SqlError
     from job.query.plan import plan
@@ -40,16 +41,26 @@ def sql_check(spec: SpecPath, state_dir: StateDir = None,
         p = plan(load_spec(spec), state_dir_or_default(state_dir))
     except DaggerError as exc:
         if as_json:
-            out.print_json(json.dumps({"ok": False, "title": exc.title, "message": exc.message,
-                                       "line": getattr(exc, "line", None), "col": getattr(exc, "col", None)}))
+            out.print_json(
+                json.dumps(
+                    {
+                        "ok": False,
+                        "title": exc.title,
+                        "message": exc.message,
+                        "line": getattr(exc, "line", None),
+                        "col": getattr(exc, "col", None),
+                    }
+                )
+            )
             raise typer.Exit(2) from None
         if isinstance(exc, SqlError) and exc.line:
             _show_sql_error(load_spec(spec).sql, exc)
         fail(exc)
         return
     if as_json:
-        out.print_json(json.dumps({"ok": True, "columns": p.translation.columns,
-                                   "window": p.translation.window}))
+        out.print_json(
+            json.dumps({"ok": True, "columns": p.translation.columns, "window": p.translation.window})
+        )
     else:
         out.print(f"[green]OK[/] {p.spec.name}: reads {p.translation.columns}, window {p.translation.window}")
 
@@ -63,8 +74,11 @@ def _show_sql_error(sql: str, exc: DaggerError) -> None:
 
 
 @sql_app.command("translate")
-def sql_translate(spec: SpecPath, state_dir: StateDir = None,
-                  explain: Annotated[bool, typer.Option(help="Also start Spark and print the plan.")] = False) -> None:
+def sql_translate(
+    spec: SpecPath,
+    state_dir: StateDir = None,
+    explain: Annotated[bool, typer.Option(help="Also start Spark and print the plan.")] = False,
+) -> None:
     """Print the Spark SQL a spec's Dagger SQL becomes (and with --explain, Spark's plan)."""
     p = _plan_or_fail(spec, state_dir)
     if out.is_terminal:

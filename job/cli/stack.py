@@ -98,9 +98,7 @@ def up(
 ) -> None:
     """Start the local broker and InfluxDB (and its `daggers` database); harmless when already up."""
     try:
-        status = _stack(state_dir).up(
-            broker=broker.value, broker_port=broker_port, influx_port=influx_port
-        )
+        status = _stack(state_dir).up(broker=broker.value, broker_port=broker_port, influx_port=influx_port)
     except (DaggerError, OSError) as exc:
         _fail(exc)
     _print_status(status, as_json)

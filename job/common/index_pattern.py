@@ -14,16 +14,19 @@ from datetime import UTC, datetime
 #: Characters Elasticsearch does not allow in an index name.
 _FORBIDDEN = set('\\/*?"<>| ,#:')
 _SAMPLE = datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC)
-_RULES = ("lower case, no spaces nor any of \\ / * ? \" < > | , # :, not starting with - _ or +, "
-          "at most 255 bytes")
+_RULES = (
+    'lower case, no spaces nor any of \\ / * ? " < > | , # :, not starting with - _ or +, at most 255 bytes'
+)
 
 
 def _fields(pattern: str) -> list[tuple[str, str | None, str | None, str | None]]:
     try:
         return list(string.Formatter().parse(pattern))
     except ValueError as exc:
-        raise ValueError(f"index {pattern!r} is not a valid pattern ({exc}); write braces as "
-                         "{window:%Y.%m.%d}, or {{ and }} for literal ones") from None
+        raise ValueError(
+            f"index {pattern!r} is not a valid pattern ({exc}); write braces as "
+            "{window:%Y.%m.%d}, or {{ and }} for literal ones"
+        ) from None
 
 
 def check_index_pattern(pattern: str) -> None:
@@ -36,19 +39,33 @@ def check_index_pattern(pattern: str) -> None:
         if field is None:
             continue
         if field != "window":
-            raise ValueError(f"index {pattern!r} uses {{{field}}}: the only field an index name may carry is "
-                             "{window:FORMAT} (e.g. bookings-{window:%Y.%m.%d})")
+            raise ValueError(
+                f"index {pattern!r} uses {{{field}}}: the only field an index name may carry is "
+                "{window:FORMAT} (e.g. bookings-{window:%Y.%m.%d})"
+            )
         if conversion:
-            raise ValueError(f"index {pattern!r}: {{window!{conversion}}} is not allowed; write {{window:FORMAT}}")
+            raise ValueError(
+                f"index {pattern!r}: {{window!{conversion}}} is not allowed; write {{window:FORMAT}}"
+            )
         if not spec:
-            raise ValueError(f"index {pattern!r}: {{window}} needs a strftime format, e.g. {{window:%Y.%m.%d}}")
+            raise ValueError(
+                f"index {pattern!r}: {{window}} needs a strftime format, e.g. {{window:%Y.%m.%d}}"
+            )
     name = render_index(pattern, _SAMPLE)
     bad = sorted(_FORBIDDEN & set(name))
-    if (not name or name != name.lower() or bad or name[0] in "-_+" or name in (".", "..")
-            or len(name.encode()) > 255):
+    if (
+        not name
+        or name != name.lower()
+        or bad
+        or name[0] in "-_+"
+        or name in (".", "..")
+        or len(name.encode()) > 255
+    ):
         why = f" (it has {' '.join(repr(c) for c in bad)})" if bad else ""
-        raise ValueError(f"index {pattern!r} gives names like {name!r} that Elasticsearch refuses{why}: "
-                         f"an index name is {_RULES}")
+        raise ValueError(
+            f"index {pattern!r} gives names like {name!r} that Elasticsearch refuses{why}: "
+            f"an index name is {_RULES}"
+        )
 
 
 def has_window(pattern: str) -> bool:

@@ -15,8 +15,9 @@ from types import ModuleType
 from job.errors import DaggerError
 
 #: The extras of ``pyproject.toml`` that :func:`require` names.
-EXTRAS = frozenset({"brokers", "influx2", "postgres", "elasticsearch", "enrich", "tui", "atlas", "server",
-                    "alerting"})
+EXTRAS = frozenset(
+    {"brokers", "influx2", "postgres", "elasticsearch", "enrich", "tui", "atlas", "server", "alerting"}
+)
 
 
 class MissingDependencyError(DaggerError):
@@ -24,7 +25,9 @@ class MissingDependencyError(DaggerError):
 
     title = "Missing package"
 
-    def __init__(self, module: str, extra: str, *, needed_by: str | None = None, detail: str | None = None) -> None:
+    def __init__(
+        self, module: str, extra: str, *, needed_by: str | None = None, detail: str | None = None
+    ) -> None:
         self.package = package_name(module)
         self.extra = extra
         who = needed_by or "this"
@@ -40,8 +43,10 @@ def package_name(module: str) -> str:
 
 def install_hint(extra: str) -> str:
     """Return how to add ``extra`` to an install from a checkout or from a built wheel."""
-    return (f"install the {extra} extra: pip install '.[{extra}]' in a Daggers checkout, "
-            f"or pip install 'daggers-<version>-py3-none-any.whl[{extra}]' from a built wheel")
+    return (
+        f"install the {extra} extra: pip install '.[{extra}]' in a Daggers checkout, "
+        f"or pip install 'daggers-<version>-py3-none-any.whl[{extra}]' from a built wheel"
+    )
 
 
 def require(module: str, extra: str, *, needed_by: str | None = None) -> ModuleType:

@@ -96,8 +96,13 @@ class _Answers:
 class Lookup:
     """One lookup of a dagger: its cache, its source (made on first use) and its metrics."""
 
-    def __init__(self, spec: LookupSpec, name: str, source: Source | None = None,
-                 timer: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        spec: LookupSpec,
+        name: str,
+        source: Source | None = None,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spec = spec
         self.name = name
         self.columns = spec.key_columns()
@@ -136,7 +141,9 @@ class Lookup:
                 return self.source.fetch(keys)
             except Exception as exc:  # a client's own error (a value it cannot send) fails the request too
                 if not isinstance(exc, FetchError):
-                    exc = FetchError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+                    exc = FetchError(
+                        f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                    )
                 if attempt == self.spec.retries:
                     with self._lock:
                         self._first_error = self._first_error or str(exc)
@@ -144,7 +151,7 @@ class Lookup:
                     return exc
                 with self._lock:
                     self.metrics.retries += 1
-                time.sleep(RETRY_WAIT_S * 2 ** attempt)
+                time.sleep(RETRY_WAIT_S * 2**attempt)
         raise AssertionError("unreachable")
 
     def _values(self, documents: list[Any]) -> list[tuple[Any, ...]]:
@@ -173,15 +180,19 @@ class Lookup:
         if not todo:
             return result
         size = self.source.request_size
-        chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+        chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
         broken = threading.Event()
         self._first_error = None
         if len(chunks) == 1:
             replies = [self._request([keys[i] for i in chunks[0]], broken)]
         else:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.spec.capacity, thread_name_prefix=f"lookup-{self.name}")
-            replies = list(self._pool.map(lambda chunk: self._request([keys[i] for i in chunk], broken), chunks))
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.spec.capacity, thread_name_prefix=f"lookup-{self.name}"
+                )
+            replies = list(
+                self._pool.map(lambda chunk: self._request([keys[i] for i in chunk], broken), chunks)
+            )
         for chunk, reply in zip(chunks, replies, strict=True):
             if isinstance(reply, FetchError):
                 self.metrics.errors += len(chunk)
@@ -208,14 +219,21 @@ class Lookup:
         key_lists = [kept.column(c).to_pylist() for c in self.columns]
         outputs = [kept.column(c).to_pylist() for c in self.outputs]
         found, failed = kept.column(FOUND).to_pylist(), kept.column(FAILED).to_pylist()
-        held = {key: (tuple(o[j] for o in outputs) if found[j] else None, failed[j])
-                for j, key in enumerate(zip(*key_lists, strict=True))} if key_lists else {}
+        held = (
+            {
+                key: (tuple(o[j] for o in outputs) if found[j] else None, failed[j])
+                for j, key in enumerate(zip(*key_lists, strict=True))
+            }
+            if key_lists
+            else {}
+        )
         missing = [k for k in keys if k not in held]
         fresh = self.answers(missing) if missing else None
         extra = dict(zip(missing, zip(fresh.values, fresh.failed, strict=True), strict=True)) if fresh else {}
         pairs = [held[k] if k in held else extra[k] for k in keys]
-        return _Answers(values=[p[0] for p in pairs], failed=[p[1] for p in pairs],
-                        error=fresh.error if fresh else None)
+        return _Answers(
+            values=[p[0] for p in pairs], failed=[p[1] for p in pairs], error=fresh.error if fresh else None
+        )
 
     def enrich(self, table: pa.Table, kept: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
         """Return ``table`` with this lookup's columns added (same rows, same order) and the answers to keep
@@ -236,9 +254,12 @@ class Lookup:
                 f"lookup {self.name!r} ({self.source.target}) failed for {sum(answers.failed)} of {len(keys)} keys: "
                 f"{answers.error}",
                 hint="check that the server is up and answers in time (timeout_s); with fail_on_errors: false the "
-                     "rows are written with NULL in its columns, and counted")
-        columns = [pa.array([v[j] if v is not None else None for v in answers.values], f.type)
-                   for j, f in enumerate(self.fields())]
+                "rows are written with NULL in its columns, and counted",
+            )
+        columns = [
+            pa.array([v[j] if v is not None else None for v in answers.values], f.type)
+            for j, f in enumerate(self.fields())
+        ]
         out = table
         for f, values in zip(self.fields(), columns, strict=True):
             out = out.append_column(f, spread(values, index))
@@ -254,8 +275,10 @@ class Lookup:
             m.target = self._source.target
         kept_out = pa.table(
             [pa.array([k[i] for k in keys], table.schema.field(c).type) for i, c in enumerate(self.columns)]
-            + columns + [found, pa.array(answers.failed, pa.bool_())],
-            names=[*self.columns, *self.outputs, FOUND, FAILED])
+            + columns
+            + [found, pa.array(answers.failed, pa.bool_())],
+            names=[*self.columns, *self.outputs, FOUND, FAILED],
+        )
         elapsed = (time.perf_counter() - started) * 1000
         m.last_ms, m.max_ms, m.total_ms = elapsed, max(m.max_ms, elapsed), m.total_ms + elapsed
         return out, kept_out
@@ -272,12 +295,19 @@ class Lookup:
 class Enricher:
     """A dagger's lookups, applied in order to each micro-batch (see the module's docstring)."""
 
-    def __init__(self, specs: Sequence[LookupSpec], store: ReplayStore | None = None,
-                 sources: dict[str, Source] | None = None, timer: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        specs: Sequence[LookupSpec],
+        store: ReplayStore | None = None,
+        sources: dict[str, Source] | None = None,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.specs = list(specs)
         self.store = store
-        self.lookups = [Lookup(spec, name, (sources or {}).get(name), timer)
-                        for spec, name in zip(self.specs, lookup_names(self.specs), strict=True)]
+        self.lookups = [
+            Lookup(spec, name, (sources or {}).get(name), timer)
+            for spec, name in zip(self.specs, lookup_names(self.specs), strict=True)
+        ]
 
     def bind(self, schema: pa.Schema) -> pa.Schema:
         """Return the schema of the enriched rows, given the SQL's result ``schema``.

@@ -68,13 +68,18 @@ class PostgresSource(Source):
             info = conninfo_to_dict(self.spec.dsn.get_secret_value())
         except Exception:
             return "PostgreSQL"
-        return f"PostgreSQL at {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+        return (
+            f"PostgreSQL at {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+        )
 
     def _connect(self) -> Any:
         import psycopg
 
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(self.spec.connect_timeout_s)),
-                                  "options": f"-c statement_timeout={int(self.spec.timeout_s * 1000)}"}
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(self.spec.connect_timeout_s)),
+            "options": f"-c statement_timeout={int(self.spec.timeout_s * 1000)}",
+        }
         if self.spec.password is not None:
             kwargs["password"] = self.spec.password.get_secret_value()
         return psycopg.connect(self.spec.dsn.get_secret_value(), **kwargs)
@@ -122,8 +127,13 @@ class ElasticsearchSource(Source):
         self.spec = spec
         self.request_size = spec.max_keys_per_request
         self._columns = pattern_fields(spec.id_pattern)
-        kwargs: dict[str, Any] = {"request_timeout": spec.timeout_s, "max_retries": 0, "retry_on_timeout": False,
-                                  "connections_per_node": spec.capacity, "verify_certs": spec.verify_certs}
+        kwargs: dict[str, Any] = {
+            "request_timeout": spec.timeout_s,
+            "max_retries": 0,
+            "retry_on_timeout": False,
+            "connections_per_node": spec.capacity,
+            "verify_certs": spec.verify_certs,
+        }
         if spec.ca_certs:
             kwargs["ca_certs"] = spec.ca_certs
         if spec.api_key is not None:
@@ -149,8 +159,11 @@ class ElasticsearchSource(Source):
         if not ids:
             return [MISSING] * len(keys)
         try:
-            filtering: dict[str, Any] = {} if self.source_fields is None else (
-                {"source_includes": self.source_fields} if self.source_fields else {"source": False})
+            filtering: dict[str, Any] = (
+                {}
+                if self.source_fields is None
+                else ({"source_includes": self.source_fields} if self.source_fields else {"source": False})
+            )
             docs = self._client.mget(index=self.spec.index, ids=ids, **filtering).body.get("docs", [])
         except ApiError as exc:
             raise FetchError(f"Elasticsearch answered {exc.meta.status}: {exc.message}") from None
@@ -235,8 +248,13 @@ class HttpSource(Source):
             url, body = self.request(key)
             try:
                 # verify per request: a session's own is overridden by REQUESTS_CA_BUNDLE (requests' rule)
-                resp = self._session().request(self.spec.verb, url, json=body, verify=self._verify,
-                                               timeout=(self.spec.connect_timeout_s, self.spec.timeout_s))
+                resp = self._session().request(
+                    self.spec.verb,
+                    url,
+                    json=body,
+                    verify=self._verify,
+                    timeout=(self.spec.connect_timeout_s, self.spec.timeout_s),
+                )
             except requests.RequestException as exc:
                 raise FetchError(f"{type(exc).__name__} from {self.target}") from None
             if resp.status_code == 404:

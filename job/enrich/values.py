@@ -15,8 +15,13 @@ from typing import Any
 import pyarrow as pa
 
 #: The Arrow type of each output type (job.spec.OutputColumn.type).
-ARROW_TYPES: dict[str, pa.DataType] = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(),
-                                       "boolean": pa.bool_(), "json": pa.string()}
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "json": pa.string(),
+}
 
 
 class BadValue(ValueError):
@@ -83,7 +88,11 @@ def convert(value: Any, kind: str) -> Any:
         if isinstance(value, int):
             return value
         try:
-            number = decimal.Decimal(str(value).strip()) if isinstance(value, str | float | decimal.Decimal) else None
+            number = (
+                decimal.Decimal(str(value).strip())
+                if isinstance(value, str | float | decimal.Decimal)
+                else None
+            )
         except decimal.InvalidOperation:
             number = None
         if number is None or not number.is_finite() or number != number.to_integral_value():
@@ -104,8 +113,13 @@ def convert(value: Any, kind: str) -> Any:
 
 
 #: The Python types a value of each output type already has (a boolean is not a long).
-_ALREADY: dict[str, tuple[type, ...]] = {"string": (str,), "long": (int,), "double": (float,), "boolean": (bool,),
-                                         "json": ()}
+_ALREADY: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "long": (int,),
+    "double": (float,),
+    "boolean": (bool,),
+    "json": (),
+}
 
 
 def column_values(documents: list[Any], steps: tuple[str | int, ...], kind: str) -> tuple[list[Any], int]:

@@ -12,8 +12,12 @@ import numpy.typing as npt
 import pyarrow as pa
 
 
-def pack_strings(chars: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64],
-                 valid: npt.NDArray[np.bool_] | None = None, right_aligned: bool = False) -> pa.StringArray:
+def pack_strings(
+    chars: npt.NDArray[np.uint8],
+    lengths: npt.NDArray[np.int64],
+    valid: npt.NDArray[np.bool_] | None = None,
+    right_aligned: bool = False,
+) -> pa.StringArray:
     """Return a string array whose row ``i`` is the first (or, ``right_aligned``, the last) ``lengths[i]``
     bytes of ``chars[i]``.
 

@@ -37,7 +37,6 @@ DEFAULT_REFRESH_HOURS = 1.0
 FETCH_TIMEOUT_S = 10.0
 
 
-
 @dataclass
 class _Entry:
     fetched_at: float
@@ -91,8 +90,9 @@ class DartStore:
     """The collections of one store as one Python worker sees them, each re-read when older than
     the refresh rate of the call that reads it, or when it was empty (as the original)."""
 
-    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic,
-                 reader: Callable[[str], bytes] = read_url) -> None:
+    def __init__(
+        self, url: str, clock: Callable[[], float] = time.monotonic, reader: Callable[[str], bytes] = read_url
+    ) -> None:
         self.url = url
         self._clock = clock
         self._read = reader
@@ -132,7 +132,9 @@ class DartStore:
         assert entry.values is not None
         return entry.values.take(pc.index_in(keys.cast(pa.string()), value_set=entry.keys))
 
-    def contains(self, name: str, values: pa.Array, refresh_hours: float, regex: str | None = None) -> pa.Array:
+    def contains(
+        self, name: str, values: pa.Array, refresh_hours: float, regex: str | None = None
+    ) -> pa.Array:
         """Whether each value is in collection ``name``, or (``regex``) fully matches the pattern that
         ``regex`` makes of some item by putting it in place of ``%s``. NULL values are not."""
         entry = self._entry("dart-contains", name, refresh_hours)
@@ -143,8 +145,10 @@ class DartStore:
             found = pa.array([False] * len(text))
         else:
             if regex not in entry.patterns:
-                alternatives = [regex.replace("%%", "\0").replace("%s", item).replace("\0", "%")
-                                for item in entry.keys.to_pylist()]
+                alternatives = [
+                    regex.replace("%%", "\0").replace("%s", item).replace("\0", "%")
+                    for item in entry.keys.to_pylist()
+                ]
                 entry.patterns[regex] = "^(?:" + "|".join(f"(?:{a})" for a in alternatives) + ")$"
             found = pc.match_substring_regex(text, entry.patterns[regex])
         return pc.fill_null(found, False)
@@ -167,7 +171,9 @@ def _groups(names: pa.Array) -> list[tuple[str | None, pa.Array]]:
     unique = pc.unique(names.cast(pa.string())).to_pylist()
     if len(unique) == 1:
         return [(unique[0], pa.array([True] * len(names)))]
-    return [(n, pc.fill_null(pc.equal(names, n), False) if n is not None else pc.is_null(names)) for n in unique]
+    return [
+        (n, pc.fill_null(pc.equal(names, n), False) if n is not None else pc.is_null(names)) for n in unique
+    ]
 
 
 def _refresh(hours: pa.Array | None, mask: pa.Array) -> float:
@@ -186,8 +192,9 @@ def _combine(parts: list[tuple[pa.Array, pa.Array]], length: int, kind: pa.DataT
     return out
 
 
-def dart_get(url: str, names: pa.Array, keys: pa.Array, hours: pa.Array,
-             default: pa.Array | None = None) -> pa.Array:
+def dart_get(
+    url: str, names: pa.Array, keys: pa.Array, hours: pa.Array, default: pa.Array | None = None
+) -> pa.Array:
     """DartGet over Arrow arrays: NULL (or ``default``) for a key the collection lacks."""
     store = store_for(url)
     parts = []

@@ -34,8 +34,16 @@ FEATURE_ROW_TYPE = f"struct<key:string,value:{VALUE_TYPE},name:string>"
 FEATURE_ROWS_TYPE = f"array<{FEATURE_ROW_TYPE}>"
 
 _TIMESTAMP_ARROW = pa.struct([("seconds", pa.int64()), ("nanos", pa.int32())])
-_ARROW: tuple[pa.DataType, ...] = (pa.binary(), pa.string(), pa.int32(), pa.int64(), pa.float64(),
-                                   pa.float32(), pa.bool_(), _TIMESTAMP_ARROW)
+_ARROW: tuple[pa.DataType, ...] = (
+    pa.binary(),
+    pa.string(),
+    pa.int32(),
+    pa.int64(),
+    pa.float64(),
+    pa.float32(),
+    pa.bool_(),
+    _TIMESTAMP_ARROW,
+)
 _VALUE_ARROW = pa.struct([(name, t) for (name, _), t in zip(VALUE_FIELDS, _ARROW, strict=True)])
 _FEATURE_ARROW = pa.struct([("key", pa.string()), ("value", _VALUE_ARROW), ("name", pa.string())])
 
@@ -45,8 +53,11 @@ def _timestamps(values: pa.Array) -> pa.Array:
     np_micros = pc.fill_null(micros, 0).to_numpy(zero_copy_only=False)
     seconds = np.floor_divide(np_micros, 1_000_000)
     nanos = ((np_micros - seconds * 1_000_000) * 1000).astype(np.int32)
-    return pa.StructArray.from_arrays([pa.array(seconds, pa.int64()), pa.array(nanos, pa.int32())],
-                                      fields=list(_TIMESTAMP_ARROW), mask=pc.is_null(micros))
+    return pa.StructArray.from_arrays(
+        [pa.array(seconds, pa.int64()), pa.array(nanos, pa.int32())],
+        fields=list(_TIMESTAMP_ARROW),
+        mask=pc.is_null(micros),
+    )
 
 
 def _slot(values: pa.Array, position: int) -> tuple[int | None, pa.Array]:
@@ -75,8 +86,9 @@ def _slot(values: pa.Array, position: int) -> tuple[int | None, pa.Array]:
         return 7, _timestamps(values)
     if pa.types.is_struct(t) and [f.name for f in t] == ["seconds", "nanos"]:
         return 7, values.cast(_TIMESTAMP_ARROW)
-    raise FunctionError(f"Features: value {position} is {t}; a feature value is a string, number, boolean, "
-                        "bytes or timestamp")
+    raise FunctionError(
+        f"Features: value {position} is {t}; a feature value is a string, number, boolean, bytes or timestamp"
+    )
 
 
 def _interleave(arrays: list[pa.Array], order: pa.Array) -> pa.Array:
@@ -93,8 +105,10 @@ def feature_rows_arrow(*args: pa.Array) -> pa.Array:
     order = pa.array((np.arange(pairs)[None, :] * n + np.arange(n)[:, None]).ravel())  # row i, pair j
     keys = [pc.fill_null(args[2 * j].cast(pa.string()), "null") for j in range(pairs)]  # String.valueOf(null)
     slots = [_slot(args[2 * j + 1], j + 1) for j in range(pairs)]
-    children = [_interleave([cast if slot == i else pa.nulls(n, t) for slot, cast in slots], order)
-                for i, t in enumerate(_ARROW)]
+    children = [
+        _interleave([cast if slot == i else pa.nulls(n, t) for slot, cast in slots], order)
+        for i, t in enumerate(_ARROW)
+    ]
     value = pa.StructArray.from_arrays(children, fields=list(_VALUE_ARROW))
     key = _interleave(keys, order)
     rows = pa.StructArray.from_arrays([key, value, key], fields=list(_FEATURE_ARROW))

@@ -37,8 +37,11 @@ def geohash(lat: npt.ArrayLike, lng: npt.ArrayLike, length: npt.ArrayLike) -> pa
 
     NULL where a coordinate is NaN or out of range (|lat| > 90, |lng| > 180) or the length is not 1..12.
     """
-    la, lo, ln = np.broadcast_arrays(np.asarray(lat, dtype=np.float64), np.asarray(lng, dtype=np.float64),
-                                     np.asarray(length, dtype=np.float64))
+    la, lo, ln = np.broadcast_arrays(
+        np.asarray(lat, dtype=np.float64),
+        np.asarray(lng, dtype=np.float64),
+        np.asarray(length, dtype=np.float64),
+    )
     la, lo, ln = la.ravel(), lo.ravel(), ln.ravel()
     valid = (np.abs(la) <= 90) & (np.abs(lo) <= 180) & (ln >= 1) & (ln <= MAX_LENGTH) & (ln == np.floor(ln))
     la, lo = np.where(valid, la, 0.0), np.where(valid, lo, 0.0)

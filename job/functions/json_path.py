@@ -12,7 +12,9 @@ from typing import Any
 
 Step = str | int
 
-_STEP = re.compile(r"""\.(?P<key>[A-Za-z_$][\w$-]*)|\[\s*(?:'(?P<sq>(?:[^'\\]|\\.)*)'|"(?P<dq>(?:[^"\\]|\\.)*)"|(?P<idx>-?\d+))\s*\]""")
+_STEP = re.compile(
+    r"""\.(?P<key>[A-Za-z_$][\w$-]*)|\[\s*(?:'(?P<sq>(?:[^'\\]|\\.)*)'|"(?P<dq>(?:[^"\\]|\\.)*)"|(?P<idx>-?\d+))\s*\]"""
+)
 
 
 class JsonPathError(ValueError):
@@ -32,8 +34,10 @@ def parse_path(path: str) -> tuple[Step, ...]:
     while pos < len(text):
         match = _STEP.match(text, pos)
         if match is None or text.startswith("..", pos):
-            raise JsonPathError(f"unsupported JSONPath {path!r} at character {pos + 1}: use $.key, $['key'] "
-                                "or $.list[0] steps (no wildcards, filters or ..)")
+            raise JsonPathError(
+                f"unsupported JSONPath {path!r} at character {pos + 1}: use $.key, $['key'] "
+                "or $.list[0] steps (no wildcards, filters or ..)"
+            )
         if match.group("idx") is not None:
             steps.append(int(match.group("idx")))
         else:

@@ -50,7 +50,9 @@ def read_path(message: Message, path: str) -> Any:
     for key in parents:
         field = message.DESCRIPTOR.fields_by_name.get(key)
         if field is None or field.message_type is None:
-            raise FunctionError(f"{message.DESCRIPTOR.full_name} has no message field {key!r} (path {path!r})")
+            raise FunctionError(
+                f"{message.DESCRIPTOR.full_name} has no message field {key!r} (path {path!r})"
+            )
         message = getattr(message, key)
     field = message.DESCRIPTOR.fields_by_name.get(last)
     if field is None:
@@ -77,11 +79,16 @@ def as_text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, Message):
-        return json.dumps(json_format.MessageToDict(value, preserving_proto_field_name=True), separators=(",", ":"))
+        return json.dumps(
+            json_format.MessageToDict(value, preserving_proto_field_name=True), separators=(",", ":")
+        )
     if isinstance(value, int | float):
         return str(value)
-    return json.dumps([json.loads(as_text(v)) if isinstance(v, Message) else v for v in value],
-                      separators=(",", ":"), default=str)
+    return json.dumps(
+        [json.loads(as_text(v)) if isinstance(v, Message) else v for v in value],
+        separators=(",", ":"),
+        default=str,
+    )
 
 
 def _equal(got: Any, want: Any) -> bool:
@@ -100,8 +107,9 @@ def _predicates(texts: list[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def _messages(lists: pa.Array, class_names: pa.Array, descriptor_set_b64: str) -> tuple[list[Message | None],
-                                                                                       np.ndarray]:
+def _messages(
+    lists: pa.Array, class_names: pa.Array, descriptor_set_b64: str
+) -> tuple[list[Message | None], np.ndarray]:
     """Return (every message of every list, parsed; the list row of each)."""
     lists = lists.cast(pa.list_(pa.binary()))
     flat = pc.list_flatten(lists).to_pylist()
@@ -120,25 +128,36 @@ def _messages(lists: pa.Array, class_names: pa.Array, descriptor_set_b64: str) -
     return out, rows
 
 
-def filters(descriptor_set_b64: str, lists: pa.Array, class_names: pa.Array, predicates: pa.Array) -> pa.Array:
+def filters(
+    descriptor_set_b64: str, lists: pa.Array, class_names: pa.Array, predicates: pa.Array
+) -> pa.Array:
     """Filters over Arrow arrays: each list keeps the messages for which every predicate holds."""
     messages, rows = _messages(lists, class_names, descriptor_set_b64)
     preds = [_predicates(p or []) for p in predicates.to_pylist()]
-    keep = np.array([m is not None and all(_equal(read_path(m, f), v) for f, v in preds[row])
-                     for m, row in zip(messages, rows, strict=True)], dtype=bool)
+    keep = np.array(
+        [
+            m is not None and all(_equal(read_path(m, f), v) for f, v in preds[row])
+            for m, row in zip(messages, rows, strict=True)
+        ],
+        dtype=bool,
+    )
     flat = pc.list_flatten(lists.cast(pa.list_(pa.binary())))
     counts = np.bincount(rows[keep], minlength=len(lists)) if len(rows) else np.zeros(len(lists), np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(keep)), mask=pc.is_null(lists))
 
 
-def select_fields(descriptor_set_b64: str, lists: pa.Array, class_names: pa.Array, paths: pa.Array) -> pa.Array:
+def select_fields(
+    descriptor_set_b64: str, lists: pa.Array, class_names: pa.Array, paths: pa.Array
+) -> pa.Array:
     """SelectFields over Arrow arrays: each list's values at the path, as text (NULL for a message
     that does not parse)."""
     messages, rows = _messages(lists, class_names, descriptor_set_b64)
     path_list = paths.cast(pa.string()).to_pylist()
-    values = [None if m is None or path_list[row] is None else as_text(read_path(m, path_list[row]))
-              for m, row in zip(messages, rows, strict=True)]
+    values = [
+        None if m is None or path_list[row] is None else as_text(read_path(m, path_list[row]))
+        for m, row in zip(messages, rows, strict=True)
+    ]
     counts = np.bincount(rows, minlength=len(lists)) if len(rows) else np.zeros(len(lists), np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.string()), mask=pc.is_null(lists))

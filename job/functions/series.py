@@ -63,7 +63,9 @@ def flatten(timestamps: pa.Array, values: pa.Array) -> Points:
     flat_t = pc.list_flatten(timestamps)
     flat_v = pc.list_flatten(values)
     row = pc.list_parent_indices(timestamps).to_numpy(zero_copy_only=False).astype(np.int64)
-    present = flat_v.is_valid().to_numpy(zero_copy_only=False) & flat_t.is_valid().to_numpy(zero_copy_only=False)
+    present = flat_v.is_valid().to_numpy(zero_copy_only=False) & flat_t.is_valid().to_numpy(
+        zero_copy_only=False
+    )
     ms = _epoch_ms(flat_t)
     vals = pc.fill_null(flat_v.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     return Points(row[present], ms[present], vals[present], n, ok)
@@ -90,7 +92,9 @@ def _last_per_key(row: IntArray, key: IntArray) -> npt.NDArray[np.bool_]:
     return keep
 
 
-def linear_trend(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window_minutes: pa.Array) -> pa.Array:
+def linear_trend(
+    timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window_minutes: pa.Array
+) -> pa.Array:
     """Return the least-squares slope (value per minute) of each row's per-minute series.
 
     Minute i of the window (0..window-1) holds the value whose timestamp is i whole minutes after
@@ -101,7 +105,12 @@ def linear_trend(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, wi
     pts = flatten(timestamps, values)
     start = _scalar_column(hop_start, "ms")
     window = _scalar_column(window_minutes, "float")
-    bad = ~pts.ok | _as_array(hop_start).is_null().to_numpy(zero_copy_only=False) | np.isnan(window) | (window < 1)
+    bad = (
+        ~pts.ok
+        | _as_array(hop_start).is_null().to_numpy(zero_copy_only=False)
+        | np.isnan(window)
+        | (window < 1)
+    )
     w = np.where(bad, 1.0, np.floor(window))
     pos = np.trunc((pts.ms - start[pts.row]) / MS_PER_MINUTE).astype(np.int64)
     inside = (pos >= 0) & (pos < w[pts.row])
@@ -116,8 +125,9 @@ def linear_trend(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, wi
     return pa.array(slope, pa.float64(), mask=bad)
 
 
-def exponential_moving_average(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array,
-                               window_minutes: pa.Array, alpha: pa.Array) -> pa.Array:
+def exponential_moving_average(
+    timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window_minutes: pa.Array, alpha: pa.Array
+) -> pa.Array:
     """Return each row's exponential moving average of per-minute values.
 
     A value ``m`` whole minutes after ``hop_start`` has position ``p = window - 1 - m`` (the newest
@@ -129,7 +139,12 @@ def exponential_moving_average(timestamps: pa.Array, values: pa.Array, hop_start
     start = _scalar_column(hop_start, "ms")
     window = _scalar_column(window_minutes, "float")
     a = _scalar_column(alpha, "float")
-    bad = ~pts.ok | _as_array(hop_start).is_null().to_numpy(zero_copy_only=False) | np.isnan(window) | np.isnan(a)
+    bad = (
+        ~pts.ok
+        | _as_array(hop_start).is_null().to_numpy(zero_copy_only=False)
+        | np.isnan(window)
+        | np.isnan(a)
+    )
     minutes = np.trunc((pts.ms - start[pts.row]) / MS_PER_MINUTE)
     pos = window[pts.row] - 1.0 - minutes
     keep = _last_per_key(pts.row, minutes.astype(np.int64))
@@ -164,17 +179,28 @@ def _mad(values: FloatArray, groups: IntArray, n: int) -> FloatArray:
     return group_median(np.abs(values - med[groups]), groups, n)
 
 
-OUTLIER_TYPE = pa.list_(pa.struct([
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("value", pa.float64()),
-    pa.field("upper_bound", pa.float64()),
-    pa.field("lower_bound", pa.float64()),
-    pa.field("is_outlier", pa.bool_()),
-]))
+OUTLIER_TYPE = pa.list_(
+    pa.struct(
+        [
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+            pa.field("value", pa.float64()),
+            pa.field("upper_bound", pa.float64()),
+            pa.field("lower_bound", pa.float64()),
+            pa.field("is_outlier", pa.bool_()),
+        ]
+    )
+)
 
 
-def outlier_mad(values: pa.Array, timestamps: pa.Array, window_start: pa.Array, window_minutes: pa.Array,
-                observation_minutes: pa.Array, tolerance: pa.Array, outlier_percentage: pa.Array) -> pa.Array:
+def outlier_mad(
+    values: pa.Array,
+    timestamps: pa.Array,
+    window_start: pa.Array,
+    window_minutes: pa.Array,
+    observation_minutes: pa.Array,
+    tolerance: pa.Array,
+    outlier_percentage: pa.Array,
+) -> pa.Array:
     """Return per row the observed points with their bounds and whether the window is an outlier.
 
     The median ``m`` splits the values into a lower (≤ m) and an upper (≥ m) half; each half's MAD
@@ -192,8 +218,14 @@ def outlier_mad(values: pa.Array, timestamps: pa.Array, window_start: pa.Array, 
     observe = _scalar_column(observation_minutes, "float")
     tol = _scalar_column(tolerance, "float")
     pct = _scalar_column(outlier_percentage, "float")
-    bad = (~pts.ok | _as_array(window_start).is_null().to_numpy(zero_copy_only=False)
-           | np.isnan(length) | np.isnan(observe) | np.isnan(tol) | np.isnan(pct))
+    bad = (
+        ~pts.ok
+        | _as_array(window_start).is_null().to_numpy(zero_copy_only=False)
+        | np.isnan(length)
+        | np.isnan(observe)
+        | np.isnan(tol)
+        | np.isnan(pct)
+    )
     r, v, ms = pts.row, pts.value, pts.ms
     med = group_median(v, r, n)
     low_side, high_side = v <= med[r], v >= med[r]
@@ -219,10 +251,13 @@ def outlier_mad(values: pa.Array, timestamps: pa.Array, window_start: pa.Array, 
     lower = med[rows] - tol[rows] * mad[order]
     no_bounds = ~usable[rows]
     struct = pa.StructArray.from_arrays(
-        [pa.array(ms[order] * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-         pa.array(v[order], pa.float64()),
-         pa.array(upper, pa.float64(), mask=no_bounds),
-         pa.array(lower, pa.float64(), mask=no_bounds),
-         pa.array(flagged[rows], pa.bool_())],
-        fields=list(OUTLIER_TYPE.value_type))
+        [
+            pa.array(ms[order] * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(v[order], pa.float64()),
+            pa.array(upper, pa.float64(), mask=no_bounds),
+            pa.array(lower, pa.float64(), mask=no_bounds),
+            pa.array(flagged[rows], pa.bool_()),
+        ],
+        fields=list(OUTLIER_TYPE.value_type),
+    )
     return pa.ListArray.from_arrays(pa.array(offsets), struct, type=OUTLIER_TYPE, mask=pa.array(bad))

@@ -27,8 +27,9 @@ from job.functions.proto_fields import FILTERS_UDF, SELECT_FIELDS_UDF
 from job.spark import jvm as jvm_functions
 from job.spark import worker_heap
 
-OUTLIER_RETURN = ("array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,"
-                  "is_outlier:boolean>>")
+OUTLIER_RETURN = (
+    "array<struct<timestamp:timestamp,value:double,upper_bound:double,lower_bound:double,is_outlier:boolean>>"
+)
 _UINT64_MAX = "18446744073709551615"
 _INT64_MIN_ABS = "9223372036854775808"
 
@@ -65,9 +66,12 @@ def parse_cell_ids(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     shape = pc.fill_null(pc.match_substring_regex(text, r"^(-[0-9]{1,19}|[0-9]{1,20})$"), False)
     length = pc.fill_null(pc.utf8_length(text), 0)
     neg = pc.fill_null(pc.starts_with(text, "-"), False)
-    too_big = pc.or_(pc.and_(pc.equal(length, 20), pc.greater(text, _UINT64_MAX)),
-                     pc.and_(pc.and_(neg, pc.equal(length, 20)),
-                             pc.greater(pc.utf8_slice_codeunits(text, 1), _INT64_MIN_ABS)))
+    too_big = pc.or_(
+        pc.and_(pc.equal(length, 20), pc.greater(text, _UINT64_MAX)),
+        pc.and_(
+            pc.and_(neg, pc.equal(length, 20)), pc.greater(pc.utf8_slice_codeunits(text, 1), _INT64_MIN_ABS)
+        ),
+    )
     valid = pc.and_(shape, pc.invert(pc.fill_null(too_big, False))).to_numpy(zero_copy_only=False)
     neg_np = neg.to_numpy(zero_copy_only=False)
     ids = np.zeros(len(text), dtype=np.uint64)
@@ -75,8 +79,9 @@ def parse_cell_ids(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if pos_rows.size:
         ids[pos_rows] = pc.cast(text.take(pa.array(pos_rows)), pa.uint64()).to_numpy(zero_copy_only=False)
     if neg_rows.size:
-        ids[neg_rows] = pc.cast(text.take(pa.array(neg_rows)), pa.int64()).to_numpy(
-            zero_copy_only=False).view(np.uint64)
+        ids[neg_rows] = (
+            pc.cast(text.take(pa.array(neg_rows)), pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)
+        )
     return ids, valid
 
 
@@ -125,6 +130,7 @@ def _paths(paths: pa.Array) -> Callable[[str | None], tuple[str | int, ...] | No
             except JsonPathError:
                 cache[path] = None
         return cache[path]
+
     return steps
 
 
@@ -152,23 +158,33 @@ def json_delete_arrow(doc: pa.Array, path: pa.Array) -> pa.Array:
     return pa.array(out, pa.string())
 
 
-def linear_trend_arrow(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window: pa.Array) -> pa.Array:
+def linear_trend_arrow(
+    timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window: pa.Array
+) -> pa.Array:
     """LinearTrend over Arrow arrays (see :func:`job.functions.series.linear_trend`)."""
     from job.functions.series import linear_trend
 
     return linear_trend(timestamps, values, hop_start, window)
 
 
-def ema_arrow(timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window: pa.Array,
-              alpha: pa.Array) -> pa.Array:
+def ema_arrow(
+    timestamps: pa.Array, values: pa.Array, hop_start: pa.Array, window: pa.Array, alpha: pa.Array
+) -> pa.Array:
     """ExponentialMovingAverage over Arrow arrays (see :func:`job.functions.series.exponential_moving_average`)."""
     from job.functions.series import exponential_moving_average
 
     return exponential_moving_average(timestamps, values, hop_start, window, alpha)
 
 
-def outlier_mad_arrow(values: pa.Array, timestamps: pa.Array, window_start: pa.Array, window: pa.Array,
-                      observation: pa.Array, tolerance: pa.Array, percentage: pa.Array) -> pa.Array:
+def outlier_mad_arrow(
+    values: pa.Array,
+    timestamps: pa.Array,
+    window_start: pa.Array,
+    window: pa.Array,
+    observation: pa.Array,
+    tolerance: pa.Array,
+    percentage: pa.Array,
+) -> pa.Array:
     """OutlierMad over Arrow arrays: per row a list of point structs (see :func:`job.functions.series.outlier_mad`)."""
     from job.functions.series import outlier_mad
 
@@ -207,7 +223,9 @@ def dart_functions(store: str | None) -> dict[str, Callable[..., pa.Array]]:
 
     def DartContains(names: pa.Array, values: pa.Array, *rest: pa.Array) -> pa.Array:  # noqa: N802
         if not url:
-            raise FunctionError("DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)")
+            raise FunctionError(
+                "DartContains: no dart store; set dart_store in the spec (or DAGGERS_DART_STORE)"
+            )
         return dart_contains(url, names, values, *rest)
 
     return {"DartGet": DartGet, "DartContains": DartContains}
@@ -232,6 +250,7 @@ def schema_functions(descriptor_set_b64: str | None) -> dict[str, Callable[..., 
 def settling(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Return ``fn`` calling :func:`job.spark.worker_heap.settle` first: PySpark's per-task full garbage
     collection in the worker then skips the modules and caches loaded by then."""
+
     @functools.wraps(fn)
     def run(*args: Any) -> Any:
         worker_heap.settle()
@@ -247,8 +266,12 @@ def settling_arrow_udf(fn: Callable[..., Any], returns: str) -> Any:
     return arrow_udf(settling(fn), returns)  # type: ignore[call-overload]
 
 
-def register_functions(spark: SparkSession, udf_file: str | Path | None = None, dart_store: str | None = None,
-                       descriptor_set_b64: str | None = None) -> None:
+def register_functions(
+    spark: SparkSession,
+    udf_file: str | Path | None = None,
+    dart_store: str | None = None,
+    descriptor_set_b64: str | None = None,
+) -> None:
     """Register every Dagger function that runs as a UDF under its SQL name, DartGet/DartContains
     on ``dart_store`` (the spec's), Filters/SelectFields on the schema ``descriptor_set_b64`` (default:
     protos/), and the functions of ``udf_file`` (the spec's ``udf_file``), if any.
@@ -268,6 +291,7 @@ def register_functions(spark: SparkSession, udf_file: str | Path | None = None, 
         from job.functions.user import load_user_functions
 
         for f in load_user_functions(udf_file).values():
-            wrapped = (settling_arrow_udf(f.fn, f.returns) if f.vectorized
-                       else udf(f.fn, f.returns, useArrow=True))
+            wrapped = (
+                settling_arrow_udf(f.fn, f.returns) if f.vectorized else udf(f.fn, f.returns, useArrow=True)
+            )
             spark.udf.register(f.name, wrapped)

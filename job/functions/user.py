@@ -54,9 +54,11 @@ def dagger_function(returns: str, *, name: str | None = None, vectorized: bool =
 
     ``name`` defaults to the Python name; ``vectorized`` functions take and return pyarrow Arrays.
     """
+
     def mark(fn: F) -> F:
         setattr(fn, _MARK, {"returns": returns, "name": name or fn.__name__, "vectorized": vectorized})
         return fn
+
     return mark
 
 
@@ -100,7 +102,9 @@ def load_user_functions(path: str | Path) -> dict[str, UserFunction]:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == file]
-        line = f":{frames[-1].lineno}" if frames else (f":{exc.lineno}" if isinstance(exc, SyntaxError) else "")
+        line = (
+            f":{frames[-1].lineno}" if frames else (f":{exc.lineno}" if isinstance(exc, SyntaxError) else "")
+        )
         raise SpecError(f"udf_file: {file}{line}: {type(exc).__name__}: {exc}") from None
     _pickle_by_value(module)
     found: dict[str, UserFunction] = {}
@@ -111,12 +115,19 @@ def load_user_functions(path: str | Path) -> dict[str, UserFunction]:
         name = str(mark["name"])
         low = name.lower()
         if low in DAGGER_FUNCTIONS or low in spark_functions():
-            raise SpecError(f"udf_file: {file}: function {name} has the name of a built-in function; rename it")
+            raise SpecError(
+                f"udf_file: {file}: function {name} has the name of a built-in function; rename it"
+            )
         if low in found:
             raise SpecError(f"udf_file: {file}: two functions are named {name}")
-        found[low] = UserFunction(name=name, fn=value, returns=str(mark["returns"]),
-                                  vectorized=bool(mark["vectorized"]), arity=_arity(value),
-                                  doc=(inspect.getdoc(value) or "").split("\n")[0])
+        found[low] = UserFunction(
+            name=name,
+            fn=value,
+            returns=str(mark["returns"]),
+            vectorized=bool(mark["vectorized"]),
+            arity=_arity(value),
+            doc=(inspect.getdoc(value) or "").split("\n")[0],
+        )
     if not found:
         raise SpecError(f"udf_file: {file} marks no function with @dagger_function(returns=...)")
     return found
@@ -124,6 +135,14 @@ def load_user_functions(path: str | Path) -> dict[str, UserFunction]:
 
 def catalog_entries(functions: Mapping[str, UserFunction]) -> dict[str, DaggerFunction]:
     """Return the SQL catalog's view of user functions (for :func:`job.sql.translate`)."""
-    return {low: DaggerFunction(name=f.name, kind="scalar", signature=f"{f.name}(...) -> {f.returns.upper()}",
-                                doc=f.doc, arity=f.arity, impl="udf")
-            for low, f in functions.items()}
+    return {
+        low: DaggerFunction(
+            name=f.name,
+            kind="scalar",
+            signature=f"{f.name}(...) -> {f.returns.upper()}",
+            doc=f.doc,
+            arity=f.arity,
+            impl="udf",
+        )
+        for low, f in functions.items()
+    }

@@ -18,5 +18,19 @@ from job.output.model import (
 )
 from job.output.read import output_fields, read_output, reader_for, sink_names
 
-__all__ = ["COMPARES", "Output", "OutputError", "OutputQuery", "Series", "default_step", "output_fields",
-           "parse_compare", "parse_duration", "parse_tag", "read_output", "reader_for", "sink_names", "step_text"]
+__all__ = [
+    "COMPARES",
+    "Output",
+    "OutputError",
+    "OutputQuery",
+    "Series",
+    "default_step",
+    "output_fields",
+    "parse_compare",
+    "parse_duration",
+    "parse_tag",
+    "read_output",
+    "reader_for",
+    "sink_names",
+    "step_text",
+]

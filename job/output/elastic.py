@@ -12,7 +12,17 @@ from job.output.model import OutputError
 from job.spec import ElasticsearchSinkSpec
 
 TIME_COLUMN = "window_timestamp"
-_NUMERIC = {"long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float", "unsigned_long"}
+_NUMERIC = {
+    "long",
+    "integer",
+    "short",
+    "byte",
+    "double",
+    "float",
+    "half_float",
+    "scaled_float",
+    "unsigned_long",
+}
 
 
 class ElasticsearchOutput:
@@ -48,38 +58,76 @@ class ElasticsearchOutput:
         try:
             return fn()
         except elastic_transport.TransportError as exc:
-            raise OutputError(f"Elasticsearch at {', '.join(self.spec.hosts)} is unreachable: "
-                              f"{type(exc).__name__}") from None
+            raise OutputError(
+                f"Elasticsearch at {', '.join(self.spec.hosts)} is unreachable: {type(exc).__name__}"
+            ) from None
         except self._es.ApiError as exc:
-            raise OutputError(f"Elasticsearch refused reading {self.index} (HTTP {exc.meta.status})") from None
+            raise OutputError(
+                f"Elasticsearch refused reading {self.index} (HTTP {exc.meta.status})"
+            ) from None
 
     def fields(self) -> list[str]:
         """Return the numeric fields mapped in the sink's indices, sorted."""
-        mappings = self._call(lambda: self.client.indices.get_mapping(index=self.index, allow_no_indices=True,
-                                                                       ignore_unavailable=True))
-        names = {name for m in dict(mappings).values()
-                 for name, prop in (m.get("mappings", {}).get("properties") or {}).items()
-                 if prop.get("type") in _NUMERIC and not name.startswith(("tag_", "label_"))}
+        mappings = self._call(
+            lambda: self.client.indices.get_mapping(
+                index=self.index, allow_no_indices=True, ignore_unavailable=True
+            )
+        )
+        names = {
+            name
+            for m in dict(mappings).values()
+            for name, prop in (m.get("mappings", {}).get("properties") or {}).items()
+            if prop.get("type") in _NUMERIC and not name.startswith(("tag_", "label_"))
+        }
         return sorted(names)
 
-    def read(self, field: str, start: datetime, end: datetime, step_s: int,
-             tag: tuple[str, str] | None) -> list[tuple[datetime, float]]:
+    def read(
+        self, field: str, start: datetime, end: datetime, step_s: int, tag: tuple[str, str] | None
+    ) -> list[tuple[datetime, float]]:
         """Return (step start, sum of ``field``) for each step of (start, end] that has documents, oldest first.
 
         Raises OutputError: the server is down or refuses, or no index maps such a numeric field."""
         known = self.fields()
         if known and field not in known:
-            raise OutputError(f"index {self.index} has no numeric field {field!r}",
-                              hint=f"choose one of: {', '.join(known)}")
-        filters: list[dict[str, Any]] = [{"range": {TIME_COLUMN: {
-            "gt": int(start.timestamp() * 1000), "lte": int(end.timestamp() * 1000), "format": "epoch_millis"}}}]
+            raise OutputError(
+                f"index {self.index} has no numeric field {field!r}",
+                hint=f"choose one of: {', '.join(known)}",
+            )
+        filters: list[dict[str, Any]] = [
+            {
+                "range": {
+                    TIME_COLUMN: {
+                        "gt": int(start.timestamp() * 1000),
+                        "lte": int(end.timestamp() * 1000),
+                        "format": "epoch_millis",
+                    }
+                }
+            }
+        ]
         if tag is not None:
             filters.append({"term": {tag[0]: tag[1]}})
-        body = self._call(lambda: self.client.search(
-            index=self.index, size=0, allow_no_indices=True, ignore_unavailable=True,
-            query={"bool": {"filter": filters}},
-            aggs={"t": {"date_histogram": {"field": TIME_COLUMN, "fixed_interval": f"{step_s}s", "min_doc_count": 1},
-                        "aggs": {"v": {"sum": {"field": field}}}}}))
+        body = self._call(
+            lambda: self.client.search(
+                index=self.index,
+                size=0,
+                allow_no_indices=True,
+                ignore_unavailable=True,
+                query={"bool": {"filter": filters}},
+                aggs={
+                    "t": {
+                        "date_histogram": {
+                            "field": TIME_COLUMN,
+                            "fixed_interval": f"{step_s}s",
+                            "min_doc_count": 1,
+                        },
+                        "aggs": {"v": {"sum": {"field": field}}},
+                    }
+                },
+            )
+        )
         buckets = ((body.get("aggregations") or {}).get("t") or {}).get("buckets") or []
-        return [(datetime.fromtimestamp(b["key"] / 1000, UTC), float(b["v"]["value"]))
-                for b in buckets if b.get("doc_count")]
+        return [
+            (datetime.fromtimestamp(b["key"] / 1000, UTC), float(b["v"]["value"]))
+            for b in buckets
+            if b.get("doc_count")
+        ]

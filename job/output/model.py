@@ -41,8 +41,10 @@ def parse_compare(text: str) -> list[str]:
     out: list[str] = []
     for part in (p.strip().upper() for p in str(text).split(",") if p.strip()):
         if part not in COMPARES:
-            raise OutputError(f"--compare {part!r} is not a comparison", hint="use D-1 (a day before) or D-7 "
-                                                                              "(a week before)")
+            raise OutputError(
+                f"--compare {part!r} is not a comparison",
+                hint="use D-1 (a day before) or D-7 (a week before)",
+            )
         if part not in out:
             out.append(part)
     return out
@@ -107,8 +109,11 @@ class Series:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the series as JSON-able values (times in ISO 8601, UTC, with Z)."""
-        return {"label": self.label, "offset_s": self.offset_s,
-                "points": [[iso(t), v] for t, v in self.points]}
+        return {
+            "label": self.label,
+            "offset_s": self.offset_s,
+            "points": [[iso(t), v] for t, v in self.points],
+        }
 
 
 @dataclass(frozen=True)
@@ -128,20 +133,37 @@ class Output:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the output as JSON-able values."""
-        return {"dagger": self.dagger, "field": self.field, "aggregate": "sum", "step_s": self.step_s,
-                "start": iso(self.start), "end": iso(self.end),
-                "tag": {"key": self.tag[0], "value": self.tag[1]} if self.tag else None,
-                "source": self.source, "server": self.server, "series": [s.to_dict() for s in self.series]}
+        return {
+            "dagger": self.dagger,
+            "field": self.field,
+            "aggregate": "sum",
+            "step_s": self.step_s,
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "tag": {"key": self.tag[0], "value": self.tag[1]} if self.tag else None,
+            "source": self.source,
+            "server": self.server,
+            "series": [s.to_dict() for s in self.series],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Output:
         """Return the output that :meth:`to_dict` made (what the server sends a client)."""
         tag = d.get("tag")
-        return cls(dagger=d["dagger"], field=d["field"], step_s=int(d["step_s"]), start=parse_iso(d["start"]),
-                   end=parse_iso(d["end"]), tag=(tag["key"], tag["value"]) if tag else None, source=d["source"],
-                   server=d["server"],
-                   series=[Series(s["label"], int(s["offset_s"]), [(parse_iso(t), float(v)) for t, v in s["points"]])
-                           for s in d["series"]])
+        return cls(
+            dagger=d["dagger"],
+            field=d["field"],
+            step_s=int(d["step_s"]),
+            start=parse_iso(d["start"]),
+            end=parse_iso(d["end"]),
+            tag=(tag["key"], tag["value"]) if tag else None,
+            source=d["source"],
+            server=d["server"],
+            series=[
+                Series(s["label"], int(s["offset_s"]), [(parse_iso(t), float(v)) for t, v in s["points"]])
+                for s in d["series"]
+            ],
+        )
 
     def rows(self) -> list[tuple[datetime, list[float | None]]]:
         """Return (time, [value of each series or None]) for every time that any series has, in order."""
@@ -163,8 +185,10 @@ def parse_iso(text: str, what: str = "until") -> datetime:
     except (ValueError, OverflowError):
         when = None
     if when is None or not 1970 <= when.year < 9999:
-        raise OutputError(f"{what} {text[:40]!r} is not an ISO 8601 time between 1970 and 9999",
-                          hint="e.g. 2026-01-31T10:00:00Z")
+        raise OutputError(
+            f"{what} {text[:40]!r} is not an ISO 8601 time between 1970 and 9999",
+            hint="e.g. 2026-01-31T10:00:00Z",
+        )
     return when
 
 

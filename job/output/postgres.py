@@ -39,27 +39,33 @@ class PostgresOutput:
     def _run(self, query: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         import psycopg
 
-        kwargs: dict[str, Any] = {"connect_timeout": self.spec.connect_timeout_s, "options": "-c TimeZone=UTC"}
+        kwargs: dict[str, Any] = {
+            "connect_timeout": self.spec.connect_timeout_s,
+            "options": "-c TimeZone=UTC",
+        }
         if self.spec.password is not None:
             kwargs["password"] = self.spec.password.get_secret_value()
         try:
             with psycopg.connect(self.spec.dsn.get_secret_value(), **kwargs) as conn:
                 return list(conn.execute(query, params).fetchall())
         except psycopg.OperationalError:
-            raise OutputError(f"PostgreSQL at {self.server()} is unreachable or refused "
-                              "the login") from None
+            raise OutputError(f"PostgreSQL at {self.server()} is unreachable or refused the login") from None
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise OutputError(f"PostgreSQL refused reading {self.schema}.{self.table}: {first}") from None
 
     def fields(self) -> list[str]:
         """Return the numeric columns of the table, in table order."""
-        rows = self._run("SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
-                         "%(s)s AND table_name = %(t)s ORDER BY ordinal_position", {"s": self.schema, "t": self.table})
+        rows = self._run(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = "
+            "%(s)s AND table_name = %(t)s ORDER BY ordinal_position",
+            {"s": self.schema, "t": self.table},
+        )
         return [name for name, kind in rows if kind in _NUMERIC and not name.startswith(("tag_", "label_"))]
 
-    def read(self, field: str, start: datetime, end: datetime, step_s: int,
-             tag: tuple[str, str] | None) -> list[tuple[datetime, float]]:
+    def read(
+        self, field: str, start: datetime, end: datetime, step_s: int, tag: tuple[str, str] | None
+    ) -> list[tuple[datetime, float]]:
         """Return (step start, sum of ``field``) for each step of (start, end] that has rows, oldest first.
 
         Raises OutputError: the server is down, the table or column is missing."""
@@ -67,14 +73,22 @@ class PostgresOutput:
 
         known = self.fields()
         if field not in known:
-            raise OutputError(f"table {self.schema}.{self.table} has no numeric column {field!r}",
-                              hint=f"choose one of: {', '.join(known)}" if known else "has the dagger written yet?")
+            raise OutputError(
+                f"table {self.schema}.{self.table} has no numeric column {field!r}",
+                hint=f"choose one of: {', '.join(known)}" if known else "has the dagger written yet?",
+            )
         if tag is not None and not IDENT_RE.match(tag[0]):
             raise OutputError(f"--tag {tag[0]!r} is not a column name")
         query = sql.SQL(
             "SELECT to_timestamp(floor(extract(epoch FROM {t}) / %(step)s) * %(step)s), sum({f})::float8 "
-            "FROM {table} WHERE {t} > %(start)s AND {t} <= %(end)s{tag} GROUP BY 1 ORDER BY 1").format(
-            t=sql.Identifier(TIME_COLUMN), f=sql.Identifier(field), table=sql.Identifier(self.schema, self.table),
-            tag=sql.SQL(" AND {}::text = %(value)s").format(sql.Identifier(tag[0])) if tag else sql.SQL(""))
-        rows = self._run(query, {"step": step_s, "start": start, "end": end, "value": tag[1] if tag else None})
+            "FROM {table} WHERE {t} > %(start)s AND {t} <= %(end)s{tag} GROUP BY 1 ORDER BY 1"
+        ).format(
+            t=sql.Identifier(TIME_COLUMN),
+            f=sql.Identifier(field),
+            table=sql.Identifier(self.schema, self.table),
+            tag=sql.SQL(" AND {}::text = %(value)s").format(sql.Identifier(tag[0])) if tag else sql.SQL(""),
+        )
+        rows = self._run(
+            query, {"step": step_s, "start": start, "end": end, "value": tag[1] if tag else None}
+        )
         return [(t.astimezone(UTC), float(v)) for t, v in rows if v is not None]

@@ -18,8 +18,9 @@ class Reader(Protocol):
     def describe(self) -> str: ...
     def server(self) -> str: ...
     def fields(self) -> list[str]: ...
-    def read(self, field: str, start: datetime, end: datetime, step_s: int,
-             tag: tuple[str, str] | None) -> list[tuple[datetime, float]]: ...
+    def read(
+        self, field: str, start: datetime, end: datetime, step_s: int, tag: tuple[str, str] | None
+    ) -> list[tuple[datetime, float]]: ...
 
 
 def sink_names(spec: DaggerSpec) -> list[str]:
@@ -45,16 +46,23 @@ def reader_for(spec: DaggerSpec, sink: str | None = None) -> Reader:
     if sink is not None:
         found = [s for n, s in named if n == sink]
         if not found:
-            raise OutputError(f"dagger {spec.name} has no sink {sink!r}", hint=f"its sinks: {', '.join(n for n, _ in named)}")
+            raise OutputError(
+                f"dagger {spec.name} has no sink {sink!r}",
+                hint=f"its sinks: {', '.join(n for n, _ in named)}",
+            )
         if not isinstance(found[0], READABLE):
-            raise OutputError(f"sink {sink!r} is {found[0].type}: a dagger's output is read from an influx, postgres "
-                              "or elasticsearch sink")
+            raise OutputError(
+                f"sink {sink!r} is {found[0].type}: a dagger's output is read from an influx, postgres "
+                "or elasticsearch sink"
+            )
         chosen = found[0]
     else:
         chosen = next((s for kind in READABLE for _, s in named if isinstance(s, kind)), None)
         if chosen is None:
-            raise OutputError(f"dagger {spec.name} writes to {', '.join(s.type for s in spec.sinks)}: its output can "
-                              "be read from an influx, postgres or elasticsearch sink only")
+            raise OutputError(
+                f"dagger {spec.name} writes to {', '.join(s.type for s in spec.sinks)}: its output can "
+                "be read from an influx, postgres or elasticsearch sink only"
+            )
     if isinstance(chosen, InfluxSinkSpec):
         from job.output.influx import InfluxOutput
 
@@ -69,7 +77,9 @@ def reader_for(spec: DaggerSpec, sink: str | None = None) -> Reader:
     return ElasticsearchOutput(chosen)
 
 
-def read_output(spec: DaggerSpec, query: OutputQuery, sink: str | None = None, dagger: str | None = None) -> Output:
+def read_output(
+    spec: DaggerSpec, query: OutputQuery, sink: str | None = None, dagger: str | None = None
+) -> Output:
     """Return the sums of ``query.field`` per step over the range, now and for each comparison (D-1, D-7),
     read from the dagger's sink (see :func:`reader_for`); ``dagger`` names it in the output (default: the
     spec's name).
@@ -85,8 +95,17 @@ def read_output(spec: DaggerSpec, query: OutputQuery, sink: str | None = None, d
         back = timedelta(seconds=offset)
         points = reader.read(query.field, start - back, end - back, step, query.tag)
         series.append(Series(label, offset, shift(points, offset)))
-    return Output(dagger or spec.name, query.field, step, start, end, query.tag, reader.describe(), reader.server(),
-                  series)
+    return Output(
+        dagger or spec.name,
+        query.field,
+        step,
+        start,
+        end,
+        query.tag,
+        reader.describe(),
+        reader.server(),
+        series,
+    )
 
 
 def output_fields(spec: DaggerSpec, sink: str | None = None) -> list[str]:

@@ -14,10 +14,18 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "City": "cities", "CITIES": "cities", "resolve_cities": "cities",
-    "EventBatch": "generator", "GenerateError": "generator", "Stream": "generator", "generate": "generator",
+    "City": "cities",
+    "CITIES": "cities",
+    "resolve_cities": "cities",
+    "EventBatch": "generator",
+    "GenerateError": "generator",
+    "Stream": "generator",
+    "generate": "generator",
     "generate_chunks": "generator",
-    "ProduceError": "producer", "ProduceReport": "producer", "corrupt": "producer", "ensure_topic": "producer",
+    "ProduceError": "producer",
+    "ProduceReport": "producer",
+    "corrupt": "producer",
+    "ensure_topic": "producer",
     "produce": "producer",
 }
 

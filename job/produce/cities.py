@@ -37,9 +37,7 @@ CITIES: tuple[City, ...] = (
     City(10, "Bangkok", 13.7563, 100.5018, 25.0, 12.0),
 )
 
-_BY_NAME: dict[str, City] = {
-    key.casefold(): city for city in CITIES for key in (city.name, *city.aliases)
-}
+_BY_NAME: dict[str, City] = {key.casefold(): city for city in CITIES for key in (city.name, *city.aliases)}
 
 
 def city_names() -> list[str]:

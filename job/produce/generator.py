@@ -62,7 +62,11 @@ MESSAGE_NAMES: dict[str, str] = {
     "booking": "daggers.events.BookingLog",
     "api_log": "daggers.events.ApiLog",
 }
-KEY_FIELDS: dict[str, str] = {"driver_location": "driver_id", "booking": "order_number", "api_log": "request_id"}
+KEY_FIELDS: dict[str, str] = {
+    "driver_location": "driver_id",
+    "booking": "order_number",
+    "api_log": "request_id",
+}
 STREAMS: tuple[str, ...] = tuple(MESSAGE_NAMES)
 
 PING_INTERVAL_S = 5.0  # a driver app pings about this often; sets the default number of drivers
@@ -108,8 +112,15 @@ class EventBatch:
 
     def slice(self, lo: int, hi: int) -> EventBatch:
         """Return the events ``lo`` to ``hi`` (exclusive) as a batch of their own, in the same order."""
-        return EventBatch(self.stream, self.message_name, self.table.slice(lo, max(hi - lo, 0)),
-                          self.payloads[lo:hi], self.keys[lo:hi], self.late[lo:hi], self.out_of_order[lo:hi])
+        return EventBatch(
+            self.stream,
+            self.message_name,
+            self.table.slice(lo, max(hi - lo, 0)),
+            self.payloads[lo:hi],
+            self.keys[lo:hi],
+            self.late[lo:hi],
+            self.out_of_order[lo:hi],
+        )
 
     def time_slices(self, seconds: float) -> list[EventBatch]:
         """Split the batch, in order, into consecutive batches of ``seconds`` of event time each.
@@ -147,7 +158,11 @@ def _hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
     """Return a deterministic uniform [0, 1) per element of the broadcast integer ``parts``."""
     h = np.zeros(1, dtype=_U64)
     for part in parts:
-        arr = np.asarray(part, dtype=np.int64).view(_U64) if np.ndim(part) else np.array([part], np.int64).view(_U64)
+        arr = (
+            np.asarray(part, dtype=np.int64).view(_U64)
+            if np.ndim(part)
+            else np.array([part], np.int64).view(_U64)
+        )
         h = _mix64(h ^ arr)
     return (h >> _U64(11)).astype(np.float64) * 2.0**-53
 
@@ -166,7 +181,7 @@ def _fixed_ascii(prefix: str, numbers: np.ndarray, width: int) -> np.ndarray:
     digits = (numbers.astype(_U64)[:, None] // pow10) % _U64(10) + _U64(48)
     buf = np.empty((len(numbers), len(head) + width), dtype=np.uint8)
     buf[:, : len(head)] = head
-    buf[:, len(head):] = digits
+    buf[:, len(head) :] = digits
     return buf.view(f"S{len(head) + width}").reshape(len(numbers))
 
 
@@ -223,12 +238,22 @@ def _city_places(city: City) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the east, north (km from the centre) and population of the city's named places on land
     (GeoNames, :func:`job.produce.geography.places`) within 85% of its radius, the biggest
     :data:`HOTSPOTS` first, leaving out the centre itself."""
-    found = [(p.population, (p.lng - city.long) * KM_PER_DEG * math.cos(math.radians(city.lat)),
-              (p.lat - city.lat) * KM_PER_DEG) for p in places() if p.on_land]
+    found = [
+        (
+            p.population,
+            (p.lng - city.long) * KM_PER_DEG * math.cos(math.radians(city.lat)),
+            (p.lat - city.lat) * KM_PER_DEG,
+        )
+        for p in places()
+        if p.on_land
+    ]
     near = sorted((f for f in found if 2.0 < math.hypot(f[1], f[2]) <= 0.85 * city.radius_km), reverse=True)
     near = near[:HOTSPOTS]
-    return (np.array([f[1] for f in near]), np.array([f[2] for f in near]),
-            np.array([f[0] for f in near], dtype=np.float64))
+    return (
+        np.array([f[1] for f in near]),
+        np.array([f[2] for f in near]),
+        np.array([f[0] for f in near], dtype=np.float64),
+    )
 
 
 def _city_components(city: City) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -245,8 +270,14 @@ def _city_components(city: City) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     mu_e = np.concatenate([[0.0], place_e, dist * np.cos(angle)])
     mu_n = np.concatenate([[0.0], place_n, dist * np.sin(angle)])
     sigma = np.concatenate([[0.18 * r], r * rng.uniform(0.03, 0.08, HOTSPOTS)])
-    shares = np.concatenate([population ** 0.6, rng.dirichlet(np.full(extra, 2.0)) * population.sum() ** 0.6 * 0.3
-                             if population.size else rng.dirichlet(np.full(extra, 2.0))])
+    shares = np.concatenate(
+        [
+            population**0.6,
+            rng.dirichlet(np.full(extra, 2.0)) * population.sum() ** 0.6 * 0.3
+            if population.size
+            else rng.dirichlet(np.full(extra, 2.0)),
+        ]
+    )
     hot = shares / shares.sum() * (1 - CENTRE_SHARE)
     return mu_e, mu_n, sigma, np.concatenate([[CENTRE_SHARE], hot])
 
@@ -266,7 +297,9 @@ def _mixture(cities: tuple[City, ...]) -> _Mixture:
     )
 
 
-def _sample_points(rng: np.random.Generator, mix: _Mixture, city: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sample_points(
+    rng: np.random.Generator, mix: _Mixture, city: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Draw one point (east, north km from the centre) per element of ``city`` from its mixture."""
     u = rng.random(len(city))
     comp = np.minimum((u[:, None] >= mix.cum_weight[city]).sum(axis=1), mix.cum_weight.shape[1] - 1)
@@ -283,7 +316,9 @@ def _fold(east: np.ndarray, north: np.ndarray, radius: np.ndarray) -> tuple[np.n
     return east * scale, north * scale
 
 
-def _to_lat_long(mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _to_lat_long(
+    mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Convert km offsets from each city's centre to latitude and longitude (degrees)."""
     lat0 = mix.lat0[city]
     lat = lat0 + north / KM_PER_DEG
@@ -291,8 +326,13 @@ def _to_lat_long(mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.nd
     return lat, long
 
 
-def _on_land(mix: _Mixture, city: np.ndarray, east: np.ndarray, north: np.ndarray,
-             anchors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _on_land(
+    mix: _Mixture,
+    city: np.ndarray,
+    east: np.ndarray,
+    north: np.ndarray,
+    anchors: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Return latitude and longitude of the offsets, moved onto land (towards the city's anchor, or
     ``anchors`` per point, :meth:`job.produce.geography.LandMask.to_land`) where they fall at sea
     or on a coastal cell."""
@@ -353,11 +393,22 @@ def _world(seed: int, drivers: int, cities: tuple[City, ...]) -> _World:
     width = max(6, len(str(drivers)))
     home_lat, home_long = _on_land(mix, city, east, north)
     return _World(
-        salt=int(rng.integers(0, 2**62)), ids=_fixed_ascii("D", np.arange(1, drivers + 1), width),
-        city=city, car=car, anchor_e=east, anchor_n=north, home_lat=home_lat, home_long=home_long, amp=amp, omega=omega,
-        phase=rng.uniform(0, 2 * math.pi, shape), segment_s=segment,
+        salt=int(rng.integers(0, 2**62)),
+        ids=_fixed_ascii("D", np.arange(1, drivers + 1), width),
+        city=city,
+        car=car,
+        anchor_e=east,
+        anchor_n=north,
+        home_lat=home_lat,
+        home_long=home_long,
+        amp=amp,
+        omega=omega,
+        phase=rng.uniform(0, 2 * math.pi, shape),
+        segment_s=segment,
         segment_phase_s=rng.uniform(0, 1, drivers) * segment,
-        group_order=order, group_start=starts, group_count=counts,
+        group_order=order,
+        group_start=starts,
+        group_count=counts,
     )
 
 
@@ -367,7 +418,9 @@ def _round_robin(rng: np.random.Generator, n: int, drivers: int) -> np.ndarray:
     return np.argsort(rng.random((cycles, drivers)), axis=1).ravel()[:n]
 
 
-def _driver_motion(world: _World, d: np.ndarray, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _driver_motion(
+    world: _World, d: np.ndarray, t_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return each ping's path position (east, north km, unfolded) and speed (km/h) at time ``t_s``."""
     arg = world.omega[d] * t_s[:, None, None] + world.phase[d]
     amp = world.amp[d]
@@ -393,15 +446,22 @@ class _Times:
     out_of_order: np.ndarray
 
 
-def _event_times(rng: np.random.Generator, n: int, start_us: int, duration_us: int, late_fraction: float,
-                 late_by_s: tuple[float, float], out_of_order_fraction: float) -> _Times:
+def _event_times(
+    rng: np.random.Generator,
+    n: int,
+    start_us: int,
+    duration_us: int,
+    late_fraction: float,
+    late_by_s: tuple[float, float],
+    out_of_order_fraction: float,
+) -> _Times:
     """Return event times in send order, with the chosen events displaced or made late."""
     base = np.sort(rng.integers(0, duration_us, size=n))
     jitter = np.clip(rng.normal(0.0, JITTER_S * 1e6, n), -3e6 * JITTER_S, 3e6 * JITTER_S)
     offsets = base + np.rint(jitter).astype(np.int64)
     k_late, k_ooo = round(late_fraction * n), round(out_of_order_fraction * n)
     pick = rng.permutation(n)
-    late_idx, ooo_idx = pick[:k_late], pick[k_late:k_late + k_ooo]
+    late_idx, ooo_idx = pick[:k_late], pick[k_late : k_late + k_ooo]
     shift = rng.uniform(*OUT_OF_ORDER_S, k_ooo) * rng.choice([-1.0, 1.0], k_ooo)
     offsets[ooo_idx] += np.rint(shift * 1e6).astype(np.int64)
     offsets = np.clip(offsets, 0, duration_us - 1)
@@ -425,8 +485,14 @@ def _timestamp_array(micros: np.ndarray) -> pa.Array:
 # --------------------------------------------------------------------------- schema and encoding
 
 _ARROW_KINDS: dict[str, pa.DataType] = {
-    "double": pa.float64(), "float": pa.float32(), "int32": pa.int32(), "int64": pa.int64(),
-    "bool": pa.bool_(), "string": pa.string(), "bytes": pa.binary(), "enum": pa.string(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "bool": pa.bool_(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+    "enum": pa.string(),
     "timestamp": pa.timestamp("us", tz="UTC"),
 }
 
@@ -537,8 +603,9 @@ _ENCODERS = {
 }
 
 
-def _batch(stream: str, columns: dict[str, pa.Array], enum_fields: Sequence[str], times: _Times,
-           keys: list[bytes]) -> EventBatch:
+def _batch(
+    stream: str, columns: dict[str, pa.Array], enum_fields: Sequence[str], times: _Times, keys: list[bytes]
+) -> EventBatch:
     """Assemble the table, encode the payloads (enums as numbers, timestamps split) and wrap it up."""
     message_name = MESSAGE_NAMES[stream]
     schema = arrow_schema(message_name)
@@ -561,7 +628,9 @@ DRIVER_STATUSES = ("AVAILABLE", "ON_TRIP", "UNAVAILABLE")
 SERVICE_TYPES = ("GO_RIDE", "GO_CAR", "GO_FOOD", "GO_SEND")
 
 
-def _driver_location(rng: np.random.Generator, times: _Times, world: _World, cities: tuple[City, ...]) -> EventBatch:
+def _driver_location(
+    rng: np.random.Generator, times: _Times, world: _World, cities: tuple[City, ...]
+) -> EventBatch:
     n = len(times.micros)
     d = _round_robin(rng, n, len(world.ids))
     t_s = times.micros / 1e6
@@ -573,20 +642,32 @@ def _driver_location(rng: np.random.Generator, times: _Times, world: _World, cit
     east, north = _fold(east + gps[0], north + gps[1], mix.fold_km[city])
     lat, long = _on_land(mix, city, east, north, (world.home_lat[d], world.home_long[d]))
     status = _categorical(_segment_uniforms(world, d, t_s, 1), range(3), list(DRIVER_STATUS_SHARES.values()))
-    bike_service = _categorical(_segment_uniforms(world, d, t_s, 2), (0, 2, 3), list(BIKE_SERVICE_SHARES.values()))
+    bike_service = _categorical(
+        _segment_uniforms(world, d, t_s, 2), (0, 2, 3), list(BIKE_SERVICE_SHARES.values())
+    )
     service = np.where(world.car[d], 1, bike_service)
     speed = np.maximum(speed + rng.normal(0.0, 0.5, n), 0.0).astype(np.float32)
     ids = world.ids[d]
     columns = {
-        "driver_id": _strings(ids), "lat": pa.array(lat), "long": pa.array(long),
-        "driver_status": _names(DRIVER_STATUSES, status), "service_type": _names(SERVICE_TYPES, service),
-        "event_timestamp": _timestamp_array(times.micros), "accuracy_m": pa.array(accuracy),
+        "driver_id": _strings(ids),
+        "lat": pa.array(lat),
+        "long": pa.array(long),
+        "driver_status": _names(DRIVER_STATUSES, status),
+        "service_type": _names(SERVICE_TYPES, service),
+        "event_timestamp": _timestamp_array(times.micros),
+        "accuracy_m": pa.array(accuracy),
         "speed_kmh": pa.array(speed),
     }
     return _batch("driver_location", columns, ("driver_status", "service_type"), times, ids.tolist())
 
 
-BOOKING_STATUS_SHARES = {"CREATED": 0.12, "DRIVER_FOUND": 0.10, "PICKED_UP": 0.08, "COMPLETED": 0.55, "CANCELLED": 0.15}
+BOOKING_STATUS_SHARES = {
+    "CREATED": 0.12,
+    "DRIVER_FOUND": 0.10,
+    "PICKED_UP": 0.08,
+    "COMPLETED": 0.55,
+    "CANCELLED": 0.15,
+}
 BOOKING_STATUSES = tuple(BOOKING_STATUS_SHARES)
 VEHICLE_TYPES = ("BIKE", "CAR")
 # (median trip km, price per km, minimum fare) per vehicle type, rupiah
@@ -599,10 +680,15 @@ def _assign_drivers(rng: np.random.Generator, world: _World, city: np.ndarray, c
     """Pick a driver of the same city and vehicle (any vehicle if none; -1 if the city has none)."""
     key = city * 2 + car.astype(np.int64)
     start, count = world.group_start[key], world.group_count[key]
-    city_start, city_count = world.group_start[city * 2], world.group_count[city * 2] + world.group_count[city * 2 + 1]
+    city_start, city_count = (
+        world.group_start[city * 2],
+        world.group_count[city * 2] + world.group_count[city * 2 + 1],
+    )
     start, count = np.where(count > 0, start, city_start), np.where(count > 0, count, city_count)
     pick = start + np.floor(rng.random(len(city)) * np.maximum(count, 1)).astype(np.int64)
-    found = world.group_order[np.minimum(pick, len(world.group_order) - 1)] if len(world.group_order) else pick
+    found = (
+        world.group_order[np.minimum(pick, len(world.group_order) - 1)] if len(world.group_order) else pick
+    )
     return np.where(count > 0, found, -1)
 
 
@@ -624,8 +710,14 @@ def _order_numbers(seed: int, first_index: int, n: int) -> np.ndarray:
     return _fixed_ascii("RB-", numbers, 13)
 
 
-def _booking(rng: np.random.Generator, times: _Times, world: _World, cities: tuple[City, ...], seed: int,
-             first_index: int) -> EventBatch:
+def _booking(
+    rng: np.random.Generator,
+    times: _Times,
+    world: _World,
+    cities: tuple[City, ...],
+    seed: int,
+    first_index: int,
+) -> EventBatch:
     n = len(times.micros)
     city = _city_choice(rng, cities, n)
     car = rng.random(n) < CAR_SHARE
@@ -641,10 +733,15 @@ def _booking(rng: np.random.Generator, times: _Times, world: _World, cities: tup
     orders = _order_numbers(seed, first_index, n)
     city_ids = np.array([c.city_id for c in cities], dtype=np.int32)[city]
     columns = {
-        "order_number": _strings(orders), "customer_id": _strings(_fixed_ascii("C", customer, 9)),
-        "driver_id": _strings(driver_ids), "city_id": pa.array(city_ids, type=pa.int32()),
-        "vehicle_type": _names(VEHICLE_TYPES, car.astype(np.int64)), "status": _names(BOOKING_STATUSES, status),
-        "pickup_lat": pa.array(lat), "pickup_long": pa.array(long), "event_timestamp": _timestamp_array(times.micros),
+        "order_number": _strings(orders),
+        "customer_id": _strings(_fixed_ascii("C", customer, 9)),
+        "driver_id": _strings(driver_ids),
+        "city_id": pa.array(city_ids, type=pa.int32()),
+        "vehicle_type": _names(VEHICLE_TYPES, car.astype(np.int64)),
+        "status": _names(BOOKING_STATUSES, status),
+        "pickup_lat": pa.array(lat),
+        "pickup_long": pa.array(long),
+        "event_timestamp": _timestamp_array(times.micros),
         "fare_idr": pa.array(_fares(rng, car, status), type=pa.int64()),
     }
     return _batch("booking", columns, ("vehicle_type", "status"), times, orders.tolist())
@@ -688,11 +785,15 @@ INCIDENT_CHANCE = 0.04  # of a service having an incident in a 10-minute block
 
 
 def _endpoint_arrays() -> dict[str, np.ndarray]:
-    return {name: np.array([getattr(e, name) for e in ENDPOINTS]) for name in
-            ("share", "median_ms", "sigma", "tail", "p4xx", "p5xx", "ok")}
+    return {
+        name: np.array([getattr(e, name) for e in ENDPOINTS])
+        for name in ("share", "median_ms", "sigma", "tail", "p4xx", "p5xx", "ok")
+    }
 
 
-def _status_codes(rng: np.random.Generator, ep: dict[str, np.ndarray], e: np.ndarray, incident: np.ndarray) -> np.ndarray:
+def _status_codes(
+    rng: np.random.Generator, ep: dict[str, np.ndarray], e: np.ndarray, incident: np.ndarray
+) -> np.ndarray:
     n = len(e)
     p5xx = np.where(incident, np.minimum(ep["p5xx"][e] * 15.0, 0.5), ep["p5xx"][e])
     u = rng.random(n)
@@ -701,8 +802,9 @@ def _status_codes(rng: np.random.Generator, ep: dict[str, np.ndarray], e: np.nda
     return np.where(u < p5xx, server, np.where(u < p5xx + ep["p4xx"][e], client, ep["ok"][e]))
 
 
-def _latencies(rng: np.random.Generator, ep: dict[str, np.ndarray], e: np.ndarray, code: np.ndarray,
-               incident: np.ndarray) -> np.ndarray:
+def _latencies(
+    rng: np.random.Generator, ep: dict[str, np.ndarray], e: np.ndarray, code: np.ndarray, incident: np.ndarray
+) -> np.ndarray:
     """Log-normal latencies with Pareto tails; 4xx fail fast, 5xx are slow, 504 is the timeout."""
     n = len(e)
     ms = ep["median_ms"][e] * rng.lognormal(0.0, ep["sigma"][e])
@@ -726,10 +828,13 @@ def _api_log(rng: np.random.Generator, times: _Times, world_salt: int) -> EventB
     code = _status_codes(rng, ep, e, incident)
     request_ids = _uuid4(rng, n)
     columns = {
-        "service": _names([x.service for x in ENDPOINTS], e), "path": _names([x.path for x in ENDPOINTS], e),
-        "method": _names([x.method for x in ENDPOINTS], e), "status_code": pa.array(code, type=pa.int32()),
+        "service": _names([x.service for x in ENDPOINTS], e),
+        "path": _names([x.path for x in ENDPOINTS], e),
+        "method": _names([x.method for x in ENDPOINTS], e),
+        "status_code": pa.array(code, type=pa.int32()),
         "latency_ms": pa.array(_latencies(rng, ep, e, code, incident)),
-        "event_timestamp": _timestamp_array(times.micros), "request_id": _strings(request_ids),
+        "event_timestamp": _timestamp_array(times.micros),
+        "request_id": _strings(request_ids),
     }
     return _batch("api_log", columns, (), times, request_ids.tolist())
 
@@ -737,8 +842,16 @@ def _api_log(rng: np.random.Generator, times: _Times, world_salt: int) -> EventB
 # --------------------------------------------------------------------------- entry point
 
 
-def _check(stream: str, count: int, seed: int, duration_s: float, late_fraction: float,
-           late_by_s: tuple[float, float], out_of_order_fraction: float, drivers: int | None) -> None:
+def _check(
+    stream: str,
+    count: int,
+    seed: int,
+    duration_s: float,
+    late_fraction: float,
+    late_by_s: tuple[float, float],
+    out_of_order_fraction: float,
+    drivers: int | None,
+) -> None:
     """Raise GenerateError naming the first impossible argument."""
     problems = [
         (stream not in MESSAGE_NAMES, f"unknown stream {stream!r}; choose one of {', '.join(STREAMS)}"),
@@ -746,10 +859,15 @@ def _check(stream: str, count: int, seed: int, duration_s: float, late_fraction:
         (seed < 0, f"seed must be >= 0, not {seed}"),
         (not duration_s > 0 or not math.isfinite(duration_s), f"duration_s must be > 0, not {duration_s}"),
         (not 0.0 <= late_fraction <= 1.0, f"late_fraction must be within [0, 1], not {late_fraction}"),
-        (not 0.0 <= out_of_order_fraction <= 1.0,
-         f"out_of_order_fraction must be within [0, 1], not {out_of_order_fraction}"),
+        (
+            not 0.0 <= out_of_order_fraction <= 1.0,
+            f"out_of_order_fraction must be within [0, 1], not {out_of_order_fraction}",
+        ),
         (late_fraction + out_of_order_fraction > 1.0, "late_fraction + out_of_order_fraction must be <= 1"),
-        (not 0.0 <= late_by_s[0] <= late_by_s[1], f"late_by_s must be (low, high) with 0 <= low <= high, not {late_by_s}"),
+        (
+            not 0.0 <= late_by_s[0] <= late_by_s[1],
+            f"late_by_s must be (low, high) with 0 <= low <= high, not {late_by_s}",
+        ),
         (drivers is not None and drivers < 1, f"drivers must be >= 1, not {drivers}"),
     ]
     for bad, message in problems:
@@ -803,8 +921,15 @@ def generate(
     except ValueError as exc:
         raise GenerateError(str(exc)) from None
     rng = np.random.default_rng([seed, STREAMS.index(stream), first_index])
-    times = _event_times(rng, count, epoch_micros(start), max(1, round(duration_s * 1e6)), late_fraction,
-                         (float(late_by_s[0]), float(late_by_s[1])), out_of_order_fraction)
+    times = _event_times(
+        rng,
+        count,
+        epoch_micros(start),
+        max(1, round(duration_s * 1e6)),
+        late_fraction,
+        (float(late_by_s[0]), float(late_by_s[1])),
+        out_of_order_fraction,
+    )
     if stream == "api_log":
         return _api_log(rng, times, int(_mix64(np.array([seed], dtype=_U64))[0] >> _U64(2)))
     world = _world(seed, drivers or default_drivers(count, duration_s), chosen)
@@ -843,14 +968,33 @@ def generate_chunks(
         n = round(events_per_s * chunk_s * (k + 1)) - made
         n = n if total is None else min(n, total - made)
         if n > 0:
-            yield generate(stream, n, seed=seed, start=start + timedelta(seconds=k * chunk_s), duration_s=chunk_s,
-                           drivers=drivers, first_index=made, **options)
+            yield generate(
+                stream,
+                n,
+                seed=seed,
+                start=start + timedelta(seconds=k * chunk_s),
+                duration_s=chunk_s,
+                drivers=drivers,
+                first_index=made,
+                **options,
+            )
             made += n
         k += 1
 
 
 __all__ = [
-    "CAR_SHARE", "ENDPOINTS", "MESSAGE_NAMES", "KEY_FIELDS", "STREAMS", "Endpoint", "EventBatch", "GenerateError",
-    "Stream", "arrow_schema", "default_drivers", "epoch_micros", "generate",
+    "CAR_SHARE",
+    "ENDPOINTS",
+    "MESSAGE_NAMES",
+    "KEY_FIELDS",
+    "STREAMS",
+    "Endpoint",
+    "EventBatch",
+    "GenerateError",
+    "Stream",
+    "arrow_schema",
+    "default_drivers",
+    "epoch_micros",
+    "generate",
     "generate_chunks",
 ]

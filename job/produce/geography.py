@@ -52,7 +52,9 @@ class Place:
 def places() -> tuple[Place, ...]:
     """Return the shipped places, most populous first."""
     rows = json.loads(PLACES_FILE.read_text(encoding="utf-8"))["places"]
-    return tuple(Place(r["name"], r["country"], r["lat"], r["lng"], r["population"], r["on_land"]) for r in rows)
+    return tuple(
+        Place(r["name"], r["country"], r["lat"], r["lng"], r["population"], r["on_land"]) for r in rows
+    )
 
 
 def places_attribution() -> str:
@@ -71,7 +73,9 @@ class CityLand:
     land: npt.NDArray[np.bool_]
     anchor: tuple[float, float]
 
-    def cells(self, lat: npt.ArrayLike, lng: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def cells(
+        self, lat: npt.ArrayLike, lng: npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Return the (row, column) of the grid cell of each point (possibly outside the grid)."""
         r = np.floor((np.asarray(lat, dtype=np.float64) - self.south) / self.step).astype(np.int64)
         c = np.floor((np.asarray(lng, dtype=np.float64) - self.west) / self.step).astype(np.int64)
@@ -118,9 +122,13 @@ class LandMask:
     def __contains__(self, city_id: object) -> bool:
         return city_id in self.grids
 
-    def on_land(self, city_ids: npt.ArrayLike, lat: npt.ArrayLike, lng: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    def on_land(
+        self, city_ids: npt.ArrayLike, lat: npt.ArrayLike, lng: npt.ArrayLike
+    ) -> npt.NDArray[np.bool_]:
         """Return which points lie in a wholly-land cell of their city's grid (False for unknown cities)."""
-        city_ids, lat, lng = np.broadcast_arrays(np.asarray(city_ids), np.asarray(lat, float), np.asarray(lng, float))
+        city_ids, lat, lng = np.broadcast_arrays(
+            np.asarray(city_ids), np.asarray(lat, float), np.asarray(lng, float)
+        )
         out = np.zeros(lat.shape, dtype=bool)
         for city_id, grid in self.grids.items():
             mine = city_ids == city_id
@@ -128,18 +136,30 @@ class LandMask:
                 out[mine] = grid.on_land(lat[mine], lng[mine])
         return out
 
-    def to_land(self, city_ids: npt.ArrayLike, lat: npt.ArrayLike, lng: npt.ArrayLike,
-                anchors: tuple[npt.ArrayLike, npt.ArrayLike] | None = None
-                ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    def to_land(
+        self,
+        city_ids: npt.ArrayLike,
+        lat: npt.ArrayLike,
+        lng: npt.ArrayLike,
+        anchors: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Return the points moved onto land: points already in a land cell are unchanged; the others
         go to the first of :data:`PROBES` points on the line to their anchor that is in a land cell
         (the anchor itself, at worst). The anchor is the city's, or per point ``anchors`` (latitudes,
         longitudes already on land, e.g. a driver's home, so that a driver's path stays continuous).
         Cities without a grid are left alone."""
-        city_ids, lat, lng = np.broadcast_arrays(np.asarray(city_ids), np.asarray(lat, float), np.asarray(lng, float))
+        city_ids, lat, lng = np.broadcast_arrays(
+            np.asarray(city_ids), np.asarray(lat, float), np.asarray(lng, float)
+        )
         lat, lng = lat.copy(), lng.copy()
-        own = None if anchors is None else (np.broadcast_to(np.asarray(anchors[0], float), lat.shape),
-                                            np.broadcast_to(np.asarray(anchors[1], float), lat.shape))
+        own = (
+            None
+            if anchors is None
+            else (
+                np.broadcast_to(np.asarray(anchors[0], float), lat.shape),
+                np.broadcast_to(np.asarray(anchors[1], float), lat.shape),
+            )
+        )
         for city_id, grid in self.grids.items():
             mine = np.flatnonzero(city_ids == city_id)
             if not mine.size:
@@ -175,5 +195,14 @@ def land_mask() -> LandMask:
     return LandMask.load()
 
 
-__all__ = ["LAND_MASK_FILE", "PLACES_FILE", "PROBES", "CityLand", "LandMask", "Place", "land_mask", "places",
-           "places_attribution"]
+__all__ = [
+    "LAND_MASK_FILE",
+    "PLACES_FILE",
+    "PROBES",
+    "CityLand",
+    "LandMask",
+    "Place",
+    "land_mask",
+    "places",
+    "places_attribution",
+]

@@ -160,9 +160,13 @@ def check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
             return
         except OSError as exc:
             reasons[address] = str(exc.strerror or exc)
-    detail = "; ".join(f"{a}: {r}" for a, r in reasons.items()) if len(reasons) > 1 else "".join(reasons.values())
-    raise ProduceError(f"cannot reach the Kafka broker at {bootstrap}: {detail or 'no address given'}",
-                       hint="is the broker running? try `daggers up` or pass --bootstrap")
+    detail = (
+        "; ".join(f"{a}: {r}" for a, r in reasons.items()) if len(reasons) > 1 else "".join(reasons.values())
+    )
+    raise ProduceError(
+        f"cannot reach the Kafka broker at {bootstrap}: {detail or 'no address given'}",
+        hint="is the broker running? try `daggers up` or pass --bootstrap",
+    )
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -179,8 +183,10 @@ def _topic_partitions(admin: AdminClient | Producer, bootstrap: str, topic: str)
     try:
         metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
-        raise ProduceError(f"cannot reach the Kafka broker at {bootstrap}: {exc.args[0].str()}",
-                           hint="is the broker running? try `daggers up` or pass --bootstrap") from None
+        raise ProduceError(
+            f"cannot reach the Kafka broker at {bootstrap}: {exc.args[0].str()}",
+            hint="is the broker running? try `daggers up` or pass --bootstrap",
+        ) from None
     meta = metadata.topics.get(topic)
     if meta is None or meta.error is not None:
         return None
@@ -189,8 +195,10 @@ def _topic_partitions(admin: AdminClient | Producer, bootstrap: str, topic: str)
 
 def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str]) -> KafkaError | None:
     """Create ``topic``; return the broker's error, or None on success."""
-    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config)],
-                                 request_timeout=METADATA_TIMEOUT_S)[topic]
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config)],
+        request_timeout=METADATA_TIMEOUT_S,
+    )[topic]
     try:
         future.result(METADATA_TIMEOUT_S)
     except KafkaException as exc:
@@ -230,8 +238,10 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int = DEFAULT_PARTITION
         _LOG.warning("creating %s with %s failed (%s); retrying without it", topic, TOPIC_CONFIG, error.str())
         first, error = error, _create(admin, topic, partitions, {})
         if error is not None and error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise ProduceError(f"cannot create topic {topic!r} on {bootstrap}: {error.str()} "
-                               f"(with {TOPIC_CONFIG}: {first.str()})")
+            raise ProduceError(
+                f"cannot create topic {topic!r} on {bootstrap}: {error.str()} "
+                f"(with {TOPIC_CONFIG}: {first.str()})"
+            )
     if error is not None:
         return False
     _wait_visible(admin, bootstrap, topic, partitions)
@@ -282,10 +292,21 @@ class _Watch:
     those still in the producer and those that failed) must grow while some wait. Says when it waits, and
     when the broker answers again; raises :class:`_Outage` after ``max_outage_s`` without an acknowledgement."""
 
-    def __init__(self, producer: Producer, deliveries: _Deliveries, max_outage_s: float,
-                 say: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        deliveries: _Deliveries,
+        max_outage_s: float,
+        say: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.producer, self.deliveries, self.max_outage_s, self.say, self.clock = (
-            producer, deliveries, max_outage_s, say, clock)
+            producer,
+            deliveries,
+            max_outage_s,
+            say,
+            clock,
+        )
         self.sent = 0  # events handed to the producer (those of a chunk being sent are passed to check)
         self._acked = 0
         self._since = clock()  # the last acknowledgement, or the last moment nothing waited
@@ -307,15 +328,23 @@ class _Watch:
         if waited > self.max_outage_s:
             raise _Outage(waited)
         if waited >= OUTAGE_NOTICE_S and (self._said_at is None or now - self._said_at >= OUTAGE_REPEAT_S):
-            self.say(f"broker not answering: waiting ({waited:.0f} s so far, up to {self.max_outage_s:.0f} s)")
+            self.say(
+                f"broker not answering: waiting ({waited:.0f} s so far, up to {self.max_outage_s:.0f} s)"
+            )
             self._said_at = now
 
 
 def _progress(enabled: bool, total: int | None) -> tuple[Progress, Any]:
     progress = Progress(
-        TextColumn("[bold]producing"), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-        console=Console(stderr=True), disable=not enabled, transient=False,
+        TextColumn("[bold]producing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("events"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=False,
     )
     return progress, progress.add_task("produce", total=total, rate="")
 
@@ -329,8 +358,16 @@ def _wait_for_tokens(bucket: TokenBucket | None, n: int, producer: Producer) -> 
     bucket.take(n)
 
 
-def _send_batch(producer: Producer, topic: str, batch: EventBatch, bucket: TokenBucket | None,
-                step: int, advance: Callable[[int], None], deliveries: _Deliveries, watch: _Watch | None = None) -> bool:
+def _send_batch(
+    producer: Producer,
+    topic: str,
+    batch: EventBatch,
+    bucket: TokenBucket | None,
+    step: int,
+    advance: Callable[[int], None],
+    deliveries: _Deliveries,
+    watch: _Watch | None = None,
+) -> bool:
     """Enqueue every event of ``batch`` (key, value, CreateTime), in chunks of ``step``; with ``watch``, wait
     (bounded) for a broker that does not answer, see :class:`_Watch`.
 
@@ -353,7 +390,9 @@ def _send_batch(producer: Producer, topic: str, batch: EventBatch, bucket: Token
                     if watch is not None:
                         watch.check(i - lo)
                 except KafkaException as exc:  # refused before sending, e.g. a message over message.max.bytes
-                    raise ProduceError(f"cannot send event {i} of a batch to topic {topic!r}: {exc.args[0].str()}") from None
+                    raise ProduceError(
+                        f"cannot send event {i} of a batch to topic {topic!r}: {exc.args[0].str()}"
+                    ) from None
         poll(0)
         advance(hi - lo)
         if watch is not None:
@@ -423,13 +462,21 @@ def produce(
             how many and why).
     """
     if not max_outage_s > 0 or not math.isfinite(max_outage_s):
-        raise ProduceError(f"the longest wait for the broker must be a positive number of seconds, not {max_outage_s}")
+        raise ProduceError(
+            f"the longest wait for the broker must be a positive number of seconds, not {max_outage_s}"
+        )
     bucket = TokenBucket(rate, max(chunk_size(rate), rate / 20)) if rate is not None else None
     deliveries = _Deliveries()
     timeout_ms = int((max_outage_s + MESSAGE_TIMEOUT_MARGIN_S) * 1000)
-    config = {**PRODUCER_CONFIG, "message.timeout.ms": timeout_ms, **(producer_config or {}),
-              "bootstrap.servers": bootstrap,
-              "on_delivery": deliveries.on_delivery, "error_cb": deliveries.on_error, "logger": _LOG}
+    config = {
+        **PRODUCER_CONFIG,
+        "message.timeout.ms": timeout_ms,
+        **(producer_config or {}),
+        "bootstrap.servers": bootstrap,
+        "on_delivery": deliveries.on_delivery,
+        "error_cb": deliveries.on_error,
+        "logger": _LOG,
+    }
     try:
         producer = Producer(config)
     except KafkaException as exc:
@@ -442,8 +489,12 @@ def produce(
     bar, task = _progress(progress, total)
     flush_s = float(config["message.timeout.ms"]) / 1000 + 10
     with bar:
-        watch = _Watch(producer, deliveries, max_outage_s,
-                       on_wait or (lambda line: bar.console.print(line, highlight=False, markup=False)))
+        watch = _Watch(
+            producer,
+            deliveries,
+            max_outage_s,
+            on_wait or (lambda line: bar.console.print(line, highlight=False, markup=False)),
+        )
 
         def advance(n: int) -> None:
             nonlocal sent
@@ -455,8 +506,9 @@ def produce(
         try:
             try:
                 for one in _parts(batch, ack_every_s):
-                    if not _send_batch(producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch) or (
-                            ack_every_s is not None and _flush(producer, flush_s, watch)):
+                    if not _send_batch(
+                        producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch
+                    ) or (ack_every_s is not None and _flush(producer, flush_s, watch)):
                         stopped = True
                         break
             except KeyboardInterrupt:
@@ -468,42 +520,59 @@ def produce(
                 raise
             undelivered = _flush(producer, flush_s, watch)
         except _Outage as outage:
-            raise _outage_error(bootstrap, topic, producer, watch, outage, time.monotonic() - started) from None
+            raise _outage_error(
+                bootstrap, topic, producer, watch, outage, time.monotonic() - started
+            ) from None
     return _report(topic, sent, undelivered, deliveries, time.monotonic() - started, interrupted, stopped)
 
 
-def _outage_error(bootstrap: str, topic: str, producer: Producer, watch: _Watch, outage: _Outage,
-                  seconds: float) -> ProduceError:
+def _outage_error(
+    bootstrap: str, topic: str, producer: Producer, watch: _Watch, outage: _Outage, seconds: float
+) -> ProduceError:
     """Drop what the producer still holds and return the error that says how many events were not delivered."""
     producer.purge(in_queue=True, in_flight=True)
     producer.flush(1.0)  # serves the purged events' delivery reports
     acked = max(0, watch.acked())
     failed = watch.sent - acked
     samples = [f"the broker did not answer for {outage.waited_s:.0f} s", *watch.deliveries.samples]
-    report = ProduceReport(acked, seconds, acked / seconds if seconds > 0 else 0.0, failed, topic,
-                           samples[:MAX_ERROR_SAMPLES])
+    report = ProduceReport(
+        acked, seconds, acked / seconds if seconds > 0 else 0.0, failed, topic, samples[:MAX_ERROR_SAMPLES]
+    )
     return ProduceError(
         f"the Kafka broker at {bootstrap} did not answer for {outage.waited_s:.0f} s: {failed:,} of "
         f"{counted(watch.sent, 'event', fmt=',')} sent were not delivered to topic {topic!r}",
         hint="is the broker up? wait longer with --max-outage; the events not delivered may be partly on the "
-             "topic (send them again: at-least-once)", report=report)
+        "topic (send them again: at-least-once)",
+        report=report,
+    )
 
 
-def _report(topic: str, sent: int, undelivered: int, deliveries: _Deliveries, seconds: float,
-            interrupted: bool, stopped: bool) -> ProduceReport:
+def _report(
+    topic: str,
+    sent: int,
+    undelivered: int,
+    deliveries: _Deliveries,
+    seconds: float,
+    interrupted: bool,
+    stopped: bool,
+) -> ProduceReport:
     """Build the report; raise ProduceError when anything was not delivered."""
     failed = deliveries.failed + undelivered
     samples = list(deliveries.samples)
     if undelivered:
         samples.append(f"{counted(undelivered, 'event')} still queued when the flush timed out")
     count = sent - failed
-    report = ProduceReport(count, seconds, count / seconds if seconds > 0 else 0.0, failed, topic, samples,
-                           interrupted)
+    report = ProduceReport(
+        count, seconds, count / seconds if seconds > 0 else 0.0, failed, topic, samples, interrupted
+    )
     if failed:
         reason = samples[0] if samples else "unknown reason"
         early = " (sending stopped at the first failure)" if stopped else ""
-        raise ProduceError(f"{failed:,} of {counted(sent, 'event', fmt=',')} sent were not delivered to topic {topic!r}{early}: "
-                           f"{reason}", report=report)
+        raise ProduceError(
+            f"{failed:,} of {counted(sent, 'event', fmt=',')} sent were not delivered to topic {topic!r}{early}: "
+            f"{reason}",
+            report=report,
+        )
     return report
 
 
@@ -514,12 +583,16 @@ def _report(topic: str, sent: int, undelivered: int, deliveries: _Deliveries, se
 _STRUCTURAL: tuple[Callable[[bytes, np.random.Generator], bytes], ...] = (
     lambda p, r: p + b"\x08" + b"\x80" * int(r.integers(1, 9)),  # varint cut short at the end
     lambda p, r: p + bytes([(int(r.integers(1, 16)) << 3) | int(r.choice([6, 7]))]),  # invalid wire type
-    lambda p, r: p + b"\x0a\xff\xff\x03" + bytes(r.integers(0, 128, 5, dtype=np.uint8)),  # length past the end
+    lambda p, r: (
+        p + b"\x0a\xff\xff\x03" + bytes(r.integers(0, 128, 5, dtype=np.uint8))
+    ),  # length past the end
     lambda p, r: b"\x00" + p,  # field number 0
     lambda p, r: p[: int(r.integers(0, max(1, len(p))))] + b"\xff" * 11,  # varint longer than 10 bytes
 )
 _SCHEMA_DEPENDENT: tuple[Callable[[bytes, np.random.Generator], bytes], ...] = (
-    lambda p, r: b"\x0a\x04\xff\xfe\xfd\xfc" + p,  # invalid UTF-8 in field 1 (a string in every daggers event)
+    lambda p, r: (
+        b"\x0a\x04\xff\xfe\xfd\xfc" + p
+    ),  # invalid UTF-8 in field 1 (a string in every daggers event)
     lambda p, r: b'{"driver_id": "D000001", "lat": -6.2}',  # JSON sent to a protobuf topic
 )
 
@@ -532,8 +605,9 @@ def _fails(parse: Callable[[bytes], Message], payload: bytes) -> bool:
     return False
 
 
-def corrupt(payloads: list[bytes], fraction: float, seed: int,
-            message_class: type[Message] | None = None) -> tuple[list[bytes], list[int]]:
+def corrupt(
+    payloads: list[bytes], fraction: float, seed: int, message_class: type[Message] | None = None
+) -> tuple[list[bytes], list[int]]:
     """Replace ``round(fraction * len(payloads))`` payloads with bytes no protobuf parser accepts.
 
     Kinds: truncated varints, invalid wire types, lengths past the end, field number 0, over-long
@@ -562,7 +636,14 @@ def corrupt(payloads: list[bytes], fraction: float, seed: int,
 
 
 __all__ = [
-    "DEFAULT_MAX_OUTAGE_S", "DEFAULT_PARTITIONS", "PRODUCER_CONFIG", "ProduceError", "ProduceReport", "TokenBucket", "check_reachable",
+    "DEFAULT_MAX_OUTAGE_S",
+    "DEFAULT_PARTITIONS",
+    "PRODUCER_CONFIG",
+    "ProduceError",
+    "ProduceReport",
+    "TokenBucket",
+    "check_reachable",
     "corrupt",
-    "ensure_topic", "produce",
+    "ensure_topic",
+    "produce",
 ]

@@ -49,9 +49,14 @@ class _Reader(DataSourceStreamReader):
         rng = np.random.default_rng(i)
         ts = (np.arange(ROWS, dtype="int64") * 90_000 // ROWS + i * 90_000 + 1_770_000_000_000) * 1000
         yield pa.RecordBatch.from_arrays(
-            [pa.array(ts, pa.timestamp("us", tz="UTC")), pa.array(rng.uniform(-6.3, -6.1, ROWS)),
-             pa.array(rng.uniform(106.7, 106.9, ROWS)), pa.array(rng.integers(0, 300, ROWS))],
-            names=["rowtime", "lat", "lng", "driver_id"])
+            [
+                pa.array(ts, pa.timestamp("us", tz="UTC")),
+                pa.array(rng.uniform(-6.3, -6.1, ROWS)),
+                pa.array(rng.uniform(106.7, 106.9, ROWS)),
+                pa.array(rng.integers(0, 300, ROWS)),
+            ],
+            names=["rowtime", "lat", "lng", "driver_id"],
+        )
 
     def commit(self, end: dict) -> None:
         pass
@@ -85,8 +90,14 @@ def run(folder: Path, java_options: str = "") -> int:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", store)
         events = spark.readStream.format(WorkloadSource.name()).load().withWatermark("rowtime", "10 seconds")
         events.createOrReplaceTempView("events")
-        query = (spark.sql(SQL).writeStream.outputMode("append").foreachBatch(sink)
-                 .option("checkpointLocation", str(folder / name)).trigger(processingTime="0 seconds").start())
+        query = (
+            spark.sql(SQL)
+            .writeStream.outputMode("append")
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(folder / name))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
         query.processAllAvailable()
         query.stop()
     spark.stop()
@@ -103,7 +114,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="daggers-jvm-") as folder:
         rows = run(Path(folder), f"-XX:ArchiveClassesAtExit={argv[0]} {QUIET}")
     _wait_for_the_jvm()  # it writes the archive as it exits
-    print(counted(rows, 'row'), file=sys.stderr)
+    print(counted(rows, "row"), file=sys.stderr)
     return 0
 
 

@@ -36,7 +36,9 @@ def write_query_state(path: Path, state: str, query_id: str, run_id: str, **extr
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"state": state, "at": time.time(), "id": query_id, "run_id": run_id, **extra}))
+        tmp.write_text(
+            json.dumps({"state": state, "at": time.time(), "id": query_id, "run_id": run_id, **extra})
+        )
         tmp.replace(path)
     except Exception:
         log.exception("cannot write %s", path)

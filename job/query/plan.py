@@ -86,8 +86,12 @@ ENGINE_FEATURES: dict[str, str] = {
 GATHER_S = 4.0
 # What a checkpoint ran with before a feature was pinned: a checkpoint with no engine.json (started before
 # any was pinned), and a feature missing from an engine.json written before that feature existed.
-_BEFORE_PINNING = {"s2_keys": "string", "group_keys": "as_written", "distinct_count": "collect_set",
-                   "read_pacing": "every_trigger"}
+_BEFORE_PINNING = {
+    "s2_keys": "string",
+    "group_keys": "as_written",
+    "distinct_count": "collect_set",
+    "read_pacing": "every_trigger",
+}
 
 
 def engine_features(checkpoint: Path) -> dict[str, str]:
@@ -162,12 +166,16 @@ def _check_dart_store(spec: DaggerSpec) -> None:
     used = called_functions(parse(spec.sql)) & {"dartget", "dartcontains"}
     if used:
         name = "DartGet" if "dartget" in used else "DartContains"
-        raise SpecError(f"dart_store: the SQL calls {name} but the spec names no store",
-                        hint="set dart_store: to a folder or an http(s):// URL with dart-get/ and dart-contains/ "
-                             "(or DAGGERS_DART_STORE)")
+        raise SpecError(
+            f"dart_store: the SQL calls {name} but the spec names no store",
+            hint="set dart_store: to a folder or an http(s):// URL with dart-get/ and dart-contains/ "
+            "(or DAGGERS_DART_STORE)",
+        )
 
 
-def stream_tables(spec: DaggerSpec, registry: SchemaRegistry) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+def stream_tables(
+    spec: DaggerSpec, registry: SchemaRegistry
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """Return each stream's table (column -> Spark type) and timestamp kind under ``registry``.
 
     Pure: reads nothing but its arguments. Raises SchemaError (unknown proto class) or SpecError
@@ -179,23 +187,36 @@ def stream_tables(spec: DaggerSpec, registry: SchemaRegistry) -> tuple[dict[str,
         fields = registry.fields(stream.proto_class)
         ts = fields.get(stream.timestamp_field)
         if ts is None:
-            raise SpecError(f"streams[{i}].timestamp_field: {stream.proto_class} has no field "
-                            f"{stream.timestamp_field!r}; fields: {', '.join(fields)}")
+            raise SpecError(
+                f"streams[{i}].timestamp_field: {stream.proto_class} has no field "
+                f"{stream.timestamp_field!r}; fields: {', '.join(fields)}"
+            )
         if ts.kind not in ("timestamp", "int64") or ts.repeated:
-            raise SpecError(f"streams[{i}].timestamp_field: {stream.timestamp_field!r} is {ts.kind}; it must be "
-                            "a google.protobuf.Timestamp or an int64 of epoch milliseconds")
+            raise SpecError(
+                f"streams[{i}].timestamp_field: {stream.timestamp_field!r} is {ts.kind}; it must be "
+                "a google.protobuf.Timestamp or an int64 of epoch milliseconds"
+            )
         tables[stream.table] = column_types(registry, stream.proto_class)
         kinds[stream.table] = ts.kind
     return tables, kinds
 
 
-def translate_spec(spec: DaggerSpec, tables: dict[str, dict[str, str]], udfs: dict[str, DaggerFunction] | None,
-                   features: dict[str, str]) -> Translation:
+def translate_spec(
+    spec: DaggerSpec,
+    tables: dict[str, dict[str, str]],
+    udfs: dict[str, DaggerFunction] | None,
+    features: dict[str, str],
+) -> Translation:
     """Return the translation of the spec's SQL over ``tables``, with its lookups checked against the
     query's columns. Pure. Raises SqlError (the query) or SpecError (a lookup's columns)."""
-    translation = translate(spec.sql, tables, udfs, s2_int_keys=features["s2_keys"] == "int64",
-                            window_keys_last=features["group_keys"] == "window_last",
-                            distinct_bytes=features["distinct_count"] == "sorted_bytes")
+    translation = translate(
+        spec.sql,
+        tables,
+        udfs,
+        s2_int_keys=features["s2_keys"] == "int64",
+        window_keys_last=features["group_keys"] == "window_last",
+        distinct_bytes=features["distinct_count"] == "sorted_bytes",
+    )
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups
 
@@ -223,8 +244,13 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
     return plan_with(spec, registry, udfs, engine_features(checkpoint), checkpoint)
 
 
-def plan_with(spec: DaggerSpec, registry: SchemaRegistry, udfs: dict[str, DaggerFunction] | None,
-              features: dict[str, str], checkpoint: Path) -> DaggerPlan:
+def plan_with(
+    spec: DaggerSpec,
+    registry: SchemaRegistry,
+    udfs: dict[str, DaggerFunction] | None,
+    features: dict[str, str],
+    checkpoint: Path,
+) -> DaggerPlan:
     """Return the plan of ``spec`` from what :func:`plan` read: the schema version, the user functions,
     the engine features and the checkpoint folder (only named in the plan, never read). Pure.
 
@@ -239,43 +265,55 @@ def plan_with(spec: DaggerSpec, registry: SchemaRegistry, udfs: dict[str, Dagger
         close_period_ms = interval_ms(slide or size)  # windows end every slide (HOP) or size (TUMBLE)
     streams = []
     for stream in spec.streams:
-        columns = sorted(set(translation.columns.get(stream.table, [])) | {stream.timestamp_field}
-                         | stream.transformer_columns())
-        streams.append(StreamPlan(
-            table=stream.table,
-            timestamp_field=stream.timestamp_field,
-            timestamp_kind=kinds[stream.table],
-            source=SourceConfig(
-                bootstrap_servers=stream.bootstrap_servers,
-                topics=list(stream.topics),
-                proto_class=stream.proto_class,
-                descriptor_set_b64=registry.to_b64(),
-                columns=columns,
-                start_from=stream.start_from,
-                max_records_per_batch=stream.max_records_per_batch,
-                bad_records=stream.bad_records,
-                bad_records_dir=str(checkpoint / "bad_records" / stream.table),
-                derived=[d.to_json() for d in translation.derived.get(stream.table, [])],
-                hidden=sorted(set(translation.derived_only.get(stream.table, [])) - {stream.timestamp_field}
-                              - stream.transformer_columns()),
-                # a transformer may keep the first of equal rows (deduplicate): arrival order then
-                batch_order="" if stream.transformers else translation.batch_order.get(stream.table, ""),
-                consumer_config=dict(stream.consumer_config),
-                max_outage_s=stream.max_outage_s,
-                dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
-                failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
-                failover_after_s=stream.failover.after_s if stream.failover else 30.0,
-                positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
-                close_period_ms=close_period_ms,
-                # an interval join emits a window only once the watermark is past its interval too
-                close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
-                read_at_close=(spec.read_at_window_close or spec.light) and close_period_ms > 0 and paced,
-                gather_ms=(int(GATHER_S * 1000) if features.get("read_pacing") == "gather" and close_period_ms > 0
-                           and paced else 0),
-            ),
-        ))
-    return DaggerPlan(spec=spec, translation=translation, streams=streams, checkpoint=checkpoint,
-                      features=features)
+        columns = sorted(
+            set(translation.columns.get(stream.table, []))
+            | {stream.timestamp_field}
+            | stream.transformer_columns()
+        )
+        streams.append(
+            StreamPlan(
+                table=stream.table,
+                timestamp_field=stream.timestamp_field,
+                timestamp_kind=kinds[stream.table],
+                source=SourceConfig(
+                    bootstrap_servers=stream.bootstrap_servers,
+                    topics=list(stream.topics),
+                    proto_class=stream.proto_class,
+                    descriptor_set_b64=registry.to_b64(),
+                    columns=columns,
+                    start_from=stream.start_from,
+                    max_records_per_batch=stream.max_records_per_batch,
+                    bad_records=stream.bad_records,
+                    bad_records_dir=str(checkpoint / "bad_records" / stream.table),
+                    derived=[d.to_json() for d in translation.derived.get(stream.table, [])],
+                    hidden=sorted(
+                        set(translation.derived_only.get(stream.table, []))
+                        - {stream.timestamp_field}
+                        - stream.transformer_columns()
+                    ),
+                    # a transformer may keep the first of equal rows (deduplicate): arrival order then
+                    batch_order="" if stream.transformers else translation.batch_order.get(stream.table, ""),
+                    consumer_config=dict(stream.consumer_config),
+                    max_outage_s=stream.max_outage_s,
+                    dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
+                    failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
+                    failover_after_s=stream.failover.after_s if stream.failover else 30.0,
+                    positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
+                    close_period_ms=close_period_ms,
+                    # an interval join emits a window only once the watermark is past its interval too
+                    close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
+                    read_at_close=(spec.read_at_window_close or spec.light) and close_period_ms > 0 and paced,
+                    gather_ms=(
+                        int(GATHER_S * 1000)
+                        if features.get("read_pacing") == "gather" and close_period_ms > 0 and paced
+                        else 0
+                    ),
+                ),
+            )
+        )
+    return DaggerPlan(
+        spec=spec, translation=translation, streams=streams, checkpoint=checkpoint, features=features
+    )
 
 
 def register_plan_functions(spark: SparkSession, plan: DaggerPlan) -> None:

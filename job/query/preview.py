@@ -51,8 +51,10 @@ class PreviewProgress:
         if not self.stages:
             return f"{self.elapsed_s:.0f} s · {self.waiting}"
         stage = min(self.stages_done + 1, self.stages)
-        return (f"{self.elapsed_s:.0f} s · Spark stage {stage} of {self.stages} · "
-                f"{self.tasks_done} of {counted(self.tasks, 'task')} done")
+        return (
+            f"{self.elapsed_s:.0f} s · Spark stage {stage} of {self.stages} · "
+            f"{self.tasks_done} of {counted(self.tasks, 'task')} done"
+        )
 
 
 def spark_progress(spark: SparkSession, group: str, started: float) -> PreviewProgress:
@@ -75,8 +77,12 @@ def spark_progress(spark: SparkSession, group: str, started: float) -> PreviewPr
 
 
 @contextmanager
-def ticking(report: Callable[[PreviewProgress], None], sample: Callable[[], PreviewProgress],
-            first: PreviewProgress, last: Callable[[], PreviewProgress] | None = None) -> Iterator[None]:
+def ticking(
+    report: Callable[[PreviewProgress], None],
+    sample: Callable[[], PreviewProgress],
+    first: PreviewProgress,
+    last: Callable[[], PreviewProgress] | None = None,
+) -> Iterator[None]:
     """Call ``report`` with ``first`` at once, with ``sample()`` every :data:`PROGRESS_EVERY_S` while the
     block runs (from a thread of its own), and with ``last()`` (default ``sample()``) once at its end."""
     done = threading.Event()
@@ -129,9 +135,15 @@ def _enriched(spec: DaggerSpec, rows: pa.Table) -> pa.Table:
         enricher.close()
 
 
-def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_records: int = 100_000,
-            spark: SparkSession | None = None,
-            on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+def preview(
+    spec: DaggerSpec,
+    *,
+    minutes: float = 5,
+    limit: int = 100,
+    max_records: int = 100_000,
+    spark: SparkSession | None = None,
+    on_progress: Callable[[PreviewProgress], None] | None = None,
+) -> pa.Table:
     """Return up to ``limit`` result rows of ``spec``'s SQL over the events of the last ``minutes``
     (by event time) in its topics; ``on_progress`` hears how it goes while it runs (see :func:`reporting`).
 
@@ -156,15 +168,22 @@ def preview(spec: DaggerSpec, *, minutes: float = 5, limit: int = 100, max_recor
             register_source(session)
             register_plan_functions(session, p)
             for stream in p.streams:
-                cfg = dataclasses.replace(stream.source, start_from=str(since_ms), max_records_per_batch=max_records,
-                                          bad_records="skip", bad_records_dir="")
+                cfg = dataclasses.replace(
+                    stream.source,
+                    start_from=str(since_ms),
+                    max_records_per_batch=max_records,
+                    bad_records="skip",
+                    bad_records_dir="",
+                )
                 df = session.read.format(SOURCE_NAME).options(**source_options(cfg)).load()
                 ts = F.col(stream.timestamp_field)
                 if stream.timestamp_kind == "int64":
                     ts = F.timestamp_millis(ts)
                 # Offsets-for-times bounds the read (brokers such as tansu stamp append time, not event
                 # time); the rows shown are those whose event time is in the last ``minutes``.
-                recent = df.withColumn("rowtime", ts).where(F.col("rowtime") >= F.timestamp_millis(F.lit(since_ms)))
+                recent = df.withColumn("rowtime", ts).where(
+                    F.col("rowtime") >= F.timestamp_millis(F.lit(since_ms))
+                )
                 recent.withColumn(BARRIER_COLUMN, F.lit(0.0)).createOrReplaceTempView(stream.table)
             register_dedup_views(session, p.translation)
             result = session.sql(p.translation.spark_sql)

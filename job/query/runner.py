@@ -62,9 +62,11 @@ OBJECT_AGG_GROUPS = 100_000
 #:   the JVM's PSS varies by as much between runs; 100: the JVM 2,124 -> 1,801 MB. The provider is fixed when
 #:   the checkpoint is made: a dagger made light later keeps the one it has.
 LIGHT_STATE_STORE = HDFS_STATE_STORE
-LIGHT_SQL_CONF = {"spark.sql.codegen.wholeStage": "false",
-                  "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),
-                  "spark.sql.streaming.stateStore.providerClass": LIGHT_STATE_STORE}
+LIGHT_SQL_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),
+    "spark.sql.streaming.stateStore.providerClass": LIGHT_STATE_STORE,
+}
 
 
 def shown_watermark(watermark: str | None) -> str:
@@ -149,8 +151,9 @@ def committed_since(spark_dir: Path, last_reported: int) -> tuple[int, int]:
     return rows, last
 
 
-def stream_frame(spark: SparkSession, plan: DaggerPlan, index: int,
-                 bounds: tuple[str, str] | None = None) -> DataFrame:
+def stream_frame(
+    spark: SparkSession, plan: DaggerPlan, index: int, bounds: tuple[str, str] | None = None
+) -> DataFrame:
     """Return the streaming DataFrame of the plan's stream ``index`` as its SQL reads it: the Kafka
     source, ``rowtime`` with its watermark, the stream's transformers, and the watermark barrier
     column (see :func:`job.sql.rewrite.add_watermark_barrier`, which keeps a WHERE above the watermark).
@@ -162,12 +165,19 @@ def stream_frame(spark: SparkSession, plan: DaggerPlan, index: int,
     if bounds is None:
         df = spark.readStream.format(SOURCE_NAME).options(**options).load()
     else:
-        df = spark.read.format(SOURCE_NAME).options(**{**options, "start_from": bounds[0], "end_at": bounds[1],
-                                                        "max_records_per_batch": "0"}).load()
+        df = (
+            spark.read.format(SOURCE_NAME)
+            .options(
+                **{**options, "start_from": bounds[0], "end_at": bounds[1], "max_records_per_batch": "0"}
+            )
+            .load()
+        )
     ts = F.col(stream.timestamp_field)
     if stream.timestamp_kind == "int64":
         ts = F.timestamp_millis(ts)
-    watermarked = df.withColumn("rowtime", ts).withWatermark("rowtime", f"{plan.spec.watermark_delay_ms} milliseconds")
+    watermarked = df.withColumn("rowtime", ts).withWatermark(
+        "rowtime", f"{plan.spec.watermark_delay_ms} milliseconds"
+    )
     watermarked = apply_stream_transformers(watermarked, plan.spec.streams[index])
     # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
     # literal of the generated code, which then compiles again in every batch.
@@ -194,8 +204,9 @@ def register_dedup_views(spark: SparkSession, translation: Translation) -> None:
         metadata = dict(df.schema[TIME_COLUMN].metadata)
         kept = F.col(TIME_COLUMN).alias(TIME_COLUMN, metadata={**metadata, DELAY_KEY: KEEP_KEYS_MS})
         out = df.withColumn(TIME_COLUMN, kept).dropDuplicatesWithinWatermark(dedup.keys)
-        out.withColumn(TIME_COLUMN, F.col(TIME_COLUMN).alias(TIME_COLUMN, metadata=metadata)) \
-            .createOrReplaceTempView(dedup.view)
+        out.withColumn(
+            TIME_COLUMN, F.col(TIME_COLUMN).alias(TIME_COLUMN, metadata=metadata)
+        ).createOrReplaceTempView(dedup.view)
 
 
 #: How long a deduplication keeps a key, in event time: for good (a century), as Flink without a state TTL.
@@ -205,8 +216,10 @@ KEEP_KEYS_MS = 100 * 365 * 86_400_000
 def query_sql_conf(spec: DaggerSpec) -> dict[str, str]:
     """Return the SQL settings a dagger's query runs with: :data:`LIGHT_SQL_CONF` for a ``light`` one, then
     the spec's own ``spark.sql.*`` (which win)."""
-    return {**(LIGHT_SQL_CONF if spec.light else {}),
-            **{k: v for k, v in spec.spark_conf.items() if k.startswith("spark.sql.")}}
+    return {
+        **(LIGHT_SQL_CONF if spec.light else {}),
+        **{k: v for k, v in spec.spark_conf.items() if k.startswith("spark.sql.")},
+    }
 
 
 @contextmanager
@@ -268,8 +281,12 @@ class DaggerJob:
         # checkpoint's offset log.
         rows, last = committed_since(self.plan.checkpoint / "spark", progress.last_batch_id)
         if last > progress.last_batch_id:
-            log.info("counting batches %d..%d (%d rows) committed before the last stop but not reported",
-                     progress.last_batch_id + 1, last, rows)
+            log.info(
+                "counting batches %d..%d (%d rows) committed before the last stop but not reported",
+                progress.last_batch_id + 1,
+                last,
+                rows,
+            )
             progress.input_rows += rows
             progress.batches += last - progress.last_batch_id
             progress.last_batch_id = last
@@ -300,17 +317,20 @@ class DaggerJob:
             pr.batch_phases_ms = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}
             states = p.get("stateOperators") or []
             for metric in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
-                pr.batch_phases_ms[f"state.{metric.removesuffix('TimeMs')}"] = sum(int(s.get(metric) or 0)
-                                                                                    for s in states)
-            pr.late_rows_dropped += sum(int(s.get("numRowsDroppedByWatermark") or 0)
-                                        for s in p.get("stateOperators") or [])
+                pr.batch_phases_ms[f"state.{metric.removesuffix('TimeMs')}"] = sum(
+                    int(s.get(metric) or 0) for s in states
+                )
+            pr.late_rows_dropped += sum(
+                int(s.get("numRowsDroppedByWatermark") or 0) for s in p.get("stateOperators") or []
+            )
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
             if self.enricher is not None:
                 pr.lookups = self.enricher.metrics()
-            pr.kafka_clusters = {s.table: read_active(s.source.positions_dir)
-                                 for s in self.plan.streams if s.source.failover}
+            pr.kafka_clusters = {
+                s.table: read_active(s.source.positions_dir) for s in self.plan.streams if s.source.failover
+            }
             if not self._ended:  # a late listener event must not bring a stopped job back to life
                 pr.state = "running"
             pr.updated_at = pr.batch_at = time.time()
@@ -318,11 +338,18 @@ class DaggerJob:
         for listener in self.batch_listeners:
             listener(self.progress)
         if self.log_batches and (pr.last_input_rows or pr.late_rows_dropped):
-            log.info("%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
-                     self.plan.spec.name, pr.last_batch_id, pr.last_input_rows, pr.batch_duration_ms, pr.processed_rows_per_s,
-                     pr.late_rows_dropped, pr.bad_records,
-                     shown_watermark(pr.watermark),
-                     " ".join(f"{k}={v}" for k, v in pr.batch_phases_ms.items() if v))
+            log.info(
+                "%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
+                self.plan.spec.name,
+                pr.last_batch_id,
+                pr.last_input_rows,
+                pr.batch_duration_ms,
+                pr.processed_rows_per_s,
+                pr.late_rows_dropped,
+                pr.bad_records,
+                shown_watermark(pr.watermark),
+                " ".join(f"{k}={v}" for k, v in pr.batch_phases_ms.items() if v),
+            )
 
     # ---- start --------------------------------------------------------------------------------
 
@@ -356,12 +383,16 @@ class DaggerJob:
         """The name of the dagger's streaming query in Spark: its spec name with ``_`` for ``-``."""
         return self.plan.spec.name.replace("-", "_")
 
-    def start(self, *, available_now: bool = False, trigger_interval_s: float | None = None) -> StreamingQuery:
+    def start(
+        self, *, available_now: bool = False, trigger_interval_s: float | None = None
+    ) -> StreamingQuery:
         """Start the streaming query and return it; the sinks are opened and bound to the result schema first.
 
         Raises SinkError when a sink cannot work, before anything is read.
         """
-        with session_conf(self.spark, query_sql_conf(self.plan.spec)):  # the query keeps them: it runs on a clone of the session
+        with session_conf(
+            self.spark, query_sql_conf(self.plan.spec)
+        ):  # the query keeps them: it runs on a clone of the session
             return self._start(available_now, trigger_interval_s)
 
     def _start(self, available_now: bool, trigger_interval_s: float | None) -> StreamingQuery:
@@ -379,12 +410,17 @@ class DaggerJob:
         # Sinks open and check the result's columns (proto fields, table columns) before any data is read.
         start_sinks(self.sinks, self.output_schema(to_arrow_schema(result.schema, timezone="UTC")))
         interval = self.plan.trigger_interval_s if trigger_interval_s is None else trigger_interval_s
-        writer = (result.writeStream.queryName(self.query_name)
-                  .outputMode("append")
-                  .option("checkpointLocation", str(self.plan.checkpoint / "spark"))
-                  .foreachBatch(self._write_batch))
-        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
-            processingTime=f"{max(interval, 0.0)} seconds")
+        writer = (
+            result.writeStream.queryName(self.query_name)
+            .outputMode("append")
+            .option("checkpointLocation", str(self.plan.checkpoint / "spark"))
+            .foreachBatch(self._write_batch)
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime=f"{max(interval, 0.0)} seconds")
+        )
         self._interval_s = max(interval, 0.0)
         self.plan.checkpoint.mkdir(parents=True, exist_ok=True)
         pin_schema(self.plan)
@@ -419,7 +455,9 @@ class DaggerJob:
         with self._lock:
             self._ended = state in ("stopped", "failed")
             self.progress.state = state
-            if self.enricher is not None:  # a lookup that failed the query did so after the last progress event
+            if (
+                self.enricher is not None
+            ):  # a lookup that failed the query did so after the last progress event
                 self.progress.lookups = self.enricher.metrics()
             if error is not None:
                 self.progress.last_error = error
@@ -461,7 +499,9 @@ class DaggerJob:
             return
         started = time.monotonic()
         deadline = started + grace_s
-        first: tuple[Any, Any] | None = _progress_mark(query)  # while set: the trigger at the call may still run
+        first: tuple[Any, Any] | None = _progress_mark(
+            query
+        )  # while set: the trigger at the call may still run
         idle_since: float | None = None
         while query.isActive:
             now = time.monotonic()
@@ -533,9 +573,15 @@ def _wait_for_brokers_or_ctrl_c(plan: DaggerPlan) -> None:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
-def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now: bool = False,
-                   trigger_interval_s: float | None = None, max_seconds: float | None = None,
-                   spark: SparkSession | None = None) -> Progress:
+def run_foreground(
+    plan: DaggerPlan,
+    *,
+    master: str = "local[*]",
+    available_now: bool = False,
+    trigger_interval_s: float | None = None,
+    max_seconds: float | None = None,
+    spark: SparkSession | None = None,
+) -> Progress:
     """Run a dagger until Ctrl-C/SIGTERM (or ``max_seconds``, or all input with ``available_now``).
 
     Returns the final progress. Raises DaggerError with a readable message when the query fails.
@@ -544,8 +590,12 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
     _wait_for_brokers_or_ctrl_c(plan)  # an unreachable broker delays the start, up to max_outage_s
     spark = spark or running_session()
     own_session = spark is None
-    spark = spark or build_session(f"dagger-{plan.spec.name}", master=master,
-                                   shuffle_partitions=plan.spec.parallelism, extra=plan.spec.spark_conf)
+    spark = spark or build_session(
+        f"dagger-{plan.spec.name}",
+        master=master,
+        shuffle_partitions=plan.spec.parallelism,
+        extra=plan.spec.spark_conf,
+    )
     job = DaggerJob(plan, spark)
     stopping = threading.Event()
 
@@ -554,7 +604,11 @@ def run_foreground(plan: DaggerPlan, *, master: str = "local[*]", available_now:
             raise KeyboardInterrupt
         stopping.set()
 
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    previous = (
+        signal.signal(signal.SIGTERM, _terminate)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     previous_int = signal.signal(signal.SIGINT, _terminate) if previous is not None else None
     try:
         query = job.start(available_now=available_now, trigger_interval_s=trigger_interval_s)

@@ -119,7 +119,6 @@ def _scalar_py(field: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-
 _UTC = UTC
 
 
@@ -159,11 +158,16 @@ class ArrowDecoder:
         self.columns = list(columns)
         self.spark_schema = message_struct(self.descriptor, self.columns)
         self.arrow_schema: pa.Schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        self._enums = {name: _enum_names(self.descriptor.fields_by_name[name]) for name in self.columns
-                       if self.descriptor.fields_by_name[name].type == FieldDescriptor.TYPE_ENUM}
+        self._enums = {
+            name: _enum_names(self.descriptor.fields_by_name[name])
+            for name in self.columns
+            if self.descriptor.fields_by_name[name].type == FieldDescriptor.TYPE_ENUM
+        }
         self._converters = [self._converter(name) for name in self.columns]
         self._wire = _wire_plan(self.descriptor, self.columns)
-        self._wire_columns = [self._wire_column(name) for name in self.columns] if self._wire is not None else []
+        self._wire_columns = (
+            [self._wire_column(name) for name in self.columns] if self._wire is not None else []
+        )
 
     def _converter(self, name: str) -> Callable[[list[Message]], pa.Array]:
         field = self.descriptor.fields_by_name[name]
@@ -214,7 +218,9 @@ class ArrowDecoder:
             messages, _, failures = self.parse(payloads)
             return self.to_batch(messages), failures
 
-    def _decode_wire(self, payloads: Sequence[bytes | None]) -> tuple[pa.RecordBatch, list[DecodeFailure]] | None:
+    def _decode_wire(
+        self, payloads: Sequence[bytes | None]
+    ) -> tuple[pa.RecordBatch, list[DecodeFailure]] | None:
         """Decode with the compiled wire decoder; None when a payload it could not vouch for parses
         with upb after all (the caller then decodes the whole batch with upb)."""
         from job.schema import wire
@@ -245,8 +251,10 @@ class ArrowDecoder:
                 return None
             failures.sort(key=lambda f: f.index)
         keep = ok if failures else None
-        arrays = [column(buf, a[k] if keep is None else a[k][keep], b[k] if keep is None else b[k][keep])
-                  for k, column in enumerate(self._wire_columns)]
+        arrays = [
+            column(buf, a[k] if keep is None else a[k][keep], b[k] if keep is None else b[k][keep])
+            for k, column in enumerate(self._wire_columns)
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema), failures
 
     def _wire_column(self, name: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], pa.Array]:
@@ -257,12 +265,15 @@ class ArrowDecoder:
         kind = wire.field_kind(self.descriptor.fields_by_name[name])
         atype = self.arrow_schema.field(name).type
         if kind in (wire.K_STRING, wire.K_BYTES):
-            wide = np.int64 if pa.types.is_large_string(atype) or pa.types.is_large_binary(atype) else np.int32
+            wide = (
+                np.int64 if pa.types.is_large_string(atype) or pa.types.is_large_binary(atype) else np.int32
+            )
 
             def text(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> pa.Array:
                 offsets = np.empty(len(a) + 1, dtype=wide)
                 data = wire.gather_bytes(buf, a, b, offsets)
                 return pa.Array.from_buffers(atype, len(a), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
             return text
         if kind == wire.K_TIMESTAMP:
             return lambda buf, a, b: timestamp_array(a, b)

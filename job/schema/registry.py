@@ -22,7 +22,9 @@ class FieldInfo:
     """One top-level field of a message, as a SQL column sees it."""
 
     name: str
-    kind: str  # "double", "float", "int32", "int64", "bool", "string", "bytes", "enum", "timestamp", "message"
+    kind: (
+        str  # "double", "float", "int32", "int64", "bool", "string", "bytes", "enum", "timestamp", "message"
+    )
     repeated: bool
     type_name: str | None  # full name of the enum or message type
 

@@ -23,7 +23,9 @@ def team_schema_from_dir(root: Path, out_dir: Path = CACHE_DIR) -> SchemaRegistr
     """Return the schema of the .proto files under ``root`` (imports relative to it, plus Google's
     well-known types). Raises SchemaError for a missing folder or protoc's message."""
     if not root.is_dir():
-        raise SchemaError(f"schema_dir {root} is not a folder", hint="a folder of .proto files, relative to the spec")
+        raise SchemaError(
+            f"schema_dir {root} is not a folder", hint="a folder of .proto files, relative to the spec"
+        )
     return SchemaRegistry(compile_descriptor_set(root, out_dir))
 
 
@@ -32,8 +34,11 @@ def team_schema_from_url(url: str) -> SchemaRegistry:
     try:
         data = read_url(url)
     except OSError as exc:
-        raise SchemaError(f"schema_url: {exc}", hint="an http(s):// or file:// URL of a compiled descriptor set "
-                          "(daggers protos build --root DIR --out FILE)") from None
+        raise SchemaError(
+            f"schema_url: {exc}",
+            hint="an http(s):// or file:// URL of a compiled descriptor set "
+            "(daggers protos build --root DIR --out FILE)",
+        ) from None
     try:
         return SchemaRegistry(data)
     except Exception as exc:  # a protobuf DecodeError or TypeError: not a descriptor set

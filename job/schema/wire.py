@@ -154,7 +154,9 @@ def _skip(buf: np.ndarray, p: Pos, end: Pos, wire: Pos) -> Pos:
 
 
 @njit(cache=True, nogil=True)
-def _timestamp(buf: np.ndarray, p: Pos, end: Pos, secs: np.int64, nanos: np.int64) -> tuple[np.int64, np.int64, bool]:
+def _timestamp(
+    buf: np.ndarray, p: Pos, end: Pos, secs: np.int64, nanos: np.int64
+) -> tuple[np.int64, np.int64, bool]:
     """Merge the Timestamp message buf[p:end] into (secs, nanos); the flag is False when it is malformed."""
     while p < end:
         tag, p = _varint(buf, p, end)
@@ -180,8 +182,16 @@ def _timestamp(buf: np.ndarray, p: Pos, end: Pos, secs: np.int64, nanos: np.int6
 
 
 @njit(cache=True, nogil=True)
-def decode_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray, slots: np.ndarray,
-                   a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> int:
+def decode_columns(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    kinds: np.ndarray,
+    slots: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    ok: np.ndarray,
+) -> int:
     """Decode every payload buf[starts[i]:ends[i]] into the columns ``a``/``b`` (shape: slots x payloads).
 
     Per slot: a varint field's value in ``a`` (int32 and enum sign-extended from 32 bits, bool 0/1);
@@ -264,7 +274,9 @@ def decode_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds:
 
 
 @njit(cache=True, nogil=True)
-def gather_bytes(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out_offsets: np.ndarray) -> np.ndarray:
+def gather_bytes(
+    buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out_offsets: np.ndarray
+) -> np.ndarray:
     """Return the bytes buf[offsets[i]:offsets[i]+lengths[i]] of every i, back to back; ``out_offsets``
     (len + 1) receives where each starts."""
     total = 0

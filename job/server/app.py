@@ -37,10 +37,16 @@ from job.server.settings import ServerSettings
 def create_app(registry: Registry, settings: ServerSettings | None = None) -> FastAPI:
     """Return the API application on ``registry`` (which only it opens)."""
     settings = settings or ServerSettings()
-    app = FastAPI(title="Daggers control plane", version="1", openapi_url=f"{API}/openapi.json",
-                  docs_url=f"{API}/docs", redoc_url=None, responses=ERROR_RESPONSES,
-                  dependencies=[Depends(check_params)],
-                  description="Every control-plane operation, as the signed-in user, checked and audited.")
+    app = FastAPI(
+        title="Daggers control plane",
+        version="1",
+        openapi_url=f"{API}/openapi.json",
+        docs_url=f"{API}/docs",
+        redoc_url=None,
+        responses=ERROR_RESPONSES,
+        dependencies=[Depends(check_params)],
+        description="Every control-plane operation, as the signed-in user, checked and audited.",
+    )
     app.add_exception_handler(HTTPException, http_error)
     # Starlette types a handler for any exception; these two are registered for their own class only
     app.add_exception_handler(DaggerError, _dagger_error)  # type: ignore[arg-type]

@@ -21,8 +21,14 @@ class SigninLimiter:
     is full, the keys whose newest failure is oldest are forgotten first.
     """
 
-    def __init__(self, max_failures: int, window_s: float, *, max_keys: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        max_failures: int,
+        window_s: float,
+        *,
+        max_keys: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
         self.max_keys = max_keys
@@ -84,8 +90,9 @@ class OidcVerifier:
                     answer.raise_for_status()
                     self._config = answer.json()
                 except (requests.RequestException, ValueError) as exc:
-                    raise AuthError(f"the OIDC provider {self.settings.issuer} cannot be reached: "
-                                    f"{type(exc).__name__}") from None
+                    raise AuthError(
+                        f"the OIDC provider {self.settings.issuer} cannot be reached: {type(exc).__name__}"
+                    ) from None
             return self._config
 
     def _keys(self, refresh: bool = False) -> dict[str, Any]:
@@ -110,19 +117,32 @@ class OidcVerifier:
         from joserfc.jwk import KeySet, KeySetSerialization
 
         hint = "sign in again: daggers login --server URL --oidc"
-        claims = jwt.JWTClaimsRegistry(leeway=30, iss={"essential": True, "value": self.settings.issuer},
-                                       aud={"essential": True, "value": self.settings.client_id},
-                                       sub={"essential": True}, exp={"essential": True})
-        for refresh in (False, True) if may_refresh else (False,):  # an unknown key: the provider may have rotated
+        claims = jwt.JWTClaimsRegistry(
+            leeway=30,
+            iss={"essential": True, "value": self.settings.issuer},
+            aud={"essential": True, "value": self.settings.client_id},
+            sub={"essential": True},
+            exp={"essential": True},
+        )
+        for refresh in (
+            (False, True) if may_refresh else (False,)
+        ):  # an unknown key: the provider may have rotated
             try:
-                keys = cast(KeySetSerialization, self._keys(refresh))  # the provider's JSON; import_key_set checks it
-                token = jwt.decode(id_token, KeySet.import_key_set(keys),
-                                   algorithms=["RS256", "ES256", "PS256", "EdDSA"])
+                keys = cast(
+                    KeySetSerialization, self._keys(refresh)
+                )  # the provider's JSON; import_key_set checks it
+                token = jwt.decode(
+                    id_token, KeySet.import_key_set(keys), algorithms=["RS256", "ES256", "PS256", "EdDSA"]
+                )
                 claims.validate(token.claims)
                 return str(token.claims["sub"])
             except (InvalidKeyIdError, ValueError, KeyError):
                 if refresh or not may_refresh:
-                    raise AuthError("the id token is not signed by a key of the OIDC provider", hint=hint) from None
+                    raise AuthError(
+                        "the id token is not signed by a key of the OIDC provider", hint=hint
+                    ) from None
             except JoseError as exc:
                 raise AuthError(f"the id token is not valid: {exc.error}", hint=hint) from None
-        raise AuthError("the id token is not valid", hint=hint)  # pragma: no cover - the loop returns or raises
+        raise AuthError(
+            "the id token is not valid", hint=hint
+        )  # pragma: no cover - the loop returns or raises

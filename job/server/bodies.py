@@ -193,7 +193,9 @@ class ReportIn(Body):
     """One controller round: status changes by dagger id, samples, health, hand-overs done. The heartbeat
     is the server's time when the report arrives; ``now`` (sent by older controllers) is ignored."""
 
-    updates: dict[Annotated[int, Field(gt=0, le=2**63 - 1)], dict[str, Any]] = Field(default={}, max_length=100_000)
+    updates: dict[Annotated[int, Field(gt=0, le=2**63 - 1)], dict[str, Any]] = Field(
+        default={}, max_length=100_000
+    )
     samples: list[dict[str, Any]] = Field(default=[], max_length=100_000)
     health: dict[str, Any] | None = None
     now: float | None = None

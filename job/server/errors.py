@@ -49,9 +49,14 @@ class TooManyError(ControlError):
 
 
 _STATUS: list[tuple[type[DaggerError], int]] = [
-    (RegistryValueError, 422), (AuthError, 401), (PermissionDeniedError, 403), (NotFoundError, 404),
+    (RegistryValueError, 422),
+    (AuthError, 401),
+    (PermissionDeniedError, 403),
+    (NotFoundError, 404),
     (ConflictError, 409),
-    (TooLargeError, 413), (TooManyError, 429), (RegistryError, 503),
+    (TooLargeError, 413),
+    (TooManyError, 429),
+    (RegistryError, 503),
 ]
 
 
@@ -78,7 +83,10 @@ def validation_message(exc: RequestValidationError) -> tuple[int, str]:
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         return 400, f"the request body is not valid JSON: {ctx.get('error', 'malformed')}"
-    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in ("model_attributes_type", "dict_type"):
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in (
+        "model_attributes_type",
+        "dict_type",
+    ):
         return 400, "the request body is not a JSON object (send Content-Type: application/json)"
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -101,14 +109,21 @@ class ErrorOut(BaseModel):
     error: ErrorDetail
 
 
-_WHAT = {400: "malformed request (not JSON, not an object, nested too deep)", 401: "no or a bad credential",
-         403: "the role does not allow it", 404: "missing, or another team's",
-         409: "a conflict (a name taken, a newer version)", 413: "too large",
-         422: "invalid input (the message names the field)", 429: "too many failed sign-ins",
-         503: "the registry is unreachable"}
+_WHAT = {
+    400: "malformed request (not JSON, not an object, nested too deep)",
+    401: "no or a bad credential",
+    403: "the role does not allow it",
+    404: "missing, or another team's",
+    409: "a conflict (a name taken, a newer version)",
+    413: "too large",
+    422: "invalid input (the message names the field)",
+    429: "too many failed sign-ins",
+    503: "the registry is unreachable",
+}
 #: The error answers of every route, for the OpenAPI description.
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {code: {"model": ErrorOut, "description": what}
-                                                   for code, what in _WHAT.items()}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": what} for code, what in _WHAT.items()
+}
 
 
 def _unreadable(cause: BaseException | None) -> str:

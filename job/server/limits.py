@@ -22,8 +22,10 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = TooLargeError(f"the request body is over the server's limit of {self.limit:,} bytes",
-                                hint="make the spec smaller")
+        too_big = TooLargeError(
+            f"the request body is over the server's limit of {self.limit:,} bytes",
+            hint="make the spec smaller",
+        )
         if length is not None and length.isdigit() and int(length) > self.limit:
             await JSONResponse(error_body(too_big), 413)(scope, receive, send)
             return
@@ -37,7 +39,9 @@ class BodyLimit:
             seen += len(chunks[-1])
             more = message.get("more_body", False)
             if seen > self.limit:
-                await JSONResponse(error_body(too_big), 413, headers={"Connection": "close"})(scope, receive, send)
+                await JSONResponse(error_body(too_big), 413, headers={"Connection": "close"})(
+                    scope, receive, send
+                )
                 return
         body, replayed = b"".join(chunks), False
 

@@ -35,11 +35,11 @@ _log = logging.getLogger("job.server")
 #: Every metric the server serves, by name.
 METRICS: dict[str, str] = {
     "daggers_platform_cluster_state": "1 for the cluster's state as the registry shows it (healthy, degraded, "
-                                      "unhealthy), 0 for the others.",
+    "unhealthy), 0 for the others.",
     "daggers_platform_controller_heartbeat_age_seconds": "Seconds since the cluster's controller last wrote its "
-                                                         "heartbeat to the registry (absent when none ever did).",
+    "heartbeat to the registry (absent when none ever did).",
     "daggers_platform_cluster_part_up": "1 when a part of the cluster (controller, spark, kafka, influx) is ok "
-                                        "as the registry shows it.",
+    "as the registry shows it.",
     "daggers_platform_cluster_daggers": "The cluster's daggers in each state, as the registry shows them.",
     "daggers_platform_dagger_state": "1 for the dagger's state as the registry shows it, 0 for the others.",
     "daggers_platform_registry_up": "1 when this scrape could read the registry.",
@@ -65,8 +65,13 @@ class PlatformMetrics:
     Scrapes less than ``reuse_s`` apart (two Prometheus replicas, a burst) share one read, so the registry is
     read at most once per ``reuse_s`` however many scrape."""
 
-    def __init__(self, registry: Registry, settings: HealthSettings | None = None,
-                 clock: Callable[[], float] = now, reuse_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        settings: HealthSettings | None = None,
+        clock: Callable[[], float] = now,
+        reuse_s: float = 1.0,
+    ) -> None:
         self.registry = registry
         self.settings = settings or HealthSettings.from_env()
         self.clock = clock
@@ -80,11 +85,17 @@ class PlatformMetrics:
         at = self.clock()
         with self.registry.session() as s:
             rows = s.execute(
-                select(Cluster, Dagger).select_from(Cluster)
+                select(Cluster, Dagger)
+                .select_from(Cluster)
                 .outerjoin(Dagger, and_(Dagger.cluster_id == Cluster.id, Dagger.tombstone == 0))
-                .options(joinedload(Cluster.datacentre), joinedload(Dagger.team), joinedload(Dagger.status),
-                         joinedload(Dagger.moving_from))
-                .order_by(Cluster.name, Dagger.id)).all()
+                .options(
+                    joinedload(Cluster.datacentre),
+                    joinedload(Dagger.team),
+                    joinedload(Dagger.status),
+                    joinedload(Dagger.moving_from),
+                )
+                .order_by(Cluster.name, Dagger.id)
+            ).all()
             clusters = list({c.id: c for c, _ in rows}.values())
             daggers = [d for _, d in rows if d is not None]
             states: dict[int, list[str]] = {c.id: [] for c in clusters}
@@ -135,8 +146,9 @@ class PlatformMetrics:
         yield from (up, cstate, age, parts, counts, dstate)
 
 
-def serve(registry: Registry, port: int, host: str = "127.0.0.1",
-          settings: HealthSettings | None = None) -> MetricsServer:
+def serve(
+    registry: Registry, port: int, host: str = "127.0.0.1", settings: HealthSettings | None = None
+) -> MetricsServer:
     """Serve the registry's view at ``http://host:port/metrics`` in a daemon thread (``port`` 0: one the OS
     picks). Raises OSError when the port cannot be bound."""
     from prometheus_client.exposition import start_http_server

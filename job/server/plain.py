@@ -54,8 +54,10 @@ def first_refusal(data: Any) -> tuple[str, str] | None:
                     return where or "body", f"the key {key!r} has a NUL character, which is not allowed"
                 stack.append((name, item, depth + 1))
         elif isinstance(value, list):
-            stack.extend((f"{where}.{i}" if where else str(i), item, depth + 1)
-                         for i, item in reversed(list(enumerate(value))))
+            stack.extend(
+                (f"{where}.{i}" if where else str(i), item, depth + 1)
+                for i, item in reversed(list(enumerate(value)))
+            )
     return None
 
 
@@ -85,10 +87,15 @@ def check_params(request: Request) -> None:
         if "\x00" in key or "\x00" in value:
             raise InvalidParameterError(f"{where} parameter {key[:40]!r}: a NUL character is not allowed")
         digits = value.strip().lstrip("+-")
-        if key in ints and digits.isdigit() and digits.isascii() and \
-                (len(digits) > 19 or int(digits) > MAX_INT):
-            raise InvalidParameterError(f"{where} parameter {key[:40]!r}: {value[:30]} is out of range "
-                                        f"(at most {MAX_INT})")
+        if (
+            key in ints
+            and digits.isdigit()
+            and digits.isascii()
+            and (len(digits) > 19 or int(digits) > MAX_INT)
+        ):
+            raise InvalidParameterError(
+                f"{where} parameter {key[:40]!r}: {value[:30]} is out of range (at most {MAX_INT})"
+            )
 
 
 def _int_params(request: Request) -> set[str]:
@@ -97,5 +104,6 @@ def _int_params(request: Request) -> set[str]:
     if dependant is None:
         return set()
     fields = [*dependant.query_params, *dependant.path_params]
-    return {f.alias for f in fields
-            if f.field_info.annotation is int or int in get_args(f.field_info.annotation)}
+    return {
+        f.alias for f in fields if f.field_info.annotation is int or int in get_args(f.field_info.annotation)
+    }

@@ -36,8 +36,10 @@ def clear_text_warning(settings: ServerSettings) -> str | None:
     """Return the warning for a server that listens beyond this machine without TLS, else None."""
     if settings.certfile is not None or is_loopback(settings.host):
         return None
-    return (f"the server listens on {settings.host} over plain HTTP: tokens travel in clear. Give it "
-            "--cert and --key, or put it behind a TLS proxy and listen on 127.0.0.1")
+    return (
+        f"the server listens on {settings.host} over plain HTTP: tokens travel in clear. Give it "
+        "--cert and --key, or put it behind a TLS proxy and listen on 127.0.0.1"
+    )
 
 
 def url_warning(url: str) -> str | None:
@@ -58,16 +60,20 @@ def check_key_file(path: Path) -> None:
     if not stat.S_ISREG(mode):
         raise ControlError(f"the TLS key {path} is not a file")
     if mode & 0o077:
-        raise ControlError(f"the TLS key {path} can be read by other users (mode {stat.S_IMODE(mode):o}): "
-                           "not using it", hint=f"chmod 600 {path}")
+        raise ControlError(
+            f"the TLS key {path} can be read by other users (mode {stat.S_IMODE(mode):o}): not using it",
+            hint=f"chmod 600 {path}",
+        )
 
 
 def metrics_warning(host: str) -> str | None:
     """Return the warning for a metrics listener on ``host`` beyond this machine (it asks for no token)."""
     if is_loopback(host):
         return None
-    return (f"/metrics on {host or 'every address'} answers anyone without a token: keep its port on a private "
-            "network (firewall it to the Prometheus that scrapes it)")
+    return (
+        f"/metrics on {host or 'every address'} answers anyone without a token: keep its port on a private "
+        "network (firewall it to the Prometheus that scrapes it)"
+    )
 
 
 def serve_metrics(registry: Registry, port: int, host: str) -> MetricsServer:
@@ -87,16 +93,23 @@ def serve_metrics(registry: Registry, port: int, host: str) -> MetricsServer:
     try:
         server = serve_platform_metrics(registry, port, host, health)
     except OSError as exc:
-        raise ControlError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}",
-                           hint="give a free port, or 0 for one the OS picks") from None
+        raise ControlError(
+            f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="give a free port, or 0 for one the OS picks",
+        ) from None
     if warning := metrics_warning(host):
         print(f"Warning: {warning}", file=sys.stderr, flush=True)
     print(f"Prometheus metrics (the registry's view) at {server.url}", file=sys.stderr, flush=True)
     return server
 
 
-def serve(registry_url: str, settings: ServerSettings, *, metrics_port: int | None = None,
-          metrics_host: str = "127.0.0.1") -> None:
+def serve(
+    registry_url: str,
+    settings: ServerSettings,
+    *,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+) -> None:
     """Serve the API on ``registry_url`` until interrupted (HTTPS when ``settings`` has a certificate and key),
     and the registry's view as Prometheus metrics on ``metrics_host:metrics_port`` (plain HTTP, no token;
     None: not served; 0: a port the OS picks, printed).
@@ -125,10 +138,16 @@ def serve(registry_url: str, settings: ServerSettings, *, metrics_port: int | No
     except ControlError:
         registry.close()
         raise
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                            ssl_certfile=str(settings.certfile) if settings.certfile else None,
-                            ssl_keyfile=str(settings.keyfile) if settings.keyfile else None,
-                            proxy_headers=False, server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        ssl_certfile=str(settings.certfile) if settings.certfile else None,
+        ssl_keyfile=str(settings.keyfile) if settings.keyfile else None,
+        proxy_headers=False,
+        server_header=False,
+    )
     try:
         uvicorn.Server(config).run()
     finally:

@@ -41,6 +41,7 @@ def catch_up(spark: Any, plan: DaggerPlan, start: Offsets, end: Offsets) -> pa.T
     register_source(session)
     with active_session(session):  # Spark looks the source up in the thread's active session
         stream_frame(session, plan, 0, (json.dumps(start), json.dumps(end))).createOrReplaceTempView(
-            plan.streams[0].table)
+            plan.streams[0].table
+        )
         result, _ = member_result(session, plan)
         return result.toArrow()

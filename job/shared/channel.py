@@ -71,8 +71,10 @@ class HostFolder:
 
     def assign(self, key: str, spec: Path, state_dir: Path, token: str) -> None:
         """Ask the host to run the dagger of ``spec`` (a run file with ``checkpoint_dir`` set) as ``key``."""
-        write_json(self.assignment_path(check_key(key)),
-                   {"key": key, "spec": str(spec), "state_dir": str(state_dir), "token": token})
+        write_json(
+            self.assignment_path(check_key(key)),
+            {"key": key, "spec": str(spec), "state_dir": str(state_dir), "token": token},
+        )
 
     def unassign(self, key: str) -> None:
         """Ask the host to stop ``key`` (a no-op when it is not assigned)."""
@@ -111,8 +113,10 @@ class HostFolder:
 
     def report(self, key: str, token: str, state: str, **extra: Any) -> None:
         """Record ``key``'s state (for its assignment ``token``)."""
-        write_json(self.root / DAGGERS / f"{key}.json",
-                   {"key": key, "token": token, "state": state, "at": time.time(), **extra})
+        write_json(
+            self.root / DAGGERS / f"{key}.json",
+            {"key": key, "token": token, "state": state, "at": time.time(), **extra},
+        )
 
     def report_host(self, **data: Any) -> None:
         """Record the host's own state."""

@@ -39,11 +39,19 @@ def run_locally(args: list[str]) -> None:
     os.execve(python, [python, *args], {**os.environ, "PYTHONSAFEPATH": "1"})
 
 
-def encode(module: str, args: list[str], cwd: str, env: dict[str, str], ignored: list[int] | None = None) -> bytes:
+def encode(
+    module: str, args: list[str], cwd: str, env: dict[str, str], ignored: list[int] | None = None
+) -> bytes:
     """Return the request: NUL-terminated module, folder, the signals ignored (numbers joined by commas),
     argument count, arguments and ``KEY=VALUE`` environment entries."""
-    parts = [module, cwd, ",".join(map(str, ignored or [])), str(len(args)), *args,
-             *(f"{k}={v}" for k, v in env.items())]
+    parts = [
+        module,
+        cwd,
+        ",".join(map(str, ignored or [])),
+        str(len(args)),
+        *args,
+        *(f"{k}={v}" for k, v in env.items()),
+    ]
     return b"".join(os.fsencode(p) + b"\0" for p in parts)
 
 
@@ -57,8 +65,10 @@ def main(args: list[str]) -> int:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(path)
-        conn.sendmsg([encode(args[1], args[2:], os.getcwd(), dict(os.environ), ignored)],
-                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        conn.sendmsg(
+            [encode(args[1], args[2:], os.getcwd(), dict(os.environ), ignored)],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))],
+        )
         first = conn.recv(64)  # the child's PID, its first word; nothing when the server refused
     except OSError:
         first = b""

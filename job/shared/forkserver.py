@@ -101,8 +101,8 @@ def decode(msg: bytes) -> dict:
         raise ValueError("a short request")
     ignored = [int(n) for n in parts[2].split(",") if n]
     count = int(parts[3])
-    env = dict(entry.split("=", 1) for entry in parts[4 + count:] if "=" in entry)
-    return {"module": parts[0], "cwd": parts[1], "ignored": ignored, "argv": parts[4:4 + count], "env": env}
+    env = dict(entry.split("=", 1) for entry in parts[4 + count :] if "=" in entry)
+    return {"module": parts[0], "cwd": parts[1], "ignored": ignored, "argv": parts[4 : 4 + count], "env": env}
 
 
 def child_signals(ignored: list[int]) -> None:
@@ -110,8 +110,11 @@ def child_signals(ignored: list[int]) -> None:
     started with ignored stay ignored (an exec keeps SIG_IGN; the JVM starts Python with SIGINT ignored, so
     a terminal's Ctrl-C must not stop a query's source runner), the others as Python sets them at start."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
-                         (signal.SIGHUP, signal.SIG_DFL)):
+    for sig, default in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGTERM, signal.SIG_DFL),
+        (signal.SIGHUP, signal.SIG_DFL),
+    ):
         signal.signal(sig, signal.SIG_IGN if int(sig) in ignored else default)
 
 
@@ -248,7 +251,9 @@ def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Pop
     client runs each module in place, as it does when the server is gone (a dedicated dagger starts its
     JVM meanwhile, which asks for its first Python process seconds later)."""
     if not os.access(LAUNCHER, os.X_OK):
-        log.warning("no fork server: %s is not executable; each query's source runner starts afresh", LAUNCHER)
+        log.warning(
+            "no fork server: %s is not executable; each query's source runner starts afresh", LAUNCHER
+        )
         return None
     folder = Path(tempfile.mkdtemp(prefix="daggers-fork-"))  # short: a Unix socket path has 108 bytes
     path = folder / "sock"
@@ -258,8 +263,10 @@ def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Pop
         if proc.poll() is not None or time.monotonic() > deadline:
             with contextlib.suppress(OSError):
                 proc.kill()
-            log.warning("no fork server (it %s); each query's source runner starts afresh",
-                        "exited" if proc.poll() is not None else f"was not ready after {timeout_s:.0f} s")
+            log.warning(
+                "no fork server (it %s); each query's source runner starts afresh",
+                "exited" if proc.poll() is not None else f"was not ready after {timeout_s:.0f} s",
+            )
             return None
         time.sleep(0.05)
     env = {"PYSPARK_PYTHON": str(LAUNCHER), PYTHON_ENV: sys.executable, SOCKET_ENV: str(path)}
@@ -273,7 +280,14 @@ def start(timeout_s: float = 60.0, *, wait: bool = True) -> tuple[subprocess.Pop
 def command(path: Path, also: tuple[str, ...] = ()) -> list[str]:
     """Return the command line of a fork server on socket ``path`` (serving the modules ``also`` too): ``-P``
     keeps the working folder off its import path, and so off its children's."""
-    return [sys.executable, "-P", "-m", "job.shared.forkserver", str(path), *(a for m in also for a in ("--also", m))]
+    return [
+        sys.executable,
+        "-P",
+        "-m",
+        "job.shared.forkserver",
+        str(path),
+        *(a for m in also for a in ("--also", m)),
+    ]
 
 
 def start_if_local(master: str) -> tuple[subprocess.Popen[bytes], Path] | None:
@@ -289,8 +303,11 @@ def spark_conf() -> dict[str, str]:
     :func:`start` set it, to every Python process Spark starts. Without them only the JVM's own
     environment reaches them, which lacks it when the JVM was launched before the server (a SparkContext
     stopped and made again in one process): the launcher then ran ``python3``, not this interpreter."""
-    return {f"spark.executorEnv.{key}": os.environ[key] for key in (PYTHON_ENV, SOCKET_ENV, CLIENT_ENV)
-            if key in os.environ}
+    return {
+        f"spark.executorEnv.{key}": os.environ[key]
+        for key in (PYTHON_ENV, SOCKET_ENV, CLIENT_ENV)
+        if key in os.environ
+    }
 
 
 def build_client(folder: Path) -> Path | None:
@@ -300,8 +317,12 @@ def build_client(folder: Path) -> Path | None:
     if cc is None:
         return None
     out = folder / "forkclient"
-    done = subprocess.run([cc, "-O2", "-o", str(out), str(Path(__file__).with_name("forkclient.c"))],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [cc, "-O2", "-o", str(out), str(Path(__file__).with_name("forkclient.c"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.returncode != 0 or not os.access(out, os.X_OK):
         log.warning("the C fork client did not build (%s); using the Python one", done.stderr.strip()[:200])
         return None

@@ -56,7 +56,15 @@ ROW_COLUMN = "__row"
 #: How timestamps travel through a group's JSON rows (microseconds, UTC offset): pyarrow reads them back.
 JSON_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 #: The source settings a group's members may differ in: each dagger's columns are read for the group.
-_PER_MEMBER = ("columns", "derived", "hidden", "batch_order", "bad_records_dir", "dead_letter_topic", "positions_dir")
+_PER_MEMBER = (
+    "columns",
+    "derived",
+    "hidden",
+    "batch_order",
+    "bad_records_dir",
+    "dead_letter_topic",
+    "positions_dir",
+)
 
 
 def why_not_fusible(plan: DaggerPlan) -> str | None:
@@ -116,9 +124,14 @@ def fusion_key(plan: DaggerPlan) -> str:
         source = {k: v for k, v in dataclasses.asdict(planned.source).items() if k not in _PER_MEMBER}
         if stream.bad_records == "dead-letter":
             source["dead_letter_topic"] = planned.source.dead_letter_topic
-        streams.append({"source": source, "table": stream.table,
-                        "timestamp": [stream.timestamp_field, planned.timestamp_kind],
-                        "stream_transformers": [t.model_dump(mode="json") for t in stream.transformers]})
+        streams.append(
+            {
+                "source": source,
+                "table": stream.table,
+                "timestamp": [stream.timestamp_field, planned.timestamp_kind],
+                "stream_transformers": [t.model_dump(mode="json") for t in stream.transformers],
+            }
+        )
     parts = {
         "streams": streams,
         "join_lag_ms": plan.translation.join_lag_ms,
@@ -135,7 +148,9 @@ def fusion_key(plan: DaggerPlan) -> str:
     return f"g-{digest[:12]}"
 
 
-def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_from: str | None) -> SourceConfig:
+def merged_source(
+    sources: Sequence[SourceConfig], bad_records_dir: Path, start_from: str | None
+) -> SourceConfig:
     """Return the source of a group whose members read ``sources`` (equal but for :data:`_PER_MEMBER`):
     every column any of them reads, every derived column once, a column hidden only when no member reads
     it as it is; bad records under the group's ``bad_records_dir``; from ``start_from`` when given (epoch
@@ -150,9 +165,14 @@ def merged_source(sources: Sequence[SourceConfig], bad_records_dir: Path, start_
             derived.setdefault(str(d[0]), d)
     orders = {s.batch_order for s in sources}
     return dataclasses.replace(
-        first, columns=columns, hidden=hidden, derived=list(derived.values()),
-        batch_order=orders.pop() if len(orders) == 1 else "", bad_records_dir=str(bad_records_dir),
-        start_from=start_from if start_from is not None else first.start_from)
+        first,
+        columns=columns,
+        hidden=hidden,
+        derived=list(derived.values()),
+        batch_order=orders.pop() if len(orders) == 1 else "",
+        bad_records_dir=str(bad_records_dir),
+        start_from=start_from if start_from is not None else first.start_from,
+    )
 
 
 def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_from: str | None) -> DaggerPlan:
@@ -161,8 +181,9 @@ def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_from: str 
     first = members[0]
     streams = []
     for i, stream in enumerate(first.streams):
-        source = merged_source([m.streams[i].source for m in members], checkpoint / "bad_records" / stream.table,
-                               start_from)
+        source = merged_source(
+            [m.streams[i].source for m in members], checkpoint / "bad_records" / stream.table, start_from
+        )
         streams.append(StreamPlan(stream.table, source, stream.timestamp_field, stream.timestamp_kind))
     return dataclasses.replace(first, streams=streams, checkpoint=checkpoint)
 
@@ -196,8 +217,13 @@ def records_read(start: Any, end: Any, seen: dict[str, dict[str, int]] | None = 
 
     start_, end_ = _offsets(start), _offsets(end)
     end_ = {t: parts for t, parts in end_.items() if isinstance(parts, dict)}
-    floor = {t: {p: max(int((start_.get(t) or {}).get(p, 0)), int(((seen or {}).get(t) or {}).get(str(p), 0)))
-                 for p in parts} for t, parts in end_.items()}
+    floor = {
+        t: {
+            p: max(int((start_.get(t) or {}).get(p, 0)), int(((seen or {}).get(t) or {}).get(str(p), 0)))
+            for p in parts
+        }
+        for t, parts in end_.items()
+    }
     return lag_of(floor, end_)
 
 
@@ -209,9 +235,14 @@ class Branch:
     schema: pa.Schema
 
 
-def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, DaggerPlan],
-                start_ms: int | None, written_ms: int | None = None,
-                written_by: Mapping[str, int] | None = None) -> tuple[DataFrame, dict[str, Branch]]:
+def group_frame(
+    spark: SparkSession,
+    group: DaggerPlan,
+    members: dict[str, DaggerPlan],
+    start_ms: int | None,
+    written_ms: int | None = None,
+    written_by: Mapping[str, int] | None = None,
+) -> tuple[DataFrame, dict[str, Branch]]:
     """Return the group's streaming DataFrame (``__member``, ``__row`` as JSON) and each member's branch.
 
     Each stream's view is the group's source, without the events before ``start_ms`` (less the join's
@@ -247,28 +278,48 @@ def group_frame(spark: SparkSession, group: DaggerPlan, members: dict[str, Dagge
     for key, plan in members.items():
         result, names = member_result(spark, plan)
         branches[key] = Branch(key, to_arrow_schema(result.schema, timezone="UTC"))
-        shape = member_shape(plan.translation.spark_sql, tables) if not plan.spec.transformers else \
-            "it has output transformers"
+        shape = (
+            member_shape(plan.translation.spark_sql, tables)
+            if not plan.spec.transformers
+            else "it has output transformers"
+        )
         if not isinstance(shape, str) and len(shape.outputs) == len(names):  # no *
             mergeable.setdefault(shape.source, {})[key] = (shape, names)
             continue
-        log.info("fused %s: a branch of its own in its group (%s)", key, shape if isinstance(shape, str)
-                 else "its output columns")
-        floor = max([w for w in (written_ms if hop else None, (written_by or {}).get(key)) if w is not None],
-                    default=None)
+        log.info(
+            "fused %s: a branch of its own in its group (%s)",
+            key,
+            shape if isinstance(shape, str) else "its output columns",
+        )
+        floor = max(
+            [w for w in (written_ms if hop else None, (written_by or {}).get(key)) if w is not None],
+            default=None,
+        )
         end = window_end_column(plan) if floor is not None else None
         if end is not None and floor is not None:
             column, shift = end
             result = result.where(F.col(f"`{column}`") > F.timestamp_millis(F.lit(floor - shift)))
         elif key in (written_by or {}):
             raise ValueError(f"{key}: its output shows neither its window's end nor its start")
-        frames.append(result.select(F.lit(key).alias(MEMBER_COLUMN),
-                                    F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns]),
-                                              {"timestampFormat": JSON_TIME_FORMAT}).alias(ROW_COLUMN)))
+        frames.append(
+            result.select(
+                F.lit(key).alias(MEMBER_COLUMN),
+                F.to_json(
+                    F.struct(*[F.col(f"`{c}`") for c in result.columns]),
+                    {"timestampFormat": JSON_TIME_FORMAT},
+                ).alias(ROW_COLUMN),
+            )
+        )
     for _, merged in sorted(mergeable.items()):
-        frames.append(merged_frame(spark, merged, written_ms if hop else None,
-                                   start_ms if reach and start_ms is not None else None,
-                                   {k: w for k, w in (written_by or {}).items() if k in merged}))
+        frames.append(
+            merged_frame(
+                spark,
+                merged,
+                written_ms if hop else None,
+                start_ms if reach and start_ms is not None else None,
+                {k: w for k, w in (written_by or {}).items() if k in merged},
+            )
+        )
     return reduce(lambda a, b: a.unionAll(b), frames), branches
 
 
@@ -293,9 +344,13 @@ def output_names(columns: Sequence[str]) -> list[str | None]:
     return [None if c == BARRIER_COLUMN or c.startswith(DERIVED_PREFIX) else c for c in columns]
 
 
-def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequence[str | None]]],
-                 written_ms: int | None = None, from_ms: int | None = None,
-                 written_by: Mapping[str, int] | None = None) -> DataFrame:
+def merged_frame(
+    spark: SparkSession,
+    members: Mapping[str, tuple[Shape, Sequence[str | None]]],
+    written_ms: int | None = None,
+    from_ms: int | None = None,
+    written_by: Mapping[str, int] | None = None,
+) -> DataFrame:
     """Return the one query (``__member``, ``__row``) of the members that merge, over the views of the
     source they read: each one's shape (:func:`job.shared.merge.member_shape`) and output names (see
     :func:`output_names`). Their keys' and values' types are those Spark gives their expressions over the
@@ -307,15 +362,29 @@ def merged_frame(spark: SparkSession, members: Mapping[str, tuple[Shape, Sequenc
     for key, (shape, names) in sorted(members.items()):  # the same order each time: a resumed checkpoint
         shape = drop_outputs(shape, [n is None for n in names])
         probe = [f"{render(k)} AS `k{i}`" for i, k in enumerate(shape.keys)]
-        probe += [f"{render(v)} AS `a{j}_{n}`" for j, a in enumerate(shape.aggregates) for n, v in enumerate(a.values)]
-        types = [f.dataType.simpleString()
-                 for f in spark.sql(f"SELECT {', '.join(probe)} FROM {shape.source}").schema] if probe else []
-        key_types = tuple(types[:len(shape.keys)])
-        rest = iter(types[len(shape.keys):])
+        probe += [
+            f"{render(v)} AS `a{j}_{n}`"
+            for j, a in enumerate(shape.aggregates)
+            for n, v in enumerate(a.values)
+        ]
+        types = (
+            [
+                f.dataType.simpleString()
+                for f in spark.sql(f"SELECT {', '.join(probe)} FROM {shape.source}").schema
+            ]
+            if probe
+            else []
+        )
+        key_types = tuple(types[: len(shape.keys)])
+        rest = iter(types[len(shape.keys) :])
         value_types = tuple(tuple(next(rest) for _ in a.values) for a in shape.aggregates)
         merged.append(Member(key, shape, tuple(n for n in names if n is not None), key_types, value_types))
     sql = merged_sql(merged, JSON_TIME_FORMAT, written_ms, MEMBER_COLUMN, ROW_COLUMN, from_ms, written_by)
-    log.info("fused: %d daggers in one %s", len(merged), "aggregation" if merged[0].shape.stateful else "projection")
+    log.info(
+        "fused: %d daggers in one %s",
+        len(merged),
+        "aggregation" if merged[0].shape.stateful else "projection",
+    )
     return spark.sql(sql)
 
 
@@ -334,10 +403,17 @@ def split_rows(table: pa.Table, branches: dict[str, Branch]) -> dict[str, pa.Tab
     def parse(label: str, schema: pa.Schema) -> pa.Table:
         rows = pc.filter(table.column(ROW_COLUMN), pc.equal(table.column(MEMBER_COLUMN), label))
         data = "\n".join(str(r) for r in rows.to_pylist()).encode()
-        parsed = paj.read_json(io.BytesIO(data), parse_options=paj.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore"))
-        return pa.Table.from_arrays([parsed.column(f.name) if f.name in parsed.column_names
-                                     else pa.nulls(parsed.num_rows, f.type) for f in schema], schema=schema)
+        parsed = paj.read_json(
+            io.BytesIO(data),
+            parse_options=paj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+        return pa.Table.from_arrays(
+            [
+                parsed.column(f.name) if f.name in parsed.column_names else pa.nulls(parsed.num_rows, f.type)
+                for f in schema
+            ],
+            schema=schema,
+        )
 
     parts: dict[str, list[pa.Table]] = {key: [] for key in branches}
     parsed: dict[tuple[str, pa.Schema], pa.Table] = {}
@@ -349,5 +425,9 @@ def split_rows(table: pa.Table, branches: dict[str, Branch]) -> dict[str, pa.Tab
                 if (label, schema) not in parsed:
                     parsed[label, schema] = parse(label, schema)
                 parts[key].append(parsed[label, schema])
-    return {key: (pa.concat_tables(got) if len(got) > 1 else got[0]) if got else branches[key].schema.empty_table()
-            for key, got in parts.items()}
+    return {
+        key: (pa.concat_tables(got) if len(got) > 1 else got[0])
+        if got
+        else branches[key].schema.empty_table()
+        for key, got in parts.items()
+    }

@@ -106,8 +106,13 @@ def split_members(folder: Path) -> dict[str, str]:
     return dict((read_json(folder / SPLIT_FILE) or {}).get("members") or {})
 
 
-def start_of_generation(folder: Path, members: dict[str, str], window: list[str | None] | None,
-                        parent: Path | None = None, joining: dict[str, Path] | None = None) -> Generation:
+def start_of_generation(
+    folder: Path,
+    members: dict[str, str],
+    window: list[str | None] | None,
+    parent: Path | None = None,
+    joining: dict[str, Path] | None = None,
+) -> Generation:
     """Return the generation of a group whose members are ``members`` (key -> token).
 
     The generation in ``group.json`` when its members are these and its query has this form
@@ -126,14 +131,23 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     number = 0
     if data is None:
         data = read_json(parent / GROUP_FILE) if parent is not None else None
-        last = parent / f"gen-{int(data.get('generation', 0))}" if parent is not None and data is not None else None
+        last = (
+            parent / f"gen-{int(data.get('generation', 0))}"
+            if parent is not None and data is not None
+            else None
+        )
     else:
         number = int(data.get("generation", 0))
         last = folder / f"gen-{number}"
         if data.get("members") == members and data.get("form") == PLAN_FORM:
-            return Generation(number, data.get("start_ms"), data.get("seen") or {}, data.get("written_ms"),
-                              {k: int(v) for k, v in (data.get("written_by") or {}).items()},
-                              data.get("seen_by") or {})
+            return Generation(
+                number,
+                data.get("start_ms"),
+                data.get("seen") or {},
+                data.get("written_ms"),
+                {k: int(v) for k, v in (data.get("written_by") or {}).items()},
+                data.get("seen_by") or {},
+            )
     joining = joining or {}
     sources: list[tuple[Path, dict[str, Any], set[str]]] = []
     if data is not None and last is not None:
@@ -163,13 +177,19 @@ def start_of_generation(folder: Path, members: dict[str, str], window: list[str 
     start_ms = None if None in starts else min(s for s in starts if s is not None)
     written_ms = None if None in written else min(w for w in written if w is not None)
     floor = written_ms if written_ms is not None else -1
-    return Generation(number + 1, start_ms, seen, written_ms,
-                      {k: v for k, v in sorted(by_member.items()) if v > floor},
-                      {k: offsets for k, offsets in sorted(read.items()) if offsets != seen})
+    return Generation(
+        number + 1,
+        start_ms,
+        seen,
+        written_ms,
+        {k: v for k, v in sorted(by_member.items()) if v > floor},
+        {k: offsets for k, offsets in sorted(read.items()) if offsets != seen},
+    )
 
 
-def _resume_point(last: Path, data: dict[str, Any],
-                  window: list[str | None] | None) -> tuple[int | None, int | None, dict[str, dict[str, int]]]:
+def _resume_point(
+    last: Path, data: dict[str, Any], window: list[str | None] | None
+) -> tuple[int | None, int | None, dict[str, dict[str, int]]]:
     """Return (where a generation after ``last`` reads from, the window ends ``last`` and those before it
     wrote up to, the offsets they read) for a group whose ``group.json`` was ``data``."""
     from job.query.offset_log import committed_offsets, committed_watermark_ms
@@ -190,15 +210,24 @@ def _merge_offsets(into: dict[str, dict[str, int]], offsets: dict[str, dict[str,
     """Raise ``into``'s offsets to ``offsets`` where they are further."""
     for topic, parts in offsets.items():
         for part, offset in parts.items():
-            into.setdefault(topic, {})[str(part)] = max(int(offset), int(into.get(topic, {}).get(str(part), 0)))
+            into.setdefault(topic, {})[str(part)] = max(
+                int(offset), int(into.get(topic, {}).get(str(part), 0))
+            )
 
 
 class HostedGroup:
     """One generation of a group's query, in a thread of the host (see the module docstring)."""
 
-    def __init__(self, group_key: str, members: list[Member], base: Any, folder: HostFolder,
-                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None,
-                 parent: str | None = None) -> None:
+    def __init__(
+        self,
+        group_key: str,
+        members: list[Member],
+        base: Any,
+        folder: HostFolder,
+        jvm_alive: Callable[[], bool],
+        start_gate: threading.Lock | None = None,
+        parent: str | None = None,
+    ) -> None:
         self.key = group_key
         self.parent = parent  # the key of the split group this group of one came from
         self.split: dict[str, str] = {}  # once its query failed: the members (key -> token) that go on apart
@@ -214,7 +243,9 @@ class HostedGroup:
         self.leaving: set[str] = set()  # members that end with this generation (unassigned or replaced)
         self.generation = 0
         self._seen: dict[str, dict[str, int]] = {}  # offsets read by earlier generations
-        self._seen_by: dict[str, dict[str, dict[str, int]]] = {}  # members that had read less (see Generation)
+        self._seen_by: dict[
+            str, dict[str, dict[str, int]]
+        ] = {}  # members that had read less (see Generation)
         self._jobs: dict[str, Any] = {}
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -262,8 +293,16 @@ class HostedGroup:
 
     def _report(self, key: str, state: str, error: str | None = None) -> None:
         member = self.members[key]
-        self.folder.report(key, member.token, state, error=error, pool=self.pool, group=self.key,
-                           generation=self.generation, checkpoint=str(member.plan.checkpoint))
+        self.folder.report(
+            key,
+            member.token,
+            state,
+            error=error,
+            pool=self.pool,
+            group=self.key,
+            generation=self.generation,
+            checkpoint=str(member.plan.checkpoint),
+        )
 
     def _run(self) -> None:
         from job.query.runner import explain_failure
@@ -279,8 +318,13 @@ class HostedGroup:
                     self._jobs[key].mark("running")
                     self._report(key, "running")
             self.state = "running"
-            log.info("group %s gen %d: running %s (query %s)", self.key, self.generation,
-                     counted(len(self.members), "dagger"), query.id)
+            log.info(
+                "group %s gen %d: running %s (query %s)",
+                self.key,
+                self.generation,
+                counted(len(self.members), "dagger"),
+                query.id,
+            )
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.5)
             if not self._stop.is_set() and query.exception() is not None:
@@ -294,15 +338,25 @@ class HostedGroup:
             text = err.state_text()
             if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
                 self._retries += 1  # the application's hiccup, not the daggers': the same generation again
-                log.warning("group %s: %s; starting its query again (%d/%d)", self.key, TRANSIENT, self._retries,
-                            MAX_TRANSIENT_RETRIES)
+                log.warning(
+                    "group %s: %s; starting its query again (%d/%d)",
+                    self.key,
+                    TRANSIENT,
+                    self._retries,
+                    MAX_TRANSIENT_RETRIES,
+                )
                 if self._close(query, session, listener):
                     self._jobs = {}  # members whose sinks failed stay failed
                     self._stop.wait(2.0 * self._retries)
                     return self._run()
                 return
             live = {k: m.token for k, m in self.members.items() if k not in self.failed}
-            if len(live) > 1 and not isinstance(err, SourceError) and TRANSIENT not in text and not self._stop.is_set():
+            if (
+                len(live) > 1
+                and not isinstance(err, SourceError)
+                and TRANSIENT not in text
+                and not self._stop.is_set()
+            ):
                 return self._split(query, session, listener, live, text)
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
             self._end(query, session, listener, text)
@@ -310,14 +364,21 @@ class HostedGroup:
     def _split(self, query: Any, session: Any, listener: Any, live: dict[str, str], error: str) -> None:
         """End the generation without failing its members ``live`` (key -> token), which the host then runs
         each in a group of its own (see :data:`SPLIT_FILE`): the one whose SQL failed fails alone."""
-        log.warning("group %s gen %d: its query failed: %s; its %d daggers go on each in a query of its own, so "
-                    "that only the one that fails stops", self.key, self.generation, error.replace("\n", " "),
-                    len(live))
+        log.warning(
+            "group %s gen %d: its query failed: %s; its %d daggers go on each in a query of its own, so "
+            "that only the one that fails stops",
+            self.key,
+            self.generation,
+            error.replace("\n", " "),
+            len(live),
+        )
         if not self._close(query, session, listener):
             return
         split = {**split_members(self.root), **live}
-        write_json(self.root / SPLIT_FILE, {"members": split, "generation": self.generation, "error": error,
-                                            "at": time.time()})
+        write_json(
+            self.root / SPLIT_FILE,
+            {"members": split, "generation": self.generation, "error": error, "at": time.time()},
+        )
         for key in live:
             self._report(key, "starting")
         self._pool.shutdown(wait=False)
@@ -335,20 +396,34 @@ class HostedGroup:
         first = next(iter(self.members.values())).plan
         window = list(first.translation.window) if first.translation.window else None
         joining = self._joining()
-        gen = start_of_generation(self.root, self.tokens, window,
-                                  self.root.parent / self.parent if self.parent is not None else None, joining)
+        gen = start_of_generation(
+            self.root,
+            self.tokens,
+            window,
+            self.root.parent / self.parent if self.parent is not None else None,
+            joining,
+        )
         self.generation, start_ms, self._seen, self._seen_by = gen.number, gen.start_ms, gen.seen, gen.seen_by
         checkpoint = self.root / f"gen-{self.generation}"
         # windows: from the oldest open one; no state (pass-throughs): where the last generation stopped
-        start_from = (str(start_ms) if start_ms is not None else None) if window else (
-            json.dumps(self._seen) if self._seen else None)
+        start_from = (
+            (str(start_ms) if start_ms is not None else None)
+            if window
+            else (json.dumps(self._seen) if self._seen else None)
+        )
         group = group_plan([m.plan for m in self.members.values()], checkpoint, start_from)
         session = pool_session(self.base, first.spec.parallelism, self.pool)
         register_plan_functions(session, first)
         register_source(session)
         with session_conf(session, {**query_sql_conf(first.spec), **GROUP_SQL_CONF}):
-            frame, self._branches = group_frame(session, group, {k: m.plan for k, m in self.members.items()},
-                                                start_ms, gen.written_ms, gen.written_by)
+            frame, self._branches = group_frame(
+                session,
+                group,
+                {k: m.plan for k, m in self.members.items()},
+                start_ms,
+                gen.written_ms,
+                gen.written_by,
+            )
             for key, member in self.members.items():
                 job = DaggerJob(member.plan, session)
                 job.log_batches = not self._jobs  # one line a batch for the group, not one a member
@@ -361,25 +436,43 @@ class HostedGroup:
                     self._fail(key, exc.state_text())
             if not window:  # members back from their groups of one (a resumed generation caught up already)
                 self._catch_up({k: v for k, v in gen.seen_by.items() if k in joining})
-            write_json(self.root / GROUP_FILE, {"generation": self.generation, "members": self.tokens,
-                                                "start_ms": start_ms, "window": window, "seen": self._seen,
-                                                "written_ms": gen.written_ms, "written_by": gen.written_by,
-                                                "seen_by": self._seen_by,
-                                                "form": PLAN_FORM})
+            write_json(
+                self.root / GROUP_FILE,
+                {
+                    "generation": self.generation,
+                    "members": self.tokens,
+                    "start_ms": start_ms,
+                    "window": window,
+                    "seen": self._seen,
+                    "written_ms": gen.written_ms,
+                    "written_by": gen.written_by,
+                    "seen_by": self._seen_by,
+                    "form": PLAN_FORM,
+                },
+            )
             for solo in joining.values():  # this generation carries on their queries: theirs are done
                 shutil.rmtree(solo, ignore_errors=True)
             listener = _group_listener(self)
             session.streams.addListener(listener)
-            writer = (frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
-                      .outputMode("append").option("checkpointLocation", str(checkpoint / "spark"))
-                      .foreachBatch(self._write_batch)
-                      .trigger(processingTime=f"{first.trigger_interval_s} seconds"))
+            writer = (
+                frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
+                .outputMode("append")
+                .option("checkpointLocation", str(checkpoint / "spark"))
+                .foreachBatch(self._write_batch)
+                .trigger(processingTime=f"{first.trigger_interval_s} seconds")
+            )
             query = writer.start()
         for job in self._jobs.values():
             job.query = query
             job._interval_s = first.trigger_interval_s
-        log.info("group %s gen %d: %s from %s (checkpoint %s)", self.key, self.generation,
-                 counted(len(self.members), "dagger"), group.streams[0].source.start_from, checkpoint)
+        log.info(
+            "group %s gen %d: %s from %s (checkpoint %s)",
+            self.key,
+            self.generation,
+            counted(len(self.members), "dagger"),
+            group.streams[0].source.start_from,
+            checkpoint,
+        )
         return query, session, listener
 
     def _catch_up(self, behind: dict[str, dict[str, dict[str, int]]]) -> None:
@@ -405,16 +498,26 @@ class HostedGroup:
                 err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
                 self._fail(key, err.state_text())
                 continue
-            error = self._write_member(key, table.select(self._branches[key].schema.names)
-                                       .cast(self._branches[key].schema), CATCH_UP_BATCH)
+            error = self._write_member(
+                key,
+                table.select(self._branches[key].schema.names).cast(self._branches[key].schema),
+                CATCH_UP_BATCH,
+            )
             if error is not None:
                 self._fail(key, error)
                 continue
             self._jobs[key].count_read(rows)
             # it has read what the others had: from here on it counts as they do
             self._seen_by = {k: v for k, v in self._seen_by.items() if k != key}
-            log.info("group %s gen %d: %s caught up %d records (%d rows) it had not read, in %.0f ms", self.key,
-                     self.generation, key, rows, table.num_rows, (time.monotonic() - began) * 1000)
+            log.info(
+                "group %s gen %d: %s caught up %d records (%d rows) it had not read, in %.0f ms",
+                self.key,
+                self.generation,
+                key,
+                rows,
+                table.num_rows,
+                (time.monotonic() - began) * 1000,
+            )
 
     def _joining(self) -> dict[str, Path]:
         """Return the members that come back from a group of one (see :data:`SPLIT_FILE`): key -> its
@@ -440,10 +543,18 @@ class HostedGroup:
             if error is not None:
                 self._fail(key, error)
         if rows.num_rows:
-            log.info("group %s gen %d batch %d: %s for %s; computed in %.0f ms, split in %.0f ms, "
-                     "written in %.0f ms", self.key, self.generation, batch_id, counted(rows.num_rows, "row"),
-                     counted(sum(1 for _, t in live if t.num_rows), "dagger"), (collected - started) * 1000, (split - collected) * 1000,
-                     (time.monotonic() - split) * 1000)
+            log.info(
+                "group %s gen %d batch %d: %s for %s; computed in %.0f ms, split in %.0f ms, "
+                "written in %.0f ms",
+                self.key,
+                self.generation,
+                batch_id,
+                counted(rows.num_rows, "row"),
+                counted(sum(1 for _, t in live if t.num_rows), "dagger"),
+                (collected - started) * 1000,
+                (split - collected) * 1000,
+                (time.monotonic() - split) * 1000,
+            )
 
     def _fail(self, key: str, error: str) -> None:
         """Fail one member with ``error`` (``Title: message``, then its hint): its rows are no longer written."""
@@ -470,8 +581,10 @@ class HostedGroup:
         from job.shared.fusion import records_read
 
         def rows(seen: dict[str, dict[str, int]]) -> int:
-            return sum(records_read(s.get("startOffset"), s.get("endOffset"), seen)
-                       for s in progress.get("sources") or [])
+            return sum(
+                records_read(s.get("startOffset"), s.get("endOffset"), seen)
+                for s in progress.get("sources") or []
+            )
 
         counted = rows(self._seen)
         for key, job in self._jobs.items():

@@ -94,12 +94,21 @@ class SharedHost:
     def _report(self, state: str, error: str | None = None) -> None:
         from job.stack.process import process_start_time
 
-        running = sorted([k for k, d in self.daggers.items() if not d.ended]
-                         + [k for g in self.groups.values() if not g.ended for k in g.members if k not in g.failed])
-        self.folder.report_host(pid=os.getpid(), start_time=process_start_time(os.getpid()), state=state,
-                                master=self.master, jvm_pid=getattr(self._jvm, "pid", None), error=error,
-                                fork_server_pid=self.fork_server_pid,
-                                daggers=running, pools=self.pools() if state == "ready" else [])
+        running = sorted(
+            [k for k, d in self.daggers.items() if not d.ended]
+            + [k for g in self.groups.values() if not g.ended for k in g.members if k not in g.failed]
+        )
+        self.folder.report_host(
+            pid=os.getpid(),
+            start_time=process_start_time(os.getpid()),
+            state=state,
+            master=self.master,
+            jvm_pid=getattr(self._jvm, "pid", None),
+            error=error,
+            fork_server_pid=self.fork_server_pid,
+            daggers=running,
+            pools=self.pools() if state == "ready" else [],
+        )
 
     # ---- one round ------------------------------------------------------------------------------
 
@@ -125,7 +134,9 @@ class SharedHost:
                     else:
                         log.warning("%s: runs as a query of its own, not fused: %s", key, why)
             except Exception as exc:  # noqa: BLE001 - its own run reports the error
-                log.info("%s: not fused (%s)", key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                log.info(
+                    "%s: not fused (%s)", key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                )
             self._fusion = {k: v for k, v in self._fusion.items() if k[0] != key}
             self._fusion[cache_key] = found
         return self._fusion[cache_key]
@@ -146,7 +157,11 @@ class SharedHost:
             assigned = wanted.get(key)
             if assigned is None or assigned["token"] != dagger.token:
                 if not dagger.ended:
-                    log.info("%s: %s", key, "unassigned" if assigned is None else f"replaced by {assigned['token']}")
+                    log.info(
+                        "%s: %s",
+                        key,
+                        "unassigned" if assigned is None else f"replaced by {assigned['token']}",
+                    )
                     dagger.request_stop()
                     self._replacing[key] = dagger
                 del self.daggers[key]
@@ -154,8 +169,16 @@ class SharedHost:
             if key in self.daggers or key in self._replacing:
                 continue  # running, ended with this token, or its old run is still stopping
             log.info("%s: assigned (%s, token %s)", key, want["spec"], want["token"])
-            dagger = HostedDagger(key, str(want["token"]), Path(want["spec"]), Path(want["state_dir"]), self.spark,
-                                  self.folder, self.jvm_alive, self._start_gate)
+            dagger = HostedDagger(
+                key,
+                str(want["token"]),
+                Path(want["spec"]),
+                Path(want["state_dir"]),
+                self.spark,
+                self.folder,
+                self.jvm_alive,
+                self._start_gate,
+            )
             self.daggers[key] = dagger
             dagger.start()
         self._reconcile_groups(fused)
@@ -168,10 +191,15 @@ class SharedHost:
                 del self._regrouping[gkey]
         # a member that failed stays failed until its token changes (as a dagger of its own does)
         for group in [*self.groups.values(), *self._regrouping.values()]:
-            failed = set(group.members) if group.state == "failed" and not group.went_apart else set(group.failed)
+            failed = (
+                set(group.members) if group.state == "failed" and not group.went_apart else set(group.failed)
+            )
             self._failed_fused |= {(k, group.members[k].token) for k in failed}
-        fused = {g: left for g, ms in fused.items()
-                 if (left := {k: m for k, m in ms.items() if (k, m.token) not in self._failed_fused})}
+        fused = {
+            g: left
+            for g, ms in fused.items()
+            if (left := {k: m for k, m in ms.items() if (k, m.token) not in self._failed_fused})
+        }
         fused, parents = self._apart(fused)
         everywhere = {k: m.token for members in fused.values() for k, m in members.items()}
         for gkey, group in list(self.groups.items()):
@@ -195,16 +223,28 @@ class SharedHost:
             if gkey in self.groups or gkey in self._regrouping:
                 continue
             others = [g for g in [*self.groups.values(), *self._regrouping.values()] if not g.ended]
-            busy = [k for k in members if k in self.daggers or k in self._replacing
-                    or any(k in g.members for g in others)]
+            busy = [
+                k
+                for k in members
+                if k in self.daggers or k in self._replacing or any(k in g.members for g in others)
+            ]
             if busy:
                 continue  # wait until their queries elsewhere (their own, or another group's) have stopped
-            group = HostedGroup(gkey, [members[k] for k in sorted(members)], self.spark, self.folder,
-                                self.jvm_alive, self._start_gate, parent=parents.get(gkey))
+            group = HostedGroup(
+                gkey,
+                [members[k] for k in sorted(members)],
+                self.spark,
+                self.folder,
+                self.jvm_alive,
+                self._start_gate,
+                parent=parents.get(gkey),
+            )
             self.groups[gkey] = group
             group.start()
 
-    def _apart(self, fused: dict[str, dict[str, Member]]) -> tuple[dict[str, dict[str, Member]], dict[str, str]]:
+    def _apart(
+        self, fused: dict[str, dict[str, Member]]
+    ) -> tuple[dict[str, dict[str, Member]], dict[str, str]]:
         """Return ``fused`` (group key -> member key -> member) with each member of a split group (one whose
         query failed, :data:`job.shared.group.SPLIT_FILE`) in a group of one, and the group each such
         group of one split off (its key -> the group's). A split ends (see :meth:`_split_over`) once one
@@ -241,13 +281,18 @@ class SharedHost:
         for key, member in members.items():
             if (key, member.token) not in self._comes_back:
                 self._comes_back = {k: v for k, v in self._comes_back.items() if k[0] != key}
-                self._comes_back[(key, member.token)] = (member.plan.translation.window is None
-                                                         or window_end_column(member.plan) is not None)
+                self._comes_back[(key, member.token)] = (
+                    member.plan.translation.window is None or window_end_column(member.plan) is not None
+                )
         if not all(self._comes_back[(k, m.token)] for k, m in members.items()):
             return False
         gone = sorted(k for k, t in split.items() if k not in members or members[k].token != t)
-        log.info("group %s: %s no longer there as they split; the other %d come back together", gkey,
-                 ", ".join(gone), len(members))
+        log.info(
+            "group %s: %s no longer there as they split; the other %d come back together",
+            gkey,
+            ", ".join(gone),
+            len(members),
+        )
         (self.folder.root / GROUPS / gkey / SPLIT_FILE).unlink(missing_ok=True)
         return True
 
@@ -277,8 +322,12 @@ class SharedHost:
         """Stop every dagger gracefully (in parallel) and wait for them."""
         for group in self.groups.values():
             group.request_stop(set(group.members))
-        everyone: list[HostedDagger | HostedGroup] = [*self.daggers.values(), *self._replacing.values(),
-                                                      *self.groups.values(), *self._regrouping.values()]
+        everyone: list[HostedDagger | HostedGroup] = [
+            *self.daggers.values(),
+            *self._replacing.values(),
+            *self.groups.values(),
+            *self._regrouping.values(),
+        ]
         for dagger in everyone:
             if isinstance(dagger, HostedDagger):
                 dagger.request_stop()
@@ -292,19 +341,23 @@ def build_host_session(master: str) -> Any:
     """Return the host's SparkSession: the daggers' usual settings, plus the FAIR scheduler."""
     from job.spark.session import build_session
 
-    return build_session("daggers-shared", master=master, extra={
-        "spark.scheduler.mode": "FAIR",
-        # Executors elsewhere run Spark's Python through the launcher too (job.shared.forkserver).
-        "spark.executorEnv.DAGGERS_PYTHON": sys.executable,
-        # Streaming queries each keep a few jobs' worth of UI state: keep less of it per application.
-        "spark.sql.streaming.numRecentProgressUpdates": "20",
-        "spark.ui.retainedJobs": "200",
-        "spark.ui.retainedStages": "200",
-        "spark.sql.ui.retainedExecutions": "50",
-        # Generated classes are cached by their code: Spark's 100 entries are a few daggers' worth, and a
-        # miss compiles the class again (Janino, then the JIT) in every micro-batch.
-        "spark.sql.codegen.cache.maxEntries": "2000",
-    })
+    return build_session(
+        "daggers-shared",
+        master=master,
+        extra={
+            "spark.scheduler.mode": "FAIR",
+            # Executors elsewhere run Spark's Python through the launcher too (job.shared.forkserver).
+            "spark.executorEnv.DAGGERS_PYTHON": sys.executable,
+            # Streaming queries each keep a few jobs' worth of UI state: keep less of it per application.
+            "spark.sql.streaming.numRecentProgressUpdates": "20",
+            "spark.ui.retainedJobs": "200",
+            "spark.ui.retainedStages": "200",
+            "spark.sql.ui.retainedExecutions": "50",
+            # Generated classes are cached by their code: Spark's 100 entries are a few daggers' worth, and a
+            # miss compiles the class again (Janino, then the JIT) in every micro-batch.
+            "spark.sql.codegen.cache.maxEntries": "2000",
+        },
+    )
 
 
 def host_master(master: str, cpus: int) -> str:
@@ -320,15 +373,24 @@ def main(argv: list[str] | None = None) -> int:
     """Run a host on the folder given; return its exit code (0, 2 when Spark cannot start, 3 when lost)."""
     parser = argparse.ArgumentParser(prog="python -m job.shared.host", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="The host's folder (assignments, states, host.json).")
-    parser.add_argument("--master", default="local[*]",
-                        help="Spark master: local[*] (one task slot more than the cores), local[N] or spark://host:port.")
-    parser.add_argument("--poll", type=float, default=0.5, help="Seconds between two reads of the assignments.")
-    parser.add_argument("--no-fork-server", action="store_true",
-                        help="Start each query's Python source runner afresh (see job.shared.forkserver).")
+    parser.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[*] (one task slot more than the cores), local[N] or spark://host:port.",
+    )
+    parser.add_argument(
+        "--poll", type=float, default=0.5, help="Seconds between two reads of the assignments."
+    )
+    parser.add_argument(
+        "--no-fork-server",
+        action="store_true",
+        help="Start each query's Python source runner afresh (see job.shared.forkserver).",
+    )
     args = parser.parse_args(argv)
     args.master = host_master(args.master, os.cpu_count() or 1)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s: %(message)s",
-                        datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s: %(message)s", datefmt="%H:%M:%S"
+    )
     # py4j logs every call that a lost JVM breaks, with its traceback; the host reports the loss itself.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     folder = HostFolder(args.folder)

@@ -80,8 +80,17 @@ class HostedDagger:
     signal) and the host exits.
     """
 
-    def __init__(self, key: str, token: str, spec_path: Path, state_dir: Path, base: Any, folder: HostFolder,
-                 jvm_alive: Callable[[], bool], start_gate: threading.Lock | None = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        token: str,
+        spec_path: Path,
+        state_dir: Path,
+        base: Any,
+        folder: HostFolder,
+        jvm_alive: Callable[[], bool],
+        start_gate: threading.Lock | None = None,
+    ) -> None:
         self.key = key
         self.token = token
         self.spec_path = Path(spec_path)
@@ -129,8 +138,15 @@ class HostedDagger:
         self.state = state
         if error is not None:
             self.error = error
-        self.folder.report(self.key, self.token, state, error=self.error, pool=self.pool,
-                           checkpoint=self.checkpoint, query_id=self.query_id)
+        self.folder.report(
+            self.key,
+            self.token,
+            state,
+            error=self.error,
+            pool=self.pool,
+            checkpoint=self.checkpoint,
+            query_id=self.query_id,
+        )
 
     def _run(self) -> None:
         from job.query.runner import DaggerJob, explain_failure
@@ -165,8 +181,13 @@ class HostedDagger:
             text = err.state_text()
             if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
                 self._retries += 1
-                log.warning("%s: %s; starting its query again (%d/%d)", self.key, TRANSIENT, self._retries,
-                            MAX_TRANSIENT_RETRIES)
+                log.warning(
+                    "%s: %s; starting its query again (%d/%d)",
+                    self.key,
+                    TRANSIENT,
+                    self._retries,
+                    MAX_TRANSIENT_RETRIES,
+                )
                 self._finish(job, session, liveness, None, report=False)
                 self._stop.wait(2.0 * self._retries)
                 return self._run()
@@ -189,15 +210,24 @@ class HostedDagger:
         cap = 0 if spec.light else heavy_task_cap(str(context.master), int(context.defaultParallelism))
         if cap:
             p = replace(p, streams=[replace(s, source=replace(s.source, max_tasks=cap)) for s in p.streams])
-            log.info("%s: at most %d tasks read a micro-batch (one slot stays free for light daggers)%s", self.key,
-                     cap, "" if spec.parallelism <= cap else
-                     f"; its {spec.parallelism} shuffle partitions may still take every slot")
+            log.info(
+                "%s: at most %d tasks read a micro-batch (one slot stays free for light daggers)%s",
+                self.key,
+                cap,
+                ""
+                if spec.parallelism <= cap
+                else f"; its {spec.parallelism} shuffle partitions may still take every slot",
+            )
         self.checkpoint = str(p.checkpoint)
         self._pool = pool_name(self.key, spec.light)
         ignored = sorted(k for k in spec.spark_conf if not k.startswith("spark.sql."))
         if ignored:
-            log.warning("%s: %s apply to a Spark application: ignored in a shared one (isolation: dedicated "
-                        "takes them)", self.key, ", ".join(ignored))
+            log.warning(
+                "%s: %s apply to a Spark application: ignored in a shared one (isolation: dedicated "
+                "takes them)",
+                self.key,
+                ", ".join(ignored),
+            )
         if self._stop.is_set():
             self._report("stopped")
             return None, None, None
@@ -208,8 +238,13 @@ class HostedDagger:
         started = time.monotonic()
         query = job.start()
         self.query_id = str(query.id)
-        log.info("%s: query %s started in %.1f s (checkpoint %s)", self.key, self.query_id,
-                 time.monotonic() - started, p.checkpoint)
+        log.info(
+            "%s: query %s started in %.1f s (checkpoint %s)",
+            self.key,
+            self.query_id,
+            time.monotonic() - started,
+            p.checkpoint,
+        )
         return job, session, liveness
 
     def _wait_for_sources(self, query: Any, timeout_s: float = 60.0) -> None:

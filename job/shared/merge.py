@@ -36,14 +36,47 @@ EVENT = "__e"
 #: Between the keys of members whose rows are the same (one row for all of them, split by the group).
 MEMBER_SEP = " "
 #: Aggregate functions Spark knows but sqlglot parses as plain calls.
-_ANONYMOUS_AGGREGATES = frozenset({
-    "collect_set", "collect_list", "approx_count_distinct", "percentile_approx", "approx_percentile",
-    "first", "last", "first_value", "last_value", "any_value", "count_if", "bool_and", "bool_or", "every",
-    "some", "max_by", "min_by", "mode", "median", "percentile", "skewness", "kurtosis", "histogram_numeric",
-    "count_min_sketch", "bit_and", "bit_or", "bit_xor", "try_sum", "try_avg", "regr_count", "array_agg",
-    "listagg", "string_agg", "hll_sketch_agg", "hll_union_agg", "sum_distinct",
-    "dagger_distinct_count",  # DistinctCount (job.spark.jvm)
-})
+_ANONYMOUS_AGGREGATES = frozenset(
+    {
+        "collect_set",
+        "collect_list",
+        "approx_count_distinct",
+        "percentile_approx",
+        "approx_percentile",
+        "first",
+        "last",
+        "first_value",
+        "last_value",
+        "any_value",
+        "count_if",
+        "bool_and",
+        "bool_or",
+        "every",
+        "some",
+        "max_by",
+        "min_by",
+        "mode",
+        "median",
+        "percentile",
+        "skewness",
+        "kurtosis",
+        "histogram_numeric",
+        "count_min_sketch",
+        "bit_and",
+        "bit_or",
+        "bit_xor",
+        "try_sum",
+        "try_avg",
+        "regr_count",
+        "array_agg",
+        "listagg",
+        "string_agg",
+        "hll_sketch_agg",
+        "hll_union_agg",
+        "sum_distinct",
+        "dagger_distinct_count",  # DistinctCount (job.spark.jvm)
+    }
+)
 
 
 _WINDOW_CALL = re.compile(r"\bwindow\s*\(", re.IGNORECASE)
@@ -158,20 +191,30 @@ def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
     relation = source.this if source is not None else None
     joins = list(tree.args.get("joins") or [])
     relations = [relation, *(j.this for j in joins)]
-    if not all(isinstance(r, exp.Table) and r.name in tables for r in relations) or tree.args.get("laterals") \
-            or any(j.args.get("using") or str(j.args.get("kind") or "INNER").upper() != "INNER" or j.side
-                   for j in joins):
+    if (
+        not all(isinstance(r, exp.Table) and r.name in tables for r in relations)
+        or tree.args.get("laterals")
+        or any(
+            j.args.get("using") or str(j.args.get("kind") or "INNER").upper() != "INNER" or j.side
+            for j in joins
+        )
+    ):
         return f"it does not read {' and '.join(sorted(tables))} alone, or with an inner JOIN … ON"
     assert relation is not None
     text = " ".join([render(relation), *(render(j) for j in joins)])
     if tree.args.get("distinct") or tree.args.get("order") or tree.args.get("limit") or tree.args.get("with"):
         return "it has DISTINCT, ORDER BY, LIMIT or WITH"
     if any(True for _ in tree.find_all(exp.Subquery, exp.Window, exp.Explode, exp.Unnest)) or any(
-            isinstance(s, exp.Star) or isinstance(s, exp.Column) and isinstance(s.this, exp.Star)
-            for s in tree.expressions):
+        isinstance(s, exp.Star) or isinstance(s, exp.Column) and isinstance(s.this, exp.Star)
+        for s in tree.expressions
+    ):
         return "it has a subquery, an OVER, a generator or *"
-    if any(isinstance(a, exp.Distinct | exp.Filter) for node in tree.find_all(exp.AggFunc, exp.Anonymous)
-           if _is_aggregate(node) for a in node.iter_expressions()):
+    if any(
+        isinstance(a, exp.Distinct | exp.Filter)
+        for node in tree.find_all(exp.AggFunc, exp.Anonymous)
+        if _is_aggregate(node)
+        for a in node.iter_expressions()
+    ):
         return "an aggregate has DISTINCT or FILTER"
     tree = tree.copy()
     if not joins:
@@ -180,8 +223,11 @@ def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
     group = tree.args.get("group")
     items = list(group.expressions) if group is not None else []
     windows = [g for g in items if isinstance(g, exp.Anonymous) and str(g.name).lower() == "window"]
-    if len(windows) > 1 or group is not None and (group.args.get("rollup") or group.args.get("cube")
-                                                  or group.args.get("grouping_sets")):
+    if (
+        len(windows) > 1
+        or group is not None
+        and (group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"))
+    ):
         return "it groups by more than one window, or by ROLLUP, CUBE or GROUPING SETS"
     if any(isinstance(g, exp.Literal) for g in items):
         return "it groups by position"
@@ -195,8 +241,14 @@ def member_shape(spark_sql: str, tables: str | set[str]) -> Shape | str:
             return "it aggregates without a window"
         if joins:
             return "it joins without a window"
-        return Shape(tree.args["where"].this if tree.args.get("where") else None, (), None, (),
-                     tuple(s.copy() for s in selects), source=text)
+        return Shape(
+            tree.args["where"].this if tree.args.get("where") else None,
+            (),
+            None,
+            (),
+            tuple(s.copy() for s in selects),
+            source=text,
+        )
     aggregates: list[Aggregate] = []
     found: dict[str, int] = {}
 
@@ -257,8 +309,14 @@ class _Slots:
             name = self.aggregates.setdefault((agg.template, types, n), f"__a{len(self.aggregates)}")
             call = sqlglot.parse_one(agg.template, read="spark")
             renames = {f"__v{i}": f"{name}_v{i}" for i in range(len(types))}
-            call = _replace(call, lambda c: exp.column(renames[c.name]) if isinstance(c, exp.Column)
-                            and c.name in renames and not c.table else None)
+            call = _replace(
+                call,
+                lambda c: (
+                    exp.column(renames[c.name])
+                    if isinstance(c, exp.Column) and c.name in renames and not c.table
+                    else None
+                ),
+            )
             self.templates[name] = render(call)
             self.values.update({f"{name}_v{i}": t for i, t in enumerate(types)})
         return name
@@ -288,9 +346,15 @@ def _json(names: Sequence[str], outputs: Sequence[exp.Expr], time_format: str) -
     return f"to_json(named_struct({fields}), map('timestampFormat', {_string(time_format)}))"
 
 
-def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | None = None,
-               member_column: str = "__member", row_column: str = "__row", from_ms: int | None = None,
-               written_by: Mapping[str, int] | None = None) -> str:
+def merged_sql(
+    members: Sequence[Member],
+    time_format: str,
+    written_ms: int | None = None,
+    member_column: str = "__member",
+    row_column: str = "__row",
+    from_ms: int | None = None,
+    written_by: Mapping[str, int] | None = None,
+) -> str:
     """Return the one query of ``members`` (all stateful with the same window, or all pass-throughs, and all
     reading the same source): a row (``member_column``: the member's key, ``row_column``: its output row as
     JSON with timestamps in ``time_format``) for each output row of each member; members whose rows are the
@@ -312,12 +376,16 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         same: dict[tuple[str, str], list[str]] = {}
         for m in members:
             same.setdefault((_where(m.shape), _json(m.names, m.shape.outputs, time_format)), []).append(m.key)
-        events = [f"IF({where}, named_struct('{MEMBER_INDEX}', {c}, '{row_column}', {row}), NULL)"
-                  for c, (where, row) in enumerate(same)]
+        events = [
+            f"IF({where}, named_struct('{MEMBER_INDEX}', {c}, '{row_column}', {row}), NULL)"
+            for c, (where, row) in enumerate(same)
+        ]
         labels = ", ".join(_string(MEMBER_SEP.join(keys)) for keys in same.values())
-        return (f"SELECT element_at(array({labels}), {EVENT}.{MEMBER_INDEX} + 1)"
-                f" AS {member_column}, {EVENT}.{row_column} AS {row_column} FROM (SELECT explode(array("
-                f"{', '.join(events)})) AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL")
+        return (
+            f"SELECT element_at(array({labels}), {EVENT}.{MEMBER_INDEX} + 1)"
+            f" AS {member_column}, {EVENT}.{row_column} AS {row_column} FROM (SELECT explode(array("
+            f"{', '.join(events)})) AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL"
+        )
     slots = _Slots()
     renames: list[dict[str, str]] = []
     for m in members:
@@ -339,13 +407,17 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         for j, agg in enumerate(m.shape.aggregates):
             for v, value in enumerate(agg.values):
                 filled[f"{names[f'__A{j}']}_v{v}"] = render(value)
-        parts = [f"'{slot}', {filled.get(slot, f'CAST(NULL AS {kind})')}"
-                 for slot, kind in (*key_types.items(), *slots.values.items())]
+        parts = [
+            f"'{slot}', {filled.get(slot, f'CAST(NULL AS {kind})')}"
+            for slot, kind in (*key_types.items(), *slots.values.items())
+        ]
         classes.setdefault(f"{_where(m.shape)}\n{', '.join(parts)}", []).append(i)
     events = []
     for c, body in enumerate(classes):
         where, fields = body.split("\n", 1)
-        events.append(f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if fields else ''}{fields}), NULL)")
+        events.append(
+            f"IF({where}, named_struct('{MEMBER_INDEX}', {c}{', ' if fields else ''}{fields}), NULL)"
+        )
     window = members[0].shape.window
     assert window is not None
     time = window.expressions[0]
@@ -355,12 +427,16 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
         window.set("expressions", [exp.column("__t"), *window.expressions[1:]])
     else:
         inner = time_column = render(time)
-    exploded = (f"SELECT {time_column}, {EVENT}.* FROM (SELECT {inner}, explode(array({', '.join(events)}))"
-                f" AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL")
+    exploded = (
+        f"SELECT {time_column}, {EVENT}.* FROM (SELECT {inner}, explode(array({', '.join(events)}))"
+        f" AS {EVENT} FROM {table}) WHERE {EVENT} IS NOT NULL"
+    )
     groups = ", ".join([MEMBER_INDEX, *key_types, render(window)])
     aggregates = ", ".join(f"{call} AS {name}" for name, call in slots.templates.items())
-    windows = (f"SELECT {MEMBER_INDEX}, {', '.join([*key_types, 'window'])}"
-               f"{', ' + aggregates if aggregates else ''} FROM ({exploded}) GROUP BY {groups}")
+    windows = (
+        f"SELECT {MEMBER_INDEX}, {', '.join([*key_types, 'window'])}"
+        f"{', ' + aggregates if aggregates else ''} FROM ({exploded}) GROUP BY {groups}"
+    )
     cases = []
     for c, indexes in enumerate(classes.values()):
         rows: dict[str, list[str]] = {}  # a row's SQL -> the members whose row it is
@@ -380,13 +456,18 @@ def merged_sql(members: Sequence[Member], time_format: str, written_ms: int | No
             if floor is not None and (written_ms is None or floor > written_ms):
                 row = f"IF(window.end > timestamp_millis({int(floor)}), {row}, NULL)"
             rows.setdefault(row, []).append(m.key)
-        structs = [f"named_struct('k', {_string(MEMBER_SEP.join(keys))}, 'r', {row})" for row, keys in rows.items()]
+        structs = [
+            f"named_struct('k', {_string(MEMBER_SEP.join(keys))}, 'r', {row})" for row, keys in rows.items()
+        ]
         cases.append(f"WHEN {c} THEN array({', '.join(structs)})")
     kept = ([f"window.end > timestamp_millis({int(written_ms)})"] if written_ms is not None else []) + (
-        [f"window.start >= timestamp_millis({int(from_ms)})"] if from_ms is not None else [])
+        [f"window.start >= timestamp_millis({int(from_ms)})"] if from_ms is not None else []
+    )
     written = f" WHERE {' AND '.join(kept)}" if kept else ""
     projected = f"SELECT explode(CASE {MEMBER_INDEX} {' '.join(cases)} END) AS __o FROM ({windows}){written}"
-    return f"SELECT __o.k AS {member_column}, __o.r AS {row_column} FROM ({projected}) WHERE __o.r IS NOT NULL"
+    return (
+        f"SELECT __o.k AS {member_column}, __o.r AS {row_column} FROM ({projected}) WHERE __o.r IS NOT NULL"
+    )
 
 
 def drop_outputs(shape: Shape, drop: Sequence[bool]) -> Shape:

@@ -62,7 +62,9 @@ def default_key_columns(names: Sequence[str]) -> list[str]:
     return keys + [n for n in names if n.startswith(TAG_PREFIXES)]
 
 
-def key_columns(given: Sequence[str] | None, names: Sequence[str], *, needed_to: str = "", sink: str = "") -> list[str]:
+def key_columns(
+    given: Sequence[str] | None, names: Sequence[str], *, needed_to: str = "", sink: str = ""
+) -> list[str]:
     """Return the row key of a result with columns ``names``: the sink's ``key_columns`` when ``given``, else
     :func:`default_key_columns`.
 
@@ -70,8 +72,11 @@ def key_columns(given: Sequence[str] | None, names: Sequence[str], *, needed_to:
     for (``make document ids of``, ``upsert on``), for an empty key (the hint names the ``sink`` type)."""
     keys = list(given) if given is not None else default_key_columns(names)
     if needed_to and not keys:
-        raise SinkError(f"the query's output ({', '.join(names)}) has no window_timestamp or tag_*/label_* "
-                        f"column to {needed_to}", hint=f"set key_columns on the {sink} sink")
+        raise SinkError(
+            f"the query's output ({', '.join(names)}) has no window_timestamp or tag_*/label_* "
+            f"column to {needed_to}",
+            hint=f"set key_columns on the {sink} sink",
+        )
     missing = [k for k in keys if k not in names]
     if missing:
         raise SinkError(f"key_columns {missing} are not columns of the query's output ({', '.join(names)})")
@@ -201,8 +206,13 @@ class Sink(ABC):
         now = time.time()
         with self._retry_lock:
             since = (self.metrics.retrying or {}).get("since", now)
-            self.metrics.retrying = {"attempt": attempt, "of": of, "next_at": round(now + delay_s, 3),
-                                     "since": since, "error": _short(error)}
+            self.metrics.retrying = {
+                "attempt": attempt,
+                "of": of,
+                "next_at": round(now + delay_s, 3),
+                "since": since,
+                "error": _short(error),
+            }
         self._tell_retry_listener()
 
     def _retry_over(self) -> None:
@@ -238,7 +248,7 @@ def _short(error: str) -> str:
     """Return the first line of ``error``, at most :data:`RETRY_ERROR_CHARS` long."""
     lines = error.strip().splitlines()
     line = lines[0] if lines else "error"
-    return line if len(line) <= RETRY_ERROR_CHARS else line[:RETRY_ERROR_CHARS - 1] + "…"
+    return line if len(line) <= RETRY_ERROR_CHARS else line[: RETRY_ERROR_CHARS - 1] + "…"
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
@@ -248,7 +258,12 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     for x, y in zip(a.types, b.types, strict=True):
         if x == y:
             continue
-        if pa.types.is_timestamp(x) and pa.types.is_timestamp(y) and x.unit == y.unit and bool(x.tz) == bool(y.tz):
+        if (
+            pa.types.is_timestamp(x)
+            and pa.types.is_timestamp(y)
+            and x.unit == y.unit
+            and bool(x.tz) == bool(y.tz)
+        ):
             continue
         return False
     return True

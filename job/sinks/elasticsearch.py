@@ -63,7 +63,9 @@ def document_id(dagger: str, key: list[tuple[str, Any]]) -> str:
     """Return the stable id of a document: a hex BLAKE2b-128 of the dagger and its (column, value) key.
 
     The same dagger and key give the same id in any process (no Python ``hash``)."""
-    body = json.dumps([dagger, [[k, _key_value(v)] for k, v in key]], separators=(",", ":"), ensure_ascii=False)
+    body = json.dumps(
+        [dagger, [[k, _key_value(v)] for k, v in key]], separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
 
 
@@ -101,8 +103,12 @@ def _json_column(col: pa.ChunkedArray) -> list[Any]:
     if pa.types.is_timestamp(kind):
         seen: dict[Any, str] = {}
         return [None if v is None else seen.get(v) or seen.setdefault(v, _iso(v)) for v in values]
-    if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind) \
-            or pa.types.is_large_string(kind):
+    if (
+        pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+    ):
         return values
     return [_json_value(v) for v in values]
 
@@ -112,8 +118,9 @@ class ElasticsearchSink(Sink):
 
     name = "elasticsearch"
 
-    def __init__(self, spec: ElasticsearchSinkSpec, dagger: str = "",
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, spec: ElasticsearchSinkSpec, dagger: str = "", sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.dagger = dagger
@@ -141,8 +148,11 @@ class ElasticsearchSink(Sink):
 
     def _make_client(self) -> Any:
         elasticsearch = require("elasticsearch", "elasticsearch", needed_by="the elasticsearch sink")
-        kwargs: dict[str, Any] = {"request_timeout": self.spec.timeout_s, "max_retries": 0,
-                                  "retry_on_timeout": False}
+        kwargs: dict[str, Any] = {
+            "request_timeout": self.spec.timeout_s,
+            "max_retries": 0,
+            "retry_on_timeout": False,
+        }
         if self.spec.api_key is not None:
             kwargs["api_key"] = self.spec.api_key.get_secret_value()
         elif self.spec.username is not None and self.spec.password is not None:
@@ -151,8 +161,10 @@ class ElasticsearchSink(Sink):
             kwargs["verify_certs"] = self.spec.verify_certs
             if self.spec.ca_certs:
                 if not Path(self.spec.ca_certs).is_file():
-                    raise SinkError(f"ca_certs {self.spec.ca_certs!r} is not a file",
-                                    hint="give the PEM file of the CA that signed the server's certificate")
+                    raise SinkError(
+                        f"ca_certs {self.spec.ca_certs!r} is not a file",
+                        hint="give the PEM file of the CA that signed the server's certificate",
+                    )
                 kwargs["ca_certs"] = self.spec.ca_certs
             if not self.spec.verify_certs:
                 kwargs["ssl_show_warn"] = False
@@ -170,14 +182,20 @@ class ElasticsearchSink(Sink):
         try:
             self._client.info()
         except elastic_transport.TransportError as exc:
-            raise SinkError(f"Elasticsearch at {self._where} is unreachable: {type(exc).__name__}",
-                            hint="is the server up, and are hosts and TLS settings right?") from None
+            raise SinkError(
+                f"Elasticsearch at {self._where} is unreachable: {type(exc).__name__}",
+                hint="is the server up, and are hosts and TLS settings right?",
+            ) from None
         except elasticsearch.ApiError as exc:
             if exc.meta.status in (401, 403):
-                raise SinkError(f"Elasticsearch at {self._where} refused the credentials (HTTP {exc.meta.status})",
-                                hint="check username/password or api_key on the sink") from None
-            raise SinkError(f"Elasticsearch at {self._where} answered HTTP {exc.meta.status}: "
-                            f"{self._clean(str(exc.message))}") from None
+                raise SinkError(
+                    f"Elasticsearch at {self._where} refused the credentials (HTTP {exc.meta.status})",
+                    hint="check username/password or api_key on the sink",
+                ) from None
+            raise SinkError(
+                f"Elasticsearch at {self._where} answered HTTP {exc.meta.status}: "
+                f"{self._clean(str(exc.message))}"
+            ) from None
 
     # ---- bind ---------------------------------------------------------------------------------
 
@@ -188,16 +206,23 @@ class ElasticsearchSink(Sink):
         Elasticsearch type, or an index pattern with the window's date and no window_timestamp.
         """
         names = schema.names
-        keys = key_columns(self.spec.key_columns, names, needed_to="make document ids of", sink="elasticsearch")
+        keys = key_columns(
+            self.spec.key_columns, names, needed_to="make document ids of", sink="elasticsearch"
+        )
         if has_window(self.spec.index) and TIME_COLUMN not in names:
-            raise SinkError(f"index {self.spec.index!r} carries the window's date but the query's output has no "
-                            f"{TIME_COLUMN}", hint="use a fixed index name, or a windowed query")
+            raise SinkError(
+                f"index {self.spec.index!r} carries the window's date but the query's output has no "
+                f"{TIME_COLUMN}",
+                hint="use a fixed index name, or a windowed query",
+            )
         mapping: dict[str, dict[str, str]] = {}
         for name, arrow in zip(names, schema.types, strict=True):
             kind = es_type(arrow, name)
             if kind is None:
-                raise SinkError(f"column {name!r} is {arrow}, which has no Elasticsearch field type here",
-                                hint="CAST it in the SQL (to a number, text or timestamp)")
+                raise SinkError(
+                    f"column {name!r} is {arrow}, which has no Elasticsearch field type here",
+                    hint="CAST it in the SQL (to a number, text or timestamp)",
+                )
             mapping[name] = {"type": kind}
         self._keys, self._mapping, self._ready = keys, mapping, set()
         super().bind(schema)
@@ -229,7 +254,12 @@ class ElasticsearchSink(Sink):
             doc_id = document_id(self.dagger, [(self._keys[j], row[k]) for j, k in enumerate(key_at)])
             if out.pop(doc_id, None) is not None:
                 self.metrics.extra["same_key_rows"] = self.metrics.extra.get("same_key_rows", 0) + 1
-            out[doc_id] = {"_op_type": "index", "_index": index, "_id": doc_id, "_source": dict(zip(names, row, strict=True))}
+            out[doc_id] = {
+                "_op_type": "index",
+                "_index": index,
+                "_id": doc_id,
+                "_source": dict(zip(names, row, strict=True)),
+            }
         return list(out.values())
 
     def _write(self, table: pa.Table, batch_id: int) -> int:
@@ -251,12 +281,19 @@ class ElasticsearchSink(Sink):
                 error = str(exc)
             attempt += 1
             if attempt > self.spec.max_retries:
-                raise SinkError(f"giving up writing to Elasticsearch at {self._where} after {attempt} attempts: "
-                                f"{error}", hint="is the server up and not overloaded?") from None
+                raise SinkError(
+                    f"giving up writing to Elasticsearch at {self._where} after {attempt} attempts: {error}",
+                    hint="is the server up and not overloaded?",
+                ) from None
             self.metrics.retries += 1
             delay = backoff_s(attempt, self.spec.max_backoff_s)
-            log.warning("Elasticsearch write failed (%s); retry %d/%d in %.1fs", error, attempt,
-                        self.spec.max_retries, delay)
+            log.warning(
+                "Elasticsearch write failed (%s); retry %d/%d in %.1fs",
+                error,
+                attempt,
+                self.spec.max_retries,
+                delay,
+            )
             self._retrying(attempt, self.spec.max_retries, delay, error)
             self._sleep(delay)
         return len(actions)
@@ -278,9 +315,13 @@ class ElasticsearchSink(Sink):
             if status in RETRY_STATUSES:
                 raise _Retryable(f"HTTP {status} on {what}: {text}") from None
             if status in (401, 403):
-                raise SinkError(f"Elasticsearch at {self._where} refused {what} (HTTP {status}): {text}",
-                                hint="check the credentials and the role's privileges on the index") from None
-            raise SinkError(f"Elasticsearch at {self._where} refused {what} (HTTP {status}): {text}") from None
+                raise SinkError(
+                    f"Elasticsearch at {self._where} refused {what} (HTTP {status}): {text}",
+                    hint="check the credentials and the role's privileges on the index",
+                ) from None
+            raise SinkError(
+                f"Elasticsearch at {self._where} refused {what} (HTTP {status}): {text}"
+            ) from None
 
     def _prepare_indices(self, indices: set[str]) -> None:
         """Make each index not seen yet with the mapping, or add the mapping's fields to an existing one."""
@@ -290,16 +331,20 @@ class ElasticsearchSink(Sink):
             exists = bool(self._call(f"checking index {index}", partial(indices_api.exists, index=index)))
             if not exists:
                 try:
-                    self._call(f"creating index {index}",
-                               partial(indices_api.create, index=index, mappings={"properties": properties}))
+                    self._call(
+                        f"creating index {index}",
+                        partial(indices_api.create, index=index, mappings={"properties": properties}),
+                    )
                     log.info("created index %s at %s", index, self._where)
                 except SinkError as exc:
                     if "resource_already_exists" not in exc.message:
                         raise
                     exists = True
             if exists:
-                self._call(f"adding the mapping to index {index}",
-                           partial(indices_api.put_mapping, index=index, properties=properties))
+                self._call(
+                    f"adding the mapping to index {index}",
+                    partial(indices_api.put_mapping, index=index, properties=properties),
+                )
             self._ready.add(index)
 
     def _bulk(self, pending: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -315,8 +360,15 @@ class ElasticsearchSink(Sink):
 
         def run() -> None:
             for ok, item in helpers.streaming_bulk(
-                    self._client, list(pending.values()), chunk_size=self.spec.batch_size, max_retries=0,
-                    raise_on_error=False, raise_on_exception=True, yield_ok=False, **extra):
+                self._client,
+                list(pending.values()),
+                chunk_size=self.spec.batch_size,
+                max_retries=0,
+                raise_on_error=False,
+                raise_on_exception=True,
+                yield_ok=False,
+                **extra,
+            ):
                 if ok:
                     continue
                 info = next(iter(item.values()))
@@ -326,8 +378,10 @@ class ElasticsearchSink(Sink):
                     again[info["_id"]] = pending[info["_id"]]
                     self._last_refusal = f"HTTP {status}: {self._clean(reason)}"
                     continue
-                raise SinkError(f"Elasticsearch refused document {info.get('_id')} in index {info.get('_index')} "
-                                f"(HTTP {status}): {self._clean(reason)}")
+                raise SinkError(
+                    f"Elasticsearch refused document {info.get('_id')} in index {info.get('_index')} "
+                    f"(HTTP {status}): {self._clean(reason)}"
+                )
 
         self._call("the bulk write", run)
         return again

@@ -46,8 +46,12 @@ class InfluxSink(Sink):
 
     name = "influx"
 
-    def __init__(self, spec: InfluxSinkSpec, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        spec: InfluxSinkSpec,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.url = spec.url.rstrip("/")
@@ -74,9 +78,10 @@ class InfluxSink(Sink):
         try:
             ping = self.http.get(f"{self.url}/ping", timeout=5)
         except requests.RequestException as exc:
-            raise SinkError(f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}",
-                            hint="start the local stack with `daggers up`, or set the sink's url to your "
-                                 "InfluxDB") from None
+            raise SinkError(
+                f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}",
+                hint="start the local stack with `daggers up`, or set the sink's url to your InfluxDB",
+            ) from None
         if ping.status_code not in (200, 204):
             raise SinkError(f"InfluxDB at {self.url} answered /ping with HTTP {ping.status_code}")
         if self.spec.api == "v1":
@@ -84,8 +89,10 @@ class InfluxSink(Sink):
         else:
             version = ping.headers.get("X-Influxdb-Version", "")
             if _older_than_1_8(version):
-                raise SinkError(f"InfluxDB {version} at {self.url} has no v2 write API (it came with 1.8)",
-                                hint="use api: v1 with database, or upgrade the server")
+                raise SinkError(
+                    f"InfluxDB {version} at {self.url} has no v2 write API (it came with 1.8)",
+                    hint="use api: v1 with database, or upgrade the server",
+                )
             self._open_v2()
 
     def _open_v2(self) -> None:
@@ -99,24 +106,33 @@ class InfluxSink(Sink):
         from influxdb_client.rest import ApiException
 
         token = self.spec.token.get_secret_value() if self.spec.token else ""
-        self._client = InfluxDBClient(url=self.url, token=token, org=self.spec.org or "",
-                                      timeout=int(self.spec.timeout_s * 1000), debug=False)
+        self._client = InfluxDBClient(
+            url=self.url,
+            token=token,
+            org=self.spec.org or "",
+            timeout=int(self.spec.timeout_s * 1000),
+            debug=False,
+        )
         self._write_api = self._client.write_api(write_options=SYNCHRONOUS)
         bucket = self.spec.bucket or ""
         try:
             found = self._client.buckets_api().find_bucket_by_name(bucket)
         except ApiException as exc:
             if exc.status in (401, 403):
-                raise SinkError(f"InfluxDB at {self.url} refused the token (HTTP {exc.status})",
-                                hint="check token (and org) on the sink") from None
+                raise SinkError(
+                    f"InfluxDB at {self.url} refused the token (HTTP {exc.status})",
+                    hint="check token (and org) on the sink",
+                ) from None
             log.debug("no buckets API at %s (HTTP %s); bucket %r not checked", self.url, exc.status, bucket)
             return
         except Exception as exc:  # urllib3 connection errors, unexpected bodies
             log.debug("bucket check at %s failed (%s); not checked", self.url, type(exc).__name__)
             return
         if found is None:
-            raise SinkError(f"InfluxDB bucket {bucket!r} does not exist at {self.url}",
-                            hint="create it (influx bucket create), or fix bucket/org on the sink")
+            raise SinkError(
+                f"InfluxDB bucket {bucket!r} does not exist at {self.url}",
+                hint="create it (influx bucket create), or fix bucket/org on the sink",
+            )
 
     def _query(self, q: str, method: str = "GET") -> dict:
         resp = self.http.request(method, f"{self.url}/query", params={"q": q}, timeout=10)
@@ -136,8 +152,10 @@ class InfluxSink(Sink):
         if self.spec.create_database:
             self._query(f'CREATE DATABASE "{db}"', method="POST")
             return
-        raise SinkError(f"InfluxDB database {db!r} does not exist at {self.url}",
-                        hint="create it (CREATE DATABASE), or set create_database: true on the sink")
+        raise SinkError(
+            f"InfluxDB database {db!r} does not exist at {self.url}",
+            hint="create it (CREATE DATABASE), or set create_database: true on the sink",
+        )
 
     # ---- write --------------------------------------------------------------------------------
 
@@ -166,8 +184,11 @@ class InfluxSink(Sink):
                 params["rp"] = self.spec.retention_policy
             return f"{self.url}/write", params
         v2_precision = {"s": "s", "ms": "ms", "u": "us"}[precision]
-        return f"{self.url}/api/v2/write", {"bucket": self.spec.bucket or "", "org": self.spec.org or "",
-                                           "precision": v2_precision}
+        return f"{self.url}/api/v2/write", {
+            "bucket": self.spec.bucket or "",
+            "org": self.spec.org or "",
+            "precision": v2_precision,
+        }
 
     def _post_with_retry(self, body: bytes, precision: str) -> None:
         url, params = self._endpoint(precision)
@@ -189,18 +210,30 @@ class InfluxSink(Sink):
                 error = SinkError(str(exc))
             attempt += 1
             if attempt > self.spec.max_retries:
-                raise SinkError(f"giving up writing to InfluxDB at {self.url} after {counted(attempt, 'attempt')}: "
-                                f"{error.message}") from None
+                raise SinkError(
+                    f"giving up writing to InfluxDB at {self.url} after {counted(attempt, 'attempt')}: "
+                    f"{error.message}"
+                ) from None
             self.metrics.retries += 1
-            log.warning("InfluxDB write failed (%s); retry %d/%d in %.1fs", error.message, attempt,
-                        self.spec.max_retries, delay)
+            log.warning(
+                "InfluxDB write failed (%s); retry %d/%d in %.1fs",
+                error.message,
+                attempt,
+                self.spec.max_retries,
+                delay,
+            )
             self._retrying(attempt, self.spec.max_retries, delay, error.message)
             self._sleep(delay)
 
     def _post(self, url: str, params: dict[str, str], body: bytes) -> None:
         try:
-            resp = self.http.post(url, params=params, data=body, timeout=self.spec.timeout_s,
-                                  headers={"Content-Type": "text/plain; charset=utf-8"})
+            resp = self.http.post(
+                url,
+                params=params,
+                data=body,
+                timeout=self.spec.timeout_s,
+                headers={"Content-Type": "text/plain; charset=utf-8"},
+            )
         except requests.RequestException as exc:
             raise _Retryable(f"cannot reach {self.url}: {type(exc).__name__}") from None
         if resp.status_code in (200, 204):
@@ -212,8 +245,10 @@ class InfluxSink(Sink):
         if resp.status_code >= 500:
             raise _Retryable(f"HTTP {resp.status_code}: {text}")
         if resp.status_code == 404 and "database not found" in text:
-            raise SinkError(f"InfluxDB database {self.spec.database!r} does not exist at {self.url}",
-                            hint="create it, or set create_database: true on the sink")
+            raise SinkError(
+                f"InfluxDB database {self.spec.database!r} does not exist at {self.url}",
+                hint="create it, or set create_database: true on the sink",
+            )
         if resp.status_code in (401, 403):
             raise SinkError(f"InfluxDB at {self.url} refused the write (HTTP {resp.status_code}): {text}")
         raise SinkError(f"InfluxDB rejected the points (HTTP {resp.status_code}): {text}")
@@ -226,22 +261,27 @@ class InfluxSink(Sink):
 
         wp = {"s": WritePrecision.S, "ms": WritePrecision.MS, "u": WritePrecision.US}[precision]
         try:
-            self._write_api.write(bucket=self.spec.bucket or "", org=self.spec.org or "", record=body,
-                                  write_precision=wp)
+            self._write_api.write(
+                bucket=self.spec.bucket or "", org=self.spec.org or "", record=body, write_precision=wp
+            )
         except ApiException as exc:
             status = int(exc.status or 0)
             text = _api_error_text(exc)
             if status in (429, 503):
                 retry_after = float((exc.headers.get("Retry-After", "1") if exc.headers else "1") or 1)
-                raise BackpressureError(f"InfluxDB is overloaded (HTTP {status}): {text}", retry_after) from None
+                raise BackpressureError(
+                    f"InfluxDB is overloaded (HTTP {status}): {text}", retry_after
+                ) from None
             if status >= 500 or status == 0:
                 raise _Retryable(f"HTTP {status}: {text}") from None
             if status in (401, 403):
                 raise SinkError(f"InfluxDB at {self.url} refused the write (HTTP {status}): {text}") from None
             if status == 404:
-                raise SinkError(f"InfluxDB at {self.url} answered /api/v2/write with HTTP 404 (no bucket "
-                                f"{self.spec.bucket!r} in org {self.spec.org!r}, or no v2 API): {text}",
-                                hint="create the bucket, or fix bucket/org on the sink") from None
+                raise SinkError(
+                    f"InfluxDB at {self.url} answered /api/v2/write with HTTP 404 (no bucket "
+                    f"{self.spec.bucket!r} in org {self.spec.org!r}, or no v2 API): {text}",
+                    hint="create the bucket, or fix bucket/org on the sink",
+                ) from None
             raise SinkError(f"InfluxDB rejected the points (HTTP {status}): {text}") from None
         except HTTPError as exc:
             raise _Retryable(f"cannot reach {self.url}: {type(exc).__name__}") from None

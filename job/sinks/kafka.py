@@ -61,11 +61,22 @@ METADATA_TIMEOUT_S = 10.0
 
 #: Errors another round of sending may fix (librdkafka already retried inside delivery_timeout_ms).
 _RETRIABLE_CODES = {
-    KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NETWORK_EXCEPTION, KafkaError._FATAL,
-    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._PURGE_QUEUE,
+    KafkaError._PURGE_INFLIGHT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError._FATAL,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError.UNKNOWN_PRODUCER_ID,
+    KafkaError.INVALID_PRODUCER_EPOCH,
 }
 
 
@@ -78,6 +89,7 @@ def _retriable(err: KafkaError) -> bool:
 
 
 # ---- column → value conversion -------------------------------------------------------------------
+
 
 def _rfc3339(value: dt.datetime) -> str:
     """Return ``value`` as RFC 3339 text (``Z`` for UTC; microseconds only when not zero)."""
@@ -112,7 +124,12 @@ def _json_value(value: Any) -> Any:
 def _json_column(col: pa.ChunkedArray) -> list[Any]:
     """Return the JSON-ready values of ``col``."""
     t = col.type
-    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t):
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+    ):
         return col.to_pylist()
     return [_json_value(v) for v in col.to_pylist()]
 
@@ -138,17 +155,22 @@ def encode_keys(table: pa.Table, columns: Sequence[str]) -> list[bytes | None]:
     if len(columns) == 1:
         return [_key_text(v).encode() for v in table[columns[0]].to_pylist()]
     values = [_json_column(table[c]) for c in columns]
-    return [json.dumps(dict(zip(columns, row, strict=True)), separators=(",", ":"), ensure_ascii=False).encode()
-            for row in zip(*values, strict=True)]
+    return [
+        json.dumps(dict(zip(columns, row, strict=True)), separators=(",", ":"), ensure_ascii=False).encode()
+        for row in zip(*values, strict=True)
+    ]
 
 
 def encode_json(table: pa.Table) -> list[bytes]:
     """Return each row as a compact JSON object (column order kept)."""
     names = table.column_names
     values = [_json_column(table[n]) for n in names]
-    return [json.dumps(dict(zip(names, row, strict=True)), separators=(",", ":"), ensure_ascii=False,
-                       allow_nan=False).encode()
-            for row in zip(*values, strict=True)]
+    return [
+        json.dumps(
+            dict(zip(names, row, strict=True)), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+        for row in zip(*values, strict=True)
+    ]
 
 
 # ---- protobuf mapping ----------------------------------------------------------------------------
@@ -221,8 +243,10 @@ def _to_enum(field: FieldDescriptor, column: str) -> Converter:
                 continue
             number = numbers.get(v)
             if number is None:
-                raise SinkError(f"column {column!r}: {v!r} is not a value of enum {field.enum_type.full_name} "
-                                f"(field {field.name!r}); values: {', '.join(numbers)}")
+                raise SinkError(
+                    f"column {column!r}: {v!r} is not a value of enum {field.enum_type.full_name} "
+                    f"(field {field.name!r}); values: {', '.join(numbers)}"
+                )
             out.append(number)
         return out
 
@@ -236,7 +260,7 @@ def _converter(arrow: pa.DataType, field: FieldDescriptor, column: str) -> Conve
         return _plain
     if pa.types.is_integer(arrow):
         width, signed = arrow.bit_width, pa.types.is_signed_integer(arrow)
-        fits = (cpp in _INT32 and (width <= 16 or (signed and width == 32)))
+        fits = cpp in _INT32 and (width <= 16 or (signed and width == 32))
         fits = fits or (cpp in _INT64 and (width <= 32 or signed))
         fits = fits or (cpp in _UINT32 and not signed and width <= 32)
         fits = fits or (cpp in _UINT64 and not signed)
@@ -245,7 +269,9 @@ def _converter(arrow: pa.DataType, field: FieldDescriptor, column: str) -> Conve
             return _plain
         return _plain if fits else None
     if pa.types.is_floating(arrow):
-        if cpp == FieldDescriptor.CPPTYPE_DOUBLE or (cpp == FieldDescriptor.CPPTYPE_FLOAT and arrow.bit_width <= 32):
+        if cpp == FieldDescriptor.CPPTYPE_DOUBLE or (
+            cpp == FieldDescriptor.CPPTYPE_FLOAT and arrow.bit_width <= 32
+        ):
             return _to_float
         return None
     if pa.types.is_decimal(arrow):
@@ -315,22 +341,28 @@ def proto_encoder(schema: pa.Schema, descriptor: Descriptor, message_class: type
             problems.append(f"column {name!r} has no field (fields: {', '.join(fields) or 'none'})")
             continue
         if _repeated(field):
-            problems.append(f"column {name!r}: field {name!r} is repeated; only single-valued fields can "
-                            "take a column")
+            problems.append(
+                f"column {name!r}: field {name!r} is repeated; only single-valued fields can take a column"
+            )
             continue
         convert = _converter(arrow, field, name)
         if convert is None:
-            problems.append(f"column {name!r} is {arrow}, which does not fit field {name!r} ({_field_type(field)})")
+            problems.append(
+                f"column {name!r} is {arrow}, which does not fit field {name!r} ({_field_type(field)})"
+            )
             continue
         plan.append((name, name, convert))
     if problems:
-        raise SinkError(f"the query's output does not fit proto_class {descriptor.full_name}: " + "; ".join(problems),
-                        hint="rename or CAST the columns in the SQL (AS <field>, CAST(x AS INT)), or change the "
-                             ".proto message")
+        raise SinkError(
+            f"the query's output does not fit proto_class {descriptor.full_name}: " + "; ".join(problems),
+            hint="rename or CAST the columns in the SQL (AS <field>, CAST(x AS INT)), or change the "
+            ".proto message",
+        )
     return ProtoEncoder(message_class, plan)
 
 
 # ---- the sink ------------------------------------------------------------------------------------
+
 
 class _Delivery:
     """Collects the failed deliveries of one round: row index → error."""
@@ -348,9 +380,13 @@ class KafkaSink(Sink):
 
     name = "kafka"
 
-    def __init__(self, spec: KafkaSinkSpec, registry: SchemaRegistry | None = None,
-                 producer_factory: Callable[[dict[str, Any]], Any] = Producer,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        spec: KafkaSinkSpec,
+        registry: SchemaRegistry | None = None,
+        producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         super().__init__()
         self.spec = spec
         self._registry = registry
@@ -399,8 +435,10 @@ class KafkaSink(Sink):
         try:
             return self._producer_factory(self._config())
         except KafkaException as exc:
-            raise SinkError(f"invalid Kafka producer settings: {exc.args[0].str()}",
-                            hint="check producer_config on the sink") from None
+            raise SinkError(
+                f"invalid Kafka producer settings: {exc.args[0].str()}",
+                hint="check producer_config on the sink",
+            ) from None
 
     def open(self) -> None:
         """Check the proto class, reach the broker and find (or create) the topic.
@@ -417,10 +455,12 @@ class KafkaSink(Sink):
                 self._descriptor = registry.descriptor(name)
                 self._message_class = registry.message_class(name)
             except SchemaError as exc:
-                raise SinkError(f"proto_class: {exc.message}",
-                                hint="add the message to the dagger's schema (its schema_dir or schema_url) or to "
-                                     "a .proto file under protos/ (e.g. protos/daggers/aggregates/), or fix the "
-                                     "name") from None
+                raise SinkError(
+                    f"proto_class: {exc.message}",
+                    hint="add the message to the dagger's schema (its schema_dir or schema_url) or to "
+                    "a .proto file under protos/ (e.g. protos/daggers/aggregates/), or fix the "
+                    "name",
+                ) from None
         self._check_reachable()
         self._producer = self._new_producer()
         self._check_topic()
@@ -438,14 +478,18 @@ class KafkaSink(Sink):
             # all topics: asking for one by name lets a broker auto-create it
             meta = self._producer.list_topics(timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
-            raise SinkError(f"cannot read metadata from the Kafka broker at {self.spec.bootstrap_servers}: "
-                            f"{exc.args[0].str()}") from None
+            raise SinkError(
+                f"cannot read metadata from the Kafka broker at {self.spec.bootstrap_servers}: "
+                f"{exc.args[0].str()}"
+            ) from None
         topic = meta.topics.get(self.spec.topic)
         if topic is not None and topic.error is None and topic.partitions:
             return
         if not self.spec.create_topic:
-            raise SinkError(f"topic {self.spec.topic!r} does not exist on {self.spec.bootstrap_servers}",
-                            hint="create it, or set create_topic: true on the sink")
+            raise SinkError(
+                f"topic {self.spec.topic!r} does not exist on {self.spec.bootstrap_servers}",
+                hint="create it, or set create_topic: true on the sink",
+            )
         from job.produce.producer import ProduceError, ensure_topic
 
         try:
@@ -504,15 +548,28 @@ class KafkaSink(Sink):
             if final or attempt > self.spec.max_retries:
                 reason = _kafka_text(final[0] if final else first)
                 tried = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
-                raise SinkError(f"{len(failed)} of {counted(len(values), 'record')} of batch {batch_id} were not delivered "
-                                f"to topic {self.spec.topic!r} {tried}: {reason}",
-                                hint=None if final else "is the broker up? the batch runs again at the next start")
+                raise SinkError(
+                    f"{len(failed)} of {counted(len(values), 'record')} of batch {batch_id} were not delivered "
+                    f"to topic {self.spec.topic!r} {tried}: {reason}",
+                    hint=None if final else "is the broker up? the batch runs again at the next start",
+                )
             self.metrics.retries += 1
             delay = backoff_s(attempt, self.spec.max_backoff_s)
-            log.warning("%d records to %s not delivered (%s); retry %d/%d in %.1fs", len(failed), self.spec.topic,
-                        _kafka_text(first), attempt, self.spec.max_retries, delay)
-            self._retrying(attempt, self.spec.max_retries, delay,
-                           f"{len(failed)} records not delivered: {_kafka_text(first)}")
+            log.warning(
+                "%d records to %s not delivered (%s); retry %d/%d in %.1fs",
+                len(failed),
+                self.spec.topic,
+                _kafka_text(first),
+                attempt,
+                self.spec.max_retries,
+                delay,
+            )
+            self._retrying(
+                attempt,
+                self.spec.max_retries,
+                delay,
+                f"{len(failed)} records not delivered: {_kafka_text(first)}",
+            )
             self._sleep(delay)
             if self._fatal is not None:  # an idempotent producer in a fatal state must be replaced
                 log.warning("replacing the Kafka producer after a fatal error: %s", _kafka_text(self._fatal))
@@ -520,8 +577,9 @@ class KafkaSink(Sink):
                 self._producer = self._new_producer()
             pending = sorted(failed)
 
-    def _send_round(self, indexes: list[int], values: list[bytes], keys: list[bytes | None],
-                    stamps: list[int | None]) -> dict[int, KafkaError]:
+    def _send_round(
+        self, indexes: list[int], values: list[bytes], keys: list[bytes | None], stamps: list[int | None]
+    ) -> dict[int, KafkaError]:
         """Send the records at ``indexes`` and wait for every delivery; return the failed ones."""
         producer, topic, delivery = self._producer, self.spec.topic, _Delivery()
         for i in indexes:
@@ -536,8 +594,9 @@ class KafkaSink(Sink):
                 except BufferError:  # the local queue is full: let librdkafka send some
                     producer.poll(0.05)
                 except KafkaException as exc:  # refused before sending (e.g. larger than message.max.bytes)
-                    raise SinkError(f"the record of row {i} cannot be sent to topic {topic!r}: "
-                                    f"{_kafka_text(exc.args[0])}") from None
+                    raise SinkError(
+                        f"the record of row {i} cannot be sent to topic {topic!r}: {_kafka_text(exc.args[0])}"
+                    ) from None
             producer.poll(0)
         deadline = time.monotonic() + self.spec.delivery_timeout_ms / 1000 + 10
         while len(producer) and time.monotonic() < deadline:

@@ -50,12 +50,14 @@ class Encoded:
         per-line Python)."""
         if len(self.text) == 0:
             return
-        offsets = np.frombuffer(self.text.buffers()[1], np.int64)[self.text.offset:self.text.offset + len(self.text) + 1]
+        offsets = np.frombuffer(self.text.buffers()[1], np.int64)[
+            self.text.offset : self.text.offset + len(self.text) + 1
+        ]
         data = self.text.buffers()[2]
         assert data is not None
         for start in range(0, len(self.text), max(size, 1)):
             stop = min(start + size, len(self.text))
-            yield data[int(offsets[start]):int(offsets[stop])].to_pybytes()
+            yield data[int(offsets[start]) : int(offsets[stop])].to_pybytes()
 
 
 _NULL = pa.scalar(None, pa.large_string())
@@ -115,7 +117,9 @@ def _field_values(col: pa.ChunkedArray) -> pa.Array:
     if pa.types.is_floating(t) or pa.types.is_decimal(t):
         floats = col.cast(pa.float64())
         text = _strings(pc.if_else(pc.is_finite(floats), floats, pa.scalar(None, pa.float64())))
-        whole = pc.match_substring_regex(text, r"^-?[0-9]+$")  # Arrow writes 7.0 as "7"; keep it a float's text
+        whole = pc.match_substring_regex(
+            text, r"^-?[0-9]+$"
+        )  # Arrow writes 7.0 as "7"; keep it a float's text
         return pc.if_else(whole, _concat(text, ".0"), text)
     if pa.types.is_timestamp(t):
         micros = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
@@ -155,11 +159,19 @@ def encode(table: pa.Table, measurement: str) -> Encoded:
     keep = valid & pc.not_equal(fields, _large("")).fill_null(False).to_numpy(zero_copy_only=False)
     head = _escape_measurement(measurement)
     ordered = sorted(tag_cols, key=lambda c: c.removeprefix("label_") if c.startswith("label_") else c)
-    tags = [_concat(f",{_escape_key(c.removeprefix('label_') if c.startswith('label_') else c)}=", _tag_values(table[c]))
-            for c in ordered]
+    tags = [
+        _concat(
+            f",{_escape_key(c.removeprefix('label_') if c.startswith('label_') else c)}=",
+            _tag_values(table[c]),
+        )
+        for c in ordered
+    ]
     tag_text = _present(tags) if tags else ""
-    line = _concat(head, tag_text, " ", fields, " ", _strings(pa.array(times)), "\n") if has_time_col else \
-        _concat(head, tag_text, " ", fields, "\n")
+    line = (
+        _concat(head, tag_text, " ", fields, " ", _strings(pa.array(times)), "\n")
+        if has_time_col
+        else _concat(head, tag_text, " ", fields, "\n")
+    )
     kept = pc.filter(line, pa.array(keep)) if not keep.all() else line
     if isinstance(kept, pa.ChunkedArray):
         kept = kept.combine_chunks()

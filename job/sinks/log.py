@@ -34,8 +34,10 @@ class LogSink(Sink):
     def _write(self, table: pa.Table, batch_id: int) -> int:
         if table.num_rows == 0:
             return 0
-        rows = [["NULL" if v is None else str(v) for v in row.values()]
-                for row in table.slice(0, self.spec.max_rows).to_pylist()]
+        rows = [
+            ["NULL" if v is None else str(v) for v in row.values()]
+            for row in table.slice(0, self.spec.max_rows).to_pylist()
+        ]
         view = Table(title=f"batch {batch_id}: {counted(table.num_rows, 'row')}", show_lines=False)
         needed = 1
         for i, name in enumerate(table.column_names):

@@ -107,10 +107,19 @@ class PostgresSink(Sink):
         self._keys: list[str] = []
         self._upsert: sql.Composed | None = None
         info = _conninfo(spec.dsn.get_secret_value())
-        self._where = (f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/"
-                       f"{info.get('dbname') or info.get('user') or ''}")
-        self._secrets = [s for s in (spec.dsn.get_secret_value(), info.get("password"),
-                                     spec.password.get_secret_value() if spec.password else None) if s]
+        self._where = (
+            f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/"
+            f"{info.get('dbname') or info.get('user') or ''}"
+        )
+        self._secrets = [
+            s
+            for s in (
+                spec.dsn.get_secret_value(),
+                info.get("password"),
+                spec.password.get_secret_value() if spec.password else None,
+            )
+            if s
+        ]
 
     @property
     def target(self) -> str:
@@ -133,8 +142,10 @@ class PostgresSink(Sink):
     # ---- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        kwargs: dict[str, Any] = {"connect_timeout": self.spec.connect_timeout_s,
-                                  "application_name": f"daggers-sink-{self.table_name}"[:63]}
+        kwargs: dict[str, Any] = {
+            "connect_timeout": self.spec.connect_timeout_s,
+            "application_name": f"daggers-sink-{self.table_name}"[:63],
+        }
         if self.spec.password is not None:
             kwargs["password"] = self.spec.password.get_secret_value()
         try:
@@ -142,7 +153,9 @@ class PostgresSink(Sink):
         except psycopg.OperationalError as exc:
             raise _ConnectionLost(self._clean(str(exc)).splitlines()[0]) from None
         except psycopg.Error as exc:  # e.g. a malformed dsn
-            raise SinkError(f"cannot connect to PostgreSQL at {self._where}: {self._clean(str(exc))}") from None
+            raise SinkError(
+                f"cannot connect to PostgreSQL at {self._where}: {self._clean(str(exc))}"
+            ) from None
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -167,47 +180,70 @@ class PostgresSink(Sink):
         try:
             conn = self._connection()
         except _ConnectionLost as exc:
-            raise SinkError(f"PostgreSQL at {self._where} is unreachable: {exc}",
-                            hint="is the server up, and are host, port, user and password right?") from None
+            raise SinkError(
+                f"PostgreSQL at {self._where} is unreachable: {exc}",
+                hint="is the server up, and are host, port, user and password right?",
+            ) from None
         try:
             with conn.transaction():
                 self._check_privileges(conn)
         except psycopg.Error as exc:
-            raise SinkError(f"cannot check table {self.qualified} at {self._where}: {self._clean(str(exc))}") \
-                from None
+            raise SinkError(
+                f"cannot check table {self.qualified} at {self._where}: {self._clean(str(exc))}"
+            ) from None
 
     def _check_privileges(self, conn: psycopg.Connection[Any]) -> None:
         role, temp = conn.execute(
-            "SELECT current_user, has_database_privilege(current_database(), 'TEMP')").fetchone() or ("?", False)
+            "SELECT current_user, has_database_privilege(current_database(), 'TEMP')"
+        ).fetchone() or ("?", False)
         if not temp:
-            raise SinkError(f"role {role!r} may not create temporary tables in the database at {self._where}",
-                            hint=f'GRANT TEMP ON DATABASE <db> TO "{role}"')
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                              (self._regclass(),)).fetchone()
+            raise SinkError(
+                f"role {role!r} may not create temporary tables in the database at {self._where}",
+                hint=f'GRANT TEMP ON DATABASE <db> TO "{role}"',
+            )
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._regclass(),)).fetchone()
         if exists and exists[0]:
-            missing = [p for p in REQUIRED_PRIVILEGES
-                       if not (conn.execute("SELECT has_table_privilege(%s, %s)",
-                                            (self._regclass(), p)).fetchone() or (False,))[0]]
+            missing = [
+                p
+                for p in REQUIRED_PRIVILEGES
+                if not (
+                    conn.execute("SELECT has_table_privilege(%s, %s)", (self._regclass(), p)).fetchone()
+                    or (False,)
+                )[0]
+            ]
             if missing:
-                raise SinkError(f"role {role!r} lacks {', '.join(missing)} on table {self.qualified} at {self._where}",
-                                hint=f'GRANT {", ".join(missing)} ON {self.qualified} TO "{role}"')
+                raise SinkError(
+                    f"role {role!r} lacks {', '.join(missing)} on table {self.qualified} at {self._where}",
+                    hint=f'GRANT {", ".join(missing)} ON {self.qualified} TO "{role}"',
+                )
             return
         if not self.spec.create_table:
-            raise SinkError(f"table {self.qualified} does not exist at {self._where}",
-                            hint="create it, or set create_table: true on the sink")
-        schema = conn.execute("SELECT has_schema_privilege(%s, 'CREATE') FROM pg_namespace WHERE nspname = %s",
-                              (self.schema_name, self.schema_name)).fetchone()
+            raise SinkError(
+                f"table {self.qualified} does not exist at {self._where}",
+                hint="create it, or set create_table: true on the sink",
+            )
+        schema = conn.execute(
+            "SELECT has_schema_privilege(%s, 'CREATE') FROM pg_namespace WHERE nspname = %s",
+            (self.schema_name, self.schema_name),
+        ).fetchone()
         if schema is None:
-            raise SinkError(f"schema {self.schema_name!r} does not exist at {self._where}",
-                            hint=f'CREATE SCHEMA "{self.schema_name}"')
+            raise SinkError(
+                f"schema {self.schema_name!r} does not exist at {self._where}",
+                hint=f'CREATE SCHEMA "{self.schema_name}"',
+            )
         if not schema[0]:
-            raise SinkError(f"table {self.qualified} does not exist and role {role!r} may not create it "
-                            f"(no CREATE on schema {self.schema_name})",
-                            hint=f'create the table, or GRANT CREATE ON SCHEMA "{self.schema_name}" TO "{role}"')
+            raise SinkError(
+                f"table {self.qualified} does not exist and role {role!r} may not create it "
+                f"(no CREATE on schema {self.schema_name})",
+                hint=f'create the table, or GRANT CREATE ON SCHEMA "{self.schema_name}" TO "{role}"',
+            )
 
     def _regclass(self) -> str:
-        return sql.SQL("{}.{}").format(sql.Identifier(self.schema_name),
-                                       sql.Identifier(self.table_name)).as_string(None)
+        return (
+            sql.SQL("{}.{}")
+            .format(sql.Identifier(self.schema_name), sql.Identifier(self.table_name))
+            .as_string(None)
+        )
 
     # ---- bind ---------------------------------------------------------------------------------
 
@@ -223,8 +259,10 @@ class PostgresSink(Sink):
         for name, arrow in zip(names, schema.types, strict=True):
             pgt = pg_type(arrow)
             if pgt is None:
-                raise SinkError(f"column {name!r} is {arrow}, which has no PostgreSQL column type here",
-                                hint="CAST it in the SQL (to a number, text or timestamp)")
+                raise SinkError(
+                    f"column {name!r} is {arrow}, which has no PostgreSQL column type here",
+                    hint="CAST it in the SQL (to a number, text or timestamp)",
+                )
             types[name] = pgt
         self._run(lambda conn: self._prepare_table(conn, types, keys))
         self._columns, self._keys = names, keys
@@ -235,8 +273,10 @@ class PostgresSink(Sink):
         exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._regclass(),)).fetchone()
         if not (exists and exists[0]):
             if not self.spec.create_table:
-                raise SinkError(f"table {self.qualified} does not exist at {self._where}",
-                                hint="create it, or set create_table: true on the sink")
+                raise SinkError(
+                    f"table {self.qualified} does not exist at {self._where}",
+                    hint="create it, or set create_table: true on the sink",
+                )
             self._create_table(conn, types, keys)
             return
         self._check_table(conn, list(types), keys)
@@ -250,46 +290,67 @@ class PostgresSink(Sink):
             key = sql.SQL("CONSTRAINT {} UNIQUE NULLS NOT DISTINCT ({})").format(constraint, key_list)
         else:
             key = sql.SQL("CONSTRAINT {} PRIMARY KEY ({})").format(constraint, key_list)
-        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-            table, sql.SQL(", ").join([*cols, key])))
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, sql.SQL(", ").join([*cols, key]))
+        )
         log.info("created table %s at %s, upserting on (%s)", self.qualified, self._where, ", ".join(keys))
 
     def _check_table(self, conn: psycopg.Connection[Any], columns: list[str], keys: list[str]) -> None:
-        rows = conn.execute("SELECT attname, attnotnull FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-                            "AND attnum > 0 AND NOT attisdropped", (self._regclass(),)).fetchall()
+        rows = conn.execute(
+            "SELECT attname, attnotnull FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attnum > 0 AND NOT attisdropped",
+            (self._regclass(),),
+        ).fetchall()
         not_null = {name: bool(nn) for name, nn in rows}
         absent = [c for c in columns if c not in not_null]
         if absent:
-            raise SinkError(f"table {self.qualified} has no column {', '.join(repr(c) for c in absent)} "
-                            f"for the query's output", hint=f"ALTER TABLE {self.qualified} ADD COLUMN ...; or "
-                                                            "rename the columns in the SQL")
+            raise SinkError(
+                f"table {self.qualified} has no column {', '.join(repr(c) for c in absent)} "
+                f"for the query's output",
+                hint=f"ALTER TABLE {self.qualified} ADD COLUMN ...; or rename the columns in the SQL",
+            )
         nulls_col = "i.indnullsnotdistinct" if conn.info.server_version >= 150000 else "false"
         indexes = conn.execute(
             f"SELECT array_agg(a.attname::text), {nulls_col} FROM pg_index i "  # noqa: S608 - no user input
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
             "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indpred IS NULL "
-            "AND i.indexprs IS NULL GROUP BY i.indexrelid, 2", (self._regclass(),)).fetchall()
+            "AND i.indexprs IS NULL GROUP BY i.indexrelid, 2",
+            (self._regclass(),),
+        ).fetchall()
         matching = [nnd for cols, nnd in indexes if sorted(cols) == sorted(keys)]
         if not matching:
-            raise SinkError(f"table {self.qualified} has no unique index on ({', '.join(keys)}) to upsert on",
-                            hint=f"CREATE UNIQUE INDEX ON {self.qualified} ({', '.join(keys)}), or set key_columns "
-                                 "to the columns of an existing one")
+            raise SinkError(
+                f"table {self.qualified} has no unique index on ({', '.join(keys)}) to upsert on",
+                hint=f"CREATE UNIQUE INDEX ON {self.qualified} ({', '.join(keys)}), or set key_columns "
+                "to the columns of an existing one",
+            )
         nullable = [k for k in keys if not not_null[k]]
         if nullable and not any(matching):
-            raise SinkError(f"the unique index of table {self.qualified} on ({', '.join(keys)}) treats NULLs as "
-                            f"distinct and {', '.join(nullable)} may be NULL: a replayed batch would duplicate "
-                            "rows with a NULL key", hint="recreate the index with UNIQUE NULLS NOT DISTINCT, or "
-                                                         "make the key columns NOT NULL")
+            raise SinkError(
+                f"the unique index of table {self.qualified} on ({', '.join(keys)}) treats NULLs as "
+                f"distinct and {', '.join(nullable)} may be NULL: a replayed batch would duplicate "
+                "rows with a NULL key",
+                hint="recreate the index with UNIQUE NULLS NOT DISTINCT, or make the key columns NOT NULL",
+            )
 
     def _upsert_sql(self, columns: list[str], keys: list[str]) -> sql.Composed:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
         rest = [c for c in columns if c not in keys]
-        action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in rest)) if rest \
+        action = (
+            sql.SQL("DO UPDATE SET {}").format(
+                sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in rest)
+            )
+            if rest
             else sql.SQL("DO NOTHING")
+        )
         return sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) {}").format(
-            sql.Identifier(self.schema_name, self.table_name), cols, cols, sql.Identifier(STAGE_TABLE),
-            sql.SQL(", ").join(sql.Identifier(k) for k in keys), action)
+            sql.Identifier(self.schema_name, self.table_name),
+            cols,
+            cols,
+            sql.Identifier(STAGE_TABLE),
+            sql.SQL(", ").join(sql.Identifier(k) for k in keys),
+            action,
+        )
 
     # ---- write --------------------------------------------------------------------------------
 
@@ -306,8 +367,11 @@ class PostgresSink(Sink):
         upsert = self._upsert
         assert upsert is not None, "open() prepares the upsert"
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in self._columns)
-        conn.execute(sql.SQL("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA").format(
-            sql.Identifier(STAGE_TABLE), cols, sql.Identifier(self.schema_name, self.table_name)))
+        conn.execute(
+            sql.SQL("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA").format(
+                sql.Identifier(STAGE_TABLE), cols, sql.Identifier(self.schema_name, self.table_name)
+            )
+        )
         copy = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(STAGE_TABLE), cols)
         truncate = sql.SQL("TRUNCATE {}").format(sql.Identifier(STAGE_TABLE))
         with conn.cursor() as cur:
@@ -335,24 +399,39 @@ class PostgresSink(Sink):
                 return
             except (_ConnectionLost, psycopg.OperationalError) as exc:
                 reason = self._clean(str(exc)).splitlines()[0] if str(exc).strip() else type(exc).__name__
-                if self._conn is not None and not self._conn.broken and isinstance(exc, psycopg.OperationalError) \
-                        and not _transient(exc):
-                    raise SinkError(f"PostgreSQL at {self._where} refused the write to {self.qualified}: "
-                                    f"{reason}") from None
+                if (
+                    self._conn is not None
+                    and not self._conn.broken
+                    and isinstance(exc, psycopg.OperationalError)
+                    and not _transient(exc)
+                ):
+                    raise SinkError(
+                        f"PostgreSQL at {self._where} refused the write to {self.qualified}: {reason}"
+                    ) from None
                 self._drop_connection()
                 attempt += 1
                 if attempt > self.spec.max_retries:
-                    raise SinkError(f"giving up writing to {self.qualified} at {self._where} after {attempt} "
-                                    f"attempts: {reason}") from None
+                    raise SinkError(
+                        f"giving up writing to {self.qualified} at {self._where} after {attempt} "
+                        f"attempts: {reason}"
+                    ) from None
                 self.metrics.retries += 1
                 delay = backoff_s(attempt, self.spec.max_backoff_s)
-                log.warning("PostgreSQL write to %s failed (%s); retry %d/%d in %.1fs", self.qualified, reason,
-                            attempt, self.spec.max_retries, delay)
+                log.warning(
+                    "PostgreSQL write to %s failed (%s); retry %d/%d in %.1fs",
+                    self.qualified,
+                    reason,
+                    attempt,
+                    self.spec.max_retries,
+                    delay,
+                )
                 self._retrying(attempt, self.spec.max_retries, delay, reason)
                 self._sleep(delay)
             except psycopg.Error as exc:
-                raise SinkError(f"PostgreSQL at {self._where} refused the write to {self.qualified}: "
-                                f"{self._clean(str(exc))}") from None
+                raise SinkError(
+                    f"PostgreSQL at {self._where} refused the write to {self.qualified}: "
+                    f"{self._clean(str(exc))}"
+                ) from None
 
     def close(self) -> None:
         """Close the connection."""
@@ -365,9 +444,14 @@ class _ConnectionLost(Exception):
 
 def _transient(exc: psycopg.OperationalError) -> bool:
     """True for errors another attempt may fix on a live connection (serialization, deadlock, shutdown)."""
-    return isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-                      | psycopg.errors.AdminShutdown | psycopg.errors.CannotConnectNow
-                      | psycopg.errors.LockNotAvailable)
+    return isinstance(
+        exc,
+        psycopg.errors.SerializationFailure
+        | psycopg.errors.DeadlockDetected
+        | psycopg.errors.AdminShutdown
+        | psycopg.errors.CannotConnectNow
+        | psycopg.errors.LockNotAvailable,
+    )
 
 
 def _conninfo(dsn: str) -> dict[str, str]:

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from job.schema.registry import SchemaRegistry
 
 
-def build_sinks(specs: Sequence[object], registry: SchemaRegistry | None = None, dagger: str = "") -> list[Sink]:
+def build_sinks(
+    specs: Sequence[object], registry: SchemaRegistry | None = None, dagger: str = ""
+) -> list[Sink]:
     """Return a sink for each sink spec of a dagger, each with a distinct ``name``; a Kafka sink
     finds its proto_class in ``registry`` (the dagger's schema version) before protos/; an
     Elasticsearch sink puts the dagger's name ``dagger`` in its document ids.

@@ -31,8 +31,9 @@ def record_bad(cfg: SourceConfig, rng: OffsetRange, bad: list[dict[str, Any]]) -
     tmp.replace(target)
 
 
-def publish_dead_letters(bad_records_dir: str | Path, bootstrap: str, topic: str,
-                         producer_config: dict[str, str] | None = None) -> int:
+def publish_dead_letters(
+    bad_records_dir: str | Path, bootstrap: str, topic: str, producer_config: dict[str, str] | None = None
+) -> int:
     """Publish every not yet published bad-record file to the dead-letter topic; return the count.
 
     Each record keeps its raw bytes as the value, ``<topic>:<partition>:<offset>`` as the key and
@@ -46,8 +47,16 @@ def publish_dead_letters(bad_records_dir: str | Path, bootstrap: str, topic: str
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:
         return 0
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 20, "log_level": 2, **(producer_config or {})})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 20,
+            "log_level": 2,
+            **(producer_config or {}),
+        }
+    )
     errors: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -58,19 +67,26 @@ def publish_dead_letters(bad_records_dir: str | Path, bootstrap: str, topic: str
     for path in files:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
-            producer.produce(topic, value=base64.b64decode(rec["value_b64"]),
-                             key=f"{rec['topic']}:{rec['partition']}:{rec['offset']}",
-                             headers={"dagger.source.topic": rec["topic"],
-                                      "dagger.source.partition": str(rec["partition"]),
-                                      "dagger.source.offset": str(rec["offset"]),
-                                      "dagger.error": rec["error"][:1000]},
-                             on_delivery=on_delivery)
+            producer.produce(
+                topic,
+                value=base64.b64decode(rec["value_b64"]),
+                key=f"{rec['topic']}:{rec['partition']}:{rec['offset']}",
+                headers={
+                    "dagger.source.topic": rec["topic"],
+                    "dagger.source.partition": str(rec["partition"]),
+                    "dagger.source.offset": str(rec["offset"]),
+                    "dagger.error": rec["error"][:1000],
+                },
+                on_delivery=on_delivery,
+            )
             producer.poll(0)
             sent += 1
         left = producer.flush(30)
         if errors or left:
-            raise SourceError(f"cannot publish bad records to dead-letter topic {topic!r}: "
-                              f"{errors[0] if errors else f'{left} not acknowledged'}")
+            raise SourceError(
+                f"cannot publish bad records to dead-letter topic {topic!r}: "
+                f"{errors[0] if errors else f'{left} not acknowledged'}"
+            )
         path.replace(path.with_suffix(".jsonl.published"))
     return sent
 
@@ -86,4 +102,3 @@ def count_bad_records(bad_records_dir: str | Path) -> int:
             rec = json.loads(line)
             seen.add((rec["topic"], rec["partition"], rec["offset"]))
     return len(seen)
-

@@ -53,7 +53,9 @@ class SourceConfig:
     failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
-    close_period_ms: int = 0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
+    close_period_ms: int = (
+        0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
+    )
     close_delay_ms: int = 0  # ... closed this long after, by the watermark
     read_at_close: bool = False  # plan new data only when it closes a window (job.sources.pacing)
     gather_ms: int = 0  # far from a window boundary, plan new data at most this often (job.sources.pacing)
@@ -66,8 +68,10 @@ class SourceConfig:
             return
         columns = self.output_columns()
         if self.batch_order not in columns:
-            raise SourceError(f"batch_order {self.batch_order!r} is not a column the source hands over "
-                              f"({', '.join(columns)})")
+            raise SourceError(
+                f"batch_order {self.batch_order!r} is not a column the source hands over "
+                f"({', '.join(columns)})"
+            )
 
     def output_columns(self) -> list[str]:
         """Return the names of the columns each batch hands to Spark: the decoded ones but the hidden,
@@ -87,6 +91,7 @@ class SourceConfig:
     @classmethod
     def from_options(cls, options: Any) -> SourceConfig:
         """Build from Spark's (lower-cased) option map; raise SourceError naming a missing option."""
+
         def need(key: str) -> str:
             if key not in options:
                 raise SourceError(f"the {SOURCE_NAME} source needs the option {key!r}")
@@ -131,8 +136,13 @@ class SourceConfig:
         (``s2id``: strings, ``s2cell``: longs)."""
         hidden = set(self.hidden or [])
         fields = [f for f in self.decoder().spark_schema.fields if f.name not in hidden]
-        return StructType(fields + [StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
-                                    for name, function, *_ in self.derived or []])
+        return StructType(
+            fields
+            + [
+                StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
+                for name, function, *_ in self.derived or []
+            ]
+        )
 
     def add_derived(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Append the derived columns to a decoded batch (S2 cells computed with numpy) and drop the
@@ -208,8 +218,15 @@ class OffsetRange(InputPartition):
     cluster: str
     anchor: int
 
-    def __init__(self, topic: str, partition: int, start: int, end: int,  # InputPartition has __init__(value)
-                 cluster: str = kfo.PRIMARY, anchor: int | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,  # InputPartition has __init__(value)
+        cluster: str = kfo.PRIMARY,
+        anchor: int | None = None,
+    ) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "partition", partition)
         object.__setattr__(self, "start", start)
@@ -227,4 +244,3 @@ class RangeGroup(InputPartition):
     def __init__(self, ranges: list[OffsetRange]) -> None:
         object.__setattr__(self, "ranges", tuple(ranges))
         object.__setattr__(self, "value", tuple(r.value for r in ranges))
-

@@ -93,7 +93,9 @@ def _position_file(folder: Path, topic: str, partition: int, start: int, end: in
     return folder / f"{topic}-{partition}-{start:020d}-{end:020d}.json"
 
 
-def write_position(folder: str | Path, topic: str, partition: int, start: int, end: int, pos: Position) -> None:
+def write_position(
+    folder: str | Path, topic: str, partition: int, start: int, end: int, pos: Position
+) -> None:
     """Record ``pos`` for the range ``[start, end)`` (atomically; a replay writes the same file)."""
     path = _position_file(Path(folder), topic, partition, start, end)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +108,7 @@ def _ranges(folder: Path, topic: str, partition: int) -> list[tuple[int, Path]]:
     """Return (range end, file) of every position file of a partition."""
     out = []
     for path in folder.glob(f"{topic}-{partition}-*-*.json"):
-        rest = path.stem[len(f"{topic}-{partition}-"):]
+        rest = path.stem[len(f"{topic}-{partition}-") :]
         start, _, end = rest.partition("-")
         if start.isdigit() and end.isdigit():  # "a-1-…" must not match topic "a" partition 1 of "a-1"
             out.append((int(end), path))
@@ -153,8 +155,9 @@ def locate(records: Iterable[tuple[int, int, str]], pos: Position) -> tuple[int 
     return None, after
 
 
-def _scan(consumer: Consumer, topic: str, partition: int, start: int, end: int,
-          timeout: float = 10.0) -> Iterable[tuple[int, int, str]]:
+def _scan(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float = 10.0
+) -> Iterable[tuple[int, int, str]]:
     """Yield (offset, timestamp, fingerprint) of records ``[start, min(end, start + MAX_SCAN))``."""
     stop = min(end, start + MAX_SCAN)
     if start >= stop:
@@ -200,8 +203,12 @@ def record_position(consumer: Consumer, folder: str | Path, topic: str, partitio
     return False
 
 
-def secondary_start(consumer: Consumer, tps: list[TopicPartition], positions: dict[tuple[str, int], Position | None],
-                    start_from: str) -> kofs.Offsets:
+def secondary_start(
+    consumer: Consumer,
+    tps: list[TopicPartition],
+    positions: dict[tuple[str, int], Position | None],
+    start_from: str,
+) -> kofs.Offsets:
     """Return the offsets to start at on the secondary (``consumer``), by the rule in the module doc.
 
     Raises SourceError when the secondary cannot be reached.
@@ -218,11 +225,23 @@ def secondary_start(consumer: Consumer, tps: list[TopicPartition], positions: di
         # Some brokers (tansu) answer with the first offset of a record batch: scanning from there is right too.
         found, after = locate(_scan(consumer, tp.topic, tp.partition, first, end), pos)
         if found is None:
-            found = after if after is not None else (
-                kofs.offsets_for_time(consumer, [tp], pos.timestamp + 1, ends)[tp.topic][str(tp.partition)])
-            log.warning("%s[%s]: the last record read on the primary (timestamp %d) is not on the secondary; "
-                        "starting at the first record after that time, offset %d", tp.topic, tp.partition,
-                        pos.timestamp, found)
+            found = (
+                after
+                if after is not None
+                else (
+                    kofs.offsets_for_time(consumer, [tp], pos.timestamp + 1, ends)[tp.topic][
+                        str(tp.partition)
+                    ]
+                )
+            )
+            log.warning(
+                "%s[%s]: the last record read on the primary (timestamp %d) is not on the secondary; "
+                "starting at the first record after that time, offset %d",
+                tp.topic,
+                tp.partition,
+                pos.timestamp,
+                found,
+            )
         out.setdefault(tp.topic, {})[str(tp.partition)] = found
     return out
 
@@ -234,7 +253,9 @@ def _fresh(consumer: Consumer, tp: TopicPartition, start_from: str, ends: kofs.O
         return kofs.beginning_offsets(consumer, [tp])[tp.topic][str(tp.partition)]
     if how == "latest":
         return ends[tp.topic][str(tp.partition)]
-    return kofs.offsets_for_time(consumer, [tp], kofs.parse_start_time(start_from), ends)[tp.topic][str(tp.partition)]
+    return kofs.offsets_for_time(consumer, [tp], kofs.parse_start_time(start_from), ends)[tp.topic][
+        str(tp.partition)
+    ]
 
 
 def write_active(folder: str | Path, cluster: str, bootstrap: str) -> None:

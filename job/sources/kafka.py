@@ -46,8 +46,17 @@ from job.sources.pacing import ClosePacer
 from job.sources.read import read_partition
 
 __all__ = [
-    "SOURCE_NAME", "DaggerKafkaSource", "KafkaBatchReader", "KafkaStreamReader", "OffsetRange", "RangeGroup",
-    "SourceConfig", "count_bad_records", "pack_ranges", "publish_dead_letters", "register_source",
+    "SOURCE_NAME",
+    "DaggerKafkaSource",
+    "KafkaBatchReader",
+    "KafkaStreamReader",
+    "OffsetRange",
+    "RangeGroup",
+    "SourceConfig",
+    "count_bad_records",
+    "pack_ranges",
+    "publish_dead_letters",
+    "register_source",
     "source_options",
 ]
 
@@ -75,9 +84,10 @@ def pack_ranges(ranges: list[OffsetRange], pack_records: int, max_tasks: int = 0
         i = loads.index(min(loads))
         groups[i].append(r)
         loads[i] += r.end - r.start
-    return [g[0] if len(g) == 1 else RangeGroup(sorted(g, key=lambda r: (r.topic, r.partition, r.start)))
-            for g in groups]
-
+    return [
+        g[0] if len(g) == 1 else RangeGroup(sorted(g, key=lambda r: (r.topic, r.partition, r.start)))
+        for g in groups
+    ]
 
 
 class DaggerKafkaSource(DataSource):
@@ -109,7 +119,9 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         consumer = kofs.driver_consumer(self.cfg.bootstrap_servers, self.cfg.consumer_config)
         try:
-            tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.bootstrap_servers, proto_class=self.cfg.proto_class)
+            tps = kofs.partitions_of(
+                consumer, self.cfg.topics, self.cfg.bootstrap_servers, proto_class=self.cfg.proto_class
+            )
             ends = kofs.end_offsets(consumer, tps)
             how = self.cfg.start_from.strip().lower()
             if how == "latest":
@@ -118,10 +130,14 @@ class KafkaBatchReader(DataSourceReader):
                 starts = kofs.beginning_offsets(consumer, tps)
             elif how.startswith("{"):
                 given = json.loads(self.cfg.start_from)
-                starts = {t: {p: int((given.get(t) or {}).get(p, hi)) for p, hi in parts.items()}
-                          for t, parts in ends.items()}
+                starts = {
+                    t: {p: int((given.get(t) or {}).get(p, hi)) for p, hi in parts.items()}
+                    for t, parts in ends.items()
+                }
             else:
-                starts = kofs.offsets_for_time(consumer, tps, kofs.parse_start_time(self.cfg.start_from), ends)
+                starts = kofs.offsets_for_time(
+                    consumer, tps, kofs.parse_start_time(self.cfg.start_from), ends
+                )
         finally:
             consumer.close()
         cap = self.cfg.max_records_per_batch
@@ -156,9 +172,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._outage_since: float | None = None
         self._behind_seen = 0
-        self._positioned: dict[tuple[str, str], int] = {}  # (topic, partition) -> the last offset with a known position
-        self._pacer = ClosePacer(cfg.close_period_ms, cfg.close_delay_ms, cfg.read_at_close, cfg.gather_ms / 1000)
-        self._newest_ms: dict[tuple[str, int], int] = {}  # (topic, partition) -> the newest probed record's time
+        self._positioned: dict[
+            tuple[str, str], int
+        ] = {}  # (topic, partition) -> the last offset with a known position
+        self._pacer = ClosePacer(
+            cfg.close_period_ms, cfg.close_delay_ms, cfg.read_at_close, cfg.gather_ms / 1000
+        )
+        self._newest_ms: dict[
+            tuple[str, int], int
+        ] = {}  # (topic, partition) -> the newest probed record's time
 
     def _during_outage(self, start: dict, exc: SourceError) -> dict:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -174,11 +196,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 return self._fail_over(offsets, waited, exc)
             except SourceError as second:
-                log.warning("cannot fail over to the secondary cluster %s yet: %s",
-                            self.cfg.failover_bootstrap_servers, second.message)
+                log.warning(
+                    "cannot fail over to the secondary cluster %s yet: %s",
+                    self.cfg.failover_bootstrap_servers,
+                    second.message,
+                )
         if waited > self.cfg.max_outage_s:
-            raise SourceError(f"{exc.message} (for {waited:.0f} s, more than max_outage_s "
-                              f"{self.cfg.max_outage_s:.0f})", hint=exc.hint) from None
+            raise SourceError(
+                f"{exc.message} (for {waited:.0f} s, more than max_outage_s {self.cfg.max_outage_s:.0f})",
+                hint=exc.hint,
+            ) from None
         log.warning("broker unavailable for %.0f s, will retry: %s", waited, exc.message)
         return start
 
@@ -188,12 +215,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.failover_bootstrap_servers)
         positions = {(tp.topic, tp.partition): self._position(start, tp) for tp in tps}
         target = kfo.secondary_start(consumer, tps, positions, self.cfg.start_from)
-        log.warning("FAILOVER %s: the primary cluster %s has been unreachable for %.0f s (%s); switching to the "
-                    "secondary cluster %s at offsets %s (by the timestamps of the last records read; no "
-                    "automatic failback)", self.cfg.topics, self.cfg.bootstrap_servers, waited, exc.message,
-                    self.cfg.failover_bootstrap_servers, json.dumps(target, sort_keys=True))
-        print(f"daggers: FAILOVER of {self.cfg.topics} from {self.cfg.bootstrap_servers} to "
-              f"{self.cfg.failover_bootstrap_servers} after {waited:.0f} s", file=sys.stderr)
+        log.warning(
+            "FAILOVER %s: the primary cluster %s has been unreachable for %.0f s (%s); switching to the "
+            "secondary cluster %s at offsets %s (by the timestamps of the last records read; no "
+            "automatic failback)",
+            self.cfg.topics,
+            self.cfg.bootstrap_servers,
+            waited,
+            exc.message,
+            self.cfg.failover_bootstrap_servers,
+            json.dumps(target, sort_keys=True),
+        )
+        print(
+            f"daggers: FAILOVER of {self.cfg.topics} from {self.cfg.bootstrap_servers} to "
+            f"{self.cfg.failover_bootstrap_servers} after {waited:.0f} s",
+            file=sys.stderr,
+        )
         if self.cfg.positions_dir:
             kfo.write_active(self.cfg.positions_dir, kfo.SECONDARY, self.cfg.failover_bootstrap_servers)
         self._outage_since = None
@@ -209,10 +246,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     continue
                 try:
                     if not kfo.has_position(self.cfg.positions_dir, topic, int(part), offset):
-                        kfo.record_position(self._consumer(), self.cfg.positions_dir, topic, int(part), offset)
+                        kfo.record_position(
+                            self._consumer(), self.cfg.positions_dir, topic, int(part), offset
+                        )
                 except SourceError as exc:  # e.g. deleted by retention: failover uses start_from there
-                    log.warning("%s[%s]: cannot record the position before offset %d: %s", topic, part, offset,
-                                exc.message)
+                    log.warning(
+                        "%s[%s]: cannot record the position before offset %d: %s",
+                        topic,
+                        part,
+                        offset,
+                        exc.message,
+                    )
                 self._positioned[(topic, part)] = offset  # one entry per partition: no growth over a long run
 
     def _position(self, start: kofs.Offsets, tp: TopicPartition) -> kfo.Position | None:
@@ -234,12 +278,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _consumer(self, cluster: str = kfo.PRIMARY) -> Consumer:
         if cluster not in self._clients:
-            self._clients[cluster] = kofs.driver_consumer(self.cfg.bootstrap(cluster), self.cfg.consumer_config)
+            self._clients[cluster] = kofs.driver_consumer(
+                self.cfg.bootstrap(cluster), self.cfg.consumer_config
+            )
         return self._clients[cluster]
 
     def _partitions(self, cluster: str = kfo.PRIMARY) -> list[TopicPartition]:
-        return kofs.partitions_of(self._consumer(cluster), self.cfg.topics, self.cfg.bootstrap(cluster),
-                                  proto_class=self.cfg.proto_class)
+        return kofs.partitions_of(
+            self._consumer(cluster),
+            self.cfg.topics,
+            self.cfg.bootstrap(cluster),
+            proto_class=self.cfg.proto_class,
+        )
 
     def _ends(self, cluster: str = kfo.PRIMARY) -> kofs.Offsets:
         ends, self._newest_ms = kofs.probe_ends(self._consumer(cluster), self._partitions(cluster))
@@ -248,9 +298,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _cluster_of(self, offsets: dict) -> tuple[str, kofs.Offsets]:
         cluster, bare = kfo.split_cluster(offsets)
         if cluster == kfo.SECONDARY and not self.cfg.failover:
-            raise SourceError(f"the checkpoint of {self.cfg.topics} is on the secondary cluster, but the spec "
-                              "names no failover cluster", hint="put failover back in the spec, or start "
-                              "a new checkpoint (there is no automatic failback)")
+            raise SourceError(
+                f"the checkpoint of {self.cfg.topics} is on the secondary cluster, but the spec "
+                "names no failover cluster",
+                hint="put failover back in the spec, or start "
+                "a new checkpoint (there is no automatic failback)",
+            )
         return cluster, bare
 
     def initialOffset(self) -> dict:
@@ -261,8 +314,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if how.startswith("{"):  # {topic: {partition: offset}}: where a fused group's last generation stopped
             given = json.loads(self.cfg.start_from)
             firsts = kofs.beginning_offsets(self._consumer(), tps)
-            return kfo.tag({t: {p: int((given.get(t) or {}).get(p, o)) for p, o in parts.items()}
-                            for t, parts in firsts.items()}, kfo.PRIMARY, self.cfg.failover)
+            return kfo.tag(
+                {
+                    t: {p: int((given.get(t) or {}).get(p, o)) for p, o in parts.items()}
+                    for t, parts in firsts.items()
+                },
+                kfo.PRIMARY,
+                self.cfg.failover,
+            )
         ends = kofs.end_offsets(self._consumer(), tps)
         if how == "latest":
             return kfo.tag(ends, kfo.PRIMARY, self.cfg.failover)
@@ -301,19 +360,27 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._pacer.planned(newest_s, now)
         return kfo.tag(planned, cluster, self.cfg.failover)
 
-    def _plan_end(self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit) -> kofs.Offsets:
+    def _plan_end(
+        self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit
+    ) -> kofs.Offsets:
         behind = _ahead_of_end(start, end)
         if behind:
             # A broker that is starting up can briefly report empty partitions: believe that the
             # topic was recreated only when it says so several times in a row.
             self._behind_seen += 1
             if self._behind_seen < RECREATED_CONFIRMATIONS:
-                log.warning("%s: end offsets are behind the checkpoint (%s); waiting to confirm", self.cfg.topics,
-                            sorted(behind))
+                log.warning(
+                    "%s: end offsets are behind the checkpoint (%s); waiting to confirm",
+                    self.cfg.topics,
+                    sorted(behind),
+                )
                 return start
         self._behind_seen = 0
-        begin = (kofs.beginning_offsets(self._consumer(cluster), self._partitions(cluster))
-                 if _has_new(start, end) or behind else {})
+        begin = (
+            kofs.beginning_offsets(self._consumer(cluster), self._partitions(cluster))
+            if _has_new(start, end) or behind
+            else {}
+        )
         merged: kofs.Offsets = {}
         for topic, parts in end.items():
             for part, hi in parts.items():
@@ -321,16 +388,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if (topic, part) in behind:
                     # The topic holds fewer records than the checkpoint has read: it was deleted and
                     # made again. Like auto.offset.reset=earliest, go back to its first record.
-                    log.warning("%s[%s]: checkpoint offset %d is past the end %d; the topic was recreated, "
-                                "reading it again from its beginning", topic, part, lo, hi)
+                    log.warning(
+                        "%s[%s]: checkpoint offset %d is past the end %d; the topic was recreated, "
+                        "reading it again from its beginning",
+                        topic,
+                        part,
+                        lo,
+                        hi,
+                    )
                     merged.setdefault(topic, {})[part] = begin[topic][part]
                     continue
                 merged.setdefault(topic, {})[part] = max(hi, lo)
         if behind:
             self._behind_seen = 0
             return merged
-        full_start = {t: {p: start.get(t, {}).get(p, begin.get(t, {}).get(p, 0)) for p in ps}
-                      for t, ps in merged.items()}
+        full_start = {
+            t: {p: start.get(t, {}).get(p, begin.get(t, {}).get(p, 0)) for p in ps}
+            for t, ps in merged.items()
+        }
         if isinstance(limit, ReadMaxRows):
             merged = kofs.split_limit(full_start, merged, limit.max_rows)
         return merged
@@ -359,8 +434,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.cfg.positions_dir and cluster == kfo.PRIMARY:
             kfo.prune_positions(self.cfg.positions_dir, offsets)
         if self.cfg.bad_records == "dead-letter" and self.cfg.bad_records_dir:
-            publish_dead_letters(self.cfg.bad_records_dir, self.cfg.bootstrap(cluster),
-                                 self.cfg.dead_letter_topic, self.cfg.consumer_config)
+            publish_dead_letters(
+                self.cfg.bad_records_dir,
+                self.cfg.bootstrap(cluster),
+                self.cfg.dead_letter_topic,
+                self.cfg.consumer_config,
+            )
 
     def stop(self) -> None:
         self._drop_clients()
@@ -374,11 +453,17 @@ def _has_new(start: dict, end: kofs.Offsets) -> bool:
     return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
 
 
-def _newest_read(planned: kofs.Offsets, end: kofs.Offsets, newest_ms: dict[tuple[str, int], int]) -> int | None:
+def _newest_read(
+    planned: kofs.Offsets, end: kofs.Offsets, newest_ms: dict[tuple[str, int], int]
+) -> int | None:
     """Return the time of the newest probed record that ``planned`` reads: over the partitions it reads to
     their end (a batch capped by a read limit does not reach the probed record)."""
-    times = [newest_ms[(t, int(p))] for t, ps in planned.items() for p, hi in ps.items()
-             if (t, int(p)) in newest_ms and hi >= end.get(t, {}).get(p, hi + 1)]
+    times = [
+        newest_ms[(t, int(p))]
+        for t, ps in planned.items()
+        for p, hi in ps.items()
+        if (t, int(p)) in newest_ms and hi >= end.get(t, {}).get(p, hi + 1)
+    ]
     return max(times, default=None)
 
 

@@ -72,8 +72,13 @@ def produce_hint(topic: str, bootstrap: str, proto_class: str | None = None) -> 
     return f"create it, or produce to it first: {command}{others}"
 
 
-def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, timeout: float = 10.0,
-                  proto_class: str | None = None) -> list[TopicPartition]:
+def partitions_of(
+    consumer: Consumer,
+    topics: Iterable[str],
+    bootstrap: str,
+    timeout: float = 10.0,
+    proto_class: str | None = None,
+) -> list[TopicPartition]:
     """Return every partition of ``topics``; raise SourceError naming a topic that does not exist (with a
     ``daggers produce`` command for events of ``proto_class``)."""
     out: list[TopicPartition] = []
@@ -84,16 +89,19 @@ def partitions_of(consumer: Consumer, topics: Iterable[str], bootstrap: str, tim
             raise SourceError(f"cannot reach the Kafka broker at {bootstrap}: {exc.args[0]}") from None
         if meta is None or meta.error is not None or not meta.partitions:
             why = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
-            raise SourceError(f"topic {topic!r} does not exist on {bootstrap} ({why})",
-                              hint=produce_hint(topic, bootstrap, proto_class))
+            raise SourceError(
+                f"topic {topic!r} does not exist on {bootstrap} ({why})",
+                hint=produce_hint(topic, bootstrap, proto_class),
+            )
         out.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
     return out
 
 
 def _listed(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
     try:
-        return consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout,
-                                              cached=False)
+        return consumer.get_watermark_offsets(
+            TopicPartition(tp.topic, tp.partition), timeout=timeout, cached=False
+        )
     except KafkaException as exc:
         raise SourceError(f"cannot list offsets of {tp.topic}[{tp.partition}]: {exc.args[0]}") from None
 
@@ -124,8 +132,9 @@ PROBE_SPREAD_S = 0.02
 PROBE_PASSES = 4
 
 
-def probe_ends(consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0
-               ) -> tuple[Offsets, dict[tuple[str, int], int]]:
+def probe_ends(
+    consumer: Consumer, tps: list[TopicPartition], timeout: float = 10.0
+) -> tuple[Offsets, dict[tuple[str, int], int]]:
     """Return the true end of each partition (see :func:`end_offsets`), all read within
     :data:`PROBE_SPREAD_S` of one another when the broker allows, and, per partition that holds records,
     the Kafka timestamp (epoch ms) of the newest record batch's probed record.
@@ -150,8 +159,9 @@ def probe_ends(consumer: Consumer, tps: list[TopicPartition], timeout: float = 1
     return out, best[2]
 
 
-def _probe(consumer: Consumer, listed: dict[tuple[str, int], tuple[int, int]], deadline: float
-           ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], float]:
+def _probe(
+    consumer: Consumer, listed: dict[tuple[str, int], tuple[int, int]], deadline: float
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], float]:
     """Fetch the newest listed record of every partition; return each partition's high watermark as that
     fetch reported it (at least the listed end), the probed records' Kafka timestamps, and how many seconds
     apart the first and the last of the records came. An empty partition answers end-of-partition: its end
@@ -186,15 +196,17 @@ def _probe(consumer: Consumer, listed: dict[tuple[str, int], tuple[int, int]], d
     return result, times, (max(came) - min(came)) if came else 0.0
 
 
-def offsets_for_time(consumer: Consumer, tps: list[TopicPartition], ts_ms: int, ends: Offsets,
-                     timeout: float = 10.0) -> Offsets:
+def offsets_for_time(
+    consumer: Consumer, tps: list[TopicPartition], ts_ms: int, ends: Offsets, timeout: float = 10.0
+) -> Offsets:
     """Return, per partition, the first offset whose record time is at or after ``ts_ms``.
 
     A partition with nothing that new starts at its end.
     """
     try:
-        found = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, ts_ms) for tp in tps],
-                                           timeout=timeout)
+        found = consumer.offsets_for_times(
+            [TopicPartition(tp.topic, tp.partition, ts_ms) for tp in tps], timeout=timeout
+        )
     except KafkaException as exc:
         raise SourceError(f"cannot look up offsets for time {ts_ms}: {exc.args[0]}") from None
     out: Offsets = {}
@@ -233,7 +245,9 @@ def parse_start_time(text: str) -> int:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise SourceError(f"start_from {text!r} is not earliest, latest, an ISO 8601 time or epoch ms") from None
+        raise SourceError(
+            f"start_from {text!r} is not earliest, latest, an ISO 8601 time or epoch ms"
+        ) from None
     if moment.tzinfo is None:
         raise SourceError(f"start_from {text!r} has no time zone; add Z or +07:00")
     return int(moment.timestamp() * 1000)

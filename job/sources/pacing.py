@@ -32,6 +32,7 @@ quick as without it. Much of a windowed aggregation's work in a micro-batch is p
 planning, the state store's scan for windows to evict), and a batch of 4 s touches hardly more keys than
 one of 1 s: gathering spreads that work over more records.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,12 @@ class ClosePacer:
     read_at_close: bool = False
     gather_s: float = 0.0  # far from a boundary, plan new data at most this often (0: at every trigger)
     _newest_s: float | None = field(default=None, init=False)  # the newest record a planned batch reads
-    _read_at: float | None = field(default=None, init=False)  # when (monotonic s) a batch last planned new data
-    _closed_for: float = field(default=-math.inf, init=False)  # the last boundary an empty batch was planned for
+    _read_at: float | None = field(
+        default=None, init=False
+    )  # when (monotonic s) a batch last planned new data
+    _closed_for: float = field(
+        default=-math.inf, init=False
+    )  # the last boundary an empty batch was planned for
 
     @property
     def enabled(self) -> bool:
@@ -99,4 +104,5 @@ class ClosePacer:
         if self._read_at is None or now_s - self._read_at >= wait_s:
             return True
         return boundary_before(newest_s + lead_s, self.period_ms, self.delay_ms) > boundary_before(
-            self._newest_s, self.period_ms, self.delay_ms)
+            self._newest_s, self.period_ms, self.delay_ms
+        )

@@ -28,9 +28,15 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def wait_for_brokers(sources: Sequence[SourceConfig], *, say: Callable[[str], None] = _stderr,
-                     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                     probe_timeout_s: float = PROBE_TIMEOUT_S, interrupted: threading.Event | None = None) -> None:
+def wait_for_brokers(
+    sources: Sequence[SourceConfig],
+    *,
+    say: Callable[[str], None] = _stderr,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    probe_timeout_s: float = PROBE_TIMEOUT_S,
+    interrupted: threading.Event | None = None,
+) -> None:
     """Return once every source's broker answers and its topics exist.
 
     ``interrupted``: set by a Ctrl-C handler; checked at every round, so that a Ctrl-C is never lost (a
@@ -48,8 +54,14 @@ def wait_for_brokers(sources: Sequence[SourceConfig], *, say: Callable[[str], No
         _wait_for(cfg, say, clock, sleep, probe_timeout_s, interrupted)
 
 
-def _wait_for(cfg: SourceConfig, say: Callable[[str], None], clock: Callable[[], float],
-              sleep: Callable[[float], None], probe_timeout_s: float, interrupted: threading.Event | None) -> None:
+def _wait_for(
+    cfg: SourceConfig,
+    say: Callable[[str], None],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    probe_timeout_s: float,
+    interrupted: threading.Event | None,
+) -> None:
     started = clock()
     next_say = started
     waited_for_it = False
@@ -59,8 +71,13 @@ def _wait_for(cfg: SourceConfig, say: Callable[[str], None], clock: Callable[[],
         consumer = kofs.driver_consumer(cfg.bootstrap_servers, cfg.consumer_config)
         try:
             left = cfg.max_outage_s - (clock() - started)
-            kofs.partitions_of(consumer, cfg.topics, cfg.bootstrap_servers,
-                               timeout=min(probe_timeout_s, max(left / 2, 0.5)), proto_class=cfg.proto_class)
+            kofs.partitions_of(
+                consumer,
+                cfg.topics,
+                cfg.bootstrap_servers,
+                timeout=min(probe_timeout_s, max(left / 2, 0.5)),
+                proto_class=cfg.proto_class,
+            )
             if waited_for_it:
                 say(f"daggers: the Kafka broker at {cfg.bootstrap_servers} answers now; starting")
             return
@@ -70,16 +87,19 @@ def _wait_for(cfg: SourceConfig, say: Callable[[str], None], clock: Callable[[],
             waited_for_it = True
             waited = clock() - started
             if clock() >= next_say:
-                say(f"daggers: waiting for the Kafka broker at {cfg.bootstrap_servers} (topics "
+                say(
+                    f"daggers: waiting for the Kafka broker at {cfg.bootstrap_servers} (topics "
                     f"{', '.join(cfg.topics)}): unreachable for {waited:.0f} s, giving up after "
-                    f"max_outage_s {cfg.max_outage_s:g} s")
+                    f"max_outage_s {cfg.max_outage_s:g} s"
+                )
                 next_say = clock() + SAY_EVERY_S
             if waited >= cfg.max_outage_s:
                 raise SourceError(
                     f"cannot reach the Kafka broker at {cfg.bootstrap_servers} (waited {waited:.0f} s, "
                     f"max_outage_s {cfg.max_outage_s:g})",
                     hint="start it (`daggers up` starts the local stack), or fix the stream's "
-                         "bootstrap_servers; max_outage_s sets how long a dagger waits") from None
+                    "bootstrap_servers; max_outage_s sets how long a dagger waits",
+                ) from None
             sleep(min(1.0, max(0.0, cfg.max_outage_s - waited)))
         finally:
             consumer.close()

@@ -73,7 +73,9 @@ def fetch_wait_ms(cfg: SourceConfig, level: int) -> int:
     ``consumer_config`` says otherwise) at level 0, then each of PATIENT_WAITS_MS, never less than the
     configured wait."""
     configured = int((cfg.consumer_config or {}).get("fetch.wait.max.ms", PATIENT_WAITS_MS[0]))
-    return configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
+    return (
+        configured if level == 0 else max(configured, PATIENT_WAITS_MS[min(level, len(PATIENT_WAITS_MS) - 1)])
+    )
 
 
 def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[Consumer, ClientLog]:
@@ -83,42 +85,45 @@ def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tup
     cached = _CONSUMERS.get(key)
     if cached is None:
         said = ClientLog()
-        consumer = Consumer({
-            "bootstrap.servers": bootstrap,
-            "group.id": "daggers-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            # A range's offsets were seen on the broker. If it calls one out of range, say so and
-            # assign again rather than go silently to the partition's first record (with
-            # "earliest", a consumer that went back skipped millions of records below the range).
-            "auto.offset.reset": "error",
-            "fetch.min.bytes": 1,
-            # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
-            # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "queued.min.messages": 500_000,
-            "queued.max.messages.kbytes": 262144,
-            "receive.message.max.bytes": 1_000_000_000,
-            "log_level": 4,
-            "logger": said.logger(bootstrap),
-            "error_cb": said.error,
-            **(cfg.consumer_config or {}),
-            # A task's ranges are known to hold their records, so a fetch never has to wait for new
-            # ones; but a newly assigned partition is fetched only once the broker has answered the
-            # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
-            # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
-            # But tansu also stops looking for the records when this time is up and answers empty: past
-            # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
-            # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
-            "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "daggers-reader",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                # A range's offsets were seen on the broker. If it calls one out of range, say so and
+                # assign again rather than go silently to the partition's first record (with
+                # "earliest", a consumer that went back skipped millions of records below the range).
+                "auto.offset.reset": "error",
+                "fetch.min.bytes": 1,
+                # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
+                # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
+                "max.partition.fetch.bytes": 16 * 1024 * 1024,
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "queued.min.messages": 500_000,
+                "queued.max.messages.kbytes": 262144,
+                "receive.message.max.bytes": 1_000_000_000,
+                "log_level": 4,
+                "logger": said.logger(bootstrap),
+                "error_cb": said.error,
+                **(cfg.consumer_config or {}),
+                # A task's ranges are known to hold their records, so a fetch never has to wait for new
+                # ones; but a newly assigned partition is fetched only once the broker has answered the
+                # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
+                # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
+                # But tansu also stops looking for the records when this time is up and answers empty: past
+                # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
+                # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
+                "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
+            }
+        )
         cached = _CONSUMERS[key] = (consumer, said)
     return cached
 
 
-def _fresh_consumer(cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
-                    ) -> tuple[Consumer, ClientLog]:
+def _fresh_consumer(
+    cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
+) -> tuple[Consumer, ClientLog]:
     """Drop this worker's consumer of ``bootstrap`` that reads ``topic`` and return a new one, on new
     connections; with ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this
     worker's later reads of ``topic``).
@@ -204,11 +209,17 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             watch.starved(starved.lost())
             if progressed:
                 if watch.reseeks:
-                    notice(f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
-                           f"without records (range {rng.start}..{rng.end}; {watch.describe()})")
+                    notice(
+                        f"{rng.topic}[{rng.partition}] reads again after {watch.stalled_s(now):.1f} s "
+                        f"without records (range {rng.start}..{rng.end}; {watch.describe()})"
+                    )
                 watch.moved(now, starved.lost())
-            elif (shift is None and cfg.failover and rng.cluster == kfo.PRIMARY
-                  and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)):
+            elif (
+                shift is None
+                and cfg.failover
+                and rng.cluster == kfo.PRIMARY
+                and watch.stalled_s(now) > min(cfg.failover_after_s, cfg.read_timeout_s)
+            ):
                 shift = _shift_to_secondary(cfg, rng, next_offset, watch.stalled_s(now))
                 consumer.unassign()
                 bootstrap = cfg.failover_bootstrap_servers
@@ -220,7 +231,8 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 raise SourceError(
                     f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for "
                     f"{cfg.read_timeout_s:.0f} s (range {rng.start}..{rng.end}; {watch.describe()}; "
-                    f"the client said: {said.said()})")
+                    f"the client said: {said.said()})"
+                )
             elif watch.reseek_due(now):
                 patient = watch.needs_patience()
                 if not watch.reseeks:
@@ -239,16 +251,30 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     if bad:
         record_bad(cfg, rng, bad)
     if last is not None and cfg.positions_dir and rng.cluster == kfo.PRIMARY:
-        kfo.write_position(cfg.positions_dir, rng.topic, rng.partition, rng.start, rng.end,
-                           kfo.Position(last_offset, last.timestamp()[1], kfo.fingerprint(last.key(), last.value()),
-                                        moved=shift is not None))
+        kfo.write_position(
+            cfg.positions_dir,
+            rng.topic,
+            rng.partition,
+            rng.start,
+            rng.end,
+            kfo.Position(
+                last_offset,
+                last.timestamp()[1],
+                kfo.fingerprint(last.key(), last.value()),
+                moved=shift is not None,
+            ),
+        )
 
 
 def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, waited: float) -> int:
     """Return how far the secondary's offsets of ``rng``'s partition are from the primary's, found
     from the position recorded at the batch's start (``rng.anchor``). Raises SourceError when the
     secondary cannot be reached."""
-    pos = kfo.find_position(cfg.positions_dir, rng.topic, rng.partition, rng.anchor) if cfg.positions_dir else None
+    pos = (
+        kfo.find_position(cfg.positions_dir, rng.topic, rng.partition, rng.anchor)
+        if cfg.positions_dir
+        else None
+    )
     consumer = kofs.driver_consumer(cfg.failover_bootstrap_servers, cfg.consumer_config)
     try:
         tp = TopicPartition(rng.topic, rng.partition)
@@ -256,36 +282,68 @@ def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, w
     finally:
         consumer.close()
     shift = start[rng.topic][str(rng.partition)] - rng.anchor
-    print(f"daggers: FAILOVER of {rng.topic}[{rng.partition}] range {rng.start}..{rng.end}: no records from the "
-          f"primary {cfg.bootstrap_servers} for {waited:.0f} s; reading offsets {next_offset + shift}.."
-          f"{rng.end + shift} on the secondary {cfg.failover_bootstrap_servers}", file=sys.stderr)
+    print(
+        f"daggers: FAILOVER of {rng.topic}[{rng.partition}] range {rng.start}..{rng.end}: no records from the "
+        f"primary {cfg.bootstrap_servers} for {waited:.0f} s; reading offsets {next_offset + shift}.."
+        f"{rng.end + shift} on the secondary {cfg.failover_bootstrap_servers}",
+        file=sys.stderr,
+    )
     return shift
 
 
 _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 
 
-def _stall_notice(cfg: SourceConfig, bootstrap: str, rng: OffsetRange, next_offset: int, watch: StallWatch,
-                  said: ClientLog, patient: bool, now: float) -> str:
+def _stall_notice(
+    cfg: SourceConfig,
+    bootstrap: str,
+    rng: OffsetRange,
+    next_offset: int,
+    watch: StallWatch,
+    said: ClientLog,
+    patient: bool,
+    now: float,
+) -> str:
     """The line a range read logs when it first assigns its partition again."""
     level = patience(cfg, bootstrap, rng.topic) + 1
-    how = f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, level)}" if patient else "on a new consumer"
-    return (f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
-            f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
-            f"the client said: {said.said()})")
+    how = (
+        f"on a new consumer with fetch.wait.max.ms {fetch_wait_ms(cfg, level)}"
+        if patient
+        else "on a new consumer"
+    )
+    return (
+        f"no records from {rng.topic}[{rng.partition}] at offset {next_offset} for {watch.stalled_s(now):.1f} s "
+        f"(range {rng.start}..{rng.end}); assigning it again {how} ({watch.describe()}; "
+        f"the client said: {said.said()})"
+    )
 
 
-def _decode(cfg: SourceConfig, decoder: ArrowDecoder, rng: OffsetRange, payloads: list[bytes | None],
-            offs: list[int], bad: list[dict[str, Any]]) -> pa.RecordBatch:
+def _decode(
+    cfg: SourceConfig,
+    decoder: ArrowDecoder,
+    rng: OffsetRange,
+    payloads: list[bytes | None],
+    offs: list[int],
+    bad: list[dict[str, Any]],
+) -> pa.RecordBatch:
     batch, failures = decoder.decode(payloads)
     if failures:
         first = failures[0]
         if cfg.bad_records == "fail":
             raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
         for f in failures:
-            print(f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
-                  f"{f.reason}", file=sys.stderr)
-            bad.append({"topic": rng.topic, "partition": rng.partition, "offset": offs[f.index],
-                        "error": f.reason, "value_b64": base64.b64encode(payloads[f.index] or b"").decode()})
+            print(
+                f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
+                f"{f.reason}",
+                file=sys.stderr,
+            )
+            bad.append(
+                {
+                    "topic": rng.topic,
+                    "partition": rng.partition,
+                    "offset": offs[f.index],
+                    "error": f.reason,
+                    "value_b64": base64.b64encode(payloads[f.index] or b"").decode(),
+                }
+            )
     return cfg.ordered(cfg.add_derived(batch))
-

@@ -70,8 +70,13 @@ class Starvation:
 
     ``clock`` and :meth:`beat` make the rule testable without a thread: ``beat(now)`` is one wake-up."""
 
-    def __init__(self, tick_s: float = HEARTBEAT_S, slack_s: float = HEARTBEAT_SLACK_S,
-                 clock: Callable[[], float] = time.monotonic, thread: bool = True) -> None:
+    def __init__(
+        self,
+        tick_s: float = HEARTBEAT_S,
+        slack_s: float = HEARTBEAT_SLACK_S,
+        clock: Callable[[], float] = time.monotonic,
+        thread: bool = True,
+    ) -> None:
         self.tick_s, self.slack_s, self._clock = tick_s, slack_s, clock
         self._lost = 0.0
         self._last = clock()

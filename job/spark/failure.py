@@ -46,8 +46,9 @@ def explain_failure(exc: BaseException, raised: BaseException | None = None) -> 
             python_error = python_error or final[0]
     if python_error is not None:  # Python code Spark ran raised something else (a bug): its last line
         return DaggerError(f"the streaming query failed: {python_error[:500]}")
-    innermost = next((link for link in reversed(chain) if condition_of(link) not in (None, "STREAM_FAILED")),
-                     chain[-1])
+    innermost = next(
+        (link for link in reversed(chain) if condition_of(link) not in (None, "STREAM_FAILED")), chain[-1]
+    )
     return DaggerError(f"the streaming query failed: {one_line(innermost)[:500]}")
 
 
@@ -118,13 +119,13 @@ def final_exception(text: str) -> tuple[str, list[str]] | None:
     the lines after it, or None when ``text`` holds no traceback."""
     if _TRACEBACK_HEAD not in text:
         return None
-    lines = text[text.rindex(_TRACEBACK_HEAD):].splitlines()[1:]
+    lines = text[text.rindex(_TRACEBACK_HEAD) :].splitlines()[1:]
     # The final exception is the last line at column 0; a DaggerError's str() may go on with an indented
     # "  hint: ..." line (frames and source lines are indented too, but come before it).
     starts = [i for i, line in enumerate(lines) if line and not line[0].isspace()]
     if not starts:
         return None
-    head, *rest = lines[starts[-1]:]
+    head, *rest = lines[starts[-1] :]
     return head, rest
 
 
@@ -141,7 +142,7 @@ def error_in_traceback(text: str) -> DaggerError | None:
     if cls is None:
         return None
     hint_lines = [line for line in rest if line.startswith(_HINT)]
-    hint = hint_lines[0][len(_HINT):].strip() if hint_lines else None
+    hint = hint_lines[0][len(_HINT) :].strip() if hint_lines else None
     return rebuild(cls, message.strip(), hint)
 
 
@@ -155,7 +156,11 @@ def _dagger_error_class(module: str, name: str) -> type[DaggerError] | None:
 def rebuild(cls: type[DaggerError], message: str, hint: str | None) -> DaggerError:
     """Return a ``cls`` error with ``message`` and ``hint``; a class whose constructor wants more (a bad
     record's topic and offset) is rebuilt as its nearest parent that takes a message, with its title."""
-    base = next(k for k in cls.__mro__ if k is DaggerError or (issubclass(k, DaggerError) and "__init__" not in vars(k)))
+    base = next(
+        k
+        for k in cls.__mro__
+        if k is DaggerError or (issubclass(k, DaggerError) and "__init__" not in vars(k))
+    )
     err = base(message, hint=hint)
     err.title = cls.title
     return err

@@ -60,8 +60,13 @@ def key(jars: Path | None = None) -> str:
     for jar in sorted(jars.glob("*.jar")):
         st = jar.stat()
         stamps.append(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}")
-    parts = [str(java), release.read_text(errors="replace") if release.exists() else "",
-             pyspark.__version__, str(jars), *stamps]
+    parts = [
+        str(java),
+        release.read_text(errors="replace") if release.exists() else "",
+        pyspark.__version__,
+        str(jars),
+        *stamps,
+    ]
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
 
 
@@ -94,18 +99,25 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
     """
     target = path or archive_path()
     if target is None:
-        raise ArchiveError(f"the archive is turned off ({ARCHIVE_ENV}=off)",
-                           hint=f"unset {ARCHIVE_ENV}, or name the file to write (daggers jvm-archive --path FILE)")
+        raise ArchiveError(
+            f"the archive is turned off ({ARCHIVE_ENV}=off)",
+            hint=f"unset {ARCHIVE_ENV}, or name the file to write (daggers jvm-archive --path FILE)",
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-P", "-m", "job.query.jvm_workload", str(partial)],
-                          capture_output=not debug_enabled(), text=True, timeout=timeout_s)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "job.query.jvm_workload", str(partial)],
+        capture_output=not debug_enabled(),
+        text=True,
+        timeout=timeout_s,
+    )
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         last = ((done.stderr or "").strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        raise ArchiveError(f"the JVM did not write its class archive ({last})",
-                           hint="daggers --debug jvm-archive shows Spark's own output")
+        raise ArchiveError(
+            f"the JVM did not write its class archive ({last})",
+            hint="daggers --debug jvm-archive shows Spark's own output",
+        )
     os.replace(partial, target)
     return target, target.stat().st_size / 1e6
-

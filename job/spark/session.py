@@ -31,7 +31,11 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 #: a shared host of 100 light daggers and a heavy one, 491 -> 709 MB of arenas in 8 minutes while the heap
 #: stayed at its cap; one ``malloc_trim`` (``jcmd <pid> System.trim_native_heap``) gave back 614 MB at once:
 #: memory freed, not leaked. The JVM now trims every 30 s (JDK 17.0.9 and later; older ones ignore it).
-JVM_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions", "-XX:NmethodSweepActivity=0", "-XX:TrimNativeHeapInterval=30000")
+JVM_OPTIONS = (
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    "-XX:NmethodSweepActivity=0",
+    "-XX:TrimNativeHeapInterval=30000",
+)
 
 #: More options for every JVM a dagger starts, its driver and its executors (space-separated, as a shell splits
 #: them), after the defaults: e.g. ``-XX:TieredStopAtLevel=1`` (the quick JIT compiler only) for JVMs that live
@@ -52,8 +56,13 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
-def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: int = 2,
-                  ui: bool = False, extra: dict[str, str] | None = None) -> SparkSession:
+def build_session(
+    app_name: str,
+    master: str = "local[*]",
+    shuffle_partitions: int = 2,
+    ui: bool = False,
+    extra: dict[str, str] | None = None,
+) -> SparkSession:
     """Return a SparkSession tuned for small streaming aggregations on one machine.
 
     ``extra`` settings override the defaults.
@@ -94,8 +103,10 @@ def build_session(app_name: str, master: str = "local[*]", shuffle_partitions: i
     quiet = () if debug_enabled() else (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",)
     more = shlex.split(os.environ.get(JVM_OPTIONS_ENV, ""))
     driver = (*JVM_OPTIONS, *jvm_archive.java_options(), *more, *quiet)
-    for key, options in (("spark.driver.extraJavaOptions", driver),
-                         ("spark.executor.extraJavaOptions", (*JVM_OPTIONS, *more))):
+    for key, options in (
+        ("spark.driver.extraJavaOptions", driver),
+        ("spark.executor.extraJavaOptions", (*JVM_OPTIONS, *more)),
+    ):
         # Spark splits the string as a shell would: quoted, an option keeps its spaces
         conf[key] = f"{shlex.join(options)} {conf[key]}" if key in conf else shlex.join(options)
     _launch_gateway_apart({"spark.master": master, "spark.app.name": app_name, **conf})

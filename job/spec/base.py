@@ -44,11 +44,22 @@ def check_bootstrap(v: str) -> str:
 #: librdkafka settings that load a library, run a command or replace the client's own callbacks: a spec's
 #: Kafka client settings may not name them (a spec is data; these would make it code, in the dagger's and the
 #: controller's processes).
-CODE_KAFKA_SETTINGS = frozenset({
-    "plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location", "ssl.engine.id",
-    "oauthbearer_token_refresh_cb", "error_cb", "throttle_cb", "stats_cb", "log_cb", "on_delivery",
-    "default.topic.config", "interceptor",
-})
+CODE_KAFKA_SETTINGS = frozenset(
+    {
+        "plugin.library.paths",
+        "sasl.kerberos.kinit.cmd",
+        "ssl.engine.location",
+        "ssl.engine.id",
+        "oauthbearer_token_refresh_cb",
+        "error_cb",
+        "throttle_cb",
+        "stats_cb",
+        "log_cb",
+        "on_delivery",
+        "default.topic.config",
+        "interceptor",
+    }
+)
 
 
 def check_client_settings(v: dict[str, Any]) -> dict[str, Any]:

@@ -45,16 +45,25 @@ def _path(loc: tuple[Any, ...]) -> str:
     for key in loc:
         if isinstance(key, int):
             out += f"[{key}]"
-        elif key in (*SINK_TYPES, *LOOKUP_TYPES, "function-after[_target()]", "function-after[_format()]",
-                     "function-after[_request()]"):
+        elif key in (
+            *SINK_TYPES,
+            *LOOKUP_TYPES,
+            "function-after[_target()]",
+            "function-after[_format()]",
+            "function-after[_request()]",
+        ):
             continue
         else:
             out += ("." if out else "") + str(key)
     return out or "(spec)"
 
 
-def format_validation(err: ValidationError, node: yaml.Node | None = None, source: str = "spec",
-                      variables: dict[int, list[str]] | None = None) -> str:
+def format_validation(
+    err: ValidationError,
+    node: yaml.Node | None = None,
+    source: str = "spec",
+    variables: dict[int, list[str]] | None = None,
+) -> str:
     """Return one line per problem: ``source:LINE: field.path: message``.
 
     An unknown field gets "did you mean …?"; a problem on a line whose value came from ``${VAR}``
@@ -87,18 +96,28 @@ def _fields_at(loc: tuple[Any, ...]) -> set[str]:
     for key in loc[:-1]:
         if isinstance(key, int):
             continue
-        tagged = [m for m in models if key in get_args(getattr(m.model_fields.get("type"), "annotation", None))]
+        tagged = [
+            m for m in models if key in get_args(getattr(m.model_fields.get("type"), "annotation", None))
+        ]
         if tagged:
             models = tagged
             continue
-        models = [sub for m in models if key in m.model_fields for sub in _models_in(m.model_fields[key].annotation)]
+        models = [
+            sub for m in models if key in m.model_fields for sub in _models_in(m.model_fields[key].annotation)
+        ]
     names = {name for m in models for name in m.model_fields}
     return names | ({"sink"} if DaggerSpec in models else set())
 
 
-def interpolate_env(text: str, env: Mapping[str, str] | None = None, source: str = "spec",
-                    variables: dict[int, list[str]] | None = None, values: dict[str, str] | None = None,
-                    *, keep_unset: bool = False) -> str:
+def interpolate_env(
+    text: str,
+    env: Mapping[str, str] | None = None,
+    source: str = "spec",
+    variables: dict[int, list[str]] | None = None,
+    values: dict[str, str] | None = None,
+    *,
+    keep_unset: bool = False,
+) -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` with environment values (secrets stay out of files).
 
     As in the shell, ``${VAR:-default}`` gives the default when VAR is unset or empty. ``variables``, when
@@ -113,6 +132,7 @@ def interpolate_env(text: str, env: Mapping[str, str] | None = None, source: str
     env_values = os.environ if env is None else env
     out = []
     for lineno, line in enumerate(text.splitlines(keepends=True), start=1):
+
         def sub(m: re.Match[str], lineno: int = lineno) -> str:
             name, default = m.group(1), m.group(2)
             if variables is not None:
@@ -126,14 +146,18 @@ def interpolate_env(text: str, env: Mapping[str, str] | None = None, source: str
                 if values is not None:
                     values[name] = value
                 return value
-            raise SpecError(f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)",
-                            hint=f"export {name}=…, or write ${{{name}:-default}} in the spec")
+            raise SpecError(
+                f"{source}:{lineno}: environment variable {name} is not set (and has no :-default)",
+                hint=f"export {name}=…, or write ${{{name}:-default}} in the spec",
+            )
+
         out.append(REFERENCE_RE.sub(sub, line))
     return "".join(out)
 
 
-def parse_spec(text: str, source: str = "spec", env: Mapping[str, str] | None = None, *,
-               keep_unset: bool = False) -> DaggerSpec:
+def parse_spec(
+    text: str, source: str = "spec", env: Mapping[str, str] | None = None, *, keep_unset: bool = False
+) -> DaggerSpec:
     """Parse and validate YAML text; raise SpecError naming each bad field and its line.
 
     ``${VAR}`` and ``${VAR:-default}`` are replaced from ``env`` (default: the process environment); with

@@ -21,8 +21,10 @@ def parse_path(text: str) -> tuple[str | int, ...]:
     ("email",); ``$.tags[0]`` -> ("tags", 0); ``$`` -> ()). Raises ValueError naming the path when it is
     not one."""
     if not PATH_RE.match(text):
-        raise ValueError(f"{text!r} is not a response path: write $ then .field or [n] steps "
-                         "(e.g. $._source.name), or a bare column name")
+        raise ValueError(
+            f"{text!r} is not a response path: write $ then .field or [n] steps "
+            "(e.g. $._source.name), or a bare column name"
+        )
     if not text.startswith("$"):
         return (text,)
     steps: list[str | int] = []
@@ -56,13 +58,16 @@ def pattern_fields(pattern: str) -> list[str]:
 class OutputColumn(SpecModel):
     """Where a new column's value is in a lookup's response, and its type."""
 
-    path: str = Field(description="The value's path in the response: $ then .field or [n] steps (JsonPath subset, "
-                                  "e.g. $._source.name), or a bare name (a PostgreSQL result column).")
+    path: str = Field(
+        description="The value's path in the response: $ then .field or [n] steps (JsonPath subset, "
+        "e.g. $._source.name), or a bare name (a PostgreSQL result column)."
+    )
     type: Literal["string", "long", "double", "boolean", "json"] = Field(
         default="string",
         description="The column's type. string: text (an object or list becomes its JSON text); json: the JSON text "
-                    "of any value; long, double, boolean: a value that is not one becomes NULL and is counted "
-                    "(bad_values).")
+        "of any value; long, double, boolean: a value that is not one becomes NULL and is counted "
+        "(bad_values).",
+    )
 
     @field_validator("path")
     @classmethod
@@ -76,47 +81,74 @@ class _LookupModel(SpecModel):
 
     name: str | None = Field(
         default=None,
-        description="The lookup's name in errors and status (default: its type, numbered when several share one).")
+        description="The lookup's name in errors and status (default: its type, numbered when several share one).",
+    )
     fail_on_errors: bool = Field(
         default=False,
         description="A request that times out or fails (after retries): true stops the dagger with an error "
-                    "naming the lookup; false writes the batch's rows with NULL in this lookup's columns and "
-                    "counts them (errors, rows_with_errors in status). A key that is not found is never an error: "
-                    "its columns are NULL (a miss).")
-    connect_timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds to wait for a connection.")
+        "naming the lookup; false writes the batch's rows with NULL in this lookup's columns and "
+        "counts them (errors, rows_with_errors in status). A key that is not found is never an error: "
+        "its columns are NULL (a miss).",
+    )
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=300, description="Seconds to wait for a connection."
+    )
     timeout_s: float = Field(
-        default=10.0, gt=0, le=600,
-        description="Seconds one request (one batch of keys) may take (upstream's socket/stream timeout).")
-    retries: int = Field(default=2, ge=0, le=10,
-                         description="Retries of a failed request (0.2 s, then doubling) before it counts as an error.")
-    capacity: int = Field(default=8, ge=1, le=256, description="Requests in flight at most (upstream's Async I/O capacity).")
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds one request (one batch of keys) may take (upstream's socket/stream timeout).",
+    )
+    retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of a failed request (0.2 s, then doubling) before it counts as an error.",
+    )
+    capacity: int = Field(
+        default=8, ge=1, le=256, description="Requests in flight at most (upstream's Async I/O capacity)."
+    )
     max_keys_per_request: int = Field(
-        default=5000, ge=1, le=100_000,
+        default=5000,
+        ge=1,
+        le=100_000,
         description="Distinct keys per request at most (PostgreSQL: per = ANY($1) query; Elasticsearch: per _mget); "
-                    "more keys go in several requests, up to capacity at once.")
-    cache_size: int = Field(default=100_000, ge=0, le=10_000_000,
-                            description="Keys whose result is kept in memory at most (0: no cache).")
+        "more keys go in several requests, up to capacity at once.",
+    )
+    cache_size: int = Field(
+        default=100_000,
+        ge=0,
+        le=10_000_000,
+        description="Keys whose result is kept in memory at most (0: no cache).",
+    )
     cache_ttl_s: float = Field(
-        default=300.0, gt=0,
+        default=300.0,
+        gt=0,
         description="How long a key's result (found or not found; never an error) is reused before it is asked "
-                    "again: a change at the source reaches the output within this long.")
+        "again: a change at the source reaches the output within this long.",
+    )
     output_mapping: dict[str, OutputColumn] = Field(
         min_length=1,
         description="New column -> where its value is in the response: a path (text, as type string) or "
-                    "{path, type}. Columns are added after the SQL's, in this order.")
+        "{path, type}. Columns are added after the SQL's, in this order.",
+    )
 
     @field_validator("name")
     @classmethod
     def _lookup_name(cls, v: str | None) -> str | None:
         if v is not None and not NAME_RE.match(v):
-            raise ValueError(f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter")
+            raise ValueError(
+                f"{v!r} must be 2-63 lower-case letters, digits or dashes, starting with a letter"
+            )
         return v
 
     @field_validator("output_mapping", mode="before")
     @classmethod
     def _paths_alone(cls, v: Any) -> Any:
         """A path alone (``name: $.x``) is ``{path: $.x}``."""
-        return {c: {"path": t} if isinstance(t, str) else t for c, t in v.items()} if isinstance(v, dict) else v
+        return (
+            {c: {"path": t} if isinstance(t, str) else t for c, t in v.items()} if isinstance(v, dict) else v
+        )
 
     @field_validator("output_mapping")
     @classmethod
@@ -140,12 +172,17 @@ class PostgresLookup(_LookupModel):
 
     type: Literal["postgres"]
     dsn: SecretStr = Field(description="libpq connection URI or key=value string (held as a secret).")
-    password: SecretStr | None = Field(default=None, description="The password, if not in the dsn (never logged).")
-    key: str = Field(description="The row column whose values are looked up (the $1 array holds its distinct values).")
+    password: SecretStr | None = Field(
+        default=None, description="The password, if not in the dsn (never logged)."
+    )
+    key: str = Field(
+        description="The row column whose values are looked up (the $1 array holds its distinct values)."
+    )
     query: str = Field(
         description="A SELECT whose first column is the key it matched, with one $1 for the array of keys, e.g. "
-                    "SELECT customer_id, email, tier FROM customers WHERE customer_id = ANY($1). Output paths name "
-                    "its result columns. A key matching several rows takes the first.")
+        "SELECT customer_id, email, tier FROM customers WHERE customer_id = ANY($1). Output paths name "
+        "its result columns. A key matching several rows takes the first."
+    )
 
     @field_validator("key")
     @classmethod
@@ -158,7 +195,9 @@ class PostgresLookup(_LookupModel):
     @classmethod
     def _query(cls, v: str) -> str:
         if v.count("$1") != 1:
-            raise ValueError("the query must hold $1 (the array of keys) exactly once, e.g. WHERE id = ANY($1)")
+            raise ValueError(
+                "the query must hold $1 (the array of keys) exactly once, e.g. WHERE id = ANY($1)"
+            )
         if re.search(r"\$[2-9]", v):
             raise ValueError("the query takes one parameter, $1 (the array of keys)")
         return v
@@ -174,12 +213,17 @@ class ElasticsearchLookup(_LookupModel):
     hosts: list[str] = Field(min_length=1, description="Node URLs, e.g. http://127.0.0.1:9200.")
     index: str = Field(min_length=1, description="The index the documents are in.")
     id_pattern: str = Field(
-        description="The document id, built from the row's columns, e.g. {customer_id} or {country}-{customer_id}.")
+        description="The document id, built from the row's columns, e.g. {customer_id} or {country}-{customer_id}."
+    )
     username: str | None = Field(default=None, description="Basic auth user name.")
     password: SecretStr | None = Field(default=None, description="Basic auth password (never logged).")
-    api_key: SecretStr | None = Field(default=None, description="An API key, instead of basic auth (never logged).")
+    api_key: SecretStr | None = Field(
+        default=None, description="An API key, instead of basic auth (never logged)."
+    )
     verify_certs: bool = Field(default=True, description="Check the server's TLS certificate (https hosts).")
-    ca_certs: str | None = Field(default=None, description="A CA bundle file to check the server's certificate with.")
+    ca_certs: str | None = Field(
+        default=None, description="A CA bundle file to check the server's certificate with."
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -206,18 +250,23 @@ class HttpLookup(_LookupModel):
     200: found; 404: not found (a miss); anything else, or no answer: an error."""
 
     type: Literal["http"]
-    url: str = Field(description="The URL, with {column} where a row's value goes (URL-quoted), e.g. "
-                                 "http://profiles:8080/customers/{customer_id}.")
+    url: str = Field(
+        description="The URL, with {column} where a row's value goes (URL-quoted), e.g. "
+        "http://profiles:8080/customers/{customer_id}."
+    )
     verb: Literal["GET", "POST", "PUT"] = Field(default="GET", description="The HTTP method.")
     body: dict[str, Any] | None = Field(
         default=None,
-        description="POST/PUT: a JSON body; a text value \"{column}\" becomes the row's value (its own type), other "
-                    "text with {column} in it is filled in.")
-    headers: dict[str, SecretStr] = Field(default_factory=dict,
-                                          description="Request headers (e.g. Authorization; never logged).")
+        description='POST/PUT: a JSON body; a text value "{column}" becomes the row\'s value (its own type), other '
+        "text with {column} in it is filled in.",
+    )
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="Request headers (e.g. Authorization; never logged)."
+    )
     verify_certs: bool = Field(default=True, description="Check the server's TLS certificate (https URLs).")
-    ca_certs: str | None = Field(default=None,
-                                 description="A CA bundle file to check the server's certificate with (https URLs).")
+    ca_certs: str | None = Field(
+        default=None, description="A CA bundle file to check the server's certificate with (https URLs)."
+    )
 
     @field_validator("verb", mode="before")
     @classmethod
@@ -237,7 +286,9 @@ class HttpLookup(_LookupModel):
         if self.body is not None and self.verb == "GET":
             raise ValueError("a GET has no body: use verb POST or PUT, or put the columns in the url")
         if not self.key_columns():
-            raise ValueError("neither the url nor the body names a column: write {column} where a row's value goes")
+            raise ValueError(
+                "neither the url nor the body names a column: write {column} where a row's value goes"
+            )
         return self
 
     def key_columns(self) -> list[str]:
@@ -294,9 +345,12 @@ def check_lookups(lookups: list[LookupSpec], columns: list[str]) -> None:
                 raise SpecError(
                     f"{where}.{field}: the SQL does not output column {column!r}; its rows have "
                     f"{', '.join(available) or 'no columns'}",
-                    hint=f"did you mean {' or '.join(near)}?" if near else "select the column in the SQL")
+                    hint=f"did you mean {' or '.join(near)}?" if near else "select the column in the SQL",
+                )
         for column in lookup.output_mapping:
             if column in available:
-                raise SpecError(f"{where}.output_mapping: column {column!r} is already in the rows",
-                                hint="give the new column another name")
+                raise SpecError(
+                    f"{where}.output_mapping: column {column!r} is already in the rows",
+                    hint="give the new column another name",
+                )
             available.append(column)

@@ -16,11 +16,15 @@ class FailoverSpec(SpecModel):
     when the primary is lost. It must hold the same records with the same timestamps (CreateTime);
     its offsets may differ. The dagger moves once and never moves back by itself."""
 
-    bootstrap_servers: str = Field(description="The secondary cluster's bootstrap servers, host:port[,host:port].")
+    bootstrap_servers: str = Field(
+        description="The secondary cluster's bootstrap servers, host:port[,host:port]."
+    )
     after_s: float = Field(
-        default=30.0, gt=0,
+        default=30.0,
+        gt=0,
         description="How long the primary must be unreachable before the dagger moves to the secondary "
-                    "(less than the stream's max_outage_s).")
+        "(less than the stream's max_outage_s).",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -36,40 +40,55 @@ class StreamSpec(SpecModel):
     proto_class: str = Field(description="Full name of the protobuf message, e.g. daggers.events.BookingLog.")
     timestamp_field: str = Field(description="The Timestamp field that is the event time (rowtime in SQL).")
     bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port].")
-    group: str = Field(description="Consumer group name shown in monitoring (offsets live in the checkpoint).")
+    group: str = Field(
+        description="Consumer group name shown in monitoring (offsets live in the checkpoint)."
+    )
     start_from: str = Field(
         default="earliest",
-        description="Where a new job starts: earliest, latest, or a time (ISO 8601 with zone, or epoch ms).")
+        description="Where a new job starts: earliest, latest, or a time (ISO 8601 with zone, or epoch ms).",
+    )
     bad_records: Literal["fail", "skip", "dead-letter"] = Field(
         default="skip",
         description="A record that does not decode: fail stops the job naming topic/partition/offset; "
-                    "skip leaves it out, counts it and keeps its bytes under the checkpoint; dead-letter "
-                    "also publishes it (raw bytes, with topic/partition/offset/error headers) to "
-                    "dead_letter_topic.")
+        "skip leaves it out, counts it and keeps its bytes under the checkpoint; dead-letter "
+        "also publishes it (raw bytes, with topic/partition/offset/error headers) to "
+        "dead_letter_topic.",
+    )
     dead_letter_topic: str | None = Field(
-        default=None, description="Topic for bad records with bad_records: dead-letter "
-                                  "(default: <dagger name>-<table>-dead-letter), on the same cluster.")
+        default=None,
+        description="Topic for bad records with bad_records: dead-letter "
+        "(default: <dagger name>-<table>-dead-letter), on the same cluster.",
+    )
     max_outage_s: float = Field(
-        default=600.0, gt=0, description="How long the broker may be unreachable before the job stops "
-                                         "with an error; until then it waits and retries.")
+        default=600.0,
+        gt=0,
+        description="How long the broker may be unreachable before the job stops "
+        "with an error; until then it waits and retries.",
+    )
     max_records_per_batch: int = Field(
-        default=4_000_000, ge=0,
+        default=4_000_000,
+        ge=0,
         description="Records per micro-batch at most, shared across partitions (0: all). A live stream's batches hold "
-                    "what arrived since the last one; this bounds a batch only while the dagger catches up, and "
-                    "larger ones catch up faster: each batch reads and rewrites the state of every window key it "
-                    "touches once (BENCHMARKS.md, sixth session).")
+        "what arrived since the last one; this bounds a batch only while the dagger catches up, and "
+        "larger ones catch up faster: each batch reads and rewrites the state of every window key it "
+        "touches once (BENCHMARKS.md, sixth session).",
+    )
     consumer_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka settings (e.g. security.protocol); none that loads "
-                                          "or runs code (plugin.library.paths, sasl.kerberos.kinit.cmd, …).")
+        default_factory=dict,
+        description="Extra librdkafka settings (e.g. security.protocol); none that loads "
+        "or runs code (plugin.library.paths, sasl.kerberos.kinit.cmd, …).",
+    )
     failover: FailoverSpec | None = Field(
         default=None,
         description="A secondary cluster mirroring the topics: when the primary has been unreachable for "
-                    "after_s, the dagger continues there from the last record it read (by timestamp); "
-                    "never back automatically.")
+        "after_s, the dagger continues there from the last record it read (by timestamp); "
+        "never back automatically.",
+    )
     transformers: list[TransformerSpec] = Field(
         default_factory=list,
         description="Steps on this stream's records after its watermark and before the SQL, in order "
-                    "(deduplicate, invalid_record_filter, hash).")
+        "(deduplicate, invalid_record_filter, hash).",
+    )
 
     def transformer_columns(self) -> set[str]:
         """Return the columns this stream's transformers read (the source must decode them too)."""
@@ -122,8 +141,10 @@ class StreamSpec(SpecModel):
     def _failover(cls, v: FailoverSpec | None, info: Any) -> FailoverSpec | None:
         max_outage_s, primary = info.data.get("max_outage_s"), info.data.get("bootstrap_servers")
         if v is not None and max_outage_s is not None and v.after_s >= max_outage_s:
-            raise ValueError(f"after_s ({v.after_s:g}) must be less than max_outage_s ({max_outage_s:g}), "
-                             "or the job stops before it fails over")
+            raise ValueError(
+                f"after_s ({v.after_s:g}) must be less than max_outage_s ({max_outage_s:g}), "
+                "or the job stops before it fails over"
+            )
         if v is not None and primary is not None and v.bootstrap_servers.strip() == primary.strip():
             raise ValueError("bootstrap_servers names the primary cluster itself")
         return v

@@ -13,9 +13,14 @@ class DeduplicateTransformer(SpecModel):
     """Drops a record when a record with the same key was kept less than ``ttl_s`` earlier (event time)."""
 
     type: Literal["deduplicate"]
-    keys: list[str] = Field(min_length=1, description="The columns whose values together are the record's key.")
-    ttl_s: int = Field(ge=1, le=30 * 86400,
-                       description="How long (seconds of event time) a key is remembered after its first record.")
+    keys: list[str] = Field(
+        min_length=1, description="The columns whose values together are the record's key."
+    )
+    ttl_s: int = Field(
+        ge=1,
+        le=30 * 86400,
+        description="How long (seconds of event time) a key is remembered after its first record.",
+    )
 
     @field_validator("keys")
     @classmethod
@@ -28,12 +33,16 @@ class InvalidRecordFilter(SpecModel):
 
     type: Literal["invalid_record_filter"]
     required: list[str] = Field(
-        default_factory=list, description="Columns that must have a value: not NULL, not '' and not NaN.")
+        default_factory=list, description="Columns that must have a value: not NULL, not '' and not NaN."
+    )
     ranges: dict[str, tuple[float | None, float | None]] = Field(
-        default_factory=dict, description="Column -> [min, max], both inclusive (null: unbounded).")
+        default_factory=dict, description="Column -> [min, max], both inclusive (null: unbounded)."
+    )
     where: str | None = Field(
-        default=None, validate_default=True,
-        description="A Spark SQL condition a valid record satisfies, e.g. \"status <> 'UNKNOWN'\".")
+        default=None,
+        validate_default=True,
+        description="A Spark SQL condition a valid record satisfies, e.g. \"status <> 'UNKNOWN'\".",
+    )
 
     @field_validator("required")
     @classmethod
@@ -42,7 +51,9 @@ class InvalidRecordFilter(SpecModel):
 
     @field_validator("ranges")
     @classmethod
-    def _ranges(cls, v: dict[str, tuple[float | None, float | None]]) -> dict[str, tuple[float | None, float | None]]:
+    def _ranges(
+        cls, v: dict[str, tuple[float | None, float | None]]
+    ) -> dict[str, tuple[float | None, float | None]]:
         for name, (low, high) in v.items():
             if not IDENT_RE.match(name):
                 raise ValueError(f"{name!r} is not a column name (letters, digits, _)")
@@ -74,7 +85,9 @@ class HashTransformer(SpecModel):
     """Replaces the values of columns by their SHA-256 (hex), e.g. to mask personal data."""
 
     type: Literal["hash"]
-    columns: list[str] = Field(min_length=1, description="The columns to hash (their values become 64 hex digits).")
+    columns: list[str] = Field(
+        min_length=1, description="The columns to hash (their values become 64 hex digits)."
+    )
 
     @field_validator("columns")
     @classmethod
@@ -82,8 +95,9 @@ class HashTransformer(SpecModel):
         return check_columns(v) or v
 
 
-TransformerSpec = Annotated[DeduplicateTransformer | InvalidRecordFilter | HashTransformer,
-                            Field(discriminator="type")]
+TransformerSpec = Annotated[
+    DeduplicateTransformer | InvalidRecordFilter | HashTransformer, Field(discriminator="type")
+]
 TRANSFORMER_TYPES = ("deduplicate", "invalid_record_filter", "hash")
 
 

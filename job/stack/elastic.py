@@ -22,8 +22,16 @@ class NoidaElasticsearch(LocalHttpService):
         self.port = port
         self.process = ManagedProcess(
             "noida-db's Elasticsearch",
-            [noida_binary(), "start", "--only", "elasticsearch", "--elasticsearch-port", str(port),
-             "--data-dir", str(self.root / "data")],
+            [
+                noida_binary(),
+                "start",
+                "--only",
+                "elasticsearch",
+                "--elasticsearch-port",
+                str(port),
+                "--data-dir",
+                str(self.root / "data"),
+            ],
             log_path=self.root / "elasticsearch.log",
             pid_path=self.root / "elasticsearch.pid",
         )
@@ -34,5 +42,3 @@ class NoidaElasticsearch(LocalHttpService):
             return requests.get(f"{self.url}/", timeout=timeout).status_code == 200
         except requests.RequestException:
             return False
-
-

@@ -58,8 +58,18 @@ class SparkStandalone:
     the master and worker JVMs themselves (``SPARK_DAEMON_MEMORY``).
     """
 
-    def __init__(self, root: Path, port: int, ui_port: int, worker_ui_ports: Sequence[int], *, cores: int = 1,
-                 memory: str = "1g", daemon_memory: str = "256m", die_with_parent: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        ui_port: int,
+        worker_ui_ports: Sequence[int],
+        *,
+        cores: int = 1,
+        memory: str = "1g",
+        daemon_memory: str = "256m",
+        die_with_parent: bool = False,
+    ) -> None:
         self.root = Path(root)
         self.port = port
         self.ui_port = ui_port
@@ -69,25 +79,55 @@ class SparkStandalone:
         home = spark_home()
         spark_class = str(home / "bin" / "spark-class")
         pythonpath = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)
-        env = {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.root / "logs"),
-               "SPARK_WORKER_DIR": str(self.root / "work"), "SPARK_DAEMON_MEMORY": daemon_memory,
-               "PYTHONPATH": pythonpath}
+        env = {
+            "SPARK_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOG_DIR": str(self.root / "logs"),
+            "SPARK_WORKER_DIR": str(self.root / "work"),
+            "SPARK_DAEMON_MEMORY": daemon_memory,
+            "PYTHONPATH": pythonpath,
+        }
         # the options Daggers gives its own JVMs (job.spark.session.JVM_OPTIONS_ENV; that module imports pyspark)
         if os.environ.get("DAGGERS_JVM_OPTIONS"):
             env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(
-                filter(None, (os.environ.get("SPARK_DAEMON_JAVA_OPTS"), os.environ["DAGGERS_JVM_OPTIONS"])))
+                filter(None, (os.environ.get("SPARK_DAEMON_JAVA_OPTS"), os.environ["DAGGERS_JVM_OPTIONS"]))
+            )
         self.master = ManagedProcess(
             "the Spark master",
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(ui_port)],
-            log_path=self.root / "master.log", env=env)
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui_port),
+            ],
+            log_path=self.root / "master.log",
+            env=env,
+        )
         self.workers = [
             ManagedProcess(
                 f"Spark worker {i + 1}",
-                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port",
-                 str(wport), "--cores", str(cores), "--memory", memory, self.master_url],
-                log_path=self.root / f"worker-{i + 1}.log", env=env)
-            for i, wport in enumerate(self.worker_ui_ports)]
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(wport),
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    self.master_url,
+                ],
+                log_path=self.root / f"worker-{i + 1}.log",
+                env=env,
+            )
+            for i, wport in enumerate(self.worker_ui_ports)
+        ]
         for proc in self.processes:
             proc.die_with_parent = die_with_parent
 
@@ -113,11 +153,18 @@ class SparkStandalone:
         As the master lists them: a worker whose UI port was taken meanwhile binds the next one (Spark's
         retry), so the ports asked for are only the fallback when the master does not answer."""
         try:
-            listed = [str(w["webuiaddress"]) for w in self.state().get("workers") or []
-                      if w.get("state") == "ALIVE" and w.get("webuiaddress")]
+            listed = [
+                str(w["webuiaddress"])
+                for w in self.state().get("workers") or []
+                if w.get("state") == "ALIVE" and w.get("webuiaddress")
+            ]
         except StackError:
             listed = []
-        return listed if len(listed) == len(self.workers) else [f"http://127.0.0.1:{p}" for p in self.worker_ui_ports]
+        return (
+            listed
+            if len(listed) == len(self.workers)
+            else [f"http://127.0.0.1:{p}" for p in self.worker_ui_ports]
+        )
 
     def state(self, timeout: float = 2.0) -> dict[str, Any]:
         """Return the master's JSON state (see :func:`master_state`)."""
@@ -145,8 +192,9 @@ class SparkStandalone:
             for worker in self.workers:
                 worker.start()
             for worker in self.workers:
-                worker.wait_healthy(lambda: self.alive_workers() == len(self.workers), timeout=timeout,
-                                    interval=0.5)
+                worker.wait_healthy(
+                    lambda: self.alive_workers() == len(self.workers), timeout=timeout, interval=0.5
+                )
         except StackError:
             self.stop(5.0)
             raise

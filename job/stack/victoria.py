@@ -58,5 +58,3 @@ class VictoriaServer(LocalHttpService):
             return requests.get(f"{self.url}/health", timeout=timeout).status_code == 200
         except requests.RequestException:
             return False
-
-

@@ -96,7 +96,8 @@ def deduplicate(df: DataFrame, t: DeduplicateTransformer, where: str) -> DataFra
     # column's delay: lend it the TTL as that delay, then give the column its own delay back.
     ttl = {**metadata, DELAY_KEY: t.ttl_s * 1000}
     out = df.withColumn(rowtime, F.col(rowtime).alias(rowtime, metadata=ttl)).dropDuplicatesWithinWatermark(
-        list(t.keys))
+        list(t.keys)
+    )
     return out.withColumn(rowtime, F.col(rowtime).alias(rowtime, metadata=metadata))
 
 

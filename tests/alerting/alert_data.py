@@ -78,19 +78,40 @@ def run_bookings_dagger(spark: Any, bootstrap: str, influxdb: Any, root: Path) -
     for name, counts in SHAPE.items():
         for minute, n in enumerate(counts):
             seed += 1
-            batches.append(generate("booking", n, seed=seed, start=T0 + timedelta(minutes=minute), duration_s=60,
-                                    cities=[name]))
+            batches.append(
+                generate(
+                    "booking",
+                    n,
+                    seed=seed,
+                    start=T0 + timedelta(minutes=minute),
+                    duration_s=60,
+                    cities=[name],
+                )
+            )
     # undecodable records for the platform's bad-record check (not counted by the dagger)
     bad_batch = generate("booking", CORRUPT_RECORDS, seed=7, start=T0, duration_s=60, cities=["Medan"])
     cls = default_registry().message_class(bad_batch.message_name)
     payloads, _ = corrupt(bad_batch.payloads, 1.0, seed=7, message_class=cls)
     closing = generate("booking", 1, seed=8, start=T0 + timedelta(minutes=20), duration_s=1, cities=["Medan"])
-    produce(bootstrap, topic, [*batches, dataclasses.replace(bad_batch, payloads=payloads), closing],
-            partitions=2, progress=False)
+    produce(
+        bootstrap,
+        topic,
+        [*batches, dataclasses.replace(bad_batch, payloads=payloads), closing],
+        partitions=2,
+        progress=False,
+    )
 
-    spec, text = make_spec(name=unique("alerts-city"), bootstrap=bootstrap, topic=topic,
-                           proto_class="daggers.events.BookingLog", sql=CITY_SQL, influx_url=influxdb.url, db=db,
-                           measurement=MEASUREMENT, checkpoint=root / "ckpt")
+    spec, text = make_spec(
+        name=unique("alerts-city"),
+        bootstrap=bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=CITY_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement=MEASUREMENT,
+        checkpoint=root / "ckpt",
+    )
     spec_path = root / "bookings-per-city.yaml"
     spec_path.write_text(text)
     progress = run_foreground(plan(spec, root), available_now=True, spark=spark)
@@ -98,13 +119,29 @@ def run_bookings_dagger(spark: Any, bootstrap: str, influxdb: Any, root: Path) -
     want: Counter[tuple[int, str]] = Counter()
     for b in batches:
         for row in b.table.select(["event_timestamp", "city_id"]).to_pylist():
-            want[(window_end_s(int(row["event_timestamp"].timestamp() * 1_000_000)), str(row["city_id"]))] += 1
+            want[
+                (window_end_s(int(row["event_timestamp"].timestamp() * 1_000_000)), str(row["city_id"]))
+            ] += 1
     got = influx_points(influxdb, db, MEASUREMENT, "bookings", ["tag_city_id"])
     diff = {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)}
     assert not diff, f"the dagger's output differs from the generated counts: {diff}"
-    assert got == {(int(T0.timestamp()) + 60 * (m + 1), city_id(name)): n
-                   for name, counts in SHAPE.items() for m, n in enumerate(counts)}
+    assert got == {
+        (int(T0.timestamp()) + 60 * (m + 1), city_id(name)): n
+        for name, counts in SHAPE.items()
+        for m, n in enumerate(counts)
+    }
     good = sum(len(b) for b in batches) + 1
     assert (progress.input_rows, progress.bad_records) == (good, CORRUPT_RECORDS), progress
-    return DaggerOutput(influxdb.url, db, MEASUREMENT, bootstrap, topic, spec_path, root, root / "ckpt", good,
-                        CORRUPT_RECORDS, got)
+    return DaggerOutput(
+        influxdb.url,
+        db,
+        MEASUREMENT,
+        bootstrap,
+        topic,
+        spec_path,
+        root,
+        root / "ckpt",
+        good,
+        CORRUPT_RECORDS,
+        got,
+    )

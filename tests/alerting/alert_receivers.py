@@ -48,7 +48,9 @@ class HttpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)
-                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                got = Received(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length)
+                )
                 status, body, *extra = receiver._answer(got)
                 if 200 <= status < 300:
                     with receiver._lock:
@@ -74,7 +76,9 @@ class HttpReceiver:
             return self.respond(got)
         if got.path.startswith("/pagerduty"):
             dedup = json.loads(got.body).get("dedup_key", "")
-            return 202, json.dumps({"status": "success", "message": "Event processed", "dedup_key": dedup}).encode()
+            return 202, json.dumps(
+                {"status": "success", "message": "Event processed", "dedup_key": dedup}
+            ).encode()
         return 200, b"ok"
 
     def url(self, path: str) -> str:
@@ -83,7 +87,9 @@ class HttpReceiver:
     def up(self) -> HttpReceiver:
         """Start listening and serving."""
         self.server.server_activate()
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -100,7 +106,9 @@ class HttpReceiver:
             if len(got) >= count:
                 return got
             time.sleep(0.1)
-        raise AssertionError(f"{len(self.posts(prefix))} requests under {prefix}, not {count}, after {timeout}s")
+        raise AssertionError(
+            f"{len(self.posts(prefix))} requests under {prefix}, not {count}, after {timeout}s"
+        )
 
     def close(self) -> None:
         if self._thread is not None:
@@ -127,8 +135,10 @@ class SmtpReceiver:
 
     def up(self) -> SmtpReceiver:
         """Start listening."""
+
         async def start() -> None:
             self._server = await asyncio.start_server(self._session, sock=self.sock)
+
         asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
         return self
 
@@ -202,6 +212,7 @@ class SmtpReceiver:
                 self._server.close()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._server.wait_closed(), 2)
+
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)

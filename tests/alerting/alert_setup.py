@@ -44,10 +44,10 @@ def channels_yaml(http: HttpReceiver | None = None, smtp: SmtpReceiver | None = 
     url: "{http.url(WEBHOOK_SECRET)}"
   slack:
     type: slack
-    url: "{http.url('/slack' + SLACK_SECRET)}"
+    url: "{http.url("/slack" + SLACK_SECRET)}"
   pagerduty:
     type: pagerduty
-    url: "{http.url('/pagerduty/v2/enqueue')}"
+    url: "{http.url("/pagerduty/v2/enqueue")}"
     routing_key: "{PD_ROUTING_KEY}"
 """
     if smtp is not None:
@@ -61,14 +61,15 @@ def channels_yaml(http: HttpReceiver | None = None, smtp: SmtpReceiver | None = 
     return out
 
 
-def config_for(output: DaggerOutput, tmp_path: Path, body: str, *, channels: str = "",
-               delivery: str = FAST_DELIVERY) -> AlertsConfig:
+def config_for(
+    output: DaggerOutput, tmp_path: Path, body: str, *, channels: str = "", delivery: str = FAST_DELIVERY
+) -> AlertsConfig:
     """Return a configuration reading the dagger's database, storing in ``tmp_path/alerts.db``."""
     text = f"""influx:
   url: {output.influx_url}
   database: {output.database}
 store:
-  url: sqlite:///{tmp_path / 'alerts.db'}
+  url: sqlite:///{tmp_path / "alerts.db"}
 {delivery}{channels}{textwrap.dedent(body)}"""
     (tmp_path / "alerts.yaml").write_text(text)
     return parse_config(text, str(tmp_path / "alerts.yaml"), base_dir=tmp_path)
@@ -90,8 +91,10 @@ class FakeReader:
 
     def query(self, q: str, database: str | None = None) -> list[GroupValue]:
         self.queries.append(q)
-        start, end = (datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
-                      for t in re.findall(r"'(\d{4}-[^']+)'", q))
+        start, end = (
+            datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+            for t in re.findall(r"'(\d{4}-[^']+)'", q)
+        )
         sums: dict[str, float] = {}
         counting = "count(" in q
         for at, groups in self.data.items():
@@ -144,7 +147,12 @@ def model_alert_engine(plane: Any, state_dir: Path) -> tuple[AlertEngine, Record
     from alerting.store import AlertStore
 
     rec = Recorder("rec")
-    engine = AlertEngine(parse_config(MODEL_ALERTS_YAML), state_dir=state_dir,
-                         store=AlertStore(f"sqlite:///{state_dir}/alerts.db"), reader=FakeReader(),  # type: ignore[arg-type]
-                         health=RegistryHealthSource(plane), notifiers={"rec": rec})
+    engine = AlertEngine(
+        parse_config(MODEL_ALERTS_YAML),
+        state_dir=state_dir,
+        store=AlertStore(f"sqlite:///{state_dir}/alerts.db"),
+        reader=FakeReader(),  # type: ignore[arg-type]
+        health=RegistryHealthSource(plane),
+        notifiers={"rec": rec},
+    )
     return engine, rec

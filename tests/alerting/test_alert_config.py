@@ -27,9 +27,24 @@ def errors_of(text: str, **kw: object) -> list[str]:
 
 def test_durations() -> None:
     assert [parse_duration(v) for v in ("90s", "5m", "1h30m", "7d", "500ms", 90, "90", "1.5h", "2w")] == [
-        90, 300, 5400, 604800, 0.5, 90, 90, 5400, 1209600]
-    assert [format_duration(s) for s in (90, 300, 5400, 0.5, 0, 86400 + 61)] == ["1m30s", "5m", "1h30m", "500ms",
-                                                                                  "0s", "1d1m1s"]
+        90,
+        300,
+        5400,
+        604800,
+        0.5,
+        90,
+        90,
+        5400,
+        1209600,
+    ]
+    assert [format_duration(s) for s in (90, 300, 5400, 0.5, 0, 86400 + 61)] == [
+        "1m30s",
+        "5m",
+        "1h30m",
+        "500ms",
+        "0s",
+        "1d1m1s",
+    ]
     for bad in ("5x", "m5", "", "-3", True, "5 m", "5mm", None):
         with pytest.raises(ValueError):
             parse_duration(bad)
@@ -46,7 +61,11 @@ def test_conditions() -> None:
     assert change.subject(40, 100) == -60.0 and change.holds(40, 100) and not change.holds(60, 100)
     assert not change.holds(40, None) and not change.holds(40, 0)  # no past value: the change is unknown
     assert [c.describe() for c in (above, below, outside, change)] == [
-        "above 10", "below 2", "outside [10, 90]", "change vs D-7 below -50%"]
+        "above 10",
+        "below 2",
+        "outside [10, 90]",
+        "change vs D-7 below -50%",
+    ]
     with pytest.raises(ValueError, match="exactly one of above, below or outside"):
         Condition(above=1, below=0)
     with pytest.raises(ValueError, match="low < high"):
@@ -116,24 +135,35 @@ routes:
   - matchers: [team=x]
     channels: [a, b]
 default_channels: [c]
-""") == ["alerts.yaml:5: routes[0].channels: no channel named 'b'; channels: a",
-         "alerts.yaml:6: default_channels: no channel named 'c'; channels: a"]
-    assert errors_of("rules:\n  - {name: r1, team: t, measurement: m, field: f, crit: {above: 1}}\n"
-                     "  - {name: r1, team: t, measurement: m, field: f, crit: {above: 2}}\n") == [
-        "alerts.yaml: rules: two rules have one name (r1)"]
+""") == [
+        "alerts.yaml:5: routes[0].channels: no channel named 'b'; channels: a",
+        "alerts.yaml:6: default_channels: no channel named 'c'; channels: a",
+    ]
+    assert errors_of(
+        "rules:\n  - {name: r1, team: t, measurement: m, field: f, crit: {above: 1}}\n"
+        "  - {name: r1, team: t, measurement: m, field: f, crit: {above: 2}}\n"
+    ) == ["alerts.yaml: rules: two rules have one name (r1)"]
     (tmp_path / "rules").mkdir()
-    (tmp_path / "rules" / "a.yaml").write_text("- {name: r2, team: t, kind: deadman, measurement: m, period: 1m}\n")
+    (tmp_path / "rules" / "a.yaml").write_text(
+        "- {name: r2, team: t, kind: deadman, measurement: m, period: 1m}\n"
+    )
     (tmp_path / "rules" / "b.yaml").write_text(
-        "rules:\n  - name: r3\n    team: t\n    measurement: m\n    field: f\n    crit: {below: x}\n")
+        "rules:\n  - name: r3\n    team: t\n    measurement: m\n    field: f\n    crit: {below: x}\n"
+    )
     main = tmp_path / "alerts.yaml"
-    main.write_text("rules:\n  - {name: r1, team: t, measurement: m, field: f, crit: {above: 1}}\n"
-                    "rule_files: [rules/*.yaml]\n")
+    main.write_text(
+        "rules:\n  - {name: r1, team: t, measurement: m, field: f, crit: {above: 1}}\n"
+        "rule_files: [rules/*.yaml]\n"
+    )
     with pytest.raises(AlertConfigError) as exc:
         load_config(main)
-    assert exc.value.message == (f"{tmp_path}/rules/b.yaml:6: rules[0] (r3).crit.below: Input should be a valid "
-                                 "number, unable to parse string as a number")
-    (tmp_path / "rules" / "b.yaml").write_text("rules:\n  - {name: r1, team: t, measurement: m, field: f, "
-                                               "crit: {below: 1}}\n")
+    assert exc.value.message == (
+        f"{tmp_path}/rules/b.yaml:6: rules[0] (r3).crit.below: Input should be a valid "
+        "number, unable to parse string as a number"
+    )
+    (tmp_path / "rules" / "b.yaml").write_text(
+        "rules:\n  - {name: r1, team: t, measurement: m, field: f, crit: {below: 1}}\n"
+    )
     with pytest.raises(AlertConfigError, match="rule 'r1' is also defined in"):
         load_config(main)
     (tmp_path / "rules" / "b.yaml").unlink()
@@ -153,22 +183,39 @@ def test_secrets_come_from_the_environment_and_are_never_shown() -> None:
     assert config.channels["pd"].routing_key.get_secret_value() == "fallback-key"
     shown = repr(config) + str(config) + config.model_dump_json()
     assert "SECRET1" not in shown and "SECRET2" not in shown and "fallback-key" not in shown
-    assert errors_of(text, env={}) == ["alerts.yaml:2: environment variable HOOK_URL is not set (and has no :-default)"]
+    assert errors_of(text, env={}) == [
+        "alerts.yaml:2: environment variable HOOK_URL is not set (and has no :-default)"
+    ]
 
 
 def test_the_examples_load() -> None:
     config = load_config(REPO / "examples" / "alerts" / "alerting.yaml")
-    assert [r.name for r in config.rules] == ["bookings-spike-per-city", "bookings-drop-vs-last-week",
-                                              "bookings-output-stopped", "drivers-supply-low", "drivers-output-stopped"]
+    assert [r.name for r in config.rules] == [
+        "bookings-spike-per-city",
+        "bookings-drop-vs-last-week",
+        "bookings-output-stopped",
+        "drivers-supply-low",
+        "drivers-output-stopped",
+    ]
     assert config.platform is not None and [d.spec for d in config.platform.dagger_entries()] == [
-        "../bookings-per-s2.yaml", "../drivers-per-s2.yaml"]
+        "../bookings-per-s2.yaml",
+        "../drivers-per-s2.yaml",
+    ]
     assert config.resolve("../bookings-per-s2.yaml").resolve() == REPO / "examples" / "bookings-per-s2.yaml"
 
 
 def test_matchers() -> None:
     labels = {"team": "bookings", "severity": "crit", "city": "Jakarta"}
-    cases = {"team=bookings": True, "team!=bookings": False, "city=~Jak.*|Bandung": True, "city=~Jak": False,
-             "city!~Band.*": True, "missing=": True, "missing!=": False, 'team="bookings"': True}
+    cases = {
+        "team=bookings": True,
+        "team!=bookings": False,
+        "city=~Jak.*|Bandung": True,
+        "city=~Jak": False,
+        "city!~Band.*": True,
+        "missing=": True,
+        "missing!=": False,
+        'team="bookings"': True,
+    }
     assert {m: parse_matcher(m).matches(labels) for m in cases} == cases
     assert parse_matchers({"team": "x"})[0].op == "="
     with pytest.raises(ValueError, match="is not a matcher"):
@@ -179,44 +226,95 @@ def test_matchers() -> None:
 
 def test_templates() -> None:
     values = {"rule": "r", "value": 12.3456, "city": "Jakarta", "past_value": None}
-    assert render("{rule}: {city} {value:.1f} vs {past_value:.0f} {unknown}", values) == "r: Jakarta 12.3 vs n/a ?"
-    for bad, why in (("{a.b}", "not a plain field name"), ("{a[0]}", "not a plain field name"),
-                     ("{value!r}", "conversions"), ("{value:.2q}", "bad format spec"), ("{", "does not parse")):
+    assert (
+        render("{rule}: {city} {value:.1f} vs {past_value:.0f} {unknown}", values)
+        == "r: Jakarta 12.3 vs n/a ?"
+    )
+    for bad, why in (
+        ("{a.b}", "not a plain field name"),
+        ("{a[0]}", "not a plain field name"),
+        ("{value!r}", "conversions"),
+        ("{value:.2q}", "bad format spec"),
+        ("{", "does not parse"),
+    ):
         with pytest.raises(ValueError, match=why):
             check_template(bad, ["a"])
 
 
 def test_queries() -> None:
-    rule = ThresholdRule.model_validate({
-        "name": "rule-a", "team": "t", "measurement": 'my "m"', "field": "f", "aggregate": "p95",
-        "group_by": ["city", "kind"], "where": {"kind": ["car", "bike"], "status": "it's"}, "window": "5m",
-        "database": "db", "retention_policy": "rp", "crit": {"above": 1}})
+    rule = ThresholdRule.model_validate(
+        {
+            "name": "rule-a",
+            "team": "t",
+            "measurement": 'my "m"',
+            "field": "f",
+            "aggregate": "p95",
+            "group_by": ["city", "kind"],
+            "where": {"kind": ["car", "bike"], "status": "it's"},
+            "window": "5m",
+            "database": "db",
+            "retention_policy": "rp",
+            "crit": {"above": 1},
+        }
+    )
     assert threshold_query(rule, T - 300, T) == (
         'SELECT percentile("f", 95) AS "value" FROM "db"."rp"."my \\"m\\"" WHERE ("kind" = \'car\' OR "kind" = '
         "'bike') AND \"status\" = 'it\\'s' AND time > '2026-03-02T09:55:00Z' AND time <= '2026-03-02T10:00:00Z' "
-        'GROUP BY "city", "kind"')
-    raw = ThresholdRule.model_validate({"name": "rule-b", "team": "t", "crit": {"below": 2},
-                                        "query": 'SELECT sum("d") FROM "x" WHERE $timeFilter GROUP BY "c"'})
+        'GROUP BY "city", "kind"'
+    )
+    raw = ThresholdRule.model_validate(
+        {
+            "name": "rule-b",
+            "team": "t",
+            "crit": {"below": 2},
+            "query": 'SELECT sum("d") FROM "x" WHERE $timeFilter GROUP BY "c"',
+        }
+    )
     assert threshold_query(raw, T - 60.5, T) == (
         "SELECT sum(\"d\") FROM \"x\" WHERE time > '2026-03-02T09:58:59.5Z' AND time <= '2026-03-02T10:00:00Z' "
-        'GROUP BY "c"')
-    dead = DeadmanRule.model_validate({"name": "dead", "team": "t", "kind": "deadman", "measurement": "m",
-                                       "period": "5m"})
+        'GROUP BY "c"'
+    )
+    dead = DeadmanRule.model_validate(
+        {"name": "dead", "team": "t", "kind": "deadman", "measurement": "m", "period": "5m"}
+    )
     assert count_query(dead, T - 300, T, "daggers") == (
-        "SELECT count(*) FROM \"daggers\"..\"m\" WHERE time > '2026-03-02T09:55:00Z' AND time <= '2026-03-02T10:00:00Z'")
-    for bad, why in (("DROP DATABASE x", "one InfluxQL SELECT"), ("SELECT * FROM m WHERE $timeFilter; DROP x", "no ';'"),
-                     ("SELECT * INTO y FROM m WHERE $timeFilter", "must not write"),
-                     ("SELECT * FROM m", "needs \\$timeFilter")):
+        "SELECT count(*) FROM \"daggers\"..\"m\" WHERE time > '2026-03-02T09:55:00Z' AND time <= '2026-03-02T10:00:00Z'"
+    )
+    for bad, why in (
+        ("DROP DATABASE x", "one InfluxQL SELECT"),
+        ("SELECT * FROM m WHERE $timeFilter; DROP x", "no ';'"),
+        ("SELECT * INTO y FROM m WHERE $timeFilter", "must not write"),
+        ("SELECT * FROM m", "needs \\$timeFilter"),
+    ):
         with pytest.raises(ValueError, match=why):
             ThresholdRule.model_validate({"name": "qq", "team": "t", "crit": {"above": 1}, "query": bad})
     assert quote_ident('a"b') == '"a\\"b"' and quote_string("a'b") == "'a\\'b'"
 
 
 def test_parse_series_takes_the_newest_value_per_group() -> None:
-    body = {"results": [{"series": [
-        {"name": "m", "tags": {"city": "1"}, "columns": ["time", "value"], "values": [[1000, 5], [2000, 7], [3000, None]]},
-        {"name": "m", "tags": {"city": "2"}, "columns": ["time", "count_a", "count_b"], "values": [[1000, 0, 4]]},
-    ]}]}
+    body = {
+        "results": [
+            {
+                "series": [
+                    {
+                        "name": "m",
+                        "tags": {"city": "1"},
+                        "columns": ["time", "value"],
+                        "values": [[1000, 5], [2000, 7], [3000, None]],
+                    },
+                    {
+                        "name": "m",
+                        "tags": {"city": "2"},
+                        "columns": ["time", "count_a", "count_b"],
+                        "values": [[1000, 0, 4]],
+                    },
+                ]
+            }
+        ]
+    }
     groups = parse_series(body)
-    assert [(g.tags, g.value, g.time_ms) for g in groups] == [({"city": "1"}, 7.0, 2000), ({"city": "2"}, 0.0, 1000)]
+    assert [(g.tags, g.value, g.time_ms) for g in groups] == [
+        ({"city": "1"}, 7.0, 2000),
+        ({"city": "2"}, 0.0, 1000),
+    ]
     assert groups[1].columns == {"count_a": 0.0, "count_b": 4.0}

@@ -30,11 +30,23 @@ T = 1772445600.0
 
 def notification(seq: int = 1, status: str = "firing", fp: str = "f" * 32) -> Notification:
     level = "CRIT" if status == "firing" else "OK"
-    return Notification(id=f"{fp}:{seq}", rule="spike", team="bookings", status=status, level=level,  # type: ignore[arg-type]
-                        previous_level="OK" if status == "firing" else "CRIT", labels={"team": "bookings",
-                        "severity": "crit", "city": "1"}, tags={"city": "1"}, value=80.0 if status == "firing" else 20.0,
-                        condition="above 75", message="80 bookings", fingerprint=fp, dedup_key=f"daggers/spike/{fp[:16]}",
-                        started_at=T, at=T + 60 * seq)
+    return Notification(
+        id=f"{fp}:{seq}",
+        rule="spike",
+        team="bookings",
+        status=status,
+        level=level,  # type: ignore[arg-type]
+        previous_level="OK" if status == "firing" else "CRIT",
+        labels={"team": "bookings", "severity": "crit", "city": "1"},
+        tags={"city": "1"},
+        value=80.0 if status == "firing" else 20.0,
+        condition="above 75",
+        message="80 bookings",
+        fingerprint=fp,
+        dedup_key=f"daggers/spike/{fp[:16]}",
+        started_at=T,
+        at=T + 60 * seq,
+    )
 
 
 class Flaky(Notifier):
@@ -63,9 +75,21 @@ class Flaky(Notifier):
 
 
 def queue(store: AlertStore, channel: str, n: Notification, at: float) -> None:
-    store.commit_evaluation([], [], [OutboxItem(key=f"{n.id}:{channel}", channel=channel, fingerprint=n.fingerprint,
-                                                rule=n.rule, payload=n.model_dump(mode="json"), created_at=at,
-                                                next_attempt_at=at)])
+    store.commit_evaluation(
+        [],
+        [],
+        [
+            OutboxItem(
+                key=f"{n.id}:{channel}",
+                channel=channel,
+                fingerprint=n.fingerprint,
+                rule=n.rule,
+                payload=n.model_dump(mode="json"),
+                created_at=at,
+                next_attempt_at=at,
+            )
+        ],
+    )
 
 
 def test_backoff_schedule() -> None:
@@ -81,8 +105,13 @@ def test_outbox_order_retries_and_give_up(tmp_path: Path) -> None:
     mail = Flaky("mail")
     pd = Flaky("pd", [DeliveryError("slow down", retryable=True, retry_after=30.0)])
     bad = Flaky("bad", [DeliveryError("HTTP 404", retryable=False)])
-    dispatcher = Dispatcher(store, {"hook": hook, "mail": mail, "pd": pd, "bad": bad},
-                            backoff=Backoff(1, 2, 8, jitter=0), give_up_after=3600, clock=clock)
+    dispatcher = Dispatcher(
+        store,
+        {"hook": hook, "mail": mail, "pd": pd, "bad": bad},
+        backoff=Backoff(1, 2, 8, jitter=0),
+        give_up_after=3600,
+        clock=clock,
+    )
     trigger, resolve = notification(1), notification(2, "resolved")
     for ch in ("hook", "mail", "pd", "bad"):
         queue(store, ch, trigger, T)
@@ -104,15 +133,21 @@ def test_outbox_order_retries_and_give_up(tmp_path: Path) -> None:
     dispatcher.dispatch()
     assert pd.delivered == [trigger.id]
     status = {(i.channel, i.payload["status"]): (i.status, i.attempts) for i in store.outbox()}
-    assert status == {("hook", "firing"): ("sent", 3), ("hook", "resolved"): ("sent", 1),
-                      ("mail", "firing"): ("sent", 1), ("mail", "resolved"): ("sent", 1),
-                      ("pd", "firing"): ("sent", 2), ("bad", "firing"): ("failed", 1)}
+    assert status == {
+        ("hook", "firing"): ("sent", 3),
+        ("hook", "resolved"): ("sent", 1),
+        ("mail", "firing"): ("sent", 1),
+        ("mail", "resolved"): ("sent", 1),
+        ("pd", "firing"): ("sent", 2),
+        ("bad", "firing"): ("failed", 1),
+    }
     assert [e.event for e in store.history()].count("delivery_failed") == 1
 
     # give up after give_up_after: a channel down for good loses nothing silently
     forever = Flaky("forever", [down] * 100)
-    dispatcher = Dispatcher(store, {"forever": forever}, backoff=Backoff(1, 2, 8, jitter=0), give_up_after=60,
-                            clock=clock)
+    dispatcher = Dispatcher(
+        store, {"forever": forever}, backoff=Backoff(1, 2, 8, jitter=0), give_up_after=60, clock=clock
+    )
     queue(store, "forever", notification(3), clock.now)
     for _ in range(40):
         clock.now += 8
@@ -131,14 +166,20 @@ def test_channels_map_answers_to_retry_or_final() -> None:
     http = HttpReceiver(respond).up()
     try:
         config = parse_config(f"""channels:
-  hook: {{type: webhook, url: "{http.url('/hook/x')}"}}
-  slack: {{type: slack, url: "{http.url('/slack/x')}"}}
-  pd: {{type: pagerduty, routing_key: key-123, url: "{http.url('/pd')}"}}
+  hook: {{type: webhook, url: "{http.url("/hook/x")}"}}
+  slack: {{type: slack, url: "{http.url("/slack/x")}"}}
+  pd: {{type: pagerduty, routing_key: key-123, url: "{http.url("/pd")}"}}
 """)
         notifiers = build_notifiers(config)
-        cases = [("hook", 500, True, None), ("hook", 429, True, 7.0), ("hook", 404, False, None),
-                 ("slack", 400, False, None), ("slack", 503, True, 7.0), ("pd", 400, False, None),
-                 ("pd", 429, True, 7.0)]
+        cases = [
+            ("hook", 500, True, None),
+            ("hook", 429, True, 7.0),
+            ("hook", 404, False, None),
+            ("slack", 400, False, None),
+            ("slack", 503, True, 7.0),
+            ("pd", 400, False, None),
+            ("pd", 429, True, 7.0),
+        ]
         for channel, status, retryable, after in cases:
             answers[channel] = (status, b"nope", {"Retry-After": "7"} if after else {})
             with pytest.raises(DeliveryError) as exc:
@@ -156,24 +197,51 @@ def test_channels_map_answers_to_retry_or_final() -> None:
 def test_payloads() -> None:
     n, r = notification(1), notification(2, "resolved")
     assert pagerduty_body(n, "KEY") == {
-        "routing_key": "KEY", "event_action": "trigger", "dedup_key": "daggers/spike/ffffffffffffffff",
+        "routing_key": "KEY",
+        "event_action": "trigger",
+        "dedup_key": "daggers/spike/ffffffffffffffff",
         "client": "Daggers alerts",
-        "payload": {"summary": "[CRIT] spike city=1: 80 bookings", "source": "daggers", "severity": "critical",
-                    "timestamp": "2026-03-02T10:01:00Z", "component": "spike", "group": "bookings", "class": "spike",
-                    "custom_details": {"value": 80.0, "condition": "above 75", "labels": n.labels,
-                                       "previous_level": "OK", "started_at": "2026-03-02T10:00:00Z",
-                                       "notification_id": n.id}}}
-    assert pagerduty_body(r, "KEY") == {"routing_key": "KEY", "event_action": "resolve",
-                                        "dedup_key": "daggers/spike/ffffffffffffffff"}
+        "payload": {
+            "summary": "[CRIT] spike city=1: 80 bookings",
+            "source": "daggers",
+            "severity": "critical",
+            "timestamp": "2026-03-02T10:01:00Z",
+            "component": "spike",
+            "group": "bookings",
+            "class": "spike",
+            "custom_details": {
+                "value": 80.0,
+                "condition": "above 75",
+                "labels": n.labels,
+                "previous_level": "OK",
+                "started_at": "2026-03-02T10:00:00Z",
+                "notification_id": n.id,
+            },
+        },
+    }
+    assert pagerduty_body(r, "KEY") == {
+        "routing_key": "KEY",
+        "event_action": "resolve",
+        "dedup_key": "daggers/spike/ffffffffffffffff",
+    }
     slack = slack_body(n)
     assert slack["text"] == "[CRIT] spike city=1: 80 bookings"
-    assert [f["title"] for f in slack["attachments"][0]["fields"]] == ["level", "team", "value", "condition", "city"]
+    assert [f["title"] for f in slack["attachments"][0]["fields"]] == [
+        "level",
+        "team",
+        "value",
+        "condition",
+        "city",
+    ]
     config = parse_config("""channels:
   mail: {type: email, host: smtp.example.com, sender: a@example.com, to: [b@example.com, c@example.com]}
 """)
     mail = email_message(r, config.channels["mail"])  # type: ignore[arg-type]
     assert (mail["Subject"], mail["To"], mail["Message-ID"]) == (
-        "[RESOLVED] spike city=1", "b@example.com, c@example.com", f"<{'f' * 32}.2@daggers.alerts>")
+        "[RESOLVED] spike city=1",
+        "b@example.com, c@example.com",
+        f"<{'f' * 32}.2@daggers.alerts>",
+    )
     assert "level:     CRIT -> OK" in mail.get_content()
 
 
@@ -181,11 +249,14 @@ def test_webhook_signature_and_idempotency_key() -> None:
     http = HttpReceiver().up()
     try:
         config = parse_config(f"""channels:
-  hook: {{type: webhook, url: "{http.url('/hook')}", hmac_secret: s3cret, headers: {{X-Team: bookings}}}}
+  hook: {{type: webhook, url: "{http.url("/hook")}", hmac_secret: s3cret, headers: {{X-Team: bookings}}}}
 """)
         build_notifiers(config)["hook"].send(notification())
         got = http.posts()[0]
-        assert got.headers["x-daggers-signature"] == "sha256=" + hmac.new(b"s3cret", got.body, hashlib.sha256).hexdigest()
+        assert (
+            got.headers["x-daggers-signature"]
+            == "sha256=" + hmac.new(b"s3cret", got.body, hashlib.sha256).hexdigest()
+        )
         assert got.headers["idempotency-key"] == "f" * 32 + ":1" and got.headers["x-team"] == "bookings"
         body = json.loads(got.body)
         assert body["version"] == "1" and body["at"] == "2026-03-02T10:01:00Z" and body["status"] == "firing"
@@ -205,19 +276,22 @@ def test_secrets_stay_out_of_logs_and_the_store(tmp_path: Path, caplog: pytest.L
     try:
         config = parse_config(f"""channels:
   echoing: {{type: slack, url: "{http.url(secret_path)}"}}
-  down: {{type: webhook, url: "{down.url('/hook?token=QueryToken77')}"}}
-  pd: {{type: pagerduty, routing_key: PdRoutingKey99, url: "{down.url('/pd')}"}}
+  down: {{type: webhook, url: "{down.url("/hook?token=QueryToken77")}"}}
+  pd: {{type: pagerduty, routing_key: PdRoutingKey99, url: "{down.url("/pd")}"}}
 """)
         notifiers = build_notifiers(config)
         redact = Redactor([s for n in notifiers.values() for s in n.secrets()])
         from alerting import secrets
+
         installed = secrets.install(redact)
         store = AlertStore(f"sqlite:///{tmp_path}/a.db")
         dispatcher = Dispatcher(store, notifiers, backoff=Backoff(1, 2, 8, jitter=0), redact=redact)
         for ch in notifiers:
             queue(store, ch, notification(), T)
         dispatcher.dispatch()
-        logging.getLogger("urllib3.connectionpool").debug("http://127.0.0.1 \"POST %s HTTP/1.1\" 500", secret_path)
+        logging.getLogger("urllib3.connectionpool").debug(
+            'http://127.0.0.1 "POST %s HTTP/1.1" 500', secret_path
+        )
         secrets.uninstall(installed)
         errors = " ".join(i.last_error or "" for i in store.outbox())
         store.close()
@@ -242,8 +316,12 @@ def test_prune_keeps_what_is_still_queued(tmp_path: Path) -> None:
     first = store.outbox()[0]
     assert first.id is not None
     store.mark_sent(first.id, T - 90, 1)
-    store.add_history([HistoryEvent(T - 100, "f" * 32, "spike", "state", 0, 2), HistoryEvent(T + 5, "f" * 32,
-                                                                                          "spike", "state", 2, 0)])
+    store.add_history(
+        [
+            HistoryEvent(T - 100, "f" * 32, "spike", "state", 0, 2),
+            HistoryEvent(T + 5, "f" * 32, "spike", "state", 2, 0),
+        ]
+    )
     assert store.prune(before=T) == 2  # the old delivered item and the old history line
     assert [(i.payload["id"][-1], i.status) for i in store.outbox()] == [("2", "pending"), ("3", "pending")]
     assert [e.at for e in store.history()] == [T + 5]

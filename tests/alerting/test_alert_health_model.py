@@ -56,30 +56,45 @@ def test_model_alerts_fire_once_and_resolve(tmp_path: Path) -> None:
         run(T)
         assert fired() == []
         # loop: crashed, retry in 8 s; stall: no report for 100 s; lag: lag 100 -> 5,100 over 60 s
-        status(reg, ids["loop"], actual_state="crashed", restarts=3, next_restart_at=T + 208, last_error="boom")
+        status(
+            reg, ids["loop"], actual_state="crashed", restarts=3, next_restart_at=T + 208, last_error="boom"
+        )
         status(reg, ids["stall"], progress={"updated_at": T + 100, "input_rows": 100}, lag=50, lag_at=T + 199)
         with reg.session() as s:
-            s.add_all(Sample(dagger_id=ids["lag"], at=T + 140 + 10 * i, input_rows=100 + 50 * i, lag=100 + 1000 * i)
-                      for i in range(6))
+            s.add_all(
+                Sample(dagger_id=ids["lag"], at=T + 140 + 10 * i, input_rows=100 + 50 * i, lag=100 + 1000 * i)
+                for i in range(6)
+            )
         status(reg, ids["lag"], progress={"updated_at": T + 199, "input_rows": 400}, lag=5100, lag_at=T + 199)
         run(T + 200)
         run(T + 205)  # still so: no second notification
-        assert sorted(fired()) == [(CRASH_LOOPING, "OK", "CRIT", {"dagger": "loop"}),
-                                   (LAGGING, "OK", "WARN", {"dagger": "lag"}),
-                                   (STALLED, "OK", "CRIT", {"dagger": "stall"})]
+        assert sorted(fired()) == [
+            (CRASH_LOOPING, "OK", "CRIT", {"dagger": "loop"}),
+            (LAGGING, "OK", "WARN", {"dagger": "lag"}),
+            (STALLED, "OK", "CRIT", {"dagger": "stall"}),
+        ]
         # the controller goes silent for 31 s: every dagger is unknown, one alert for the cluster
         rec.got.clear()
         clock[0] = T + 236
         engine.evaluate_platform(at=T + 236)
         engine.dispatch()
-        assert sorted(fired()) == [(SILENT, "OK", "CRIT", {"cluster": "a-jkt"}),
-                                   (CRASH_LOOPING, "CRIT", "OK", {"dagger": "loop"}),
-                                   (LAGGING, "WARN", "OK", {"dagger": "lag"}),
-                                   (STALLED, "CRIT", "OK", {"dagger": "stall"})]
-        assert [n.message for n in rec.got if n.rule == SILENT] == ["the controller of cluster a-jkt is silent"]
+        assert sorted(fired()) == [
+            (SILENT, "OK", "CRIT", {"cluster": "a-jkt"}),
+            (CRASH_LOOPING, "CRIT", "OK", {"dagger": "loop"}),
+            (LAGGING, "WARN", "OK", {"dagger": "lag"}),
+            (STALLED, "CRIT", "OK", {"dagger": "stall"}),
+        ]
+        assert [n.message for n in rec.got if n.rule == SILENT] == [
+            "the controller of cluster a-jkt is silent"
+        ]
         rec.got.clear()
         for dagger_id in ids.values():
-            status(reg, dagger_id, **{**running, "lag_at": T + 299}, progress={"updated_at": T + 299, "input_rows": 900})
+            status(
+                reg,
+                dagger_id,
+                **{**running, "lag_at": T + 299},
+                progress={"updated_at": T + 299, "input_rows": 900},
+            )
         run(T + 300)
         assert fired() == [(SILENT, "CRIT", "OK", {"cluster": "a-jkt"})]
     finally:

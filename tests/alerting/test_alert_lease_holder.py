@@ -14,7 +14,7 @@ from tests.helpers import wait_until
 
 def _state(pid: int) -> str:
     stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rfind(")") + 2:].split(" ", 1)[0]
+    return stat[stat.rfind(")") + 2 :].split(" ", 1)[0]
 
 
 def test_a_holder_of_this_host_is_alive_only_while_its_process_runs() -> None:

@@ -73,8 +73,14 @@ class LiveProducer:
             if n:
                 owed -= n
                 seed += 1
-                batch = generate("booking", n, seed=seed, start=datetime.fromtimestamp(began - span, tz=UTC),
-                                 duration_s=span, cities=["Jakarta"])
+                batch = generate(
+                    "booking",
+                    n,
+                    seed=seed,
+                    start=datetime.fromtimestamp(began - span, tz=UTC),
+                    duration_s=span,
+                    cities=["Jakarta"],
+                )
                 for payload, key, ts in zip(batch.payloads, batch.keys, batch.timestamps_ms(), strict=True):
                     self._producer.produce(self.topic, value=payload, key=key, timestamp=ts)
                     self.per_window[ts // 5000] += 1
@@ -96,8 +102,23 @@ class EngineProcess:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CLI, "alerts", "run", "--config", str(config), "--state-dir", str(state_dir)],
-            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-c",
+                CLI,
+                "alerts",
+                "run",
+                "--config",
+                str(config),
+                "--state-dir",
+                str(state_dir),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def signal(self, sig: int) -> int:
         os.killpg(self.proc.pid, sig)
@@ -111,28 +132,44 @@ class EngineProcess:
 
 
 def influx_count(url: str, db: str, measurement: str) -> int:
-    body = requests.get(f"{url}/query", params={"db": db, "q": f'SELECT count("bookings") FROM "{measurement}"'},
-                        timeout=10).json()
+    body = requests.get(
+        f"{url}/query", params={"db": db, "q": f'SELECT count("bookings") FROM "{measurement}"'}, timeout=10
+    ).json()
     series = body["results"][0].get("series") or []
     return int(series[0]["values"][0][1]) if series else 0
 
 
-def test_live_threshold_restart_and_no_data(spark, tansu_broker, influxdb, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                            http_receiver: HttpReceiver, smtp_receiver: SmtpReceiver) -> None:
+def test_live_threshold_restart_and_no_data(
+    spark,
+    tansu_broker,
+    influxdb,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    http_receiver: HttpReceiver,
+    smtp_receiver: SmtpReceiver,
+) -> None:
     http, smtp = http_receiver.up(), smtp_receiver.up()
     topic, db, measurement = unique("live-bookings"), unique("live").replace("-", "_"), "live_bookings"
     create_topic(tansu_broker, topic, 2, kind="tansu")
     influxdb.create_database(db)
-    spec, _ = make_spec(name=unique("live-city"), bootstrap=tansu_broker, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=LIVE_SQL, influx_url=influxdb.url, db=db,
-                        measurement=measurement, checkpoint=tmp_path / "ckpt", watermark_delay_ms=1000,
-                        trigger_interval_s=1.0)
+    spec, _ = make_spec(
+        name=unique("live-city"),
+        bootstrap=tansu_broker,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=LIVE_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement=measurement,
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=1000,
+        trigger_interval_s=1.0,
+    )
     config = tmp_path / "alerts.yaml"
     config.write_text(f"""influx:
   url: {influxdb.url}
   database: {db}
 store:
-  url: sqlite:///{tmp_path / 'alerts.db'}
+  url: sqlite:///{tmp_path / "alerts.db"}
 {FAST_DELIVERY}{channels_yaml(http, smtp)}
 default_channels: [webhook, email]
 rules:
@@ -164,47 +201,85 @@ rules:
     engines: list[EngineProcess] = []
     try:
         job.start(trigger_interval_s=1.0)
-        wait_until("the dagger's first windows", lambda: influx_count(influxdb.url, db, measurement) >= 2, 180)
+        wait_until(
+            "the dagger's first windows", lambda: influx_count(influxdb.url, db, measurement) >= 2, 180
+        )
         # live before the no-data rule looks: a dagger that started slowly writes its first windows late, and
         # an engine that looked then saw no point newer than 25 s (it fired and resolved at once on a busy machine)
-        wait_until("the dagger to catch up",
-                   lambda: time.time() - newest_point(influxdb.url, db, measurement) < 12.0, 180)
+        wait_until(
+            "the dagger to catch up",
+            lambda: time.time() - newest_point(influxdb.url, db, measurement) < 12.0,
+            180,
+        )
 
         # 1. the threshold fires once
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-1.log"))
-        wait_until("the trigger", lambda: events("live-bookings-high") == ["firing"], 60,
-                   proc=engines[-1].proc, log=engines[-1].log)
+        wait_until(
+            "the trigger",
+            lambda: events("live-bookings-high") == ["firing"],
+            60,
+            proc=engines[-1].proc,
+            log=engines[-1].log,
+        )
         for channel in ("webhook", "email"):  # both deliveries recorded in the store before the crash
-            wait_until(f"the {channel} delivery recorded", lambda c=channel: f"delivered firing of live-bookings-high "
-                       f"to channel '{c}'" in engines[-1].log.read_text(), 60, proc=engines[-1].proc, log=engines[-1].log)
+            wait_until(
+                f"the {channel} delivery recorded",
+                lambda c=channel: (
+                    f"delivered firing of live-bookings-high to channel '{c}'" in engines[-1].log.read_text()
+                ),
+                60,
+                proc=engines[-1].proc,
+                log=engines[-1].log,
+            )
         # 2. crash mid-incident, restart: the new engine takes over the lease and sends nothing again
         assert engines[-1].signal(signal.SIGKILL) == -signal.SIGKILL
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-2.log"))
-        wait_until("engine 2", lambda: "alert engine started" in engines[-1].log.read_text(), 60,
-                   proc=engines[-1].proc, log=engines[-1].log)
+        wait_until(
+            "engine 2",
+            lambda: "alert engine started" in engines[-1].log.read_text(),
+            60,
+            proc=engines[-1].proc,
+            log=engines[-1].log,
+        )
         time.sleep(8.0)  # four evaluations, the alert still CRIT
         assert events("live-bookings-high") == ["firing"]
         # 3. graceful stop and restart, still mid-incident
         assert engines[-1].signal(signal.SIGTERM) == 0
         assert "alert engine stopped" in engines[-1].log.read_text()
         engines.append(EngineProcess(config, tmp_path, tmp_path / "engine-3.log"))
-        wait_until("engine 3", lambda: "alert engine started" in engines[-1].log.read_text(), 60,
-                   proc=engines[-1].proc, log=engines[-1].log)
+        wait_until(
+            "engine 3",
+            lambda: "alert engine started" in engines[-1].log.read_text(),
+            60,
+            proc=engines[-1].proc,
+            log=engines[-1].log,
+        )
         time.sleep(6.0)
         assert events("live-bookings-high") == ["firing"]
         # 4. bookings calm down (20 per window): one resolve
         producer.rate = 4.0
-        wait_until("the resolve", lambda: events("live-bookings-high") == ["firing", "resolved"], 90,
-                   proc=engines[-1].proc, log=engines[-1].log)
+        wait_until(
+            "the resolve",
+            lambda: events("live-bookings-high") == ["firing", "resolved"],
+            90,
+            proc=engines[-1].proc,
+            log=engines[-1].log,
+        )
         assert events("live-output-stopped") == []  # output kept flowing: the no-data rule stayed quiet
         # 5. the producer stops: the dagger's output stops, the no-data rule fires
         producer.stop()
         stopped_at = time.monotonic()
-        wait_until("the no-data alert", lambda: events("live-output-stopped") == ["firing"], 120,
-                   proc=engines[-1].proc, log=engines[-1].log)
+        wait_until(
+            "the no-data alert",
+            lambda: events("live-output-stopped") == ["firing"],
+            120,
+            proc=engines[-1].proc,
+            log=engines[-1].log,
+        )
         fired_after = time.monotonic() - stopped_at
-        listed = CliRunner().invoke(_cli(), ["alerts", "list", "--config", str(config), "--state-dir", str(tmp_path),
-                                             "--json"])
+        listed = CliRunner().invoke(
+            _cli(), ["alerts", "list", "--config", str(config), "--state-dir", str(tmp_path), "--json"]
+        )
         time.sleep(3.0)
         assert engines[-1].signal(signal.SIGTERM) == 0
     finally:
@@ -226,22 +301,33 @@ rules:
     assert events("live-output-stopped") == ["firing"]
     trigger = next(r.json for r in http.posts(WEBHOOK_SECRET) if r.json["rule"] == "live-bookings-high")
     # the value is a whole window's count of what was sent (about 100 at 20 bookings/s)
-    assert trigger["value"] in {n for n in producer.per_window.values() if n > 50}, (trigger, producer.per_window)
+    assert trigger["value"] in {n for n in producer.per_window.values() if n > 50}, (
+        trigger,
+        producer.per_window,
+    )
     assert trigger["message"] == f"{trigger['value']:.0f} bookings in 5 s in city 1 (above 50)"
     stopped = stopped_json(http)
-    assert stopped["message"] == f"live-output-stopped is CRIT: no data from {measurement} in (no tags) (no data for 25s)"
+    assert (
+        stopped["message"]
+        == f"live-output-stopped is CRIT: no data from {measurement} in (no tags) (no data for 25s)"
+    )
     assert stopped["labels"]["dagger"] == spec.name
     assert [m["Subject"] for m in smtp.mails()] == [
-        "[CRIT] live-bookings-high tag_city_id=1", "[RESOLVED] live-bookings-high tag_city_id=1",
-        "[CRIT] live-output-stopped"]
+        "[CRIT] live-bookings-high tag_city_id=1",
+        "[RESOLVED] live-bookings-high tag_city_id=1",
+        "[CRIT] live-output-stopped",
+    ]
     logs = "".join(e.log.read_text() for e in engines)
     for secret in SECRETS:
         assert secret not in logs
 
 
 def newest_point(url: str, db: str, measurement: str) -> float:
-    body = requests.get(f"{url}/query", params={"db": db, "epoch": "ms",
-                                                "q": f'SELECT last("bookings") FROM "{measurement}"'}, timeout=10).json()
+    body = requests.get(
+        f"{url}/query",
+        params={"db": db, "epoch": "ms", "q": f'SELECT last("bookings") FROM "{measurement}"'},
+        timeout=10,
+    ).json()
     return body["results"][0]["series"][0]["values"][0][0] / 1000.0
 
 

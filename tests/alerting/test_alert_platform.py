@@ -38,12 +38,16 @@ def levels(reports) -> dict[str, tuple[Level, float | None]]:  # type: ignore[no
 
 
 @pytest.mark.integration
-def test_platform_alerts_from_a_real_dagger(bookings_output: DaggerOutput, tmp_path: Path,
-                                            http_receiver: HttpReceiver) -> None:
+def test_platform_alerts_from_a_real_dagger(
+    bookings_output: DaggerOutput, tmp_path: Path, http_receiver: HttpReceiver
+) -> None:
     http = http_receiver.up()
-    config = config_for(bookings_output, tmp_path, PLATFORM.format(spec=bookings_output.spec_path,
-                                                                   state=bookings_output.state_dir),
-                        channels=channels_yaml(http))
+    config = config_for(
+        bookings_output,
+        tmp_path,
+        PLATFORM.format(spec=bookings_output.spec_path, state=bookings_output.state_dir),
+        channels=channels_yaml(http),
+    )
     status = read_status(bookings_output.checkpoint)
     assert status is not None and status["state"] == "stopped"  # the run ended cleanly
     # A dagger killed by SIGKILL leaves its last status behind: "running", with no progress since.
@@ -55,11 +59,20 @@ def test_platform_alerts_from_a_real_dagger(bookings_output: DaggerOutput, tmp_p
         first = levels(engine.evaluate_platform(at=updated + 60))
         good = sum(sum(c) for c in SHAPE.values()) + 1
         assert bookings_output.good_records == good == 996
-        assert first == {DOWN: (OK, pytest.approx(60)), RESTARTS: (OK, 0.0), LAG: (OK, 0.0),
-                         BAD: (WARN, pytest.approx(25 / 1021)), SINKS: (OK, 0.0)}
+        assert first == {
+            DOWN: (OK, pytest.approx(60)),
+            RESTARTS: (OK, 0.0),
+            LAG: (OK, 0.0),
+            BAD: (WARN, pytest.approx(25 / 1021)),
+            SINKS: (OK, 0.0),
+        }
         # 37 more bookings reach the topic while the dagger does not run; 11 minutes pass without progress
-        produce(bookings_output.bootstrap, bookings_output.topic,
-                generate("booking", 37, seed=77, start=T0 + timedelta(minutes=30), duration_s=10), progress=False)
+        produce(
+            bookings_output.bootstrap,
+            bookings_output.topic,
+            generate("booking", 37, seed=77, start=T0 + timedelta(minutes=30), duration_s=10),
+            progress=False,
+        )
         second = levels(engine.evaluate_platform(at=updated + 660))
         assert second[LAG] == (CRIT, 37.0) and second[DOWN] == (CRIT, pytest.approx(660))
         assert BAD not in second  # no new records to judge: the alert keeps its level
@@ -69,12 +82,15 @@ def test_platform_alerts_from_a_real_dagger(bookings_output: DaggerOutput, tmp_p
     name = read_name(bookings_output.spec_path)
     hooks = [r.json for r in http.posts(WEBHOOK_SECRET)]
     assert [(h["rule"], h["level"], h["team"], h["tags"]) for h in hooks] == [
-        (BAD, "WARN", "bookings", {"dagger": name}), (LAG, "CRIT", "bookings", {"dagger": name}),
-        (DOWN, "CRIT", "bookings", {"dagger": name})]
+        (BAD, "WARN", "bookings", {"dagger": name}),
+        (LAG, "CRIT", "bookings", {"dagger": name}),
+        (DOWN, "CRIT", "bookings", {"dagger": name}),
+    ]
     assert [h["message"] for h in hooks] == [
         f"dagger {name}: 25 of 1021 records did not decode (2.45%)",
         f"dagger {name} is 37 records behind its topics",
-        f"dagger {name} reported no progress for 11m"]
+        f"dagger {name} reported no progress for 11m",
+    ]
     assert hooks[0]["labels"]["kind"] == "platform"
 
 
@@ -111,23 +127,65 @@ platform:
     health = FakeHealth()
     assert isinstance(health, DaggerHealthSource)
     rec = Recorder("rec")
-    engine = AlertEngine(config, state_dir=tmp_path, store=AlertStore(f"sqlite:///{tmp_path}/a.db"),
-                         reader=FakeReader(), health=health, notifiers={"rec": rec})  # type: ignore[arg-type]
+    engine = AlertEngine(
+        config,
+        state_dir=tmp_path,
+        store=AlertStore(f"sqlite:///{tmp_path}/a.db"),
+        reader=FakeReader(),
+        health=health,
+        notifiers={"rec": rec},
+    )  # type: ignore[arg-type]
     try:
-        health.items = [DaggerHealth("d1", team="t", state="running", last_progress_at=t - 5,
-                                     restart_times=(t - 600, t - 300, t - 30), input_rows=1000, sink_failures=2,
-                                     sink_retries=5, sink_last_error="InfluxDB answered 500")]
+        health.items = [
+            DaggerHealth(
+                "d1",
+                team="t",
+                state="running",
+                last_progress_at=t - 5,
+                restart_times=(t - 600, t - 300, t - 30),
+                input_rows=1000,
+                sink_failures=2,
+                sink_retries=5,
+                sink_last_error="InfluxDB answered 500",
+            )
+        ]
         assert levels(engine.evaluate_platform(at=t)) == {
-            DOWN: (OK, 5.0), RESTARTS: (CRIT, 3.0), BAD: (OK, 0.0), SINKS: (CRIT, 2.0)}
+            DOWN: (OK, 5.0),
+            RESTARTS: (CRIT, 3.0),
+            BAD: (OK, 0.0),
+            SINKS: (CRIT, 2.0),
+        }
         # a minute later: no new sink failure, one retry; the restarts are still within 15 minutes
-        health.items = [DaggerHealth("d1", team="t", state="running", last_progress_at=t + 55,
-                                     restart_times=(t - 600, t - 300, t - 30), input_rows=2000, sink_failures=2,
-                                     sink_retries=6)]
+        health.items = [
+            DaggerHealth(
+                "d1",
+                team="t",
+                state="running",
+                last_progress_at=t + 55,
+                restart_times=(t - 600, t - 300, t - 30),
+                input_rows=2000,
+                sink_failures=2,
+                sink_retries=6,
+            )
+        ]
         assert levels(engine.evaluate_platform(at=t + 60)) == {
-            DOWN: (OK, 5.0), RESTARTS: (CRIT, 3.0), BAD: (OK, 0.0), SINKS: (WARN, 0.0)}
-        health.items = [DaggerHealth("d1", team="t", state="failed", restart_times=(t - 600, t - 300, t - 30),
-                                     input_rows=2000, sink_failures=2, sink_retries=6,
-                                     error="SinkError: InfluxDB unreachable")]
+            DOWN: (OK, 5.0),
+            RESTARTS: (CRIT, 3.0),
+            BAD: (OK, 0.0),
+            SINKS: (WARN, 0.0),
+        }
+        health.items = [
+            DaggerHealth(
+                "d1",
+                team="t",
+                state="failed",
+                restart_times=(t - 600, t - 300, t - 30),
+                input_rows=2000,
+                sink_failures=2,
+                sink_retries=6,
+                error="SinkError: InfluxDB unreachable",
+            )
+        ]
         third = levels(engine.evaluate_platform(at=t + 700))  # only the restart at t-30 is within 15 minutes
         assert third[DOWN] == (CRIT, None) and third[RESTARTS] == (OK, 1.0) and third[SINKS] == (OK, 0.0)
         health.items = [DaggerHealth("d1", team="t", state="stopped", recent_restarts=4)]
@@ -136,10 +194,17 @@ platform:
     finally:
         engine.close()
     assert [(n.rule, n.previous_level, n.level) for n in rec.got] == [
-        (RESTARTS, "OK", "CRIT"), (SINKS, "OK", "CRIT"), (SINKS, "CRIT", "WARN"),
-        (DOWN, "OK", "CRIT"), (RESTARTS, "CRIT", "OK"), (SINKS, "WARN", "OK"), (DOWN, "CRIT", "OK"),
-        (RESTARTS, "OK", "CRIT")]
+        (RESTARTS, "OK", "CRIT"),
+        (SINKS, "OK", "CRIT"),
+        (SINKS, "CRIT", "WARN"),
+        (DOWN, "OK", "CRIT"),
+        (RESTARTS, "CRIT", "OK"),
+        (SINKS, "WARN", "OK"),
+        (DOWN, "CRIT", "OK"),
+        (RESTARTS, "OK", "CRIT"),
+    ]
     assert rec.got[-1].message == "dagger d1 restarted 4 times in a row"
-    assert rec.got[1].message == ("dagger d1: 2 sink writes failed and 5 were retried since the last check: "
-                                  "InfluxDB answered 500")
+    assert rec.got[1].message == (
+        "dagger d1: 2 sink writes failed and 5 were retried since the last check: InfluxDB answered 500"
+    )
     assert rec.got[3].message == "dagger d1 has failed: SinkError: InfluxDB unreachable"

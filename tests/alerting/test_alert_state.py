@@ -21,16 +21,22 @@ T = 1772445600.0  # 2026-03-02T10:00:00Z
 W, C, O = Level.WARN, Level.CRIT, Level.OK  # noqa: E741
 
 
-def make_engine(tmp_path: Path, rules: str, *, extra: str = "", tag: str = "city") -> tuple[AlertEngine, FakeReader,
-                                                                                             Recorder]:
+def make_engine(
+    tmp_path: Path, rules: str, *, extra: str = "", tag: str = "city"
+) -> tuple[AlertEngine, FakeReader, Recorder]:
     config = parse_config(f"""channels:
   rec: {{type: webhook, url: "http://127.0.0.1:9/unused"}}
 default_channels: [rec]
 {extra}rules:
 {rules}""")
     reader, rec = FakeReader(tag), Recorder("rec")
-    engine = AlertEngine(config, state_dir=tmp_path, store=AlertStore(f"sqlite:///{tmp_path}/a.db"),
-                         reader=reader, notifiers={"rec": rec})  # type: ignore[arg-type]
+    engine = AlertEngine(
+        config,
+        state_dir=tmp_path,
+        store=AlertStore(f"sqlite:///{tmp_path}/a.db"),
+        reader=reader,
+        notifiers={"rec": rec},
+    )  # type: ignore[arg-type]
     return engine, reader, rec
 
 
@@ -65,12 +71,21 @@ def test_flapping_holds_notifications_and_releases_the_final_level() -> None:
     assert flap_share([0] * 11) == 0.0
     # the first changes are notified; at the fifth change in the 11-level ring the alert flaps (55.6% > 50%) and
     # its CRIT is held back; once it stayed CRIT long enough (16.4% < 25%) flapping stops and CRIT is sent once
-    assert events == [(0, "notify CRIT"), (1, "notify OK"), (2, "notify CRIT"), (3, "notify OK"),
-                      (4, "flapping start"), (18, "flapping stop"), (18, "notify CRIT")]
+    assert events == [
+        (0, "notify CRIT"),
+        (1, "notify OK"),
+        (2, "notify CRIT"),
+        (3, "notify OK"),
+        (4, "flapping start"),
+        (18, "flapping stop"),
+        (18, "notify CRIT"),
+    ]
 
 
 def test_one_alert_per_group_and_state_changes_only(tmp_path: Path) -> None:
-    engine, reader, rec = make_engine(tmp_path, """  - name: spike
+    engine, reader, rec = make_engine(
+        tmp_path,
+        """  - name: spike
     team: bookings
     measurement: m
     field: n
@@ -80,14 +95,21 @@ def test_one_alert_per_group_and_state_changes_only(tmp_path: Path) -> None:
     warn: {above: 10}
     crit: {above: 20}
     message: "{city}: {n:.0f} ({condition}) was {previous_level}"
-""")
+""",
+    )
     series = {"A": [5, 15, 25, 25, 15, 5, 5], "B": [1, 1, 1, 30, 30, 1, 1]}
     for i in range(7):
         reader.data[T + 60 * i] = {g: v[i] for g, v in series.items()}
         engine.evaluate_rule("spike", T + 60 * i)
         engine.evaluate_rule("spike", T + 60 * i)  # twice: nothing more is sent
-    assert sent(rec) == [("A", "OK", "WARN", 15), ("A", "WARN", "CRIT", 25), ("B", "OK", "CRIT", 30),
-                         ("A", "CRIT", "WARN", 15), ("A", "WARN", "OK", 5), ("B", "CRIT", "OK", 1)]
+    assert sent(rec) == [
+        ("A", "OK", "WARN", 15),
+        ("A", "WARN", "CRIT", 25),
+        ("B", "OK", "CRIT", 30),
+        ("A", "CRIT", "WARN", 15),
+        ("A", "WARN", "OK", 5),
+        ("B", "CRIT", "OK", 1),
+    ]
     assert [n.message for n in rec.got[:2]] == ["A: 15 (above 10) was OK", "A: 25 (above 20) was WARN"]
     assert rec.got[0].dedup_key == rec.got[1].dedup_key == rec.got[4].dedup_key != rec.got[2].dedup_key
     assert [n.status for n in rec.got] == ["firing", "firing", "firing", "firing", "resolved", "resolved"]
@@ -115,13 +137,19 @@ def test_no_data_keep_and_ok(tmp_path: Path) -> None:
         for name in ("keep-rule", "ok-rule", "crit-rule"):
             engine.evaluate_rule(name, T + 60 * i)
     assert [(n.rule, n.status) for n in rec.got] == [
-        ("keep-rule", "firing"), ("ok-rule", "firing"), ("crit-rule", "firing"), ("ok-rule", "resolved")]
+        ("keep-rule", "firing"),
+        ("ok-rule", "firing"),
+        ("crit-rule", "firing"),
+        ("ok-rule", "resolved"),
+    ]
     assert {s.rule: s.level for s in engine.store.states()} == {"keep-rule": C, "ok-rule": O, "crit-rule": C}
     engine.close()
 
 
 def test_change_versus_last_week(tmp_path: Path) -> None:
-    engine, reader, rec = make_engine(tmp_path, """  - name: drop
+    engine, reader, rec = make_engine(
+        tmp_path,
+        """  - name: drop
     team: t
     measurement: m
     field: n
@@ -130,19 +158,26 @@ def test_change_versus_last_week(tmp_path: Path) -> None:
     window: 1m
     crit: {versus: D-7, below: -50}
     message: "{city}: {value:.0f}, {change_pct:+.0f}% vs {past_value:.0f}"
-""")
+""",
+    )
     week = 7 * 86400
     reader.data[T - week] = {"A": 100, "B": 100}
     reader.data[T] = {"A": 40, "B": 60, "C": 5}  # C has no past: its change is unknown and never fires
     report = engine.evaluate_rule("drop", T)
-    assert {g.tags["city"]: (g.level, g.value) for g in report.groups} == {"A": (C, 40), "B": (O, 60), "C": (O, 5)}
+    assert {g.tags["city"]: (g.level, g.value) for g in report.groups} == {
+        "A": (C, 40),
+        "B": (O, 60),
+        "C": (O, 5),
+    }
     assert [n.message for n in rec.got] == ["A: 40, -60% vs 100"]
     assert len(reader.queries) == 2 and "'2026-02-23T10:00:00Z'" in reader.queries[1]
     engine.close()
 
 
 def test_deadman_groups(tmp_path: Path) -> None:
-    engine, reader, rec = make_engine(tmp_path, """  - name: silent
+    engine, reader, rec = make_engine(
+        tmp_path,
+        """  - name: silent
     kind: deadman
     team: t
     measurement: m
@@ -150,7 +185,8 @@ def test_deadman_groups(tmp_path: Path) -> None:
     period: 5m
     lookback: 1h
     dagger: my-dagger
-""")
+""",
+    )
     for i in range(0, 30):
         reader.data[T + 60 * i] = {"A": 1, "B": 1} if i < 10 else {"A": 1}  # B stops after 10 minutes
     fired = {}
@@ -167,9 +203,14 @@ def test_deadman_groups(tmp_path: Path) -> None:
 def test_router() -> None:
     from alerting.matchers import parse_matchers
 
-    router = Router([Route(parse_matchers(["severity=crit"]), ("pd",), cont=True),
-                     Route(parse_matchers(["team=bookings"]), ("slack-b", "pd")),
-                     Route(parse_matchers(["team=~.+"]), ("slack-all",))], default=("fallback",))
+    router = Router(
+        [
+            Route(parse_matchers(["severity=crit"]), ("pd",), cont=True),
+            Route(parse_matchers(["team=bookings"]), ("slack-b", "pd")),
+            Route(parse_matchers(["team=~.+"]), ("slack-all",)),
+        ],
+        default=("fallback",),
+    )
     assert router.channels({"team": "bookings", "severity": "crit"}) == ["pd", "slack-b"]
     assert router.channels({"team": "bookings", "severity": "warn"}) == ["slack-b", "pd"]
     assert router.channels({"team": "x", "severity": "warn"}) == ["slack-all"]
@@ -179,23 +220,28 @@ def test_router() -> None:
 def test_evaluation_is_atomic_with_its_notifications(tmp_path: Path) -> None:
     """The state and the notification it queues are written together: a store failure loses both, so the
     next evaluation queues the notification again (nothing lost, nothing twice)."""
-    engine, reader, rec = make_engine(tmp_path, """  - name: spike
+    engine, reader, rec = make_engine(
+        tmp_path,
+        """  - name: spike
     team: t
     measurement: m
     field: n
     aggregate: sum
     window: 1m
     crit: {above: 1}
-""")
+""",
+    )
     reader.data[T] = {"A": 5}
     original = engine.store.commit_evaluation
 
     def broken(*args: object, **kw: object) -> int:
         from alerting.errors import StoreError
+
         raise StoreError("disk full")
 
     engine.store.commit_evaluation = broken  # type: ignore[method-assign]
     from alerting.errors import StoreError
+
     with pytest.raises(StoreError):
         engine.evaluate_rule("spike", T)
     assert engine.store.states() == [] and engine.store.outbox() == [] and rec.got == []
@@ -207,7 +253,9 @@ def test_evaluation_is_atomic_with_its_notifications(tmp_path: Path) -> None:
 
 
 def test_a_removed_rule_resolves_its_alerts(tmp_path: Path) -> None:
-    engine, reader, rec = make_engine(tmp_path, """  - name: spike
+    engine, reader, rec = make_engine(
+        tmp_path,
+        """  - name: spike
     team: t
     measurement: m
     field: n
@@ -221,17 +269,21 @@ def test_a_removed_rule_resolves_its_alerts(tmp_path: Path) -> None:
     field: n
     every: 1h
     crit: {above: 100}
-""")
+""",
+    )
     reader.data[T] = {"A": 5, "B": 0}
     engine.evaluate_rule("spike", T)
     engine.close()
-    later, _, rec2 = make_engine(tmp_path, """  - name: other
+    later, _, rec2 = make_engine(
+        tmp_path,
+        """  - name: other
     team: t
     measurement: m
     field: n
     every: 1h
     crit: {above: 100}
-""")
+""",
+    )
     try:
         later.start()
         later.dispatch()
@@ -240,5 +292,6 @@ def test_a_removed_rule_resolves_its_alerts(tmp_path: Path) -> None:
         later.close()
     assert [(n.rule, n.status, n.tags) for n in rec.got] == [("spike", "firing", {"city": "A"})]
     assert [(n.rule, n.status, n.tags, n.dedup_key) for n in rec2.got] == [
-        ("spike", "resolved", {"city": "A"}, rec.got[0].dedup_key)]
+        ("spike", "resolved", {"city": "A"}, rec.got[0].dedup_key)
+    ]
     assert rec2.got[0].message == "spike was removed from the configuration: its alert is resolved"

@@ -26,14 +26,17 @@ def test_shared_store_on_postgres(postgres, tmp_path: Path) -> None:  # type: ig
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db}"')
     url = postgres.dsn.replace("postgresql://", "postgresql+psycopg://").rsplit("/", 1)[0] + f"/{db}"
-    config = parse_config("""store:
+    config = parse_config(
+        """store:
   url: ${ALERTS_STORE}
 channels:
   rec: {type: webhook, url: "http://127.0.0.1:9/x"}
 default_channels: [rec]
 rules:
   - {name: spike, team: t, measurement: m, field: n, aggregate: sum, window: 1m, every: 1h, crit: {above: 10}}
-""", env={"ALERTS_STORE": url})
+""",
+        env={"ALERTS_STORE": url},
+    )
 
     def engine() -> tuple[AlertEngine, FakeReader, Recorder]:
         reader, rec = FakeReader(), Recorder("rec")
@@ -51,7 +54,9 @@ rules:
             second.start()
         first.stop()
         second.start()
-        assert [(s.rule, s.level, s.notified_level) for s in second.firing()] == [("spike", Level.CRIT, Level.CRIT)]
+        assert [(s.rule, s.level, s.notified_level) for s in second.firing()] == [
+            ("spike", Level.CRIT, Level.CRIT)
+        ]
         with sa.create_engine(url).connect() as conn:
             jobs = sorted(conn.execute(sa.text(f"SELECT id FROM {JOB_TABLE}")).scalars())
         assert jobs == ["dispatch", "housekeeping", "rule:spike"]
@@ -60,6 +65,8 @@ rules:
         first.close()
         second.close()
     assert rec2.got == []  # the second engine had nothing new to send
-    with pytest.raises(StoreError, match="cannot open the alert store postgresql\\+psycopg://nobody:\\*\\*\\*@") as exc:
+    with pytest.raises(
+        StoreError, match="cannot open the alert store postgresql\\+psycopg://nobody:\\*\\*\\*@"
+    ) as exc:
         AlertStore(f"postgresql+psycopg://nobody:hunter2@127.0.0.1:{postgres.port}/nowhere")
     assert "hunter2" not in str(exc.value)

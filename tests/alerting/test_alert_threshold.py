@@ -79,18 +79,22 @@ def evaluate_minutes(engine: AlertEngine, rules: list[str], minutes: range) -> N
             engine.evaluate_rule(rule, at_minute(k))
 
 
-def test_threshold_crossing_sends_one_trigger_and_one_resolve(bookings_output: DaggerOutput, tmp_path: Path,
-                                                              http_receiver: HttpReceiver,
-                                                              smtp_receiver: SmtpReceiver) -> None:
+def test_threshold_crossing_sends_one_trigger_and_one_resolve(
+    bookings_output: DaggerOutput, tmp_path: Path, http_receiver: HttpReceiver, smtp_receiver: SmtpReceiver
+) -> None:
     http, smtp = http_receiver.up(), smtp_receiver.up()
-    config = config_for(bookings_output, tmp_path, f"""
+    config = config_for(
+        bookings_output,
+        tmp_path,
+        f"""
 routes:
   - matchers: [rule=jakarta-spike]
     channels: [webhook, slack, pagerduty, email]
   - matchers: [rule=jakarta-spike-pending]
     channels: [webhook]
 rules:{spike("jakarta-spike", 75)}{spike("jakarta-spike-pending", 75, "2m")}""",
-                        channels=channels_yaml(http, smtp))
+        channels=channels_yaml(http, smtp),
+    )
     engine = engine_for(config, tmp_path)
     try:
         values = {}
@@ -112,27 +116,43 @@ rules:{spike("jakarta-spike", 75)}{spike("jakarta-spike-pending", 75, "2m")}""",
     # webhook: one trigger when Jakarta's 80 crossed 75 (T0+4m), one resolve when it fell to 20 (T0+7m);
     # the rule with a 2-minute pending period fires two evaluations later, and resolves at once
     assert webhook_events(http, "jakarta-spike") == [
-        ("jakarta-spike", "firing", JAKARTA, 80, iso(4)), ("jakarta-spike", "resolved", JAKARTA, 20, iso(7))]
+        ("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
+        ("jakarta-spike", "resolved", JAKARTA, 20, iso(7)),
+    ]
     assert webhook_events(http, "jakarta-spike-pending") == [
         ("jakarta-spike-pending", "firing", JAKARTA, 80, iso(6)),
-        ("jakarta-spike-pending", "resolved", JAKARTA, 20, iso(7))]
+        ("jakarta-spike-pending", "resolved", JAKARTA, 20, iso(7)),
+    ]
     hooks = [r for r in http.posts(WEBHOOK_SECRET) if r.json["rule"] == "jakarta-spike"]
     trigger, resolve = (h.json for h in hooks)
     assert trigger["message"] == "bookings in city 1: 80 (above 75)"
     assert resolve["message"] == "bookings in city 1: 20 (no condition holds)"
     assert (trigger["level"], trigger["previous_level"], resolve["level"], resolve["previous_level"]) == (
-        "CRIT", "OK", "OK", "CRIT")
-    assert trigger["labels"] == {"alertname": "jakarta-spike", "rule": "jakarta-spike", "team": "bookings",
-                                 "tag_city_id": JAKARTA, "severity": "crit"}
+        "CRIT",
+        "OK",
+        "OK",
+        "CRIT",
+    )
+    assert trigger["labels"] == {
+        "alertname": "jakarta-spike",
+        "rule": "jakarta-spike",
+        "team": "bookings",
+        "tag_city_id": JAKARTA,
+        "severity": "crit",
+    }
     assert trigger["started_at"] == resolve["started_at"] == iso(4)
     assert hooks[0].headers["idempotency-key"] == trigger["id"] != resolve["id"]
 
     # PagerDuty Events API v2: a trigger and a resolve with one dedup_key
     pd = [r.json for r in http.posts("/pagerduty")]
     assert [(e["event_action"], e["dedup_key"], e["routing_key"]) for e in pd] == [
-        ("trigger", trigger["dedup_key"], PD_ROUTING_KEY), ("resolve", trigger["dedup_key"], PD_ROUTING_KEY)]
+        ("trigger", trigger["dedup_key"], PD_ROUTING_KEY),
+        ("resolve", trigger["dedup_key"], PD_ROUTING_KEY),
+    ]
     assert pd[0]["payload"]["severity"] == "critical"
-    assert pd[0]["payload"]["summary"] == "[CRIT] jakarta-spike tag_city_id=1: bookings in city 1: 80 (above 75)"
+    assert (
+        pd[0]["payload"]["summary"] == "[CRIT] jakarta-spike tag_city_id=1: bookings in city 1: 80 (above 75)"
+    )
     assert pd[0]["payload"]["group"] == "bookings" and pd[0]["payload"]["custom_details"]["value"] == 80
     assert set(pd[1]) == {"routing_key", "event_action", "dedup_key"}
 
@@ -140,13 +160,16 @@ rules:{spike("jakarta-spike", 75)}{spike("jakarta-spike-pending", 75, "2m")}""",
     slack = [r.json for r in http.posts("/slack" + SLACK_SECRET)]
     assert [s["text"] for s in slack] == [
         "[CRIT] jakarta-spike tag_city_id=1: bookings in city 1: 80 (above 75)",
-        "[RESOLVED] jakarta-spike tag_city_id=1: bookings in city 1: 20 (no condition holds)"]
+        "[RESOLVED] jakarta-spike tag_city_id=1: bookings in city 1: 20 (no condition holds)",
+    ]
     assert [s["attachments"][0]["color"] for s in slack] == ["#d50200", "#2eb886"]
 
     # e-mail: the same two
     mails = smtp.wait_for(2)
-    assert [m["Subject"] for m in mails] == ["[CRIT] jakarta-spike tag_city_id=1",
-                                             "[RESOLVED] jakarta-spike tag_city_id=1"]
+    assert [m["Subject"] for m in mails] == [
+        "[CRIT] jakarta-spike tag_city_id=1",
+        "[RESOLVED] jakarta-spike tag_city_id=1",
+    ]
     assert mails[0]["To"] == "oncall@daggers.test" and "value:     80" in mails[0].get_payload()
     assert len(mails) == 2
 
@@ -156,22 +179,35 @@ rules:{spike("jakarta-spike", 75)}{spike("jakarta-spike-pending", 75, "2m")}""",
     assert states["jakarta-spike"].notify_seq == 2
 
 
-def test_silence_holds_an_alert_back(bookings_output: DaggerOutput, tmp_path: Path,
-                                     http_receiver: HttpReceiver) -> None:
+def test_silence_holds_an_alert_back(
+    bookings_output: DaggerOutput, tmp_path: Path, http_receiver: HttpReceiver
+) -> None:
     http = http_receiver.up()
     t0 = T0.isoformat()
-    config = config_for(bookings_output, tmp_path, f"""
+    config = config_for(
+        bookings_output,
+        tmp_path,
+        f"""
 default_channels: [webhook]
 silences:
   - matchers: [rule=city-spike, tag_city_id={SURABAYA}]
     starts_at: {t0}
     ends_at: {(T0.replace(hour=T0.hour + 1)).isoformat()}
     comment: Surabaya load test
-rules:{spike("city-spike", 55)}""", channels=channels_yaml(http))
+rules:{spike("city-spike", 55)}""",
+        channels=channels_yaml(http),
+    )
     engine = engine_for(config, tmp_path)
     # a silence added at run time (as `daggers alerts silence add` does): Bandung until T0+5m30s
-    engine.store.put_silence(Silence(id="bandung-maintenance", matchers=parse_matchers([f"tag_city_id={BANDUNG}"]),
-                                     starts_at=at_minute(0), ends_at=at_minute(5.5), comment="maintenance"))
+    engine.store.put_silence(
+        Silence(
+            id="bandung-maintenance",
+            matchers=parse_matchers([f"tag_city_id={BANDUNG}"]),
+            starts_at=at_minute(0),
+            ends_at=at_minute(5.5),
+            comment="maintenance",
+        )
+    )
     held = {}
     try:
         for k in range(1, 11):
@@ -202,21 +238,37 @@ OUTAGE_S = 20.0
 
 
 @pytest.mark.slow
-def test_receiver_down_20s_gets_every_notification_once(bookings_output: DaggerOutput, tmp_path: Path,
-                                                        http_receiver: HttpReceiver, smtp_receiver: SmtpReceiver,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_receiver_down_20s_gets_every_notification_once(
+    bookings_output: DaggerOutput,
+    tmp_path: Path,
+    http_receiver: HttpReceiver,
+    smtp_receiver: SmtpReceiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
-    config = config_for(bookings_output, tmp_path, f"""
+    config = config_for(
+        bookings_output,
+        tmp_path,
+        f"""
 default_channels: [webhook, slack, pagerduty, email]
-rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smtp_receiver))
+rules:{spike("jakarta-spike", 75)}""",
+        channels=channels_yaml(http_receiver, smtp_receiver),
+    )
     engine = engine_for(config, tmp_path)
     try:
         # both receivers are down: the trigger (T0+4m) and the resolve (T0+7m) are queued for 4 channels
         evaluate_minutes(engine, ["jakarta-spike"], range(1, 11))
         queued = engine.store.outbox(status="pending")
         assert [(q.channel, q.payload["status"]) for q in queued] == [
-            ("webhook", "firing"), ("slack", "firing"), ("pagerduty", "firing"), ("email", "firing"),
-            ("webhook", "resolved"), ("slack", "resolved"), ("pagerduty", "resolved"), ("email", "resolved")]
+            ("webhook", "firing"),
+            ("slack", "firing"),
+            ("pagerduty", "firing"),
+            ("email", "firing"),
+            ("webhook", "resolved"),
+            ("slack", "resolved"),
+            ("pagerduty", "resolved"),
+            ("email", "resolved"),
+        ]
         down_since = time.monotonic()
         engine.start()  # its dispatch job tries the outbox every second (the rule's job runs hourly)
         time.sleep(OUTAGE_S)  # a real outage, past the longest back-off (8 s) twice
@@ -230,8 +282,9 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         assert all(q.attempts == 0 for q in during.values() if q.payload["status"] == "resolved")
         assert all(q.last_error for q in triggers)
         # the back-off stops growing at 8 s: no trigger waits longer than that for its next try
-        assert all(q.next_attempt_at <= seen_at + 8.0 for q in triggers), [q.next_attempt_at - seen_at
-                                                                           for q in triggers]
+        assert all(q.next_attempt_at <= seen_at + 8.0 for q in triggers), [
+            q.next_attempt_at - seen_at for q in triggers
+        ]
         http_receiver.up()
         smtp_receiver.up()
         up_at = time.monotonic()
@@ -245,12 +298,16 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
 
     assert time.monotonic() - down_since >= OUTAGE_S
     print(f"delivered {delivered_after:.1f} s after the receivers came back (the longest back-off is 8 s)")
-    assert webhook_events(http_receiver) == [("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
-                                             ("jakarta-spike", "resolved", JAKARTA, 20, iso(7))]
+    assert webhook_events(http_receiver) == [
+        ("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
+        ("jakarta-spike", "resolved", JAKARTA, 20, iso(7)),
+    ]
     assert [r.json["event_action"] for r in http_receiver.posts("/pagerduty")] == ["trigger", "resolve"]
     assert [r.json["text"][:10] for r in http_receiver.posts("/slack")] == ["[CRIT] jak", "[RESOLVED]"]
-    assert [m["Subject"] for m in smtp_receiver.mails()] == ["[CRIT] jakarta-spike tag_city_id=1",
-                                                              "[RESOLVED] jakarta-spike tag_city_id=1"]
+    assert [m["Subject"] for m in smtp_receiver.mails()] == [
+        "[CRIT] jakarta-spike tag_city_id=1",
+        "[RESOLVED] jakarta-spike tag_city_id=1",
+    ]
     assert [q.status for q in outbox] == ["sent"] * 8
     # no secret in the logs (urllib3 logs request lines at DEBUG), nor in the errors kept in the store
     text = caplog.text + " ".join(q.last_error or "" for q in during.values())
@@ -259,21 +316,30 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         assert secret not in text
 
 
-def test_engine_restart_mid_incident_sends_nothing_twice(bookings_output: DaggerOutput, tmp_path: Path,
-                                                         http_receiver: HttpReceiver,
-                                                         smtp_receiver: SmtpReceiver) -> None:
+def test_engine_restart_mid_incident_sends_nothing_twice(
+    bookings_output: DaggerOutput, tmp_path: Path, http_receiver: HttpReceiver, smtp_receiver: SmtpReceiver
+) -> None:
     http_receiver.up()  # the mail server stays down until after the restart
-    config = config_for(bookings_output, tmp_path, f"""
+    config = config_for(
+        bookings_output,
+        tmp_path,
+        f"""
 default_channels: [webhook, email]
-rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smtp_receiver))
+rules:{spike("jakarta-spike", 75)}""",
+        channels=channels_yaml(http_receiver, smtp_receiver),
+    )
     first = engine_for(config, tmp_path)
     try:
         first.start()  # the scheduler, its job store and the lease, as `daggers alerts run` has them
         evaluate_minutes(first, ["jakarta-spike"], range(1, 6))  # Jakarta fires at T0+4m
         http_receiver.wait_for(1)
         # the receiver has the webhook before the engine has its answer and records it as sent
-        wait_until("the webhook recorded as sent, only the mail pending",
-                   lambda: [q.channel for q in first.store.outbox(status="pending")] == ["email"], 30, every_s=0.1)
+        wait_until(
+            "the webhook recorded as sent, only the mail pending",
+            lambda: [q.channel for q in first.store.outbox(status="pending")] == ["email"],
+            30,
+            every_s=0.1,
+        )
     finally:
         first.close()  # stops mid-incident: CRIT, the mail still queued
 
@@ -292,7 +358,11 @@ rules:{spike("jakarta-spike", 75)}""", channels=channels_yaml(http_receiver, smt
         second.close()
 
     assert jobs == ["dispatch", "housekeeping", "rule:jakarta-spike"]
-    assert webhook_events(http_receiver) == [("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
-                                             ("jakarta-spike", "resolved", JAKARTA, 20, iso(7))]
-    assert [m["Subject"] for m in smtp_receiver.mails()] == ["[CRIT] jakarta-spike tag_city_id=1",
-                                                              "[RESOLVED] jakarta-spike tag_city_id=1"]
+    assert webhook_events(http_receiver) == [
+        ("jakarta-spike", "firing", JAKARTA, 80, iso(4)),
+        ("jakarta-spike", "resolved", JAKARTA, 20, iso(7)),
+    ]
+    assert [m["Subject"] for m in smtp_receiver.mails()] == [
+        "[CRIT] jakarta-spike tag_city_id=1",
+        "[RESOLVED] jakarta-spike tag_city_id=1",
+    ]

@@ -35,9 +35,13 @@ def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tm
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
     daggers = make_daggers(tmp_path, 5, True, "light", "heavy", stack, "dedicated")
     assert [(d.name, d.kind, d.heavy) for d in daggers] == [
-        ("l000-s2distinct", "s2distinct", False), ("l001-hop", "hop", False), ("l002-join", "join", False),
-        ("l003-pass", "pass", False), ("l004-s2distinct", "s2distinct", False),
-        ("heavy-s2distinct", "s2distinct", True)]
+        ("l000-s2distinct", "s2distinct", False),
+        ("l001-hop", "hop", False),
+        ("l002-join", "join", False),
+        ("l003-pass", "pass", False),
+        ("l004-s2distinct", "s2distinct", False),
+        ("heavy-s2distinct", "s2distinct", True),
+    ]
     queries = [(re.compile(regex.strip("/")), bucket) for regex, bucket in LIGHT_QUERIES + HEAVY_QUERIES]
     heavy_regex = re.compile(HEAVY_QUERIES[0][0].strip("/"))
     for d in daggers:
@@ -46,7 +50,11 @@ def test_every_kind_plans_with_its_isolation_and_a_measurement_the_poll_finds(tm
         assert bool(heavy_regex.match(d.name)) == d.heavy  # the heavy one alone is polled less often
         spec = load_spec(d.spec)
         p = plan(spec, tmp_path / "state")
-        assert (spec.isolation, p.checkpoint, spec.sinks[0].measurement) == ("dedicated", d.checkpoint, d.name)
+        assert (spec.isolation, p.checkpoint, spec.sinks[0].measurement) == (
+            "dedicated",
+            d.checkpoint,
+            d.name,
+        )
         assert [s.topics for s in spec.streams] == [["heavy" if d.heavy else "light"]] * len(KINDS[d.kind][1])
 
 
@@ -82,9 +90,15 @@ def test_delays_count_each_point_from_the_event_that_made_it_final(tmp_path: Pat
 def test_missing_windows_are_those_the_feed_closed_without_points(tmp_path: Path) -> None:
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
     a, b, join = make_daggers(tmp_path, 3, False, "light", "heavy", stack, "shared")
-    sent_at = {s: float(s) for s in range(1000, 1150)}  # windows ending 1020, 1080, 1140: only 1140's stays open
-    arrivals = {(a.name, 1020): [(1031.0, 4)], (a.name, 1080): [(1091.0, 4)], (b.name, 1080): [(1092.0, 1)],
-                (join.name, 1020): [(1041.0, 1)]}
+    sent_at = {
+        s: float(s) for s in range(1000, 1150)
+    }  # windows ending 1020, 1080, 1140: only 1140's stays open
+    arrivals = {
+        (a.name, 1020): [(1031.0, 4)],
+        (a.name, 1080): [(1091.0, 4)],
+        (b.name, 1080): [(1092.0, 1)],
+        (join.name, 1020): [(1041.0, 1)],
+    }
     assert missing_windows(arrivals, sent_at, 1000.0, [a, b]) == 1  # b's window ending 1020
     # the join's window ending 1080 closes once second 1100 is sent: it is missing only then
     assert missing_windows(arrivals, {s: t for s, t in sent_at.items() if s < 1100}, 1000.0, [join]) == 0
@@ -107,8 +121,9 @@ def test_marginal_memory_is_the_slope_over_n() -> None:
     steps += [Step("dedicated", 1, ran=True, rss_mb=1500), Step("dedicated", 10, ran=False)]
     assert marginal_mb(steps, "shared") == pytest.approx(30.0)
     assert marginal_mb(steps, "dedicated") is None
-    assert marginal_mb([Step("shared", 1, ran=True, rss_mb=2293), Step("shared", 5, ran=True, rss_mb=2859)],
-                       "shared") == pytest.approx(141.5)
+    assert marginal_mb(
+        [Step("shared", 1, ran=True, rss_mb=2293), Step("shared", 5, ran=True, rss_mb=2859)], "shared"
+    ) == pytest.approx(141.5)
 
 
 def test_the_report_names_every_modes_slope_fused_included() -> None:
@@ -133,21 +148,37 @@ def test_forest_reads_several_trees_at_once() -> None:
 
 def test_light_daggers_take_their_own_parallelism_trigger_and_settings(tmp_path: Path) -> None:
     stack = SimpleNamespace(bootstrap="127.0.0.1:1", url="http://127.0.0.1:2")
-    daggers = make_daggers(tmp_path, 1, True, "light", "heavy", stack, "shared", light_parallelism=1, trigger_s=2.0,
-                           light_conf={"spark.sql.codegen.wholeStage": "false"},
-                           light_settings={"read_at_window_close": "true"})
+    daggers = make_daggers(
+        tmp_path,
+        1,
+        True,
+        "light",
+        "heavy",
+        stack,
+        "shared",
+        light_parallelism=1,
+        trigger_s=2.0,
+        light_conf={"spark.sql.codegen.wholeStage": "false"},
+        light_settings={"read_at_window_close": "true"},
+    )
     light, heavy = (load_spec(d.spec) for d in daggers)
     assert (light.parallelism, light.trigger_interval_s, light.read_at_window_close) == (1, 2.0, True)
     assert light.spark_conf == {"spark.sql.codegen.wholeStage": "false"}
     assert (heavy.parallelism, heavy.trigger_interval_s, heavy.read_at_window_close, heavy.spark_conf) == (
-        2, 2.0, False, {})
+        2,
+        2.0,
+        False,
+        {},
+    )
     assert plan(light, tmp_path / "state").streams[0].source.read_at_close is True
 
 
 def test_cpu_by_process_kind_counts_what_each_process_used_within_the_span() -> None:
     from bench.bench_density import Sampler
 
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    burner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"]
+    )
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
     busy, idle = Sampler([burner.pid]), Sampler([sleeper.pid])
     try:
@@ -179,21 +210,47 @@ def test_a_long_run_is_reported_in_slices_of_the_measured_span(tmp_path: Path) -
         (heavy.name, 1140): [(5152.0, 3)],  # 2 s late
     }
     sampler = Sampler([])
-    sampler.pss = [(5010.0, {"jvm": 2**30}, {}), (5090.0, {"jvm": 2**31, "python-workers": 2**30}, {}),
-                   (5130.0, {"jvm": 2**31}, {})]
-    sampler.samples = [(5000.0, {}, 100.0, 1), (5100.0, {}, 150.0, 1), (5120.0, {}, 160.0, 1),
-                       (5200.0, {}, 200.0, 1)]
+    sampler.pss = [
+        (5010.0, {"jvm": 2**30}, {}),
+        (5090.0, {"jvm": 2**31, "python-workers": 2**30}, {}),
+        (5130.0, {"jvm": 2**31}, {}),
+    ]
+    sampler.samples = [
+        (5000.0, {}, 100.0, 1),
+        (5100.0, {}, 150.0, 1),
+        (5120.0, {}, 160.0, 1),
+        (5200.0, {}, 200.0, 1),
+    ]
     rows = [(5000.0, 0), (5100.0, 1_000_000), (5120.0, 1_100_000), (5200.0, 5_100_000)]
-    got = slices_of(sampler, arrivals, (sent_at, 1000.0), (sent_at, 1000.0), (5000.0, 5200.0), 120, [s2, heavy],
-                    rows)
+    got = slices_of(
+        sampler, arrivals, (sent_at, 1000.0), (sent_at, 1000.0), (5000.0, 5200.0), 120, [s2, heavy], rows
+    )
     # the span 5000..5200: one slice of 120 s and the last of 80 s (more than half a slice)
     assert got == [
-        {"from_s": 0, "to_s": 120, "light_points": 3, "light_p99_median_s": 4.0, "light_p99_max_s": 4.0,
-         "heavy_p99_s": None, "heavy_events_s": 9_167, "pss_mb": 2048,
-         "pss_by_kind_mb": {"jvm": 1536, "python-workers": 512}, "cores": 0.5},
-        {"from_s": 120, "to_s": 200, "light_points": 4, "light_p99_median_s": 10.0, "light_p99_max_s": 10.0,
-         "heavy_p99_s": 2.0, "heavy_events_s": 50_000, "pss_mb": 2048, "pss_by_kind_mb": {"jvm": 2048},
-         "cores": 0.5},
+        {
+            "from_s": 0,
+            "to_s": 120,
+            "light_points": 3,
+            "light_p99_median_s": 4.0,
+            "light_p99_max_s": 4.0,
+            "heavy_p99_s": None,
+            "heavy_events_s": 9_167,
+            "pss_mb": 2048,
+            "pss_by_kind_mb": {"jvm": 1536, "python-workers": 512},
+            "cores": 0.5,
+        },
+        {
+            "from_s": 120,
+            "to_s": 200,
+            "light_points": 4,
+            "light_p99_median_s": 10.0,
+            "light_p99_max_s": 10.0,
+            "heavy_p99_s": 2.0,
+            "heavy_events_s": 50_000,
+            "pss_mb": 2048,
+            "pss_by_kind_mb": {"jvm": 2048},
+            "cores": 0.5,
+        },
     ]
     assert slices_of(sampler, arrivals, (sent_at, 1000.0), None, (5000.0, 5050.0), 120, [s2], rows) == []
     step = Step("fused", 2, slices=got)
@@ -208,42 +265,96 @@ def test_a_slice_says_what_the_broker_and_the_heavy_daggers_batches_took() -> No
     from bench.bench_density import Sampler, Traces
 
     traces = Traces(broker=[(5000.0, 10.0, 900.0), (5100.0, 60.0, 1100.0), (5200.0, 140.0, 1300.0)])
-    batch = {"last_input_rows": 100_000, "batch_duration_ms": 2000,
-             "batch_phases_ms": {"latestOffset": 40, "addBatch": 1800, "walCommit": 60}}
-    for now, batch_id, rows, ms in ((5010.0, 7, 100_000, 2000), (5011.0, 7, 100_000, 2000),  # seen twice: once
-                                    (5050.0, 8, 300_000, 4000), (5130.0, 9, 0, 300), (5150.0, 10, 50_000, 1000)):
-        traces.note_heavy({**batch, "last_batch_id": batch_id, "last_input_rows": rows, "batch_duration_ms": ms},
-                          now)
+    batch = {
+        "last_input_rows": 100_000,
+        "batch_duration_ms": 2000,
+        "batch_phases_ms": {"latestOffset": 40, "addBatch": 1800, "walCommit": 60},
+    }
+    for now, batch_id, rows, ms in (
+        (5010.0, 7, 100_000, 2000),
+        (5011.0, 7, 100_000, 2000),  # seen twice: once
+        (5050.0, 8, 300_000, 4000),
+        (5130.0, 9, 0, 300),
+        (5150.0, 10, 50_000, 1000),
+    ):
+        traces.note_heavy(
+            {**batch, "last_batch_id": batch_id, "last_input_rows": rows, "batch_duration_ms": ms}, now
+        )
     traces.note_heavy({}, 5160.0)  # no batch yet
     sampler = Sampler([])
     got = slices_of(sampler, {}, ({}, 1000.0), None, (5000.0, 5200.0), 100, [], [], traces)
     # (the batch with no rows, a no-data batch, is not a heavy batch)
     assert [{k: v for k, v in c.items() if k.startswith(("broker", "heavy"))} for c in got] == [
-        {"broker_cores": 0.5, "broker_rss_mb": 1000, "heavy_batch_ms": 3000, "heavy_rows_per_batch": 200_000,
-         "heavy_phases_ms": {"latestOffset": 40, "queryPlanning": 0, "addBatch": 1800, "walCommit": 60,
-                             "commitOffsets": 0}},
-        {"broker_cores": 0.8, "broker_rss_mb": 1200, "heavy_batch_ms": 1000, "heavy_rows_per_batch": 50_000,
-         "heavy_phases_ms": {"latestOffset": 40, "queryPlanning": 0, "addBatch": 1800, "walCommit": 60,
-                             "commitOffsets": 0}},
+        {
+            "broker_cores": 0.5,
+            "broker_rss_mb": 1000,
+            "heavy_batch_ms": 3000,
+            "heavy_rows_per_batch": 200_000,
+            "heavy_phases_ms": {
+                "latestOffset": 40,
+                "queryPlanning": 0,
+                "addBatch": 1800,
+                "walCommit": 60,
+                "commitOffsets": 0,
+            },
+        },
+        {
+            "broker_cores": 0.8,
+            "broker_rss_mb": 1200,
+            "heavy_batch_ms": 1000,
+            "heavy_rows_per_batch": 50_000,
+            "heavy_phases_ms": {
+                "latestOffset": 40,
+                "queryPlanning": 0,
+                "addBatch": 1800,
+                "walCommit": 60,
+                "commitOffsets": 0,
+            },
+        },
     ]
     table = slices_table(Step("fused", 2, slices=got))
     assert "| 0 → 100 | 0.50 | 1,000 | 3,000 / 200,000 | 40 | 0 | 1,800 | 60 | 0 |" in table
     assert "| 100 → 200 | 0.80 | 1,200 | 1,000 / 50,000 |" in table
 
 
-def test_a_run_of_one_step_in_slices_is_plotted_over_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_of_one_step_in_slices_is_plotted_over_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bench import bench_density
 
-    slices = [{"from_s": 0, "to_s": 600, "light_points": 9, "light_p99_median_s": 6.1, "light_p99_max_s": 7.8,
-               "heavy_p99_s": 7.7, "heavy_events_s": 50_140, "pss_mb": 2474, "cores": 0.95},
-              {"from_s": 600, "to_s": 1200, "light_points": 9, "light_p99_median_s": 6.0, "light_p99_max_s": 7.4,
-               "heavy_p99_s": None, "heavy_events_s": None, "pss_mb": 2723, "cores": 0.83}]
+    slices = [
+        {
+            "from_s": 0,
+            "to_s": 600,
+            "light_points": 9,
+            "light_p99_median_s": 6.1,
+            "light_p99_max_s": 7.8,
+            "heavy_p99_s": 7.7,
+            "heavy_events_s": 50_140,
+            "pss_mb": 2474,
+            "cores": 0.95,
+        },
+        {
+            "from_s": 600,
+            "to_s": 1200,
+            "light_points": 9,
+            "light_p99_median_s": 6.0,
+            "light_p99_max_s": 7.4,
+            "heavy_p99_s": None,
+            "heavy_events_s": None,
+            "pss_mb": 2723,
+            "cores": 0.83,
+        },
+    ]
     drawn: list[str] = []
     original = bench_density.plot_slices
-    monkeypatch.setattr(bench_density, "plot_slices", lambda step, path: (drawn.append(step.mode), original(step, path)))
+    monkeypatch.setattr(
+        bench_density, "plot_slices", lambda step, path: (drawn.append(step.mode), original(step, path))
+    )
     bench_density.plot([Step("fused", 100, ran=True, slices=slices)], tmp_path / "over-time.png")
-    bench_density.plot([Step("fused", 10, ran=True), Step("fused", 100, ran=True, slices=slices)],
-                       tmp_path / "over-n.png")
+    bench_density.plot(
+        [Step("fused", 10, ran=True), Step("fused", 100, ran=True, slices=slices)], tmp_path / "over-n.png"
+    )
     assert drawn == ["fused"]  # only the run of one step; both pictures were drawn
     assert (tmp_path / "over-time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "over-n.png").stat().st_size > 1000
@@ -257,27 +368,47 @@ def test_a_fork_servers_children_count_by_their_name_not_the_servers_command_lin
         return ProcInfo(pid=pid, ppid=1, comm=comm, cmdline=cmdline, rss=0, cpu_s=0.0)
 
     server = "/venv/bin/python -m job.shared.forkserver /tmp/daggers-fork-x/sock"
-    got = {name: Sampler.kind(proc(pid, comm, cmd), root=1) for pid, name, comm, cmd in [
-        (1, "driver", "python3", "/venv/bin/python -m job.shared.host /tmp/h"),
-        (2, "server", "python3", server),
-        (3, "runner", "python-runner", server),
-        (4, "daemon", "python-daemon", server),
-        (5, "udf daemon", "python-workers", server),
-        (6, "plain worker daemon", "python3", "/venv/bin/python -m pyspark.daemon pyspark.worker"),
-        (7, "plain runner", "python3", "/venv/bin/python -m pyspark.sql.streaming.python_streaming_source_runner"),
-        (8, "jvm", "java", "/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit"),
-    ]}
-    assert got == {"driver": "driver", "server": "fork-server", "runner": "source-runner", "daemon": "python-workers",
-                   "udf daemon": "python-workers", "plain worker daemon": "python-workers",
-                   "plain runner": "source-runner", "jvm": "jvm"}
+    got = {
+        name: Sampler.kind(proc(pid, comm, cmd), root=1)
+        for pid, name, comm, cmd in [
+            (1, "driver", "python3", "/venv/bin/python -m job.shared.host /tmp/h"),
+            (2, "server", "python3", server),
+            (3, "runner", "python-runner", server),
+            (4, "daemon", "python-daemon", server),
+            (5, "udf daemon", "python-workers", server),
+            (6, "plain worker daemon", "python3", "/venv/bin/python -m pyspark.daemon pyspark.worker"),
+            (
+                7,
+                "plain runner",
+                "python3",
+                "/venv/bin/python -m pyspark.sql.streaming.python_streaming_source_runner",
+            ),
+            (8, "jvm", "java", "/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit"),
+        ]
+    }
+    assert got == {
+        "driver": "driver",
+        "server": "fork-server",
+        "runner": "source-runner",
+        "daemon": "python-workers",
+        "udf daemon": "python-workers",
+        "plain worker daemon": "python-workers",
+        "plain runner": "source-runner",
+        "jvm": "jvm",
+    }
 
 
-def test_trim_s_too_short_for_a_window_read_at_its_close_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_trim_s_too_short_for_a_window_read_at_its_close_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from bench.bench_density import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--trim-s", "20"])
-    assert "--trim-s 20: under 120 s it deletes records the light daggers have not read yet" in capsys.readouterr().err
+    assert (
+        "--trim-s 20: under 120 s it deletes records the light daggers have not read yet"
+        in capsys.readouterr().err
+    )
     assert parse_args(["--trim-s", "180", "--broker", "noida"]).trim_s == 180
 
 
@@ -285,11 +416,24 @@ def test_runs_are_summarised_by_their_median_and_worst() -> None:
     """--runs 3: the issue's heavy p99 of 83.0 s in one run of three shows as the worst, beside the median."""
     from bench.bench_density import Step, runs_summary
 
-    steps = [Step("fused", 100, ran=True, run=i + 1, light_p99_max_s=light, heavy_p99_s=heavy, heavy_rate=rate,
-                  pss_mb=pss)
-             for i, (light, heavy, rate, pss) in enumerate([(6.8, 83.0, 73_333.0, 3_843.0), (5.7, 3.7, 50_267.0, 2_314.0),
-                                                            (5.9, 4.1, 50_001.0, 2_401.0)])]
+    steps = [
+        Step(
+            "fused",
+            100,
+            ran=True,
+            run=i + 1,
+            light_p99_max_s=light,
+            heavy_p99_s=heavy,
+            heavy_rate=rate,
+            pss_mb=pss,
+        )
+        for i, (light, heavy, rate, pss) in enumerate(
+            [(6.8, 83.0, 73_333.0, 3_843.0), (5.7, 3.7, 50_267.0, 2_314.0), (5.9, 4.1, 50_001.0, 2_401.0)]
+        )
+    ]
     steps.append(Step("fused", 10, ran=True, light_p99_max_s=3.0, heavy_p99_s=2.0))  # one run: no summary
-    assert runs_summary(steps) == ["fused N=100, 3 runs: light p99 max median 5.9 worst 6.8; heavy p99 median 4.1 "
-                                   "worst 83.0; heavy events/s median 50,267.0 worst 50,001.0; PSS MB median 2,401.0 "
-                                   "worst 3,843.0"]
+    assert runs_summary(steps) == [
+        "fused N=100, 3 runs: light p99 max median 5.9 worst 6.8; heavy p99 median 4.1 "
+        "worst 83.0; heavy events/s median 50,267.0 worst 50,001.0; PSS MB median 2,401.0 "
+        "worst 3,843.0"
+    ]

@@ -75,13 +75,16 @@ def test_square_points_cover_about_44000_level_13_cells_around_jakarta() -> None
 
 def test_expected_drivers_counts_distinct_drivers_per_cell_and_window() -> None:
     base = 1_772_438_400_000_000  # 2026-03-02T08:00:00Z, a minute boundary
-    table = pa.table({
-        "driver_id": ["D1", "D1", "D2", "D3", "D1"],
-        "lat": [-6.2, -6.2, -6.2, -6.9, -6.2],
-        "long": [106.8, 106.8, 106.8, 107.3, 106.8],
-        "event_timestamp": pa.array([base, base + 1, base + 59_999_999, base + 5, base + 60_000_000],
-                                    pa.timestamp("us", tz="UTC")),
-    })
+    table = pa.table(
+        {
+            "driver_id": ["D1", "D1", "D2", "D3", "D1"],
+            "lat": [-6.2, -6.2, -6.2, -6.9, -6.2],
+            "long": [106.8, 106.8, 106.8, 107.3, 106.8],
+            "event_timestamp": pa.array(
+                [base, base + 1, base + 59_999_999, base + 5, base + 60_000_000], pa.timestamp("us", tz="UTC")
+            ),
+        }
+    )
     end = base // 1_000_000 + 60
     assert expected_drivers(table) == {
         (end, _signed(-6.2, 106.8)): (2,),
@@ -101,9 +104,15 @@ def test_p95_is_the_nearest_rank_with_the_rank_error_of_percentile_approx() -> N
 
 def test_expected_pass_through_keeps_5xx_and_slow_requests_one_point_per_tags_and_time() -> None:
     ts = pa.array([1, 2, 2, 3], pa.timestamp("us", tz="UTC"))
-    table = pa.table({"service": ["a", "a", "a", "b"], "path": ["/x", "/x", "/x", "/y"],
-                      "status_code": pa.array([500, 200, 200, 404], pa.int32()),
-                      "latency_ms": [1.0, 300.0, 400.0, 10.0], "event_timestamp": ts})
+    table = pa.table(
+        {
+            "service": ["a", "a", "a", "b"],
+            "path": ["/x", "/x", "/x", "/y"],
+            "status_code": pa.array([500, 200, 200, 404], pa.int32()),
+            "latency_ms": [1.0, 300.0, 400.0, 10.0],
+            "event_timestamp": ts,
+        }
+    )
     assert expected_pass_through(table) == {(1, "a", "/x", "500"): (1.0,), (2, "a", "/x", "200"): (400.0,)}
 
 
@@ -114,16 +123,22 @@ def test_compare_reports_equal_missing_extra_and_wrong() -> None:
     got = {(60, "1"): (2,), (60, "2"): (5,), (180, "9"): (1,)}
     text = compare(expected, got, w)
     assert text.startswith("DIFFERENT: 1 missing, 1 extra, 1 wrong of 3")
-    assert compare(expected, got, w, only_windows={60}).startswith("DIFFERENT: 0 missing, 0 extra, 1 wrong of 2")
+    assert compare(expected, got, w, only_windows={60}).startswith(
+        "DIFFERENT: 0 missing, 0 extra, 1 wrong of 2"
+    )
     ranged = {(60, "/a", "200"): (10, Approx(5.0, 4.0, 6.0))}
     assert compare(ranged, {(60, "/a", "200"): (10, 4.5)}, WORKLOADS["b"]) == "equal (1 points)"
 
 
 def test_tree_sampler_sees_a_child_and_its_cpu() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<120: pass"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<120: pass"]
+    )
     try:
         sampler = TreeSampler(os.getpid(), interval_s=0.1).start()
-        deadline = time.monotonic() + 60  # five samples: about 0.5 s, but a sample is slower on a busy machine
+        deadline = (
+            time.monotonic() + 60
+        )  # five samples: about 0.5 s, but a sample is slower on a busy machine
         while len(sampler.samples) < 5 and time.monotonic() < deadline:
             time.sleep(0.1)
         sampler.stop()
@@ -150,10 +165,21 @@ def test_the_bench_spec_parses_and_says_whether_windows_close_promptly(tmp_path:
     from bench.run import Stack, write_spec
     from job.spec import parse_spec
 
-    stack = Stack(tmp_path, SimpleNamespace(bootstrap="127.0.0.1:1"), SimpleNamespace(url="http://127.0.0.1:2"))
+    stack = Stack(
+        tmp_path, SimpleNamespace(bootstrap="127.0.0.1:1"), SimpleNamespace(url="http://127.0.0.1:2")
+    )
     for promptly in (True, False):
-        path = write_spec(WORKLOADS["a"], stack, "t", tmp_path, runner="engine", trigger_s=1.0, max_records=None,
-                          tag=f"x{promptly}", close_promptly=promptly)
+        path = write_spec(
+            WORKLOADS["a"],
+            stack,
+            "t",
+            tmp_path,
+            runner="engine",
+            trigger_s=1.0,
+            max_records=None,
+            tag=f"x{promptly}",
+            close_promptly=promptly,
+        )
         spec = parse_spec(path.read_text(), str(path))
         assert spec.close_windows_promptly is promptly and spec.trigger_interval_s == 1.0
 
@@ -171,7 +197,9 @@ def test_a_live_line_says_the_pss_when_the_run_read_it() -> None:
 def test_steal_is_the_hypervisors_share_of_proc_stat_in_seconds() -> None:
     from bench.procstats import steal_s
 
-    jiffies = int(Path("/proc/stat").read_text().split()[8])  # cpu user nice system idle iowait irq softirq steal
+    jiffies = int(
+        Path("/proc/stat").read_text().split()[8]
+    )  # cpu user nice system idle iowait irq softirq steal
     before = steal_s()
     assert before == pytest.approx(jiffies / os.sysconf("SC_CLK_TCK"), abs=1.0)
     assert steal_s() >= before

@@ -16,17 +16,24 @@ BUCKETS = bucketer(LIGHT_QUERIES + HEAVY_QUERIES)
 
 
 def test_points_are_counted_by_measurement_and_bucket() -> None:
-    body = (b"l003-pass,tag_driver_id=d1 speed_kmh=31 1795775761500000000\n"
-            b"l003-pass,tag_driver_id=d\\ 2 speed_kmh=40 1795775761900000000\n"
-            b"l003-pass,tag_driver_id=d3 speed_kmh=33 1795775762000000000\n"
-            b"l000-s2filter,tag_s2id=1 drivers=3i 1795775760000000000\n"
-            b"heavy-s2distinct,tag_s2id=2 drivers=1i 1795775820000000000\n"
-            b"other,t=1 v=1 1795775760000000000\n"
-            b"l001-hop,t=1 v=1\n")  # no timestamp: not counted
+    body = (
+        b"l003-pass,tag_driver_id=d1 speed_kmh=31 1795775761500000000\n"
+        b"l003-pass,tag_driver_id=d\\ 2 speed_kmh=40 1795775761900000000\n"
+        b"l003-pass,tag_driver_id=d3 speed_kmh=33 1795775762000000000\n"
+        b"l000-s2filter,tag_s2id=1 drivers=3i 1795775760000000000\n"
+        b"heavy-s2distinct,tag_s2id=2 drivers=1i 1795775820000000000\n"
+        b"other,t=1 v=1 1795775760000000000\n"
+        b"l001-hop,t=1 v=1\n"
+    )  # no timestamp: not counted
     assert count_lines(body, BUCKETS) == {
-        ("l003-pass", 1795775761): 2, ("l003-pass", 1795775762): 1,
-        ("l000-s2filter", 1795775760): 1, ("heavy-s2distinct", 1795775820): 1}
-    assert count_lines(b"l001-hop,t=1 v=1 1795775790\n", BUCKETS, 1_000_000_000) == {("l001-hop", 1795775760): 1}
+        ("l003-pass", 1795775761): 2,
+        ("l003-pass", 1795775762): 1,
+        ("l000-s2filter", 1795775760): 1,
+        ("heavy-s2distinct", 1795775820): 1,
+    }
+    assert count_lines(b"l001-hop,t=1 v=1 1795775790\n", BUCKETS, 1_000_000_000) == {
+        ("l001-hop", 1795775760): 1
+    }
 
 
 def test_each_write_is_stamped_with_its_points_so_far() -> None:
@@ -44,22 +51,29 @@ def test_influxdb_forwards_every_write_to_the_watch(influxdb) -> None:  # type: 
     watch.start(influxdb.url, db)
     try:
         sent = time.time()
-        influxdb.write("l003-pass,tag_driver_id=a speed_kmh=31 1795775761000000000\n"
-                       "l003-pass,tag_driver_id=b speed_kmh=32 1795775761000000000\n", db)
+        influxdb.write(
+            "l003-pass,tag_driver_id=a speed_kmh=31 1795775761000000000\n"
+            "l003-pass,tag_driver_id=b speed_kmh=32 1795775761000000000\n",
+            db,
+        )
         influxdb.write("l002-join,tag_service_type=x pairs=4i 1795775760", db, precision="s")
         deadline = time.time() + 10
         while time.time() < deadline and len(watch.arrivals) < 2:
             time.sleep(0.05)
         arrivals = dict(watch.arrivals)
         assert {k: [n for _, n in v] for k, v in arrivals.items()} == {
-            ("l003-pass", 1795775761): [2], ("l002-join", 1795775760): [1]}
+            ("l003-pass", 1795775761): [2],
+            ("l002-join", 1795775760): [1],
+        }
         assert all(sent <= t < sent + 30 for v in arrivals.values() for t, _ in v)
         names = [row[0] for s in influxdb.query("SHOW SUBSCRIPTIONS") for row in s["values"]]
         assert len(names) == 1
     finally:
         watch.stop()
     assert watch.dropped == 0
-    assert not [row for s in influxdb.query("SHOW SUBSCRIPTIONS") for row in s["values"] if s.get("name") == db]
+    assert not [
+        row for s in influxdb.query("SHOW SUBSCRIPTIONS") for row in s["values"] if s.get("name") == db
+    ]
 
 
 @pytest.mark.integration

@@ -33,6 +33,7 @@ def events() -> dict[str, pa.Table]:
 
 # ---- the generator -----------------------------------------------------------------------------------
 
+
 def test_events_follow_nexmark_mix_ids_and_times() -> None:
     made = gen.generate(5_000, seed=1, c=gen.Config(rate=1_000))
     person, auction, bid = (made.tables[t] for t in gen.TABLES)
@@ -73,22 +74,28 @@ def test_events_as_flink_and_daggers_read_them(events: dict[str, pa.Table]) -> N
     bid = events["bid"].slice(0, 50)
     lines = gen.json_lines(bid).decode().splitlines()
     first = json.loads(lines[0])
-    assert first["dateTime"] == "2026-03-02 07:59:00.008"  # event 4, the first bid, at 500 events/s and first["auction"] == bid["auction"][0].as_py()
+    assert (
+        first["dateTime"] == "2026-03-02 07:59:00.008"
+    )  # event 4, the first bid, at 500 events/s and first["auction"] == bid["auction"][0].as_py()
     assert [json.loads(x)["extra"] for x in lines] == bid.column("extra").to_pylist()
     cls = default_registry().message_class("nexmark.Bid")
     decoded = [cls.FromString(p) for p in gen.encode("bid", bid)]
     assert [m.price for m in decoded] == bid.column("price").to_pylist()
     assert [m.url for m in decoded] == bid.column("url").to_pylist()
-    assert [m.dateTime.seconds * 1000 + m.dateTime.nanos // 1_000_000 for m in decoded] == \
-        bid.column("dateTime").cast(pa.int64()).to_pylist()
+    assert [m.dateTime.seconds * 1000 + m.dateTime.nanos // 1_000_000 for m in decoded] == bid.column(
+        "dateTime"
+    ).cast(pa.int64()).to_pylist()
 
 
 # ---- the golden rows -----------------------------------------------------------------------------------
 
+
 def test_every_query_has_a_golden_file_from_flink() -> None:
     for q in QUERIES:
         body = read_golden(q.id)
-        assert body["flink_sql"] == q.flink, f"{q.id}: golden file from another query: python -m bench.nexmark golden"
+        assert body["flink_sql"] == q.flink, (
+            f"{q.id}: golden file from another query: python -m bench.nexmark golden"
+        )
         assert body["engine"].startswith("Apache Flink 2.3") and body["events"]["count"] == EVENTS
         assert body["count"] > 0, q.id
         if body["rows"] is not None:
@@ -99,22 +106,33 @@ def test_golden_rows_of_stateless_queries_equal_the_events(events: dict[str, pa.
     """Flink's rows of q0 and q2, checked against the events with pyarrow."""
     bid = events["bid"].slice(0, events["bid"].num_rows - 1)  # without the closer
     assert read_golden("q0")["count"] == bid.num_rows == EVENTS * 46 // 50
-    q0 = [row(r) for r in zip(*(bid.column(c).to_pylist() for c in ("auction", "bidder", "price", "dateTime",
-                                                                      "extra")), strict=True)]
+    q0 = [
+        row(r)
+        for r in zip(
+            *(bid.column(c).to_pylist() for c in ("auction", "bidder", "price", "dateTime", "extra")),
+            strict=True,
+        )
+    ]
     assert digest(canonical(q0)) == read_golden("q0")["sha256"]
     kept = bid.filter(pc.equal(pc.divide(bid["auction"], 123), pc.divide(bid["auction"], 123)))
-    kept = bid.filter(pc.equal(pc.subtract(bid["auction"], pc.multiply(pc.divide(bid["auction"], 123), 123)), 0))
-    q2 = canonical([[a, p] for a, p in zip(kept["auction"].to_pylist(), kept["price"].to_pylist(), strict=True)])
+    kept = bid.filter(
+        pc.equal(pc.subtract(bid["auction"], pc.multiply(pc.divide(bid["auction"], 123), 123)), 0)
+    )
+    q2 = canonical(
+        [[a, p] for a, p in zip(kept["auction"].to_pylist(), kept["price"].to_pylist(), strict=True)]
+    )
     assert read_golden("q2")["rows"] == q2 and len(q2) > 0
 
 
 def test_closed_leaves_out_the_closers_rows() -> None:
     cut = cut_text()
-    assert closed([[1, "2026-03-02 08:00:00.000000"], [-1, 5], ["closer", 1], [2, cut[:10]], [3, "x"]], cut) == \
-        [[1, "2026-03-02 08:00:00.000000"], [3, "x"]]
+    assert closed(
+        [[1, "2026-03-02 08:00:00.000000"], [-1, 5], ["closer", 1], [2, cut[:10]], [3, "x"]], cut
+    ) == [[1, "2026-03-02 08:00:00.000000"], [3, "x"]]
 
 
 # ---- the refused queries ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("refused", REFUSED, ids=[r.id for r in REFUSED])
 def test_sql_check_refuses_the_queries_that_need_retractions(tmp_path: Path, refused) -> None:  # type: ignore[no-untyped-def]
@@ -122,7 +140,9 @@ def test_sql_check_refuses_the_queries_that_need_retractions(tmp_path: Path, ref
 
     q = query("q0").__class__(refused.id, "", refused.tables, "", refused.dagger)
     spec = tmp_path / "spec.yaml"
-    spec.write_text(spec_text(q, {t: f"nexmark-{t}" for t in refused.tables}, "127.0.0.1:9", tmp_path / "ckpt"))
+    spec.write_text(
+        spec_text(q, {t: f"nexmark-{t}" for t in refused.tables}, "127.0.0.1:9", tmp_path / "ckpt")
+    )
     result = CliRunner().invoke(app, ["sql", "check", str(spec), "--state-dir", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert f"line {refused.line}, column {refused.col}: {refused.says}" in result.output
@@ -130,6 +150,7 @@ def test_sql_check_refuses_the_queries_that_need_retractions(tmp_path: Path, ref
 
 
 # ---- Daggers against Flink's rows ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def topics(tansu_broker: str, events: dict[str, pa.Table]) -> dict[str, str]:
@@ -140,8 +161,13 @@ def topics(tansu_broker: str, events: dict[str, pa.Table]) -> dict[str, str]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("query_id", RUN)
-def test_daggers_gives_flinks_rows(spark, tansu_broker: str, topics: dict[str, str], tmp_path: Path,  # type: ignore[no-untyped-def]
-                                   query_id: str) -> None:
+def test_daggers_gives_flinks_rows(
+    spark,
+    tansu_broker: str,
+    topics: dict[str, str],
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    query_id: str,
+) -> None:
     from bench.nexmark.oracle import run_dagger
 
     q = query(query_id)

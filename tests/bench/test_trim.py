@@ -34,8 +34,9 @@ def _produce(bootstrap: str, topic: str, per_partition: int) -> None:
     producer.flush(30)
 
 
-def _trimmer(bootstrap: str, kind: str, records: int, keep_s: float) -> tuple[str, list[float], Trimmer, Consumer,
-                                                                           AdminClient]:
+def _trimmer(
+    bootstrap: str, kind: str, records: int, keep_s: float
+) -> tuple[str, list[float], Trimmer, Consumer, AdminClient]:
     """A topic of two partitions with ``records`` each, and a trimmer of it on a clock the test moves."""
     topic = unique("trim")
     create_topic(bootstrap, topic, 2, kind=kind)  # type: ignore[arg-type]
@@ -49,6 +50,7 @@ def _trimmer(bootstrap: str, kind: str, records: int, keep_s: float) -> tuple[st
 def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
     topic, now, trimmer, consumer, admin = _trimmer(noida_broker, "noida", 100, keep_s=30)
     try:
+
         def lows() -> list[int]:
             return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)]
 
@@ -61,7 +63,10 @@ def test_noida_deletes_what_is_older_than_keep_s(noida_broker: str) -> None:
         now[0] = 1062.0
         trimmer.tick(consumer, admin)
         assert lows() == [120, 120] and trimmer.deleted == 240 and not trimmer.error
-        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)] == [120, 120]
+        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)] == [
+            120,
+            120,
+        ]
     finally:
         consumer.close()
 
@@ -83,7 +88,9 @@ def _checkpoint(root: Path, commits: dict[int, dict[str, dict[str, int]]], age_s
     for folder in ("offsets", "commits"):
         (root / "spark" / folder).mkdir(parents=True)
     for batch, ends in commits.items():
-        (root / "spark" / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(ends)}\n')
+        (root / "spark" / "offsets" / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(ends)}\n'
+        )
         commit = root / "spark" / "commits" / str(batch)
         commit.write_text('v1\n{"nextBatchWatermarkMs":0}\n')
         os.utime(commit, (1000.0 - age_s, 1000.0 - age_s))
@@ -105,7 +112,10 @@ def test_a_reader_behind_keeps_its_records(noida_broker: str) -> None:
     trimmer.floor = lambda: {(topic, 0): 30}  # partition 0 read up to 30; nobody said about partition 1
     try:
         trimmer.tick(consumer, admin)
-        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)] == [30, 0]
+        assert [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in (0, 1)] == [
+            30,
+            0,
+        ]
         assert trimmer.deleted == 30
     finally:
         consumer.close()

@@ -48,7 +48,9 @@ def pages() -> list[Path]:
     """Return the Markdown a user reads: README.md, BENCHMARKS.md, the examples' READMEs and every page under
     docs/ (not the chaos tool's generated reports)."""
     found = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "examples").rglob("*.md"))]
-    found += sorted(p for p in (ROOT / "docs").rglob("*.md") if "chaos" not in p.relative_to(ROOT / "docs").parts)
+    found += sorted(
+        p for p in (ROOT / "docs").rglob("*.md") if "chaos" not in p.relative_to(ROOT / "docs").parts
+    )
     return found
 
 
@@ -70,9 +72,16 @@ def blocks(path: Path) -> list[Block]:
         while k >= 0 and not lines[k].strip():
             k -= 1
         marker = _MARKER.match(lines[k]) if k >= 0 else None
-        body = "\n".join(line[indent:] for line in lines[i + 1:j])
-        out.append(Block(path, i + 1, m.group("lang").lower(), body,
-                         (marker.group("kind"), marker.group("what")) if marker else None))
+        body = "\n".join(line[indent:] for line in lines[i + 1 : j])
+        out.append(
+            Block(
+                path,
+                i + 1,
+                m.group("lang").lower(),
+                body,
+                (marker.group("kind"), marker.group("what")) if marker else None,
+            )
+        )
         i = j + 1
     return out
 

@@ -27,9 +27,14 @@ def _hooks() -> ModuleType:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 
@@ -39,9 +44,21 @@ def _page(site: Path, name: str) -> str:
 
 
 def test_the_site_builds_strict_with_every_page_of_the_nav(site: Path) -> None:
-    for page in ("getting-started", "concepts", "howto/write-a-dagger", "howto/migrate-from-dagger",
-                 "reference/spec", "reference/cli", "reference/alerts", "reference/python", "sql", "functions",
-                 "operations/sizing", "architecture", "benchmarks"):
+    for page in (
+        "getting-started",
+        "concepts",
+        "howto/write-a-dagger",
+        "howto/migrate-from-dagger",
+        "reference/spec",
+        "reference/cli",
+        "reference/alerts",
+        "reference/python",
+        "sql",
+        "functions",
+        "operations/sizing",
+        "architecture",
+        "benchmarks",
+    ):
         assert (site / page / "index.html").is_file(), page
     assert (site / "index.html").is_file()
     assert not (site / "hooks.py").exists()  # the hook is not published
@@ -63,8 +80,10 @@ def test_the_spec_reference_has_every_field_of_every_model(site: Path) -> None:
 
 def test_a_spec_field_row_has_its_type_default_and_description() -> None:
     md = _hooks().spec_reference()
-    assert ("| `watermark_delay_ms` | int | `10000` | How late an event may be and still count in its window. |"
-            in md.splitlines())
+    assert (
+        "| `watermark_delay_ms` | int | `10000` | How late an event may be and still count in its window. |"
+        in md.splitlines()
+    )
     assert "| `streams` | list[[StreamSpec](#streamspec)] | *required* | The input streams (1 or 2). |" in md
     assert '| `api` | `"v1"` \\| `"v2"` | `v1` |' in md
 
@@ -130,10 +149,17 @@ def test_the_links_of_the_pages_outside_the_site_resolve() -> None:
     not built: every relative link (and picture) of theirs names a file that exists."""
     import re
 
-    pages = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "bench" / "results" / "history.md",
-             *sorted((ROOT / "examples").rglob("*.md"))]
-    links = [(page, target) for page in pages
-             for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
-             if "://" not in target]
+    pages = [
+        ROOT / "README.md",
+        ROOT / "BENCHMARKS.md",
+        ROOT / "bench" / "results" / "history.md",
+        *sorted((ROOT / "examples").rglob("*.md")),
+    ]
+    links = [
+        (page, target)
+        for page in pages
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+        if "://" not in target
+    ]
     assert len(links) >= 20
     assert [f"{p.relative_to(ROOT)} -> {t}" for p, t in links if not (p.parent / t).exists()] == []

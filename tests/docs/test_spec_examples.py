@@ -20,8 +20,11 @@ from tests.docs.blocks import ROOT, Block, all_blocks
 
 TESTED_ELSEWHERE = {ROOT / "docs" / "sql.md", ROOT / "docs" / "functions.md"}
 CHECKED = [b for b in all_blocks() if b.lang in ("yaml", "yml", "sql")]
-SPECS = [b for b in CHECKED if b.marker and b.marker[0] == "check" and b.marker[1].split()[0] in
-         ("spec", "spec-patch", "sql")]
+SPECS = [
+    b
+    for b in CHECKED
+    if b.marker and b.marker[0] == "check" and b.marker[1].split()[0] in ("spec", "spec-patch", "sql")
+]
 SEED = ROOT / "examples" / "bookings-per-s2.yaml"
 #: Secrets the examples read from the environment without a default.
 ENV = {**os.environ, "PG_PASSWORD": "docs-example", "ES_API_KEY": "docs-example"}
@@ -30,9 +33,15 @@ _RELATIVE = ("schema_dir", "udf_file", "dart_store")
 
 def test_every_yaml_and_sql_example_is_checked_or_says_where_it_is() -> None:
     kinds = ("spec", "spec-patch", "sql", "alerts", "chaos", "skip")
-    bad = [b.where for b in CHECKED if b.path not in TESTED_ELSEWHERE or b.lang != "sql"
-           if b.marker is None or b.marker[0] != "check" or b.marker[1].split()[0] not in kinds
-           or (b.marker[1].startswith(("skip", "sql")) and len(b.marker[1].split()) < 2)]
+    bad = [
+        b.where
+        for b in CHECKED
+        if b.path not in TESTED_ELSEWHERE or b.lang != "sql"
+        if b.marker is None
+        or b.marker[0] != "check"
+        or b.marker[1].split()[0] not in kinds
+        or (b.marker[1].startswith(("skip", "sql")) and len(b.marker[1].split()) < 2)
+    ]
     assert bad == []
     assert len(SPECS) >= 15
 
@@ -70,9 +79,14 @@ def test_a_broken_example_fails_the_check(tmp_path: Path) -> None:
     from job.query.plan import plan
     from job.spec import parse_spec
 
-    sql = Block(ROOT / "README.md", 1, "sql", "SELECT coutn(1) AS n, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS t\n"
-                "FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
-                ("check", "sql examples/bookings-per-s2.yaml"))
+    sql = Block(
+        ROOT / "README.md",
+        1,
+        "sql",
+        "SELECT coutn(1) AS n, TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS t\n"
+        "FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
+        ("check", "sql examples/bookings-per-s2.yaml"),
+    )
     with pytest.raises(SqlError, match="unknown function coutn") as info:
         plan(parse_spec(spec_text(sql), env=ENV), tmp_path)
     assert info.value.hint == "did you mean count?"

@@ -36,9 +36,18 @@ def test_skip_keeps_good_records_and_counts_bad_ones(spark, tansu_broker, influx
     closing = generate("booking", 1, seed=9, start=T0 + timedelta(minutes=30), duration_s=1)
     payloads, bad = corrupt(list(batch.payloads), 0.02, seed=4)
     _send(tansu_broker, topic, payloads + closing.payloads)
-    spec, _ = make_spec(name=unique("bad"), bootstrap=tansu_broker, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="skip")
+    spec, _ = make_spec(
+        name=unique("bad"),
+        bootstrap=tansu_broker,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        bad_records="skip",
+    )
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     good_rows = [r for i, r in enumerate(batch.table.to_pylist()) if i not in set(bad)]
     got = influx_points(influxdb, db, "m", "num_of_bookings", ["tag_city_id", "tag_s2id", "tag_vehicle_type"])
@@ -46,8 +55,11 @@ def test_skip_keeps_good_records_and_counts_bad_ones(spark, tansu_broker, influx
     assert got == expected_bookings(good_rows)
     assert progress.bad_records == 40
     assert progress.input_rows == 2001 - 40
-    kept = [json.loads(line) for f in (tmp_path / "ckpt" / "bad_records").rglob("*.jsonl*")
-            for line in f.read_text().splitlines()]
+    kept = [
+        json.loads(line)
+        for f in (tmp_path / "ckpt" / "bad_records").rglob("*.jsonl*")
+        for line in f.read_text().splitlines()
+    ]
     assert sorted(r["offset"] for r in kept) == sorted(bad)  # partition 0: offset == position
     assert all(base64.b64decode(r["value_b64"]) == payloads[r["offset"]] for r in kept)  # nothing lost
 
@@ -59,27 +71,46 @@ def test_fail_names_topic_partition_and_offset(spark, tansu_broker, influxdb, tm
     payloads = list(batch.payloads)
     payloads[17] = b"\x0a\xff\xff\xff"  # a length past the end
     _send(tansu_broker, topic, payloads)
-    spec, _ = make_spec(name=unique("bad"), bootstrap=tansu_broker, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="fail")
+    spec, _ = make_spec(
+        name=unique("bad"),
+        bootstrap=tansu_broker,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        bad_records="fail",
+    )
     with pytest.raises(DaggerError) as info:
         run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     assert info.value.title == "Bad record"
     assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in info.value.message
 
 
-def test_dead_letter_keeps_every_good_event_and_holds_exactly_the_bad_ones(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_dead_letter_keeps_every_good_event_and_holds_exactly_the_bad_ones(
+    spark, tansu_broker, influxdb, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     """Issue 7: malformed messages mixed into good ones, across partitions and micro-batches (issue 7 asked for
     10,000 in 1,000,000; a tenth shows the same: each batch has bad records among good ones). The dagger keeps
     running, every good event is counted, and the dead-letter topic holds exactly the bad ones."""
     import numpy as np
     from confluent_kafka import Consumer, TopicPartition
 
-
     topic, db = unique("mixed"), unique("db").replace("-", "_")
     influxdb.create_database(db)
-    good = [generate("booking", 25_000, seed=20 + i, start=T0 + timedelta(seconds=60 * i), duration_s=60,
-                     first_index=25_000 * i) for i in range(4)]
+    good = [
+        generate(
+            "booking",
+            25_000,
+            seed=20 + i,
+            start=T0 + timedelta(seconds=60 * i),
+            duration_s=60,
+            first_index=25_000 * i,
+        )
+        for i in range(4)
+    ]
     good_payloads = [p for g in good for p in g.payloads]
     good_rows = [r for g in good for r in g.table.to_pylist()]
     bad_payloads, replaced = corrupt(good_payloads[:1_000], 1.0, seed=6)
@@ -88,8 +119,14 @@ def test_dead_letter_keeps_every_good_event_and_holds_exactly_the_bad_ones(spark
     good_iter, bad_iter = iter(good_payloads), iter(bad_payloads)
     payloads = [next(bad_iter) if i in positions else next(good_iter) for i in range(101_000)]
     closing = generate("booking", 1, seed=7, start=T0 + timedelta(hours=1), duration_s=1)
-    producer = Producer({"bootstrap.servers": tansu_broker, "enable.idempotence": True, "linger.ms": 20,
-                         "batch.size": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": tansu_broker,
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+        }
+    )
     for i, value in enumerate(payloads + list(closing.payloads)):
         while True:
             try:
@@ -100,10 +137,19 @@ def test_dead_letter_keeps_every_good_event_and_holds_exactly_the_bad_ones(spark
         if i % 10_000 == 0:
             producer.poll(0)
     producer.flush()
-    spec, _ = make_spec(name=unique("dlq"), bootstrap=tansu_broker, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", bad_records="dead-letter",
-                        max_records_per_batch=40_000)
+    spec, _ = make_spec(
+        name=unique("dlq"),
+        bootstrap=tansu_broker,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        bad_records="dead-letter",
+        max_records_per_batch=40_000,
+    )
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     assert progress.bad_records == 1_000
     assert progress.batches >= 3  # 101,001 records at most 40,000 a batch: bad ones in every batch
@@ -113,7 +159,9 @@ def test_dead_letter_keeps_every_good_event_and_holds_exactly_the_bad_ones(spark
 
     dlq = f"{spec.name}-data_stream-dead-letter"
     want = sorted(bad_payloads)
-    consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g"), "enable.partition.eof": True})
+    consumer = Consumer(
+        {"bootstrap.servers": tansu_broker, "group.id": unique("g"), "enable.partition.eof": True}
+    )
     parts = consumer.list_topics(dlq, timeout=10).topics[dlq].partitions
     consumer.assign([TopicPartition(dlq, p, 0) for p in parts])
     seen: list[bytes] = []

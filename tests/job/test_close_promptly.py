@@ -33,6 +33,7 @@ T0_MS = int(T0.timestamp() * 1000)
 
 # ---- the reader's plan: deterministic, no Spark, no clock ----------------------------------------------
 
+
 def _send(bootstrap: str, topic: str, stamps_ms: list[int]) -> None:
     """Send one record per stamp to partition 0, the Kafka timestamp set to it, in ONE record batch (a
     flush after), so that the probed record of the newest batch is one of these."""
@@ -43,9 +44,18 @@ def _send(bootstrap: str, topic: str, stamps_ms: list[int]) -> None:
 
 
 def _reader(bootstrap: str, topic: str, period_ms: int, read_at_close: bool = False) -> KafkaStreamReader:
-    return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
-                                          descriptor_set_b64="", columns=[], close_period_ms=period_ms,
-                                          close_delay_ms=0, read_at_close=read_at_close))
+    return KafkaStreamReader(
+        SourceConfig(
+            bootstrap_servers=bootstrap,
+            topics=[topic],
+            proto_class="x",
+            descriptor_set_b64="",
+            columns=[],
+            close_period_ms=period_ms,
+            close_delay_ms=0,
+            read_at_close=read_at_close,
+        )
+    )
 
 
 def _plan(reader: KafkaStreamReader, start: dict) -> dict:
@@ -66,7 +76,9 @@ def test_after_a_batch_that_reads_past_a_boundary_the_next_plan_is_empty(broker,
     try:
         _send(broker.bootstrap, topic, [T0_MS + 1_000 * (i + 1) for i in range(5)])  # inside [T0, T0 + 60 s)
         assert _plan(reader, {}) == _end(topic, 5)
-        if promptly:  # the first read passes the boundary before it, as far as the source knows: one empty batch
+        if (
+            promptly
+        ):  # the first read passes the boundary before it, as far as the source knows: one empty batch
             assert _plan(reader, _end(topic, 5)) == _end(topic, 5)
         _send(broker.bootstrap, topic, [T0_MS + 10_000])  # still inside: no boundary crossed
         assert _plan(reader, _end(topic, 5)) == _end(topic, 6)
@@ -125,22 +137,42 @@ class _Recording(InfluxSink):
         return super()._write(table, batch_id)
 
 
-@pytest.mark.parametrize(("promptly", "at_close"), [(True, False), (False, False), (True, True)],
-                         ids=["promptly", "default-spark", "read-at-window-close"])
-def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
-                                                                          tmp_path: Path, promptly: bool,
-                                                                          at_close: bool) -> None:
+@pytest.mark.parametrize(
+    ("promptly", "at_close"),
+    [(True, False), (False, False), (True, True)],
+    ids=["promptly", "default-spark", "read-at-window-close"],
+)
+def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(
+    spark,
+    tansu_broker,
+    influxdb,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    promptly: bool,
+    at_close: bool,
+) -> None:
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "close", partitions=1)
-    spec, _ = make_spec(name=unique("close"), bootstrap=broker.bootstrap, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0, trigger_interval_s=0.2)
+    spec, _ = make_spec(
+        name=unique("close"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=0,
+        trigger_interval_s=0.2,
+    )
     spec = spec.model_copy(update={"close_windows_promptly": promptly, "read_at_window_close": at_close})
     sink = _Recording(spec.sinks[0])
     job = DaggerJob(plan(spec, tmp_path), spark, sinks=[sink])
     # step k: 10 + k events inside the 2-s window ending at T0 + 2 (k + 1) s; each step closes the window before
-    steps = [generate("booking", 10 + k, seed=k, start=T0 + timedelta(seconds=2 * k), duration_s=1.5)
-             for k in range(4)]
+    steps = [
+        generate("booking", 10 + k, seed=k, start=T0 + timedelta(seconds=2 * k), duration_s=1.5)
+        for k in range(4)
+    ]
     ends = [int(T0.timestamp()) + 2 * (k + 1) for k in range(4)]
     query = job.start()
     try:
@@ -155,11 +187,21 @@ def test_a_live_dagger_writes_every_window_exactly_each_in_a_no_data_batch(spark
 
             wait_until(f"step {k} to be read", caught_up, 120, every_s=0.1)
             if k:
-                wait_until(f"the window ending at step {k}'s start to be written",
-                           lambda e=ends[k - 1]: e in sink.written_by, 120, every_s=0.1)
-        wait_until("the batch that wrote the last closed window to report",
-                   lambda: query.lastProgress is not None and int(query.lastProgress.batchId) >= max(sink.written_by.values()),
-                   120, every_s=0.1)
+                wait_until(
+                    f"the window ending at step {k}'s start to be written",
+                    lambda e=ends[k - 1]: e in sink.written_by,
+                    120,
+                    every_s=0.1,
+                )
+        wait_until(
+            "the batch that wrote the last closed window to report",
+            lambda: (
+                query.lastProgress is not None
+                and int(query.lastProgress.batchId) >= max(sink.written_by.values())
+            ),
+            120,
+            every_s=0.1,
+        )
         rows_of = {int(p.batchId): int(p.numInputRows) for p in query.recentProgress}
     finally:
         job.stop()

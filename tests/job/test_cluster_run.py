@@ -37,6 +37,7 @@ T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
 
+
 def app_of(cluster: SparkClusterHandle, name: str) -> dict[str, Any]:
     """The master's record of the (completed) application called ``name``."""
     state = cluster.state()
@@ -45,23 +46,43 @@ def app_of(cluster: SparkClusterHandle, name: str) -> dict[str, Any]:
     return apps[0]
 
 
-def test_a_dagger_runs_on_the_workers_with_exact_windows(spark_cluster: SparkClusterHandle, tansu_broker: str,
-                                                          influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_dagger_runs_on_the_workers_with_exact_windows(
+    spark_cluster: SparkClusterHandle, tansu_broker: str, influxdb, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "cluster", partitions=3)
     events = generate("booking", 3000, seed=71, start=T0, duration_s=600, out_of_order_fraction=0.05)
     closer = generate("booking", 1, seed=72, start=T0 + timedelta(minutes=40), duration_s=1)
     produce(tansu_broker, topic, [events, closer], progress=False)
     name = unique("on-cluster")
-    _, text = make_spec(name=name, bootstrap=tansu_broker, topic=topic, proto_class="daggers.events.BookingLog",
-                        sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db, measurement="bookings",
-                        checkpoint=tmp_path / "ckpt", max_records_per_batch=1000)
+    _, text = make_spec(
+        name=name,
+        bootstrap=tansu_broker,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="bookings",
+        checkpoint=tmp_path / "ckpt",
+        max_records_per_batch=1000,
+    )
     spec = tmp_path / "spec.yaml"
     spec.write_text(on_cluster(text))
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master", spark_cluster.master,
-            "--state-dir", str(tmp_path / "state")]
+    argv = [
+        sys.executable,
+        "-m",
+        "job.cli",
+        "run",
+        str(spec),
+        "--once",
+        "--master",
+        spark_cluster.master,
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     for _ in range(MAX_TRANSIENT_RETRIES):
         if not (done.returncode and TRANSIENT in done.stdout + done.stderr):
@@ -86,7 +107,9 @@ def test_a_dagger_runs_on_the_workers_with_exact_windows(spark_cluster: SparkClu
         worker = spark_cluster.worker_state(index)
         mine = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app["id"]]
         assert [e["memory"] for e in mine] == [512], worker
-        stderr = (spark_cluster.work_dir / app["id"] / str(mine[0]["id"]) / "stderr").read_text(errors="replace")
+        stderr = (spark_cluster.work_dir / app["id"] / str(mine[0]["id"]) / "stderr").read_text(
+            errors="replace"
+        )
         assert "Finished task" in stderr, f"no task ran on worker {index + 1}"
         # the executor's JVM got the options Daggers gives its own JVMs (tests/conftest.py sets them)
         launch = next(line for line in stderr.splitlines() if line.startswith("Spark Executor Command:"))

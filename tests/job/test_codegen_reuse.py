@@ -33,16 +33,35 @@ def _compilations(spark) -> int:  # type: ignore[no-untyped-def]
 # watermark closed (the watermark is a literal of its code): a small class of Spark's, at most one a batch.
 # A light dagger runs without whole-stage code generation (its Java source is generated again in every
 # micro-batch): its plan has no whole-stage code (no "*(1)" marks), and it compiles no more than the others.
-@pytest.mark.parametrize(("sql", "per_batch", "light"), [(PASS_SQL, 0, False), (WINDOW_SQL, 1, False),
-                                                         (PASS_SQL, 0, True), (WINDOW_SQL, 1, True)],
-                         ids=["pass-through", "window", "light-pass-through", "light-window"])
-def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                             sql: str, per_batch: int, light: bool) -> None:
+@pytest.mark.parametrize(
+    ("sql", "per_batch", "light"),
+    [(PASS_SQL, 0, False), (WINDOW_SQL, 1, False), (PASS_SQL, 0, True), (WINDOW_SQL, 1, True)],
+    ids=["pass-through", "window", "light-pass-through", "light-window"],
+)
+def test_later_micro_batches_compile_no_code(
+    spark,
+    tansu_broker,
+    influxdb,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    sql: str,
+    per_batch: int,
+    light: bool,
+) -> None:
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "codegen", partitions=1)
-    spec, _ = make_spec(name=unique("codegen"), bootstrap=broker.bootstrap, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=sql, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0, trigger_interval_s=0.2)
+    spec, _ = make_spec(
+        name=unique("codegen"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=sql,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=0,
+        trigger_interval_s=0.2,
+    )
     spec = spec.model_copy(update={"light": light})
     job = DaggerJob(plan(spec, tmp_path), spark)
     sent: Counter = Counter()
@@ -71,7 +90,9 @@ def test_later_micro_batches_compile_no_code(spark, tansu_broker, influxdb, tmp_
         job.stop()
     assert batches_after - batches_before >= 3, (batches_before, batches_after)
     # (a batch running while the counts were read may have compiled its predicate: one more at most)
-    assert after - before <= per_batch * (last - first + 1), f"{after - before} classes in {last - first} micro-batches"
+    assert after - before <= per_batch * (last - first + 1), (
+        f"{after - before} classes in {last - first} micro-batches"
+    )
     assert influx_points(influxdb, db, "m", "fare_idr" if sql is PASS_SQL else "n", [])  # it did write
     assert ("*(" in executed) is not light, executed  # "*(1) Project": an operator of whole-stage code 1
     assert whole_stage == "true"  # the session's own setting is back: only the query runs without

@@ -39,8 +39,9 @@ def _completed_per_window() -> dict[int, int]:
     """Completed bookings per closed window (its end, s: a point's time): the watermark is the newest event
     less 10 s."""
     start = NOW - timedelta(minutes=MINUTES)
-    rows = generate("booking", EVENTS, seed=42, start=start, duration_s=MINUTES * 60,
-                    out_of_order_fraction=0.02).table.to_pylist()
+    rows = generate(
+        "booking", EVENTS, seed=42, start=start, duration_s=MINUTES * 60, out_of_order_fraction=0.02
+    ).table.to_pylist()
     watermark = max(r["event_timestamp"] for r in rows).timestamp() - 10
     out: Counter[int] = Counter()
     for r in rows:
@@ -54,8 +55,15 @@ def test_a_second_demo_gives_the_same_counts(stack: LocalStack) -> None:
     outputs, results = [], []
     for _ in range(2):
         buffer = io.StringIO()
-        results.append(run_demo(stack.state_dir, events=EVENTS, minutes=MINUTES, now=NOW,
-                                console=Console(file=buffer, width=200)))
+        results.append(
+            run_demo(
+                stack.state_dir,
+                events=EVENTS,
+                minutes=MINUTES,
+                now=NOW,
+                console=Console(file=buffer, width=200),
+            )
+        )
         outputs.append(buffer.getvalue())
     assert results[0] == results[1]
     got = {int(r["time"]): r["total"] for r in results[1]["bookings_per_s2"]}  # type: ignore[call-overload]
@@ -65,6 +73,8 @@ def test_a_second_demo_gives_the_same_counts(stack: LocalStack) -> None:
     assert "reset: dropped the measurements bookings_per_s2 and drivers_per_s2 in database daggers" in text
     topics = [re.search(r"this run's events go to new topics \*-(demo-\d{8}-\d{6})", out) for out in outputs]
     assert all(topics) and topics[0].group(1) != topics[1].group(1)  # type: ignore[union-attr]
-    assert ("the first window (ending 09:03) holds a partial minute: the events start at 09:02:37, so it counts "
-            "only 23 of its 60 seconds") in text
+    assert (
+        "the first window (ending 09:03) holds a partial minute: the events start at 09:02:37, so it counts "
+        "only 23 of its 60 seconds"
+    ) in text
     assert "windows ending 09:06 and later are still open, so not written yet" in text

@@ -39,7 +39,9 @@ spark.stop()
 """
 
 
-def test_the_archive_lives_where_the_environment_says(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_archive_lives_where_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(jvm_archive.ARCHIVE_ENV, str(tmp_path / "a.jsa"))
     assert jvm_archive.archive_path() == tmp_path / "a.jsa"
     assert jvm_archive.java_options() == ()  # not written yet
@@ -52,7 +54,8 @@ def test_the_archive_lives_where_the_environment_says(monkeypatch: pytest.Monkey
 
 
 def test_by_default_it_is_in_the_cache_folder_named_by_the_jdk_and_pyspark(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv(jvm_archive.ARCHIVE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = jvm_archive.archive_path()
@@ -66,13 +69,16 @@ def test_pyspark_installed_again_in_the_same_place_gets_another_archive(tmp_path
     (tmp_path / "spark-core.jar").write_bytes(b"x" * 10)
     first = jvm_archive.key(tmp_path)
     assert jvm_archive.key(tmp_path) == first
-    os.utime(tmp_path / "spark-core.jar", ns=(1, 1))  # the same jar written again: the JVM would not map the old archive
+    os.utime(
+        tmp_path / "spark-core.jar", ns=(1, 1)
+    )  # the same jar written again: the JVM would not map the old archive
     assert jvm_archive.key(tmp_path) != first
 
 
 def _probe(env: dict[str, str]) -> tuple[dict, str]:
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     return json.loads(lines[-1]), done.stdout + done.stderr
@@ -82,15 +88,24 @@ def _probe(env: dict[str, str]) -> tuple[dict, str]:
 @pytest.mark.slow
 def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path) -> None:
     archive = tmp_path / "spark.jsa"
-    env = {**os.environ, jvm_archive.ARCHIVE_ENV: str(archive),
-           JVM_OPTIONS_ENV: "-Ddaggers.probe=1 '-Ddaggers.probe.two=a b'"}
+    env = {
+        **os.environ,
+        jvm_archive.ARCHIVE_ENV: str(archive),
+        JVM_OPTIONS_ENV: "-Ddaggers.probe=1 '-Ddaggers.probe.two=a b'",
+    }
     written = jvm_archive.archive_path()
     if written is not None and written.is_file():
         # scripts/setup.sh wrote it with `daggers jvm-archive` (~60 core-s): a copy, which the test may break
         shutil.copyfile(written, archive)
     else:
-        done = subprocess.run([sys.executable, "-m", "job.cli", "jvm-archive"], env=env, cwd=REPO,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "job.cli", "jvm-archive"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         assert f"wrote {archive}" in done.stdout
         assert not list(tmp_path.glob(".*.part"))
@@ -98,8 +113,12 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
 
     got, _ = _probe(env)
     # (and the JVM trims its native heap: job.spark.session.JVM_OPTIONS)
-    assert got == {"sum": 499500, "mapped": True, "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"],
-                   "trim_ms": "30000"}
+    assert got == {
+        "sum": 499500,
+        "mapped": True,
+        "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"],
+        "trim_ms": "30000",
+    }
 
     archive.write_bytes(os.urandom(4096))  # a broken (or another JDK's) archive: started without it, silently
     got, output = _probe(env)

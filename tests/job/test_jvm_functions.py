@@ -12,7 +12,9 @@ import pytest
 from job.spark import jvm
 
 
-def test_the_jar_is_built_from_the_source_where_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_jar_is_built_from_the_source_where_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "fns.jar"
     monkeypatch.setenv(jvm.JAR_ENV, str(target))
     assert jvm.jar_path() == target
@@ -23,7 +25,9 @@ def test_the_jar_is_built_from_the_source_where_asked(tmp_path: Path, monkeypatc
     assert jvm.jar_path() is None and jvm.spark_conf() == {}
 
 
-def test_the_default_jar_lives_in_the_cache_keyed_by_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_jar_lives_in_the_cache_keyed_by_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(jvm.JAR_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     where = jvm.jar_location()
@@ -41,8 +45,23 @@ def test_a_source_janino_refuses_is_a_clear_error(tmp_path: Path, monkeypatch: p
 
 
 def _values(rng: random.Random) -> list[str | None]:
-    pool = ["", "a", "b", "ab", "ba", "é", "\u00e9\u00e9", "日本", "D0000001", "x" * 127, "x" * 128, "y" * 300,
-            "\x00", "\x00\x00", "\xff"] + [f"D{i:07d}" for i in range(60)]
+    pool = [
+        "",
+        "a",
+        "b",
+        "ab",
+        "ba",
+        "é",
+        "\u00e9\u00e9",
+        "日本",
+        "D0000001",
+        "x" * 127,
+        "x" * 128,
+        "y" * 300,
+        "\x00",
+        "\x00\x00",
+        "\xff",
+    ] + [f"D{i:07d}" for i in range(60)]
     return [None if rng.random() < 0.05 else rng.choice(pool) for _ in range(rng.randint(0, 40))]
 
 

@@ -73,10 +73,12 @@ def test_one_definition() -> None:
 
 
 def test_a_table_or_column_with_a_trailing_newline_is_refused() -> None:
-    text = ("name: pg-out\nstreams:\n  - table: data_stream\n    topics: [booking-log]\n"
-            "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
-            "    bootstrap_servers: 127.0.0.1:9092\n    group: g\nsql: SELECT 1\n"
-            'sink:\n  type: postgres\n  dsn: postgresql://u@127.0.0.1:5432/d\n  table: "analytics.bookings\\n"\n')
+    text = (
+        "name: pg-out\nstreams:\n  - table: data_stream\n    topics: [booking-log]\n"
+        "    proto_class: daggers.events.BookingLog\n    timestamp_field: event_timestamp\n"
+        "    bootstrap_servers: 127.0.0.1:9092\n    group: g\nsql: SELECT 1\n"
+        'sink:\n  type: postgres\n  dsn: postgresql://u@127.0.0.1:5432/d\n  table: "analytics.bookings\\n"\n'
+    )
     with pytest.raises(SpecError, match=r"'analytics.bookings\\n' is not a table name"):
         job.spec.parse_spec(text, "pg-out.yaml")
     assert is_name("bookings_2", IDENTIFIER_RE) and not is_name("bookings\n", IDENTIFIER_RE)
@@ -87,8 +89,12 @@ def test_every_user_file_model_shares_one_strict_base() -> None:
     import job.chaos.experiment
     from job.common.strict_model import StrictModel
 
-    for model in (job.spec.DaggerSpec, alerting.config.AlertsConfig, alerting.rules.ThresholdRule,
-                  job.chaos.experiment.Experiment):
+    for model in (
+        job.spec.DaggerSpec,
+        alerting.config.AlertsConfig,
+        alerting.rules.ThresholdRule,
+        job.chaos.experiment.Experiment,
+    ):
         assert issubclass(model, StrictModel), model
         assert model.model_config["extra"] == "forbid" and model.model_config["allow_inf_nan"] is False
 
@@ -107,25 +113,40 @@ def test_a_dagger_named_with_a_trailing_newline_is_refused(plane: tuple[Registry
     text = bookings_spec("pg-var").replace("name: pg-var\n", 'name: "pg-var\\n"\n', 1)
     with pytest.raises(SpecError) as refused:
         alice.create("a-jkt", text)
-    assert refused.value.message == ("spec:1: name: 'pg-var\\n' must be 2-63 lower-case letters, digits or dashes, "
-                                     "starting with a letter")
+    assert refused.value.message == (
+        "spec:1: name: 'pg-var\\n' must be 2-63 lower-case letters, digits or dashes, starting with a letter"
+    )
     alice.create("a-jkt", bookings_spec("pg-var"))
     with pytest.raises(SpecError, match="name: 'pg-var\\\\n' must be"):
         alice.edit("pg-var", text)
     assert [d.name for d in alice.daggers()] == ["pg-var"]  # one row, not two that look alike
 
 
-def test_users_teams_and_clusters_with_a_trailing_newline_are_refused(plane: tuple[Registry, ControlPlane]) -> None:
+def test_users_teams_and_clusters_with_a_trailing_newline_are_refused(
+    plane: tuple[Registry, ControlPlane],
+) -> None:
     _, root = plane
-    for add, kind in ((lambda: root.add_user("ops\n"), "user"), (lambda: root.add_team("team-c\n"), "team"),
-                      (lambda: root.add_datacentre("jkt\n", ""), "data centre"),
-                      (lambda: root.add_cluster("a-jkt\n", team="team-a", datacentre="jkt", spark_master="local[1]",
-                                                kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9"),
-                       "cluster")):
+    for add, kind in (
+        (lambda: root.add_user("ops\n"), "user"),
+        (lambda: root.add_team("team-c\n"), "team"),
+        (lambda: root.add_datacentre("jkt\n", ""), "data centre"),
+        (
+            lambda: root.add_cluster(
+                "a-jkt\n",
+                team="team-a",
+                datacentre="jkt",
+                spark_master="local[1]",
+                kafka_bootstrap="127.0.0.1:9",
+                influx_url="http://127.0.0.1:9",
+            ),
+            "cluster",
+        ),
+    ):
         with pytest.raises(ControlError) as refused:
             add()
         assert refused.value.message.startswith(f"{kind} name ")
-        assert refused.value.message.endswith("must be 1-63 lower-case letters, digits, '.', '_' or '-', "
-                                              "starting with a letter")
+        assert refused.value.message.endswith(
+            "must be 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter"
+        )
     assert "ops" not in [u["user"] for u in root.users()]
     assert sorted(c.name for c in root.clusters()) == ["a-jkt", "a-sgp", "b-jkt"]

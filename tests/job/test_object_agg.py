@@ -70,14 +70,28 @@ class _Measured(DaggerJob):
 
 # A light dagger keeps the groups in the hash map; another keeps Spark's sort (faster for a heavy one).
 @pytest.mark.parametrize("light", [True, False], ids=["light", "heavy"])
-def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
-                                                                          tmp_path: Path, light: bool) -> None:
+def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(
+    spark,
+    tansu_broker,
+    influxdb,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    light: bool,
+) -> None:
     assert OBJECT_AGG_GROUPS > 128
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "objagg", partitions=1)
-    spec, _ = make_spec(name=unique("objagg"), bootstrap=broker.bootstrap, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0)
+    spec, _ = make_spec(
+        name=unique("objagg"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=0,
+    )
     spec = spec.model_copy(update={"light": light})
     rows = produce_step(broker.bootstrap, topic, 0, 1500, 5, T0)
     closer = rows.pop()  # ten minutes later: it closes the three windows and opens one of its own
@@ -101,15 +115,28 @@ def test_distinct_count_over_hundreds_of_groups_sorts_only_when_not_light(spark,
     assert window_end_s(micros_of(closer["event_timestamp"])) not in {e for e, _ in got}
 
 
-def test_a_dagger_made_light_keeps_its_checkpoints_state_store(spark, tansu_broker, influxdb,  # type: ignore[no-untyped-def]
-                                                               tmp_path: Path) -> None:
+def test_a_dagger_made_light_keeps_its_checkpoints_state_store(
+    spark,
+    tansu_broker,
+    influxdb,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     """A checkpoint made by a heavy dagger stays on RocksDB when the spec turns ``light`` on: Spark restores
     the provider from the offset log, and the windows of both runs are exact."""
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "objagg-switch", partitions=1)
-    spec, _ = make_spec(name=unique("objagg-switch"), bootstrap=broker.bootstrap, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", watermark_delay_ms=0)
+    spec, _ = make_spec(
+        name=unique("objagg-switch"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=0,
+    )
     drivers: dict[tuple[int, str], set[str]] = defaultdict(set)
     for step, light in enumerate((False, True)):
         rows = produce_step(broker.bootstrap, topic, step, 300, 7, T0)

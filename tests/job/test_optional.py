@@ -15,8 +15,10 @@ from job.common.optional import MissingDependencyError, install_hint, require, r
 
 runner = CliRunner()
 
-SERVER_HINT = ("install the server extra: pip install '.[server]' in a Daggers checkout, "
-               "or pip install 'daggers-<version>-py3-none-any.whl[server]' from a built wheel")
+SERVER_HINT = (
+    "install the server extra: pip install '.[server]' in a Daggers checkout, "
+    "or pip install 'daggers-<version>-py3-none-any.whl[server]' from a built wheel"
+)
 
 
 def test_require_returns_the_module() -> None:
@@ -28,7 +30,10 @@ def test_a_missing_package_names_itself_its_extra_and_how_to_install(monkeypatch
     with pytest.raises(MissingDependencyError) as info:
         require("influxdb_client", "influx2", needed_by="an influx sink with api: v2")
     assert info.value.title == "influxdb-client is not installed"
-    assert info.value.message == "an influx sink with api: v2 needs the influxdb-client package, from Daggers' influx2 extra"
+    assert (
+        info.value.message
+        == "an influx sink with api: v2 needs the influxdb-client package, from Daggers' influx2 extra"
+    )
     assert info.value.hint == install_hint("influx2")
     assert isinstance(info.value.__cause__, ImportError)
 
@@ -40,7 +45,9 @@ def test_a_package_whose_own_dependency_is_missing_says_which(monkeypatch: pytes
     with pytest.raises(MissingDependencyError) as info:
         require("fastapi", "server")
     assert info.value.title == "fastapi is not installed"
-    assert info.value.message.startswith("this needs the fastapi package, from Daggers' server extra (it cannot import starlette")
+    assert info.value.message.startswith(
+        "this needs the fastapi package, from Daggers' server extra (it cannot import starlette"
+    )
 
 
 def test_an_unknown_extra_is_a_programming_error() -> None:
@@ -68,9 +75,12 @@ def test_daggers_server_without_its_extra_is_one_line(monkeypatch: pytest.Monkey
 
 def test_a_postgresql_registry_without_psycopg_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    result = runner.invoke(app, ["registry", "init", "--admin", "alice",
-                                 "--registry", "postgresql://alice@127.0.0.1:9/daggers"])
+    result = runner.invoke(
+        app, ["registry", "init", "--admin", "alice", "--registry", "postgresql://alice@127.0.0.1:9/daggers"]
+    )
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
-    assert result.output.splitlines()[0] == ("psycopg is not installed: a PostgreSQL registry needs the psycopg "
-                                             "package, from Daggers' postgres extra")
+    assert result.output.splitlines()[0] == (
+        "psycopg is not installed: a PostgreSQL registry needs the psycopg "
+        "package, from Daggers' postgres extra"
+    )

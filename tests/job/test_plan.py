@@ -10,28 +10,54 @@ from tests.helpers import DRIVERS_SQL, make_spec
 
 
 def test_a_grouped_stream_is_sorted_by_its_first_key_unless_a_transformer_reads_it(tmp_path: Path) -> None:
-    _, text = make_spec(name="order", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",
-                        sql=DRIVERS_SQL, influx_url="http://127.0.0.1:1", db="d", measurement="m",
-                        checkpoint=tmp_path / "ckpt")
-    assert plan(parse_spec(text, "a.yaml"), tmp_path).streams[0].source.batch_order == "__dagger_s2_lat_long_13"
-    dedup = text.replace("    bad_records:", "    transformers:\n      - {type: deduplicate, keys: [driver_id], ttl_s: 60}\n"
-                                             "    bad_records:")
+    _, text = make_spec(
+        name="order",
+        bootstrap="127.0.0.1:1",
+        topic="t",
+        proto_class="daggers.events.DriverLocationPing",
+        sql=DRIVERS_SQL,
+        influx_url="http://127.0.0.1:1",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
+    assert (
+        plan(parse_spec(text, "a.yaml"), tmp_path).streams[0].source.batch_order == "__dagger_s2_lat_long_13"
+    )
+    dedup = text.replace(
+        "    bad_records:",
+        "    transformers:\n      - {type: deduplicate, keys: [driver_id], ttl_s: 60}\n    bad_records:",
+    )
     assert dedup != text
     assert plan(parse_spec(dedup, "b.yaml"), tmp_path).streams[0].source.batch_order == ""
 
 
 def _source(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyped-def]
-    _, text = make_spec(name="close", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",
-                        sql=sql, influx_url="http://127.0.0.1:1", db="d", measurement="m",
-                        checkpoint=tmp_path / "ckpt", watermark_delay_ms=7_000)
+    _, text = make_spec(
+        name="close",
+        bootstrap="127.0.0.1:1",
+        topic="t",
+        proto_class="daggers.events.DriverLocationPing",
+        sql=sql,
+        influx_url="http://127.0.0.1:1",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        watermark_delay_ms=7_000,
+    )
     return plan(parse_spec(text + extra, "c.yaml"), tmp_path).streams[0].source
 
 
-def test_the_source_knows_when_windows_close_every_size_or_slide_after_the_watermark_delay(tmp_path: Path) -> None:
+def test_the_source_knows_when_windows_close_every_size_or_slide_after_the_watermark_delay(
+    tmp_path: Path,
+) -> None:
     tumble = _source(tmp_path, DRIVERS_SQL)
     assert (tumble.close_period_ms, tumble.close_delay_ms) == (60_000, 7_000)
-    hop = _source(tmp_path, "SELECT COUNT(*) AS n, HOP_END(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE) AS t "
-                            "FROM data_stream GROUP BY HOP(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE)")
+    hop = _source(
+        tmp_path,
+        "SELECT COUNT(*) AS n, HOP_END(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE) AS t "
+        "FROM data_stream GROUP BY HOP(rowtime, INTERVAL '15' SECOND, INTERVAL '2' MINUTE)",
+    )
     assert hop.close_period_ms == 15_000
     projection = _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''")
     assert projection.close_period_ms == 0
@@ -42,43 +68,67 @@ def test_read_at_window_close_reaches_the_source_of_a_windowed_query_without_a_j
     on = "read_at_window_close: true\n"
     assert _source(tmp_path, DRIVERS_SQL, on).read_at_close is True
     assert _source(tmp_path, DRIVERS_SQL).read_at_close is False  # off unless asked for
-    assert _source(tmp_path, DRIVERS_SQL, "light: true\n").read_at_close is True  # a light dagger reads at close
-    assert _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''", on).read_at_close is False
+    assert (
+        _source(tmp_path, DRIVERS_SQL, "light: true\n").read_at_close is True
+    )  # a light dagger reads at close
+    assert (
+        _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''", on).read_at_close
+        is False
+    )
     assert _source(tmp_path, DRIVERS_SQL, on + "close_windows_promptly: false\n").read_at_close is False
-    self_join = ("SELECT COUNT(*) AS n, TUMBLE_END(a.rowtime, INTERVAL '1' MINUTE) AS t FROM data_stream AS a "
-                 "JOIN data_stream AS b ON a.driver_id = b.driver_id AND b.rowtime BETWEEN a.rowtime AND "
-                 "a.rowtime + INTERVAL '10' SECOND GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE)")
+    self_join = (
+        "SELECT COUNT(*) AS n, TUMBLE_END(a.rowtime, INTERVAL '1' MINUTE) AS t FROM data_stream AS a "
+        "JOIN data_stream AS b ON a.driver_id = b.driver_id AND b.rowtime BETWEEN a.rowtime AND "
+        "a.rowtime + INTERVAL '10' SECOND GROUP BY TUMBLE(a.rowtime, INTERVAL '1' MINUTE)"
+    )
     joined = _source(tmp_path, self_join, on)  # an interval join: its boundaries come 10 s later
     assert (joined.read_at_close, joined.close_period_ms, joined.close_delay_ms) == (True, 60_000, 17_000)
-    unbounded = self_join.replace("b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND",
-                                  "b.rowtime >= a.rowtime")
+    unbounded = self_join.replace(
+        "b.rowtime BETWEEN a.rowtime AND a.rowtime + INTERVAL '10' SECOND", "b.rowtime >= a.rowtime"
+    )
     assert _source(tmp_path, unbounded, on).read_at_close is False  # a join whose lag is not known
 
 
 def test_a_windowed_dagger_gathers_records_between_boundaries_unless_its_checkpoint_pinned_otherwise(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import json
 
     from job.query.plan import GATHER_S, PINNED_ENGINE
 
     assert GATHER_S == 4.0
     assert _source(tmp_path, DRIVERS_SQL).gather_ms == 4_000
-    assert _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''").gather_ms == 0  # no window
+    assert (
+        _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''").gather_ms == 0
+    )  # no window
     assert _source(tmp_path, DRIVERS_SQL, "close_windows_promptly: false\n").gather_ms == 0
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / PINNED_ENGINE).write_text(json.dumps({"read_pacing": "every_trigger"}))
-    assert _source(tmp_path, DRIVERS_SQL).gather_ms == 0  # a checkpoint that reads at every trigger keeps doing so
+    assert (
+        _source(tmp_path, DRIVERS_SQL).gather_ms == 0
+    )  # a checkpoint that reads at every trigger keeps doing so
 
 
 def test_a_light_dagger_that_keeps_no_state_triggers_at_most_every_five_seconds(tmp_path: Path) -> None:
     def trigger(sql: str, extra: str = "", every_s: float = 1.0) -> float:
-        _, text = make_spec(name="trig", bootstrap="127.0.0.1:1", topic="t", proto_class="daggers.events.DriverLocationPing",
-                            sql=sql, influx_url="http://127.0.0.1:1", db="d", measurement="m",
-                            checkpoint=tmp_path / "ckpt", trigger_interval_s=every_s)
+        _, text = make_spec(
+            name="trig",
+            bootstrap="127.0.0.1:1",
+            topic="t",
+            proto_class="daggers.events.DriverLocationPing",
+            sql=sql,
+            influx_url="http://127.0.0.1:1",
+            db="d",
+            measurement="m",
+            checkpoint=tmp_path / "ckpt",
+            trigger_interval_s=every_s,
+        )
         return plan(parse_spec(text + extra, "t.yaml"), tmp_path).trigger_interval_s
 
     projection = "SELECT driver_id FROM data_stream WHERE driver_id <> ''"
     assert trigger(projection) == 1.0  # the spec's, unless light
     assert trigger(projection, "light: true\n") == LIGHT_TRIGGER_S == 5.0
     assert trigger(projection, "light: true\n", every_s=8.0) == 8.0  # a longer one stays
-    assert trigger(DRIVERS_SQL, "light: true\n") == 1.0  # a window: it reads at close, and notices it by the trigger
+    assert (
+        trigger(DRIVERS_SQL, "light: true\n") == 1.0
+    )  # a window: it reads at close, and notices it by the trigger

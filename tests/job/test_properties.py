@@ -13,13 +13,75 @@ from job.schema.arrow import ArrowDecoder
 from job.spec import DaggerSpec, parse_spec
 from job.sql import translate
 
-TABLES = {"data_stream": {"order_number", "driver_id", "city_id", "vehicle_type", "status", "pickup_lat",
-                          "pickup_long", "event_timestamp"}}
-VOCAB = ["SELECT", "FROM", "WHERE", "GROUP BY", "AND", "OR", "AS", "(", ")", ",", "*", "=", "<", "'x'", "1", "13",
-         "data_stream", "`data_stream`", "city_id", "status", "pickup_lat", "pickup_long", "rowtime", "driver_id",
-         "count(1)", "S2Id", "DistinctCount", "TUMBLE", "TUMBLE_END", "HOP", "HOP_START", "INTERVAL", "'60'",
-         "SECOND", "MINUTE", "JOIN", "ON", "LATERAL", "TABLE", "UNION", "ALL", "NULL", "CASE", "WHEN", "THEN",
-         "END", "sum", "window", ";", "--", "/*", "*/", "\n", "`", "'"]
+TABLES = {
+    "data_stream": {
+        "order_number",
+        "driver_id",
+        "city_id",
+        "vehicle_type",
+        "status",
+        "pickup_lat",
+        "pickup_long",
+        "event_timestamp",
+    }
+}
+VOCAB = [
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "GROUP BY",
+    "AND",
+    "OR",
+    "AS",
+    "(",
+    ")",
+    ",",
+    "*",
+    "=",
+    "<",
+    "'x'",
+    "1",
+    "13",
+    "data_stream",
+    "`data_stream`",
+    "city_id",
+    "status",
+    "pickup_lat",
+    "pickup_long",
+    "rowtime",
+    "driver_id",
+    "count(1)",
+    "S2Id",
+    "DistinctCount",
+    "TUMBLE",
+    "TUMBLE_END",
+    "HOP",
+    "HOP_START",
+    "INTERVAL",
+    "'60'",
+    "SECOND",
+    "MINUTE",
+    "JOIN",
+    "ON",
+    "LATERAL",
+    "TABLE",
+    "UNION",
+    "ALL",
+    "NULL",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "END",
+    "sum",
+    "window",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    "\n",
+    "`",
+    "'",
+]
 
 settings.register_profile("daggers", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("daggers")
@@ -55,16 +117,44 @@ def test_any_text_as_spec(text: str) -> None:
 
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=8)
-KEYS = ["name", "streams", "sql", "sink", "sinks", "watermark_delay_ms", "parallelism", "checkpoint_dir",
-        "trigger_interval_s", "table", "topics", "proto_class", "timestamp_field", "bootstrap_servers", "group",
-        "start_from", "type", "url", "api", "database", "measurement", "batch_size", "bad_records"]
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+KEYS = [
+    "name",
+    "streams",
+    "sql",
+    "sink",
+    "sinks",
+    "watermark_delay_ms",
+    "parallelism",
+    "checkpoint_dir",
+    "trigger_interval_s",
+    "table",
+    "topics",
+    "proto_class",
+    "timestamp_field",
+    "bootstrap_servers",
+    "group",
+    "start_from",
+    "type",
+    "url",
+    "api",
+    "database",
+    "measurement",
+    "batch_size",
+    "bad_records",
+]
 
 
-@given(st.dictionaries(st.sampled_from(KEYS), values, max_size=10),
-       st.lists(st.dictionaries(st.sampled_from(KEYS), values, max_size=8), max_size=3))
+@given(
+    st.dictionaries(st.sampled_from(KEYS), values, max_size=10),
+    st.lists(st.dictionaries(st.sampled_from(KEYS), values, max_size=8), max_size=3),
+)
 def test_structured_specs(top: dict, streams: list) -> None:  # type: ignore[type-arg]
     doc = dict(top)
     doc.setdefault("streams", streams)
@@ -80,10 +170,18 @@ def test_structured_specs(top: dict, streams: list) -> None:  # type: ignore[typ
         assert isinstance(spec, DaggerSpec)
 
 
-DECODER = ArrowDecoder(default_registry(), "daggers.events.BookingLog",
-                       ["order_number", "city_id", "status", "pickup_lat", "event_timestamp", "fare_idr"])
-GOOD = default_registry().message_class("daggers.events.BookingLog")(
-    order_number="o-1", city_id=3, status=4, pickup_lat=-6.2, fare_idr=15000).SerializeToString()
+DECODER = ArrowDecoder(
+    default_registry(),
+    "daggers.events.BookingLog",
+    ["order_number", "city_id", "status", "pickup_lat", "event_timestamp", "fare_idr"],
+)
+GOOD = (
+    default_registry()
+    .message_class("daggers.events.BookingLog")(
+        order_number="o-1", city_id=3, status=4, pickup_lat=-6.2, fare_idr=15000
+    )
+    .SerializeToString()
+)
 
 
 @settings(max_examples=2000)

@@ -59,13 +59,24 @@ def run_query(spark: Any, listener: QueryEvents, fail_with: str | None = None) -
     from pyspark.sql import functions as F
 
     spark.streams.addListener(listener)
-    df = spark.readStream.format("rate").option("rowsPerSecond", 20).load().withColumn("bucket", F.col("value") % 3)
+    df = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .load()
+        .withColumn("bucket", F.col("value") % 3)
+    )
     keys = ["bucket"]
     if fail_with is not None:  # a column the aggregation keeps: the first row with it fails the query
         df = df.withColumn("boom", F.raise_error(F.lit(fail_with)))
         keys.append("boom")
-    query = (df.groupBy(*keys).count().writeStream.outputMode("complete").format("noop")
-             .trigger(processingTime="200 milliseconds").start())
+    query = (
+        df.groupBy(*keys)
+        .count()
+        .writeStream.outputMode("complete")
+        .format("noop")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     return query
 
 
@@ -76,7 +87,9 @@ def test_events_carry_ids_and_progress(spark: Any, lookups: Counter[str]) -> Non
         wait_until("three progress events", lambda: rec.kinds().count("progress") >= 3, 60, every_s=0.1)
         lookups.clear()
         before = rec.kinds().count("progress")
-        wait_until("three more progress events", lambda: rec.kinds().count("progress") >= before + 3, 60, every_s=0.1)
+        wait_until(
+            "three more progress events", lambda: rec.kinds().count("progress") >= before + 3, 60, every_s=0.1
+        )
         # three more events, and not one JVM name lookup to deliver them (PySpark's own path makes dozens)
         assert sum(lookups.values()) == 0, lookups
     finally:
@@ -108,6 +121,7 @@ def test_terminated_carries_the_error_and_a_raising_handler_is_contained(spark: 
 
 def test_pyspark_path_still_works() -> None:
     """Without the bridge (as under Spark Connect) PySpark's converted events reach the same handlers."""
+
     class Event:
         id, runId, exception = "q", "r", "boom"
 
@@ -118,5 +132,8 @@ def test_pyspark_path_still_works() -> None:
     rec.onQueryStarted(Event())
     rec.onQueryProgress(Event())
     rec.onQueryTerminated(Event())
-    assert rec.events == [("started", ("q", "r")), ("progress", {"id": "q", "batchId": 4}),
-                          ("terminated", ("q", "r", "boom"))]
+    assert rec.events == [
+        ("started", ("q", "r")),
+        ("progress", {"id": "q", "batchId": 4}),
+        ("terminated", ("q", "r", "boom")),
+    ]

@@ -16,16 +16,22 @@ class Query:
     """A query whose trigger is active in the given spans of the clock, with data waiting in ``data``; each
     trigger reports its progress as it ends."""
 
-    def __init__(self, clock: FakeClock, active: list[tuple[float, float]],
-                 data: list[tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        active: list[tuple[float, float]],
+        data: list[tuple[float, float]] | None = None,
+    ) -> None:
         self.clock, self.active, self.data = clock, active, data or []
         self.isActive = True
 
     @property
     def status(self) -> dict[str, bool]:
         t = self.clock.now
-        return {"isTriggerActive": any(a <= t < b for a, b in self.active),
-                "isDataAvailable": any(a <= t < b for a, b in self.data)}
+        return {
+            "isTriggerActive": any(a <= t < b for a, b in self.active),
+            "isDataAvailable": any(a <= t < b for a, b in self.data),
+        }
 
     @property
     def lastProgress(self) -> SimpleNamespace | None:  # noqa: N802 (pyspark's name)
@@ -39,13 +45,16 @@ def settle(monkeypatch: pytest.MonkeyPatch, query: Query, clock: FakeClock) -> f
     return clock.now
 
 
-def test_a_batch_longer_than_the_grace_is_waited_for_and_then_its_no_data_batch(monkeypatch: pytest.MonkeyPatch
-                                                                                ) -> None:
+def test_a_batch_longer_than_the_grace_is_waited_for_and_then_its_no_data_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     clock = FakeClock()
     # the stop comes 1 s into an 11-s batch; the no-data batch that writes its windows follows it
     query = Query(clock, active=[(0.0, 11.0), (11.5, 12.5)])
     done = settle(monkeypatch, query, clock)
-    assert 12.5 + 1.5 <= done < 12.5 + 1.5 + 0.3  # idle for a trigger interval + 0.5 s after the no-data batch
+    assert (
+        12.5 + 1.5 <= done < 12.5 + 1.5 + 0.3
+    )  # idle for a trigger interval + 0.5 s after the no-data batch
 
 
 def test_an_idle_query_stops_after_one_idle_interval(monkeypatch: pytest.MonkeyPatch) -> None:

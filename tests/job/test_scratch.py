@@ -14,8 +14,9 @@ import pytest
 from job.spark import scratch
 
 
-def test_a_sweep_removes_the_folders_of_processes_that_are_gone(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sweep_removes_the_folders_of_processes_that_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(scratch.SCRATCH_ENV, str(tmp_path))
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -32,7 +33,9 @@ def test_a_sweep_removes_the_folders_of_processes_that_are_gone(tmp_path: Path,
     assert scratch.sweep(tmp_path / "missing") == []
 
 
-def test_claim_sweeps_and_returns_this_process_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claim_sweeps_and_returns_this_process_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(scratch.SCRATCH_ENV, str(tmp_path / "root"))
     (tmp_path / "root" / "999999999-5").mkdir(parents=True)  # no such pid
     folder = scratch.claim()
@@ -69,8 +72,13 @@ _QUERY = textwrap.dedent("""
 def test_a_killed_dagger_leaves_its_rocksdb_copy_and_the_next_session_removes_it(tmp_path: Path) -> None:
     env = {**os.environ, scratch.SCRATCH_ENV: str(tmp_path / "scratch")}
     env.pop("SPARK_LOCAL_DIRS", None)
-    proc = subprocess.Popen([sys.executable, "-c", _QUERY, str(tmp_path / "checkpoint")], env=env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _QUERY, str(tmp_path / "checkpoint")],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         local = Path(proc.stdout.readline().strip())
@@ -84,4 +92,3 @@ def test_a_killed_dagger_leaves_its_rocksdb_copy_and_the_next_session_removes_it
     assert all(s.exists() for s in stores), "a killed JVM cleans up nothing"
     assert scratch.sweep(tmp_path / "scratch") == [local]
     assert not local.exists()
-

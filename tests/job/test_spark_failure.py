@@ -34,7 +34,9 @@ def test_the_final_exception_of_a_traceback_is_rebuilt_with_its_class() -> None:
 
 
 def test_a_class_that_needs_more_arguments_is_its_parent_with_its_title() -> None:
-    err = rebuild(BadRecordError, "cannot decode the record at topic 't' partition 0 offset 7: bad", "skip it")
+    err = rebuild(
+        BadRecordError, "cannot decode the record at topic 't' partition 0 offset 7: bad", "skip it"
+    )
     assert type(err) is SourceError and err.title == "Bad record" and err.hint == "skip it"
 
 
@@ -70,8 +72,13 @@ def test_a_streaming_query_failed_in_foreach_batch(spark: Any) -> None:
     def write(_df: Any, _batch_id: int) -> None:
         raise raised
 
-    query = (spark.readStream.format("rate").option("rowsPerSecond", 1).load()
-             .writeStream.foreachBatch(write).start())
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .writeStream.foreachBatch(write)
+        .start()
+    )
     try:
         with pytest.raises(Exception) as info:
             query.awaitTermination(300)
@@ -90,6 +97,8 @@ def test_spark_own_error_is_its_condition_and_message(spark: Any) -> None:
         spark.sql("SELECT nosuchfunction(2) AS b")
     err = explain_failure(info.value)
     assert type(err) is DaggerError
-    assert err.message == ("the streaming query failed: [UNRESOLVED_ROUTINE] Cannot resolve routine `nosuchfunction` on "
-                           "search path [`system`.`builtin`, `system`.`session`, `spark_catalog`.`default`]. "
-                           "SQLSTATE: 42883")
+    assert err.message == (
+        "the streaming query failed: [UNRESOLVED_ROUTINE] Cannot resolve routine `nosuchfunction` on "
+        "search path [`system`.`builtin`, `system`.`session`, `spark_catalog`.`default`]. "
+        "SQLSTATE: 42883"
+    )

@@ -31,11 +31,14 @@ spark.stop()
 
 
 def test_a_session_that_registers_twice_prints_only_the_warning_a_user_can_act_on(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[1] == "3"
     warnings = [line for line in done.stderr.splitlines() if " WARN " in line]
     # the deprecated setting is a warning a user can act on: SparkConf's other warnings still show (Spark
     # itself says it once per read of the setting)
-    assert warnings and all("'spark.yarn.executor.memoryOverhead' has been deprecated" in w for w in warnings), \
-        done.stderr[-3000:]
+    assert warnings and all(
+        "'spark.yarn.executor.memoryOverhead' has been deprecated" in w for w in warnings
+    ), done.stderr[-3000:]

@@ -36,8 +36,12 @@ def test_good_spec_loads_with_defaults() -> None:
 
 
 def test_every_bad_field_is_named_with_its_line() -> None:
-    bad = GOOD.replace("name: bookings-per-s2", "name: Bad_Name").replace("topics: [booking-log]", "topics: []") \
-        .replace("127.0.0.1:9092", "localhost").replace("group: g1", "group: g1\n    start_from: yesterday")
+    bad = (
+        GOOD.replace("name: bookings-per-s2", "name: Bad_Name")
+        .replace("topics: [booking-log]", "topics: []")
+        .replace("127.0.0.1:9092", "localhost")
+        .replace("group: g1", "group: g1\n    start_from: yesterday")
+    )
     with pytest.raises(SpecError) as info:
         parse_spec(bad, "bad.yaml")
     assert str(info.value).splitlines() == [
@@ -50,7 +54,9 @@ def test_every_bad_field_is_named_with_its_line() -> None:
 
 
 def test_sink_errors_and_unknown_keys() -> None:
-    bad = GOOD.replace("  database: daggers\n", "").replace("  measurement: m", "  measurement: m\n  colour: red")
+    bad = GOOD.replace("  database: daggers\n", "").replace(
+        "  measurement: m", "  measurement: m\n  colour: red"
+    )
     with pytest.raises(SpecError) as info:
         parse_spec(bad, "s.yaml")
     text = str(info.value)
@@ -83,7 +89,9 @@ def test_env_interpolation() -> None:
 def test_a_set_but_empty_variable_gives_the_default_as_in_the_shell() -> None:
     assert interpolate_env("a: ${X:-d}\nb: ${X}|\nc: ${Y:-e}\n", {"X": ""}) == "a: d\nb: |\nc: e\n"
     assert interpolate_env("a: ${X:-d}\n", {"X": "v"}) == "a: v\n"
-    spec = parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER:-127.0.0.1:9093}"), "t.yaml", env={"BROKER": ""})
+    spec = parse_spec(
+        GOOD.replace("127.0.0.1:9092", "${BROKER:-127.0.0.1:9093}"), "t.yaml", env={"BROKER": ""}
+    )
     assert spec.streams[0].bootstrap_servers == "127.0.0.1:9093"
 
 
@@ -93,7 +101,10 @@ def test_an_error_about_a_substituted_value_names_its_variable() -> None:
         parse_spec(text, "t.yaml", env={"BATCH": "lots"})
     assert caught.value.message.startswith("t.yaml:14: sinks[0].batch_size: Input should be a valid integer")
     assert caught.value.message.endswith("(the value comes from ${BATCH})")
-    with pytest.raises(SpecError, match=r"^t.yaml:7: streams\[0\].bootstrap_servers: .*\(the value comes from \$\{BROKER\}\)$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^t.yaml:7: streams\[0\].bootstrap_servers: .*\(the value comes from \$\{BROKER\}\)$",
+    ):
         parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER}"), "t.yaml", env={"BROKER": "localhost"})
     with pytest.raises(SpecError) as unset:
         parse_spec(GOOD.replace("127.0.0.1:9092", "${BROKER}"), "t.yaml", env={})
@@ -102,20 +113,34 @@ def test_an_error_about_a_substituted_value_names_its_variable() -> None:
 
 
 def test_a_runtime_error_about_a_substituted_value_names_its_variable() -> None:
-    text = GOOD.replace("127.0.0.1:9092", "${BROKER}").replace("password: ${INFLUX_PASSWORD:-s3cret}",
-                                                               "password: ${PW}")
+    text = GOOD.replace("127.0.0.1:9092", "${BROKER}").replace(
+        "password: ${INFLUX_PASSWORD:-s3cret}", "password: ${PW}"
+    )
     spec = parse_spec(text, "t.yaml", env={"BROKER": "10.1.2.3:9092", "PW": "hunter2"})
-    assert spec.name_variables("cannot reach the Kafka broker at 10.1.2.3:9092") == \
-        "cannot reach the Kafka broker at 10.1.2.3:9092 (from ${BROKER})"
+    assert (
+        spec.name_variables("cannot reach the Kafka broker at 10.1.2.3:9092")
+        == "cannot reach the Kafka broker at 10.1.2.3:9092 (from ${BROKER})"
+    )
     assert spec.model_copy().name_variables("at 10.1.2.3:9092") == "at 10.1.2.3:9092 (from ${BROKER})"
     assert spec.name_variables("something else") == "something else"
 
 
-@pytest.mark.parametrize(("before", "typo", "message"), [
-    ("  password:", "  measurment: m2", "t.yaml:14: sinks[0].measurment: unknown field; did you mean measurement?"),
-    ("sql: SELECT 1", "watermark_delay: 5", "t.yaml:9: watermark_delay: unknown field; did you mean watermark_delay_ms?"),
-    ("    group: g1", "    grup: g", "t.yaml:8: streams[0].grup: unknown field; did you mean group?"),
-])
+@pytest.mark.parametrize(
+    ("before", "typo", "message"),
+    [
+        (
+            "  password:",
+            "  measurment: m2",
+            "t.yaml:14: sinks[0].measurment: unknown field; did you mean measurement?",
+        ),
+        (
+            "sql: SELECT 1",
+            "watermark_delay: 5",
+            "t.yaml:9: watermark_delay: unknown field; did you mean watermark_delay_ms?",
+        ),
+        ("    group: g1", "    grup: g", "t.yaml:8: streams[0].grup: unknown field; did you mean group?"),
+    ],
+)
 def test_an_unknown_field_gets_did_you_mean(before: str, typo: str, message: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec(GOOD.replace(before, typo + "\n" + before), "t.yaml")
@@ -139,8 +164,9 @@ def test_examples_are_valid() -> None:
 
 
 def test_spark_conf_takes_spark_settings_only() -> None:
-    spec = parse_spec(GOOD + "spark_conf:\n  spark.sql.shuffle.partitions: 4\n  spark.sql.ansi.enabled: false\n",
-                      "c.yaml")
+    spec = parse_spec(
+        GOOD + "spark_conf:\n  spark.sql.shuffle.partitions: 4\n  spark.sql.ansi.enabled: false\n", "c.yaml"
+    )
     assert spec.spark_conf == {"spark.sql.shuffle.partitions": "4", "spark.sql.ansi.enabled": "false"}
     with pytest.raises(SpecError) as info:
         parse_spec(GOOD + "spark_conf:\n  shuffle.partitions: 4\n", "c.yaml")

@@ -50,9 +50,13 @@ def test_a_team_dagger_with_its_own_schema_and_darts(spark, tansu_broker, influx
     served = tmp_path / "served"
     (served / "darts" / "dart-get").mkdir(parents=True)
     (served / "schemas").mkdir()
-    (served / "schemas" / "rides-v1.pb").write_bytes(compile_descriptor_set(tmp_path / "team-protos", tmp_path / "o"))
+    (served / "schemas" / "rides-v1.pb").write_bytes(
+        compile_descriptor_set(tmp_path / "team-protos", tmp_path / "o")
+    )
     (served / "darts" / "dart-get" / "zones").write_text(json.dumps({"z1": "north", "z2": "south"}))
-    ride = SchemaRegistry((served / "schemas" / "rides-v1.pb").read_bytes()).message_class("team.rides.RideLog")
+    ride = SchemaRegistry((served / "schemas" / "rides-v1.pb").read_bytes()).message_class(
+        "team.rides.RideLog"
+    )
 
     events = []
     for i in range(600):
@@ -70,7 +74,8 @@ def test_a_team_dagger_with_its_own_schema_and_darts(spark, tansu_broker, influx
     assert producer.flush(30) == 0
 
     with serve_directory(served) as (url, requests):
-        spec = parse_spec(f"""name: {unique("team")}
+        spec = parse_spec(
+            f"""name: {unique("team")}
 streams:
   - table: data_stream
     topics: [{topic}]
@@ -92,11 +97,15 @@ sink:
   url: {influxdb.url}
   database: {db}
   measurement: m
-""", "team.yaml")
+""",
+            "team.yaml",
+        )
         progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
         dart_reads = [r for r in requests if r.startswith("/darts/")]
     assert progress.input_rows == 601
-    assert (tmp_path / "ckpt" / PINNED_SCHEMA).read_bytes() == (served / "schemas" / "rides-v1.pb").read_bytes()
+    assert (tmp_path / "ckpt" / PINNED_SCHEMA).read_bytes() == (
+        served / "schemas" / "rides-v1.pb"
+    ).read_bytes()
     zones = {"z1": "north", "z2": "south"}
     want_rides: Counter[tuple[int, str]] = Counter()
     want_fares: defaultdict[tuple[int, str], int] = defaultdict(int)

@@ -33,8 +33,15 @@ def test_printable_ascii_is_unchanged(text: str) -> None:
     assert safe_text(text, multiline=True) == text
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u061c\u200e\u200f"
-                                      "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")))
+@given(
+    st.text(
+        alphabet=st.characters(
+            blacklist_categories=("Cc", "Cs"),
+            blacklist_characters="\u061c\u200e\u200f"
+            "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",
+        )
+    )
+)
 def test_other_text_is_unchanged(text: str) -> None:
     assert safe_text(text) == text
 

@@ -7,8 +7,17 @@ import pytest
 from job.common.words import counted, plural
 
 
-@pytest.mark.parametrize(("noun", "many"), [("cluster", "clusters"), ("batch", "batches"), ("retry", "retries"),
-                                           ("data centre", "data centres"), ("day", "days"), ("bus", "buses")])
+@pytest.mark.parametrize(
+    ("noun", "many"),
+    [
+        ("cluster", "clusters"),
+        ("batch", "batches"),
+        ("retry", "retries"),
+        ("data centre", "data centres"),
+        ("day", "days"),
+        ("bus", "buses"),
+    ],
+)
 def test_plural(noun: str, many: str) -> None:
     assert plural(noun) == many
 

@@ -9,7 +9,9 @@ import textwrap
 
 
 def run(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -30,7 +32,7 @@ def test_settle_freezes_in_the_first_calls_only() -> None:
     counts = json.loads(out)
     grown = [b - a for a, b in zip(counts, counts[1:], strict=False)]
     assert counts[0] > 1000
-    assert all(g >= 1001 for g in grown[: 2]), grown  # calls 2 and 3 freeze the 1,001 new ones
+    assert all(g >= 1001 for g in grown[:2]), grown  # calls 2 and 3 freeze the 1,001 new ones
     assert grown[2:] == [0, 0], grown  # calls 4 and 5 freeze nothing
 
 

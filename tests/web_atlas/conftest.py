@@ -43,21 +43,28 @@ def known_lines() -> tuple[list[str], KnownCells]:
     k1, k2, k3, k4 = (s2_signed(*p) for p in (JAKARTA, JAKARTA_EAST, BANDUNG, MEXICO_CITY))
 
     def booking(cell: str, city: int, vehicle: str, n: int, dist: float, t: int) -> str:
-        return (f"bookings_per_s2,tag_city_id={city},tag_s2id={cell},tag_vehicle_type={vehicle} "
-                f"num_of_bookings={n}i,avg_distance_km={dist} {t}")
+        return (
+            f"bookings_per_s2,tag_city_id={city},tag_s2id={cell},tag_vehicle_type={vehicle} "
+            f"num_of_bookings={n}i,avg_distance_km={dist} {t}"
+        )
 
     def drivers(cell: str, status: str, n: int, t: int) -> str:
         return f"drivers_per_s2,tag_s2id={cell},tag_driver_status={status} drivers={n}i {t}"
 
     lines = [
-        booking(k1, 1, "CAR", 42, 3.5, E), booking(k1, 1, "BIKE", 8, 2.25, E),
+        booking(k1, 1, "CAR", 42, 3.5, E),
+        booking(k1, 1, "BIKE", 8, 2.25, E),
         booking(k1, 1, "CAR", 5, 4.0, E - 60),
-        booking(k1, 1, "CAR", 30, 3.0, E - DAY), booking(k1, 1, "BIKE", 4, 1.5, E - DAY),
+        booking(k1, 1, "CAR", 30, 3.0, E - DAY),
+        booking(k1, 1, "BIKE", 4, 1.5, E - DAY),
         booking(k1, 1, "CAR", 50, 3.0, E - 7 * DAY),
         booking(k2, 1, "CAR", 10, 6.0, E),
-        booking(k3, 2, "CAR", 7, 5.0, E), booking(k3, 2, "BIKE", 3, 4.5, E),
+        booking(k3, 2, "CAR", 7, 5.0, E),
+        booking(k3, 2, "BIKE", 3, 4.5, E),
         booking(k3, 2, "BIKE", 1, 1.0, E - 120),
-        drivers(k1, "AVAILABLE", 12, E), drivers(k1, "BUSY", 5, E), drivers(k4, "AVAILABLE", 4, E),
+        drivers(k1, "AVAILABLE", 12, E),
+        drivers(k1, "BUSY", 5, E),
+        drivers(k4, "AVAILABLE", 4, E),
     ]
     return lines, KnownCells("", k1, k2, k3, k4)
 
@@ -73,8 +80,11 @@ def write_known(influx: InfluxHandle, background: bool = False) -> KnownCells:
         from web_atlas.sample import sample_points
 
         known = {f"tag_s2id={c}," for c in (cells.k1, cells.k2, cells.k3)}
-        sample = sample_points([area_by_name("Jakarta"), area_by_name("Bandung")],
-                               [E - 120, E - 60, E, E - DAY, E - 7 * DAY], seed=11)
+        sample = sample_points(
+            [area_by_name("Jakarta"), area_by_name("Bandung")],
+            [E - 120, E - 60, E, E - DAY, E - 7 * DAY],
+            seed=11,
+        )
         lines += [line for line in sample.lines if not any(k in line for k in known)]
     influx.write("\n".join(lines), db, precision="s")
     return KnownCells(db, cells.k1, cells.k2, cells.k3, cells.k4)

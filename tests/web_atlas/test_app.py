@@ -73,8 +73,9 @@ def _run(at: AppTest) -> AppTest:
     return at
 
 
-def test_controls_list_measurements_areas_tags_and_fields(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                          known_db: KnownCells) -> None:
+def test_controls_list_measurements_areas_tags_and_fields(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     assert at.selectbox(key="atlas_measurement").options == ["bookings_per_s2", "drivers_per_s2"]
     assert at.selectbox(key="atlas_area").options[:3] == ["All cities", "Jakarta", "Bandung"]
@@ -82,21 +83,29 @@ def test_controls_list_measurements_areas_tags_and_fields(monkeypatch: pytest.Mo
     assert at.selectbox(key="atlas_tag_bookings_per_s2_tag_vehicle_type").options == ["all", "BIKE", "CAR"]
     # Integer fields first: the count is what the map is coloured by unless the user picks another.
     assert at.selectbox(key="atlas_color_bookings_per_s2").options == ["num_of_bookings", "avg_distance_km"]
-    assert at.selectbox(key="atlas_elev_bookings_per_s2").options == ["none", "num_of_bookings", "avg_distance_km"]
+    assert at.selectbox(key="atlas_elev_bookings_per_s2").options == [
+        "none",
+        "num_of_bookings",
+        "avg_distance_km",
+    ]
     assert at.radio(key="atlas_scale").options == ["quantile", "linear"]
     assert at.radio(key="atlas_style").options == ["light", "dark"]
     assert at.radio(key="atlas_compare").options == ["nothing", "D-1 (same window)", "D-7 (same window)"]
     # The slider steps through the 1-minute windows with data in the 6 hours before the newest point.
     slider = at.select_slider(key="atlas_window")
-    assert slider.options == ["Sat 22 Nov 07:57–07:58 UTC", "Sat 22 Nov 07:58–07:59 UTC",
-                              "Sat 22 Nov 07:59–08:00 UTC"]
+    assert slider.options == [
+        "Sat 22 Nov 07:57–07:58 UTC",
+        "Sat 22 Nov 07:58–07:59 UTC",
+        "Sat 22 Nov 07:59–08:00 UTC",
+    ]
     assert slider.value == E * 1000
     caption = next(c.value for c in at.caption if "map built in" in c.value)
     assert "Sat 22 Nov 07:59–08:00 UTC" in caption and "read 3 cells" in caption
 
 
-def test_deck_rows_layers_and_view_for_all_cities(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                  known_db: KnownCells) -> None:
+def test_deck_rows_layers_and_view_for_all_cities(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     deck = _deck(at)
     assert [layer["@@type"] for layer in deck["layers"]] == ["PolygonLayer", "TextLayer"]
@@ -124,8 +133,9 @@ def test_deck_rows_layers_and_view_for_all_cities(monkeypatch: pytest.MonkeyPatc
     assert view["pitch"] == 0 and 7 < view["zoom"] < 11
 
 
-def test_service_area_flies_there_and_keeps_its_cells(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                      known_db: KnownCells) -> None:
+def test_service_area_flies_there_and_keeps_its_cells(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_area").select("Jakarta")
     deck = _deck(_run(at))
@@ -142,8 +152,9 @@ def test_service_area_flies_there_and_keeps_its_cells(monkeypatch: pytest.Monkey
     assert any(m.value == "### bookings_per_s2 · Jakarta" for m in at.markdown)
 
 
-def test_tag_filter_window_and_aggregate(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                         known_db: KnownCells) -> None:
+def test_tag_filter_window_and_aggregate(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_tag_bookings_per_s2_tag_vehicle_type").select("CAR")
     rows = _rows(_deck(_run(at)))
@@ -172,8 +183,9 @@ def test_tag_filter_window_and_aggregate(monkeypatch: pytest.MonkeyPatch, influx
     assert rows[known_db.k1]["num_of_bookings"] == 55 and rows[known_db.k1]["avg_distance_km"] == 9.75
 
 
-def test_compare_with_a_day_and_a_week_earlier(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                               known_db: KnownCells) -> None:
+def test_compare_with_a_day_and_a_week_earlier(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.radio(key="atlas_compare").set_value("D-1")
     deck = _deck(_run(at))
@@ -182,8 +194,16 @@ def test_compare_with_a_day_and_a_week_earlier(monkeypatch: pytest.MonkeyPatch, 
     # D-1: 34 bookings (30 cars + 4 bikes) in the window ending E - 1 day; K2 and K3 had no point then: they
     # are new, in a colour of their own, not a rise from 0.
     assert (k1["num_of_bookings"], k1["num_of_bookings__prev"], k1["num_of_bookings__diff"]) == (50, 34, 16)
-    assert (k2["num_of_bookings"], k2["num_of_bookings__prev"], k2["num_of_bookings__diff"]) == (10, "–", "new")
-    assert (k3["num_of_bookings"], k3["num_of_bookings__prev"], k3["num_of_bookings__diff"]) == (10, "–", "new")
+    assert (k2["num_of_bookings"], k2["num_of_bookings__prev"], k2["num_of_bookings__diff"]) == (
+        10,
+        "–",
+        "new",
+    )
+    assert (k3["num_of_bookings"], k3["num_of_bookings__prev"], k3["num_of_bookings__diff"]) == (
+        10,
+        "–",
+        "new",
+    )
     assert k2["fill"] == k3["fill"] == [*NEW_RGB, 210] and k1["fill"] == [178, 24, 43, 210]  # DIVERGING[-1]
     assert "{num_of_bookings__prev}" in _tooltip(at)["html"]
     legend = next(m.value for m in at.markdown if "atlas-legend" in m.value)
@@ -202,8 +222,9 @@ def test_compare_with_a_day_and_a_week_earlier(monkeypatch: pytest.MonkeyPatch, 
     assert k1["fill"] == [238, 238, 238, 210]
 
 
-def test_elevation_scale_and_map_style(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                       known_db: KnownCells) -> None:
+def test_elevation_scale_and_map_style(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_elev_bookings_per_s2").select("num_of_bookings")
     at.radio(key="atlas_scale").set_value("linear")
@@ -221,8 +242,9 @@ def test_elevation_scale_and_map_style(monkeypatch: pytest.MonkeyPatch, influxdb
     assert rows[known_db.k2]["fill"][:3] == [59, 4, 154]
 
 
-def test_other_measurement_with_negative_cell_ids(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                  known_db: KnownCells) -> None:
+def test_other_measurement_with_negative_cell_ids(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     at.selectbox(key="atlas_measurement").select("drivers_per_s2")
     # Jakarta and Mexico City in one view: the world, where level-13 cells would be specks, so the
@@ -231,8 +253,10 @@ def test_other_measurement_with_negative_cell_ids(monkeypatch: pytest.MonkeyPatc
     assert sorted(row["drivers"] for row in coarse.values()) == [4, 17]
     level = int(cell_level(from_decimal_strings(list(coarse)))[0])
     assert 4 <= level <= 8
-    assert set(coarse) == {str(np.uint64(cell_parent(from_decimal_strings([k]), level)[0]).astype(np.int64))
-                           for k in (known_db.k1, known_db.k4)}
+    assert set(coarse) == {
+        str(np.uint64(cell_parent(from_decimal_strings([k]), level)[0]).astype(np.int64))
+        for k in (known_db.k1, known_db.k4)
+    }
     assert f"level-{level} S2 cells, each the sum of its level-13 cells" in at.markdown[-1].value
     at.selectbox(key="atlas_cell_size").select("13")
     deck = _deck(_run(at))
@@ -241,11 +265,16 @@ def test_other_measurement_with_negative_cell_ids(monkeypatch: pytest.MonkeyPatc
     assert set(rows) == {known_db.k1, known_db.k4}
     assert rows[known_db.k1]["drivers"] == 17 and rows[known_db.k4]["drivers"] == 4
     assert rows[known_db.k4]["polygon"] == _s2sphere_polygon(known_db.k4)
-    assert at.selectbox(key="atlas_tag_drivers_per_s2_tag_driver_status").options == ["all", "AVAILABLE", "BUSY"]
+    assert at.selectbox(key="atlas_tag_drivers_per_s2_tag_driver_status").options == [
+        "all",
+        "AVAILABLE",
+        "BUSY",
+    ]
 
 
-def test_play_steps_and_live_follows_the_newest_window(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                       known_db: KnownCells) -> None:
+def test_play_steps_and_live_follows_the_newest_window(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, known_db.db)
     assert at.button(key="atlas_play").label == "▶ Play"
     at.button(key="atlas_play").click()
@@ -281,7 +310,6 @@ def test_empty_database_and_unreachable_influx(monkeypatch: pytest.MonkeyPatch, 
     assert "database not found: no_such_db" in at.error[0].value and "--db" in at.error[0].value
 
 
-
 def test_live_mode_rereads_and_follows_new_windows(monkeypatch: pytest.MonkeyPatch, influxdb: Any) -> None:
     from tests.web_atlas.conftest import write_known
 
@@ -292,8 +320,12 @@ def test_live_mode_rereads_and_follows_new_windows(monkeypatch: pytest.MonkeyPat
     _run(at)
     assert at.select_slider(key="atlas_window").value == E * 1000
     # A dagger writes the next window; after one refresh period the map follows it.
-    influxdb.write(f"bookings_per_s2,tag_city_id=1,tag_s2id={cells.k1},tag_vehicle_type=CAR "
-                   f"num_of_bookings=77i,avg_distance_km=1.0 {E + 60}", cells.db, precision="s")
+    influxdb.write(
+        f"bookings_per_s2,tag_city_id=1,tag_s2id={cells.k1},tag_vehicle_type=CAR "
+        f"num_of_bookings=77i,avg_distance_km=1.0 {E + 60}",
+        cells.db,
+        precision="s",
+    )
     deadline = time.monotonic() + 15  # the refresh period is 1 s; a loaded machine may need a few
     while True:
         time.sleep(1.2)
@@ -304,8 +336,9 @@ def test_live_mode_rereads_and_follows_new_windows(monkeypatch: pytest.MonkeyPat
     assert set(rows) == {cells.k1} and rows[cells.k1]["num_of_bookings"] == 77
 
 
-def test_compare_without_a_baseline_says_no_d1_data(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                                    known_db: KnownCells) -> None:
+def test_compare_without_a_baseline_says_no_d1_data(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, known_db: KnownCells
+) -> None:
     """The window ending E - 60 s has 5 bookings in K1 and its D-1 window no point at all: nothing is compared
     (it once read "↑ 5" and coloured the cell as a rise from 0)."""
     at = _app(monkeypatch, influxdb.url, known_db.db)
@@ -313,11 +346,20 @@ def test_compare_without_a_baseline_says_no_d1_data(monkeypatch: pytest.MonkeyPa
     at.radio(key="atlas_compare").set_value("D-1")
     rows = _rows(_deck(_run(at)))
     assert at.select_slider(key="atlas_window").value == (E - 60) * 1000
-    assert rows == {known_db.k1: {"cell": known_db.k1, "polygon": _s2sphere_polygon(known_db.k1),
-                                  "fill": [177, 0, 38, 210], "num_of_bookings": 5, "avg_distance_km": 4}}
+    assert rows == {
+        known_db.k1: {
+            "cell": known_db.k1,
+            "polygon": _s2sphere_polygon(known_db.k1),
+            "fill": [177, 0, 38, 210],
+            "num_of_bookings": 5,
+            "avg_distance_km": 4,
+        }
+    }
     metric = at.metric[1]
     assert (metric.label, metric.value, metric.delta) == ("num_of_bookings, all cells", "5", "")
-    assert [c.value for c in at.caption if "D-1" in c.value] == ["no D-1 data: cells coloured without a comparison"]
+    assert [c.value for c in at.caption if "D-1" in c.value] == [
+        "no D-1 data: cells coloured without a comparison"
+    ]
     legend = next(m.value for m in at.markdown if "atlas-legend" in m.value)
     assert ">num_of_bookings</div>" in legend and "change against" not in legend
     assert "{num_of_bookings__prev}" not in _tooltip(at)["html"]
@@ -343,8 +385,9 @@ def partial_db(influxdb: Any) -> KnownCells:
     return replace(cells, db=db)
 
 
-def test_a_partial_window_is_marked_partial(monkeypatch: pytest.MonkeyPatch, influxdb: Any,
-                                            partial_db: KnownCells) -> None:
+def test_a_partial_window_is_marked_partial(
+    monkeypatch: pytest.MonkeyPatch, influxdb: Any, partial_db: KnownCells
+) -> None:
     at = _app(monkeypatch, influxdb.url, partial_db.db)
     at.selectbox(key="atlas_window_size").select("15 min")
     _run(at)
@@ -358,9 +401,16 @@ def test_a_partial_window_is_marked_partial(monkeypatch: pytest.MonkeyPatch, inf
     # against the same 13 minutes a day earlier (13 bookings), not its whole window (15)
     at.radio(key="atlas_compare").set_value("D-1")
     rows = _rows(_deck(_run(at)))
-    assert (rows[partial_db.k1]["num_of_bookings__prev"], rows[partial_db.k1]["num_of_bookings__diff"]) == (13, 0)
+    assert (rows[partial_db.k1]["num_of_bookings__prev"], rows[partial_db.k1]["num_of_bookings__diff"]) == (
+        13,
+        0,
+    )
     metric = at.metric[1]
-    assert (metric.label, metric.value, metric.delta) == ("num_of_bookings, all cells (13 of 15 min)", "13", "0")
+    assert (metric.label, metric.value, metric.delta) == (
+        "num_of_bookings, all cells (13 of 15 min)",
+        "13",
+        "0",
+    )
     assert metric.help == "against D-1 (its first 13 min): 13"
     # the window before is whole: no mark
     at.radio(key="atlas_compare").set_value("none")
@@ -370,8 +420,10 @@ def test_a_partial_window_is_marked_partial(monkeypatch: pytest.MonkeyPatch, inf
     # an hour: 08:00–09:00 holds 13 minutes of data
     at.selectbox(key="atlas_window_size").select("1 hour")
     _run(at)
-    assert at.select_slider(key="atlas_window").options == ["Sat 22 Nov 07:00–08:00 UTC",
-                                                            "Sat 22 Nov 08:00–09:00 UTC (13 of 60 min)"]
+    assert at.select_slider(key="atlas_window").options == [
+        "Sat 22 Nov 07:00–08:00 UTC",
+        "Sat 22 Nov 08:00–09:00 UTC (13 of 60 min)",
+    ]
     at.button(key="atlas_next").click()
     _run(at)
     assert (at.metric[1].label, at.metric[1].value) == ("num_of_bookings, all cells (13 of 60 min)", "13")

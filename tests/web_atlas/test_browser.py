@@ -67,7 +67,9 @@ def test_atlas_in_chromium(influxdb: Any, city_db: KnownCells, tmp_path: Path) -
             page.mouse.move(5, 5)
             page.wait_for_timeout(300)
             shot = page.screenshot(path=str(tmp_path / "atlas.png"))
-            painted, distinct = _polygon_pixels(page.locator('[data-testid="stDeckGlJsonChart"]').screenshot())
+            painted, distinct = _polygon_pixels(
+                page.locator('[data-testid="stDeckGlJsonChart"]').screenshot()
+            )
             assert painted > 20_000 and distinct >= 5, (painted, distinct)
             assert len(shot) > 50_000
 

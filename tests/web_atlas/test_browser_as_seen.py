@@ -37,8 +37,12 @@ def timeline_db(influxdb: Any) -> str:
     db = f"atlas_{uuid.uuid4().hex[:8]}"
     influxdb.create_database(db)
     k1, k2 = s2_signed(*JAKARTA), s2_signed(*JAKARTA_EAST)
-    lines = [f"bookings_per_s2,tag_city_id=1,tag_s2id={cell},tag_vehicle_type=CAR num_of_bookings={n + m}i "
-             f"{E - 60 * m}" for m in range(MINUTES) for cell, n in ((k1, 20), (k2, 57))]
+    lines = [
+        f"bookings_per_s2,tag_city_id=1,tag_s2id={cell},tag_vehicle_type=CAR num_of_bookings={n + m}i "
+        f"{E - 60 * m}"
+        for m in range(MINUTES)
+        for cell, n in ((k1, 20), (k2, 57))
+    ]
     influxdb.write("\n".join(lines), db, precision="s")
     return db
 
@@ -49,8 +53,10 @@ def atlas(influxdb: Any, timeline_db: str, tmp_path_factory: pytest.TempPathFact
 
     log = tmp_path_factory.mktemp("atlas") / "streamlit.log"
     # no base map: the cells are drawn over one plain colour, so each cell's colour can be told exactly
-    with serve_atlas(influxdb.url, timeline_db, log, extra_env={"DAGGERS_ATLAS_BASEMAP": "none"}) as server, \
-            sync_playwright() as pw:
+    with (
+        serve_atlas(influxdb.url, timeline_db, log, extra_env={"DAGGERS_ATLAS_BASEMAP": "none"}) as server,
+        sync_playwright() as pw,
+    ):
         browser = chromium(pw)
         try:
             page = browser.new_page(viewport=VIEWPORT)
@@ -115,7 +121,9 @@ BACKGROUND = (0xF3, 0xF2, 0xEE)  # web_atlas/static/blank-light.json
 
 def legend_lines(atlas: AtlasPage) -> list[str]:
     """Return the lines of the legend's text (its title first)."""
-    return [line.strip() for line in atlas.page.locator(".atlas-legend").inner_text().splitlines() if line.strip()]
+    return [
+        line.strip() for line in atlas.page.locator(".atlas-legend").inner_text().splitlines() if line.strip()
+    ]
 
 
 def legend_colours(atlas: AtlasPage) -> list[tuple[int, int, int]]:
@@ -131,11 +139,13 @@ def off_legend_pixels(atlas: AtlasPage) -> int:
 
     image = np.asarray(Image.open(io.BytesIO(atlas.page.locator(DECK_SELECTOR).screenshot())).convert("RGB"))
     pixels = image.reshape(-1, 3).astype(np.float64)
-    pixels = pixels[pixels.max(axis=1) - pixels.min(axis=1) > 25]  # saturated: cells (not the ring, not the ground)
+    pixels = pixels[
+        pixels.max(axis=1) - pixels.min(axis=1) > 25
+    ]  # saturated: cells (not the ring, not the ground)
     a = DEFAULT_ALPHA / 255
     bg = np.asarray(BACKGROUND, dtype=np.float64)
     drawn = [np.asarray(c, dtype=np.float64) * a + bg * (1 - a) for c in legend_colours(atlas)]
-    segments = [(bg, c) for c in drawn] + [(c, d) for i, c in enumerate(drawn) for d in drawn[i + 1:]]
+    segments = [(bg, c) for c in drawn] + [(c, d) for i, c in enumerate(drawn) for d in drawn[i + 1 :]]
     best = np.full(len(pixels), np.inf)
     for p, q in segments:
         d = q - p
@@ -178,11 +188,15 @@ def test_integer_counts_get_whole_legend_classes(atlas: AtlasPage) -> None:
     while not any(line.startswith("20 – ") for line in lines) and time.monotonic() < deadline:
         atlas.page.wait_for_timeout(200)
         lines = legend_lines(atlas)
-    classes = [line.strip() for line in lines[1:] if re.match(r"\s*\d", line)]  # not the note on the cells' level
+    classes = [
+        line.strip() for line in lines[1:] if re.match(r"\s*\d", line)
+    ]  # not the note on the cells' level
     assert lines[0] == "num_of_bookings" and classes[0].startswith("20 – ") and classes[-1].endswith(" – 57")
     assert all(re.fullmatch(r"\d+( – \d+)?", c) for c in classes), classes  # no "20 – 25.3"
     bounds = [tuple(int(x) for x in c.split(" – ")) for c in classes]
-    assert all(lo <= hi for lo, hi in bounds) and all(a[-1] < b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+    assert all(lo <= hi for lo, hi in bounds) and all(
+        a[-1] < b[0] for a, b in zip(bounds, bounds[1:], strict=False)
+    )
 
 
 def test_the_metric_label_is_shown_whole(atlas: AtlasPage) -> None:

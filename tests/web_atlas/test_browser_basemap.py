@@ -50,15 +50,21 @@ def _patch(atlas: AtlasPage, image: Any, lat: float, lng: float, view: View, hal
     dx, dy = project(lat, lng, view)
     x = round(canvas["x"] - box["x"] + canvas["width"] / 2 + dx)
     y = round(canvas["y"] - box["y"] + canvas["height"] / 2 + dy)
-    return np.median(image[y - half:y + half + 1, x - half:x + half + 1].reshape(-1, 3), axis=0)
+    return np.median(image[y - half : y + half + 1, x - half : x + half + 1].reshape(-1, 3), axis=0)
 
 
 def _close(colour: Any, expected: tuple[int, int, int], tolerance: float = 12.0) -> bool:
     return float(np.abs(np.asarray(colour) - np.asarray(expected)).max()) <= tolerance
 
 
-def _wait_for_colour(atlas: AtlasPage, lat: float, lng: float, view: View, expected: tuple[int, int, int],
-                     timeout_ms: int = 30_000) -> Any:
+def _wait_for_colour(
+    atlas: AtlasPage,
+    lat: float,
+    lng: float,
+    view: View,
+    expected: tuple[int, int, int],
+    timeout_ms: int = 30_000,
+) -> Any:
     """Return the screenshot once the pixel at ``(lat, lng)`` shows ``expected`` (the map has loaded)."""
     waited = 0
     while True:
@@ -75,8 +81,10 @@ def _jakarta(influxdb: Any, db: str, log: Path, env: dict[str, str]) -> Iterator
     """Yield the Atlas (with ``env``, no camera flight) open on Jakarta in Chromium, and its URL."""
     from playwright.sync_api import sync_playwright
 
-    with serve_atlas(influxdb.url, db, log, extra_env={"DAGGERS_ATLAS_FLY_MS": "0", **env}) as server, \
-            sync_playwright() as pw:
+    with (
+        serve_atlas(influxdb.url, db, log, extra_env={"DAGGERS_ATLAS_FLY_MS": "0", **env}) as server,
+        sync_playwright() as pw,
+    ):
         browser = chromium(pw)
         try:
             atlas = AtlasPage(browser.new_page(viewport=VIEWPORT))
@@ -88,8 +96,9 @@ def _jakarta(influxdb: Any, db: str, log: Path, env: dict[str, str]) -> Iterator
             browser.close()
 
 
-def test_offline_base_map_draws_sea_land_and_place_names_under_the_cells(influxdb: Any, city_db: KnownCells,
-                                                                          tmp_path: Path) -> None:
+def test_offline_base_map_draws_sea_land_and_place_names_under_the_cells(
+    influxdb: Any, city_db: KnownCells, tmp_path: Path
+) -> None:
     jakarta = area_by_name("Jakarta")
     view = view_for_area(jakarta)
     with _jakarta(influxdb, city_db.db, tmp_path / "streamlit.log", {}) as (atlas, url):
@@ -110,12 +119,13 @@ def test_offline_base_map_draws_sea_land_and_place_names_under_the_cells(influxd
         dx, dy = project(label["position"][1], label["position"][0], view)
         x = round(canvas["x"] - box["x"] + canvas["width"] / 2 + dx)
         y = round(canvas["y"] - box["y"] + canvas["height"] / 2 + dy)
-        text = image[y - 10:y + 11, x - 40:x + 41]
+        text = image[y - 10 : y + 11, x - 40 : x + 41]
         dark = (text.max(axis=2) < 90) & (np.ptp(text, axis=2) < 30)
         assert dark.sum() > 40, (dark.sum(), around)
         # The attribution is on the map.
-        attribution = atlas.page.locator(f"{DECK_SELECTOR} .maplibregl-ctrl-attrib, "
-                                         f"{DECK_SELECTOR} .mapboxgl-ctrl-attrib").first.inner_text()
+        attribution = atlas.page.locator(
+            f"{DECK_SELECTOR} .maplibregl-ctrl-attrib, {DECK_SELECTOR} .mapboxgl-ctrl-attrib"
+        ).first.inner_text()
         assert "Natural Earth" in attribution and "GeoNames" in attribution
 
         # The dark variant paints the same places in its own colours.
@@ -179,11 +189,15 @@ def tile_server() -> Iterator[_TileServer]:
         yield server
 
 
-def test_deployment_raster_tiles_are_requested_and_drawn(influxdb: Any, city_db: KnownCells, tmp_path: Path,
-                                                        tile_server: _TileServer) -> None:
+def test_deployment_raster_tiles_are_requested_and_drawn(
+    influxdb: Any, city_db: KnownCells, tmp_path: Path, tile_server: _TileServer
+) -> None:
     view = view_for_area(area_by_name("Jakarta"))
-    env = {"DAGGERS_ATLAS_BASEMAP": "tiles", "DAGGERS_ATLAS_BASEMAP_URL": f"{tile_server.url}/{{z}}/{{x}}/{{y}}.png",
-           "DAGGERS_ATLAS_ATTRIBUTION": "© Test Tiles"}
+    env = {
+        "DAGGERS_ATLAS_BASEMAP": "tiles",
+        "DAGGERS_ATLAS_BASEMAP_URL": f"{tile_server.url}/{{z}}/{{x}}/{{y}}.png",
+        "DAGGERS_ATLAS_ATTRIBUTION": "© Test Tiles",
+    }
     with _jakarta(influxdb, city_db.db, tmp_path / "streamlit.log", env) as (atlas, url):
         image = _wait_for_colour(atlas, *JAVA_SEA, view, TILE_RGB)
         # The tiles are drawn where there is no cell (the same colour at sea and on land now)...
@@ -195,7 +209,9 @@ def test_deployment_raster_tiles_are_requested_and_drawn(influxdb: Any, city_db:
         assert not _close(centre, TILE_RGB), centre
         # Jakarta's tiles at the view's zoom were asked for: x/y of the centre at z = round(zoom) +/- 1
         # (MapLibre's 512-px zoom; 256-px tiles are one level deeper).
-        asked = [tuple(int(v) for v in p.strip("/").removesuffix(".png").split("/")) for p in tile_server.requests]
+        asked = [
+            tuple(int(v) for v in p.strip("/").removesuffix(".png").split("/")) for p in tile_server.requests
+        ]
         assert asked, "no tile was requested"
         z = max(a[0] for a in asked)
         n = 2**z

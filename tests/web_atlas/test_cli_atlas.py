@@ -43,17 +43,23 @@ def _app() -> typer.Typer:
     return app
 
 
-
 def _start_atlas(tmp_path: Path, port: int, influx: str, db: str) -> tuple[subprocess.Popen[bytes], Path]:
     """Start ``daggers atlas`` (its own session) on ``port`` and wait until Streamlit answers its health check;
     return the process and its log."""
-    code = "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); " \
-           "register(app); app()"
+    code = (
+        "import typer; from job.cli.atlas import register; app = typer.Typer(); app.callback()(lambda: None); "
+        "register(app); app()"
+    )
     log = tmp_path / "atlas.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code, "atlas", "--influx", influx, "--db", db,
-                                 "--port", str(port)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "atlas", "--influx", influx, "--db", db, "--port", str(port)],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     deadline = time.monotonic() + 90
     while True:
         assert proc.poll() is None, log.read_text()
@@ -66,6 +72,7 @@ def _start_atlas(tmp_path: Path, port: int, influx: str, db: str) -> tuple[subpr
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(log.read_text())
         time.sleep(0.3)
+
 
 def test_argv_and_environment() -> None:
     assert app_path() == ROOT / "web_atlas" / "app.py"
@@ -80,7 +87,10 @@ def test_argv_and_environment() -> None:
     assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/x"
     assert "DAGGERS_ATLAS_BASEMAP" not in env
     env = atlas_env("http://h:1", "db1", {}, basemap="tiles", basemap_url="http://t/{z}/{x}/{y}.png")
-    assert (env["DAGGERS_ATLAS_BASEMAP"], env["DAGGERS_ATLAS_BASEMAP_URL"]) == ("tiles", "http://t/{z}/{x}/{y}.png")
+    assert (env["DAGGERS_ATLAS_BASEMAP"], env["DAGGERS_ATLAS_BASEMAP_URL"]) == (
+        "tiles",
+        "http://t/{z}/{x}/{y}.png",
+    )
 
 
 def test_option_errors_name_the_option() -> None:
@@ -104,7 +114,9 @@ def test_option_errors_name_the_option() -> None:
 def test_basemap_options() -> None:
     check_basemap("offline", None)
     check_basemap("style", "https://maps.example/style.json")
-    with pytest.raises(AtlasLaunchError, match="--basemap: 'globe' is not one of offline, style, tiles, none"):
+    with pytest.raises(
+        AtlasLaunchError, match="--basemap: 'globe' is not one of offline, style, tiles, none"
+    ):
         check_basemap("globe", None)
     with pytest.raises(AtlasLaunchError, match="--basemap tiles needs --basemap-url"):
         check_basemap("tiles", " ")
@@ -115,7 +127,9 @@ def test_basemap_options() -> None:
 def test_cli_reports_bad_options_without_a_traceback() -> None:
     result = CliRunner().invoke(_app(), ["atlas", "--influx", "ftp://h", "--port", "0"])
     assert result.exit_code == 2
-    assert "Cannot start the Atlas: --influx: 'ftp://h' is not an http(s) URL" in " ".join(result.output.split())
+    assert "Cannot start the Atlas: --influx: 'ftp://h' is not an http(s) URL" in " ".join(
+        result.output.split()
+    )
     assert "Traceback" not in result.output
 
 
@@ -139,7 +153,9 @@ def test_cli_serves_the_app_and_stops_on_ctrl_c(influxdb: Any, tmp_path: Path) -
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     text = log.read_text()
-    assert f"Atlas on http://127.0.0.1:{port}" in text and f"InfluxDB {influxdb.url}, database atlasdb" in text
+    assert (
+        f"Atlas on http://127.0.0.1:{port}" in text and f"InfluxDB {influxdb.url}, database atlasdb" in text
+    )
 
 
 def _children(pid: int) -> list[int]:
@@ -173,8 +189,13 @@ def test_the_streamlit_child_stops_with_the_command(sig: signal.Signals, tmp_pat
         (child,) = _children(proc.pid)
         os.kill(proc.pid, sig)
         proc.wait(timeout=30)
-        wait_until(f"Streamlit (pid {child}) to stop with the command",
-                   lambda: not _alive(child) and not port_in_use("127.0.0.1", port), 30, every_s=0.2, log=log)
+        wait_until(
+            f"Streamlit (pid {child}) to stop with the command",
+            lambda: not _alive(child) and not port_in_use("127.0.0.1", port),
+            30,
+            every_s=0.2,
+            log=log,
+        )
         if sig == signal.SIGTERM:
             assert proc.returncode == 0, log.read_text()
     finally:

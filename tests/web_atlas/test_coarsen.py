@@ -35,12 +35,19 @@ KIDS_Q = _children(Q, 2)
 
 def _frame() -> pd.DataFrame:
     ids = np.array(KIDS_P + KIDS_Q, dtype=np.uint64)
-    return pd.DataFrame({
-        "cell": to_decimal_strings(ids), "id": ids,
-        "bookings": [5.0, 7.0, 1.0, 4.0, 6.0],
-        "drivers": [3.0, 2.0, 4.0, 1.0, 1.0],  # a distinct count per child
-        "avg_km": [2.0, 4.0, np.nan, 3.0, 5.0],
-    }).sort_values("id").reset_index(drop=True)
+    return (
+        pd.DataFrame(
+            {
+                "cell": to_decimal_strings(ids),
+                "id": ids,
+                "bookings": [5.0, 7.0, 1.0, 4.0, 6.0],
+                "drivers": [3.0, 2.0, 4.0, 1.0, 1.0],  # a distinct count per child
+                "avg_km": [2.0, 4.0, np.nan, 3.0, 5.0],
+            }
+        )
+        .sort_values("id")
+        .reset_index(drop=True)
+    )
 
 
 def test_cell_parent_matches_s2sphere() -> None:
@@ -84,17 +91,35 @@ def test_auto_level_keeps_cells_readable() -> None:
 
 
 def test_all_cities_view_draws_coarse_cells_and_says_so() -> None:
-    request = MapRequest("bookings", ("bookings", "drivers", "avg_km"),
-                         combine=(("bookings", "sum"), ("drivers", "sum"), ("avg_km", "mean")))
+    request = MapRequest(
+        "bookings",
+        ("bookings", "drivers", "avg_km"),
+        combine=(("bookings", "sum"), ("drivers", "sum"), ("avg_km", "mean")),
+    )
     bangkok = np.array([_id(13.7563, 100.5018, 13)], dtype=np.uint64)  # all cities: Bangkok to Bandung
-    frame = pd.concat([_frame(), pd.DataFrame({"cell": to_decimal_strings(bangkok), "id": bangkok, "bookings": [2.0],
-                                               "drivers": [1.0], "avg_km": [1.0]})], ignore_index=True)
+    frame = pd.concat(
+        [
+            _frame(),
+            pd.DataFrame(
+                {
+                    "cell": to_decimal_strings(bangkok),
+                    "id": bangkok,
+                    "bookings": [2.0],
+                    "drivers": [1.0],
+                    "avg_km": [1.0],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     data = build_map(frame.sort_values("id").reset_index(drop=True), request, CellGeometryCache())
     assert data.view.zoom < 5.5 and data.uniform_level == auto_level(data.view, 13) == 8
     assert sorted(r["bookings"] for r in data.rows()) == [2, 10, 13]  # Jakarta's and Bandung's sums
     assert data.total == 25.0  # the header's total is the same at any level
-    assert data.level_note.endswith("each the sum of its level-13 cells (for a distinct count: an upper bound; "
-                                    "combine by max for a lower bound)")
+    assert data.level_note.endswith(
+        "each the sum of its level-13 cells (for a distinct count: an upper bound; "
+        "combine by max for a lower bound)"
+    )
     fine = build_map(_frame(), MapRequest("bookings", ("bookings",), level=13), CellGeometryCache())
     assert fine.count == 5 and fine.level_note == "level-13 S2 cells"
     ten = build_map(_frame(), MapRequest("bookings", ("bookings",), level=10), CellGeometryCache())
@@ -102,6 +127,7 @@ def test_all_cities_view_draws_coarse_cells_and_says_so() -> None:
 
 
 def test_notes() -> None:
-    assert combine_note(9, 13, "max") == ("level-9 S2 cells, each the largest of its level-13 cells "
-                                          "(for a distinct count: a lower bound)")
+    assert combine_note(9, 13, "max") == (
+        "level-9 S2 cells, each the largest of its level-13 cells (for a distinct count: a lower bound)"
+    )
     assert combine_note(9, 13, "mean") == "level-9 S2 cells, each the mean of its level-13 cells"

@@ -33,7 +33,12 @@ def test_hex_and_number_formatting() -> None:
 
 def test_linear_scale_interpolates_between_min_and_max() -> None:
     scale = linear_scale([0.0, 5.0, 10.0, math.nan], BW, alpha=200)
-    assert scale.colors.tolist() == [[0, 0, 0, 200], [128, 128, 128, 200], [255, 255, 255, 200], list(NO_DATA_RGBA)]
+    assert scale.colors.tolist() == [
+        [0, 0, 0, 200],
+        [128, 128, 128, 200],
+        [255, 255, 255, 200],
+        list(NO_DATA_RGBA),
+    ]
     assert [e.label for e in scale.entries] == ["0", "2.5", "5", "7.5", "10"]
     assert scale.entries[0].color == (0, 0, 0) and scale.entries[-1].color == (255, 255, 255)
     assert scale.gradient and scale.no_data and scale.domain == (0.0, 10.0)
@@ -46,7 +51,11 @@ def test_quantile_scale_gives_each_class_a_palette_colour() -> None:
     values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     scale = quantile_scale(values, LIGHT_SEQUENTIAL, alpha=255)
     assert [tuple(c[:3]) for c in scale.colors.tolist()] == [hex_to_rgb(c) for c in LIGHT_SEQUENTIAL]
-    assert len(scale.entries) == 7 and scale.entries[0].label == "1 – 1.86" and scale.entries[-1].label == "6.14 – 7"
+    assert (
+        len(scale.entries) == 7
+        and scale.entries[0].label == "1 – 1.86"
+        and scale.entries[-1].label == "6.14 – 7"
+    )
     assert not scale.gradient and not scale.no_data
     # Many equal values collapse classes; the classes left spread over the whole palette.
     skewed = quantile_scale([1, 1, 1, 1, 1, 1, 9], LIGHT_SEQUENTIAL)
@@ -72,8 +81,13 @@ def test_diverging_scales_are_centred_on_zero() -> None:
 
     q = quantile_scale([-4.0, -1.0, 0.0, 2.0, 8.0], DIVERGING, diverging=True)
     rgb = [tuple(c[:3]) for c in q.colors.tolist()]
-    assert rgb == [hex_to_rgb(DIVERGING[0]), hex_to_rgb(DIVERGING[2]), hex_to_rgb(DIVERGING[3]),
-                   hex_to_rgb(DIVERGING[4]), hex_to_rgb(DIVERGING[6])]
+    assert rgb == [
+        hex_to_rgb(DIVERGING[0]),
+        hex_to_rgb(DIVERGING[2]),
+        hex_to_rgb(DIVERGING[3]),
+        hex_to_rgb(DIVERGING[4]),
+        hex_to_rgb(DIVERGING[6]),
+    ]
     labels = [e.label for e in q.entries]
     assert labels[0] == "-4 – -3" and "0" in labels and labels[-1] == "+6 – +8"
     assert q.domain == (-8.0, 8.0)
@@ -85,25 +99,51 @@ def test_color_scale_dispatch_and_legend_html() -> None:
     with pytest.raises(ValueError, match="'log' is not one of quantile, linear"):
         color_scale([1, 2], "log", BW)  # type: ignore[arg-type]
     html = legend_html(linear_scale([0, 10, math.nan], BW), "<bookings>")
-    assert "&lt;bookings&gt;" in html and "linear-gradient(to right, rgb(0, 0, 0)" in html and "no data" in html
+    assert (
+        "&lt;bookings&gt;" in html and "linear-gradient(to right, rgb(0, 0, 0)" in html and "no data" in html
+    )
     html = legend_html(quantile_scale([1, 2, 3], BW), "x")
     assert html.count("width:14px") == 2 and "color:inherit" in html
 
 
 def test_integer_counts_get_whole_non_overlapping_classes() -> None:
     counts = [20, 21, 23, 28, 34, 35, 38, 44, 50, 61, 77, 90, 120]
-    assert [e.label for e in quantile_scale(counts, LIGHT_SEQUENTIAL).entries][:2] == ["20 – 22.4", "22.4 – 30.6"]
+    assert [e.label for e in quantile_scale(counts, LIGHT_SEQUENTIAL).entries][:2] == [
+        "20 – 22.4",
+        "22.4 – 30.6",
+    ]
     scale = quantile_scale(counts, LIGHT_SEQUENTIAL, integer=True)
-    assert [e.label for e in scale.entries] == ["20 – 22", "23 – 30", "31 – 35", "36 – 43", "44 – 56", "57 – 80",
-                                                "81 – 120"]
+    assert [e.label for e in scale.entries] == [
+        "20 – 22",
+        "23 – 30",
+        "31 – 35",
+        "36 – 43",
+        "44 – 56",
+        "57 – 80",
+        "81 – 120",
+    ]
     # each count takes the colour of the class its label names
     colour = {e.label: e.color for e in scale.entries}
     assert tuple(scale.colors[2, :3]) == colour["23 – 30"] and tuple(scale.colors[1, :3]) == colour["20 – 22"]
     assert tuple(scale.colors[5, :3]) == colour["31 – 35"] and tuple(scale.colors[6, :3]) == colour["36 – 43"]
     assert [e.label for e in quantile_scale(range(1, 8), LIGHT_SEQUENTIAL, integer=True).entries] == [
-        "1", "2", "3", "4", "5", "6 – 7"]
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6 – 7",
+    ]
     changes = quantile_scale([-9, -4, -1, 0, 2, 3, 8, 13], DIVERGING, diverging=True, integer=True)
-    assert [e.label for e in changes.entries] == ["-9 – -6", "-5 – -3", "-2 – -1", "0", "+2", "+3 – +7", "+8 – +13"]
+    assert [e.label for e in changes.entries] == [
+        "-9 – -6",
+        "-5 – -3",
+        "-2 – -1",
+        "0",
+        "+2",
+        "+3 – +7",
+        "+8 – +13",
+    ]
     assert [e.label for e in linear_scale([3, 10, 20], integer=True).entries] == ["3", "7", "12", "16", "20"]
     # a mean of counts is no count: it keeps its decimals
     assert quantile_scale([1.5, 2, 3], LIGHT_SEQUENTIAL, integer=True).entries[0].label == "1.5 – 1.64"

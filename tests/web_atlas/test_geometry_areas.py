@@ -38,9 +38,13 @@ def test_polygons_and_centres_match_s2sphere() -> None:
         cell = s2sphere.Cell(s2sphere.CellId(cid))
         for v in range(4):
             ll = s2sphere.LatLng.from_point(cell.get_vertex(v))
-            assert geo.polygons[k, v].tolist() == pytest.approx([ll.lng().degrees, ll.lat().degrees], abs=1e-12)
+            assert geo.polygons[k, v].tolist() == pytest.approx(
+                [ll.lng().degrees, ll.lat().degrees], abs=1e-12
+            )
         centre = s2sphere.CellId(cid).to_lat_lng()
-        assert geo.centers[k].tolist() == pytest.approx([centre.lat().degrees, centre.lng().degrees], abs=1e-12)
+        assert geo.centers[k].tolist() == pytest.approx(
+            [centre.lat().degrees, centre.lng().degrees], abs=1e-12
+        )
 
 
 def test_cache_computes_each_cell_once_and_keeps_request_order() -> None:
@@ -70,8 +74,9 @@ def test_cache_starts_again_when_full() -> None:
 
 def test_distance_and_service_area_ring() -> None:
     jakarta, bandung = (-6.2088, 106.8456), (-6.9175, 107.6191)
-    assert distance_km([bandung[0]], [bandung[1]], *jakarta)[0] == pytest.approx(_s2_distance_km(jakarta, bandung),
-                                                                                   rel=1e-9)
+    assert distance_km([bandung[0]], [bandung[1]], *jakarta)[0] == pytest.approx(
+        _s2_distance_km(jakarta, bandung), rel=1e-9
+    )
     ring = circle_path(*jakarta, 30.0, points=12)
     assert len(ring) == 13 and ring[0] == ring[-1]
     for lng, lat in ring:
@@ -82,7 +87,11 @@ def test_area_presets_and_membership() -> None:
     assert area_names()[0] == ALL_AREAS and "Singapore" in area_names()
     assert area_by_name("all cities") is None
     jakarta = area_by_name("jakarta")
-    assert jakarta is not None and (jakarta.latitude, jakarta.longitude, jakarta.radius_km) == (-6.2088, 106.8456, 30.0)
+    assert jakarta is not None and (jakarta.latitude, jakarta.longitude, jakarta.radius_km) == (
+        -6.2088,
+        106.8456,
+        30.0,
+    )
     with pytest.raises(ValueError, match="unknown service area 'Atlantis'; known: All cities, Jakarta"):
         area_by_name("Atlantis")
     # 31.9 km north of the centre is in (radius 30 + margin 2), 32.1 km is out.
@@ -102,7 +111,9 @@ def test_views_fit_areas_and_cells_and_project_points() -> None:
     assert (fit.latitude, fit.longitude) == (0.0, 11.0)
     assert fit.zoom == round(math.log2(0.85 * 1000 * 360 / (512 * 2.0)), 2)
     # One cell: the view spans at least 0.02 degrees of longitude and 0.0004 of Mercator y.
-    one = min(math.log2(0.85 * 1000 * 360 / (512 * 0.02)), math.log2(0.85 * 640 * 2 * math.pi / (512 * 0.0004)))
+    one = min(
+        math.log2(0.85 * 1000 * 360 / (512 * 0.02)), math.log2(0.85 * 640 * 2 * math.pi / (512 * 0.0004))
+    )
     assert view_for_cells(np.array([[-6.2, 106.8]]), 1000, 640).zoom == round(one, 2)
     # One degree of longitude east at zoom z is 512 * 2**z / 360 pixels to the right.
     v = View(0.0, 0.0, 10.0)

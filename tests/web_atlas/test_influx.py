@@ -40,11 +40,20 @@ def test_window_ends_are_right_closed() -> None:
 
 
 def test_cell_query_statement() -> None:
-    q = CellQuery("bookings", "tag_s2id", ("n", "avg km"), 1000, 61_000, "auto",
-                  (("tag_vehicle_type", "CAR"), ("tag_note", "it's")), mean_fields=("avg km",))
+    q = CellQuery(
+        "bookings",
+        "tag_s2id",
+        ("n", "avg km"),
+        1000,
+        61_000,
+        "auto",
+        (("tag_vehicle_type", "CAR"), ("tag_note", "it's")),
+        mean_fields=("avg km",),
+    )
     assert q.influxql() == (
         'SELECT sum("n") AS "n", mean("avg km") AS "avg km" FROM "bookings" WHERE time > 1000ms AND '
-        "time <= 61000ms AND \"tag_vehicle_type\" = 'CAR' AND \"tag_note\" = 'it\\'s' GROUP BY \"tag_s2id\"")
+        'time <= 61000ms AND "tag_vehicle_type" = \'CAR\' AND "tag_note" = \'it\\\'s\' GROUP BY "tag_s2id"'
+    )
     assert q.aggregate_of("n") == "sum" and q.aggregate_of("avg km") == "mean"
     assert CellQuery("m", "s", ("n",), 0, 1, "max").influxql().startswith('SELECT max("n") AS "n"')
     shifted = q.shifted(86_400)
@@ -63,7 +72,11 @@ def test_cells_frame_parses_signed_ids_and_drops_bad_tags() -> None:
         {"tags": {"tag_s2id": pos}, "columns": ["time", "n", "d"], "values": [[0, 5, 1.5]]},
         {"tags": {"tag_s2id": neg}, "columns": ["time", "n", "d"], "values": [[0, 2, None]]},
         {"tags": {"tag_s2id": "abc"}, "columns": ["time", "n", "d"], "values": [[0, 9, 9.0]]},
-        {"tags": {"tag_s2id": "99999999999999999999"}, "columns": ["time", "n", "d"], "values": [[0, 9, 9.0]]},
+        {
+            "tags": {"tag_s2id": "99999999999999999999"},
+            "columns": ["time", "n", "d"],
+            "values": [[0, 9, 9.0]],
+        },
         {"tags": {"tag_s2id": "0"}, "columns": ["time", "n", "d"], "values": [[0, 9, 9.0]]},
         {"tags": {"tag_s2id": "12"}, "columns": ["time", "n", "d"], "values": []},
     ]
@@ -78,27 +91,49 @@ def test_cells_frame_parses_signed_ids_and_drops_bad_tags() -> None:
 def test_settings_from_environment() -> None:
     s = AtlasSettings.from_env({})
     assert (s.influx_url, s.database, s.username, s.password, s.refresh_s) == (
-        "http://127.0.0.1:8086", "daggers", None, None, 10.0)
-    s = AtlasSettings.from_env({"DAGGERS_INFLUX": "https://influx.example:8086/", "DAGGERS_ATLAS_DB": "prod",
-                                "DAGGERS_INFLUX_USERNAME": "atlas", "DAGGERS_INFLUX_PASSWORD": "hunter2",
-                                "DAGGERS_ATLAS_REFRESH_S": "30"})
-    assert (s.influx_url, s.database, s.username, s.refresh_s) == ("https://influx.example:8086", "prod", "atlas", 30)
+        "http://127.0.0.1:8086",
+        "daggers",
+        None,
+        None,
+        10.0,
+    )
+    s = AtlasSettings.from_env(
+        {
+            "DAGGERS_INFLUX": "https://influx.example:8086/",
+            "DAGGERS_ATLAS_DB": "prod",
+            "DAGGERS_INFLUX_USERNAME": "atlas",
+            "DAGGERS_INFLUX_PASSWORD": "hunter2",
+            "DAGGERS_ATLAS_REFRESH_S": "30",
+        }
+    )
+    assert (s.influx_url, s.database, s.username, s.refresh_s) == (
+        "https://influx.example:8086",
+        "prod",
+        "atlas",
+        30,
+    )
     assert s.password is not None and s.password.get_secret_value() == "hunter2"
     assert "hunter2" not in repr(s) and "hunter2" not in str(s)
     with pytest.raises(AtlasError, match="DAGGERS_INFLUX: Value error, 'localhost:8086' is not an http"):
         AtlasSettings.from_env({"DAGGERS_INFLUX": "localhost:8086"})
     with pytest.raises(AtlasError, match="not the URL"):
         AtlasSettings.from_env({"DAGGERS_INFLUX": "http://u:p@h:8086"})
-    with pytest.raises(AtlasError, match="DAGGERS_ATLAS_REFRESH_S: Input should be greater than or equal to 1"):
+    with pytest.raises(
+        AtlasError, match="DAGGERS_ATLAS_REFRESH_S: Input should be greater than or equal to 1"
+    ):
         AtlasSettings.from_env({"DAGGERS_ATLAS_REFRESH_S": "0"})
 
 
 def test_credentials_go_in_a_header_not_the_url() -> None:
-    reader = InfluxReader(AtlasSettings.from_env({"DAGGERS_INFLUX_USERNAME": "atlas",
-                                                   "DAGGERS_INFLUX_PASSWORD": "hunter2"}))
+    reader = InfluxReader(
+        AtlasSettings.from_env({"DAGGERS_INFLUX_USERNAME": "atlas", "DAGGERS_INFLUX_PASSWORD": "hunter2"})
+    )
     assert reader.session.auth == ("atlas", "hunter2")
-    request = reader.session.prepare_request(__import__("requests").Request(
-        "GET", "http://127.0.0.1:1/query", params={"q": "SHOW DATABASES"}, auth=reader.session.auth))
+    request = reader.session.prepare_request(
+        __import__("requests").Request(
+            "GET", "http://127.0.0.1:1/query", params={"q": "SHOW DATABASES"}, auth=reader.session.auth
+        )
+    )
     assert "hunter2" not in (request.url or "") and request.headers["Authorization"].startswith("Basic ")
 
 
@@ -109,15 +144,18 @@ def test_windows_and_cells_against_influxdb(influxdb: Any) -> None:
     cell = s2_signed(-6.2088, 106.8456)
     # Points at E - 300 s, E - 1 s, E and E + 1 s: in 5-minute windows (end - 300, end] they fall
     # in the windows ending E - 300, E, E and E + 300.
-    lines = [f"m,tag_s2id={cell},tag_k=a n={n}i,f={n / 2} {t}"
-             for n, t in ((1, E - 300), (2, E - 1), (3, E), (4, E + 1))]
+    lines = [
+        f"m,tag_s2id={cell},tag_k=a n={n}i,f={n / 2} {t}"
+        for n, t in ((1, E - 300), (2, E - 1), (3, E), (4, E + 1))
+    ]
     lines.append("plain,host=a value=1 0")  # no S2 tag: not offered
     influxdb.write("\n".join(lines), db, precision="s")
     reader = InfluxReader(AtlasSettings(influx_url=influxdb.url, database=db))
     assert reader.measurements() == ["m", "plain"]
     infos = reader.s2_measurements()
     assert [(i.name, i.s2_tag, i.tags, i.fields, i.float_fields) for i in infos] == [
-        ("m", "tag_s2id", ("tag_k",), ("n", "f"), ("f",))]
+        ("m", "tag_s2id", ("tag_k",), ("n", "f"), ("f",))
+    ]
     assert reader.tag_values("m", "tag_k") == ["a"]
     last = reader.last_time_ms("m", "n")
     assert last == (E + 1) * 1000
@@ -125,11 +163,14 @@ def test_windows_and_cells_against_influxdb(influxdb: Any) -> None:
     assert end == (E + 300) * 1000
     assert reader.windows("m", "n", 300, 3600, end) == [(E - 300) * 1000, E * 1000, (E + 300) * 1000]
     assert reader.windows("m", "n", 60, 3600, end) == [(E - 300) * 1000, E * 1000, (E + 60) * 1000]
-    frame = reader.cells(CellQuery("m", "tag_s2id", ("n", "f"), (E - 300) * 1000, E * 1000,
-                                   mean_fields=("f",)))
+    frame = reader.cells(
+        CellQuery("m", "tag_s2id", ("n", "f"), (E - 300) * 1000, E * 1000, mean_fields=("f",))
+    )
     assert frame["cell"].tolist() == [cell] and frame["n"].tolist() == [5.0] and frame["f"].tolist() == [1.25]
     assert reader.cells(CellQuery("m", "tag_s2id", ("n",), (E + 1) * 1000, (E + 60) * 1000)).empty
     with pytest.raises(AtlasError, match="InfluxDB rejected 'SELECT nonsense': error parsing query"):
         reader.query("SELECT nonsense")
-    with pytest.raises(AtlasError, match=r"database not found: nope \(databases at http://127.0.0.1:\d+: .*atlas_"):
+    with pytest.raises(
+        AtlasError, match=r"database not found: nope \(databases at http://127.0.0.1:\d+: .*atlas_"
+    ):
         InfluxReader(AtlasSettings(influx_url=influxdb.url, database="nope")).s2_measurements()

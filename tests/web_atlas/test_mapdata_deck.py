@@ -61,8 +61,9 @@ def test_rows_carry_polygon_colour_tags_and_values() -> None:
 def test_area_filter_elevation_and_mean_summary() -> None:
     frame = _frame([JAKARTA, (-6.25, 106.9), (-6.9175, 107.6191)], n=[10, 20, 5])
     jakarta = area_by_name("Jakarta")
-    data = build_map(frame, MapRequest("n", ("n",), elevation_field="n", area=jakarta, summary="mean"),
-                     CellGeometryCache())
+    data = build_map(
+        frame, MapRequest("n", ("n",), elevation_field="n", area=jakarta, summary="mean"), CellGeometryCache()
+    )
     assert sorted(r["n"] for r in data.rows()) == [10, 20] and data.total == 15.0
     assert sorted(r["elevation"] for r in data.rows()) == [1500.0, 3000.0]
     assert data.extruded and data.view.pitch == 45 and data.area_ring == jakarta
@@ -75,12 +76,18 @@ def test_comparison_joins_both_windows() -> None:
     data = build_map(current, MapRequest("n", ("n",), compare="D-1"), CellGeometryCache(), previous)
     rows = sorted(data.rows(), key=lambda r: str(r["n"]))
     # a cell without a point on one side is new or gone, never a change from 0
-    assert [(r["n"], r["n__prev"], r["n__diff"]) for r in rows] == [(10, 4, 6), (20, "–", "new"), ("–", 6, "gone")]
+    assert [(r["n"], r["n__prev"], r["n__diff"]) for r in rows] == [
+        (10, 4, 6),
+        (20, "–", "new"),
+        ("–", 6, "gone"),
+    ]
     assert [r["fill"] for r in rows[1:]] == [[*NEW_RGB, 210], [*GONE_RGB, 210]]
     assert (data.total, data.previous_total) == (30.0, 10.0)
     assert data.scale.diverging and data.legend_title == "n: change against D-1" and not data.scale.no_data
-    assert [(e.color, e.label) for e in data.legend_extra] == [(NEW_RGB, "new: no point D-1"),
-                                                               (GONE_RGB, "gone: no point now")]
+    assert [(e.color, e.label) for e in data.legend_extra] == [
+        (NEW_RGB, "new: no point D-1"),
+        (GONE_RGB, "gone: no point now"),
+    ]
     assert data.compare_note == ""
     assert "{n__prev}" in data.tooltip_html and "{n__diff}" in data.tooltip_html
 
@@ -90,8 +97,12 @@ def test_no_baseline_is_no_comparison() -> None:
     current = _frame([JAKARTA, (-6.25, 106.9)], n=[10, 20])
     alone = build_map(current, MapRequest("n", ("n",), scale="linear"), CellGeometryCache())
     for previous in (current.iloc[0:0], _frame([(-6.9175, 107.6191)], n=[5])):  # empty; only in Bandung
-        data = build_map(current, MapRequest("n", ("n",), compare="D-1", scale="linear",
-                                             area=area_by_name("Jakarta")), CellGeometryCache(), previous)
+        data = build_map(
+            current,
+            MapRequest("n", ("n",), compare="D-1", scale="linear", area=area_by_name("Jakarta")),
+            CellGeometryCache(),
+            previous,
+        )
         assert data.compare_note == "no D-1 data" and data.previous_total is None and data.legend_extra == ()
         assert data.legend_title == "n" and not data.scale.diverging
         assert [(r["n"], r["fill"]) for r in data.rows()] == [(r["n"], r["fill"]) for r in alone.rows()]
@@ -100,14 +111,20 @@ def test_no_baseline_is_no_comparison() -> None:
 
 
 def test_mixed_levels_and_precision() -> None:
-    ids = np.array([int(latlng_to_cell_id(-6.2, 106.8, 13)), int(latlng_to_cell_id(-6.3, 106.9, 20))], dtype=np.uint64)
+    ids = np.array(
+        [int(latlng_to_cell_id(-6.2, 106.8, 13)), int(latlng_to_cell_id(-6.3, 106.9, 20))], dtype=np.uint64
+    )
     frame = pd.DataFrame({"cell": to_decimal_strings(ids), "id": ids, "n": [1.0, 2.5]})
     data = build_map(frame, MapRequest("n", ("n",), level=20), CellGeometryCache())
     assert data.uniform_level is None and "(level {level})" in data.tooltip_html
     assert data.decimals == coordinate_decimals(20) == 7
     assert sorted((r["level"], r["n"]) for r in data.rows()) == [(13, 1), (20, 2.5)]
-    assert (coordinate_decimals(10), coordinate_decimals(13), coordinate_decimals(16), coordinate_decimals(30)) == (
-        4, 4, 5, 9)
+    assert (
+        coordinate_decimals(10),
+        coordinate_decimals(13),
+        coordinate_decimals(16),
+        coordinate_decimals(30),
+    ) == (4, 4, 5, 9)
 
 
 def test_unknown_field_is_refused() -> None:
@@ -124,17 +141,25 @@ def test_deck_json_is_compact_with_layers_tooltip_and_local_style() -> None:
     assert "\n" not in text and ": " not in text
     spec = json.loads(text)
     assert [(layer["@@type"], layer["id"]) for layer in spec["layers"]] == [
-        ("PolygonLayer", cell_layer_id(data.rows_json())), ("PathLayer", "service-area"),
-        ("TextLayer", "place-names")]
+        ("PolygonLayer", cell_layer_id(data.rows_json())),
+        ("PathLayer", "service-area"),
+        ("TextLayer", "place-names"),
+    ]
     # a layer of other rows is another layer to deck.gl: a highlight of the old rows is not carried over
-    other = build_map(_frame([JAKARTA, (-6.25, 106.9)], n=[10, 21]), MapRequest("n", ("n",)), CellGeometryCache())
+    other = build_map(
+        _frame([JAKARTA, (-6.25, 106.9)], n=[10, 21]), MapRequest("n", ("n",)), CellGeometryCache()
+    )
     assert cell_layer_id(other.rows_json()) != cell_layer_id(data.rows_json())
     assert re.fullmatch(r"cells-[0-9a-f]{16}", cell_layer_id(data.rows_json()))
     assert cell_layer_id(data.rows_json(), "window 08:00") != cell_layer_id(data.rows_json(), "window 07:55")
     cells = spec["layers"][0]
     assert (cells["getPolygon"], cells["getFillColor"], cells["pickable"]) == ("@@=polygon", "@@=fill", True)
     assert cells["positionFormat"] == "XY" and cells["stroked"] is False
-    assert cells["data"] == data.rows() and len(cells["data"]) == 2 and spec["mapStyle"] == "/app/static/basemap-dark.json"
+    assert (
+        cells["data"] == data.rows()
+        and len(cells["data"]) == 2
+        and spec["mapStyle"] == "/app/static/basemap-dark.json"
+    )
     assert spec["initialViewState"]["transitionDuration"] == 1200
     assert deck._tooltip["html"] == data.tooltip_html  # what st.pydeck_chart sends as the tooltip
     assert map_style_url("light") == "/app/static/basemap-light.json"
@@ -161,8 +186,16 @@ def test_an_integer_field_gets_whole_legend_bounds() -> None:
     frame = _frame([JAKARTA, (-6.25, 106.9), (-6.3, 106.8)], n=[20, 57, 30], avg=[1.5, 2.25, 3.0])
     request = MapRequest("n", ("n", "avg"), integer_fields=("n",))
     assert [e.label for e in build_map(frame, request, CellGeometryCache()).scale.entries] == [
-        "20 – 22", "23 – 25", "26 – 28", "29 – 33", "34 – 41", "42 – 49", "50 – 57"]
-    assert build_map(frame, replace(request, integer_fields=()), CellGeometryCache()).scale.entries[0].label == (
-        "20 – 22.9")
+        "20 – 22",
+        "23 – 25",
+        "26 – 28",
+        "29 – 33",
+        "34 – 41",
+        "42 – 49",
+        "50 – 57",
+    ]
+    assert build_map(frame, replace(request, integer_fields=()), CellGeometryCache()).scale.entries[
+        0
+    ].label == ("20 – 22.9")
     floats = build_map(frame, replace(request, color_field="avg"), CellGeometryCache())
     assert floats.scale.entries[0].label == "1.5 – 1.71"

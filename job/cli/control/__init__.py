@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
 
 def main() -> None:
     """Run these commands on their own, without the rest of ``daggers``."""
-    standalone = typer.Typer(name="daggers", no_args_is_help=True, pretty_exceptions_enable=False,
-                             add_completion=False)
+    standalone = typer.Typer(
+        name="daggers", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False
+    )
     register(standalone)
     standalone()

@@ -13,11 +13,18 @@ from job.cli.control.reply import errors
 
 
 @plane_options
-def tui(*, opts: PlaneOptions,
-        alerts_store: Annotated[str | None, typer.Option("--alerts-store", envvar="DAGGERS_ALERTS_STORE",
-                                                         help="The alert store URL, for the alerts feed "
-                                                              "(default: <state dir>/alerts.db if it exists).")] = None
-        ) -> None:
+def tui(
+    *,
+    opts: PlaneOptions,
+    alerts_store: Annotated[
+        str | None,
+        typer.Option(
+            "--alerts-store",
+            envvar="DAGGERS_ALERTS_STORE",
+            help="The alert store URL, for the alerts feed (default: <state dir>/alerts.db if it exists).",
+        ),
+    ] = None,
+) -> None:
     """Open the operator console."""
     with errors(False):
         plane = opts.plane()

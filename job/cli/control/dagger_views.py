@@ -21,14 +21,32 @@ def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
 def dagger_table(rows: list[Any]) -> Table:
     """Return the table of daggers that ``dagger list`` and ``dagger show`` print."""
     # the dagger and its cluster are never cut: at a narrow terminal the figures give way
-    t = Table(Column("dagger", no_wrap=True), Column("cluster", no_wrap=True), "v", "desired", "actual",
-              Column("health", no_wrap=True), Column("rows/s", justify="right"), Column("lag", justify="right"),
-              Column("batch ms", justify="right"), Column("restarts", justify="right"))
+    t = Table(
+        Column("dagger", no_wrap=True),
+        Column("cluster", no_wrap=True),
+        "v",
+        "desired",
+        "actual",
+        Column("health", no_wrap=True),
+        Column("rows/s", justify="right"),
+        Column("lag", justify="right"),
+        Column("batch ms", justify="right"),
+        Column("restarts", justify="right"),
+    )
     for d in rows:
         h = d.health
-        t.add_row(d.ref, d.cluster, str(d.current_version), d.desired_state, d.actual_state, d.state,
-                  figure_text(h.get("rows_per_s")), figure_text(h.get("lag")), figure_text(h.get("batch_ms")),
-                  str(d.restarts))
+        t.add_row(
+            d.ref,
+            d.cluster,
+            str(d.current_version),
+            d.desired_state,
+            d.actual_state,
+            d.state,
+            figure_text(h.get("rows_per_s")),
+            figure_text(h.get("lag")),
+            figure_text(h.get("batch_ms")),
+            str(d.restarts),
+        )
     return t
 
 
@@ -71,16 +89,21 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
     if not p:
         return []
     now = time.time() if now is None else now
-    rate, rate_when = _as_of(d, "rows_per_s", p.get("input_rows_per_s", 0), p.get("batch_at") or p.get("updated_at"),
-                             now)
+    rate, rate_when = _as_of(
+        d, "rows_per_s", p.get("input_rows_per_s", 0), p.get("batch_at") or p.get("updated_at"), now
+    )
     lag = ""
     if d.lag is not None:
         lag_value, lag_when = _as_of(d, "lag", d.lag, getattr(d, "lag_at", None), now)
-        lag = f"; lag {counted(int(lag_value or 0), 'record', fmt=',')}" + ("" if lag_when == "now" else f" {lag_when}")
-    lines = [f"read {counted(p.get('input_rows', 0), 'row', fmt=',')} in {counted(p.get('batches', 0), 'batch', fmt=',')} "
-             f"({counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped, "
-             f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); "
-             f"{float(rate or 0):,.0f} rows/s {rate_when}{lag}"]
+        lag = f"; lag {counted(int(lag_value or 0), 'record', fmt=',')}" + (
+            "" if lag_when == "now" else f" {lag_when}"
+        )
+    lines = [
+        f"read {counted(p.get('input_rows', 0), 'row', fmt=',')} in {counted(p.get('batches', 0), 'batch', fmt=',')} "
+        f"({counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped, "
+        f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); "
+        f"{float(rate or 0):,.0f} rows/s {rate_when}{lag}"
+    ]
     if "batch_duration_ms" in p:
         phases = sorted(p.get("batch_phases_ms", {}).items(), key=lambda kv: -kv[1])
         slowest = ", ".join(f"{k} {v:,}" for k, v in [kv for kv in phases if kv[0] != "triggerExecution"][:4])
@@ -88,16 +111,21 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
     if p.get("watermark"):
         lines.append(f"watermark {p['watermark']}")
     for name, sink in (p.get("sinks") or {}).items():
-        windows = (f"; windows {sink['first_window']} to {sink['last_window']}"
-                   if sink.get("first_window") else "")
+        windows = (
+            f"; windows {sink['first_window']} to {sink['last_window']}" if sink.get("first_window") else ""
+        )
         error = f"; last error: {sink['last_error']}" if sink.get("last_error") else ""
         if isinstance(retrying := sink.get("retrying"), dict):  # a write being retried (job.sinks.base)
-            error += (f"; retrying: attempt {retrying.get('attempt')}/{retrying.get('of')}, next in "
-                      f"{_ago(max(0.0, float(retrying.get('next_at') or now) - now))} ({retrying.get('error')})")
-        lines.append(f"sink {name}: {counted(sink.get('rows_written', 0), 'row', fmt=',')} in "
-                     f"{counted(sink.get('writes', 0), 'write', fmt=',')} ({counted(sink.get('retries', 0), 'retry', fmt=',')}, "
-                     f"{counted(sink.get('failures', 0), 'failure', fmt=',')}) to "
-                     f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}")
+            error += (
+                f"; retrying: attempt {retrying.get('attempt')}/{retrying.get('of')}, next in "
+                f"{_ago(max(0.0, float(retrying.get('next_at') or now) - now))} ({retrying.get('error')})"
+            )
+        lines.append(
+            f"sink {name}: {counted(sink.get('rows_written', 0), 'row', fmt=',')} in "
+            f"{counted(sink.get('writes', 0), 'write', fmt=',')} ({counted(sink.get('retries', 0), 'retry', fmt=',')}, "
+            f"{counted(sink.get('failures', 0), 'failure', fmt=',')}) to "
+            f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}"
+        )
     lines += lookup_lines(p.get("lookups") or {})
     return lines
 
@@ -108,9 +136,11 @@ def lookup_lines(lookups: dict[str, dict[str, Any]]) -> list[str]:
     lines = []
     for name, m in lookups.items():
         error = f"; last error: {m['last_error']}" if m.get("last_error") else ""
-        lines.append(f"lookup {name}: {m.get('rows', 0):,} rows, {m.get('keys', 0):,} keys "
-                     f"({float(m.get('hit_rate') or 0):.0%} from the cache), {m.get('requests', 0):,} requests, "
-                     f"{m.get('not_found', 0):,} not found, {m.get('errors', 0):,} errors "
-                     f"({m.get('rows_with_errors', 0):,} rows with NULLs), {float(m.get('mean_ms') or 0):,.1f} ms "
-                     f"a batch to {m.get('target') or m.get('lookup_type', '?')}{error}")
+        lines.append(
+            f"lookup {name}: {m.get('rows', 0):,} rows, {m.get('keys', 0):,} keys "
+            f"({float(m.get('hit_rate') or 0):.0%} from the cache), {m.get('requests', 0):,} requests, "
+            f"{m.get('not_found', 0):,} not found, {m.get('errors', 0):,} errors "
+            f"({m.get('rows_with_errors', 0):,} rows with NULLs), {float(m.get('mean_ms') or 0):,.1f} ms "
+            f"a batch to {m.get('target') or m.get('lookup_type', '?')}{error}"
+        )
     return lines

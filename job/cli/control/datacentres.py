@@ -14,8 +14,13 @@ dc_app = typer.Typer(help="Data centres.", no_args_is_help=True)
 
 @dc_app.command("add")
 @plane_options
-def dc_add(name: str, description: Annotated[str, typer.Option("--description")] = "", *, opts: PlaneOptions,
-           as_json: JsonOpt = False) -> None:
+def dc_add(
+    name: str,
+    description: Annotated[str, typer.Option("--description")] = "",
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """Add a data centre (superusers only)."""
     with errors(as_json):
         opts.plane().add_datacentre(name, description)

@@ -14,24 +14,55 @@ import typer
 if TYPE_CHECKING:
     from job.control.protocol import Plane
 
-UserOpt = Annotated[str | None, typer.Option("--user", "-u", envvar="DAGGERS_USER",
-                                             help="Without a server: act as this user ($DAGGERS_USER; default: "
-                                                  "the OS user). Refused with a server.")]
-ServerOpt = Annotated[str | None, typer.Option("--server", envvar="DAGGERS_SERVER",
-                                               help="Go through this daggers server ($DAGGERS_SERVER; default: "
-                                                    "the one of `daggers login`, else the local registry).")]
-RegistryOpt = Annotated[str | None, typer.Option("--registry", envvar="DAGGERS_REGISTRY",
-                                                 help="Registry URL: sqlite:///path or postgresql://... "
-                                                      "(default: sqlite:///<state dir>/registry.db).")]
-StateOpt = Annotated[Path | None, typer.Option("--state-dir", help="State folder ($DAGGERS_HOME or ./.daggers).")]
+UserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        envvar="DAGGERS_USER",
+        help="Without a server: act as this user ($DAGGERS_USER; default: "
+        "the OS user). Refused with a server.",
+    ),
+]
+ServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="DAGGERS_SERVER",
+        help="Go through this daggers server ($DAGGERS_SERVER; default: "
+        "the one of `daggers login`, else the local registry).",
+    ),
+]
+RegistryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        envvar="DAGGERS_REGISTRY",
+        help="Registry URL: sqlite:///path or postgresql://... (default: sqlite:///<state dir>/registry.db).",
+    ),
+]
+StateOpt = Annotated[
+    Path | None, typer.Option("--state-dir", help="State folder ($DAGGERS_HOME or ./.daggers).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-RefArg = Annotated[str, typer.Argument(help="The dagger: team/name, or name when it is unique in your teams.")]
-FreshOpt = Annotated[bool, typer.Option("--fresh-start", help="Allow a change that cannot resume from the "
-                                                              "checkpoint (new checkpoint, empty state).")]
+RefArg = Annotated[
+    str, typer.Argument(help="The dagger: team/name, or name when it is unique in your teams.")
+]
+FreshOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fresh-start",
+        help="Allow a change that cannot resume from the checkpoint (new checkpoint, empty state).",
+    ),
+]
 
 #: The options a :class:`PlaneOptions` is made of, in the order a command's help lists them.
 PLANE_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("user", UserOpt), ("server", ServerOpt), ("registry", RegistryOpt), ("state_dir", StateOpt))
+    ("user", UserOpt),
+    ("server", ServerOpt),
+    ("registry", RegistryOpt),
+    ("state_dir", StateOpt),
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,8 +74,9 @@ def registry_url(registry: str | None, state_dir: Path | None) -> str:
     return registry or default_registry_url(state_dir)
 
 
-def open_plane(user: str | None, registry: str | None, state_dir: Path | None = None,
-               server: str | None = None) -> Plane:
+def open_plane(
+    user: str | None, registry: str | None, state_dir: Path | None = None, server: str | None = None
+) -> Plane:
     """Return the server's control plane (as the signed-in user) or, without a server, the embedded one on
     the local registry as ``user`` or the OS user (see :func:`job.control.client.open_plane`)."""
     from job.control.client import open_plane as open_client_plane
@@ -80,8 +112,10 @@ def plane_options(command: F) -> F:
     params: list[inspect.Parameter] = []
     for param in signature.parameters.values():
         if param.name == "opts":
-            params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                         annotation=annotation) for name, annotation in PLANE_OPTIONS]
+            params += [
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+                for name, annotation in PLANE_OPTIONS
+            ]
         else:
             params.append(param)
     if len(params) != len(signature.parameters) + len(PLANE_OPTIONS) - 1:

@@ -20,8 +20,12 @@ out = SafeConsole(highlight=False, soft_wrap=True)  # text as text: see job.cli.
 def fail(exc: DaggerError, as_json: bool) -> NoReturn:
     """Print ``exc`` (``{"ok": false, "error": {...}}`` with ``as_json``); exit with :data:`EXIT_ERROR`."""
     if as_json:
-        typer.echo(json.dumps({"ok": False, "error": {"title": exc.title, "message": exc.message,
-                                                      "hint": exc.hint}}, indent=2))
+        typer.echo(
+            json.dumps(
+                {"ok": False, "error": {"title": exc.title, "message": exc.message, "hint": exc.hint}},
+                indent=2,
+            )
+        )
     else:
         print_error(exc)
     raise typer.Exit(EXIT_ERROR)

@@ -25,10 +25,15 @@ def team_add(name: str, *, opts: PlaneOptions, as_json: JsonOpt = False) -> None
 
 @team_app.command("member")
 @plane_options
-def team_member(team: str, member: str,
-                role: Annotated[str, typer.Option("--role", help="viewer, editor or admin.")] = "editor",
-                remove: Annotated[bool, typer.Option("--remove", help="Remove the member instead.")] = False,
-                *, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
+def team_member(
+    team: str,
+    member: str,
+    role: Annotated[str, typer.Option("--role", help="viewer, editor or admin.")] = "editor",
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the member instead.")] = False,
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """Give MEMBER a role in TEAM (or --remove them): superusers and the team's admins."""
     with errors(as_json):
         plane = opts.plane()
@@ -51,7 +56,11 @@ def team_list(*, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
         t = Table("team", "members")
         for r in rows:
             t.add_row(r["team"], ", ".join(f"{k}:{v}" for k, v in r["members"].items()))
-        print_table(out, t, empty="No teams you can see. A superuser makes one and adds members: daggers team add "
-                                  "NAME, then daggers team member NAME USER --role editor")
-    emit(rows, as_json, human)
+        print_table(
+            out,
+            t,
+            empty="No teams you can see. A superuser makes one and adds members: daggers team add "
+            "NAME, then daggers team member NAME USER --role editor",
+        )
 
+    emit(rows, as_json, human)

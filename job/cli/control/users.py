@@ -16,8 +16,13 @@ user_app = typer.Typer(help="Users of the control plane.", no_args_is_help=True)
 
 @user_app.command("add")
 @plane_options
-def user_add(name: str, superuser: Annotated[bool, typer.Option("--superuser")] = False, *, opts: PlaneOptions,
-             as_json: JsonOpt = False) -> None:
+def user_add(
+    name: str,
+    superuser: Annotated[bool, typer.Option("--superuser")] = False,
+    *,
+    opts: PlaneOptions,
+    as_json: JsonOpt = False,
+) -> None:
     """Add a user (superusers only)."""
     with errors(as_json):
         opts.plane().add_user(name, superuser=superuser)
@@ -34,8 +39,13 @@ def user_list(*, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     def human() -> None:
         t = Table("user", "superuser", "teams")
         for r in rows:
-            t.add_row(r["user"], "yes" if r["superuser"] else "", ", ".join(f"{k}:{v}" for k, v in r["teams"].items()))
+            t.add_row(
+                r["user"],
+                "yes" if r["superuser"] else "",
+                ", ".join(f"{k}:{v}" for k, v in r["teams"].items()),
+            )
         print_table(out, t, empty="No users you can see; a superuser adds one: daggers user add NAME")
+
     emit(rows, as_json, human)
 
 
@@ -44,7 +54,12 @@ def whoami(*, opts: PlaneOptions, as_json: JsonOpt = False) -> None:
     """Show who you act as and your roles."""
     with errors(as_json):
         me = opts.plane().whoami()
-    emit(me, as_json, lambda: out.print(f"{me['user']}{' (superuser)' if me['superuser'] else ''}: "
-                                         + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team"),
-                                         markup=False))
-
+    emit(
+        me,
+        as_json,
+        lambda: out.print(
+            f"{me['user']}{' (superuser)' if me['superuser'] else ''}: "
+            + (", ".join(f"{k}:{v}" for k, v in me["teams"].items()) or "no team"),
+            markup=False,
+        ),
+    )

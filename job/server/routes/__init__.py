@@ -21,6 +21,15 @@ from job.server.routes import (
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
-    health.router, signin.router, users.router, teams.router, datacentres.router, audit.router, tokens.router,
-    clusters.router, daggers.router, dagger_actions.router, controller.router,
+    health.router,
+    signin.router,
+    users.router,
+    teams.router,
+    datacentres.router,
+    audit.router,
+    tokens.router,
+    clusters.router,
+    daggers.router,
+    dagger_actions.router,
+    controller.router,
 )

@@ -22,10 +22,17 @@ def clusters(plane: Plane) -> list[dict[str, Any]]:
 @router.post("/clusters", status_code=201)
 def add_cluster(body: ClusterIn, plane: Plane) -> dict[str, Any]:
     """Add a cluster to a team (superusers and the team's admins)."""
-    return plane.add_cluster(body.name, team=body.team, datacentre=body.datacentre,
-                             spark_master=body.spark_master, kafka_bootstrap=body.kafka_bootstrap,
-                             influx_url=body.influx_url, spark_ui_url=body.spark_ui_url,
-                             description=body.description, failover_to=body.failover_to).to_dict()
+    return plane.add_cluster(
+        body.name,
+        team=body.team,
+        datacentre=body.datacentre,
+        spark_master=body.spark_master,
+        kafka_bootstrap=body.kafka_bootstrap,
+        influx_url=body.influx_url,
+        spark_ui_url=body.spark_ui_url,
+        description=body.description,
+        failover_to=body.failover_to,
+    ).to_dict()
 
 
 @router.get("/clusters/{cluster}")

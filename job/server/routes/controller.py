@@ -56,6 +56,14 @@ def failover(body: FailoverRoundIn, agent: Agent) -> dict[str, Any]:
 def report(body: ReportIn, agent: Agent) -> dict[str, Any]:
     """Write one round: the cluster's daggers' status, samples, hand-overs and health; the heartbeat is
     the server's time."""
-    agent.report(body.updates, body.samples, body.health, body.handed, body.host, body.pid,
-                 body.prune_before, body.metrics_url)
+    agent.report(
+        body.updates,
+        body.samples,
+        body.health,
+        body.handed,
+        body.host,
+        body.pid,
+        body.prune_before,
+        body.metrics_url,
+    )
     return {"ok": True}

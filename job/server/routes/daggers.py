@@ -32,8 +32,13 @@ def daggers(plane: Plane, cluster: str | None = None, search: str | None = None)
 def overview(request: Request, plane: Plane) -> Response:
     """Everything the console's main screens show, in one answer: your clusters and daggers. Send the
     last ``ETag`` as ``If-None-Match``: 304 when nothing changed."""
-    body = json.dumps({"clusters": [c.to_dict() for c in plane.clusters()],
-                       "daggers": [d.to_dict() for d in plane.daggers()]}, default=str).encode()
+    body = json.dumps(
+        {
+            "clusters": [c.to_dict() for c in plane.clusters()],
+            "daggers": [d.to_dict() for d in plane.daggers()],
+        },
+        default=str,
+    ).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
@@ -43,7 +48,9 @@ def overview(request: Request, plane: Plane) -> Response:
 @router.post("/daggers", tags=["daggers"], status_code=201)
 def create(body: CreateIn, plane: Plane, state: State) -> dict[str, Any]:
     """Create a dagger from a spec (version 1); deploy it at once with ``deploy``."""
-    return plane.create(body.cluster, spec_ok(state, body.spec), deploy=body.deploy, comment=body.comment).to_dict()
+    return plane.create(
+        body.cluster, spec_ok(state, body.spec), deploy=body.deploy, comment=body.comment
+    ).to_dict()
 
 
 @router.post("/validate", tags=["daggers"])
@@ -57,8 +64,15 @@ def preview_text(body: SpecIn, plane: Plane, state: State) -> dict[str, Any]:
     """Preview a spec that is not a dagger yet (Spark runs in the server)."""
     if not state.settings.allow_preview:
         raise ControlError("this server does not run previews")
-    return table_json(plane.preview_text(body.cluster, spec_ok(state, body.spec), minutes=body.minutes,
-                                         limit=body.limit, spark_factory=state.preview_session))
+    return table_json(
+        plane.preview_text(
+            body.cluster,
+            spec_ok(state, body.spec),
+            minutes=body.minutes,
+            limit=body.limit,
+            spark_factory=state.preview_session,
+        )
+    )
 
 
 @router.get(D, tags=["daggers"])
@@ -70,7 +84,9 @@ def dagger(team: str, name: str, plane: Plane) -> dict[str, Any]:
 @router.get(f"{D}/screen", tags=["console"])
 def dagger_screen(team: str, name: str, plane: Plane, samples: int = 120, audit: int = 50) -> dict[str, Any]:
     """Everything the console's dagger screen shows: the dagger, samples, versions, audit entries."""
-    return plane.dagger_screen(ref(team, name), max(1, min(samples, 10_000)), max(1, min(audit, 1_000))).to_dict()
+    return plane.dagger_screen(
+        ref(team, name), max(1, min(samples, 10_000)), max(1, min(audit, 1_000))
+    ).to_dict()
 
 
 @router.get(f"{D}/fusible", tags=["daggers"])
@@ -105,18 +121,30 @@ def version(team: str, name: str, number: int, plane: Plane) -> dict[str, Any]:
 
 
 @router.get(f"{D}/output", tags=["daggers"])
-def output(team: str, name: str, plane: Plane, field: str,
-           since_s: Annotated[int, Query(le=MAX_OUTPUT_S)] = 900,
-           step_s: Annotated[int | None, Query(ge=1, le=MAX_OUTPUT_S)] = None,
-           until: str | None = None, tag: str | None = None, compare: str = "",
-           sink: str | None = None) -> dict[str, Any]:
+def output(
+    team: str,
+    name: str,
+    plane: Plane,
+    field: str,
+    since_s: Annotated[int, Query(le=MAX_OUTPUT_S)] = 900,
+    step_s: Annotated[int | None, Query(ge=1, le=MAX_OUTPUT_S)] = None,
+    until: str | None = None,
+    tag: str | None = None,
+    compare: str = "",
+    sink: str | None = None,
+) -> dict[str, Any]:
     """The dagger's own output read back from its sink: the sum of ``field`` per step, now and the
     periods it compares with (``compare``: ``D-1``, ``D-7`` or both, comma-separated; ``tag``: ``k=v``)."""
     from job.output.model import OutputQuery, parse_compare, parse_iso, parse_tag
 
-    query = OutputQuery(field=field, since_s=max(1, since_s), step_s=step_s,
-                        until=parse_iso(until) if until else None, tag=parse_tag(tag),
-                        compare=tuple(parse_compare(compare)))
+    query = OutputQuery(
+        field=field,
+        since_s=max(1, since_s),
+        step_s=step_s,
+        until=parse_iso(until) if until else None,
+        tag=parse_tag(tag),
+        compare=tuple(parse_compare(compare)),
+    )
     return plane.output(ref(team, name), query, sink).to_dict()
 
 

@@ -39,8 +39,12 @@ class ServerState:
     @classmethod
     def of(cls, registry: Registry, settings: ServerSettings) -> "ServerState":
         """Return the state of an application on ``registry`` with ``settings``."""
-        return cls(registry, settings, SigninLimiter(settings.max_failed_signins, settings.failed_signin_window_s),
-                   OidcVerifier(settings.oidc) if settings.oidc else None)
+        return cls(
+            registry,
+            settings,
+            SigninLimiter(settings.max_failed_signins, settings.failed_signin_window_s),
+            OidcVerifier(settings.oidc) if settings.oidc else None,
+        )
 
     def preview_session(self) -> Any:
         """The server's one Spark session for previews, started at the first preview and kept."""
@@ -48,7 +52,9 @@ class ServerState:
             if not self._spark:
                 from job.spark.session import build_session
 
-                self._spark.append(build_session("daggers-server-previews", master="local[2]", shuffle_partitions=2))
+                self._spark.append(
+                    build_session("daggers-server-previews", master="local[2]", shuffle_partitions=2)
+                )
             return self._spark[0]
 
 
@@ -70,9 +76,17 @@ def refused_signin(state: ServerState, request: Request, token: str | None, why:
     """Audit a refused sign-in (a bad credential, or too many of them)."""
     parts = split_token(token) if token else None
     with state.registry.session() as s:
-        s.add(AuditEntry(user="(not signed in)", action=f"sign in: {request.method} {request.url.path}"[:63],
-                         target="server", allowed=False, details={"reason": why},
-                         credential=f"token:{parts[0]}" if parts else None, source=source(request)))
+        s.add(
+            AuditEntry(
+                user="(not signed in)",
+                action=f"sign in: {request.method} {request.url.path}"[:63],
+                target="server",
+                allowed=False,
+                details={"reason": why},
+                credential=f"token:{parts[0]}" if parts else None,
+                source=source(request),
+            )
+        )
 
 
 def limited(state: ServerState, request: Request, keys: list[str], token: str | None) -> None:
@@ -82,12 +96,16 @@ def limited(state: ServerState, request: Request, keys: list[str], token: str | 
     if over is None:
         return
     key, wait = over
-    what = f"from {key.removeprefix('address:')}" if key.startswith("address:") else \
-        f"with token {key.removeprefix('token:')}"
+    what = (
+        f"from {key.removeprefix('address:')}"
+        if key.startswith("address:")
+        else f"with token {key.removeprefix('token:')}"
+    )
     message = f"too many failed sign-ins {what}"
     refused_signin(state, request, token, message)
-    raise TooManyError(message, retry_after_s=wait,
-                       hint=f"wait {math.ceil(wait)} s (a valid credential is served meanwhile)")
+    raise TooManyError(
+        message, retry_after_s=wait, hint=f"wait {math.ceil(wait)} s (a valid credential is served meanwhile)"
+    )
 
 
 def principal(request: Request) -> Principal:
@@ -115,15 +133,32 @@ def plane_of(request: Request, who: Who) -> ControlPlane:
     registry = server_state(request).registry
     if who.kind == "controller" or who.user is None:
         with registry.session() as s:
-            s.add(AuditEntry(user=f"controller of {who.cluster}", action=f"{request.method} {request.url.path}"[:63],
-                             team=None, target="server", allowed=False,
-                             details={"reason": "a controller credential acts only on its cluster's "
-                                                "assignments, state and heartbeat"},
-                             credential=who.credential, source=source(request)))
-        raise PermissionDeniedError(f"a controller credential (cluster {who.cluster}) may not "
-                                    f"{request.method} {request.url.path}")
-    return ControlPlane(registry, who.user, credential=who.credential, source=source(request), per_request=True,
-                        serves_clients=True)
+            s.add(
+                AuditEntry(
+                    user=f"controller of {who.cluster}",
+                    action=f"{request.method} {request.url.path}"[:63],
+                    team=None,
+                    target="server",
+                    allowed=False,
+                    details={
+                        "reason": "a controller credential acts only on its cluster's "
+                        "assignments, state and heartbeat"
+                    },
+                    credential=who.credential,
+                    source=source(request),
+                )
+            )
+        raise PermissionDeniedError(
+            f"a controller credential (cluster {who.cluster}) may not {request.method} {request.url.path}"
+        )
+    return ControlPlane(
+        registry,
+        who.user,
+        credential=who.credential,
+        source=source(request),
+        per_request=True,
+        serves_clients=True,
+    )
 
 
 Plane = Annotated[ControlPlane, Depends(plane_of)]
@@ -134,10 +169,17 @@ def agent_of(request: Request, cluster: str, who: Who) -> ClusterAgent:
     state = server_state(request)
     if who.kind != "controller" or who.cluster != cluster:
         with state.registry.session() as s:
-            s.add(AuditEntry(user=who.user or f"controller of {who.cluster}",
-                             action=f"{request.method} {request.url.path}"[:63], target=f"cluster {cluster}"[:255],
-                             allowed=False, details={"reason": "not this cluster's controller credential"},
-                             credential=who.credential, source=source(request)))
+            s.add(
+                AuditEntry(
+                    user=who.user or f"controller of {who.cluster}",
+                    action=f"{request.method} {request.url.path}"[:63],
+                    target=f"cluster {cluster}"[:255],
+                    allowed=False,
+                    details={"reason": "not this cluster's controller credential"},
+                    credential=who.credential,
+                    source=source(request),
+                )
+            )
         raise PermissionDeniedError(f"only cluster {cluster}'s controller credential may do this")
     return ClusterAgent(state.registry, cluster, min_failover_after_s=state.settings.failover_after_s)
 
@@ -149,7 +191,9 @@ def spec_ok(state: ServerState, text: str) -> str:
     """Return ``text`` when it is within the server's spec size limit; raise TooLargeError otherwise."""
     size = len(text.encode())
     if size > state.settings.max_spec_bytes:
-        raise TooLargeError(f"spec: {size:,} bytes is over the limit of {state.settings.max_spec_bytes:,} bytes")
+        raise TooLargeError(
+            f"spec: {size:,} bytes is over the limit of {state.settings.max_spec_bytes:,} bytes"
+        )
     return text
 
 

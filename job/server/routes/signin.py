@@ -21,9 +21,12 @@ def oidc_config(state: State) -> dict[str, Any]:
     if state.verifier is None or state.settings.oidc is None:
         raise NotFoundError("this server has no single sign-on", hint="ask an admin for a personal token")
     conf = state.verifier.discovery()
-    return {"issuer": state.settings.oidc.issuer, "client_id": state.settings.oidc.client_id,
-            "device_authorization_endpoint": conf.get("device_authorization_endpoint"),
-            "token_endpoint": conf.get("token_endpoint")}
+    return {
+        "issuer": state.settings.oidc.issuer,
+        "client_id": state.settings.oidc.client_id,
+        "device_authorization_endpoint": conf.get("device_authorization_endpoint"),
+        "token_endpoint": conf.get("token_endpoint"),
+    }
 
 
 @router.post("/auth/oidc/token")
@@ -35,14 +38,24 @@ def oidc_signin(body: OidcSigninIn, request: Request, state: State) -> dict[str,
     keys = [f"address:{address}"]
     try:  # a source over its limit may still sign in, but its tokens make the server fetch no keys
         subject = state.verifier.verify(body.id_token, may_refresh=state.limiter.retry_after(keys) is None)
-        user, token = issue_oidc_session(state.registry, state.settings.oidc.issuer, subject,
-                                         state.settings.oidc.session_ttl_s)
+        user, token = issue_oidc_session(
+            state.registry, state.settings.oidc.issuer, subject, state.settings.oidc.session_ttl_s
+        )
     except AuthError as exc:
         limited(state, request, keys, None)
         state.limiter.failed(keys)
         refused_signin(state, request, None, exc.message)
         raise
     with state.registry.session() as s:
-        s.add(AuditEntry(user=user, action="sign in", target="server", allowed=True, details={},
-                         credential=f"oidc:{subject}", source=address))
+        s.add(
+            AuditEntry(
+                user=user,
+                action="sign in",
+                target="server",
+                allowed=True,
+                details={},
+                credential=f"oidc:{subject}",
+                source=address,
+            )
+        )
     return {"user": user, "token": token, "expires_in_s": state.settings.oidc.session_ttl_s}

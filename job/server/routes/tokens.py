@@ -23,8 +23,9 @@ def tokens(plane: Plane, user: str | None = None) -> list[dict[str, Any]]:
 def create_token(body: TokenIn, plane: Plane) -> dict[str, Any]:
     """Make a personal token (superusers) or a cluster's controller token (its team's admins); the token
     is in this answer only."""
-    view, token = plane.create_token(body.user, cluster=body.cluster, description=body.description,
-                                     expires_in_s=body.expires_in_s)
+    view, token = plane.create_token(
+        body.user, cluster=body.cluster, description=body.description, expires_in_s=body.expires_in_s
+    )
     return {**view.to_dict(), "token": token}
 
 

@@ -87,17 +87,34 @@ def build(target: Path, timeout_s: float = 120) -> Path:
         classes = Path(tmp) / "classes"
         classes.mkdir()
         try:
-            done = subprocess.run([_java(), "-cp", os.pathsep.join(janino), _DEMO, "-d", str(classes),
-                                   "-classpath", classpath, *map(str, SOURCES)],
-                                  capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(
+                [
+                    _java(),
+                    "-cp",
+                    os.pathsep.join(janino),
+                    _DEMO,
+                    "-d",
+                    str(classes),
+                    "-classpath",
+                    classpath,
+                    *map(str, SOURCES),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JvmFunctionsError(f"could not run java to compile {', '.join(s.name for s in SOURCES)}: {exc}",
-                                    hint="install a Java runtime (17 or later), or set JAVA_HOME") from None
+            raise JvmFunctionsError(
+                f"could not run java to compile {', '.join(s.name for s in SOURCES)}: {exc}",
+                hint="install a Java runtime (17 or later), or set JAVA_HOME",
+            ) from None
         built = sorted(classes.rglob("*.class"))
         if done.returncode != 0 or not built or done.stdout.strip() or done.stderr.strip():
             said = (done.stderr or done.stdout).strip().splitlines()
-            raise JvmFunctionsError(f"Janino did not compile {', '.join(s.name for s in SOURCES)}: "
-                                    f"{said[0] if said else f'exit code {done.returncode}'}")
+            raise JvmFunctionsError(
+                f"Janino did not compile {', '.join(s.name for s in SOURCES)}: "
+                f"{said[0] if said else f'exit code {done.returncode}'}"
+            )
         partial = target.with_name(f".{target.name}.{os.getpid()}.part")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
@@ -140,7 +157,8 @@ def register(spark: Any) -> bool:
     if not available(spark):
         return False
     jvm = spark._jvm
-    function = jvm.org.apache.spark.sql.functions.udaf(jvm.daggers.spark.DistinctCount(),
-                                                       jvm.org.apache.spark.sql.Encoders.BINARY())
+    function = jvm.org.apache.spark.sql.functions.udaf(
+        jvm.daggers.spark.DistinctCount(), jvm.org.apache.spark.sql.Encoders.BINARY()
+    )
     spark._jsparkSession.udf().register(DISTINCT_COUNT, function)
     return True

@@ -20,13 +20,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_cluster_kill_fails_over_exactly_and_leaves_nothing_running(tmp_path: Path) -> None:
     exp = Experiment(
-        name="cluster", description="chaos-a dies; chaos-b takes the dagger over",
+        name="cluster",
+        description="chaos-a dies; chaos-b takes the dagger over",
         dagger="examples/bookings-per-s2.yaml",
         load=Load(stream="booking", topic="chaos-cluster", events_per_s=300, duration_s=45, partitions=2),
         # at 10 s, or later: once the dagger has read (a cold dagger needs 20-70 s for its first batch on a busy
         # 2-core machine), so chaos-b resumes a real checkpoint
-        cases=[Case(name="cluster lost", target="cluster", fault="kill", at_s=10, after_read=1, downtime_s=10)],
-        failover_after_s=5, recover_timeout_s=240)
+        cases=[
+            Case(name="cluster lost", target="cluster", fault="kill", at_s=10, after_read=1, downtime_s=10)
+        ],
+        failover_after_s=5,
+        recover_timeout_s=240,
+    )
     out = tmp_path / "out"
     run = ChaosRun(exp, out, log=print)
     t0 = time.monotonic()
@@ -38,13 +43,15 @@ def test_cluster_kill_fails_over_exactly_and_leaves_nothing_running(tmp_path: Pa
     [case] = report.cases
     # it had read events on chaos-a (so chaos-b resumed a real checkpoint), and read them all on chaos-b
     # (the fault waited for that sample: both times are rounded to 0.1 s, and may be equal)
-    assert any(s.read > 0 for s in report.samples if s.cluster == "chaos-a" and s.t <= case.started_s), \
+    assert any(s.read > 0 for s in report.samples if s.cluster == "chaos-a" and s.t <= case.started_s), (
         "the dagger had read nothing on chaos-a before the kill"
+    )
     assert report.rows_read == report.events_in_topic
     assert (case.cluster, case.moved_to) == ("chaos-a", "chaos-b")
     assert case.running_again_s is not None and case.running_again_s > exp.failover_after_s
     assert [(m["action"], m["user"], m["details"]["from"], m["details"]["to"]) for m in report.moves] == [
-        ("failover", "controller:chaos-b", "chaos-a", "chaos-b")]
+        ("failover", "controller:chaos-b", "chaos-a", "chaos-b")
+    ]
     assert report.dagger_restarts >= 1
     md = (out / "report.md").read_text()
     assert "outputs equal the ground truth: yes" in md and "## Moves (control-plane audit)" in md

@@ -16,14 +16,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
     exp = Experiment(
-        name="short", description="kill the dagger, stop the broker, slow InfluxDB down", dagger="examples/bookings-per-s2.yaml",
+        name="short",
+        description="kill the dagger, stop the broker, slow InfluxDB down",
+        dagger="examples/bookings-per-s2.yaml",
         load=Load(stream="booking", topic="chaos-short", events_per_s=300, duration_s=60, partitions=2),
-        cases=[Case(name="dagger killed", target="dagger", fault="kill", at_s=20, after_read=1,
-                    downtime_s=2),
-               Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10),
-               Case(name="influxdb slow", target="influxdb", fault="slow", at_s=48, downtime_s=10,
-                    slow_fraction=0.9)],
-        recover_timeout_s=240)
+        cases=[
+            Case(name="dagger killed", target="dagger", fault="kill", at_s=20, after_read=1, downtime_s=2),
+            Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10),
+            Case(
+                name="influxdb slow",
+                target="influxdb",
+                fault="slow",
+                at_s=48,
+                downtime_s=10,
+                slow_fraction=0.9,
+            ),
+        ],
+        recover_timeout_s=240,
+    )
     report = ChaosRun(exp, tmp_path / "out", log=lambda *_: None).run()
     assert report.events_generated == 18_000
     assert report.events_acknowledged == 18_001  # and the closing event

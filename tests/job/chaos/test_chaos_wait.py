@@ -14,9 +14,13 @@ from job.chaos.runner import ChaosRun
 
 def _run(tmp_path: Path, duration_s: float = 60, recover_s: float = 60) -> tuple[ChaosRun, Case, list[str]]:
     case = Case(name="hit", target="dagger", fault="kill", at_s=0, after_read=100, downtime_s=1)
-    exp = Experiment(name="w", dagger="examples/bookings-per-s2.yaml",
-                     load=Load(stream="booking", topic="t", events_per_s=10, duration_s=duration_s),
-                     cases=[case], recover_timeout_s=recover_s)
+    exp = Experiment(
+        name="w",
+        dagger="examples/bookings-per-s2.yaml",
+        load=Load(stream="booking", topic="t", events_per_s=10, duration_s=duration_s),
+        cases=[case],
+        recover_timeout_s=recover_s,
+    )
     said: list[str] = []
     run = ChaosRun(exp, tmp_path, log=said.append)
     run._t0 = time.monotonic()

@@ -22,8 +22,11 @@ def test_example_and_template_load(tmp_path: Path) -> None:
 
 def test_bad_fields_are_named_with_lines(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(TEMPLATE.format(name="b").replace("fault: stop", "fault: melt").replace("events_per_s: 2000",
-                                                                                          "events_per_s: -1"))
+    path.write_text(
+        TEMPLATE.format(name="b")
+        .replace("fault: stop", "fault: melt")
+        .replace("events_per_s: 2000", "events_per_s: -1")
+    )
     with pytest.raises(SpecError) as info:
         load_experiment(path)
     text = str(info.value)
@@ -38,8 +41,11 @@ def test_cluster_cases_run_under_the_control_plane(tmp_path: Path) -> None:
     assert not load_experiment("examples/chaos/outages.yaml").controlled
     path = tmp_path / "t.yaml"
     path.write_text(TEMPLATE.format(name="t").replace("target: broker", "target: rack"))
-    with pytest.raises(SpecError, match=r"cases\[0\]\.target: Input should be 'broker', 'influxdb', 'dagger' "
-                                        r"or 'cluster'"):
+    with pytest.raises(
+        SpecError,
+        match=r"cases\[0\]\.target: Input should be 'broker', 'influxdb', 'dagger' "
+        r"or 'cluster'",
+    ):
         load_experiment(path)
 
 
@@ -47,8 +53,11 @@ def test_overlapping_cluster_cases_and_a_zero_failover_are_rejected(tmp_path: Pa
     base = TEMPLATE.format(name="o").replace("target: broker", "target: cluster")
     path = tmp_path / "o.yaml"
     path.write_text(base.replace("target: dagger", "target: cluster").replace("at_s: 120", "at_s: 60"))
-    with pytest.raises(SpecError, match=r"cases\[1\] \(dagger killed\) hits a cluster at 60.0 s, while cases\[0\] "
-                                        r"\(broker down\) still does \(until 70.0 s\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"cases\[1\] \(dagger killed\) hits a cluster at 60.0 s, while cases\[0\] "
+        r"\(broker down\) still does \(until 70.0 s\)",
+    ):
         load_experiment(path)
     path.write_text(base.replace("target: dagger", "target: cluster"))  # one after the other: fine
     assert load_experiment(path).controlled
@@ -61,15 +70,50 @@ def test_report_shows_where_the_dagger_moved(tmp_path: Path) -> None:
     from job.chaos.report import write_report
     from job.chaos.results import CaseResult, Report
 
-    moves = [{"at": 0.0, "t": 26.5, "user": "controller:chaos-b", "action": "failover", "team": "chaos",
-              "target": "dagger chaos/d", "allowed": True,
-              "details": {"from": "chaos-a", "to": "chaos-b", "reason": "the controller of chaos-a has been "
-                                                                        "silent for 5 s"}}]
-    report = Report(experiment="x", description="", started_at="now", duration_s=90, events_generated=10,
-                    events_acknowledged=10, events_in_topic=10, rows_read=10, dagger_restarts=1,
-                    cases=[CaseResult("cluster lost", "cluster", "kill", 20.0, 30.1, 12.0, cluster="chaos-a",
-                                      moved_to="chaos-b", running_again_s=19.0)],
-                    windows=[], exact=True, mode="control-plane", moves=moves)
+    moves = [
+        {
+            "at": 0.0,
+            "t": 26.5,
+            "user": "controller:chaos-b",
+            "action": "failover",
+            "team": "chaos",
+            "target": "dagger chaos/d",
+            "allowed": True,
+            "details": {
+                "from": "chaos-a",
+                "to": "chaos-b",
+                "reason": "the controller of chaos-a has been silent for 5 s",
+            },
+        }
+    ]
+    report = Report(
+        experiment="x",
+        description="",
+        started_at="now",
+        duration_s=90,
+        events_generated=10,
+        events_acknowledged=10,
+        events_in_topic=10,
+        rows_read=10,
+        dagger_restarts=1,
+        cases=[
+            CaseResult(
+                "cluster lost",
+                "cluster",
+                "kill",
+                20.0,
+                30.1,
+                12.0,
+                cluster="chaos-a",
+                moved_to="chaos-b",
+                running_again_s=19.0,
+            )
+        ],
+        windows=[],
+        exact=True,
+        mode="control-plane",
+        moves=moves,
+    )
     md = write_report(report, tmp_path).read_text()
     assert "| cluster lost | cluster | kill | chaos-a | 20.0 | 30.1 | chaos-b | 19.0 | 12.0 |" in md
     assert "| 26.5 | controller:chaos-b | failover | chaos-a | chaos-b | the controller of chaos-a" in md
@@ -100,7 +144,9 @@ def test_processes_in_finds_what_works_inside_a_folder(tmp_path: Path) -> None:
 def test_case_after_the_load_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "late.yaml"
     path.write_text(TEMPLATE.format(name="l").replace("at_s: 120", "at_s: 500"))
-    with pytest.raises(SpecError, match=r"cases\[1\] \(dagger killed\) starts at 500.0 s, after the load ends"):
+    with pytest.raises(
+        SpecError, match=r"cases\[1\] \(dagger killed\) starts at 500.0 s, after the load ends"
+    ):
         load_experiment(path)
 
 

@@ -24,31 +24,51 @@ PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq{s}\n-----END PRIVATE KEY---
 
 def _config(lines: str) -> Callable[[str], str]:
     """Return a spec change that gives the stream a consumer_config of ``lines`` (indented 6)."""
-    return lambda text: text.replace("    start_from: earliest\n",
-                                     f"    start_from: earliest\n    consumer_config:\n{lines}")
+    return lambda text: text.replace(
+        "    start_from: earliest\n", f"    start_from: earliest\n    consumer_config:\n{lines}"
+    )
 
 
 #: kind -> (the field named, how the spec is changed to hold secret s).
 KINDS: dict[str, tuple[str, Callable[[str, str], str]]] = {
-    "default": ("sink.password",
-                lambda t, s: t + "  username: u\n  password: ${INFLUX_PASSWORD:-" + s + "}\n"),
+    "default": (
+        "sink.password",
+        lambda t, s: t + "  username: u\n  password: ${INFLUX_PASSWORD:-" + s + "}\n",
+    ),
     "userinfo": ("sink.url", lambda t, s: t.replace("${DAGGERS_INFLUX}", f"http://admin:{s}@127.0.0.1:9")),
     "query": ("sink.url", lambda t, s: t.replace("${DAGGERS_INFLUX}", f"http://127.0.0.1:9/?u=admin&p={s}")),
-    "default url": ("sink.url", lambda t, s: t.replace(
-        "${DAGGERS_INFLUX}", "${DAGGERS_INFLUX:-http://admin:" + s + "@127.0.0.1:9}")),
-    "jaas": ("streams[0].consumer_config.sasl.jaas.config", lambda t, s: _config(
-        "      sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="u" password="{s}";\'\n')(t)),
-    "pem": ("streams[0].consumer_config.ssl.key.pem",
-            lambda t, s: _config("      ssl.key.pem: |\n" + "".join(
-                f"        {line}\n" for line in PEM.format(s=s).splitlines()))(t)),
-    "keystore": ("streams[0].consumer_config.ssl.keystore.password",
-                 lambda t, s: _config(f"      ssl.keystore.password: {s}\n")(t)),
-    "bootstrap": ("streams[0].bootstrap_servers",
-                  lambda t, s: t.replace("${DAGGERS_BOOTSTRAP}", f"admin:{s}@127.0.0.1:9092")),
-    "dsn": ("sinks[0].dsn", lambda t, s: t.replace(
-        "sink:\n", f"sinks:\n- type: postgres\n  dsn: host=db user=app password={s} dbname=x\n"
-                   "  table: t\n-\n")),
+    "default url": (
+        "sink.url",
+        lambda t, s: t.replace("${DAGGERS_INFLUX}", "${DAGGERS_INFLUX:-http://admin:" + s + "@127.0.0.1:9}"),
+    ),
+    "jaas": (
+        "streams[0].consumer_config.sasl.jaas.config",
+        lambda t, s: _config(
+            "      sasl.jaas.config: 'org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="u" password="{s}";\'\n'
+        )(t),
+    ),
+    "pem": (
+        "streams[0].consumer_config.ssl.key.pem",
+        lambda t, s: _config(
+            "      ssl.key.pem: |\n" + "".join(f"        {line}\n" for line in PEM.format(s=s).splitlines())
+        )(t),
+    ),
+    "keystore": (
+        "streams[0].consumer_config.ssl.keystore.password",
+        lambda t, s: _config(f"      ssl.keystore.password: {s}\n")(t),
+    ),
+    "bootstrap": (
+        "streams[0].bootstrap_servers",
+        lambda t, s: t.replace("${DAGGERS_BOOTSTRAP}", f"admin:{s}@127.0.0.1:9092"),
+    ),
+    "dsn": (
+        "sinks[0].dsn",
+        lambda t, s: t.replace(
+            "sink:\n",
+            f"sinks:\n- type: postgres\n  dsn: host=db user=app password={s} dbname=x\n  table: t\n-\n",
+        ),
+    ),
 }
 #: cluster field -> the add_cluster arguments holding secret s.
 CLUSTER_KINDS: dict[str, Callable[[str], dict[str, str]]] = {
@@ -57,8 +77,13 @@ CLUSTER_KINDS: dict[str, Callable[[str], dict[str, str]]] = {
     "spark_ui_url": lambda s: {"spark_ui_url": f"http://127.0.0.1:4040/?token={s}"},
     "spark_master": lambda s: {"spark_master": f"spark://admin:{s}@127.0.0.1:7077"},
 }
-CLUSTER = {"team": "team-a", "datacentre": "jkt", "spark_master": "local[2]",
-           "kafka_bootstrap": "127.0.0.1:9092", "influx_url": "http://127.0.0.1:8086"}
+CLUSTER = {
+    "team": "team-a",
+    "datacentre": "jkt",
+    "spark_master": "local[2]",
+    "kafka_bootstrap": "127.0.0.1:9092",
+    "influx_url": "http://127.0.0.1:8086",
+}
 
 
 def secret(kind: str) -> str:
@@ -116,25 +141,40 @@ def test_the_server_answers_422_naming_the_field_and_keeps_no_trace(tmp_path: Pa
     log = tmp_path / "server.log"
     tried: list[str] = []
     with running_server(f"sqlite:///{db}", log) as url:
+
         def post(who: str, path: str, body: dict[str, object]) -> requests.Response:
-            return requests.post(f"{url}/api/v1{path}", json=body, timeout=60,
-                                 headers={"Authorization": f"Bearer {tokens[who]}"})
+            return requests.post(
+                f"{url}/api/v1{path}",
+                json=body,
+                timeout=60,
+                headers={"Authorization": f"Bearer {tokens[who]}"},
+            )
 
         for kind, (field, put) in KINDS.items():
             s = secret(kind)
             tried.append(s)
             created = post("alice", "/daggers", {"cluster": "a-jkt", "spec": put(bookings_spec("leak"), s)})
             assert (kind, created.status_code, created.json()["error"]["message"]) == (
-                kind, 422, f"{field}: {MESSAGE}")
+                kind,
+                422,
+                f"{field}: {MESSAGE}",
+            )
             checked = post("vera", "/validate", {"cluster": "a-jkt", "spec": put(bookings_spec("leak"), s)})
             assert (kind, checked.status_code, checked.json()["ok"], checked.json()["message"]) == (
-                kind, 200, False, f"{field}: {MESSAGE}")
+                kind,
+                200,
+                False,
+                f"{field}: {MESSAGE}",
+            )
         for field, put_cluster in CLUSTER_KINDS.items():
             s = secret(field)
             tried.append(s)
             added = post("adam", "/clusters", {"name": "c-new", **CLUSTER, **put_cluster(s)})
             assert (field, added.status_code, added.json()["error"]["message"]) == (
-                field, 422, f"cluster {field}: {MESSAGE}")
+                field,
+                422,
+                f"cluster {field}: {MESSAGE}",
+            )
             assert s not in added.text
     assert traces(db, tried) == []
     assert [s for s in tried if s in log.read_text()] == []

@@ -23,7 +23,9 @@ def test_sql_check_ok(tmp_path: Path) -> None:
 
 def test_sql_check_points_at_the_error(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
-    spec.write_text(EXAMPLE.replace("S2Id(pickup_lat, pickup_long, 13) AS", "S2Id(pickup_lat, pickup_lng, 13) AS"))
+    spec.write_text(
+        EXAMPLE.replace("S2Id(pickup_lat, pickup_long, 13) AS", "S2Id(pickup_lat, pickup_lng, 13) AS")
+    )
     result = runner.invoke(app, ["sql", "check", str(spec), "--state-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "Dagger SQL error: line 2, column 25: unknown column pickup_lng" in result.output
@@ -66,4 +68,6 @@ def test_missing_spec_file(tmp_path: Path) -> None:
 def test_protos_list() -> None:
     result = runner.invoke(app, ["protos", "list"])
     assert result.exit_code == 0
-    assert "daggers.events.DriverLocationPing" in result.output and "event_timestamp:timestamp" in result.output
+    assert (
+        "daggers.events.DriverLocationPing" in result.output and "event_timestamp:timestamp" in result.output
+    )

@@ -16,9 +16,20 @@ from job.control import Registry
 from job.control.models import Cluster
 from tests.job.control.control_seed import seed
 
-PROBE = {"ok": True, "spark": {"ok": True, "mode": "standalone", "status": "ALIVE", "workers_alive": 2, "workers": 2,
-                               "cores": 8, "cores_used": 3},
-         "kafka": {"ok": True, "brokers": 1, "topics": 3, "partitions": 6}, "influx": {"ok": True}}
+PROBE = {
+    "ok": True,
+    "spark": {
+        "ok": True,
+        "mode": "standalone",
+        "status": "ALIVE",
+        "workers_alive": 2,
+        "workers": 2,
+        "cores": 8,
+        "cores_used": 3,
+    },
+    "kafka": {"ok": True, "brokers": 1, "topics": 3, "partitions": 6},
+    "influx": {"ok": True},
+}
 TIMED_OUT = {"ok": False, "refused": False, "error": "Local: Timed out"}
 
 
@@ -30,13 +41,26 @@ def cli(url: str, *args: str) -> str:
     return result.output
 
 
-@pytest.mark.parametrize(("probe", "age_s", "line"), [
-    (PROBE, 180, "spark stale 3m · kafka stale 3m · influx stale 3m"),
-    ({**PROBE, "kafka": {**TIMED_OUT, "failures": 1}}, 5, "spark ok 2/2 workers 3/8 cores · kafka slow · influx ok"),
-    ({**PROBE, "kafka": {**TIMED_OUT, "failures": 2}}, 5, "spark ok 2/2 workers 3/8 cores · kafka down · influx ok"),
-], ids=["stale", "slow", "down"])
-def test_the_parts_are_printed_as_the_health_model_judges_them(tmp_path: Path, probe: dict[str, Any], age_s: float,
-                                                               line: str) -> None:
+@pytest.mark.parametrize(
+    ("probe", "age_s", "line"),
+    [
+        (PROBE, 180, "spark stale 3m · kafka stale 3m · influx stale 3m"),
+        (
+            {**PROBE, "kafka": {**TIMED_OUT, "failures": 1}},
+            5,
+            "spark ok 2/2 workers 3/8 cores · kafka slow · influx ok",
+        ),
+        (
+            {**PROBE, "kafka": {**TIMED_OUT, "failures": 2}},
+            5,
+            "spark ok 2/2 workers 3/8 cores · kafka down · influx ok",
+        ),
+    ],
+    ids=["stale", "slow", "down"],
+)
+def test_the_parts_are_printed_as_the_health_model_judges_them(
+    tmp_path: Path, probe: dict[str, Any], age_s: float, line: str
+) -> None:
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     registry = Registry(url)
     seed(registry)

@@ -18,7 +18,9 @@ from tests.job.control.control_seed import bookings_spec, seed
 
 DAGGERS = Path(sys.executable).with_name("daggers")
 #: Clear the screen, turn red, Rich markup, a hyperlink (OSC 8) that shows "click" and opens another address.
-EVIL = "\x1b[2J \x1b[31mred [bold red]x[/] \x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\ [link=http://e]l[/link]"
+EVIL = (
+    "\x1b[2J \x1b[31mred [bold red]x[/] \x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\ [link=http://e]l[/link]"
+)
 SHOWN = "\\x1b[2J \\x1b[31mred [bold red]x[/] \\x1b]8;;http://evil\\x1b\\click\\x1b]8;;\\x1b\\ [link=http://e]l[/link]"
 
 
@@ -31,8 +33,11 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = seed(registry)
     alice = ControlPlane(registry, "alice")
     alice.create("a-jkt", bookings_spec("pg-var"), comment=EVIL)
-    alice.edit("pg-var", bookings_spec("pg-var").replace("trigger_interval_s: 1", "trigger_interval_s: 2"),
-               comment=EVIL)
+    alice.edit(
+        "pg-var",
+        bookings_spec("pg-var").replace("trigger_interval_s: 1", "trigger_interval_s: 2"),
+        comment=EVIL,
+    )
     root.create_token("alice", description=EVIL)
     root.add_datacentre("evil", EVIL)
     with registry.session() as s:
@@ -46,11 +51,16 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def daggers(url: str, user: str, *args: str, terminal: bool = False) -> subprocess.CompletedProcess[bytes]:
     """Run the installed ``daggers`` as ``user``: to a pipe, or as to a 300-column colour terminal."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS", "DAGGERS_SERVER")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS", "DAGGERS_SERVER")
+    }
     if terminal:
         env.update(FORCE_COLOR="1", COLUMNS="300")
-    return subprocess.run([str(DAGGERS), *args, "--registry", url, "--user", user], capture_output=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [str(DAGGERS), *args, "--registry", url, "--user", user], capture_output=True, env=env, timeout=120
+    )
 
 
 def test_history_shows_a_comment_as_text_to_a_pipe(url: str) -> None:

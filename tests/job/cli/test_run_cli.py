@@ -35,10 +35,21 @@ NOISE = ("Traceback", "py4j", "KeyboardInterrupt", "\tat org.apache", "SparkExce
 
 
 def _spec(tmp_path: Path, bootstrap: str, topic: str, influx_url: str, db: str, max_outage_s: float) -> Path:
-    _, text = make_spec(name=unique("run"), bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
-                        sql=BOOKINGS_SQL, influx_url=influx_url, db=db, measurement="m",
-                        checkpoint=tmp_path / "ckpt", trigger_interval_s=0.5)
-    text = text.replace("    start_from: earliest\n", f"    start_from: earliest\n    max_outage_s: {max_outage_s}\n")
+    _, text = make_spec(
+        name=unique("run"),
+        bootstrap=bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influx_url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        trigger_interval_s=0.5,
+    )
+    text = text.replace(
+        "    start_from: earliest\n", f"    start_from: earliest\n    max_outage_s: {max_outage_s}\n"
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return path
@@ -54,8 +65,15 @@ def _daggers(*args: str, log: Path) -> subprocess.Popen:
     def take_terminal() -> None:  # in the child, after setsid: stdin becomes the controlling terminal
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    proc = subprocess.Popen([sys.executable, "-m", "job.cli", *args], stdin=child_end, stdout=log.open("ab"),
-                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=take_terminal, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "job.cli", *args],
+        stdin=child_end,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=take_terminal,
+        cwd=REPO,
+    )
     os.close(child_end)
     weakref.finalize(proc, os.close, terminal)
     return proc
@@ -84,9 +102,13 @@ def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--once", "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
     try:
-        wait_until("the waiting line",
-                   lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(), 120,
-                   proc=proc, log=log)
+        wait_until(
+            "the waiting line",
+            lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(),
+            120,
+            proc=proc,
+            log=log,
+        )
         broker = NoidaBroker(tmp_path / "noida", port)  # the same port, the same data
         broker.start()
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
@@ -101,24 +123,37 @@ def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results
     assert "stopped after" in text and "3,001 rows read" in text
     # the summary: rows per sink, where, and the windows' range
     rows = sum(1 for _ in want)
-    assert (f"influx: wrote {rows:,} rows to measurement m in database {db} at {influxdb.url}, "
-            "windows ending 2026-03-02 08:01:00 UTC to 2026-03-02 08:05:00 UTC") in text
+    assert (
+        f"influx: wrote {rows:,} rows to measurement m in database {db} at {influxdb.url}, "
+        "windows ending 2026-03-02 08:01:00 UTC to 2026-03-02 08:05:00 UTC"
+    ) in text
     assert not [n for n in NOISE if n in text], text[-3000:]
 
 
 def test_a_dagger_gives_up_after_max_outage_s_with_one_line_and_a_hint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()  # nothing listens there
-    spec = _spec(tmp_path, "${RUN_TEST_BROKER:-127.0.0.1:9092}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=4)
-    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO,
-                          env={**os.environ, "RUN_TEST_BROKER": f"127.0.0.1:{port}"})
+    spec = _spec(
+        tmp_path, "${RUN_TEST_BROKER:-127.0.0.1:9092}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=4
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "RUN_TEST_BROKER": f"127.0.0.1:{port}"},
+    )
     assert done.returncode == 2
     err = done.stderr.strip().splitlines()
-    assert err[0].startswith(f"daggers: waiting for the Kafka broker at 127.0.0.1:{port} (topics bookings): "
-                             "unreachable for ")
+    assert err[0].startswith(
+        f"daggers: waiting for the Kafka broker at 127.0.0.1:{port} (topics bookings): unreachable for "
+    )
     assert err[0].endswith("giving up after max_outage_s 4 s")
-    found = re.fullmatch(rf"Source error: cannot reach the Kafka broker at 127.0.0.1:{port} \(waited (\d+) s, "
-                         r"max_outage_s 4\) \(from \$\{RUN_TEST_BROKER\}\)", err[-2])
+    found = re.fullmatch(
+        rf"Source error: cannot reach the Kafka broker at 127.0.0.1:{port} \(waited (\d+) s, "
+        r"max_outage_s 4\) \(from \$\{RUN_TEST_BROKER\}\)",
+        err[-2],
+    )
     assert found and int(found.group(1)) >= 4, err  # (how much longer: the machine's)
     assert err[-1].startswith("hint: start it (`daggers up` starts the local stack)")
     assert len(err) == 3 and not [n for n in NOISE if n in done.stdout + done.stderr]
@@ -126,8 +161,13 @@ def test_a_dagger_gives_up_after_max_outage_s_with_one_line_and_a_hint(tmp_path)
 
 def test_with_debug_the_error_comes_with_its_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]
     spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=1)
-    done = subprocess.run([sys.executable, "-m", "job.cli", "--debug", "run", str(spec), "--state-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "job.cli", "--debug", "run", str(spec), "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert done.returncode == 2
     assert "Traceback (most recent call last)" in done.stderr and "job.errors.SourceError" in done.stderr
     assert done.stderr.strip().splitlines()[-2].startswith("Source error: cannot reach the Kafka broker")
@@ -136,15 +176,28 @@ def test_with_debug_the_error_comes_with_its_trace(tmp_path) -> None:  # type: i
 def test_a_missing_topic_gets_a_produce_command_that_works(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
     topic = unique("missing")
     spec = _spec(tmp_path, tansu_broker, topic, "http://127.0.0.1:9", "db", max_outage_s=30)
-    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "job.cli", "run", str(spec), "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert done.returncode == 2
     title, hint = done.stderr.strip().splitlines()[-2:]
     assert title.startswith(f"Source error: topic '{topic}' does not exist on {tansu_broker}")
     command = hint.removeprefix("hint: create it, or produce to it first: ")
-    assert command == f"daggers produce --stream booking --topic {topic} --bootstrap {tansu_broker} --count 10000"
-    made = subprocess.run([sys.executable, "-m", "job.cli", *shlex.split(command)[1:]], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+    assert (
+        command
+        == f"daggers produce --stream booking --topic {topic} --bootstrap {tansu_broker} --count 10000"
+    )
+    made = subprocess.run(
+        [sys.executable, "-m", "job.cli", *shlex.split(command)[1:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert made.returncode == 0, made.stderr
     consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g")})
     try:
@@ -172,9 +225,13 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
     proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
     status = tmp_path / "ckpt" / "status.json"
     try:
-        wait_until("the dagger to read every event",
-                   lambda: status.is_file() and '"input_rows": 3001' in status.read_text(), 600,
-                   proc=proc, log=log)
+        wait_until(
+            "the dagger to read every event",
+            lambda: status.is_file() and '"input_rows": 3001' in status.read_text(),
+            600,
+            proc=proc,
+            log=log,
+        )
         before = len(log.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         code = proc.wait(timeout=180)
@@ -185,13 +242,19 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
     text = log.read_text()
     # the batch that read everything may log its line after status.json shows it (so after `before`)
     progress = re.compile(r"\d\d:\d\d:\d\d INFO daggers\.runner: \S+: batch \d+: ")
-    after = [line for line in text[before:].splitlines()
-             if line.strip() and not line.startswith("influx: wrote") and not progress.match(line)]
+    after = [
+        line
+        for line in text[before:].splitlines()
+        if line.strip() and not line.startswith("influx: wrote") and not progress.match(line)
+    ]
     assert len(after) == 1, after
-    assert re.fullmatch(r"stopped after \d+ batches: 3,001 rows read, 0 late rows dropped, 0 bad records skipped",
-                        after[0])
+    assert re.fullmatch(
+        r"stopped after \d+ batches: 3,001 rows read, 0 late rows dropped, 0 bad records skipped", after[0]
+    )
     assert not [n for n in NOISE if n in text], text[-3000:]
-    assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == expected_bookings(batch.table.to_pylist())
+    assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == expected_bookings(
+        batch.table.to_pylist()
+    )
 
 
 def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -206,25 +269,48 @@ def test_an_error_inside_spark_is_one_line_without_java_or_python_traces(tansu_b
     producer.flush()
     spec = _spec(tmp_path, tansu_broker, topic, "http://127.0.0.1:9", "db", max_outage_s=60)
     text = spec.read_text().replace("bad_records: skip", "bad_records: fail")
-    spec.write_text(text[:text.index("sink:\n")] + "sink:\n  type: log\n")
-    done = subprocess.run([sys.executable, "-m", "job.cli", "run", str(spec), "--once", "--master", "local[2]",
-                           "--state-dir", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=REPO)
+    spec.write_text(text[: text.index("sink:\n")] + "sink:\n  type: log\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "job.cli",
+            "run",
+            str(spec),
+            "--once",
+            "--master",
+            "local[2]",
+            "--state-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()
     error = next(i for i, line in enumerate(last) if line.startswith("Bad record: "))
     assert f"cannot decode the record at topic '{topic}' partition 0 offset 17" in last[error]
-    assert all(line.startswith("hint: ") for line in last[error + 1:])
+    assert all(line.startswith("hint: ") for line in last[error + 1 :])
     assert not [n for n in NOISE if n in done.stdout + done.stderr], done.stderr[-3000:]
 
 
 def _waiting_for_a_broker(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     """Start ``daggers run`` on a broker that is not there; return once it says it waits for it."""
-    spec = _spec(tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600)
+    spec = _spec(
+        tmp_path, f"127.0.0.1:{free_port()}", "bookings", "http://127.0.0.1:9", "db", max_outage_s=600
+    )
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--state-dir", str(tmp_path), log=log)
     try:
-        wait_until("the waiting line", lambda: "waiting for the Kafka broker" in log.read_text(), 120,
-                   proc=proc, log=log)
+        wait_until(
+            "the waiting line",
+            lambda: "waiting for the Kafka broker" in log.read_text(),
+            120,
+            proc=proc,
+            log=log,
+        )
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         raise

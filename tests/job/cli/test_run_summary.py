@@ -11,10 +11,18 @@ from job.cli.run import written_summary
 
 def test_the_summary_says_rows_target_and_windows_per_sink() -> None:
     sinks = {
-        "influx": {"rows_written": 1432, "target": "measurement m in database d at http://127.0.0.1:8086",
-                   "first_window": "2026-03-02T08:01:00+00:00", "last_window": "2026-03-02T08:05:00+00:00"},
-        "kafka": {"rows_written": 7, "target": "topic out at 127.0.0.1:9092",
-                  "first_window": "2026-03-02T08:01:00+00:00", "last_window": "2026-03-02T08:01:00+00:00"},
+        "influx": {
+            "rows_written": 1432,
+            "target": "measurement m in database d at http://127.0.0.1:8086",
+            "first_window": "2026-03-02T08:01:00+00:00",
+            "last_window": "2026-03-02T08:05:00+00:00",
+        },
+        "kafka": {
+            "rows_written": 7,
+            "target": "topic out at 127.0.0.1:9092",
+            "first_window": "2026-03-02T08:01:00+00:00",
+            "last_window": "2026-03-02T08:01:00+00:00",
+        },
         "log": {"rows_written": 0, "target": "the console"},
     }
     assert written_summary(sinks) == [

@@ -92,16 +92,38 @@ def pg_customers(dsn: str, table: str, rows: list[tuple[str, str, str, int]]) ->
 def es_profiles(url: str, index: str, docs: dict[str, dict[str, Any]]) -> None:
     """Index ``docs`` (id -> source) into ``index`` and refresh it."""
     for doc_id, source in docs.items():
-        resp = requests.put(f"{url}/{index}/_doc/{doc_id}", json=source, params={"refresh": "true"}, timeout=30)
+        resp = requests.put(
+            f"{url}/{index}/_doc/{doc_id}", json=source, params={"refresh": "true"}, timeout=30
+        )
         assert resp.status_code in (200, 201), resp.text
 
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
     """Make a self-signed certificate for 127.0.0.1 (openssl) in ``folder``; return (certificate, key)."""
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -141,8 +163,13 @@ def influx_gate(database: str) -> Iterator[InfluxGate]:
                 self.send_response(204)
                 self.end_headers()
                 return
-            data = json.dumps({"results": [{"series": [{"name": "databases", "columns": ["name"],
-                                                        "values": [[gate.database]]}]}]}).encode()
+            data = json.dumps(
+                {
+                    "results": [
+                        {"series": [{"name": "databases", "columns": ["name"], "values": [[gate.database]]}]}
+                    ]
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -40,15 +40,24 @@ class FakeSource(Source):
 
 def lookup(**extra: Any) -> PostgresLookup:
     settings: dict[str, Any] = {
-        "type": "postgres", "name": "customers", "dsn": "postgresql://x@127.0.0.1/db", "key": "customer_id",
-        "query": "SELECT id, name, age FROM customers WHERE id = ANY($1)", "max_keys_per_request": 2,
-        "capacity": 2, "retries": 1,
-        "output_mapping": {"customer_name": "name", "customer_age": {"path": "$.age", "type": "long"}}}
+        "type": "postgres",
+        "name": "customers",
+        "dsn": "postgresql://x@127.0.0.1/db",
+        "key": "customer_id",
+        "query": "SELECT id, name, age FROM customers WHERE id = ANY($1)",
+        "max_keys_per_request": 2,
+        "capacity": 2,
+        "retries": 1,
+        "output_mapping": {"customer_name": "name", "customer_age": {"path": "$.age", "type": "long"}},
+    }
     return PostgresLookup.model_validate({**settings, **extra})
 
 
-DOCS = {"c1": {"id": "c1", "name": "Ann", "age": 31}, "c2": {"id": "c2", "name": "Bob", "age": "40"},
-        "c3": {"id": "c3", "name": "Cy", "age": "old"}}
+DOCS = {
+    "c1": {"id": "c1", "name": "Ann", "age": 31},
+    "c2": {"id": "c2", "name": "Bob", "age": "40"},
+    "c3": {"id": "c3", "name": "Cy", "age": "old"},
+}
 
 
 def batch(customers: list[str | None]) -> pa.Table:
@@ -71,8 +80,20 @@ def test_distinct_keys_in_batches_and_rows_in_order() -> None:
     # 4 distinct keys, 2 a request: 2 requests, each key asked once
     assert sorted(sorted(r) for r in source.requests) == [["c1", "c2"], ["c3", "c9"]]
     m = enricher.metrics()["customers"]
-    assert (m["rows"], m["keys"], m["fetched"], m["requests"], m["found"], m["not_found"]) == (7, 4, 4, 2, 3, 1)
-    assert (m["rows_not_found"], m["rows_without_key"], m["rows_with_errors"], m["bad_values"]) == (1, 1, 0, 1)
+    assert (m["rows"], m["keys"], m["fetched"], m["requests"], m["found"], m["not_found"]) == (
+        7,
+        4,
+        4,
+        2,
+        3,
+        1,
+    )
+    assert (m["rows_not_found"], m["rows_without_key"], m["rows_with_errors"], m["bad_values"]) == (
+        1,
+        1,
+        0,
+        1,
+    )
 
 
 def test_cache_answers_within_ttl_then_asks_again() -> None:
@@ -154,8 +175,9 @@ def test_several_key_columns_and_lookups_in_order() -> None:
             self.seen.extend(keys)
             return [{"label": f"{k[0]}/{k[1]}"} for k in keys]
 
-    http = HttpLookup.model_validate({"type": "http", "url": "http://h/x/{customer_name}/{n}",
-                                      "output_mapping": {"label": "$.label"}})
+    http = HttpLookup.model_validate(
+        {"type": "http", "url": "http://h/x/{customer_name}/{n}", "output_mapping": {"label": "$.label"}}
+    )
     pairs = Pairs()
     enricher = Enricher([lookup(), http], sources={"customers": FakeSource(DOCS), "http": pairs})
     out = enricher.enrich(batch(["c1", "c2", "c1", "c9"]), 0)
@@ -170,12 +192,16 @@ def test_bind_names_a_missing_key_column_and_a_repeated_column() -> None:
     assert schema.field("customer_age").type == pa.int64()
     with pytest.raises(SpecError) as info:
         enricher.bind(pa.schema([("customer", pa.string())]))
-    assert info.value.message == ("lookups[0] (customers).key: the SQL does not output column 'customer_id'; "
-                                  "its rows have customer")
+    assert info.value.message == (
+        "lookups[0] (customers).key: the SQL does not output column 'customer_id'; its rows have customer"
+    )
     assert info.value.hint == "did you mean customer?"
     with pytest.raises(SpecError) as info:
         enricher.bind(pa.schema([("customer_id", pa.string()), ("customer_name", pa.string())]))
-    assert info.value.message == "lookups[0] (customers).output_mapping: column 'customer_name' is already in the rows"
+    assert (
+        info.value.message
+        == "lookups[0] (customers).output_mapping: column 'customer_name' is already in the rows"
+    )
 
 
 def test_an_empty_batch_gets_the_typed_columns() -> None:

@@ -56,7 +56,11 @@ HTTP = """  - type: http
 def test_lookups_load_in_order() -> None:
     spec = parse_spec(HEAD + PG + ES + HTTP, "s.yaml")
     pg, es, http = spec.lookups
-    assert isinstance(pg, PostgresLookup) and isinstance(es, ElasticsearchLookup) and isinstance(http, HttpLookup)
+    assert (
+        isinstance(pg, PostgresLookup)
+        and isinstance(es, ElasticsearchLookup)
+        and isinstance(http, HttpLookup)
+    )
     assert pg.key_columns() == ["customer_id"] and not pg.fail_on_errors and pg.cache_ttl_s == 300
     assert es.key_columns() == ["customer_id"] and es.fail_on_errors
     assert http.key_columns() == ["customer_name", "city_id"] and http.capacity == 16 and http.verb == "GET"
@@ -74,23 +78,52 @@ def test_paths() -> None:
             parse_path(bad)
 
 
-@pytest.mark.parametrize(("old", "new", "message"), [
-    ("profile_city: $._source.address.city", "profile_city: $._source..city",
-     "s.yaml:28: lookups[1].output_mapping.profile_city.path: '$._source..city' is not a response path"),
-    ("customer_tier: {path: $.tier, type: string}", "customer_tier: {path: $.tier, type: text}",
-     "s.yaml:20: lookups[0].output_mapping.customer_tier.type: Input should be 'string', 'long', 'double', "
-     "'boolean' or 'json'"),
-    ("customer_name: name", "customer-name: name",
-     "s.yaml:19: lookups[0].output_mapping: 'customer-name' is not a column name"),
-    ('id_pattern: "{customer_id}"', 'id_pattern: "{customer id}"',
-     "s.yaml:25: lookups[1].id_pattern: '{customer id}': {customer id} is not a column name"),
-    ("ANY($1)", "ANY($2)", "s.yaml:17: lookups[0].query: the query must hold $1 (the array of keys) exactly once"),
-    ("capacity: 16", "capacity: 0", "s.yaml:31: lookups[2].capacity: Input should be greater than or equal to 1"),
-    ("hosts: [http://127.0.0.1:9200]", "hosts: [127.0.0.1:9200]",
-     "s.yaml:23: lookups[1].hosts: '127.0.0.1:9200' is not an http(s):// URL"),
-    ("    fail_on_errors: true\n", "    fail_on_error: true\n",
-     "s.yaml:26: lookups[1].fail_on_error: unknown field; did you mean fail_on_errors?"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "profile_city: $._source.address.city",
+            "profile_city: $._source..city",
+            "s.yaml:28: lookups[1].output_mapping.profile_city.path: '$._source..city' is not a response path",
+        ),
+        (
+            "customer_tier: {path: $.tier, type: string}",
+            "customer_tier: {path: $.tier, type: text}",
+            "s.yaml:20: lookups[0].output_mapping.customer_tier.type: Input should be 'string', 'long', 'double', "
+            "'boolean' or 'json'",
+        ),
+        (
+            "customer_name: name",
+            "customer-name: name",
+            "s.yaml:19: lookups[0].output_mapping: 'customer-name' is not a column name",
+        ),
+        (
+            'id_pattern: "{customer_id}"',
+            'id_pattern: "{customer id}"',
+            "s.yaml:25: lookups[1].id_pattern: '{customer id}': {customer id} is not a column name",
+        ),
+        (
+            "ANY($1)",
+            "ANY($2)",
+            "s.yaml:17: lookups[0].query: the query must hold $1 (the array of keys) exactly once",
+        ),
+        (
+            "capacity: 16",
+            "capacity: 0",
+            "s.yaml:31: lookups[2].capacity: Input should be greater than or equal to 1",
+        ),
+        (
+            "hosts: [http://127.0.0.1:9200]",
+            "hosts: [127.0.0.1:9200]",
+            "s.yaml:23: lookups[1].hosts: '127.0.0.1:9200' is not an http(s):// URL",
+        ),
+        (
+            "    fail_on_errors: true\n",
+            "    fail_on_error: true\n",
+            "s.yaml:26: lookups[1].fail_on_error: unknown field; did you mean fail_on_errors?",
+        ),
+    ],
+)
 def test_bad_fields_are_named_with_their_line(old: str, new: str, message: str) -> None:
     text = HEAD + PG + ES + HTTP
     assert old in text
@@ -103,8 +136,13 @@ def test_a_get_with_a_body_and_a_request_without_a_column() -> None:
     with pytest.raises(SpecError, match="a GET has no body"):
         parse_spec(HEAD + HTTP.replace("    capacity: 16\n", "    body: {id: x}\n"), "s.yaml")
     with pytest.raises(SpecError, match="neither the url nor the body names a column"):
-        parse_spec(HEAD + HTTP.replace("/segments/{customer_name}/{city_id}", "/all").replace(
-            "    capacity: 16\n", "    verb: post\n    body: {id: x}\n"), "s.yaml")
+        parse_spec(
+            HEAD
+            + HTTP.replace("/segments/{customer_name}/{city_id}", "/all").replace(
+                "    capacity: 16\n", "    verb: post\n    body: {id: x}\n"
+            ),
+            "s.yaml",
+        )
 
 
 runner = CliRunner()
@@ -126,8 +164,10 @@ def test_sql_check_accepts_lookups_on_the_sql_output_and_earlier_lookups(tmp_pat
 def test_sql_check_names_a_key_column_the_sql_does_not_output(tmp_path: Path) -> None:
     code, output = check(tmp_path, HEAD + PG + ES.replace('"{customer_id}"', '"{customer}"'))
     assert code == 2
-    assert ("Invalid dagger spec: lookups[1] (profiles).id_pattern: the SQL does not output column 'customer'; its "
-            "rows have order_number, customer_id, city_id, customer_name, customer_tier") in output
+    assert (
+        "Invalid dagger spec: lookups[1] (profiles).id_pattern: the SQL does not output column 'customer'; its "
+        "rows have order_number, customer_id, city_id, customer_name, customer_tier"
+    ) in output
     assert "hint: did you mean customer_id or customer_tier or customer_name?" in output
     assert "Traceback" not in output
     # a lookup cannot use a later lookup's column
@@ -153,31 +193,69 @@ def test_the_docs_example_is_a_valid_spec(tmp_path: Path) -> None:
 def test_secrets_of_lookups_in_clear_text_are_refused_for_the_registry() -> None:
     from job.control.specs import check_no_clear_secrets
 
-    data = {"lookups": [{"type": "postgres", "dsn": "postgresql://app:hunter2@db/crm"},
-                        {"type": "elasticsearch", "password": "${ES_PASSWORD}", "api_key": "abc"},
-                        {"type": "http", "headers": {"Authorization": "Bearer x", "Accept": "application/json",
-                                                     "X-Api-Key": "${KEY}"}}]}
+    data = {
+        "lookups": [
+            {"type": "postgres", "dsn": "postgresql://app:hunter2@db/crm"},
+            {"type": "elasticsearch", "password": "${ES_PASSWORD}", "api_key": "abc"},
+            {
+                "type": "http",
+                "headers": {"Authorization": "Bearer x", "Accept": "application/json", "X-Api-Key": "${KEY}"},
+            },
+        ]
+    }
     with pytest.raises(SpecError) as info:
         check_no_clear_secrets(data)
-    assert info.value.message == ("lookups[0].dsn, lookups[1].api_key, lookups[2].headers.Authorization: a secret in "
-                                  "clear text would be stored in the registry")
-    check_no_clear_secrets({"lookups": [{"dsn": "postgresql://app@db/crm", "password": "${PG}",
-                                         "headers": {"Authorization": "${AUTH}"}}]})
+    assert info.value.message == (
+        "lookups[0].dsn, lookups[1].api_key, lookups[2].headers.Authorization: a secret in "
+        "clear text would be stored in the registry"
+    )
+    check_no_clear_secrets(
+        {
+            "lookups": [
+                {
+                    "dsn": "postgresql://app@db/crm",
+                    "password": "${PG}",
+                    "headers": {"Authorization": "${AUTH}"},
+                }
+            ]
+        }
+    )
 
 
 def test_the_progress_report_shows_each_lookup() -> None:
     from job.cli.control.dagger_views import lookup_lines
 
-    metrics = {"profiles": {"rows": 12000, "keys": 800, "hit_rate": 0.75, "requests": 4, "not_found": 10,
-                            "errors": 0, "rows_with_errors": 0, "mean_ms": 12.34, "target": "index 'c' at http://es:9200"},
-               "segments": {"rows": 5, "keys": 2, "hit_rate": 0.0, "requests": 2, "not_found": 0, "errors": 2,
-                            "rows_with_errors": 5, "mean_ms": 1000.0, "target": "GET http://s/x",
-                            "last_error": "HTTP 503 from GET http://s/x"}}
+    metrics = {
+        "profiles": {
+            "rows": 12000,
+            "keys": 800,
+            "hit_rate": 0.75,
+            "requests": 4,
+            "not_found": 10,
+            "errors": 0,
+            "rows_with_errors": 0,
+            "mean_ms": 12.34,
+            "target": "index 'c' at http://es:9200",
+        },
+        "segments": {
+            "rows": 5,
+            "keys": 2,
+            "hit_rate": 0.0,
+            "requests": 2,
+            "not_found": 0,
+            "errors": 2,
+            "rows_with_errors": 5,
+            "mean_ms": 1000.0,
+            "target": "GET http://s/x",
+            "last_error": "HTTP 503 from GET http://s/x",
+        },
+    }
     assert lookup_lines(metrics) == [
         "lookup profiles: 12,000 rows, 800 keys (75% from the cache), 4 requests, 10 not found, 0 errors "
         "(0 rows with NULLs), 12.3 ms a batch to index 'c' at http://es:9200",
         "lookup segments: 5 rows, 2 keys (0% from the cache), 2 requests, 0 not found, 2 errors (5 rows with NULLs), "
-        "1,000.0 ms a batch to GET http://s/x; last error: HTTP 503 from GET http://s/x"]
+        "1,000.0 ms a batch to GET http://s/x; last error: HTTP 503 from GET http://s/x",
+    ]
 
 
 def test_a_dagger_with_lookups_does_not_fuse(tmp_path: Path) -> None:
@@ -190,7 +268,8 @@ def test_a_dagger_with_lookups_does_not_fuse(tmp_path: Path) -> None:
 
 def test_a_body_column_the_sql_does_not_output_names_the_body(tmp_path: Path) -> None:
     http = HTTP.replace("/segments/{customer_name}/{city_id}", "/segments").replace(
-        "    capacity: 16\n", "    verb: POST\n    body: {id: \"{customer_id}\", day: \"{day}\"}\n")
+        "    capacity: 16\n", '    verb: POST\n    body: {id: "{customer_id}", day: "{day}"}\n'
+    )
     code, output = check(tmp_path, HEAD + http)
     assert code == 2
     assert "lookups[0] (http).body: the SQL does not output column 'day'" in output

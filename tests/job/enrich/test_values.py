@@ -22,21 +22,43 @@ def test_extract() -> None:
     assert extract(doc, ()) == doc
 
 
-@pytest.mark.parametrize(("value", "kind", "want"), [
-    ("x", "string", "x"), (7, "string", "7"), (True, "string", "true"), ({"b": 1, "a": [1]}, "string", '{"a":[1],"b":1}'),
-    (dt.date(2026, 3, 2), "string", "2026-03-02"), ("x", "json", '"x"'), (None, "long", None),
-    (5, "long", 5), ("12", "long", 12), (3.0, "long", 3), (decimal.Decimal("4"), "long", 4),
-    (2, "double", 2.0), ("2.5", "double", 2.5), (decimal.Decimal("1.25"), "double", 1.25),
-    (True, "boolean", True), ("False", "boolean", False),
-])
+@pytest.mark.parametrize(
+    ("value", "kind", "want"),
+    [
+        ("x", "string", "x"),
+        (7, "string", "7"),
+        (True, "string", "true"),
+        ({"b": 1, "a": [1]}, "string", '{"a":[1],"b":1}'),
+        (dt.date(2026, 3, 2), "string", "2026-03-02"),
+        ("x", "json", '"x"'),
+        (None, "long", None),
+        (5, "long", 5),
+        ("12", "long", 12),
+        (3.0, "long", 3),
+        (decimal.Decimal("4"), "long", 4),
+        (2, "double", 2.0),
+        ("2.5", "double", 2.5),
+        (decimal.Decimal("1.25"), "double", 1.25),
+        (True, "boolean", True),
+        ("False", "boolean", False),
+    ],
+)
 def test_convert(value: object, kind: str, want: object) -> None:
     assert convert(value, kind) == want
 
 
-@pytest.mark.parametrize(("value", "kind"), [
-    ("x", "long"), (1.5, "long"), (True, "long"), ("nan", "double"), ({"a": 1}, "double"), (1, "boolean"),
-    ("yes", "boolean"),
-])
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("x", "long"),
+        (1.5, "long"),
+        (True, "long"),
+        ("nan", "double"),
+        ({"a": 1}, "double"),
+        (1, "boolean"),
+        ("yes", "boolean"),
+    ],
+)
 def test_bad_values(value: object, kind: str) -> None:
     with pytest.raises(BadValue):
         convert(value, kind)

@@ -87,13 +87,22 @@ def test_a_query_with_darts_needs_a_store(tmp_path: Path, monkeypatch: pytest.Mo
     from tests.helpers import make_spec
 
     monkeypatch.delenv("DAGGERS_DART_STORE", raising=False)
-    spec, _ = make_spec(name="darts", bootstrap="127.0.0.1:9", topic="t", proto_class="daggers.events.BookingLog",
-                        sql="SELECT order_number FROM data_stream WHERE DartContains('vip', customer_id, 24)",
-                        influx_url="http://127.0.0.1:9", db="d", measurement="m", checkpoint=tmp_path / "ckpt")
+    spec, _ = make_spec(
+        name="darts",
+        bootstrap="127.0.0.1:9",
+        topic="t",
+        proto_class="daggers.events.BookingLog",
+        sql="SELECT order_number FROM data_stream WHERE DartContains('vip', customer_id, 24)",
+        influx_url="http://127.0.0.1:9",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
     with pytest.raises(SpecError, match="dart_store: the SQL calls DartContains but the spec names no store"):
         plan(spec, tmp_path)
     assert plan(spec.model_copy(update={"dart_store": str(tmp_path)}), tmp_path).translation.columns == {
-        "data_stream": ["customer_id", "order_number"]}
+        "data_stream": ["customer_id", "order_number"]
+    }
     monkeypatch.setenv("DAGGERS_DART_STORE", "http://127.0.0.1:9/darts")
     plan(spec, tmp_path)
 

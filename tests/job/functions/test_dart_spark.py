@@ -35,7 +35,9 @@ def run(spark, store: str, sql: str) -> list[tuple]:  # type: ignore[no-untyped-
 
     register_functions(spark, dart_store=store)
     # the worker's pid, computed in the same Arrow evaluation (the same Python worker) as the darts
-    spark.udf.register("worker_pid", arrow_udf(lambda x: pa.array([os.getpid()] * len(x), pa.int64()), "bigint"))
+    spark.udf.register(
+        "worker_pid", arrow_udf(lambda x: pa.array([os.getpid()] * len(x), pa.int64()), "bigint")
+    )
     tree = parse(sql)
     if "worker_pid" not in sql:
         check_functions(tree)
@@ -45,14 +47,25 @@ def run(spark, store: str, sql: str) -> list[tuple]:  # type: ignore[no-untyped-
 def test_values_from_an_http_store_and_a_folder(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     write(tmp_path, "dart-get", "cities", {str(i): f"city-{i}" for i in range(500)})
     write(tmp_path, "dart-contains", "blocked", {"data": ["c-1", "c-2"]})
-    sql = ("SELECT id, DartGet('cities', CAST(id % 600 AS STRING), 24), "
-           "DartGet('cities', CAST(id % 600 AS STRING), 24, 'unknown'), "
-           "DartContains('blocked', concat('c-', CAST(id AS STRING))), "
-           "DartContains('blocked', concat('c-', CAST(id AS STRING), '-x'), '^%s-.*', 24), "
-           "DartContains('blocked', concat('c-', CAST(id AS STRING)), 24) "
-           "FROM range(0, 3000, 1, 6) ORDER BY id")
-    want = [(i, f"city-{i % 600}" if i % 600 < 500 else None, f"city-{i % 600}" if i % 600 < 500 else "unknown",
-             i in (1, 2), i in (1, 2), i in (1, 2)) for i in range(3000)]
+    sql = (
+        "SELECT id, DartGet('cities', CAST(id % 600 AS STRING), 24), "
+        "DartGet('cities', CAST(id % 600 AS STRING), 24, 'unknown'), "
+        "DartContains('blocked', concat('c-', CAST(id AS STRING))), "
+        "DartContains('blocked', concat('c-', CAST(id AS STRING), '-x'), '^%s-.*', 24), "
+        "DartContains('blocked', concat('c-', CAST(id AS STRING)), 24) "
+        "FROM range(0, 3000, 1, 6) ORDER BY id"
+    )
+    want = [
+        (
+            i,
+            f"city-{i % 600}" if i % 600 < 500 else None,
+            f"city-{i % 600}" if i % 600 < 500 else "unknown",
+            i in (1, 2),
+            i in (1, 2),
+            i in (1, 2),
+        )
+        for i in range(3000)
+    ]
     with serve_directory(tmp_path) as (url, requests):
         assert run(spark, url, sql) == want
         # never a read per row: at most one per collection per Python worker (local[2]: a few workers)
@@ -87,7 +100,9 @@ def test_the_refresh_rate_is_honoured_per_worker(spark, tmp_path: Path) -> None:
             time.sleep(max(0.0, refresh_s + 1 - (time.monotonic() - started)))
             third = run(spark, url, sql)
             assert {v for _, v in third} == {"new"}
-            assert len([r for r in requests if r.endswith(f"/{key}")]) <= 3 * 4  # per worker per period, at most
+            assert (
+                len([r for r in requests if r.endswith(f"/{key}")]) <= 3 * 4
+            )  # per worker per period, at most
             return
     pytest.fail("two queries took longer than 120 s: the machine was too slow to test the refresh period")
 

@@ -42,15 +42,27 @@ def test_random_points_every_length_equal_the_reference() -> None:
     assert got == [reference(a, b, int(k)) for a, b, k in zip(lat, lng, length, strict=True)]
 
 
-@pytest.mark.parametrize(("lat", "lng"), [(90.0, 180.0), (-90.0, -180.0), (0.0, 0.0), (45.0, 90.0), (-45.0, -90.0),
-                                          (89.99999999, 179.99999999), (0.0, -180.0), (22.5, 11.25)])
+@pytest.mark.parametrize(
+    ("lat", "lng"),
+    [
+        (90.0, 180.0),
+        (-90.0, -180.0),
+        (0.0, 0.0),
+        (45.0, 90.0),
+        (-45.0, -90.0),
+        (89.99999999, 179.99999999),
+        (0.0, -180.0),
+        (22.5, 11.25),
+    ],
+)
 def test_edges_and_cell_boundaries(lat: float, lng: float) -> None:
     for length in range(1, 13):
         assert geohash([lat], [lng], [length]).to_pylist() == [reference(lat, lng, length)]
 
 
 def test_bad_inputs_are_null() -> None:
-    got = geohash([np.nan, 91.0, 10.0, 10.0, 10.0, 10.0], [0.0, 0.0, 181.0, 0.0, 0.0, 0.0],
-                  [5, 5, 5, 0, 13, 2.5]).to_pylist()
+    got = geohash(
+        [np.nan, 91.0, 10.0, 10.0, 10.0, 10.0], [0.0, 0.0, 181.0, 0.0, 0.0, 0.0], [5, 5, 5, 0, 13, 2.5]
+    ).to_pylist()
     assert got == [None] * 6
     assert geohash([], [], []).to_pylist() == []

@@ -7,10 +7,18 @@ import pytest
 from job.functions.json_path import JsonPathError, delete, parse_path, update
 
 
-@pytest.mark.parametrize(("path", "steps"), [
-    ("$", ()), ("$.a", ("a",)), ("$.a.b[0]", ("a", "b", 0)), ("$['a b']", ("a b",)), ('$["k"][-1]', ("k", -1)),
-    ("$.list[2].name", ("list", 2, "name")), ("$.$ref", ("$ref",)),
-])
+@pytest.mark.parametrize(
+    ("path", "steps"),
+    [
+        ("$", ()),
+        ("$.a", ("a",)),
+        ("$.a.b[0]", ("a", "b", 0)),
+        ("$['a b']", ("a b",)),
+        ('$["k"][-1]', ("k", -1)),
+        ("$.list[2].name", ("list", 2, "name")),
+        ("$.$ref", ("$ref",)),
+    ],
+)
 def test_parse_path(path: str, steps: tuple) -> None:
     assert parse_path(path) == steps
 

@@ -44,7 +44,9 @@ def schema(tmp_path_factory: pytest.TempPathFactory) -> SchemaRegistry:
 def messages_sql(schema: SchemaRegistry) -> str:
     cls = schema.message_class(ORDER)
     orders = [
-        cls(order_number="o1", status=1, item={"sku": "a", "qty": 2, "price": 1.5}, tags=["x", "y"], paid=True),
+        cls(
+            order_number="o1", status=1, item={"sku": "a", "qty": 2, "price": 1.5}, tags=["x", "y"], paid=True
+        ),
         cls(order_number="o2", status=2, tags=[]),  # item unset: qty reads 0
         cls(order_number="o3", status=1, item={"sku": "b", "qty": 10, "price": 2.0}),
         cls(order_number="o4", status=2, item={"sku": "c", "qty": 9}, paid=True),
@@ -80,15 +82,37 @@ def test_select_filter_and_aggregate(spark, schema: SchemaRegistry) -> None:  # 
         f"SelectFields(n, '{ORDER}', 'order_number')",
         f"Filters(n, '{ORDER}', CondEq('status', 'OPEN'))",
     ]
-    got = run(spark, schema, f"SELECT {', '.join(cols)} FROM VALUES ({messages_sql(schema)}, "
-                             "CAST(NULL AS ARRAY<BINARY>)) AS t(m, n)")
-    assert got == [(
-        ["o1", "o2", "o3", "o4"], ["2", "0", "10", "9"], ["OPEN", "CANCELLED", "OPEN", "CANCELLED"],
-        ["o2", "o4"], ["c"], ["o1"], 4, 0, 10, 21, (1.5 + 0.0 + 2.0 + 0.0) / 4, "o4",
-        ['["x","y"]', "[]", "[]", "[]"],
-        ['{"sku":"a","qty":2,"price":1.5}', "{}", '{"sku":"b","qty":10,"price":2.0}', '{"sku":"c","qty":9}'],
-        None, None,
-    )]
+    got = run(
+        spark,
+        schema,
+        f"SELECT {', '.join(cols)} FROM VALUES ({messages_sql(schema)}, "
+        "CAST(NULL AS ARRAY<BINARY>)) AS t(m, n)",
+    )
+    assert got == [
+        (
+            ["o1", "o2", "o3", "o4"],
+            ["2", "0", "10", "9"],
+            ["OPEN", "CANCELLED", "OPEN", "CANCELLED"],
+            ["o2", "o4"],
+            ["c"],
+            ["o1"],
+            4,
+            0,
+            10,
+            21,
+            (1.5 + 0.0 + 2.0 + 0.0) / 4,
+            "o4",
+            ['["x","y"]', "[]", "[]", "[]"],
+            [
+                '{"sku":"a","qty":2,"price":1.5}',
+                "{}",
+                '{"sku":"b","qty":10,"price":2.0}',
+                '{"sku":"c","qty":9}',
+            ],
+            None,
+            None,
+        )
+    ]
 
 
 def test_an_unknown_field_or_class_fails_with_its_name(spark, schema: SchemaRegistry) -> None:  # type: ignore[no-untyped-def]
@@ -104,13 +128,24 @@ def test_an_unknown_field_or_class_fails_with_its_name(spark, schema: SchemaRegi
         run(spark, schema, f"SELECT SelectFields({messages_sql(schema)}, 'team.orders.Nope', 'x')")
 
 
-@pytest.mark.parametrize(("sql", "col", "needle"), [
-    ("SELECT Filters(m, 'a.B', m) FROM s", 26, "a predicate must be CondEq(field, value), found m"),
-    ("SELECT SelectFields(m, 'x') FROM s", 21, "the two-argument form reads the result of Filters(...)"),
-    ("SELECT SelectFields(m, 'a.B', 'x..y') FROM s", 31, "the field path must be field names joined by dots"),
-    ("SELECT Filters(m, 'a.B', CondEq('a b', 1)) FROM s", 33, "the field must be field names joined by dots"),
-    ("SELECT Filters(m) FROM s", 8, "Filters takes 2 or more arguments, found 1"),
-])
+@pytest.mark.parametrize(
+    ("sql", "col", "needle"),
+    [
+        ("SELECT Filters(m, 'a.B', m) FROM s", 26, "a predicate must be CondEq(field, value), found m"),
+        ("SELECT SelectFields(m, 'x') FROM s", 21, "the two-argument form reads the result of Filters(...)"),
+        (
+            "SELECT SelectFields(m, 'a.B', 'x..y') FROM s",
+            31,
+            "the field path must be field names joined by dots",
+        ),
+        (
+            "SELECT Filters(m, 'a.B', CondEq('a b', 1)) FROM s",
+            33,
+            "the field must be field names joined by dots",
+        ),
+        ("SELECT Filters(m) FROM s", 8, "Filters takes 2 or more arguments, found 1"),
+    ],
+)
 def test_arguments_are_checked_before_spark(sql: str, col: int, needle: str) -> None:
     with pytest.raises(SqlError) as info:
         translate(sql, {"s": {"m"}})

@@ -59,8 +59,12 @@ def test_linear_trend_matches_the_java_definition() -> None:
     rng = np.random.default_rng(5)
     rows = _random_rows(rng, 400)
     windows = [int(w) for w in rng.integers(2, 11, len(rows))]
-    got = linear_trend(pa.array([t for t, _ in rows], TS), pa.array([v for _, v in rows]),
-                       pa.array([H] * len(rows), pa.timestamp("us", tz="UTC")), pa.array(windows)).to_pylist()
+    got = linear_trend(
+        pa.array([t for t, _ in rows], TS),
+        pa.array([v for _, v in rows]),
+        pa.array([H] * len(rows), pa.timestamp("us", tz="UTC")),
+        pa.array(windows),
+    ).to_pylist()
     want = [java_linear_trend(t, v, H, w) for (t, v), w in zip(rows, windows, strict=True)]
     assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
 
@@ -69,9 +73,13 @@ def test_ema_matches_the_java_definition() -> None:
     rng = np.random.default_rng(6)
     rows = _random_rows(rng, 400)
     alphas = [float(a) for a in rng.choice([0.1, 0.25, 0.5, 0.9], len(rows))]
-    got = exponential_moving_average(pa.array([t for t, _ in rows], TS), pa.array([v for _, v in rows]),
-                                     pa.array([H] * len(rows), pa.timestamp("us", tz="UTC")),
-                                     pa.array([10.0] * len(rows)), pa.array(alphas)).to_pylist()
+    got = exponential_moving_average(
+        pa.array([t for t, _ in rows], TS),
+        pa.array([v for _, v in rows]),
+        pa.array([H] * len(rows), pa.timestamp("us", tz="UTC")),
+        pa.array([10.0] * len(rows)),
+        pa.array(alphas),
+    ).to_pylist()
     want = [java_ema(t, v, H, 10.0, a) for (t, v), a in zip(rows, alphas, strict=True)]
     assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
 
@@ -81,10 +89,15 @@ def test_nulls_and_mismatched_lists() -> None:
     times = pa.array([[H], [H], [H, H], None], TS)
     values = pa.array([[2.0, None][:1], [1.0], [1.0], [1.0]])
     assert linear_trend(times, values, hop, pa.array([3, 3, 3, 3])).to_pylist() == [
-        pytest.approx(-1.0), None, None, None]
+        pytest.approx(-1.0),
+        None,
+        None,
+        None,
+    ]
     values_with_null = pa.array([[None], [1.0], [1.0, 2.0], [1.0]])
-    assert exponential_moving_average(times, values_with_null, hop, pa.array([3.0] * 4),
-                                      pa.array([0.5] * 4)).to_pylist() == [0.0, None, 0.5, None]
+    assert exponential_moving_average(
+        times, values_with_null, hop, pa.array([3.0] * 4), pa.array([0.5] * 4)
+    ).to_pylist() == [0.0, None, 0.5, None]
 
 
 def test_group_median() -> None:
@@ -95,8 +108,15 @@ def test_group_median() -> None:
     assert group_median(np.array([4.0, 1.0]), np.array([0, 0]), 1).tolist() == [2.5]
 
 
-def java_outlier_mad(values: list[float], times: list[datetime], start: datetime, window: int, observe: int,
-                     tolerance: int, pct: int) -> list[tuple]:
+def java_outlier_mad(
+    values: list[float],
+    times: list[datetime],
+    start: datetime,
+    window: int,
+    observe: int,
+    tolerance: int,
+    pct: int,
+) -> list[tuple]:
     points = sorted(zip(times, values, strict=True), key=lambda p: p[0])
     threshold = _ms(start) + (window - observe) * 60000
     observable = [(t, v) for t, v in points if _ms(t) >= threshold]
@@ -132,18 +152,40 @@ def test_outlier_mad_matches_the_java_definition() -> None:
         values.append(vals)
         times.append(ts)
         want.append(java_outlier_mad(vals, ts, H, 15, 5, 3, 10))
-    got = outlier_mad(pa.array(values), pa.array(times, TS), pa.array([H] * len(values), pa.timestamp("us", tz="UTC")),
-                      pa.array([15] * len(values)), pa.array([5] * len(values)), pa.array([3] * len(values)),
-                      pa.array([10] * len(values))).to_pylist()
+    got = outlier_mad(
+        pa.array(values),
+        pa.array(times, TS),
+        pa.array([H] * len(values), pa.timestamp("us", tz="UTC")),
+        pa.array([15] * len(values)),
+        pa.array([5] * len(values)),
+        pa.array([3] * len(values)),
+        pa.array([10] * len(values)),
+    ).to_pylist()
     assert sum(1 for rows in want for r in rows if r[4]) > 20  # some windows are outliers
     for rows_got, rows_want in zip(got, want, strict=True):
-        assert [(r["timestamp"], r["value"], r["upper_bound"], r["lower_bound"], r["is_outlier"]) for r in rows_got] \
-            == [(t, v, pytest.approx(u) if u is not None else None, pytest.approx(lo) if lo is not None else None, f)
-                for t, v, u, lo, f in rows_want]
+        assert [
+            (r["timestamp"], r["value"], r["upper_bound"], r["lower_bound"], r["is_outlier"])
+            for r in rows_got
+        ] == [
+            (
+                t,
+                v,
+                pytest.approx(u) if u is not None else None,
+                pytest.approx(lo) if lo is not None else None,
+                f,
+            )
+            for t, v, u, lo, f in rows_want
+        ]
 
 
 def test_outlier_mad_null_arguments() -> None:
-    got = outlier_mad(pa.array([[1.0, 2.0], [1.0]]), pa.array([[H, H], [H]], TS),
-                      pa.array([H, None], pa.timestamp("us", tz="UTC")), pa.array([1, 1]), pa.array([1, 1]),
-                      pa.array([3, 3]), pa.array([10, 10]))
+    got = outlier_mad(
+        pa.array([[1.0, 2.0], [1.0]]),
+        pa.array([[H, H], [H]], TS),
+        pa.array([H, None], pa.timestamp("us", tz="UTC")),
+        pa.array([1, 1]),
+        pa.array([1, 1]),
+        pa.array([3, 3]),
+        pa.array([10, 10]),
+    )
     assert got.to_pylist()[1] is None

@@ -48,15 +48,23 @@ def test_load_and_catalog(tmp_path: Path) -> None:
     assert entries["farewithtax"].signature == "FareWithTax(...) -> DOUBLE"
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("x = (\n", "functions.py:1: SyntaxError"),
-    ("import json\n\nraise RuntimeError('boom')\n", "functions.py:3: RuntimeError: boom"),
-    ("def f():\n    return 1\n", "marks no function with @dagger_function"),
-    ("from job.functions.user import dagger_function\n\n@dagger_function(returns='string')\ndef upper(x):\n    return x\n",
-     "function upper has the name of a built-in function"),
-    ("from job.functions.user import dagger_function\n\n@dagger_function(returns='string', name='S2ID')\n"
-     "def f(x):\n    return x\n", "function S2ID has the name of a built-in function"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("x = (\n", "functions.py:1: SyntaxError"),
+        ("import json\n\nraise RuntimeError('boom')\n", "functions.py:3: RuntimeError: boom"),
+        ("def f():\n    return 1\n", "marks no function with @dagger_function"),
+        (
+            "from job.functions.user import dagger_function\n\n@dagger_function(returns='string')\ndef upper(x):\n    return x\n",
+            "function upper has the name of a built-in function",
+        ),
+        (
+            "from job.functions.user import dagger_function\n\n@dagger_function(returns='string', name='S2ID')\n"
+            "def f(x):\n    return x\n",
+            "function S2ID has the name of a built-in function",
+        ),
+    ],
+)
 def test_bad_files_are_spec_errors(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(SpecError) as info:
         load_user_functions(write(tmp_path, text))
@@ -75,10 +83,16 @@ def test_sql_knows_the_functions_and_their_argument_counts(tmp_path: Path) -> No
     sql = "SELECT FareWithTax(fare) AS f, initials(name) AS i FROM s"
     with pytest.raises(SqlError, match="unknown function FareWithTax"):
         translate(sql, tables)
-    assert translate(sql, tables, udfs).spark_sql == "SELECT FareWithTax(fare) AS f, initials(name) AS i FROM s"
+    assert (
+        translate(sql, tables, udfs).spark_sql == "SELECT FareWithTax(fare) AS f, initials(name) AS i FROM s"
+    )
     with pytest.raises(SqlError) as info:
         translate("SELECT\n  initials(name, '.', 3) FROM s", tables, udfs)
-    assert (info.value.line, info.value.col, info.value.reason) == (2, 3, "initials takes 1 or 2 arguments, found 3")
+    assert (info.value.line, info.value.col, info.value.reason) == (
+        2,
+        3,
+        "initials takes 1 or 2 arguments, found 3",
+    )
 
 
 @pytest.mark.integration
@@ -88,8 +102,13 @@ def test_functions_run_on_spark(spark, tmp_path: Path) -> None:  # type: ignore[
     path = write(tmp_path, FUNCTIONS)
     register_functions(spark, path)
     udfs = catalog_entries(load_user_functions(path))
-    t = translate("SELECT FareWithTax(fare) AS f, initials(name) AS i, initials(name, '-') AS j FROM s",
-                  {"s": {"fare", "name"}}, udfs)
-    spark.createDataFrame([(10000, "Budi Santoso"), (None, None)], "fare long, name string").createOrReplaceTempView("s")
+    t = translate(
+        "SELECT FareWithTax(fare) AS f, initials(name) AS i, initials(name, '-') AS j FROM s",
+        {"s": {"fare", "name"}},
+        udfs,
+    )
+    spark.createDataFrame(
+        [(10000, "Budi Santoso"), (None, None)], "fare long, name string"
+    ).createOrReplaceTempView("s")
     rows = [tuple(r) for r in spark.sql(t.spark_sql).collect()]
     assert rows == [(10000 * 1.11, "B.S", "B-S"), (None, None, None)]

@@ -34,7 +34,9 @@ def _on_topic(bootstrap: str, topic: str, partitions: int) -> int:
     """Return how many records ``topic`` holds (0 while it does not exist)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks", "log_level": 0})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions))
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)
+        )
     except KafkaException:
         return 0
     finally:
@@ -48,18 +50,53 @@ def test_produce_waits_out_a_frozen_broker_and_delivers_every_event_once(tmp_pat
         pid = broker.process.pid
         assert pid is not None
         proc = subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "produce", "--stream", "booking", "--topic", topic, "--bootstrap",
-             broker.bootstrap, "--count", "20000", "--rate", "2000", "--partitions", "2", "--seed", "51",
-             "--start", "2025-03-14T08:00:00Z", "--no-progress"],
-            stdout=subprocess.PIPE, stderr=err.open("wb"), text=True)
+            [
+                sys.executable,
+                "-m",
+                "job.cli",
+                "produce",
+                "--stream",
+                "booking",
+                "--topic",
+                topic,
+                "--bootstrap",
+                broker.bootstrap,
+                "--count",
+                "20000",
+                "--rate",
+                "2000",
+                "--partitions",
+                "2",
+                "--seed",
+                "51",
+                "--start",
+                "2025-03-14T08:00:00Z",
+                "--no-progress",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err.open("wb"),
+            text=True,
+        )
         frozen = False
         try:
-            wait_until("2,000 events on the topic", lambda: _on_topic(broker.bootstrap, topic, 2) >= 2_000, 120,
-                       every_s=0.2, proc=proc, log=err)
+            wait_until(
+                "2,000 events on the topic",
+                lambda: _on_topic(broker.bootstrap, topic, 2) >= 2_000,
+                120,
+                every_s=0.2,
+                proc=proc,
+                log=err,
+            )
             os.kill(pid, signal.SIGSTOP)
             frozen, frozen_at = True, time.monotonic()
-            wait_until("produce to say it waits", lambda: "broker not answering: waiting (" in err.read_text(), 120,
-                       every_s=0.2, proc=proc, log=err)
+            wait_until(
+                "produce to say it waits",
+                lambda: "broker not answering: waiting (" in err.read_text(),
+                120,
+                every_s=0.2,
+                proc=proc,
+                log=err,
+            )
             time.sleep(max(0.0, 15.0 - (time.monotonic() - frozen_at)))  # the outage lasts 15 s
             os.kill(pid, signal.SIGCONT)
             frozen = False
@@ -72,7 +109,9 @@ def test_produce_waits_out_a_frozen_broker_and_delivers_every_event_once(tmp_pat
                 proc.wait()
         stderr = err.read_text()
         assert proc.returncode == 0, stderr
-        assert re.search(r"^broker not answering: waiting \(1\d s so far, up to 300 s\)$", stderr, re.M), stderr
+        assert re.search(r"^broker not answering: waiting \(1\d s so far, up to 300 s\)$", stderr, re.M), (
+            stderr
+        )
         assert re.search(r"^broker answering again after \d+ s: resuming$", stderr, re.M), stderr
         assert out.startswith(f"produced 20,000 events to '{topic}'")
         records = _consume(broker.bootstrap, topic, 20_000, timeout_s=120)
@@ -96,18 +135,33 @@ def test_produce_fails_after_max_outage_saying_how_many_were_not_delivered(tmp_p
 
         try:
             with pytest.raises(ProduceError) as info:
-                produce(broker.bootstrap, topic, chunks(), progress=False, total=5_000, ack_every_s=3600,
-                        max_outage_s=12, on_wait=lines.append)
+                produce(
+                    broker.bootstrap,
+                    topic,
+                    chunks(),
+                    progress=False,
+                    total=5_000,
+                    ack_every_s=3600,
+                    max_outage_s=12,
+                    on_wait=lines.append,
+                )
         finally:
             os.kill(pid, signal.SIGCONT)
     error = info.value
-    assert re.fullmatch(rf"the Kafka broker at {broker.bootstrap} did not answer for 1[2-9] s: 4,000 of 5,000 events "
-                        rf"sent were not delivered to topic '{topic}'", error.message), error.message
-    assert error.hint == ("is the broker up? wait longer with --max-outage; the events not delivered may be partly "
-                          "on the topic (send them again: at-least-once)")
+    assert re.fullmatch(
+        rf"the Kafka broker at {broker.bootstrap} did not answer for 1[2-9] s: 4,000 of 5,000 events "
+        rf"sent were not delivered to topic '{topic}'",
+        error.message,
+    ), error.message
+    assert error.hint == (
+        "is the broker up? wait longer with --max-outage; the events not delivered may be partly "
+        "on the topic (send them again: at-least-once)"
+    )
     report = error.report
     assert report is not None and (report.count, report.errors) == (1_000, 4_000)
-    assert len(lines) == 1 and re.fullmatch(r"broker not answering: waiting \(1[01] s so far, up to 12 s\)", lines[0])
+    assert len(lines) == 1 and re.fullmatch(
+        r"broker not answering: waiting \(1[01] s so far, up to 12 s\)", lines[0]
+    )
 
 
 def test_max_outage_must_be_positive() -> None:
@@ -115,9 +169,16 @@ def test_max_outage_must_be_positive() -> None:
 
     from tests.job.produce.test_producer import _cli
 
-    result = CliRunner().invoke(_cli(), ["produce", "-s", "api_log", "-t", "t", "--count", "5", "--max-outage", "0"])
+    result = CliRunner().invoke(
+        _cli(), ["produce", "-s", "api_log", "-t", "t", "--count", "5", "--max-outage", "0"]
+    )
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[0] == ("Invalid produce options: --max-outage must be a positive number of "
-                                             "seconds, not 0.0")
-    with pytest.raises(ProduceError, match="the longest wait for the broker must be a positive number of seconds"):
-        produce("127.0.0.1:1", "t", generate("api_log", 1, seed=1, start=START, duration_s=1), max_outage_s=-1)
+    assert result.stderr.splitlines()[0] == (
+        "Invalid produce options: --max-outage must be a positive number of seconds, not 0.0"
+    )
+    with pytest.raises(
+        ProduceError, match="the longest wait for the broker must be a positive number of seconds"
+    ):
+        produce(
+            "127.0.0.1:1", "t", generate("api_log", 1, seed=1, start=START, duration_s=1), max_outage_s=-1
+        )

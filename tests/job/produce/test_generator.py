@@ -65,8 +65,11 @@ def _message_row(msg: Any) -> dict[str, Any]:
 
 
 def _table_rows(batch: EventBatch) -> list[dict[str, Any]]:
-    table = batch.table.set_column(batch.table.schema.get_field_index("event_timestamp"), "event_timestamp",
-                                   batch.table.column("event_timestamp").cast(pa.int64()))
+    table = batch.table.set_column(
+        batch.table.schema.get_field_index("event_timestamp"),
+        "event_timestamp",
+        batch.table.column("event_timestamp").cast(pa.int64()),
+    )
     return table.to_pylist()
 
 
@@ -238,8 +241,10 @@ def test_all_points_are_within_their_city_radius(stream: str) -> None:
 
 def test_cities_choose_where_events_happen() -> None:
     batch = _gen("booking", 5_000, cities=["bandung", "Bali"])
-    assert set(batch.table.column("city_id").to_pylist()) == {city_by_name("Bandung").city_id,
-                                                               city_by_name("Denpasar").city_id}
+    assert set(batch.table.column("city_id").to_pylist()) == {
+        city_by_name("Bandung").city_id,
+        city_by_name("Denpasar").city_id,
+    }
     lat = batch.table.column("pickup_lat").to_numpy()
     assert ((lat > -9.0) & (lat < -6.5)).all()
 
@@ -247,19 +252,30 @@ def test_cities_choose_where_events_happen() -> None:
 def test_points_cluster_at_the_centre_and_hotspots() -> None:
     jakarta = city_by_name("Jakarta")
     batch = _gen("booking", 20_000, cities=["Jakarta"])
-    d = _haversine_km(batch.table.column("pickup_lat").to_numpy(), batch.table.column("pickup_long").to_numpy(),
-                      jakarta.lat, jakarta.long)
+    d = _haversine_km(
+        batch.table.column("pickup_lat").to_numpy(),
+        batch.table.column("pickup_long").to_numpy(),
+        jakarta.lat,
+        jakarta.long,
+    )
     # far denser near the centre than a uniform disc (where 10% lie within 0.316 R), even with a
     # good part of the demand in the suburbs and satellite towns (Tangerang, Bekasi, Depok...)
     assert (d < 0.316 * jakarta.radius_km).mean() > 0.25
-    hist, _, _ = np.histogram2d(batch.table.column("pickup_lat").to_numpy(),
-                                batch.table.column("pickup_long").to_numpy(), bins=30)
+    hist, _, _ = np.histogram2d(
+        batch.table.column("pickup_lat").to_numpy(), batch.table.column("pickup_long").to_numpy(), bins=30
+    )
     assert hist.max() > 8 * hist[hist > 0].mean() / 2  # peaks (hotspots), not a flat cloud
 
 
 def test_drivers_move_smoothly_and_stay_in_their_city() -> None:
-    batch = _gen("driver_location", 40_000, duration_s=600.0, drivers=400, late_fraction=0.02,
-                 out_of_order_fraction=0.05)
+    batch = _gen(
+        "driver_location",
+        40_000,
+        duration_s=600.0,
+        drivers=400,
+        late_fraction=0.02,
+        out_of_order_fraction=0.05,
+    )
     t = batch.table.append_column("us", batch.table.column("event_timestamp").cast(pa.int64()))
     t = t.sort_by([("driver_id", "ascending"), ("us", "ascending")])
     ids = t.column("driver_id").to_numpy(zero_copy_only=False)
@@ -338,14 +354,27 @@ def test_api_log_status_codes_and_latency_tails() -> None:
 
 
 def test_chunks_share_one_world_and_count_exactly() -> None:
-    chunks = list(generate_chunks("driver_location", events_per_s=500.0, total=2_750, seed=5, start=START,
-                                  chunk_s=1.0, drivers=50, cities=["Surabaya"]))
+    chunks = list(
+        generate_chunks(
+            "driver_location",
+            events_per_s=500.0,
+            total=2_750,
+            seed=5,
+            start=START,
+            chunk_s=1.0,
+            drivers=50,
+            cities=["Surabaya"],
+        )
+    )
     assert [len(c) for c in chunks] == [500] * 5 + [250]
     micros = np.concatenate([_micros(c) for c in chunks])
     assert micros.min() >= START_US and micros.max() < START_US + 6_000_000
     assert {k for c in chunks for k in c.keys} <= {f"D{i:06d}".encode() for i in range(1, 51)}
-    orders = [k for c in generate_chunks("booking", events_per_s=1_000.0, total=3_000, seed=5, start=START)
-              for k in c.keys]
+    orders = [
+        k
+        for c in generate_chunks("booking", events_per_s=1_000.0, total=3_000, seed=5, start=START)
+        for k in c.keys
+    ]
     assert len(set(orders)) == 3_000
 
 

@@ -41,8 +41,14 @@ def _on_land(lat: np.ndarray, lng: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("stream", ["driver_location", "booking"])
 def test_every_point_of_a_big_sample_is_on_land(stream: str) -> None:
-    batch = generate(stream, 150_000, seed=19, start=START, duration_s=1800.0,  # type: ignore[arg-type]
-                     cities=["Jakarta", "Surabaya", "Denpasar", "Makassar", "Semarang", "Singapore"])
+    batch = generate(
+        stream,
+        150_000,
+        seed=19,
+        start=START,
+        duration_s=1800.0,  # type: ignore[arg-type]
+        cities=["Jakarta", "Surabaya", "Denpasar", "Makassar", "Semarang", "Singapore"],
+    )
     assert len(batch) == 150_000
     lat_col, lng_col = ("lat", "long") if stream == "driver_location" else ("pickup_lat", "pickup_long")
     lat, lng = batch.table.column(lat_col).to_numpy(), batch.table.column(lng_col).to_numpy()
@@ -56,7 +62,9 @@ def test_the_same_seed_gives_the_same_points_and_another_seed_others() -> None:
     c = generate("booking", 20_000, seed=6, **kw)
     assert len(a) == len(b) == len(c) == 20_000
     assert a.table.equals(b.table)
-    assert not np.array_equal(a.table.column("pickup_lat").to_numpy(), c.table.column("pickup_lat").to_numpy())
+    assert not np.array_equal(
+        a.table.column("pickup_lat").to_numpy(), c.table.column("pickup_lat").to_numpy()
+    )
 
 
 def test_jakarta_demand_follows_its_coast_and_towns() -> None:
@@ -89,8 +97,12 @@ def test_land_grid_cells_lie_wholly_on_the_land_polygons() -> None:
     rows, cols = np.nonzero(grid.land)
     pick = np.random.default_rng(0).choice(rows.size, 3000, replace=False)
     r, c = rows[pick], cols[pick]
-    boxes = shapely.box(grid.west + c * grid.step, grid.south + r * grid.step,
-                        grid.west + (c + 1) * grid.step, grid.south + (r + 1) * grid.step)
+    boxes = shapely.box(
+        grid.west + c * grid.step,
+        grid.south + r * grid.step,
+        grid.west + (c + 1) * grid.step,
+        grid.south + (r + 1) * grid.step,
+    )
     assert shapely.contains(_land(), boxes).all()
     assert mask.on_land([1], [MONAS[0]], [MONAS[1]]).tolist() == [True]
     assert mask.on_land([1], [JAVA_SEA[0]], [JAVA_SEA[1]]).tolist() == [False]

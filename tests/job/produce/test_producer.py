@@ -48,11 +48,19 @@ def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _consume(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0, settle_s: float = 1.5) -> list[Message]:
+def _consume(
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0, settle_s: float = 1.5
+) -> list[Message]:
     """Read every partition of ``topic`` from the beginning until ``expected`` records arrived, then
     keep reading ``settle_s`` more seconds so duplicates would show."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -111,7 +119,8 @@ def test_every_event_arrives_exactly_once_keyed_and_timestamped(broker) -> None:
 
 @pytest.mark.integration
 def test_ack_every_s_waits_for_each_slice_of_event_time_before_sending_the_next(
-        broker, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    broker, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     from job.produce import producer as module
 
     batch = _batch(drivers=200, out_of_order_fraction=0.05)  # 10,000 events over 300 s
@@ -155,7 +164,9 @@ def test_chunks_stream_lazily_and_bad_records_arrive_as_sent(tansu_broker: str) 
     corrupted: list[int] = []
 
     def chunks():  # type: ignore[no-untyped-def]
-        for i, chunk in enumerate(generate_chunks("booking", events_per_s=1_000.0, total=3_500, seed=4, start=START)):
+        for i, chunk in enumerate(
+            generate_chunks("booking", events_per_s=1_000.0, total=3_500, seed=4, start=START)
+        ):
             payloads, bad = corrupt(chunk.payloads, 0.01, seed=i, message_class=cls)
             corrupted.append(len(bad))
             yield replace(chunk, payloads=payloads)
@@ -197,8 +208,15 @@ def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
 
         try:
             with pytest.raises(ProduceError, match="not delivered") as info:
-                produce(server.bootstrap, _topic("timeouts"), chunks(), progress=False, total=5_000,
-                        producer_config={"message.timeout.ms": 2_000}, ack_every_s=3600)
+                produce(
+                    server.bootstrap,
+                    _topic("timeouts"),
+                    chunks(),
+                    progress=False,
+                    total=5_000,
+                    producer_config={"message.timeout.ms": 2_000},
+                    ack_every_s=3600,
+                )
         finally:
             os.kill(pid, signal.SIGCONT)
     report = info.value.report
@@ -214,7 +232,9 @@ def test_unreachable_broker_fails_fast() -> None:
     started = time.monotonic()
     with pytest.raises(ProduceError, match="cannot reach the Kafka broker") as info:
         produce(f"127.0.0.1:{port}", "nowhere", _batch("api_log", 10), progress=False)
-    assert time.monotonic() - started < 20.0  # fails at its first look-up, not after librdkafka's 60-s timeouts
+    assert (
+        time.monotonic() - started < 20.0
+    )  # fails at its first look-up, not after librdkafka's 60-s timeouts
     assert info.value.title == "Produce error" and info.value.hint
 
 
@@ -265,11 +285,35 @@ def _cli() -> typer.Typer:
 @pytest.mark.integration
 def test_cli_count_sends_that_many(tansu_broker: str) -> None:
     topic = _topic("cli-count")
-    result = CliRunner().invoke(_cli(), [
-        "produce", "--stream", "booking", "--topic", topic, "--bootstrap", tansu_broker, "--count", "1500",
-        "--cities", "Jakarta,Bandung", "--late-fraction", "0.02", "--out-of-order", "0.05", "--partitions", "2",
-        "--seed", "9", "--start", "2025-03-14T08:00:00Z", "--corrupt", "0.01", "--no-progress",
-    ])
+    result = CliRunner().invoke(
+        _cli(),
+        [
+            "produce",
+            "--stream",
+            "booking",
+            "--topic",
+            topic,
+            "--bootstrap",
+            tansu_broker,
+            "--count",
+            "1500",
+            "--cities",
+            "Jakarta,Bandung",
+            "--late-fraction",
+            "0.02",
+            "--out-of-order",
+            "0.05",
+            "--partitions",
+            "2",
+            "--seed",
+            "9",
+            "--start",
+            "2025-03-14T08:00:00Z",
+            "--corrupt",
+            "0.01",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"produced 1,500 events to '{topic}'" in result.stdout
     assert "30 late" in result.stdout and "15 corrupt" in result.stdout
@@ -284,8 +328,23 @@ def test_cli_count_sends_that_many(tansu_broker: str) -> None:
 def test_cli_duration_follows_the_wall_clock(tansu_broker: str) -> None:
     topic = _topic("cli-live")
     before_ms = time.time() * 1000
-    result = CliRunner().invoke(_cli(), ["produce", "-s", "driver_location", "-t", topic, "--bootstrap", tansu_broker,
-                                         "--rate", "500", "--duration", "2", "--no-progress"])
+    result = CliRunner().invoke(
+        _cli(),
+        [
+            "produce",
+            "-s",
+            "driver_location",
+            "-t",
+            topic,
+            "--bootstrap",
+            tansu_broker,
+            "--rate",
+            "500",
+            "--duration",
+            "2",
+            "--no-progress",
+        ],
+    )
     after_ms = time.time() * 1000
     assert result.exit_code == 0, result.output
     assert "produced 1,000 events" in result.stdout
@@ -298,7 +357,10 @@ def test_cli_duration_follows_the_wall_clock(tansu_broker: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--count", "5", "--duration", "3"], "Invalid produce options: give --count or --duration, not both"),
+        (
+            ["--count", "5", "--duration", "3"],
+            "Invalid produce options: give --count or --duration, not both",
+        ),
         (["--count", "5", "--cities", "Atlantis"], "unknown city 'Atlantis'"),
         (["--count", "5", "--start", "yesterday"], "--start must be 'now' or an ISO 8601 time"),
         (["--count", "5", "--late-by", "9,1"], "--late-by must be MIN,MAX"),
@@ -318,7 +380,9 @@ def test_default_bootstrap_reads_the_stack_state(tmp_path: Path, monkeypatch: py
     assert default_bootstrap() == DEFAULT_BOOTSTRAP  # no stack.json
     (tmp_path / "stack.json").write_text(json.dumps({"version": 1, "influxdb": {"address": "http://x"}}))
     assert default_bootstrap() == DEFAULT_BOOTSTRAP  # no broker yet
-    (tmp_path / "stack.json").write_text(json.dumps({"broker": {"kind": "tansu", "address": "127.0.0.1:19999"}}))
+    (tmp_path / "stack.json").write_text(
+        json.dumps({"broker": {"kind": "tansu", "address": "127.0.0.1:19999"}})
+    )
     assert default_bootstrap() == "127.0.0.1:19999"
     (tmp_path / "stack.json").write_text(json.dumps({"broker.address": "127.0.0.1:18888"}))
     assert default_bootstrap() == "127.0.0.1:18888"

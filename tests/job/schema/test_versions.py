@@ -29,17 +29,32 @@ def _variant(tmp_path: Path, name: str, edit: tuple[str, str]) -> SchemaRegistry
 
 
 def test_newer_producer_field_is_ignored_by_an_older_dagger(tmp_path: Path) -> None:
-    newer = _variant(tmp_path, "v2", ("int64 fare_idr = 10;", "int64 fare_idr = 10;\n  string promo_code = 11; //"))
-    msg = newer.message_class(BOOKING)(order_number="o-9", city_id=2, status=4, fare_idr=12000, promo_code="HEMAT")
+    newer = _variant(
+        tmp_path, "v2", ("int64 fare_idr = 10;", "int64 fare_idr = 10;\n  string promo_code = 11; //")
+    )
+    msg = newer.message_class(BOOKING)(
+        order_number="o-9", city_id=2, status=4, fare_idr=12000, promo_code="HEMAT"
+    )
     old = ArrowDecoder(default_registry(), BOOKING, ["order_number", "city_id", "status", "fare_idr"])
     batch, failures = old.decode([msg.SerializeToString()])
     assert failures == []
-    assert batch.to_pylist() == [{"order_number": "o-9", "city_id": 2, "status": "COMPLETED", "fare_idr": 12000}]
+    assert batch.to_pylist() == [
+        {"order_number": "o-9", "city_id": 2, "status": "COMPLETED", "fare_idr": 12000}
+    ]
 
 
 def _spec(tmp_path: Path, sql: str, schema_file: str | None = None):  # type: ignore[no-untyped-def]
-    spec, _ = make_spec(name="pinned", bootstrap="127.0.0.1:9", topic="t", proto_class=BOOKING, sql=sql,
-                        influx_url="http://127.0.0.1:9", db="d", measurement="m", checkpoint=tmp_path / "ckpt")
+    spec, _ = make_spec(
+        name="pinned",
+        bootstrap="127.0.0.1:9",
+        topic="t",
+        proto_class=BOOKING,
+        sql=sql,
+        influx_url="http://127.0.0.1:9",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
     return spec.model_copy(update={"schema_file": schema_file})
 
 

@@ -71,8 +71,9 @@ class Provider:
         """The user enters ``user_code`` on the provider's page, signed in as ``subject``."""
         self.grants[user_code] = (subject, approved)
 
-    def id_token(self, subject: str, *, audience: str = CLIENT_ID, lifetime_s: int = 300,
-                 key: Any = None) -> str:
+    def id_token(
+        self, subject: str, *, audience: str = CLIENT_ID, lifetime_s: int = 300, key: Any = None
+    ) -> str:
         """Return an id token for ``subject`` signed with the provider's key (or ``key``)."""
         now = int(time.time())
         claims = {"iss": self.issuer, "sub": subject, "aud": audience, "iat": now, "exp": now + lifetime_s}
@@ -106,7 +107,8 @@ class Provider:
 
             def save_device_credential(self, client_id: str, scope: str, data: dict[str, Any]) -> None:
                 provider.credentials[data["device_code"]] = DeviceCredentialDict(
-                    client_id=client_id, scope=scope, expires_at=time.time() + data["expires_in"], **data)
+                    client_id=client_id, scope=scope, expires_at=time.time() + data["expires_in"], **data
+                )
 
         class Grant(DeviceCodeGrant):
             def query_device_credential(self, device_code: str) -> DeviceCredentialDict | None:
@@ -118,10 +120,20 @@ class Provider:
             def should_slow_down(self, credential: Any) -> bool:
                 return False
 
-        def tokens(grant_type: str, client: Any, user: Any = None, scope: Any = None, expires_in: Any = None,
-                   include_refresh_token: bool = True) -> dict[str, Any]:
-            return {"token_type": "Bearer", "access_token": "opaque-access", "expires_in": 300,
-                    "id_token": provider.id_token(str(user))}
+        def tokens(
+            grant_type: str,
+            client: Any,
+            user: Any = None,
+            scope: Any = None,
+            expires_in: Any = None,
+            include_refresh_token: bool = True,
+        ) -> dict[str, Any]:
+            return {
+                "token_type": "Bearer",
+                "access_token": "opaque-access",
+                "expires_in": 300,
+                "id_token": provider.id_token(str(user)),
+            }
 
         server = Server()
         server.register_endpoint(Endpoint)
@@ -132,15 +144,21 @@ class Provider:
 
     def app(self) -> Starlette:
         """Return the provider's web application."""
+
         async def form_request(request: Request) -> _Request:
             form = {k: str(v) for k, v in (await request.form()).items()}
             return _Request(request.method, str(request.url), form, dict(request.headers))
 
         async def discovery(_request: Request) -> JSONResponse:
-            return JSONResponse({"issuer": self.issuer, "jwks_uri": f"{self.issuer}/jwks",
-                                 "device_authorization_endpoint": f"{self.issuer}/device",
-                                 "token_endpoint": f"{self.issuer}/token",
-                                 "id_token_signing_alg_values_supported": ["RS256"]})
+            return JSONResponse(
+                {
+                    "issuer": self.issuer,
+                    "jwks_uri": f"{self.issuer}/jwks",
+                    "device_authorization_endpoint": f"{self.issuer}/device",
+                    "token_endpoint": f"{self.issuer}/token",
+                    "id_token_signing_alg_values_supported": ["RS256"],
+                }
+            )
 
         async def jwks(_request: Request) -> JSONResponse:
             return JSONResponse({"keys": [self.key.as_dict(private=False)]})
@@ -151,8 +169,14 @@ class Provider:
         async def token(request: Request) -> Any:
             return self.server.create_token_response(await form_request(request))
 
-        return Starlette(routes=[Route("/.well-known/openid-configuration", discovery), Route("/jwks", jwks),
-                                 Route("/device", device, methods=["POST"]), Route("/token", token, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/.well-known/openid-configuration", discovery),
+                Route("/jwks", jwks),
+                Route("/device", device, methods=["POST"]),
+                Route("/token", token, methods=["POST"]),
+            ]
+        )
 
 
 @contextmanager

@@ -54,16 +54,23 @@ def seed_tokens(registry: Registry) -> tuple[ControlPlane, dict[str, str]]:
 
 
 @contextmanager
-def running_server(registry_url: str, log: Path, *args: str, scheme: str = "http",
-                   verify: bool | str = True) -> Iterator[str]:
+def running_server(
+    registry_url: str, log: Path, *args: str, scheme: str = "http", verify: bool | str = True
+) -> Iterator[str]:
     """Run ``daggers server`` on a free port (the registry URL by environment); yield its base URL; stop it."""
     port = free_port()
     env = {**os.environ, "DAGGERS_REGISTRY": registry_url, "PYTHONUNBUFFERED": "1"}
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"{scheme}://127.0.0.1:{port}"
     try:
+
         def healthy() -> bool:
             try:
                 return requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok

@@ -22,12 +22,20 @@ pytestmark = pytest.mark.integration
 
 
 def daggers(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "job.cli", *args], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "job.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
-def tls_server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str], Registry]]:
+def tls_server(
+    postgres: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path, dict[str, str], Registry]]:
     import trustme
 
     folder = tmp_path_factory.mktemp("tls")
@@ -40,8 +48,16 @@ def tls_server(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
     registry = Registry(url)
     _root, tokens = seed_tokens(registry)
     registry.close()
-    with running_server(url, folder / "server.log", "--cert", str(folder / "server.pem"), "--key",
-                        str(folder / "server.pem"), scheme="https", verify=str(folder / "ca.pem")) as base:
+    with running_server(
+        url,
+        folder / "server.log",
+        "--cert",
+        str(folder / "server.pem"),
+        "--key",
+        str(folder / "server.pem"),
+        scheme="https",
+        verify=str(folder / "ca.pem"),
+    ) as base:
         yield base, folder / "ca.pem", tokens, Registry(url)
 
 
@@ -50,7 +66,9 @@ def test_login_then_commands_act_as_the_tokens_user_over_tls(tls_server: Any, tm
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAGGERS_")}
     env["DAGGERS_CREDENTIALS"] = str(tmp_path / "cfg" / "credentials.json")
     env["HOME"] = str(tmp_path)
-    r = daggers("login", "--server", base, "--ca", str(ca), "--token-stdin", env=env, stdin=tokens["alice"] + "\n")
+    r = daggers(
+        "login", "--server", base, "--ca", str(ca), "--token-stdin", env=env, stdin=tokens["alice"] + "\n"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"signed in to {base} as alice")
     creds = tmp_path / "cfg" / "credentials.json"
@@ -66,14 +84,27 @@ def test_login_then_commands_act_as_the_tokens_user_over_tls(tls_server: Any, tm
     r = daggers("whoami", "--user", "root", env=env)
     assert r.returncode == 2
     assert "--user (or $DAGGERS_USER) cannot be used with the server" in r.stderr + r.stdout
-    r = daggers("dagger", "deploy", "team-a/via-server", "--json", env={**env, "DAGGERS_TOKEN": tokens["vera"]})
+    r = daggers(
+        "dagger", "deploy", "team-a/via-server", "--json", env={**env, "DAGGERS_TOKEN": tokens["vera"]}
+    )
     assert r.returncode == 2
     assert json.loads(r.stdout)["error"]["title"] == "Permission denied"
     # plain HTTP to the TLS port and an unknown CA both fail with one line, never the token
-    r = daggers("whoami", env={**env, "DAGGERS_CA": "", "DAGGERS_CREDENTIALS": str(tmp_path / "none.json"),
-                               "DAGGERS_SERVER": base, "DAGGERS_TOKEN": tokens["alice"],
-                               "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": ""})
-    assert r.returncode == 2 and "TLS to" in r.stdout + r.stderr and tokens["alice"] not in r.stdout + r.stderr
+    r = daggers(
+        "whoami",
+        env={
+            **env,
+            "DAGGERS_CA": "",
+            "DAGGERS_CREDENTIALS": str(tmp_path / "none.json"),
+            "DAGGERS_SERVER": base,
+            "DAGGERS_TOKEN": tokens["alice"],
+            "REQUESTS_CA_BUNDLE": "",
+            "SSL_CERT_FILE": "",
+        },
+    )
+    assert (
+        r.returncode == 2 and "TLS to" in r.stdout + r.stderr and tokens["alice"] not in r.stdout + r.stderr
+    )
     creds.chmod(0o644)
     r = daggers("whoami", env=env)
     assert r.returncode == 2 and "can be read by other users" in r.stdout + r.stderr

@@ -58,7 +58,12 @@ def set_heartbeat(world: World, cluster: str, at: float) -> None:
 def test_a_controller_cannot_choose_the_failover_clock(world: World) -> None:
     d = world.root.create("a-sgp", bookings_spec("fo1"), deploy=True)
     ClusterAgent(world.registry, "a-sgp").claim("gw-sgp", 4242, 15, False)  # a-sgp's controller is alive
-    for body in ({"after_s": 0.001, "now": time.time() + 10}, {"after_s": 0.001}, {"now": time.time() + 1e6}, {}):
+    for body in (
+        {"after_s": 0.001, "now": time.time() + 10},
+        {"after_s": 0.001},
+        {"now": time.time() + 1e6},
+        {},
+    ):
         r = post(world, "/controller/a-jkt/failover", body)
         assert (r.status_code, r.json()) == (200, {"moved": []}), body
     assert world.root.dagger(d.ref).cluster == "a-sgp"
@@ -75,16 +80,26 @@ def test_a_controller_cannot_choose_the_failover_clock(world: World) -> None:
 def test_the_heartbeat_is_the_servers_time_not_the_reported_one(world: World) -> None:
     d = world.root.create("a-jkt", bookings_spec("hb1"))
     before = time.time()
-    r = post(world, "/controller/a-jkt/report", {"now": before + 3e9, "host": "gw-jkt", "pid": 4242,
-                                                 "updates": {str(d.id): {"actual_state": "stopped"}},
-                                                 "health": {"ok": True}})
+    r = post(
+        world,
+        "/controller/a-jkt/report",
+        {
+            "now": before + 3e9,
+            "host": "gw-jkt",
+            "pid": 4242,
+            "updates": {str(d.id): {"actual_state": "stopped"}},
+            "health": {"ok": True},
+        },
+    )
     after = time.time()
     assert (r.status_code, r.json()) == (200, {"ok": True})
     beat = heartbeat(world, "a-jkt")
     assert beat is not None and before <= beat <= after
     with world.registry.session() as s:
         status = s.get(DaggerStatus, d.id)
-        assert status is not None and status.actual_state == "stopped" and before <= status.updated_at <= after
+        assert (
+            status is not None and status.actual_state == "stopped" and before <= status.updated_at <= after
+        )
         cluster = s.query(Cluster).filter_by(name="a-jkt").one()
         assert cluster.health == {"ok": True} and cluster.health_at == beat
 
@@ -99,21 +114,28 @@ def test_non_finite_numbers_in_controller_bodies_get_422_naming_the_field(world:
         (json.dumps({"now": 0.0, **base}).replace("0.0", "1e400"), f"now: {NF}"),
         (json.dumps({"now": -inf, **base}), f"now: {NF}"),
         (json.dumps({"prune_before": nan, **base}), f"prune_before: {NF}"),
-        (json.dumps({"updates": {str(d.id): {"started_at": inf}}, **base}),
-         f"updates.{d.id}.started_at: {NF}"),
-        (json.dumps({"updates": {str(d.id): {"progress": {"rates": [1.5, nan]}}}, **base}),
-         f"updates.{d.id}.progress.rates.1: {NF}"),
-        (json.dumps({"samples": [{"dagger_id": d.id, "at": 0.0}], **base}).replace("0.0", "-1e400"),
-         f"samples.0.at: {NF}"),
-        (json.dumps({"health": {"spark": {"latency_s": nan}}, **base}),
-         f"health.spark.latency_s: {NF}"),
+        (
+            json.dumps({"updates": {str(d.id): {"started_at": inf}}, **base}),
+            f"updates.{d.id}.started_at: {NF}",
+        ),
+        (
+            json.dumps({"updates": {str(d.id): {"progress": {"rates": [1.5, nan]}}}, **base}),
+            f"updates.{d.id}.progress.rates.1: {NF}",
+        ),
+        (
+            json.dumps({"samples": [{"dagger_id": d.id, "at": 0.0}], **base}).replace("0.0", "-1e400"),
+            f"samples.0.at: {NF}",
+        ),
+        (json.dumps({"health": {"spark": {"latency_s": nan}}, **base}), f"health.spark.latency_s: {NF}"),
     ]
     for body, message in cases:
         r = post(world, "/controller/a-jkt/report", body)
         assert (r.status_code, r.json()["error"]["message"]) == (422, message), body
-    for body, message in {'{"after_s": NaN}': f"after_s: {NF}",
-                          '{"after_s": Infinity}': f"after_s: {NF}",
-                          '{"now": 1e400}': f"now: {NF}"}.items():
+    for body, message in {
+        '{"after_s": NaN}': f"after_s: {NF}",
+        '{"after_s": Infinity}': f"after_s: {NF}",
+        '{"now": 1e400}': f"now: {NF}",
+    }.items():
         r = post(world, "/controller/a-jkt/failover", body)
         assert (r.status_code, r.json()["error"]["message"]) == (422, message), body
     r = post(world, "/controller/a-jkt/claim", '{"host": "gw", "pid": 1, "stale_s": NaN}')

@@ -49,8 +49,12 @@ ROLES = (None, "vera", "alice", "adam", "root", "ctl-a")
 EXAMPLES = int(os.environ.get("DAGGERS_FUZZ_EXAMPLES", "5"))
 #: Operations that get generated path parameters only: on a real dagger or cluster they start Spark in the
 #: server (previews) or wait for the brokers' timeout (topics, live health).
-GENERATED_ONLY = {"POST /api/v1/preview", "POST /api/v1/daggers/{team}/{name}/preview",
-                  "GET /api/v1/clusters/{cluster}/topics", "GET /api/v1/clusters/{cluster}/health"}
+GENERATED_ONLY = {
+    "POST /api/v1/preview",
+    "POST /api/v1/daggers/{team}/{name}/preview",
+    "GET /api/v1/clusters/{cluster}/topics",
+    "GET /api/v1/clusters/{cluster}/health",
+}
 #: A server, the role, and the real resources to aim at.
 Fuzzed = tuple[World, str | None, dict[str, Any]]
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
@@ -76,11 +80,25 @@ def fuzzed(request: pytest.FixtureRequest, postgres: Any, tmp_path: Path) -> Ite
     root.edit("team-a/fz", bookings_spec("fz", measurement="v2"))
     root.create("a-jkt", bookings_spec("fz-gone"))
     spare = root.create_token(cluster="a-sgp", description="spare")[0].token_id
-    real = {"team": "team-a", "name": "fz", "cluster": "a-jkt", "user": "vera", "token_id": spare,
-            "number": 1}
+    real = {
+        "team": "team-a",
+        "name": "fz",
+        "cluster": "a-jkt",
+        "user": "vera",
+        "token_id": spare,
+        "number": 1,
+    }
     log = tmp_path / "server.log"
-    with running_server(url, log, "--max-failed-signins", "1000000",
-                        "--oidc-issuer", "http://127.0.0.1:9/idp", "--oidc-client-id", "daggers") as base:
+    with running_server(
+        url,
+        log,
+        "--max-failed-signins",
+        "1000000",
+        "--oidc-issuer",
+        "http://127.0.0.1:9/idp",
+        "--oidc-client-id",
+        "daggers",
+    ) as base:
         yield World(base, registry, root, tokens, log, secrets=list(tokens.values())), request.param, real
     registry.close()
 
@@ -99,12 +117,14 @@ def negatable(operation: Any) -> bool:
 
 def aimed(real: dict[str, Any]) -> Callable[[Any], Any]:
     """Return a function that points a generated case's body at the real team, cluster and data centre."""
+
     def aim(case: Any) -> Any:
         if isinstance(case.body, dict):
             for key, value in (("cluster", real["cluster"]), ("team", real["team"]), ("datacentre", "jkt")):
                 if key in case.body:
                     case.body[key] = value
         return case
+
     return aim
 
 
@@ -131,8 +151,13 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
             problems.append(f"the answer names the registry: {response.text[:300]}")
         if problems:
             curl = case.as_curl_command(headers=headers, base_url=world.url)
-            failures.append((response.status_code, f"{who} {case.operation.label} -> {response.status_code}\n"
-                             f"{curl[:600]}\n" + "\n".join(problems)[:1500]))
+            failures.append(
+                (
+                    response.status_code,
+                    f"{who} {case.operation.label} -> {response.status_code}\n"
+                    f"{curl[:600]}\n" + "\n".join(problems)[:1500],
+                )
+            )
 
     for result in schema.get_all_operations():
         operation = result.ok()
@@ -141,16 +166,24 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
         strategies = [operation.as_strategy(generation_mode=mode) for mode in modes]
         if operation.label not in GENERATED_ONLY and (path_names or operation.body):
             fixed = {k: v for k, v in real.items() if k in path_names} or None
-            strategies += [operation.as_strategy(generation_mode=mode, path_parameters=fixed).map(aimed(real))
-                           for mode in modes]
-        run = settings(max_examples=budget(who, operation.label) * len(modes), derandomize=True,
-                       database=None, deadline=None, phases=[Phase.explicit, Phase.generate],
-                       suppress_health_check=list(HealthCheck))(given(case=st.one_of(strategies))(check))
+            strategies += [
+                operation.as_strategy(generation_mode=mode, path_parameters=fixed).map(aimed(real))
+                for mode in modes
+            ]
+        run = settings(
+            max_examples=budget(who, operation.label) * len(modes),
+            derandomize=True,
+            database=None,
+            deadline=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )(given(case=st.one_of(strategies))(check))
         with contextlib.suppress(Unsatisfiable):
             run()
     assert sent > 60
     failures.sort(key=lambda f: -f[0])  # the 5xx first
     by_status = sorted({code: sum(1 for c, _ in failures if c == code) for code, _ in failures}.items())
-    assert failures == [], (f"{len(failures)} of {sent} requests failed (by status: {by_status}):\n\n"
-                            + "\n\n".join(text for _, text in failures[:20]))
-
+    assert failures == [], (
+        f"{len(failures)} of {sent} requests failed (by status: {by_status}):\n\n"
+        + "\n\n".join(text for _, text in failures[:20])
+    )

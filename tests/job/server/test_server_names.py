@@ -38,8 +38,9 @@ def world(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
 
 
 def call(world: World, who: str, method: str, path: str, body: Any = None, **query: Any) -> tuple[int, Any]:
-    r = requests.request(method, world.api(path), headers=world.headers(who), json=body, params=query,
-                         timeout=60)
+    r = requests.request(
+        method, world.api(path), headers=world.headers(who), json=body, params=query, timeout=60
+    )
     return r.status_code, r.json()
 
 
@@ -48,16 +49,25 @@ def error(status: int, title: str, message: str, hint: str | None = None) -> tup
 
 
 def cluster_body(name: str, team: str = "team-a", **more: Any) -> dict[str, Any]:
-    return {"name": name, "team": team, "datacentre": "jkt", "spark_master": "local[2]",
-            "kafka_bootstrap": "127.0.0.1:9", "influx_url": "http://127.0.0.1:9", **more}
+    return {
+        "name": name,
+        "team": team,
+        "datacentre": "jkt",
+        "spark_master": "local[2]",
+        "kafka_bootstrap": "127.0.0.1:9",
+        "influx_url": "http://127.0.0.1:9",
+        **more,
+    }
 
 
 def test_a_cluster_name_taken_by_any_team_gets_the_same_409(world: World) -> None:
     taken = "cluster names are unique across all teams: choose another"
-    assert call(world, "adam", "POST", "/clusters", cluster_body("b-jkt")) == \
-        error(409, "Conflict", "cluster name 'b-jkt' is not available", taken)  # team-b's (was "... exists")
-    assert call(world, "adam", "POST", "/clusters", cluster_body("a-sgp")) == \
-        error(409, "Conflict", "cluster name 'a-sgp' is not available", taken)  # team-a's own
+    assert call(world, "adam", "POST", "/clusters", cluster_body("b-jkt")) == error(
+        409, "Conflict", "cluster name 'b-jkt' is not available", taken
+    )  # team-b's (was "... exists")
+    assert call(world, "adam", "POST", "/clusters", cluster_body("a-sgp")) == error(
+        409, "Conflict", "cluster name 'a-sgp' is not available", taken
+    )  # team-a's own
     name = f"c-new{next(_counter)}"
     status, body = call(world, "adam", "POST", "/clusters", cluster_body(name))
     assert (status, body["name"], body["team"]) == (201, name, "team-a")
@@ -75,8 +85,11 @@ def test_another_team_answers_as_an_unknown_team(world: World) -> None:
     assert (teams["bob"], teams["vera"]) == ({"team-b": "editor"}, {"team-a": "viewer"})
     # a member with a lower role is told it is the role (the team is theirs to know)
     assert call(world, "vera", "PUT", "/teams/team-a/members/bob", {"role": "viewer"}) == error(
-        403, "Permission denied", "vera cannot manage members of team team-a: it needs the admin role in "
-                                  "team 'team-a' (you have viewer)")
+        403,
+        "Permission denied",
+        "vera cannot manage members of team team-a: it needs the admin role in "
+        "team 'team-a' (you have viewer)",
+    )
 
 
 def test_another_teams_clusters_and_daggers_answer_as_unknown_ones(world: World) -> None:
@@ -113,7 +126,8 @@ def test_another_teams_controller_token_answers_as_an_unknown_token(world: World
 def test_users_are_added_by_superusers_whatever_the_name(world: World) -> None:
     for name in ("bob", "nobody"):  # bob exists, nobody does not: the same refusal
         assert call(world, "adam", "POST", "/users", {"name": name}) == error(
-            403, "Permission denied", f"adam cannot add user {name}: only a superuser can")
+            403, "Permission denied", f"adam cannot add user {name}: only a superuser can"
+        )
     users = {u["user"] for u in call(world, "alice", "GET", "/users")[1]}
     assert users == {"adam", "alice", "vera"}  # the members of her team: not bob, not root
 
@@ -124,7 +138,9 @@ def test_ones_own_refusals_in_the_audit_log_do_not_name_the_other_team(world: Wo
     status, entries = call(world, "alice", "GET", "/audit", limit=2)
     assert status == 200
     assert [(e["user"], e["action"], e["team"], e["target"], e["allowed"]) for e in entries] == [
-        ("alice", "see", None, "dagger b-secret", False), ("alice", "see", None, "cluster b-jkt", False)]
+        ("alice", "see", None, "dagger b-secret", False),
+        ("alice", "see", None, "cluster b-jkt", False),
+    ]
     # team-b's members see the attempts on their team's things, with the team
     status, entries = call(world, "bob", "GET", "/audit", limit=50)
     seen = [(e["user"], e["team"], e["target"]) for e in entries if e["user"] == "alice"]

@@ -33,15 +33,22 @@ def world(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
         yield world
 
 
-def call(world: World, who: str | None, method: str, path: str, body: Any = None,
-         token: str | None = None) -> requests.Response:
+def call(
+    world: World, who: str | None, method: str, path: str, body: Any = None, token: str | None = None
+) -> requests.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else world.headers(who)
     return requests.request(method, world.api(path), headers=headers, json=body, timeout=30)
 
 
 def daggers(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "job.cli", *args], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "job.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def cli_env(tmp_path: Path) -> dict[str, str]:
@@ -52,17 +59,28 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 # ---- lifetimes ------------------------------------------------------------------------------------------
 
+
 def test_token_lifetimes_are_bounded_and_named_when_refused(world: World) -> None:
     r = call(world, "root", "POST", "/tokens", {"user": "alice", "expires_in_s": 1e300})
     assert (r.status_code, r.json()["error"]["message"]) == (
-        422, "expires_in_s: 1e+300 is not a lifetime between 0 and 31622400 s (366 days)")
+        422,
+        "expires_in_s: 1e+300 is not a lifetime between 0 and 31622400 s (366 days)",
+    )
     r = call(world, "root", "POST", "/tokens", {"user": "alice", "expires_in_s": YEAR + 1})
     assert (r.status_code, r.json()["error"]["message"]) == (
-        422, "expires_in_s: 31622401.0 is not a lifetime between 0 and 31622400 s (366 days)")
-    r = requests.post(world.api("/tokens"), data=b'{"user": "alice", "expires_in_s": Infinity}',
-                      headers={**world.headers("root"), "Content-Type": "application/json"}, timeout=30)
+        422,
+        "expires_in_s: 31622401.0 is not a lifetime between 0 and 31622400 s (366 days)",
+    )
+    r = requests.post(
+        world.api("/tokens"),
+        data=b'{"user": "alice", "expires_in_s": Infinity}',
+        headers={**world.headers("root"), "Content-Type": "application/json"},
+        timeout=30,
+    )
     assert (r.status_code, r.json()["error"]["message"]) == (
-        422, "expires_in_s: not a finite number (NaN, Infinity, or too large)")
+        422,
+        "expires_in_s: not a finite number (NaN, Infinity, or too large)",
+    )
     # without a lifetime: the maximum; a personal one and a team admin's controller token alike
     for who, body in (("root", {"user": "alice"}), ("adam", {"cluster": "a-jkt"})):
         r = call(world, who, "POST", "/tokens", body)
@@ -72,11 +90,19 @@ def test_token_lifetimes_are_bounded_and_named_when_refused(world: World) -> Non
     token_id = r.json()["token_id"]
     r = call(world, "root", "POST", f"/tokens/{token_id}/expire", {"at": 1e300})
     assert (r.status_code, r.json()["error"]["message"]) == (
-        422, "at: 1e+300 is not a time within 366 days from now")
-    r = requests.post(world.api(f"/tokens/{token_id}/expire"), data=b'{"at": NaN}',
-                      headers={**world.headers("root"), "Content-Type": "application/json"}, timeout=30)
+        422,
+        "at: 1e+300 is not a time within 366 days from now",
+    )
+    r = requests.post(
+        world.api(f"/tokens/{token_id}/expire"),
+        data=b'{"at": NaN}',
+        headers={**world.headers("root"), "Content-Type": "application/json"},
+        timeout=30,
+    )
     assert (r.status_code, r.json()["error"]["message"]) == (
-        422, "at: not a finite number (NaN, Infinity, or too large)")
+        422,
+        "at: not a finite number (NaN, Infinity, or too large)",
+    )
 
 
 def test_the_maximum_is_configured_by_environment(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,14 +111,18 @@ def test_the_maximum_is_configured_by_environment(world: World, monkeypatch: pyt
         world.root.create_token("alice", expires_in_s=864000)
     assert (refused.value.message, refused.value.hint) == (
         "expires_in_s: 864000 is not a lifetime between 0 and 604800 s (7 days)",
-        "the longest a token lives is $DAGGERS_MAX_TOKEN_DAYS days")
+        "the longest a token lives is $DAGGERS_MAX_TOKEN_DAYS days",
+    )
     view, token = world.root.create_token("alice")
     world.secrets.append(token)
     assert round(view.expires_at - view.created_at) == 7 * 86400
     monkeypatch.setenv("DAGGERS_MAX_TOKEN_DAYS", "forever")
     with pytest.raises(ControlError) as refused:
         world.root.create_token("alice")
-    assert refused.value.message == "$DAGGERS_MAX_TOKEN_DAYS 'forever' is not a number of days between 0 and 3660"
+    assert (
+        refused.value.message
+        == "$DAGGERS_MAX_TOKEN_DAYS 'forever' is not a number of days between 0 and 3660"
+    )
 
 
 def test_token_list_shows_a_lifetime_no_calendar_holds(world: World, tmp_path: Path) -> None:
@@ -100,8 +130,12 @@ def test_token_list_shows_a_lifetime_no_calendar_holds(world: World, tmp_path: P
     world.secrets.append(token)
     with world.registry.session() as s:  # a registry written before lifetimes were bounded
         s.execute(update(ApiToken).where(ApiToken.token_id == view.token_id).values(expires_at=1e300))
-    env = {**cli_env(tmp_path), "DAGGERS_SERVER": world.url, "DAGGERS_TOKEN": world.tokens["root"],
-           "COLUMNS": "200"}
+    env = {
+        **cli_env(tmp_path),
+        "DAGGERS_SERVER": world.url,
+        "DAGGERS_TOKEN": world.tokens["root"],
+        "COLUMNS": "200",
+    }
     r = daggers("token", "list", "--for", "bob", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     row = next(line for line in r.stdout.splitlines() if view.token_id in line)
@@ -112,6 +146,7 @@ def test_token_list_shows_a_lifetime_no_calendar_holds(world: World, tmp_path: P
 
 
 # ---- a team admin's controller tokens -------------------------------------------------------------------
+
 
 def test_a_team_admins_controller_token_works_only_while_its_maker_is_the_teams_admin(world: World) -> None:
     world.root.add_user("tadmin")
@@ -145,6 +180,7 @@ def test_a_team_admins_controller_token_works_only_while_its_maker_is_the_teams_
 
 # ---- logout -----------------------------------------------------------------------------------------------
 
+
 def test_logout_revokes_the_token_on_the_server(world: World, tmp_path: Path) -> None:
     view, token = world.root.create_token("vera", description="vera's laptop")
     world.secrets.append(token)
@@ -162,8 +198,9 @@ def test_logout_revokes_the_token_on_the_server(world: World, tmp_path: Path) ->
     assert world.root.tokens("vera")[-1].revoked_at is not None
 
 
-def test_logout_with_the_server_unreachable_says_so_and_forgets_the_token(world: World, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_logout_with_the_server_unreachable_says_so_and_forgets_the_token(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _view, token = world.root.create_token("vera")
     world.secrets.append(token)
     env = cli_env(tmp_path)
@@ -172,12 +209,18 @@ def test_logout_with_the_server_unreachable_says_so_and_forgets_the_token(world:
     path = save_login(gone, token)
     r = daggers("logout", "--json", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(r.stdout) == {"ok": True, "signed_out": True, "revoked": False,
-                                    "problem": f"the token was not revoked on its server: the server {gone} cannot "
-                                               "be reached: ConnectionError"}
+    assert json.loads(r.stdout) == {
+        "ok": True,
+        "signed_out": True,
+        "revoked": False,
+        "problem": f"the token was not revoked on its server: the server {gone} cannot "
+        "be reached: ConnectionError",
+    }
     assert not path.exists()
     save_login(gone, token)
     r = daggers("logout", env=env)
     assert (r.returncode, r.stdout) == (0, "signed out\n")
-    assert r.stderr == (f"Warning: the token was not revoked on its server: the server {gone} cannot be reached: "
-                        "ConnectionError\n")
+    assert r.stderr == (
+        f"Warning: the token was not revoked on its server: the server {gone} cannot be reached: "
+        "ConnectionError\n"
+    )

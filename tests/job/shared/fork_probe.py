@@ -12,5 +12,14 @@ if __name__ == "__main__":
         imported = True
     except ModuleNotFoundError:
         imported = False
-    print(json.dumps({"imported": imported, "ppid": os.getppid(), "cwd": os.getcwd(),
-                      "cwd_on_path": any(p in ("", ".", os.getcwd()) for p in sys.path)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "imported": imported,
+                "ppid": os.getppid(),
+                "cwd": os.getcwd(),
+                "cwd_on_path": any(p in ("", ".", os.getcwd()) for p in sys.path),
+            }
+        ),
+        flush=True,
+    )

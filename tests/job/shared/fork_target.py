@@ -10,17 +10,31 @@ from pathlib import Path
 
 def disposition(sig: signal.Signals) -> str:
     handler = signal.getsignal(sig)
-    names = {signal.SIG_IGN: "ignored", signal.SIG_DFL: "default", signal.default_int_handler: "KeyboardInterrupt"}
+    names = {
+        signal.SIG_IGN: "ignored",
+        signal.SIG_DFL: "default",
+        signal.default_int_handler: "KeyboardInterrupt",
+    }
     return names.get(handler, "a handler")  # type: ignore[call-overload]
 
 
 if __name__ == "__main__":
     if "--own-group" in sys.argv:  # as PySpark's daemon does
         os.setpgid(0, 0)
-    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
-                      "marker": os.environ.get("FORK_TEST_MARKER"),
-                      "comm": Path("/proc/self/comm").read_text().strip(),
-                      "signals": {s.name: disposition(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}}), flush=True)
+    print(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "ppid": os.getppid(),
+                "cwd": os.getcwd(),
+                "argv": sys.argv[1:],
+                "marker": os.environ.get("FORK_TEST_MARKER"),
+                "comm": Path("/proc/self/comm").read_text().strip(),
+                "signals": {s.name: disposition(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)},
+            }
+        ),
+        flush=True,
+    )
     print("to stderr", file=sys.stderr, flush=True)
     if "--hang-up" in sys.argv:  # as PySpark's source runner ends when its JVM stops first
         try:

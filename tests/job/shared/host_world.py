@@ -22,13 +22,35 @@ from tests.job.control.test_control_e2e import T0, TAGS, closed
 REPO = Path(__file__).resolve().parents[3]
 
 
-def bookings_text(name: str, bootstrap: str, topic: str, influx_url: str, db: str, checkpoint: Path, *,
-                  bad_records: str = "skip", sql: str = BOOKINGS_SQL, extra: str = "", sink_extra: str = "",
-                  trigger_s: float = 1.0) -> str:
+def bookings_text(
+    name: str,
+    bootstrap: str,
+    topic: str,
+    influx_url: str,
+    db: str,
+    checkpoint: Path,
+    *,
+    bad_records: str = "skip",
+    sql: str = BOOKINGS_SQL,
+    extra: str = "",
+    sink_extra: str = "",
+    trigger_s: float = 1.0,
+) -> str:
     """A bookings spec text (the helpers' make_spec), with top-level ``extra`` and sink ``sink_extra`` lines."""
-    _, text = make_spec(name=name, bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
-                        sql=sql, influx_url=influx_url, db=db, measurement="bookings", checkpoint=checkpoint,
-                        bad_records=bad_records, max_records_per_batch=2500, trigger_interval_s=trigger_s)
+    _, text = make_spec(
+        name=name,
+        bootstrap=bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=sql,
+        influx_url=influx_url,
+        db=db,
+        measurement="bookings",
+        checkpoint=checkpoint,
+        bad_records=bad_records,
+        max_records_per_batch=2500,
+        trigger_interval_s=trigger_s,
+    )
     text = text.replace("sink:\n", f"{extra}sink:\n")
     return text + sink_extra
 
@@ -46,22 +68,49 @@ class HostProc:
         self.folder.root.mkdir(parents=True, exist_ok=True)
         with self.folder.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "job.shared.host", str(self.folder.root), "--master", self.master,
-                 "--poll", "0.3"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+                [
+                    sys.executable,
+                    "-m",
+                    "job.shared.host",
+                    str(self.folder.root),
+                    "--master",
+                    self.master,
+                    "--poll",
+                    "0.3",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=REPO,
+            )
         self.started.append(self.popen.pid)
 
     def ready(self, timeout: float = 180) -> dict[str, Any]:
         assert self.popen is not None
         pid = self.popen.pid
-        return wait_until("the host ready", lambda: (h := self.folder.host()) and h.get("pid") == pid
-                          and h.get("state") == "ready" and h, timeout, log=self.folder.log_path)
+        return wait_until(
+            "the host ready",
+            lambda: (h := self.folder.host()) and h.get("pid") == pid and h.get("state") == "ready" and h,
+            timeout,
+            log=self.folder.log_path,
+        )
 
     def dagger(self, key: str) -> dict[str, Any]:
         return self.folder.state(key) or {}
 
-    def wait_state(self, key: str, state: str, timeout: float = 240, token: str | None = None) -> dict[str, Any]:
-        return wait_until(f"{key} {state}", lambda: (d := self.dagger(key)).get("state") == state
-                          and (token is None or d.get("token") == token) and d, timeout, log=self.folder.log_path)
+    def wait_state(
+        self, key: str, state: str, timeout: float = 240, token: str | None = None
+    ) -> dict[str, Any]:
+        return wait_until(
+            f"{key} {state}",
+            lambda: (
+                (d := self.dagger(key)).get("state") == state
+                and (token is None or d.get("token") == token)
+                and d
+            ),
+            timeout,
+            log=self.folder.log_path,
+        )
 
     def jvm_pid(self) -> int:
         assert self.popen is not None
@@ -111,13 +160,28 @@ class World:
     def checkpoint(self, key: str) -> Path:
         return self.tmp / "daggers" / key / "checkpoint"
 
-    def spec(self, key: str, version: int = 1, *, topic: str | None = None, influx_url: str | None = None,
-             **kw: object) -> Path:
+    def spec(
+        self,
+        key: str,
+        version: int = 1,
+        *,
+        topic: str | None = None,
+        influx_url: str | None = None,
+        **kw: object,
+    ) -> Path:
         path = self.tmp / "daggers" / key / f"v{version}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(bookings_text(key, self.broker, topic or self.topic,
-                                      influx_url or self.influxdb.url,  # type: ignore[attr-defined]
-                                      self.db(key), self.checkpoint(key), **kw))  # type: ignore[arg-type]
+        path.write_text(
+            bookings_text(
+                key,
+                self.broker,
+                topic or self.topic,
+                influx_url or self.influxdb.url,  # type: ignore[attr-defined]
+                self.db(key),
+                self.checkpoint(key),
+                **kw,
+            )
+        )  # type: ignore[arg-type]
         return path
 
     def step(self, k: int) -> None:
@@ -133,10 +197,18 @@ class World:
 
     def exact(self, key: str, host: HostProc, timeout: float = 240) -> None:
         want = closed(self.rows)
-        wait_until(f"{key}: every window exactly once", lambda: windows(self.influxdb, self.dbs[key]) == want,
-                   timeout, log=host.folder.log_path)
-        wait_until(f"{key}: every event counted", lambda: status(self.checkpoint(key)).get("input_rows")
-                   == len(self.rows), 60, log=host.folder.log_path)
+        wait_until(
+            f"{key}: every window exactly once",
+            lambda: windows(self.influxdb, self.dbs[key]) == want,
+            timeout,
+            log=host.folder.log_path,
+        )
+        wait_until(
+            f"{key}: every event counted",
+            lambda: status(self.checkpoint(key)).get("input_rows") == len(self.rows),
+            60,
+            log=host.folder.log_path,
+        )
 
 
 @dataclass

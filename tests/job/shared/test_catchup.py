@@ -27,12 +27,16 @@ def test_only_a_pass_through_catches_up(tmp_path: Path) -> None:
         catch_up(None, windowed, {}, {})
 
 
-def offsets_of(bootstrap: str, topic: str, partitions: int, payloads: list[bytes]) -> dict[tuple[int, int], int]:
+def offsets_of(
+    bootstrap: str, topic: str, partitions: int, payloads: list[bytes]
+) -> dict[tuple[int, int], int]:
     """Return (partition, offset) -> the index in ``payloads`` of the record there, read back from the broker."""
     from confluent_kafka import Consumer, TopicPartition
 
     index = {payload: i for i, payload in enumerate(payloads)}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
+    )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[tuple[int, int], int] = {}

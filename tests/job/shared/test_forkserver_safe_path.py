@@ -32,7 +32,9 @@ def folder(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     for name in ("pyspark", "daggers_cwd_probe"):
-        (work / f"{name}.py").write_text(f"from pathlib import Path\n(Path(__file__).parent / 'RAN-{name}').touch()\n")
+        (work / f"{name}.py").write_text(
+            f"from pathlib import Path\n(Path(__file__).parent / 'RAN-{name}').touch()\n"
+        )
     return work
 
 
@@ -55,11 +57,19 @@ def socket_dir() -> Iterator[Path]:
 
 
 def test_start_does_not_import_the_working_folders_pyspark(folder: Path) -> None:
-    script = ("from job.shared import forkserver\n"
-              "started = forkserver.start(120)\n"
-              "print('none' if started is None else started[0].pid, flush=True)\n")
-    done = subprocess.run([sys.executable, "-P", "-c", script], cwd=folder, env=base_env(), capture_output=True,
-                          text=True, timeout=300)
+    script = (
+        "from job.shared import forkserver\n"
+        "started = forkserver.start(120)\n"
+        "print('none' if started is None else started[0].pid, flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", script],
+        cwd=folder,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     pid = done.stdout.strip()
     with contextlib.suppress(ValueError, ProcessLookupError):
@@ -72,10 +82,18 @@ def test_a_forked_child_does_not_import_from_the_working_folder(folder: Path, so
     sock = socket_dir / "sock"
     server = subprocess.Popen(forkserver.command(sock, (PROBE,)), cwd=folder, env=base_env())
     try:
-        wait_until("the fork server to start", sock.with_suffix(".ready").exists, 120, every_s=0.05, proc=server)
+        wait_until(
+            "the fork server to start", sock.with_suffix(".ready").exists, 120, every_s=0.05, proc=server
+        )
         env = {**base_env(), forkserver.SOCKET_ENV: str(sock), forkserver.PYTHON_ENV: sys.executable}
-        done = subprocess.run([sys.executable, "-S", str(FORKCLIENT), "-m", PROBE], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-S", str(FORKCLIENT), "-m", PROBE],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         got = json.loads(done.stdout)
         assert got["ppid"] == server.pid  # forked by the server
@@ -87,17 +105,26 @@ def test_a_forked_child_does_not_import_from_the_working_folder(folder: Path, so
 
 
 @pytest.mark.parametrize("client", ["launcher", "python", "c"])
-def test_a_module_run_in_place_does_not_import_from_the_working_folder(client: str, folder: Path,
-                                                                       socket_dir: Path) -> None:
+def test_a_module_run_in_place_does_not_import_from_the_working_folder(
+    client: str, folder: Path, socket_dir: Path
+) -> None:
     """With no server (gone, or never started) the launcher and both clients run ``python -m MODULE`` as
     Spark asked: the working folder stays off its path there too."""
-    env = {**base_env(), forkserver.SOCKET_ENV: str(socket_dir / "none"), forkserver.PYTHON_ENV: sys.executable}
-    argv = {"launcher": [str(forkserver.LAUNCHER)], "python": [sys.executable, "-S", str(FORKCLIENT)]}.get(client)
+    env = {
+        **base_env(),
+        forkserver.SOCKET_ENV: str(socket_dir / "none"),
+        forkserver.PYTHON_ENV: sys.executable,
+    }
+    argv = {"launcher": [str(forkserver.LAUNCHER)], "python": [sys.executable, "-S", str(FORKCLIENT)]}.get(
+        client
+    )
     if argv is None:
         built = forkserver.build_client(socket_dir)
         assert built is not None, "cc is on the machine: the C client must build"
         argv = [str(built)]
-    done = subprocess.run([*argv, "-m", PROBE], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*argv, "-m", PROBE], cwd=folder, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert (got["cwd"], got["imported"], got["cwd_on_path"]) == (str(folder), False, False)

@@ -72,7 +72,9 @@ def join_spec(w: World, key: str) -> Path:
     head, rest = text.split("streams:\n", 1)
     block, tail = rest.split("sql: |", 1)
     first = block.replace("table: data_stream", "table: bookings")
-    second = block.replace("table: data_stream", "table: later").replace(f"group: {key}", f"group: {key}-later")
+    second = block.replace("table: data_stream", "table: later").replace(
+        f"group: {key}", f"group: {key}-later"
+    )
     path.write_text(f"{head}streams:\n{first}{second}sql: |{tail}")
     return path
 
@@ -104,8 +106,11 @@ def joins_exact(influxdb, db: str, rows: list[dict], since_s: float = 0) -> bool
     every = join_pairs(rows)
     final_s = watermark_of(rows) - JOIN_REACH_S - WINDOW_S
     want = {k: v for k, v in every.items() if k[0] <= final_s and k[0] - WINDOW_S >= since_s}
-    return bool(want) and all(every.get(k) == v and k[0] - WINDOW_S >= since_s for k, v in got.items()) \
+    return (
+        bool(want)
+        and all(every.get(k) == v and k[0] - WINDOW_S >= since_s for k, v in got.items())
         and all(got.get(k) == v for k, v in want.items())
+    )
 
 
 def rows_of(influxdb, db: str) -> set[tuple]:  # type: ignore[no-untyped-def]
@@ -143,8 +148,11 @@ def watermark_of(rows: list[dict]) -> float:
     return max(r["event_timestamp"].timestamp() for r in rows) - DELAY_MS / 1000
 
 
-def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorld, influxdb,  # type: ignore[no-untyped-def]
-                                                           tmp_path: Path) -> None:
+def test_fused_daggers_share_one_query_and_each_stays_exact(
+    host_world: HostWorld,
+    influxdb,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     w, host = host_world.world, host_world.host
     relay = Relay(int(influxdb.url.rsplit(":", 1)[1]))
     f = host.folder
@@ -153,8 +161,17 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         # assigned before the host starts: its first round sees every member, so each group starts in one
         # generation (assigned one by one into a running host, a group may start again as members arrive)
         assign_fused(f, w, tmp_path, ("fa", "fb"))
-        f.assign("fs", w.spec("fs", extra=FUSED, influx_url=f"http://127.0.0.1:{relay.port}",
-                              sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "fs-1")
+        f.assign(
+            "fs",
+            w.spec(
+                "fs",
+                extra=FUSED,
+                influx_url=f"http://127.0.0.1:{relay.port}",
+                sink_extra="  max_retries: 1\n  timeout_s: 2\n",
+            ),
+            tmp_path,
+            "fs-1",
+        )
         f.assign("fh", w.spec("fh", extra=FUSED, sql=HOP_SQL), tmp_path, "fh-1")
         f.assign("fp", w.spec("fp", extra=FUSED_EVERY_S, sql=PASS_SQL), tmp_path, "fp-1")
         f.assign("fj", join_spec(w, "fj"), tmp_path, "fj-1")
@@ -162,12 +179,20 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         host.ready()
         for key in ("fa", "fb", "fs"):
             w.exact(key, host)
-        wait_until("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
-                   120, log=f.log_path)
+        wait_until(
+            "fh: every HOP window",
+            lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+            120,
+            log=f.log_path,
+        )
         assert group_file(f, "fh")["members"] == {"fh": "fh-1"}
-        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
+        wait_until(
+            "fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path
+        )
         assert group_file(f, "fp")["members"] == {"fp": "fp-1"}
-        wait_until("fj: every pair window", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
+        wait_until(
+            "fj: every pair window", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path
+        )
         assert group_file(f, "fj")["members"] == {"fj": "fj-1"}
         # one query for the three: one group, one generation, each member's state names it
         group = group_file(f)
@@ -182,21 +207,30 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         relay.cut()
         w.step(1)
         failed = host.wait_state("fs", "failed")
-        assert failed["error"].startswith(f"Sink error: giving up writing to InfluxDB at http://127.0.0.1:{relay.port}"), failed
+        assert failed["error"].startswith(
+            f"Sink error: giving up writing to InfluxDB at http://127.0.0.1:{relay.port}"
+        ), failed
         assert status(w.checkpoint("fs"))["state"] == "failed"
         for key in ("fa", "fb"):
             w.exact(key, host)
         # six minutes of events in a row, no closer: the HOP windows that end by the watermark are written,
         # and the next generation's start falls inside windows already written
-        dense = generate("booking", 600, seed=90, start=T0 + timedelta(minutes=40), duration_s=360,
-                         first_index=50_000)
+        dense = generate(
+            "booking", 600, seed=90, start=T0 + timedelta(minutes=40), duration_s=360, first_index=50_000
+        )
         produce(w.broker, w.topic, [dense], progress=False)
         w.rows.extend(dense.table.to_pylist())
         for key in ("fa", "fb"):
             w.exact(key, host)
-        wait_until("fh: every HOP window", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
-                   120, log=f.log_path)
-        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
+        wait_until(
+            "fh: every HOP window",
+            lambda: hop_points(influxdb, w.dbs["fh"]) == hop_windows(w.rows, watermark_of(w.rows)),
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            "fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path
+        )
         # the group went on without it (a new generation, from the oldest open window)
         before = closed(w.rows)
         watermark_s = max(r["event_timestamp"].timestamp() for r in w.rows) - DELAY_MS / 1000
@@ -215,8 +249,12 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         f.assign("fj2", join_spec(w, "fj2"), tmp_path, "fj2-1")
         f.unassign("fs")
         host.wait_state("fb", "running", token="fb-2")
-        wait_until("the group's new members", lambda: group_file(f)["members"] == {"fa": "fa-1", "fb": "fb-2",
-                                                                                  "fc": "fc-1"}, 120, log=f.log_path)
+        wait_until(
+            "the group's new members",
+            lambda: group_file(f)["members"] == {"fa": "fa-1", "fb": "fb-2", "fc": "fc-1"},
+            120,
+            log=f.log_path,
+        )
         group = group_file(f)
         assert group["start_ms"] == joined_s * 1000, (group, joined_s)
         host.wait_state("fp2", "running")
@@ -227,24 +265,54 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
         assert want_c and len(want_c) < len(closed(w.rows))
-        wait_until("fc: every window since it joined", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120,
-                   log=f.log_path)
+        wait_until(
+            "fc: every window since it joined",
+            lambda: windows(influxdb, w.dbs["fc"]) == want_c,
+            120,
+            log=f.log_path,
+        )
         assert group_file(f, "fh")["generation"] == 2
         hop_all = hop_windows(w.rows, watermark_of(w.rows))
-        wait_until("fh: every HOP window once, whole", lambda: hop_points(influxdb, w.dbs["fh"]) == hop_all, 120, log=f.log_path)
+        wait_until(
+            "fh: every HOP window once, whole",
+            lambda: hop_points(influxdb, w.dbs["fh"]) == hop_all,
+            120,
+            log=f.log_path,
+        )
         hop_new = {k: v for k, v in hop_all.items() if k[0] > hop_joined_s}
         assert hop_new and len(hop_new) < len(hop_all)
-        wait_until("fh2: every HOP window since it joined", lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new, 120,
-                   log=f.log_path)
-        wait_until("fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path)
-        wait_until("fp2: every event since it joined", lambda: rows_of(influxdb, w.dbs["fp2"])
-                   == passed(w.rows[passed_before:]), 60, log=f.log_path)
-        assert group_file(f, "fp")["generation"] == 2 and status(w.checkpoint("fp"))["input_rows"] == len(w.rows)
+        wait_until(
+            "fh2: every HOP window since it joined",
+            lambda: hop_points(influxdb, w.dbs["fh2"]) == hop_new,
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            "fp: every event", lambda: rows_of(influxdb, w.dbs["fp"]) == passed(w.rows), 60, log=f.log_path
+        )
+        wait_until(
+            "fp2: every event since it joined",
+            lambda: rows_of(influxdb, w.dbs["fp2"]) == passed(w.rows[passed_before:]),
+            60,
+            log=f.log_path,
+        )
+        assert group_file(f, "fp")["generation"] == 2 and status(w.checkpoint("fp"))["input_rows"] == len(
+            w.rows
+        )
         join_group = group_file(f, "fj")
         assert join_group["generation"] == 2 and join_group["members"] == {"fj": "fj-1", "fj2": "fj2-1"}
-        wait_until("fj: every pair window once", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
-        wait_until("fj2: every pair window since it joined", lambda: joins_exact(
-            influxdb, w.dbs["fj2"], w.rows, join_group["start_ms"] / 1000), 120, log=f.log_path)
+        wait_until(
+            "fj: every pair window once",
+            lambda: joins_exact(influxdb, w.dbs["fj"], w.rows),
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            "fj2: every pair window since it joined",
+            lambda: joins_exact(influxdb, w.dbs["fj2"], w.rows, join_group["start_ms"] / 1000),
+            120,
+            log=f.log_path,
+        )
         # fs stays failed (removed, as a failed dagger of its own would be), with the windows it wrote before
         assert host.dagger("fs")["state"] == "failed"
         written = windows(influxdb, w.dbs["fs"])
@@ -261,8 +329,18 @@ def test_fused_daggers_share_one_query_and_each_stays_exact(host_world: HostWorl
         for key in ("fa", "fb"):
             w.exact(key, host)
         want_c = {k: v for k, v in closed(w.rows).items() if k[0] - WINDOW_S >= joined_s}
-        wait_until("fc: exact after the restart", lambda: windows(influxdb, w.dbs["fc"]) == want_c, 120, log=f.log_path)
-        wait_until("fj: exact after the restart", lambda: joins_exact(influxdb, w.dbs["fj"], w.rows), 120, log=f.log_path)
+        wait_until(
+            "fc: exact after the restart",
+            lambda: windows(influxdb, w.dbs["fc"]) == want_c,
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            "fj: exact after the restart",
+            lambda: joins_exact(influxdb, w.dbs["fj"], w.rows),
+            120,
+            log=f.log_path,
+        )
         assert group_file(f)["generation"] == generation
         assert host.stop() == 0
         for key in ("fa", "fb", "fc"):

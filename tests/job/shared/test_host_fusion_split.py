@@ -34,11 +34,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 STEP_1 = (T0 + timedelta(minutes=20)).strftime("%Y-%m-%d %H:%M:%S")
 DIVIDES_SQL = BOOKINGS_SQL.replace(
     "WHERE status = 'COMPLETED'",
-    f"WHERE status = 'COMPLETED' AND fare_idr / CASE WHEN rowtime < TIMESTAMP '{STEP_1}' THEN 1 ELSE 0 END > 0")
+    f"WHERE status = 'COMPLETED' AND fare_idr / CASE WHEN rowtime < TIMESTAMP '{STEP_1}' THEN 1 ELSE 0 END > 0",
+)
 
 
 def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_together(  # type: ignore[no-untyped-def]
-        host_world: HostWorld, influxdb, tmp_path: Path) -> None:
+    host_world: HostWorld, influxdb, tmp_path: Path
+) -> None:
     assert DIVIDES_SQL != BOOKINGS_SQL
     w, host = host_world.world, host_world.host
     f = host.folder
@@ -63,8 +65,12 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
     assert status(w.checkpoint("fx"))["state"] == "failed"
     # ... and fa and fb come back together in the group's next generation, each from its own query
     for key in ("fa", "fb"):
-        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                   and d.get("state") == "running", 240, log=f.log_path)
+        wait_until(
+            f"{key} back in {gkey}",
+            lambda k=key: (d := host.dagger(k)).get("group") == gkey and d.get("state") == "running",
+            240,
+            log=f.log_path,
+        )
         w.exact(key, host)
     back = json.loads((groups / gkey / GROUP_FILE).read_text())
     assert back["members"] == {"fa": "fa-1", "fb": "fb-1"} and back["generation"] > first["generation"], back
@@ -85,7 +91,10 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
         w.exact(key, host)
         assert host.dagger(key)["group"] == gkey
     assert json.loads((groups / gkey / GROUP_FILE).read_text())["members"] == {
-        "fa": "fa-1", "fb": "fb-1", "fx": "fx-2"}
+        "fa": "fa-1",
+        "fb": "fb-1",
+        "fx": "fx-2",
+    }
 
     # a host started again resumes the group exactly
     assert host.stop() == 0
@@ -99,5 +108,9 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
     # no window of fa or fb was written twice: not at the split, their return, fx's or the restart
     want = Counter(("bookings", end) for end, *_ in closed(w.rows))
     for key, watch in host_world.watches.items():
-        wait_until(f"{key}: each window's points once", lambda v=watch: Counter(
-            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, log=f.log_path)
+        wait_until(
+            f"{key}: each window's points once",
+            lambda v=watch: Counter({k: n[-1][1] for k, n in v.arrivals.items()}) == want,
+            30,
+            log=f.log_path,
+        )

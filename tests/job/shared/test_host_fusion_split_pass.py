@@ -36,7 +36,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: The pass-through, but its WHERE divides by zero for the events from the second step on (minute 20).
 DIVIDES_PASS_SQL = PASS_SQL + (
-    f"\nWHERE fare_idr / CASE WHEN rowtime < TIMESTAMP '{STEP_1}' THEN 1 ELSE 0 END >= 0")
+    f"\nWHERE fare_idr / CASE WHEN rowtime < TIMESTAMP '{STEP_1}' THEN 1 ELSE 0 END >= 0"
+)
 
 
 def per_second(rows: list[dict]) -> Counter[tuple[str, int]]:
@@ -45,7 +46,8 @@ def per_second(rows: list[dict]) -> Counter[tuple[str, int]]:
 
 
 def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives_once(  # type: ignore[no-untyped-def]
-        host_world: HostWorld, influxdb, tmp_path: Path) -> None:
+    host_world: HostWorld, influxdb, tmp_path: Path
+) -> None:
     w, host = host_world.world, host_world.host
     f = host.folder
     w.step(0)
@@ -56,8 +58,12 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     host.start()
     host.ready()
     for key in ("pa", "pb", "px"):  # the division is by one for these events
-        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                   log=f.log_path)
+        wait_until(
+            f"{key}: every event",
+            lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows),
+            120,
+            log=f.log_path,
+        )
     gkey = host.dagger("pa")["group"]
     groups = f.root / "groups"
     first = json.loads((groups / gkey / GROUP_FILE).read_text())
@@ -71,8 +77,12 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     assert failed["group"] == solo_key(gkey, "px"), failed
     # ... and pa and pb come back together in the group's next generation
     for key in ("pa", "pb"):
-        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                   and d.get("state") == "running", 240, log=f.log_path)
+        wait_until(
+            f"{key} back in {gkey}",
+            lambda k=key: (d := host.dagger(k)).get("group") == gkey and d.get("state") == "running",
+            240,
+            log=f.log_path,
+        )
     back = json.loads((groups / gkey / GROUP_FILE).read_text())
     assert back["members"] == {"pa": "pa-1", "pb": "pb-1"} and back["generation"] > first["generation"], back
     log = f.log_path.read_text()
@@ -85,19 +95,32 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
     # the group reads on: every event of every step reaches pa and pb once
     w.step(2)
     for key in ("pa", "pb"):
-        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                   log=f.log_path)
-        wait_until(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                   == len(w.rows), 60, log=f.log_path)
+        wait_until(
+            f"{key}: every event",
+            lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows),
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            f"{key}: every event counted once",
+            lambda k=key: status(w.checkpoint(k)).get("input_rows") == len(w.rows),
+            60,
+            log=f.log_path,
+        )
     want = per_second(w.rows)
     for key, watch in host_world.watches.items():
-        wait_until(f"{key}: each row written once", lambda v=watch: Counter(
-            {k: n[-1][1] for k, n in v.arrivals.items()}) == want, 30, log=f.log_path)
+        wait_until(
+            f"{key}: each row written once",
+            lambda v=watch: Counter({k: n[-1][1] for k, n in v.arrivals.items()}) == want,
+            30,
+            log=f.log_path,
+        )
     assert host.dagger("pa")["group"] == gkey and host.dagger("pb")["group"] == gkey
 
 
 def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type: ignore[no-untyped-def]
-        host_world: HostWorld, influxdb, tmp_path: Path) -> None:
+    host_world: HostWorld, influxdb, tmp_path: Path
+) -> None:
     w, host = host_world.world, host_world.host
     f = host.folder
     w.step(0)
@@ -106,23 +129,46 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     host.start()
     host.ready()
     for key in ("pa", "pb", "px"):
-        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                   log=f.log_path)
+        wait_until(
+            f"{key}: every event",
+            lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows),
+            120,
+            log=f.log_path,
+        )
     gkey = host.dagger("pa")["group"]
     groups = f.root / "groups"
     assert host.stop() == 0
     # as if the group's query had failed on a member's SQL: each member goes on in a group of its own
-    (groups / gkey / SPLIT_FILE).write_text(json.dumps({
-        "members": {"pa": "pa-1", "pb": "pb-1", "px": "px-1"}, "generation": 1, "error": "test", "at": time.time()}))
+    (groups / gkey / SPLIT_FILE).write_text(
+        json.dumps(
+            {
+                "members": {"pa": "pa-1", "pb": "pb-1", "px": "px-1"},
+                "generation": 1,
+                "error": "test",
+                "at": time.time(),
+            }
+        )
+    )
     host.start()
     host.ready()
     step_0 = len(w.rows)
     w.step(1)
     for key in ("pa", "pb", "px"):
-        wait_until(f"{key}: every event, alone", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows)
-                   and host.dagger(k).get("group") == solo_key(gkey, k), 120, log=f.log_path)
-        wait_until(f"{key}: every event counted", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                   == len(w.rows), 60, log=f.log_path)
+        wait_until(
+            f"{key}: every event, alone",
+            lambda k=key: (
+                rows_of(influxdb, w.dbs[k]) == passed(w.rows)
+                and host.dagger(k).get("group") == solo_key(gkey, k)
+            ),
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            f"{key}: every event counted",
+            lambda k=key: status(w.checkpoint(k)).get("input_rows") == len(w.rows),
+            60,
+            log=f.log_path,
+        )
     assert host.stop() == 0
 
     # pb's group of one stopped before it read step 1: no batch in its checkpoint, none of step 1's rows
@@ -132,7 +178,9 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
         shutil.rmtree(solo / log)
         (solo / log).mkdir()
     step_1_at = (T0 + timedelta(minutes=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    influx_query(influxdb.url, f"DELETE FROM \"bookings\" WHERE time >= '{step_1_at}'", w.dbs["pb"], method="POST")
+    influx_query(
+        influxdb.url, f"DELETE FROM \"bookings\" WHERE time >= '{step_1_at}'", w.dbs["pb"], method="POST"
+    )
     assert rows_of(influxdb, w.dbs["pb"]) == passed(w.rows[:step_0])
     state = json.loads((w.checkpoint("pb") / "status.json").read_text())
     (w.checkpoint("pb") / "status.json").write_text(json.dumps({**state, "input_rows": step_0}))
@@ -144,22 +192,38 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
     host.start()
     host.ready()
     for key in ("pa", "pb"):
-        wait_until(f"{key} back in {gkey}", lambda k=key: (d := host.dagger(k)).get("group") == gkey
-                   and d.get("state") == "running", 240, log=f.log_path)
+        wait_until(
+            f"{key} back in {gkey}",
+            lambda k=key: (d := host.dagger(k)).get("group") == gkey and d.get("state") == "running",
+            240,
+            log=f.log_path,
+        )
     log = f.log_path.read_text()
     assert "px no longer there as they split; the other 2 come back together" in log
     assert f"group {gkey} gen 2: pb caught up {len(w.rows) - step_0} records" in log, log[-3000:]
     assert "pa caught up" not in log
     step_1 = w.rows[step_0:]
     w.step(2)
-    step_2 = w.rows[step_0 + len(step_1):]
+    step_2 = w.rows[step_0 + len(step_1) :]
     for key in ("pa", "pb"):
-        wait_until(f"{key}: every event", lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows), 120,
-                   log=f.log_path)
-        wait_until(f"{key}: every event counted once", lambda k=key: status(w.checkpoint(k)).get("input_rows")
-                   == len(w.rows), 60, log=f.log_path)
+        wait_until(
+            f"{key}: every event",
+            lambda k=key: rows_of(influxdb, w.dbs[k]) == passed(w.rows),
+            120,
+            log=f.log_path,
+        )
+        wait_until(
+            f"{key}: every event counted once",
+            lambda k=key: status(w.checkpoint(k)).get("input_rows") == len(w.rows),
+            60,
+            log=f.log_path,
+        )
     # pb got step 1 once (the catch-up) and step 2 once; pa only step 2 (it had step 1)
     wanted = {"pa": per_second(step_2), "pb": per_second(step_1 + step_2)}
     for key, watch in host_world.watches.items():
-        wait_until(f"{key}: each row written once", lambda k=key, v=watch: Counter(
-            {b: n[-1][1] for b, n in v.arrivals.items()}) == wanted[k], 30, log=f.log_path)
+        wait_until(
+            f"{key}: each row written once",
+            lambda k=key, v=watch: Counter({b: n[-1][1] for b, n in v.arrivals.items()}) == wanted[k],
+            30,
+            log=f.log_path,
+        )

@@ -32,13 +32,13 @@ from tests.job.shared.relay import Relay
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-UDF = '''from job.functions.user import dagger_function
+UDF = """from job.functions.user import dagger_function
 
 
 @dagger_function(returns="string")
 def Boom(vehicle_type):
     raise ValueError(f"Boom cannot price vehicle type {vehicle_type}")
-'''
+"""
 UDF_SQL = """SELECT city_id AS tag_city_id,
        count(1) AS num_of_bookings,
        TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
@@ -55,13 +55,17 @@ def children_of(pid: int) -> list[int]:
             text = stat.read_text()
         except OSError:
             continue
-        if int(text[text.rfind(")") + 2:].split()[1]) == pid:
+        if int(text[text.rfind(")") + 2 :].split()[1]) == pid:
             out.append(int(stat.parent.name))
     return out
 
 
-def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_world: HostWorld, influxdb,  # type: ignore[no-untyped-def]
-                                                                           tansu_broker: str, tmp_path: Path) -> None:
+def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(
+    host_world: HostWorld,
+    influxdb,  # type: ignore[no-untyped-def]
+    tansu_broker: str,
+    tmp_path: Path,
+) -> None:
     w, host = host_world.world, host_world.host
     bad_topic = unique("shared-bad")
     create_topic(tansu_broker, bad_topic, 1)
@@ -82,14 +86,25 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         f.assign("one", w.spec("one"), tmp_path, "one-1")
         f.assign("two", w.spec("two", extra="light: true\n"), tmp_path, "two-1")  # in the light pool
         f.assign("bad-record", w.spec("bad-record", topic=bad_topic, bad_records="fail"), tmp_path, "r1")
-        f.assign("sink", w.spec("sink", influx_url=f"http://127.0.0.1:{relay.port}",
-                                sink_extra="  max_retries: 1\n  timeout_s: 2\n"), tmp_path, "s1")
-        f.assign("udf", w.spec("udf", sql=UDF_SQL, extra=f"udf_file: {tmp_path / 'boom.py'}\n"), tmp_path, "u1")
+        f.assign(
+            "sink",
+            w.spec(
+                "sink",
+                influx_url=f"http://127.0.0.1:{relay.port}",
+                sink_extra="  max_retries: 1\n  timeout_s: 2\n",
+            ),
+            tmp_path,
+            "s1",
+        )
+        f.assign(
+            "udf", w.spec("udf", sql=UDF_SQL, extra=f"udf_file: {tmp_path / 'boom.py'}\n"), tmp_path, "u1"
+        )
 
         # (a) a bad record under bad_records: fail, (c) a UDF that raises: each fails alone
         bad = host.wait_state("bad-record", "failed")
-        assert bad["error"].startswith("Bad record: cannot decode the record at topic "
-                                       f"'{bad_topic}' partition 0 offset 17"), bad["error"]
+        assert bad["error"].startswith(
+            f"Bad record: cannot decode the record at topic '{bad_topic}' partition 0 offset 17"
+        ), bad["error"]
         udf = host.wait_state("udf", "failed")
         assert "ValueError: Boom cannot price vehicle type" in udf["error"], udf["error"]
         for key, needle in (("bad-record", "offset 17"), ("udf", "Boom cannot price")):
@@ -97,13 +112,21 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
             assert st["state"] == "failed" and needle in st["last_error"], st
         for key in ("one", "two", "sink"):
             w.exact(key, host)
-        assert {k: host.dagger(k)["state"] for k in ("one", "two", "sink")} == dict.fromkeys(("one", "two", "sink"), "running")
+        assert {k: host.dagger(k)["state"] for k in ("one", "two", "sink")} == dict.fromkeys(
+            ("one", "two", "sink"), "running"
+        )
         run_a = read_json(w.checkpoint("one") / "query.json")["run_id"]  # type: ignore[index]
         # every dagger's jobs ran in its own FAIR pool, but the light one's in the light daggers' pool
         # (the host reports every 5 s: a report may predate the failed dagger's pool, which came last)
-        pools = wait_until("the pools", lambda: (h := f.host() or {}) and {"dagger-one", LIGHT_POOL, "dagger-sink",
-                                                                           "dagger-udf"} <= set(h.get("pools") or [])
-                           and h["pools"], 30)
+        pools = wait_until(
+            "the pools",
+            lambda: (
+                (h := f.host() or {})
+                and {"dagger-one", LIGHT_POOL, "dagger-sink", "dagger-udf"} <= set(h.get("pools") or [])
+                and h["pools"]
+            ),
+            30,
+        )
         assert "dagger-two" not in pools, pools
         assert host.dagger("two")["pool"] == LIGHT_POOL
         # the running queries' source runners (one each) were forked from the host's fork server, and so
@@ -123,18 +146,24 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         try:
             wait_until("three source runners", runners_and_daemons, 30)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: the server's children and the daemons among them: {seen[-1:]}") from None
+            raise AssertionError(
+                f"{exc}: the server's children and the daemons among them: {seen[-1:]}"
+            ) from None
         children, daemons = seen[-1]
         names = {c: Path(f"/proc/{c}/comm").read_text().strip() for c in children}
         assert {names[c] for c in children if c not in daemons} == {"python-runner"}, names
-        assert {names[c] for c in daemons} <= {"python-daemon", "python-workers"}, names  # the planning, UDF daemons
+        assert {names[c] for c in daemons} <= {"python-daemon", "python-workers"}, (
+            names
+        )  # the planning, UDF daemons
 
         # (b) the sink becomes unreachable: past its one retry, that dagger fails alone
         relay.cut()
         w.step(1)
         sink = host.wait_state("sink", "failed")
-        assert sink["error"].startswith(f"Sink error: giving up writing to InfluxDB at http://127.0.0.1:{relay.port} "
-                                        "after 2 attempts: cannot reach"), sink["error"]
+        assert sink["error"].startswith(
+            f"Sink error: giving up writing to InfluxDB at http://127.0.0.1:{relay.port} "
+            "after 2 attempts: cannot reach"
+        ), sink["error"]
         for key in ("one", "two"):
             w.exact(key, host)
 
@@ -155,7 +184,9 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
         # a ran on, untouched: the same query run from the start, never stopped
         assert read_json(w.checkpoint("one") / "query.json")["run_id"] == run_a  # type: ignore[index]
         assert host.dagger("one")["token"] == "one-1" and host.dagger("one")["state"] == "running"
-        assert wait_until("the host's daggers", lambda: (f.host() or {}).get("daggers") == ["one", "three", "two"], 30)  # sorted
+        assert wait_until(
+            "the host's daggers", lambda: (f.host() or {}).get("daggers") == ["one", "three", "two"], 30
+        )  # sorted
         print(f"\ndeploy into the running host -> first point: {first_point_s:.1f} s")
         assert host.stop() == 0
         for key in ("one", "two", "three"):
@@ -165,7 +196,8 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(host_wo
 
 
 def test_sigkill_of_the_jvm_restarts_the_host_and_each_dagger_resumes_exactly(  # type: ignore[no-untyped-def]
-        host_world: HostWorld, tmp_path: Path) -> None:
+    host_world: HostWorld, tmp_path: Path
+) -> None:
     w, host = host_world.world, host_world.host
     host.start()
     host.ready()

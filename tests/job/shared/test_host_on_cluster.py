@@ -21,8 +21,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 
-def test_a_shared_host_runs_its_daggers_on_the_workers(spark_cluster: SparkClusterHandle, tansu_broker: str,
-                                                      influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_shared_host_runs_its_daggers_on_the_workers(
+    spark_cluster: SparkClusterHandle, tansu_broker: str, influxdb, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db_a = topic_and_db(broker, influxdb, "shared-cluster", partitions=3)
     db_b = unique("db").replace("-", "_")
@@ -39,19 +40,30 @@ def test_a_shared_host_runs_its_daggers_on_the_workers(spark_cluster: SparkClust
     try:
         for key, db in (("a", db_a), ("b", db_b)):
             spec = tmp_path / f"{key}.yaml"
-            spec.write_text(bookings_text(unique(f"on-cluster-{key}"), tansu_broker, topic, influxdb.url, db,
-                                          checkpoints[key]))
+            spec.write_text(
+                bookings_text(
+                    unique(f"on-cluster-{key}"), tansu_broker, topic, influxdb.url, db, checkpoints[key]
+                )
+            )
             folder.assign(key, spec, tmp_path / "state", f"{key}-1")
         host.start()
         ready = host.ready()
         assert ready["master"] == spark_cluster.master
         for key, db in (("a", db_a), ("b", db_b)):
             host.wait_state(key, "running")
-            got = wait_until(f"{key}'s windows", lambda db=db: (w := windows(influxdb, db)) == want and w, 300,
-                             log=folder.log_path)
+            got = wait_until(
+                f"{key}'s windows",
+                lambda db=db: (w := windows(influxdb, db)) == want and w,
+                300,
+                log=folder.log_path,
+            )
             assert got == want  # exact counts, every window of both daggers
-            assert wait_until(f"{key}'s rows", lambda key=key: status(checkpoints[key]).get("input_rows") == 2001,
-                              60, log=folder.log_path)
+            assert wait_until(
+                f"{key}'s rows",
+                lambda key=key: status(checkpoints[key]).get("input_rows") == 2001,
+                60,
+                log=folder.log_path,
+            )
         assert sum(want.values()) > 1000 and len({k[0] for k in want}) == 10  # a test with something in it
 
         # one application on the cluster, an executor on each worker, and tasks ran on both

@@ -20,4 +20,7 @@ def test_a_host_on_local_star_has_one_slot_more_than_the_cores() -> None:
 
     assert host_master("local[*]", 2) == "local[3]" and host_master("local[ * ]", 0) == "local[2]"
     assert [host_master(m, 2) for m in ("local[2]", "local", "spark://127.0.0.1:7077")] == [
-        "local[2]", "local", "spark://127.0.0.1:7077"]
+        "local[2]",
+        "local",
+        "spark://127.0.0.1:7077",
+    ]

@@ -23,8 +23,14 @@ class Record:
 def consume_all(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0) -> list[Record]:
     """Return the records of ``topic`` (all partitions, from offset 0) once ``count`` have arrived, sorted by
     (partition, offset); waits a little longer to catch any extra record. Raises AssertionError on a timeout."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10)
         parts = sorted(meta.topics[topic].partitions)
@@ -44,7 +50,9 @@ def consume_all(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0)
             if len(out) >= count and settle is None:
                 settle = time.monotonic() + 1.0
         if len(out) < count:
-            raise AssertionError(f"only {len(out)} of {count} records arrived from {topic!r} in {timeout_s:.0f} s")
+            raise AssertionError(
+                f"only {len(out)} of {count} records arrived from {topic!r} in {timeout_s:.0f} s"
+            )
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()

@@ -21,13 +21,15 @@ W2 = datetime(2026, 3, 2, 8, 2, 0, 500, tzinfo=UTC)
 
 
 def rows() -> pa.Table:
-    return pa.table({
-        "tag_city_id": pa.array([1, None], pa.int32()),
-        "tag_s2id": ["-7830489120239730688", "3344475382534373376"],
-        "tag_vehicle_type": ["CAR", "BIKE"],
-        "num_of_bookings": pa.array([3, 40], pa.int64()),
-        "window_timestamp": pa.array([W1, W2], pa.timestamp("us", tz="UTC")),
-    })
+    return pa.table(
+        {
+            "tag_city_id": pa.array([1, None], pa.int32()),
+            "tag_s2id": ["-7830489120239730688", "3344475382534373376"],
+            "tag_vehicle_type": ["CAR", "BIKE"],
+            "num_of_bookings": pa.array([3, 40], pa.int64()),
+            "window_timestamp": pa.array([W1, W2], pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def encoder(schema: pa.Schema):  # type: ignore[no-untyped-def]
@@ -39,8 +41,12 @@ def test_protobuf_values_decode_to_the_rows() -> None:
     cls = default_registry().message_class(AGG)
     decoded = [cls.FromString(b) for b in encoder(rows().schema).encode(rows())]
     first, second = decoded
-    assert (first.tag_city_id, first.tag_s2id, first.tag_vehicle_type, first.num_of_bookings) == \
-        (1, "-7830489120239730688", 2, 3)  # CAR = 2 in daggers.events.VehicleType
+    assert (first.tag_city_id, first.tag_s2id, first.tag_vehicle_type, first.num_of_bookings) == (
+        1,
+        "-7830489120239730688",
+        2,
+        3,
+    )  # CAR = 2 in daggers.events.VehicleType
     assert first.window_timestamp.ToDatetime(tzinfo=UTC) == W1
     assert second.tag_city_id == 0  # a NULL leaves the field unset (proto3 default)
     assert (second.tag_vehicle_type, second.num_of_bookings) == (1, 40)
@@ -48,9 +54,12 @@ def test_protobuf_values_decode_to_the_rows() -> None:
 
 
 def test_every_column_that_does_not_fit_is_named_at_once() -> None:
-    bad = rows().set_column(3, "num_of_bookings", pa.array([1.5, 2.0])) \
-        .append_column("drivers", pa.array([1, 2], pa.int64())) \
+    bad = (
+        rows()
+        .set_column(3, "num_of_bookings", pa.array([1.5, 2.0]))
+        .append_column("drivers", pa.array([1, 2], pa.int64()))
         .set_column(0, "tag_city_id", pa.array([1, 2], pa.int64()))
+    )
     with pytest.raises(SinkError) as info:
         encoder(bad.schema)
     assert info.value.message == (
@@ -58,14 +67,18 @@ def test_every_column_that_does_not_fit_is_named_at_once() -> None:
         "column 'tag_city_id' is int64, which does not fit field 'tag_city_id' (int32); "
         "column 'num_of_bookings' is double, which does not fit field 'num_of_bookings' (int64); "
         "column 'drivers' has no field (fields: tag_city_id, tag_s2id, tag_vehicle_type, num_of_bookings, "
-        "window_timestamp)")
+        "window_timestamp)"
+    )
     assert "CAST" in (info.value.hint or "")
 
 
 def test_unknown_enum_name_names_the_column_and_the_values() -> None:
     table = rows().set_column(2, "tag_vehicle_type", pa.array(["CAR", "TRUCK"]))
-    with pytest.raises(SinkError, match=r"column 'tag_vehicle_type': 'TRUCK' is not a value of enum "
-                                        r"daggers.events.VehicleType .*values: VEHICLE_TYPE_UNKNOWN, BIKE, CAR"):
+    with pytest.raises(
+        SinkError,
+        match=r"column 'tag_vehicle_type': 'TRUCK' is not a value of enum "
+        r"daggers.events.VehicleType .*values: VEHICLE_TYPE_UNKNOWN, BIKE, CAR",
+    ):
         encoder(table.schema).encode(table)
 
 
@@ -74,8 +87,12 @@ def test_widening_fits_narrowing_does_not() -> None:
     desc, cls = reg.descriptor(AGG), reg.message_class(AGG)
     ok = pa.schema([("tag_city_id", pa.int16()), ("num_of_bookings", pa.int32()), ("tag_s2id", pa.null())])
     proto_encoder(ok, desc, cls)
-    for col, typ in [("num_of_bookings", pa.uint64()), ("tag_s2id", pa.int64()), ("window_timestamp", pa.string()),
-                     ("tag_vehicle_type", pa.float64())]:
+    for col, typ in [
+        ("num_of_bookings", pa.uint64()),
+        ("tag_s2id", pa.int64()),
+        ("window_timestamp", pa.string()),
+        ("tag_vehicle_type", pa.float64()),
+    ]:
         with pytest.raises(SinkError, match=f"column '{col}' is {typ}, which does not fit"):
             proto_encoder(pa.schema([(col, typ)]), desc, cls)
 
@@ -99,6 +116,7 @@ def test_json_values_and_keys() -> None:
 
 # ---- the delivery loop, with a fake producer ------------------------------------------------------
 
+
 class FakeProducer:
     """Delivers every record, except that the first ``fail_rounds`` flushes fail ``fail_keys`` with ``code``."""
 
@@ -108,8 +126,14 @@ class FakeProducer:
         self.delivered: list[tuple[bytes | None, bytes, int | None]] = []
         self.rounds = 0
 
-    def produce(self, topic: str, value: bytes, key: bytes | None, timestamp: int | None = None,
-                on_delivery: Any = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        timestamp: int | None = None,
+        on_delivery: Any = None,
+    ) -> None:
         self.queue.append((key, value, timestamp, on_delivery))
 
     def poll(self, timeout: float = 0) -> int:
@@ -132,8 +156,14 @@ class FakeProducer:
 
 
 def sink_with(producer: FakeProducer, max_retries: int = 3) -> tuple[KafkaSink, list[float]]:
-    spec = KafkaSinkSpec(type="kafka", bootstrap_servers="127.0.0.1:1", topic="t", format="json",
-                         key_columns=["tag_s2id"], max_retries=max_retries)
+    spec = KafkaSinkSpec(
+        type="kafka",
+        bootstrap_servers="127.0.0.1:1",
+        topic="t",
+        format="json",
+        key_columns=["tag_s2id"],
+        max_retries=max_retries,
+    )
     sleeps: list[float] = []
     sink = KafkaSink(spec, producer_factory=lambda conf: producer, sleep=sleeps.append)
     sink._producer = producer  # open() needs a broker; the retry loop does not
@@ -153,8 +183,11 @@ def test_failed_deliveries_are_sent_again_until_delivered() -> None:
 def test_deliveries_that_keep_failing_fail_the_batch_with_the_count() -> None:
     producer = FakeProducer(KafkaError._MSG_TIMED_OUT, {b"3344475382534373376"}, fail_rounds=99)
     sink, sleeps = sink_with(producer, max_retries=2)
-    with pytest.raises(SinkError, match=r"^1 of 2 records of batch 7 were not delivered to topic 't' after 3 "
-                                        r"attempts: _MSG_TIMED_OUT"):
+    with pytest.raises(
+        SinkError,
+        match=r"^1 of 2 records of batch 7 were not delivered to topic 't' after 3 "
+        r"attempts: _MSG_TIMED_OUT",
+    ):
         sink.write(rows(), 7)
     assert sink.metrics.retries == 2 and sink.metrics.failures == 1 and sink.metrics.rows_written == 0
 

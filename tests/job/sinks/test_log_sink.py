@@ -17,9 +17,16 @@ LONG = "x" * (WHOLE_UP_TO + 18)
 
 def _table() -> pa.Table:
     ends = [datetime(2026, 3, 2, 9, 2, tzinfo=UTC), datetime(2026, 3, 2, 9, 1, tzinfo=UTC)]
-    return pa.table({"tag_s2id": S2_IDS, "tag_vehicle_type": ["motorcycle", "car"],
-                     "label_city": ["Jakarta Selatan", "Bandung"], "label_note": [LONG, "y"], "n": [1, 2],
-                     "window_timestamp": pa.array(ends, pa.timestamp("us", tz="UTC"))})
+    return pa.table(
+        {
+            "tag_s2id": S2_IDS,
+            "tag_vehicle_type": ["motorcycle", "car"],
+            "label_city": ["Jakarta Selatan", "Bandung"],
+            "label_note": [LONG, "y"],
+            "n": [1, 2],
+            "window_timestamp": pa.array(ends, pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def test_values_are_printed_whole_in_a_narrow_terminal() -> None:
@@ -39,5 +46,7 @@ def test_a_sink_records_its_target_and_the_windows_it_wrote() -> None:
     sink.write(_table(), 0)
     sink.write(_table().slice(0, 0), 1)
     assert (sink.metrics.target, sink.metrics.rows_written) == ("the console", 2)
-    assert (sink.metrics.first_window, sink.metrics.last_window) == ("2026-03-02T09:01:00+00:00",
-                                                                     "2026-03-02T09:02:00+00:00")
+    assert (sink.metrics.first_window, sink.metrics.last_window) == (
+        "2026-03-02T09:01:00+00:00",
+        "2026-03-02T09:02:00+00:00",
+    )

@@ -32,15 +32,30 @@ W1, W2 = datetime(2026, 3, 2, 8, 1, tzinfo=UTC), datetime(2026, 3, 2, 8, 2, tzin
 
 
 def _rows() -> pa.Table:
-    return pa.table({"tag_city_id": pa.array([1, 2], pa.int32()), "tag_s2id": ["-7830489120239730688", "33444"],
-                     "tag_vehicle_type": ["BIKE", "CAR"], "num_of_bookings": pa.array([3, 5], pa.int64()),
-                     "window_timestamp": pa.array([W1, W2], pa.timestamp("us", tz="UTC"))})
+    return pa.table(
+        {
+            "tag_city_id": pa.array([1, 2], pa.int32()),
+            "tag_s2id": ["-7830489120239730688", "33444"],
+            "tag_vehicle_type": ["BIKE", "CAR"],
+            "num_of_bookings": pa.array([3, 5], pa.int64()),
+            "window_timestamp": pa.array([W1, W2], pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def _job(tmp_path: Path, url: str, db: str, sink_extra: str) -> DaggerJob:
-    spec, _ = make_spec(name=unique("retrying"), bootstrap="127.0.0.1:9", topic="t", proto_class="daggers.events.BookingLog",
-                        sql=BOOKINGS_SQL, influx_url=url, db=db, measurement="m", checkpoint=tmp_path / "ckpt",
-                        sink_extra=sink_extra)
+    spec, _ = make_spec(
+        name=unique("retrying"),
+        bootstrap="127.0.0.1:9",
+        topic="t",
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        sink_extra=sink_extra,
+    )
     return DaggerJob(plan(spec, tmp_path), spark=None)  # type: ignore[arg-type]  # writing needs no session
 
 
@@ -90,7 +105,9 @@ def test_status_shows_the_retry_counting_up_then_none_once_influxdb_answers(tmp_
         assert (final["writes"], final["failures"], final["rows_written"]) == (1, 0, 2)
         assert final["retries"] >= attempts[-1]
         assert influx_points(influx, db, "m", "num_of_bookings", TAGS) == {
-            (int(W1.timestamp()), "1", "-7830489120239730688", "BIKE"): 3, (int(W2.timestamp()), "2", "33444", "CAR"): 5}
+            (int(W1.timestamp()), "1", "-7830489120239730688", "BIKE"): 3,
+            (int(W2.timestamp()), "2", "33444", "CAR"): 5,
+        }
 
 
 def test_a_sink_that_gives_up_leaves_no_retry_behind(tmp_path: Path) -> None:
@@ -107,7 +124,9 @@ def test_a_sink_that_gives_up_leaves_no_retry_behind(tmp_path: Path) -> None:
     with pytest.raises(SinkError, match="giving up writing to InfluxDB"):
         job.write_rows(_rows(), 7)
     assert [w.get("retrying", {}).get("attempt") for w in written] == [1, 2, None]
-    assert [w.get("retrying", {}).get("error") for w in written] == [f"cannot reach {url}: ConnectionError"] * 2 + [None]
+    assert [w.get("retrying", {}).get("error") for w in written] == [
+        f"cannot reach {url}: ConnectionError"
+    ] * 2 + [None]
     assert written[-1]["failures"] == 1 and written[-1]["retries"] == 2
     assert "retrying" not in _sink_status(job)
 
@@ -115,8 +134,19 @@ def test_a_sink_that_gives_up_leaves_no_retry_behind(tmp_path: Path) -> None:
 def test_a_retry_left_by_a_killed_run_is_not_shown_by_the_next(tmp_path: Path) -> None:
     job = _job(tmp_path, "http://127.0.0.1:9", "db", "")
     job.status_path.parent.mkdir(parents=True)
-    job.status_path.write_text(json.dumps({"state": "running", "sinks": {"influx": {
-        "retries": 4, "retrying": {"attempt": 4, "of": 15, "next_at": 1.0, "since": 0.5, "error": "x"}}}}))
+    job.status_path.write_text(
+        json.dumps(
+            {
+                "state": "running",
+                "sinks": {
+                    "influx": {
+                        "retries": 4,
+                        "retrying": {"attempt": 4, "of": 15, "next_at": 1.0, "since": 0.5, "error": "x"},
+                    }
+                },
+            }
+        )
+    )
     again = _job(tmp_path, "http://127.0.0.1:9", "db", "")
     assert again.progress.sinks == {"influx": {"retries": 4}}
 

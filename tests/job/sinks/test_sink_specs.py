@@ -26,7 +26,9 @@ streams:
 sql: SELECT 1
 """
 
-SINKS = HEAD + """sinks:
+SINKS = (
+    HEAD
+    + """sinks:
   - type: influx
     database: daggers
     measurement: m
@@ -47,6 +49,7 @@ SINKS = HEAD + """sinks:
     format: json
   - type: log
 """
+)
 
 
 def test_several_sinks_each_with_its_own_settings_and_a_distinct_name() -> None:
@@ -61,13 +64,17 @@ def test_several_sinks_each_with_its_own_settings_and_a_distinct_name() -> None:
         assert secret not in repr(spec) and secret not in spec.model_dump_json()
     sinks = build_sinks(spec.sinks)
     assert [s.name for s in sinks] == ["influx", "kafka", "postgres", "kafka-2", "log"]
-    assert "pg-s3cret" not in repr(sinks[2]) and repr(sinks[2]) == \
-        "PostgresSink(127.0.0.1:5432/daggers, table=analytics.bookings_per_s2)"
+    assert (
+        "pg-s3cret" not in repr(sinks[2])
+        and repr(sinks[2]) == "PostgresSink(127.0.0.1:5432/daggers, table=analytics.bookings_per_s2)"
+    )
     assert isinstance(sinks[1], KafkaSink) and isinstance(sinks[2], PostgresSink)
 
 
 def test_bad_sink_settings_are_named_with_their_line() -> None:
-    bad = HEAD + """sinks:
+    bad = (
+        HEAD
+        + """sinks:
   - type: kafka
     bootstrap_servers: localhost
     topic: t
@@ -81,6 +88,7 @@ def test_bad_sink_settings_are_named_with_their_line() -> None:
     format: json
     key_columns: [tag s2]
 """
+    )
     with pytest.raises(SpecError) as info:
         parse_spec(bad, "b.yaml")
     assert str(info.value).splitlines() == [
@@ -99,14 +107,38 @@ def test_default_key_and_dedupe() -> None:
     assert default_key_columns(names) == ["window_timestamp", "tag_city_id", "label_city"]
     assert default_key_columns(["n"]) == []
     table = pa.table({"k": ["a", None, "a", None, "b"], "v": [1, 2, 3, 4, 5]})
-    assert dedupe_last(table, ["k"]).to_pylist() == [{"k": "a", "v": 3}, {"k": None, "v": 4}, {"k": "b", "v": 5}]
+    assert dedupe_last(table, ["k"]).to_pylist() == [
+        {"k": "a", "v": 3},
+        {"k": None, "v": 4},
+        {"k": "b", "v": 5},
+    ]
 
 
 def test_postgres_types() -> None:
-    assert [pg_type(t) for t in (pa.int32(), pa.int64(), pa.uint32(), pa.float64(), pa.string(), pa.bool_(),
-                                 pa.timestamp("us", tz="UTC"), pa.timestamp("us"), pa.decimal128(20, 2))] == \
-        ["integer", "bigint", "bigint", "double precision", "text", "boolean", "timestamptz", "timestamp",
-         "numeric(20, 2)"]
+    assert [
+        pg_type(t)
+        for t in (
+            pa.int32(),
+            pa.int64(),
+            pa.uint32(),
+            pa.float64(),
+            pa.string(),
+            pa.bool_(),
+            pa.timestamp("us", tz="UTC"),
+            pa.timestamp("us"),
+            pa.decimal128(20, 2),
+        )
+    ] == [
+        "integer",
+        "bigint",
+        "bigint",
+        "double precision",
+        "text",
+        "boolean",
+        "timestamptz",
+        "timestamp",
+        "numeric(20, 2)",
+    ]
     assert pg_type(pa.list_(pa.int32())) is None
 
 
@@ -152,8 +184,10 @@ def test_start_sinks_binds_at_start_and_closes_the_opened_ones_when_one_fails() 
     assert c.metrics.rows_written == 3 and c.metrics.writes == 2 and c.metrics.to_dict()["sink_type"] == "rec"
 
 
-@pytest.mark.parametrize("raised", [RuntimeError("a bug in open"), KeyboardInterrupt(),
-                                    MissingDependencyError("psycopg", "postgres")])
+@pytest.mark.parametrize(
+    "raised",
+    [RuntimeError("a bug in open"), KeyboardInterrupt(), MissingDependencyError("psycopg", "postgres")],
+)
 def test_start_sinks_closes_the_opened_ones_whatever_the_error(raised: BaseException) -> None:
     a, b, c = _Recorder(), _Recorder(raises=raised), _Recorder()
     with pytest.raises(type(raised)) as info:
@@ -175,7 +209,9 @@ def test_log_sink_keeps_working() -> None:
     assert "batch 5: 2 rows" in text and "-1" in text and "... 1 more row" in text
 
 
-def test_the_back_off_doubles_from_half_a_second_up_to_the_cap_with_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_back_off_doubles_from_half_a_second_up_to_the_cap_with_jitter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.5)  # the jitter's middle: x1
     assert [backoff_s(n, 30.0) for n in range(1, 10)] == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
     assert [backoff_s(n, 2.0) for n in range(1, 5)] == [0.5, 1, 2, 2]
@@ -191,7 +227,8 @@ def test_max_backoff_s_is_the_longest_wait_whatever_the_jitter(monkeypatch: pyte
     # the wild: waits of 44.8 s with max_backoff_s 30 (the cap was taken before the jitter)
     monkeypatch.setattr("job.sinks.base.random.random", lambda: 0.999999)
     assert [backoff_s(n, 30.0) for n in range(1, 21)] == [
-        pytest.approx(w) for w in [0.749999, 1.499999, 2.999998, 5.999996, 11.999992, 23.999984] + [30.0] * 14]
+        pytest.approx(w) for w in [0.749999, 1.499999, 2.999998, 5.999996, 11.999992, 23.999984] + [30.0] * 14
+    ]
     rng = random.Random(51)
     monkeypatch.setattr("job.sinks.base.random.random", rng.random)
     for cap in (0.3, 2.0, 30.0, 45.5):
@@ -202,9 +239,16 @@ def test_max_backoff_s_is_the_longest_wait_whatever_the_jitter(monkeypatch: pyte
 
 
 def test_max_backoff_s_is_a_setting_of_every_sink_that_retries() -> None:
-    spec = parse_spec(SINKS.replace("    measurement: m\n", "    measurement: m\n    max_backoff_s: 2\n", 1), "s.yaml")
+    spec = parse_spec(
+        SINKS.replace("    measurement: m\n", "    measurement: m\n    max_backoff_s: 2\n", 1), "s.yaml"
+    )
     assert [getattr(s, "max_backoff_s", None) for s in spec.sinks] == [2.0, 30.0, 30.0, 30.0, None]
     with pytest.raises(SpecError) as info:
-        parse_spec(SINKS.replace("    table: analytics.bookings_per_s2\n",
-                                 "    table: analytics.bookings_per_s2\n    max_backoff_s: 0\n"), "s.yaml")
+        parse_spec(
+            SINKS.replace(
+                "    table: analytics.bookings_per_s2\n",
+                "    table: analytics.bookings_per_s2\n    max_backoff_s: 0\n",
+            ),
+            "s.yaml",
+        )
     assert str(info.value) == "s.yaml:24: sinks[2].max_backoff_s: Input should be greater than 0"

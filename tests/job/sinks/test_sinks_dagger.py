@@ -37,8 +37,9 @@ def with_sinks(text: str, sinks_yaml: str) -> str:
 
 def pg_rows(dsn: str, table: str) -> dict[tuple, int]:
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(f"SELECT window_timestamp, tag_city_id, tag_s2id, tag_vehicle_type, num_of_bookings "
-                            f"FROM {table}").fetchall()
+        rows = conn.execute(
+            f"SELECT window_timestamp, tag_city_id, tag_s2id, tag_vehicle_type, num_of_bookings FROM {table}"
+        ).fetchall()
     out = {(int(w.timestamp()), str(city), s2, vt): n for w, city, s2, vt, n in rows}
     assert len(out) == len(rows)
     return out
@@ -52,13 +53,19 @@ def kafka_rows(records) -> dict[tuple, int]:  # type: ignore[no-untyped-def]
     for r in records:
         m = cls.FromString(r.value)
         assert r.timestamp_ms == m.window_timestamp.seconds * 1000  # the record's time is the window's
-        out[(m.window_timestamp.seconds, str(m.tag_city_id), m.tag_s2id, names[m.tag_vehicle_type].name)] = \
+        out[(m.window_timestamp.seconds, str(m.tag_city_id), m.tag_s2id, names[m.tag_vehicle_type].name)] = (
             m.num_of_bookings
+        )
     return out
 
 
-def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_broker, influxdb, postgres,  # type: ignore[no-untyped-def]
-                                                                tmp_path: Path) -> None:
+def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(
+    spark,
+    tansu_broker,
+    influxdb,
+    postgres,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     from tests.services import BrokerHandle
 
     broker = BrokerHandle("tansu", tansu_broker)
@@ -71,10 +78,21 @@ def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_bro
     closing = generate("booking", 1, seed=22, start=T0 + timedelta(minutes=15), duration_s=1)
     produce(broker.bootstrap, topic, [events, closing], progress=False)
     checkpoint = tmp_path / "ckpt"
-    _, text = make_spec(name=unique("three"), bootstrap=broker.bootstrap, topic=topic, proto_class="daggers.events."
-                        "BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db, measurement="m",
-                        checkpoint=checkpoint)
-    spec = parse_spec(with_sinks(text, f"""  - type: postgres
+    _, text = make_spec(
+        name=unique("three"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=checkpoint,
+    )
+    spec = parse_spec(
+        with_sinks(
+            text,
+            f"""  - type: postgres
     dsn: {postgres.dsn}
     table: {table}
     batch_size: 1000
@@ -82,7 +100,10 @@ def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_bro
     bootstrap_servers: {broker.bootstrap}
     topic: {out_topic}
     proto_class: {AGG}
-"""), "three.yaml")
+""",
+        ),
+        "three.yaml",
+    )
     want = expected_bookings(events.table.to_pylist())
     assert len(want) > 300 and sum(want.values()) > 1500
 
@@ -91,8 +112,11 @@ def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_bro
     records = consume_all(broker.bootstrap, out_topic, len(want))
     assert len(records) == len(want) and kafka_rows(records) == want
     assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want
-    assert {name: m["rows_written"] for name, m in first.sinks.items()} == \
-        {"influx": len(want), "postgres": len(want), "kafka": len(want)}
+    assert {name: m["rows_written"] for name, m in first.sinks.items()} == {
+        "influx": len(want),
+        "postgres": len(want),
+        "kafka": len(want),
+    }
     assert all(m["failures"] == 0 and m["max_write_ms"] > 0 for m in first.sinks.values())
 
     # A crash after the sinks wrote the last micro-batch but before Spark committed it leaves the batch
@@ -102,8 +126,11 @@ def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_bro
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)
     second = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
-    assert {name: m["rows_written"] for name, m in second.sinks.items()} == \
-        {"influx": len(want), "postgres": len(want), "kafka": len(want)}  # the replay wrote every window again
+    assert {name: m["rows_written"] for name, m in second.sinks.items()} == {
+        "influx": len(want),
+        "postgres": len(want),
+        "kafka": len(want),
+    }  # the replay wrote every window again
     assert pg_rows(postgres.dsn, table) == want  # upserted: no duplicates
     assert influx_points(influxdb, db, "m", "num_of_bookings", TAGS) == want  # overwritten
     replayed = consume_all(broker.bootstrap, out_topic, 2 * len(want))
@@ -112,18 +139,32 @@ def test_one_dagger_three_sinks_exact_then_exact_after_a_replay(spark, tansu_bro
 
 
 def _spec(tmp_path: Path, bootstrap: str, topic: str, sinks_yaml: str) -> DaggerSpec:
-    _, text = make_spec(name=unique("bad"), bootstrap=bootstrap, topic=topic, proto_class="daggers.events.BookingLog",
-                        sql=BOOKINGS_SQL, influx_url="http://127.0.0.1:1", db="d", measurement="m",
-                        checkpoint=tmp_path / "ckpt")
+    _, text = make_spec(
+        name=unique("bad"),
+        bootstrap=bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url="http://127.0.0.1:1",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
     head, _, _ = text.partition("sink:\n")
     return parse_spec(head + "sinks:\n" + sinks_yaml, "bad.yaml")
 
 
-def test_a_sink_that_cannot_work_stops_the_dagger_before_it_reads(spark, tansu_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sink_that_cannot_work_stops_the_dagger_before_it_reads(
+    spark, tansu_broker, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     topic, out_topic = unique("bookings"), unique("out")
     produce(tansu_broker, topic, generate("booking", 50, seed=3, start=T0, duration_s=60), progress=False)
     port = free_port()
-    spec = _spec(tmp_path, tansu_broker, topic, f"""  - type: kafka
+    spec = _spec(
+        tmp_path,
+        tansu_broker,
+        topic,
+        f"""  - type: kafka
     bootstrap_servers: {tansu_broker}
     topic: {out_topic}
     create_topic: true
@@ -132,19 +173,29 @@ def test_a_sink_that_cannot_work_stops_the_dagger_before_it_reads(spark, tansu_b
     dsn: postgresql://daggers:pw-s3cret@127.0.0.1:{port}/daggers
     table: bookings
     connect_timeout_s: 2
-""")
+""",
+    )
     with pytest.raises(SinkError) as info:
         run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
-    assert info.value.message.startswith(f"sink 'postgres': PostgreSQL at 127.0.0.1:{port}/daggers is unreachable: ")
+    assert info.value.message.startswith(
+        f"sink 'postgres': PostgreSQL at 127.0.0.1:{port}/daggers is unreachable: "
+    )
     assert "pw-s3cret" not in str(info.value)
     assert not (tmp_path / "ckpt" / "spark").exists()  # the streaming query never started
 
-    spec = _spec(tmp_path, tansu_broker, topic, f"""  - type: kafka
+    spec = _spec(
+        tmp_path,
+        tansu_broker,
+        topic,
+        f"""  - type: kafka
     bootstrap_servers: {tansu_broker}
     topic: {out_topic}
     proto_class: daggers.events.BookingLog
-""")
+""",
+    )
     with pytest.raises(SinkError) as info:
         run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
-    assert "does not fit proto_class daggers.events.BookingLog: column 'tag_city_id' has no field" in str(info.value)
+    assert "does not fit proto_class daggers.events.BookingLog: column 'tag_city_id' has no field" in str(
+        info.value
+    )
     assert "column 'num_of_bookings' has no field" in str(info.value)

@@ -38,8 +38,16 @@ def test_offsets_without_the_key_are_the_primarys() -> None:
 
 
 def _cfg(failover: str = "127.0.0.1:2", positions: str = "") -> SourceConfig:
-    return SourceConfig(bootstrap_servers="127.0.0.1:1", topics=["t"], proto_class="x", descriptor_set_b64="",
-                        columns=[], split_records=10, failover_bootstrap_servers=failover, positions_dir=positions)
+    return SourceConfig(
+        bootstrap_servers="127.0.0.1:1",
+        topics=["t"],
+        proto_class="x",
+        descriptor_set_b64="",
+        columns=[],
+        split_records=10,
+        failover_bootstrap_servers=failover,
+        positions_dir=positions,
+    )
 
 
 def test_the_failover_batch_reads_nothing_and_later_ranges_read_the_secondary() -> None:
@@ -73,13 +81,17 @@ def test_positions_are_found_by_range_end_and_pruned_at_commit(tmp_path: Path) -
     assert kfo.find_position(tmp_path, "a-1", 2, 10) == kfo.Position(9, 999, "other")
     kfo.prune_positions(tmp_path, {"a": {"1": 20}})
     assert sorted(p.name for p in tmp_path.glob("a-1-0*")) == [
-        "a-1-00000000000000000010-00000000000000000020.json", "a-1-00000000000000000020-00000000000000000025.json"]
+        "a-1-00000000000000000010-00000000000000000020.json",
+        "a-1-00000000000000000020-00000000000000000025.json",
+    ]
     assert kfo.find_position(tmp_path, "a-1", 2, 10) is not None
 
 
 def test_the_boundary_record_is_told_apart_from_others_with_its_timestamp() -> None:
-    records = [(o, ts, kfo.fingerprint(b"k", str(o).encode())) for o, ts in
-               [(40, 90), (41, 100), (42, 100), (43, 100), (44, 101)]]
+    records = [
+        (o, ts, kfo.fingerprint(b"k", str(o).encode()))
+        for o, ts in [(40, 90), (41, 100), (42, 100), (43, 100), (44, 101)]
+    ]
     pos = kfo.Position(offset=7, timestamp=100, fingerprint=kfo.fingerprint(b"k", b"42"))
     assert kfo.locate(records, pos) == (43, None)  # 43 (same timestamp, after the boundary) is not lost
     assert kfo.locate(records, kfo.Position(7, 100, "nope")) == (None, 44)  # fallback: the first after 100
@@ -113,7 +125,9 @@ def test_spec_failover_is_validated() -> None:
     spec = parse_spec(SPEC.replace("{FAILOVER}", "{bootstrap_servers: '10.0.0.2:9092', after_s: 20}"))
     assert spec.streams[0].failover is not None and spec.streams[0].failover.after_s == 20
     assert parse_spec(SPEC.replace("    failover: {FAILOVER}\n", "")).streams[0].failover is None
-    with pytest.raises(SpecError, match=r"spec:10: streams\[0\].failover: after_s \(300\) must be less than max_outage_s"):
+    with pytest.raises(
+        SpecError, match=r"spec:10: streams\[0\].failover: after_s \(300\) must be less than max_outage_s"
+    ):
         parse_spec(SPEC.replace("{FAILOVER}", "{bootstrap_servers: '10.0.0.2:9092', after_s: 300}"))
     with pytest.raises(SpecError, match="is not host:port"):
         parse_spec(SPEC.replace("{FAILOVER}", "{bootstrap_servers: nope}"))
@@ -169,19 +183,38 @@ def test_a_range_planned_on_the_lost_primary_is_read_on_the_secondary(tansu_brok
     produce(tansu_broker, topic, [older, mirrored], progress=False)
     numbers = mirrored.table.column("order_number").to_pylist()
     # On the primary the batch starts at offset 100, right after mirrored record 9 (offset 14 on the secondary).
-    kfo.write_position(tmp_path, topic, 0, 90, 100, kfo.Position(
-        99, mirrored.timestamps_ms()[9], kfo.fingerprint(mirrored.keys[9], mirrored.payloads[9])))
-    cfg = SourceConfig(bootstrap_servers=f"127.0.0.1:{free_port()}", topics=[topic],
-                       proto_class="daggers.events.BookingLog", descriptor_set_b64=default_registry().to_b64(),
-                       columns=["order_number"], failover_bootstrap_servers=tansu_broker, failover_after_s=2,
-                       read_timeout_s=30, positions_dir=str(tmp_path))
+    kfo.write_position(
+        tmp_path,
+        topic,
+        0,
+        90,
+        100,
+        kfo.Position(
+            99, mirrored.timestamps_ms()[9], kfo.fingerprint(mirrored.keys[9], mirrored.payloads[9])
+        ),
+    )
+    cfg = SourceConfig(
+        bootstrap_servers=f"127.0.0.1:{free_port()}",
+        topics=[topic],
+        proto_class="daggers.events.BookingLog",
+        descriptor_set_b64=default_registry().to_b64(),
+        columns=["order_number"],
+        failover_bootstrap_servers=tansu_broker,
+        failover_after_s=2,
+        read_timeout_s=30,
+        positions_dir=str(tmp_path),
+    )
     started = time.monotonic()
     batches = list(read_range(cfg, OffsetRange(topic, 0, 105, 112, "primary", anchor=100)))
     assert [n for b in batches for n in b.column("order_number").to_pylist()] == numbers[15:22]
     assert 2 <= time.monotonic() - started < 30
     # The range's position names its last record (mirrored 21) for the failover of the driver.
     assert kfo.find_position(tmp_path, topic, 0, 112) == kfo.Position(
-        111, mirrored.timestamps_ms()[21], kfo.fingerprint(mirrored.keys[21], mirrored.payloads[21]), moved=True)
+        111,
+        mirrored.timestamps_ms()[21],
+        kfo.fingerprint(mirrored.keys[21], mirrored.payloads[21]),
+        moved=True,
+    )
 
 
 @pytest.mark.integration
@@ -196,17 +229,27 @@ def test_a_missing_position_is_fetched_from_the_primary(tansu_broker, tmp_path: 
         assert not kfo.has_position(tmp_path, topic, 0, 7)
         assert kfo.record_position(consumer, tmp_path, topic, 0, 7)
         assert kfo.has_position(tmp_path, topic, 0, 7)
-        assert kfo.find_position(tmp_path, topic, 0, 7) == kfo.Position(6, 1_772_000_000_006,
-                                                                          kfo.fingerprint(b"k", b"v6"))
+        assert kfo.find_position(tmp_path, topic, 0, 7) == kfo.Position(
+            6, 1_772_000_000_006, kfo.fingerprint(b"k", b"v6")
+        )
         assert not kfo.record_position(consumer, tmp_path, topic, 0, 0)
     finally:
         consumer.close()
-    reader = KafkaStreamReader(SourceConfig(bootstrap_servers=tansu_broker, topics=[topic], proto_class="x",
-                                            descriptor_set_b64="", columns=[], failover_bootstrap_servers="127.0.0.1:1",
-                                            positions_dir=str(tmp_path / "reader")))
+    reader = KafkaStreamReader(
+        SourceConfig(
+            bootstrap_servers=tansu_broker,
+            topics=[topic],
+            proto_class="x",
+            descriptor_set_b64="",
+            columns=[],
+            failover_bootstrap_servers="127.0.0.1:1",
+            positions_dir=str(tmp_path / "reader"),
+        )
+    )
     try:
         reader._ensure_positions({topic: {"0": 3}})
     finally:
         reader.stop()
-    assert kfo.find_position(tmp_path / "reader", topic, 0, 3) == kfo.Position(2, 1_772_000_000_002,
-                                                                                kfo.fingerprint(b"k", b"v2"))
+    assert kfo.find_position(tmp_path / "reader", topic, 0, 3) == kfo.Position(
+        2, 1_772_000_000_002, kfo.fingerprint(b"k", b"v2")
+    )

@@ -96,7 +96,9 @@ def test_a_look_up_reads_every_partition_at_one_moment_while_events_are_produced
 
     def produce() -> None:
         try:
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "on_delivery": delivered})
+            producer = Producer(
+                {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "on_delivery": delivered}
+            )
             for k in range(8):
                 step = generate("booking", 1500, seed=k, start=T0 + timedelta(minutes=20 * k), duration_s=180)
                 for part in step.time_slices(10.0):
@@ -139,8 +141,16 @@ def test_a_look_up_reads_every_partition_at_one_moment_while_events_are_produced
 
 
 def _reader(bootstrap: str, topic: str, **options: int) -> KafkaStreamReader:
-    return KafkaStreamReader(SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="x",
-                                          descriptor_set_b64="", columns=[], **options))
+    return KafkaStreamReader(
+        SourceConfig(
+            bootstrap_servers=bootstrap,
+            topics=[topic],
+            proto_class="x",
+            descriptor_set_b64="",
+            columns=[],
+            **options,
+        )
+    )
 
 
 def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -> None:  # type: ignore[no-untyped-def]
@@ -154,7 +164,9 @@ def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -
         # proportion to what each partition has pending (10 and 3, then 6 and 2)
         assert reader.latestOffset({}, ReadMaxRows(6)) == {topic: {"0": 4, "1": 1}}
         assert reader.latestOffset({topic: {"0": 4, "1": 1}}, ReadMaxRows(6)) == {topic: {"0": 8, "1": 2}}
-        assert reader.latestOffset({topic: {"0": 8, "1": 2}}, ReadAllAvailable()) == {topic: {"0": 10, "1": 3}}
+        assert reader.latestOffset({topic: {"0": 8, "1": 2}}, ReadAllAvailable()) == {
+            topic: {"0": 10, "1": 3}
+        }
     finally:
         reader.stop()
 
@@ -200,8 +212,19 @@ def test_after_reading_past_a_window_boundary_the_driver_plans_one_batch_with_no
     try:
         offsets: dict = {}
         # (records to send, stamped minute + s, the read limit, the planned end): boundaries at minute + 10, + 70
-        steps = [(3, 5.0, 0, 3), (2, 9.0, 0, 3), (0, 0, 0, 5), (4, 10.5, 0, 9), (1, 11.0, 0, 9), (0, 0, 0, 10),
-                 (2, 14.0, 0, 12), (4, 75.0, 2, 14), (0, 0, 2, 16), (0, 0, 2, 16), (0, 0, 0, 16)]
+        steps = [
+            (3, 5.0, 0, 3),
+            (2, 9.0, 0, 3),
+            (0, 0, 0, 5),
+            (4, 10.5, 0, 9),
+            (1, 11.0, 0, 9),
+            (0, 0, 0, 10),
+            (2, 14.0, 0, 12),
+            (4, 75.0, 2, 14),
+            (0, 0, 2, 16),
+            (0, 0, 2, 16),
+            (0, 0, 0, 16),
+        ]
         for i, (n, at, limit, expect) in enumerate(steps):
             if n:
                 _produce_at(broker.bootstrap, topic, n, minute + at)

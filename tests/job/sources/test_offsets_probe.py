@@ -36,8 +36,11 @@ def test_it_probes_again_at_the_newest_ends_until_they_come_together(monkeypatch
     asked = _probes(monkeypatch, [0.1, 0.05, kofs.PROBE_SPREAD_S, 0.0])
     ends, times = kofs.probe_ends(None, TPS)  # type: ignore[arg-type]
     assert ends == {"t": {"0": 30, "1": 60}} and times == {("t", 0): 2, ("t", 1): 2}
-    assert asked == [{("t", 0): (0, 5), ("t", 1): (0, 5)}, {("t", 0): (0, 10), ("t", 1): (0, 20)},
-                     {("t", 0): (0, 20), ("t", 1): (0, 40)}]
+    assert asked == [
+        {("t", 0): (0, 5), ("t", 1): (0, 5)},
+        {("t", 0): (0, 10), ("t", 1): (0, 20)},
+        {("t", 0): (0, 20), ("t", 1): (0, 40)},
+    ]
 
 
 def test_when_none_comes_together_it_keeps_the_closest(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,7 +44,15 @@ def test_no_empty_batch_without_windows_and_none_for_older_records() -> None:
 
 def test_a_hop_window_closes_every_slide() -> None:
     pacer = ClosePacer(10_000, 0)  # HOP with a 10-s slide, no watermark delay
-    assert _run(pacer, [1.0, 9.0, 10.5, 11.5, 12.5, 31.0, 32.0]) == [False, True, False, True, False, False, True]
+    assert _run(pacer, [1.0, 9.0, 10.5, 11.5, 12.5, 31.0, 32.0]) == [
+        False,
+        True,
+        False,
+        True,
+        False,
+        False,
+        True,
+    ]
 
 
 def _reads(pacer: ClosePacer, waiting: list[tuple[float, float]]) -> list[str]:
@@ -66,15 +74,44 @@ def test_read_at_close_reads_only_what_closes_a_window_then_closes_it() -> None:
     pacer = ClosePacer(60_000, 10_000, read_at_close=True)  # boundaries at 10 and 70 (event time)
     # one trigger a second, records stamped with the wall time: the first read is eager (and crosses the
     # boundary at -50, so an empty batch follows); then nothing until a record is stamped past 10.0
-    waiting = [(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (9.0, 9.0), (10.0, 9.99), (11.0, 10.2), (12.0, 11.0),
-               (13.0, 12.0), (69.0, 69.0), (71.0, 70.5), (72.0, 71.5), (130.0, 100.0), (131.0, 101.0)]
-    assert _reads(pacer, waiting) == ["read", "hold", "wait", "wait", "wait", "read", "hold", "wait", "wait",
-                                      "read", "hold", "wait", "read"]
+    waiting = [
+        (0.0, 0.0),
+        (1.0, 1.0),
+        (2.0, 2.0),
+        (9.0, 9.0),
+        (10.0, 9.99),
+        (11.0, 10.2),
+        (12.0, 11.0),
+        (13.0, 12.0),
+        (69.0, 69.0),
+        (71.0, 70.5),
+        (72.0, 71.5),
+        (130.0, 100.0),
+        (131.0, 101.0),
+    ]
+    assert _reads(pacer, waiting) == [
+        "read",
+        "hold",
+        "wait",
+        "wait",
+        "wait",
+        "read",
+        "hold",
+        "wait",
+        "wait",
+        "read",
+        "hold",
+        "wait",
+        "read",
+    ]
     # (131.0: no boundary crossed, but a period of wall time has passed since the read at 71.0)
 
 
 def test_read_at_close_without_windows_or_stamps_reads_every_batch() -> None:
-    assert _reads(ClosePacer(0, 10_000, read_at_close=True), [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]) == ["read"] * 3
+    assert (
+        _reads(ClosePacer(0, 10_000, read_at_close=True), [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)])
+        == ["read"] * 3
+    )
     pacer = ClosePacer(60_000, 10_000, read_at_close=True)
     pacer.planned(T0 + 1.0, 0.0)
     assert pacer.worth_reading(None, 1.0) is True  # a capped batch: its newest record is not known
@@ -86,15 +123,37 @@ def test_gather_reads_every_gather_s_far_from_a_boundary_and_every_trigger_near_
     pacer = ClosePacer(60_000, 10_000, gather_s=4.0)  # boundaries at 10 and 70 (event time)
     # one trigger a second, the newest record waiting stamped 0.2 s before the wall time
     waiting = [(float(t), t - 0.2) for t in range(0, 24)] + [(float(t), t - 0.2) for t in range(60, 76)]
-    got = [f"{int(now)}:{what}" for (now, _), what in zip(waiting, _reads(pacer, waiting), strict=True)
-           if what != "wait"]
+    got = [
+        f"{int(now)}:{what}"
+        for (now, _), what in zip(waiting, _reads(pacer, waiting), strict=True)
+        if what != "wait"
+    ]
     # the first read crosses the boundary at -50: an empty batch; then a read every 4 s until the records
     # waiting are within 4 s of the boundary at 10, at every trigger until one crosses it, the empty batch
     # that closes the window, and every 4 s again
-    assert got == ["0:read", "1:hold", "4:read", "7:read", "8:read", "9:read", "10:read", "11:read", "12:hold",
-                   "15:read", "19:read", "23:read",
-                   "60:read", "64:read", "67:read", "68:read", "69:read", "70:read", "71:read", "72:hold",
-                   "75:read"]
+    assert got == [
+        "0:read",
+        "1:hold",
+        "4:read",
+        "7:read",
+        "8:read",
+        "9:read",
+        "10:read",
+        "11:read",
+        "12:hold",
+        "15:read",
+        "19:read",
+        "23:read",
+        "60:read",
+        "64:read",
+        "67:read",
+        "68:read",
+        "69:read",
+        "70:read",
+        "71:read",
+        "72:hold",
+        "75:read",
+    ]
 
 
 def test_gather_gives_way_to_read_at_close_and_needs_windows_and_stamps() -> None:
@@ -105,4 +164,6 @@ def test_gather_gives_way_to_read_at_close_and_needs_windows_and_stamps() -> Non
     pacer = ClosePacer(60_000, 10_000, gather_s=4.0)
     pacer.planned(T0 + 11.0, 0.0)
     assert pacer.worth_reading(T0 + 12.0, 1.0) is False
-    assert pacer.worth_reading(None, 1.0) is True  # a capped batch (catching up): its newest record is not known
+    assert (
+        pacer.worth_reading(None, 1.0) is True
+    )  # a capped batch (catching up): its newest record is not known

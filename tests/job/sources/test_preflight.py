@@ -17,8 +17,14 @@ from tests.helpers import FakeClock
 
 
 def _config(max_outage_s: float) -> SourceConfig:
-    return SourceConfig(bootstrap_servers="127.0.0.1:1", topics=["bookings"], proto_class="daggers.events.BookingLog",
-                        descriptor_set_b64="", columns=["city_id"], max_outage_s=max_outage_s)
+    return SourceConfig(
+        bootstrap_servers="127.0.0.1:1",
+        topics=["bookings"],
+        proto_class="daggers.events.BookingLog",
+        descriptor_set_b64="",
+        columns=["city_id"],
+        max_outage_s=max_outage_s,
+    )
 
 
 def _broker_down_for(monkeypatch: pytest.MonkeyPatch, clock: FakeClock, seconds: float) -> None:
@@ -64,7 +70,9 @@ def test_a_missing_topic_fails_at_once(monkeypatch) -> None:  # type: ignore[no-
 
     monkeypatch.setattr(kofs, "partitions_of", partitions_of)
     with pytest.raises(SourceError, match="does not exist"):
-        preflight.wait_for_brokers([_config(600)], say=print, clock=FakeClock(1000.0), sleep=FakeClock(1000.0).sleep)
+        preflight.wait_for_brokers(
+            [_config(600)], say=print, clock=FakeClock(1000.0), sleep=FakeClock(1000.0).sleep
+        )
 
 
 def test_a_ctrl_c_lost_inside_the_kafka_client_still_stops_the_wait(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -79,5 +87,7 @@ def test_a_ctrl_c_lost_inside_the_kafka_client_still_stops_the_wait(monkeypatch)
             interrupted.set()  # the handler ran; its exception did not come through
 
     with pytest.raises(KeyboardInterrupt):
-        preflight.wait_for_brokers([_config(600)], say=said.append, clock=clock, sleep=sleep, interrupted=interrupted)
+        preflight.wait_for_brokers(
+            [_config(600)], say=said.append, clock=clock, sleep=sleep, interrupted=interrupted
+        )
     assert 12 < clock.now - 1000 < 20 and len(said) == 2

@@ -52,8 +52,10 @@ def test_out_of_range_or_records_from_below_make_the_reseek_urgent() -> None:
     assert not w.reseek_due(1.5)  # urgent only once per answer
     w.went_back(10_000)
     assert w.reseek_due(1.0)
-    assert w.describe() == ("1 re-seek, 10000 records below the next offset (the consumer went back), "
-                            "1 'offset out of range' answers")  # what the reader says when it reads again
+    assert w.describe() == (
+        "1 re-seek, 10000 records below the next offset (the consumer went back), "
+        "1 'offset out of range' answers"
+    )  # what the reader says when it reads again
     w.moved(2.0)
     assert not w.urgent and w.reseeks == 0 and not w.reseek_due(2.5)
 
@@ -90,10 +92,14 @@ def test_the_heartbeat_thread_sees_a_process_that_was_stopped() -> None:
     import subprocess
     import sys
 
-    code = ("import sys,time; from job.sources.stall import Starvation\n"
-            "s = Starvation(); s.lost(); print('ready', flush=True); sys.stdin.readline(); time.sleep(0.3); "
-            "print(round(s.lost(), 1), flush=True)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    code = (
+        "import sys,time; from job.sources.stall import Starvation\n"
+        "s = Starvation(); s.lost(); print('ready', flush=True); sys.stdin.readline(); time.sleep(0.3); "
+        "print(round(s.lost(), 1), flush=True)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "ready"
@@ -121,7 +127,9 @@ def test_the_client_log_keeps_the_last_warnings_and_errors_only() -> None:
         logger.warning("FAIL %d", i)
     said.error("all brokers down")
     assert said.said() == "FAIL 3; FAIL 4; FAIL 5; FAIL 6; all brokers down"
-    assert not logger.propagate and logger.parent is None  # not in logging's registry: it goes with its consumer
+    assert (
+        not logger.propagate and logger.parent is None
+    )  # not in logging's registry: it goes with its consumer
     assert said.logger("t") is not logger
 
 
@@ -146,9 +154,14 @@ class _MisplacedConsumer:
 
 
 def _cfg(bootstrap: str, topic: str, timeout: float = 60.0) -> SourceConfig:
-    return SourceConfig(bootstrap_servers=bootstrap, topics=[topic], proto_class="daggers.events.BookingLog",
-                        descriptor_set_b64=default_registry().to_b64(), columns=["order_number"],
-                        read_timeout_s=timeout)
+    return SourceConfig(
+        bootstrap_servers=bootstrap,
+        topics=[topic],
+        proto_class="daggers.events.BookingLog",
+        descriptor_set_b64=default_registry().to_b64(),
+        columns=["order_number"],
+        read_timeout_s=timeout,
+    )
 
 
 def _misplace(cfg: SourceConfig, wrong: int) -> _MisplacedConsumer:
@@ -168,7 +181,8 @@ def _bookings(broker: Any, topic: str, n: int) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.parametrize("wrong", ["behind", "past_the_end"])
 def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_its_records(
-        broker, wrong: str, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    broker, wrong: str, capfd: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
     topic = unique(f"stall-{wrong}")
     numbers = _bookings(broker, topic, 3_000)
     cfg = _cfg(broker.bootstrap, topic)
@@ -196,7 +210,9 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
         assert took >= RESEEK_AFTER_S  # (how much later, on a busy machine, is not this test's business)
         assert "on a new consumer with fetch.wait.max.ms 500" in err
     else:  # noida says "out of range" (auto.offset.reset=error): the urgent one
-        assert "'offset out of range' answers" in err  # re-seeks after RESEEK_OUT_OF_RANGE_S, not RESEEK_AFTER_S
+        assert (
+            "'offset out of range' answers" in err
+        )  # re-seeks after RESEEK_OUT_OF_RANGE_S, not RESEEK_AFTER_S
 
 
 @pytest.mark.integration
@@ -208,10 +224,12 @@ def test_a_range_that_never_comes_names_its_reseeks_and_the_clients_words() -> N
     finally:
         kread.reset_consumers()
     text = str(exc.value)
-    assert re.search(rf"no records from nowhere\[0\] at offset 0 for {cfg.read_timeout_s:.0f} s "
-                     r"\(range 0\.\.10; [23] re-seeks; the client said: ", text), text
+    assert re.search(
+        rf"no records from nowhere\[0\] at offset 0 for {cfg.read_timeout_s:.0f} s "
+        r"\(range 0\.\.10; [23] re-seeks; the client said: ",
+        text,
+    ), text
     assert "the client said: " in text and "Connection refused" in text
-
 
 
 # ---- the produce pattern of issue 36: a backlog in large batches, then a live trickle ---------------
@@ -220,7 +238,8 @@ def test_a_range_that_never_comes_names_its_reseeks_and_the_clients_words() -> N
 @pytest.mark.integration
 @pytest.mark.parametrize("wait_ms", ["default", "0"])
 def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
-        broker, wait_ms: str, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    broker, wait_ms: str, capfd: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
     """5,000 driver pings at once (large record batches), then 1,500 at 1,000/s (the live producer's small
     ones) while the stream reader plans micro-batches (at most 2,000 rows, ranges split every 1,300: starts
     in the middle of record batches) and reads them: exactly the records sent, once each. With
@@ -239,13 +258,21 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
     backlog = generate("driver_location", 5_000, seed=3, start=start, duration_s=300)
     live = generate("driver_location", 1_500, seed=4, start=start.replace(minute=5), duration_s=2)
     produce(broker.bootstrap, topic, [backlog], progress=False)
-    feeder = threading.Thread(target=produce, args=(broker.bootstrap, topic, [live]),
-                              kwargs={"rate": 1_000, "progress": False})
+    feeder = threading.Thread(
+        target=produce, args=(broker.bootstrap, topic, [live]), kwargs={"rate": 1_000, "progress": False}
+    )
     feeder.start()
-    cfg = SourceConfig(bootstrap_servers=broker.bootstrap, topics=[topic],
-                       proto_class="daggers.events.DriverLocationPing", descriptor_set_b64=default_registry().to_b64(),
-                       columns=["driver_id"], read_timeout_s=30, split_records=1_300, pack_records=1_300,
-                       consumer_config={} if wait_ms == "default" else {"fetch.wait.max.ms": wait_ms})
+    cfg = SourceConfig(
+        bootstrap_servers=broker.bootstrap,
+        topics=[topic],
+        proto_class="daggers.events.DriverLocationPing",
+        descriptor_set_b64=default_registry().to_b64(),
+        columns=["driver_id"],
+        read_timeout_s=30,
+        split_records=1_300,
+        pack_records=1_300,
+        consumer_config={} if wait_ms == "default" else {"fetch.wait.max.ms": wait_ms},
+    )
     reader = KafkaStreamReader(cfg)
     read: list[int] = []
     try:
@@ -264,8 +291,9 @@ def test_micro_batches_over_a_backlog_then_live_records_read_every_record_once(
         kread.reset_consumers()
     assert end == offsets and sum(end[topic].values()) == 6_500  # nothing left unread
     assert len(read) == 6_500
-    assert sorted(read) == sorted([*backlog.table.column("driver_id").to_pylist(),
-                                   *live.table.column("driver_id").to_pylist()])
+    assert sorted(read) == sorted(
+        [*backlog.table.column("driver_id").to_pylist(), *live.table.column("driver_id").to_pylist()]
+    )
     err = capfd.readouterr().err
     if wait_ms == "0" and broker.kind == "tansu":
         assert patience == 500 and "on a new consumer with fetch.wait.max.ms 500" in err
@@ -279,12 +307,19 @@ def test_each_quiet_stall_makes_the_workers_reads_of_that_topic_more_patient_and
     try:
         assert [kread.fetch_wait_ms(plain, level) for level in range(4)] == [2, 500, 5000, 5000]
         assert [kread.fetch_wait_ms(slow, level) for level in range(3)] == [800, 800, 5000]  # never less
-        first, _ = kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)  # the fast one is replaced
+        first, _ = kread._fresh_consumer(
+            plain, "127.0.0.1:9", "heavy", patient=True
+        )  # the fast one is replaced
         fast, _ = kread._executor_consumer(plain, "127.0.0.1:9", 0)
         for _ in range(2):
             patient, _ = kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=True)
-        kread._fresh_consumer(plain, "127.0.0.1:9", "heavy", patient=False)  # "out of range": no more patience
-        assert kread.patience(plain, "127.0.0.1:9", "heavy") == 2 and kread.patience(slow, "127.0.0.1:9", "heavy") == 0
+        kread._fresh_consumer(
+            plain, "127.0.0.1:9", "heavy", patient=False
+        )  # "out of range": no more patience
+        assert (
+            kread.patience(plain, "127.0.0.1:9", "heavy") == 2
+            and kread.patience(slow, "127.0.0.1:9", "heavy") == 0
+        )
         # a light topic read by the same worker keeps the fast consumer: its range ends never wait behind
         # the fetches a patient consumer lets the broker hold
         assert kread.patience(plain, "127.0.0.1:9", "light") == 0

@@ -18,8 +18,12 @@ IGNORING = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); p
 def _started(tmp_path: Path, argv: list[str]) -> ManagedProcess:
     proc = ManagedProcess("the probe", argv, log_path=tmp_path / "probe.log")
     proc.start()
-    wait_until("the probe to start", lambda: "ready" in (tmp_path / "probe.log").read_text().splitlines(), 60,
-               every_s=0.05)
+    wait_until(
+        "the probe to start",
+        lambda: "ready" in (tmp_path / "probe.log").read_text().splitlines(),
+        60,
+        every_s=0.05,
+    )
     return proc
 
 

@@ -33,7 +33,8 @@ def test_a_worker_whose_ui_port_was_taken_is_found_where_it_answers(tmp_path: Pa
 
 
 def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DAGGERS_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -Ddaggers.test.mark=standalone")
     monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Ddaggers.test.own=kept")
     port, ui, worker_ui = free_ports(3)
@@ -42,7 +43,10 @@ def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
     try:
         for proc in cluster.processes:
             argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-            assert {b"-XX:TieredStopAtLevel=1", b"-Ddaggers.test.mark=standalone",
-                    b"-Ddaggers.test.own=kept"} <= set(argv), (proc.name, argv)
+            assert {
+                b"-XX:TieredStopAtLevel=1",
+                b"-Ddaggers.test.mark=standalone",
+                b"-Ddaggers.test.own=kept",
+            } <= set(argv), (proc.name, argv)
     finally:
         cluster.stop()

@@ -51,20 +51,37 @@ def test_filter_deduplicate_and_hash_in_a_dagger(spark, tansu_broker, influxdb, 
     first = generate("booking", 2000, seed=61, start=T0, duration_s=300)
     # the same bookings again (re-sent duplicates: same order numbers and times) ...
     # ... other bookings that move the watermark well past the first ones' TTL ...
-    filler = generate("booking", 3000, seed=62, start=T0 + timedelta(minutes=8), duration_s=300, first_index=10**6)
+    filler = generate(
+        "booking", 3000, seed=62, start=T0 + timedelta(minutes=8), duration_s=300, first_index=10**6
+    )
     # ... and the first order numbers again 20 minutes later: past the TTL, so they count again
     again = generate("booking", 2000, seed=61, start=T0 + timedelta(minutes=20), duration_s=300)
-    closing = next(b for seed in range(100, 200) for b in [generate("booking", 1, seed=seed, duration_s=1,
-                                                                    start=T0 + timedelta(minutes=60))]
-                   if _valid(b.table.to_pylist()[0]))  # a record the filter keeps closes the windows
-    assert [r["order_number"] for r in first.table.to_pylist()] == [r["order_number"] for r in again.table.to_pylist()]
+    closing = next(
+        b
+        for seed in range(100, 200)
+        for b in [generate("booking", 1, seed=seed, duration_s=1, start=T0 + timedelta(minutes=60))]
+        if _valid(b.table.to_pylist()[0])
+    )  # a record the filter keeps closes the windows
+    assert [r["order_number"] for r in first.table.to_pylist()] == [
+        r["order_number"] for r in again.table.to_pylist()
+    ]
     produce(broker.bootstrap, topic, [first, first, filler, again, closing], progress=False)
 
-    _, text = make_spec(name=unique("tr"), bootstrap=broker.bootstrap, topic=topic,
-                        proto_class="daggers.events.BookingLog", sql=SQL, influx_url=influxdb.url, db=db,
-                        measurement="m", checkpoint=tmp_path / "ckpt", max_records_per_batch=600)
+    _, text = make_spec(
+        name=unique("tr"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        max_records_per_batch=600,
+    )
     text = text.replace("sql: |", TRANSFORMERS + "sql: |").replace(
-        "sink:", "transformers:\n  - {type: hash, columns: [tag_city_id]}\nsink:")
+        "sink:", "transformers:\n  - {type: hash, columns: [tag_city_id]}\nsink:"
+    )
     spec = parse_spec(text, "tr.yaml")
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     assert progress.input_rows == 2 * 2000 + 3000 + 2000 + 1
@@ -75,13 +92,17 @@ def test_filter_deduplicate_and_hash_in_a_dagger(spark, tansu_broker, influxdb, 
     for row in [*first.table.to_pylist(), *filler.table.to_pylist(), *again.table.to_pylist()]:
         if not _valid(row):
             continue
-        key = (int(row["event_timestamp"].timestamp() // 300) * 300 + 300,
-               hashlib.sha256(str(row["city_id"]).encode()).hexdigest())
+        key = (
+            int(row["event_timestamp"].timestamp() // 300) * 300 + 300,
+            hashlib.sha256(str(row["city_id"]).encode()).hexdigest(),
+        )
         bookings[key] += 1
         orders[key].add(row["order_number"])
         fares[key] += row["fare_idr"]
     assert len({end for end, _ in bookings}) == 4  # windows of first (1), filler (2) and again (1)
     got = influx_points(influxdb, db, "m", "bookings", ["tag_city_id"])
     assert got == dict(bookings)  # each re-sent duplicate dropped, the later same keys kept, invalid ones out
-    assert influx_points(influxdb, db, "m", "orders", ["tag_city_id"]) == {k: len(v) for k, v in orders.items()}
+    assert influx_points(influxdb, db, "m", "orders", ["tag_city_id"]) == {
+        k: len(v) for k, v in orders.items()
+    }
     assert influx_points(influxdb, db, "m", "fares", ["tag_city_id"]) == dict(fares)

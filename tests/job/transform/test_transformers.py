@@ -50,16 +50,43 @@ def test_transformers_parse_in_order() -> None:
     assert s.streams[0].transformers[0].ranges == {"pickup_lat": (-90.0, 90.0)}
 
 
-@pytest.mark.parametrize(("stream", "needle"), [
-    ("      - {type: deduplicate, keys: [], ttl_s: 10}", "t.yaml:10: streams[0].transformers[0].keys: List should have at least 1 item"),
-    ("      - {type: deduplicate, keys: [a], ttl_s: 0}", "t.yaml:10: streams[0].transformers[0].ttl_s: Input should be greater than or equal to 1"),
-    ("      - {type: invalid_record_filter}", "streams[0].transformers[0].where: give at least one of required, ranges or where"),
-    ("      - {type: invalid_record_filter, where: 'a >'}", "streams[0].transformers[0].where: cannot read the condition 'a >'"),
-    ("      - {type: invalid_record_filter, ranges: {lat: [5, 1]}}", "streams[0].transformers[0].ranges: Value error, lat: the minimum 5.0 is above the maximum 1.0"),
-    ("      - {type: hash, columns: [a, a]}", "streams[0].transformers[0].columns: a column is named twice"),
-    ("      - {type: hash, columns: ['x y']}", "streams[0].transformers[0].columns: 'x y' is not a column name"),
-    ("      - {type: shuffle}", "streams[0].transformers[0]: Input tag 'shuffle' found using 'type' does not match"),
-])
+@pytest.mark.parametrize(
+    ("stream", "needle"),
+    [
+        (
+            "      - {type: deduplicate, keys: [], ttl_s: 10}",
+            "t.yaml:10: streams[0].transformers[0].keys: List should have at least 1 item",
+        ),
+        (
+            "      - {type: deduplicate, keys: [a], ttl_s: 0}",
+            "t.yaml:10: streams[0].transformers[0].ttl_s: Input should be greater than or equal to 1",
+        ),
+        (
+            "      - {type: invalid_record_filter}",
+            "streams[0].transformers[0].where: give at least one of required, ranges or where",
+        ),
+        (
+            "      - {type: invalid_record_filter, where: 'a >'}",
+            "streams[0].transformers[0].where: cannot read the condition 'a >'",
+        ),
+        (
+            "      - {type: invalid_record_filter, ranges: {lat: [5, 1]}}",
+            "streams[0].transformers[0].ranges: Value error, lat: the minimum 5.0 is above the maximum 1.0",
+        ),
+        (
+            "      - {type: hash, columns: [a, a]}",
+            "streams[0].transformers[0].columns: a column is named twice",
+        ),
+        (
+            "      - {type: hash, columns: ['x y']}",
+            "streams[0].transformers[0].columns: 'x y' is not a column name",
+        ),
+        (
+            "      - {type: shuffle}",
+            "streams[0].transformers[0]: Input tag 'shuffle' found using 'type' does not match",
+        ),
+    ],
+)
 def test_bad_transformers_name_field_and_line(stream: str, needle: str) -> None:
     with pytest.raises(SpecError) as info:
         spec(stream)
@@ -72,16 +99,21 @@ def test_udf_file_is_relative_to_the_spec(tmp_path) -> None:  # type: ignore[no-
     folder = tmp_path / "daggers"
     folder.mkdir()
     text = SPEC.format(stream="      - {type: hash, columns: [a]}", output="  []").replace(
-        "sink:", "udf_file: functions.py\nsink:")
+        "sink:", "udf_file: functions.py\nsink:"
+    )
     (folder / "d.yaml").write_text(text)
     assert load_spec(folder / "d.yaml").udf_file == str(folder / "functions.py")
 
 
 @pytest.fixture(scope="module")
 def frame(spark):  # type: ignore[no-untyped-def]
-    rows = [("a", "x", 1.0, 10, datetime(2026, 3, 2, 8, 0)), ("b", "", 2.0, 20, datetime(2026, 3, 2, 8, 1)),
-            ("c", None, float("nan"), 30, datetime(2026, 3, 2, 8, 2)), ("d", "y", 95.0, None, datetime(2026, 3, 2, 8, 3)),
-            ("e", "z", -3.0, 50, datetime(2026, 3, 2, 8, 4))]
+    rows = [
+        ("a", "x", 1.0, 10, datetime(2026, 3, 2, 8, 0)),
+        ("b", "", 2.0, 20, datetime(2026, 3, 2, 8, 1)),
+        ("c", None, float("nan"), 30, datetime(2026, 3, 2, 8, 2)),
+        ("d", "y", 95.0, None, datetime(2026, 3, 2, 8, 3)),
+        ("e", "z", -3.0, 50, datetime(2026, 3, 2, 8, 4)),
+    ]
     return spark.createDataFrame(rows, "id string, s string, lat double, n int, rowtime timestamp")
 
 
@@ -90,16 +122,23 @@ def _ids(df) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("t", "kept"), [
-    (InvalidRecordFilter(type="invalid_record_filter", required=["s"]), ["a", "d", "e"]),
-    (InvalidRecordFilter(type="invalid_record_filter", required=["lat"]), ["a", "b", "d", "e"]),
-    (InvalidRecordFilter(type="invalid_record_filter", required=["n"]), ["a", "b", "c", "e"]),
-    (InvalidRecordFilter(type="invalid_record_filter", ranges={"lat": (-90, 90)}), ["a", "b", "e"]),
-    (InvalidRecordFilter(type="invalid_record_filter", ranges={"n": (None, 20)}), ["a", "b"]),
-    (InvalidRecordFilter(type="invalid_record_filter", where="n % 20 = 10"), ["a", "c", "e"]),
-    (InvalidRecordFilter(type="invalid_record_filter", required=["s"], ranges={"lat": (0, None)}, where="n > 5"),
-     ["a"]),
-])
+@pytest.mark.parametrize(
+    ("t", "kept"),
+    [
+        (InvalidRecordFilter(type="invalid_record_filter", required=["s"]), ["a", "d", "e"]),
+        (InvalidRecordFilter(type="invalid_record_filter", required=["lat"]), ["a", "b", "d", "e"]),
+        (InvalidRecordFilter(type="invalid_record_filter", required=["n"]), ["a", "b", "c", "e"]),
+        (InvalidRecordFilter(type="invalid_record_filter", ranges={"lat": (-90, 90)}), ["a", "b", "e"]),
+        (InvalidRecordFilter(type="invalid_record_filter", ranges={"n": (None, 20)}), ["a", "b"]),
+        (InvalidRecordFilter(type="invalid_record_filter", where="n % 20 = 10"), ["a", "c", "e"]),
+        (
+            InvalidRecordFilter(
+                type="invalid_record_filter", required=["s"], ranges={"lat": (0, None)}, where="n > 5"
+            ),
+            ["a"],
+        ),
+    ],
+)
 def test_invalid_record_filter(frame, t: InvalidRecordFilter, kept: list[str]) -> None:  # type: ignore[no-untyped-def]
     assert _ids(apply(frame, [t], "streams[s].transformers")) == kept
 
@@ -112,8 +151,13 @@ def test_hash_replaces_columns_by_sha256(frame) -> None:  # type: ignore[no-unty
     def sha(v: str) -> str:
         return hashlib.sha256(v.encode()).hexdigest()
 
-    assert got == {"a": (sha("x"), sha("10")), "b": (sha(""), sha("20")), "c": (None, sha("30")),
-                   "d": (sha("y"), None), "e": (sha("z"), sha("50"))}
+    assert got == {
+        "a": (sha("x"), sha("10")),
+        "b": (sha(""), sha("20")),
+        "c": (None, sha("30")),
+        "d": (sha("y"), None),
+        "e": (sha("z"), sha("50")),
+    }
 
 
 @pytest.mark.integration
@@ -121,7 +165,9 @@ def test_unknown_columns_and_missing_event_time_are_spec_errors(frame) -> None: 
     s = spec("      - {type: hash, columns: [nope]}", "  - {type: deduplicate, keys: [id], ttl_s: 5}")
     with pytest.raises(SpecError, match=r"streams\[data_stream\].transformers\[0\] \(hash\): no column nope"):
         apply_stream_transformers(frame, s.streams[0])
-    with pytest.raises(SpecError, match=r"transformers\[0\] \(deduplicate\): deduplicate needs the event time"):
+    with pytest.raises(
+        SpecError, match=r"transformers\[0\] \(deduplicate\): deduplicate needs the event time"
+    ):
         apply_output_transformers(frame, s)
     bad_where = InvalidRecordFilter(type="invalid_record_filter", where="no_such_column > 1")
     with pytest.raises(Exception, match="no_such_column"):
