@@ -568,10 +568,10 @@ class AlertEngine:
             team=team,
             status="resolved" if level == Level.OK else "firing",
             level=level.name,  # type: ignore[arg-type]
-            previous_level=previous.name,
+            previous_level=previous.name,  # type: ignore[arg-type]
             labels=labels,
             tags=dict(res.tags),
-            value=res.value,  # type: ignore[arg-type]
+            value=res.value,
             condition=state.condition,
             message=state.message,
             fingerprint=state.fingerprint,

@@ -142,8 +142,8 @@ def _stack_up(stack: LocalStack, broker: str) -> StackStatus:
     if status.healthy and status.bootstrap and status.influx_url:
         # a name from the command line: up() refuses a broker it does not know
         return stack.up(
-            broker=broker,
-            broker_port=int(status.bootstrap.rsplit(":", 1)[1]),  # type: ignore[arg-type]
+            broker=broker,  # type: ignore[arg-type]
+            broker_port=int(status.bootstrap.rsplit(":", 1)[1]),
             influx_port=int(status.influx_url.rsplit(":", 1)[1]),
             database=DATABASE,
         )
