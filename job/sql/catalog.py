@@ -195,7 +195,9 @@ DENIED_SPARK_FUNCTIONS = frozenset({
 
 
 #: Flink built-ins that Spark has no function for, which :mod:`job.sql.values` rewrites into Spark's.
-FLINK_FUNCTIONS = frozenset({"split_index", "sha224", "sha256", "sha384", "sha512", "is_digit", "is_alpha"})
+FLINK_FUNCTIONS = frozenset({"split_index", "sha224", "sha256", "sha384", "sha512", "is_digit", "is_alpha",
+                             # refused with what to write instead (job.sql.flink_builtins)
+                             "proctime", "json_value", "json_query", "json_exists"})
 
 
 @cache

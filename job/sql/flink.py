@@ -24,6 +24,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from job.sql.calls import build, fail, string_literal
+from job.sql.infer import infer, is_string
 from job.sql.library import bottom_up
 from job.sql.scope import TIME_COLUMN, UNNEST_KIND
 
@@ -33,6 +34,9 @@ _REFUSED_LETTERS = {
     "e": "localized day of week", "c": "localized day of week", "F": "day of week in month",
     "A": "milli of day", "n": "nano of second", "N": "nano of day",
 }
+# DATE_FORMAT's pattern is a java.time.DateTimeFormatter's on Flink: 'u' is the year (as 'y'), S's any count of
+# digits of second; a zone letter stops Flink's job (a TIMESTAMP has no zone)
+_ZONE_LETTERS = "ZzXxOVv"
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND"}
 _TIMESTAMP_PRECISION = {0: "SECOND", 1: None, 2: None, 3: "MILLISECOND"}
 
@@ -131,6 +135,32 @@ def rewrite_constructors(tree: exp.Expr) -> exp.Expr:
     return bottom_up(tree, visit)
 
 
+def _date_format_pattern(node: exp.TimeToStr) -> exp.Expr:
+    """DATE_FORMAT(t, pattern): Flink's 'u' (the year) as 'y'; raise SqlError for a zone letter. DATE_FORMAT(s,
+    pattern) of text: Flink reads its first 'yyyy-MM-dd HH:mm:ss' (NULL when that does not parse; Spark's ANSI cast
+    fails) and formats it as java.text.SimpleDateFormat does (its 'u' is the day of the week: refused)."""
+    value = node.this.this if isinstance(node.this, exp.TimeStrToTime) else node.this  # sqlglot's reading of text
+    if is_string(infer(value)) or string_literal(value) is not None:
+        out = node.copy()
+        out.set("this", build("try_to_timestamp(substr(__a0, 1, 19), 'yyyy-MM-dd HH:mm:ss')", [value]))
+        return out
+    pattern = node.args.get("format")
+    text = string_literal(pattern) if pattern is not None else None
+    if text is None:
+        return node
+    parts = re.split(r"('[^']*')", text)  # quoted text is not pattern letters
+    letters = "".join(parts[0::2])
+    zone = next((c for c in letters if c in _ZONE_LETTERS), None)
+    if zone is not None:
+        raise fail(f"DATE_FORMAT pattern {text!r}: {zone!r} (a time zone) is not supported: a TIMESTAMP has no zone",
+                   node, hint="times are UTC: FormatTimeInZone(ts, 'UTC', pattern) formats a zone")
+    if "u" not in letters:
+        return node
+    out = node.copy()
+    out.set("format", exp.Literal.string("".join(p if i % 2 else p.replace("u", "y") for i, p in enumerate(parts))))
+    return out
+
+
 def check_pattern(pattern: exp.Expr | None, call: exp.Expr) -> None:
     """Raise SqlError at ``call`` when its Java datetime pattern is one Spark's formatter would refuse or
     read otherwise."""
@@ -138,12 +168,13 @@ def check_pattern(pattern: exp.Expr | None, call: exp.Expr) -> None:
     if text is None:
         return
     letters = re.sub(r"'[^']*'", "", text)  # quoted text is not pattern letters
+    formats = isinstance(call, exp.TimeToStr)  # DATE_FORMAT: formats any count of S (a fraction, truncated)
     for letter, what in _REFUSED_LETTERS.items():
         if letter in letters:
             raise fail(f"datetime pattern {text!r}: {letter!r} ({what}) is not supported", call,
                        hint="Spark formats no week-based fields; use DAYOFWEEK(ts) or WEEKOFYEAR(ts)")
     for run in re.findall(r"S+", letters):
-        if len(run) != 3:
+        if len(run) != 3 and not (formats and len(run) <= 9):
             raise fail(f"datetime pattern {text!r}: use SSS for milliseconds, found {run}", call)
 
 
@@ -152,8 +183,11 @@ def rewrite_datetime(tree: exp.Expr) -> exp.Expr:
     ``UNIX_TIMESTAMP(s, fmt)`` → Long.MIN_VALUE for text that does not parse (Flink); ``FLOOR/CEIL(ts TO
     unit)`` → ``date_trunc``."""
     def visit(node: exp.Expr) -> exp.Expr:
+        written = node  # errors point at the call as the query has it
+        if isinstance(node, exp.TimeToStr):
+            node = _date_format_pattern(node)
         if isinstance(node, exp.TimeToStr | exp.UnixToStr | exp.StrToUnix):
-            check_pattern(node.args.get("format"), node)
+            check_pattern(node.args.get("format"), written)
         if isinstance(node, exp.StrToUnix) and not isinstance(node.this, exp.CurrentTimestamp):
             fmt = node.args.get("format") or exp.Literal.string("yyyy-MM-dd HH:mm:ss")
             return build("CASE WHEN __a0 IS NULL THEN CAST(NULL AS BIGINT) ELSE coalesce(unix_timestamp("
@@ -163,13 +197,24 @@ def rewrite_datetime(tree: exp.Expr) -> exp.Expr:
             if unit not in _TRUNC_UNITS:
                 raise fail(f"{type(node).__name__.upper()}(... TO {unit}) is not supported; units: "
                            f"{', '.join(sorted(_TRUNC_UNITS))}", node)
-            floor = exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(unit), node.this])
-            if isinstance(node, exp.Floor):
-                return floor
-            return build(f"IF(__a0 = __a1, __a1, __a0 + INTERVAL 1 {unit})", [floor, node.this])
+            return _floor_ceil_to(node, unit)
         return node
 
     return bottom_up(tree, visit)
+
+
+def _floor_ceil_to(node: exp.Floor | exp.Ceil, unit: str) -> exp.Expr:
+    """``FLOOR``/``CEIL(t TO unit)`` → ``date_trunc``: weeks start on Sunday (Flink's; Spark's on Monday), a quarter
+    is 3 months, and a DATE stays a DATE."""
+    if unit == "WEEK":
+        floor = build("date_trunc('WEEK', __a0 + INTERVAL 1 DAY) - INTERVAL 1 DAY", [node.this])
+    else:
+        floor = exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string(unit), node.this])
+    step = {"WEEK": "7 DAY", "QUARTER": "3 MONTH"}.get(unit, f"1 {unit}")
+    out = floor if isinstance(node, exp.Floor) else build(f"IF(__a0 = __a1, __a1, __a0 + INTERVAL {step})",
+                                                          [floor, node.this])
+    kind = infer(node.this)
+    return build("CAST(__a0 AS DATE)", [out]) if kind is not None and kind.this == exp.DataType.Type.DATE else out
 
 
 _DEDUP_HINT = ("to keep each key's first row in event time: SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION "

@@ -15,6 +15,7 @@ from job.spark.jvm import DISTINCT_COUNT
 from job.sql.calls import build, call_args, fail
 from job.sql.catalog import DAGGER_FUNCTIONS, DaggerFunction
 from job.sql.flink import FLINK_REWRITES
+from job.sql.flink_numbers import NUMBER_REWRITES
 from job.sql.infer import INTEGERS, STRINGS, infer
 from job.sql.library import bottom_up, rewrite_library
 from job.sql.parse import position
@@ -357,6 +358,7 @@ def add_watermark_barrier(tree: exp.Expr, streams: set[str]) -> exp.Expr:
 
 REWRITES: list[Callable[[exp.Expr], exp.Expr]] = [
     *VALUE_REWRITES,
+    *NUMBER_REWRITES,
     *FLINK_REWRITES,
     rewrite_lateral_tables,
     rewrite_rowtime,

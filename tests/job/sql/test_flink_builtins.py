@@ -24,7 +24,8 @@ from tests.job.sql.test_flink_values import TABLES, WINDOW, spark
     ("REGEXP_EXTRACT(status, '(C)(O)') AS d",
      "CASE WHEN status RLIKE '(C)(O)' THEN regexp_extract(status, '(C)(O)', 0) END AS d"),
     ("REGEXP_EXTRACT(status, '(C)', 1) AS e",
-     "CASE WHEN status RLIKE '(C)' THEN regexp_extract(status, '(C)', 1) END AS e"),
+     "CASE WHEN NOT status RLIKE '(C)' THEN NULL WHEN regexp_extract(status, '(C)', 1) <> '' OR 1 = 0 OR "
+     "status RLIKE '(?:(C))\\\\1' THEN regexp_extract(status, '(C)', 1) END AS e"),
     ("TO_TIMESTAMP(status) AS t", "try_to_timestamp(status, 'yyyy-MM-dd HH:mm:ss') AS t"),
     ("TO_TIMESTAMP(status, 'dd/MM/yyyy') AS t", "try_to_timestamp(status, 'dd/MM/yyyy') AS t"),
     ("FROM_BASE64(status) AS b", "CAST(UNBASE64(status) AS STRING) AS b"),
