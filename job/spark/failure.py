@@ -120,12 +120,15 @@ def final_exception(text: str) -> tuple[str, list[str]] | None:
     if _TRACEBACK_HEAD not in text:
         return None
     lines = text[text.rindex(_TRACEBACK_HEAD) :].splitlines()[1:]
-    # The final exception is the last line at column 0; a DaggerError's str() may go on with an indented
-    # "  hint: ..." line (frames and source lines are indented too, but come before it).
-    starts = [i for i, line in enumerate(lines) if line and not line[0].isspace()]
+    # The final exception is the first line at column 0 after the last frame (frames and source lines are
+    # indented); its message may go on over more lines: a DaggerError's indented "  hint: ...", a Spark error's
+    # "== SQL (line 1, position 22) ==" and the generated SQL at column 0.
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    after = frames[-1] + 1 if frames else 0
+    starts = [i for i, line in enumerate(lines) if i >= after and line and not line[0].isspace()]
     if not starts:
         return None
-    head, *rest = lines[starts[-1] :]
+    head, *rest = lines[starts[0] :]
     return head, rest
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
-from job.spark.failure import error_in_traceback, explain_failure, rebuild
+from job.spark.failure import error_in_traceback, explain_failure, final_exception, rebuild
 
 CHAINED = """Traceback (most recent call last):
   File "/x/a.py", line 3, in f
@@ -31,6 +31,22 @@ def test_the_final_exception_of_a_traceback_is_rebuilt_with_its_class() -> None:
     assert (err.title, err.message, err.hint) == ("Sink error", "cannot reach it", "is it up?")
     assert error_in_traceback(CHAINED.replace("job.errors.SinkError", "ValueError")) is None
     assert error_in_traceback(CHAINED.replace("job.errors.SinkError", "os.SinkError")) is None  # not ours
+
+
+def test_a_spark_error_raised_in_python_is_its_first_line_not_the_generated_sql() -> None:
+    text = """Traceback (most recent call last):
+  File "/x/runner.py", line 331, in _write_batch
+    self.write_rows(df.toArrow(), batch_id)
+pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012
+== SQL (line 1, position 22) ==
+SELECT order_number, fare_idr DIV (city_id - 1) AS q FROM bookings
+                     ^^^^^^^^^^^^^^^^^^^^^^^^^^
+"""
+    found = final_exception(text)
+    assert found is not None
+    assert found[0] == ("pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. "
+                        "SQLSTATE: 22012")
+    assert final_exception(CHAINED) == ("job.errors.SinkError: cannot reach it", ["  hint: is it up?", " SQLSTATE: 39000"])
 
 
 def test_a_class_that_needs_more_arguments_is_its_parent_with_its_title() -> None:
