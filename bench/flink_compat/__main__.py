@@ -33,6 +33,9 @@ def main(argv: list[str]) -> int:
             print(exc)
             failed += 1
             continue
+        if "error" in results[c.id]:
+            print(f"{c.id}: Flink stopped, as the dagger does -> {path.name}: {results[c.id]['error'][:200]}")
+            continue
         print(f"{c.id}: {len(results[c.id]['rows'])} rows -> {path.name}")
         for r in results[c.id]["rows"]:
             print("   ", r)

@@ -120,6 +120,8 @@ class Case:
     interval`` is 0); without it the order of the events on the topic does not matter.
     ``daggers_rows``: where the engines give different rows on purpose, the rows Daggers gives
     (comparable form, worked out by hand from the events; the closers' rows left out).
+    ``daggers_error``: the dagger stops with this error (one line) instead of giving rows; Flink's golden file
+    holds its rows (the engines differ on purpose) or its error (both stop).
     """
 
     id: str
@@ -130,6 +132,7 @@ class Case:
     dataset: str = "main"
     one_record_batches: bool = False
     daggers_rows: tuple[tuple[Any, ...], ...] | None = None
+    daggers_error: str = ""
 
     @property
     def flink_text(self) -> str:

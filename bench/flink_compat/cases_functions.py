@@ -76,6 +76,9 @@ def _by_city(*values: tuple[int, Any]) -> tuple[tuple[Any, ...], ...]:
 def _by_vehicle(bike: Any, car: Any) -> tuple[tuple[Any, ...], ...]:
     """Daggers' rows (vehicle_type, window_end, value) of an aggregate probe."""
     return (("BIKE", _WINDOW_END, bike), ("CAR", _WINDOW_END, car))
+_TO_DATE_LENIENT = ("Flink's TO_DATE(s, format) parses leniently (java.text.SimpleDateFormat): text that does not match "
+                    "gives a date all the same ('COMPLETED' with 'dd/MM/yyyy' is 5471-09-27, '32/01/2026' is "
+                    "2026-02-01); Daggers gives NULL, as for any text that does not parse")
 _BOOKINGS = ("order_number",)
 _PINGS = ("driver_id", "event_timestamp")
 _AGG_KEYS = ("vehicle_type", "TUMBLE_END(rowtime, INTERVAL '5' MINUTE) AS window_end")
@@ -355,6 +358,146 @@ GROUPS: list[Group] = [
 ]
 
 
+GROUPS += [
+    Group("fn-edges", "values at the edges: overflowing casts, division by zero, out-of-range arguments, Flink's "
+          "own readings", _BOOKINGS, "bookings", (
+        P("between-symmetric", "fare_idr BETWEEN SYMMETRIC 25000 AND 12000"),
+        P("not-between-symmetric", "fare_idr NOT BETWEEN SYMMETRIC 25000 AND 12000"),
+        P("between-asymmetric-reversed", "fare_idr BETWEEN ASYMMETRIC 25000 AND 12000"),
+        P("chr-353", "CHR(353)"),
+        P("chr-over-255", "CHR(city_id + 255)"),
+        P("chr-negative", "CHR(city_id - 3)"),
+        P("substring-zero-start", "SUBSTRING(status, 0, 3)"),
+        P("substring-negative-start", "SUBSTRING(status, -3)"),
+        P("substring-negative-start-length", "SUBSTRING(status, -3, 2)"),
+        P("substring-past-end", "SUBSTRING(status, 2, 100)"),
+        P("substring-start-past-end", "SUBSTRING(status, 20)"),
+        P("substring-far-negative", "SUBSTRING(status, -20, 3)"),
+        P("substring-negative-length-null", "SUBSTRING(status, 2, city_id - 3)"),
+        P("substring-negative-literal-null", "SUBSTRING(status, 2, -1)"),
+        P("locate-start-zero", "LOCATE('E', status, 0)"),
+        P("locate-start-negative", "LOCATE('E', status, city_id - 5)"),
+        P("locate-start-null", "LOCATE('E', status, CAST(NULL AS INT))"),
+        P("locate-start-past-end", "LOCATE('E', status, 40)"),
+        P("locate-empty", "LOCATE('', status, 3)"),
+        P("instr-missing", "INSTR(status, 'Z')"),
+        P("regexp-extract-optional-group-null", "REGEXP_EXTRACT(status, '(X)?(C)', 1)"),
+        P("regexp-extract-alternation", "REGEXP_EXTRACT(status, '(CAN)|(COM)', 2)"),
+        P("regexp-extract-empty-group", "REGEXP_EXTRACT(status, 'C(X*)', 1)"),
+        P("str-to-map-get", "STR_TO_MAP(CONCAT('k=', order_number, ',j=2'))['k']"),
+        P("str-to-map-separators", "STR_TO_MAP(CONCAT('k:', order_number, ';j:2'), ';', ':')['j']"),
+        P("str-to-map-repeated-key", "STR_TO_MAP(CONCAT('a=1,a=', order_number))['a']"),
+        P("str-to-map-size", "CARDINALITY(STR_TO_MAP(CONCAT(order_number, '=1,,b=2,')))"),
+        P("str-to-map-empty-text", "CARDINALITY(STR_TO_MAP(SUBSTRING(status, 1, 0)))"),
+        P("str-to-map-two-separators", "STR_TO_MAP(CONCAT('a=', order_number, '=2'))['a']"),
+        P("str-to-map-no-value-null", "STR_TO_MAP('a,b=1')['a']"),
+        P("to-date", "TO_DATE(CONCAT('2026-03-0', CAST(city_id AS VARCHAR)))"),
+        P("to-date-short", "TO_DATE(CONCAT('2026-3-', CAST(city_id AS VARCHAR)))"),
+        P("to-date-bad-null", "TO_DATE(order_number)"),
+        P("to-date-invalid-day-null", "TO_DATE('2026-02-30')"),
+        P("to-date-format", "TO_DATE(CONCAT('0', CAST(city_id AS VARCHAR), '/03/2026'), 'dd/MM/yyyy')"),
+        P("to-date-format-unparsed", "CAST(TO_DATE(status, 'dd/MM/yyyy') AS VARCHAR)", differs=_TO_DATE_LENIENT,
+          daggers=_by_city((1, None), (2, None))),
+        P("encode", "ENCODE(status, 'UTF-8')"),
+        P("decode-encode", "DECODE(ENCODE(status, 'UTF-8'), 'UTF-8')"),
+        P("encode-utf16", "ENCODE(order_number, 'UTF-16BE')"),
+        P("decode-latin1", "DECODE(ENCODE(order_number, 'ISO-8859-1'), 'ISO-8859-1')"),
+        P("timestampadd-week", "TIMESTAMPADD(WEEK, 2, rowtime)"),
+        P("timestampadd-quarter", "TIMESTAMPADD(QUARTER, city_id, rowtime)"),
+        P("timestampadd-month-end", "TIMESTAMPADD(MONTH, 1, TIMESTAMP '2026-01-31 10:00:00')"),
+        P("timestampdiff-week", "TIMESTAMPDIFF(WEEK, TIMESTAMP '2026-01-01 00:00:00', rowtime)"),
+        P("timestampdiff-month", "TIMESTAMPDIFF(MONTH, TIMESTAMP '2025-01-31 00:00:00', rowtime)"),
+        P("floor-to-week", "FLOOR(rowtime TO WEEK)"),
+        P("ceil-to-week", "CEIL(rowtime TO WEEK)"),
+        P("floor-sunday-to-week", "FLOOR(TIMESTAMP '2026-03-01 10:00:00' TO WEEK)"),
+        P("ceil-to-week-on-its-start", "CEIL(TIMESTAMP '2026-03-01 00:00:00' TO WEEK)"),
+        P("floor-to-month", "FLOOR(rowtime TO MONTH)"),
+        P("floor-to-quarter", "FLOOR(rowtime TO QUARTER)"),
+        P("ceil-to-quarter", "CEIL(rowtime TO QUARTER)"),
+        P("floor-to-year", "FLOOR(rowtime TO YEAR)"),
+        P("ceil-to-year", "CEIL(rowtime TO YEAR)"),
+        P("floor-date-to-week", "FLOOR(CAST(rowtime AS DATE) TO WEEK)"),
+        P("ceil-date-to-month", "CEIL(CAST(rowtime AS DATE) TO MONTH)"),
+        P("plus-year-to-month", "rowtime + INTERVAL '1-2' YEAR TO MONTH"),
+        P("minus-month-end", "TIMESTAMP '2026-03-31 10:00:00' - INTERVAL '1' MONTH"),
+        P("date-plus-months", "CAST(rowtime AS DATE) + INTERVAL '3' MONTH"),
+        P("plus-day-to-second", "rowtime + INTERVAL '1 02:03:04.005' DAY TO SECOND"),
+        P("interval-times-int", "rowtime + INTERVAL '1' MINUTE * city_id"),
+        P("now-after-rowtime", "NOW() > rowtime"),
+        P("current-timestamp-after-rowtime", "CURRENT_TIMESTAMP > rowtime"),
+        P("current-date", "CURRENT_DATE >= DATE '2026-03-02'"),
+        P("unix-timestamp-now", "UNIX_TIMESTAMP() > 1772445600"),
+        P("date-format-full-millis", "DATE_FORMAT(rowtime, 'yyyy-MM-dd HH:mm:ss.SSS')"),
+        P("date-format-day-name", "DATE_FORMAT(rowtime, 'EEE')"),
+        P("date-format-day-name-long", "DATE_FORMAT(rowtime, 'EEEE')"),
+        P("date-format-month-name", "DATE_FORMAT(rowtime, 'dd MMM yyyy')"),
+        P("date-format-am-pm", "DATE_FORMAT(rowtime, 'hh:mm a')"),
+        P("date-format-day-of-year", "DATE_FORMAT(rowtime, 'D')"),
+        P("date-format-year-u", "DATE_FORMAT(rowtime, 'uuuu-MM')"),
+        P("date-format-tenths", "DATE_FORMAT(rowtime, 'ss.S')"),
+        P("date-format-hundredths", "DATE_FORMAT(rowtime, 'ss.SS')"),
+        P("date-format-micros", "DATE_FORMAT(rowtime, 'ss.SSSSSS')"),
+        P("date-format-quoted", "DATE_FORMAT(rowtime, 'yyyy-MM-dd''T''HH:mm:ss')"),
+        P("date-format-text", "DATE_FORMAT(CONCAT('2026-03-02 10:00:0', CAST(city_id AS VARCHAR), '.123'), "
+                              "'HH:mm:ss.SSS')"),
+        P("date-format-bad-text-null", "DATE_FORMAT(status, 'yyyy')"),
+        P("unix-timestamp-text", "UNIX_TIMESTAMP('2026-03-02 10:00:00')"),
+        P("unix-timestamp-millis-text", "UNIX_TIMESTAMP('2026-03-02 10:00:00.500', 'yyyy-MM-dd HH:mm:ss.SSS')"),
+        P("from-unixtime-negative", "FROM_UNIXTIME(city_id - 100)"),
+        P("cast-bigint-to-int-wraps", "CAST(fare_idr * 100000 AS INT)"),
+        P("cast-bigint-to-smallint", "CAST(fare_idr AS SMALLINT)"),
+        P("cast-bigint-to-tinyint", "CAST(fare_idr AS TINYINT)"),
+        P("cast-double-to-int-saturates", "CAST(pickup_long * 100000000 AS INT)"),
+        P("cast-negative-double-to-int", "CAST(-pickup_long * 100000000 AS INT)"),
+        P("cast-double-to-bigint-saturates", "CAST(pickup_long * 1e18 AS BIGINT)"),
+        P("cast-double-to-smallint", "CAST(pickup_long * 1000 AS SMALLINT)"),
+        P("cast-float-to-int", "CAST(CAST(pickup_long * 100000000 AS FLOAT) AS INT)"),
+        P("cast-nan-to-int", "CAST(POWER(city_id - 10, 0.5) AS INT)"),
+        P("cast-infinity-to-int", "CAST(POWER(city_id - city_id, -1) AS INT)"),
+        P("cast-decimal-to-int-wraps", "CAST(CAST(fare_idr AS DECIMAL(20, 0)) * 100000 AS INT)"),
+        P("cast-decimal-fraction-to-int", "CAST(CAST(-2.7 AS DECIMAL(3, 1)) AS INT)"),
+        P("cast-string-fraction-to-int", "CAST(CONCAT(CAST(city_id AS VARCHAR), '.9') AS INT)"),
+        P("cast-string-negative-fraction", "CAST(CONCAT('-', CAST(city_id AS VARCHAR), '.9') AS INT)"),
+        P("cast-string-dot-start", "CAST(CONCAT('.', CAST(city_id AS VARCHAR)) AS INT)"),
+        P("cast-string-fraction-to-bigint", "CAST('12345678901.99' AS BIGINT)"),
+        P("cast-string-plus-sign", "CAST(CONCAT('+', CAST(city_id AS VARCHAR)) AS INT)"),
+        P("cast-string-spaces", "CAST(CONCAT(' ', CAST(city_id AS VARCHAR), ' ') AS INT)"),
+        P("try-cast-string-fraction", "TRY_CAST(CONCAT(CAST(city_id AS VARCHAR), '.7') AS INT)"),
+        P("try-cast-out-of-range-null", "TRY_CAST(CONCAT('300000000', CAST(city_id AS VARCHAR)) AS INT)"),
+        P("try-cast-bad-null", "TRY_CAST(status AS INT)"),
+        P("try-cast-exponent", "TRY_CAST(CONCAT(CAST(city_id AS VARCHAR), 'e2') AS DOUBLE)"),
+        P("try-cast-timestamp-null", "TRY_CAST(order_number AS TIMESTAMP(3))"),
+        P("div-double-by-zero", "pickup_lat / (city_id - 1)"),
+        P("div-double-by-double-zero", "pickup_lat / (pickup_lat - pickup_lat)"),
+        P("div-zero-by-zero", "(pickup_lat - pickup_lat) / (pickup_lat - pickup_lat)"),
+        P("div-bigint-by-double-zero", "fare_idr / (pickup_lat - pickup_lat)"),
+        P("round-negative-half", "ROUND(-2.5)"),
+        P("round-half-double", "ROUND(CAST(city_id AS DOUBLE) - 3.5)"),
+        P("round-negative-half-decimal", "ROUND(CAST(city_id - 3.5 AS DECIMAL(5, 1)))"),
+        P("round-decimal-places", "ROUND(-CAST(city_id AS DECIMAL(6, 3)) - 0.125, 2)"),
+        P("round-int-negative-places", "ROUND(city_id * 15, -1)"),
+        P("round-float", "ROUND(CAST(pickup_lat AS FLOAT), 1)"),
+        P("mod-negative-divisor", "MOD(city_id + 6, -3)"),
+        P("mod-both-negative", "MOD(-city_id - 6, -4)"),
+        P("mod-negative-literal", "MOD(-7, 3)"),
+        P("percent-negative-dividend", "(0 - fare_idr) % 7000"),
+        P("power-negative-base", "POWER(city_id - 3, 3)"),
+        P("power-negative-base-fraction", "POWER(city_id - 10, 0.5)"),
+        P("power-negative-exponent", "POWER(city_id - 3, -1)"),
+        P("power-zero-negative-exponent", "POWER(city_id - city_id, -1)"),
+    )),
+    Group("fn-edge-aggregates", "LISTAGG, FIRST_VALUE and LAST_VALUE in a window", _AGG_KEYS, _AGG_SOURCE, (
+        P("listagg", "LISTAGG(order_number)"),
+        P("listagg-separator", "LISTAGG(order_number, ';')"),
+        P("listagg-nulls", "LISTAGG(NULLIF(status, 'COMPLETED'), '|')"),
+        P("first-value", "FIRST_VALUE(order_number)"),
+        P("last-value", "LAST_VALUE(fare_idr)"),
+        P("first-value-skips-nulls", "FIRST_VALUE(NULLIF(fare_idr, 25000))"),
+        P("last-value-skips-nulls", "LAST_VALUE(NULLIF(fare_idr, 0))"),
+    )),
+]
+
+
 #: Flink expressions Daggers refuses before Spark starts: (id, query, line, column, the start of the reason).
 _REFUSED: list[tuple[str, str, int, int, str]] = [
     ("similar-to", "SELECT order_number,\n  status SIMILAR TO 'C%' AS c\nFROM bookings", 2, 3,
@@ -363,6 +506,21 @@ _REFUSED: list[tuple[str, str, int, int, str]] = [
     ("overlaps", "SELECT order_number,\n  (rowtime, INTERVAL '1' HOUR) OVERLAPS "
                  "(TIMESTAMP '2026-03-02 10:30:00', INTERVAL '1' HOUR) AS o\nFROM bookings", 2, 4,
      "OVERLAPS is not supported"),
+    ("typeof", "SELECT order_number,\n  TYPEOF(city_id) AS t\nFROM bookings", 2, 3, "TYPEOF is not supported"),
+    ("proctime", "SELECT order_number,\n  PROCTIME() > rowtime AS p\nFROM bookings", 2, 3,
+     "PROCTIME() is not supported"),
+    ("json-value", "SELECT order_number,\n  JSON_VALUE(CONCAT('{\"k\": \"', order_number, '\"}'), '$.k') AS k\n"
+                   "FROM bookings", 2, 3, "JSON_VALUE is not supported"),
+    ("json-query", "SELECT order_number,\n  JSON_QUERY('{\"a\": [1, 2]}', '$.a') AS a\nFROM bookings", 2, 3,
+     "JSON_QUERY is not supported"),
+    ("json-exists", "SELECT order_number,\n  JSON_EXISTS(CONCAT('{\"', status, '\": 1}'), '$.COMPLETED') AS e\n"
+                    "FROM bookings", 2, 3, "JSON_EXISTS is not supported"),
+    ("date-format-zone", "SELECT order_number,\n  DATE_FORMAT(rowtime, 'HH:mm Z') AS t\nFROM bookings", 2, 3,
+     "DATE_FORMAT pattern 'HH:mm Z': 'Z' (a time zone) is not supported"),
+    ("date-format-week-of-year", "SELECT order_number,\n  DATE_FORMAT(rowtime, 'w') AS w\nFROM bookings", 2, 3,
+     "datetime pattern 'w': 'w' (week of year) is not supported"),
+    ("from-unixtime-day-of-week", "SELECT order_number,\n  FROM_UNIXTIME(1772445600, 'u') AS d\nFROM bookings", 2,
+     3, "datetime pattern 'u': 'u' (day number of week) is not supported"),
 ]
 
 
@@ -377,9 +535,38 @@ def _group_case(group: Group) -> Case:
                 flink_sql=flink if flink != dagger else None, differs=text if flink != dagger else "")
 
 
+_OVERFLOW = ("Flink's integer + - * wrap around past their type's range (2147483647 + 1 is -2147483648), silently; "
+             "Spark's ANSI arithmetic stops the dagger with an overflow error instead of writing a wrong number. "
+             "Cast an operand to BIGINT (or DECIMAL(38, 0)) where a result can pass the type's range")
+
+
+def _edge_cases() -> list[Case]:
+    """Whole queries at the edges: a dagger that stops where Flink stops or wraps around, and the order of
+    LISTAGG/FIRST_VALUE/LAST_VALUE across micro-batches."""
+    from bench.flink_compat.cases import Case
+
+    return [
+        Case("integer-overflow", "INT + INT and BIGINT * BIGINT past the type's range",
+             "SELECT order_number, city_id + 2147483647 AS int_sum, fare_idr * 922337203685477 AS bigint_product\n"
+             "FROM bookings", differs=_OVERFLOW, daggers_error="[ARITHMETIC_OVERFLOW]"),
+        Case("integer-division-by-zero", "integer division by zero stops the job on both engines",
+             "SELECT order_number, fare_idr / (city_id - 1) AS q\nFROM bookings", daggers_error="[DIVIDE_BY_ZERO]"),
+        Case("decimal-division-by-zero", "DECIMAL division by zero stops the job on both engines",
+             "SELECT order_number, CAST(fare_idr AS DECIMAL(12, 2)) / (city_id - 1) AS q\nFROM bookings",
+             daggers_error="[DIVIDE_BY_ZERO]"),
+        Case("listagg-first-last-batches", "LISTAGG, FIRST_VALUE and LAST_VALUE over a window read one event per "
+             "micro-batch: the order of arrival across batches",
+             """SELECT vehicle_type, LISTAGG(order_number) AS orders, FIRST_VALUE(order_number) AS first_order,
+  LAST_VALUE(order_number) AS last_order, LAST_VALUE(NULLIF(fare_idr, 0)) AS last_fare,
+  TUMBLE_END(rowtime, INTERVAL '5' MINUTE) AS window_end
+FROM bookings
+GROUP BY TUMBLE(rowtime, INTERVAL '5' MINUTE), vehicle_type""", one_record_batches=True),
+    ]
+
+
 def function_cases() -> list[Case]:
-    """One case per group (its golden file holds Flink's rows of every probe)."""
-    return [_group_case(g) for g in GROUPS]
+    """One case per group (its golden file holds Flink's rows of every probe), and the whole edge cases."""
+    return [_group_case(g) for g in GROUPS] + _edge_cases()
 
 
 def function_refusals() -> list[Refusal]:

@@ -143,7 +143,10 @@ def run_case(spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstra
     job = DaggerJob(plan(parse_spec(text, f"{case.id}.yaml"), work), spark, sinks=[sink])
     query = job.start(available_now=True)
     try:
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        except Exception as exc:  # the query failed: the one-line error a person reads, as `daggers run` gives
+            raise explain_failure(exc) from None
         if query.exception() is not None:
             raise explain_failure(query.exception())
         inputs = [(p.batchId, p.numInputRows, (p.eventTime or {}).get("watermark")) for p in query.recentProgress]

@@ -76,14 +76,16 @@ def golden_path(case_id: str) -> Path:
 
 
 def write_golden(case: Case, result: dict[str, Any]) -> Path:
-    """Keep Flink's rows of ``case`` as its golden file; return its path. Raises FlinkError when Flink
-    refused the query."""
-    if "error" in result:
+    """Keep Flink's rows of ``case`` as its golden file (or, for a case whose dagger stops with an error, Flink's
+    error when Flink stops too); return its path. Raises FlinkError when Flink refused the query."""
+    if "error" in result and not case.daggers_error:
         raise FlinkError(f"{case.id}: Flink refused the query: {result['error']}")
     path = golden_path(case.id)
     body = {"case": case.id, "what": case.what, "flink_sql": case.flink_text, "dagger_sql": case.sql,
             "differs": case.differs, "engine": "Apache Flink 2.3.0 (PyFlink, filesystem JSON source)",
-            "columns": result["columns"], "types": result.get("types"), "rows": result["rows"]}
+            "columns": result.get("columns"), "types": result.get("types"), "rows": result.get("rows", [])}
+    if "error" in result:
+        body["error"] = result["error"]
     path.write_text(json.dumps(body, indent=1) + "\n")
     return path
 
