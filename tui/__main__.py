@@ -22,8 +22,10 @@ def main() -> int:
     try:
         require("textual", "tui", needed_by="the console")
         require("textual_plotext", "tui", needed_by="the console")
-        plane = open_plane(os.environ.get("DAGGERS_USER") or None,
-                           os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None))
+        plane = open_plane(
+            os.environ.get("DAGGERS_USER") or None,
+            os.environ.get("DAGGERS_REGISTRY") or default_registry_url(None),
+        )
         plane.whoami()
     except DaggerError as exc:
         print(safe_text(exc.state_text(), multiline=True), file=sys.stderr)

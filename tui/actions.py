@@ -43,8 +43,13 @@ class ConsoleApp(App[None]):
     def report(self, exc: DaggerError) -> None:
         """Show a known error as a notification: title, message and hint (as text: an error may quote a
         user's input)."""
-        self.notify(safe_text(exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""), multiline=True),
-                    title=safe_text(exc.title), severity="error", timeout=8, markup=False)
+        self.notify(
+            safe_text(exc.message + (f"\nhint: {exc.hint}" if exc.hint else ""), multiline=True),
+            title=safe_text(exc.title),
+            severity="error",
+            timeout=8,
+            markup=False,
+        )
 
     def spark_session(self) -> SparkSession:
         """Return the session previews run on."""

@@ -44,8 +44,12 @@ class AlertsScreen(RefreshingScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#alerts", DataTable).add_columns("level", "rule", "team", "labels", "value", "since", "message")
-        self.query_one("#alert-history", DataTable).add_columns("when (UTC)", "rule", "event", "level", "detail")
+        self.query_one("#alerts", DataTable).add_columns(
+            "level", "rule", "team", "labels", "value", "since", "message"
+        )
+        self.query_one("#alert-history", DataTable).add_columns(
+            "when (UTC)", "rule", "event", "level", "detail"
+        )
         self.reload()
         self.refresh_every()
 
@@ -72,21 +76,37 @@ class AlertsScreen(RefreshingScreen):
         for s in states:
             level = s.level.name
             labels = ", ".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k not in HIDDEN_LABELS)
-            table.add_row(Text(level, style=LEVEL_STYLES.get(level, "")), plain(s.rule), plain(s.labels.get("team", "-")),
-                          plain(labels), "-" if s.value is None else f"{s.value:g}", age(now, s.since),
-                          plain(s.message), key=s.fingerprint)  # labels and messages carry the data's values
+            table.add_row(
+                Text(level, style=LEVEL_STYLES.get(level, "")),
+                plain(s.rule),
+                plain(s.labels.get("team", "-")),
+                plain(labels),
+                "-" if s.value is None else f"{s.value:g}",
+                age(now, s.since),
+                plain(s.message),
+                key=s.fingerprint,
+            )  # labels and messages carry the data's values
         hist = self.query_one("#alert-history", DataTable)
         hist.clear()
         for h in history:
             to = "" if h.to_level is None else ["OK", "WARN", "CRIT"][int(h.to_level)]
-            hist.add_row(when(h.at), plain(h.rule), plain(h.event), Text(to, style=LEVEL_STYLES.get(to, "")),
-                         plain(h.detail))
+            hist.add_row(
+                when(h.at),
+                plain(h.rule),
+                plain(h.event),
+                Text(to, style=LEVEL_STYLES.get(to, "")),
+                plain(h.detail),
+            )
         crit = sum(1 for s in states if s.level.name == "CRIT")
         warn = sum(1 for s in states if s.level.name == "WARN")
         self.query_one("#alerts-summary", Static).update(
-            Text.assemble((f"{crit} critical", "bold red" if crit else "dim"), " · ",
-                          (f"{warn} warning", "bold yellow" if warn else "dim"),
-                          plain(f" · teams {', '.join(sorted(self.app.me['teams'])) or '-'}")))
+            Text.assemble(
+                (f"{crit} critical", "bold red" if crit else "dim"),
+                " · ",
+                (f"{warn} warning", "bold yellow" if warn else "dim"),
+                plain(f" · teams {', '.join(sorted(self.app.me['teams'])) or '-'}"),
+            )
+        )
 
     def action_reload(self) -> None:
         self.reload()

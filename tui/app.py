@@ -46,11 +46,19 @@ class DaggerCommands(Provider):
         except DaggerError:
             return out
         for c in clusters:
-            out.append((f"open cluster {c.name}", partial(app.open_cluster, c.name), f"{c.datacentre} · {c.team}"))
-            out.append((f"spark workers of {c.name}", partial(app.open_spark, c.name), "workers and applications"))
-            out.append((f"new dagger on {c.name}", partial(app.new_dagger, c.name), "open the new-dagger form"))
+            out.append(
+                (f"open cluster {c.name}", partial(app.open_cluster, c.name), f"{c.datacentre} · {c.team}")
+            )
+            out.append(
+                (f"spark workers of {c.name}", partial(app.open_spark, c.name), "workers and applications")
+            )
+            out.append(
+                (f"new dagger on {c.name}", partial(app.new_dagger, c.name), "open the new-dagger form")
+            )
         for d in daggers:
-            out.append((f"open dagger {d.ref}", partial(app.open_dagger, d.ref), f"{d.cluster} · {d.actual_state}"))
+            out.append(
+                (f"open dagger {d.ref}", partial(app.open_dagger, d.ref), f"{d.cluster} · {d.actual_state}")
+            )
         out.append(("alerts feed", app.open_alerts, "active alerts of your teams"))
         return out
 
@@ -80,9 +88,17 @@ class DaggersApp(ConsoleApp):
     COMMANDS = App.COMMANDS | {DaggerCommands}
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False)]
 
-    def __init__(self, plane: Plane, *, spark: SparkSession | None = None,
-                 clock: Callable[[], float] = time.time, refresh_s: float = 1.0, preview_minutes: float = 5.0,
-                 warm_preview: bool = True, alerts_url: str | None = None) -> None:
+    def __init__(
+        self,
+        plane: Plane,
+        *,
+        spark: SparkSession | None = None,
+        clock: Callable[[], float] = time.time,
+        refresh_s: float = 1.0,
+        preview_minutes: float = 5.0,
+        warm_preview: bool = True,
+        alerts_url: str | None = None,
+    ) -> None:
         super().__init__()
         self.plane = plane
         self.clock = clock
@@ -106,14 +122,18 @@ class DaggersApp(ConsoleApp):
             if self._spark is None:
                 from job.spark.session import build_session
 
-                self._spark = build_session("daggers-console-preview", master="local[2]", shuffle_partitions=2)
+                self._spark = build_session(
+                    "daggers-console-preview", master="local[2]", shuffle_partitions=2
+                )
             return self._spark
 
     def warm_spark(self) -> None:
         """Start the preview session in the background (the new-dagger form calls this on opening), so the
         first Preview shows rows within seconds instead of waiting for Spark to start."""
         if self._spark is None and self.warm_preview:
-            self.run_worker(self.spark_session, thread=True, exclusive=True, group="spark", exit_on_error=False)
+            self.run_worker(
+                self.spark_session, thread=True, exclusive=True, group="spark", exit_on_error=False
+            )
 
     def open_cluster(self, name: str) -> None:
         """Show the daggers of cluster ``name``."""
@@ -154,8 +174,12 @@ class DaggersApp(ConsoleApp):
     def open_alerts(self) -> None:
         """Show the alerts feed of the user's teams (an error notification when no store is configured)."""
         if not self.alerts_url:
-            self.notify("no alert store configured: start the console with --alerts-store URL "
-                        "(or DAGGERS_ALERTS_STORE)", title="Alerts", severity="warning")
+            self.notify(
+                "no alert store configured: start the console with --alerts-store URL "
+                "(or DAGGERS_ALERTS_STORE)",
+                title="Alerts",
+                severity="warning",
+            )
             return
         from alerting import AlertStore, StoreError
         from tui.alerts import AlertsScreen
@@ -163,7 +187,9 @@ class DaggersApp(ConsoleApp):
         try:
             self._alerts = self._alerts or AlertStore(self.alerts_url, create=False)
         except StoreError as exc:
-            self.notify(safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False)
+            self.notify(
+                safe_text(str(exc), multiline=True), title="Alert store", severity="error", markup=False
+            )
             return
         self.push_screen(AlertsScreen(self._alerts))
 

@@ -40,11 +40,16 @@ def local_note(spark: dict[str, Any]) -> str:
     """Return why a ``local`` cluster lists no workers nor applications ("" for another mode)."""
     if spark.get("mode") != "local":
         return ""
-    memory = (f" and {spark['memory_mb']:,} MB of memory ({spark.get('memory_used_mb') or 0:,} MB in use)"
-              if spark.get("memory_mb") else "")
-    return (f"Local mode ({spark.get('master')}): no Spark workers nor applications to list. Each dagger runs Spark "
-            f"inside its own process on the gateway machine itself, with {counted(spark.get('cores') or 0, 'core')}"
-            f"{memory}.")
+    memory = (
+        f" and {spark['memory_mb']:,} MB of memory ({spark.get('memory_used_mb') or 0:,} MB in use)"
+        if spark.get("memory_mb")
+        else ""
+    )
+    return (
+        f"Local mode ({spark.get('master')}): no Spark workers nor applications to list. Each dagger runs Spark "
+        f"inside its own process on the gateway machine itself, with {counted(spark.get('cores') or 0, 'core')}"
+        f"{memory}."
+    )
 
 
 class ClusterHealthScreen(Screen[None]):
@@ -90,19 +95,35 @@ class ClusterHealthScreen(Screen[None]):
         """Redraw the master line and the two tables from ``self.health``."""
         spark = self.health.get("spark") or {}
         now = self.app.clock()
-        recorded = (span(float(self.health["age_s"])) if self.health.get("age_s") is not None
-                    else age(now, self.health.get("checked_at")))  # the age the health model judged it by
-        how = "live" if self.live else (f"recorded {recorded} ago" if self.health.get("recorded") else "not probed yet")
-        self.query_one("#title", Static).update(Text.assemble(("Spark of ", "bold"), plain(self.cluster, "bold"),
-                                                              f"  ({how})"))
+        recorded = (
+            span(float(self.health["age_s"]))
+            if self.health.get("age_s") is not None
+            else age(now, self.health.get("checked_at"))
+        )  # the age the health model judged it by
+        how = (
+            "live"
+            if self.live
+            else (f"recorded {recorded} ago" if self.health.get("recorded") else "not probed yet")
+        )
+        self.query_one("#title", Static).update(
+            Text.assemble(("Spark of ", "bold"), plain(self.cluster, "bold"), f"  ({how})")
+        )
         # what a Spark master answers (its address, states, errors, applications' names) is shown as text
         verdict = self.health.get("state") or {}  # the health model's, over this probe
-        master = Text.assemble(plain(spark.get("master") or "-"), "  ",
-                               part_text((verdict.get("parts") or {}).get("spark"), spark_detail(spark),
-                                         verdict.get("probe_age_s")))
+        master = Text.assemble(
+            plain(spark.get("master") or "-"),
+            "  ",
+            part_text(
+                (verdict.get("parts") or {}).get("spark"), spark_detail(spark), verdict.get("probe_age_s")
+            ),
+        )
         if spark.get("mode") == "standalone" and spark.get("ok") is not None:
-            master.append(plain(f"  status {spark.get('status')}  memory "
-                                f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}"))
+            master.append(
+                plain(
+                    f"  status {spark.get('status')}  memory "
+                    f"{used_of(spark.get('memory_used_mb'), spark.get('memory_mb'), 'MB')}"
+                )
+            )
         if spark.get("error"):
             master.append(plain(f"  {spark['error']}", "red", multiline=True))
         self.query_one("#master", Static).update(master)
@@ -113,18 +134,28 @@ class ClusterHealthScreen(Screen[None]):
         workers.clear()
         for w in spark.get("worker_list") or []:
             beat = w.get("last_heartbeat_ms")
-            workers.add_row(plain(w.get("id") or "-"), plain(w.get("host") or "-"), worker_state(w.get("state")),
-                            used_of(w.get("cores_used"), w.get("cores")),
-                            used_of(w.get("memory_used_mb"), w.get("memory_mb"), "MB"),
-                            f"{age(now, beat / 1000)} ago" if beat else "-", key=str(w.get("id")))
+            workers.add_row(
+                plain(w.get("id") or "-"),
+                plain(w.get("host") or "-"),
+                worker_state(w.get("state")),
+                used_of(w.get("cores_used"), w.get("cores")),
+                used_of(w.get("memory_used_mb"), w.get("memory_mb"), "MB"),
+                f"{age(now, beat / 1000)} ago" if beat else "-",
+                key=str(w.get("id")),
+            )
         apps = self.query_one("#apps", DataTable)
         apps.clear()
         for a in spark.get("app_list") or []:
             duration = a.get("duration_ms")
-            apps.add_row(plain(a.get("id") or "-"), plain(a.get("name") or "-"), plain(a.get("state") or "-"),
-                         plain(a.get("cores", "-")),
-                         f"{a['memory_per_executor_mb']} MB" if a.get("memory_per_executor_mb") else "-",
-                         span(duration / 1000) if duration is not None else "-", key=str(a.get("id")))
+            apps.add_row(
+                plain(a.get("id") or "-"),
+                plain(a.get("name") or "-"),
+                plain(a.get("state") or "-"),
+                plain(a.get("cores", "-")),
+                f"{a['memory_per_executor_mb']} MB" if a.get("memory_per_executor_mb") else "-",
+                span(duration / 1000) if duration is not None else "-",
+                key=str(a.get("id")),
+            )
 
     def action_probe(self) -> None:
         self._probe()

@@ -82,22 +82,37 @@ class ClustersScreen(RefreshingScreen):
             health, verdict = self.shown(c, now)
             parts, probe_age = verdict.get("parts") or {}, verdict.get("probe_age_s")
             reporting = parts.get("controller") == "ok"  # the health model's verdict
-            ctl = (Text(f"● {age(now, c.controller_heartbeat)} ago", style="green") if reporting
-                   else Text(f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
-                             style="bold red"))
-            table.add_row(plain(f"  {c.name}"), plain(c.team), plain(c.spark_master),
-                          state_text(verdict.get("state") or "unknown"),
-                          f"{c.daggers_running}/{c.daggers_total}",
-                          part_text(parts.get("spark"), spark_detail(health.get("spark")), probe_age),
-                          part_text(parts.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p",
-                                    probe_age),
-                          part_text(parts.get("influx"), "", probe_age), ctl, key=f"cluster:{c.name}")
+            ctl = (
+                Text(f"● {age(now, c.controller_heartbeat)} ago", style="green")
+                if reporting
+                else Text(
+                    f"○ silent {age(now, c.controller_heartbeat)}" if c.controller_heartbeat else "○ none",
+                    style="bold red",
+                )
+            )
+            table.add_row(
+                plain(f"  {c.name}"),
+                plain(c.team),
+                plain(c.spark_master),
+                state_text(verdict.get("state") or "unknown"),
+                f"{c.daggers_running}/{c.daggers_total}",
+                part_text(parts.get("spark"), spark_detail(health.get("spark")), probe_age),
+                part_text(
+                    parts.get("kafka"), f"{number((health.get('kafka') or {}).get('partitions'))}p", probe_age
+                ),
+                part_text(parts.get("influx"), "", probe_age),
+                ctl,
+                key=f"cluster:{c.name}",
+            )
         if table.row_count:  # keep the cursor; at first, on the first cluster rather than its data centre
             table.move_cursor(row=min(keep or 1, table.row_count - 1))
         teams = sorted({c.team for c in self.clusters})
-        self.query_one("#summary", Static).update(plain(
-            f"{counted(len(self.clusters), 'cluster')} in {counted(len({c.datacentre for c in self.clusters}), 'data centre')} · "
-            f"teams: {', '.join(teams) or '-'}"))
+        self.query_one("#summary", Static).update(
+            plain(
+                f"{counted(len(self.clusters), 'cluster')} in {counted(len({c.datacentre for c in self.clusters}), 'data centre')} · "
+                f"teams: {', '.join(teams) or '-'}"
+            )
+        )
 
     def shown(self, c: ClusterView, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
         """Return the probe and the health model's verdict row ``c`` shows: those of a live probe (``h``) while
@@ -164,5 +179,8 @@ class ClustersScreen(RefreshingScreen):
         self.reload()
         verdict = health.get("state") or {}
         reasons = "; ".join(verdict.get("reasons") or [])
-        self.notify(safe_text(f"{name}: {verdict.get('state', 'unknown')}" + (f" ({reasons})" if reasons else "")),
-                    severity="information" if health["ok"] else "warning", markup=False)
+        self.notify(
+            safe_text(f"{name}: {verdict.get('state', 'unknown')}" + (f" ({reasons})" if reasons else "")),
+            severity="information" if health["ok"] else "warning",
+            markup=False,
+        )

@@ -110,21 +110,36 @@ class DaggersScreen(RefreshingScreen):
         table.clear()
         rows = self.filtered
         self.page = min(self.page, self.pages - 1)
-        self.shown = rows[self.page * self.page_size:(self.page + 1) * self.page_size]
+        self.shown = rows[self.page * self.page_size : (self.page + 1) * self.page_size]
         now = self.app.clock()
         for d in self.shown:
             h = d.health
-            table.add_row(plain(d.name), plain(d.team), str(d.current_version), plain(d.desired_state),
-                          state_text(d.state),
-                          figure(h.get("rows_per_s")), figure(h.get("lag")), figure(h.get("batch_ms")),
-                          str(d.restarts), age(now, d.status_updated_at), key=d.ref)
+            table.add_row(
+                plain(d.name),
+                plain(d.team),
+                str(d.current_version),
+                plain(d.desired_state),
+                state_text(d.state),
+                figure(h.get("rows_per_s")),
+                figure(h.get("lag")),
+                figure(h.get("batch_ms")),
+                str(d.restarts),
+                age(now, d.status_updated_at),
+                key=d.ref,
+            )
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1))
-        self.query_one("#title", Static).update(Text.assemble(
-            "cluster ", plain(self.cluster, "bold"), f" · {counted(len(self.all), 'dagger')}"
-            + "".join(f", {n} {state}" for state, n in _counts(self.all))))
+        self.query_one("#title", Static).update(
+            Text.assemble(
+                "cluster ",
+                plain(self.cluster, "bold"),
+                f" · {counted(len(self.all), 'dagger')}"
+                + "".join(f", {n} {state}" for state, n in _counts(self.all)),
+            )
+        )
         self.query_one("#pager", Static).update(
-            f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}")
+            f"page {self.page + 1}/{self.pages} · {len(rows)} shown · sorted by {SORTS[self.sort_index][0]}"
+        )
 
     def selected(self) -> DaggerView | None:
         """Return the dagger under the cursor."""

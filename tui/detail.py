@@ -95,61 +95,99 @@ class DaggerScreen(RefreshingScreen):
         self.ref = view.ref
         now = self.app.clock()
         p, h = view.progress, view.health
-        retry = (f" · next retry in {age(h['next_retry_at'], now)}" if h.get("next_retry_at") else "")
+        retry = f" · next retry in {age(h['next_retry_at'], now)}" if h.get("next_retry_at") else ""
         status = Text.assemble(  # Text.assemble's strings are text, not markup; safe_text escapes controls
-            plain(view.ref, "bold"), plain(f"  on {view.cluster} ({view.datacentre})  "),
-            plain(f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "", state_text(view.state),
-            plain(f" ({h.get('reason') or '-'}{retry})  controller: {view.actual_state}  desired "
-                  f"{view.desired_state}") + "\n",
-            f"version {view.current_version}" + (f" (running v{view.running_version})" if view.running_version else ""),
-            plain(f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
-                  f" · restarts {view.restarts}") + "\n",
+            plain(view.ref, "bold"),
+            plain(f"  on {view.cluster} ({view.datacentre})  "),
+            plain(f"moving from {view.moving_from}  ", "yellow") if view.moving_from else "",
+            state_text(view.state),
+            plain(
+                f" ({h.get('reason') or '-'}{retry})  controller: {view.actual_state}  desired "
+                f"{view.desired_state}"
+            )
+            + "\n",
+            f"version {view.current_version}"
+            + (f" (running v{view.running_version})" if view.running_version else ""),
+            plain(
+                f" · pid {view.pid or '-'} on {view.host or '-'} · up {age(now, view.started_at)}"
+                f" · restarts {view.restarts}"
+            )
+            + "\n",
             f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s in, "
             f"{number(p.get('processed_rows_per_s')) if h.get('rows_per_s') else '-'} rows/s processed"
             f" · batch {figure(h.get('batch_ms'))} ms · lag {figure(h.get('lag'))}"
             f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
             f"\nwatermark {safe_text(str(p.get('watermark') or '-'))}"
             + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")
-            + f" · last update {age(now, view.status_updated_at)} ago")
+            + f" · last update {age(now, view.status_updated_at)} ago",
+        )
         self.query_one("#status", Static).update(status)
-        series = {"throughput": [s.input_rows_per_s for s in samples], "lag": [float(s.lag or 0) for s in samples],
-                  "batch": [float(s.batch_duration_ms) for s in samples]}
+        series = {
+            "throughput": [s.input_rows_per_s for s in samples],
+            "lag": [float(s.lag or 0) for s in samples],
+            "batch": [float(s.batch_duration_ms) for s in samples],
+        }
         for key, values in series.items():
             self.query_one(f"#{key}-spark", Sparkline).data = values
             last = number(values[-1]) if values else "-"
             label = {"throughput": "rows/s", "lag": "lag", "batch": "batch ms"}[key]
-            self.query_one(f"#{key}-label", Label).update(f"{label}: {last} (max {number(max(values) if values else None)})")
+            self.query_one(f"#{key}-label", Label).update(
+                f"{label}: {last} (max {number(max(values) if values else None)})"
+            )
         error = self.query_one("#error", Static)
-        again = (f" (before it started again {age(now, view.started_at)} ago)"
-                 if view.actual_state == "running" and view.started_at else "")
-        error.update(plain(f"last error{again}: {view.last_error}", "red", multiline=True) if view.last_error else "")
+        again = (
+            f" (before it started again {age(now, view.started_at)} ago)"
+            if view.actual_state == "running" and view.started_at
+            else ""
+        )
+        error.update(
+            plain(f"last error{again}: {view.last_error}", "red", multiline=True) if view.last_error else ""
+        )
         error.display = bool(view.last_error)
         if [v.version for v in versions] != [v.version for v in self.versions]:
             self._show_versions(versions)
         table = self.query_one("#audit", DataTable)
         table.clear()
         for a in audit:
-            table.add_row(when(a.at), plain(a.user), plain(a.action), "yes" if a.allowed else Text("DENIED", style="red"))
+            table.add_row(
+                when(a.at),
+                plain(a.user),
+                plain(a.action),
+                "yes" if a.allowed else Text("DENIED", style="red"),
+            )
         if self.query_one(TabbedContent).active == "output-tab":
             self.query_one(OutputPane).load(if_idle=True)
 
     def _show_versions(self, versions: list[VersionView]) -> None:
         self.versions = versions
         current = versions[-1]
-        self.query_one("#spec", Static).update(Syntax(safe_text(current.spec_text, multiline=True), "yaml",
-                                                      line_numbers=True,
-                                                      theme="ansi_dark", word_wrap=True))
+        self.query_one("#spec", Static).update(
+            Syntax(
+                safe_text(current.spec_text, multiline=True),
+                "yaml",
+                line_numbers=True,
+                theme="ansi_dark",
+                word_wrap=True,
+            )
+        )
         table = self.query_one("#versions", DataTable)
         table.clear()
         for v in reversed(versions):
-            table.add_row(str(v.version), when(v.created_at), plain(v.created_by), f"epoch {v.checkpoint_epoch}",
-                          plain(v.comment), key=str(v.version))
+            table.add_row(
+                str(v.version),
+                when(v.created_at),
+                plain(v.created_by),
+                f"epoch {v.checkpoint_epoch}",
+                plain(v.comment),
+                key=str(v.version),
+            )
         self._show_diff(current.version)
 
     def _show_diff(self, version: int) -> None:
         text = self.app.plane.diff(self.ref, max(version - 1, 1), version) if version > 1 else ""
-        self.query_one("#diff", Static).update(Syntax(safe_text(text, multiline=True) or "(first version)", "diff",
-                                                      theme="ansi_dark"))
+        self.query_one("#diff", Static).update(
+            Syntax(safe_text(text, multiline=True) or "(first version)", "diff", theme="ansi_dark")
+        )
 
     def selected_version(self) -> int | None:
         """Return the version under the cursor of the Versions table."""
@@ -190,10 +228,19 @@ class DaggerScreen(RefreshingScreen):
     def action_publish(self) -> None:
         def publish(topic: str | None) -> None:
             if topic:
-                self._do(f"{self.ref}: publishing to Kafka topic {topic}",
-                         lambda: self.app.plane.publish_to_kafka(self.ref, topic))
-        self.app.push_screen(AskScreen("Publish the rows to Kafka topic:", placeholder="topic name",
-                                       value=f"{self.view.name}-out" if self.view else ""), publish)
+                self._do(
+                    f"{self.ref}: publishing to Kafka topic {topic}",
+                    lambda: self.app.plane.publish_to_kafka(self.ref, topic),
+                )
+
+        self.app.push_screen(
+            AskScreen(
+                "Publish the rows to Kafka topic:",
+                placeholder="topic name",
+                value=f"{self.view.name}-out" if self.view else "",
+            ),
+            publish,
+        )
 
     def action_move(self) -> None:
         if self.view is None:
@@ -203,17 +250,31 @@ class DaggerScreen(RefreshingScreen):
 
         def move(cluster: str | None) -> None:
             if cluster:
-                self._do(f"{self.ref}: moving from {here} to {cluster} (the old cluster stops it, the new one "
-                         "resumes it from its checkpoint)", lambda: self.app.plane.move(self.ref, cluster))
-        self.app.push_screen(AskScreen(f"Move {self.ref} from {here} to cluster:",
-                                       placeholder=", ".join(others) or "no other cluster of the team"), move)
+                self._do(
+                    f"{self.ref}: moving from {here} to {cluster} (the old cluster stops it, the new one "
+                    "resumes it from its checkpoint)",
+                    lambda: self.app.plane.move(self.ref, cluster),
+                )
+
+        self.app.push_screen(
+            AskScreen(
+                f"Move {self.ref} from {here} to cluster:",
+                placeholder=", ".join(others) or "no other cluster of the team",
+            ),
+            move,
+        )
 
     def action_delete(self) -> None:
         def delete(yes: bool | None) -> None:
             if yes and self._do(f"{self.ref}: deleted", lambda: self.app.plane.delete(self.ref)):
                 self.app.pop_screen()
-        self.app.push_screen(ConfirmScreen(f"Delete {self.ref}?", "It is stopped; its versions and audit trail "
-                                                                  "stay in the registry."), delete)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete {self.ref}?", "It is stopped; its versions and audit trail stay in the registry."
+            ),
+            delete,
+        )
 
     def action_rollback(self) -> None:
         version = self.selected_version()
@@ -228,25 +289,35 @@ class DaggerScreen(RefreshingScreen):
 
         def rollback(yes: bool | None) -> None:
             if yes:
-                self._do(f"{self.ref}: rolled back to v{version}",
-                         lambda: self.app.plane.rollback(self.ref, version, allow_fresh_start=not compat.resume))
-        self.app.push_screen(ConfirmScreen(f"Roll {self.ref} back to v{version}?", f"The new version "
-                                           f"{compat.summary()}."), rollback)
+                self._do(
+                    f"{self.ref}: rolled back to v{version}",
+                    lambda: self.app.plane.rollback(self.ref, version, allow_fresh_start=not compat.resume),
+                )
+
+        self.app.push_screen(
+            ConfirmScreen(f"Roll {self.ref} back to v{version}?", f"The new version {compat.summary()}."),
+            rollback,
+        )
 
     def action_preview(self) -> None:
-        self.notify(f"previewing {self.ref} over the last {counted(self.app.preview_minutes, 'minute', fmt='g')}…")
+        self.notify(
+            f"previewing {self.ref} over the last {counted(self.app.preview_minutes, 'minute', fmt='g')}…"
+        )
         self._preview()
 
     @work(thread=True, exclusive=True, group="preview")
     def _preview(self) -> None:
         started = time.monotonic()
         try:
-            table = self.app.plane.preview(self.ref, minutes=self.app.preview_minutes, limit=50,
-                                           spark=self.app.spark_session())
+            table = self.app.plane.preview(
+                self.ref, minutes=self.app.preview_minutes, limit=50, spark=self.app.spark_session()
+            )
         except DaggerError as exc:
             land(self, self.failed, exc)
             return
-        title = f"preview of {self.ref}: {counted(table.num_rows, 'row')} in {time.monotonic() - started:.1f} s"
+        title = (
+            f"preview of {self.ref}: {counted(table.num_rows, 'row')} in {time.monotonic() - started:.1f} s"
+        )
         land(self, self._show_rows, title, table.column_names, table.to_pylist())
 
     def _show_rows(self, title: str, columns: list[str], rows: list[dict[str, object]]) -> None:

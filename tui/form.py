@@ -87,7 +87,9 @@ class DaggerFormScreen(Screen[None]):
             yield Input(placeholder="lower-case-with-dashes", id="name")
             yield Label("Proto class")
             yield Select[str]([], prompt="pick a message from protos/", id="proto")
-            yield Label("Topics (space picks ✓ or leaves out; the topics that exist on the cluster's brokers)")
+            yield Label(
+                "Topics (space picks ✓ or leaves out; the topics that exist on the cluster's brokers)"
+            )
             yield MarkedSelectionList[str](id="topics")
             with Horizontal(classes="row"):
                 with VerticalScroll(classes="cell"):
@@ -116,8 +118,12 @@ class DaggerFormScreen(Screen[None]):
                 with Horizontal(classes="row"):
                     with VerticalScroll(classes="cell"):
                         yield Label("Sink")
-                        yield Select[str]([("InfluxDB", "influx"), ("log (debug)", "log")], value="influx",
-                                          allow_blank=False, id="sink")
+                        yield Select[str](
+                            [("InfluxDB", "influx"), ("log (debug)", "log")],
+                            value="influx",
+                            allow_blank=False,
+                            id="sink",
+                        )
                     with VerticalScroll(classes="cell"):
                         yield Label("Measurement")
                         yield Input(id="measurement")
@@ -127,9 +133,16 @@ class DaggerFormScreen(Screen[None]):
                 with Horizontal(classes="row"):
                     with VerticalScroll(classes="cell"):
                         yield Label("Isolation")
-                        yield Select[str]([("shared application", "shared"), ("fused with like daggers", "fused"),
-                                           ("dedicated application", "dedicated")],
-                                          value="shared", allow_blank=False, id="isolation")
+                        yield Select[str](
+                            [
+                                ("shared application", "shared"),
+                                ("fused with like daggers", "fused"),
+                                ("dedicated application", "dedicated"),
+                            ],
+                            value="shared",
+                            allow_blank=False,
+                            id="isolation",
+                        )
                     with VerticalScroll(classes="cell"):
                         yield Label("Light (little data: least CPU a batch, read at window close)")
                         yield Switch(False, id="light")
@@ -147,8 +160,9 @@ class DaggerFormScreen(Screen[None]):
         protos = default_registry().message_names()
         self.query_one("#proto", Select).set_options([(p, p) for p in protos])
         cluster = self.app.plane.cluster(self.cluster)
-        form = DaggerForm(bootstrap_servers=cluster.kafka_bootstrap, influx_url=cluster.influx_url,
-                          sql=TEMPLATE_SQL)
+        form = DaggerForm(
+            bootstrap_servers=cluster.kafka_bootstrap, influx_url=cluster.influx_url, sql=TEMPLATE_SQL
+        )
         if self.dagger is not None:
             current = self.app.plane.version(self.dagger.ref)
             self.base_text, self.base_version = current.spec_text, current.version
@@ -158,8 +172,11 @@ class DaggerFormScreen(Screen[None]):
             form.proto_class = "daggers.events.BookingLog"
         self.form_defaults = form
         self._fill(form)
-        title = (f"Edit [b]{self.dagger.ref}[/b] (v{self.base_version} → v{(self.base_version or 0) + 1}) on {self.cluster}"
-                 if self.dagger else f"New dagger on cluster [b]{self.cluster}[/b]")
+        title = (
+            f"Edit [b]{self.dagger.ref}[/b] (v{self.base_version} → v{(self.base_version or 0) + 1}) on {self.cluster}"
+            if self.dagger
+            else f"New dagger on cluster [b]{self.cluster}[/b]"
+        )
         self.query_one("#form-title", Static).update(title)
         if self.dagger is not None:
             self.query_one("#name", Input).disabled = True
@@ -184,11 +201,14 @@ class DaggerFormScreen(Screen[None]):
             self.query_one("#watermark", Input).value = str(form.watermark_delay_ms)
             self.query_one("#parallelism", Input).value = str(form.parallelism)
             self.query_one("#start-from", Input).value = form.start_from
-            self.query_one("#sink", Select).value = form.sink_type if form.sink_type in ("influx", "log") else "influx"
+            self.query_one("#sink", Select).value = (
+                form.sink_type if form.sink_type in ("influx", "log") else "influx"
+            )
             self.query_one("#measurement", Input).value = form.measurement
             self.query_one("#database", Input).value = form.database
-            self.query_one("#isolation", Select).value = (form.isolation if form.isolation in ("fused", "dedicated")
-                                                              else "shared")
+            self.query_one("#isolation", Select).value = (
+                form.isolation if form.isolation in ("fused", "dedicated") else "shared"
+            )
             self.query_one("#light", Switch).value = form.light
         finally:
             self._filling = False
@@ -203,8 +223,11 @@ class DaggerFormScreen(Screen[None]):
         names = [f.name for f in fields.values() if f.kind in ("timestamp", "int64") and not f.repeated]
         select = self.query_one("#timestamp", Select)
         select.set_options([(n, n) for n in names])
-        pick = current if current in names else ("event_timestamp" if "event_timestamp" in names else
-                                                 (names[0] if names else None))
+        pick = (
+            current
+            if current in names
+            else ("event_timestamp" if "event_timestamp" in names else (names[0] if names else None))
+        )
         if pick:
             select.value = pick
 
@@ -218,7 +241,9 @@ class DaggerFormScreen(Screen[None]):
         land(self, self._set_topics, sorted(set(topics) | set(chosen)), chosen)
 
     def _topics_failed(self, exc: DaggerError) -> None:
-        self.notify(safe_text(f"cannot list topics: {exc.message}", multiline=True), severity="warning", markup=False)
+        self.notify(
+            safe_text(f"cannot list topics: {exc.message}", multiline=True), severity="warning", markup=False
+        )
 
     def _set_topics(self, topics: list[str], chosen: list[str]) -> None:
         widget = self.query_one("#topics", SelectionList)
@@ -233,6 +258,7 @@ class DaggerFormScreen(Screen[None]):
 
     def form(self) -> DaggerForm:
         """Return the form's current values."""
+
         def text(widget_id: str) -> str:
             return self.query_one(widget_id, Input).value.strip()
 
@@ -248,14 +274,25 @@ class DaggerFormScreen(Screen[None]):
 
         base = self.form_defaults
         return DaggerForm(
-            name=text("#name"), proto_class=choice("#proto"),
-            topics=list(self.query_one("#topics", SelectionList).selected), table=text("#table"),
-            group=text("#group"), timestamp_field=choice("#timestamp"), bootstrap_servers=base.bootstrap_servers,
-            start_from=text("#start-from") or "earliest", sql=self.query_one("#sql", SqlArea).text,
-            watermark_delay_ms=integer("#watermark", 10_000), parallelism=integer("#parallelism", 2),
-            trigger_interval_s=base.trigger_interval_s, sink_type=choice("#sink") or "influx",
-            influx_url=base.influx_url, database=text("#database") or "daggers", measurement=text("#measurement"),
-            isolation=choice("#isolation") or "shared", light=self.query_one("#light", Switch).value)
+            name=text("#name"),
+            proto_class=choice("#proto"),
+            topics=list(self.query_one("#topics", SelectionList).selected),
+            table=text("#table"),
+            group=text("#group"),
+            timestamp_field=choice("#timestamp"),
+            bootstrap_servers=base.bootstrap_servers,
+            start_from=text("#start-from") or "earliest",
+            sql=self.query_one("#sql", SqlArea).text,
+            watermark_delay_ms=integer("#watermark", 10_000),
+            parallelism=integer("#parallelism", 2),
+            trigger_interval_s=base.trigger_interval_s,
+            sink_type=choice("#sink") or "influx",
+            influx_url=base.influx_url,
+            database=text("#database") or "daggers",
+            measurement=text("#measurement"),
+            isolation=choice("#isolation") or "shared",
+            light=self.query_one("#light", Switch).value,
+        )
 
     def spec_text(self) -> str:
         """Return the spec YAML the form stands for (keeping what the base spec has beyond the form)."""
@@ -309,8 +346,11 @@ class DaggerFormScreen(Screen[None]):
             area.error_at = None
         elif result.ok:
             reads = "; ".join(f"{t}: {', '.join(c)}" for t, c in result.columns.items())
-            window = f" · window {result.window[0]}" + (f" sliding {result.window[1]}" if result.window[1] else "") \
-                if result.window else " · no window (pass-through)"
+            window = (
+                f" · window {result.window[0]}" + (f" sliding {result.window[1]}" if result.window[1] else "")
+                if result.window
+                else " · no window (pass-through)"
+            )
             label.update(plain(f"✓ valid · reads {reads}{window}", "green"))
             label.set_class(False, "invalid")
             area.error_at = None
@@ -318,8 +358,15 @@ class DaggerFormScreen(Screen[None]):
             where = f" at line {result.line}, column {result.col}" if result.line else ""
             hint = f" — {result.hint}" if result.hint else ""
             problems = None if result.line else form_problems(result.message)
-            label.update(plain("\n".join(f"✗ {p}" for p in problems) if problems else
-                               f"✗ {result.title}{where}: {result.message}{hint}", "bold red", multiline=True))
+            label.update(
+                plain(
+                    "\n".join(f"✗ {p}" for p in problems)
+                    if problems
+                    else f"✗ {result.title}{where}: {result.message}{hint}",
+                    "bold red",
+                    multiline=True,
+                )
+            )
             label.set_class(True, "invalid")
             area.error_at = (result.line, result.col or 1) if result.line else None
 
@@ -355,8 +402,11 @@ class DaggerFormScreen(Screen[None]):
     # ---- actions ------------------------------------------------------------------------------
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        {"preview-button": self.action_preview, "deploy-button": self.action_deploy,
-         "cancel-button": self.action_cancel}[str(event.button.id)]()
+        {
+            "preview-button": self.action_preview,
+            "deploy-button": self.action_deploy,
+            "cancel-button": self.action_cancel,
+        }[str(event.button.id)]()
 
     def _hint_fusion(self, ref: str) -> None:
         """Say which daggers of the cluster the new shared dagger could be one query with (isolation: fused)."""
@@ -401,21 +451,31 @@ class DaggerFormScreen(Screen[None]):
         def answer(yes: bool | None) -> None:
             if yes:
                 self._save(text, fresh=True)
-        self.app.push_screen(ConfirmScreen("This change cannot resume from the checkpoint. Start fresh?",
-                                           "; ".join(compat.reasons) + "\nA fresh start has a new checkpoint: "
-                                           "empty window state and counters, and start_from applies."), answer)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                "This change cannot resume from the checkpoint. Start fresh?",
+                "; ".join(compat.reasons) + "\nA fresh start has a new checkpoint: "
+                "empty window state and counters, and start_from applies.",
+            ),
+            answer,
+        )
 
     def _save(self, text: str, fresh: bool) -> None:
         assert self.dagger is not None
         try:
-            result = self.app.plane.edit(self.dagger.ref, text, expected_version=self.base_version,
-                                         allow_fresh_start=fresh)
+            result = self.app.plane.edit(
+                self.dagger.ref, text, expected_version=self.base_version, allow_fresh_start=fresh
+            )
         except DaggerError as exc:
             self.app.report(exc)
             return
         how = "resumes from the checkpoint" if result.compatibility.resume else "starts a new checkpoint"
-        self.notify(safe_text(f"{result.ref} v{result.version} saved; it {how}", multiline=True), title="Saved",
-                    markup=False)
+        self.notify(
+            safe_text(f"{result.ref} v{result.version} saved; it {how}", multiline=True),
+            title="Saved",
+            markup=False,
+        )
         self.app.pop_screen()
 
     def action_preview(self) -> None:
@@ -423,16 +483,22 @@ class DaggerFormScreen(Screen[None]):
             self.notify("fix the spec first", title="No preview", severity="error")
             return
         self.query_one("#preview-status", Static).update(
-            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics…")
+            f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics…"
+        )
         self._preview(self.spec_text())
 
     @work(thread=True, exclusive=True, group="preview")
     def _preview(self, text: str) -> None:
         started = time.monotonic()
         try:
-            table = self.app.plane.preview_text(self.cluster, text, minutes=self.app.preview_minutes, limit=50,
-                                                spark=self.app.spark_session(),
-                                                on_progress=lambda p: land(self, self._preview_progress, p))
+            table = self.app.plane.preview_text(
+                self.cluster,
+                text,
+                minutes=self.app.preview_minutes,
+                limit=50,
+                spark=self.app.spark_session(),
+                on_progress=lambda p: land(self, self._preview_progress, p),
+            )
         except DaggerError as exc:
             land(self, self._preview_failed, exc)
             return
@@ -440,13 +506,16 @@ class DaggerFormScreen(Screen[None]):
 
     def _preview_failed(self, exc: DaggerError) -> None:
         self.app.report(exc)
-        self.query_one("#preview-status", Static).update(plain(f"preview failed: {exc.message}", multiline=True))
+        self.query_one("#preview-status", Static).update(
+            plain(f"preview failed: {exc.message}", multiline=True)
+        )
 
     def _preview_progress(self, progress: PreviewProgress) -> None:
         """Say how a running preview goes: its time so far, its Spark stage and tasks."""
         self.query_one("#preview-status", Static).update(
             f"preview: reading the last {counted(self.app.preview_minutes, 'minute', fmt='g')} of the topics… "
-            f"{progress.text()}")
+            f"{progress.text()}"
+        )
 
     def _show_preview(self, columns: list[str], rows: list[dict[str, Any]], seconds: float) -> None:
         """Show every row of a preview, by window, in a table brought into view (it scrolls when long)."""
@@ -457,5 +526,6 @@ class DaggerFormScreen(Screen[None]):
             table.add_row(*(plain(str(row.get(c))) for c in columns))
         self.query_one("#preview-status", Static).update(
             f"preview: {counted(len(rows), 'row')} in {seconds:.1f} s (nothing deployed, no consumer group used), "
-            f"below, {rows_hint(columns, len(rows))}")
+            f"below, {rows_hint(columns, len(rows))}"
+        )
         self.call_after_refresh(table.scroll_visible, animate=False)  # once it has its new height

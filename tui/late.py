@@ -36,7 +36,9 @@ def on_stack(node: DOMNode) -> bool:
     False once its screen was popped (its widgets are being taken down) or it left the DOM."""
     try:
         screen = node if isinstance(node, Screen) else node.screen
-        return bool(getattr(node, "is_mounted", True)) and node.is_attached and screen in node.app.screen_stack
+        return (
+            bool(getattr(node, "is_mounted", True)) and node.is_attached and screen in node.app.screen_stack
+        )
     except (NoScreen, NoActiveAppError, ScreenStackError):
         return False
 

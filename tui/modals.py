@@ -28,14 +28,17 @@ def by_window(columns: list[str], rows: list[dict[str, Any]]) -> list[dict[str, 
     if window is None:
         return rows
     rest = [c for c in columns if c != window]
-    return sorted(rows, key=lambda r: (r.get(window) is None, str(r.get(window)), *(str(r.get(c)) for c in rest)))
+    return sorted(
+        rows, key=lambda r: (r.get(window) is None, str(r.get(window)), *(str(r.get(c)) for c in rest))
+    )
 
 
 def rows_hint(columns: list[str], count: int) -> str:
     """Return how the rows are shown: ``sorted by window_timestamp; ↑↓ or the wheel scroll them``."""
     window = window_column(columns)
     return (f"sorted by {window}" if window else "as the query returned them") + (
-        "; ↑↓ or the mouse wheel scroll them" if count > 1 else "")
+        "; ↑↓ or the mouse wheel scroll them" if count > 1 else ""
+    )
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -44,8 +44,15 @@ class OutputPane(Vertical):
     OutputPane #output-summary { height: auto; }
     """
 
-    def __init__(self, ref: str, plane: Plane, clock: Callable[[], float],
-                 report: Callable[[DaggerError], None], *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(
+        self,
+        ref: str,
+        plane: Plane,
+        clock: Callable[[], float],
+        report: Callable[[DaggerError], None],
+        *,
+        id: str | None = None,
+    ) -> None:  # noqa: A002
         super().__init__(id=id)
         self.ref = ref
         self.plane = plane
@@ -74,11 +81,19 @@ class OutputPane(Vertical):
         field = self.query_one("#output-field", Select).value
         if not isinstance(field, str):
             return None
-        compare = tuple(label for label, box in (("D-1", "#output-d1"), ("D-7", "#output-d7"))
-                        if self.query_one(box, Checkbox).value)
+        compare = tuple(
+            label
+            for label, box in (("D-1", "#output-d1"), ("D-7", "#output-d7"))
+            if self.query_one(box, Checkbox).value
+        )
         since = RANGES[str(self.query_one("#output-range", Select).value)]
-        return OutputQuery(field=field, since_s=since, until=datetime.fromtimestamp(self.clock(), UTC),
-                           tag=parse_tag(self.query_one("#output-tag", Input).value), compare=compare)
+        return OutputQuery(
+            field=field,
+            since_s=since,
+            until=datetime.fromtimestamp(self.clock(), UTC),
+            tag=parse_tag(self.query_one("#output-tag", Input).value),
+            compare=compare,
+        )
 
     @on(Select.Changed)
     @on(Checkbox.Changed)
@@ -126,7 +141,9 @@ class OutputPane(Vertical):
             if fields:
                 self.load()
             else:
-                self.query_one("#output-summary", Label).update("The dagger's sink holds no numeric field yet.")
+                self.query_one("#output-summary", Label).update(
+                    "The dagger's sink holds no numeric field yet."
+                )
             return
         if output is not None:
             self.draw(output)
@@ -144,12 +161,21 @@ class OutputPane(Vertical):
         for series in output.series:
             if series.points:
                 xs = [(t.timestamp() - start - span) / scale for t, _ in series.points]
-                plt.plot(xs, [v for _, v in series.points], label=series.label, marker="braille",
-                         color=COLOURS.get(series.label, "white"))
+                plt.plot(
+                    xs,
+                    [v for _, v in series.points],
+                    label=series.label,
+                    marker="braille",
+                    color=COLOURS.get(series.label, "white"),
+                )
         plt.xlim(-span / scale, 0)
         plt.xlabel(f"{unit} before {output.end:%Y-%m-%d %H:%M:%S} UTC")
-        plt.title(safe_text(f"sum of {output.field} every {step_text(output.step_s)}"
-                            + (f" where {output.tag[0]} = {output.tag[1]}" if output.tag else "")))
+        plt.title(
+            safe_text(
+                f"sum of {output.field} every {step_text(output.step_s)}"
+                + (f" where {output.tag[0]} = {output.tag[1]}" if output.tag else "")
+            )
+        )
         chart.refresh()
         last = []
         for series in output.series:
@@ -157,7 +183,8 @@ class OutputPane(Vertical):
             last.append(f"{series.label} {'-' if value is None else _number(value)}")
         points = max((len(s.points) for s in output.series), default=0)
         self.query_one("#output-summary", Label).update(
-            plain(f"from {output.source} · {points} steps · last: " + " · ".join(last)))
+            plain(f"from {output.source} · {points} steps · last: " + " · ".join(last))
+        )
 
 
 def _number(value: float) -> str:

@@ -24,8 +24,15 @@ _NOT_CALLS = {"IN", "EXISTS", "VALUES", "AS", "ON", "OVER", "USING", "AND", "OR"
 
 
 def _name(token: _TokenType) -> str | None:
-    for kind, name in ((Keyword, "keyword"), (Name.Builtin, "function"), (Name.Function, "function"),
-                       (String, "string"), (Number, "number"), (Comment, "comment"), (Operator, "operator")):
+    for kind, name in (
+        (Keyword, "keyword"),
+        (Name.Builtin, "function"),
+        (Name.Function, "function"),
+        (String, "string"),
+        (Number, "number"),
+        (Comment, "comment"),
+        (Operator, "operator"),
+    ):
         if token in kind:
             return name
     return None

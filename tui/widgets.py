@@ -29,10 +29,14 @@ class FlatSparkline(Sparkline):
         data = self.data or []
         if data and not any(data):
             _, base = self.background_colors
-            colour = base + (self.get_component_styles("sparkline--min-color").color
-                             if self.min_color is None else self.min_color)
-            return SparklineRenderable([], width=self.size.width, height=self.size.height,
-                                       min_color=colour.rich_color)
+            colour = base + (
+                self.get_component_styles("sparkline--min-color").color
+                if self.min_color is None
+                else self.min_color
+            )
+            return SparklineRenderable(
+                [], width=self.size.width, height=self.size.height, min_color=colour.rich_color
+            )
         return super().render()
 
 

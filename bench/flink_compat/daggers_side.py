@@ -57,9 +57,20 @@ def produce_datasets(bootstrap: str, kind: str = "tansu") -> dict[str, dict[str,
     return out
 
 
-_ARROW_TYPES = {"int8": "TINYINT", "int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT",
-                "double": "DOUBLE", "bool": "BOOLEAN", "string": "STRING", "large_string": "STRING",
-                "date32[day]": "DATE", "binary": "BYTES", "large_binary": "BYTES"}
+_ARROW_TYPES = {
+    "int8": "TINYINT",
+    "int16": "SMALLINT",
+    "int32": "INT",
+    "int64": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "bool": "BOOLEAN",
+    "string": "STRING",
+    "large_string": "STRING",
+    "date32[day]": "DATE",
+    "binary": "BYTES",
+    "large_binary": "BYTES",
+}
 
 
 def flink_type(kind: pa.DataType) -> str:
@@ -106,7 +117,8 @@ def spec_text(case: Case, topics: dict[str, str], bootstrap: str, checkpoint: Pa
     """Return the dagger spec that runs ``case`` over ``topics`` (its data set's {table: topic})."""
     name = f"compat-{case.id}-{uuid.uuid4().hex[:6]}"
     batch = 1 if case.one_record_batches else 100_000
-    streams = "".join(f"""  - table: {table}
+    streams = "".join(
+        f"""  - table: {table}
     topics: [{topics[table]}]
     proto_class: {TABLES[table]}
     timestamp_field: event_timestamp
@@ -114,7 +126,9 @@ def spec_text(case: Case, topics: dict[str, str], bootstrap: str, checkpoint: Pa
     group: {name}-{table}
     start_from: earliest
     max_records_per_batch: {batch}
-""" for table in case.tables)
+"""
+        for table in case.tables
+    )
     sql = "\n".join("  " + line for line in case.sql.splitlines())
     return f"""name: {name}
 streams:
@@ -128,8 +142,9 @@ sink:
 """
 
 
-def run_case(spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstrap: str,
-             folder: Path) -> dict[str, Any]:
+def run_case(
+    spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstrap: str, folder: Path
+) -> dict[str, Any]:
     """Run ``case`` as a dagger over its data set's topics until every record is read (and the windows
     the last batch closed are written); return {"columns", "rows"} (comparable form). Raises DaggerError
     when the query fails."""
@@ -145,11 +160,21 @@ def run_case(spark: Any, case: Case, topics: dict[str, dict[str, str]], bootstra
     try:
         try:
             query.awaitTermination()
-        except Exception as exc:  # the query failed: the one-line error a person reads, as `daggers run` gives
+        except (
+            Exception
+        ) as exc:  # the query failed: the one-line error a person reads, as `daggers run` gives
             raise explain_failure(exc) from None
         if query.exception() is not None:
             raise explain_failure(query.exception())
-        inputs = [(p.batchId, p.numInputRows, (p.eventTime or {}).get("watermark")) for p in query.recentProgress]
+        inputs = [
+            (p.batchId, p.numInputRows, (p.eventTime or {}).get("watermark")) for p in query.recentProgress
+        ]
     finally:
         job.stop()
-    return {"columns": sink.columns, "types": sink.types, "rows": sink.rows, "batches": sink.batches, "inputs": inputs}
+    return {
+        "columns": sink.columns,
+        "types": sink.types,
+        "rows": sink.rows,
+        "batches": sink.batches,
+        "inputs": inputs,
+    }

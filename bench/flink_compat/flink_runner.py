@@ -21,18 +21,20 @@ from bench.flink_compat.rows import row
 #: event_ts_row is the Timestamp as upstream Dagger reads it, ROW<seconds, nanos>).
 COLUMNS = {
     "bookings": "order_number STRING, customer_id STRING, driver_id STRING, city_id INT, vehicle_type STRING, "
-                "status STRING, pickup_lat DOUBLE, pickup_long DOUBLE, event_timestamp TIMESTAMP(3), "
-                "fare_idr BIGINT",
+    "status STRING, pickup_lat DOUBLE, pickup_long DOUBLE, event_timestamp TIMESTAMP(3), "
+    "fare_idr BIGINT",
     "pings": "driver_id STRING, lat DOUBLE, `long` DOUBLE, driver_status STRING, service_type STRING, "
-             "event_timestamp TIMESTAMP(3), accuracy_m FLOAT, speed_kmh FLOAT",
+    "event_timestamp TIMESTAMP(3), accuracy_m FLOAT, speed_kmh FLOAT",
 }
 
 
 def ddl(table: str, path: str, delay_s: int) -> str:
     """Return the CREATE TEMPORARY TABLE of ``table`` over the JSON-lines file ``path``."""
-    return (f"CREATE TEMPORARY TABLE {table} ({COLUMNS[table]}, event_ts_row ROW<seconds BIGINT, nanos INT>, "
-            f"rowtime AS event_timestamp, WATERMARK FOR rowtime AS rowtime - INTERVAL '{delay_s}' SECOND) "
-            f"WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')")
+    return (
+        f"CREATE TEMPORARY TABLE {table} ({COLUMNS[table]}, event_ts_row ROW<seconds BIGINT, nanos INT>, "
+        f"rowtime AS event_timestamp, WATERMARK FOR rowtime AS rowtime - INTERVAL '{delay_s}' SECOND) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
+    )
 
 
 def environment() -> Any:
@@ -76,7 +78,9 @@ def main(argv: list[str]) -> int:
     out: dict[str, Any] = {}
     for case in job["cases"]:
         try:
-            out[case["id"]] = run_case(env, job["datasets"][case["dataset"]], case["sql"], job["watermark_delay_s"])
+            out[case["id"]] = run_case(
+                env, job["datasets"][case["dataset"]], case["sql"], job["watermark_delay_s"]
+            )
         except Exception as exc:  # a query Flink refuses is a result of the comparison, not a crash
             out[case["id"]] = {"error": reason(str(exc))}
     Path(argv[1]).write_text(json.dumps(out, indent=1))

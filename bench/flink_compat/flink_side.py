@@ -53,15 +53,24 @@ def run_flink(cases: list[Case], folder: Path, timeout_s: float = 900.0) -> dict
     if python is None:
         raise FlinkError("no Flink virtualenv: run bench/setup_flink.sh")
     folder.mkdir(parents=True, exist_ok=True)
-    job = {"watermark_delay_s": WATERMARK_DELAY_S, "datasets": write_datasets(folder),
-           "cases": [{"id": c.id, "dataset": c.dataset, "sql": c.flink_text} for c in cases]}
+    job = {
+        "watermark_delay_s": WATERMARK_DELAY_S,
+        "datasets": write_datasets(folder),
+        "cases": [{"id": c.id, "dataset": c.dataset, "sql": c.flink_text} for c in cases],
+    }
     (folder / "job.json").write_text(json.dumps(job))
     out = folder / "flink-rows.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        done = subprocess.run([str(python), "-m", "bench.flink_compat.flink_runner", str(folder / "job.json"),
-                               str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
+        done = subprocess.run(
+            [str(python), "-m", "bench.flink_compat.flink_runner", str(folder / "job.json"), str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise FlinkError(f"the Flink runner took over {timeout_s:.0f} s") from exc
     if done.returncode != 0 or not out.exists():
@@ -81,9 +90,17 @@ def write_golden(case: Case, result: dict[str, Any]) -> Path:
     if "error" in result and not case.daggers_error:
         raise FlinkError(f"{case.id}: Flink refused the query: {result['error']}")
     path = golden_path(case.id)
-    body = {"case": case.id, "what": case.what, "flink_sql": case.flink_text, "dagger_sql": case.sql,
-            "differs": case.differs, "engine": "Apache Flink 2.3.0 (PyFlink, filesystem JSON source)",
-            "columns": result.get("columns"), "types": result.get("types"), "rows": result.get("rows", [])}
+    body = {
+        "case": case.id,
+        "what": case.what,
+        "flink_sql": case.flink_text,
+        "dagger_sql": case.sql,
+        "differs": case.differs,
+        "engine": "Apache Flink 2.3.0 (PyFlink, filesystem JSON source)",
+        "columns": result.get("columns"),
+        "types": result.get("types"),
+        "rows": result.get("rows", []),
+    }
     if "error" in result:
         body["error"] = result["error"]
     path.write_text(json.dumps(body, indent=1) + "\n")

@@ -54,7 +54,7 @@ def type_name(text: str | None) -> str | None:
     if head in ("BINARY", "VARBINARY", "BYTES"):
         return "BYTES"
     if head == "DECIMAL":
-        scale = t[t.index("(") + 1:t.rindex(")")].split(",")[1].strip() if "," in t else "0"
+        scale = t[t.index("(") + 1 : t.rindex(")")].split(",")[1].strip() if "," in t else "0"
         return f"DECIMAL(*, {scale})"
     return t
 
@@ -67,6 +67,7 @@ def canonical(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
 def closed(rows: Iterable[Sequence[Any]], cut: str, marker: str) -> list[list[Any]]:
     """Return the rows that carry neither the closer ``marker`` (as a value) nor a time at or after ``cut``
     (a time in the comparable form): the rows both engines must have given."""
+
     def keep(r: Sequence[Any]) -> bool:
         for v in r:
             if v == marker:

@@ -60,9 +60,17 @@ def _embedded_identity() -> tuple[str, str]:
 class Access:
     """The acting user's rights over one registry; the base of :class:`~job.control.api.ControlPlane`."""
 
-    def __init__(self, registry: Registry, user: str, *, credential: str | None = None,
-                 source: str | None = None, per_request: bool = False, serves_clients: bool = False,
-                 health_settings: HealthSettings | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        user: str,
+        *,
+        credential: str | None = None,
+        source: str | None = None,
+        per_request: bool = False,
+        serves_clients: bool = False,
+        health_settings: HealthSettings | None = None,
+    ) -> None:
         """Act as ``user``; ``credential`` (``token:<id>``, ``oidc:<subject>``) and ``source`` (the client's
         address) are what the server authenticated, recorded with every audit entry. ``per_request``: the
         plane serves one request (the server's), so the user's flag and roles are read once, not per check.
@@ -89,8 +97,10 @@ class Access:
     def _me(self, s: Session) -> User:
         me = s.scalar(select(User).where(User.name == self.user))
         if me is None:
-            raise NotFoundError(f"unknown user {self.user!r} in the registry",
-                                hint="an admin adds users with: daggers user add NAME")
+            raise NotFoundError(
+                f"unknown user {self.user!r} in the registry",
+                hint="an admin adds users with: daggers user add NAME",
+            )
         return me
 
     def _who(self, s: Session) -> tuple[bool, dict[int, str]]:
@@ -129,8 +139,10 @@ class Access:
             return
         role = self._roles(s).get(team.id)
         self._record_denied(action, team.name, target, f"needs {need}, has {role or 'no role'}")
-        raise PermissionDeniedError(f"{self.user} cannot {action} {target}: it needs the {need} role in team "
-                                    f"{team.name!r} (you have {role or 'none'})")
+        raise PermissionDeniedError(
+            f"{self.user} cannot {action} {target}: it needs the {need} role in team "
+            f"{team.name!r} (you have {role or 'none'})"
+        )
 
     def _require_superuser(self, s: Session, action: str, target: str) -> None:
         if not self._is_superuser(s):
@@ -139,14 +151,35 @@ class Access:
 
     # ---- audit --------------------------------------------------------------------------------
 
-    def _audit(self, s: Session, action: str, team: str | None, target: str,
-               details: dict[str, Any] | None = None) -> None:
+    def _audit(
+        self, s: Session, action: str, team: str | None, target: str, details: dict[str, Any] | None = None
+    ) -> None:
         """Record a change in the operation's own transaction (so it is kept exactly when the change is)."""
-        s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=True,
-                         details=details or {}, credential=self.credential, source=self.source))
+        s.add(
+            AuditEntry(
+                user=self.user,
+                action=action,
+                team=team,
+                target=target,
+                allowed=True,
+                details=details or {},
+                credential=self.credential,
+                source=self.source,
+            )
+        )
 
     def _record_denied(self, action: str, team: str | None, target: str, why: str) -> None:
         """Record a refused attempt in a transaction of its own (the operation itself is rolled back)."""
         with self.registry.session() as s:
-            s.add(AuditEntry(user=self.user, action=action, team=team, target=target, allowed=False,
-                             details={"reason": why}, credential=self.credential, source=self.source))
+            s.add(
+                AuditEntry(
+                    user=self.user,
+                    action=action,
+                    team=team,
+                    target=target,
+                    allowed=False,
+                    details={"reason": why},
+                    credential=self.credential,
+                    source=self.source,
+                )
+            )

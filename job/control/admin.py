@@ -23,7 +23,9 @@ def bootstrap_admin(registry: Registry, name: str) -> None:
     check_name("user", name)
     with registry.session() as s:
         if s.scalar(select(func.count()).select_from(User)):
-            raise ConflictError("the registry already has users; a superuser adds more with: daggers user add")
+            raise ConflictError(
+                "the registry already has users; a superuser adds more with: daggers user add"
+            )
         s.add(User(name=name, is_superuser=True))
         from job.control.models import AuditEntry
 
@@ -31,9 +33,11 @@ def bootstrap_admin(registry: Registry, name: str) -> None:
 
 
 #: A cluster's addresses reach its daggers as DAGGERS_BOOTSTRAP and DAGGERS_INFLUX, as they are.
-CLUSTER_SECRET_HINT = ("give the cluster's addresses without credentials; a dagger's spec names them as "
-                       "${VARIABLE}s (a sink's username and password, a stream's consumer_config), set where "
-                       "the cluster's controller runs")
+CLUSTER_SECRET_HINT = (
+    "give the cluster's addresses without credentials; a dagger's spec names them as "
+    "${VARIABLE}s (a sink's username and password, a stream's consumer_config), set where "
+    "the cluster's controller runs"
+)
 
 
 def _validate_master(master: str) -> str:
@@ -95,7 +99,9 @@ class AdminOps(Access):
         """Return the acting user: name, superuser flag and role per team."""
         with self.registry.session() as s:
             me = self._me(s)
-            teams = {m.team.name: m.role for m in s.scalars(select(Membership).where(Membership.user_id == me.id))}
+            teams = {
+                m.team.name: m.role for m in s.scalars(select(Membership).where(Membership.user_id == me.id))
+            }
             return {"user": me.name, "superuser": me.is_superuser, "teams": teams}
 
     # ---- users and teams ----------------------------------------------------------------------
@@ -116,8 +122,11 @@ class AdminOps(Access):
             visible = self._visible_teams(s)
             out = []
             for user in s.scalars(select(User).order_by(User.name)):
-                roles = {m.team.name: m.role for m in s.scalars(select(Membership).where(Membership.user_id == user.id))
-                         if visible is None or m.team_id in visible}
+                roles = {
+                    m.team.name: m.role
+                    for m in s.scalars(select(Membership).where(Membership.user_id == user.id))
+                    if visible is None or m.team_id in visible
+                }
                 if visible is None or roles or user.name == self.user:
                     out.append({"user": user.name, "superuser": user.is_superuser, "teams": roles})
             return out
@@ -140,7 +149,10 @@ class AdminOps(Access):
             for team in s.scalars(select(Team).order_by(Team.name)):
                 if visible is not None and team.id not in visible:
                     continue
-                members = {m.user.name: m.role for m in s.scalars(select(Membership).where(Membership.team_id == team.id))}
+                members = {
+                    m.user.name: m.role
+                    for m in s.scalars(select(Membership).where(Membership.team_id == team.id))
+                }
                 out.append({"team": team.name, "members": members})
             return out
 
@@ -184,21 +196,42 @@ class AdminOps(Access):
     def datacentres(self) -> list[dict[str, Any]]:
         """Return every data centre (names are not secret)."""
         with self.registry.session() as s:
-            return [{"name": d.name, "description": d.description}
-                    for d in s.scalars(select(DataCentre).order_by(DataCentre.name))]
+            return [
+                {"name": d.name, "description": d.description}
+                for d in s.scalars(select(DataCentre).order_by(DataCentre.name))
+            ]
 
-    def add_cluster(self, name: str, *, team: str, datacentre: str, spark_master: str, kafka_bootstrap: str,
-                    influx_url: str, spark_ui_url: str | None = None, description: str = "",
-                    failover_to: str | None = None) -> ClusterView:
+    def add_cluster(
+        self,
+        name: str,
+        *,
+        team: str,
+        datacentre: str,
+        spark_master: str,
+        kafka_bootstrap: str,
+        influx_url: str,
+        spark_ui_url: str | None = None,
+        description: str = "",
+        failover_to: str | None = None,
+    ) -> ClusterView:
         """Add a cluster to ``team`` in ``datacentre`` (superuser or the team's admin); return it.
 
         ``failover_to`` names a cluster of the same team that takes over its running daggers when its
         controller is gone (see :meth:`set_failover`). Raises ControlError naming a field that holds a
         credential (the registry, the audit log and the controllers' assignments hold none)."""
         check_name("cluster", name)
-        check_clear_secrets({"spark_master": spark_master, "kafka_bootstrap": kafka_bootstrap,
-                             "influx_url": influx_url, "spark_ui_url": spark_ui_url, "description": description},
-                            "cluster", error=ControlError, hint=CLUSTER_SECRET_HINT)
+        check_clear_secrets(
+            {
+                "spark_master": spark_master,
+                "kafka_bootstrap": kafka_bootstrap,
+                "influx_url": influx_url,
+                "spark_ui_url": spark_ui_url,
+                "description": description,
+            },
+            "cluster",
+            error=ControlError,
+            hint=CLUSTER_SECRET_HINT,
+        )
         _validate_master(spark_master)
         _validate_bootstrap(kafka_bootstrap)
         influx_url = _validate_url("influx url", influx_url)
@@ -211,16 +244,36 @@ class AdminOps(Access):
             if s.scalar(select(Cluster).where(Cluster.name == name)) is not None:
                 # names are unique across teams (controllers and the API name a cluster alone): the same
                 # answer whoever has it, so that it does not say that another team has such a cluster
-                raise ConflictError(f"cluster name {name!r} is not available",
-                                    hint="cluster names are unique across all teams: choose another")
+                raise ConflictError(
+                    f"cluster name {name!r} is not available",
+                    hint="cluster names are unique across all teams: choose another",
+                )
             backup = self._failover_target(s, t, failover_to) if failover_to else None
-            c = Cluster(name=name, team=t, datacentre=dc, spark_master=spark_master, spark_ui_url=spark_ui_url,
-                        kafka_bootstrap=kafka_bootstrap, influx_url=influx_url, description=description,
-                        failover_to_id=backup.id if backup else None)
+            c = Cluster(
+                name=name,
+                team=t,
+                datacentre=dc,
+                spark_master=spark_master,
+                spark_ui_url=spark_ui_url,
+                kafka_bootstrap=kafka_bootstrap,
+                influx_url=influx_url,
+                description=description,
+                failover_to_id=backup.id if backup else None,
+            )
             s.add(c)
-            self._audit(s, "add cluster", team, f"cluster {name}",
-                        {"datacentre": datacentre, "spark_master": spark_master, "kafka_bootstrap": kafka_bootstrap,
-                         "influx_url": influx_url, "failover_to": failover_to})
+            self._audit(
+                s,
+                "add cluster",
+                team,
+                f"cluster {name}",
+                {
+                    "datacentre": datacentre,
+                    "spark_master": spark_master,
+                    "kafka_bootstrap": kafka_bootstrap,
+                    "influx_url": influx_url,
+                    "failover_to": failover_to,
+                },
+            )
             s.flush()
             s.refresh(c)
             return ClusterView.of(c)
@@ -228,8 +281,10 @@ class AdminOps(Access):
     def _failover_target(self, s: Session, team: Team, name: str) -> Cluster:
         target = self._cluster(s, name)
         if target.team_id != team.id:
-            raise ControlError(f"cluster {name} belongs to team {target.team.name}, not to {team.name}: a cluster "
-                               "fails over only to a cluster of its own team")
+            raise ControlError(
+                f"cluster {name} belongs to team {target.team.name}, not to {team.name}: a cluster "
+                "fails over only to a cluster of its own team"
+            )
         return target
 
     def set_failover(self, cluster: str, failover_to: str | None) -> ClusterView:
@@ -243,8 +298,13 @@ class AdminOps(Access):
             if target is not None and target.id == c.id:
                 raise ControlError(f"cluster {cluster} cannot fail over to itself")
             c.failover_to_id = target.id if target is not None else None
-            self._audit(s, "set failover", c.team.name, f"cluster {cluster}",
-                        {"failover_to": failover_to, "before": before})
+            self._audit(
+                s,
+                "set failover",
+                c.team.name,
+                f"cluster {cluster}",
+                {"failover_to": failover_to, "before": before},
+            )
         return self.cluster(cluster)
 
     def clusters(self) -> list[ClusterView]:
@@ -252,20 +312,40 @@ class AdminOps(Access):
         with self.registry.session() as s:
             visible = self._visible_teams(s)
             rows = s.scalars(select(Cluster).join(DataCentre).order_by(DataCentre.name, Cluster.name))
-            counts = dict(s.execute(select(Dagger.cluster_id, func.count()).where(Dagger.tombstone == 0)
-                                    .group_by(Dagger.cluster_id)).all())
-            running = dict(s.execute(select(Dagger.cluster_id, func.count()).join(DaggerStatus)
-                                     .where(Dagger.tombstone == 0, DaggerStatus.actual_state == "running")
-                                     .group_by(Dagger.cluster_id)).all())
+            counts = dict(
+                s.execute(
+                    select(Dagger.cluster_id, func.count())
+                    .where(Dagger.tombstone == 0)
+                    .group_by(Dagger.cluster_id)
+                ).all()
+            )
+            running = dict(
+                s.execute(
+                    select(Dagger.cluster_id, func.count())
+                    .join(DaggerStatus)
+                    .where(Dagger.tombstone == 0, DaggerStatus.actual_state == "running")
+                    .group_by(Dagger.cluster_id)
+                ).all()
+            )
             shown = [c for c in rows if visible is None or c.team_id in visible]
             at = self.clock()
-            daggers = list(s.scalars(select(Dagger).where(Dagger.tombstone == 0,
-                                                          Dagger.cluster_id.in_([c.id for c in shown]))))
+            daggers = list(
+                s.scalars(
+                    select(Dagger).where(Dagger.tombstone == 0, Dagger.cluster_id.in_([c.id for c in shown]))
+                )
+            )
             states: dict[int, list[str]] = {c.id: [] for c in shown}
             for d, view in zip(daggers, judged(s, daggers, self.health_settings, at), strict=True):
                 states[d.cluster_id].append(view.state)
-            return [ClusterView.of(c, counts.get(c.id, 0), running.get(c.id, 0),
-                                   cluster_verdict(c, states[c.id], self.health_settings, at)) for c in shown]
+            return [
+                ClusterView.of(
+                    c,
+                    counts.get(c.id, 0),
+                    running.get(c.id, 0),
+                    cluster_verdict(c, states[c.id], self.health_settings, at),
+                )
+                for c in shown
+            ]
 
     def cluster(self, name: str) -> ClusterView:
         """Return one cluster; raise NotFoundError unless the user is in its team."""

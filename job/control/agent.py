@@ -28,19 +28,49 @@ from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sam
 from job.control.registry import Registry
 
 #: The status fields a controller reports.
-STATUS_FIELDS = ("actual_state", "running_version", "running_generation", "checkpoint", "host", "pid",
-                 "pid_start_time", "started_at", "stop_requested_at", "restarts", "next_restart_at",
-                 "last_exit_code", "last_error", "progress", "lag", "lag_at", "lag_error", "log_path")
+STATUS_FIELDS = (
+    "actual_state",
+    "running_version",
+    "running_generation",
+    "checkpoint",
+    "host",
+    "pid",
+    "pid_start_time",
+    "started_at",
+    "stop_requested_at",
+    "restarts",
+    "next_restart_at",
+    "last_exit_code",
+    "last_error",
+    "progress",
+    "lag",
+    "lag_at",
+    "lag_error",
+    "log_path",
+)
 #: The fields of a progress sample.
-SAMPLE_FIELDS = ("dagger_id", "at", "input_rows", "input_rows_per_s", "processed_rows_per_s", "batch_duration_ms",
-                 "lag")
+SAMPLE_FIELDS = (
+    "dagger_id",
+    "at",
+    "input_rows",
+    "input_rows_per_s",
+    "processed_rows_per_s",
+    "batch_duration_ms",
+    "lag",
+)
 
 
 class ClusterAgent:
     """The registry operations of cluster ``cluster``'s controller (see the module docstring)."""
 
-    def __init__(self, registry: Registry, cluster: str, *, min_failover_after_s: float = 0.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        cluster: str,
+        *,
+        min_failover_after_s: float = 0.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.registry = registry
         self.cluster = cluster
         self.where = registry.safe_url
@@ -57,8 +87,13 @@ class ClusterAgent:
         """Return the cluster's Spark master and UI, Kafka bootstrap and InfluxDB URL. Raises NotFoundError."""
         with self.registry.session() as s:
             c = self._cluster(s)
-            return {"cluster": c.name, "spark_master": c.spark_master, "spark_ui_url": c.spark_ui_url,
-                    "kafka_bootstrap": c.kafka_bootstrap, "influx_url": c.influx_url}
+            return {
+                "cluster": c.name,
+                "spark_master": c.spark_master,
+                "spark_ui_url": c.spark_ui_url,
+                "kafka_bootstrap": c.kafka_bootstrap,
+                "influx_url": c.influx_url,
+            }
 
     def claim(self, host: str, pid: int, stale_s: float, gone: bool, metrics_url: str | None = None) -> None:
         """Record (host, pid) as the cluster's controller, serving Prometheus metrics at ``metrics_url``. Raises
@@ -70,9 +105,11 @@ class ClusterAgent:
             fresh = c.controller_heartbeat is not None and at - c.controller_heartbeat < stale_s
             other = (c.controller_host, c.controller_pid) != (host, pid)
             if fresh and other and not (gone and c.controller_host == host):
-                raise ConflictError(f"cluster {self.cluster} already has a controller "
-                                    f"({c.controller_host}, pid {c.controller_pid})",
-                                    hint=f"stop it first; a heartbeat older than {stale_s:g} s is taken over")
+                raise ConflictError(
+                    f"cluster {self.cluster} already has a controller "
+                    f"({c.controller_host}, pid {c.controller_pid})",
+                    hint=f"stop it first; a heartbeat older than {stale_s:g} s is taken over",
+                )
             c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, at
             c.controller_metrics_url = metrics_url
 
@@ -107,29 +144,60 @@ class ClusterAgent:
         with self.registry.session() as s:
             c = self._cluster(s)
             out = []
-            query = (select(Dagger).outerjoin(DaggerStatus)
-                     .where(or_(Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id),
-                            or_(Dagger.tombstone == 0, DaggerStatus.actual_state.is_(None),
-                                DaggerStatus.actual_state != "deleted")).order_by(Dagger.id))
+            query = (
+                select(Dagger)
+                .outerjoin(DaggerStatus)
+                .where(
+                    or_(Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id),
+                    or_(
+                        Dagger.tombstone == 0,
+                        DaggerStatus.actual_state.is_(None),
+                        DaggerStatus.actual_state != "deleted",
+                    ),
+                )
+                .order_by(Dagger.id)
+            )
             for d in s.scalars(query):
-                v = s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == d.id,
-                                                          DaggerVersion.version == d.current_version)).one()
+                v = s.scalars(
+                    select(DaggerVersion).where(
+                        DaggerVersion.dagger_id == d.id, DaggerVersion.version == d.current_version
+                    )
+                ).one()
                 st = d.status
                 leaving = d.cluster_id != c.id
                 arriving = d.moving_from if not leaving and d.moving_from is not None else None
-                out.append({"id": d.id, "name": d.name, "team": d.team.name, "desired": d.desired_state,
-                            "deleted": d.tombstone != 0, "version": d.current_version,
-                            "generation": d.restart_generation, "spec_text": v.spec_text,
-                            "epoch": v.checkpoint_epoch, "leaving": leaving,
-                            "arriving_from": arriving.name if arriving else None,
-                            "from_heartbeat": arriving.controller_heartbeat if arriving else None,
-                            "status": {f: getattr(st, f) for f in STATUS_FIELDS} if st else
-                            {"actual_state": "created", "restarts": 0}})
+                out.append(
+                    {
+                        "id": d.id,
+                        "name": d.name,
+                        "team": d.team.name,
+                        "desired": d.desired_state,
+                        "deleted": d.tombstone != 0,
+                        "version": d.current_version,
+                        "generation": d.restart_generation,
+                        "spec_text": v.spec_text,
+                        "epoch": v.checkpoint_epoch,
+                        "leaving": leaving,
+                        "arriving_from": arriving.name if arriving else None,
+                        "from_heartbeat": arriving.controller_heartbeat if arriving else None,
+                        "status": {f: getattr(st, f) for f in STATUS_FIELDS}
+                        if st
+                        else {"actual_state": "created", "restarts": 0},
+                    }
+                )
             return out
 
-    def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
-               health: dict[str, Any] | None, handed: list[int], host: str, pid: int,
-               prune_before: float | None = None, metrics_url: str | None = None) -> None:
+    def report(
+        self,
+        updates: dict[int, dict[str, Any]],
+        samples: list[dict[str, Any]],
+        health: dict[str, Any] | None,
+        handed: list[int],
+        host: str,
+        pid: int,
+        prune_before: float | None = None,
+        metrics_url: str | None = None,
+    ) -> None:
         """Write one round in one transaction: the daggers' status changes, progress samples, hand-overs
         done, the controller's heartbeat (and health, and where it serves its metrics), all at the agent's
         clock's time, and drop samples older than ``prune_before`` (at most that time).
@@ -146,9 +214,20 @@ class ClusterAgent:
         now = self.clock()
         with self.registry.session() as s:
             c = self._cluster(s)
-            ids = {int(i) for i in updates} | {int(x["dagger_id"]) for x in samples} | {int(i) for i in handed}
-            mine = set(s.scalars(select(Dagger.id).where(Dagger.id.in_(ids), or_(
-                Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id)))) if ids else set()
+            ids = (
+                {int(i) for i in updates} | {int(x["dagger_id"]) for x in samples} | {int(i) for i in handed}
+            )
+            mine = (
+                set(
+                    s.scalars(
+                        select(Dagger.id).where(
+                            Dagger.id.in_(ids), or_(Dagger.cluster_id == c.id, Dagger.moving_from_id == c.id)
+                        )
+                    )
+                )
+                if ids
+                else set()
+            )
             if ids - mine:
                 raise NotFoundError(f"no dagger {min(ids - mine)} on cluster {self.cluster}")
             for dagger_id, upd in updates.items():
@@ -161,13 +240,21 @@ class ClusterAgent:
                 st.updated_at = now
             s.add_all(Sample(**x) for x in samples)
             if handed:  # moves whose hand-off is done: leaving daggers stopped here, arriving ones taken over
-                s.execute(update(Dagger).where(Dagger.id.in_(handed), Dagger.moving_from_id.is_not(None),
-                                               or_(Dagger.moving_from_id == c.id, Dagger.cluster_id == c.id))
-                          .values(moving_from_id=None))
+                s.execute(
+                    update(Dagger)
+                    .where(
+                        Dagger.id.in_(handed),
+                        Dagger.moving_from_id.is_not(None),
+                        or_(Dagger.moving_from_id == c.id, Dagger.cluster_id == c.id),
+                    )
+                    .values(moving_from_id=None)
+                )
             c.controller_host, c.controller_pid, c.controller_heartbeat = host[:255], pid, now
             c.controller_metrics_url = metrics_url
             if health is not None:
                 c.health, c.health_at = health, now
             if prune_before is not None:
                 mine_now = select(Dagger.id).where(Dagger.cluster_id == c.id)
-                s.execute(delete(Sample).where(Sample.at < min(prune_before, now), Sample.dagger_id.in_(mine_now)))
+                s.execute(
+                    delete(Sample).where(Sample.at < min(prune_before, now), Sample.dagger_id.in_(mine_now))
+                )

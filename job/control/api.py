@@ -72,15 +72,20 @@ class ControlPlane(AdminOps, TokenOps):
                 self._record_denied(action, found[0].team.name, f"dagger {ref}", "not a member of the team")
             raise NotFoundError(f"no dagger {ref!r} in your teams")
         if len(mine) > 1:
-            raise ConflictError(f"{name!r} names a dagger in several of your teams "
-                                f"({', '.join(sorted(d.team.name for d in mine))}); write team/name")
+            raise ConflictError(
+                f"{name!r} names a dagger in several of your teams "
+                f"({', '.join(sorted(d.team.name for d in mine))}); write team/name"
+            )
         dagger = mine[0]
         self._require(s, dagger.team, need, action, f"dagger {dagger.team.name}/{dagger.name}")
         return dagger
 
     def _current(self, s: Session, dagger: Dagger) -> DaggerVersion:
-        return s.scalars(select(DaggerVersion).where(DaggerVersion.dagger_id == dagger.id,
-                                                     DaggerVersion.version == dagger.current_version)).one()
+        return s.scalars(
+            select(DaggerVersion).where(
+                DaggerVersion.dagger_id == dagger.id, DaggerVersion.version == dagger.current_version
+            )
+        ).one()
 
     @staticmethod
     def _vars(cluster: Cluster) -> dict[str, str]:
@@ -98,7 +103,9 @@ class ControlPlane(AdminOps, TokenOps):
         """Return the spec of ``text`` checked as data (see :meth:`_check`)."""
         return self._check(cluster, text, source).spec
 
-    def _runnable(self, cluster: Cluster, text: str, source: str, what: str, sink: str | None = None) -> DaggerSpec:
+    def _runnable(
+        self, cluster: Cluster, text: str, source: str, what: str, sink: str | None = None
+    ) -> DaggerSpec:
         """Return the spec of ``text`` as this process may run it for ``what`` (a preview, reading output).
 
         A plane that serves clients (``serves_clients``) resolves no variable but the cluster's and uses
@@ -123,14 +130,25 @@ class ControlPlane(AdminOps, TokenOps):
         """Return the live daggers the user may see (of one cluster, names containing ``search``), by name."""
         with self.registry.session() as s:
             # one query per relation instead of one per dagger (a console asks for this every second)
-            query = (select(Dagger).where(Dagger.tombstone == 0).order_by(Dagger.name)
-                     .options(selectinload(Dagger.status), selectinload(Dagger.team),
-                              selectinload(Dagger.cluster).selectinload(Cluster.datacentre)))
+            query = (
+                select(Dagger)
+                .where(Dagger.tombstone == 0)
+                .order_by(Dagger.name)
+                .options(
+                    selectinload(Dagger.status),
+                    selectinload(Dagger.team),
+                    selectinload(Dagger.cluster).selectinload(Cluster.datacentre),
+                )
+            )
             if cluster is not None:
                 query = query.where(Dagger.cluster_id == self._cluster(s, cluster).id)
             visible = self._visible_teams(s)
-            out = judged(s, [d for d in s.scalars(query) if visible is None or d.team_id in visible],
-                         self.health_settings, self.clock())
+            out = judged(
+                s,
+                [d for d in s.scalars(query) if visible is None or d.team_id in visible],
+                self.health_settings,
+                self.clock(),
+            )
         if search:
             needle = search.lower()
             out = [d for d in out if needle in d.name or needle in d.team]
@@ -145,8 +163,12 @@ class ControlPlane(AdminOps, TokenOps):
         """Return what the console's dagger screen shows: the dagger, its last ``samples`` progress samples,
         its versions and its last ``audit`` audit entries (one request through a server)."""
         view = self.dagger(ref)
-        return DaggerScreenView(dagger=view, samples=self.samples(view.ref, samples), versions=self.history(view.ref),
-                                audit=self.audit(audit, target=f"dagger {view.ref}"))
+        return DaggerScreenView(
+            dagger=view,
+            samples=self.samples(view.ref, samples),
+            versions=self.history(view.ref),
+            audit=self.audit(audit, target=f"dagger {view.ref}"),
+        )
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the isolation of ``ref``'s current spec ("" when it does not parse), and the other daggers
@@ -163,26 +185,42 @@ class ControlPlane(AdminOps, TokenOps):
                 return Candidate(f"{x.team.name}/{x.name}", text, self._vars(cluster))
 
             target = candidate(d)
-            others = [candidate(x) for x in s.scalars(select(Dagger).where(
-                Dagger.cluster_id == cluster.id, Dagger.tombstone == 0, Dagger.id != d.id,
-                Dagger.desired_state == "running"))]
+            others = [
+                candidate(x)
+                for x in s.scalars(
+                    select(Dagger).where(
+                        Dagger.cluster_id == cluster.id,
+                        Dagger.tombstone == 0,
+                        Dagger.id != d.id,
+                        Dagger.desired_state == "running",
+                    )
+                )
+            ]
         return isolation_of(target), fusible_with(target, others)
 
     def samples(self, ref: str, limit: int = 120) -> list[SampleView]:
         """Return the dagger's last ``limit`` progress samples, oldest first."""
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
-            rows = s.scalars(select(Sample).where(Sample.dagger_id == d.id).order_by(Sample.at.desc()).limit(limit))
+            rows = s.scalars(
+                select(Sample).where(Sample.dagger_id == d.id).order_by(Sample.at.desc()).limit(limit)
+            )
             return [SampleView.of(r) for r in reversed(list(rows))]
 
     def moves(self, ref: str) -> list[AuditView]:
         """Return the dagger's moves between clusters (by hand and by failover), oldest first."""
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
-            rows = s.scalars(select(AuditEntry).where(AuditEntry.target == f"dagger {d.team.name}/{d.name}",
-                                                      AuditEntry.action.in_(("move", "failover")),
-                                                      AuditEntry.allowed.is_(True),
-                                                      AuditEntry.at >= d.created_at).order_by(AuditEntry.id))
+            rows = s.scalars(
+                select(AuditEntry)
+                .where(
+                    AuditEntry.target == f"dagger {d.team.name}/{d.name}",
+                    AuditEntry.action.in_(("move", "failover")),
+                    AuditEntry.allowed.is_(True),
+                    AuditEntry.at >= d.created_at,
+                )
+                .order_by(AuditEntry.id)
+            )
             return [AuditView.of(r) for r in rows]
 
     def history(self, ref: str) -> list[VersionView]:
@@ -207,15 +245,24 @@ class ControlPlane(AdminOps, TokenOps):
         ref = self.dagger(ref).ref
         new = self.version(ref, b)
         old = self.version(ref, a if a is not None else max(new.version - 1, 1))
-        return "".join(difflib.unified_diff(old.spec_text.splitlines(keepends=True),
-                                            new.spec_text.splitlines(keepends=True),
-                                            fromfile=f"{ref} v{old.version}", tofile=f"{ref} v{new.version}"))
+        return "".join(
+            difflib.unified_diff(
+                old.spec_text.splitlines(keepends=True),
+                new.spec_text.splitlines(keepends=True),
+                fromfile=f"{ref} v{old.version}",
+                tofile=f"{ref} v{new.version}",
+            )
+        )
 
     def audit(self, limit: int = 100, target: str | None = None) -> list[AuditView]:
         """Return the newest audit entries of the user's teams (all for a superuser), newest first."""
         with self.registry.session() as s:
             visible = self._visible_teams(s)
-            names = None if visible is None else {t.name for t in s.scalars(select(Team).where(Team.id.in_(visible)))}
+            names = (
+                None
+                if visible is None
+                else {t.name for t in s.scalars(select(Team).where(Team.id.in_(visible)))}
+            )
             query = select(AuditEntry).order_by(AuditEntry.id.desc())
             if target:
                 query = query.where(AuditEntry.target.contains(target))
@@ -240,16 +287,26 @@ class ControlPlane(AdminOps, TokenOps):
             except DaggerError as exc:
                 line, col = specs.error_position(exc)
                 message = exc.reason if isinstance(exc, SqlError) else exc.message
-                return Validation(ok=False, title=exc.title, message=message, line=line, col=col, hint=exc.hint)
+                return Validation(
+                    ok=False, title=exc.title, message=message, line=line, col=col, hint=exc.hint
+                )
         if checked.plan is None:
             return Validation(ok=True, deferred=checked.deferred)
         t = checked.plan.translation
-        return Validation(ok=True, columns=t.columns, window=list(t.window) if t.window else None,
-                          deferred=checked.deferred)
+        return Validation(
+            ok=True, columns=t.columns, window=list(t.window) if t.window else None, deferred=checked.deferred
+        )
 
-    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: SparkSession | None = None,
-                on_progress: Callable[[PreviewProgress], None] | None = None,
-                spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
+    def preview(
+        self,
+        ref: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: SparkSession | None = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+        spark_factory: Callable[[], SparkSession] | None = None,
+    ) -> pa.Table:
         """Run the dagger's current SQL over the last ``minutes`` of its topics; return up to ``limit`` rows.
 
         Nothing is deployed and no consumer group is used (see :func:`job.query.preview.preview`). Without
@@ -281,12 +338,21 @@ class ControlPlane(AdminOps, TokenOps):
         with self.registry.session() as s:
             d = self._find(s, ref, "viewer", "see")
             text, cluster, name = self._current(s, d).spec_text, d.cluster, f"{d.team.name}/{d.name}"
-            return self._runnable(cluster, text, f"{ref} v{d.current_version}", "reading the output", sink), name
+            return self._runnable(
+                cluster, text, f"{ref} v{d.current_version}", "reading the output", sink
+            ), name
 
-    def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
-                     spark: SparkSession | None = None,
-                     on_progress: Callable[[PreviewProgress], None] | None = None,
-                     spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
+    def preview_text(
+        self,
+        cluster: str,
+        text: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: SparkSession | None = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+        spark_factory: Callable[[], SparkSession] | None = None,
+    ) -> pa.Table:
         """Preview a spec text that is not a dagger yet (the console's form), on ``cluster``'s brokers
         (``spark_factory``: as for :meth:`preview`)."""
         with self.registry.session() as s:
@@ -295,9 +361,14 @@ class ControlPlane(AdminOps, TokenOps):
         return self._run_preview(spec, minutes, limit, spark, on_progress, spark_factory)
 
     @staticmethod
-    def _run_preview(spec: DaggerSpec, minutes: float, limit: int, spark: SparkSession | None,
-                     on_progress: Callable[[PreviewProgress], None] | None = None,
-                     spark_factory: Callable[[], SparkSession] | None = None) -> pa.Table:
+    def _run_preview(
+        spec: DaggerSpec,
+        minutes: float,
+        limit: int,
+        spark: SparkSession | None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+        spark_factory: Callable[[], SparkSession] | None = None,
+    ) -> pa.Table:
         from job.query.preview import preview
 
         if spark is None and spark_factory is not None:
@@ -322,17 +393,35 @@ class ControlPlane(AdminOps, TokenOps):
         if live:
             from job.control.health import probe_cluster
 
-            probe = probe_cluster(view.spark_master, view.spark_ui_url, view.kafka_bootstrap, view.influx_url,
-                                  daggers_running=view.daggers_running, daggers_total=view.daggers_total)
+            probe = probe_cluster(
+                view.spark_master,
+                view.spark_ui_url,
+                view.kafka_bootstrap,
+                view.influx_url,
+                daggers_running=view.daggers_running,
+                daggers_total=view.daggers_total,
+            )
             verdict = cluster_health(view.controller_heartbeat, probe, at, states, at, self.health_settings)
             return {**probe, "ok": verdict.state == HEALTHY, "state": verdict.to_dict()}
-        verdict = cluster_health(view.controller_heartbeat, view.health, view.health_at, states, at,
-                                 self.health_settings)
+        verdict = cluster_health(
+            view.controller_heartbeat, view.health, view.health_at, states, at, self.health_settings
+        )
         if view.health is None:
-            return {"ok": False, "recorded": False, "error": "no controller has recorded health yet",
-                    "daggers": daggers, "state": verdict.to_dict()}
-        return {**view.health, "ok": verdict.state == HEALTHY, "recorded": True,
-                "age_s": round(at - (view.health_at or 0.0), 1), "daggers": daggers, "state": verdict.to_dict()}
+            return {
+                "ok": False,
+                "recorded": False,
+                "error": "no controller has recorded health yet",
+                "daggers": daggers,
+                "state": verdict.to_dict(),
+            }
+        return {
+            **view.health,
+            "ok": verdict.state == HEALTHY,
+            "recorded": True,
+            "age_s": round(at - (view.health_at or 0.0), 1),
+            "daggers": daggers,
+            "state": verdict.to_dict(),
+        }
 
     # ---- changes ------------------------------------------------------------------------------
 
@@ -345,27 +434,46 @@ class ControlPlane(AdminOps, TokenOps):
         with self.registry.session() as s:
             c = self._cluster(s, cluster, "editor", "create daggers on")
             spec = self._parse(c, text, "spec")
-            taken = s.scalar(select(Dagger).where(Dagger.team_id == c.team_id, Dagger.name == spec.name,
-                                                  Dagger.tombstone == 0))
+            taken = s.scalar(
+                select(Dagger).where(
+                    Dagger.team_id == c.team_id, Dagger.name == spec.name, Dagger.tombstone == 0
+                )
+            )
             if taken is not None:
-                raise ConflictError(f"team {c.team.name} already has a dagger {spec.name!r} "
-                                    f"(on cluster {taken.cluster.name})")
-            d = Dagger(name=spec.name, team_id=c.team_id, cluster_id=c.id, current_version=1,
-                       desired_state="running" if deploy else "stopped", created_by=self.user)
-            d.versions.append(DaggerVersion(version=1, spec_text=text, checkpoint_epoch=1, comment=comment,
-                                            created_by=self.user))
+                raise ConflictError(
+                    f"team {c.team.name} already has a dagger {spec.name!r} (on cluster {taken.cluster.name})"
+                )
+            d = Dagger(
+                name=spec.name,
+                team_id=c.team_id,
+                cluster_id=c.id,
+                current_version=1,
+                desired_state="running" if deploy else "stopped",
+                created_by=self.user,
+            )
+            d.versions.append(
+                DaggerVersion(
+                    version=1, spec_text=text, checkpoint_epoch=1, comment=comment, created_by=self.user
+                )
+            )
             d.status = DaggerStatus(actual_state="pending" if deploy else "created")
             s.add(d)
-            self._audit(s, "create", c.team.name, f"dagger {c.team.name}/{spec.name}",
-                        {"cluster": cluster, "version": 1, "deploy": deploy})
+            self._audit(
+                s,
+                "create",
+                c.team.name,
+                f"dagger {c.team.name}/{spec.name}",
+                {"cluster": cluster, "version": 1, "deploy": deploy},
+            )
             if deploy:
                 self._audit(s, "deploy", c.team.name, f"dagger {c.team.name}/{spec.name}", {"version": 1})
             s.flush()
             s.refresh(d)
             return DaggerView.of(d)
 
-    def _set_desired(self, ref: str, action: str, desired: str, need: str = "editor",
-                     restart: bool = False) -> DaggerView:
+    def _set_desired(
+        self, ref: str, action: str, desired: str, need: str = "editor", restart: bool = False
+    ) -> DaggerView:
         with self.registry.session() as s:
             d = self._find(s, ref, need, action)
             before = d.desired_state
@@ -383,8 +491,13 @@ class ControlPlane(AdminOps, TokenOps):
                 d.tombstone = d.id
                 if st.actual_state in ("created", "stopped", "failed"):
                     st.actual_state = "deleted"
-            self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
-                        {"desired_before": before, "desired": desired, "version": d.current_version})
+            self._audit(
+                s,
+                action,
+                d.team.name,
+                f"dagger {d.team.name}/{d.name}",
+                {"desired_before": before, "desired": desired, "version": d.current_version},
+            )
             s.flush()
             return DaggerView.of(d)
 
@@ -418,9 +531,19 @@ class ControlPlane(AdminOps, TokenOps):
             d = self._find(s, ref, "editor", "move")
             target = self._cluster(s, cluster, "editor", "move daggers to")
             source = handoff.relocate(d, target, now())
-            self._audit(s, "move", d.team.name, f"dagger {d.team.name}/{d.name}",
-                        {"from": source, "to": target.name, "reason": reason or "",
-                         "desired": d.desired_state, "version": d.current_version})
+            self._audit(
+                s,
+                "move",
+                d.team.name,
+                f"dagger {d.team.name}/{d.name}",
+                {
+                    "from": source,
+                    "to": target.name,
+                    "reason": reason or "",
+                    "desired": d.desired_state,
+                    "version": d.current_version,
+                },
+            )
             s.flush()
             s.expire(d, ["cluster", "moving_from"])
             return DaggerView.of(d)
@@ -435,8 +558,16 @@ class ControlPlane(AdminOps, TokenOps):
 
             return compatibility(old, new)
 
-    def edit(self, ref: str, text: str, *, expected_version: int | None = None, allow_fresh_start: bool = False,
-             comment: str = "", action: str = "edit") -> EditResult:
+    def edit(
+        self,
+        ref: str,
+        text: str,
+        *,
+        expected_version: int | None = None,
+        allow_fresh_start: bool = False,
+        comment: str = "",
+        action: str = "edit",
+    ) -> EditResult:
         """Make ``text`` the dagger's next spec version; a running dagger rolls over to it.
 
         The version resumes from the current checkpoint when Spark allows it (see
@@ -454,36 +585,68 @@ class ControlPlane(AdminOps, TokenOps):
                 raise ConflictError(f"version {cur.version} of {ref} already is this spec: nothing to change")
             new = self._parse(d.cluster, text, "spec")
             if new.name != d.name:
-                raise SpecError(f"name: a dagger keeps its name ({d.name}); create a new dagger for {new.name!r}")
+                raise SpecError(
+                    f"name: a dagger keeps its name ({d.name}); create a new dagger for {new.name!r}"
+                )
             old = self._old(d.cluster, cur.spec_text)
             from job.control.compat import compatibility
 
             compat = compatibility(old, new)
             if not compat.resume and not allow_fresh_start:
-                raise ConflictError(f"version {cur.version + 1} of {ref} {compat.summary()}",
-                                    hint="allow a fresh start (--fresh-start): a new checkpoint, empty window "
-                                         "state and counters, and the streams' start_from apply")
+                raise ConflictError(
+                    f"version {cur.version + 1} of {ref} {compat.summary()}",
+                    hint="allow a fresh start (--fresh-start): a new checkpoint, empty window "
+                    "state and counters, and the streams' start_from apply",
+                )
             epoch = cur.checkpoint_epoch if compat.resume else cur.checkpoint_epoch + 1
             version = cur.version + 1
             # compare-and-set: of two edits from the same version, exactly one moves the dagger on
-            moved = cast(CursorResult[Any], s.execute(  # an UPDATE answers with a cursor result
-                update(Dagger).where(Dagger.id == d.id, Dagger.current_version == cur.version)
-                .values(current_version=version, updated_at=now())
-                .execution_options(synchronize_session=False))).rowcount
+            moved = cast(
+                CursorResult[Any],
+                s.execute(  # an UPDATE answers with a cursor result
+                    update(Dagger)
+                    .where(Dagger.id == d.id, Dagger.current_version == cur.version)
+                    .values(current_version=version, updated_at=now())
+                    .execution_options(synchronize_session=False)
+                ),
+            ).rowcount
             if moved != 1:
                 s.rollback()
                 raise self._stale(ref, self.dagger(ref).current_version, cur.version)
-            s.add(DaggerVersion(dagger_id=d.id, version=version, spec_text=text, checkpoint_epoch=epoch,
-                                comment=comment, created_by=self.user))
+            s.add(
+                DaggerVersion(
+                    dagger_id=d.id,
+                    version=version,
+                    spec_text=text,
+                    checkpoint_epoch=epoch,
+                    comment=comment,
+                    created_by=self.user,
+                )
+            )
             st = d.status
             if d.desired_state == "running" and st is not None and st.actual_state in ("failed", "crashed"):
                 # the controller leaves a failed dagger alone: a new version to run is a new start, as a deploy
                 st.restarts, st.next_restart_at, st.actual_state = 0, None, "pending"
-            self._audit(s, action, d.team.name, f"dagger {d.team.name}/{d.name}",
-                        {"version": version, "resume": compat.resume, "reasons": compat.reasons,
-                         "notes": compat.notes, "comment": comment})
-            return EditResult(ref=f"{d.team.name}/{d.name}", version=version, checkpoint_epoch=epoch,
-                              compatibility=compat, redeploys=d.desired_state == "running")
+            self._audit(
+                s,
+                action,
+                d.team.name,
+                f"dagger {d.team.name}/{d.name}",
+                {
+                    "version": version,
+                    "resume": compat.resume,
+                    "reasons": compat.reasons,
+                    "notes": compat.notes,
+                    "comment": comment,
+                },
+            )
+            return EditResult(
+                ref=f"{d.team.name}/{d.name}",
+                version=version,
+                checkpoint_epoch=epoch,
+                compatibility=compat,
+                redeploys=d.desired_state == "running",
+            )
 
     def _old(self, cluster: Cluster, text: str) -> DaggerSpec:
         """Return a stored version's spec as data (fields only: it was checked when it was stored)."""
@@ -493,17 +656,32 @@ class ControlPlane(AdminOps, TokenOps):
 
     @staticmethod
     def _stale(ref: str, current: int, expected: int) -> VersionConflictError:
-        return VersionConflictError(f"dagger {ref} is at version {current}, not {expected}: someone changed it "
-                                    "meanwhile", current_version=current, hint="reload it and edit again")
+        return VersionConflictError(
+            f"dagger {ref} is at version {current}, not {expected}: someone changed it meanwhile",
+            current_version=current,
+            hint="reload it and edit again",
+        )
 
     def rollback(self, ref: str, to_version: int, *, allow_fresh_start: bool = False) -> EditResult:
         """Make version ``to_version``'s spec the next version (history is never rewritten)."""
         old = self.version(ref, to_version)
-        return self.edit(ref, old.spec_text, allow_fresh_start=allow_fresh_start,
-                         comment=f"rollback to v{to_version}", action="rollback")
+        return self.edit(
+            ref,
+            old.spec_text,
+            allow_fresh_start=allow_fresh_start,
+            comment=f"rollback to v{to_version}",
+            action="rollback",
+        )
 
-    def publish_to_kafka(self, ref: str, topic: str, *, bootstrap_servers: str | None = None, fmt: str = "json",
-                         proto_class: str | None = None) -> EditResult:
+    def publish_to_kafka(
+        self,
+        ref: str,
+        topic: str,
+        *,
+        bootstrap_servers: str | None = None,
+        fmt: str = "json",
+        proto_class: str | None = None,
+    ) -> EditResult:
         """Add a Kafka sink writing the dagger's rows to ``topic`` (default brokers: the cluster's; JSON, or
         ``proto_class`` messages with ``fmt="protobuf"``) as a new version, which resumes from the
         checkpoint. Raises ControlError for a bad topic name or one the dagger already publishes to."""
@@ -513,5 +691,10 @@ class ControlPlane(AdminOps, TokenOps):
         cur = self.version(dagger.ref)
         bootstrap = bootstrap_servers or self.cluster(dagger.cluster).kafka_bootstrap
         text = specs.with_kafka_sink(cur.spec_text, topic, bootstrap, fmt=fmt, proto_class=proto_class)
-        return self.edit(dagger.ref, text, expected_version=cur.version, comment=f"publish to kafka {topic}",
-                         action="publish")
+        return self.edit(
+            dagger.ref,
+            text,
+            expected_version=cur.version,
+            comment=f"publish to kafka {topic}",
+            action="publish",
+        )

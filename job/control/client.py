@@ -53,8 +53,10 @@ def load_login() -> dict[str, Any] | None:
     if not path.is_file():
         return None
     if path.stat().st_mode & 0o077:
-        raise ControlError(f"{path} can be read by other users: not using it",
-                           hint=f"chmod 600 {path}, or sign in again: daggers login --server URL")
+        raise ControlError(
+            f"{path} can be read by other users: not using it",
+            hint=f"chmod 600 {path}, or sign in again: daggers login --server URL",
+        )
     try:
         data = json.loads(path.read_text())
     except ValueError:
@@ -99,11 +101,15 @@ def open_plane(user: str | None, registry_url: str, server: str | None = None) -
         return ControlPlane(Registry(registry_url), user or getpass.getuser())
     url, token, ca = target
     if user:
-        raise ControlError(f"--user (or $DAGGERS_USER) cannot be used with the server {url}: the server acts as "
-                           "the signed-in user", hint="drop --user; daggers login --server URL signs in as "
-                                                      "someone else")
+        raise ControlError(
+            f"--user (or $DAGGERS_USER) cannot be used with the server {url}: the server acts as "
+            "the signed-in user",
+            hint="drop --user; daggers login --server URL signs in as someone else",
+        )
     if not token:
-        raise AuthError(f"no credential for the server {url}", hint=f"sign in with: daggers login --server {url}")
+        raise AuthError(
+            f"no credential for the server {url}", hint=f"sign in with: daggers login --server {url}"
+        )
     from job.control.remote import RemoteControlPlane
 
     return RemoteControlPlane(url, token, verify=ca or True)

@@ -36,8 +36,9 @@ def _aggregates(select: exp.Select) -> list[str]:
     out: list[str] = []
     for item in select.expressions:
         for sub in item.walk():
-            if isinstance(sub, exp.AggFunc) or (isinstance(sub, exp.Anonymous)
-                                                and str(sub.name).lower() == "distinctcount"):
+            if isinstance(sub, exp.AggFunc) or (
+                isinstance(sub, exp.Anonymous) and str(sub.name).lower() == "distinctcount"
+            ):
                 out.append(_norm(sub))
     return sorted(out)
 
@@ -54,7 +55,9 @@ def state_signature(sql: str) -> list[tuple[str, ...]]:
             shape.append(("aggregate", *keys, "|", *_aggregates(select)))
     for join in tree.find_all(exp.Join):
         on = join.args.get("on")
-        shape.append(("join", _norm(on) if on is not None else "", str(join.side or ""), str(join.kind or "")))
+        shape.append(
+            ("join", _norm(on) if on is not None else "", str(join.side or ""), str(join.kind or ""))
+        )
     return shape
 
 
@@ -62,17 +65,24 @@ def _streams_reasons(old: DaggerSpec, new: DaggerSpec) -> tuple[list[str], list[
     reasons: list[str] = []
     notes: list[str] = []
     if [s.table for s in old.streams] != [s.table for s in new.streams]:
-        reasons.append(f"the streams changed ({[s.table for s in old.streams]} -> {[s.table for s in new.streams]})")
+        reasons.append(
+            f"the streams changed ({[s.table for s in old.streams]} -> {[s.table for s in new.streams]})"
+        )
         return reasons, notes
     for i, (a, b) in enumerate(zip(old.streams, new.streams, strict=True)):
         for attr in ("proto_class", "timestamp_field"):
             if getattr(a, attr) != getattr(b, attr):
-                reasons.append(f"streams[{i}].{attr} changed ({getattr(a, attr)} -> {getattr(b, attr)}): "
-                               "the source's schema is part of the checkpoint")
+                reasons.append(
+                    f"streams[{i}].{attr} changed ({getattr(a, attr)} -> {getattr(b, attr)}): "
+                    "the source's schema is part of the checkpoint"
+                )
         if sorted(p.strip() for p in a.bootstrap_servers.split(",")) != sorted(
-                p.strip() for p in b.bootstrap_servers.split(",")):
-            reasons.append(f"streams[{i}].bootstrap_servers changed: the checkpoint's offsets belong to "
-                           "another Kafka cluster")
+            p.strip() for p in b.bootstrap_servers.split(",")
+        ):
+            reasons.append(
+                f"streams[{i}].bootstrap_servers changed: the checkpoint's offsets belong to "
+                "another Kafka cluster"
+            )
         added = [t for t in b.topics if t not in a.topics]
         removed = [t for t in a.topics if t not in b.topics]
         if added:
@@ -80,7 +90,9 @@ def _streams_reasons(old: DaggerSpec, new: DaggerSpec) -> tuple[list[str], list[
         if removed:
             notes.append(f"streams[{i}] stops reading {', '.join(removed)}")
         if a.start_from != b.start_from:
-            notes.append(f"streams[{i}].start_from only applies to a fresh checkpoint; resuming keeps the offsets")
+            notes.append(
+                f"streams[{i}].start_from only applies to a fresh checkpoint; resuming keeps the offsets"
+            )
     return reasons, notes
 
 
@@ -93,11 +105,15 @@ def compatibility(old: DaggerSpec, new: DaggerSpec) -> Compatibility:
     if old.sql.strip() != new.sql.strip():
         before, after = state_signature(old.sql), state_signature(new.sql)
         if before != after:
-            reasons.append("the aggregation changed (GROUP BY keys, window, aggregate functions or joins): "
-                           "Spark cannot reuse the window state")
+            reasons.append(
+                "the aggregation changed (GROUP BY keys, window, aggregate functions or joins): "
+                "Spark cannot reuse the window state"
+            )
         elif before:
-            notes.append("the query changed outside its aggregation (filters, projections): open windows "
-                         "keep what they counted under the old query")
+            notes.append(
+                "the query changed outside its aggregation (filters, projections): open windows "
+                "keep what they counted under the old query"
+            )
         else:
             notes.append("the query changed (it keeps no state)")
     if old.parallelism != new.parallelism:

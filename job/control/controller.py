@@ -77,7 +77,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("daggers.controller")
 
 
-
 class ControllerSettings(BaseModel):
     """How a controller paces itself and treats crashes."""
 
@@ -85,37 +84,66 @@ class ControllerSettings(BaseModel):
 
     poll_interval_s: float = Field(default=1.0, gt=0, description="Seconds between two reconcile rounds.")
     health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between two health probes.")
-    lag_interval_s: float = Field(default=5.0, gt=0, description="Seconds between two consumer-lag reads per dagger.")
-    max_restarts: int = Field(default=5, ge=0,
-                              description="Crashes in a row restarted before a dagger is left failed.")
-    backoff_initial_s: float = Field(default=2.0, ge=0, description="Wait before the first restart after a crash.")
-    backoff_max_s: float = Field(default=120.0, ge=0, description="Longest wait between restarts (it doubles).")
-    stable_after_s: float = Field(default=300.0, gt=0,
-                                  description="A run this long forgets the crashes before it.")
-    stop_timeout_s: float = Field(default=60.0, gt=0,
-                                  description="Seconds a graceful stop (SIGTERM) may take before SIGKILL.")
-    heartbeat_stale_s: float = Field(default=15.0, gt=0,
-                                     description="A controller heartbeat older than this counts as gone.")
-    failover_after_s: float = Field(default=60.0, gt=0,
-                                    description="Take over the running daggers of a cluster that names this one "
-                                                "as its failover once its controller heartbeat is this old.")
-    handoff_quiet_s: float = Field(default=60.0, gt=0,
-                                   description="A moved dagger whose old controller is gone, on another host: "
-                                               "start it once its liveness file has been quiet this long.")
+    lag_interval_s: float = Field(
+        default=5.0, gt=0, description="Seconds between two consumer-lag reads per dagger."
+    )
+    max_restarts: int = Field(
+        default=5, ge=0, description="Crashes in a row restarted before a dagger is left failed."
+    )
+    backoff_initial_s: float = Field(
+        default=2.0, ge=0, description="Wait before the first restart after a crash."
+    )
+    backoff_max_s: float = Field(
+        default=120.0, ge=0, description="Longest wait between restarts (it doubles)."
+    )
+    stable_after_s: float = Field(
+        default=300.0, gt=0, description="A run this long forgets the crashes before it."
+    )
+    stop_timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds a graceful stop (SIGTERM) may take before SIGKILL."
+    )
+    heartbeat_stale_s: float = Field(
+        default=15.0, gt=0, description="A controller heartbeat older than this counts as gone."
+    )
+    failover_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Take over the running daggers of a cluster that names this one "
+        "as its failover once its controller heartbeat is this old.",
+    )
+    handoff_quiet_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A moved dagger whose old controller is gone, on another host: "
+        "start it once its liveness file has been quiet this long.",
+    )
     sample_retention_s: float = Field(default=3600.0, gt=0, description="How long progress samples are kept.")
-    standby: bool = Field(default=True, description="On local masters, keep one dagger process started and warm "
-                                                    "(Python, JVM, Spark session) for the next deploy, which then "
-                                                    "skips Spark's start-up. It costs one idle JVM on the gateway.")
-    daggers_per_host: int = Field(default=50, ge=1,
-                                  description="Shared daggers placed in one shared application host at most; "
-                                              "a further one starts another host.")
-    standby_every_s: float = Field(default=30.0, ge=0,
-                                   description="Start a standby process at most this often (a failing one "
-                                               "is not restarted in a tight loop).")
-    metrics_port: int | None = Field(default=0, ge=0, le=65535,
-                                     description="Serve Prometheus metrics at http://metrics_host:PORT/metrics; "
-                                                 "0 takes a port from the OS, None serves none. The URL is "
-                                                 "recorded with the heartbeat (cluster's controller_metrics_url).")
+    standby: bool = Field(
+        default=True,
+        description="On local masters, keep one dagger process started and warm "
+        "(Python, JVM, Spark session) for the next deploy, which then "
+        "skips Spark's start-up. It costs one idle JVM on the gateway.",
+    )
+    daggers_per_host: int = Field(
+        default=50,
+        ge=1,
+        description="Shared daggers placed in one shared application host at most; "
+        "a further one starts another host.",
+    )
+    standby_every_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Start a standby process at most this often (a failing one "
+        "is not restarted in a tight loop).",
+    )
+    metrics_port: int | None = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Serve Prometheus metrics at http://metrics_host:PORT/metrics; "
+        "0 takes a port from the OS, None serves none. The URL is "
+        "recorded with the heartbeat (cluster's controller_metrics_url).",
+    )
     metrics_host: str = Field(default="127.0.0.1", description="The address /metrics listens on.")
 
 
@@ -155,15 +183,21 @@ class _Item:
         return f"{self.team}/{self.name}"
 
 
-
-
 class Controller:
     """Reconciles the daggers of one cluster (see the module docstring)."""
 
-    def __init__(self, registry: Registry | ClusterAgent | RemoteClusterAgent, cluster: str, state_dir: Path, *,
-                 settings: ControllerSettings | None = None, command: Command | None = None,
-                 standby_command: StandbyCommand | None = None, host: str | None = None,
-                 host_command: HostCommand | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry | ClusterAgent | RemoteClusterAgent,
+        cluster: str,
+        state_dir: Path,
+        *,
+        settings: ControllerSettings | None = None,
+        command: Command | None = None,
+        standby_command: StandbyCommand | None = None,
+        host: str | None = None,
+        host_command: HostCommand | None = None,
+    ) -> None:
         # the registry itself (embedded), or the server with the cluster's controller token: the same agent
         self.agent = ClusterAgent(registry, cluster) if isinstance(registry, Registry) else registry
         self.cluster_name = cluster
@@ -200,8 +234,13 @@ class Controller:
         # Shared daggers go to hosts; a custom dagger command (tests) runs every dagger as its own
         # process unless a host command comes with it.
         self.host_command = host_command or (default_host_command if command is None else None)
-        self._hosts = SharedHosts(self.state_dir / "shared", self.master, self._env, command=self.host_command,
-                                  daggers_per_host=self.settings.daggers_per_host)
+        self._hosts = SharedHosts(
+            self.state_dir / "shared",
+            self.master,
+            self._env,
+            command=self.host_command,
+            daggers_per_host=self.settings.daggers_per_host,
+        )
 
     # ---- controller lock ----------------------------------------------------------------------
 
@@ -234,11 +273,23 @@ class Controller:
     def _snapshot(self) -> list[_Item]:
         items: list[_Item] = []
         for a in self.agent.assignments():
-            items.append(_Item(id=a["id"], name=a["name"], team=a["team"], desired=a["desired"],
-                               deleted=a["deleted"], version=a["version"], generation=a["generation"],
-                               spec_text=a["spec_text"], epoch=a["epoch"], status=dict(a["status"]),
-                               leaving=a["leaving"], arriving_from=a["arriving_from"],
-                               from_heartbeat=a["from_heartbeat"]))
+            items.append(
+                _Item(
+                    id=a["id"],
+                    name=a["name"],
+                    team=a["team"],
+                    desired=a["desired"],
+                    deleted=a["deleted"],
+                    version=a["version"],
+                    generation=a["generation"],
+                    spec_text=a["spec_text"],
+                    epoch=a["epoch"],
+                    status=dict(a["status"]),
+                    leaving=a["leaving"],
+                    arriving_from=a["arriving_from"],
+                    from_heartbeat=a["from_heartbeat"],
+                )
+            )
         return items
 
     def reconcile_once(self) -> dict[int, dict[str, Any]]:
@@ -287,8 +338,10 @@ class Controller:
         want_running = item.desired == "running" and not item.deleted and not item.leaving
         if alive:
             assert proc is not None
-            stale = (st.get("running_version") != item.version
-                     or (st.get("running_generation") or 0) != item.generation)
+            stale = (
+                st.get("running_version") != item.version
+                or (st.get("running_generation") or 0) != item.generation
+            )
             if actual == "stopping":
                 return self._keep_stopping(item, proc, now)
             if not want_running or stale:
@@ -307,7 +360,9 @@ class Controller:
             if actual not in ("created", "stopped"):
                 upd.update(actual_state="stopped", pid=None)
             return upd
-        due = actual == "crashed" and now >= float(upd.get("next_restart_at", st.get("next_restart_at")) or 0.0)
+        due = actual == "crashed" and now >= float(
+            upd.get("next_restart_at", st.get("next_restart_at")) or 0.0
+        )
         if actual in ("created", "pending", "stopped", "starting", "running", "stopping") or due:
             return {**upd, **self._launch(item, now)}
         return upd
@@ -330,18 +385,37 @@ class Controller:
             log.info("%s: stopped (exit code %s)", item.ref, code)
             return {"actual_state": "stopped", "pid": None, "last_exit_code": code, "stop_requested_at": None}
         text = proc.log_since_start() if proc is not None else tail_file(st.get("log_path"))
-        error = last_error(text) or (f"killed by signal {-code}" if code is not None and code < 0 else
-                                     f"exited with code {code}" if code is not None else "the process is gone")
+        error = last_error(text) or (
+            f"killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+            if code is not None
+            else "the process is gone"
+        )
         uptime = now - float(st.get("started_at") or now)
         restarts = (0 if uptime > self.settings.stable_after_s else int(st.get("restarts") or 0)) + 1
         if restarts > self.settings.max_restarts:
             log.error("%s: crashed %d times in a row; giving up: %s", item.ref, restarts, error)
-            return {"actual_state": "failed", "pid": None, "last_exit_code": code, "last_error": error,
-                    "restarts": restarts, "next_restart_at": None}
+            return {
+                "actual_state": "failed",
+                "pid": None,
+                "last_exit_code": code,
+                "last_error": error,
+                "restarts": restarts,
+                "next_restart_at": None,
+            }
         delay = backoff_delay(restarts, self.settings.backoff_initial_s, self.settings.backoff_max_s)
-        log.warning("%s: crashed (exit code %s): %s; restart %d in %.0f s", item.ref, code, error, restarts, delay)
-        return {"actual_state": "crashed", "pid": None, "last_exit_code": code, "last_error": error,
-                "restarts": restarts, "next_restart_at": now + delay}
+        log.warning(
+            "%s: crashed (exit code %s): %s; restart %d in %.0f s", item.ref, code, error, restarts, delay
+        )
+        return {
+            "actual_state": "crashed",
+            "pid": None,
+            "last_exit_code": code,
+            "last_error": error,
+            "restarts": restarts,
+            "next_restart_at": now + delay,
+        }
 
     def _workdir(self, item: _Item) -> Path:
         """Return the dagger's folder: the one its checkpoint was recorded in (by any cluster's controller:
@@ -379,56 +453,117 @@ class Controller:
         if standby is not None:
             proc = standby
             self._procs[item.id] = proc
-            log.info("%s: v%d handed to the warm standby pid %d (checkpoint %s)", item.ref, item.version, proc.pid,
-                     checkpoint)
-            return {"actual_state": "starting", "running_version": item.version,
-                    "running_generation": item.generation, "checkpoint": str(checkpoint), "host": self.host,
-                    "pid": proc.pid, "pid_start_time": proc.start_time, "started_at": now, "stop_requested_at": None,
-                    "next_restart_at": None, "log_path": str(proc.log_path)}
+            log.info(
+                "%s: v%d handed to the warm standby pid %d (checkpoint %s)",
+                item.ref,
+                item.version,
+                proc.pid,
+                checkpoint,
+            )
+            return {
+                "actual_state": "starting",
+                "running_version": item.version,
+                "running_generation": item.generation,
+                "checkpoint": str(checkpoint),
+                "host": self.host,
+                "pid": proc.pid,
+                "pid_start_time": proc.start_time,
+                "started_at": now,
+                "stop_requested_at": None,
+                "next_restart_at": None,
+                "log_path": str(proc.log_path),
+            }
         argv = self.command(spec_path, workdir, self.master)
         env = self._env()
         with log_path.open("ab") as fh:
             offset = fh.tell()
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
-            fh.write(f"=== {stamp} controller {self.host}: starting {item.ref} v{item.version} "
-                     f"(checkpoint {checkpoint.name})\n".encode())
+            fh.write(
+                f"=== {stamp} controller {self.host}: starting {item.ref} v{item.version} "
+                f"(checkpoint {checkpoint.name})\n".encode()
+            )
             fh.flush()
             try:
-                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                         env=env, cwd=workdir, start_new_session=True, close_fds=True)
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=workdir,
+                    start_new_session=True,
+                    close_fds=True,
+                )
             except OSError as exc:
                 return {"actual_state": "failed", "pid": None, "last_error": f"cannot start: {exc}"}
-        proc = Proc(pid=popen.pid, start_time=process_start_time(popen.pid), log_path=log_path,
-                     log_offset=offset, popen=popen)
+        proc = Proc(
+            pid=popen.pid,
+            start_time=process_start_time(popen.pid),
+            log_path=log_path,
+            log_offset=offset,
+            popen=popen,
+        )
         self._procs[item.id] = proc
         log.info("%s: started v%d as pid %d (checkpoint %s)", item.ref, item.version, popen.pid, checkpoint)
-        return {"actual_state": "starting", "running_version": item.version, "running_generation": item.generation,
-                "checkpoint": str(checkpoint), "host": self.host, "pid": popen.pid,
-                "pid_start_time": proc.start_time, "started_at": now, "stop_requested_at": None,
-                "next_restart_at": None, "log_path": str(log_path)}
+        return {
+            "actual_state": "starting",
+            "running_version": item.version,
+            "running_generation": item.generation,
+            "checkpoint": str(checkpoint),
+            "host": self.host,
+            "pid": popen.pid,
+            "pid_start_time": proc.start_time,
+            "started_at": now,
+            "stop_requested_at": None,
+            "next_restart_at": None,
+            "log_path": str(log_path),
+        }
 
-    def _launch_shared(self, item: _Item, now: float, spec_path: Path, workdir: Path,
-                       checkpoint: Path) -> dict[str, Any]:
+    def _launch_shared(
+        self, item: _Item, now: float, spec_path: Path, workdir: Path, checkpoint: Path
+    ) -> dict[str, Any]:
         """Assign the dagger to a shared host (starting one when needed); return its new status."""
         key = f"{item.id}-{item.name}"
         try:
-            run = self._hosts.run(key, spec_path, workdir, f"v{item.version}-g{item.generation}-{now:.3f}", workdir)
+            run = self._hosts.run(
+                key, spec_path, workdir, f"v{item.version}-g{item.generation}-{now:.3f}", workdir
+            )
         except OSError as exc:
             return {"actual_state": "failed", "pid": None, "last_error": f"cannot start a shared host: {exc}"}
         self._procs[item.id] = run
         with (workdir / "dagger.log").open("ab") as fh:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
-            fh.write(f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the shared host "
-                     f"pid {run.pid} ({run.host.folder.root}) as {key}; its output: {run.log_path}\n".encode())
-        log.info("%s: v%d assigned to the shared host pid %d as %s (checkpoint %s)", item.ref, item.version,
-                 run.pid, key, checkpoint)
-        return {"actual_state": "starting", "running_version": item.version, "running_generation": item.generation,
-                "checkpoint": str(checkpoint), "host": self.host, "pid": run.pid, "pid_start_time": run.start_time,
-                "started_at": now, "stop_requested_at": None, "next_restart_at": None, "log_path": str(run.log_path)}
+            fh.write(
+                f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the shared host "
+                f"pid {run.pid} ({run.host.folder.root}) as {key}; its output: {run.log_path}\n".encode()
+            )
+        log.info(
+            "%s: v%d assigned to the shared host pid %d as %s (checkpoint %s)",
+            item.ref,
+            item.version,
+            run.pid,
+            key,
+            checkpoint,
+        )
+        return {
+            "actual_state": "starting",
+            "running_version": item.version,
+            "running_generation": item.generation,
+            "checkpoint": str(checkpoint),
+            "host": self.host,
+            "pid": run.pid,
+            "pid_start_time": run.start_time,
+            "started_at": now,
+            "stop_requested_at": None,
+            "next_restart_at": None,
+            "log_path": str(run.log_path),
+        }
 
     def _env(self) -> dict[str, str]:
-        return {**specs.dagger_env(os.environ, specs.cluster_env(self.kafka_bootstrap, self.influx_url)),
-                "PYTHONUNBUFFERED": "1"}
+        return {
+            **specs.dagger_env(os.environ, specs.cluster_env(self.kafka_bootstrap, self.influx_url)),
+            "PYTHONUNBUFFERED": "1",
+        }
 
     # ---- the warm standby ---------------------------------------------------------------------
 
@@ -440,11 +575,15 @@ class Controller:
         if self._standby is not None:
             if self._standby.popen.poll() is None:
                 return
-            log.warning("the standby process exited (code %s); see %s", self._standby.popen.returncode,
-                        self._standby.log_path)
+            log.warning(
+                "the standby process exited (code %s); see %s",
+                self._standby.popen.returncode,
+                self._standby.log_path,
+            )
             self._standby = None
         if now - self._standby_tried < self.settings.standby_every_s or any(
-                i.status.get("actual_state") == "starting" for i in items):
+            i.status.get("actual_state") == "starting" for i in items
+        ):
             return
         self._standby_tried = now
         folder = self.state_dir / "standby"
@@ -453,9 +592,16 @@ class Controller:
         ready, log_path = folder / f"{stamp}.ready", folder / f"{stamp}.log"
         try:
             with log_path.open("ab") as fh:
-                popen = subprocess.Popen(self.standby_command(ready, self.master), stdin=subprocess.PIPE, stdout=fh,
-                                         stderr=subprocess.STDOUT, env=self._env(), cwd=folder,
-                                         start_new_session=True, close_fds=True)
+                popen = subprocess.Popen(
+                    self.standby_command(ready, self.master),
+                    stdin=subprocess.PIPE,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    env=self._env(),
+                    cwd=folder,
+                    start_new_session=True,
+                    close_fds=True,
+                )
         except OSError as exc:
             log.warning("cannot start a standby process: %s", exc)
             return
@@ -472,7 +618,9 @@ class Controller:
         try:
             standby.log_path.replace(log_path)  # the process keeps writing to the same (moved) file
             offset = log_path.stat().st_size
-            standby.popen.stdin.write((json.dumps({"spec": str(spec_path), "state_dir": str(workdir)}) + "\n").encode())
+            standby.popen.stdin.write(
+                (json.dumps({"spec": str(spec_path), "state_dir": str(workdir)}) + "\n").encode()
+            )
             standby.popen.stdin.close()
         except OSError as exc:
             log.warning("the standby could not take %s (%s); starting a new process", item.ref, exc)
@@ -482,10 +630,17 @@ class Controller:
             standby.ready_file.unlink()
         with (workdir / "dagger.log").open("ab") as fh:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
-            fh.write(f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the warm standby "
-                     f"pid {standby.popen.pid}; its output: {log_path}\n".encode())
-        return Proc(pid=standby.popen.pid, start_time=process_start_time(standby.popen.pid), log_path=log_path,
-                     log_offset=offset, popen=standby.popen)
+            fh.write(
+                f"=== {stamp} controller {self.host}: {item.ref} v{item.version} runs in the warm standby "
+                f"pid {standby.popen.pid}; its output: {log_path}\n".encode()
+            )
+        return Proc(
+            pid=standby.popen.pid,
+            start_time=process_start_time(standby.popen.pid),
+            log_path=log_path,
+            log_offset=offset,
+            popen=standby.popen,
+        )
 
     def _drop_standby(self) -> None:
         standby, self._standby = self._standby, None
@@ -525,18 +680,26 @@ class Controller:
         if st.get("host") != self.host:
             if handoff.liveness_quiet(st.get("checkpoint"), self.settings.handoff_quiet_s, now):
                 return True
-            self._wait(item, f"the controller of {item.arriving_from} is gone; waiting until pid {pid} on "
-                             f"{st.get('host')} stops (its liveness file is quiet for "
-                             f"{self.settings.handoff_quiet_s:g} s)")
+            self._wait(
+                item,
+                f"the controller of {item.arriving_from} is gone; waiting until pid {pid} on "
+                f"{st.get('host')} stops (its liveness file is quiet for "
+                f"{self.settings.handoff_quiet_s:g} s)",
+            )
             return False
         fence = self._fencing.get(item.id)
         if fence is None:
-            proc = self._hosted(st) or Proc(pid=int(pid), start_time=st.get("pid_start_time"),
-                                            log_path=Path(os.devnull))
+            proc = self._hosted(st) or Proc(
+                pid=int(pid), start_time=st.get("pid_start_time"), log_path=Path(os.devnull)
+            )
             if not proc.alive():
                 return True
-            log.warning("%s: the controller of %s is gone; stopping its pid %s before taking over", item.ref,
-                        item.arriving_from, pid)
+            log.warning(
+                "%s: the controller of %s is gone; stopping its pid %s before taking over",
+                item.ref,
+                item.arriving_from,
+                pid,
+            )
             proc.signal(signal.SIGTERM)
             self._fencing[item.id] = (proc, now)
             return False
@@ -603,8 +766,11 @@ class Controller:
         sample = None
         started = float(st.get("started_at") or 0.0)
         reported = isinstance(progress, dict) and float(progress.get("updated_at") or 0.0) >= started
-        query_up = isinstance(query, dict) and query.get("state") in ("started", "active", "idle") and float(
-            query.get("at") or 0.0) >= started
+        query_up = (
+            isinstance(query, dict)
+            and query.get("state") in ("started", "active", "idle")
+            and float(query.get("at") or 0.0) >= started
+        )
         if (reported or query_up) and st.get("actual_state") == "starting":
             log.info("%s: running (%s)", item.ref, "first batch reported" if reported else "query started")
             upd["actual_state"] = "running"
@@ -612,12 +778,15 @@ class Controller:
             old = st.get("progress") or {}
             if progress.get("updated_at") != old.get("updated_at"):
                 upd["progress"] = progress
-                sample = Sample(dagger_id=item.id, at=float(progress.get("updated_at") or now),
-                                input_rows=int(progress.get("input_rows") or 0),
-                                input_rows_per_s=float(progress.get("input_rows_per_s") or 0.0),
-                                processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
-                                batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
-                                lag=st.get("lag"))
+                sample = Sample(
+                    dagger_id=item.id,
+                    at=float(progress.get("updated_at") or now),
+                    input_rows=int(progress.get("input_rows") or 0),
+                    input_rows_per_s=float(progress.get("input_rows_per_s") or 0.0),
+                    processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
+                    batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
+                    lag=st.get("lag"),
+                )
         # The lag is read in the background: a broker that does not answer must not hold up the rounds
         # (and with them the heartbeat); a read's result is recorded in the round after it ends.
         job = self._lag_jobs.get(item.id)
@@ -630,7 +799,10 @@ class Controller:
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             if sample is not None:
                 sample.lag = upd["lag"]
-        if item.id not in self._lag_jobs and now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s:
+        if (
+            item.id not in self._lag_jobs
+            and now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s
+        ):
             self._lag_at[item.id] = now
             self._lag_jobs[item.id] = self._lag_pool.submit(self._lag, item, checkpoint)
         return upd, sample
@@ -650,7 +822,9 @@ class Controller:
             facts = DaggerFacts.of(item.desired, item.status, heartbeat=now, samples=points)
             series.append(DaggerSeries(item.team, item.name, dagger_health(facts, now, self.health_settings)))
         probe, probe_at = self._probe or (None, None)
-        verdict = cluster_health(now, probe, probe_at, [d.health.state for d in series], now, self.health_settings)
+        verdict = cluster_health(
+            now, probe, probe_at, [d.health.state for d in series], now, self.health_settings
+        )
         self.metrics.update(series, verdict, now)
 
     def _lag(self, item: _Item, checkpoint: Path) -> tuple[int | None, str | None]:
@@ -665,8 +839,9 @@ class Controller:
             except DaggerError as exc:
                 log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
                 return None, None
-            self._streams[key] = [(s.bootstrap_servers, list(s.topics), dict(s.consumer_config))
-                                  for s in spec.streams]
+            self._streams[key] = [
+                (s.bootstrap_servers, list(s.topics), dict(s.consumer_config)) for s in spec.streams
+            ]
         try:
             return dagger_lag(checkpoint, self._streams[key]), None
         except DaggerError as exc:
@@ -690,19 +865,30 @@ class Controller:
             live = [i for i in items if not i.deleted]
             running = sum(1 for i in live if i.status.get("actual_state") == "running")
             self._health_job = self._pool.submit(
-                probe_cluster, self.master, self.spark_ui, self.kafka_bootstrap, self.influx_url,
-                daggers_running=running, daggers_total=len(live))
+                probe_cluster,
+                self.master,
+                self.spark_ui,
+                self.kafka_bootstrap,
+                self.influx_url,
+                daggers_running=running,
+                daggers_total=len(live),
+            )
         return result
 
-    def _write(self, updates: dict[int, dict[str, Any]], samples: list[Sample], health: dict[str, Any] | None,
-               now: float, handed: list[int] | None = None) -> None:
+    def _write(
+        self,
+        updates: dict[int, dict[str, Any]],
+        samples: list[Sample],
+        health: dict[str, Any] | None,
+        now: float,
+        handed: list[int] | None = None,
+    ) -> None:
         prune = None
         if now - self._pruned_at > 60:
             self._pruned_at = now
             prune = now - self.settings.sample_retention_s
         rows = [{f: getattr(x, f) for f in SAMPLE_FIELDS} for x in samples]
-        self.agent.report(updates, rows, health, handed or [], self.host, self.pid, prune,
-                          self.metrics_url)
+        self.agent.report(updates, rows, health, handed or [], self.host, self.pid, prune, self.metrics_url)
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -719,8 +905,14 @@ class Controller:
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         self.claim()
         self.serve_metrics()  # its URL goes with every heartbeat
-        log.info("controller of %s on %s (pid %d), registry %s, state %s", self.cluster_name, self.host,
-                 self.pid, self.agent.where, self.state_dir)
+        log.info(
+            "controller of %s on %s (pid %d), registry %s, state %s",
+            self.cluster_name,
+            self.host,
+            self.pid,
+            self.agent.where,
+            self.state_dir,
+        )
         try:
             while not stop.is_set():
                 started = time.monotonic()

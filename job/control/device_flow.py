@@ -17,8 +17,9 @@ from job.control.errors import AuthError, ControlError
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
-def device_signin(server: str, *, verify: bool | str = True, show: Callable[[str, str], None],
-                  timeout_s: float = 600.0) -> dict[str, Any]:
+def device_signin(
+    server: str, *, verify: bool | str = True, show: Callable[[str, str], None], timeout_s: float = 600.0
+) -> dict[str, Any]:
     """Sign in to ``server`` by the device flow; ``show(url, user_code)`` tells the user where to go.
 
     Returns the server's answer ({user, token, expires_in_s}). Raises AuthError when the user refuses or
@@ -31,8 +32,11 @@ def device_signin(server: str, *, verify: bool | str = True, show: Callable[[str
             raise ControlError(f"the server {server} has no single sign-on", hint="ask an admin for a token")
         conf.raise_for_status()
         oidc = conf.json()
-        start = requests.post(oidc["device_authorization_endpoint"], timeout=30,
-                              data={"client_id": oidc["client_id"], "scope": "openid profile"})
+        start = requests.post(
+            oidc["device_authorization_endpoint"],
+            timeout=30,
+            data={"client_id": oidc["client_id"], "scope": "openid profile"},
+        )
         start.raise_for_status()
         grant = start.json()
     except (requests.RequestException, ValueError, KeyError) as exc:
@@ -42,21 +46,29 @@ def device_signin(server: str, *, verify: bool | str = True, show: Callable[[str
     deadline = time.monotonic() + min(timeout_s, float(grant.get("expires_in", timeout_s)))
     while time.monotonic() < deadline:
         time.sleep(interval)
-        r = requests.post(oidc["token_endpoint"], timeout=30,
-                          data={"grant_type": GRANT, "device_code": grant["device_code"],
-                                "client_id": oidc["client_id"]})
+        r = requests.post(
+            oidc["token_endpoint"],
+            timeout=30,
+            data={"grant_type": GRANT, "device_code": grant["device_code"], "client_id": oidc["client_id"]},
+        )
         body = r.json()
         if r.status_code == 200 and body.get("id_token"):
-            answer = requests.post(f"{api}/auth/oidc/token", json={"id_token": body["id_token"]}, verify=verify,
-                                   timeout=30)
+            answer = requests.post(
+                f"{api}/auth/oidc/token", json={"id_token": body["id_token"]}, verify=verify, timeout=30
+            )
             if answer.status_code != 200:
                 e = answer.json().get("error", {})
-                raise AuthError(e.get("message", f"the server answered {answer.status_code}"), hint=e.get("hint"))
+                raise AuthError(
+                    e.get("message", f"the server answered {answer.status_code}"), hint=e.get("hint")
+                )
             return answer.json()
         error = body.get("error")
         if error == "slow_down":
             interval += 5
         elif error != "authorization_pending":
-            raise AuthError(f"single sign-on did not complete: {error}", hint="daggers login --server URL --oidc")
-    raise AuthError("single sign-on timed out: the code was not entered in time",
-                    hint="daggers login --server URL --oidc")
+            raise AuthError(
+                f"single sign-on did not complete: {error}", hint="daggers login --server URL --oidc"
+            )
+    raise AuthError(
+        "single sign-on timed out: the code was not entered in time", hint="daggers login --server URL --oidc"
+    )

@@ -76,8 +76,13 @@ def fusible_with(target: Candidate, others: list[Candidate]) -> list[str]:
     key = fusion_group(mine)
     if key is None:
         return []
-    alike = [(o.ref, checked) for o in others if o.ref != target.ref
-             and (checked := _checked(o)) is not None and _topics(checked.spec) == _topics(mine.spec)]
+    alike = [
+        (o.ref, checked)
+        for o in others
+        if o.ref != target.ref
+        and (checked := _checked(o)) is not None
+        and _topics(checked.spec) == _topics(mine.spec)
+    ]
     return sorted(ref for ref, checked in alike if fusion_group(checked) == key)
 
 
@@ -86,7 +91,9 @@ def fusion_hint(cluster: str, isolation: str, partners: list[str]) -> str | None
     if isolation != "shared" or not partners:
         return None
     shown = ", ".join(partners[:5]) + (f" and {len(partners) - 5} more" if len(partners) > 5 else "")
-    return (f"it reads its stream as {len(partners)} other dagger{'s' * (len(partners) > 1)} of {cluster} "
-            f"{'do' if len(partners) > 1 else 'does'} ({shown}); with isolation: fused in their specs they run "
-            "as one query, one read and one micro-batch for all, which many light daggers on a small host "
-            "need to keep their latency (README: Fused daggers)")
+    return (
+        f"it reads its stream as {len(partners)} other dagger{'s' * (len(partners) > 1)} of {cluster} "
+        f"{'do' if len(partners) > 1 else 'does'} ({shown}); with isolation: fused in their specs they run "
+        "as one query, one read and one micro-batch for all, which many light daggers on a small host "
+        "need to keep their latency (README: Fused daggers)"
+    )

@@ -49,15 +49,18 @@ def relocate(d: Dagger, target: Cluster, now: float) -> str:
     it or still leaving another cluster.
     """
     if target.team_id != d.team_id:
-        raise ControlError(f"cluster {target.name} belongs to team {target.team.name}, not to {d.team.name}: "
-                           "a dagger moves only between its own team's clusters")
+        raise ControlError(
+            f"cluster {target.name} belongs to team {target.team.name}, not to {d.team.name}: "
+            "a dagger moves only between its own team's clusters"
+        )
     if target.id == d.cluster_id:
         raise ConflictError(f"dagger {d.team.name}/{d.name} already is on cluster {target.name}")
     if d.moving_from_id is not None:
         source = d.moving_from.name if d.moving_from is not None else f"cluster #{d.moving_from_id}"
-        raise ConflictError(f"dagger {d.team.name}/{d.name} is still moving from {source} to {d.cluster.name}",
-                            hint="wait until the old cluster's controller has stopped it "
-                                 "(dagger show: moving_from clears)")
+        raise ConflictError(
+            f"dagger {d.team.name}/{d.name} is still moving from {source} to {d.cluster.name}",
+            hint="wait until the old cluster's controller has stopped it (dagger show: moving_from clears)",
+        )
     old = d.cluster.name
     d.moving_from_id, d.cluster_id, d.updated_at = d.cluster_id, target.id, now
     return old
@@ -68,23 +71,42 @@ def fail_over(s: Session, target: Cluster, after_s: float, now: float) -> list[s
     failover and whose controller heartbeat is older than ``after_s`` to ``target``; audit each as
     done by ``target``'s controller. Return the refs moved."""
     moved: list[str] = []
-    sources = s.scalars(select(Cluster).where(Cluster.failover_to_id == target.id, Cluster.id != target.id,
-                                              Cluster.team_id == target.team_id))
+    sources = s.scalars(
+        select(Cluster).where(
+            Cluster.failover_to_id == target.id, Cluster.id != target.id, Cluster.team_id == target.team_id
+        )
+    )
     for source in sources:
         beat = source.controller_heartbeat
         if beat is None or now - beat < after_s:
             continue  # alive, or stopped on purpose (a clean stop clears the heartbeat)
-        daggers = s.scalars(select(Dagger).where(Dagger.cluster_id == source.id, Dagger.tombstone == 0,
-                                                 Dagger.desired_state == "running",
-                                                 Dagger.moving_from_id.is_(None)))
+        daggers = s.scalars(
+            select(Dagger).where(
+                Dagger.cluster_id == source.id,
+                Dagger.tombstone == 0,
+                Dagger.desired_state == "running",
+                Dagger.moving_from_id.is_(None),
+            )
+        )
         for d in daggers:
             relocate(d, target, now)
             ref = f"{d.team.name}/{d.name}"
             reason = f"the controller of {source.name} has been silent for {now - beat:.0f} s"
-            s.add(AuditEntry(user=controller_user(target.name), action="failover", team=d.team.name,
-                             target=f"dagger {ref}", allowed=True,
-                             details={"from": source.name, "to": target.name, "reason": reason,
-                                      "heartbeat_age_s": round(now - beat, 1)}))
+            s.add(
+                AuditEntry(
+                    user=controller_user(target.name),
+                    action="failover",
+                    team=d.team.name,
+                    target=f"dagger {ref}",
+                    allowed=True,
+                    details={
+                        "from": source.name,
+                        "to": target.name,
+                        "reason": reason,
+                        "heartbeat_age_s": round(now - beat, 1),
+                    },
+                )
+            )
             log.warning("%s: failing over from %s to %s (%s)", ref, source.name, target.name, reason)
             moved.append(ref)
     return moved
@@ -110,7 +132,9 @@ def liveness_quiet(checkpoint: str | None, quiet_s: float, now: float) -> bool:
 
 def unreachable(folder: Path, cluster: str, host: str) -> str:
     """Return the error of a dagger whose recorded checkpoint folder cannot be reached here."""
-    return (f"its checkpoint folder {folder} is not reachable from cluster {cluster} (host {host}); it was NOT "
-            "started, so nothing is counted twice or lost. A moved dagger resumes only from storage both "
-            "clusters mount at the same path (shared state dir): mount it there and deploy again, or move "
-            "the dagger back (daggers dagger move REF --cluster OLD)")
+    return (
+        f"its checkpoint folder {folder} is not reachable from cluster {cluster} (host {host}); it was NOT "
+        "started, so nothing is counted twice or lost. A moved dagger resumes only from storage both "
+        "clusters mount at the same path (shared state dir): mount it there and deploy again, or move "
+        "the dagger back (daggers dagger move REF --cluster OLD)"
+    )

@@ -61,7 +61,7 @@ def local_cores(master: str) -> int:
     cpus = os.cpu_count() or 1
     if "[" not in master:
         return 1
-    inside = master[master.find("[") + 1:master.find("]")].split(",")[0].strip()
+    inside = master[master.find("[") + 1 : master.find("]")].split(",")[0].strip()
     return int(inside) if inside.isdigit() else cpus
 
 
@@ -97,8 +97,11 @@ def _refused(exc: BaseException) -> bool:
             return False
         if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
             return True
-        seen = seen.__cause__ or seen.__context__ or (seen.args[0] if seen.args and isinstance(
-            seen.args[0], BaseException) else None)
+        seen = (
+            seen.__cause__
+            or seen.__context__
+            or (seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None)
+        )
     return False
 
 
@@ -108,31 +111,79 @@ def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> 
     if url is None:
         total, free = _meminfo()
         cores = local_cores(spark_master)
-        return {"ok": True, "mode": "local", "master": spark_master, "status": "LOCAL", "workers_alive": 1,
-                "workers": 1, "cores": cores, "cores_used": 0, "memory_mb": total, "memory_used_mb": total - free,
-                "active_apps": None, "error": None}
+        return {
+            "ok": True,
+            "mode": "local",
+            "master": spark_master,
+            "status": "LOCAL",
+            "workers_alive": 1,
+            "workers": 1,
+            "cores": cores,
+            "cores_used": 0,
+            "memory_mb": total,
+            "memory_used_mb": total - free,
+            "active_apps": None,
+            "error": None,
+        }
     try:
         resp = patient_get(f"{url}/json/", timeout)
         resp.raise_for_status()
         data = resp.json()
     except (requests.RequestException, ValueError) as exc:
-        return {"ok": False, "mode": "standalone", "master": spark_master, "status": "UNREACHABLE",
-                "refused": _refused(exc), "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}"}
-    workers = [{"id": w.get("id"), "host": w.get("host"), "state": w.get("state"), "cores": w.get("cores"),
-                "cores_used": w.get("coresused"), "cores_free": w.get("coresfree"), "memory_mb": w.get("memory"),
-                "memory_used_mb": w.get("memoryused"), "memory_free_mb": w.get("memoryfree"),
-                "last_heartbeat_ms": w.get("lastheartbeat")} for w in data.get("workers") or []]
-    apps = [{"id": a.get("id"), "name": a.get("name"), "user": a.get("user"), "state": a.get("state"),
-             "cores": a.get("cores"), "memory_per_executor_mb": a.get("memoryperexecutor"),
-             "started_ms": a.get("starttime"), "duration_ms": a.get("duration")}
-            for a in data.get("activeapps") or []]
+        return {
+            "ok": False,
+            "mode": "standalone",
+            "master": spark_master,
+            "status": "UNREACHABLE",
+            "refused": _refused(exc),
+            "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}",
+        }
+    workers = [
+        {
+            "id": w.get("id"),
+            "host": w.get("host"),
+            "state": w.get("state"),
+            "cores": w.get("cores"),
+            "cores_used": w.get("coresused"),
+            "cores_free": w.get("coresfree"),
+            "memory_mb": w.get("memory"),
+            "memory_used_mb": w.get("memoryused"),
+            "memory_free_mb": w.get("memoryfree"),
+            "last_heartbeat_ms": w.get("lastheartbeat"),
+        }
+        for w in data.get("workers") or []
+    ]
+    apps = [
+        {
+            "id": a.get("id"),
+            "name": a.get("name"),
+            "user": a.get("user"),
+            "state": a.get("state"),
+            "cores": a.get("cores"),
+            "memory_per_executor_mb": a.get("memoryperexecutor"),
+            "started_ms": a.get("starttime"),
+            "duration_ms": a.get("duration"),
+        }
+        for a in data.get("activeapps") or []
+    ]
     alive = [w for w in workers if w["state"] == "ALIVE"]
     status = str(data.get("status", "UNKNOWN"))
-    return {"ok": status == "ALIVE" and bool(alive), "mode": "standalone", "master": spark_master,
-            "status": status, "workers_alive": len(alive), "workers": len(workers),
-            "cores": int(data.get("cores") or 0), "cores_used": int(data.get("coresused") or 0),
-            "memory_mb": int(data.get("memory") or 0), "memory_used_mb": int(data.get("memoryused") or 0),
-            "active_apps": [a["name"] for a in apps], "app_list": apps, "worker_list": workers, "error": None if alive else "no ALIVE worker"}
+    return {
+        "ok": status == "ALIVE" and bool(alive),
+        "mode": "standalone",
+        "master": spark_master,
+        "status": status,
+        "workers_alive": len(alive),
+        "workers": len(workers),
+        "cores": int(data.get("cores") or 0),
+        "cores_used": int(data.get("coresused") or 0),
+        "memory_mb": int(data.get("memory") or 0),
+        "memory_used_mb": int(data.get("memoryused") or 0),
+        "active_apps": [a["name"] for a in apps],
+        "app_list": apps,
+        "worker_list": workers,
+        "error": None if alive else "no ALIVE worker",
+    }
 
 
 def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
@@ -142,8 +193,9 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
 
     from job.sources.stall import starvation
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                         "log_level": 0})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0}
+    )
     starved = starvation()
     lost_at, started = starved.lost(), time.monotonic()
     while True:
@@ -157,8 +209,14 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
             if refused or waited - lost >= timeout or waited >= MAX_WAIT_FACTOR * timeout:
                 return {"ok": False, "bootstrap": bootstrap, "refused": refused, "error": error}
     topics = {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
-    return {"ok": True, "bootstrap": bootstrap, "brokers": len(md.brokers), "topics": len(topics),
-            "partitions": sum(topics.values()), "error": None}
+    return {
+        "ok": True,
+        "bootstrap": bootstrap,
+        "brokers": len(md.brokers),
+        "topics": len(topics),
+        "partitions": sum(topics.values()),
+        "error": None,
+    }
 
 
 def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
@@ -171,12 +229,15 @@ def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
 
     from job.errors import SourceError
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                         "log_level": 0})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0}
+    )
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise SourceError(f"cannot list the topics of {bootstrap}: {exc.args[0] if exc.args else exc}") from None
+        raise SourceError(
+            f"cannot list the topics of {bootstrap}: {exc.args[0] if exc.args else exc}"
+        ) from None
     return sorted(name for name in md.topics if not name.startswith("__"))
 
 
@@ -185,22 +246,43 @@ def probe_influx(url: str, timeout: float = 3.0) -> dict[str, Any]:
     try:
         resp = patient_get(f"{url.rstrip('/')}/ping", timeout)
     except requests.RequestException as exc:
-        return {"ok": False, "url": url, "refused": _refused(exc), "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return {
+            "ok": False,
+            "url": url,
+            "refused": _refused(exc),
+            "error": f"{type(exc).__name__}: {str(exc)[:200]}",
+        }
     ok = resp.status_code == 204
-    return {"ok": ok, "url": url, "version": resp.headers.get("X-Influxdb-Version"),
-            "error": None if ok else f"/ping answered {resp.status_code}"}
+    return {
+        "ok": ok,
+        "url": url,
+        "version": resp.headers.get("X-Influxdb-Version"),
+        "error": None if ok else f"/ping answered {resp.status_code}",
+    }
 
 
-def probe_cluster(spark_master: str, spark_ui: str | None, kafka_bootstrap: str, influx_url: str,
-                  *, daggers_running: int, daggers_total: int, timeout: float = 3.0) -> dict[str, Any]:
+def probe_cluster(
+    spark_master: str,
+    spark_ui: str | None,
+    kafka_bootstrap: str,
+    influx_url: str,
+    *,
+    daggers_running: int,
+    daggers_total: int,
+    timeout: float = 3.0,
+) -> dict[str, Any]:
     """Probe the three parts in parallel; return ``{ok, checked_at, spark, kafka, influx, daggers}``."""
     with ThreadPoolExecutor(3) as pool:
         spark = pool.submit(probe_spark, spark_master, spark_ui, timeout)
         kafka = pool.submit(probe_kafka, kafka_bootstrap, timeout)
         influx = pool.submit(probe_influx, influx_url, timeout)
         parts = {"spark": spark.result(), "kafka": kafka.result(), "influx": influx.result()}
-    return {"ok": all(p["ok"] for p in parts.values()), "checked_at": time.time(), **parts,
-            "daggers": {"running": daggers_running, "total": daggers_total}}
+    return {
+        "ok": all(p["ok"] for p in parts.values()),
+        "checked_at": time.time(),
+        **parts,
+        "daggers": {"running": daggers_running, "total": daggers_total},
+    }
 
 
 def _all_refuse(bootstrap: str) -> bool:
@@ -236,9 +318,16 @@ def summary(health: dict[str, Any] | None) -> str:
     if not health:
         return "no health recorded"
     sp, kf, ix = health.get("spark") or {}, health.get("kafka") or {}, health.get("influx") or {}
-    spark = (f"spark {'ok' if sp.get('ok') else 'DOWN'} {sp.get('workers_alive', 0)}/{sp.get('workers', 0)} {'worker' if sp.get('workers', 0) == 1 else 'workers'} "
-             f"{sp.get('cores_used', 0)}/{sp.get('cores', 0)} {'core' if sp.get('cores', 0) == 1 else 'cores'}") if sp.get("mode") == "standalone" else (
-        f"spark local {counted(sp.get('cores', 0), 'core')}")
-    kafka = f"kafka {'ok' if kf.get('ok') else 'DOWN'}" + (f" {counted(kf.get('partitions') or 0, 'partition')}" if kf.get("ok") else "")
+    spark = (
+        (
+            f"spark {'ok' if sp.get('ok') else 'DOWN'} {sp.get('workers_alive', 0)}/{sp.get('workers', 0)} {'worker' if sp.get('workers', 0) == 1 else 'workers'} "
+            f"{sp.get('cores_used', 0)}/{sp.get('cores', 0)} {'core' if sp.get('cores', 0) == 1 else 'cores'}"
+        )
+        if sp.get("mode") == "standalone"
+        else (f"spark local {counted(sp.get('cores', 0), 'core')}")
+    )
+    kafka = f"kafka {'ok' if kf.get('ok') else 'DOWN'}" + (
+        f" {counted(kf.get('partitions') or 0, 'partition')}" if kf.get("ok") else ""
+    )
     influx = f"influx {'ok' if ix.get('ok') else 'DOWN'}"
     return " · ".join([spark, kafka, influx])

@@ -60,8 +60,16 @@ HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 #: Every cluster state, best first (a cluster is the worst of its parts).
 CLUSTER_STATES = (HEALTHY, DEGRADED, UNHEALTHY)
 #: What each dagger state makes of its cluster.
-CLUSTER_LEVEL_OF = {RUNNING: HEALTHY, CATCHING_UP: HEALTHY, STOPPED: HEALTHY, LAGGING: DEGRADED,
-                    UNKNOWN: DEGRADED, STALLED: UNHEALTHY, CRASH_LOOPING: UNHEALTHY, FAILED: UNHEALTHY}
+CLUSTER_LEVEL_OF = {
+    RUNNING: HEALTHY,
+    CATCHING_UP: HEALTHY,
+    STOPPED: HEALTHY,
+    LAGGING: DEGRADED,
+    UNKNOWN: DEGRADED,
+    STALLED: UNHEALTHY,
+    CRASH_LOOPING: UNHEALTHY,
+    FAILED: UNHEALTHY,
+}
 #: Environment variables that override a threshold: DAGGERS_HEALTH_STALL_AFTER_S=30.
 ENV_PREFIX = "DAGGERS_HEALTH_"
 _LIVE = (RUNNING, CATCHING_UP, LAGGING, STALLED)
@@ -73,40 +81,71 @@ class HealthSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     controller_silent_s: float = Field(
-        default=30.0, gt=0, description="A controller heartbeat older than this makes the controller silent: "
-                                        "its cluster is unhealthy and its daggers unknown.")
+        default=30.0,
+        gt=0,
+        description="A controller heartbeat older than this makes the controller silent: "
+        "its cluster is unhealthy and its daggers unknown.",
+    )
     stall_after_s: float = Field(
-        default=90.0, gt=0, description="A live dagger that reported nothing for this long, or read no row for "
-                                        "this long while records wait on its topics, is stalled.")
+        default=90.0,
+        gt=0,
+        description="A live dagger that reported nothing for this long, or read no row for "
+        "this long while records wait on its topics, is stalled.",
+    )
     start_timeout_s: float = Field(
-        default=300.0, gt=0, description="A starting dagger with no report this long after its start is stalled "
-                                         "(before that it is unknown).")
+        default=300.0,
+        gt=0,
+        description="A starting dagger with no report this long after its start is stalled "
+        "(before that it is unknown).",
+    )
     crash_loop_restarts: int = Field(
-        default=2, ge=1, description="Restarts in a row that make a running dagger crash-looping while its run "
-                                     "is younger than crash_window_s (a crashed dagger waiting for its retry "
-                                     "is crash-looping at once).")
+        default=2,
+        ge=1,
+        description="Restarts in a row that make a running dagger crash-looping while its run "
+        "is younger than crash_window_s (a crashed dagger waiting for its retry "
+        "is crash-looping at once).",
+    )
     crash_window_s: float = Field(
-        default=600.0, gt=0, description="How long after a restart a dagger with crash_loop_restarts restarts "
-                                         "counts as crash-looping at most.")
+        default=600.0,
+        gt=0,
+        description="How long after a restart a dagger with crash_loop_restarts restarts "
+        "counts as crash-looping at most.",
+    )
     recovered_after_s: float = Field(
-        default=60.0, gt=0, description="A restarted dagger that has run and reported for this long is no longer "
-                                        "crash-looping, however many restarts came before.")
+        default=60.0,
+        gt=0,
+        description="A restarted dagger that has run and reported for this long is no longer "
+        "crash-looping, however many restarts came before.",
+    )
     sink_stall_after_s: float = Field(
-        default=30.0, gt=0, description="A sink retrying one write for this long makes its dagger stalled (with "
-                                        "the sink, the attempt and the next try in the reason).")
+        default=30.0,
+        gt=0,
+        description="A sink retrying one write for this long makes its dagger stalled (with "
+        "the sink, the attempt and the next try in the reason).",
+    )
     lag_window_s: float = Field(
-        default=60.0, gt=0, description="The window over which a growing lag makes a dagger lagging (at least four "
-                                        "micro-batches long).")
+        default=60.0,
+        gt=0,
+        description="The window over which a growing lag makes a dagger lagging (at least four "
+        "micro-batches long).",
+    )
     lag_growth_min: int = Field(
-        default=1000, ge=1, description="Records the lag must grow by over lag_window_s to count as lagging.")
+        default=1000, ge=1, description="Records the lag must grow by over lag_window_s to count as lagging."
+    )
     catching_up_lag: int = Field(
-        default=10000, ge=1, description="A lag of at least this many records, not growing, is catching up.")
+        default=10000, ge=1, description="A lag of at least this many records, not growing, is catching up."
+    )
     figure_fresh_s: float = Field(
-        default=30.0, gt=0, description="A figure (rows/s, lag, batch time) older than this is shown as old, "
-                                        "with its age.")
+        default=30.0,
+        gt=0,
+        description="A figure (rows/s, lag, batch time) older than this is shown as old, with its age.",
+    )
     probe_stale_s: float = Field(
-        default=60.0, gt=0, description="A probe of the cluster's master, brokers and InfluxDB older than this "
-                                        "leaves those parts unknown (the cluster degraded).")
+        default=60.0,
+        gt=0,
+        description="A probe of the cluster's master, brokers and InfluxDB older than this "
+        "leaves those parts unknown (the cluster degraded).",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> HealthSettings:
@@ -146,16 +185,31 @@ class DaggerFacts:
     controller_heartbeat: float | None = None
 
     @classmethod
-    def of(cls, desired_state: str, status: Mapping[str, Any] | None, *, heartbeat: float | None,
-           samples: Iterable[Point] = ()) -> DaggerFacts:
+    def of(
+        cls,
+        desired_state: str,
+        status: Mapping[str, Any] | None,
+        *,
+        heartbeat: float | None,
+        samples: Iterable[Point] = (),
+    ) -> DaggerFacts:
         """Return the facts of a dagger from its desired state, its status row as a dict (None: never
         deployed), its samples and its controller's heartbeat."""
         st = status or {}
-        return cls(desired_state=desired_state, actual_state=str(st.get("actual_state") or "created"),
-                   restarts=int(st.get("restarts") or 0), started_at=st.get("started_at"),
-                   next_restart_at=st.get("next_restart_at"), last_error=st.get("last_error"),
-                   progress=dict(st.get("progress") or {}), lag=st.get("lag"), lag_at=st.get("lag_at"), lag_error=st.get("lag_error"),
-                   samples=tuple(sorted(samples, key=lambda p: p.at)), controller_heartbeat=heartbeat)
+        return cls(
+            desired_state=desired_state,
+            actual_state=str(st.get("actual_state") or "created"),
+            restarts=int(st.get("restarts") or 0),
+            started_at=st.get("started_at"),
+            next_restart_at=st.get("next_restart_at"),
+            last_error=st.get("last_error"),
+            progress=dict(st.get("progress") or {}),
+            lag=st.get("lag"),
+            lag_at=st.get("lag_at"),
+            lag_error=st.get("lag_error"),
+            samples=tuple(sorted(samples, key=lambda p: p.at)),
+            controller_heartbeat=heartbeat,
+        )
 
 
 @dataclass(frozen=True)
@@ -216,7 +270,9 @@ def lag_window(progress: Mapping[str, Any], s: HealthSettings) -> float:
     return max(s.lag_window_s, min(4 * batch_s, s.stall_after_s))
 
 
-def lag_readings(samples: Sequence[Point], lag: int | None, lag_at: float | None) -> list[tuple[float, int | None]]:
+def lag_readings(
+    samples: Sequence[Point], lag: int | None, lag_at: float | None
+) -> list[tuple[float, int | None]]:
     """Return the lag readings of the samples and the newest lag read: ``(at, lag)``."""
     out = [(p.at, p.lag) for p in samples]
     if lag is not None and lag_at is not None:
@@ -235,8 +291,10 @@ def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] 
         next_at = retry.get("next_at")
         when = f", next in {max(float(next_at) - now, 0):.0f} s" if next_at is not None else ""
         error = f": {retry['error']}" if retry.get("error") else ""
-        return (f"sink retrying: {name}, attempt {retry.get('attempt', '?')}/{retry.get('of', '?')}{when}, "
-                f"failing for {max(now - since, 0):.0f} s{error}"), max(now - since, 0.0)
+        return (
+            f"sink retrying: {name}, attempt {retry.get('attempt', '?')}/{retry.get('of', '?')}{when}, "
+            f"failing for {max(now - since, 0):.0f} s{error}"
+        ), max(now - since, 0.0)
     return None
 
 
@@ -251,8 +309,11 @@ def watermark_age(watermark: Any, now: float) -> float | None:
 
 
 def _sink_errors(progress: Mapping[str, Any]) -> int:
-    return sum(int((s or {}).get("failures") or 0) for s in (progress.get("sinks") or {}).values()
-               if isinstance(s, dict))
+    return sum(
+        int((s or {}).get("failures") or 0)
+        for s in (progress.get("sinks") or {}).values()
+        if isinstance(s, dict)
+    )
 
 
 def controller_silent(heartbeat: float | None, now: float, s: HealthSettings) -> bool:
@@ -265,19 +326,31 @@ def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -
     s = s or HealthSettings()
     actual, restarts = f.actual_state, f.restarts
     if actual == "deleted" or (actual in ("created", "stopped") and f.desired_state != "running"):
-        return DaggerHealth(STOPPED, "stopped" if actual != "created" else "never deployed", restarts=restarts)
+        return DaggerHealth(
+            STOPPED, "stopped" if actual != "created" else "never deployed", restarts=restarts
+        )
     if controller_silent(f.controller_heartbeat, now, s):
-        why = ("no controller has reported" if f.controller_heartbeat is None else
-               f"its controller is silent for {_age(now, f.controller_heartbeat):.0f} s")
+        why = (
+            "no controller has reported"
+            if f.controller_heartbeat is None
+            else f"its controller is silent for {_age(now, f.controller_heartbeat):.0f} s"
+        )
         return DaggerHealth(UNKNOWN, why, restarts=restarts)
     if actual == "failed":
-        return DaggerHealth(FAILED, f"gave up after {restarts} crashes in a row: {f.last_error or 'no error'}",
-                            restarts=restarts)
+        return DaggerHealth(
+            FAILED,
+            f"gave up after {restarts} crashes in a row: {f.last_error or 'no error'}",
+            restarts=restarts,
+        )
     if actual == "crashed":
         retry = f.next_restart_at
         when = f"restart {restarts} in {max((retry or now) - now, 0):.0f} s" if retry else "restart pending"
-        return DaggerHealth(CRASH_LOOPING, f"crashed: {f.last_error or 'no error'}; {when}", next_retry_at=retry,
-                            restarts=restarts)
+        return DaggerHealth(
+            CRASH_LOOPING,
+            f"crashed: {f.last_error or 'no error'}; {when}",
+            next_retry_at=retry,
+            restarts=restarts,
+        )
     if actual in ("created", "stopped", "pending"):
         return DaggerHealth(UNKNOWN, "waiting for its controller to start it", restarts=restarts)
     if actual == "stopping":
@@ -292,10 +365,17 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     up_s = now - started if f.started_at else None
     updated = float(p.get("updated_at") or 0.0)
     reported = updated if updated >= started else None
-    if (restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s
-            and (reported is None or up_s < s.recovered_after_s)):
-        return DaggerHealth(CRASH_LOOPING, f"restarted {restarts} times in a row, up {up_s:.0f} s: "
-                                           f"{f.last_error or 'no error'}", restarts=restarts)
+    if (
+        restarts >= s.crash_loop_restarts
+        and up_s is not None
+        and up_s < s.crash_window_s
+        and (reported is None or up_s < s.recovered_after_s)
+    ):
+        return DaggerHealth(
+            CRASH_LOOPING,
+            f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}",
+            restarts=restarts,
+        )
     if reported is None:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
@@ -305,12 +385,18 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     batch_at = float(p.get("batch_at") or updated)
     idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
-        RUNNING, "",
-        rows_per_s=_figure(0.0, updated, now, s) if idle else _figure(p.get("input_rows_per_s"), batch_at, now, s),
+        RUNNING,
+        "",
+        rows_per_s=_figure(0.0, updated, now, s)
+        if idle
+        else _figure(p.get("input_rows_per_s"), batch_at, now, s),
         lag=_figure(f.lag, f.lag_at, now, s),
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
-        watermark_age_s=watermark_age(p.get("watermark"), now), sink_errors=_sink_errors(p),
-        late_rows_dropped=int(p.get("late_rows_dropped") or 0), restarts=restarts)
+        watermark_age_s=watermark_age(p.get("watermark"), now),
+        sink_errors=_sink_errors(p),
+        late_rows_dropped=int(p.get("late_rows_dropped") or 0),
+        restarts=restarts,
+    )
     sink = sink_retrying(p, now)
     if sink is not None and sink[1] >= s.sink_stall_after_s:
         return replace(figures, state=STALLED, reason=sink[0])
@@ -321,22 +407,35 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
     unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
     if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
-        return replace(figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s; its brokers' end "
-                                                      f"offsets unreadable for {unreadable_s:.0f} s: {f.lag_error}")
+        return replace(
+            figures,
+            state=STALLED,
+            reason=f"read no row for {now - rows_at:.0f} s; its brokers' end "
+            f"offsets unreadable for {unreadable_s:.0f} s: {f.lag_error}",
+        )
     if lag and now - rows_at > s.stall_after_s:
-        return replace(figures, state=STALLED,
-                       reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait")
+        return replace(
+            figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait"
+        )
     trend = lag_trend(lag_readings(f.samples, lag, f.lag_at), now, lag_window(p, s))
     if trend is not None and trend.growing(s.lag_growth_min):
         return replace(figures, state=LAGGING, reason=trend.reason())
     if trend is not None and trend.low >= s.catching_up_lag:
-        return replace(figures, state=CATCHING_UP, reason=f"{trend.latest} records behind, not growing (at least "
-                                                          f"{trend.low} over {trend.span_s:.0f} s)")
+        return replace(
+            figures,
+            state=CATCHING_UP,
+            reason=f"{trend.latest} records behind, not growing (at least "
+            f"{trend.low} over {trend.span_s:.0f} s)",
+        )
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])
     if idle and f.lag_error:
-        return replace(figures, state=RUNNING, reason=f"no batch for {now - batch_at:.0f} s: its brokers do not answer "
-                                                      f"(end offsets unreadable for {unreadable_s:.0f} s): {f.lag_error}")
+        return replace(
+            figures,
+            state=RUNNING,
+            reason=f"no batch for {now - batch_at:.0f} s: its brokers do not answer "
+            f"(end offsets unreadable for {unreadable_s:.0f} s): {f.lag_error}",
+        )
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 
@@ -364,8 +463,14 @@ class ClusterHealth:
         return {**dataclasses.asdict(self), "reasons": list(self.reasons)}
 
 
-def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, probe_at: float | None,
-                   dagger_states: Iterable[str], now: float, s: HealthSettings | None = None) -> ClusterHealth:
+def cluster_health(
+    heartbeat: float | None,
+    probe: Mapping[str, Any] | None,
+    probe_at: float | None,
+    dagger_states: Iterable[str],
+    now: float,
+    s: HealthSettings | None = None,
+) -> ClusterHealth:
     """Return the health of a cluster from its controller's heartbeat, its last probe (``{spark, kafka,
     influx}``, each with ``ok`` and ``error``, as job.control.health.probe_cluster returns) taken at
     ``probe_at``, and its daggers' states."""
@@ -376,8 +481,11 @@ def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, pro
     if controller_silent(heartbeat, now, s):
         parts["controller"] = "silent"
         levels.append(UNHEALTHY)
-        reasons.append("no controller has reported" if heartbeat is None else
-                       f"controller silent for {_age(now, heartbeat):.0f} s")
+        reasons.append(
+            "no controller has reported"
+            if heartbeat is None
+            else f"controller silent for {_age(now, heartbeat):.0f} s"
+        )
     else:
         parts["controller"] = "ok"
     probe_age = _age(now, probe_at) if probe is not None and probe_at is not None else None
@@ -393,7 +501,11 @@ def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, pro
             parts[name] = "ok"
         elif part.get("refused") or int(part.get("failures") or 1) >= 2:
             parts[name] = "down"
-            why = "refused the connection" if part.get("refused") else f"{int(part.get('failures') or 1)} probes in a row unanswered"
+            why = (
+                "refused the connection"
+                if part.get("refused")
+                else f"{int(part.get('failures') or 1)} probes in a row unanswered"
+            )
             reasons.append(f"{label} down ({why}): {part.get('error') or 'no answer'}")
         else:
             parts[name] = "slow"
@@ -407,9 +519,14 @@ def cluster_health(heartbeat: float | None, probe: Mapping[str, Any] | None, pro
             n = counts[state]
             reasons.append(f"{n} dagger{'s' if n != 1 else ''} {state}")
     state = max(levels, key=CLUSTER_STATES.index, default=HEALTHY)
-    return ClusterHealth(state=state, reasons=tuple(reasons), parts=parts, daggers=counts,
-                         controller_age_s=_age(now, heartbeat) if heartbeat is not None else None,
-                         probe_age_s=probe_age)
+    return ClusterHealth(
+        state=state,
+        reasons=tuple(reasons),
+        parts=parts,
+        daggers=counts,
+        controller_age_s=_age(now, heartbeat) if heartbeat is not None else None,
+        probe_age_s=probe_age,
+    )
 
 
 def is_live(state: str) -> bool:

@@ -104,7 +104,11 @@ class HostedRun:
         if not self.host_alive():
             return self._popen.returncode if self._popen is not None else None
         state = self.host.folder.state(self.key) or {}
-        return {"stopped": 0, "failed": 2}.get(str(state.get("state"))) if state.get("token") == self.token else None
+        return (
+            {"stopped": 0, "failed": 2}.get(str(state.get("state")))
+            if state.get("token") == self.token
+            else None
+        )
 
     def signal(self, sig: int, group: bool = False) -> None:
         """Any signal stops this dagger's query only: its assignment is removed."""
@@ -128,8 +132,15 @@ class HostedRun:
 class SharedHosts:
     """The hosts of one controller (see the module docstring)."""
 
-    def __init__(self, root: Path, master: str, env: Callable[[], dict[str, str]], *,
-                 command: HostCommand | None = None, daggers_per_host: int = 50) -> None:
+    def __init__(
+        self,
+        root: Path,
+        master: str,
+        env: Callable[[], dict[str, str]],
+        *,
+        command: HostCommand | None = None,
+        daggers_per_host: int = 50,
+    ) -> None:
         self.root = Path(root)
         self.master = master
         self.env = env
@@ -148,7 +159,12 @@ class SharedHosts:
             host = Host(HostFolder(folder))
             info = host.folder.host() or {}
             pid, start = info.get("pid"), info.get("start_time")
-            if pid and start and info.get("state") in ("starting", "ready") and pid_alive(int(pid), int(start)):
+            if (
+                pid
+                and start
+                and info.get("state") in ("starting", "ready")
+                and pid_alive(int(pid), int(start))
+            ):
                 host.pid, host.start_time = int(pid), int(start)
                 log.info("found the shared host pid %s (%s)", pid, folder)
             if folder.parent == self.root:
@@ -160,18 +176,29 @@ class SharedHosts:
         if host.alive():
             return host
         if host.pid is not None:
-            log.warning("the shared host pid %s is gone (exit code %s); starting it again", host.pid, host.exit_code())
+            log.warning(
+                "the shared host pid %s is gone (exit code %s); starting it again", host.pid, host.exit_code()
+            )
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if group_members(host.pid):
                     os.killpg(host.pid, signal.SIGKILL)  # what is left of its JVM
         root = host.folder.root
         root.mkdir(parents=True, exist_ok=True)
         with host.folder.log_path.open("ab") as fh:
-            fh.write(f"=== {datetime.now(UTC).isoformat(timespec='seconds')} controller: starting the host\n".encode())
+            fh.write(
+                f"=== {datetime.now(UTC).isoformat(timespec='seconds')} controller: starting the host\n".encode()
+            )
             fh.flush()
-            popen = subprocess.Popen(self.command(root, self.master), stdin=subprocess.DEVNULL, stdout=fh,
-                                     stderr=subprocess.STDOUT, env=self.env(), cwd=root, start_new_session=True,
-                                     close_fds=True)
+            popen = subprocess.Popen(
+                self.command(root, self.master),
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                cwd=root,
+                start_new_session=True,
+                close_fds=True,
+            )
         host.popen, host.pid, host.start_time = popen, popen.pid, process_start_time(popen.pid)
         log.info("shared host pid %d starting (%s)", popen.pid, root)
         return host
@@ -198,8 +225,11 @@ class SharedHosts:
         host = self.place(key)
         current = host.folder.assignment(key)
         state = host.folder.state(key) or {}
-        if current is not None and current.get("spec") == str(spec) and not (
-                state.get("token") == current.get("token") and state.get("state") in ENDED):
+        if (
+            current is not None
+            and current.get("spec") == str(spec)
+            and not (state.get("token") == current.get("token") and state.get("state") in ENDED)
+        ):
             token = str(current["token"])
         else:
             host.folder.assign(key, spec, state_dir, token)

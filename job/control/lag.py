@@ -14,12 +14,20 @@ from pathlib import Path
 from job.query.offset_log import Offsets, batch_offsets, committed_batches, committed_offsets, lag_of
 from job.sources import offsets as kofs
 
-__all__ = ["Offsets", "batch_offsets", "committed_batches", "committed_offsets", "dagger_lag", "end_offsets",
-           "lag_of"]
+__all__ = [
+    "Offsets",
+    "batch_offsets",
+    "committed_batches",
+    "committed_offsets",
+    "dagger_lag",
+    "end_offsets",
+    "lag_of",
+]
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str], consumer_config: dict[str, str] | None = None,
-                timeout: float = 5.0) -> Offsets:
+def end_offsets(
+    bootstrap: str, topics: Iterable[str], consumer_config: dict[str, str] | None = None, timeout: float = 5.0
+) -> Offsets:
     """Return the end offsets of ``topics`` on ``bootstrap`` (exact on tansu too). Raises SourceError."""
     consumer = kofs.driver_consumer(bootstrap, consumer_config)
     try:

@@ -67,11 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("spec", type=Path, nargs="?", help="The dagger spec file (checkpoint_dir set).")
     parser.add_argument("--state-dir", type=Path, help="The dagger's state folder.")
     parser.add_argument("--master", default="local[*]", help="Spark master: local[*] or spark://host:port.")
-    parser.add_argument("--standby", type=Path, metavar="READY_FILE",
-                        help="Start Spark now, write READY_FILE, then read the assignment from stdin.")
+    parser.add_argument(
+        "--standby",
+        type=Path,
+        metavar="READY_FILE",
+        help="Start Spark now, write READY_FILE, then read the assignment from stdin.",
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = None
     forkserver.start_if_local(args.master)
@@ -88,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         p = plan(load_spec(args.spec), args.state_dir)
         print(f"dagger {p.spec.name}: checkpoint {p.checkpoint}", flush=True)
         if spark is None:
-            spark = build_session(f"dagger-{p.spec.name}", master=args.master, shuffle_partitions=p.spec.parallelism,
-                                  extra=p.spec.spark_conf)
+            spark = build_session(
+                f"dagger-{p.spec.name}",
+                master=args.master,
+                shuffle_partitions=p.spec.parallelism,
+                extra=p.spec.spark_conf,
+            )
         else:
             spark.conf.set("spark.sql.shuffle.partitions", str(p.spec.parallelism))
         spark.streams.addListener(liveness_listener(p.checkpoint / QUERY_FILE))
@@ -102,8 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    print(f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row')} read, "
-          f"{counted(progress.late_rows_dropped, 'late row')} dropped, {counted(progress.bad_records, 'bad record')} skipped", flush=True)
+    print(
+        f"stopped after {counted(progress.batches, 'batch')}: {counted(progress.input_rows, 'row')} read, "
+        f"{counted(progress.late_rows_dropped, 'late row')} dropped, {counted(progress.bad_records, 'bad record')} skipped",
+        flush=True,
+    )
     return 0
 
 

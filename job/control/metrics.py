@@ -33,7 +33,7 @@ METRICS: dict[str, str] = {
     "daggers_dagger_watermark_age_seconds": "How far the dagger's event-time watermark is behind now.",
     "daggers_dagger_sink_errors_total": "Sink writes that failed after their retries, since the checkpoint began.",
     "daggers_dagger_late_rows_dropped_total": "Rows dropped as later than the watermark, since the checkpoint "
-                                              "began.",
+    "began.",
     "daggers_cluster_state": "1 for the cluster's state of the health model (healthy, degraded, unhealthy).",
     "daggers_cluster_part_up": "1 when a part of the cluster (controller, spark, kafka, influx) is ok.",
     "daggers_cluster_daggers": "The cluster's daggers in each state.",
@@ -75,22 +75,38 @@ class HealthMetrics:
             daggers, cluster, beat = self._daggers, self._cluster, self._beat
         keys = ["cluster", "team", "dagger"]
         state = _gauge("daggers_dagger_state", [*keys, "state"])
-        rows, lag, batch = (_gauge(n, keys) for n in ("daggers_dagger_rows_per_second", "daggers_dagger_lag_records",
-                                                      "daggers_dagger_batch_seconds"))
+        rows, lag, batch = (
+            _gauge(n, keys)
+            for n in (
+                "daggers_dagger_rows_per_second",
+                "daggers_dagger_lag_records",
+                "daggers_dagger_batch_seconds",
+            )
+        )
         ages = _gauge("daggers_dagger_figure_age_seconds", [*keys, "figure"])
-        restarts, retry, watermark = (_gauge(n, keys) for n in (
-            "daggers_dagger_restarts", "daggers_dagger_next_retry_timestamp_seconds",
-            "daggers_dagger_watermark_age_seconds"))
-        sink_errors = CounterMetricFamily("daggers_dagger_sink_errors", METRICS["daggers_dagger_sink_errors_total"],
-                                          labels=keys)
-        late = CounterMetricFamily("daggers_dagger_late_rows_dropped",
-                                   METRICS["daggers_dagger_late_rows_dropped_total"], labels=keys)
+        restarts, retry, watermark = (
+            _gauge(n, keys)
+            for n in (
+                "daggers_dagger_restarts",
+                "daggers_dagger_next_retry_timestamp_seconds",
+                "daggers_dagger_watermark_age_seconds",
+            )
+        )
+        sink_errors = CounterMetricFamily(
+            "daggers_dagger_sink_errors", METRICS["daggers_dagger_sink_errors_total"], labels=keys
+        )
+        late = CounterMetricFamily(
+            "daggers_dagger_late_rows_dropped", METRICS["daggers_dagger_late_rows_dropped_total"], labels=keys
+        )
         for d in daggers:
             h, lv = d.health, [self.cluster, d.team, d.name]
             for s in DAGGER_STATES:
                 state.add_metric([*lv, s], 1.0 if h.state == s else 0.0)
-            for family, figure, label, scale in ((rows, h.rows_per_s, "rows_per_second", 1.0),
-                                                 (lag, h.lag, "lag", 1.0), (batch, h.batch_ms, "batch", 0.001)):
+            for family, figure, label, scale in (
+                (rows, h.rows_per_s, "rows_per_second", 1.0),
+                (lag, h.lag, "lag", 1.0),
+                (batch, h.batch_ms, "batch", 0.001),
+            ):
                 if figure is not None:
                     family.add_metric(lv, figure.value * scale)
                     ages.add_metric([*lv, label], figure.age_s)

@@ -17,8 +17,17 @@ ROLES = ("viewer", "editor", "admin")
 DESIRED_STATES = ("stopped", "running", "deleted")
 #: What the controller reports. ``created``: never deployed; ``pending``: asked to run, no controller
 #: has picked it up yet; ``crashed``: exited, a restart is scheduled; ``failed``: gave up restarting.
-ACTUAL_STATES = ("created", "pending", "starting", "running", "stopping", "stopped", "crashed", "failed",
-                 "deleted")
+ACTUAL_STATES = (
+    "created",
+    "pending",
+    "starting",
+    "running",
+    "stopping",
+    "stopped",
+    "crashed",
+    "failed",
+    "deleted",
+)
 
 
 def now() -> float:
@@ -104,8 +113,11 @@ class Cluster(Base):
     team: Mapped[Team] = relationship()
     datacentre: Mapped[DataCentre] = relationship()
     failover_to: Mapped[Cluster | None] = relationship(
-        primaryjoin="Cluster.failover_to_id == Cluster.id", foreign_keys="Cluster.failover_to_id",
-        remote_side="Cluster.id", viewonly=True)
+        primaryjoin="Cluster.failover_to_id == Cluster.id",
+        foreign_keys="Cluster.failover_to_id",
+        remote_side="Cluster.id",
+        viewonly=True,
+    )
 
 
 class Dagger(Base):
@@ -132,11 +144,14 @@ class Dagger(Base):
     team: Mapped[Team] = relationship()
     cluster: Mapped[Cluster] = relationship(foreign_keys=[cluster_id])
     moving_from: Mapped[Cluster | None] = relationship(
-        primaryjoin="Dagger.moving_from_id == Cluster.id", foreign_keys=[moving_from_id], viewonly=True)
+        primaryjoin="Dagger.moving_from_id == Cluster.id", foreign_keys=[moving_from_id], viewonly=True
+    )
     versions: Mapped[list[DaggerVersion]] = relationship(
-        back_populates="dagger", order_by="DaggerVersion.version", cascade="all, delete-orphan")
-    status: Mapped[DaggerStatus | None] = relationship(back_populates="dagger", cascade="all, delete-orphan",
-                                                       uselist=False)
+        back_populates="dagger", order_by="DaggerVersion.version", cascade="all, delete-orphan"
+    )
+    status: Mapped[DaggerStatus | None] = relationship(
+        back_populates="dagger", cascade="all, delete-orphan", uselist=False
+    )
 
 
 class DaggerVersion(Base):

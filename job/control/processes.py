@@ -27,13 +27,31 @@ def default_command(spec_path: Path, state_dir: Path, master: str) -> list[str]:
     """Return ``python -P -m job.control.launch SPEC --state-dir DIR --master MASTER`` with this interpreter:
     ``daggers run`` plus the query liveness file (see :mod:`job.control.launch`). ``-P``: the working folder
     is not on its import path (``python -m`` puts it first: a ``pyspark.py`` there would run)."""
-    return [sys.executable, "-P", "-m", "job.control.launch", str(spec_path), "--state-dir", str(state_dir),
-            "--master", master]
+    return [
+        sys.executable,
+        "-P",
+        "-m",
+        "job.control.launch",
+        str(spec_path),
+        "--state-dir",
+        str(state_dir),
+        "--master",
+        master,
+    ]
 
 
 def default_standby_command(ready_file: Path, master: str) -> list[str]:
     """Return ``python -P -m job.control.launch --standby READY_FILE --master MASTER``."""
-    return [sys.executable, "-P", "-m", "job.control.launch", "--standby", str(ready_file), "--master", master]
+    return [
+        sys.executable,
+        "-P",
+        "-m",
+        "job.control.launch",
+        "--standby",
+        str(ready_file),
+        "--master",
+        master,
+    ]
 
 
 def _error_titles() -> set[str]:
@@ -113,7 +131,7 @@ class Proc:
         try:
             with self.log_path.open("rb") as fh:
                 fh.seek(self.log_offset)
-                return fh.read()[-256 * 1024:].decode("utf-8", "replace")
+                return fh.read()[-256 * 1024 :].decode("utf-8", "replace")
         except OSError:
             return ""
 

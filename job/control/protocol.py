@@ -59,8 +59,14 @@ class Plane(Protocol):
 
     # ---- tokens -------------------------------------------------------------------------------
 
-    def create_token(self, user: str | None = None, *, cluster: str | None = None, description: str = "",
-                     expires_in_s: float | None = None) -> tuple[TokenView, str]: ...
+    def create_token(
+        self,
+        user: str | None = None,
+        *,
+        cluster: str | None = None,
+        description: str = "",
+        expires_in_s: float | None = None,
+    ) -> tuple[TokenView, str]: ...
     def tokens(self, user: str | None = None) -> list[TokenView]: ...
     def revoke_token(self, token_id: str) -> TokenView: ...
     def expire_token(self, token_id: str, at: float | None = None) -> TokenView: ...
@@ -69,9 +75,19 @@ class Plane(Protocol):
 
     def clusters(self) -> list[ClusterView]: ...
     def cluster(self, name: str) -> ClusterView: ...
-    def add_cluster(self, name: str, *, team: str, datacentre: str, spark_master: str, kafka_bootstrap: str,
-                    influx_url: str, spark_ui_url: str | None = None, description: str = "",
-                    failover_to: str | None = None) -> ClusterView: ...
+    def add_cluster(
+        self,
+        name: str,
+        *,
+        team: str,
+        datacentre: str,
+        spark_master: str,
+        kafka_bootstrap: str,
+        influx_url: str,
+        spark_ui_url: str | None = None,
+        description: str = "",
+        failover_to: str | None = None,
+    ) -> ClusterView: ...
     def set_failover(self, cluster: str, failover_to: str | None) -> ClusterView: ...
     def cluster_health(self, cluster: str, *, live: bool = False) -> dict[str, Any]: ...
     def cluster_topics(self, cluster: str) -> list[str]: ...
@@ -90,11 +106,25 @@ class Plane(Protocol):
     def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output: ...
     def output_fields(self, ref: str, sink: str | None = None) -> list[str]: ...
     def validate(self, cluster: str, text: str) -> Validation: ...
-    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: SparkSession | None = None,
-                on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table: ...
-    def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
-                     spark: SparkSession | None = None,
-                     on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table: ...
+    def preview(
+        self,
+        ref: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: SparkSession | None = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+    ) -> pa.Table: ...
+    def preview_text(
+        self,
+        cluster: str,
+        text: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: SparkSession | None = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+    ) -> pa.Table: ...
     def check_edit(self, ref: str, text: str) -> Compatibility: ...
 
     # ---- daggers: changing --------------------------------------------------------------------
@@ -105,8 +135,22 @@ class Plane(Protocol):
     def restart(self, ref: str) -> DaggerView: ...
     def delete(self, ref: str) -> DaggerView: ...
     def move(self, ref: str, cluster: str, *, reason: str | None = None) -> DaggerView: ...
-    def edit(self, ref: str, text: str, *, expected_version: int | None = None, allow_fresh_start: bool = False,
-             comment: str = "") -> EditResult: ...
+    def edit(
+        self,
+        ref: str,
+        text: str,
+        *,
+        expected_version: int | None = None,
+        allow_fresh_start: bool = False,
+        comment: str = "",
+    ) -> EditResult: ...
     def rollback(self, ref: str, to_version: int, *, allow_fresh_start: bool = False) -> EditResult: ...
-    def publish_to_kafka(self, ref: str, topic: str, *, bootstrap_servers: str | None = None, fmt: str = "json",
-                         proto_class: str | None = None) -> EditResult: ...
+    def publish_to_kafka(
+        self,
+        ref: str,
+        topic: str,
+        *,
+        bootstrap_servers: str | None = None,
+        fmt: str = "json",
+        proto_class: str | None = None,
+    ) -> EditResult: ...

@@ -72,14 +72,18 @@ def normalise_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise RegistryError(f"registry URL {url!r} is not a database URL",
-                            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db") from None
+        raise RegistryError(
+            f"registry URL {url!r} is not a database URL",
+            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db",
+        ) from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend != "sqlite":
-        raise RegistryError(f"registry URL scheme {parsed.drivername!r} is not supported",
-                            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db")
+        raise RegistryError(
+            f"registry URL scheme {parsed.drivername!r} is not supported",
+            hint="use sqlite:///path/registry.db or postgresql://user@host:port/db",
+        )
     return parsed.render_as_string(hide_password=False)
 
 
@@ -171,13 +175,16 @@ class Registry:
         rest a plain RegistryError (503), "the registry is unreachable" when its database cannot be reached.
         """
         reason = _first_line(exc)
-        if isinstance(exc, OverflowError | DataError) or (isinstance(exc, StatementError)
-                                                          and not isinstance(exc, DBAPIError)):
+        if isinstance(exc, OverflowError | DataError) or (
+            isinstance(exc, StatementError) and not isinstance(exc, DBAPIError)
+        ):
             return RegistryValueError(f"the registry cannot store a value of this request: {reason[:200]}")
         if isinstance(exc, IntegrityError):
-            return RegistryConflictError("another change to the registry conflicts with this one (a name was "
-                                         "taken or a reference removed meanwhile)",
-                                         hint="look again, then retry")
+            return RegistryConflictError(
+                "another change to the registry conflicts with this one (a name was "
+                "taken or a reference removed meanwhile)",
+                hint="look again, then retry",
+            )
         _log.warning("registry %s: %s: %s", self.safe_url, type(exc).__name__, reason)
         if isinstance(exc, OperationalError | InterfaceError | PoolTimeoutError | DisconnectionError):
             return RegistryError("the registry is unreachable", hint="try again in a moment")

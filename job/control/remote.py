@@ -47,8 +47,13 @@ if TYPE_CHECKING:
     from job.query.preview import PreviewProgress
 
 API = "/api/v1"
-_ERRORS: dict[int, type[ControlError]] = {401: AuthError, 403: PermissionDeniedError, 404: NotFoundError,
-                                          409: ConflictError, 503: RegistryError}
+_ERRORS: dict[int, type[ControlError]] = {
+    401: AuthError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    503: RegistryError,
+}
 
 
 def _dagger(d: dict[str, Any]) -> DaggerView:
@@ -66,7 +71,6 @@ def _seg(ref: str) -> str:
     return f"{quote(team or '-', safe='')}/{quote(name, safe='')}"
 
 
-
 @contextmanager
 def _ticking(on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[None]:
     """Call ``on_progress`` with the time so far at once, every PROGRESS_EVERY_S while the block runs, and at
@@ -81,8 +85,12 @@ def _ticking(on_progress: Callable[[PreviewProgress], None] | None) -> Iterator[
     def now(waiting: str) -> PreviewProgress:
         return PreviewProgress(time.monotonic() - started, waiting=waiting)
 
-    with ticking(on_progress, lambda: now("running in the server"), now("running in the server"),
-                 lambda: now("done in the server")):
+    with ticking(
+        on_progress,
+        lambda: now("running in the server"),
+        now("running in the server"),
+        lambda: now("done in the server"),
+    ):
         yield
 
 
@@ -111,19 +119,35 @@ class RemoteControlPlane:
 
     # ---- HTTP ---------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> requests.Response:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> requests.Response:
         try:
             with self._lock:  # one session, used from the console's worker threads too
-                r = self._session.request(method, self.url + API + path, json=body, timeout=self.timeout,
-                                          params={k: v for k, v in (params or {}).items() if v is not None},
-                                          headers=headers, verify=self._verify)
+                r = self._session.request(
+                    method,
+                    self.url + API + path,
+                    json=body,
+                    timeout=self.timeout,
+                    params={k: v for k, v in (params or {}).items() if v is not None},
+                    headers=headers,
+                    verify=self._verify,
+                )
         except requests.exceptions.SSLError as exc:
-            raise ControlError(f"TLS to {self.url} failed: {type(exc).__name__}",
-                               hint="give the server's CA with --ca or $DAGGERS_CA") from None
+            raise ControlError(
+                f"TLS to {self.url} failed: {type(exc).__name__}",
+                hint="give the server's CA with --ca or $DAGGERS_CA",
+            ) from None
         except requests.RequestException as exc:
-            raise ControlError(f"the server {self.url} cannot be reached: {type(exc).__name__}",
-                               hint="is `daggers server` running there?") from None
+            raise ControlError(
+                f"the server {self.url} cannot be reached: {type(exc).__name__}",
+                hint="is `daggers server` running there?",
+            ) from None
         if r.status_code >= 400:
             raise self._error(r)
         return r
@@ -138,7 +162,9 @@ class RemoteControlPlane:
         except (ValueError, KeyError, TypeError):
             return ControlError(f"the server answered {r.status_code}: {r.text[:200]}")
         if r.status_code == 409 and "current_version" in e:
-            return VersionConflictError(e["message"], current_version=e["current_version"], hint=e.get("hint"))
+            return VersionConflictError(
+                e["message"], current_version=e["current_version"], hint=e.get("hint")
+            )
         err = _ERRORS.get(r.status_code, ControlError)(e["message"], hint=e.get("hint"))
         if err.__class__ is ControlError and e.get("title"):
             err.title = e["title"]
@@ -205,13 +231,22 @@ class RemoteControlPlane:
 
     # ---- tokens ---------------------------------------------------------------------------------
 
-    def create_token(self, user: str | None = None, *, cluster: str | None = None, description: str = "",
-                     expires_in_s: float | None = None) -> tuple[TokenView, str]:
+    def create_token(
+        self,
+        user: str | None = None,
+        *,
+        cluster: str | None = None,
+        description: str = "",
+        expires_in_s: float | None = None,
+    ) -> tuple[TokenView, str]:
         """Make a token; return its view and the token (shown once)."""
         from job.control.tokens import TokenView
 
-        r = self._json("POST", "/tokens", {"user": user, "cluster": cluster, "description": description,
-                                           "expires_in_s": expires_in_s})
+        r = self._json(
+            "POST",
+            "/tokens",
+            {"user": user, "cluster": cluster, "description": description, "expires_in_s": expires_in_s},
+        )
         token = r.pop("token")
         return TokenView(**r), token
 
@@ -243,19 +278,43 @@ class RemoteControlPlane:
         """Return one cluster."""
         return ClusterView(**self._json("GET", f"/clusters/{quote(name, safe='')}"))
 
-    def add_cluster(self, name: str, *, team: str, datacentre: str, spark_master: str, kafka_bootstrap: str,
-                    influx_url: str, spark_ui_url: str | None = None, description: str = "",
-                    failover_to: str | None = None) -> ClusterView:
+    def add_cluster(
+        self,
+        name: str,
+        *,
+        team: str,
+        datacentre: str,
+        spark_master: str,
+        kafka_bootstrap: str,
+        influx_url: str,
+        spark_ui_url: str | None = None,
+        description: str = "",
+        failover_to: str | None = None,
+    ) -> ClusterView:
         """Add a cluster to a team."""
-        return ClusterView(**self._json("POST", "/clusters", {
-            "name": name, "team": team, "datacentre": datacentre, "spark_master": spark_master,
-            "kafka_bootstrap": kafka_bootstrap, "influx_url": influx_url, "spark_ui_url": spark_ui_url,
-            "description": description, "failover_to": failover_to}))
+        return ClusterView(
+            **self._json(
+                "POST",
+                "/clusters",
+                {
+                    "name": name,
+                    "team": team,
+                    "datacentre": datacentre,
+                    "spark_master": spark_master,
+                    "kafka_bootstrap": kafka_bootstrap,
+                    "influx_url": influx_url,
+                    "spark_ui_url": spark_ui_url,
+                    "description": description,
+                    "failover_to": failover_to,
+                },
+            )
+        )
 
     def set_failover(self, cluster: str, failover_to: str | None) -> ClusterView:
         """Set the cluster that takes over this one's daggers."""
-        return ClusterView(**self._json("PUT", f"/clusters/{quote(cluster, safe='')}/failover",
-                                        {"failover_to": failover_to}))
+        return ClusterView(
+            **self._json("PUT", f"/clusters/{quote(cluster, safe='')}/failover", {"failover_to": failover_to})
+        )
 
     def cluster_health(self, cluster: str, *, live: bool = False) -> dict[str, Any]:
         """Return the cluster's health."""
@@ -288,9 +347,12 @@ class RemoteControlPlane:
     def dagger_screen(self, ref: str, samples: int = 120, audit: int = 50) -> DaggerScreenView:
         """Return the dagger, its samples, versions and audit entries with one request."""
         r = self._json("GET", f"/daggers/{_seg(ref)}/screen", samples=samples, audit=audit)
-        return DaggerScreenView(dagger=_dagger(r["dagger"]), samples=[SampleView(**x) for x in r["samples"]],
-                                versions=[VersionView(**x) for x in r["versions"]],
-                                audit=[AuditView(**x) for x in r["audit"]])
+        return DaggerScreenView(
+            dagger=_dagger(r["dagger"]),
+            samples=[SampleView(**x) for x in r["samples"]],
+            versions=[VersionView(**x) for x in r["versions"]],
+            audit=[AuditView(**x) for x in r["audit"]],
+        )
 
     def fusible_with(self, ref: str) -> tuple[str, list[str]]:
         """Return the dagger's isolation and the daggers it could be one query with."""
@@ -321,12 +383,22 @@ class RemoteControlPlane:
         """Return the dagger's own output read back from its sink, by the server (see ControlPlane.output)."""
         from job.output.model import Output, iso
 
-        params: dict[str, Any] = {"field": query.field, "since_s": query.since_s, "step_s": query.step_s,
-                                  "until": iso(query.until) if query.until else None,
-                                  "tag": f"{query.tag[0]}={query.tag[1]}" if query.tag else None,
-                                  "compare": ",".join(query.compare), "sink": sink}
-        return Output.from_dict(self._json("GET", f"/daggers/{_seg(ref)}/output",
-                                           **{k: v for k, v in params.items() if v not in (None, "")}))
+        params: dict[str, Any] = {
+            "field": query.field,
+            "since_s": query.since_s,
+            "step_s": query.step_s,
+            "until": iso(query.until) if query.until else None,
+            "tag": f"{query.tag[0]}={query.tag[1]}" if query.tag else None,
+            "compare": ",".join(query.compare),
+            "sink": sink,
+        }
+        return Output.from_dict(
+            self._json(
+                "GET",
+                f"/daggers/{_seg(ref)}/output",
+                **{k: v for k, v in params.items() if v not in (None, "")},
+            )
+        )
 
     def output_fields(self, ref: str, sink: str | None = None) -> list[str]:
         """Return the numeric fields the dagger's sink holds."""
@@ -336,24 +408,47 @@ class RemoteControlPlane:
         """Check a spec for a cluster."""
         return Validation(**self._json("POST", "/validate", {"cluster": cluster, "spec": text}))
 
-    def preview(self, ref: str, *, minutes: float = 5, limit: int = 100, spark: Any = None,
-                on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+    def preview(
+        self,
+        ref: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: Any = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+    ) -> pa.Table:
         """Run the dagger's SQL over the last minutes of its topics, in the server (``on_progress`` hears the
         time it has taken so far: the server's Spark stages are not seen from here)."""
         with _ticking(on_progress):
-            return _table(self._json("POST", f"/daggers/{_seg(ref)}/preview", {"minutes": minutes, "limit": limit}))
+            return _table(
+                self._json("POST", f"/daggers/{_seg(ref)}/preview", {"minutes": minutes, "limit": limit})
+            )
 
-    def preview_text(self, cluster: str, text: str, *, minutes: float = 5, limit: int = 100,
-                     spark: Any = None, on_progress: Callable[[PreviewProgress], None] | None = None) -> pa.Table:
+    def preview_text(
+        self,
+        cluster: str,
+        text: str,
+        *,
+        minutes: float = 5,
+        limit: int = 100,
+        spark: Any = None,
+        on_progress: Callable[[PreviewProgress], None] | None = None,
+    ) -> pa.Table:
         """Preview a spec that is not a dagger yet, in the server (``on_progress`` as :meth:`preview`)."""
         with _ticking(on_progress):
-            return _table(self._json("POST", "/preview", {"cluster": cluster, "spec": text, "minutes": minutes,
-                                                          "limit": limit}))
+            return _table(
+                self._json(
+                    "POST", "/preview", {"cluster": cluster, "spec": text, "minutes": minutes, "limit": limit}
+                )
+            )
 
     def create(self, cluster: str, text: str, *, deploy: bool = False, comment: str = "") -> DaggerView:
         """Create a dagger (version 1)."""
-        return _dagger(self._json("POST", "/daggers", {"cluster": cluster, "spec": text, "deploy": deploy,
-                                                       "comment": comment}))
+        return _dagger(
+            self._json(
+                "POST", "/daggers", {"cluster": cluster, "spec": text, "deploy": deploy, "comment": comment}
+            )
+        )
 
     def deploy(self, ref: str) -> DaggerView:
         """Ask the controller to run the dagger."""
@@ -373,31 +468,72 @@ class RemoteControlPlane:
 
     def move(self, ref: str, cluster: str, *, reason: str | None = None) -> DaggerView:
         """Move the dagger to another cluster of its team."""
-        return _dagger(self._json("POST", f"/daggers/{_seg(ref)}/move", {"cluster": cluster, "reason": reason}))
+        return _dagger(
+            self._json("POST", f"/daggers/{_seg(ref)}/move", {"cluster": cluster, "reason": reason})
+        )
 
     def check_edit(self, ref: str, text: str) -> Compatibility:
         """Return whether ``text`` could resume from the dagger's checkpoint."""
         return Compatibility(**self._json("POST", f"/daggers/{_seg(ref)}/check-edit", {"spec": text}))
 
-    def edit(self, ref: str, text: str, *, expected_version: int | None = None, allow_fresh_start: bool = False,
-             comment: str = "", action: str = "edit") -> EditResult:
+    def edit(
+        self,
+        ref: str,
+        text: str,
+        *,
+        expected_version: int | None = None,
+        allow_fresh_start: bool = False,
+        comment: str = "",
+        action: str = "edit",
+    ) -> EditResult:
         """Make ``text`` the next version, from ``expected_version`` (default: the current one as read now)."""
         if expected_version is None:
             expected_version = self.dagger(ref).current_version
-        return _edit(self._json("PUT", f"/daggers/{_seg(ref)}/spec", {
-            "spec": text, "expected_version": expected_version, "allow_fresh_start": allow_fresh_start,
-            "comment": comment}))
+        return _edit(
+            self._json(
+                "PUT",
+                f"/daggers/{_seg(ref)}/spec",
+                {
+                    "spec": text,
+                    "expected_version": expected_version,
+                    "allow_fresh_start": allow_fresh_start,
+                    "comment": comment,
+                },
+            )
+        )
 
     def rollback(self, ref: str, to_version: int, *, allow_fresh_start: bool = False) -> EditResult:
         """Make an earlier version's spec the next version."""
-        return _edit(self._json("POST", f"/daggers/{_seg(ref)}/rollback",
-                                {"to_version": to_version, "allow_fresh_start": allow_fresh_start}))
+        return _edit(
+            self._json(
+                "POST",
+                f"/daggers/{_seg(ref)}/rollback",
+                {"to_version": to_version, "allow_fresh_start": allow_fresh_start},
+            )
+        )
 
-    def publish_to_kafka(self, ref: str, topic: str, *, bootstrap_servers: str | None = None, fmt: str = "json",
-                         proto_class: str | None = None) -> EditResult:
+    def publish_to_kafka(
+        self,
+        ref: str,
+        topic: str,
+        *,
+        bootstrap_servers: str | None = None,
+        fmt: str = "json",
+        proto_class: str | None = None,
+    ) -> EditResult:
         """Add a Kafka sink (a new version)."""
-        return _edit(self._json("POST", f"/daggers/{_seg(ref)}/publish", {
-            "topic": topic, "bootstrap_servers": bootstrap_servers, "format": fmt, "proto_class": proto_class}))
+        return _edit(
+            self._json(
+                "POST",
+                f"/daggers/{_seg(ref)}/publish",
+                {
+                    "topic": topic,
+                    "bootstrap_servers": bootstrap_servers,
+                    "format": fmt,
+                    "proto_class": proto_class,
+                },
+            )
+        )
 
 
 def _table(r: dict[str, Any]) -> pa.Table:
@@ -430,8 +566,11 @@ class RemoteClusterAgent:
 
     def claim(self, host: str, pid: int, stale_s: float, gone: bool, metrics_url: str | None = None) -> None:
         """Record (host, pid) as the controller; ConflictError when another one is alive."""
-        self._http._json("POST", f"{self._base}/claim", {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone,
-                                                        "metrics_url": metrics_url})
+        self._http._json(
+            "POST",
+            f"{self._base}/claim",
+            {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone, "metrics_url": metrics_url},
+        )
 
     def release(self, host: str, pid: int) -> None:
         """Clear the heartbeat when (host, pid) is still the controller."""
@@ -446,10 +585,29 @@ class RemoteClusterAgent:
         """Return the cluster's daggers with their specs and status."""
         return self._http._json("GET", f"{self._base}/assignments")
 
-    def report(self, updates: dict[int, dict[str, Any]], samples: list[dict[str, Any]],
-               health: dict[str, Any] | None, handed: list[int], host: str, pid: int,
-               prune_before: float | None = None, metrics_url: str | None = None) -> None:
+    def report(
+        self,
+        updates: dict[int, dict[str, Any]],
+        samples: list[dict[str, Any]],
+        health: dict[str, Any] | None,
+        handed: list[int],
+        host: str,
+        pid: int,
+        prune_before: float | None = None,
+        metrics_url: str | None = None,
+    ) -> None:
         """Write one round (the heartbeat is the server's time)."""
-        self._http._json("POST", f"{self._base}/report", {
-            "updates": {str(k): v for k, v in updates.items()}, "samples": samples, "health": health,
-            "handed": handed, "host": host, "pid": pid, "prune_before": prune_before, "metrics_url": metrics_url})
+        self._http._json(
+            "POST",
+            f"{self._base}/report",
+            {
+                "updates": {str(k): v for k, v in updates.items()},
+                "samples": samples,
+                "health": health,
+                "handed": handed,
+                "host": host,
+                "pid": pid,
+                "prune_before": prune_before,
+                "metrics_url": metrics_url,
+            },
+        )

@@ -66,11 +66,16 @@ def _deferred(spec: DaggerSpec, references: list[str]) -> list[str]:
     if spec.udf_file:
         out.append("the SQL's calls of udf_file's functions, which are loaded where the dagger runs")
     if called_functions(parse(spec.sql)) & {"dartget", "dartcontains"}:
-        out.append("the store of DartGet/DartContains (dart_store, or the host's DAGGERS_DART_STORE), which is "
-                   "read where the dagger runs")
+        out.append(
+            "the store of DartGet/DartContains (dart_store, or the host's DAGGERS_DART_STORE), which is "
+            "read where the dagger runs"
+        )
     if references:
-        out.append("the values of " + ", ".join("${" + n + "}" for n in references)
-                   + ", which are resolved where the dagger runs")
+        out.append(
+            "the values of "
+            + ", ".join("${" + n + "}" for n in references)
+            + ", which are resolved where the dagger runs"
+        )
     return out
 
 
@@ -118,19 +123,36 @@ def served_spec(checked: CheckedSpec, cluster: Mapping[str, str], what: str) -> 
     """
     spec = checked.spec
     if checked.plan is None:
-        raise SpecError(f"{what} on the server needs the SQL checked against the server's schemas; it checks "
-                        "only where the dagger runs: " + "; ".join(checked.deferred), hint=_where_hint(what))
+        raise SpecError(
+            f"{what} on the server needs the SQL checked against the server's schemas; it checks "
+            "only where the dagger runs: " + "; ".join(checked.deferred),
+            hint=_where_hint(what),
+        )
     if any(d.startswith("the store of DartGet") for d in checked.deferred):
-        raise SpecError(f"sql: {what} on the server cannot read DartGet/DartContains collections (a store of the "
-                        "dagger's host)", hint=_where_hint(what))
+        raise SpecError(
+            f"sql: {what} on the server cannot read DartGet/DartContains collections (a store of the "
+            "dagger's host)",
+            hint=_where_hint(what),
+        )
     bootstrap = cluster.get("DAGGERS_BOOTSTRAP", "")
     for i, stream in enumerate(spec.streams):
         if _servers(stream.bootstrap_servers) != _servers(bootstrap):
-            raise SpecError(f"streams[{i}].bootstrap_servers: {what} on the server reads only the cluster's "
-                            "brokers (${DAGGERS_BOOTSTRAP})", hint=_where_hint(what))
+            raise SpecError(
+                f"streams[{i}].bootstrap_servers: {what} on the server reads only the cluster's "
+                "brokers (${DAGGERS_BOOTSTRAP})",
+                hint=_where_hint(what),
+            )
     streams = [s.model_copy(update={"consumer_config": {}, "failover": None}) for s in spec.streams]
-    served = spec.model_copy(update={"streams": streams, "checkpoint_dir": "", "dart_store": None, "lookups": [],
-                                     "spark_conf": {}, "udf_file": None})
+    served = spec.model_copy(
+        update={
+            "streams": streams,
+            "checkpoint_dir": "",
+            "dart_store": None,
+            "lookups": [],
+            "spark_conf": {},
+            "udf_file": None,
+        }
+    )
     _require_no_references(served.model_dump(mode="json", exclude={"sinks"}), what)
     return served
 
@@ -145,17 +167,31 @@ def served_output_spec(checked: CheckedSpec, cluster: Mapping[str, str], sink: s
 
     what = "reading the output"
     influx = cluster.get("DAGGERS_INFLUX", "").rstrip("/")
-    kept = [k for k in checked.spec.sinks
-            if isinstance(k, InfluxSinkSpec) and k.url.rstrip("/") == influx and k.username is None
-            and k.password is None and k.token is None and not references_of(str(k.model_dump(mode="json")))]
+    kept = [
+        k
+        for k in checked.spec.sinks
+        if isinstance(k, InfluxSinkSpec)
+        and k.url.rstrip("/") == influx
+        and k.username is None
+        and k.password is None
+        and k.token is None
+        and not references_of(str(k.model_dump(mode="json")))
+    ]
     names = {k.name or k.type for k in kept}
     if not kept or (sink is not None and sink not in names and not any(k.type == sink for k in kept)):
-        raise SpecError(f"sinks: {what} on the server reads only sinks on the cluster's InfluxDB "
-                        "(${DAGGERS_INFLUX}) that need no credentials"
-                        + (f"; sink {sink!r} is not one" if sink and any(
-                            (k.name or k.type) == sink or k.type == sink for k in checked.spec.sinks) else ""),
-                        hint=_where_hint(what))
-    return checked.spec.model_copy(update={"sinks": kept, "lookups": [], "udf_file": None, "dart_store": None})
+        raise SpecError(
+            f"sinks: {what} on the server reads only sinks on the cluster's InfluxDB "
+            "(${DAGGERS_INFLUX}) that need no credentials"
+            + (
+                f"; sink {sink!r} is not one"
+                if sink and any((k.name or k.type) == sink or k.type == sink for k in checked.spec.sinks)
+                else ""
+            ),
+            hint=_where_hint(what),
+        )
+    return checked.spec.model_copy(
+        update={"sinks": kept, "lookups": [], "udf_file": None, "dart_store": None}
+    )
 
 
 def _where_hint(what: str) -> str:
@@ -165,8 +201,11 @@ def _where_hint(what: str) -> str:
 def _require_no_references(data: object, what: str) -> None:
     names = references_of(str(data))
     if names:
-        raise SpecError(f"{what} on the server cannot resolve {', '.join('${' + n + '}' for n in names)}: "
-                        "the server reads no environment", hint=_where_hint(what))
+        raise SpecError(
+            f"{what} on the server cannot resolve {', '.join('${' + n + '}' for n in names)}: "
+            "the server reads no environment",
+            hint=_where_hint(what),
+        )
 
 
 def _servers(bootstrap: str) -> list[str]:

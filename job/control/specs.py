@@ -83,7 +83,9 @@ class _Dumper(yaml.SafeDumper):
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     if "\n" in value:
-        text = "\n".join(line.rstrip() for line in value.splitlines()) + ("\n" if value.endswith("\n") else "")
+        text = "\n".join(line.rstrip() for line in value.splitlines()) + (
+            "\n" if value.endswith("\n") else ""
+        )
         return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
@@ -104,8 +106,9 @@ def run_text(text: str, checkpoint: Path) -> str:
     return dump(data)
 
 
-def with_kafka_sink(text: str, topic: str, bootstrap_servers: str, *, fmt: str = "json",
-                    proto_class: str | None = None) -> str:
+def with_kafka_sink(
+    text: str, topic: str, bootstrap_servers: str, *, fmt: str = "json", proto_class: str | None = None
+) -> str:
     """Return ``text`` with one more sink that publishes the rows to Kafka ``topic`` (created if missing)
     as JSON objects, or as ``proto_class`` messages with ``fmt="protobuf"``.
 
@@ -117,7 +120,12 @@ def with_kafka_sink(text: str, topic: str, bootstrap_servers: str, *, fmt: str =
     sinks = [data.pop("sink")] if "sink" in data else list(data.get("sinks") or [])
     if any(isinstance(s, dict) and s.get("type") == "kafka" and s.get("topic") == topic for s in sinks):
         raise ControlError(f"the dagger already publishes to Kafka topic {topic!r}")
-    sink: dict[str, Any] = {"type": "kafka", "bootstrap_servers": bootstrap_servers, "topic": topic, "format": fmt}
+    sink: dict[str, Any] = {
+        "type": "kafka",
+        "bootstrap_servers": bootstrap_servers,
+        "topic": topic,
+        "format": fmt,
+    }
     if proto_class:
         sink["proto_class"] = proto_class
     sink["create_topic"] = True
@@ -162,23 +170,41 @@ class DaggerForm:
         data: dict[str, Any] = raw_spec(base) if base else {}
         streams = list(data.get("streams") or [{}])
         first = dict(streams[0]) if streams else {}
-        first.update({"table": self.table, "topics": list(self.topics), "proto_class": self.proto_class,
-                      "timestamp_field": self.timestamp_field, "bootstrap_servers": self.bootstrap_servers,
-                      "group": self.group or self.default_group(), "start_from": self.start_from})
+        first.update(
+            {
+                "table": self.table,
+                "topics": list(self.topics),
+                "proto_class": self.proto_class,
+                "timestamp_field": self.timestamp_field,
+                "bootstrap_servers": self.bootstrap_servers,
+                "group": self.group or self.default_group(),
+                "start_from": self.start_from,
+            }
+        )
         streams[0] = first
         sinks = [data.pop("sink")] if "sink" in data else list(data.get("sinks") or [])
         sink: dict[str, Any] = dict(sinks[0]) if sinks and isinstance(sinks[0], dict) else {}
         if self.sink_type == "influx":
             if sink.get("type") != "influx":
                 sink = {"type": "influx"}
-            sink.update({"url": self.influx_url, "database": self.database,
-                         "measurement": self.measurement or self.name.replace("-", "_")})
+            sink.update(
+                {
+                    "url": self.influx_url,
+                    "database": self.database,
+                    "measurement": self.measurement or self.name.replace("-", "_"),
+                }
+            )
         else:
             sink = {"type": "log"}
         sinks = [sink, *sinks[1:]]
-        out: dict[str, Any] = {"name": self.name, "streams": streams, "sql": self.sql.rstrip() + "\n",
-                               "watermark_delay_ms": self.watermark_delay_ms, "parallelism": self.parallelism,
-                               "trigger_interval_s": self.trigger_interval_s}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "streams": streams,
+            "sql": self.sql.rstrip() + "\n",
+            "watermark_delay_ms": self.watermark_delay_ms,
+            "parallelism": self.parallelism,
+            "trigger_interval_s": self.trigger_interval_s,
+        }
         # written when set, or when the base spec had them (the spec's defaults are shared, not light)
         if self.isolation != "shared" or "isolation" in data:
             out["isolation"] = self.isolation
@@ -198,17 +224,25 @@ class DaggerForm:
         sinks = [data["sink"]] if "sink" in data else list(data.get("sinks") or [])
         sink = sinks[0] if sinks and isinstance(sinks[0], dict) else {}
         return cls(
-            name=str(data.get("name", "")), proto_class=str(stream.get("proto_class", "")),
-            topics=[str(t) for t in stream.get("topics") or []], table=str(stream.get("table", "data_stream")),
-            group=str(stream.get("group", "")), timestamp_field=str(stream.get("timestamp_field", "")),
+            name=str(data.get("name", "")),
+            proto_class=str(stream.get("proto_class", "")),
+            topics=[str(t) for t in stream.get("topics") or []],
+            table=str(stream.get("table", "data_stream")),
+            group=str(stream.get("group", "")),
+            timestamp_field=str(stream.get("timestamp_field", "")),
             bootstrap_servers=str(stream.get("bootstrap_servers", "")),
-            start_from=str(stream.get("start_from", "earliest")), sql=str(data.get("sql", "")),
+            start_from=str(stream.get("start_from", "earliest")),
+            sql=str(data.get("sql", "")),
             watermark_delay_ms=int(data.get("watermark_delay_ms", 10_000)),
             parallelism=int(data.get("parallelism", 2)),
             trigger_interval_s=float(data.get("trigger_interval_s", 5.0)),
-            sink_type=str(sink.get("type", "influx")), influx_url=str(sink.get("url", "")),
-            database=str(sink.get("database") or "daggers"), measurement=str(sink.get("measurement", "")),
-            isolation=str(data.get("isolation") or "shared"), light=data.get("light") is True)
+            sink_type=str(sink.get("type", "influx")),
+            influx_url=str(sink.get("url", "")),
+            database=str(sink.get("database") or "daggers"),
+            measurement=str(sink.get("measurement", "")),
+            isolation=str(data.get("isolation") or "shared"),
+            light=data.get("light") is True,
+        )
 
 
 def error_position(exc: DaggerError) -> tuple[int | None, int | None]:

@@ -61,8 +61,10 @@ def check_lifetime(field: str, seconds: float) -> float:
     ControlError naming ``field`` otherwise."""
     top = max_lifetime_s()
     if not math.isfinite(seconds) or not 0 < seconds <= top:
-        raise ControlError(f"{field}: {seconds!r} is not a lifetime between 0 and {top:.0f} s "
-                           f"({top / 86400:g} days)", hint=f"the longest a token lives is ${ENV_MAX_DAYS} days")
+        raise ControlError(
+            f"{field}: {seconds!r} is not a lifetime between 0 and {top:.0f} s ({top / 86400:g} days)",
+            hint=f"the longest a token lives is ${ENV_MAX_DAYS} days",
+        )
     return seconds
 
 
@@ -80,7 +82,7 @@ def split_token(token: str) -> tuple[str, str] | None:
     """Return (token id, secret) of a well-formed token, else None."""
     if not token.startswith(PREFIX):
         return None
-    token_id, sep, secret = token[len(PREFIX):].partition("_")
+    token_id, sep, secret = token[len(PREFIX) :].partition("_")
     if not sep or len(token_id) != 12 or not secret or len(token) > 200:
         return None
     return token_id, secret
@@ -117,10 +119,19 @@ class TokenView:
     @classmethod
     def of(cls, t: ApiToken) -> TokenView:
         """Return the view of row ``t``."""
-        return cls(token_id=t.token_id, kind=t.kind, user=t.user.name if t.user else None,
-                   cluster=t.cluster.name if t.cluster else None, subject=t.subject, description=t.description,
-                   created_by=t.created_by, created_at=t.created_at, expires_at=t.expires_at,
-                   revoked_at=t.revoked_at, last_used_at=t.last_used_at)
+        return cls(
+            token_id=t.token_id,
+            kind=t.kind,
+            user=t.user.name if t.user else None,
+            cluster=t.cluster.name if t.cluster else None,
+            subject=t.subject,
+            description=t.description,
+            created_by=t.created_by,
+            created_at=t.created_at,
+            expires_at=t.expires_at,
+            revoked_at=t.revoked_at,
+            last_used_at=t.last_used_at,
+        )
 
     def active(self, at: float) -> bool:
         """Return whether the token still signs in at ``at``."""
@@ -161,13 +172,20 @@ def authenticate(registry: Registry, token: str | None) -> Principal:
         if row.expires_at is not None and row.expires_at <= t:
             raise AuthError(f"token {token_id} has expired", hint=hint)
         if row.kind == "controller" and row.cluster is not None and not _maker_may(s, row):
-            raise AuthError(f"token {token_id} was made by {row.created_by}, who is no longer an admin of team "
-                            f"{row.cluster.team.name}",
-                            hint=f"a team admin makes a new one: daggers token create --cluster {row.cluster.name}")
+            raise AuthError(
+                f"token {token_id} was made by {row.created_by}, who is no longer an admin of team "
+                f"{row.cluster.team.name}",
+                hint=f"a team admin makes a new one: daggers token create --cluster {row.cluster.name}",
+            )
         if row.last_used_at is None or t - row.last_used_at > 60:
             row.last_used_at = t  # coarse, so that a busy console does not write on every request
-        return Principal(user=row.user.name if row.user else None, credential=credential_label(row), kind=row.kind,
-                         token_id=row.token_id, cluster=row.cluster.name if row.cluster else None)
+        return Principal(
+            user=row.user.name if row.user else None,
+            credential=credential_label(row),
+            kind=row.kind,
+            token_id=row.token_id,
+            cluster=row.cluster.name if row.cluster else None,
+        )
 
 
 def _maker_may(s: Session, row: ApiToken) -> bool:
@@ -179,8 +197,11 @@ def _maker_may(s: Session, row: ApiToken) -> bool:
     if maker.is_superuser:
         return True
     assert row.cluster is not None
-    role = s.scalar(select(Membership.role).where(Membership.user_id == maker.id,
-                                                  Membership.team_id == row.cluster.team_id))
+    role = s.scalar(
+        select(Membership.role).where(
+            Membership.user_id == maker.id, Membership.team_id == row.cluster.team_id
+        )
+    )
     return role == "admin"
 
 
@@ -188,22 +209,41 @@ def issue_oidc_session(registry: Registry, issuer: str, subject: str, ttl_s: flo
     """Return (user name, a new token) for a verified OIDC identity mapped to a user; the token expires after
     ``ttl_s``. Raises AuthError when no user has that identity."""
     with registry.session() as s:
-        ident = s.scalar(select(OidcIdentity).where(OidcIdentity.issuer == issuer, OidcIdentity.subject == subject))
+        ident = s.scalar(
+            select(OidcIdentity).where(OidcIdentity.issuer == issuer, OidcIdentity.subject == subject)
+        )
         if ident is None:
-            raise AuthError(f"no Daggers user has the OIDC identity {subject!r}",
-                            hint="a superuser links it: daggers user oidc USER --subject SUBJECT")
+            raise AuthError(
+                f"no Daggers user has the OIDC identity {subject!r}",
+                hint="a superuser links it: daggers user oidc USER --subject SUBJECT",
+            )
         token_id, secret, token = _new_token()
-        s.add(ApiToken(token_id=token_id, secret_hash=_hash(secret), kind="oidc", user_id=ident.user_id,
-                       subject=subject, description=f"OIDC sign-in ({issuer})", created_by=ident.user.name,
-                       expires_at=now() + ttl_s))
+        s.add(
+            ApiToken(
+                token_id=token_id,
+                secret_hash=_hash(secret),
+                kind="oidc",
+                user_id=ident.user_id,
+                subject=subject,
+                description=f"OIDC sign-in ({issuer})",
+                created_by=ident.user.name,
+                expires_at=now() + ttl_s,
+            )
+        )
         return ident.user.name, token
 
 
 class TokenOps(Access):
     """Making and managing tokens and OIDC identities, checked and audited."""
 
-    def create_token(self, user: str | None = None, *, cluster: str | None = None, description: str = "",
-                     expires_in_s: float | None = None) -> tuple[TokenView, str]:
+    def create_token(
+        self,
+        user: str | None = None,
+        *,
+        cluster: str | None = None,
+        description: str = "",
+        expires_in_s: float | None = None,
+    ) -> tuple[TokenView, str]:
         """Make a personal token for ``user`` (superuser), or a controller token for ``cluster`` (superuser
         or the cluster team's admin); return its view and the token itself, which is never shown again.
         It expires after ``expires_in_s`` (default and at most :func:`max_lifetime_s`); a controller token
@@ -217,8 +257,13 @@ class TokenOps(Access):
         lifetime = max_lifetime_s() if expires_in_s is None else check_lifetime("expires_in_s", expires_in_s)
         token_id, secret, token = _new_token()
         with self.registry.session() as s:
-            row = ApiToken(token_id=token_id, secret_hash=_hash(secret), description=description,
-                           created_by=self.user, expires_at=now() + lifetime)
+            row = ApiToken(
+                token_id=token_id,
+                secret_hash=_hash(secret),
+                description=description,
+                created_by=self.user,
+                expires_at=now() + lifetime,
+            )
             if user is not None:
                 check_name("user", user)
                 self._require_superuser(s, "create a token for", f"user {user}")
@@ -231,8 +276,13 @@ class TokenOps(Access):
                 c = self._token_cluster(s, str(cluster))
                 row.kind, row.cluster_id, target, team = "controller", c.id, f"cluster {cluster}", c.team.name
             s.add(row)
-            self._audit(s, "create token", team, target, {"token_id": token_id, "kind": row.kind,
-                                                          "expires_at": row.expires_at})
+            self._audit(
+                s,
+                "create token",
+                team,
+                target,
+                {"token_id": token_id, "kind": row.kind, "expires_at": row.expires_at},
+            )
             s.flush()
             s.refresh(row)
             return TokenView.of(row), token
@@ -242,8 +292,9 @@ class TokenOps(Access):
         visible = self._visible_teams(s)
         if c is None or (visible is not None and c.team_id not in visible):
             if c is not None:
-                self._record_denied("manage controller tokens of", c.team.name, f"cluster {name}",
-                                    "not a member of the team")
+                self._record_denied(
+                    "manage controller tokens of", c.team.name, f"cluster {name}", "not a member of the team"
+                )
             raise NotFoundError(f"no cluster {name!r} in your teams")
         self._require(s, c.team, "admin", "manage controller tokens of", f"cluster {name}")
         return c
@@ -268,7 +319,9 @@ class TokenOps(Access):
         if row.kind == "controller" and row.cluster is not None:
             visible = self._visible_teams(s)
             if visible is not None and row.cluster.team_id not in visible:
-                self._record_denied(action, row.cluster.team.name, f"token {token_id}", "not a member of the team")
+                self._record_denied(
+                    action, row.cluster.team.name, f"token {token_id}", "not a member of the team"
+                )
                 raise NotFoundError(f"no token {token_id!r}")
             self._require(s, row.cluster.team, "admin", action, f"token {token_id}")
         else:
@@ -281,7 +334,9 @@ class TokenOps(Access):
         with self.registry.session() as s:
             row = self._token(s, token_id, "revoke")
             row.revoked_at = row.revoked_at or now()
-            self._audit(s, "revoke token", row.cluster.team.name if row.cluster else None, f"token {token_id}")
+            self._audit(
+                s, "revoke token", row.cluster.team.name if row.cluster else None, f"token {token_id}"
+            )
             return TokenView.of(row)
 
     def expire_token(self, token_id: str, at: float | None = None) -> TokenView:
@@ -290,13 +345,20 @@ class TokenOps(Access):
         Raises ControlError when ``at`` is not finite or later than :func:`max_lifetime_s` from now."""
         t, top = now(), max_lifetime_s()
         if at is not None and (not math.isfinite(at) or at - t > top):
-            raise ControlError(f"at: {at!r} is not a time within {top / 86400:g} days from now",
-                               hint=f"the longest a token lives is ${ENV_MAX_DAYS} days")
+            raise ControlError(
+                f"at: {at!r} is not a time within {top / 86400:g} days from now",
+                hint=f"the longest a token lives is ${ENV_MAX_DAYS} days",
+            )
         with self.registry.session() as s:
             row = self._token(s, token_id, "expire")
             row.expires_at = t if at is None else at
-            self._audit(s, "expire token", row.cluster.team.name if row.cluster else None, f"token {token_id}",
-                        {"expires_at": row.expires_at})
+            self._audit(
+                s,
+                "expire token",
+                row.cluster.team.name if row.cluster else None,
+                f"token {token_id}",
+                {"expires_at": row.expires_at},
+            )
             return TokenView.of(row)
 
     def link_oidc(self, user: str, issuer: str, subject: str) -> None:
@@ -306,13 +368,17 @@ class TokenOps(Access):
 
         check_name("user", user)
         if not subject or len(subject) > 255 or not issuer.startswith(("http://", "https://")):
-            raise ControlError("an OIDC identity needs the issuer URL and a subject of at most 255 characters")
+            raise ControlError(
+                "an OIDC identity needs the issuer URL and a subject of at most 255 characters"
+            )
         with self.registry.session() as s:
             self._require_superuser(s, "link an OIDC identity to", f"user {user}")
             u = s.scalar(select(User).where(User.name == user))
             if u is None:
                 raise NotFoundError(f"no user {user!r}")
-            if s.scalar(select(OidcIdentity).where(OidcIdentity.issuer == issuer, OidcIdentity.subject == subject)):
+            if s.scalar(
+                select(OidcIdentity).where(OidcIdentity.issuer == issuer, OidcIdentity.subject == subject)
+            ):
                 raise ConflictError(f"OIDC subject {subject!r} of {issuer} is linked already")
             s.add(OidcIdentity(issuer=issuer, subject=subject, user_id=u.id))
             self._audit(s, "link oidc", None, f"user {user}", {"issuer": issuer, "subject": subject})

@@ -49,16 +49,30 @@ class ClusterView:
     state: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, c: Cluster, total: int = 0, running: int = 0, verdict: ClusterHealth | None = None) -> ClusterView:
+    def of(
+        cls, c: Cluster, total: int = 0, running: int = 0, verdict: ClusterHealth | None = None
+    ) -> ClusterView:
         """Return the view of row ``c`` with its dagger counts and the health model's verdict."""
-        return cls(name=c.name, team=c.team.name, datacentre=c.datacentre.name, spark_master=c.spark_master,
-                   spark_ui_url=c.spark_ui_url, kafka_bootstrap=c.kafka_bootstrap, influx_url=c.influx_url,
-                   description=c.description, controller_host=c.controller_host,
-                   controller_pid=c.controller_pid, controller_heartbeat=c.controller_heartbeat,
-                   health=c.health, health_at=c.health_at, daggers_total=total, daggers_running=running,
-                   failover_to=c.failover_to.name if c.failover_to is not None else None,
-                   controller_metrics_url=c.controller_metrics_url,
-                   state=verdict.to_dict() if verdict is not None else {})
+        return cls(
+            name=c.name,
+            team=c.team.name,
+            datacentre=c.datacentre.name,
+            spark_master=c.spark_master,
+            spark_ui_url=c.spark_ui_url,
+            kafka_bootstrap=c.kafka_bootstrap,
+            influx_url=c.influx_url,
+            description=c.description,
+            controller_host=c.controller_host,
+            controller_pid=c.controller_pid,
+            controller_heartbeat=c.controller_heartbeat,
+            health=c.health,
+            health_at=c.health_at,
+            daggers_total=total,
+            daggers_running=running,
+            failover_to=c.failover_to.name if c.failover_to is not None else None,
+            controller_metrics_url=c.controller_metrics_url,
+            state=verdict.to_dict() if verdict is not None else {},
+        )
 
     def controller_alive(self, now: float, within_s: float = 30.0) -> bool:
         """Return True when the controller's last heartbeat is less than ``within_s`` seconds old."""
@@ -69,8 +83,17 @@ class ClusterView:
         return _dict(self)
 
 
-_FACT_FIELDS = ("actual_state", "restarts", "started_at", "next_restart_at", "last_error", "progress", "lag",
-                "lag_at", "lag_error")
+_FACT_FIELDS = (
+    "actual_state",
+    "restarts",
+    "started_at",
+    "next_restart_at",
+    "last_error",
+    "progress",
+    "lag",
+    "lag_at",
+    "lag_error",
+)
 
 
 def recent_points(s: Session, dagger_ids: list[int], since: float) -> dict[int, list[Point]]:
@@ -78,14 +101,19 @@ def recent_points(s: Session, dagger_ids: list[int], since: float) -> dict[int, 
     out: dict[int, list[Point]] = {i: [] for i in dagger_ids}
     if not dagger_ids:
         return out
-    rows = s.execute(select(Sample.dagger_id, Sample.at, Sample.input_rows, Sample.lag)
-                     .where(Sample.dagger_id.in_(dagger_ids), Sample.at >= since).order_by(Sample.at))
+    rows = s.execute(
+        select(Sample.dagger_id, Sample.at, Sample.input_rows, Sample.lag)
+        .where(Sample.dagger_id.in_(dagger_ids), Sample.at >= since)
+        .order_by(Sample.at)
+    )
     for dagger_id, at, rows_, lag in rows:
         out[dagger_id].append(Point(at=at, input_rows=rows_, lag=lag))
     return out
 
 
-def judged(s: Session, daggers: list[Dagger], settings: HealthSettings, at: float | None = None) -> list[DaggerView]:
+def judged(
+    s: Session, daggers: list[Dagger], settings: HealthSettings, at: float | None = None
+) -> list[DaggerView]:
     """Return the views of ``daggers``, each judged by the health model from its samples of the last
     stall and lag windows."""
     at = now() if at is None else at
@@ -94,7 +122,9 @@ def judged(s: Session, daggers: list[Dagger], settings: HealthSettings, at: floa
     return [DaggerView.of(d, points[d.id], at=at, settings=settings) for d in daggers]
 
 
-def cluster_verdict(c: Cluster, dagger_states: list[str], settings: HealthSettings, at: float) -> ClusterHealth:
+def cluster_verdict(
+    c: Cluster, dagger_states: list[str], settings: HealthSettings, at: float
+) -> ClusterHealth:
     """Return the health model's verdict on cluster row ``c`` given its daggers' states."""
     return cluster_health(c.controller_heartbeat, c.health, c.health_at, dagger_states, at, settings)
 
@@ -142,26 +172,51 @@ class DaggerView:
         return f"{self.team}/{self.name}"
 
     @classmethod
-    def of(cls, d: Dagger, samples: list[Point] | None = None, *, at: float | None = None,
-           settings: HealthSettings | None = None) -> DaggerView:
+    def of(
+        cls,
+        d: Dagger,
+        samples: list[Point] | None = None,
+        *,
+        at: float | None = None,
+        settings: HealthSettings | None = None,
+    ) -> DaggerView:
         """Return the view of row ``d`` (its status row may be missing: never deployed), judged by the health
         model at ``at`` (now) from its recent ``samples``."""
         st = d.status
-        facts = DaggerFacts.of(d.desired_state, {k: getattr(st, k) for k in _FACT_FIELDS} if st else None,
-                               heartbeat=d.cluster.controller_heartbeat, samples=samples or [])
+        facts = DaggerFacts.of(
+            d.desired_state,
+            {k: getattr(st, k) for k in _FACT_FIELDS} if st else None,
+            heartbeat=d.cluster.controller_heartbeat,
+            samples=samples or [],
+        )
         verdict = dagger_health(facts, now() if at is None else at, settings)
-        return cls(id=d.id, name=d.name, team=d.team.name, cluster=d.cluster.name,
-                   datacentre=d.cluster.datacentre.name, current_version=d.current_version,
-                   desired_state=d.desired_state, actual_state=st.actual_state if st else "created",
-                   running_version=st.running_version if st else None, restarts=st.restarts if st else 0,
-                   last_error=st.last_error if st else None, last_exit_code=st.last_exit_code if st else None,
-                   progress=dict(st.progress or {}) if st else {}, lag=st.lag if st else None,
-                   pid=st.pid if st else None, host=st.host if st else None,
-                   checkpoint=st.checkpoint if st else None, started_at=st.started_at if st else None,
-                   status_updated_at=st.updated_at if st else None, created_by=d.created_by,
-                   created_at=d.created_at, updated_at=d.updated_at,
-                   moving_from=d.moving_from.name if d.moving_from is not None else None,
-                   lag_at=st.lag_at if st else None, health=verdict.to_dict())
+        return cls(
+            id=d.id,
+            name=d.name,
+            team=d.team.name,
+            cluster=d.cluster.name,
+            datacentre=d.cluster.datacentre.name,
+            current_version=d.current_version,
+            desired_state=d.desired_state,
+            actual_state=st.actual_state if st else "created",
+            running_version=st.running_version if st else None,
+            restarts=st.restarts if st else 0,
+            last_error=st.last_error if st else None,
+            last_exit_code=st.last_exit_code if st else None,
+            progress=dict(st.progress or {}) if st else {},
+            lag=st.lag if st else None,
+            pid=st.pid if st else None,
+            host=st.host if st else None,
+            checkpoint=st.checkpoint if st else None,
+            started_at=st.started_at if st else None,
+            status_updated_at=st.updated_at if st else None,
+            created_by=d.created_by,
+            created_at=d.created_at,
+            updated_at=d.updated_at,
+            moving_from=d.moving_from.name if d.moving_from is not None else None,
+            lag_at=st.lag_at if st else None,
+            health=verdict.to_dict(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (with ``ref``)."""
@@ -182,8 +237,14 @@ class VersionView:
     @classmethod
     def of(cls, v: DaggerVersion) -> VersionView:
         """Return the view of row ``v``."""
-        return cls(version=v.version, spec_text=v.spec_text, checkpoint_epoch=v.checkpoint_epoch,
-                   comment=v.comment, created_by=v.created_by, created_at=v.created_at)
+        return cls(
+            version=v.version,
+            spec_text=v.spec_text,
+            checkpoint_epoch=v.checkpoint_epoch,
+            comment=v.comment,
+            created_by=v.created_by,
+            created_at=v.created_at,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -204,8 +265,14 @@ class SampleView:
     @classmethod
     def of(cls, s: Sample) -> SampleView:
         """Return the view of row ``s``."""
-        return cls(at=s.at, input_rows=s.input_rows, input_rows_per_s=s.input_rows_per_s,
-                   processed_rows_per_s=s.processed_rows_per_s, batch_duration_ms=s.batch_duration_ms, lag=s.lag)
+        return cls(
+            at=s.at,
+            input_rows=s.input_rows,
+            input_rows_per_s=s.input_rows_per_s,
+            processed_rows_per_s=s.processed_rows_per_s,
+            batch_duration_ms=s.batch_duration_ms,
+            lag=s.lag,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -229,8 +296,17 @@ class AuditView:
     @classmethod
     def of(cls, a: AuditEntry) -> AuditView:
         """Return the view of row ``a``."""
-        return cls(at=a.at, user=a.user, action=a.action, team=a.team, target=a.target, allowed=a.allowed,
-                   details=dict(a.details or {}), credential=a.credential, source=a.source)
+        return cls(
+            at=a.at,
+            user=a.user,
+            action=a.action,
+            team=a.team,
+            target=a.target,
+            allowed=a.allowed,
+            details=dict(a.details or {}),
+            credential=a.credential,
+            source=a.source,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -306,5 +382,9 @@ class DaggerScreenView:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {"dagger": self.dagger.to_dict(), "samples": [x.to_dict() for x in self.samples],
-                "versions": [x.to_dict() for x in self.versions], "audit": [x.to_dict() for x in self.audit]}
+        return {
+            "dagger": self.dagger.to_dict(),
+            "samples": [x.to_dict() for x in self.samples],
+            "versions": [x.to_dict() for x in self.versions],
+            "audit": [x.to_dict() for x in self.audit],
+        }

@@ -72,13 +72,17 @@ def need_int_range(fn: str, arg: exp.Expr, what: str, low: int, high: int | None
         return
     top = "" if high is None else f"..{high}"
     if value != int(value) or value < low or (high is not None and value > high):
-        raise fail(f"{fn}: {what} must be a whole number in {low}{top}, found {arg.sql(dialect='spark')}", arg)
+        raise fail(
+            f"{fn}: {what} must be a whole number in {low}{top}, found {arg.sql(dialect='spark')}", arg
+        )
 
 
 def need_string(fn: str, arg: exp.Expr, what: str) -> str:
     text = string_literal(arg)
     if text is None:
-        raise fail(f"{fn}: {what} must be a string literal such as 'sum', found {arg.sql(dialect='spark')}", arg)
+        raise fail(
+            f"{fn}: {what} must be a string literal such as 'sum', found {arg.sql(dialect='spark')}", arg
+        )
     return text
 
 
@@ -94,9 +98,18 @@ def _parsed(template: str) -> exp.Expr:
 
 
 def _atomic(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren | exp.Dot | exp.Bracket
-                      | exp.Boolean | exp.Null | exp.Cast) or (isinstance(node, exp.Neg)
-                                                              and isinstance(node.this, exp.Literal))
+    return isinstance(
+        node,
+        exp.Column
+        | exp.Literal
+        | exp.Func
+        | exp.Paren
+        | exp.Dot
+        | exp.Bracket
+        | exp.Boolean
+        | exp.Null
+        | exp.Cast,
+    ) or (isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal))
 
 
 def _plain_cast(node: exp.Expr) -> exp.Expr:
@@ -110,6 +123,7 @@ def build(template: str, args: list[exp.Expr], *, plain_casts: bool = False) -> 
 
     ``plain_casts``: the template's own CASTs stay CASTs (the dialect reads every CAST as a TryCast, which
     :func:`job.sql.flink.rewrite_casts` turns into TRY_CAST: for a template built before it runs)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table:
             match = _PLACEHOLDER.match(node.name)
@@ -122,8 +136,6 @@ def build(template: str, args: list[exp.Expr], *, plain_casts: bool = False) -> 
     if plain_casts:
         shape = shape.transform(_plain_cast)
     return shape.transform(visit)
-
-
 
 
 def called_functions(tree: exp.Expr) -> set[str]:

@@ -29,10 +29,14 @@ from job.sql.calls import fail
 DEDUP_META = "dagger_dedup_keys"
 VIEW_PREFIX = "__dagger_dedup_"
 TIME_COLUMN = "rowtime"
-_FORM = ("SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime ASC) AS rn FROM t) "
-         "WHERE rn = 1")
-_TOP_N_HINT = ("for each key's first row in event time write " + _FORM + "; for the top N per window, "
-               "GROUP BY a window and the key")
+_FORM = (
+    "SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rowtime ASC) AS rn FROM t) "
+    "WHERE rn = 1"
+)
+_TOP_N_HINT = (
+    "for each key's first row in event time write " + _FORM + "; for the top N per window, "
+    "GROUP BY a window and the key"
+)
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,13 @@ def _first_row_condition(where: exp.Expr, name: str) -> tuple[exp.Expr | None, l
     flatten(where)
     found, rest = None, []
     for c in conjuncts:
-        if isinstance(c, exp.EQ | exp.LTE | exp.LT) and isinstance(c.this, exp.Column) and c.this.name == name \
-                and isinstance(c.expression, exp.Literal) and c.expression.name == ("2" if isinstance(c, exp.LT)
-                                                                                    else "1"):
+        if (
+            isinstance(c, exp.EQ | exp.LTE | exp.LT)
+            and isinstance(c.this, exp.Column)
+            and c.this.name == name
+            and isinstance(c.expression, exp.Literal)
+            and c.expression.name == ("2" if isinstance(c, exp.LT) else "1")
+        ):
             found = c
         else:
             rest.append(c)
@@ -79,16 +87,26 @@ def _check_order(window: exp.Window) -> None:
     order = window.args.get("order")
     keys = list(order.expressions) if order is not None else []
     if len(keys) != 1 or not isinstance(keys[0].this, exp.Column) or keys[0].this.name != TIME_COLUMN:
-        raise fail("ROW_NUMBER() OVER (...) orders by the event time only, for deduplication (Top-N retracts "
-                   "rows it has emitted, which a stream's sinks cannot take back)", window, hint=_TOP_N_HINT)
+        raise fail(
+            "ROW_NUMBER() OVER (...) orders by the event time only, for deduplication (Top-N retracts "
+            "rows it has emitted, which a stream's sinks cannot take back)",
+            window,
+            hint=_TOP_N_HINT,
+        )
     if keys[0].args.get("desc"):
-        raise fail("ROW_NUMBER() OVER (... ORDER BY rowtime DESC) (the last row per key) is not supported: it "
-                   "retracts the row it emitted when a later one comes", window,
-                   hint="keep the first row (ORDER BY rowtime ASC), or the last per window: GROUP BY a window and "
-                        "the key with MAX_BY(x, rowtime)")
+        raise fail(
+            "ROW_NUMBER() OVER (... ORDER BY rowtime DESC) (the last row per key) is not supported: it "
+            "retracts the row it emitted when a later one comes",
+            window,
+            hint="keep the first row (ORDER BY rowtime ASC), or the last per window: GROUP BY a window and "
+            "the key with MAX_BY(x, rowtime)",
+        )
     if not window.args.get("partition_by"):
-        raise fail("ROW_NUMBER() OVER (ORDER BY rowtime) needs PARTITION BY the key to deduplicate on", window,
-                   hint=_FORM)
+        raise fail(
+            "ROW_NUMBER() OVER (ORDER BY rowtime) needs PARTITION BY the key to deduplicate on",
+            window,
+            hint=_FORM,
+        )
 
 
 def _key_name(key: exp.Expr, inner: exp.Select) -> str:
@@ -112,12 +130,18 @@ def qualify_as_subquery(tree: exp.Expr) -> exp.Expr:
     tree = tree.copy()
     for select in [s for s in tree.find_all(exp.Select) if s.args.get("qualify") is not None]:
         source = select.args.get("from_") or select.args.get("from")
-        if source is None or select.args.get("joins") or select.args.get("group") is not None \
-                or not isinstance(source.this, exp.Table | exp.Subquery):
+        if (
+            source is None
+            or select.args.get("joins")
+            or select.args.get("group") is not None
+            or not isinstance(source.this, exp.Table | exp.Subquery)
+        ):
             continue
         condition = select.args["qualify"].this.copy()
         numbers: list[exp.Expr] = []
-        for i, window in enumerate(w for w in list(condition.find_all(exp.Window)) if isinstance(w.this, exp.RowNumber)):
+        for i, window in enumerate(
+            w for w in list(condition.find_all(exp.Window)) if isinstance(w.this, exp.RowNumber)
+        ):
             name = f"__dagger_rn{i}"
             numbers.append(exp.alias_(window.copy(), name))
             window.replace(exp.column(name))
@@ -130,10 +154,17 @@ def qualify_as_subquery(tree: exp.Expr) -> exp.Expr:
         if select.args.get("where") is not None:
             inner.set("where", select.args["where"].copy())
         moved = {n.alias for n in numbers}
-        select.set("expressions", [exp.column(i.alias) if isinstance(i, exp.Alias) and i.alias in moved else i
-                                   for i in select.expressions])
-        select.set("from_" if "from_" in select.args else "from", exp.From(this=exp.Subquery(
-            this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+        select.set(
+            "expressions",
+            [
+                exp.column(i.alias) if isinstance(i, exp.Alias) and i.alias in moved else i
+                for i in select.expressions
+            ],
+        )
+        select.set(
+            "from_" if "from_" in select.args else "from",
+            exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))),
+        )
         select.set("where", exp.Where(this=condition))
         select.set("qualify", None)
     return tree
@@ -155,40 +186,67 @@ def mark_deduplications(tree: exp.Expr) -> exp.Expr:
         index, window = found
         item = inner.expressions[index]
         if not isinstance(item, exp.Alias):
-            raise fail("name the row number (ROW_NUMBER() OVER (...) AS rn) and keep its first row: WHERE rn = 1",
-                       window, hint=_FORM)
+            raise fail(
+                "name the row number (ROW_NUMBER() OVER (...) AS rn) and keep its first row: WHERE rn = 1",
+                window,
+                hint=_FORM,
+            )
         _check_order(window)
         where = outer.args.get("where")
         condition, rest = _first_row_condition(where.this, item.alias) if where is not None else (None, [])
         if condition is None:
-            raise fail(f"ROW_NUMBER() OVER (...) is supported for deduplication, kept by WHERE {item.alias} = 1 "
-                       "(Top-N retracts rows it has emitted)", window, hint=_TOP_N_HINT)
+            raise fail(
+                f"ROW_NUMBER() OVER (...) is supported for deduplication, kept by WHERE {item.alias} = 1 "
+                "(Top-N retracts rows it has emitted)",
+                window,
+                hint=_TOP_N_HINT,
+            )
         if outer.args.get("joins"):
-            raise fail("a deduplication joined with another table is not supported", outer.args["joins"][0].this,
-                       hint="deduplicate in a subquery of its own, then join")
+            raise fail(
+                "a deduplication joined with another table is not supported",
+                outer.args["joins"][0].this,
+                hint="deduplicate in a subquery of its own, then join",
+            )
         names = {c.alias_or_name for c in inner.expressions}
         if TIME_COLUMN not in names and not any(isinstance(c, exp.Star) for c in inner.expressions):
             if any(isinstance(c, exp.Star) for c in outer.expressions):
-                raise fail(f"a deduplication's subquery must output {TIME_COLUMN}, the event time it orders by, "
-                           "when the query selects * from it", inner.expressions[0], hint=_FORM)
+                raise fail(
+                    f"a deduplication's subquery must output {TIME_COLUMN}, the event time it orders by, "
+                    "when the query selects * from it",
+                    inner.expressions[0],
+                    hint=_FORM,
+                )
             # Spark deduplicates within the watermark of the rows' event time: the subquery hands it on
             inner.set("expressions", [*inner.expressions, window.args["order"].expressions[0].this.copy()])
         keys = [_key_name(key, inner) for key in window.args["partition_by"]]
-        used = [c for part in (outer.expressions, rest, [outer.args.get("group"), outer.args.get("having")])
-                for node in part if node is not None for c in node.find_all(exp.Column) if c.name == item.alias]
+        used = [
+            c
+            for part in (outer.expressions, rest, [outer.args.get("group"), outer.args.get("having")])
+            for node in part
+            if node is not None
+            for c in node.find_all(exp.Column)
+            if c.name == item.alias
+        ]
         if used:
             raise fail(f"{item.alias} is 1 on every kept row: leave it out", used[0])
-        missing = [k for k in keys if k not in names] if not any(isinstance(c, exp.Star) for c in inner.expressions) \
+        missing = (
+            [k for k in keys if k not in names]
+            if not any(isinstance(c, exp.Star) for c in inner.expressions)
             else []
+        )
         if missing:
-            raise fail(f"a deduplication's subquery outputs its keys: {', '.join(missing)}", inner, hint=_FORM)
+            raise fail(
+                f"a deduplication's subquery outputs its keys: {', '.join(missing)}", inner, hint=_FORM
+            )
         inner.set("expressions", [e for i, e in enumerate(inner.expressions) if i != index])
         outer.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
         sub.meta[DEDUP_META] = keys
     return tree
 
 
-def extract_deduplications(tree: exp.Expr, render: Callable[[exp.Expr], str]) -> tuple[exp.Expr, list[Deduplication]]:
+def extract_deduplications(
+    tree: exp.Expr, render: Callable[[exp.Expr], str]
+) -> tuple[exp.Expr, list[Deduplication]]:
     """Return ``tree`` with each marked subquery replaced by a view, and the views (their Spark SQL rendered by
     ``render``, a function of a tree)."""
     marked = [s for s in tree.find_all(exp.Subquery) if DEDUP_META in s.meta]

@@ -49,27 +49,37 @@ class DaggerSql(Spark):
     class Tokenizer(Spark.Tokenizer):
         STRING_ESCAPES = ["'"]  # Calcite: '' is a quote inside a string; a backslash is itself
         # SESSION(rowtime, gap) is Flink's session window, not a keyword
-        KEYWORDS = {**{k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"},
-                    "BYTES": TokenType.VARBINARY}
+        KEYWORDS = {
+            **{k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"},
+            "BYTES": TokenType.VARBINARY,
+        }
 
     class Parser(SparkParser):  # Spark.Parser, by the class's own name (the dialect's is a plain attribute)
-        PRIMARY_PARSERS = {**SparkParser.PRIMARY_PARSERS,
-                           TokenType.TABLE: lambda self, token: self._parse_table_argument(token)}
+        PRIMARY_PARSERS = {
+            **SparkParser.PRIMARY_PARSERS,
+            TokenType.TABLE: lambda self, token: self._parse_table_argument(token),
+        }
         # LOG10(x) is LOG(10, x) marked as LOG10 (job.sql.flink_builtins: Flink's Math.log10, not a quotient)
         FUNCTIONS = {**SparkParser.FUNCTIONS, "LOG10": lambda args: _log10(args)}
 
         def _parse_table_argument(self, token: Token) -> exp.Expr | None:
             """Flink's ``TABLE t [PARTITION BY k, ...]`` as an argument of a call; None (nothing read) otherwise."""
             before = self._tokens[self._index - 2] if self._index >= 2 else None
-            if before is None or before.token_type not in (TokenType.L_PAREN, TokenType.COMMA, TokenType.FARROW) \
-                    or self._curr is None or self._curr.token_type == TokenType.L_PAREN:
+            if (
+                before is None
+                or before.token_type not in (TokenType.L_PAREN, TokenType.COMMA, TokenType.FARROW)
+                or self._curr is None
+                or self._curr.token_type == TokenType.L_PAREN
+            ):
                 self._retreat(self._index - 1)
                 return None
             table = self._parse_table_parts()
             args: list[exp.Expr] = [table] if table is not None else []
             if self._match(TokenType.PARTITION_BY):
                 key = self._parse_disjunction()  # PARTITION BY k, or PARTITION BY (k1, k2)
-                keys = list(key.expressions) if isinstance(key, exp.Tuple) else [key] if key is not None else []
+                keys = (
+                    list(key.expressions) if isinstance(key, exp.Tuple) else [key] if key is not None else []
+                )
                 args.append(self.expression(exp.Anonymous(this="PARTITION_BY", expressions=keys)))
             return self.expression(exp.Anonymous(this="TABLE", expressions=args)).update_positions(token)
 
@@ -97,7 +107,9 @@ class DaggerSql(Spark):
                 else:
                     self.raise_error("Expected END after CASE", self._prev)
             if subject is not None and any(len(values) > 1 for values, _ in whens):
-                ifs = [self.expression(exp.If(this=_when(subject, values), true=then)) for values, then in whens]
+                ifs = [
+                    self.expression(exp.If(this=_when(subject, values), true=then)) for values, then in whens
+                ]
                 return self.expression(exp.Case(ifs=ifs, default=default), comments=comments)
             ifs = [self.expression(exp.If(this=values[0], true=then)) for values, then in whens]
             return self.expression(exp.Case(this=subject, ifs=ifs, default=default), comments=comments)

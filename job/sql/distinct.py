@@ -34,13 +34,16 @@ def _is_property(node: exp.Expr) -> bool:
 
 def _aggregates(node: exp.Expr) -> bool:
     return any(isinstance(n, exp.AggFunc) for n in node.walk()) or any(
-        isinstance(n, exp.Anonymous) and fname(n) == "DISTINCTCOUNT" for n in node.walk())
+        isinstance(n, exp.Anonymous) and fname(n) == "DISTINCTCOUNT" for n in node.walk()
+    )
 
 
 def rewrite_select_distinct(tree: exp.Expr) -> exp.Expr:
     """Return ``tree`` with each exact ``SELECT DISTINCT`` over a windowed GROUP BY as a GROUP BY (see the module).
     Raises SqlError for a DISTINCT over a windowed GROUP BY that is not exact, saying what to write."""
-    if not any(s.args.get("distinct") is not None and _window(s) is not None for s in tree.find_all(exp.Select)):
+    if not any(
+        s.args.get("distinct") is not None and _window(s) is not None for s in tree.find_all(exp.Select)
+    ):
         return tree
     tree = tree.copy()
     for select in tree.find_all(exp.Select):
@@ -49,17 +52,23 @@ def rewrite_select_distinct(tree: exp.Expr) -> exp.Expr:
             continue
         targets = [item.this if isinstance(item, exp.Alias) else item for item in select.expressions]
         if not any(_is_property(n) for t in targets for n in t.walk()):
-            raise fail("SELECT DISTINCT over a windowed GROUP BY needs the window among its columns (its start, end "
-                       "or time): rows of different windows would be compared for good", select.expressions[0],
-                       hint="add TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_end (or leave out DISTINCT)")
+            raise fail(
+                "SELECT DISTINCT over a windowed GROUP BY needs the window among its columns (its start, end "
+                "or time): rows of different windows would be compared for good",
+                select.expressions[0],
+                hint="add TUMBLE_END(rowtime, INTERVAL '1' MINUTE) AS window_end (or leave out DISTINCT)",
+            )
         keys = [k for k in select.args["group"].expressions if k is not window]
         if any(_aggregates(t) for t in targets):
             plain = {t.sql() for t in targets}
             missing = [k for k in keys if k.sql() not in plain]
             if missing:
-                raise fail("SELECT DISTINCT over aggregates is supported when every GROUP BY key is a column of the "
-                           f"output; {missing[0].sql()} is not", missing[0],
-                           hint="output the key, or leave it out of GROUP BY")
+                raise fail(
+                    "SELECT DISTINCT over aggregates is supported when every GROUP BY key is a column of the "
+                    f"output; {missing[0].sql()} is not",
+                    missing[0],
+                    hint="output the key, or leave it out of GROUP BY",
+                )
             select.set("distinct", None)
             continue
         kept = [t.copy() for t in targets if not any(_is_property(n) for n in t.walk())]

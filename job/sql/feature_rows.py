@@ -26,12 +26,23 @@ TYPES: dict[str, tuple[int, str]] = {
     "DoubleType": (4, _ZERO_IF_NULL.format(t="DOUBLE", zero="0D")),
     "FloatType": (5, _ZERO_IF_NULL.format(t="FLOAT", zero="CAST(0 AS FLOAT)")),
     "BooleanType": (6, _ZERO_IF_NULL.format(t="BOOLEAN", zero="FALSE")),
-    "TimestampType": (7, "IF(__v IS NULL, NULL, named_struct('seconds', unix_seconds(__v), 'nanos', "
-                         "CAST((unix_micros(__v) - unix_seconds(__v) * 1000000) * 1000 AS INT)))"),
+    "TimestampType": (
+        7,
+        "IF(__v IS NULL, NULL, named_struct('seconds', unix_seconds(__v), 'nanos', "
+        "CAST((unix_micros(__v) - unix_seconds(__v) * 1000000) * 1000 AS INT)))",
+    ),
 }
 _BY_LOWER = {name.lower(): name for name in TYPES}
-_SQL_TYPES = {"binary": "BINARY", "string": "STRING", "int": "INT", "bigint": "BIGINT", "double": "DOUBLE",
-              "float": "FLOAT", "boolean": "BOOLEAN", TIMESTAMP_TYPE: "STRUCT<seconds: BIGINT, nanos: INT>"}
+_SQL_TYPES = {
+    "binary": "BINARY",
+    "string": "STRING",
+    "int": "INT",
+    "bigint": "BIGINT",
+    "double": "DOUBLE",
+    "float": "FLOAT",
+    "boolean": "BOOLEAN",
+    TIMESTAMP_TYPE: "STRUCT<seconds: BIGINT, nanos: INT>",
+}
 
 
 def feature_type(fn: str, node: exp.Expr) -> str:
@@ -39,8 +50,9 @@ def feature_type(fn: str, node: exp.Expr) -> str:
     text = string_literal(node)
     if text is None or text.lower() not in _BY_LOWER:
         found = node.sql(dialect="spark")
-        raise fail(f"{fn}: a feature type must be a string literal, one of {', '.join(TYPES)}; found {found}",
-                   node)
+        raise fail(
+            f"{fn}: a feature type must be a string literal, one of {', '.join(TYPES)}; found {found}", node
+        )
     return _BY_LOWER[text.lower()]
 
 

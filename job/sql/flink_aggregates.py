@@ -17,8 +17,18 @@ from job.sql.infer import dtype, infer, is_integer
 from job.sql.library import bottom_up
 
 #: aggregates that skip NULL values, so that ``AGG(x) FILTER (WHERE c)`` is ``AGG(CASE WHEN c THEN x END)``
-_NULL_SKIPPING = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.Variance, exp.VariancePop, exp.Stddev,
-                  exp.StddevPop, exp.StddevSamp)
+_NULL_SKIPPING = (
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.Count,
+    exp.Variance,
+    exp.VariancePop,
+    exp.Stddev,
+    exp.StddevPop,
+    exp.StddevSamp,
+)
 _VARIANCES = (exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevPop, exp.StddevSamp)
 
 
@@ -26,6 +36,7 @@ def rewrite_filter_clauses(tree: exp.Expr) -> exp.Expr:
     """``AGG(x) FILTER (WHERE c)`` → ``AGG(CASE WHEN c THEN x END)`` for the aggregates that skip NULLs;
     ``COUNT(*) FILTER (WHERE c)`` → ``COUNT(CASE WHEN c THEN 1 END)``. Others (DISTINCT, the Dagger library's)
     keep their FILTER."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Filter) or not isinstance(node.this, _NULL_SKIPPING):
             return node
@@ -45,9 +56,13 @@ def rewrite_filter_clauses(tree: exp.Expr) -> exp.Expr:
 
 def rewrite_integer_sum(tree: exp.Expr) -> exp.Expr:
     """``SUM(x)`` of an INT, SMALLINT or TINYINT → ``CAST(SUM(x) AS <x's type>)`` (Flink's SUM keeps the type)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Sum) and not isinstance(node.this, exp.Distinct) \
-                and not isinstance(node.parent, exp.Cast):
+        if (
+            isinstance(node, exp.Sum)
+            and not isinstance(node.this, exp.Distinct)
+            and not isinstance(node.parent, exp.Cast)
+        ):
             kind = infer(node.this)
             if is_integer(kind) and kind != dtype("BIGINT"):
                 assert kind is not None
@@ -60,6 +75,7 @@ def rewrite_integer_sum(tree: exp.Expr) -> exp.Expr:
 def rewrite_variance(tree: exp.Expr) -> exp.Expr:
     """``VAR_POP``/``VAR_SAMP``/``STDDEV_*(x)`` of an integer → ``CAST(… AS <x's type>)`` (Flink's is of x's type,
     truncated toward zero; Spark's a DOUBLE)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, _VARIANCES) or isinstance(node.parent, exp.Cast):
             return node

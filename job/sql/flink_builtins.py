@@ -70,8 +70,11 @@ def _character_class(node: exp.Expr, name: str) -> exp.Expr:
     if is_integer(kind) and name == "is_digit":
         return exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null()))
     if kind is not None and not is_string(kind):
-        raise fail(f"{name.upper()} takes a string, found {kind.sql(dialect='spark')}", arg,
-                   hint=f"{name.upper()}(CAST(x AS VARCHAR))")
+        raise fail(
+            f"{name.upper()} takes a string, found {kind.sql(dialect='spark')}",
+            arg,
+            hint=f"{name.upper()}(CAST(x AS VARCHAR))",
+        )
     match = exp.RegexpLike(this=arg.copy(), expression=exp.Literal.string(_CLASSES[name]))
     return exp.Coalesce(this=match, expressions=[exp.false()])
 
@@ -85,25 +88,32 @@ def _to_timestamp_ltz(node: exp.Expr) -> exp.Expr:
         return node  # TO_TIMESTAMP_LTZ(text[, format]): Spark's own
     digits = number_literal(args[1]) if len(args) == 2 else 3.0
     if digits not in (0.0, 3.0):
-        raise fail("TO_TIMESTAMP_LTZ(n, precision): the precision must be 0 (epoch seconds) or 3 (epoch "
-                   "milliseconds)", args[1] if len(args) == 2 else node,
-                   hint="TO_TIMESTAMP_LTZ(epoch_millis, 3)")
+        raise fail(
+            "TO_TIMESTAMP_LTZ(n, precision): the precision must be 0 (epoch seconds) or 3 (epoch "
+            "milliseconds)",
+            args[1] if len(args) == 2 else node,
+            hint="TO_TIMESTAMP_LTZ(epoch_millis, 3)",
+        )
     call = "timestamp_seconds" if digits == 0.0 else "timestamp_millis"
     return exp.Anonymous(this=call, expressions=[value.copy()])
 
 
 _LOWER, _UPPER = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_INITCAP = (f"array_join(transform(split(__a0, '(?<=[^A-Za-z0-9])', -1), __w -> concat("
-            f"translate(substr(__w, 1, 1), '{_LOWER}', '{_UPPER}'), translate(substr(__w, 2), '{_UPPER}', '{_LOWER}'))), '')")
+_INITCAP = (
+    f"array_join(transform(split(__a0, '(?<=[^A-Za-z0-9])', -1), __w -> concat("
+    f"translate(substr(__w, 1, 1), '{_LOWER}', '{_UPPER}'), translate(substr(__w, 2), '{_UPPER}', '{_LOWER}'))), '')"
+)
 _DEFAULT_TIME_FORMAT = "yyyy-MM-dd HH:mm:ss"
 
 
 #: Flink's STR_TO_MAP: Java's split (trailing empty parts dropped), each pair split at its first key separator (a
 #: key without one has a NULL value), the last value of a repeated key
-_STR_TO_MAP = ("aggregate(slice(split(__a0, __a1, -1), 1, coalesce(array_max(transform(split(__a0, __a1, -1), "
-               "(__x, __i) -> IF(__x = '', 0, __i + 1))), 0)), CAST(map() AS MAP<STRING, STRING>), "
-               "(__m, __p) -> map_concat(map_filter(__m, (__k, __v) -> __k <> element_at(split(__p, __a2, 2), 1)), "
-               "map(element_at(split(__p, __a2, 2), 1), try_element_at(split(__p, __a2, 2), 2))))")
+_STR_TO_MAP = (
+    "aggregate(slice(split(__a0, __a1, -1), 1, coalesce(array_max(transform(split(__a0, __a1, -1), "
+    "(__x, __i) -> IF(__x = '', 0, __i + 1))), 0)), CAST(map() AS MAP<STRING, STRING>), "
+    "(__m, __p) -> map_concat(map_filter(__m, (__k, __v) -> __k <> element_at(split(__p, __a2, 2), 1)), "
+    "map(element_at(split(__p, __a2, 2), 1), try_element_at(split(__p, __a2, 2), 2))))"
+)
 
 
 def _written(node: exp.Expr | None) -> bool:
@@ -113,8 +123,14 @@ def _written(node: exp.Expr | None) -> bool:
 
 def _str_to_map(node: exp.StrToMap) -> exp.Expr:
     pairs, keys = node.args.get("pair_delim"), node.args.get("key_value_delim")
-    return build(_STR_TO_MAP, [node.this, pairs if pairs is not None and _written(pairs) else exp.Literal.string(","),
-                               keys if keys is not None and _written(keys) else exp.Literal.string("=")])
+    return build(
+        _STR_TO_MAP,
+        [
+            node.this,
+            pairs if pairs is not None and _written(pairs) else exp.Literal.string(","),
+            keys if keys is not None and _written(keys) else exp.Literal.string("="),
+        ],
+    )
 
 
 def _locate(node: exp.StrPosition) -> exp.Expr:
@@ -130,8 +146,15 @@ def _locate(node: exp.StrPosition) -> exp.Expr:
         out.set("position", exp.Literal.number(1))
         return out
     out.set("position", build("IF(__a0 < 1, 1, __a0)", [pos]))  # and NULL for a NULL pos (Spark's is 0)
-    return exp.Case(ifs=[exp.If(this=exp.Is(this=pos.copy(), expression=exp.Null()),
-                                true=exp.Cast(this=exp.Null(), to=exp.DataType.build("INT")))], default=out)
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.Is(this=pos.copy(), expression=exp.Null()),
+                true=exp.Cast(this=exp.Null(), to=exp.DataType.build("INT")),
+            )
+        ],
+        default=out,
+    )
 
 
 def _substring(node: exp.Substring) -> exp.Expr:
@@ -144,8 +167,15 @@ def _substring(node: exp.Substring) -> exp.Expr:
         return node
     if value is not None:
         return exp.Cast(this=exp.Null(), to=exp.DataType.build("STRING"))
-    return exp.Case(ifs=[exp.If(this=build("__a0 < 0", [length]), true=exp.Cast(
-        this=exp.Null(), to=exp.DataType.build("STRING")))], default=node.copy())
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=build("__a0 < 0", [length]),
+                true=exp.Cast(this=exp.Null(), to=exp.DataType.build("STRING")),
+            )
+        ],
+        default=node.copy(),
+    )
 
 
 def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
@@ -159,10 +189,15 @@ def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
         except re.error:
             groups = None
         if groups is not None and not 0 <= index <= groups:
-            raise fail(f"REGEXP_EXTRACT: the regular expression {regex!r} has {groups} group(s), so the index must be "
-                       f"0 to {groups}, found {group.sql(dialect='spark')}", group,
-                       hint="the index counts the regex's groups from 1; 0 is the whole match")
-    extract = exp.Anonymous(this="regexp_extract", expressions=[node.this.copy(), node.expression.copy(), group.copy()])
+            raise fail(
+                f"REGEXP_EXTRACT: the regular expression {regex!r} has {groups} group(s), so the index must be "
+                f"0 to {groups}, found {group.sql(dialect='spark')}",
+                group,
+                hint="the index counts the regex's groups from 1; 0 is the whole match",
+            )
+    extract = exp.Anonymous(
+        this="regexp_extract", expressions=[node.this.copy(), node.expression.copy(), group.copy()]
+    )
     match = exp.RegexpLike(this=node.this.copy(), expression=node.expression.copy())
     if index == 0:
         return exp.Case(ifs=[exp.If(this=match, true=extract)])
@@ -172,40 +207,58 @@ def _regexp_extract(node: exp.RegexpExtract) -> exp.Expr:
         took_part: exp.Expr = exp.Literal.string(f"(?:{regex})\\{int(index)}")
     else:
         took_part = build("concat('(?:', __a0, ')\\', CAST(__a1 AS STRING))", [node.expression, group])
-    return build("CASE WHEN NOT __a0 THEN NULL WHEN __a1 <> '' OR __a3 = 0 OR regexp_like(__a2, __a4) THEN __a1 END",
-                 [match, extract, node.this, group, took_part])
+    return build(
+        "CASE WHEN NOT __a0 THEN NULL WHEN __a1 <> '' OR __a3 = 0 OR regexp_like(__a2, __a4) THEN __a1 END",
+        [match, extract, node.this, group, took_part],
+    )
 
 
-_JSON = {"JSON_VALUE": "JsonQuery(json, path) gives a scalar as text (and an object or array as JSON text)",
-         "JSON_QUERY": "JsonQuery(json, path) gives an object or array as JSON text (and a scalar as text)",
-         "JSON_EXISTS": "JsonQuery(json, path) IS NOT NULL (false for a JSON null, as JSON_EXISTS)"}
+_JSON = {
+    "JSON_VALUE": "JsonQuery(json, path) gives a scalar as text (and an object or array as JSON text)",
+    "JSON_QUERY": "JsonQuery(json, path) gives an object or array as JSON text (and a scalar as text)",
+    "JSON_EXISTS": "JsonQuery(json, path) IS NOT NULL (false for a JSON null, as JSON_EXISTS)",
+}
 
 
 def _refuse(node: exp.Expr) -> None:
     """Raise SqlError at a Flink operator that Spark has no counterpart for."""
     if isinstance(node, exp.SimilarTo):
-        raise fail("SIMILAR TO is not supported", node,
-                   hint="match a Java regular expression with REGEXP(s, '^C.*$'), or use LIKE")
+        raise fail(
+            "SIMILAR TO is not supported",
+            node,
+            hint="match a Java regular expression with REGEXP(s, '^C.*$'), or use LIKE",
+        )
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.JSON):
-        raise fail("IS JSON is not supported", node,
-                   hint="JsonQuery(s, '$') IS NOT NULL is true for a JSON object or array")
+        raise fail(
+            "IS JSON is not supported",
+            node,
+            hint="JsonQuery(s, '$') IS NOT NULL is true for a JSON object or array",
+        )
     if isinstance(node, exp.Typeof):
-        raise fail("TYPEOF is not supported: Spark names types otherwise ('int' for Flink's 'INT NOT NULL')", node,
-                   hint="the columns' types are the stream's protobuf fields' (docs/sql.md); CAST(x AS t) makes a "
-                        "type sure")
+        raise fail(
+            "TYPEOF is not supported: Spark names types otherwise ('int' for Flink's 'INT NOT NULL')",
+            node,
+            hint="the columns' types are the stream's protobuf fields' (docs/sql.md); CAST(x AS t) makes a "
+            "type sure",
+        )
     if isinstance(node, exp.Anonymous) and node.name.upper() in _JSON:
         raise fail(f"{node.name.upper()} is not supported", node, hint=_JSON[node.name.upper()])
     if isinstance(node, exp.Anonymous) and node.name.upper() == "PROCTIME":
-        raise fail("PROCTIME() is not supported: windows, joins and deduplication run on event time", node,
-                   hint="CURRENT_TIMESTAMP for the time a row is processed; rowtime for windows")
+        raise fail(
+            "PROCTIME() is not supported: windows, joins and deduplication run on event time",
+            node,
+            hint="CURRENT_TIMESTAMP for the time a row is processed; rowtime for windows",
+        )
     if isinstance(node, exp.Overlaps):
-        raise fail("OVERLAPS is not supported", node,
-                   hint="compare the bounds: a_start < b_end AND b_start < a_end")
+        raise fail(
+            "OVERLAPS is not supported", node, hint="compare the bounds: a_start < b_end AND b_start < a_end"
+        )
 
 
 def rewrite_flink_builtins(tree: exp.Expr) -> exp.Expr:
     """Rewrite the calls of Flink built-ins that Spark has not (or computes otherwise) into Spark's; raise
     SqlError at an operator Spark has no counterpart for."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         _refuse(node)
         name = _name(node)
@@ -223,19 +276,28 @@ def rewrite_flink_builtins(tree: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.StrToTime):  # TO_TIMESTAMP(s, format)
             fmt = node.args.get("format") or exp.Literal.string(_DEFAULT_TIME_FORMAT)
             return exp.Anonymous(this="try_to_timestamp", expressions=[node.this.copy(), fmt.copy()])
-        if type(node) is exp.Cast and node.to.this == exp.DataType.Type.TIMESTAMP \
-                and not isinstance(node.this, exp.Literal):  # TO_TIMESTAMP(s); a user's CAST is a TryCast
-            return exp.Anonymous(this="try_to_timestamp", expressions=[
-                node.this.copy(), exp.Literal.string(_DEFAULT_TIME_FORMAT)])
+        if (
+            type(node) is exp.Cast
+            and node.to.this == exp.DataType.Type.TIMESTAMP
+            and not isinstance(node.this, exp.Literal)
+        ):  # TO_TIMESTAMP(s); a user's CAST is a TryCast
+            return exp.Anonymous(
+                this="try_to_timestamp",
+                expressions=[node.this.copy(), exp.Literal.string(_DEFAULT_TIME_FORMAT)],
+            )
         if isinstance(node, exp.FromBase64) and not isinstance(node.parent, exp.Cast):
             return exp.Cast(this=node.copy(), to=exp.DataType.build("STRING"))
         if isinstance(node, exp.Initcap):
             return build(_INITCAP, [node.this])
         if isinstance(node, exp.StrToMap):
             return _str_to_map(node)
-        if isinstance(node, exp.TsOrDsToDate) and (is_string(infer(node.this)) or string_literal(node.this) is not None):
+        if isinstance(node, exp.TsOrDsToDate) and (
+            is_string(infer(node.this)) or string_literal(node.this) is not None
+        ):
             fmt = node.args.get("format")
-            return exp.Anonymous(this="try_to_date", expressions=[node.this.copy(), *([fmt.copy()] if fmt else [])])
+            return exp.Anonymous(
+                this="try_to_date", expressions=[node.this.copy(), *([fmt.copy()] if fmt else [])]
+            )
         if isinstance(node, exp.StrPosition):
             return _locate(node)
         if isinstance(node, exp.Substring):

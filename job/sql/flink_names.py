@@ -28,13 +28,20 @@ def _unnamed(item: exp.Expr) -> bool:
 def name_outputs(tree: exp.Expr) -> exp.Expr:
     """Return ``tree`` with each unnamed expression of the query's own SELECT aliased ``EXPR$i`` (Flink's name);
     ``tree`` itself is left as it is."""
-    selects = [s for s in tree.find_all(exp.Select) if _top_level(s) and any(_unnamed(i) for i in s.expressions)]
+    selects = [
+        s for s in tree.find_all(exp.Select) if _top_level(s) and any(_unnamed(i) for i in s.expressions)
+    ]
     if not selects:
         return tree
     tree = tree.copy()
     for select in tree.find_all(exp.Select):
         if not _top_level(select):
             continue
-        select.set("expressions", [exp.alias_(item, exp.to_identifier(f"{PREFIX}{i}", quoted=True))
-                                   if _unnamed(item) else item for i, item in enumerate(select.expressions)])
+        select.set(
+            "expressions",
+            [
+                exp.alias_(item, exp.to_identifier(f"{PREFIX}{i}", quoted=True)) if _unnamed(item) else item
+                for i, item in enumerate(select.expressions)
+            ],
+        )
     return tree

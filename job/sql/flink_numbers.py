@@ -26,14 +26,24 @@ from job.sql.calls import number_literal, string_literal
 from job.sql.infer import infer, is_decimal, is_float, is_integer, is_string
 from job.sql.library import bottom_up
 
-_BITS = {exp.DataType.Type.TINYINT: 8, exp.DataType.Type.SMALLINT: 16, exp.DataType.Type.INT: 32,
-         exp.DataType.Type.BIGINT: 64}
-_NAMES = {exp.DataType.Type.TINYINT: "TINYINT", exp.DataType.Type.SMALLINT: "SMALLINT", exp.DataType.Type.INT: "INT",
-          exp.DataType.Type.BIGINT: "BIGINT"}
+_BITS = {
+    exp.DataType.Type.TINYINT: 8,
+    exp.DataType.Type.SMALLINT: 16,
+    exp.DataType.Type.INT: 32,
+    exp.DataType.Type.BIGINT: 64,
+}
+_NAMES = {
+    exp.DataType.Type.TINYINT: "TINYINT",
+    exp.DataType.Type.SMALLINT: "SMALLINT",
+    exp.DataType.Type.INT: "INT",
+    exp.DataType.Type.BIGINT: "BIGINT",
+}
 # (bound as a DOUBLE literal that the comparison reads exactly, the bound as an integer literal)
 _INT_BOUNDS = (("2.147483647E9", "2147483647"), ("-2.147483648E9", "-2147483648"))
-_BIGINT_BOUNDS = (("9.223372036854775807E18", "9223372036854775807"),
-                  ("-9.223372036854775808E18", "-9223372036854775807 - 1"))
+_BIGINT_BOUNDS = (
+    ("9.223372036854775807E18", "9223372036854775807"),
+    ("-9.223372036854775808E18", "-9223372036854775807 - 1"),
+)
 
 
 def build(template: str, args: list[exp.Expr]) -> exp.Expr:
@@ -44,7 +54,9 @@ def _low_bits(x: exp.Expr, bits: int, target: str) -> exp.Expr:
     """``x`` (an integer) as a ``bits``-bit integer of type ``target``: its low bits, sign-extended (no overflow:
     shifts wrap as Java's do)."""
     shift = 64 - bits
-    wide = x if _same_type(x, "BIGINT") else build("CAST(__a0 AS BIGINT)", [x])  # a template's nested CAST stays TRY_CAST
+    wide = (
+        x if _same_type(x, "BIGINT") else build("CAST(__a0 AS BIGINT)", [x])
+    )  # a template's nested CAST stays TRY_CAST
     return build(f"CAST(shiftright(shiftleft(__a0, {shift}), {shift}) AS {target})", [wide])
 
 
@@ -56,8 +68,11 @@ def _same_type(x: exp.Expr, name: str) -> bool:
 def _saturated(x: exp.Expr, wide: str) -> exp.Expr:
     """``x`` (a DOUBLE or FLOAT) as an INT or BIGINT as Java casts it: toward zero, saturated, NaN as 0."""
     (high, high_int), (low, low_int) = _INT_BOUNDS if wide == "INT" else _BIGINT_BOUNDS
-    return build(f"CASE WHEN isnan(__a0) THEN CAST(0 AS {wide}) WHEN __a0 >= {high} THEN CAST({high_int} AS {wide}) "
-                 f"WHEN __a0 <= {low} THEN CAST(({low_int}) AS {wide}) ELSE CAST(__a0 AS {wide}) END", [x])
+    return build(
+        f"CASE WHEN isnan(__a0) THEN CAST(0 AS {wide}) WHEN __a0 >= {high} THEN CAST({high_int} AS {wide}) "
+        f"WHEN __a0 <= {low} THEN CAST(({low_int}) AS {wide}) ELSE CAST(__a0 AS {wide}) END",
+        [x],
+    )
 
 
 _DOUBLE_FUNCS = (exp.Pow, exp.Sqrt, exp.Exp, exp.Ln)
@@ -111,14 +126,18 @@ _FRACTION = "'^ *[+-]?([0-9]+[.][0-9]*|[.][0-9]+) *$'"
 def _string_to_integer(node: exp.Cast, target: str) -> exp.Expr:
     """CAST(s AS <integer>): Flink reads '1.7' as 1 and '-.5' as 0 (Spark as NULL); other text as Spark does."""
     cast = type(node)(this=node.this.copy(), to=node.args["to"].copy(), safe=node.args.get("safe"))
-    whole = build(f"TRY_CAST(concat(regexp_extract(__a0, '^ *([+-]?)', 1), '0', "
-                  f"regexp_extract(__a0, '([0-9]*)[.]', 1)) AS {target})", [node.this])
+    whole = build(
+        f"TRY_CAST(concat(regexp_extract(__a0, '^ *([+-]?)', 1), '0', "
+        f"regexp_extract(__a0, '([0-9]*)[.]', 1)) AS {target})",
+        [node.this],
+    )
     return build(f"CASE WHEN __a0 RLIKE {_FRACTION} THEN __a1 ELSE __a2 END", [node.this, whole, cast])
 
 
 def rewrite_narrowing_casts(tree: exp.Expr) -> exp.Expr:
     """``CAST(x AS INT)`` of a BIGINT → its low 32 bits; of a DOUBLE/FLOAT → saturated, NaN as 0 (Java's casts,
     as Flink's; Spark's ANSI cast fails and TRY_CAST gives NULL); likewise to BIGINT, SMALLINT, TINYINT."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         # the user's CAST and TRY_CAST (the dialect reads both as TryCast; a plain Cast was built by a rewrite that
         # knows its value fits): of a number, they never fail on Flink
@@ -139,6 +158,7 @@ def rewrite_float_division(tree: exp.Expr) -> exp.Expr:
     """``x / y`` with a DOUBLE or FLOAT operand → ``IF(y = 0, x * power(y, -1), x / y)``: IEEE division as
     Flink's (±Infinity, NaN for 0 / 0; ``power(-0.0, -1)`` is -Infinity), where Spark's ANSI division by zero
     stops the query. A divisor that is a number literal other than 0 is left as it is."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Div):
             return node

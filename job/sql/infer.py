@@ -24,15 +24,58 @@ STRINGS = (T.TEXT, T.VARCHAR, T.CHAR, T.NVARCHAR, T.NCHAR)
 _INT_MAX = 2**31 - 1
 
 # functions whose type is their (first) argument's
-_SAME_AS_ARG = (exp.Abs, exp.Max, exp.Min, exp.Sign, exp.Floor, exp.Ceil, exp.Trunc, exp.Round, exp.AnyValue,
-                exp.First, exp.Last)
-_BIGINT_FUNCS = (exp.Count, exp.Extract, exp.Hour, exp.Minute, exp.Second, exp.Year, exp.Month, exp.Quarter,
-                 exp.Week, exp.WeekOfYear, exp.DayOfMonth, exp.DayOfWeek, exp.DayOfYear)
-_STRING_FUNCS = (exp.Upper, exp.Lower, exp.Concat, exp.Substring, exp.Trim, exp.Replace, exp.DPipe, exp.Initcap,
-                 exp.TimeToStr, exp.Pad)
+_SAME_AS_ARG = (
+    exp.Abs,
+    exp.Max,
+    exp.Min,
+    exp.Sign,
+    exp.Floor,
+    exp.Ceil,
+    exp.Trunc,
+    exp.Round,
+    exp.AnyValue,
+    exp.First,
+    exp.Last,
+)
+_BIGINT_FUNCS = (
+    exp.Count,
+    exp.Extract,
+    exp.Hour,
+    exp.Minute,
+    exp.Second,
+    exp.Year,
+    exp.Month,
+    exp.Quarter,
+    exp.Week,
+    exp.WeekOfYear,
+    exp.DayOfMonth,
+    exp.DayOfWeek,
+    exp.DayOfYear,
+)
+_STRING_FUNCS = (
+    exp.Upper,
+    exp.Lower,
+    exp.Concat,
+    exp.Substring,
+    exp.Trim,
+    exp.Replace,
+    exp.DPipe,
+    exp.Initcap,
+    exp.TimeToStr,
+    exp.Pad,
+)
 _BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
-_WINDOW_TIMES = {"TUMBLE_START", "TUMBLE_END", "HOP_START", "HOP_END", "SESSION_START", "SESSION_END",
-                 "TUMBLE_ROWTIME", "HOP_ROWTIME", "SESSION_ROWTIME"}
+_WINDOW_TIMES = {
+    "TUMBLE_START",
+    "TUMBLE_END",
+    "HOP_START",
+    "HOP_END",
+    "SESSION_START",
+    "SESSION_END",
+    "TUMBLE_ROWTIME",
+    "HOP_ROWTIME",
+    "SESSION_ROWTIME",
+}
 
 
 @cache
@@ -139,7 +182,9 @@ def infer(node: exp.Expr | None) -> exp.DataType | None:
         return _literal(node)
     if isinstance(node, exp.Cast):  # TryCast too
         to = node.to
-        return dtype("TIMESTAMP(6)") if is_timestamp(to) and precision(to) is None else to  # Flink's TIMESTAMP
+        return (
+            dtype("TIMESTAMP(6)") if is_timestamp(to) and precision(to) is None else to
+        )  # Flink's TIMESTAMP
     if isinstance(node, _BOOLEAN):
         return dtype("BOOLEAN")
     if isinstance(node, exp.Add | exp.Sub | exp.Mul):

@@ -35,8 +35,11 @@ def _offset_ms(node: exp.Expr | None) -> int | None:
     """``t`` → 0, ``t + INTERVAL`` or ``t - INTERVAL`` → the interval's ms; anything else → None."""
     if isinstance(node, exp.Column):
         return 0
-    if isinstance(node, exp.Add | exp.Sub) and isinstance(node.this, exp.Column) and isinstance(
-            node.expression, exp.Interval):
+    if (
+        isinstance(node, exp.Add | exp.Sub)
+        and isinstance(node.this, exp.Column)
+        and isinstance(node.expression, exp.Interval)
+    ):
         try:
             return interval_ms(interval_text(node.expression))
         except SqlError:  # not a whole positive interval: the validator reports it

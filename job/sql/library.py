@@ -66,12 +66,16 @@ def valid_zone(zone: str) -> bool:
 def _check_zone(fn: str, arg: exp.Expr) -> None:
     zone = string_literal(arg)
     if zone is not None and not valid_zone(zone):
-        raise fail(f"{fn}: unknown time zone {zone!r}", arg,
-                   hint="use a region id such as 'Asia/Jakarta' or an offset such as '+07:00'")
+        raise fail(
+            f"{fn}: unknown time zone {zone!r}",
+            arg,
+            hint="use a region id such as 'Asia/Jakarta' or an offset such as '+07:00'",
+        )
 
 
-def parse_array_operation(fn: str, op_node: exp.Expr, type_node: exp.Expr,
-                          aggregate: bool) -> tuple[list[str], str, str]:
+def parse_array_operation(
+    fn: str, op_node: exp.Expr, type_node: exp.Expr, aggregate: bool
+) -> tuple[list[str], str, str]:
     """Return (prefix operations, final operation, element type) of ArrayAggregate/ArrayOperate.
 
     Raises SqlError at the argument for an unknown operation or type, or a maths operation on 'other'.
@@ -79,28 +83,38 @@ def parse_array_operation(fn: str, op_node: exp.Expr, type_node: exp.Expr,
     op_text = need_string(fn, op_node, "the operation")
     kind = need_string(fn, type_node, "the element type").lower()
     if kind not in ARRAY_TYPES:
-        raise fail(f"{fn}: unknown element type {kind!r}; use one of {', '.join(sorted(ARRAY_TYPES))}", type_node)
+        raise fail(
+            f"{fn}: unknown element type {kind!r}; use one of {', '.join(sorted(ARRAY_TYPES))}", type_node
+        )
     parts = [p.strip().lower() for p in op_text.split(".")]
     if not aggregate:
         bad = [p for p in parts if p not in OPERATE_OPS]
         if bad or not parts:
-            raise fail(f"{fn}: unknown operation {op_text!r}; use distinct, sorted or both (distinct.sorted)",
-                       op_node)
+            raise fail(
+                f"{fn}: unknown operation {op_text!r}; use distinct, sorted or both (distinct.sorted)",
+                op_node,
+            )
         return parts, "", kind
     *prefixes, final = parts
     bad_prefix = [p for p in prefixes if p not in PREFIXES]
     if bad_prefix:
-        raise fail(f"{fn}: unknown prefix {bad_prefix[0]!r} in {op_text!r}; prefixes are distinct. and sort.",
-                   op_node)
+        raise fail(
+            f"{fn}: unknown prefix {bad_prefix[0]!r} in {op_text!r}; prefixes are distinct. and sort.",
+            op_node,
+        )
     if final not in AGG_OPS:
-        raise fail(f"{fn}: unknown operation {final!r}; use one of average, min, max, sum, count, "
-                   "findFirst, findAny", op_node)
+        raise fail(
+            f"{fn}: unknown operation {final!r}; use one of average, min, max, sum, count, "
+            "findFirst, findAny",
+            op_node,
+        )
     if kind == "other" and final not in OTHER_OPS:
         raise fail(f"{fn}: {final} needs numbers; for type 'other' use count, findFirst or findAny", op_node)
     return prefixes, final, kind
 
 
 # ---- static checks -----------------------------------------------------------------------------
+
 
 def _check_s2id(fn: str, args: list[exp.Expr]) -> None:
     need_number(fn, args[0], "the latitude")
@@ -125,8 +139,11 @@ def _check_element_at(fn: str, args: list[exp.Expr]) -> None:
     if len(args) >= 4:
         path = string_literal(args[3])
         if path is None or not _FIELD_PATH.match(path):
-            raise fail(f"{fn}: the path must be a string literal of field names such as 'location.lat', "
-                       f"found {args[3].sql(dialect='spark')}", args[3])
+            raise fail(
+                f"{fn}: the path must be a string literal of field names such as 'location.lat', "
+                f"found {args[3].sql(dialect='spark')}",
+                args[3],
+            )
 
 
 def _check_array(fn: str, args: list[exp.Expr], aggregate: bool) -> None:
@@ -138,6 +155,7 @@ def _check_zone_at(index: int) -> Callable[[str, list[exp.Expr]], None]:
         need_number(fn, args[0], "the epoch time")
         if len(args) > index:
             _check_zone(fn, args[index])
+
     return check
 
 
@@ -172,8 +190,11 @@ def _check_json_path(fn: str, args: list[exp.Expr]) -> None:
 def _check_percentile(fn: str, args: list[exp.Expr]) -> None:
     value = number_literal(args[0])
     if value is None or not 0 < value <= 100:
-        raise fail(f"{fn}: the percentile must be a number literal in (0, 100], found "
-                   f"{args[0].sql(dialect='spark')}", args[0])
+        raise fail(
+            f"{fn}: the percentile must be a number literal in (0, 100], found "
+            f"{args[0].sql(dialect='spark')}",
+            args[0],
+        )
 
 
 def _check_histogram(fn: str, args: list[exp.Expr]) -> None:
@@ -198,8 +219,12 @@ def _check_trend(fn: str, args: list[exp.Expr]) -> None:
 
 
 def _check_outlier(fn: str, args: list[exp.Expr]) -> None:
-    for i, what in ((3, "the window length in minutes"), (4, "the observation period in minutes"),
-                    (5, "the tolerance"), (6, "the outlier percentage")):
+    for i, what in (
+        (3, "the window length in minutes"),
+        (4, "the observation period in minutes"),
+        (5, "the tolerance"),
+        (6, "the outlier percentage"),
+    ):
         need_int_range(fn, args[i], what, 0, None)
 
 
@@ -210,8 +235,10 @@ def _check_dart_get(fn: str, args: list[exp.Expr]) -> None:
 def _check_dart_contains(fn: str, args: list[exp.Expr]) -> None:
     if len(args) == 4:
         if string_literal(args[2]) is None and number_literal(args[2]) is not None:
-            raise fail(f"{fn}: the regex must be a string such as '^%s.*', found {args[2].sql(dialect='spark')}",
-                       args[2])
+            raise fail(
+                f"{fn}: the regex must be a string such as '^%s.*', found {args[2].sql(dialect='spark')}",
+                args[2],
+            )
         need_number(fn, args[3], "the refresh rate in hours")
 
 
@@ -279,16 +306,19 @@ def _seconds_or_millis(local: str, minus: int) -> str:
     (minus ``minus``) for an argument in seconds, its epoch milliseconds (minus ``minus``) for one in
     milliseconds, as the original (whose code took milliseconds and whose docs said seconds)."""
     millis = local.replace("timestamp_seconds(__a0)", "timestamp_millis(__a0)")
-    return (f"CASE WHEN abs(__a0) >= {MILLIS_THRESHOLD} THEN {_in_zone(millis)} * 1000 - {minus} "
-            f"ELSE {_in_zone(local)} - {minus} END")
+    return (
+        f"CASE WHEN abs(__a0) >= {MILLIS_THRESHOLD} THEN {_in_zone(millis)} * 1000 - {minus} "
+        f"ELSE {_in_zone(local)} - {minus} END"
+    )
 
 
 def _element_at(args: list[exp.Expr]) -> exp.Expr:
     if len(args) == 2:
         return build("CAST(try_element_at(__a0, IF(__a1 >= 0, __a1 + 1, __a1)) AS STRING)", args)
     path = string_literal(args[3]) or ""
-    return build(f"coalesce(CAST(try_element_at(__a0, IF(__a2 >= 0, __a2 + 1, __a2)).{path} AS STRING), '')",
-                 args)
+    return build(
+        f"coalesce(CAST(try_element_at(__a0, IF(__a2 >= 0, __a2 + 1, __a2)).{path} AS STRING), '')", args
+    )
 
 
 def _split(args: list[exp.Expr]) -> exp.Expr:
@@ -296,7 +326,9 @@ def _split(args: list[exp.Expr]) -> exp.Expr:
         return exp.Anonymous(this="split", expressions=[a.copy() for a in args])
     return build(
         "CASE WHEN __a0 = '' THEN array('') ELSE slice(split(__a0, __a1), 1, "
-        "array_max(transform(split(__a0, __a1), (__x, __i) -> IF(__x <> '', __i + 1, 0)))) END", args)
+        "array_max(transform(split(__a0, __a1), (__x, __i) -> IF(__x <> '', __i + 1, 0)))) END",
+        args,
+    )
 
 
 def _array_aggregate(args: list[exp.Expr]) -> exp.Expr:
@@ -311,7 +343,7 @@ def _array_aggregate(args: list[exp.Expr]) -> exp.Expr:
     templates = {
         "sum": f"aggregate({arr}, {zero}, (__acc, __x) -> __acc + CAST(__x AS {number}))",
         "average": f"IF(size({arr}) = 0, 0D, aggregate({arr}, 0D, (__acc, __x) -> __acc + CAST(__x AS DOUBLE)) "
-                   f"/ size({arr}))",
+        f"/ size({arr}))",
         "min": f"coalesce(CAST(array_min({arr}) AS {number}), {zero})",
         "max": f"coalesce(CAST(array_max({arr}) AS {number}), {zero})",
         "count": f"CAST(size({arr}) AS BIGINT)",
@@ -331,8 +363,11 @@ def _array_operate(args: list[exp.Expr]) -> exp.Expr:
 
 def _time_in_date(args: list[exp.Expr]) -> exp.Expr:
     zone = args[3] if len(args) == 4 else exp.Literal.string("UTC")
-    return build("unix_timestamp(to_utc_timestamp(date_trunc('DAY', from_utc_timestamp(timestamp_seconds(__a0), __a3))"
-                 " + make_dt_interval(0, __a1, __a2, 0), __a3))", [*args[:3], zone])
+    return build(
+        "unix_timestamp(to_utc_timestamp(date_trunc('DAY', from_utc_timestamp(timestamp_seconds(__a0), __a3))"
+        " + make_dt_interval(0, __a1, __a2, 0), __a3))",
+        [*args[:3], zone],
+    )
 
 
 def _collect_array(args: list[exp.Expr]) -> exp.Expr:
@@ -356,8 +391,10 @@ _PERCENTILE = (
 )
 
 _DISTANCE_RAD = "((__a2 - __a0) * pi() / 180)", "((__a3 - __a1) * pi() / 180)"
-_HAVERSINE_A = (f"(sin({_DISTANCE_RAD[0]} / 2) * sin({_DISTANCE_RAD[0]} / 2) + cos(__a0 * pi() / 180) * "
-                f"cos(__a2 * pi() / 180) * sin({_DISTANCE_RAD[1]} / 2) * sin({_DISTANCE_RAD[1]} / 2))")
+_HAVERSINE_A = (
+    f"(sin({_DISTANCE_RAD[0]} / 2) * sin({_DISTANCE_RAD[0]} / 2) + cos(__a0 * pi() / 180) * "
+    f"cos(__a2 * pi() / 180) * sin({_DISTANCE_RAD[1]} / 2) * sin({_DISTANCE_RAD[1]} / 2))"
+)
 
 TEMPLATES: dict[str, str] = {
     "mapget": "try_element_at(__a0, __a1)",
@@ -407,6 +444,7 @@ def bottom_up(tree: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
 
 def rewrite_library(tree: exp.Expr, user: Mapping[str, DaggerFunction] | None = None) -> exp.Expr:
     """Rewrite every call of a built-in-backed Dagger function into Spark built-ins (nested calls too)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         name = call_name(node)
         if name in REWRITERS and not (user and name in user):

@@ -17,7 +17,9 @@ _TOKEN_RE = re.compile(r"<Token token_type: [^,]+, text: (.*?), line: \d+.*?>")
 # sqlglot logs what a dialect cannot express as warnings on stderr; a dagger's errors are SqlErrors, and
 # the rewrites leave nothing for the Spark generator to warn about (tests/job/sql/test_dialect.py)
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
-READ_DIALECT = DaggerSql  # Spark's grammar with Flink/Calcite's strings and datetime patterns (job.sql.dialect)
+READ_DIALECT = (
+    DaggerSql  # Spark's grammar with Flink/Calcite's strings and datetime patterns (job.sql.dialect)
+)
 
 
 def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
@@ -36,10 +38,17 @@ def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
 
 def _trailing_comma(tokens: list[Token]) -> None:
     for prev, tok in zip(tokens, tokens[1:], strict=False):
-        if prev.token_type == TokenType.COMMA and tok.token_type in (TokenType.FROM, TokenType.WHERE,
-                                                                     TokenType.GROUP_BY):
-            raise SqlError(f"a comma before {tok.text.upper()} ends the SELECT list with nothing after it",
-                           line=prev.line, col=prev.col, hint="remove the trailing comma")
+        if prev.token_type == TokenType.COMMA and tok.token_type in (
+            TokenType.FROM,
+            TokenType.WHERE,
+            TokenType.GROUP_BY,
+        ):
+            raise SqlError(
+                f"a comma before {tok.text.upper()} ends the SELECT list with nothing after it",
+                line=prev.line,
+                col=prev.col,
+                hint="remove the trailing comma",
+            )
 
 
 #: The largest query text and AST accepted: a query runs in a server's check and preview, so its cost is
@@ -73,8 +82,12 @@ def check_escapes(tree: exp.Expr) -> None:
     for node in tree.walk():
         line, col = position(node)
         if isinstance(node, exp.QueryTransform) or node.args.get("command_script") is not None:
-            raise SqlError("TRANSFORM ... USING runs a command: it is not available in Dagger SQL",
-                           line=line, col=col, hint="write the expression in SQL, or as a udf_file function")
+            raise SqlError(
+                "TRANSFORM ... USING runs a command: it is not available in Dagger SQL",
+                line=line,
+                col=col,
+                hint="write the expression in SQL, or as a udf_file function",
+            )
         if isinstance(node, exp.GenerateSeries):
             start, end = _literal_int(node.args.get("start")), _literal_int(node.args.get("end"))
             if start is not None and end is not None and abs(end - start) > MAX_SEQUENCE:
@@ -88,8 +101,10 @@ def check_escapes(tree: exp.Expr) -> None:
 def _check_size(tree: exp.Expr) -> None:
     for count, _ in enumerate(tree.walk(), start=1):
         if count > MAX_QUERY_NODES:
-            raise SqlError(f"the query is too large: more than {MAX_QUERY_NODES:,} parts",
-                           hint="split it into several daggers, or use IN (...) for long lists of values")
+            raise SqlError(
+                f"the query is too large: more than {MAX_QUERY_NODES:,} parts",
+                hint="split it into several daggers, or use IN (...) for long lists of values",
+            )
 
 
 def parse_condition(text: str) -> exp.Expr:
@@ -108,8 +123,10 @@ def parse_condition(text: str) -> exp.Expr:
     check_escapes(tree)
     sub = next(tree.find_all(exp.Select, exp.Table, exp.Subquery), None)
     if sub is not None:
-        raise SqlError(f"the condition {text[:200]!r} reads a table or a query: a condition is on the record's "
-                       "own columns")
+        raise SqlError(
+            f"the condition {text[:200]!r} reads a table or a query: a condition is on the record's "
+            "own columns"
+        )
     return tree
 
 
@@ -122,8 +139,10 @@ def parse(text: str) -> exp.Query:
     if not text.strip():
         raise SqlError("the query is empty", line=1, col=1)
     if len(text) > MAX_QUERY_CHARS:
-        raise SqlError(f"the query is longer than {MAX_QUERY_CHARS // 1024} KiB",
-                       hint="split it into several daggers, or use IN (...) for long lists of values")
+        raise SqlError(
+            f"the query is longer than {MAX_QUERY_CHARS // 1024} KiB",
+            hint="split it into several daggers, or use IN (...) for long lists of values",
+        )
     try:
         tokens = sqlglot.tokenize(text, read=READ_DIALECT)
         _trailing_comma(tokens)
@@ -134,8 +153,9 @@ def parse(text: str) -> exp.Query:
         first = exc.errors[0] if exc.errors else {}
         desc = _TOKEN_RE.sub(lambda m: repr(m.group(1)), first.get("description", str(exc)))
         near = first.get("highlight") or ""
-        raise SqlError(f"{desc}" + (f" (near {near!r})" if near else ""), line=first.get("line"),
-                       col=first.get("col")) from None
+        raise SqlError(
+            f"{desc}" + (f" (near {near!r})" if near else ""), line=first.get("line"), col=first.get("col")
+        ) from None
     except TokenError as exc:
         raise SqlError(f"cannot read the query: {exc}") from None
     statements = [t for t in trees if t is not None]

@@ -21,7 +21,9 @@ _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 def _check_path(fn: str, node: exp.Expr, what: str) -> None:
     text = string_literal(node)
     if text is not None and not _FIELD_PATH.match(text):
-        raise fail(f"{fn}: {what} must be field names joined by dots such as 'driver.status', found {text!r}", node)
+        raise fail(
+            f"{fn}: {what} must be field names joined by dots such as 'driver.status', found {text!r}", node
+        )
 
 
 def check_cond_eq(fn: str, args: list[exp.Expr]) -> None:
@@ -31,16 +33,22 @@ def check_cond_eq(fn: str, args: list[exp.Expr]) -> None:
 def check_filters(fn: str, args: list[exp.Expr]) -> None:
     for arg in args[2:]:
         if call_name(arg) != "condeq":
-            raise fail(f"{fn}: a predicate must be CondEq(field, value), found {arg.sql(dialect='spark')}", arg,
-                       hint="Filters(list, 'package.Message', CondEq('status', 'COMPLETED'), ...)")
+            raise fail(
+                f"{fn}: a predicate must be CondEq(field, value), found {arg.sql(dialect='spark')}",
+                arg,
+                hint="Filters(list, 'package.Message', CondEq('status', 'COMPLETED'), ...)",
+            )
 
 
 def check_select_fields(fn: str, args: list[exp.Expr]) -> None:
     _check_path(fn, args[-1], "the field path")
     if len(args) == 2 and call_name(args[0]) != "filters":
-        raise fail(f"{fn}: the two-argument form reads the result of Filters(...), found "
-                   f"{args[0].sql(dialect='spark')}", args[0],
-                   hint="name the class: SelectFields(list, 'package.Message', 'field')")
+        raise fail(
+            f"{fn}: the two-argument form reads the result of Filters(...), found "
+            f"{args[0].sql(dialect='spark')}",
+            args[0],
+            hint="name the class: SelectFields(list, 'package.Message', 'field')",
+        )
 
 
 def cond_eq(args: list[exp.Expr]) -> exp.Expr:

@@ -68,8 +68,9 @@ def _level(node: exp.Expr) -> int | None:
     return None
 
 
-def push_down_s2(tree: exp.Expr, streams: set[str], *, int_keys: bool = True
-                 ) -> tuple[exp.Expr, dict[str, list[DerivedColumn]]]:
+def push_down_s2(
+    tree: exp.Expr, streams: set[str], *, int_keys: bool = True
+) -> tuple[exp.Expr, dict[str, list[DerivedColumn]]]:
     """Replace ``S2Id(<col>, <col>, <level literal>)`` over a stream read directly by a source column.
 
     With ``int_keys`` the column is the 64-bit id: a GROUP BY item reads it as it is, any other use
@@ -95,8 +96,13 @@ def push_down_s2(tree: exp.Expr, streams: set[str], *, int_keys: bool = True
             level = _level(args[2])
             if level is None:
                 continue
-            col = DerivedColumn(f"{DERIVED_PREFIX}{lat.name}_{lng.name}_{level}", "s2cell" if int_keys else "s2id",
-                                lat.name, lng.name, level)
+            col = DerivedColumn(
+                f"{DERIVED_PREFIX}{lat.name}_{lng.name}_{level}",
+                "s2cell" if int_keys else "s2id",
+                lat.name,
+                lng.name,
+                level,
+            )
             derived.setdefault(table, {})[col.name] = col
             ref = exp.column(col.name, table=lat.table or None)
             if int_keys and not isinstance(call.parent, exp.Group):
@@ -118,7 +124,11 @@ def batch_order(tree: exp.Expr, streams: Mapping[str, set[str]]) -> dict[str, st
     """
     readers: dict[str, list[exp.Select]] = {}
     for select in tree.find_all(exp.Select):
-        tables = {t.name for t in select.find_all(exp.Table) if t.name in streams and t.find_ancestor(exp.Select) is select}
+        tables = {
+            t.name
+            for t in select.find_all(exp.Table)
+            if t.name in streams and t.find_ancestor(exp.Select) is select
+        }
         for table in tables:
             readers.setdefault(table, []).append(select)
     order: dict[str, str] = {}
@@ -128,7 +138,10 @@ def batch_order(tree: exp.Expr, streams: Mapping[str, set[str]]) -> dict[str, st
         if found is None or group is None or not group.expressions:
             continue
         first = group.expressions[0]
-        if (isinstance(first, exp.Column) and first.name in streams[table]
-                and (not first.table or first.table in found[1])):
+        if (
+            isinstance(first, exp.Column)
+            and first.name in streams[table]
+            and (not first.table or first.table in found[1])
+        ):
             order[table] = first.name
     return order

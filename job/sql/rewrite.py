@@ -22,14 +22,30 @@ from job.sql.parse import position
 from job.sql.values import VALUE_REWRITES
 
 UNITS = {
-    "MILLISECOND": "milliseconds", "SECOND": "seconds", "MINUTE": "minutes", "HOUR": "hours",
-    "DAY": "days", "WEEK": "weeks",
+    "MILLISECOND": "milliseconds",
+    "SECOND": "seconds",
+    "MINUTE": "minutes",
+    "HOUR": "hours",
+    "DAY": "days",
+    "WEEK": "weeks",
 }
-UNIT_MS = {"milliseconds": 1, "seconds": 1_000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000,
-           "weeks": 604_800_000}
+UNIT_MS = {
+    "milliseconds": 1,
+    "seconds": 1_000,
+    "minutes": 60_000,
+    "hours": 3_600_000,
+    "days": 86_400_000,
+    "weeks": 604_800_000,
+}
 WINDOW_FUNCS = {"TUMBLE", "HOP", "SESSION"}
-WINDOW_PROPERTIES = {"TUMBLE_START": "start", "TUMBLE_END": "end", "HOP_START": "start", "HOP_END": "end",
-                     "SESSION_START": "start", "SESSION_END": "end"}
+WINDOW_PROPERTIES = {
+    "TUMBLE_START": "start",
+    "TUMBLE_END": "end",
+    "HOP_START": "start",
+    "HOP_END": "end",
+    "SESSION_START": "start",
+    "SESSION_END": "end",
+}
 ROWTIME_PROPERTIES = {"TUMBLE_ROWTIME", "HOP_ROWTIME", "SESSION_ROWTIME"}
 ROWTIME_WINDOW = "__dagger_window"  # the inner window struct that an outer window_time() reads
 
@@ -52,8 +68,9 @@ def interval_text(node: exp.Expr) -> str:
     unit = (node.unit.name if node.unit else "").upper().rstrip("S") if node.unit else ""
     amount = node.this.name if isinstance(node.this, exp.Literal) else ""
     if unit not in UNITS:
-        raise SqlError(f"unknown interval unit {unit or '(none)'!r}; use one of {', '.join(UNITS)}",
-                       line=line, col=col)
+        raise SqlError(
+            f"unknown interval unit {unit or '(none)'!r}; use one of {', '.join(UNITS)}", line=line, col=col
+        )
     if not amount.strip().isdigit() or int(amount) <= 0:
         raise SqlError(f"an interval needs a positive whole number, found {amount!r}", line=line, col=col)
     return f"{int(amount)} {UNITS[unit]}"
@@ -73,7 +90,11 @@ def window_args(fn: exp.Anonymous) -> tuple[exp.Expr, str, str | None]:
     want = 3 if hop else 2
     if len(args) != want:
         line, col = position(fn)
-        usage = f"{name}(rowtime, INTERVAL slide, INTERVAL size)" if hop else f"{name}(rowtime, INTERVAL 'n' unit)"
+        usage = (
+            f"{name}(rowtime, INTERVAL slide, INTERVAL size)"
+            if hop
+            else f"{name}(rowtime, INTERVAL 'n' unit)"
+        )
         raise SqlError(f"{name} takes {want} arguments: {usage}", line=line, col=col)
     if hop:  # Flink's HOP is (time, slide, size); Spark's window() is (time, size, slide)
         return args[0], interval_text(args[2]), interval_text(args[1])
@@ -101,12 +122,21 @@ def _spark_window(fn: exp.Anonymous) -> exp.Anonymous:
 def rewrite_group_windows(tree: exp.Expr) -> exp.Expr:
     """``GROUP BY TUMBLE(t, INTERVAL '60' SECOND)`` → ``GROUP BY window(t, '60 seconds')``;
     ``HOP(t, slide, size)`` → ``window(t, 'size', 'slide')``; ``SESSION(t, gap)`` → ``session_window(t, 'gap')``."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_FUNCS:
-            if fname(node) == "SESSION" and isinstance(node.parent, exp.Group) and len(node.parent.expressions) == 1:
-                raise fail("a SESSION window over the whole stream (no key in GROUP BY) is not supported: Spark "
-                           "keeps sessions per key", node, hint="GROUP BY SESSION(rowtime, INTERVAL gap), k (or "
-                           "SESSION(TABLE t PARTITION BY k, ...) grouped by window_start, window_end, k)")
+            if (
+                fname(node) == "SESSION"
+                and isinstance(node.parent, exp.Group)
+                and len(node.parent.expressions) == 1
+            ):
+                raise fail(
+                    "a SESSION window over the whole stream (no key in GROUP BY) is not supported: Spark "
+                    "keeps sessions per key",
+                    node,
+                    hint="GROUP BY SESSION(rowtime, INTERVAL gap), k (or "
+                    "SESSION(TABLE t PARTITION BY k, ...) grouped by window_start, window_end, k)",
+                )
             return _spark_window(node)
         return node
 
@@ -116,6 +146,7 @@ def rewrite_group_windows(tree: exp.Expr) -> exp.Expr:
 def rewrite_window_properties(tree: exp.Expr) -> exp.Expr:
     """``TUMBLE_START(...)``/``HOP_START(...)`` → ``window.start``; ``*_END`` → ``window.end``;
     ``SESSION_START``/``SESSION_END`` → ``session_window.start``/``.end``."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) in WINDOW_PROPERTIES:
             window_args(node)  # validates the arguments
@@ -127,6 +158,7 @@ def rewrite_window_properties(tree: exp.Expr) -> exp.Expr:
 
 def rewrite_distinct_count(tree: exp.Expr) -> exp.Expr:
     """``DistinctCount(x)`` → ``size(collect_set(x))`` (Spark streams reject COUNT(DISTINCT))."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) == "DISTINCTCOUNT":
             if len(node.expressions) != 1:
@@ -169,10 +201,15 @@ def rewrite_distinct_count_bytes(tree: exp.Expr) -> exp.Expr:
     Other types keep ``collect_set``. Apply after :func:`to_spark`: ``x`` is then what ``collect_set`` reads.
     The state's layout is not ``collect_set``'s: a checkpoint keeps the one it was started with (the engine
     feature ``distinct_count``, :func:`job.query.plan.engine_features`)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous) and fname(node) == "SIZE" and len(node.expressions) == 1:
             inner = node.expressions[0]
-            if isinstance(inner, exp.Anonymous) and fname(inner) == "COLLECT_SET" and len(inner.expressions) == 1:
+            if (
+                isinstance(inner, exp.Anonymous)
+                and fname(inner) == "COLLECT_SET"
+                and len(inner.expressions) == 1
+            ):
                 value = distinct_count_input(inner.expressions[0])
                 if value is not None:
                     return exp.Anonymous(this=DISTINCT_COUNT, expressions=[value])
@@ -188,8 +225,12 @@ def _output_name(item: exp.Expr) -> str:
     if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
         return item.name
     line, col = position(item)
-    raise SqlError(f"name this column (... AS name): a query with TUMBLE_ROWTIME/HOP_ROWTIME passes its "
-                   f"columns on by name, found {item.sql(dialect='spark')}", line=line, col=col)
+    raise SqlError(
+        f"name this column (... AS name): a query with TUMBLE_ROWTIME/HOP_ROWTIME passes its "
+        f"columns on by name, found {item.sql(dialect='spark')}",
+        line=line,
+        col=col,
+    )
 
 
 def _rowtime_select(select: exp.Select, top: bool) -> exp.Select:
@@ -208,17 +249,28 @@ def _rowtime_select(select: exp.Select, top: bool) -> exp.Select:
             names.append((_output_name(item), False))
             items.append(item)
     inner.set("expressions", items)
-    outer = [exp.alias_(_to_ms(exp.Anonymous(this="window_time", expressions=[exp.column(ROWTIME_WINDOW)]), top),
-                        name) if rowtime else exp.column(name) for name, rowtime in names]
-    return exp.select(*outer).from_(exp.Subquery(this=inner, alias=exp.TableAlias(
-        this=exp.to_identifier("__dagger_rowtime"))))
+    outer = [
+        exp.alias_(
+            _to_ms(exp.Anonymous(this="window_time", expressions=[exp.column(ROWTIME_WINDOW)]), top), name
+        )
+        if rowtime
+        else exp.column(name)
+        for name, rowtime in names
+    ]
+    return exp.select(*outer).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__dagger_rowtime")))
+    )
 
 
 def _to_ms(time: exp.Expr, top: bool = True) -> exp.Expr:
     """``time`` cut to the millisecond when ``top``: Spark's window_time is the window's end - 1 µs, Flink's
     rowtime of a window its end - 1 ms (an event time inside the query keeps its microsecond: it falls in the
     same windows)."""
-    return exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"), time]) if top else time
+    return (
+        exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"), time])
+        if top
+        else time
+    )
 
 
 def _is_top_level(select: exp.Expr) -> bool:
@@ -239,17 +291,33 @@ def rewrite_rowtime(tree: exp.Expr) -> exp.Expr:
     top, or a subquery's rowtime column that the top SELECT outputs as it is), it is cut to the millisecond:
     the window's end - 1 ms, as Flink gives it.
     """
-    nested = {i.alias for s in tree.find_all(exp.Select) if not _is_top_level(s) for i in s.expressions
-              if isinstance(i, exp.Alias) and isinstance(i.this, exp.Anonymous) and fname(i.this) in ROWTIME_PROPERTIES}
+    nested = {
+        i.alias
+        for s in tree.find_all(exp.Select)
+        if not _is_top_level(s)
+        for i in s.expressions
+        if isinstance(i, exp.Alias)
+        and isinstance(i.this, exp.Anonymous)
+        and fname(i.this) in ROWTIME_PROPERTIES
+    }
 
     def visit(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Select) and any(
-                isinstance(t, exp.Anonymous) and fname(t) in ROWTIME_PROPERTIES
-                for item in node.expressions for t in [item.this if isinstance(item, exp.Alias) else item]):
+            isinstance(t, exp.Anonymous) and fname(t) in ROWTIME_PROPERTIES
+            for item in node.expressions
+            for t in [item.this if isinstance(item, exp.Alias) else item]
+        ):
             return _rowtime_select(node, _is_top_level(node))
         if isinstance(node, exp.Select) and nested and node.args.get("group") is None and _is_top_level(node):
-            node.set("expressions", [exp.alias_(_to_ms(i.copy()), i.name) if isinstance(i, exp.Column)
-                                     and i.name in nested else i for i in node.expressions])
+            node.set(
+                "expressions",
+                [
+                    exp.alias_(_to_ms(i.copy()), i.name)
+                    if isinstance(i, exp.Column) and i.name in nested
+                    else i
+                    for i in node.expressions
+                ],
+            )
         return node
 
     return bottom_up(tree, visit)
@@ -269,32 +337,49 @@ def rewrite_lateral_tables(tree: exp.Expr) -> exp.Expr:
         keep, laterals = [], list(select.args.get("laterals") or [])
         for join in joins:
             lateral = join.this
-            if not (isinstance(lateral, exp.Lateral) and isinstance(lateral.this, exp.Anonymous)
-                    and fname(lateral.this) == "TABLE"):
+            if not (
+                isinstance(lateral, exp.Lateral)
+                and isinstance(lateral.this, exp.Anonymous)
+                and fname(lateral.this) == "TABLE"
+            ):
                 keep.append(join)
                 continue
             calls = lateral.this.expressions
             call = calls[0] if len(calls) == 1 else None
             fn = DAGGER_FUNCTIONS.get(str(call.name).lower()) if isinstance(call, exp.Anonymous) else None
             if call is None or fn is None or fn.kind != "table":
-                raise fail("LATERAL TABLE(...) takes one table function: HistogramBucket or OutlierMad", lateral)
+                raise fail(
+                    "LATERAL TABLE(...) takes one table function: HistogramBucket or OutlierMad", lateral
+                )
             args = call_args(call)
             if fn.name == "HistogramBucket":
-                gen = build("explode(concat(array('+Inf'), filter(split(__a1, ',', -1), "
-                            "__b -> __a0 <= CAST(__b AS DOUBLE))))", args)
+                gen = build(
+                    "explode(concat(array('+Inf'), filter(split(__a1, ',', -1), "
+                    "__b -> __a0 <= CAST(__b AS DOUBLE))))",
+                    args,
+                )
             else:
                 gen = exp.Anonymous(this="inline", expressions=[call.copy()])
             alias = lateral.args.get("alias")
-            columns = list(alias.columns) if alias is not None and alias.columns else [
-                exp.to_identifier(c) for c in fn.columns]
+            columns = (
+                list(alias.columns)
+                if alias is not None and alias.columns
+                else [exp.to_identifier(c) for c in fn.columns]
+            )
             if len(columns) != len(fn.columns):
-                raise fail(f"{fn.name} adds {len(fn.columns)} column(s) ({', '.join(fn.columns)}), "
-                           f"found {len(columns)} names", alias)
+                raise fail(
+                    f"{fn.name} adds {len(fn.columns)} column(s) ({', '.join(fn.columns)}), "
+                    f"found {len(columns)} names",
+                    alias,
+                )
             name = alias.this if alias is not None and alias.this else exp.to_identifier(f"__dagger_t{count}")
             count += 1
             outer = bool(join.side) and str(join.side).upper() == "LEFT"
-            laterals.append(exp.Lateral(this=gen, view=True, outer=outer,
-                                        alias=exp.TableAlias(this=name, columns=columns)))
+            laterals.append(
+                exp.Lateral(
+                    this=gen, view=True, outer=outer, alias=exp.TableAlias(this=name, columns=columns)
+                )
+            )
         if len(keep) != len(joins):
             select.set("joins", keep or None)
             select.set("laterals", laterals)
@@ -346,11 +431,18 @@ def add_watermark_barrier(tree: exp.Expr, streams: set[str]) -> exp.Expr:
         if where is None:
             continue
         sources = [select.args.get("from_") or select.args.get("from")] + list(select.args.get("joins") or [])
-        refs = [t for src in sources if src is not None for t in [src.this] if isinstance(t, exp.Table)
-                and t.name in streams]
+        refs = [
+            t
+            for src in sources
+            if src is not None
+            for t in [src.this]
+            if isinstance(t, exp.Table) and t.name in streams
+        ]
         cond = where.this
         for table in refs:
-            guard = exp.GTE(this=exp.column(BARRIER_COLUMN, table=table.alias_or_name), expression=exp.Literal.number(0))
+            guard = exp.GTE(
+                this=exp.column(BARRIER_COLUMN, table=table.alias_or_name), expression=exp.Literal.number(0)
+            )
             cond = exp.And(this=exp.paren(cond) if isinstance(cond, exp.Or) else cond, expression=guard)
         select.set("where", exp.Where(this=cond))
     return tree

@@ -112,8 +112,12 @@ def _field_type(kind: exp.DataType | None, name: str) -> tuple[bool, exp.DataTyp
 
 def _map_constructor(col: exp.Column) -> bool:
     """Whether ``col`` is the MAP of Flink's ``MAP['k', v]``."""
-    return col.name.upper() == "MAP" and not col.this.quoted and isinstance(col.parent, exp.Bracket) \
+    return (
+        col.name.upper() == "MAP"
+        and not col.this.quoted
+        and isinstance(col.parent, exp.Bracket)
         and col.parent.this is col
+    )
 
 
 def _in_lambda(col: exp.Column) -> bool:
@@ -179,8 +183,11 @@ class _Resolver:
         alias = node.args.get("alias")
         names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
         if isinstance(node, exp.Lateral):  # LATERAL TABLE(F(...)) AS T(c1, ...)
-            call = node.this.expressions[0] if isinstance(node.this, exp.Anonymous) and node.this.expressions \
+            call = (
+                node.this.expressions[0]
+                if isinstance(node.this, exp.Anonymous) and node.this.expressions
                 else None
+            )
             fn = DAGGER_FUNCTIONS.get(str(call.name).lower()) if isinstance(call, exp.Anonymous) else None
             cols = names or list(fn.columns if fn else ())
             return dict.fromkeys(cols) if cols else None
@@ -209,15 +216,21 @@ class _Resolver:
                 alias = node.args.get("alias")
                 defaults = [(alias.name if alias is not None and alias.name else "f0", element)]
         elif kind is not None:
-            raise _fail(f"UNNEST needs an array or a map; {args[0].sql(dialect='spark')} is "
-                        f"{kind.sql(dialect='spark')}", args[0])
+            raise _fail(
+                f"UNNEST needs an array or a map; {args[0].sql(dialect='spark')} is "
+                f"{kind.sql(dialect='spark')}",
+                args[0],
+            )
         if defaults is None:
             return dict.fromkeys(names) if names else None
         if names and len(names) != len(defaults):
             alias = node.args["alias"]
-            raise _fail(f"UNNEST({args[0].sql(dialect='spark')}) gives {len(defaults)} column(s) "
-                        f"({', '.join(n for n, _ in defaults)}), found {len(names)} names", alias.columns[0],
-                        hint="name every column: AS t (" + ", ".join(n for n, _ in defaults) + ")")
+            raise _fail(
+                f"UNNEST({args[0].sql(dialect='spark')}) gives {len(defaults)} column(s) "
+                f"({', '.join(n for n, _ in defaults)}), found {len(names)} names",
+                alias.columns[0],
+                hint="name every column: AS t (" + ", ".join(n for n, _ in defaults) + ")",
+            )
         return {(names[i] if names else n): t for i, (n, t) in enumerate(defaults)}
 
     # -- columns --------------------------------------------------------------------------------
@@ -254,14 +267,17 @@ class _Resolver:
         if kind is not None:
             top.meta[TYPE_META] = kind  # for the rewrites that keep Flink's values (job.sql.values)
 
-    def lookup(self, parts: list[str], col: exp.Column, scope: Scope,
-               sources: dict[str, Source]) -> tuple[Source, str, list[str]] | None:
+    def lookup(
+        self, parts: list[str], col: exp.Column, scope: Scope, sources: dict[str, Source]
+    ) -> tuple[Source, str, list[str]] | None:
         """Return (source, column, nested fields) of a reference; None for a name that needs no source."""
         if len(parts) > 1 and parts[0] in sources:
             src = sources[parts[0]]
             if not src.has(parts[1]):
                 what = f"table {src.stream}" if src.stream else src.name or "the subquery"
-                raise _fail(f"{what} has no column {parts[1]}", col, hint=suggest(parts[1], src.columns or {}))
+                raise _fail(
+                    f"{what} has no column {parts[1]}", col, hint=suggest(parts[1], src.columns or {})
+                )
             return src, parts[1], parts[2:]
         if parts[0] == "window" and len(parts) > 1:
             return None  # window.start / window.end of a rewritten query
@@ -278,8 +294,11 @@ class _Resolver:
         if parent is not None:
             return self.lookup(parts, col, parent, self.sources(parent))
         if len(parts) > 1:
-            raise _fail(f"unknown table or alias {parts[0]} in {'.'.join(parts)}", col,
-                        hint=f"tables here: {', '.join(sorted(n for n in sources if n))}" if sources else None)
+            raise _fail(
+                f"unknown table or alias {parts[0]} in {'.'.join(parts)}",
+                col,
+                hint=f"tables here: {', '.join(sorted(n for n in sources if n))}" if sources else None,
+            )
         every = {c for s in sources.values() for c in (s.columns or {})}
         raise _fail(f"unknown column {parts[0]}", col, hint=suggest(parts[0], every - {TIME_COLUMN}))
 
@@ -290,8 +309,13 @@ class _Resolver:
             return {}
         out: ColumnTypes | None = {}
         for item in select.expressions:
-            star = item if isinstance(item, exp.Star) else item.this if isinstance(item, exp.Column) \
-                and isinstance(item.this, exp.Star) else None
+            star = (
+                item
+                if isinstance(item, exp.Star)
+                else item.this
+                if isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+                else None
+            )
             if star is None:
                 continue
             qual = item.table if isinstance(item, exp.Column) else ""
@@ -303,8 +327,13 @@ class _Resolver:
                 if src.columns is None or out is None:
                     out = None
                 else:
-                    out.update({c: t for c, t in src.columns.items()
-                                if c != TIME_COLUMN or src.stream is None or _deduplicated(select)})
+                    out.update(
+                        {
+                            c: t
+                            for c, t in src.columns.items()
+                            if c != TIME_COLUMN or src.stream is None or _deduplicated(select)
+                        }
+                    )
         return out
 
     def output(self, scope: Scope, stars: ColumnTypes | None) -> ColumnTypes | None:
@@ -316,7 +345,9 @@ class _Resolver:
             return None
         out: ColumnTypes = {}
         for item in select.expressions:
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
                 if stars is None:
                     return None
                 out.update(stars)
@@ -347,8 +378,11 @@ def _having_columns(scope: Scope) -> list[exp.Column]:
 
 def _select_aliases(scope: Scope) -> set[str]:
     select = scope.expression
-    names = {e.alias for e in select.expressions if isinstance(e, exp.Alias)} if isinstance(select, exp.Select) \
+    names = (
+        {e.alias for e in select.expressions if isinstance(e, exp.Alias)}
+        if isinstance(select, exp.Select)
         else set()
+    )
     for lateral in select.find_all(exp.Lateral) if isinstance(select, exp.Select) else ():
         alias = lateral.args.get("alias")
         names |= {c.name for c in alias.columns} if alias is not None else set()
@@ -373,6 +407,7 @@ def resolve(tree: exp.Expr, tables: Mapping[str, Iterable[str] | Mapping[str, st
     # are Spark's too (with rowtime)
     named = isinstance(select, exp.Select) and all(
         isinstance(item, exp.Alias) or (isinstance(item, exp.Column) and not isinstance(item.this, exp.Star))
-        for item in select.expressions)
+        for item in select.expressions
+    )
     names = list(out) if named and out is not None and all(out) else None
     return Resolution(used=resolver.used, output=names)

@@ -38,7 +38,9 @@ class Translation:
     aggregates: bool  # whether results are emitted per window (append after the watermark)
     window: tuple[str, str | None] | None = None  # (size, slide) of the outermost window
     notes: list[str] = field(default_factory=list)
-    derived: dict[str, list[DerivedColumn]] = field(default_factory=dict)  # table -> columns its source computes
+    derived: dict[str, list[DerivedColumn]] = field(
+        default_factory=dict
+    )  # table -> columns its source computes
     # table -> the columns the query reads only through its derived columns (the source decodes them
     # for those and need not hand them to Spark)
     derived_only: dict[str, list[str]] = field(default_factory=dict)
@@ -52,9 +54,15 @@ class Translation:
     dedups: list[Deduplication] = field(default_factory=list)
 
 
-def translate(sql: str, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
-              udfs: Mapping[str, DaggerFunction] | None = None, *, s2_int_keys: bool = True,
-              window_keys_last: bool = True, distinct_bytes: bool = True) -> Translation:
+def translate(
+    sql: str,
+    tables: Mapping[str, Iterable[str] | Mapping[str, str | None]],
+    udfs: Mapping[str, DaggerFunction] | None = None,
+    *,
+    s2_int_keys: bool = True,
+    window_keys_last: bool = True,
+    distinct_bytes: bool = True,
+) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
     Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
 

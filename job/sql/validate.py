@@ -32,8 +32,18 @@ from job.sql.rewrite import (
 )
 from job.sql.scope import TIME_COLUMN, resolve
 
-__all__ = ["TIME_COLUMN", "check_columns", "check_unique_output", "output_columns", "check_functions", "check_set_operations",
-           "check_spark_functions", "check_tables", "check_windows"]
+__all__ = [
+    "TIME_COLUMN",
+    "check_columns",
+    "check_unique_output",
+    "output_columns",
+    "check_functions",
+    "check_set_operations",
+    "check_spark_functions",
+    "check_tables",
+    "check_windows",
+]
+
 
 def _fail(message: str, node: exp.Expr | None, hint: str | None = None) -> SqlError:
     line, col = position(node)
@@ -45,8 +55,11 @@ def _in_lateral_table(node: exp.Expr) -> bool:
     parent = node.parent
     if isinstance(node, exp.Anonymous) and str(node.name).upper() == "TABLE":
         return isinstance(parent, exp.Lateral)
-    return (isinstance(parent, exp.Anonymous) and str(parent.name).upper() == "TABLE"
-            and isinstance(parent.parent, exp.Lateral))
+    return (
+        isinstance(parent, exp.Anonymous)
+        and str(parent.name).upper() == "TABLE"
+        and isinstance(parent.parent, exp.Lateral)
+    )
 
 
 def similar_functions(name: str, user: Mapping[str, DaggerFunction] | None = None) -> list[str]:
@@ -60,8 +73,13 @@ def similar_functions(name: str, user: Mapping[str, DaggerFunction] | None = Non
     scored = sorted(((difflib.SequenceMatcher(None, low, n).ratio(), n) for n in spelled), reverse=True)
     best = scored[0][0] if scored else 0.0
     near = [spelled[n] for score, n in scored[:3] if score >= 0.75 and score > best - 0.04]
-    near += [spelled[n] for n in sorted(spelled) if n[:3] == low[:3] and spelled[n] not in near
-             and n in {d.lower() for d in (fn.name for fn in DAGGER_FUNCTIONS.values())}]
+    near += [
+        spelled[n]
+        for n in sorted(spelled)
+        if n[:3] == low[:3]
+        and spelled[n] not in near
+        and n in {d.lower() for d in (fn.name for fn in DAGGER_FUNCTIONS.values())}
+    ]
     return near[:5]
 
 
@@ -72,34 +90,47 @@ def check_functions(tree: exp.Expr, user: Mapping[str, DaggerFunction] | None = 
     Raises SqlError at the call or the argument.
     """
     for node in tree.walk():
-        if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous) \
-                and node.sql_name().lower() in DENIED_SPARK_FUNCTIONS:
-            raise _fail(f"{node.sql_name()} is not available in Dagger SQL: it reaches outside the query's rows "
-                        "(the JVM, files or the process)", node)
+        if (
+            isinstance(node, exp.Func)
+            and not isinstance(node, exp.Anonymous)
+            and node.sql_name().lower() in DENIED_SPARK_FUNCTIONS
+        ):
+            raise _fail(
+                f"{node.sql_name()} is not available in Dagger SQL: it reaches outside the query's rows "
+                "(the JVM, files or the process)",
+                node,
+            )
         if not isinstance(node, exp.Anonymous | exp.RegexpSplit):
             continue
         name = node.name if isinstance(node, exp.Anonymous) else "Split"
         if isinstance(node, exp.Anonymous) and str(name).upper() == "TABLE" and _in_lateral_table(node):
             continue
         if str(name).lower() in DENIED_SPARK_FUNCTIONS and lookup(str(name), user) is None:
-            raise _fail(f"{name} is not available in Dagger SQL: it reaches outside the query's rows (the JVM, "
-                        "files or the process)", node)
+            raise _fail(
+                f"{name} is not available in Dagger SQL: it reaches outside the query's rows (the JVM, "
+                "files or the process)",
+                node,
+            )
         if not is_known(name, user):
             near = similar_functions(str(name), user)
-            raise _fail(f"unknown function {name}", node, hint=f"did you mean {', '.join(near)}?" if near else None)
+            raise _fail(
+                f"unknown function {name}", node, hint=f"did you mean {', '.join(near)}?" if near else None
+            )
         fn = lookup(call_name(node) or name, user)
         if fn is None or fn.kind in ("window", "window_property", "rowtime"):
             continue  # Spark built-ins; windows are checked by check_windows
         if isinstance(node, exp.RegexpSplit) and node.args.get("limit") is not None:
             continue  # Spark's own split(text, regex, limit)
         if fn.kind == "table" and not _in_lateral_table(node):
-            raise _fail(f"{fn.name} is a table function: call it as LATERAL TABLE({fn.name}(...)) in FROM", node,
-                        hint=fn.signature)
+            raise _fail(
+                f"{fn.name} is a table function: call it as LATERAL TABLE({fn.name}(...)) in FROM",
+                node,
+                hint=fn.signature,
+            )
         check_call(fn, node)
     for count in tree.find_all(exp.Count):
         if isinstance(count.this, exp.Distinct):
-            raise _fail("COUNT(DISTINCT ...) is not available on streams", count,
-                        hint="use DistinctCount(x)")
+            raise _fail("COUNT(DISTINCT ...) is not available on streams", count, hint="use DistinctCount(x)")
 
 
 _CALL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(")
@@ -120,12 +151,16 @@ def check_spark_functions(tree: exp.Expr) -> None:
         text = node.sql(dialect="spark", normalize_functions=False)
         match = _CALL_RE.match(text)
         first = node.args.get("this")
-        if isinstance(first, exp.Expression) and text.startswith(first.sql(dialect="spark",
-                                                                           normalize_functions=False)):
+        if isinstance(first, exp.Expression) and text.startswith(
+            first.sql(dialect="spark", normalize_functions=False)
+        ):
             continue  # the text starts with an argument's, not with the call's name
         if match and match.group(1).lower() not in known:
-            raise _fail(f"{match.group(1).upper()} is not a function Spark SQL has", node,
-                        hint="see docs/sql.md for the functions Dagger SQL offers")
+            raise _fail(
+                f"{match.group(1).upper()} is not a function Spark SQL has",
+                node,
+                hint="see docs/sql.md for the functions Dagger SQL offers",
+            )
 
 
 def cte_and_subquery_names(tree: exp.Expr) -> set[str]:
@@ -148,18 +183,25 @@ def check_tables(tree: exp.Expr, tables: Collection[str]) -> None:
             node = next((n for n in tree.find_all(exp.CTE, exp.Subquery) if n.alias_or_name == name), None)
             raise _fail(f"{name!r} is not a plain name (letters, digits, _)", node)
     for table in tree.find_all(exp.Table):
-        if table.args.get("db") is not None or table.args.get("catalog") is not None or \
-                not _PLAIN_NAME_RE.match(table.name):
-            raise _fail(f"{table.sql(dialect='spark')} is not one of this dagger's streams "
-                        f"({', '.join(sorted(tables))}): a query reads only its streams, by their plain names",
-                        table)
+        if (
+            table.args.get("db") is not None
+            or table.args.get("catalog") is not None
+            or not _PLAIN_NAME_RE.match(table.name)
+        ):
+            raise _fail(
+                f"{table.sql(dialect='spark')} is not one of this dagger's streams "
+                f"({', '.join(sorted(tables))}): a query reads only its streams, by their plain names",
+                table,
+            )
         if table.name not in tables and table.name not in local:
-            raise _fail(f"unknown table {table.name}; this dagger's streams are {', '.join(sorted(tables))}",
-                        table)
+            raise _fail(
+                f"unknown table {table.name}; this dagger's streams are {', '.join(sorted(tables))}", table
+            )
 
 
-def output_columns(tree: exp.Expr,
-                   tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> list[str] | None:
+def output_columns(
+    tree: exp.Expr, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]
+) -> list[str] | None:
     """Return the names of the query's output columns, in order; None when they cannot be told before Spark
     runs (see :class:`job.sql.scope.Resolution`). Call after :func:`check_columns`."""
     from sqlglot.errors import OptimizeError
@@ -170,8 +212,9 @@ def output_columns(tree: exp.Expr,
         return None
 
 
-def check_unique_output(tree: exp.Expr,
-                        tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> None:
+def check_unique_output(
+    tree: exp.Expr, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]
+) -> None:
     """Every output column has its own name (Spark's names are case-insensitive): a sink's row holds one
     value a name, so a second ``x`` would silently replace the first. Raises SqlError at the second one."""
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
@@ -181,13 +224,17 @@ def check_unique_output(tree: exp.Expr,
     for node in select.expressions:
         for name in _projection_names(node, select, tables):
             if name.lower() in seen:
-                raise _fail(f"two output columns are named {name}; a row can hold only one value a name", node,
-                            hint=f"give one of them a name of its own: … AS {name}_2")
+                raise _fail(
+                    f"two output columns are named {name}; a row can hold only one value a name",
+                    node,
+                    hint=f"give one of them a name of its own: … AS {name}_2",
+                )
             seen.add(name.lower())
 
 
-def _projection_names(node: exp.Expr, select: exp.Select,
-                      tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> list[str]:
+def _projection_names(
+    node: exp.Expr, select: exp.Select, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]
+) -> list[str]:
     """Return the output names one projection gives: its alias or column name, or the columns a ``*`` or
     ``t.*`` over stream tables brings (nothing for a star over a subquery: its names are checked inside)."""
     star_table = node.table if isinstance(node, exp.Column) and isinstance(node.this, exp.Star) else None
@@ -205,8 +252,9 @@ def _projection_names(node: exp.Expr, select: exp.Select,
     return names
 
 
-def check_columns(tree: exp.Expr,
-                  tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]) -> dict[str, set[str]]:
+def check_columns(
+    tree: exp.Expr, tables: Mapping[str, Iterable[str] | Mapping[str, str | None]]
+) -> dict[str, set[str]]:
     """Every column must exist in a source of its own SELECT (see :mod:`job.sql.scope`).
 
     ``tables``: stream table -> column names, or -> column -> Spark type text. Returns the columns
@@ -230,8 +278,11 @@ def check_set_operations(tree: exp.Expr) -> None:
             inner = inner.this if isinstance(inner, exp.Subquery) and not inner.alias else inner
             if not isinstance(inner, exp.Query):
                 kind = node.key.upper()
-                raise _fail(f"each side of {kind} must be a query; found {side.sql()!r}", side,
-                            hint=f"write SELECT … FROM … on both sides of {kind}")
+                raise _fail(
+                    f"each side of {kind} must be a query; found {side.sql()!r}",
+                    side,
+                    hint=f"write SELECT … FROM … on both sides of {kind}",
+                )
 
 
 def has_aggregate(select: exp.Select) -> bool:
@@ -240,8 +291,9 @@ def has_aggregate(select: exp.Select) -> bool:
         return True
     for node in select.expressions:
         for sub in node.walk():
-            if isinstance(sub, exp.AggFunc) or (isinstance(sub, exp.Anonymous)
-                                                and dagger_kind(sub.name) == "aggregate"):
+            if isinstance(sub, exp.AggFunc) or (
+                isinstance(sub, exp.Anonymous) and dagger_kind(sub.name) == "aggregate"
+            ):
                 return True
     return False
 
@@ -260,18 +312,30 @@ def group_window(select: exp.Select) -> exp.Anonymous | None:
 def check_windows(tree: exp.Expr) -> None:
     """A streaming aggregation needs a window; window properties must match the GROUP BY window."""
     for select in tree.find_all(exp.Select):
-        props = [n for n in select.expressions for n in n.walk()
-                 if isinstance(n, exp.Anonymous) and fname(n) in {*WINDOW_PROPERTIES, *ROWTIME_PROPERTIES}]
+        props = [
+            n
+            for n in select.expressions
+            for n in n.walk()
+            if isinstance(n, exp.Anonymous) and fname(n) in {*WINDOW_PROPERTIES, *ROWTIME_PROPERTIES}
+        ]
         window = group_window(select)
         if has_aggregate(select) and window is None:
             group = select.args.get("group")
             target = group.expressions[0] if group and group.expressions else select
-            raise _fail("an aggregation over a stream needs a window in GROUP BY", target,
-                        hint="add TUMBLE(rowtime, INTERVAL '60' SECOND) to the GROUP BY")
+            raise _fail(
+                "an aggregation over a stream needs a window in GROUP BY",
+                target,
+                hint="add TUMBLE(rowtime, INTERVAL '60' SECOND) to the GROUP BY",
+            )
         if props and window is None:
             raise _fail(f"{fname(props[0])} needs a {window_family(props[0])} window in GROUP BY", props[0])
         for prop in props:
             family = window_family(prop)
-            if window is not None and (fname(window) != family or window_args(prop)[1:] != window_args(window)[1:]):
-                raise _fail(f"{fname(prop)} must name the same window as the GROUP BY "
-                            f"({window.sql(dialect='spark')})", prop)
+            if window is not None and (
+                fname(window) != family or window_args(prop)[1:] != window_args(window)[1:]
+            ):
+                raise _fail(
+                    f"{fname(prop)} must name the same window as the GROUP BY "
+                    f"({window.sql(dialect='spark')})",
+                    prop,
+                )

@@ -35,14 +35,20 @@ from job.sql.rewrite import interval_ms, interval_text
 KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 TIME_COLUMN = "rowtime"  # a stream's event time (job.sql.scope.TIME_COLUMN)
 #: Each TVF's parameters in Flink's order (OFFSET is optional).
-PARAMETERS = {"TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"), "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
-              "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"), "SESSION": ("DATA", "TIMECOL", "GAP")}
+PARAMETERS = {
+    "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
+    "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"),
+    "SESSION": ("DATA", "TIMECOL", "GAP"),
+}
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 #: Meta key on a SELECT grouped by a CUMULATE window: the window's size in microseconds.
 CUMULATE_META = "dagger_cumulate_us"
 _LEGACY = {"TUMBLE": "TUMBLE", "HOP": "HOP", "CUMULATE": "HOP", "SESSION": "SESSION"}
-_GROUP_HINT = ("SELECT window_start, window_end, k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), "
-               "INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, k")
+_GROUP_HINT = (
+    "SELECT window_start, window_end, k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), "
+    "INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, k"
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,9 @@ class WindowTvf:
             args = [self.intervals["GAP" if self.kind == "SESSION" else "SIZE"]]
         else:
             args = [self.intervals["SLIDE" if self.kind == "HOP" else "STEP"], self.intervals["SIZE"]]
-        call = exp.Anonymous(this=f"{_LEGACY[self.kind]}{suffix}", expressions=[self.timecol.copy(),
-                                                                               *(a.copy() for a in args)])
+        call = exp.Anonymous(
+            this=f"{_LEGACY[self.kind]}{suffix}", expressions=[self.timecol.copy(), *(a.copy() for a in args)]
+        )
         call.meta.update(self.call.meta)
         return call
 
@@ -95,7 +102,9 @@ def read_tvf(call: exp.Anonymous) -> WindowTvf:
         if isinstance(arg, exp.Kwarg):
             name = arg.this.name.upper()
             if name not in names:
-                raise fail(f"{kind} has no parameter {name}; its parameters: {', '.join(names)}", arg, hint=usage)
+                raise fail(
+                    f"{kind} has no parameter {name}; its parameters: {', '.join(names)}", arg, hint=usage
+                )
             args[name], arg = arg.expression, arg.expression
         elif i < len(names):
             args[names[i]] = arg
@@ -105,35 +114,65 @@ def read_tvf(call: exp.Anonymous) -> WindowTvf:
     if missing:
         raise fail(f"{kind} needs {', '.join(missing)}", call, hint=usage)
     data, timecol = args["DATA"], args["TIMECOL"]
-    if not (isinstance(data, exp.Anonymous) and data.name.upper() == "TABLE" and data.expressions
-            and isinstance(data.expressions[0], exp.Table)):
+    if not (
+        isinstance(data, exp.Anonymous)
+        and data.name.upper() == "TABLE"
+        and data.expressions
+        and isinstance(data.expressions[0], exp.Table)
+    ):
         raise fail(f"the first argument of {kind} is the table it windows: TABLE t", data, hint=usage)
-    if not (isinstance(timecol, exp.Anonymous) and timecol.name.upper() == "DESCRIPTOR"
-            and len(timecol.expressions) == 1 and isinstance(timecol.expressions[0], exp.Column)):
-        raise fail(f"the time column of {kind} is DESCRIPTOR(column), the table's event time", timecol, hint=usage)
+    if not (
+        isinstance(timecol, exp.Anonymous)
+        and timecol.name.upper() == "DESCRIPTOR"
+        and len(timecol.expressions) == 1
+        and isinstance(timecol.expressions[0], exp.Column)
+    ):
+        raise fail(
+            f"the time column of {kind} is DESCRIPTOR(column), the table's event time", timecol, hint=usage
+        )
     if "OFFSET" in args:
-        raise fail(f"the OFFSET of a {kind} window is not supported: windows start at whole multiples of their "
-                   "size (UTC)", args["OFFSET"], hint="leave out the offset")
+        raise fail(
+            f"the OFFSET of a {kind} window is not supported: windows start at whole multiples of their "
+            "size (UTC)",
+            args["OFFSET"],
+            hint="leave out the offset",
+        )
     intervals = {n: a for n, a in args.items() if n not in ("DATA", "TIMECOL")}
     for arg in intervals.values():
         interval_text(arg)  # a positive whole interval, or SqlError at it
     partition = list(data.expressions[1].expressions) if len(data.expressions) > 1 else []
     # the checks above made them a Table, a Column and Intervals
-    tvf = WindowTvf(kind, data.expressions[0], timecol.expressions[0], intervals, call,  # type: ignore[arg-type]
-                    partition)
+    tvf = WindowTvf(
+        kind,
+        data.expressions[0],
+        timecol.expressions[0],
+        intervals,  # type: ignore[arg-type]
+        call,
+        partition,
+    )
     if kind in ("HOP", "CUMULATE"):
         step = "SLIDE" if kind == "HOP" else "STEP"
-        size, every = interval_ms(interval_text(intervals["SIZE"])), interval_ms(interval_text(intervals[step]))
+        size, every = (
+            interval_ms(interval_text(intervals["SIZE"])),
+            interval_ms(interval_text(intervals[step])),
+        )
         if size % every:
-            raise fail(f"the SIZE of a {kind} window must be a whole multiple of its {step}", intervals["SIZE"],
-                       hint=usage)
+            raise fail(
+                f"the SIZE of a {kind} window must be a whole multiple of its {step}",
+                intervals["SIZE"],
+                hint=usage,
+            )
     return tvf
 
 
 def _window_column(node: exp.Expr, alias: str | None) -> str | None:
     """``window_start``/``window_end``/``window_time`` (lower case) when ``node`` is that column (of the TVF)."""
-    if isinstance(node, exp.Column) and node.name.lower() in WINDOW_COLUMNS and not node.args.get("db") \
-            and (not node.table or node.table == alias):
+    if (
+        isinstance(node, exp.Column)
+        and node.name.lower() in WINDOW_COLUMNS
+        and not node.args.get("db")
+        and (not node.table or node.table == alias)
+    ):
         return node.name.lower()
     return None
 
@@ -144,13 +183,17 @@ def _group_keys(select: exp.Select) -> list[exp.Expr]:
 
 
 def _window_end_minus_1ms(end: exp.Expr) -> exp.Expr:
-    return exp.Sub(this=end, expression=exp.Interval(this=exp.Literal.string("0.001"), unit=exp.var("SECOND")))
+    return exp.Sub(
+        this=end, expression=exp.Interval(this=exp.Literal.string("0.001"), unit=exp.var("SECOND"))
+    )
 
 
 def _cumulate_start(tvf: WindowTvf) -> exp.Expr:
     """The start of a cumulating window: the start of the ``size`` period its end (exclusive) closes."""
-    return build(f"timestamp_micros(unix_micros(__a0) - 1 - pmod(unix_micros(__a0) - 1, {tvf.size_us()}))",
-                 [tvf.legacy("_END")])
+    return build(
+        f"timestamp_micros(unix_micros(__a0) - 1 - pmod(unix_micros(__a0) - 1, {tvf.size_us()}))",
+        [tvf.legacy("_END")],
+    )
 
 
 def _aggregation(select: exp.Select, tvf: WindowTvf, alias: str | None, nested: bool) -> exp.Select:
@@ -158,8 +201,11 @@ def _aggregation(select: exp.Select, tvf: WindowTvf, alias: str | None, nested: 
     keys = _group_keys(select)
     named = {_window_column(k, alias) for k in keys}
     if not {"window_start", "window_end"} <= named:
-        raise fail("a window aggregation over a window table-valued function groups by window_start and "
-                   "window_end", select.args["group"], hint=_GROUP_HINT)
+        raise fail(
+            "a window aggregation over a window table-valued function groups by window_start and window_end",
+            select.args["group"],
+            hint=_GROUP_HINT,
+        )
     where = select.args.get("where")
     used = next((c for c in where.find_all(exp.Column) if _window_column(c, alias)), None) if where else None
     if used is not None:
@@ -175,7 +221,9 @@ def _aggregation(select: exp.Select, tvf: WindowTvf, alias: str | None, nested: 
         if name == "window_end":
             return tvf.legacy("_END")
         if nested and item and tvf.kind != "SESSION":
-            return tvf.legacy("_ROWTIME")  # an event time an outer window can group by (Flink's cascading windows)
+            return tvf.legacy(
+                "_ROWTIME"
+            )  # an event time an outer window can group by (Flink's cascading windows)
         return _window_end_minus_1ms(tvf.legacy("_END"))
 
     def prop(node: exp.Expr) -> exp.Expr:
@@ -207,15 +255,19 @@ def _aggregation(select: exp.Select, tvf: WindowTvf, alias: str | None, nested: 
 
 def _check_session_keys(tvf: WindowTvf, keys: list[exp.Expr], select: exp.Select) -> None:
     """A SESSION aggregation runs when its sessions are per GROUP BY key: PARTITION BY the same keys."""
+
     def names(nodes: list[exp.Expr]) -> set[str]:
         return {n.name.lower() if isinstance(n, exp.Column) else n.sql() for n in nodes}
 
     if names(tvf.partition) != names(keys):
         keys_text = ", ".join(k.sql() for k in keys) or "(none)"
-        raise fail("a SESSION window aggregation is supported when its sessions are per GROUP BY key: PARTITION BY "
-                   f"the keys it groups by ({keys_text})", tvf.call,
-                   hint=f"SESSION(TABLE t PARTITION BY {', '.join(k.sql() for k in keys) or 'k'}, DESCRIPTOR(rowtime), "
-                        "INTERVAL gap) with GROUP BY window_start, window_end and the same keys")
+        raise fail(
+            "a SESSION window aggregation is supported when its sessions are per GROUP BY key: PARTITION BY "
+            f"the keys it groups by ({keys_text})",
+            tvf.call,
+            hint=f"SESSION(TABLE t PARTITION BY {', '.join(k.sql() for k in keys) or 'k'}, DESCRIPTOR(rowtime), "
+            "INTERVAL gap) with GROUP BY window_start, window_end and the same keys",
+        )
 
 
 def _row_windows(tvf: WindowTvf, select: exp.Select, alias: str | None) -> dict[str, exp.Expr]:
@@ -237,15 +289,21 @@ def _row_windows(tvf: WindowTvf, select: exp.Select, alias: str | None) -> dict[
         end_text = f"{start_text} + __dagger_w.__dagger_k * {every}"
     unnest = build(f"SELECT 1 FROM t CROSS JOIN UNNEST({numbers}) AS __dagger_w (__dagger_k)", [time])
     select.set("joins", list(unnest.args["joins"]))
-    start, end = build(f"timestamp_micros({start_text})", [time]), build(f"timestamp_micros({end_text})", [time])
+    start, end = (
+        build(f"timestamp_micros({start_text})", [time]),
+        build(f"timestamp_micros({end_text})", [time]),
+    )
     return {"window_start": start, "window_end": end, "window_time": _window_end_minus_1ms(end.copy())}
 
 
 def _projection(select: exp.Select, tvf: WindowTvf, alias: str | None) -> exp.Select:
     """A window TVF without aggregation: each row with its window's columns (a row per window)."""
     if tvf.kind == "SESSION":
-        raise fail("SESSION without aggregation is not supported: a row's session is known only when it closes",
-                   tvf.call, hint="aggregate per session: GROUP BY window_start, window_end and the PARTITION BY keys")
+        raise fail(
+            "SESSION without aggregation is not supported: a row's session is known only when it closes",
+            tvf.call,
+            hint="aggregate per session: GROUP BY window_start, window_end and the PARTITION BY keys",
+        )
     columns = _row_windows(tvf, select, alias)
     table = alias or tvf.table.name
 
@@ -259,15 +317,21 @@ def _projection(select: exp.Select, tvf: WindowTvf, alias: str | None) -> exp.Se
 
     items: list[exp.Expr] = []
     for item in select.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-                                          and item.table == alias):
-            items += [exp.Column(this=exp.Star(), table=exp.to_identifier(table)),
-                      *(exp.alias_(columns[n].copy(), n) for n in WINDOW_COLUMNS)]
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star) and item.table == alias
+        ):
+            items += [
+                exp.Column(this=exp.Star(), table=exp.to_identifier(table)),
+                *(exp.alias_(columns[n].copy(), n) for n in WINDOW_COLUMNS),
+            ]
             continue
         target = item.this if isinstance(item, exp.Alias) else item
         name = _window_column(target, alias)
-        items.append(exp.alias_(prop(target), item.alias if isinstance(item, exp.Alias) else name) if name
-                     else item.transform(prop))
+        items.append(
+            exp.alias_(prop(target), item.alias if isinstance(item, exp.Alias) else name)
+            if name
+            else item.transform(prop)
+        )
     select.set("expressions", items)
     for key in ("where", "qualify"):
         if select.args.get(key) is not None:
@@ -303,13 +367,19 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
         if call is None or source is None:
             continue
         if select.args.get("joins"):
-            raise fail("a window table-valued function joined with another table (a window join) is not "
-                       "supported", select.args["joins"][0].this,
-                       hint="join the streams on an interval of event time, then group by a window")
+            raise fail(
+                "a window table-valued function joined with another table (a window join) is not supported",
+                select.args["joins"][0].this,
+                hint="join the streams on an interval of event time, then group by a window",
+            )
         tvf = read_tvf(call)
         if tvf.table.name not in ctes and tvf.timecol.name != TIME_COLUMN:
-            raise fail(f"the event time of stream {tvf.table.name} is {TIME_COLUMN}: a window over "
-                       f"{tvf.timecol.name} would never close", tvf.timecol, hint="DESCRIPTOR(rowtime)")
+            raise fail(
+                f"the event time of stream {tvf.table.name} is {TIME_COLUMN}: a window over "
+                f"{tvf.timecol.name} would never close",
+                tvf.timecol,
+                hint="DESCRIPTOR(rowtime)",
+            )
         alias = source.this.alias or None
         table = exp.Table(this=tvf.table.this.copy())
         table.meta.update(tvf.table.meta)
@@ -321,8 +391,11 @@ def rewrite_window_tvfs(tree: exp.Expr) -> exp.Expr:
         if select.args.get("group") is not None:
             _aggregation(select, tvf, alias, nested)
             if nested:
-                event_times |= {i.alias for i in select.expressions if isinstance(i.this, exp.Anonymous)
-                                and i.this.name.upper().endswith("_ROWTIME")}
+                event_times |= {
+                    i.alias
+                    for i in select.expressions
+                    if isinstance(i.this, exp.Anonymous) and i.this.name.upper().endswith("_ROWTIME")
+                }
         else:
             _projection(select, tvf, alias)
     _refuse_stray(tree)
@@ -341,8 +414,9 @@ def _millisecond_outputs(tree: exp.Expr, event_times: set[str]) -> exp.Expr:
         for item in select.expressions:
             target = item.this if isinstance(item, exp.Alias) else item
             if isinstance(target, exp.Column) and target.name in event_times:
-                trunc = exp.Anonymous(this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"),
-                                                                      target.copy()])
+                trunc = exp.Anonymous(
+                    this="date_trunc", expressions=[exp.Literal.string("MILLISECOND"), target.copy()]
+                )
                 item = exp.alias_(trunc, item.alias_or_name)
             items.append(item)
         select.set("expressions", items)
@@ -361,12 +435,16 @@ def _refuse_stray(tree: exp.Expr) -> None:
     """Raise SqlError at a window TVF, ``TABLE t`` or ``DESCRIPTOR(...)`` anywhere but ``FROM TABLE(TUMBLE(...))``."""
     for node in tree.find_all(exp.Anonymous):
         name = node.name.upper()
-        if name == "DESCRIPTOR" or (name == "TABLE" and node.expressions and isinstance(node.expressions[0],
-                                                                                       exp.Table)):
+        if name == "DESCRIPTOR" or (
+            name == "TABLE" and node.expressions and isinstance(node.expressions[0], exp.Table)
+        ):
             raise fail(f"{name} belongs in a window table-valued function in FROM", node, hint=_GROUP_HINT)
         if name in ("CUMULATE",):
-            raise fail("CUMULATE is a window table-valued function: FROM TABLE(CUMULATE(TABLE t, "
-                       "DESCRIPTOR(rowtime), INTERVAL step, INTERVAL size))", node)
+            raise fail(
+                "CUMULATE is a window table-valued function: FROM TABLE(CUMULATE(TABLE t, "
+                "DESCRIPTOR(rowtime), INTERVAL step, INTERVAL size))",
+                node,
+            )
 
 
 def cumulate_windows(tree: exp.Expr) -> exp.Expr:
@@ -377,12 +455,15 @@ def cumulate_windows(tree: exp.Expr) -> exp.Expr:
     *, window(rowtime, size, step) AS window FROM t WHERE c) AS t WHERE unix_micros(window.end) <= the period's
     end GROUP BY window, k``: the grouped window is a column computed by Spark's window(), so it stays an event
     time (closed by the watermark at its end)."""
+
     def visit(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Select) or CUMULATE_META not in node.meta:
             return node
         size = node.meta[CUMULATE_META]
         group = node.args["group"]
-        window = next(k for k in group.expressions if isinstance(k, exp.Anonymous) and k.name.lower() == "window")
+        window = next(
+            k for k in group.expressions if isinstance(k, exp.Anonymous) and k.name.lower() == "window"
+        )
         table = (node.args.get("from_") or node.args["from"]).this
         inner = exp.select(exp.Star(), exp.alias_(window.copy(), "window")).from_(table.copy())
         if node.args.get("where") is not None:
@@ -390,14 +471,26 @@ def cumulate_windows(tree: exp.Expr) -> exp.Expr:
         name = table.alias_or_name
         time = window.expressions[0].copy()
         time.set("table", None)
-        keep = build(f"unix_micros(window.end) <= unix_micros(__a0) - pmod(unix_micros(__a0), {size}) + {size}",
-                     [time], plain_casts=True)
+        keep = build(
+            f"unix_micros(window.end) <= unix_micros(__a0) - pmod(unix_micros(__a0), {size}) + {size}",
+            [time],
+            plain_casts=True,
+        )
         outer = node.copy()
-        outer.set("from_" if "from_" in node.args else "from", exp.From(this=exp.Subquery(
-            this=inner, alias=exp.TableAlias(this=exp.to_identifier(name)))))
+        outer.set(
+            "from_" if "from_" in node.args else "from",
+            exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name)))),
+        )
         outer.set("where", exp.Where(this=keep))
-        outer.set("group", exp.Group(expressions=[  # the window last (job.sql.rewrite.put_window_keys_last)
-            *(k.copy() for k in group.expressions if k is not window), exp.column("window")]))
+        outer.set(
+            "group",
+            exp.Group(
+                expressions=[  # the window last (job.sql.rewrite.put_window_keys_last)
+                    *(k.copy() for k in group.expressions if k is not window),
+                    exp.column("window"),
+                ]
+            ),
+        )
         outer.meta.pop(CUMULATE_META, None)
         return outer
 

@@ -45,32 +45,39 @@ def _closed(rows: list[list[Any]]) -> list[list[Any]]:
 
 # ---- the golden files and the harness's own pieces (no services) ------------------------------------
 
+
 def test_every_case_has_a_golden_file_from_flink() -> None:
     for c in CASES:
         body = read_golden(c.id)
-        assert body["flink_sql"] == c.flink_text, f"{c.id}: golden file made from another query: rerun " \
-                                                  "python -m bench.flink_compat"
+        assert body["flink_sql"] == c.flink_text, (
+            f"{c.id}: golden file made from another query: rerun python -m bench.flink_compat"
+        )
         assert body["engine"].startswith("Apache Flink 2.3")
         if "error" in body:  # Flink stops, as the dagger does
             assert c.daggers_error and not c.differs, c.id
             continue
-        keys = next((g.key_count for g in GROUPS if g.id == c.id), None)  # a group's probes may be later times
+        keys = next(
+            (g.key_count for g in GROUPS if g.id == c.id), None
+        )  # a group's probes may be later times
         assert _closed([r[:keys] for r in body["rows"]]), f"{c.id}: Flink gave no row before the closers"
-        assert bool(c.differs) == (c.flink_sql is not None or c.daggers_rows is not None
-                                   or bool(c.daggers_error)), c.id
+        assert bool(c.differs) == (
+            c.flink_sql is not None or c.daggers_rows is not None or bool(c.daggers_error)
+        ), c.id
 
 
 def test_golden_rows_show_the_edge_cases() -> None:
     """The golden rows hit what the events were chosen for (checked against the events, by hand)."""
     tumble = _closed(read_golden("tumble-start-end")["rows"])
-    assert tumble == canonical([  # o3 (10:00:59.999) in 10:00, o4 (10:01:00.000) in 10:01; 10:02, 10:03 give nothing
-        [1, 1, 40000, "2026-03-02 10:04:00.000000", "2026-03-02 10:05:00.000000"],
-        [1, 1, 12000, "2026-03-02 10:01:00.000000", "2026-03-02 10:02:00.000000"],
-        [1, 2, 43000, "2026-03-02 10:00:00.000000", "2026-03-02 10:01:00.000000"],
-        [2, 1, 0, "2026-03-02 10:00:00.000000", "2026-03-02 10:01:00.000000"],
-        [2, 1, 0, "2026-03-02 10:01:00.000000", "2026-03-02 10:02:00.000000"],
-        [2, 1, 0, "2026-03-02 10:04:00.000000", "2026-03-02 10:05:00.000000"],
-    ])
+    assert tumble == canonical(
+        [  # o3 (10:00:59.999) in 10:00, o4 (10:01:00.000) in 10:01; 10:02, 10:03 give nothing
+            [1, 1, 40000, "2026-03-02 10:04:00.000000", "2026-03-02 10:05:00.000000"],
+            [1, 1, 12000, "2026-03-02 10:01:00.000000", "2026-03-02 10:02:00.000000"],
+            [1, 2, 43000, "2026-03-02 10:00:00.000000", "2026-03-02 10:01:00.000000"],
+            [2, 1, 0, "2026-03-02 10:00:00.000000", "2026-03-02 10:01:00.000000"],
+            [2, 1, 0, "2026-03-02 10:01:00.000000", "2026-03-02 10:02:00.000000"],
+            [2, 1, 0, "2026-03-02 10:04:00.000000", "2026-03-02 10:05:00.000000"],
+        ]
+    )
     late = {(r[0], r[3]): r[1:3] for r in _closed(read_golden("late-events")["rows"])}
     end1, end2, end3 = (f"2026-03-02 10:0{m}:00.000000" for m in (1, 2, 3))
     # l5 (city 2, 10:00:58) came after the 10:00 window closed: no row; l6 (10:01:02, behind the watermark
@@ -104,11 +111,14 @@ def test_events_as_flink_reads_them() -> None:
 
 # ---- Flink live (when bench/setup_flink.sh has made its virtualenv) ---------------------------------
 
+
 @pytest.fixture(scope="module")
 def flink_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     if flink_python() is None:
-        pytest.skip("no Flink virtualenv (bench/setup_flink.sh makes it): Daggers is still checked against "
-                    "the golden files Flink made")
+        pytest.skip(
+            "no Flink virtualenv (bench/setup_flink.sh makes it): Daggers is still checked against "
+            "the golden files Flink made"
+        )
     try:
         return run_flink(CASES, tmp_path_factory.mktemp("flink"))
     except FlinkError as exc:
@@ -131,6 +141,7 @@ def test_flink_live_gives_the_golden_rows(flink_rows: dict[str, dict[str, Any]],
 
 # ---- Daggers against Flink's rows -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def topics(tansu_broker: str) -> dict[str, dict[str, str]]:
     from bench.flink_compat.daggers_side import produce_datasets
@@ -140,8 +151,13 @@ def topics(tansu_broker: str) -> dict[str, dict[str, str]]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("case_id", WHOLE_IDS)
-def test_daggers_gives_flinks_rows(spark, tansu_broker: str, topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
-                                   tmp_path: Path, case_id: str) -> None:
+def test_daggers_gives_flinks_rows(
+    spark,
+    tansu_broker: str,
+    topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    case_id: str,
+) -> None:
     from bench.flink_compat.daggers_side import run_case
     from job.errors import DaggerError
 
@@ -171,18 +187,25 @@ def probe_rows(rows: list[list[Any]], group: Group, index: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def group_run(spark, tansu_broker: str, topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
-              tmp_path_factory: pytest.TempPathFactory) -> Any:
+def group_run(
+    spark,
+    tansu_broker: str,
+    topics: dict[str, dict[str, str]],  # type: ignore[no-untyped-def]
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Any:
     """Run a function group as one dagger, once for all its probes: ``group_run(group)`` → its result."""
     from bench.flink_compat.daggers_side import run_case
 
     done: dict[str, dict[str, Any] | Exception] = {}
 
     def run(group: Group) -> dict[str, Any]:
-        if group.id not in done:  # a failure too is kept: the group's other probes fail with it, without a rerun
+        if (
+            group.id not in done
+        ):  # a failure too is kept: the group's other probes fail with it, without a rerun
             try:
-                done[group.id] = run_case(spark, case(group.id), topics, tansu_broker,
-                                          tmp_path_factory.mktemp(group.id))
+                done[group.id] = run_case(
+                    spark, case(group.id), topics, tansu_broker, tmp_path_factory.mktemp(group.id)
+                )
             except Exception as exc:  # noqa: BLE001
                 done[group.id] = exc
         got = done[group.id]
@@ -217,15 +240,24 @@ def test_probes_are_columns_of_their_groups_golden_rows() -> None:
         golden = read_golden(group.id)
         assert golden["columns"][index] == probe.column, probe_id
         assert golden["types"][index], probe_id
-        values = [r[index] for r in golden["rows"] if _closed([r[:group.key_count]])]
+        values = [r[index] for r in golden["rows"] if _closed([r[: group.key_count]])]
         assert values, probe_id
         assert any(v is not None for v in values) or "null" in probe_id, probe_id
 
 
 def test_type_names_compare_what_both_engines_can_have() -> None:
-    assert [type_name(t) for t in ("VARCHAR(2147483647) NOT NULL", "CHAR(3)", "TIMESTAMP(3) *ROWTIME*",
-                                   "TIMESTAMP_LTZ(3)", "DECIMAL(17, 6)", "DECIMAL(10)", "INT NOT NULL")] == [
-        "STRING", "STRING", "TIMESTAMP", "TIMESTAMP", "DECIMAL(*, 6)", "DECIMAL(*, 0)", "INT"]
+    assert [
+        type_name(t)
+        for t in (
+            "VARCHAR(2147483647) NOT NULL",
+            "CHAR(3)",
+            "TIMESTAMP(3) *ROWTIME*",
+            "TIMESTAMP_LTZ(3)",
+            "DECIMAL(17, 6)",
+            "DECIMAL(10)",
+            "INT NOT NULL",
+        )
+    ] == ["STRING", "STRING", "TIMESTAMP", "TIMESTAMP", "DECIMAL(*, 6)", "DECIMAL(*, 0)", "INT"]
     assert isinstance(Probe("x-y", "1").column, str) and Probe("x-y", "1").column == "f_x_y"
 
 
@@ -248,22 +280,29 @@ def test_the_compat_page_counts_the_functions() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "flink-compat.md").read_text()
     differ = [p for _, _, p in PROBES.values() if p.differs]
     refusals = function_refusals()
-    assert (f"**Function counts**: {len(PROBES)} expressions: {len(PROBES) - len(differ)} give Flink's values and "
-            f"types; {len(differ)} differ on purpose") in page
+    assert (
+        f"**Function counts**: {len(PROBES)} expressions: {len(PROBES) - len(differ)} give Flink's values and "
+        f"types; {len(differ)} differ on purpose"
+    ) in page
     assert f"{len(refusals)} more expressions that Flink 2.3 runs are refused clearly" in page
     for probe_id, (_, _, probe) in PROBES.items():
         assert f"| `{probe_id}` |" in page, probe_id
-        assert ("**differs" in page.split(f"| `{probe_id}` |")[1].split("\n")[0]) == bool(probe.differs), probe_id
+        assert ("**differs" in page.split(f"| `{probe_id}` |")[1].split("\n")[0]) == bool(probe.differs), (
+            probe_id
+        )
     for r in refusals:
         assert f"| `{r.id}`: " in page, r.id
 
 
-def test_golden_refresh_says_what_is_wrong_in_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_golden_refresh_says_what_is_wrong_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from bench.flink_compat.__main__ import main
 
     assert main(["no-such-case"]) == 2
-    assert capsys.readouterr().err.startswith("flink_compat: no case 'no-such-case'; the cases: tumble-start-end, ")
+    assert capsys.readouterr().err.startswith(
+        "flink_compat: no case 'no-such-case'; the cases: tumble-start-end, "
+    )
     monkeypatch.setenv("DAGGERS_FLINK_VENV", "/nonexistent")
     assert main(["tumble-start-end"]) == 2
     assert capsys.readouterr().err == "flink_compat: no Flink virtualenv: run bench/setup_flink.sh\n"

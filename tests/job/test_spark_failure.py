@@ -44,9 +44,14 @@ SELECT order_number, fare_idr DIV (city_id - 1) AS q FROM bookings
 """
     found = final_exception(text)
     assert found is not None
-    assert found[0] == ("pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. "
-                        "SQLSTATE: 22012")
-    assert final_exception(CHAINED) == ("job.errors.SinkError: cannot reach it", ["  hint: is it up?", " SQLSTATE: 39000"])
+    assert found[0] == (
+        "pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. "
+        "SQLSTATE: 22012"
+    )
+    assert final_exception(CHAINED) == (
+        "job.errors.SinkError: cannot reach it",
+        ["  hint: is it up?", " SQLSTATE: 39000"],
+    )
 
 
 def test_a_class_that_needs_more_arguments_is_its_parent_with_its_title() -> None:

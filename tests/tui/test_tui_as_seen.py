@@ -50,15 +50,25 @@ def text_of(widget: Static) -> str:
 
 def options(widget: Widget) -> list[str]:
     """Return the options a selection list draws (its border left out), with their toggles."""
-    return [line[line.index("▐"):].rstrip(" ▎▊") for line in drawn(widget) if "▐" in line]
+    return [line[line.index("▐") :].rstrip(" ▎▊") for line in drawn(widget) if "▐" in line]
 
 
 def add_samples(registry: Registry, name: str, rows_per_s: list[float]) -> None:
     """Give dagger ``name`` one sample per value of ``rows_per_s`` (lag and batch time 0)."""
     with registry.session() as s:
         dagger = s.query(Dagger).filter_by(name=name).one()
-        s.add_all(Sample(dagger_id=dagger.id, at=T + i, input_rows=0, input_rows_per_s=v, processed_rows_per_s=v,
-                         batch_duration_ms=0, lag=0) for i, v in enumerate(rows_per_s))
+        s.add_all(
+            Sample(
+                dagger_id=dagger.id,
+                at=T + i,
+                input_rows=0,
+                input_rows_per_s=v,
+                processed_rows_per_s=v,
+                batch_duration_ms=0,
+                lag=0,
+            )
+            for i, v in enumerate(rows_per_s)
+        )
 
 
 @pytest.mark.asyncio
@@ -82,7 +92,6 @@ async def test_a_sparkline_of_zeros_lies_flat(world: Registry, samples: list[flo
         assert "█" in "".join(drawn(app.screen.query_one("#throughput-spark")))
 
 
-
 @pytest.mark.asyncio
 async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path) -> None:
     from job.control import bootstrap_admin
@@ -92,8 +101,14 @@ async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path) -> None:
     root = ControlPlane(registry, "root")
     root.add_team("solo")
     root.add_datacentre("jkt")
-    root.add_cluster("only", team="solo", datacentre="jkt", spark_master="local[2]",
-                     kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+    root.add_cluster(
+        "only",
+        team="solo",
+        datacentre="jkt",
+        spark_master="local[2]",
+        kafka_bootstrap="127.0.0.1:9",
+        influx_url="http://127.0.0.1:9",
+    )
     root.create("only", bookings_spec("lonely"))
     app = DaggersApp(root, clock=lambda: NOW, refresh_s=0, warm_preview=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -101,7 +116,9 @@ async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path) -> None:
         assert str(app.screen.query_one("#summary").content).startswith("1 cluster in 1 data centre · ")
         await pilot.press("enter")
         await pilot.pause()
-        assert str(app.screen.query_one("#title").content) == "cluster only · 1 dagger, 1 stopped"  # the health model's states
+        assert (
+            str(app.screen.query_one("#title").content) == "cluster only · 1 dagger, 1 stopped"
+        )  # the health model's states
     registry.close()
 
 
@@ -129,8 +146,14 @@ async def test_picked_topics_carry_a_mark(world: Registry) -> None:
 
 @pytest.mark.asyncio
 async def test_the_spark_screen_of_a_local_cluster_says_why_it_lists_no_workers(world: Registry) -> None:
-    ControlPlane(world, "root").add_cluster("a-local", team="team-a", datacentre="jkt", spark_master="local[2]",
-                                            kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9")
+    ControlPlane(world, "root").add_cluster(
+        "a-local",
+        team="team-a",
+        datacentre="jkt",
+        spark_master="local[2]",
+        kafka_bootstrap="127.0.0.1:9",
+        influx_url="http://127.0.0.1:9",
+    )
     app = console(world)
     async with app.run_test(size=SIZE) as pilot:
         app.open_spark("a-local")
@@ -145,7 +168,8 @@ async def test_the_spark_screen_of_a_local_cluster_says_why_it_lists_no_workers(
         assert note.display and str(note.content) == (
             "Local mode (local[2]): no Spark workers nor applications to list. Each dagger runs Spark inside its own "
             f"process on the gateway machine itself, with 2 cores and {spark['memory_mb']:,} MB of memory "
-            f"({spark['memory_used_mb']:,} MB in use).")
+            f"({spark['memory_used_mb']:,} MB in use)."
+        )
         assert screen.query_one("#workers", DataTable).row_count == 0
         await pilot.press("escape")
         app.open_spark("a-jkt")  # a standalone cluster: no such note
@@ -167,15 +191,19 @@ async def test_a_blank_form_says_nothing_until_the_user_types_then_names_the_fie
         assert form.validation is not None and not form.validation.ok  # known, but not said yet
         assert str(shown.content) == "" and not shown.has_class("invalid")
         await pilot.press("x")
-        said = ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
-                "✗ Topics: pick at least one topic")
+        said = (
+            "✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
+            "✗ Topics: pick at least one topic"
+        )
         await until(pilot, lambda: text_of(shown) != "", "the errors said")
         assert text_of(shown) == said
         await pilot.press(*keys("-counts"))
         await until(pilot, lambda: "Name" not in text_of(shown), "the name's error gone")
         assert text_of(shown) == "✗ Topics: pick at least one topic"
         await pilot.press("ctrl+s")  # refused, and still said by field
-        assert isinstance(app.screen, DaggerFormScreen) and text_of(shown) == "✗ Topics: pick at least one topic"
+        assert (
+            isinstance(app.screen, DaggerFormScreen) and text_of(shown) == "✗ Topics: pick at least one topic"
+        )
 
 
 @pytest.mark.asyncio
@@ -191,7 +219,8 @@ async def test_deploying_a_blank_form_says_what_is_missing(world: Registry) -> N
         await pilot.pause()
         assert text_of(form.query_one("#validation", Static)) == (
             "✗ Name: '' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
-            "✗ Topics: pick at least one topic")
+            "✗ Topics: pick at least one topic"
+        )
 
 
 @pytest.mark.asyncio
@@ -213,18 +242,24 @@ async def test_a_preview_shows_every_row_by_window_and_its_progress_while_it_run
         await app.workers.wait_for_complete()
         status = form.query_one("#preview-status", Static)
         form._preview_progress(PreviewProgress(111.4, stages_done=1, stages=2, tasks_done=3, tasks=4))
-        assert text_of(status) == ("preview: reading the last 5 minutes of the topics… 111 s · Spark stage 2 of 2 · "
-                                   "3 of 4 tasks done")
+        assert text_of(status) == (
+            "preview: reading the last 5 minutes of the topics… 111 s · Spark stage 2 of 2 · "
+            "3 of 4 tasks done"
+        )
         form._show_preview(columns, rows, 3.21)
         await pilot.pause()
         await pilot.pause()  # the table has its height; then the form scrolls it into view
         table = form.query_one("#preview-rows", DataTable)
         shown = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        want = sorted(([str(r["tag_city_id"]), str(r["events"]), str(r["window_timestamp"])] for r in rows),
-                      key=lambda r: (r[2], r[0]))
+        want = sorted(
+            ([str(r["tag_city_id"]), str(r["events"]), str(r["window_timestamp"])] for r in rows),
+            key=lambda r: (r[2], r[0]),
+        )
         assert shown == want and len(shown) == 11
-        assert text_of(status) == ("preview: 11 rows in 3.2 s (nothing deployed, no consumer group used), below, "
-                                   "sorted by window_timestamp; ↑↓ or the mouse wheel scroll them")
+        assert text_of(status) == (
+            "preview: 11 rows in 3.2 s (nothing deployed, no consumer group used), below, "
+            "sorted by window_timestamp; ↑↓ or the mouse wheel scroll them"
+        )
         # every row is on the screen: the header and 11 rows, inside the 160x48 terminal
         region = table.region
         assert region.height >= 12 and region.y >= 0 and region.bottom <= 48, region

@@ -55,12 +55,20 @@ def wait_for_app(cluster: SparkClusterHandle, name: str, timeout: float = 300.0)
 
 @pytest.mark.asyncio
 async def test_the_console_shows_workers_and_applications_of_a_real_cluster(  # type: ignore[no-untyped-def]
-        spark_cluster: SparkClusterHandle, tansu_broker: str, influxdb, tmp_path: Path) -> None:
+    spark_cluster: SparkClusterHandle, tansu_broker: str, influxdb, tmp_path: Path
+) -> None:
     spark_cluster.wait_idle()
     registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     root = seed(registry, kafka=tansu_broker, influx=influxdb.url)
-    root.add_cluster("standalone", team="team-a", datacentre="sgp", spark_master=spark_cluster.master,
-                     spark_ui_url=spark_cluster.ui, kafka_bootstrap=tansu_broker, influx_url=influxdb.url)
+    root.add_cluster(
+        "standalone",
+        team="team-a",
+        datacentre="sgp",
+        spark_master=spark_cluster.master,
+        spark_ui_url=spark_cluster.ui,
+        kafka_bootstrap=tansu_broker,
+        influx_url=influxdb.url,
+    )
     app = DaggersApp(ControlPlane(registry, "alice"), refresh_s=0, warm_preview=False)
     dagger: subprocess.Popen[bytes] | None = None
     try:
@@ -77,7 +85,9 @@ async def test_the_console_shows_workers_and_applications_of_a_real_cluster(  # 
             await probed(pilot, screen)
 
             master = str(screen.query_one("#master", Static).render())
-            assert master.startswith(f"{spark_cluster.master}  ● ok 2/2w 0/2c  status ALIVE  memory 0/2048 MB")
+            assert master.startswith(
+                f"{spark_cluster.master}  ● ok 2/2w 0/2c  status ALIVE  memory 0/2048 MB"
+            )
             workers = rows(screen.query_one("#workers", DataTable))
             assert [w[1:5] for w in workers] == [["127.0.0.1", "ALIVE", "0/1", "0/1024 MB"]] * 2
             assert all(w[0].startswith("worker-") for w in workers) and len({w[0] for w in workers}) == 2
@@ -87,28 +97,57 @@ async def test_the_console_shows_workers_and_applications_of_a_real_cluster(  # 
             # a dagger starts on the cluster: its application holds one core and 512 MiB of each worker
             topic, db = topic_and_db(BrokerHandle("tansu", tansu_broker), influxdb, "console", partitions=2)
             name = unique("console")
-            _, text = make_spec(name=name, bootstrap=tansu_broker, topic=topic,
-                                proto_class="daggers.events.BookingLog", sql=BOOKINGS_SQL, influx_url=influxdb.url,
-                                db=db, measurement="bookings", checkpoint=tmp_path / "ckpt")
+            _, text = make_spec(
+                name=name,
+                bootstrap=tansu_broker,
+                topic=topic,
+                proto_class="daggers.events.BookingLog",
+                sql=BOOKINGS_SQL,
+                influx_url=influxdb.url,
+                db=db,
+                measurement="bookings",
+                checkpoint=tmp_path / "ckpt",
+            )
             spec = tmp_path / "spec.yaml"
             spec.write_text(on_cluster(text))
             log = tmp_path / "dagger.log"
             dagger = subprocess.Popen(
-                [sys.executable, "-m", "job.cli", "run", str(spec), "--master", spark_cluster.master,
-                 "--state-dir", str(tmp_path / "state")], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                [
+                    sys.executable,
+                    "-m",
+                    "job.cli",
+                    "run",
+                    str(spec),
+                    "--master",
+                    spark_cluster.master,
+                    "--state-dir",
+                    str(tmp_path / "state"),
+                ],
+                stdout=log.open("ab"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
             wait_for_app(spark_cluster, f"dagger-{name}")
             screen.live = False
             await pilot.press("h")
             await probed(pilot, screen)
 
             master = str(screen.query_one("#master", Static).render())
-            assert master.startswith(f"{spark_cluster.master}  ● ok 2/2w 2/2c  status ALIVE  memory 1024/2048 MB")
+            assert master.startswith(
+                f"{spark_cluster.master}  ● ok 2/2w 2/2c  status ALIVE  memory 1024/2048 MB"
+            )
             assert [w[1:5] for w in rows(screen.query_one("#workers", DataTable))] == [
-                ["127.0.0.1", "ALIVE", "1/1", "512/1024 MB"]] * 2
+                ["127.0.0.1", "ALIVE", "1/1", "512/1024 MB"]
+            ] * 2
             (application,) = rows(screen.query_one("#apps", DataTable))
-            assert application[0].startswith("app-") and application[1:5] == [f"dagger-{name}", "RUNNING", "2",
-                                                                                "512 MB"]
+            assert application[0].startswith("app-") and application[1:5] == [
+                f"dagger-{name}",
+                "RUNNING",
+                "2",
+                "512 MB",
+            ]
             assert re.fullmatch(r"\d+[sm]", application[5]), application
             await pilot.press("escape")
             assert isinstance(app.screen, ClustersScreen)

@@ -20,8 +20,12 @@ from tui.cluster_health import ClusterHealthScreen
 from tui.clusters import ClustersScreen
 
 SIZE = (120, 40)
-TIMED_OUT = {"ok": False, "bootstrap": "127.0.0.1:9", "refused": False,
-             "error": "KafkaError{code=_TIMED_OUT,val=-185,str=\"Failed to get metadata: Local: Timed out\"}"}
+TIMED_OUT = {
+    "ok": False,
+    "bootstrap": "127.0.0.1:9",
+    "refused": False,
+    "error": 'KafkaError{code=_TIMED_OUT,val=-185,str="Failed to get metadata: Local: Timed out"}',
+}
 
 
 @pytest.fixture
@@ -47,16 +51,35 @@ def row(screen: ClustersScreen) -> list[str]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("health", "age_s", "shown"), [
-    (HEALTH, 10, ["healthy", "● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]),
-    (HEALTH, 180, ["degraded", "○ stale 3m", "○ stale 3m", "○ stale 3m", "● 5s ago"]),
-    ({**HEALTH, "kafka": {**TIMED_OUT, "failures": 1}}, 10, ["healthy", "● ok 2/2w 3/8c", "● slow", "● ok", "● 5s ago"]),
-    ({**HEALTH, "kafka": {**TIMED_OUT, "failures": 2}}, 10, ["unhealthy", "● ok 2/2w 3/8c", "● down", "● ok", "● 5s ago"]),
-    ({**HEALTH, "influx": {"ok": False, "refused": True, "failures": 1, "error": "Connection refused"}}, 10,
-     ["unhealthy", "● ok 2/2w 3/8c", "● ok 96p", "● down", "● 5s ago"]),
-], ids=["fresh", "stale", "slow", "down", "refused"])
+@pytest.mark.parametrize(
+    ("health", "age_s", "shown"),
+    [
+        (HEALTH, 10, ["healthy", "● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]),
+        (HEALTH, 180, ["degraded", "○ stale 3m", "○ stale 3m", "○ stale 3m", "● 5s ago"]),
+        (
+            {**HEALTH, "kafka": {**TIMED_OUT, "failures": 1}},
+            10,
+            ["healthy", "● ok 2/2w 3/8c", "● slow", "● ok", "● 5s ago"],
+        ),
+        (
+            {**HEALTH, "kafka": {**TIMED_OUT, "failures": 2}},
+            10,
+            ["unhealthy", "● ok 2/2w 3/8c", "● down", "● ok", "● 5s ago"],
+        ),
+        (
+            {
+                **HEALTH,
+                "influx": {"ok": False, "refused": True, "failures": 1, "error": "Connection refused"},
+            },
+            10,
+            ["unhealthy", "● ok 2/2w 3/8c", "● ok 96p", "● down", "● 5s ago"],
+        ),
+    ],
+    ids=["fresh", "stale", "slow", "down", "refused"],
+)
 async def test_a_part_shows_the_health_models_state_with_its_probes_age(
-        world: Registry, health: dict[str, Any], age_s: float, shown: list[str]) -> None:
+    world: Registry, health: dict[str, Any], age_s: float, shown: list[str]
+) -> None:
     record(world, health, NOW - age_s)
     app = DaggersApp(ControlPlane(world, "alice"), clock=lambda: NOW, refresh_s=0, warm_preview=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -39,7 +39,9 @@ def console(registry: Registry, user: str) -> DaggersApp:
 
 
 @asynccontextmanager
-async def detail_of(registry: Registry, user: str, ref: str) -> AsyncIterator[tuple[DaggersApp, Pilot[None], DaggerScreen]]:
+async def detail_of(
+    registry: Registry, user: str, ref: str
+) -> AsyncIterator[tuple[DaggersApp, Pilot[None], DaggerScreen]]:
     """Run the console as ``user`` with dagger ``ref``'s detail screen open."""
     app = console(registry, user)
     async with app.run_test(size=SIZE) as pilot:
@@ -92,7 +94,14 @@ async def test_daggers_search_sort_and_pages(world: Registry) -> None:
         assert text_of(screen.query_one("#pager", Static)) == "page 1/2 · 21 shown · sorted by name"
         await check_snapshot(pilot, "daggers")
         await pilot.press("right_square_bracket")
-        assert [r[0] for r in rows(table)] == ["dag-15", "dag-16", "dag-17", "dag-18", "dag-19", "live-bookings"]
+        assert [r[0] for r in rows(table)] == [
+            "dag-15",
+            "dag-16",
+            "dag-17",
+            "dag-18",
+            "dag-19",
+            "live-bookings",
+        ]
         await pilot.press("right_square_bracket")  # no page 3
         assert screen.page == 1
         await pilot.press("left_square_bracket")
@@ -118,8 +127,10 @@ async def test_dagger_detail_and_its_actions(world: Registry) -> None:
     async with detail_of(world, "alice", "live-bookings") as (app, pilot, screen):
         plane = app.plane
         status = text_of(screen.query_one("#status", Static))
-        assert ("team-a/live-bookings  on a-jkt (jkt)  running (reading)  controller: running  desired running"
-                in status)
+        assert (
+            "team-a/live-bookings  on a-jkt (jkt)  running (reading)  controller: running  desired running"
+            in status
+        )
         assert "pid 4242 on gw-1 · up 1h · restarts 1" in status
         assert "rows read 3.5M · 4.8k rows/s in, 9.1k rows/s processed · batch 1.4k ms · lag 1.2k" in status
         samples = plane.samples("live-bookings")
@@ -175,14 +186,17 @@ async def test_moving_a_dagger_to_another_cluster_of_the_team(world: Registry) -
         await pilot.press(*keys("b-jkt"), "enter")  # team-b's cluster: refused by the control plane
         await pilot.pause()
         assert plane.dagger("live-bookings").cluster == "a-jkt"
-        assert any("a cluster of another team" in n.message or "b-jkt" in n.message for n in app._notifications)
+        assert any(
+            "a cluster of another team" in n.message or "b-jkt" in n.message for n in app._notifications
+        )
         await pilot.press("m", *keys("a-sgp"), "enter")
         await pilot.pause()
         moved = plane.dagger("live-bookings")
         assert (moved.cluster, moved.moving_from, moved.desired_state) == ("a-sgp", "a-jkt", "running")
         assert "on a-sgp (sgp)  moving from a-jkt" in text_of(screen.query_one("#status", Static))
         assert [(m.user, m.details["from"], m.details["to"]) for m in plane.moves("live-bookings")] == [
-            ("alice", "a-jkt", "a-sgp")]
+            ("alice", "a-jkt", "a-sgp")
+        ]
 
 
 @pytest.mark.asyncio
@@ -207,8 +221,14 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
     for topic in ("form-bookings", "form-other"):
         create_topic(tansu_broker, topic, 1)
     root = ControlPlane(world, "root")
-    root.add_cluster("a-live", team="team-a", datacentre="jkt", spark_master="local[2]",
-                     kafka_bootstrap=tansu_broker, influx_url="http://127.0.0.1:9")
+    root.add_cluster(
+        "a-live",
+        team="team-a",
+        datacentre="jkt",
+        spark_master="local[2]",
+        kafka_bootstrap=tansu_broker,
+        influx_url="http://127.0.0.1:9",
+    )
     app = console(world, "alice")
     async with app.run_test(size=SIZE) as pilot:
         app.new_dagger("a-live")
@@ -238,13 +258,17 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
 
         area = form.query_one("#sql", SqlArea)
         area.focus()
-        await pilot.press("ctrl+home", "end", *keys(" cty AS x,"))  # "SELECT city_id AS tag_city_id, cty AS x,"
+        await pilot.press(
+            "ctrl+home", "end", *keys(" cty AS x,")
+        )  # "SELECT city_id AS tag_city_id, cty AS x,"
         await until(pilot, lambda: not form.validation.ok, "the SQL error")
         result = form.validation
         assert result is not None and not result.ok
         assert (result.message, result.line, result.col) == ("unknown column cty", 1, 32)
         assert area.error_at == (1, 32)
-        assert "line 1, column 32: unknown column cty — did you mean city_id?" in text_of(form.query_one("#validation", Static))
+        assert "line 1, column 32: unknown column cty — did you mean city_id?" in text_of(
+            form.query_one("#validation", Static)
+        )
         await pilot.press("ctrl+s")  # refused while invalid
         assert isinstance(app.screen, DaggerFormScreen)
         await pilot.press(*["backspace"] * 10)
@@ -264,14 +288,30 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
         hints = [n.message for n in app._notifications if n.title == "Hint"]
         assert len(hints) == 1 and "as 1 other dagger of a-live does (team-a/twin-counts)" in hints[0], hints
         d = app.plane.dagger("fresh-counts")
-        assert (d.cluster, d.desired_state, d.actual_state, d.created_by) == ("a-live", "running", "pending", "alice")
+        assert (d.cluster, d.desired_state, d.actual_state, d.created_by) == (
+            "a-live",
+            "running",
+            "pending",
+            "alice",
+        )
         spec = raw_spec(app.plane.version("fresh-counts").spec_text)
-        assert spec["streams"][0] | {} == {"table": "data_stream", "topics": ["form-bookings"],
-                                            "proto_class": "daggers.events.BookingLog",
-                                            "timestamp_field": "event_timestamp", "bootstrap_servers": tansu_broker,
-                                            "group": "dagger-fresh-counts", "start_from": "earliest"}
-        assert spec["sinks"] == [{"type": "influx", "url": "http://127.0.0.1:9", "database": "daggers",
-                                  "measurement": "fresh_counts"}]
+        assert spec["streams"][0] | {} == {
+            "table": "data_stream",
+            "topics": ["form-bookings"],
+            "proto_class": "daggers.events.BookingLog",
+            "timestamp_field": "event_timestamp",
+            "bootstrap_servers": tansu_broker,
+            "group": "dagger-fresh-counts",
+            "start_from": "earliest",
+        }
+        assert spec["sinks"] == [
+            {
+                "type": "influx",
+                "url": "http://127.0.0.1:9",
+                "database": "daggers",
+                "measurement": "fresh_counts",
+            }
+        ]
         assert spec["light"] is True and "isolation" not in spec  # shared: the spec's default, not written
 
 
@@ -289,7 +329,11 @@ async def test_editing_through_the_form_says_when_it_cannot_resume(world: Regist
         assert form.query_one("#topics", SelectionList).selected == ["booking-log"]
         await pilot.press("ctrl+home", "down", "end", *keys(" DistinctCount(nosuch),"))
         await pilot.pause(0.5)
-        assert form.validation is not None and (form.validation.message, form.validation.line, form.validation.col) == ("unknown column nosuch", 2, 44)
+        assert form.validation is not None and (
+            form.validation.message,
+            form.validation.line,
+            form.validation.col,
+        ) == ("unknown column nosuch", 2, 44)
         app.clear_notifications()
         await pilot.pause()
         await check_snapshot(pilot, "form-invalid")
@@ -326,8 +370,11 @@ async def test_team_b_sees_nothing_of_team_a_in_the_console(world: Registry) -> 
         await pilot.press("enter")
         await pilot.pause()
         assert [r[0] for r in rows(app.screen.query_one("#daggers", DataTable))] == ["b-secret"]
-        for attempt in (lambda: app.open_dagger("team-a/live-bookings"), lambda: app.open_cluster("a-jkt"),
-                        lambda: app.new_dagger("a-jkt")):
+        for attempt in (
+            lambda: app.open_dagger("team-a/live-bookings"),
+            lambda: app.open_cluster("a-jkt"),
+            lambda: app.new_dagger("a-jkt"),
+        ):
             attempt()
             await pilot.pause()
             assert isinstance(app.screen, DaggersScreen)
@@ -366,23 +413,71 @@ async def test_alerts_feed_shows_only_my_teams(world: Registry, tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'alerts.db'}"
     store = AlertStore(url)
     states = [
-        AlertState(fingerprint="a1", rule="bookings-drop", labels={"alertname": "bookings-drop", "rule": "bookings-drop",
-                   "team": "team-a", "tag_city_id": "1"}, level=Level.CRIT, raw_level=Level.CRIT, since=T - 300,
-                   value=12.0, message="bookings in Jakarta fell to 12/min"),
-        AlertState(fingerprint="a2", rule="lag-high", labels={"alertname": "lag-high", "rule": "lag-high",
-                   "team": "team-a", "dagger": "live-bookings"}, level=Level.WARN, raw_level=Level.WARN,
-                   since=T - 60, value=1200.0, message="lag 1200 records"),
-        AlertState(fingerprint="a3", rule="quiet", labels={"alertname": "quiet", "rule": "quiet", "team": "team-a"}),
-        AlertState(fingerprint="b1", rule="b-secret-rule", labels={"alertname": "b-secret-rule", "team": "team-b"},
-                   level=Level.CRIT, raw_level=Level.CRIT, since=T - 30, value=1.0, message="team b only"),
+        AlertState(
+            fingerprint="a1",
+            rule="bookings-drop",
+            labels={
+                "alertname": "bookings-drop",
+                "rule": "bookings-drop",
+                "team": "team-a",
+                "tag_city_id": "1",
+            },
+            level=Level.CRIT,
+            raw_level=Level.CRIT,
+            since=T - 300,
+            value=12.0,
+            message="bookings in Jakarta fell to 12/min",
+        ),
+        AlertState(
+            fingerprint="a2",
+            rule="lag-high",
+            labels={"alertname": "lag-high", "rule": "lag-high", "team": "team-a", "dagger": "live-bookings"},
+            level=Level.WARN,
+            raw_level=Level.WARN,
+            since=T - 60,
+            value=1200.0,
+            message="lag 1200 records",
+        ),
+        AlertState(
+            fingerprint="a3", rule="quiet", labels={"alertname": "quiet", "rule": "quiet", "team": "team-a"}
+        ),
+        AlertState(
+            fingerprint="b1",
+            rule="b-secret-rule",
+            labels={"alertname": "b-secret-rule", "team": "team-b"},
+            level=Level.CRIT,
+            raw_level=Level.CRIT,
+            since=T - 30,
+            value=1.0,
+            message="team b only",
+        ),
     ]
-    history = [HistoryEvent(at=T - 300, fingerprint="a1", rule="bookings-drop", event="level", from_level=0,
-                            to_level=2, value=12.0, detail="OK -> CRIT"),
-               HistoryEvent(at=T - 40, fingerprint="b1", rule="b-secret-rule", event="level", from_level=0,
-                            to_level=2, value=1.0, detail="OK -> CRIT")]
+    history = [
+        HistoryEvent(
+            at=T - 300,
+            fingerprint="a1",
+            rule="bookings-drop",
+            event="level",
+            from_level=0,
+            to_level=2,
+            value=12.0,
+            detail="OK -> CRIT",
+        ),
+        HistoryEvent(
+            at=T - 40,
+            fingerprint="b1",
+            rule="b-secret-rule",
+            event="level",
+            from_level=0,
+            to_level=2,
+            value=1.0,
+            detail="OK -> CRIT",
+        ),
+    ]
     store.commit_evaluation(states, history, [])
-    app = DaggersApp(ControlPlane(world, "alice"), clock=lambda: NOW, refresh_s=0, warm_preview=False,
-                     alerts_url=url)
+    app = DaggersApp(
+        ControlPlane(world, "alice"), clock=lambda: NOW, refresh_s=0, warm_preview=False, alerts_url=url
+    )
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("a")
@@ -390,10 +485,20 @@ async def test_alerts_feed_shows_only_my_teams(world: Registry, tmp_path: Path) 
         screen = app.screen
         assert isinstance(screen, AlertsScreen)
         assert rows(screen.query_one("#alerts", DataTable)) == [
-            ["CRIT", "bookings-drop", "team-a", "tag_city_id=1", "12", "6m", "bookings in Jakarta fell to 12/min"],
-            ["WARN", "lag-high", "team-a", "dagger=live-bookings", "1200", "2m", "lag 1200 records"]]
+            [
+                "CRIT",
+                "bookings-drop",
+                "team-a",
+                "tag_city_id=1",
+                "12",
+                "6m",
+                "bookings in Jakarta fell to 12/min",
+            ],
+            ["WARN", "lag-high", "team-a", "dagger=live-bookings", "1200", "2m", "lag 1200 records"],
+        ]
         assert rows(screen.query_one("#alert-history", DataTable)) == [
-            ["2026-03-02 09:55", "bookings-drop", "level", "CRIT", "OK -> CRIT"]]
+            ["2026-03-02 09:55", "bookings-drop", "level", "CRIT", "OK -> CRIT"]
+        ]
         assert text_of(screen.query_one("#alerts-summary", Static)) == "1 critical · 1 warning · teams team-a"
         await check_snapshot(pilot, "alerts")
         await pilot.press("escape")

@@ -67,7 +67,9 @@ async def leave_while_held(pilot: Pilot[None], plane: HeldPlane, gone: str, kept
             if not leaf.is_attached:
                 break
             await asyncio.sleep(0)
-        assert not leaf.is_attached and left.is_attached, "the screen went down at once: no late answer to land"
+        assert not leaf.is_attached and left.is_attached, (
+            "the screen went down at once: no late answer to land"
+        )
         plane.release.set()
         # the app's own messages wait for the removal meanwhile: poll the event loop, not the Pilot
         deadline = time.monotonic() + 60
@@ -88,14 +90,27 @@ def output_world(tmp_path: Path, influxdb) -> Iterator[Registry]:  # type: ignor
     """The console's world over a real InfluxDB, with dagger out-late whose sink holds one window."""
     reg = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     build(reg, influx=influxdb.url)
-    ControlPlane(reg, "alice").create("a-jkt", bookings_spec("out-late", db=OUTPUT_DB, measurement="bookings"))
+    ControlPlane(reg, "alice").create(
+        "a-jkt", bookings_spec("out-late", db=OUTPUT_DB, measurement="bookings")
+    )
     influxdb.query(f'DROP DATABASE "{OUTPUT_DB}"')
     influxdb.create_database(OUTPUT_DB)
-    sink = InfluxSink(InfluxSinkSpec(type="influx", url=influxdb.url, database=OUTPUT_DB, measurement="bookings"))
+    sink = InfluxSink(
+        InfluxSinkSpec(type="influx", url=influxdb.url, database=OUTPUT_DB, measurement="bookings")
+    )
     sink.open()
-    sink.write(pa.table({"tag_city_id": pa.array([1], pa.int32()), "bookings": pa.array([7], pa.int64()),
-                         "window_timestamp": pa.array([datetime.fromtimestamp(NOW - 60, UTC)],
-                                                      pa.timestamp("us", tz="UTC"))}), 0)
+    sink.write(
+        pa.table(
+            {
+                "tag_city_id": pa.array([1], pa.int32()),
+                "bookings": pa.array([7], pa.int64()),
+                "window_timestamp": pa.array(
+                    [datetime.fromtimestamp(NOW - 60, UTC)], pa.timestamp("us", tz="UTC")
+                ),
+            }
+        ),
+        0,
+    )
     sink.close()
     yield reg
     reg.close()
@@ -119,7 +134,9 @@ async def test_leaving_the_output_tab_while_its_read_is_in_flight(output_world: 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("tab", ["1", "2", "3", "4"], ids=["spec", "versions", "audit", "output"])
-async def test_leaving_a_dagger_tab_while_its_periodic_refresh_is_in_flight(world: Registry, tab: str) -> None:
+async def test_leaving_a_dagger_tab_while_its_periodic_refresh_is_in_flight(
+    world: Registry, tab: str
+) -> None:
     plane = HeldPlane(world, "alice")
     app = console(plane, REFRESH_S)
     async with app.run_test(size=SIZE) as pilot, plane.holding():
@@ -201,8 +218,10 @@ async def test_the_form_validates_in_a_worker_while_the_user_types(world: Regist
 
         await until(pilot, lambda: said() != "", "the check of the typed name")
         assert form.validation is not None and not form.validation.ok
-        assert said() == ("✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
-                          "✗ Topics: pick at least one topic")
+        assert said() == (
+            "✗ Name: 'x' must be 2-63 lower-case letters, digits or dashes, starting with a letter\n"
+            "✗ Topics: pick at least one topic"
+        )
 
 
 @pytest.mark.asyncio

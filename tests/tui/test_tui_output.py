@@ -35,9 +35,13 @@ def known_rows() -> pa.Table:
         rows += [(at, 1, 30 - i), (at, 2, 2)]
         rows.append((at - timedelta(days=1), 1, (30 - i) // 2))
         rows.append((at - timedelta(days=7), 1, 5))
-    return pa.table({"tag_city_id": pa.array([r[1] for r in rows], pa.int32()),
-                     "bookings": pa.array([r[2] for r in rows], pa.int64()),
-                     "window_timestamp": pa.array([r[0] for r in rows], pa.timestamp("us", tz="UTC"))})
+    return pa.table(
+        {
+            "tag_city_id": pa.array([r[1] for r in rows], pa.int32()),
+            "bookings": pa.array([r[2] for r in rows], pa.int64()),
+            "window_timestamp": pa.array([r[0] for r in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 @pytest.fixture
@@ -83,9 +87,13 @@ async def test_the_output_tab_charts_now_d1_and_d7(world: tuple[Registry, str]) 
         assert now == [float(30 - i + 2) for i in reversed(range(30))]
         assert d1 == [float((30 - i) // 2) for i in reversed(range(30))]
         assert d7 == [5.0] * 30
-        assert [t for t, _ in out.series[1].points] == [t for t, _ in out.series[0].points]  # on one time axis
+        assert [t for t, _ in out.series[1].points] == [
+            t for t, _ in out.series[0].points
+        ]  # on one time axis
         summary = str(screen.query_one("#output-summary", Label).render())
-        assert summary == (f"from measurement bookings in database {DB} · 30 steps · last: now 32 · D-1 15 · D-7 5")
+        assert summary == (
+            f"from measurement bookings in database {DB} · 30 steps · last: now 32 · D-1 15 · D-7 5"
+        )
         await check_snapshot(pilot, "detail-output")
 
         # one tag value, without D-7, over an hour
@@ -116,6 +124,8 @@ async def test_a_dagger_without_a_readable_sink_says_so(world: tuple[Registry, s
         await app.workers.wait_for_complete()
         await pilot.pause()
         summary = str(app.screen.query_one("#output-summary", Label).render())
-        assert summary == ("Cannot read the dagger's output: dagger out-log writes to log: its output can be read "
-                           "from an influx, postgres or elasticsearch sink only")
+        assert summary == (
+            "Cannot read the dagger's output: dagger out-log writes to log: its output can be read "
+            "from an influx, postgres or elasticsearch sink only"
+        )
         assert app.screen.query_one(OutputPane).output is None

@@ -36,8 +36,10 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=90)
     batch = generate("booking", 600, seed=7, start=start, duration_s=20)
     produce(tansu_broker, topic, batch, progress=False)
-    want = Counter((r["city_id"], (int(r["event_timestamp"].timestamp()) // 60) * 60 + 60)
-                   for r in batch.table.to_pylist())
+    want = Counter(
+        (r["city_id"], (int(r["event_timestamp"].timestamp()) // 60) * 60 + 60)
+        for r in batch.table.to_pylist()
+    )
 
     registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     seed(registry, kafka=tansu_broker, influx="http://127.0.0.1:9")
@@ -54,8 +56,10 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
         status = str(form.query_one("#preview-status", Static).content)
         assert status.startswith(f"preview: {table.row_count} rows in ") and "nothing deployed" in status
         assert app.plane.daggers() == []  # nothing was created or deployed
-        shown = {(int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
-                 for r in (table.get_row_at(i) for i in range(table.row_count))}
+        shown = {
+            (int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
+            for r in (table.get_row_at(i) for i in range(table.row_count))
+        }
         assert shown == dict(want)
         print(f"\nform preview: {table.row_count} rows in {seconds:.1f} s")
 
@@ -67,7 +71,8 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
         await pilot.pause()
         rows_screen = app.screen
         assert isinstance(rows_screen, RowsScreen)
-        assert {(int(r["tag_city_id"]), _end_s(r["window_timestamp"])): int(r["events"])
-                for r in rows_screen.rows} == dict(want)
+        assert {
+            (int(r["tag_city_id"]), _end_s(r["window_timestamp"])): int(r["events"]) for r in rows_screen.rows
+        } == dict(want)
         await pilot.press("escape")
     registry.close()

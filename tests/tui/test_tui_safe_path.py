@@ -30,10 +30,21 @@ def test_the_console_starts_and_a_tui_py_in_the_folder_does_not_run(tmp_path: Pa
     (work / "tui.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).touch()\n")
     master, slave = os.openpty()  # a real terminal, 120x40, for the real console
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "DAGGERS_SERVER", "PYTHONSAFEPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "DAGGERS_SERVER", "PYTHONSAFEPATH")
+    }
     env.update(TERM="xterm-256color", DAGGERS_USER="alice")
-    proc = subprocess.Popen([str(DAGGERS), "tui", "--registry", url], cwd=work, env=env, stdin=slave, stdout=slave,
-                            stderr=slave, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(DAGGERS), "tui", "--registry", url],
+        cwd=work,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = bytearray()
 

@@ -18,16 +18,23 @@ def _screens() -> list[type[Screen]]:
     found: set[type[Screen]] = set()
     for info in pkgutil.iter_modules(tui.__path__):
         module = importlib.import_module(f"tui.{info.name}")
-        found |= {c for _, c in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(c, Screen) and c.__module__.startswith("tui.")}
+        found |= {
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, Screen) and c.__module__.startswith("tui.")
+        }
     return sorted(found, key=lambda c: c.__qualname__)
 
 
 def _hidden_properties(cls: type) -> list[str]:
     """The names ``cls`` defines as something else where a Textual base class has a property."""
     textual = [base for base in cls.__mro__ if base.__module__.startswith("textual.")]
-    return sorted(name for name, value in vars(cls).items() if not isinstance(value, property)
-                  and any(isinstance(vars(base).get(name), property) for base in textual))
+    return sorted(
+        name
+        for name, value in vars(cls).items()
+        if not isinstance(value, property)
+        and any(isinstance(vars(base).get(name), property) for base in textual)
+    )
 
 
 def test_no_screen_hides_a_textual_property() -> None:

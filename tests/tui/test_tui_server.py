@@ -35,15 +35,18 @@ def _end_s(value: datetime) -> int:
 
 
 @pytest.mark.asyncio
-async def test_console_through_the_server_create_preview_deploy_stop(tansu_broker: str, postgres: Any,
-                                                                      tmp_path: Path) -> None:
+async def test_console_through_the_server_create_preview_deploy_stop(
+    tansu_broker: str, postgres: Any, tmp_path: Path
+) -> None:
     topic = unique("srv-bookings")
     create_topic(tansu_broker, topic, 2)
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=90)
     batch = generate("booking", 400, seed=11, start=start, duration_s=20)
     produce(tansu_broker, topic, batch, progress=False)
-    want = Counter((r["city_id"], (int(r["event_timestamp"].timestamp()) // 60) * 60 + 60)
-                   for r in batch.table.to_pylist())
+    want = Counter(
+        (r["city_id"], (int(r["event_timestamp"].timestamp()) // 60) * 60 + 60)
+        for r in batch.table.to_pylist()
+    )
 
     url = postgres_url(postgres.dsn)
     registry = Registry(url)
@@ -56,8 +59,10 @@ async def test_console_through_the_server_create_preview_deploy_stop(tansu_broke
             await app.workers.wait_for_complete()
             await pilot.pause()
             table = form.query_one("#preview-rows", DataTable)
-            shown = {(int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
-                     for r in (table.get_row_at(i) for i in range(table.row_count))}
+            shown = {
+                (int(str(r[0])), _end_s(datetime.fromisoformat(str(r[2])))): int(str(r[1]))
+                for r in (table.get_row_at(i) for i in range(table.row_count))
+            }
             assert shown == dict(want)
             assert root.daggers() == []  # a preview creates nothing
 
@@ -76,9 +81,11 @@ async def test_console_through_the_server_create_preview_deploy_stop(tansu_broke
             await pilot.pause()
             assert root.dagger("team-a/via-server").desired_state == "running"
     with registry.session() as s:
-        rows = s.scalars(select(AuditEntry).where(AuditEntry.target == "dagger team-a/via-server")
-                         .order_by(AuditEntry.id)).all()
+        rows = s.scalars(
+            select(AuditEntry).where(AuditEntry.target == "dagger team-a/via-server").order_by(AuditEntry.id)
+        ).all()
         assert [(a.user, a.action, a.credential, a.source) for a in rows] == [
             ("alice", action, f"token:{view.token_id}", "127.0.0.1")
-            for action in ("create", "deploy", "stop", "deploy")]
+            for action in ("create", "deploy", "stop", "deploy")
+        ]
     registry.close()

@@ -20,7 +20,9 @@ from tui.app import DaggersApp
 from tui.detail import DaggerScreen
 from tui.modals import RowsScreen
 
-EVIL = "\x1b[2J \x1b[31mred [bold red]x[/] \x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\ [link=http://e]l[/link]"
+EVIL = (
+    "\x1b[2J \x1b[31mred [bold red]x[/] \x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\ [link=http://e]l[/link]"
+)
 SHOWN = "\\x1b[2J \\x1b[31mred [bold red]x[/] \\x1b]8;;http://evil\\x1b\\click\\x1b]8;;\\x1b\\ [link=http://e]l[/link]"
 
 
@@ -31,8 +33,10 @@ def world(tmp_path: Path) -> Iterator[Registry]:
     registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     build(registry)
     ControlPlane(registry, "alice").edit(
-        "live-bookings", bookings_spec("live-bookings").replace("trigger_interval_s: 1", "trigger_interval_s: 2"),
-        comment=EVIL)
+        "live-bookings",
+        bookings_spec("live-bookings").replace("trigger_interval_s: 1", "trigger_interval_s: 2"),
+        comment=EVIL,
+    )
     with registry.session() as s:
         status = s.get(DaggerStatus, s.scalars(select(Dagger.id).where(Dagger.name == "live-bookings")).one())
         assert status is not None
@@ -60,7 +64,10 @@ async def test_a_comment_an_error_and_a_preview_are_shown_as_text(world: Registr
         screen = app.screen
         assert isinstance(screen, DaggerScreen)
         error = screen.query_one("#error", Static).content
-        assert isinstance(error, Text) and error.plain == f"last error (before it started again 1h ago): Sink error: {SHOWN}"
+        assert (
+            isinstance(error, Text)
+            and error.plain == f"last error (before it started again 1h ago): Sink error: {SHOWN}"
+        )
         assert [str(span.style) for span in error.spans] == [] and str(error.style) == "red"
 
         screen.action_tab("versions-tab")
@@ -74,7 +81,9 @@ async def test_a_comment_an_error_and_a_preview_are_shown_as_text(world: Registr
         assert not any("\x1b" in line or "\x9b" in line for line in lines)
         assert any(SHOWN[:60] in line for line in lines), lines  # drawn as written (the column is wide)
 
-        app.push_screen(RowsScreen(f"preview of {EVIL}", ["city", "bookings"], [{"city": EVIL, "bookings": 3}]))
+        app.push_screen(
+            RowsScreen(f"preview of {EVIL}", ["city", "bookings"], [{"city": EVIL, "bookings": 3}])
+        )
         await pilot.pause()
         rows = app.screen.query_one("#rows", DataTable)
         literal(rows.get_row_at(0)[0], SHOWN)

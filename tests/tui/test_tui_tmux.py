@@ -27,8 +27,9 @@ def test_console_in_tmux(tmp_path: Path) -> None:
     socket, session = f"daggers-{uuid.uuid4().hex[:8]}", "console"
 
     def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=30,
-                              check=True).stdout
+        return subprocess.run(
+            ["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
 
     def press(*keys: str) -> None:
         for key in keys:  # one at a time, as a person types: a key may change the focus for the next
@@ -47,8 +48,10 @@ def test_console_in_tmux(tmp_path: Path) -> None:
             time.sleep(0.3)
         raise AssertionError(f"{text!r} never appeared; the screen:\n{screen()}")
 
-    command = (f"cd {REPO} && unset COLUMNS LINES && DAGGERS_USER=alice {sys.executable} -m job.cli.control tui --registry {url}; "
-               "echo CONSOLE-EXITED-$?; sleep 30")
+    command = (
+        f"cd {REPO} && unset COLUMNS LINES && DAGGERS_USER=alice {sys.executable} -m job.cli.control tui --registry {url}; "
+        "echo CONSOLE-EXITED-$?; sleep 30"
+    )
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", command)
     try:
         shown = wait_for("a-jkt")

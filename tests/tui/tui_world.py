@@ -34,11 +34,24 @@ T = 1_772_445_600.0  # 2026-03-02 10:00:00 UTC
 NOW = T + 60
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 
-HEALTH = {"ok": True, "checked_at": T + 50,
-          "spark": {"ok": True, "mode": "standalone", "status": "ALIVE", "workers_alive": 2, "workers": 2,
-                    "cores": 8, "cores_used": 3, "memory_mb": 16384, "memory_used_mb": 6144},
-          "kafka": {"ok": True, "brokers": 3, "topics": 12, "partitions": 96},
-          "influx": {"ok": True, "version": "1.6.7"}, "daggers": {"running": 1, "total": 21}}
+HEALTH = {
+    "ok": True,
+    "checked_at": T + 50,
+    "spark": {
+        "ok": True,
+        "mode": "standalone",
+        "status": "ALIVE",
+        "workers_alive": 2,
+        "workers": 2,
+        "cores": 8,
+        "cores_used": 3,
+        "memory_mb": 16384,
+        "memory_used_mb": 6144,
+    },
+    "kafka": {"ok": True, "brokers": 3, "topics": 12, "partitions": 96},
+    "influx": {"ok": True, "version": "1.6.7"},
+    "daggers": {"running": 1, "total": 21},
+}
 
 
 def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9") -> None:
@@ -55,14 +68,35 @@ def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http
         st.actual_state, st.running_version, st.running_generation = "running", 1, 0
         st.pid, st.host, st.started_at, st.restarts = 4242, "gw-1", T - 3600, 1
         st.last_error = "Sink error: InfluxDB answered 503 (restarted)"
-        st.progress = {"batches": 720, "input_rows": 3_456_000, "input_rows_per_s": 4800.0,
-                       "processed_rows_per_s": 9100.0, "batch_duration_ms": 1350, "late_rows_dropped": 12,
-                       "bad_records": 0, "watermark": "2026-03-02T09:59:40.000Z", "updated_at": T + 58}
-        st.lag, st.lag_at, st.checkpoint, st.updated_at = 1200, T + 57, "/srv/daggers/1-live/checkpoint-1", T + 58
-        s.add_all(Sample(dagger_id=live.id, at=T - 120 + 4 * i, input_rows=1000 * i,
-                         input_rows_per_s=4000 + 1000 * math.sin(i / 3), processed_rows_per_s=9000.0,
-                         batch_duration_ms=int(1200 + 300 * math.cos(i / 4)), lag=int(1500 - 10 * i))
-                  for i in range(30))
+        st.progress = {
+            "batches": 720,
+            "input_rows": 3_456_000,
+            "input_rows_per_s": 4800.0,
+            "processed_rows_per_s": 9100.0,
+            "batch_duration_ms": 1350,
+            "late_rows_dropped": 12,
+            "bad_records": 0,
+            "watermark": "2026-03-02T09:59:40.000Z",
+            "updated_at": T + 58,
+        }
+        st.lag, st.lag_at, st.checkpoint, st.updated_at = (
+            1200,
+            T + 57,
+            "/srv/daggers/1-live/checkpoint-1",
+            T + 58,
+        )
+        s.add_all(
+            Sample(
+                dagger_id=live.id,
+                at=T - 120 + 4 * i,
+                input_rows=1000 * i,
+                input_rows_per_s=4000 + 1000 * math.sin(i / 3),
+                processed_rows_per_s=9000.0,
+                batch_duration_ms=int(1200 + 300 * math.cos(i / 4)),
+                lag=int(1500 - 10 * i),
+            )
+            for i in range(30)
+        )
         for c in s.query(Cluster).filter(Cluster.name == "a-jkt"):
             c.health, c.health_at = HEALTH, T + 50
             c.controller_host, c.controller_pid, c.controller_heartbeat = "gw-1", 777, T + 55
@@ -81,9 +115,20 @@ def pin_times(registry: Registry, t: float) -> None:
 
 def keys(text: str) -> Sequence[str]:
     """Return the key names that type ``text`` with ``pilot.press``."""
-    names = {" ": "space", "\n": "enter", "-": "minus", "_": "underscore", ",": "comma", "(": "left_parenthesis",
-             ")": "right_parenthesis", "'": "apostrophe", ".": "full_stop", "/": "slash", "*": "asterisk",
-             "=": "equals_sign"}
+    names = {
+        " ": "space",
+        "\n": "enter",
+        "-": "minus",
+        "_": "underscore",
+        ",": "comma",
+        "(": "left_parenthesis",
+        ")": "right_parenthesis",
+        "'": "apostrophe",
+        ".": "full_stop",
+        "/": "slash",
+        "*": "asterisk",
+        "=": "equals_sign",
+    }
     return [names.get(ch, ch) for ch in text]
 
 
@@ -141,8 +186,10 @@ class HeldPlane(ControlPlane):
         return self._waits("output", lambda: super(HeldPlane, self).output(ref, query, sink))
 
     def cluster_health(self, cluster: str, *, live: bool = False) -> Any:
-        return self._waits("cluster_health" + (" live" if live else ""),
-                           lambda: super(HeldPlane, self).cluster_health(cluster, live=live))
+        return self._waits(
+            "cluster_health" + (" live" if live else ""),
+            lambda: super(HeldPlane, self).cluster_health(cluster, live=live),
+        )
 
     def cluster_topics(self, cluster: str) -> Any:
         return self._waits("cluster_topics", lambda: super(HeldPlane, self).cluster_topics(cluster))
@@ -181,7 +228,9 @@ async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
     if expected != svg:
         new = path.with_suffix(".new.svg")
         new.write_text(svg)
-        raise AssertionError(f"screen {name} differs from {path}; see {new} (DAGGERS_UPDATE_SNAPSHOTS=1 accepts it)")
+        raise AssertionError(
+            f"screen {name} differs from {path}; see {new} (DAGGERS_UPDATE_SNAPSHOTS=1 accepts it)"
+        )
     return path
 
 

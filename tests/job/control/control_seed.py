@@ -27,17 +27,30 @@ WHERE status = 'COMPLETED'
 GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), city_id"""
 
 
-def bookings_spec(name: str, topic: str = "booking-log", db: str = "daggers", measurement: str = "bookings") -> str:
+def bookings_spec(
+    name: str, topic: str = "booking-log", db: str = "daggers", measurement: str = "bookings"
+) -> str:
     """Return a valid one-stream spec text (brokers and InfluxDB come from the cluster's variables)."""
-    return booking_spec(name, topic=topic, bootstrap="${DAGGERS_BOOTSTRAP}", group=f"dagger-{name}",
-                        stream="    start_from: earliest\n", sql=BOOKINGS_SQL,
-                        settings="watermark_delay_ms: 10000\ntrigger_interval_s: 1\n",
-                        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: {db}\n"
-                             f"  measurement: {measurement}\n")
+    return booking_spec(
+        name,
+        topic=topic,
+        bootstrap="${DAGGERS_BOOTSTRAP}",
+        group=f"dagger-{name}",
+        stream="    start_from: earliest\n",
+        sql=BOOKINGS_SQL,
+        settings="watermark_delay_ms: 10000\ntrigger_interval_s: 1\n",
+        sink=f"sink:\n  type: influx\n  url: ${{DAGGERS_INFLUX}}\n  database: {db}\n"
+        f"  measurement: {measurement}\n",
+    )
 
 
-def seed(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9",
-         master: str = "local[2]") -> ControlPlane:
+def seed(
+    registry: Registry,
+    *,
+    kafka: str = "127.0.0.1:9",
+    influx: str = "http://127.0.0.1:9",
+    master: str = "local[2]",
+) -> ControlPlane:
     """Fill ``registry`` with the teams, users and clusters above; return root's control plane."""
     bootstrap_admin(registry, "root")
     root = ControlPlane(registry, "root")
@@ -51,9 +64,14 @@ def seed(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http:
     root.set_member("team-b", "bob", "editor")
     root.add_datacentre("jkt", "Jakarta")
     root.add_datacentre("sgp", "Singapore")
-    for name, team, dc in (("a-jkt", "team-a", "jkt"), ("a-sgp", "team-a", "sgp"), ("b-jkt", "team-b", "jkt")):
-        root.add_cluster(name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka,
-                         influx_url=influx)
+    for name, team, dc in (
+        ("a-jkt", "team-a", "jkt"),
+        ("a-sgp", "team-a", "sgp"),
+        ("b-jkt", "team-b", "jkt"),
+    ):
+        root.add_cluster(
+            name, team=team, datacentre=dc, spark_master=master, kafka_bootstrap=kafka, influx_url=influx
+        )
     return root
 
 

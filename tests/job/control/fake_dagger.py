@@ -55,9 +55,19 @@ def main() -> int:
         batch += 1
         rows += 100
         tmp = status.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"batches": batch, "input_rows": rows, "input_rows_per_s": 1000.0,
-                                   "processed_rows_per_s": 2000.0, "batch_duration_ms": 50 + batch,
-                                   "late_rows_dropped": 0, "updated_at": time.time()}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "batches": batch,
+                    "input_rows": rows,
+                    "input_rows_per_s": 1000.0,
+                    "processed_rows_per_s": 2000.0,
+                    "batch_duration_ms": 50 + batch,
+                    "late_rows_dropped": 0,
+                    "updated_at": time.time(),
+                }
+            )
+        )
         tmp.replace(status)
         time.sleep(0.1)
     return 0

@@ -50,8 +50,13 @@ def main() -> int:
             with (checkpoint / "starts.txt").open("a") as fh:
                 fh.write(f"{pid} {want['token']}\n")
             if spec["name"].endswith("-fails"):
-                folder.report(key, want["token"], "failed", error="Sink error: InfluxDB at http://127.0.0.1:9 "
-                                                                  "is unreachable\nhint: is influxd running?")
+                folder.report(
+                    key,
+                    want["token"],
+                    "failed",
+                    error="Sink error: InfluxDB at http://127.0.0.1:9 "
+                    "is unreachable\nhint: is influxd running?",
+                )
                 ended[key] = want["token"]
                 continue
             folder.report(key, want["token"], "running")
@@ -60,8 +65,16 @@ def main() -> int:
             running[key] = (token, checkpoint, rows + 100)
             status = checkpoint / "status.json"
             tmp = status.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"batches": rows // 100 + 1, "input_rows": rows + 100, "state": "running",
-                                       "updated_at": time.time()}))
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "batches": rows // 100 + 1,
+                        "input_rows": rows + 100,
+                        "state": "running",
+                        "updated_at": time.time(),
+                    }
+                )
+            )
             tmp.replace(status)
         time.sleep(0.05)
     for key, (token, _, _) in running.items():

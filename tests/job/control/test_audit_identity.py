@@ -20,10 +20,15 @@ def test_an_embedded_change_names_the_os_user_and_the_host(tmp_path: Path) -> No
         seed(registry)
         ControlPlane(registry, "root").add_user("mallory")
         with registry.session() as s:
-            row = s.scalars(select(AuditEntry).where(AuditEntry.action == "add user",
-                                                     AuditEntry.target.contains("mallory"))).one()
-            assert (row.credential, row.source) == (f"embedded:{getpass.getuser()}",
-                                                    f"local {socket.gethostname()} pid {os.getpid()}")
+            row = s.scalars(
+                select(AuditEntry).where(
+                    AuditEntry.action == "add user", AuditEntry.target.contains("mallory")
+                )
+            ).one()
+            assert (row.credential, row.source) == (
+                f"embedded:{getpass.getuser()}",
+                f"local {socket.gethostname()} pid {os.getpid()}",
+            )
         served = ControlPlane(registry, "root", credential="token:abc", source="10.0.0.9")
         assert (served.credential, served.source) == ("token:abc", "10.0.0.9")
     finally:

@@ -32,15 +32,36 @@ def run(args: list[str], *, code: int = 0, env: dict[str, str] | None = None) ->
     return json.loads(result.output) if "--json" in args else result.output
 
 
-def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_whole_workflow_as_scripts(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = registry.url
     r = ["--registry", url, "--json"]
     assert run(["registry", "init", "--admin", "root", *r])["admin"] == "root"
-    for args in (["user", "add", "alice"], ["user", "add", "bob"], ["team", "add", "team-a"], ["team", "add", "team-b"],
-                 ["team", "member", "team-a", "alice", "--role", "editor"],
-                 ["team", "member", "team-b", "bob", "--role", "editor"], ["dc", "add", "jkt"],
-                 ["cluster", "add", "a-jkt", "--team", "team-a", "--dc", "jkt", "--master", "local[2]",
-                  "--kafka", "127.0.0.1:9", "--influx", "http://127.0.0.1:9"]):
+    for args in (
+        ["user", "add", "alice"],
+        ["user", "add", "bob"],
+        ["team", "add", "team-a"],
+        ["team", "add", "team-b"],
+        ["team", "member", "team-a", "alice", "--role", "editor"],
+        ["team", "member", "team-b", "bob", "--role", "editor"],
+        ["dc", "add", "jkt"],
+        [
+            "cluster",
+            "add",
+            "a-jkt",
+            "--team",
+            "team-a",
+            "--dc",
+            "jkt",
+            "--master",
+            "local[2]",
+            "--kafka",
+            "127.0.0.1:9",
+            "--influx",
+            "http://127.0.0.1:9",
+        ],
+    ):
         assert run([*args, "--user", "root", *r])["ok"] is True
     env = {"DAGGERS_USER": "alice"}
     v1 = tmp_path / "v1.yaml"
@@ -57,15 +78,24 @@ def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path, monke
     v3 = tmp_path / "v3.yaml"
     v3.write_text(bookings_spec("cli-counts").replace("count(1)", "sum(fare_idr)"))
     refused = run(["dagger", "edit", "cli-counts", str(v3), *r], code=2, env=env)
-    assert refused["error"]["title"] == "Conflict" and "cannot resume from the checkpoint" in refused["error"]["message"]
+    assert (
+        refused["error"]["title"] == "Conflict"
+        and "cannot resume from the checkpoint" in refused["error"]["message"]
+    )
     assert "--fresh-start" in refused["error"]["hint"]
     fresh = run(["dagger", "edit", "cli-counts", str(v3), "--fresh-start", *r], env=env)
     assert (fresh["version"], fresh["checkpoint_epoch"], fresh["compatibility"]["resume"]) == (3, 2, False)
-    human = run(["dagger", "rollback", "cli-counts", "--to", "1", "--fresh-start", "--registry", url], env=env)
+    human = run(
+        ["dagger", "rollback", "cli-counts", "--to", "1", "--fresh-start", "--registry", url], env=env
+    )
     assert "version 4" in human and "starts a NEW checkpoint" in human
     history = run(["dagger", "history", "cli-counts", *r], env=env)
     assert [(v["version"], v["checkpoint_epoch"], v["created_by"]) for v in history] == [
-        (1, 1, "alice"), (2, 1, "alice"), (3, 2, "alice"), (4, 3, "alice")]
+        (1, 1, "alice"),
+        (2, 1, "alice"),
+        (3, 2, "alice"),
+        (4, 3, "alice"),
+    ]
     diff = run(["dagger", "diff", "cli-counts", "--from", "1", "--to", "2", *r], env=env)["diff"]
     assert "-trigger_interval_s: 1\n+trigger_interval_s: 3\n" in diff
     assert run(["dagger", "spec", "cli-counts", "--version", "2", *r], env=env)["spec_text"] == v2.read_text()
@@ -73,10 +103,22 @@ def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path, monke
         assert run(["dagger", verb, "cli-counts", *r], env=env)["dagger"]["desired_state"] == desired
     published = run(["dagger", "publish", "cli-counts", "--topic", "counts-out", *r], env=env)
     assert published["version"] == 5 and published["compatibility"]["resume"] is True
-    assert run(["whoami", *r], env=env) == {"user": "alice", "superuser": False, "teams": {"team-a": "editor"}}
+    assert run(["whoami", *r], env=env) == {
+        "user": "alice",
+        "superuser": False,
+        "teams": {"team-a": "editor"},
+    }
     audit = run(["audit", "--target", "cli-counts", *r], env=env)
-    assert [a["action"] for a in reversed(audit)] == ["create", "edit", "edit", "rollback", "deploy", "stop",
-                                                      "restart", "publish"]
+    assert [a["action"] for a in reversed(audit)] == [
+        "create",
+        "edit",
+        "edit",
+        "rollback",
+        "deploy",
+        "stop",
+        "restart",
+        "publish",
+    ]
     assert all(a["user"] == "alice" and a["at"] > 0 for a in audit)
     health = run(["cluster", "health", "a-jkt", *r], env=env)
     assert health["recorded"] is False and health["daggers"] == {"running": 0, "total": 1}
@@ -85,8 +127,11 @@ def test_the_whole_workflow_as_scripts(registry: Registry, tmp_path: Path, monke
     nobody = run(["dagger", "list", *r], code=2)
     assert nobody["error"]["message"] == "unknown user 'stranger' in the registry"
     bob = run(["dagger", "stop", "team-a/cli-counts", *r], code=2, env={"DAGGERS_USER": "bob"})
-    assert bob["error"] == {"title": "Not found", "message": "no dagger 'team-a/cli-counts' in your teams",
-                            "hint": None}
+    assert bob["error"] == {
+        "title": "Not found",
+        "message": "no dagger 'team-a/cli-counts' in your teams",
+        "hint": None,
+    }
 
 
 def test_team_b_is_refused_on_the_command_line(tmp_path: Path) -> None:
@@ -101,12 +146,22 @@ def test_team_b_is_refused_on_the_command_line(tmp_path: Path) -> None:
     spec.write_text(bookings_spec("private").replace("trigger_interval_s: 1", "trigger_interval_s: 7"))
 
     def daggers(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "job.cli", *args, "--registry", url, "--user", "bob"],
-                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "job.cli", *args, "--registry", url, "--user", "bob"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
 
-    for args in (["dagger", "show", "team-a/private"], ["dagger", "stop", "team-a/private"],
-                 ["dagger", "preview", "team-a/private"], ["dagger", "edit", "private", str(spec)],
-                 ["dagger", "history", "private"], ["dagger", "delete", "team-a/private"]):
+    for args in (
+        ["dagger", "show", "team-a/private"],
+        ["dagger", "stop", "team-a/private"],
+        ["dagger", "preview", "team-a/private"],
+        ["dagger", "edit", "private", str(spec)],
+        ["dagger", "history", "private"],
+        ["dagger", "delete", "team-a/private"],
+    ):
         done = daggers(*args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "Not found: no dagger" in done.stderr and "in your teams" in done.stderr

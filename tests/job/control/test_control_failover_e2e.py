@@ -38,19 +38,49 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
 
     def step(k: int) -> None:
         """Produce N events (minute 20*k on) and one later event that closes their windows."""
-        batch = generate("booking", N, seed=50 + k, start=T0 + timedelta(minutes=20 * k), duration_s=180,
-                         first_index=10_000 * k)
-        closer = generate("booking", 1, seed=60 + k, start=T0 + timedelta(minutes=20 * k + 10), duration_s=1,
-                          first_index=10_000 * k + 9_999)
+        batch = generate(
+            "booking",
+            N,
+            seed=50 + k,
+            start=T0 + timedelta(minutes=20 * k),
+            duration_s=180,
+            first_index=10_000 * k,
+        )
+        closer = generate(
+            "booking",
+            1,
+            seed=60 + k,
+            start=T0 + timedelta(minutes=20 * k + 10),
+            duration_s=1,
+            first_index=10_000 * k + 9_999,
+        )
         produce(tansu_broker, topic, [batch, closer], progress=False)
         rows.extend(batch.table.to_pylist() + closer.table.to_pylist())
 
     def controller(cluster: str, *extra: str) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"{cluster}.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "controller", "--cluster", cluster, "--registry", url,
-             "--state-dir", str(tmp_path / cluster), "--poll", "0.5", "--no-standby", *extra],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "job.cli",
+                "controller",
+                "--cluster",
+                cluster,
+                "--registry",
+                url,
+                "--state-dir",
+                str(tmp_path / cluster),
+                "--poll",
+                "0.5",
+                "--no-standby",
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
 
     pids: set[int] = set()
 
@@ -63,13 +93,21 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
     def exact(what: str, pid: int, cluster: str, log: Path) -> DaggerView:
         """Wait until the dagger runs on ``cluster`` in a process other than ``pid`` and InfluxDB holds
         exactly the windows of every event produced; return the dagger."""
-        d = wait_until(f"{what}: running on {cluster}", lambda: (d := state()).cluster == cluster and d.pid != pid
-                       and d.actual_state == "running" and d, 150, log=log)
+        d = wait_until(
+            f"{what}: running on {cluster}",
+            lambda: (d := state()).cluster == cluster and d.pid != pid and d.actual_state == "running" and d,
+            150,
+            log=log,
+        )
         want = closed(rows)
         # a resumed dagger's first batch starts a JVM and warms it up: minutes when the slow chaos and
         # outage tests share the 2 cores with it (CI runs those first)
-        wait_until(f"{what}: every window exactly once", lambda: influx_points(
-            influxdb, db, "bookings", "num_of_bookings", TAGS) == want, 300, log=Path(d.checkpoint).parent / "dagger.log")
+        wait_until(
+            f"{what}: every window exactly once",
+            lambda: influx_points(influxdb, db, "bookings", "num_of_bookings", TAGS) == want,
+            300,
+            log=Path(d.checkpoint).parent / "dagger.log",
+        )
         counted: list[object] = []  # what the dagger reported last, for the message of a time-out
 
         def all_counted() -> DaggerView | None:
@@ -84,9 +122,11 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
             return wait_until(f"{what}: all {len(rows)} events counted once", all_counted, 300, log=log)
         except AssertionError as exc:
             own = Path(d.checkpoint or ".").parent / "dagger.log"
-            raise AssertionError(f"{exc}\nlast reported: input_rows {counted[0]}, last_batch_id {counted[1]}, "
-                                 f"pid {counted[2]}; the dagger's own log: "
-                                 f"{own.read_text()[-3000:] if own.is_file() else '(none)'}") from None
+            raise AssertionError(
+                f"{exc}\nlast reported: input_rows {counted[0]}, last_batch_id {counted[1]}, "
+                f"pid {counted[2]}; the dagger's own log: "
+                f"{own.read_text()[-3000:] if own.is_file() else '(none)'}"
+            ) from None
 
     step(0)
     one = controller("a-jkt", "--failover-after", "3", "--stop-daggers-on-exit")
@@ -116,9 +156,14 @@ def test_move_then_failover_keeps_exact_totals(tansu_broker: str, influxdb, tmp_
         assert back.progress["late_rows_dropped"] == 0 and back.restarts == 0
         t3 = time.monotonic()
         moves = [(m.user, m.action, m.details["from"], m.details["to"]) for m in alice.moves(ref)]
-        assert moves == [("alice", "move", "a-jkt", "a-sgp"), ("controller:a-jkt", "failover", "a-sgp", "a-jkt")]
-        print(f"\n{len(rows)} events, {len(closed(rows))} windows; first run {t1 - t0:.1f} s, "
-              f"move {t2 - t1:.1f} s, failover {t3 - t2:.1f} s")
+        assert moves == [
+            ("alice", "move", "a-jkt", "a-sgp"),
+            ("controller:a-jkt", "failover", "a-sgp", "a-jkt"),
+        ]
+        print(
+            f"\n{len(rows)} events, {len(closed(rows))} windows; first run {t1 - t0:.1f} s, "
+            f"move {t2 - t1:.1f} s, failover {t3 - t2:.1f} s"
+        )
     finally:
         stop_controllers((one, two), pids)
         registry.close()

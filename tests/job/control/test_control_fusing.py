@@ -36,8 +36,11 @@ def test_alike_daggers_of_a_cluster_are_named_and_no_others(registry: Registry) 
     alice.create("a-jkt", _spec("stopped"))  # not to run
     alice.create("a-jkt", _spec("own-app", extra="isolation: dedicated\n"), deploy=True)
     alice.create("a-jkt", _spec("other-topic", topic="booking-log-2"), deploy=True)
-    alice.create("a-jkt", _spec("slower", extra="").replace("trigger_interval_s: 1", "trigger_interval_s: 5"),
-                 deploy=True)
+    alice.create(
+        "a-jkt",
+        _spec("slower", extra="").replace("trigger_interval_s: 1", "trigger_interval_s: 5"),
+        deploy=True,
+    )
     alice.create("a-jkt", _spec("hourly").replace("INTERVAL '60' SECOND", "INTERVAL '1' HOUR"), deploy=True)
     alice.create("a-sgp", _spec("elsewhere"), deploy=True)  # another cluster
     bob.create("b-jkt", _spec("counts-b"), deploy=True)  # another team's cluster
@@ -45,7 +48,10 @@ def test_alike_daggers_of_a_cluster_are_named_and_no_others(registry: Registry) 
     assert alice.fusible_with("counts") == ("shared", ["team-a/fares", "team-a/fused-fares"])
     assert alice.fusible_with("fares") == ("shared", ["team-a/counts", "team-a/fused-fares"])
     assert alice.fusible_with("own-app") == ("dedicated", [])
-    assert alice.fusible_with("stopped") == ("shared", ["team-a/counts", "team-a/fares", "team-a/fused-fares"])
+    assert alice.fusible_with("stopped") == (
+        "shared",
+        ["team-a/counts", "team-a/fares", "team-a/fused-fares"],
+    )
     assert alice.fusible_with("hourly") == ("shared", [])
     assert bob.fusible_with("counts-b") == ("shared", [])
 
@@ -64,9 +70,13 @@ def test_the_hint_is_for_shared_daggers_only() -> None:
     assert fusion_hint("a-jkt", "shared", ["team-a/fares"]) == (
         "it reads its stream as 1 other dagger of a-jkt does (team-a/fares); with isolation: fused in their "
         "specs they run as one query, one read and one micro-batch for all, which many light daggers on a "
-        "small host need to keep their latency (README: Fused daggers)")
+        "small host need to keep their latency (README: Fused daggers)"
+    )
     many = fusion_hint("a-jkt", "shared", [f"t/d{i}" for i in range(7)])
-    assert many is not None and "as 7 other daggers of a-jkt do (t/d0, t/d1, t/d2, t/d3, t/d4 and 2 more)" in many
+    assert (
+        many is not None
+        and "as 7 other daggers of a-jkt do (t/d0, t/d1, t/d2, t/d3, t/d4 and 2 more)" in many
+    )
 
 
 def test_create_and_show_say_it(registry: Registry, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -84,8 +94,12 @@ def test_create_and_show_say_it(registry: Registry, tmp_path) -> None:  # type: 
     second.write_text(_spec("fares", sql=SUM_SQL))
     assert "hint" not in run("dagger", "create", str(first), "--cluster", "a-jkt", "--deploy")
     created = run("dagger", "create", str(second), "--cluster", "a-jkt", "--deploy")
-    assert "hint: it reads its stream as 1 other dagger of a-jkt does (team-a/counts)" in " ".join(created.split())
+    assert "hint: it reads its stream as 1 other dagger of a-jkt does (team-a/counts)" in " ".join(
+        created.split()
+    )
     shown = run("dagger", "show", "counts")
-    assert "hint: it reads its stream as 1 other dagger of a-jkt does (team-a/fares)" in " ".join(shown.split())
+    assert "hint: it reads its stream as 1 other dagger of a-jkt does (team-a/fares)" in " ".join(
+        shown.split()
+    )
     data = json.loads(run("dagger", "show", "counts", "--json"))
     assert (data["isolation"], data["fusible_with"]) == ("shared", ["team-a/fares"])

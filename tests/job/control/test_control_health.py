@@ -50,21 +50,34 @@ def test_broker_and_influx_probes(tansu_broker: str, influxdb) -> None:  # type:
     assert summary(local).startswith(f"spark local {local['spark']['cores']} cores · kafka ok ")
 
 
-def test_the_controller_records_health_for_operators_elsewhere(spark_cluster: SparkClusterHandle, tansu_broker: str,
-                                                               influxdb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_controller_records_health_for_operators_elsewhere(
+    spark_cluster: SparkClusterHandle, tansu_broker: str, influxdb, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     spark_cluster.wait_idle()
     master, ui = spark_cluster.master, spark_cluster.ui
     reg = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     root = seed(reg, kafka=tansu_broker, influx=influxdb.url, master="local[1]")
-    root.add_cluster("standalone", team="team-a", datacentre="sgp", spark_master=master, spark_ui_url=ui,
-                     kafka_bootstrap=tansu_broker, influx_url=influxdb.url)
+    root.add_cluster(
+        "standalone",
+        team="team-a",
+        datacentre="sgp",
+        spark_master=master,
+        spark_ui_url=ui,
+        kafka_bootstrap=tansu_broker,
+        influx_url=influxdb.url,
+    )
     alice = ControlPlane(reg, "alice")
     never = alice.cluster_health("standalone")
     assert never.pop("state")["state"] == "unhealthy"  # no controller has reported: the health model
-    assert never == {"ok": False, "recorded": False, "error": "no controller has recorded health yet",
-                     "daggers": {"running": 0, "total": 0}}
-    ctl = Controller(reg, "standalone", tmp_path / "s", settings=ControllerSettings(health_interval_s=0.1,
-                                                                                     standby=False))
+    assert never == {
+        "ok": False,
+        "recorded": False,
+        "error": "no controller has recorded health yet",
+        "daggers": {"running": 0, "total": 0},
+    }
+    ctl = Controller(
+        reg, "standalone", tmp_path / "s", settings=ControllerSettings(health_interval_s=0.1, standby=False)
+    )
     deadline = time.monotonic() + 30
     while alice.cluster("standalone").health is None:
         assert time.monotonic() < deadline
@@ -73,7 +86,11 @@ def test_the_controller_records_health_for_operators_elsewhere(spark_cluster: Sp
     recorded = alice.cluster_health("standalone")
     assert recorded["recorded"] and recorded["ok"] and recorded["age_s"] < 30
     assert recorded["state"]["state"] == "healthy" and recorded["state"]["parts"] == {
-        "controller": "ok", "spark": "ok", "kafka": "ok", "influx": "ok"}
+        "controller": "ok",
+        "spark": "ok",
+        "kafka": "ok",
+        "influx": "ok",
+    }
     assert recorded["spark"]["workers_alive"] == 2 and recorded["kafka"]["ok"] and recorded["influx"]["ok"]
     assert alice.cluster("standalone").controller_alive(time.time())
     live = alice.cluster_health("standalone", live=True)

@@ -36,8 +36,16 @@ def world(tmp_path: Path) -> Iterator[tuple[ControlPlane, Controller]]:
     alice.create("a-jkt", bookings_spec("steady"), deploy=True)
     alice.create("a-jkt", bookings_spec("loop"), deploy=True)
     alice.create("a-jkt", bookings_spec("idle"))
-    settings = ControllerSettings(poll_interval_s=0.2, health_interval_s=3600, lag_interval_s=3600,
-                                  backoff_initial_s=600.0, backoff_max_s=600.0, max_restarts=5, standby=False, metrics_port=0)
+    settings = ControllerSettings(
+        poll_interval_s=0.2,
+        health_interval_s=3600,
+        lag_interval_s=3600,
+        backoff_initial_s=600.0,
+        backoff_max_s=600.0,
+        max_restarts=5,
+        standby=False,
+        metrics_port=0,
+    )
     ctl = Controller(reg, "a-jkt", tmp_path / "state", settings=settings, command=fake({"loop": "crash"}))
     stop = threading.Event()
     thread = threading.Thread(target=ctl.run_forever, args=(stop,), kwargs={"stop_daggers_on_exit": True})
@@ -50,20 +58,35 @@ def world(tmp_path: Path) -> Iterator[tuple[ControlPlane, Controller]]:
         reg.close()
 
 
-def test_victoria_metrics_scrapes_the_health_model(world: tuple[ControlPlane, Controller],
-                                                   victoria_metrics: VictoriaHandle) -> None:
+def test_victoria_metrics_scrapes_the_health_model(
+    world: tuple[ControlPlane, Controller], victoria_metrics: VictoriaHandle
+) -> None:
     alice, ctl = world
-    url = str(wait_until("the metrics URL in the registry", lambda: alice.cluster("a-jkt").controller_metrics_url, 60))
+    url = str(
+        wait_until(
+            "the metrics URL in the registry", lambda: alice.cluster("a-jkt").controller_metrics_url, 60
+        )
+    )
     assert url == ctl.metrics_url and re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", url)
-    wait_until("steady running and loop crash-looping", lambda: alice.dagger("steady").state == "running"
-               and alice.dagger("loop").state == "crash-looping", 60)
+    wait_until(
+        "steady running and loop crash-looping",
+        lambda: alice.dagger("steady").state == "running" and alice.dagger("loop").state == "crash-looping",
+        60,
+    )
     victoria_metrics.scrape("controller-a-jkt", str(urlparse(url).netloc), env="test")
     try:
+
         def query(promql: str) -> dict[str, float]:
             r = requests.get(f"{victoria_metrics.url}/api/v1/query", params={"query": promql}, timeout=10)
             r.raise_for_status()
-            return {",".join(f"{k}={v}" for k, v in sorted(x["metric"].items()) if k not in ("job", "instance", "env", "__name__")):
-                    float(x["value"][1]) for x in r.json()["data"]["result"]}
+            return {
+                ",".join(
+                    f"{k}={v}"
+                    for k, v in sorted(x["metric"].items())
+                    if k not in ("job", "instance", "env", "__name__")
+                ): float(x["value"][1])
+                for x in r.json()["data"]["result"]
+            }
 
         def states() -> dict[str, float]:
             return query('daggers_dagger_state{cluster="a-jkt", env="test"} == 1')
@@ -72,20 +95,32 @@ def test_victoria_metrics_scrapes_the_health_model(world: tuple[ControlPlane, Co
         assert states() == {
             "cluster=a-jkt,dagger=idle,state=stopped,team=team-a": 1.0,
             "cluster=a-jkt,dagger=loop,state=crash-looping,team=team-a": 1.0,
-            "cluster=a-jkt,dagger=steady,state=running,team=team-a": 1.0}
-        assert query('daggers_dagger_rows_per_second{env="test"}') == {"cluster=a-jkt,dagger=steady,team=team-a": 1000.0}
-        assert query('daggers_dagger_restarts{dagger="loop"}') == {"cluster=a-jkt,dagger=loop,team=team-a": 1.0}
-        retry = query('daggers_dagger_next_retry_timestamp_seconds - time()')
-        assert list(retry) == ["cluster=a-jkt,dagger=loop,team=team-a"] and 0 < retry[
-            "cluster=a-jkt,dagger=loop,team=team-a"] <= 600
+            "cluster=a-jkt,dagger=steady,state=running,team=team-a": 1.0,
+        }
+        assert query('daggers_dagger_rows_per_second{env="test"}') == {
+            "cluster=a-jkt,dagger=steady,team=team-a": 1000.0
+        }
+        assert query('daggers_dagger_restarts{dagger="loop"}') == {
+            "cluster=a-jkt,dagger=loop,team=team-a": 1.0
+        }
+        retry = query("daggers_dagger_next_retry_timestamp_seconds - time()")
+        assert (
+            list(retry) == ["cluster=a-jkt,dagger=loop,team=team-a"]
+            and 0 < retry["cluster=a-jkt,dagger=loop,team=team-a"] <= 600
+        )
         assert query('sum by (state) (daggers_cluster_daggers{env="test"}) > 0') == {
-            "state=crash-looping": 1.0, "state=running": 1.0, "state=stopped": 1.0}
+            "state=crash-looping": 1.0,
+            "state=running": 1.0,
+            "state=stopped": 1.0,
+        }
         # no probe yet (health_interval_s 3600): the parts are unknown; a crash loop makes it unhealthy
-        assert query('daggers_cluster_state{env="test"} == 1') == {
-            "cluster=a-jkt,state=unhealthy": 1.0}
+        assert query('daggers_cluster_state{env="test"} == 1') == {"cluster=a-jkt,state=unhealthy": 1.0}
         assert query('daggers_cluster_part_up{env="test"}') == {
-            "cluster=a-jkt,part=controller": 1.0, "cluster=a-jkt,part=influx": 0.0, "cluster=a-jkt,part=kafka": 0.0,
-            "cluster=a-jkt,part=spark": 0.0}
+            "cluster=a-jkt,part=controller": 1.0,
+            "cluster=a-jkt,part=influx": 0.0,
+            "cluster=a-jkt,part=kafka": 0.0,
+            "cluster=a-jkt,part=spark": 0.0,
+        }
         # the stopped dagger has no figure at all, not its last value
         assert query('daggers_dagger_batch_seconds{dagger="idle"}') == {}
     finally:
@@ -101,11 +136,16 @@ def dashboard_metrics() -> set[str]:
     return {m for e in exprs for m in re.findall(r"\bdaggers_(?!platform_)[a-z_]+", e)}
 
 
-def test_the_dashboard_queries_only_metrics_the_controller_serves(world: tuple[ControlPlane, Controller]) -> None:
+def test_the_dashboard_queries_only_metrics_the_controller_serves(
+    world: tuple[ControlPlane, Controller],
+) -> None:
     alice, ctl = world
     url = str(wait_until("the metrics URL", lambda: alice.cluster("a-jkt").controller_metrics_url, 60))
-    wait_until("a crash-looping dagger (so every family has a sample)", lambda: alice.dagger("loop").state ==
-               "crash-looping" and alice.dagger("steady").state == "running", 60)
+    wait_until(
+        "a crash-looping dagger (so every family has a sample)",
+        lambda: alice.dagger("loop").state == "crash-looping" and alice.dagger("steady").state == "running",
+        60,
+    )
     text = requests.get(url, timeout=10).text
     served = set()
     for line in text.splitlines():

@@ -52,12 +52,19 @@ def test_only_the_team_s_editors_move_only_to_the_team_s_clusters(registry: Regi
         adam.move("mover", "a-jkt")
     assert [d.ref for d in alice.daggers("a-sgp")] == ["team-a/mover"] and alice.daggers("a-jkt") == []
     [entry] = alice.moves("mover")
-    assert (entry.user, entry.action, entry.details["from"], entry.details["to"], entry.details["reason"]) == (
-        "alice", "move", "a-jkt", "a-sgp", "jkt maintenance")
+    assert (
+        entry.user,
+        entry.action,
+        entry.details["from"],
+        entry.details["to"],
+        entry.details["reason"],
+    ) == ("alice", "move", "a-jkt", "a-sgp", "jkt maintenance")
     assert time.time() - entry.at < 60
     refused = [(e.user, e.action) for e in root.audit(target="mover") if not e.allowed]
     assert refused == [("vera", "move"), ("bob", "move")]
-    assert ("bob", "move daggers to") in [(e.user, e.action) for e in root.audit(target="a-sgp") if not e.allowed]
+    assert ("bob", "move daggers to") in [
+        (e.user, e.action) for e in root.audit(target="a-sgp") if not e.allowed
+    ]
 
     # failover settings: the team's admin, to a cluster of the same team
     with pytest.raises(PermissionDeniedError):
@@ -70,8 +77,15 @@ def test_only_the_team_s_editors_move_only_to_the_team_s_clusters(registry: Regi
     assert {c.name: c.failover_to for c in alice.clusters()} == {"a-jkt": "a-sgp", "a-sgp": None}
     assert adam.set_failover("a-jkt", None).failover_to is None
     with pytest.raises(NotFoundError):
-        adam.add_cluster("a-new", team="team-a", datacentre="jkt", spark_master="local[2]",
-                         kafka_bootstrap="127.0.0.1:9", influx_url="http://127.0.0.1:9", failover_to="b-jkt")
+        adam.add_cluster(
+            "a-new",
+            team="team-a",
+            datacentre="jkt",
+            spark_master="local[2]",
+            kafka_bootstrap="127.0.0.1:9",
+            influx_url="http://127.0.0.1:9",
+            failover_to="b-jkt",
+        )
 
 
 def test_move_on_the_command_line(sqlite_registry: Registry) -> None:
@@ -86,12 +100,17 @@ def test_move_on_the_command_line(sqlite_registry: Registry) -> None:
     out = app.invoke(cli, ["dagger", "move", "cli-mover", "--cluster", "b-jkt", "-u", "alice", *r])
     assert out.exit_code == 2 and "no cluster 'b-jkt'" in json.loads(out.output)["error"]["message"]
     shown = json.loads(app.invoke(cli, ["dagger", "show", "cli-mover", "-u", "alice", *r]).output)
-    assert (shown["cluster"], [(m["user"], m["details"]["to"]) for m in shown["moves"]]) == ("a-sgp", [("alice", "a-sgp")])
+    assert (shown["cluster"], [(m["user"], m["details"]["to"]) for m in shown["moves"]]) == (
+        "a-sgp",
+        [("alice", "a-sgp")],
+    )
     out = app.invoke(cli, ["cluster", "failover", "a-jkt", "--to", "a-sgp", "-u", "adam", *r])
     assert json.loads(out.output)["cluster"]["failover_to"] == "a-sgp", out.output
 
 
-def test_the_old_cluster_stops_it_then_the_new_one_resumes_it(sqlite_registry: Registry, tmp_path: Path) -> None:
+def test_the_old_cluster_stops_it_then_the_new_one_resumes_it(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("hop"), deploy=True)
@@ -122,8 +141,9 @@ def test_failover_takes_over_when_the_controller_is_gone(sqlite_registry: Regist
     alice.create("a-jkt", bookings_spec("orphan"), deploy=True)
     alice.create("a-jkt", bookings_spec("idle"))
     one = Controller(sqlite_registry, "a-jkt", tmp_path / "one", settings=settings(), command=fake({}))
-    two = Controller(sqlite_registry, "a-sgp", tmp_path / "two", settings=settings(failover_after_s=5),
-                     command=fake({}))
+    two = Controller(
+        sqlite_registry, "a-sgp", tmp_path / "two", settings=settings(failover_after_s=5), command=fake({})
+    )
     one.claim()
     two.claim()
     first = until(one, alice, "orphan", lambda d: d.actual_state == "running")
@@ -137,7 +157,11 @@ def test_failover_takes_over_when_the_controller_is_gone(sqlite_registry: Regist
     assert (alice.dagger("idle").cluster, alice.dagger("idle").desired_state) == ("a-jkt", "stopped")
     [entry] = alice.moves("orphan")
     assert (entry.user, entry.action, entry.details["from"], entry.details["to"]) == (
-        "controller:a-sgp", "failover", "a-jkt", "a-sgp")
+        "controller:a-sgp",
+        "failover",
+        "a-jkt",
+        "a-sgp",
+    )
     two.stop_all()
 
 

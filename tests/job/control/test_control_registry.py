@@ -23,7 +23,12 @@ def test_each_user_sees_only_their_teams(registry: Registry) -> None:
     alice, bob = ControlPlane(registry, "alice"), ControlPlane(registry, "bob")
     a = alice.create("a-jkt", bookings_spec("a-bookings"))
     bob.create("b-jkt", bookings_spec("b-bookings"))
-    assert (a.ref, a.actual_state, a.desired_state, a.current_version) == ("team-a/a-bookings", "created", "stopped", 1)
+    assert (a.ref, a.actual_state, a.desired_state, a.current_version) == (
+        "team-a/a-bookings",
+        "created",
+        "stopped",
+        1,
+    )
     assert [c.name for c in alice.clusters()] == ["a-jkt", "a-sgp"]
     assert [(c.datacentre, c.name) for c in alice.clusters()] == [("jkt", "a-jkt"), ("sgp", "a-sgp")]
     assert [c.name for c in bob.clusters()] == ["b-jkt"]
@@ -77,7 +82,9 @@ def test_roles_viewer_editor_admin(registry: Registry) -> None:
     assert vera.dagger("a-one").ref == "team-a/a-one"
     assert [v.version for v in vera.history("a-one")] == [1]
     for action in (vera.deploy, vera.stop, vera.restart):
-        with pytest.raises(PermissionDeniedError, match="needs the editor role in team 'team-a' \\(you have viewer\\)"):
+        with pytest.raises(
+            PermissionDeniedError, match="needs the editor role in team 'team-a' \\(you have viewer\\)"
+        ):
             action("a-one")
     with pytest.raises(PermissionDeniedError):
         vera.create("a-jkt", bookings_spec("a-two"))
@@ -103,8 +110,9 @@ def test_versions_diff_compatibility_and_rollback(registry: Registry) -> None:
     alice = ControlPlane(registry, "alice")
     v1 = bookings_spec("counts")
     alice.create("a-jkt", v1, deploy=True, comment="first")
-    v2 = v1.replace("trigger_interval_s: 1", "trigger_interval_s: 2").replace("measurement: bookings",
-                                                                              "measurement: bookings2")
+    v2 = v1.replace("trigger_interval_s: 1", "trigger_interval_s: 2").replace(
+        "measurement: bookings", "measurement: bookings2"
+    )
     r2 = alice.edit("counts", v2, expected_version=1, comment="slower trigger")
     assert (r2.version, r2.checkpoint_epoch, r2.compatibility.resume, r2.redeploys) == (2, 1, True, True)
     assert r2.compatibility.notes == ["the sinks changed: the next batches go to the new sinks"]
@@ -113,7 +121,9 @@ def test_versions_diff_compatibility_and_rollback(registry: Registry) -> None:
     with pytest.raises(ConflictError, match="nothing to change"):
         alice.edit("counts", v2)
     v3 = v2.replace("count(1) AS bookings", "sum(fare_idr) AS fares")
-    with pytest.raises(ConflictError, match="cannot resume from the checkpoint: the aggregation changed") as info:
+    with pytest.raises(
+        ConflictError, match="cannot resume from the checkpoint: the aggregation changed"
+    ) as info:
         alice.edit("counts", v3)
     assert "--fresh-start" in (info.value.hint or "")
     assert alice.dagger("counts").current_version == 2
@@ -134,17 +144,27 @@ def test_versions_diff_compatibility_and_rollback(registry: Registry) -> None:
         "   url: ${DAGGERS_INFLUX}\n"
         "   database: daggers\n"
         "-  measurement: bookings\n"
-        "+  measurement: bookings2\n")
+        "+  measurement: bookings2\n"
+    )
     assert alice.diff("counts", 2, 2) == ""
     r4 = alice.rollback("counts", 2, allow_fresh_start=True)
     assert (r4.version, r4.checkpoint_epoch, r4.compatibility.resume) == (4, 3, False)
     history = alice.history("counts")
     assert [(v.version, v.checkpoint_epoch, v.comment) for v in history] == [
-        (1, 1, "first"), (2, 1, "slower trigger"), (3, 2, ""), (4, 3, "rollback to v2")]
+        (1, 1, "first"),
+        (2, 1, "slower trigger"),
+        (3, 2, ""),
+        (4, 3, "rollback to v2"),
+    ]
     assert history[3].spec_text == v2
     actions = [(e.user, e.action, e.details.get("version")) for e in reversed(alice.audit(target="counts"))]
-    assert actions == [("alice", "create", 1), ("alice", "deploy", 1), ("alice", "edit", 2),
-                       ("alice", "edit", 3), ("alice", "rollback", 4)]
+    assert actions == [
+        ("alice", "create", 1),
+        ("alice", "deploy", 1),
+        ("alice", "edit", 2),
+        ("alice", "edit", 3),
+        ("alice", "rollback", 4),
+    ]
     assert all(e.at > 0 for e in alice.audit())
 
 
@@ -171,7 +191,9 @@ def test_a_clear_text_secret_is_refused_and_a_reference_accepted(registry: Regis
         alice.create("a-jkt", spec + "  username: u\n  password: hunter2\n")
     view = alice.create("a-jkt", spec + "  username: u\n  password: ${INFLUX_PASSWORD}\n")
     assert "hunter2" not in alice.version(view.ref).spec_text
-    pg = spec.replace("sink:\n", "sinks:\n- type: postgres\n  dsn: postgresql://app:pw@db:5432/x\n  table: t\n-\n")
+    pg = spec.replace(
+        "sink:\n", "sinks:\n- type: postgres\n  dsn: postgresql://app:pw@db:5432/x\n  table: t\n-\n"
+    )
     with pytest.raises(SpecError, match=r"sinks\[0\].dsn: a secret in clear text"):
         alice.create("a-jkt", pg.replace("name: secrets", "name: secrets-pg"))
 
@@ -180,10 +202,20 @@ def test_validation_names_line_and_column_in_the_sql(registry: Registry) -> None
     seed(registry)
     alice = ControlPlane(registry, "alice")
     ok = alice.validate("a-jkt", bookings_spec("valid"))
-    assert ok.ok and ok.columns == {"data_stream": ["city_id", "status"]} and ok.window == ["60 seconds", None]
-    bad = alice.validate("a-jkt", bookings_spec("valid").replace("count(1) AS bookings", "count(1) AS bookings,\n"
-                                                                "         cty AS x"))
-    assert (bad.ok, bad.title, bad.message, bad.line, bad.col) == (False, "Dagger SQL error", "unknown column cty", 3, 8)
+    assert (
+        ok.ok and ok.columns == {"data_stream": ["city_id", "status"]} and ok.window == ["60 seconds", None]
+    )
+    bad = alice.validate(
+        "a-jkt",
+        bookings_spec("valid").replace("count(1) AS bookings", "count(1) AS bookings,\n         cty AS x"),
+    )
+    assert (bad.ok, bad.title, bad.message, bad.line, bad.col) == (
+        False,
+        "Dagger SQL error",
+        "unknown column cty",
+        3,
+        8,
+    )
     spec_err = alice.validate("a-jkt", bookings_spec("Bad_Name"))
     assert not spec_err.ok and spec_err.title == "Invalid dagger spec" and "name" in spec_err.message
 
@@ -199,8 +231,13 @@ def test_publish_to_kafka_adds_a_sink_as_a_resumable_version(registry: Registry)
     from job.control.specs import raw_spec
 
     sinks = raw_spec(alice.version("pub", 2).spec_text)["sinks"]
-    assert sinks[1] == {"type": "kafka", "bootstrap_servers": "127.0.0.1:9092", "topic": "bookings-out",
-                        "format": "json", "create_topic": True}
+    assert sinks[1] == {
+        "type": "kafka",
+        "bootstrap_servers": "127.0.0.1:9092",
+        "topic": "bookings-out",
+        "format": "json",
+        "create_topic": True,
+    }
     assert sinks[0]["type"] == "influx"
     with pytest.raises(ControlError, match="already publishes to Kafka topic 'bookings-out'"):
         alice.publish_to_kafka("pub", "bookings-out")
@@ -215,11 +252,21 @@ def test_two_operators_editing_at_once_conflict(registry: Registry) -> None:
     alice, adam = ControlPlane(registry, "alice"), ControlPlane(registry, "adam")
     text = bookings_spec("shared")
     alice.create("a-jkt", text)
-    seen_by_alice, seen_by_adam = alice.dagger("shared").current_version, adam.dagger("shared").current_version
-    adam.edit("shared", text.replace("trigger_interval_s: 1", "trigger_interval_s: 4"), expected_version=seen_by_adam)
+    seen_by_alice, seen_by_adam = (
+        alice.dagger("shared").current_version,
+        adam.dagger("shared").current_version,
+    )
+    adam.edit(
+        "shared",
+        text.replace("trigger_interval_s: 1", "trigger_interval_s: 4"),
+        expected_version=seen_by_adam,
+    )
     with pytest.raises(ConflictError, match="someone changed it meanwhile"):
-        alice.edit("shared", text.replace("trigger_interval_s: 1", "trigger_interval_s: 9"),
-                   expected_version=seen_by_alice)
+        alice.edit(
+            "shared",
+            text.replace("trigger_interval_s: 1", "trigger_interval_s: 9"),
+            expected_version=seen_by_alice,
+        )
     assert [v.created_by for v in alice.history("shared")] == ["alice", "adam"]
 
 

@@ -29,8 +29,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_broker: str, influxdb,  # type: ignore[no-untyped-def]
-                                                                         tmp_path: Path) -> None:
+def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(
+    tansu_broker: str,
+    influxdb,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     topic, db, url, registry = live_world(tansu_broker, influxdb, tmp_path, "shared")
     db2 = db + "_two"
     influxdb.create_database(db2)
@@ -42,9 +45,29 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
 
     log = tmp_path / "controller.log"
     controller = subprocess.Popen(
-        [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", url,
-         "--state-dir", str(tmp_path / "state"), "--poll", "0.5", "--backoff", "1", "--no-standby",
-         "--stop-daggers-on-exit"], stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "job.cli",
+            "controller",
+            "--cluster",
+            "a-jkt",
+            "--registry",
+            url,
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--poll",
+            "0.5",
+            "--backoff",
+            "1",
+            "--no-standby",
+            "--stop-daggers-on-exit",
+        ],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=REPO,
+    )
     pids: set[int] = set()
 
     def state(ref: str) -> DaggerView:
@@ -57,28 +80,50 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
         want = closed(rows)
         marker = read_json(Path(state(ref).checkpoint) / ".." / "hosted.json") or {}
         host_log = Path(marker["host"]) / "host.log" if marker else log
-        wait_until(f"{ref}: every window exactly once", lambda: influx_points(
-            influxdb, database, "bookings", "num_of_bookings", TAGS) == want, 300, log=host_log)
-        return wait_until(f"{ref}: every event counted", lambda: (d := state(ref)).progress.get("input_rows")
-                          == len(rows) and d.actual_state == "running" and d, 90, log=host_log)
+        wait_until(
+            f"{ref}: every window exactly once",
+            lambda: influx_points(influxdb, database, "bookings", "num_of_bookings", TAGS) == want,
+            300,
+            log=host_log,
+        )
+        return wait_until(
+            f"{ref}: every event counted",
+            lambda: (
+                (d := state(ref)).progress.get("input_rows") == len(rows)
+                and d.actual_state == "running"
+                and d
+            ),
+            90,
+            log=host_log,
+        )
 
     try:
         step(0)
         one = alice.create("a-jkt", spec_text("sh-one", topic, db, 1.0, "shared"), deploy=True).ref
         two = alice.create("a-jkt", spec_text("sh-two", topic, db2, 1.0, "shared"), deploy=True).ref
-        first = {ref: wait_until(f"{ref} running", lambda r=ref: (d := state(r)).actual_state == "running" and d,
-                                 240, log=log) for ref in (one, two)}
+        first = {
+            ref: wait_until(
+                f"{ref} running", lambda r=ref: (d := state(r)).actual_state == "running" and d, 240, log=log
+            )
+            for ref in (one, two)
+        }
         host_pid = first[one].pid
         assert first[two].pid == host_pid and pid_alive(host_pid)  # one application for both
-        assert read_json(Path(first[one].checkpoint).parent / "hosted.json")["host"].endswith("/shared/host-0")  # type: ignore[index]
+        assert read_json(Path(first[one].checkpoint).parent / "hosted.json")["host"].endswith(
+            "/shared/host-0"
+        )  # type: ignore[index]
         exact(one, db)
         exact(two, db2)
         run_two = read_json(Path(first[two].checkpoint) / "query.json")["run_id"]  # type: ignore[index]
 
         # edit one: only it rolls over, in the same host
         alice.edit(one, spec_text("sh-one", topic, db, 2.0, "shared"), comment="slower trigger")
-        v2 = wait_until("one v2 running", lambda: (d := state(one)).running_version == 2
-                        and d.actual_state == "running" and d, 180, log=log)
+        v2 = wait_until(
+            "one v2 running",
+            lambda: (d := state(one)).running_version == 2 and d.actual_state == "running" and d,
+            180,
+            log=log,
+        )
         assert v2.pid == host_pid and v2.checkpoint == first[one].checkpoint and v2.last_exit_code == 0
         step(1)
         exact(one, db)
@@ -86,20 +131,38 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(tansu_b
         assert read_json(Path(first[two].checkpoint) / "query.json")["run_id"] == run_two  # type: ignore[index]
 
         # SIGKILL the host's JVM: the controller starts a new host; each dagger resumes exactly
-        jvm = [p for p in group_members(host_pid) if p != host_pid and "java" in Path(f"/proc/{p}/cmdline").read_text()]
+        jvm = [
+            p
+            for p in group_members(host_pid)
+            if p != host_pid and "java" in Path(f"/proc/{p}/cmdline").read_text()
+        ]
         assert len(jvm) == 1
         os.kill(jvm[0], signal.SIGKILL)
-        back = {ref: wait_until(f"{ref} back in a new host", lambda r=ref: (d := state(r)).actual_state == "running"
-                                and d.pid != host_pid and d.restarts >= 1 and d, 300, log=log) for ref in (one, two)}
+        back = {
+            ref: wait_until(
+                f"{ref} back in a new host",
+                lambda r=ref: (
+                    (d := state(r)).actual_state == "running" and d.pid != host_pid and d.restarts >= 1 and d
+                ),
+                300,
+                log=log,
+            )
+            for ref in (one, two)
+        }
         assert back[one].pid == back[two].pid and not pid_alive(host_pid)
-        assert "its shared application host" in (back[one].last_error or "") and "was lost" in back[one].last_error
+        assert (
+            "its shared application host" in (back[one].last_error or "")
+            and "was lost" in back[one].last_error
+        )
         step(2)
         exact(one, db)
         exact(two, db2)
 
         # stopping one leaves the other (and the host) running
         alice.stop(two)
-        stopped = wait_until("two stopped", lambda: (d := state(two)).actual_state == "stopped" and d, 120, log=log)
+        stopped = wait_until(
+            "two stopped", lambda: (d := state(two)).actual_state == "stopped" and d, 120, log=log
+        )
         assert stopped.last_exit_code == 0 and pid_alive(back[one].pid)
         time.sleep(3)
         assert state(one).actual_state == "running" and state(one).pid == back[one].pid

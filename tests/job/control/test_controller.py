@@ -32,14 +32,17 @@ def sqlite_registry(tmp_path: Path) -> Iterator[Registry]:
 
 def fake(modes: dict[str, str]) -> Callable[[Path, Path, str], list[str]]:
     """A controller command that runs fake_dagger.py in the mode set for the dagger (default ``run``)."""
+
     def command(spec: Path, state: Path, master: str) -> list[str]:
         name = state.name.split("-", 1)[1]
         return [sys.executable, str(FAKE), str(spec), modes.get(name, "run")]
+
     return command
 
 
-def until(ctl: Controller, plane: ControlPlane, ref: str, predicate: Callable[[object], bool],
-          timeout: float = 60.0):  # type: ignore[no-untyped-def]
+def until(
+    ctl: Controller, plane: ControlPlane, ref: str, predicate: Callable[[object], bool], timeout: float = 60.0
+):  # type: ignore[no-untyped-def]
     """Reconcile until ``predicate(dagger view)`` holds; return the view."""
     deadline = time.monotonic() + timeout
     while True:
@@ -53,8 +56,15 @@ def until(ctl: Controller, plane: ControlPlane, ref: str, predicate: Callable[[o
 
 
 def settings(**kw: object) -> ControllerSettings:
-    base = {"poll_interval_s": 0.05, "health_interval_s": 3600, "lag_interval_s": 3600, "backoff_initial_s": 0.3,
-            "max_restarts": 2, "stop_timeout_s": 5.0, "standby": False}
+    base = {
+        "poll_interval_s": 0.05,
+        "health_interval_s": 3600,
+        "lag_interval_s": 3600,
+        "backoff_initial_s": 0.3,
+        "max_restarts": 2,
+        "stop_timeout_s": 5.0,
+        "standby": False,
+    }
     return ControllerSettings(**{**base, **kw})
 
 
@@ -70,10 +80,14 @@ def test_start_progress_rollover_restart_stop_delete(registry: Registry, tmp_pat
     first = until(ctl, alice, "life", lambda d: d.actual_state == "starting")
     assert first.pid and pid_alive(first.pid) and first.running_version == 1
     assert first.checkpoint == str(tmp_path / "state" / "daggers" / f"{first.id}-life" / "checkpoint-1")
-    running = until(ctl, alice, "life", lambda d: d.actual_state == "running" and len(alice.samples("life")) >= 3)
+    running = until(
+        ctl, alice, "life", lambda d: d.actual_state == "running" and len(alice.samples("life")) >= 3
+    )
     assert running.progress["input_rows_per_s"] == 1000.0 and running.pid == first.pid
     spec_file = Path(running.checkpoint).parent / "v1.yaml"
-    assert oct(spec_file.stat().st_mode & 0o777) == "0o600" and "${DAGGERS_BOOTSTRAP}" in spec_file.read_text()
+    assert (
+        oct(spec_file.stat().st_mode & 0o777) == "0o600" and "${DAGGERS_BOOTSTRAP}" in spec_file.read_text()
+    )
     starts = (Path(running.checkpoint) / "starts.txt").read_text().split()
     assert starts == [str(first.pid), "127.0.0.1:19092", "v1.yaml"]  # the cluster's brokers, in the env
     samples = alice.samples("life")
@@ -82,8 +96,16 @@ def test_start_progress_rollover_restart_stop_delete(registry: Registry, tmp_pat
     # a compatible edit rolls over on the same checkpoint, keeping the counters
     rows_before = alice.dagger("life").progress["input_rows"]
     alice.edit("life", text.replace("trigger_interval_s: 1", "trigger_interval_s: 2"))
-    rolled = until(ctl, alice, "life", lambda d: d.running_version == 2 and d.actual_state == "running"
-                   and d.progress.get("input_rows", 0) > rows_before)
+    rolled = until(
+        ctl,
+        alice,
+        "life",
+        lambda d: (
+            d.running_version == 2
+            and d.actual_state == "running"
+            and d.progress.get("input_rows", 0) > rows_before
+        ),
+    )
     assert rolled.pid != first.pid and not pid_alive(first.pid)
     assert rolled.checkpoint == first.checkpoint and rolled.last_exit_code == 0
     # an incompatible edit gets a new checkpoint
@@ -110,7 +132,9 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("flaky"), deploy=True)
-    ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "state", settings=settings(), command=fake({"flaky": "crash"}))
+    ctl = Controller(
+        sqlite_registry, "a-jkt", tmp_path / "state", settings=settings(), command=fake({"flaky": "crash"})
+    )
     seen: list[tuple[str, int, float | None]] = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -124,8 +148,10 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     assert [(s, n) for s, n, _ in seen] == [("crashed", 1), ("crashed", 2), ("failed", 3)]
     failed = alice.dagger("flaky")
     assert failed.last_exit_code == 3
-    assert failed.last_error == ("Sink error: cannot reach InfluxDB at http://127.0.0.1:9/write: connection refused\n"
-                                 "hint: is influxd running?")
+    assert failed.last_error == (
+        "Sink error: cannot reach InfluxDB at http://127.0.0.1:9/write: connection refused\n"
+        "hint: is influxd running?"
+    )
     starts = (Path(failed.checkpoint) / "starts.txt").read_text().splitlines()
     assert len(starts) == 3
     ctl.reconcile_once()
@@ -134,16 +160,25 @@ def test_crashes_back_off_then_give_up_until_restarted(sqlite_registry: Registry
     assert alice.dagger("flaky").actual_state == "pending"
     restarted = until(ctl, alice, "flaky", lambda d: d.actual_state != "pending")
     assert restarted.actual_state in ("starting", "crashed") and restarted.pid != failed.pid
-    wait_until("the restarted dagger to start",
-               lambda: len((Path(failed.checkpoint) / "starts.txt").read_text().splitlines()) >= 4, 60, every_s=0.05)
+    wait_until(
+        "the restarted dagger to start",
+        lambda: len((Path(failed.checkpoint) / "starts.txt").read_text().splitlines()) >= 4,
+        60,
+        every_s=0.05,
+    )
 
 
 def test_back_off_doubles(sqlite_registry: Registry, tmp_path: Path) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("slow-crash"), deploy=True)
-    ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "s",
-                     settings=settings(backoff_initial_s=0.5, max_restarts=3), command=fake({"slow-crash": "crash"}))
+    ctl = Controller(
+        sqlite_registry,
+        "a-jkt",
+        tmp_path / "s",
+        settings=settings(backoff_initial_s=0.5, max_restarts=3),
+        command=fake({"slow-crash": "crash"}),
+    )
     delays: list[tuple[float, float]] = []  # the delay, as seen from before and from after the reconcile
     deadline = time.monotonic() + 120
     while len(delays) < 2 and time.monotonic() < deadline:
@@ -155,16 +190,22 @@ def test_back_off_doubles(sqlite_registry: Registry, tmp_path: Path) -> None:
                 delays.append((upd["next_restart_at"] - after, upd["next_restart_at"] - before))
         time.sleep(0.02)
     # the crash was seen during the reconcile, however long it took on a busy machine
-    assert len(delays) == 2 and all(lo - 0.01 <= want <= hi + 0.01 for want, (lo, hi) in zip((0.5, 1.0), delays,
-                                                                                             strict=True)), delays
+    assert len(delays) == 2 and all(
+        lo - 0.01 <= want <= hi + 0.01 for want, (lo, hi) in zip((0.5, 1.0), delays, strict=True)
+    ), delays
 
 
 def test_a_stop_that_hangs_is_killed_after_the_timeout(sqlite_registry: Registry, tmp_path: Path) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("stuck"), deploy=True)
-    ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "s", settings=settings(stop_timeout_s=0.5),
-                     command=fake({"stuck": "hang"}))
+    ctl = Controller(
+        sqlite_registry,
+        "a-jkt",
+        tmp_path / "s",
+        settings=settings(stop_timeout_s=0.5),
+        command=fake({"stuck": "hang"}),
+    )
     running = until(ctl, alice, "stuck", lambda d: d.actual_state == "running")
     alice.stop("stuck")
     asked = time.monotonic()
@@ -173,7 +214,9 @@ def test_a_stop_that_hangs_is_killed_after_the_timeout(sqlite_registry: Registry
     assert stopped.last_exit_code == -9 and not pid_alive(running.pid)
 
 
-def test_a_new_controller_adopts_running_daggers_and_only_one_runs(sqlite_registry: Registry, tmp_path: Path) -> None:
+def test_a_new_controller_adopts_running_daggers_and_only_one_runs(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("kept"), deploy=True)
@@ -208,9 +251,14 @@ def test_samples_are_pruned(sqlite_registry: Registry, tmp_path: Path) -> None:
 def test_a_deploy_is_handed_to_the_warm_standby(sqlite_registry: Registry, tmp_path: Path) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
-    ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "s", settings=settings(standby=True, standby_every_s=0),
-                     command=fake({}), standby_command=lambda ready, master: [sys.executable, str(FAKE), "--standby",
-                                                                              str(ready)])
+    ctl = Controller(
+        sqlite_registry,
+        "a-jkt",
+        tmp_path / "s",
+        settings=settings(standby=True, standby_every_s=0),
+        command=fake({}),
+        standby_command=lambda ready, master: [sys.executable, str(FAKE), "--standby", str(ready)],
+    )
     ctl.reconcile_once()
     standby = ctl._standby
     assert standby is not None

@@ -31,17 +31,30 @@ def test_dagger_env_drops_the_control_planes_credentials_and_reads_the_secrets_f
     (folder / "SET_TOO").write_text("file loses")
     (folder / "DAGGERS_TOKEN").write_text("never")
     (folder / "not-a-name").write_text("ignored")
-    environ = {"DAGGERS_REGISTRY": "postgresql://ops:pw@h/db", "DAGGERS_TOKEN": "dgr_x", "PGPASSWORD": "pw",
-               "DAGGERS_CREDENTIALS": "/root/.daggers/credentials", "PGPASSFILE": "/root/.pgpass",
-               "SET_TOO": "env wins", "DAGGERS_SECRETS_DIR": str(folder), "HOME": "/root"}
+    environ = {
+        "DAGGERS_REGISTRY": "postgresql://ops:pw@h/db",
+        "DAGGERS_TOKEN": "dgr_x",
+        "PGPASSWORD": "pw",
+        "DAGGERS_CREDENTIALS": "/root/.daggers/credentials",
+        "PGPASSFILE": "/root/.pgpass",
+        "SET_TOO": "env wins",
+        "DAGGERS_SECRETS_DIR": str(folder),
+        "HOME": "/root",
+    }
     env = dagger_env(environ, {"DAGGERS_BOOTSTRAP": "b:1"})
-    assert env == {"SET_TOO": "env wins", "DAGGERS_SECRETS_DIR": str(folder), "HOME": "/root",
-                   "PG_PASSWORD": "from-file", "DAGGERS_BOOTSTRAP": "b:1"}
+    assert env == {
+        "SET_TOO": "env wins",
+        "DAGGERS_SECRETS_DIR": str(folder),
+        "HOME": "/root",
+        "PG_PASSWORD": "from-file",
+        "DAGGERS_BOOTSTRAP": "b:1",
+    }
     assert not set(CONTROL_SECRETS) & set(env)
 
 
 def test_a_controller_started_dagger_sees_none_of_the_controllers_credentials(
-        registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "secrets"
     folder.mkdir()
     (folder / "TEAM_SECRET").write_text("s3")

@@ -28,15 +28,23 @@ def shared(name: str) -> str:
 
 
 def controller(registry: Registry, tmp_path: Path, **kw: object) -> Controller:
-    return Controller(registry, "a-jkt", tmp_path / "s", settings=settings(**kw), command=fake({}),
-                      host_command=lambda folder, master: [sys.executable, str(FAKE_HOST), str(folder), master])
+    return Controller(
+        registry,
+        "a-jkt",
+        tmp_path / "s",
+        settings=settings(**kw),
+        command=fake({}),
+        host_command=lambda folder, master: [sys.executable, str(FAKE_HOST), str(folder), master],
+    )
 
 
 def starts(view: object) -> list[str]:
     return (Path(view.checkpoint) / "starts.txt").read_text().splitlines()  # type: ignore[attr-defined]
 
 
-def test_shared_daggers_share_a_host_and_stop_and_roll_over_alone(sqlite_registry: Registry, tmp_path: Path) -> None:
+def test_shared_daggers_share_a_host_and_stop_and_roll_over_alone(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", shared("one"), deploy=True)
@@ -58,14 +66,19 @@ def test_shared_daggers_share_a_host_and_stop_and_roll_over_alone(sqlite_registr
 
         alice.stop("two")
         stopped = until(ctl, alice, "two", lambda d: d.actual_state == "stopped")
-        assert stopped.last_exit_code == 0 and pid_alive(one.pid) and alice.dagger("one").actual_state == "running"
+        assert (
+            stopped.last_exit_code == 0
+            and pid_alive(one.pid)
+            and alice.dagger("one").actual_state == "running"
+        )
     finally:
         ctl.stop_all(10)
     assert not pid_alive(one.pid) and not pid_alive(solo.pid)
 
 
-def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(sqlite_registry: Registry,
-                                                                     tmp_path: Path) -> None:
+def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", shared("keeps"), deploy=True)
@@ -74,14 +87,20 @@ def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(sqlite_regi
     try:
         keeps = until(ctl, alice, "keeps", lambda d: d.actual_state == "running")
         failed = until(ctl, alice, "it-fails", lambda d: d.actual_state == "failed")
-        assert failed.last_error == "Sink error: InfluxDB at http://127.0.0.1:9 is unreachable\nhint: is influxd running?"
+        assert (
+            failed.last_error
+            == "Sink error: InfluxDB at http://127.0.0.1:9 is unreachable\nhint: is influxd running?"
+        )
         assert failed.restarts == 2 and failed.last_exit_code == 2 and len(starts(failed)) == 2  # one restart
         assert alice.dagger("keeps").actual_state == "running" and len(starts(keeps)) == 1
 
         os.kill(keeps.pid, signal.SIGKILL)  # the host dies: its dagger crashes, the host is started again
         back = until(ctl, alice, "keeps", lambda d: d.actual_state == "running" and d.pid != keeps.pid)
         assert back.restarts == 1 and back.last_exit_code == -9
-        assert back.last_error == f"Dagger error: its shared application host (pid {keeps.pid}) is gone: it exited"
+        assert (
+            back.last_error
+            == f"Dagger error: its shared application host (pid {keeps.pid}) is gone: it exited"
+        )
         assert [line.split()[0] for line in starts(back)] == [str(keeps.pid), str(back.pid)]
         assert starts(back)[0].split()[1] == starts(back)[1].split()[1]  # the same assignment, resumed
     finally:

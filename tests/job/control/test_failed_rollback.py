@@ -74,7 +74,9 @@ def test_an_edit_or_a_restart_of_a_failed_dagger_starts_it(plane: tuple[ControlP
     assert running.restarts == 0
 
 
-def test_an_edit_of_a_failed_dagger_that_was_stopped_does_not_start_it(plane: tuple[ControlPlane, Controller]) -> None:
+def test_an_edit_of_a_failed_dagger_that_was_stopped_does_not_start_it(
+    plane: tuple[ControlPlane, Controller],
+) -> None:
     alice, ctl = plane
     text = bookings_spec("wobbly")
     alice.create("a-jkt", text.replace("trigger_interval_s: 1", CRASHING), deploy=True)

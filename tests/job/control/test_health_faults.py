@@ -55,6 +55,7 @@ class Watch:
                 table = app.screen.query_one("#daggers", DataTable)
                 cells = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
                 return {row[0]: row for row in cells}
+
         return asyncio.run(run())
 
     def console_shows(self, name: str, state: str, deadline_s: float = 30.0) -> dict[str, list[str]]:
@@ -102,14 +103,20 @@ def test_running_then_stopped_shows_no_figures(watch: Watch) -> None:
     assert watch.console_shows("steady", "running")["steady"][STATE] == "running"
     row = shown(faults.stopped(watch.world))
     assert row["health"]["reason"] == "stopped" and row["progress"]["input_rows"] == 2000  # kept, not shown
-    assert watch.console_shows("steady", "stopped")["steady"][STATE:BATCH + 1] == ["stopped", "-", "-", "-"]
+    assert watch.console_shows("steady", "stopped")["steady"][STATE : BATCH + 1] == ["stopped", "-", "-", "-"]
     shown(faults.redeployed(watch.world))
 
 
 def test_crash_looping_then_failed_and_its_alert(watch: Watch) -> None:
     seen: dict[str, Any] = {}
-    row = shown(faults.crash_looping(watch.world, during=lambda: seen.update(
-        console=watch.console_shows("broken", "crash-looping"), alerts=watch.alerts())))
+    row = shown(
+        faults.crash_looping(
+            watch.world,
+            during=lambda: seen.update(
+                console=watch.console_shows("broken", "crash-looping"), alerts=watch.alerts()
+            ),
+        )
+    )
     assert row["health"]["rows_per_s"] is None and "Sink error" in (row["last_error"] or "")
     assert seen["console"]["broken"][STATE] == "crash-looping"
     assert (CRASH_LOOPING, "OK", "CRIT", {"dagger": "broken"}) in seen["alerts"]
@@ -117,16 +124,22 @@ def test_crash_looping_then_failed_and_its_alert(watch: Watch) -> None:
     assert row["health"]["reason"].startswith("gave up after 6 crashes in a row: ")
     assert watch.console_shows("broken", "failed")["broken"][STATE] == "failed"
     sent = watch.alerts()
-    assert [a for a in sent if a[0] == CRASH_LOOPING] == [(CRASH_LOOPING, "OK", "CRIT", {"dagger": "broken"}),
-                                                          (CRASH_LOOPING, "CRIT", "OK", {"dagger": "broken"})]
+    assert [a for a in sent if a[0] == CRASH_LOOPING] == [
+        (CRASH_LOOPING, "OK", "CRIT", {"dagger": "broken"}),
+        (CRASH_LOOPING, "CRIT", "OK", {"dagger": "broken"}),
+    ]
     watch.world.cli("dagger", "delete", "broken")
 
 
 def test_sink_down_past_its_retries(watch: Watch) -> None:
     seen: dict[str, Any] = {}
     try:
-        row = shown(faults.sink_down(watch.world, during=lambda: seen.update(
-            console=watch.console_shows("steady", "crash-looping"))))
+        row = shown(
+            faults.sink_down(
+                watch.world,
+                during=lambda: seen.update(console=watch.console_shows("steady", "crash-looping")),
+            )
+        )
         assert row["health"]["rows_per_s"] is None
         assert seen["console"]["steady"][STATE] == "crash-looping"
     finally:  # whatever the checks said: the next tests need the sink
@@ -137,8 +150,14 @@ def test_sink_down_past_its_retries(watch: Watch) -> None:
 def test_broker_paused_is_stalled_and_alerted(watch: Watch) -> None:
     watch.alerts()
     seen: dict[str, Any] = {}
-    row = shown(faults.broker_paused(watch.world, during=lambda: seen.update(
-        alerts=watch.alerts(), console=watch.console_shows("steady", "stalled"))))
+    row = shown(
+        faults.broker_paused(
+            watch.world,
+            during=lambda: seen.update(
+                alerts=watch.alerts(), console=watch.console_shows("steady", "stalled")
+            ),
+        )
+    )
     # the source answers Spark from what it knows (idle reports go on), but reads nothing: the controller
     # cannot read the brokers' end offsets either
     assert row["health"]["reason"].startswith(("read no row for ", "no report for "))
@@ -148,21 +167,29 @@ def test_broker_paused_is_stalled_and_alerted(watch: Watch) -> None:
     console = seen["console"]["steady"]
     assert console[STATE] == "stalled" and (console[ROWS] == "0" or console[ROWS].endswith(" old)"))
     shown(watch.world.wait("running after SIGCONT", "steady", "running", 240))
-    assert [a for a in watch.alerts() if a[0] == STALLED] == [(STALLED, "OK", "CRIT", {"dagger": "steady"}),
-                                                              (STALLED, "CRIT", "OK", {"dagger": "steady"})]
+    assert [a for a in watch.alerts() if a[0] == STALLED] == [
+        (STALLED, "OK", "CRIT", {"dagger": "steady"}),
+        (STALLED, "CRIT", "OK", {"dagger": "steady"}),
+    ]
 
 
 def test_lag_growing_is_lagging_and_alerted(watch: Watch) -> None:
     seen: dict[str, Any] = {}
-    row = shown(faults.lag_growing(watch.world, during=lambda: seen.update(
-        console=watch.console_shows("slow", "lagging"), alerts=watch.alerts())))
+    row = shown(
+        faults.lag_growing(
+            watch.world,
+            during=lambda: seen.update(console=watch.console_shows("slow", "lagging"), alerts=watch.alerts()),
+        )
+    )
     assert row["health"]["reason"].startswith("lag ") and row["lag"] > 300
     assert seen["console"]["slow"][STATE] == "lagging"
     assert (LAGGING, "OK", "WARN", {"dagger": "slow"}) in seen["alerts"]
     watch.world.cli("dagger", "stop", "slow")
     shown(watch.world.wait("slow stopped", "slow", "stopped", 60))
-    assert [a for a in watch.alerts() if a[0] == LAGGING] == [(LAGGING, "OK", "WARN", {"dagger": "slow"}),
-                                                              (LAGGING, "WARN", "OK", {"dagger": "slow"})]
+    assert [a for a in watch.alerts() if a[0] == LAGGING] == [
+        (LAGGING, "OK", "WARN", {"dagger": "slow"}),
+        (LAGGING, "WARN", "OK", {"dagger": "slow"}),
+    ]
     watch.world.cli("dagger", "delete", "slow")
     shown(watch.world.wait("steady still running", "steady", "running", 120))
 
@@ -180,18 +207,28 @@ def test_controller_killed_makes_its_daggers_unknown(watch: Watch) -> None:
     watch.alerts()
     seen: dict[str, Any] = {}
     try:
-        row = shown(faults.controller_killed(watch.world, during=lambda: seen.update(
-            console=watch.console(), alerts=watch.alerts(), health=watch.world.cli("cluster", "health", "a-jkt"))))
+        row = shown(
+            faults.controller_killed(
+                watch.world,
+                during=lambda: seen.update(
+                    console=watch.console(),
+                    alerts=watch.alerts(),
+                    health=watch.world.cli("cluster", "health", "a-jkt"),
+                ),
+            )
+        )
         assert row["health"]["reason"].startswith("its controller is silent for ")
         assert (row["health"]["rows_per_s"], row["health"]["lag"]) == (None, None)
-        assert seen["console"]["steady"][STATE:LAG + 1] == ["unknown", "-", "-"]
+        assert seen["console"]["steady"][STATE : LAG + 1] == ["unknown", "-", "-"]
         assert seen["health"]["ok"] is False and seen["health"]["state"]["parts"]["controller"] == "silent"
         assert (SILENT, "OK", "CRIT", {"cluster": "a-jkt"}) in seen["alerts"]
     finally:  # whatever the checks said: the next tests need the controller
         back = faults.controller_back(watch.world)
     shown(back)
-    assert [a for a in watch.alerts() if a[0] == SILENT] == [(SILENT, "OK", "CRIT", {"cluster": "a-jkt"}),
-                                                             (SILENT, "CRIT", "OK", {"cluster": "a-jkt"})]
+    assert [a for a in watch.alerts() if a[0] == SILENT] == [
+        (SILENT, "OK", "CRIT", {"cluster": "a-jkt"}),
+        (SILENT, "CRIT", "OK", {"cluster": "a-jkt"}),
+    ]
 
 
 def test_late_events_are_counted_and_the_dagger_runs(watch: Watch) -> None:

@@ -30,16 +30,25 @@ from job.control.health_model import (
 from job.control.lag_trend import LagTrend, lag_trend
 
 NOW = 1_000_000.0
-S = HealthSettings()  # controller_silent 30, stall 90, start 300, crash 2 in 600, lag 1000/60 s, catch-up 10000
+S = (
+    HealthSettings()
+)  # controller_silent 30, stall 90, start 300, crash 2 in 600, lag 1000/60 s, catch-up 10000
 BEAT = NOW - 2  # a fresh controller heartbeat
 
 
 def progress(updated: float, batch: float | None = None, **extra: Any) -> dict[str, Any]:
-    return {"updated_at": updated, "batch_at": updated if batch is None else batch, "input_rows_per_s": 950.0,
-            "batch_duration_ms": 1200, **extra}
+    return {
+        "updated_at": updated,
+        "batch_at": updated if batch is None else batch,
+        "input_rows_per_s": 950.0,
+        "batch_duration_ms": 1200,
+        **extra,
+    }
 
 
-def sawtooth(start: float, end: float, lows: tuple[int, int, int], high: int, step: float = 2.5) -> tuple[Point, ...]:
+def sawtooth(
+    start: float, end: float, lows: tuple[int, int, int], high: int, step: float = 2.5
+) -> tuple[Point, ...]:
     """Samples every ``step`` s of a lag that climbs by ``high`` over 10 s and drops back to the third's low."""
     n = int((end - start) / step) + 1
     third = (end - start) / 3
@@ -51,112 +60,334 @@ def sawtooth(start: float, end: float, lows: tuple[int, int, int], high: int, st
     return tuple(out)
 
 
-def reading(start: float, end: float, step: float = 5.0, lag: int = 100, growth: int = 0) -> tuple[Point, ...]:
+def reading(
+    start: float, end: float, step: float = 5.0, lag: int = 100, growth: int = 0
+) -> tuple[Point, ...]:
     """Samples every ``step`` s from ``start`` to ``end`` with rows read in each and the lag growing."""
     n = int((end - start) / step) + 1
-    return tuple(Point(at=start + i * step, input_rows=1000 * (i + 1), lag=lag + growth * i) for i in range(n))
+    return tuple(
+        Point(at=start + i * step, input_rows=1000 * (i + 1), lag=lag + growth * i) for i in range(n)
+    )
 
 
 def facts(**kw: Any) -> DaggerFacts:
-    base: dict[str, Any] = {"desired_state": "running", "actual_state": "running", "started_at": NOW - 1000,
-                            "controller_heartbeat": BEAT}
+    base: dict[str, Any] = {
+        "desired_state": "running",
+        "actual_state": "running",
+        "started_at": NOW - 1000,
+        "controller_heartbeat": BEAT,
+    }
     return DaggerFacts(**{**base, **kw})
 
 
 CASES: list[tuple[str, DaggerFacts, str, str]] = [
-    ("never deployed", facts(desired_state="stopped", actual_state="created", started_at=None), STOPPED,
-     "never deployed"),
+    (
+        "never deployed",
+        facts(desired_state="stopped", actual_state="created", started_at=None),
+        STOPPED,
+        "never deployed",
+    ),
     ("stopped on purpose", facts(desired_state="stopped", actual_state="stopped"), STOPPED, "stopped"),
-    ("stopped, controller silent", facts(desired_state="stopped", actual_state="stopped",
-                                         controller_heartbeat=NOW - 500), STOPPED, "stopped"),
-    ("stopping", facts(desired_state="stopped", actual_state="stopping", progress=progress(NOW - 1)), STOPPED,
-     "stopping"),
-    ("running but its controller is silent", facts(progress=progress(NOW - 1), lag=0, lag_at=NOW - 1,
-                                                   controller_heartbeat=NOW - 31),
-     UNKNOWN, "its controller is silent for 31 s"),
-    ("no controller ever", facts(actual_state="pending", controller_heartbeat=None), UNKNOWN,
-     "no controller has reported"),
-    ("pending with a controller", facts(actual_state="pending"), UNKNOWN, "waiting for its controller to start it"),
-    ("failed", facts(actual_state="failed", restarts=6, last_error="Sink error: refused"), FAILED,
-     "gave up after 6 crashes in a row: Sink error: refused"),
-    ("crashed, retry due", facts(actual_state="crashed", restarts=1, next_restart_at=NOW + 4,
-                                 last_error="Source error: no records"), CRASH_LOOPING,
-     "crashed: Source error: no records; restart 1 in 4 s"),
-    ("restarted twice, up 100 s, no report", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 200),
-                                                   last_error="boom"), CRASH_LOOPING,
-     "restarted 2 times in a row, up 100 s: boom"),
-    ("restarted twice, up long ago", facts(restarts=2, started_at=NOW - 700, progress=progress(NOW - 1),
-                                           lag=0, lag_at=NOW - 1, samples=reading(NOW - 120, NOW - 1)),
-     RUNNING, "reading"),
-    ("starting, no report yet", facts(actual_state="starting", started_at=NOW - 20), UNKNOWN,
-     "starting: no report yet"),
-    ("starting, no report after 301 s", facts(actual_state="starting", started_at=NOW - 301), STALLED,
-     "no report 301 s after its start"),
-    ("report from before this start", facts(actual_state="starting", started_at=NOW - 20,
-                                            progress=progress(NOW - 40)), UNKNOWN, "starting: no report yet"),
-    ("reading, small lag", facts(progress=progress(NOW - 1), lag=100, lag_at=NOW - 2,
-                                 samples=reading(NOW - 120, NOW - 1)), RUNNING, "reading"),
-    ("idle, nothing to read", facts(progress=progress(NOW - 1, batch=NOW - 600), lag=0, lag_at=NOW - 2),
-     RUNNING, "idle: nothing new to read"),
-    ("silent process (broker paused)", facts(progress=progress(NOW - 91), lag=5000, lag_at=NOW - 95),
-     STALLED, "no report for 91 s"),
-    ("idle reports but records wait", facts(progress=progress(NOW - 1, batch=NOW - 200), lag=3000,
-                                            lag_at=NOW - 2, samples=(Point(NOW - 200, 500, 0),
-                                                                     Point(NOW - 100, 500, 3000),
-                                                                     Point(NOW - 1, 500, 3000))),
-     STALLED, "read no row for 200 s while 3000 records wait"),
-    ("idle reports, brokers unreadable", facts(progress=progress(NOW - 2, batch=NOW - 100), lag=None,
-                                               lag_at=NOW - 95, lag_error="Source error: timed out",
-                                               samples=(Point(NOW - 100, 500, 0),)),
-     STALLED, "read no row for 100 s; its brokers' end offsets unreadable for 95 s: Source error: timed out"),
-    ("idle, brokers unreadable only 30 s", facts(progress=progress(NOW - 2, batch=NOW - 100), lag=None,
-                                                 lag_at=NOW - 30, lag_error="Source error: timed out"),
-     RUNNING, "no batch for 100 s: its brokers do not answer (end offsets unreadable for 30 s): Source error: "
-              "timed out"),
-    ("restarted while its brokers do not answer", facts(
-        progress=progress(NOW - 2, batch=NOW - 130), started_at=NOW - 20, lag=None, lag_at=NOW - 130,
-        lag_error="Source error: timed out", samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10))),
-     STALLED, "read no row for 130 s; its brokers' end offsets unreadable for 130 s: Source error: timed out"),
-    ("idle on an empty topic: no lag yet", facts(progress=progress(NOW - 2, batch=NOW - 900), lag=None,
-                                                 lag_at=None), RUNNING, "idle: nothing new to read"),
-    ("lag growing", facts(progress=progress(NOW - 1), lag=100 + 12 * 1000, lag_at=NOW - 1,
-                          samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000)), LAGGING,
-     "lag 12100 growing: its lowest in the last 20 s (8100) is above its highest in the first 20 s (3100)"),
-    ("a tall saw-tooth, bounded", facts(progress=progress(NOW - 1), lag=11500, lag_at=NOW - 1,
-                                        samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 1500, 2000), high=12000)),
-     RUNNING, "reading"),
-    ("a saw-tooth that falls behind", facts(progress=progress(NOW - 1), lag=19000, lag_at=NOW - 1,
-                                            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 6000, 12000),
-                                                             high=5000)),
-     LAGGING, "lag 19000 growing: its lowest in the last 20 s (12000) is above its highest in the first 20 s "
-              "(4750)"),
-    ("behind, swinging, not growing", facts(progress=progress(NOW - 1), lag=97000, lag_at=NOW - 1,
-                                            samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000),
-                                                             high=52000)),
-     CATCHING_UP, "97000 records behind, not growing (at least 44000 over 59 s)"),
-    ("behind with a batch longer than the window", facts(
-        progress=progress(NOW - 1, batch_duration_ms=24_000), lag=30000, lag_at=NOW - 1,
-        samples=reading(NOW - 60, NOW - 1, lag=30000, step=24)), RUNNING, "reading"),
-    ("lag growing, too little history", facts(progress=progress(NOW - 1), lag=5100, lag_at=NOW - 1,
-                                              samples=reading(NOW - 20, NOW - 1, lag=100, growth=1000)),
-     RUNNING, "reading"),
-    ("behind and shrinking", facts(progress=progress(NOW - 1), lag=20000, lag_at=NOW - 1,
-                                   samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000)), CATCHING_UP,
-     "20000 records behind, not growing (at least 20000 over 59 s)"),
-    ("behind, too little history to tell", facts(progress=progress(NOW - 1), lag=20000, lag_at=NOW - 1,
-                                                 samples=reading(NOW - 20, NOW - 1, lag=20000)), RUNNING, "reading"),
-    ("a sink retrying for 12 s", facts(progress=progress(NOW - 1, sinks={"influx": {"failures": 7, "retrying": {
-        "attempt": 7, "of": 15, "next_at": NOW + 12, "since": NOW - 12, "error": "HTTP 503"}}}), lag=100,
-        lag_at=NOW - 1), RUNNING, "sink retrying: influx, attempt 7/15, next in 12 s, failing for 12 s: HTTP 503"),
-    ("a sink retrying for 31 s", facts(progress=progress(NOW - 95, sinks={"influx": {"retrying": {
-        "attempt": 9, "of": 15, "next_at": NOW + 20, "since": NOW - 131}}}), lag=9000, lag_at=NOW - 1),
-     STALLED, "sink retrying: influx, attempt 9/15, next in 20 s, failing for 131 s"),
-    ("restarted twice, up 100 s with reports", facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 1),
-                                                     lag=0, lag_at=NOW - 1, samples=reading(NOW - 120, NOW - 1)),
-     RUNNING, "reading"),
-    ("restarted twice, up 30 s with reports", facts(restarts=2, started_at=NOW - 30, progress=progress(NOW - 1),
-                                                    last_error="boom"), CRASH_LOOPING,
-     "restarted 2 times in a row, up 30 s: boom"),
+    (
+        "stopped, controller silent",
+        facts(desired_state="stopped", actual_state="stopped", controller_heartbeat=NOW - 500),
+        STOPPED,
+        "stopped",
+    ),
+    (
+        "stopping",
+        facts(desired_state="stopped", actual_state="stopping", progress=progress(NOW - 1)),
+        STOPPED,
+        "stopping",
+    ),
+    (
+        "running but its controller is silent",
+        facts(progress=progress(NOW - 1), lag=0, lag_at=NOW - 1, controller_heartbeat=NOW - 31),
+        UNKNOWN,
+        "its controller is silent for 31 s",
+    ),
+    (
+        "no controller ever",
+        facts(actual_state="pending", controller_heartbeat=None),
+        UNKNOWN,
+        "no controller has reported",
+    ),
+    (
+        "pending with a controller",
+        facts(actual_state="pending"),
+        UNKNOWN,
+        "waiting for its controller to start it",
+    ),
+    (
+        "failed",
+        facts(actual_state="failed", restarts=6, last_error="Sink error: refused"),
+        FAILED,
+        "gave up after 6 crashes in a row: Sink error: refused",
+    ),
+    (
+        "crashed, retry due",
+        facts(
+            actual_state="crashed", restarts=1, next_restart_at=NOW + 4, last_error="Source error: no records"
+        ),
+        CRASH_LOOPING,
+        "crashed: Source error: no records; restart 1 in 4 s",
+    ),
+    (
+        "restarted twice, up 100 s, no report",
+        facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 200), last_error="boom"),
+        CRASH_LOOPING,
+        "restarted 2 times in a row, up 100 s: boom",
+    ),
+    (
+        "restarted twice, up long ago",
+        facts(
+            restarts=2,
+            started_at=NOW - 700,
+            progress=progress(NOW - 1),
+            lag=0,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 120, NOW - 1),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "starting, no report yet",
+        facts(actual_state="starting", started_at=NOW - 20),
+        UNKNOWN,
+        "starting: no report yet",
+    ),
+    (
+        "starting, no report after 301 s",
+        facts(actual_state="starting", started_at=NOW - 301),
+        STALLED,
+        "no report 301 s after its start",
+    ),
+    (
+        "report from before this start",
+        facts(actual_state="starting", started_at=NOW - 20, progress=progress(NOW - 40)),
+        UNKNOWN,
+        "starting: no report yet",
+    ),
+    (
+        "reading, small lag",
+        facts(progress=progress(NOW - 1), lag=100, lag_at=NOW - 2, samples=reading(NOW - 120, NOW - 1)),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "idle, nothing to read",
+        facts(progress=progress(NOW - 1, batch=NOW - 600), lag=0, lag_at=NOW - 2),
+        RUNNING,
+        "idle: nothing new to read",
+    ),
+    (
+        "silent process (broker paused)",
+        facts(progress=progress(NOW - 91), lag=5000, lag_at=NOW - 95),
+        STALLED,
+        "no report for 91 s",
+    ),
+    (
+        "idle reports but records wait",
+        facts(
+            progress=progress(NOW - 1, batch=NOW - 200),
+            lag=3000,
+            lag_at=NOW - 2,
+            samples=(Point(NOW - 200, 500, 0), Point(NOW - 100, 500, 3000), Point(NOW - 1, 500, 3000)),
+        ),
+        STALLED,
+        "read no row for 200 s while 3000 records wait",
+    ),
+    (
+        "idle reports, brokers unreadable",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 100),
+            lag=None,
+            lag_at=NOW - 95,
+            lag_error="Source error: timed out",
+            samples=(Point(NOW - 100, 500, 0),),
+        ),
+        STALLED,
+        "read no row for 100 s; its brokers' end offsets unreadable for 95 s: Source error: timed out",
+    ),
+    (
+        "idle, brokers unreadable only 30 s",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 100),
+            lag=None,
+            lag_at=NOW - 30,
+            lag_error="Source error: timed out",
+        ),
+        RUNNING,
+        "no batch for 100 s: its brokers do not answer (end offsets unreadable for 30 s): Source error: "
+        "timed out",
+    ),
+    (
+        "restarted while its brokers do not answer",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 130),
+            started_at=NOW - 20,
+            lag=None,
+            lag_at=NOW - 130,
+            lag_error="Source error: timed out",
+            samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10)),
+        ),
+        STALLED,
+        "read no row for 130 s; its brokers' end offsets unreadable for 130 s: Source error: timed out",
+    ),
+    (
+        "idle on an empty topic: no lag yet",
+        facts(progress=progress(NOW - 2, batch=NOW - 900), lag=None, lag_at=None),
+        RUNNING,
+        "idle: nothing new to read",
+    ),
+    (
+        "lag growing",
+        facts(
+            progress=progress(NOW - 1),
+            lag=100 + 12 * 1000,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000),
+        ),
+        LAGGING,
+        "lag 12100 growing: its lowest in the last 20 s (8100) is above its highest in the first 20 s (3100)",
+    ),
+    (
+        "a tall saw-tooth, bounded",
+        facts(
+            progress=progress(NOW - 1),
+            lag=11500,
+            lag_at=NOW - 1,
+            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 1500, 2000), high=12000),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "a saw-tooth that falls behind",
+        facts(
+            progress=progress(NOW - 1),
+            lag=19000,
+            lag_at=NOW - 1,
+            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 6000, 12000), high=5000),
+        ),
+        LAGGING,
+        "lag 19000 growing: its lowest in the last 20 s (12000) is above its highest in the first 20 s "
+        "(4750)",
+    ),
+    (
+        "behind, swinging, not growing",
+        facts(
+            progress=progress(NOW - 1),
+            lag=97000,
+            lag_at=NOW - 1,
+            samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000), high=52000),
+        ),
+        CATCHING_UP,
+        "97000 records behind, not growing (at least 44000 over 59 s)",
+    ),
+    (
+        "behind with a batch longer than the window",
+        facts(
+            progress=progress(NOW - 1, batch_duration_ms=24_000),
+            lag=30000,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 60, NOW - 1, lag=30000, step=24),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "lag growing, too little history",
+        facts(
+            progress=progress(NOW - 1),
+            lag=5100,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 20, NOW - 1, lag=100, growth=1000),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "behind and shrinking",
+        facts(
+            progress=progress(NOW - 1),
+            lag=20000,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000),
+        ),
+        CATCHING_UP,
+        "20000 records behind, not growing (at least 20000 over 59 s)",
+    ),
+    (
+        "behind, too little history to tell",
+        facts(
+            progress=progress(NOW - 1),
+            lag=20000,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 20, NOW - 1, lag=20000),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "a sink retrying for 12 s",
+        facts(
+            progress=progress(
+                NOW - 1,
+                sinks={
+                    "influx": {
+                        "failures": 7,
+                        "retrying": {
+                            "attempt": 7,
+                            "of": 15,
+                            "next_at": NOW + 12,
+                            "since": NOW - 12,
+                            "error": "HTTP 503",
+                        },
+                    }
+                },
+            ),
+            lag=100,
+            lag_at=NOW - 1,
+        ),
+        RUNNING,
+        "sink retrying: influx, attempt 7/15, next in 12 s, failing for 12 s: HTTP 503",
+    ),
+    (
+        "a sink retrying for 31 s",
+        facts(
+            progress=progress(
+                NOW - 95,
+                sinks={
+                    "influx": {"retrying": {"attempt": 9, "of": 15, "next_at": NOW + 20, "since": NOW - 131}}
+                },
+            ),
+            lag=9000,
+            lag_at=NOW - 1,
+        ),
+        STALLED,
+        "sink retrying: influx, attempt 9/15, next in 20 s, failing for 131 s",
+    ),
+    (
+        "restarted twice, up 100 s with reports",
+        facts(
+            restarts=2,
+            started_at=NOW - 100,
+            progress=progress(NOW - 1),
+            lag=0,
+            lag_at=NOW - 1,
+            samples=reading(NOW - 120, NOW - 1),
+        ),
+        RUNNING,
+        "reading",
+    ),
+    (
+        "restarted twice, up 30 s with reports",
+        facts(restarts=2, started_at=NOW - 30, progress=progress(NOW - 1), last_error="boom"),
+        CRASH_LOOPING,
+        "restarted 2 times in a row, up 30 s: boom",
+    ),
 ]
 
 
@@ -168,18 +399,29 @@ def test_dagger_states(facts_: DaggerFacts, state: str, reason: str) -> None:
 
 def test_a_stopped_or_silent_dagger_shows_no_figures() -> None:
     p = progress(NOW - 1, watermark="1970-01-12T13:46:30.000Z")
-    for f in (facts(desired_state="stopped", actual_state="stopped", progress=p, lag=7, lag_at=NOW - 1),
-              facts(progress=p, lag=7, lag_at=NOW - 1, controller_heartbeat=NOW - 60),
-              facts(actual_state="crashed", progress=p, lag=7, lag_at=NOW - 1, next_restart_at=NOW + 8)):
+    for f in (
+        facts(desired_state="stopped", actual_state="stopped", progress=p, lag=7, lag_at=NOW - 1),
+        facts(progress=p, lag=7, lag_at=NOW - 1, controller_heartbeat=NOW - 60),
+        facts(actual_state="crashed", progress=p, lag=7, lag_at=NOW - 1, next_restart_at=NOW + 8),
+    ):
         h = dagger_health(f, NOW, S)
         assert (h.rows_per_s, h.lag, h.batch_ms, h.watermark_age_s) == (None, None, None, None), h.state
 
 
 def test_figures_carry_their_age() -> None:
     sinks = {"influx": {"failures": 2}, "kafka": {"failures": 1}}
-    h = dagger_health(facts(progress=progress(NOW - 4, batch=NOW - 4, watermark="1970-01-12T13:46:20Z",
-                                              sinks=sinks, late_rows_dropped=9), lag=250, lag_at=NOW - 40,
-                            samples=reading(NOW - 60, NOW - 4)), NOW, S)
+    h = dagger_health(
+        facts(
+            progress=progress(
+                NOW - 4, batch=NOW - 4, watermark="1970-01-12T13:46:20Z", sinks=sinks, late_rows_dropped=9
+            ),
+            lag=250,
+            lag_at=NOW - 40,
+            samples=reading(NOW - 60, NOW - 4),
+        ),
+        NOW,
+        S,
+    )
     assert h.state == RUNNING
     assert h.rows_per_s == Figure(950.0, NOW - 4, 4.0, True)
     assert h.batch_ms == Figure(1200.0, NOW - 4, 4.0, True)
@@ -207,47 +449,143 @@ def test_helpers() -> None:
     assert trend == LagTrend(span_s=59.0, lows=(10, 40, 70), first_high=10, low=10, latest=90)
     assert trend.growing(60) and not trend.growing(61)
     assert lag_trend([(NOW - 20, 10), (NOW - 10, 40), (NOW - 1, 70)], NOW, 60) is None  # spans 19 of 60 s
-    assert lag_trend([(NOW - 60, 10), (NOW - 59, 40), (NOW - 1, 70)], NOW, 60) is None  # the middle third empty
+    assert (
+        lag_trend([(NOW - 60, 10), (NOW - 59, 40), (NOW - 1, 70)], NOW, 60) is None
+    )  # the middle third empty
     assert not lag_trend([(NOW - 60, 0), (NOW - 30, 50), (NOW - 1, 0)], NOW, 60).growing(1)  # type: ignore[union-attr]
     assert watermark_age("1970-01-01T00:00:00.000Z", NOW) is None
     assert watermark_age("not a time", NOW) is None
 
 
-def probe(spark: bool = True, kafka: bool = True, influx: bool = True, failures: int = 2,
-          refused: bool = False) -> dict[str, Any]:
+def probe(
+    spark: bool = True, kafka: bool = True, influx: bool = True, failures: int = 2, refused: bool = False
+) -> dict[str, Any]:
     """A probe of the three parts; a failed one has ``failures`` unanswered probes in a row (or ``refused``)."""
+
     def part(ok: bool, error: str) -> dict[str, Any]:
-        return {"ok": ok, "error": None} if ok else {"ok": False, "error": error, "failures": failures,
-                                                     "refused": refused}
-    return {"spark": part(spark, "no ALIVE worker"), "kafka": part(kafka, "all brokers down"),
-            "influx": part(influx, "ConnectionError")}
+        return (
+            {"ok": ok, "error": None}
+            if ok
+            else {"ok": False, "error": error, "failures": failures, "refused": refused}
+        )
+
+    return {
+        "spark": part(spark, "no ALIVE worker"),
+        "kafka": part(kafka, "all brokers down"),
+        "influx": part(influx, "ConnectionError"),
+    }
 
 
-CLUSTERS: list[tuple[str, float | None, dict[str, Any] | None, float | None, list[str], str, tuple[str, ...]]] = [
+CLUSTERS: list[
+    tuple[str, float | None, dict[str, Any] | None, float | None, list[str], str, tuple[str, ...]]
+] = [
     ("all good", BEAT, probe(), NOW - 5, [RUNNING, STOPPED, CATCHING_UP], HEALTHY, ()),
-    ("silent controller", NOW - 45, probe(), NOW - 5, [UNKNOWN], UNHEALTHY,
-     ("controller silent for 45 s", "1 dagger unknown")),
-    ("no controller, never probed", None, None, None, [], UNHEALTHY,
-     ("no controller has reported", "master never probed", "brokers never probed", "InfluxDB never probed")),
-    ("broker down", BEAT, probe(kafka=False), NOW - 5, [RUNNING], UNHEALTHY,
-     ("brokers down (2 probes in a row unanswered): all brokers down",)),
-    ("broker refused", BEAT, probe(kafka=False, failures=1, refused=True), NOW - 5, [RUNNING], UNHEALTHY,
-     ("brokers down (refused the connection): all brokers down",)),
-    ("one unanswered probe: slow, not down", BEAT, probe(kafka=False, failures=1), NOW - 5, [RUNNING], HEALTHY, ()),
-    ("old probe", BEAT, probe(kafka=False), NOW - 61, [RUNNING], DEGRADED,
-     ("master last probed 61 s ago", "brokers last probed 61 s ago", "InfluxDB last probed 61 s ago")),
-    ("a lagging dagger", BEAT, probe(), NOW - 5, [RUNNING, LAGGING, LAGGING], DEGRADED, ("2 daggers lagging",)),
-    ("a crash loop beats a lag", BEAT, probe(), NOW - 5, [LAGGING, CRASH_LOOPING], UNHEALTHY,
-     ("1 dagger lagging", "1 dagger crash-looping")),
-    ("stalled and failed", BEAT, probe(influx=False), NOW - 5, [STALLED, FAILED], UNHEALTHY,
-     ("InfluxDB down (2 probes in a row unanswered): ConnectionError", "1 dagger stalled", "1 dagger failed")),
+    (
+        "silent controller",
+        NOW - 45,
+        probe(),
+        NOW - 5,
+        [UNKNOWN],
+        UNHEALTHY,
+        ("controller silent for 45 s", "1 dagger unknown"),
+    ),
+    (
+        "no controller, never probed",
+        None,
+        None,
+        None,
+        [],
+        UNHEALTHY,
+        (
+            "no controller has reported",
+            "master never probed",
+            "brokers never probed",
+            "InfluxDB never probed",
+        ),
+    ),
+    (
+        "broker down",
+        BEAT,
+        probe(kafka=False),
+        NOW - 5,
+        [RUNNING],
+        UNHEALTHY,
+        ("brokers down (2 probes in a row unanswered): all brokers down",),
+    ),
+    (
+        "broker refused",
+        BEAT,
+        probe(kafka=False, failures=1, refused=True),
+        NOW - 5,
+        [RUNNING],
+        UNHEALTHY,
+        ("brokers down (refused the connection): all brokers down",),
+    ),
+    (
+        "one unanswered probe: slow, not down",
+        BEAT,
+        probe(kafka=False, failures=1),
+        NOW - 5,
+        [RUNNING],
+        HEALTHY,
+        (),
+    ),
+    (
+        "old probe",
+        BEAT,
+        probe(kafka=False),
+        NOW - 61,
+        [RUNNING],
+        DEGRADED,
+        ("master last probed 61 s ago", "brokers last probed 61 s ago", "InfluxDB last probed 61 s ago"),
+    ),
+    (
+        "a lagging dagger",
+        BEAT,
+        probe(),
+        NOW - 5,
+        [RUNNING, LAGGING, LAGGING],
+        DEGRADED,
+        ("2 daggers lagging",),
+    ),
+    (
+        "a crash loop beats a lag",
+        BEAT,
+        probe(),
+        NOW - 5,
+        [LAGGING, CRASH_LOOPING],
+        UNHEALTHY,
+        ("1 dagger lagging", "1 dagger crash-looping"),
+    ),
+    (
+        "stalled and failed",
+        BEAT,
+        probe(influx=False),
+        NOW - 5,
+        [STALLED, FAILED],
+        UNHEALTHY,
+        (
+            "InfluxDB down (2 probes in a row unanswered): ConnectionError",
+            "1 dagger stalled",
+            "1 dagger failed",
+        ),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("beat", "probe_", "probe_at", "states", "state", "reasons"), [c[1:] for c in CLUSTERS],
-                         ids=[c[0] for c in CLUSTERS])
-def test_cluster_states(beat: float | None, probe_: dict[str, Any] | None, probe_at: float | None,
-                        states: list[str], state: str, reasons: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("beat", "probe_", "probe_at", "states", "state", "reasons"),
+    [c[1:] for c in CLUSTERS],
+    ids=[c[0] for c in CLUSTERS],
+)
+def test_cluster_states(
+    beat: float | None,
+    probe_: dict[str, Any] | None,
+    probe_at: float | None,
+    states: list[str],
+    state: str,
+    reasons: tuple[str, ...],
+) -> None:
     h = cluster_health(beat, probe_, probe_at, states, NOW, S)
     assert (h.state, h.reasons) == (state, reasons)
 
@@ -260,11 +598,14 @@ def test_cluster_parts_and_counts() -> None:
     slow = cluster_health(BEAT, probe(influx=False, failures=1), NOW - 3, [], NOW, S)
     assert (slow.parts["influx"], slow.state, slow.probe_age_s) == ("slow", HEALTHY, 3.0)
     stale = cluster_health(BEAT, probe(), NOW - 180, [], NOW, S)
-    assert (stale.parts, stale.probe_age_s) == ({"controller": "ok", "spark": "stale", "kafka": "stale",
-                                                 "influx": "stale"}, 180.0)
+    assert (stale.parts, stale.probe_age_s) == (
+        {"controller": "ok", "spark": "stale", "kafka": "stale", "influx": "stale"},
+        180.0,
+    )
 
 
 def test_settings_from_the_environment() -> None:
-    s = HealthSettings.from_env({"DAGGERS_HEALTH_STALL_AFTER_S": "20", "DAGGERS_HEALTH_CRASH_LOOP_RESTARTS": "3",
-                                 "OTHER": "x"})
+    s = HealthSettings.from_env(
+        {"DAGGERS_HEALTH_STALL_AFTER_S": "20", "DAGGERS_HEALTH_CRASH_LOOP_RESTARTS": "3", "OTHER": "x"}
+    )
     assert (s.stall_after_s, s.crash_loop_restarts, s.lag_window_s) == (20.0, 3, 60.0)

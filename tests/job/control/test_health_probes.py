@@ -54,8 +54,12 @@ def test_a_closed_port_is_refused_and_a_frozen_server_is_not(black_hole: str) ->
     frozen = probe_influx(f"http://{black_hole}", timeout=1.0)
     assert (frozen["ok"], frozen["refused"]) == (False, False) and "Timeout" in frozen["error"]
     assert probe_kafka(closed, timeout=1.0)["refused"] is True
-    assert probe_kafka(black_hole, timeout=1.0) | {"error": ""} == {"ok": False, "bootstrap": black_hole,
-                                                                   "refused": False, "error": ""}
+    assert probe_kafka(black_hole, timeout=1.0) | {"error": ""} == {
+        "ok": False,
+        "bootstrap": black_hole,
+        "refused": False,
+        "error": "",
+    }
 
 
 def test_real_parts_answer(influxdb: Any, tansu_broker: str) -> None:
@@ -73,7 +77,9 @@ def test_a_part_is_down_after_two_unanswered_probes_or_one_refusal(black_hole: s
     assert second["influx"]["failures"] == 2
     assert cluster_health(now, second, now, [], now, s).parts["influx"] == "down"
     assert count_failures(ok, second)["influx"]["failures"] == 0
-    refused = count_failures({**ok, "influx": probe_influx(f"http://127.0.0.1:{free_port()}", timeout=0.5)}, ok)
+    refused = count_failures(
+        {**ok, "influx": probe_influx(f"http://127.0.0.1:{free_port()}", timeout=0.5)}, ok
+    )
     assert cluster_health(now, refused, now, [], now, s).parts["influx"] == "down"
 
 
@@ -87,7 +93,9 @@ class _Starved:
         return time.monotonic() - self.start
 
 
-def test_a_starved_process_tries_again_for_the_time_it_lost(black_hole: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_starved_process_tries_again_for_the_time_it_lost(
+    black_hole: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import job.sources.stall as stall
 
     calls: list[float] = []

@@ -35,15 +35,23 @@ def test_a_bounded_saw_tooth_is_never_growing(bound: int, teeth: int, data: st.D
 
 
 @settings(max_examples=300, deadline=None)
-@given(rate=st.integers(100, 100_000), teeth=st.integers(6, 30), base=st.integers(0, 10_000_000), data=st.data())
-def test_a_lag_climbing_faster_than_its_teeth_are_tall_is_growing(rate: int, teeth: int, base: int,
-                                                                   data: st.DataObject) -> None:
+@given(
+    rate=st.integers(100, 100_000), teeth=st.integers(6, 30), base=st.integers(0, 10_000_000), data=st.data()
+)
+def test_a_lag_climbing_faster_than_its_teeth_are_tall_is_growing(
+    rate: int, teeth: int, base: int, data: st.DataObject
+) -> None:
     """The lag grows by ``rate`` records a second; each tooth is less tall than what the lag grows in a
     third of the window: a dagger falling behind is lagging within one window."""
     tooth_s = WINDOW / teeth
-    heights = data.draw(st.lists(st.integers(0, int(rate * WINDOW / 3 * 0.9)), min_size=teeth, max_size=teeth))
+    heights = data.draw(
+        st.lists(st.integers(0, int(rate * WINDOW / 3 * 0.9)), min_size=teeth, max_size=teeth)
+    )
     lows = [base + int(rate * i * tooth_s) for i in range(teeth)]
-    trend = lag_trend(_teeth(lows, [lo + h for lo, h in zip(lows, heights, strict=True)], NOW - WINDOW, tooth_s),
-                      NOW, WINDOW)
+    trend = lag_trend(
+        _teeth(lows, [lo + h for lo, h in zip(lows, heights, strict=True)], NOW - WINDOW, tooth_s),
+        NOW,
+        WINDOW,
+    )
     assert trend is not None
     assert trend.growing(1), trend

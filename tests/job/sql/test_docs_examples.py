@@ -70,10 +70,16 @@ def dart_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(root)
 
 
-@pytest.mark.parametrize(("section", "sql", "result"), examples(), ids=[f"{s}-{i}" for i, (s, _, _) in
-                                                                        enumerate(examples())])
-def test_example_gives_the_documented_result(spark, dart_store: str, section: str, sql: str,  # type: ignore[no-untyped-def]
-                                             result: str) -> None:
+@pytest.mark.parametrize(
+    ("section", "sql", "result"), examples(), ids=[f"{s}-{i}" for i, (s, _, _) in enumerate(examples())]
+)
+def test_example_gives_the_documented_result(
+    spark,
+    dart_store: str,
+    section: str,
+    sql: str,  # type: ignore[no-untyped-def]
+    result: str,
+) -> None:
     from job.functions.spark_udfs import register_functions
 
     register_functions(spark, dart_store=dart_store)

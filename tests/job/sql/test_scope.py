@@ -9,29 +9,49 @@ from job.errors import SqlError
 from job.sql import translate
 from tests.job.sql.test_dialect import TABLES
 
-BOTH = {"booking": {"customer_id", "order_number", "service_type", "event_timestamp"},
-        "payment": {"customer_id", "order_id", "order_amount", "event_timestamp"}}  # names only, no types
+BOTH = {
+    "booking": {"customer_id", "order_number", "service_type", "event_timestamp"},
+    "payment": {"customer_id", "order_id", "order_amount", "event_timestamp"},
+}  # names only, no types
 
 
 @pytest.mark.parametrize("tables", [TABLES, BOTH], ids=["typed", "names"])
-@pytest.mark.parametrize(("sql", "used"), [
-    # an unqualified column of a CTE body or a union branch reads that SELECT's one table
-    ("WITH b AS (SELECT customer_id, rowtime FROM booking) SELECT customer_id FROM b",
-     {"booking": ["customer_id"], "payment": []}),
-    ("SELECT customer_id FROM booking UNION ALL SELECT customer_id FROM payment",
-     {"booking": ["customer_id"], "payment": ["customer_id"]}),
-    ("SELECT customer_id, order_number FROM `booking` UNION ALL (SELECT customer_id, order_id AS order_number "
-     "FROM `payment`)", {"booking": ["customer_id", "order_number"], "payment": ["customer_id", "order_id"]}),
-    ("SELECT n FROM (SELECT count(1) AS n FROM booking GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), customer_id)",
-     {"booking": ["customer_id"], "payment": []}),
-    ("SELECT c, COUNT(1) AS n FROM (SELECT customer_id AS c, rowtime FROM booking UNION ALL "
-     "SELECT customer_id AS c, rowtime FROM payment) AS u GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), c",
-     {"booking": ["customer_id"], "payment": ["customer_id"]}),
-    ("WITH b (c, t) AS (SELECT customer_id, rowtime FROM booking) SELECT c FROM b",
-     {"booking": ["customer_id"], "payment": []}),
-    ("SELECT booking.customer_id FROM booking JOIN payment ON booking.order_number = payment.order_id",
-     {"booking": ["customer_id", "order_number"], "payment": ["order_id"]}),
-])
+@pytest.mark.parametrize(
+    ("sql", "used"),
+    [
+        # an unqualified column of a CTE body or a union branch reads that SELECT's one table
+        (
+            "WITH b AS (SELECT customer_id, rowtime FROM booking) SELECT customer_id FROM b",
+            {"booking": ["customer_id"], "payment": []},
+        ),
+        (
+            "SELECT customer_id FROM booking UNION ALL SELECT customer_id FROM payment",
+            {"booking": ["customer_id"], "payment": ["customer_id"]},
+        ),
+        (
+            "SELECT customer_id, order_number FROM `booking` UNION ALL (SELECT customer_id, order_id AS order_number "
+            "FROM `payment`)",
+            {"booking": ["customer_id", "order_number"], "payment": ["customer_id", "order_id"]},
+        ),
+        (
+            "SELECT n FROM (SELECT count(1) AS n FROM booking GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), customer_id)",
+            {"booking": ["customer_id"], "payment": []},
+        ),
+        (
+            "SELECT c, COUNT(1) AS n FROM (SELECT customer_id AS c, rowtime FROM booking UNION ALL "
+            "SELECT customer_id AS c, rowtime FROM payment) AS u GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), c",
+            {"booking": ["customer_id"], "payment": ["customer_id"]},
+        ),
+        (
+            "WITH b (c, t) AS (SELECT customer_id, rowtime FROM booking) SELECT c FROM b",
+            {"booking": ["customer_id"], "payment": []},
+        ),
+        (
+            "SELECT booking.customer_id FROM booking JOIN payment ON booking.order_number = payment.order_id",
+            {"booking": ["customer_id", "order_number"], "payment": ["order_id"]},
+        ),
+    ],
+)
 def test_each_select_sees_its_own_from(tables, sql: str, used: dict[str, list[str]]) -> None:  # type: ignore[no-untyped-def]
     assert translate(sql, tables).columns == used
 
@@ -42,25 +62,68 @@ def test_star_reads_every_column() -> None:
 
 
 def test_nested_fields_and_unnest_columns() -> None:
-    t = translate("SELECT route.pickup.lat, booking.route.km, i.name, m.`value` FROM booking, "
-                  "UNNEST(booking.items) AS i (id, quantity, name), UNNEST(metadata) AS m (`key`, `value`)", TABLES)
+    t = translate(
+        "SELECT route.pickup.lat, booking.route.km, i.name, m.`value` FROM booking, "
+        "UNNEST(booking.items) AS i (id, quantity, name), UNNEST(metadata) AS m (`key`, `value`)",
+        TABLES,
+    )
     assert t.columns["booking"] == ["items", "metadata", "route"]
 
 
-@pytest.mark.parametrize(("sql", "line", "col", "message", "hint"), [
-    ("SELECT customer_id FROM booking JOIN payment ON booking.order_number = payment.order_id", 1, 8,
-     "column customer_id is in booking and payment; qualify it", None),
-    ("WITH b AS (SELECT customer_id FROM booking)\nSELECT customr_id FROM b", 2, 8, "unknown column customr_id",
-     "did you mean customer_id?"),
-    ("WITH p AS (SELECT order_amount order_id, rowtime FROM payment)\nSELECT p.order_amount FROM p", 2, 8,
-     "p has no column order_amount", "did you mean order_id?"),
-    ("SELECT customer_id FROM booking UNION ALL\nSELECT order_amont FROM payment", 2, 8, "unknown column order_amont",
-     "did you mean order_amount, order_id?"),
-    ("SELECT route.pickup.latt FROM booking", 1, 8, "route.pickup has no field latt", "did you mean lat?"),
-    ("SELECT m.`key` FROM booking, UNNEST(metadata) AS m (`key`, `value`)\nWHERE x.y = 1", 2, 7,
-     "unknown table or alias x in x.y", None),
-    ("SELECT c FROM (SELECT customer_id FROM booking) AS s", 1, 8, "unknown column c", "columns: customer_id"),
-])
+@pytest.mark.parametrize(
+    ("sql", "line", "col", "message", "hint"),
+    [
+        (
+            "SELECT customer_id FROM booking JOIN payment ON booking.order_number = payment.order_id",
+            1,
+            8,
+            "column customer_id is in booking and payment; qualify it",
+            None,
+        ),
+        (
+            "WITH b AS (SELECT customer_id FROM booking)\nSELECT customr_id FROM b",
+            2,
+            8,
+            "unknown column customr_id",
+            "did you mean customer_id?",
+        ),
+        (
+            "WITH p AS (SELECT order_amount order_id, rowtime FROM payment)\nSELECT p.order_amount FROM p",
+            2,
+            8,
+            "p has no column order_amount",
+            "did you mean order_id?",
+        ),
+        (
+            "SELECT customer_id FROM booking UNION ALL\nSELECT order_amont FROM payment",
+            2,
+            8,
+            "unknown column order_amont",
+            "did you mean order_amount, order_id?",
+        ),
+        (
+            "SELECT route.pickup.latt FROM booking",
+            1,
+            8,
+            "route.pickup has no field latt",
+            "did you mean lat?",
+        ),
+        (
+            "SELECT m.`key` FROM booking, UNNEST(metadata) AS m (`key`, `value`)\nWHERE x.y = 1",
+            2,
+            7,
+            "unknown table or alias x in x.y",
+            None,
+        ),
+        (
+            "SELECT c FROM (SELECT customer_id FROM booking) AS s",
+            1,
+            8,
+            "unknown column c",
+            "columns: customer_id",
+        ),
+    ],
+)
 def test_scope_errors(sql: str, line: int, col: int, message: str, hint: str | None) -> None:
     with pytest.raises(SqlError) as info:
         translate(sql, TABLES)
@@ -70,14 +133,27 @@ def test_scope_errors(sql: str, line: int, col: int, message: str, hint: str | N
         assert err.hint is not None and err.hint.startswith(hint)
 
 
-@pytest.mark.parametrize(("sql", "line", "col", "name"), [
-    ("SELECT customer_id, order_number AS customer_id FROM booking", 1, 21, "customer_id"),
-    ("SELECT customer_id,\n  order_number AS CUSTOMER_ID FROM booking", 2, 3, "CUSTOMER_ID"),
-    ("SELECT b.customer_id, p.customer_id\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
-     "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE", 1, 23, "customer_id"),
-    ("SELECT b.*, p.*\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
-     "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE", 1, 13, "customer_id"),
-])
+@pytest.mark.parametrize(
+    ("sql", "line", "col", "name"),
+    [
+        ("SELECT customer_id, order_number AS customer_id FROM booking", 1, 21, "customer_id"),
+        ("SELECT customer_id,\n  order_number AS CUSTOMER_ID FROM booking", 2, 3, "CUSTOMER_ID"),
+        (
+            "SELECT b.customer_id, p.customer_id\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
+            "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE",
+            1,
+            23,
+            "customer_id",
+        ),
+        (
+            "SELECT b.*, p.*\nFROM booking AS b JOIN payment AS p ON b.customer_id = p.customer_id\n"
+            "AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE",
+            1,
+            13,
+            "customer_id",
+        ),
+    ],
+)
 def test_two_output_columns_of_one_name_are_refused(sql: str, line: int, col: int, name: str) -> None:
     """A sink's row holds one value a name: a second column of the same name (Spark's names are
     case-insensitive) would silently take the first one's place, so the query is refused at it."""
@@ -89,6 +165,8 @@ def test_two_output_columns_of_one_name_are_refused(sql: str, line: int, col: in
 
 
 def test_output_columns_renamed_apart_run() -> None:
-    sql = ("SELECT b.customer_id, p.customer_id AS payer\nFROM booking AS b JOIN payment AS p ON "
-           "b.customer_id = p.customer_id\nAND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE")
+    sql = (
+        "SELECT b.customer_id, p.customer_id AS payer\nFROM booking AS b JOIN payment AS p ON "
+        "b.customer_id = p.customer_id\nAND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE"
+    )
     assert translate(sql, TABLES).output_columns == ["customer_id", "payer"]

@@ -65,9 +65,18 @@ def test_hop_windows_in_flink_argument_order(spark, tansu_broker, influxdb, tmp_
        HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS window_timestamp
 FROM data_stream
 GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE), city_id"""
-    spec, _ = make_spec(name=unique("hop"), bootstrap=broker.bootstrap, topic=topic, proto_class=BOOKING, sql=sql,
-                           influx_url=influxdb.url, db=db, measurement="m", checkpoint=tmp_path / "ckpt",
-                           max_records_per_batch=1000)
+    spec, _ = make_spec(
+        name=unique("hop"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class=BOOKING,
+        sql=sql,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        max_records_per_batch=1000,
+    )
     assert plan(spec, tmp_path).translation.window == ("5 minutes", "1 minutes")
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
 
@@ -100,9 +109,18 @@ FROM (
   GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), city_id
 ) AS per_minute
 GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE)"""
-    spec, _ = make_spec(name=unique("nested"), bootstrap=broker.bootstrap, topic=topic, proto_class=BOOKING, sql=sql,
-                        influx_url=influxdb.url, db=db, measurement="m", checkpoint=tmp_path / "ckpt",
-                        max_records_per_batch=1500)
+    spec, _ = make_spec(
+        name=unique("nested"),
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        proto_class=BOOKING,
+        sql=sql,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        max_records_per_batch=1500,
+    )
     run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
 
     per_minute: Counter[tuple[int, int]] = Counter()
@@ -119,7 +137,9 @@ GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE)"""
     assert len(bookings) == 3 and max(busiest.values()) > 1
     assert influx_points(influxdb, db, "m", "bookings", []) == {(end,): n for end, n in bookings.items()}
     assert influx_points(influxdb, db, "m", "city_minutes", []) == {(end,): n for end, n in groups.items()}
-    assert influx_points(influxdb, db, "m", "busiest_city_minute", []) == {(e,): n for e, n in busiest.items()}
+    assert influx_points(influxdb, db, "m", "busiest_city_minute", []) == {
+        (e,): n for e, n in busiest.items()
+    }
 
 
 def test_one_table_from_two_topics(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -128,9 +148,18 @@ def test_one_table_from_two_topics(spark, tansu_broker, influxdb, tmp_path) -> N
     second = generate("booking", 2500, seed=42, start=T0, duration_s=300, first_index=2500)
     produce(broker.bootstrap, topic_a, [first, _closing("booking", 43)], progress=False)
     produce(broker.bootstrap, topic_b, [second, _closing("booking", 44)], progress=False)
-    spec, _ = make_spec(name=unique("union"), bootstrap=broker.bootstrap, topic=f"{topic_a}, {topic_b}",
-                        proto_class=BOOKING, sql=BOOKINGS_SQL, influx_url=influxdb.url, db=db, measurement="m",
-                        checkpoint=tmp_path / "ckpt", max_records_per_batch=2000)
+    spec, _ = make_spec(
+        name=unique("union"),
+        bootstrap=broker.bootstrap,
+        topic=f"{topic_a}, {topic_b}",
+        proto_class=BOOKING,
+        sql=BOOKINGS_SQL,
+        influx_url=influxdb.url,
+        db=db,
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+        max_records_per_batch=2000,
+    )
     assert spec.streams[0].topics == [topic_a, topic_b]
     progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
     want = expected_bookings([*first.table.to_pylist(), *second.table.to_pylist()])
@@ -141,11 +170,16 @@ def test_one_table_from_two_topics(spark, tansu_broker, influxdb, tmp_path) -> N
     assert progress.input_rows == 5002
 
 
-def _two_stream_spec(name: str, bootstrap: str, bookings: str, pings: str, influx: str, db: str, checkpoint: Path,
-                     sql: str) -> str:
+def _two_stream_spec(
+    name: str, bootstrap: str, bookings: str, pings: str, influx: str, db: str, checkpoint: Path, sql: str
+) -> str:
     sql_block = "\n".join("  " + line for line in sql.splitlines())
-    streams = streams_yaml(name, bootstrap, [("bookings", bookings, BOOKING), ("pings", pings, PING)],
-                           "    max_records_per_batch: 1200\n")
+    streams = streams_yaml(
+        name,
+        bootstrap,
+        [("bookings", bookings, BOOKING), ("pings", pings, PING)],
+        "    max_records_per_batch: 1200\n",
+    )
     return f"""name: {name}
 streams:
 {streams}sql: |
@@ -163,8 +197,16 @@ sink:
 def test_interval_join_of_two_streams(spark, tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
     broker, (bookings_topic, pings_topic), db = _setup(tansu_broker, influxdb, topics=2)
     bookings = generate("booking", 400, seed=51, start=T0, duration_s=600, drivers=40, cities=["Jakarta"])
-    pings = generate("driver_location", 4000, seed=51, start=T0, duration_s=900, drivers=40, cities=["Jakarta"],
-                     out_of_order_fraction=0.05)
+    pings = generate(
+        "driver_location",
+        4000,
+        seed=51,
+        start=T0,
+        duration_s=900,
+        drivers=40,
+        cities=["Jakarta"],
+        out_of_order_fraction=0.05,
+    )
     produce(broker.bootstrap, bookings_topic, [bookings, _closing("booking", 52, 60)], progress=False)
     produce(broker.bootstrap, pings_topic, [pings, _closing("driver_location", 53, 60)], progress=False)
     sql = """SELECT b.vehicle_type AS tag_vehicle_type,
@@ -177,12 +219,24 @@ JOIN pings AS p
  AND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '5' MINUTE
 WHERE p.driver_status = 'ON_TRIP'
 GROUP BY TUMBLE(b.rowtime, INTERVAL '5' MINUTE), b.vehicle_type"""
-    text = _two_stream_spec(unique("join"), broker.bootstrap, bookings_topic, pings_topic, influxdb.url, db,
-                            tmp_path / "ckpt", sql)
+    text = _two_stream_spec(
+        unique("join"),
+        broker.bootstrap,
+        bookings_topic,
+        pings_topic,
+        influxdb.url,
+        db,
+        tmp_path / "ckpt",
+        sql,
+    )
     p = plan(parse_spec(text, "join.yaml"), tmp_path)
-    assert "JOIN pings AS p ON b.driver_id = p.driver_id AND p.rowtime BETWEEN b.rowtime AND b.rowtime + " \
-           "INTERVAL '5' MINUTE" in p.translation.spark_sql
-    assert "b.__dagger_wm >= 0 AND p.__dagger_wm >= 0" in p.translation.spark_sql  # both watermarks follow every event
+    assert (
+        "JOIN pings AS p ON b.driver_id = p.driver_id AND p.rowtime BETWEEN b.rowtime AND b.rowtime + "
+        "INTERVAL '5' MINUTE" in p.translation.spark_sql
+    )
+    assert (
+        "b.__dagger_wm >= 0 AND p.__dagger_wm >= 0" in p.translation.spark_sql
+    )  # both watermarks follow every event
     progress = run_foreground(p, available_now=True, spark=spark)
 
     by_driver: dict[str, list[float]] = defaultdict(list)
@@ -201,5 +255,6 @@ GROUP BY TUMBLE(b.rowtime, INTERVAL '5' MINUTE), b.vehicle_type"""
     assert sum(count.values()) > 1000 and len(count) >= 4
     assert influx_points(influxdb, db, "m", "pings_after_booking", ["tag_vehicle_type"]) == dict(count)
     assert influx_points(influxdb, db, "m", "bookings_with_pings", ["tag_vehicle_type"]) == {
-        k: len(v) for k, v in orders.items()}
+        k: len(v) for k, v in orders.items()
+    }
     assert progress.input_rows == 4402

@@ -29,8 +29,10 @@ def _blocks(section: str) -> list[str]:
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     registry = SchemaRegistry(compile_descriptor_set(PROTOS, tmp_path_factory.mktemp("compiled")))
-    return {"booking": column_types(registry, "daggers.sqltest.SampleBookingInfo"),
-            "payment": column_types(registry, "daggers.sqltest.SamplePaymentInfo")}
+    return {
+        "booking": column_types(registry, "daggers.sqltest.SampleBookingInfo"),
+        "payment": column_types(registry, "daggers.sqltest.SamplePaymentInfo"),
+    }
 
 
 def test_the_page_has_examples_and_the_readme_links_it() -> None:
