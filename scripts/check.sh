@@ -10,8 +10,6 @@
 # test that uses a broker, InfluxDB, PostgreSQL, Elasticsearch, VictoriaMetrics or Spark fixture) nor slow,
 # under tests/job, tests/alerting and tests/web_atlas. The console's and the docs' tests run in CI.
 #
-# DAGGERS_CHECK_FORMAT=1 turns on `ruff format --check`: off until the tree has been formatted in one commit
-# (listed in .git-blame-ignore-revs), when its default becomes 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,11 +29,7 @@ step() {
   fi
 }
 
-if [ "${DAGGERS_CHECK_FORMAT:-0}" = 1 ]; then
-  step "format" .venv/bin/ruff format --check "${PATHS[@]}"
-else
-  printf '\n== format: skipped (DAGGERS_CHECK_FORMAT=1 turns it on)\n'
-fi
+step "format" .venv/bin/ruff format --check "${PATHS[@]}"
 step "lint" .venv/bin/ruff check "${PATHS[@]}"
 step "import contracts" .venv/bin/lint-imports
 step "types" .venv/bin/mypy

@@ -6,6 +6,7 @@ bash scripts/setup.sh
 # The tests' processes cache the bytecode they compile (pytest its rewritten test modules: collection 9.3 → 4.9 s
 # in each test process), whatever the shell says.
 unset PYTHONDONTWRITEBYTECODE
+.venv/bin/ruff format --check job tests bench scripts alerting tui web_atlas
 .venv/bin/ruff check job tests bench scripts alerting tui web_atlas
 .venv/bin/lint-imports
 .venv/bin/mypy
