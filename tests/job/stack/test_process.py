@@ -13,6 +13,12 @@ from job.stack.process import ManagedProcess, ignores_signal
 from tests.helpers import wait_until
 
 IGNORING = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+# Takes SIGINT whatever it inherited: a test run started in the background (nohup, `&` in a script) has
+# SIGINT ignored, and a child inherits that
+TAKING = (
+    "import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); print('ready', flush=True); "
+    "os.execvp('sleep', ['sleep', '60'])"
+)
 
 
 def _started(tmp_path: Path, argv: list[str]) -> ManagedProcess:
@@ -37,7 +43,7 @@ def test_a_process_that_ignores_sigint_is_sent_sigterm_at_once(tmp_path: Path) -
 
 
 def test_a_process_that_takes_sigint_gets_it_first(tmp_path: Path) -> None:
-    proc = _started(tmp_path, ["sh", "-c", "echo ready; exec sleep 60"])
+    proc = _started(tmp_path, [sys.executable, "-c", TAKING])
     assert proc.pid is not None and not ignores_signal(proc.pid, signal.SIGINT)
     proc.stop(timeout=10)
     assert proc._popen is not None and proc._popen.returncode == -signal.SIGINT
