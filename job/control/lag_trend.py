@@ -44,8 +44,10 @@ class LagTrend:
         """Say what shows the growth: ``lag 9800: the lowest of the last 20 s (8100) is above the highest of the
         first 20 s (4100)``."""
         third = self.span_s / 3
-        return (f"lag {self.latest} growing: its lowest in the last {third:.0f} s ({self.lows[2]}) is above its "
-                f"highest in the first {third:.0f} s ({self.first_high})")
+        return (
+            f"lag {self.latest} growing: its lowest in the last {third:.0f} s ({self.lows[2]}) is above its "
+            f"highest in the first {third:.0f} s ({self.first_high})"
+        )
 
 
 def lag_trend(readings: Iterable[tuple[float, int | None]], now: float, window_s: float) -> LagTrend | None:
@@ -63,5 +65,6 @@ def lag_trend(readings: Iterable[tuple[float, int | None]], now: float, window_s
     if not all(thirds):
         return None
     a, b, c = (min(t) for t in thirds)
-    return LagTrend(span_s=span, lows=(a, b, c), first_high=max(thirds[0]), low=min(a, b, c),
-                    latest=points[-1][1])
+    return LagTrend(
+        span_s=span, lows=(a, b, c), first_high=max(thirds[0]), low=min(a, b, c), latest=points[-1][1]
+    )
