@@ -130,6 +130,13 @@ def parse_condition(text: str) -> exp.Expr:
     return tree
 
 
+#: A hint for a parse error near a word that Flink reads and Dagger SQL does not
+_PARSE_HINTS = {
+    "RETURNING": "JSON_VALUE/JSON_QUERY (… RETURNING type) are not supported: JsonQuery(json, path) gives the value "
+    "as text; CAST it to the type",
+}
+
+
 def parse(text: str) -> exp.Query:
     """Return the AST of one SELECT statement (optionally with UNION ALL).
 
@@ -154,7 +161,10 @@ def parse(text: str) -> exp.Query:
         desc = _TOKEN_RE.sub(lambda m: repr(m.group(1)), first.get("description", str(exc)))
         near = first.get("highlight") or ""
         raise SqlError(
-            f"{desc}" + (f" (near {near!r})" if near else ""), line=first.get("line"), col=first.get("col")
+            f"{desc}" + (f" (near {near!r})" if near else ""),
+            line=first.get("line"),
+            col=first.get("col"),
+            hint=_PARSE_HINTS.get(near.upper()),
         ) from None
     except TokenError as exc:
         raise SqlError(f"cannot read the query: {exc}") from None

@@ -51,6 +51,10 @@ def column_types(tables: Mapping[str, Iterable[str] | Mapping[str, str | None]])
     return out
 
 
+#: Flink's wall-clock names written without parentheses, which read as columns here
+WALL_CLOCK_NAMES = frozenset({"LOCALTIMESTAMP", "LOCALTIME", "CURRENT_TIME"})
+
+
 @dataclass
 class Source:
     """One name a SELECT's FROM defines, with the columns it offers (None: not known, e.g. ``SELECT *``)."""
@@ -300,6 +304,12 @@ class _Resolver:
                 hint=f"tables here: {', '.join(sorted(n for n in sources if n))}" if sources else None,
             )
         every = {c for s in sources.values() for c in (s.columns or {})}
+        if len(parts) == 1 and parts[0].upper() in WALL_CLOCK_NAMES:
+            raise _fail(
+                f"{parts[0].upper()} (the wall clock's time of day or timestamp) is not supported",
+                col,
+                hint="a dagger judges rows by event time: use rowtime, or CURRENT_TIMESTAMP (one value a micro-batch)",
+            )
         raise _fail(f"unknown column {parts[0]}", col, hint=suggest(parts[0], every - {TIME_COLUMN}))
 
     def stars(self, scope: Scope, sources: dict[str, Source]) -> ColumnTypes | None:

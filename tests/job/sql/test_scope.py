@@ -170,3 +170,37 @@ def test_output_columns_renamed_apart_run() -> None:
         "b.customer_id = p.customer_id\nAND p.rowtime BETWEEN b.rowtime AND b.rowtime + INTERVAL '1' MINUTE"
     )
     assert translate(sql, TABLES).output_columns == ["customer_id", "payer"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "col", "message", "hint"),
+    [
+        (
+            "SELECT LOCALTIMESTAMP AS t FROM booking",
+            8,
+            "LOCALTIMESTAMP (the wall clock's time of day or timestamp) is not supported",
+            "a dagger judges rows by event time: use rowtime",
+        ),
+        (
+            "SELECT customer_id, localtime AS t FROM booking",
+            21,
+            "LOCALTIME (the wall clock's time of day or timestamp) is not supported",
+            "a dagger judges rows by event time: use rowtime",
+        ),
+        (
+            "SELECT JSON_VALUE(customer_id, '$.a' RETURNING INT) AS j FROM booking",
+            46,  # the parser's column: the end of the word it stopped at
+            "Expecting ) (near 'RETURNING')",
+            "JSON_VALUE/JSON_QUERY (… RETURNING type) are not supported: JsonQuery(json, path)",
+        ),
+    ],
+)
+def test_flinks_wall_clock_and_returning_are_refused_with_a_hint(
+    sql: str, col: int, message: str, hint: str
+) -> None:
+    """Flink reads these; Dagger SQL refuses them naming what to write, not as an unknown column or a bare
+    parse error."""
+    with pytest.raises(SqlError) as info:
+        translate(sql, TABLES)
+    assert str(info.value).startswith(f"line 1, column {col}: {message}")
+    assert info.value.hint is not None and info.value.hint.startswith(hint)
