@@ -15,6 +15,8 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.common.text import safe_text
 from job.common.words import counted
+from job.control.health_model import HealthSettings
+from job.control.rates import rate_series
 from job.control.views import DaggerScreenView, DaggerView, VersionView
 from job.errors import DaggerError
 from tui.actions import ConsoleApp
@@ -122,9 +124,10 @@ class DaggerScreen(RefreshingScreen):
             + f" · last update {age(now, view.status_updated_at)} ago",
         )
         self.query_one("#status", Static).update(status)
-        series = {
-            "throughput": [s.input_rows_per_s for s in samples],
-            "lag": [float(s.lag or 0) for s in samples],
+        window = HealthSettings.from_env().rate_window_s
+        series = {  # rows/s: rows read over wall time, as the health model's figure
+            "throughput": rate_series(samples, window),
+            "lag": [float(s.lag) for s in samples if s.lag is not None],  # the lag reads
             "batch": [float(s.batch_duration_ms) for s in samples],
         }
         for key, values in series.items():

@@ -11,22 +11,26 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
 ``running``
     it reads what arrives; its lag is small.
 ``catching up``
-    it is behind: its lag stayed at least ``catching_up_lag`` over the whole lag window, and is not growing.
+    it is behind: its lag stayed at least ``catching_up_lag`` over the whole lag window, and is not shown to
+    grow (its reason says "not growing" only when the window shows it).
 ``lagging``
-    its lag grows over the lag window (:mod:`job.control.lag_trend`: the lows of the saw-tooth rise, and
-    the newest never came back down to the oldest's high), by at least ``lag_growth_min``.
+    its lag grows over the lag window (:mod:`job.control.lag_trend`: the troughs of the saw-tooth rise
+    batch by batch, and the newest third's lowest clears the oldest third's highest by ``lag_growth_min``).
 ``stalled``
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
-    ``stall_after_s`` while records wait on its topics, or while its brokers' end offsets could not be
-    read (a broker that does not answer), or a sink has been retrying a write for ``sink_stall_after_s``.
-    A restart does not reset this evidence: the samples of the run before count.
+    ``stall_after_s`` while records wait on its topics, or its brokers do not answer (no batch and its
+    brokers' end offsets unreadable for ``brokers_silent_after_s``, or one micro-batch when longer), or a
+    sink has been retrying a write for ``sink_stall_after_s``. A restart does not reset this evidence: the
+    samples of the run before count.
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
-    ``crash_loop_restarts`` times in a row and its current run has not yet reported for
-    ``recovered_after_s`` (nor is older than ``crash_window_s``).
+    ``crash_loop_restarts`` times in a row and its current run has not yet run and reported for
+    ``recovered_after_s`` (nor is older than ``crash_window_s``). Once it has (:func:`streak_ended`), its
+    crashes in a row are over: it shows 0 restarts, and the controller records 0.
 
-The lag window is ``lag_window_s``, or four micro-batches when that is longer (up to ``stall_after_s``): a
-state changes only on evidence that outlasts a batch.
+The lag window holds at least six micro-batches: ``lag_window_s``, stretched back up to ``lag_window_max_s``
+when batches are slow, and never across a gap in the readings longer than ``controller_silent_s`` (a
+controller that was down): a state changes only on evidence that outlasts a batch.
 ``failed``
     its controller gave up restarting it.
 ``stopped``
@@ -36,7 +40,9 @@ state changes only on evidence that outlasts a batch.
     starting and has reported nothing yet.
 
 Figures (rows/s, lag, batch time) carry the time they were measured and their age; a dagger that is
-stopped, failed, crash-looping or unknown shows none.
+stopped, failed, crash-looping or unknown shows none. Rows/s is the rows read over the wall time of the
+last ``rate_window_s`` of samples (:mod:`job.control.rates`), never one batch's rate; while its brokers do
+not answer it is not current (its time is the last batch's).
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from job.control.lag_trend import lag_trend
+from job.control.lag_trend import Reading, lag_trend
+from job.control.rates import batch_interval, rows_rate
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
 CRASH_LOOPING, FAILED, STOPPED, UNKNOWN = "crash-looping", "failed", "stopped", "unknown"
@@ -126,8 +133,26 @@ class HealthSettings(BaseModel):
     lag_window_s: float = Field(
         default=60.0,
         gt=0,
-        description="The window over which a growing lag makes a dagger lagging (at least four "
-        "micro-batches long).",
+        description="The window over which a growing lag makes a dagger lagging (stretched to hold at "
+        "least six micro-batches).",
+    )
+    lag_window_max_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How far back the lag window stretches to hold six slow micro-batches (fewer in it: "
+        "no verdict on the lag's trend).",
+    )
+    brokers_silent_after_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="No batch and the brokers' end offsets unreadable for this long (or one micro-batch, "
+        "when longer) make a dagger stalled: its brokers do not answer.",
+    )
+    rate_window_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Rows/s is the rows read over this much wall time of samples (three micro-batches, "
+        "when longer).",
     )
     lag_growth_min: int = Field(
         default=1000, ge=1, description="Records the lag must grow by over lag_window_s to count as lagging."
@@ -263,21 +288,41 @@ def last_rows_at(samples: Sequence[Point]) -> float | None:
     return found
 
 
-def lag_window(progress: Mapping[str, Any], s: HealthSettings) -> float:
-    """Return the lag window for a dagger whose last batch took ``progress["batch_duration_ms"]``: at least
-    ``lag_window_s``, at least four batches, at most ``stall_after_s``."""
-    batch_s = float(progress.get("batch_duration_ms") or 0) / 1000.0
-    return max(s.lag_window_s, min(4 * batch_s, s.stall_after_s))
-
-
 def lag_readings(
-    samples: Sequence[Point], lag: int | None, lag_at: float | None
-) -> list[tuple[float, int | None]]:
-    """Return the lag readings of the samples and the newest lag read: ``(at, lag)``."""
-    out = [(p.at, p.lag) for p in samples]
-    if lag is not None and lag_at is not None:
-        out.append((lag_at, lag))
+    samples: Sequence[Point], lag: int | None, lag_at: float | None, input_rows: int
+) -> list[Reading]:
+    """Return the lag readings of the samples, ``(at, lag, rows read in all)``; the newest lag read (``lag``
+    at ``lag_at``, ``input_rows`` read then) only when no sample carries a lag (the controller records each
+    read as a sample)."""
+    out: list[Reading] = [(p.at, p.lag, p.input_rows) for p in samples if p.lag is not None]
+    if not out and lag is not None and lag_at is not None:
+        out.append((lag_at, lag, input_rows))
     return out
+
+
+def streak_ended(
+    started_at: float | None, progress: Mapping[str, Any], now: float, s: HealthSettings
+) -> bool:
+    """Return True when the run that started at ``started_at`` has reported since its start and run for
+    ``recovered_after_s``: its crashes in a row are over (the rule that ends crash-looping; the controller
+    then records 0 restarts, and the next crash starts a new streak)."""
+    if not started_at:
+        return False
+    return float(progress.get("updated_at") or 0.0) >= started_at and now - started_at >= s.recovered_after_s
+
+
+def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = True) -> Figure | None:
+    """Return rows/s: the rows read over the wall time of the newest ``rate_window_s`` of samples (three
+    micro-batches when longer), as of the newest sample; not ``current`` (its brokers do not answer): as of
+    the last batch, and not fresh. None with fewer than two samples."""
+    batch_s = float(f.progress.get("batch_duration_ms") or 0) / 1000.0
+    rate = rows_rate(f.samples, max(s.rate_window_s, 3 * batch_interval(f.samples, batch_s)))
+    if rate is None:
+        return None
+    if current:
+        return _figure(round(rate.rows_per_s, 1), rate.until, now, s)
+    at = float(f.progress.get("batch_at") or f.progress.get("updated_at") or rate.until)
+    return Figure(value=round(rate.rows_per_s, 1), at=at, age_s=_age(now, at), fresh=False)
 
 
 def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:
@@ -360,23 +405,19 @@ def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -
 
 def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     """Return the state of a dagger whose process runs (``starting`` or ``running``)."""
-    p, restarts = f.progress, f.restarts
+    p = f.progress
     started = float(f.started_at or 0.0)
     up_s = now - started if f.started_at else None
     updated = float(p.get("updated_at") or 0.0)
-    reported = updated if updated >= started else None
-    if (
-        restarts >= s.crash_loop_restarts
-        and up_s is not None
-        and up_s < s.crash_window_s
-        and (reported is None or up_s < s.recovered_after_s)
-    ):
+    recovered = streak_ended(f.started_at, p, now, s)
+    restarts = 0 if recovered else f.restarts
+    if restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s:
         return DaggerHealth(
             CRASH_LOOPING,
             f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}",
             restarts=restarts,
         )
-    if reported is None:
+    if updated < started or not updated:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
         return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
@@ -384,12 +425,16 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     lag = int(f.lag) if lag_fresh and f.lag is not None else None
     batch_at = float(p.get("batch_at") or updated)
     idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
+    # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
+    known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
+    unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
+    batch_s = float(p.get("batch_duration_ms") or 0) / 1000.0
+    silent_after = max(s.brokers_silent_after_s, batch_interval(f.samples, batch_s))
+    brokers_silent = bool(f.lag_error) and min(now - batch_at, unreadable_s) > silent_after
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
         RUNNING,
         "",
-        rows_per_s=_figure(0.0, updated, now, s)
-        if idle
-        else _figure(p.get("input_rows_per_s"), batch_at, now, s),
+        rows_per_s=rows_figure(f, now, s, current=not brokers_silent),
         lag=_figure(f.lag, f.lag_at, now, s),
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
         watermark_age_s=watermark_age(p.get("watermark"), now),
@@ -400,42 +445,37 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     sink = sink_retrying(p, now)
     if sink is not None and sink[1] >= s.sink_stall_after_s:
         return replace(figures, state=STALLED, reason=sink[0])
-    if now - updated > s.stall_after_s:
-        return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
-    # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
-    known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
-    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
-    unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
-    if f.lag_error and unreadable_s > s.stall_after_s and now - rows_at > s.stall_after_s:
+    if brokers_silent:
         return replace(
             figures,
             state=STALLED,
-            reason=f"read no row for {now - rows_at:.0f} s; its brokers' end "
-            f"offsets unreadable for {unreadable_s:.0f} s: {f.lag_error}",
+            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
+            f"for {unreadable_s:.0f} s: {f.lag_error}",
         )
+    if now - updated > s.stall_after_s:
+        return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
+    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
     if lag and now - rows_at > s.stall_after_s:
         return replace(
             figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait"
         )
-    trend = lag_trend(lag_readings(f.samples, lag, f.lag_at), now, lag_window(p, s))
+    readings = lag_readings(f.samples, lag, f.lag_at, int(p.get("input_rows") or 0))
+    trend = lag_trend(
+        readings, now, s.lag_window_s, max_window_s=s.lag_window_max_s, max_gap_s=s.controller_silent_s
+    )
     if trend is not None and trend.growing(s.lag_growth_min):
         return replace(figures, state=LAGGING, reason=trend.reason())
     if trend is not None and trend.low >= s.catching_up_lag:
-        return replace(
-            figures,
-            state=CATCHING_UP,
-            reason=f"{trend.latest} records behind, not growing (at least "
-            f"{trend.low} over {trend.span_s:.0f} s)",
+        behind = f"{trend.latest} records behind"
+        why = (
+            f"{behind}, not growing: {trend.not_growing()}"
+            if trend.shrinking_or_flat()
+            else f"{behind}, at least {trend.low} over {trend.batches} batches in {trend.span_s:.0f} s; "
+            f"not shown to grow or to shrink yet"
         )
+        return replace(figures, state=CATCHING_UP, reason=why)
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])
-    if idle and f.lag_error:
-        return replace(
-            figures,
-            state=RUNNING,
-            reason=f"no batch for {now - batch_at:.0f} s: its brokers do not answer "
-            f"(end offsets unreadable for {unreadable_s:.0f} s): {f.lag_error}",
-        )
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 

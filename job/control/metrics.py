@@ -24,7 +24,8 @@ from job.control.health_model import CLUSTER_STATES, DAGGER_STATES, ClusterHealt
 #: Every metric the controller serves, by name (as a query names it; counters add ``_total``).
 METRICS: dict[str, str] = {
     "daggers_dagger_state": "1 for the dagger's state of the health model, 0 for the others.",
-    "daggers_dagger_rows_per_second": "Rows read per second in the last micro-batch (0 when idle).",
+    "daggers_dagger_rows_per_second": "Rows read per second of wall time over the last minute of micro-batches "
+    "(its age is the last batch's while its brokers do not answer).",
     "daggers_dagger_lag_records": "Records on the dagger's topics its last committed batch has not read.",
     "daggers_dagger_batch_seconds": "Duration of the last micro-batch.",
     "daggers_dagger_figure_age_seconds": "Age of each figure (label figure: rows_per_second, lag, batch).",

@@ -117,7 +117,7 @@ def judged(
     """Return the views of ``daggers``, each judged by the health model from its samples of the last
     stall and lag windows."""
     at = now() if at is None else at
-    since = at - max(settings.stall_after_s, settings.lag_window_s) - 60.0
+    since = at - max(settings.stall_after_s, settings.lag_window_max_s, settings.rate_window_s) - 60.0
     points = recent_points(s, [d.id for d in daggers], since)
     return [DaggerView.of(d, points[d.id], at=at, settings=settings) for d in daggers]
 

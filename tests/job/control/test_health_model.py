@@ -49,14 +49,15 @@ def progress(updated: float, batch: float | None = None, **extra: Any) -> dict[s
 def sawtooth(
     start: float, end: float, lows: tuple[int, int, int], high: int, step: float = 2.5
 ) -> tuple[Point, ...]:
-    """Samples every ``step`` s of a lag that climbs by ``high`` over 10 s and drops back to the third's low."""
+    """Samples every ``step`` s of a lag that climbs by ``high`` over a 10-s batch (four samples of one batch:
+    the rows read in all move once per tooth) and drops back to the third's low when the next commits."""
     n = int((end - start) / step) + 1
     third = (end - start) / 3
     out = []
     for i in range(n):
         at = start + i * step
         low = lows[min(int((at - start) / third), 2)]
-        out.append(Point(at=at, input_rows=1000 * (i + 1), lag=low + int(high * ((i % 4) / 4))))
+        out.append(Point(at=at, input_rows=1000 * (i // 4 + 1), lag=low + int(high * ((i % 4) / 4))))
     return tuple(out)
 
 
@@ -208,19 +209,29 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 100, 500, 0),),
         ),
         STALLED,
-        "read no row for 100 s; its brokers' end offsets unreadable for 95 s: Source error: timed out",
+        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 95 s: Source error: timed out",
     ),
     (
-        "idle, brokers unreadable only 30 s",
+        "idle, brokers unreadable for 30 s: longer than a batch",
         facts(
             progress=progress(NOW - 2, batch=NOW - 100),
             lag=None,
             lag_at=NOW - 30,
             lag_error="Source error: timed out",
         ),
+        STALLED,
+        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 30 s: Source error: timed out",
+    ),
+    (
+        "idle, brokers unreadable for 15 s only",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 100),
+            lag=None,
+            lag_at=NOW - 15,
+            lag_error="Source error: timed out",
+        ),
         RUNNING,
-        "no batch for 100 s: its brokers do not answer (end offsets unreadable for 30 s): Source error: "
-        "timed out",
+        "idle: nothing new to read",
     ),
     (
         "restarted while its brokers do not answer",
@@ -233,7 +244,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10)),
         ),
         STALLED,
-        "read no row for 130 s; its brokers' end offsets unreadable for 130 s: Source error: timed out",
+        "its brokers do not answer: no batch for 130 s, end offsets unreadable for 130 s: Source error: "
+        "timed out",
     ),
     (
         "idle on an empty topic: no lag yet",
@@ -250,7 +262,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000),
         ),
         LAGGING,
-        "lag 12100 growing: its lowest in the last 20 s (8100) is above its highest in the first 20 s (3100)",
+        "lag 11100 growing over 12 batches in 55 s: its lowest in the newest third (8100) is above its highest "
+        "in the oldest third (3100)",
     ),
     (
         "a tall saw-tooth, bounded",
@@ -258,7 +271,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             progress=progress(NOW - 1),
             lag=11500,
             lag_at=NOW - 1,
-            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 1500, 2000), high=12000),
+            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 1800, 1400), high=12000),
         ),
         RUNNING,
         "reading",
@@ -272,8 +285,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 6000, 12000), high=5000),
         ),
         LAGGING,
-        "lag 19000 growing: its lowest in the last 20 s (12000) is above its highest in the first 20 s "
-        "(4750)",
+        "lag 15750 growing over 6 batches in 58 s: its lowest in the newest third (12000) is above its highest "
+        "in the oldest third (1000)",
     ),
     (
         "behind, swinging, not growing",
@@ -284,7 +297,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000), high=52000),
         ),
         CATCHING_UP,
-        "97000 records behind, not growing (at least 44000 over 59 s)",
+        "83000 records behind, not growing: its lowest in the newest third (44000) is not above its highest in "
+        "the oldest third (45000), over 6 batches in 58 s",
     ),
     (
         "behind with a batch longer than the window",
@@ -317,7 +331,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000),
         ),
         CATCHING_UP,
-        "20000 records behind, not growing (at least 20000 over 59 s)",
+        "25000 records behind, not growing: its lowest in the newest third (25000) is not above its highest in "
+        "the oldest third (80000), over 12 batches in 55 s",
     ),
     (
         "behind, too little history to tell",
@@ -423,7 +438,7 @@ def test_figures_carry_their_age() -> None:
         S,
     )
     assert h.state == RUNNING
-    assert h.rows_per_s == Figure(950.0, NOW - 4, 4.0, True)
+    assert h.rows_per_s == Figure(200.0, NOW - 5, 5.0, True)  # 1000 rows every 5 s, not Spark's 950
     assert h.batch_ms == Figure(1200.0, NOW - 4, 4.0, True)
     assert h.lag == Figure(250.0, NOW - 40, 40.0, False)  # read 40 s ago: old, and said so
     assert h.watermark_age_s == 20.0  # 1970-01-12T13:46:20Z is 999,980
@@ -431,28 +446,35 @@ def test_figures_carry_their_age() -> None:
 
 
 def test_an_idle_dagger_reads_zero_rows_per_second_not_its_last_rate() -> None:
-    h = dagger_health(facts(progress=progress(NOW - 3, batch=NOW - 300), lag=0, lag_at=NOW - 1), NOW, S)
+    idle = (Point(NOW - 300, 5000), Point(NOW - 200, 5000, 0), Point(NOW - 100, 5000, 0), Point(NOW - 3, 5000, 0))
+    h = dagger_health(
+        facts(progress=progress(NOW - 3, batch=NOW - 300), lag=0, lag_at=NOW - 1, samples=idle), NOW, S
+    )
     assert h.rows_per_s == Figure(0.0, NOW - 3, 3.0, True)
     assert h.batch_ms == Figure(1200.0, NOW - 300, 300.0, False)
 
 
 def test_a_stalled_dagger_shows_its_figures_as_old() -> None:
-    h = dagger_health(facts(progress=progress(NOW - 120), lag=313_900, lag_at=NOW - 2), NOW, S)
+    h = dagger_health(
+        facts(progress=progress(NOW - 120), lag=313_900, lag_at=NOW - 2, samples=reading(NOW - 240, NOW - 120)),
+        NOW,
+        S,
+    )
     assert h.state == STALLED
-    assert h.rows_per_s == Figure(950.0, NOW - 120, 120.0, False)
+    assert h.rows_per_s == Figure(200.0, NOW - 120, 120.0, False)
 
 
 def test_helpers() -> None:
     assert last_rows_at((Point(1, 10), Point(2, 10), Point(3, 15), Point(4, 15))) == 3
     assert last_rows_at((Point(1, 10),)) is None
-    trend = lag_trend([(NOW - 60, 10), (NOW - 40, 40), (NOW - 20, 70), (NOW - 1, 90)], NOW, 60)
-    assert trend == LagTrend(span_s=59.0, lows=(10, 40, 70), first_high=10, low=10, latest=90)
-    assert trend.growing(60) and not trend.growing(61)
-    assert lag_trend([(NOW - 20, 10), (NOW - 10, 40), (NOW - 1, 70)], NOW, 60) is None  # spans 19 of 60 s
-    assert (
-        lag_trend([(NOW - 60, 10), (NOW - 59, 40), (NOW - 1, 70)], NOW, 60) is None
-    )  # the middle third empty
-    assert not lag_trend([(NOW - 60, 0), (NOW - 30, 50), (NOW - 1, 0)], NOW, 60).growing(1)  # type: ignore[union-attr]
+    six = [(NOW - 60 + 12 * i, 10 + 30 * i, i) for i in range(6)]  # six batches, one reading each
+    trend = lag_trend(six, NOW, 60)
+    assert trend == LagTrend(span_s=60.0, batches=6, lows=(10, 70, 130), first_high=40, low=10, latest=160)
+    assert trend.growing(90) and not trend.growing(91)
+    assert lag_trend(six[3:], NOW, 60) is None  # three batches: a third of one batch is one tooth
+    assert lag_trend([(at - 40, lag, b) for at, lag, b in six], NOW, 60) is None  # spans 20 of 60 s
+    flat = [(NOW - 60 + 12 * i, (0, 50)[i % 2], i) for i in range(6)]
+    assert not lag_trend(flat, NOW, 60).growing(1)  # type: ignore[union-attr]
     assert watermark_age("1970-01-01T00:00:00.000Z", NOW) is None
     assert watermark_age("not a time", NOW) is None
 

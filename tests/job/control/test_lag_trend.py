@@ -1,57 +1,125 @@
-"""Properties of the lag trend (job.control.lag_trend): a bounded saw-tooth is never growing, however tall
-and however its teeth fall; a lag that climbs faster than its teeth are tall always is."""
+"""Properties of the lag trend (job.control.lag_trend), judged batch by batch: troughs that stay within a band
+narrower than the growth asked for are never growing, however tall the teeth between them; troughs that climb
+are growing; a window never judges fewer than six batches, two to a third, nor across a gap in the readings."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job.control.lag_trend import lag_trend
+from job.control.lag_trend import MIN_BATCHES, MIN_PER_THIRD, Reading, lag_trend
 
 NOW = 1_000_000.0
 WINDOW = 60.0
+GROWTH = 1000  # lag_growth_min
 
 
-def _teeth(lows: list[int], highs: list[int], start: float, tooth_s: float) -> list[tuple[float, int]]:
-    """Readings of teeth back to back: each tooth is read at its low, halfway, and at its high."""
-    out = []
-    for i, (low, high) in enumerate(zip(lows, highs, strict=True)):
-        at = start + i * tooth_s
-        out += [(at, low), (at + tooth_s / 3, (low + high) // 2), (at + 2 * tooth_s / 3, high)]
+def _batches(troughs: list[int], teeth: list[list[int]], start: float, batch_s: float) -> list[Reading]:
+    """Readings of batches back to back: each batch is read at its trough soon after its commit, then at
+    heights above it (the records that arrive while it runs); the rows read in all move with each batch."""
+    out: list[Reading] = []
+    for i, (trough, heights) in enumerate(zip(troughs, teeth, strict=True)):
+        at = start + i * batch_s
+        out.append((at + 0.5, trough, i))
+        out += [
+            (at + 0.5 + (j + 1) * batch_s / (len(heights) + 1), trough + h, i) for j, h in enumerate(heights)
+        ]
     return out
 
 
+_teeth = st.lists(st.integers(0, 5_000_000), min_size=0, max_size=4)
+
+
 @settings(max_examples=300, deadline=None)
-@given(bound=st.integers(1, 1_000_000), teeth=st.integers(6, 30), data=st.data())
-def test_a_bounded_saw_tooth_is_never_growing(bound: int, teeth: int, data: st.DataObject) -> None:
-    """Every tooth's low is at most ``bound`` and its high at least ``bound``: however the lows and highs
-    fall, the lows of the newest third never clear the highs of the oldest."""
-    lows = data.draw(st.lists(st.integers(0, bound), min_size=teeth, max_size=teeth))
-    highs = data.draw(st.lists(st.integers(bound, 3 * bound), min_size=teeth, max_size=teeth))
-    tooth_s = WINDOW / teeth
-    trend = lag_trend(_teeth(lows, highs, NOW - WINDOW, tooth_s), NOW, WINDOW)
+@given(n=st.integers(6, 30), base=st.integers(0, 10_000_000), band=st.integers(0, GROWTH - 1), data=st.data())
+def test_troughs_within_a_band_are_never_growing(n: int, base: int, band: int, data: st.DataObject) -> None:
+    """Every batch's trough lies in [base, base + band] with band < lag_growth_min; the teeth above them are of
+    any height: the newest third's lowest never clears the oldest third's highest by lag_growth_min."""
+    troughs = data.draw(st.lists(st.integers(base, base + band), min_size=n, max_size=n))
+    teeth = data.draw(st.lists(_teeth, min_size=n, max_size=n))
+    trend = lag_trend(_batches(troughs, teeth, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
     assert trend is not None
-    assert not trend.growing(1)
+    assert not trend.growing(GROWTH)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    rate=st.integers(100, 100_000), teeth=st.integers(6, 30), base=st.integers(0, 10_000_000), data=st.data()
+    n=st.integers(6, 30), rise=st.integers(GROWTH, 100_000), base=st.integers(0, 10_000_000), data=st.data()
 )
-def test_a_lag_climbing_faster_than_its_teeth_are_tall_is_growing(
-    rate: int, teeth: int, base: int, data: st.DataObject
-) -> None:
-    """The lag grows by ``rate`` records a second; each tooth is less tall than what the lag grows in a
-    third of the window: a dagger falling behind is lagging within one window."""
-    tooth_s = WINDOW / teeth
-    heights = data.draw(
-        st.lists(st.integers(0, int(rate * WINDOW / 3 * 0.9)), min_size=teeth, max_size=teeth)
-    )
-    lows = [base + int(rate * i * tooth_s) for i in range(teeth)]
-    trend = lag_trend(
-        _teeth(lows, [lo + h for lo, h in zip(lows, heights, strict=True)], NOW - WINDOW, tooth_s),
-        NOW,
-        WINDOW,
-    )
+def test_climbing_troughs_are_growing(n: int, rise: int, base: int, data: st.DataObject) -> None:
+    """Each batch's trough is ``rise`` (at least lag_growth_min) above the one before, give or take half of
+    that; the teeth above them are of any height: a dagger falling behind is lagging within one window."""
+    noise = data.draw(st.lists(st.integers(0, rise // 2), min_size=n, max_size=n))
+    troughs = [base + rise * i + e for i, e in enumerate(noise)]
+    teeth = data.draw(st.lists(_teeth, min_size=n, max_size=n))
+    trend = lag_trend(_batches(troughs, teeth, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
     assert trend is not None
-    assert trend.growing(1), trend
+    assert trend.growing(GROWTH), trend
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch_s=st.floats(4.0, 60.0), reads=st.integers(1, 4), data=st.data())
+def test_slow_batches_stretch_the_window_and_fill_each_third(
+    batch_s: float, reads: int, data: st.DataObject
+) -> None:
+    """Batches of ``batch_s`` each read ``reads`` times: a verdict, when there is one, holds at least six
+    batches, two to a third, however slow the batches (the window stretches back, up to 300 s)."""
+    n = int(300 / batch_s)
+    troughs = data.draw(st.lists(st.integers(0, 100_000), min_size=n, max_size=n))
+    readings = _batches(troughs, [[1000] * (reads - 1)] * n, NOW - n * batch_s, batch_s)
+    trend = lag_trend(readings, NOW, WINDOW, max_window_s=300.0)
+    if n >= MIN_BATCHES:
+        assert trend is not None
+        assert trend.batches >= max(MIN_BATCHES, int(WINDOW / batch_s))
+        assert trend.batches // 3 >= MIN_PER_THIRD
+    else:
+        assert trend is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(6, 20),
+    before=st.lists(st.integers(0, 1_000_000), min_size=1, max_size=20),
+    gap=st.floats(31.0, 600.0),
+    data=st.data(),
+)
+def test_no_verdict_across_a_gap(n: int, before: list[int], gap: float, data: st.DataObject) -> None:
+    """Readings taken before a gap longer than max_gap_s (a controller that was down) change nothing: the
+    trend is that of the readings after the gap alone."""
+    troughs = data.draw(st.lists(st.integers(0, 100_000), min_size=n, max_size=n))
+    after = _batches(troughs, [[500]] * n, NOW - WINDOW, WINDOW / n)
+    first = after[0][0] - gap
+    old: list[Reading] = [(first - 5.0 * i, lag, -1 - i) for i, lag in enumerate(before)]
+    assert lag_trend(old + after, NOW, WINDOW, max_window_s=900, max_gap_s=30) == lag_trend(
+        after, NOW, WINDOW, max_window_s=900, max_gap_s=30
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(6, 30),
+    low=st.integers(0, 1000),
+    peak=st.integers(20_000, 1_000_000),
+    step=st.integers(1, 10_000),
+    data=st.data(),
+)
+def test_catching_up_after_a_stall_is_not_growing(
+    n: int, low: int, peak: int, step: int, data: st.DataObject
+) -> None:
+    """Small troughs, then a stall's backlog read off over the last ``m`` batches, each trough below the one
+    before: the lag is high but falling, not growing (wherever the backlog begins)."""
+    m = data.draw(st.integers(1, n))
+    troughs = [low] * (n - m) + [max(peak - step * i, low + m - i) for i in range(m)]
+    trend = lag_trend(_batches(troughs, [[100]] * n, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
+    assert trend is not None
+    assert not trend.growing(GROWTH)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(6, 20), silent=st.floats(31.0, 240.0), data=st.data())
+def test_no_verdict_from_readings_that_ended_long_ago(n: int, silent: float, data: st.DataObject) -> None:
+    """Climbing troughs whose newest reading is older than max_gap_s (nothing read since): no verdict now."""
+    troughs = [10_000 * i for i in range(n)]
+    readings = _batches(troughs, [[]] * n, NOW - silent - WINDOW, WINDOW / n)
+    assert lag_trend(readings, NOW - silent, WINDOW, max_gap_s=30) is not None
+    assert lag_trend(readings, NOW, WINDOW, max_window_s=600, max_gap_s=30) is None
