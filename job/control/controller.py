@@ -50,7 +50,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from job.control import handoff, specs
 from job.control.agent import SAMPLE_FIELDS, ClusterAgent
 from job.control.errors import ConflictError, RegistryError
-from job.control.health_model import DaggerFacts, HealthSettings, Point, cluster_health, dagger_health
+from job.control.health_model import (
+    DaggerFacts,
+    HealthSettings,
+    Point,
+    cluster_health,
+    dagger_health,
+    streak_ended,
+)
 from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
 from job.control.metrics import DaggerSeries, HealthMetrics, MetricsServer, serve
 from job.control.models import Sample
@@ -85,7 +92,10 @@ class ControllerSettings(BaseModel):
     poll_interval_s: float = Field(default=1.0, gt=0, description="Seconds between two reconcile rounds.")
     health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between two health probes.")
     lag_interval_s: float = Field(
-        default=5.0, gt=0, description="Seconds between two consumer-lag reads per dagger."
+        default=5.0,
+        gt=0,
+        description="Seconds between two consumer-lag reads per dagger (a batch that read rows brings the "
+        "next read forward, to no less than a fifth of this after the one before).",
     )
     max_restarts: int = Field(
         default=5, ge=0, description="Crashes in a row restarted before a dagger is left failed."
@@ -97,7 +107,10 @@ class ControllerSettings(BaseModel):
         default=120.0, ge=0, description="Longest wait between restarts (it doubles)."
     )
     stable_after_s: float = Field(
-        default=300.0, gt=0, description="A run this long forgets the crashes before it."
+        default=300.0,
+        gt=0,
+        description="A run this long forgets the crashes before it (as does one that has run and reported "
+        "for the health model's recovered_after_s).",
     )
     stop_timeout_s: float = Field(
         default=60.0, gt=0, description="Seconds a graceful stop (SIGTERM) may take before SIGKILL."
@@ -183,6 +196,19 @@ class _Item:
         return f"{self.team}/{self.name}"
 
 
+def _sample(dagger_id: int, at: float, progress: dict[str, Any], lag: int | None) -> Sample:
+    """Return a progress sample of ``progress`` taken at ``at`` (with the lag read then, or None)."""
+    return Sample(
+        dagger_id=dagger_id,
+        at=at,
+        input_rows=int(progress.get("input_rows") or 0),
+        input_rows_per_s=float(progress.get("input_rows_per_s") or 0.0),
+        processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
+        batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
+        lag=lag,
+    )
+
+
 class Controller:
     """Reconciles the daggers of one cluster (see the module docstring)."""
 
@@ -212,6 +238,8 @@ class Controller:
         self.pid = os.getpid()
         self._procs: dict[int, Proc | HostedRun] = {}
         self._lag_at: dict[int, float] = {}
+        # when each running lag read was asked for, and the progress then
+        self._lag_asked: dict[int, dict[str, Any]] = {}
         self._streams: dict[tuple[int, int], list[tuple[str, list[str], dict[str, str]]]] = {}
         self._health_at = 0.0
         self._health_job: Future[dict[str, Any]] | None = None
@@ -311,10 +339,9 @@ class Controller:
                 upd = self._take_over(item)
                 handed.append(item.id)
             upd.update(self._reconcile(item, now))
-            observed, sample = self._observe(item, {**item.status, **upd}, now)
+            observed, new = self._observe(item, {**item.status, **upd}, now)
             upd.update(observed)
-            if sample is not None:
-                samples.append(sample)
+            samples.extend(new)
             changed = {k: v for k, v in upd.items() if before.get(k) != v}
             if changed:
                 updates[item.id] = changed
@@ -364,7 +391,9 @@ class Controller:
             upd.get("next_restart_at", st.get("next_restart_at")) or 0.0
         )
         if actual in ("created", "pending", "stopped", "starting", "running", "stopping") or due:
-            return {**upd, **self._launch(item, now)}
+            # a new version starts with its own streak of crashes
+            own = {"restarts": 0} if st.get("running_version") not in (None, item.version) else {}
+            return {**upd, **own, **self._launch(item, now)}
         return upd
 
     def _keep_stopping(self, item: _Item, proc: DaggerProcess, now: float) -> dict[str, Any]:
@@ -393,7 +422,10 @@ class Controller:
             else "the process is gone"
         )
         uptime = now - float(st.get("started_at") or now)
-        restarts = (0 if uptime > self.settings.stable_after_s else int(st.get("restarts") or 0)) + 1
+        over = uptime > self.settings.stable_after_s or streak_ended(
+            st.get("started_at"), st.get("progress") or {}, now, self.health_settings
+        )
+        restarts = (0 if over else int(st.get("restarts") or 0)) + 1
         if restarts > self.settings.max_restarts:
             log.error("%s: crashed %d times in a row; giving up: %s", item.ref, restarts, error)
             return {
@@ -754,16 +786,17 @@ class Controller:
 
     # ---- progress, lag, health ----------------------------------------------------------------
 
-    def _observe(self, item: _Item, st: dict[str, Any], now: float) -> tuple[dict[str, Any], Sample | None]:
+    def _observe(self, item: _Item, st: dict[str, Any], now: float) -> tuple[dict[str, Any], list[Sample]]:
         """Read a live dagger's status.json (and, now and then, its consumer lag), given its status
-        ``st`` after this round's decisions; return the status changes and a sample when the dagger
-        reported a new micro-batch."""
+        ``st`` after this round's decisions; return the status changes and the samples taken: one when the
+        dagger reported, one for each lag read that ended (at the time it was asked for, with the rows read
+        then: the health model judges the lag batch by batch)."""
         if st.get("actual_state") not in ("starting", "running") or not st.get("checkpoint"):
-            return {}, None
+            return {}, []
         checkpoint = Path(st["checkpoint"])
         progress, query = read_json(checkpoint / "status.json"), read_json(checkpoint / QUERY_FILE)
         upd: dict[str, Any] = {}
-        sample = None
+        samples: list[Sample] = []
         started = float(st.get("started_at") or 0.0)
         reported = isinstance(progress, dict) and float(progress.get("updated_at") or 0.0) >= started
         query_up = (
@@ -774,19 +807,18 @@ class Controller:
         if (reported or query_up) and st.get("actual_state") == "starting":
             log.info("%s: running (%s)", item.ref, "first batch reported" if reported else "query started")
             upd["actual_state"] = "running"
+        old = st.get("progress") or {}
+        read_rows = False
         if reported and isinstance(progress, dict):
-            old = st.get("progress") or {}
             if progress.get("updated_at") != old.get("updated_at"):
                 upd["progress"] = progress
-                sample = Sample(
-                    dagger_id=item.id,
-                    at=float(progress.get("updated_at") or now),
-                    input_rows=int(progress.get("input_rows") or 0),
-                    input_rows_per_s=float(progress.get("input_rows_per_s") or 0.0),
-                    processed_rows_per_s=float(progress.get("processed_rows_per_s") or 0.0),
-                    batch_duration_ms=int(progress.get("batch_duration_ms") or 0),
-                    lag=st.get("lag"),
+                samples.append(_sample(item.id, float(progress.get("updated_at") or now), progress, None))
+                read_rows = int(progress.get("input_rows") or 0) > int(old.get("input_rows") or 0)
+            if st.get("restarts") and streak_ended(st.get("started_at"), progress, now, self.health_settings):
+                log.info(
+                    "%s: ran and reported for %.0f s: its crashes in a row are over", item.ref, now - started
                 )
+                upd["restarts"] = 0
         # The lag is read in the background: a broker that does not answer must not hold up the rounds
         # (and with them the heartbeat); a read's result is recorded in the round after it ends.
         job = self._lag_jobs.get(item.id)
@@ -797,20 +829,25 @@ class Controller:
             except Exception as exc:  # a lag read must never stop the controller
                 upd["lag"], upd["lag_error"] = None, f"{type(exc).__name__}: {exc}"[:500]
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
-            if sample is not None:
-                sample.lag = upd["lag"]
-        if (
-            item.id not in self._lag_jobs
-            and now - self._lag_at.get(item.id, 0.0) >= self.settings.lag_interval_s
-        ):
+            asked = self._lag_asked.pop(item.id, {})
+            if upd["lag"] is not None and "at" in asked:
+                samples.append(_sample(item.id, asked["at"], asked["progress"], upd["lag"]))
+        since = now - self._lag_at.get(item.id, 0.0)
+        interval = self.settings.lag_interval_s
+        if item.id not in self._lag_jobs and (since >= interval or (read_rows and since >= interval / 5)):
             self._lag_at[item.id] = now
+            self._lag_asked[item.id] = {
+                "at": now,
+                "progress": progress if isinstance(progress, dict) else old,
+            }
             self._lag_jobs[item.id] = self._lag_pool.submit(self._lag, item, checkpoint)
-        return upd, sample
+        return upd, samples
 
     def _judge(self, items: list[_Item], samples: list[Sample], now: float) -> None:
         """Judge this round's daggers with the health model (this controller's heartbeat is ``now``) and hand
         the verdicts to /metrics."""
-        keep = max(self.health_settings.stall_after_s, self.health_settings.lag_window_s) + 60.0
+        hs = self.health_settings
+        keep = max(hs.stall_after_s, hs.lag_window_s, hs.lag_window_max_s, hs.rate_window_s) + 60.0
         for sample in samples:
             points = self._points.setdefault(sample.dagger_id, deque())
             points.append(Point(at=sample.at, input_rows=sample.input_rows, lag=sample.lag))
