@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 from job.check.secrets import check_clear_secrets
 from job.control.access import ROLE_RANK, Access, check_name, check_role
 from job.control.errors import ConflictError, ControlError, NotFoundError
-from job.control.models import Cluster, Dagger, DaggerStatus, DataCentre, Membership, Team, User
+from job.control.health_model import is_live
+from job.control.models import Cluster, Dagger, DataCentre, Membership, Team, User
 from job.control.registry import Registry
 from job.control.views import ClusterView, cluster_verdict, judged
 
@@ -319,14 +320,6 @@ class AdminOps(Access):
                     .group_by(Dagger.cluster_id)
                 ).all()
             )
-            running = dict(
-                s.execute(
-                    select(Dagger.cluster_id, func.count())
-                    .join(DaggerStatus)
-                    .where(Dagger.tombstone == 0, DaggerStatus.actual_state == "running")
-                    .group_by(Dagger.cluster_id)
-                ).all()
-            )
             shown = [c for c in rows if visible is None or c.team_id in visible]
             at = self.clock()
             daggers = list(
@@ -337,6 +330,8 @@ class AdminOps(Access):
             states: dict[int, list[str]] = {c.id: [] for c in shown}
             for d, view in zip(daggers, judged(s, daggers, self.health_settings, at), strict=True):
                 states[d.cluster_id].append(view.state)
+            # running as the health model judges it: an unknown dagger (a silent controller) is not
+            running = {cid: sum(1 for state in got if is_live(state)) for cid, got in states.items()}
             return [
                 ClusterView.of(
                     c,
