@@ -143,6 +143,17 @@ def test_core_runs_the_control_plane_and_names_each_missing_extra(
     assert done.stdout.strip() == f"registry sqlite:///{state / 'registry.db'} ready; superuser alice"
     checked = _run([daggers, "alerts", "check", "--config", ROOT / "examples/alerts/alerting.yaml"])
     assert checked.stdout.startswith(f"OK {ROOT / 'examples/alerts/alerting.yaml'}: ")
+    # the SQL tools and the schemas come with the wheel: run away from the checkout, so nothing is read from it
+    spec = ROOT / "examples/bookings-per-s2.yaml"
+    sql = _run([daggers, "sql", "check", spec], cwd=tmp_path)
+    assert sql.stdout.startswith("OK bookings-per-s2: reads {'data_stream': ['city_id', "), sql.stdout
+    protos = _run([daggers, "protos", "list"], cwd=tmp_path).stdout.splitlines()
+    assert [line.split()[0] for line in protos][:4] == [
+        "daggers.aggregates.BookingAggregate",
+        "daggers.events.ApiLog",
+        "daggers.events.BookingLog",
+        "daggers.events.DriverLocationPing",
+    ]
 
     _missing(
         _run([daggers, "tui", "--user", "alice", "--state-dir", state], check=False),
