@@ -54,14 +54,15 @@ def options(widget: Widget) -> list[str]:
 
 
 def add_samples(registry: Registry, name: str, rows_per_s: list[float]) -> None:
-    """Give dagger ``name`` one sample per value of ``rows_per_s`` (lag and batch time 0)."""
+    """Give dagger ``name`` one sample a second per value of ``rows_per_s`` (the rows read in all rising so;
+    lag and batch time 0)."""
     with registry.session() as s:
         dagger = s.query(Dagger).filter_by(name=name).one()
         s.add_all(
             Sample(
                 dagger_id=dagger.id,
                 at=T + i,
-                input_rows=0,
+                input_rows=int(sum(rows_per_s[: i + 1])),
                 input_rows_per_s=v,
                 processed_rows_per_s=v,
                 batch_duration_ms=0,

@@ -13,6 +13,7 @@ from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList
 
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger
+from job.control.rates import rate_series
 from job.control.specs import raw_spec
 from tests.tui.tui_world import NOW, build, check_snapshot, keys, until
 from tui.app import DaggersApp
@@ -110,7 +111,7 @@ async def test_daggers_search_sort_and_pages(world: Registry) -> None:
         assert text_of(screen.query_one("#pager", Static)).endswith("sorted by state")
         await pilot.press("s")  # by rows/s: the running one first
         assert rows(table)[0][:5] == ["live-bookings", "team-a", "1", "running", "running"]
-        assert rows(table)[0][5:9] == ["4.8k", "1.2k", "1.4k", "1"]
+        assert rows(table)[0][5:9] == ["4.2k", "1.2k", "1.4k", "1"]  # rows over wall time, not Spark's 4.8k
         await pilot.press("slash", *keys("dag-1"))
         assert screen.query_one("#search", Input).value == "dag-1"
         assert [r[0] for r in rows(table)] == [f"dag-1{i}" for i in range(10)]
@@ -132,9 +133,10 @@ async def test_dagger_detail_and_its_actions(world: Registry) -> None:
             in status
         )
         assert "pid 4242 on gw-1 · up 1h · restarts 1" in status
-        assert "rows read 3.5M · 4.8k rows/s in, 9.1k rows/s processed · batch 1.4k ms · lag 1.2k" in status
+        assert "rows read 3.5M · 4.2k rows/s in, 9.1k rows/s processed · batch 1.4k ms · lag 1.2k" in status
         samples = plane.samples("live-bookings")
-        assert screen.query_one("#throughput-spark", Sparkline).data == [s.input_rows_per_s for s in samples]
+        # rows/s over wall time (the health model's figure), not each batch's own rate
+        assert screen.query_one("#throughput-spark", Sparkline).data == rate_series(samples, 60.0)
         assert screen.query_one("#lag-spark", Sparkline).data == [float(s.lag or 0) for s in samples]
         assert "Sink error: InfluxDB answered 503" in text_of(screen.query_one("#error", Static))
         await check_snapshot(pilot, "detail")

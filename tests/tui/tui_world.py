@@ -85,12 +85,14 @@ def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http
             "/srv/daggers/1-live/checkpoint-1",
             T + 58,
         )
+        # a batch every 2 s up to the last report (rows read in all as the progress says), each with a lag read
+        rates = [4000 + 1000 * math.sin(i / 3) for i in range(30)]
         s.add_all(
             Sample(
                 dagger_id=live.id,
-                at=T - 120 + 4 * i,
-                input_rows=1000 * i,
-                input_rows_per_s=4000 + 1000 * math.sin(i / 3),
+                at=T + 58 - 2 * (29 - i),
+                input_rows=3_456_000 - int(sum(2 * r for r in rates[i + 1 :])),
+                input_rows_per_s=rates[i],
                 processed_rows_per_s=9000.0,
                 batch_duration_ms=int(1200 + 300 * math.cos(i / 4)),
                 lag=int(1500 - 10 * i),
