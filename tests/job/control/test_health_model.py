@@ -446,7 +446,12 @@ def test_figures_carry_their_age() -> None:
 
 
 def test_an_idle_dagger_reads_zero_rows_per_second_not_its_last_rate() -> None:
-    idle = (Point(NOW - 300, 5000), Point(NOW - 200, 5000, 0), Point(NOW - 100, 5000, 0), Point(NOW - 3, 5000, 0))
+    idle = (
+        Point(NOW - 300, 5000),
+        Point(NOW - 200, 5000, 0),
+        Point(NOW - 100, 5000, 0),
+        Point(NOW - 3, 5000, 0),
+    )
     h = dagger_health(
         facts(progress=progress(NOW - 3, batch=NOW - 300), lag=0, lag_at=NOW - 1, samples=idle), NOW, S
     )
@@ -456,7 +461,9 @@ def test_an_idle_dagger_reads_zero_rows_per_second_not_its_last_rate() -> None:
 
 def test_a_stalled_dagger_shows_its_figures_as_old() -> None:
     h = dagger_health(
-        facts(progress=progress(NOW - 120), lag=313_900, lag_at=NOW - 2, samples=reading(NOW - 240, NOW - 120)),
+        facts(
+            progress=progress(NOW - 120), lag=313_900, lag_at=NOW - 2, samples=reading(NOW - 240, NOW - 120)
+        ),
         NOW,
         S,
     )
