@@ -62,7 +62,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built from a copy of its packages (never in the checkout: setuptools' build/
     folder would keep deleted modules)."""
     src = tmp_path_factory.mktemp("src")
-    for package in ("job", "tui", "web_atlas", "alerting"):
+    for package in ("job", "tui", "web_atlas", "alerting", "protos"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, SelectionList, Static
 from job.control import ControlPlane, Registry
 from job.control.models import Dagger, Sample
 from tests.job.control.control_seed import bookings_spec
-from tests.tui.tui_world import NOW, T, build, keys, until
+from tests.tui.tui_world import NOW, T, build, keys, settle, until
 from tui.app import DaggersApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.detail import DaggerScreen
@@ -133,7 +133,7 @@ async def test_picked_topics_carry_a_mark(world: Registry) -> None:
         await pilot.pause()
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
-        await app.workers.wait_for_complete()  # the broker is not reachable: the spec's topic stays
+        await settle(app)  # the broker is not reachable: the spec's topic stays
         form._set_topics(["booking-log", "other-log"], ["booking-log"])
         topics = form.query_one("#topics", SelectionList)
         await pilot.pause()
@@ -161,7 +161,7 @@ async def test_the_spark_screen_of_a_local_cluster_says_why_it_lists_no_workers(
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, ClusterHealthScreen)
-        await app.workers.wait_for_complete()
+        await settle(app)
         await pilot.pause()
         assert screen.live
         spark = screen.health["spark"]
@@ -186,7 +186,7 @@ async def test_a_blank_form_says_nothing_until_the_user_types_then_names_the_fie
         await pilot.pause()
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
-        await app.workers.wait_for_complete()  # the topics: the broker is not reachable, none to pick
+        await settle(app)  # the topics: the broker is not reachable, none to pick
         await until(pilot, lambda: form.validation is not None, "the first validation")
         shown = form.query_one("#validation", Static)
         assert form.validation is not None and not form.validation.ok  # known, but not said yet
@@ -213,7 +213,7 @@ async def test_deploying_a_blank_form_says_what_is_missing(world: Registry) -> N
     async with app.run_test(size=SIZE) as pilot:
         app.new_dagger("a-jkt")
         await pilot.pause()
-        await app.workers.wait_for_complete()
+        await settle(app)
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
         await pilot.press("ctrl+s")
@@ -240,7 +240,7 @@ async def test_a_preview_shows_every_row_by_window_and_its_progress_while_it_run
         await pilot.pause()
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
-        await app.workers.wait_for_complete()
+        await settle(app)
         status = form.query_one("#preview-status", Static)
         form._preview_progress(PreviewProgress(111.4, stages_done=1, stages=2, tasks_done=3, tasks=4))
         assert text_of(status) == (

@@ -15,7 +15,7 @@ from job.control import ControlPlane, Registry
 from job.control.models import Dagger
 from job.control.rates import rate_series
 from job.control.specs import raw_spec
-from tests.tui.tui_world import NOW, build, check_snapshot, keys, until
+from tests.tui.tui_world import NOW, build, check_snapshot, keys, settle, until
 from tui.app import DaggersApp
 from tui.clusters import ClustersScreen
 from tui.daggers import DaggersScreen
@@ -237,7 +237,7 @@ async def test_new_dagger_form_validates_as_you_type_and_deploys(world: Registry
         await pilot.pause()
         form = app.screen
         assert isinstance(form, DaggerFormScreen)
-        await app.workers.wait_for_complete()
+        await settle(app)
         await pilot.pause()
         topics = form.query_one("#topics", SelectionList)
         names = [topics.get_option_at_index(i).value for i in range(topics.option_count)]
@@ -327,7 +327,7 @@ async def test_editing_through_the_form_says_when_it_cannot_resume(world: Regist
         await pilot.pause()
         form = app.screen
         assert isinstance(form, DaggerFormScreen) and form.query_one("#name", Input).disabled
-        await app.workers.wait_for_complete()  # the broker is not reachable: the spec's topic stays
+        await settle(app)  # the broker is not reachable: the spec's topic stays
         assert form.query_one("#topics", SelectionList).selected == ["booking-log"]
         await pilot.press("ctrl+home", "down", "end", *keys(" DistinctCount(nosuch),"))
         await pilot.pause(0.5)

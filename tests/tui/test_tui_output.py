@@ -16,7 +16,7 @@ from job.control import ControlPlane, Registry
 from job.sinks.influx import InfluxSink
 from job.spec import InfluxSinkSpec
 from tests.job.control.control_seed import bookings_spec
-from tests.tui.tui_world import NOW, build, check_snapshot, keys, pin_times
+from tests.tui.tui_world import NOW, build, check_snapshot, keys, pin_times, settle
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
 from tui.output import OutputPane
@@ -75,7 +75,7 @@ async def test_the_output_tab_charts_now_d1_and_d7(world: tuple[Registry, str]) 
 
         async def settled() -> None:
             for _ in range(3):  # fields, then the output
-                await app.workers.wait_for_complete()
+                await settle(app)
                 await pilot.pause()
 
         await settled()
@@ -121,7 +121,7 @@ async def test_a_dagger_without_a_readable_sink_says_so(world: tuple[Registry, s
         app.open_dagger("out-log")
         await pilot.pause()
         await pilot.press("4")
-        await app.workers.wait_for_complete()
+        await settle(app)
         await pilot.pause()
         summary = str(app.screen.query_one("#output-summary", Label).render())
         assert summary == (

@@ -17,7 +17,7 @@ from job.produce.producer import produce
 from job.stack.broker import create_topic
 from tests.helpers import unique
 from tests.job.control.control_seed import seed
-from tests.tui.tui_world import new_dagger_preview
+from tests.tui.tui_world import new_dagger_preview, settle
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
 from tui.modals import RowsScreen
@@ -47,7 +47,7 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
     async with app.run_test(size=(120, 40)) as pilot:
         form = await new_dagger_preview(app, pilot, "a-jkt", "previewed", topic)
         started = time.monotonic()
-        await app.workers.wait_for_complete()
+        await settle(app)
         await pilot.pause()
         seconds = time.monotonic() - started
         table = form.query_one("#preview-rows", DataTable)
@@ -67,7 +67,7 @@ async def test_preview_from_the_form_and_the_detail_screen(tansu_broker: str, sp
         await pilot.pause()
         assert isinstance(app.screen, DaggerScreen)
         await pilot.press("p")
-        await app.workers.wait_for_complete()
+        await settle(app)
         await pilot.pause()
         rows_screen = app.screen
         assert isinstance(rows_screen, RowsScreen)

@@ -23,7 +23,7 @@ from job.stack.broker import create_topic
 from tests.helpers import unique
 from tests.job.control.control_seed import postgres_url, seed
 from tests.job.server.server_world import running_server
-from tests.tui.tui_world import new_dagger_preview
+from tests.tui.tui_world import new_dagger_preview, settle
 from tui.app import DaggersApp
 from tui.detail import DaggerScreen
 
@@ -56,7 +56,7 @@ async def test_console_through_the_server_create_preview_deploy_stop(
         app = DaggersApp(RemoteControlPlane(base, token), refresh_s=0)
         async with app.run_test(size=(120, 40)) as pilot:
             form = await new_dagger_preview(app, pilot, "a-jkt", "via-server", topic)
-            await app.workers.wait_for_complete()
+            await settle(app)
             await pilot.pause()
             table = form.query_one("#preview-rows", DataTable)
             shown = {
@@ -67,17 +67,17 @@ async def test_console_through_the_server_create_preview_deploy_stop(
             assert root.daggers() == []  # a preview creates nothing
 
             await pilot.press("ctrl+s")
-            await app.workers.wait_for_complete()
+            await settle(app)
             await pilot.pause()
             assert isinstance(app.screen, DaggerScreen)
             created = root.dagger("team-a/via-server")
             assert (created.desired_state, created.created_by) == ("running", "alice")
             await pilot.press("s")
-            await app.workers.wait_for_complete()
+            await settle(app)
             await pilot.pause()
             assert root.dagger("team-a/via-server").desired_state == "stopped"
             await pilot.press("d")
-            await app.workers.wait_for_complete()
+            await settle(app)
             await pilot.pause()
             assert root.dagger("team-a/via-server").desired_state == "running"
     with registry.session() as s:

@@ -4,6 +4,7 @@ error on cluster a-jkt (healthy, controller alive); team-b has one dagger on b-j
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -236,6 +237,17 @@ async def check_snapshot(pilot: Pilot[None], name: str) -> Path:
     return path
 
 
+async def settle(app: Any) -> None:
+    """Wait until no worker of ``app`` is pending or running. A worker cancelled by a newer one of its exclusive
+    group (the form validates again at each pause in typing) is not an error; a worker that failed is."""
+    from textual.worker import WorkerCancelled, WorkerState
+
+    while live := [w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]:
+        for outcome in await asyncio.gather(*(w.wait() for w in live), return_exceptions=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, WorkerCancelled):
+                raise outcome
+
+
 async def new_dagger_preview(app: Any, pilot: Pilot[None], cluster: str, name: str, topic: str) -> Any:
     """Open the new-dagger form of ``cluster``, type ``name``, pick ``topic`` in the topic list and press F5
     (Preview); return the form (its preview runs in a worker)."""
@@ -247,7 +259,7 @@ async def new_dagger_preview(app: Any, pilot: Pilot[None], cluster: str, name: s
     await pilot.pause()
     form = app.screen
     assert isinstance(form, DaggerFormScreen)
-    await app.workers.wait_for_complete()
+    await settle(app)
     await pilot.press(*keys(name))
     topics = form.query_one("#topics", SelectionList)
     topics.focus()
