@@ -1,11 +1,13 @@
 """Detection time per fault: how long until ``daggers dagger list --json`` shows the health model's state.
 
     python bench/bench_health.py [--out bench/results/health-detection.md] [--only stalled,controller]
+                                 [--load 4]
 
 Starts a world of its own (tansu, InfluxDB, a controller, shared daggers on ``local[2]``; see
 bench/health_faults.py), makes each fault real in turn, and writes a table of the seconds until the
-expected state was shown (the command, date and machine above it). Exits 1 when a fault was not detected
-within its deadline (the table still says which), 0 when all were.
+expected state was shown (the command, date, machine and the load beside it above it). ``--load N`` runs N
+CPU-bound processes beside the world for the whole run (as bench/health_soak.py does). Exits 1 when a fault
+was not detected within its deadline (the table still says which), 0 when all were.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import health_faults as f  # noqa: E402
 from bench.health_faults import HEALTH_ENV, Detection, HealthWorld  # noqa: E402
+from bench.health_soak import hogs  # noqa: E402
 
 #: The faults in the order they run (each leaves the world as the next expects), by short name.
 STEPS: list[tuple[str, Callable[[HealthWorld], Detection]]] = [
@@ -71,14 +74,24 @@ def machine() -> str:
     )
 
 
-def report(results: list[Detection], command: str, started: datetime, host: str) -> str:
-    """Return the Markdown report of ``results``."""
+def load_line(hogs_beside: int, loads: list[float]) -> str:
+    """Return the report's line on the load: the CPU-bound processes beside the world and the range of the
+    1-minute load average sampled before and after each step."""
+    seen = f"; load average {min(loads):.1f}-{max(loads):.1f} during the run" if loads else ""
+    return f"- load: {hogs_beside} CPU-bound processes beside the world{seen}"
+
+
+def report(
+    results: list[Detection], command: str, started: datetime, host: str, load: str | None = None
+) -> str:
+    """Return the Markdown report of ``results`` (``load``: the line on the load beside the run)."""
     lines = [
         "# Health detection times",
         "",
         f"- command: `{command}`",
         f"- date: {started.isoformat(timespec='seconds')}",
         f"- machine: {host}",
+        *([load] if load else []),
         "- thresholds: "
         + ", ".join(f"{k.removeprefix('DAGGERS_HEALTH_').lower()}={v}" for k, v in HEALTH_ENV.items()),
         "- seconds: from the fault (or the action) until a new `daggers dagger list --json` process showed the "
@@ -119,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         help="Comma-separated step names to run (with what they need "
         "before them): " + ", ".join(n for n, _ in STEPS),
     )
+    parser.add_argument(
+        "--load", type=int, default=0, help="CPU-bound processes beside the world for the whole run"
+    )
     args = parser.parse_args(argv)
     command = "python " + " ".join(
         shlex.quote(a) for a in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]
@@ -127,10 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {s for s in args.only.split(",") if s}
     os.environ.update(HEALTH_ENV)
     results: list[Detection] = []
+    loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="daggers-health-") as tmp:
         world = HealthWorld(Path(tmp))
+        burners = hogs(args.load)
         try:
             world.start()
+            loads.append(os.getloadavg()[0])
             for name, step in STEPS:
                 if (
                     wanted
@@ -149,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"(step {time.monotonic() - t:.0f} s)",
                     flush=True,
                 )
+                loads.append(os.getloadavg()[0])
         finally:
+            for p in burners:
+                p.kill()
+                p.wait()
             world.close()
-    text = report(results, command, started, host)
+    text = report(results, command, started, host, load_line(args.load, loads))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

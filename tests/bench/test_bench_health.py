@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.bench_health import exit_code, report
+from bench.bench_health import exit_code, load_line, report
 from bench.health_faults import Detection
 
 
@@ -18,3 +18,11 @@ def test_a_fault_not_detected_fails_the_run() -> None:
     assert "| controller killed | unknown | 12.1 | 60 |" in text
     assert "| broker down | stalled | NOT DETECTED | 180 |" in text
     assert "**1 fault(s) not detected: broker down**" in text
+
+
+def test_the_report_says_what_load_ran_beside_it() -> None:
+    line = load_line(4, [3.25, 7.9, 5.0])
+    assert line == "- load: 4 CPU-bound processes beside the world; load average 3.2-7.9 during the run"
+    text = report([], "python bench/bench_health.py --load 4", datetime(2026, 12, 6, tzinfo=UTC), "box", line)
+    assert text.splitlines()[5] == line
+    assert load_line(0, []) == "- load: 0 CPU-bound processes beside the world"
