@@ -36,19 +36,75 @@ def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
     return best if best else (None, None)
 
 
-def _trailing_comma(tokens: list[Token]) -> None:
-    for prev, tok in zip(tokens, tokens[1:], strict=False):
-        if prev.token_type == TokenType.COMMA and tok.token_type in (
-            TokenType.FROM,
-            TokenType.WHERE,
-            TokenType.GROUP_BY,
-        ):
-            raise SqlError(
-                f"a comma before {tok.text.upper()} ends the SELECT list with nothing after it",
-                line=prev.line,
-                col=prev.col,
-                hint="remove the trailing comma",
+#: Tokens after which a comma has nothing before it: an empty first item
+_LIST_OPENS = frozenset(
+    {
+        TokenType.L_PAREN,
+        TokenType.L_BRACKET,
+        TokenType.SELECT,
+        TokenType.DISTINCT,
+        TokenType.GROUP_BY,
+        TokenType.ORDER_BY,
+        TokenType.PARTITION_BY,
+    }
+)
+#: Tokens before which a comma has nothing after it: an empty last item
+_LIST_ENDS = frozenset(
+    {
+        TokenType.R_PAREN,
+        TokenType.R_BRACKET,
+        TokenType.FROM,
+        TokenType.WHERE,
+        TokenType.GROUP_BY,
+        TokenType.HAVING,
+        TokenType.ORDER_BY,
+        TokenType.LIMIT,
+        TokenType.UNION,
+        TokenType.WINDOW,
+        TokenType.QUALIFY,
+        TokenType.SEMICOLON,
+    }
+)
+
+
+def _word(tok: Token) -> str:
+    word = " ".join(tok.text.split()).upper()
+    return word if word[:1].isalpha() else f"'{word}'"
+
+
+def _empty_items(tokens: list[Token]) -> None:
+    """Raise SqlError at a comma with nothing on one side: ``a,, b``, ``SELECT , a``, ``f(a, )``, ``a, FROM``.
+    sqlglot drops the empty item and reads on, so the query would run as if the comma were not there."""
+    for i, tok in enumerate(tokens):
+        if tok.token_type != TokenType.COMMA:
+            continue
+        prev = tokens[i - 1] if i else None
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if prev is not None and prev.token_type == TokenType.COMMA:
+            reason, hint = (
+                "two commas with nothing between them",
+                "remove one of the commas, or put the item between them",
             )
+        elif prev is None or prev.token_type in _LIST_OPENS:
+            after = f" after {_word(prev)}" if prev is not None else ""
+            reason, hint = f"a comma{after} with nothing before it", "remove the comma"
+        elif nxt is None:
+            reason, hint = "a comma at the end with nothing after it", "remove the trailing comma"
+        elif nxt.token_type in _LIST_ENDS:
+            reason, hint = f"a comma before {_word(nxt)} with nothing after it", "remove the trailing comma"
+        else:
+            continue
+        raise SqlError(reason, line=tok.line, col=tok.col, hint=hint)
+
+
+def _start_of(text: str, line: int | None, col: int | None, word: str) -> int | None:
+    """Return the column where ``word`` starts, given the (line, column) of its last character as sqlglot
+    reports a parse error: the caret goes where the parser stopped, not to the end of the word."""
+    lines = text.split("\n")
+    if line is None or col is None or not word or "\n" in word or not 0 < line <= len(lines):
+        return col
+    start = col - len(word) + 1
+    return start if start >= 1 and lines[line - 1][start - 1 : col] == word else col
 
 
 #: The largest query text and AST accepted: a query runs in a server's check and preview, so its cost is
@@ -113,12 +169,15 @@ def parse_condition(text: str) -> exp.Expr:
     if len(text) > MAX_QUERY_CHARS:
         raise SqlError(f"the condition is longer than {MAX_QUERY_CHARS // 1024} KiB")
     try:
+        _empty_items(sqlglot.tokenize(text, read=READ_DIALECT))
         tree = sqlglot.parse_one(text, read=READ_DIALECT)
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         raise SqlError(f"cannot read the condition {text[:200]!r}: {first.get('description', exc)}") from None
     except (TokenError, RecursionError):
         raise SqlError(f"cannot read the condition {text[:200]!r}: nested too deep or not SQL") from None
+    except SqlError as exc:
+        raise SqlError(f"cannot read the condition {text[:200]!r}: {exc.message}", hint=exc.hint) from None
     _check_size(tree)
     check_escapes(tree)
     sub = next(tree.find_all(exp.Select, exp.Table, exp.Subquery), None)
@@ -152,7 +211,7 @@ def parse(text: str) -> exp.Query:
         )
     try:
         tokens = sqlglot.tokenize(text, read=READ_DIALECT)
-        _trailing_comma(tokens)
+        _empty_items(tokens)
         trees = sqlglot.parse(text, read=READ_DIALECT)
     except RecursionError:
         raise SqlError("the query is nested too deep") from None
@@ -163,7 +222,7 @@ def parse(text: str) -> exp.Query:
         raise SqlError(
             f"{desc}" + (f" (near {near!r})" if near else ""),
             line=first.get("line"),
-            col=first.get("col"),
+            col=_start_of(text, first.get("line"), first.get("col"), near),
             hint=_PARSE_HINTS.get(near.upper()),
         ) from None
     except TokenError as exc:

@@ -87,12 +87,12 @@ def test_simple_case_with_several_values_in_a_when() -> None:
     [
         (
             "SELECT CASE status WHEN 'A', THEN 1 END AS x FROM bookings",
-            33,
+            30,
             "Expected a value after the comma in WHEN (near 'THEN')",
         ),
         (
             "SELECT CASE status WHEN THEN 1 END AS x FROM bookings",
-            28,
+            25,
             "Expected a value or a condition after WHEN (near 'THEN')",
         ),
     ],

@@ -189,7 +189,7 @@ def test_output_columns_renamed_apart_run() -> None:
         ),
         (
             "SELECT JSON_VALUE(customer_id, '$.a' RETURNING INT) AS j FROM booking",
-            46,  # the parser's column: the end of the word it stopped at
+            38,  # where the parser stopped: the start of the word, not its end
             "Expecting ) (near 'RETURNING')",
             "JSON_VALUE/JSON_QUERY (… RETURNING type) are not supported: JsonQuery(json, path)",
         ),

@@ -241,7 +241,7 @@ def test_projection_without_window_is_allowed() -> None:
         ("SELECT city_id, count(1) AS n\nFROM data_stream\nGROUP BY city_id", 3, 10, "needs a window"),
         ("SELECT count(1) AS n FROM data_stream", 1, 8, "needs a window"),
         ("SELECT x\nFROM other", 2, 6, "unknown table other"),
-        ("SELECT FROM WHERE", 1, 17, "Expected table name"),
+        ("SELECT FROM WHERE", 1, 13, "Expected table name"),  # the start of WHERE
         (
             "SELECT city_id FROM data_stream GROUP BY TUMBLE(rowtime, INTERVAL '60' FORTNIGHT)",
             1,
