@@ -41,7 +41,9 @@ def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
     assert report.exact, [w for w in report.windows if w.matching != w.expected_points]
     assert sum(w.expected_points for w in report.windows) > 100
     assert report.dagger_restarts >= 1
-    assert [c.name for c in report.cases] == ["dagger killed", "broker down", "influxdb slow"]
+    # each case ran once; not in a fixed order: "dagger killed" waits until the dagger has read, which on a
+    # busy machine can come after "broker down" has started (the report lists the cases as they ended)
+    assert sorted(c.name for c in report.cases) == ["broker down", "dagger killed", "influxdb slow"]
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert saved["exact"] is True
     md = (tmp_path / "out" / "report.md").read_text()
