@@ -38,6 +38,13 @@ class DaggerError(Exception):
         return f"{self.title}: {self.message}" + (f"\nhint: {self.hint}" if self.hint else "")
 
 
+class CommandLineError(DaggerError):
+    """A ``daggers`` command line that cannot be read: an unknown command or option, a value of the wrong
+    type, a missing argument. The message names the option or argument."""
+
+    title = "Invalid command line"
+
+
 class SpecError(DaggerError):
     """The dagger spec (YAML) is invalid. The message names each bad field."""
 

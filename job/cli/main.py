@@ -12,13 +12,76 @@ import faulthandler
 import os
 import signal
 import sys
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from job.cli import alerts, atlas, chaos, control, jvm, produce, protos, run, server, sql, stack
-from job.cli.common import out, print_error
-from job.errors import DEBUG_ENV, DaggerError
+from job.cli.common import EXIT_ERROR, out, print_error
+from job.errors import DEBUG_ENV, CommandLineError, DaggerError
+
+if TYPE_CHECKING:  # the type of Typer's contexts: the click it vendors
+    from typer._click import Context
+
+
+#: Where the root group keeps its command line, to name the command of an error that carries no context
+_ARGS = "daggers.args"
+
+
+def _command_path(ctx: Context) -> str:
+    """Return the path of the command ``ctx``'s line names (``daggers sql check``): as far as its words
+    name groups' commands; an option (``--debug``) is passed over."""
+    words, command = [ctx.command_path], ctx.command
+    for arg in ctx.meta.get(_ARGS, []):
+        sub = command.commands.get(arg) if isinstance(command, TyperGroup) else None
+        if sub is not None:
+            words.append(arg)
+            command = sub
+        elif not arg.startswith("-"):
+            break
+    return " ".join(words)
+
+
+@contextmanager
+def _command_line_errors(root: Context | None = None) -> Iterator[None]:
+    """Print a command line that cannot be read (an unknown command or option, a bad or missing value, a
+    file that cannot be opened) as the error model's ``title: message`` and ``hint:``, and exit 2: not
+    click's usage box. Typer's click errors are TyperExceptions; a group given no command shows its help."""
+    try:
+        yield
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            raise
+        ctx: Context | None = getattr(exc, "ctx", None)
+        where = (
+            ctx.command_path if ctx is not None else _command_path(root) if root is not None else "daggers"
+        )
+        message = exc.format_message().replace(": Value error, ", ": ")  # pydantic's prefix
+        print_error(CommandLineError(message, hint=f"see {where} --help"))
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+class _Root(TyperGroup):
+    """The ``daggers`` group. A command's line is read in its ``make_context`` (the root's own options) or
+    in its parent's ``invoke`` (every subcommand's), so both print a usage error as
+    :func:`_command_line_errors` does, whatever the command."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        words = list(args)
+        with _command_line_errors():
+            ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta[_ARGS] = words
+        return ctx
+
+    def invoke(self, ctx: Context) -> Any:
+        with _command_line_errors(ctx):
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="daggers",
@@ -26,6 +89,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=_Root,
 )
 
 
