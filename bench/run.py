@@ -508,6 +508,38 @@ def _same(a: tuple, b: tuple) -> bool:
 # --------------------------------------------------------------------------- peers
 
 
+def _topic_to_influx_argv(
+    python: str,
+    script: str,
+    stack: Stack,
+    loaded: Loaded,
+    measurement: str,
+    progress: Path,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """Return the command line of a peer in bench/peers/ that reads the pre-loaded topic itself and writes
+    its windows to InfluxDB (the Python loop, Quix Streams): the options they share, then ``extra``."""
+    return [
+        python,
+        str(ROOT / "bench/peers" / script),
+        "--bootstrap",
+        stack.bootstrap,
+        "--topic",
+        loaded.topic,
+        "--influx",
+        stack.url,
+        "--db",
+        DB,
+        "--measurement",
+        measurement,
+        "--progress",
+        str(progress),
+        "--delay-ms",
+        str(WATERMARK_DELAY_MS),
+        *(extra or []),
+    ]
+
+
 def peer_argv(
     peer: str,
     w: Workload,
@@ -520,24 +552,7 @@ def peer_argv(
     """Return the command line of ``peer`` (None when it cannot run here)."""
     measurement = w.measurement_for(peer)
     if peer == "loop":
-        return [
-            PYTHON,
-            str(ROOT / "bench/peers/loop_peer.py"),
-            "--bootstrap",
-            stack.bootstrap,
-            "--topic",
-            loaded.topic,
-            "--influx",
-            stack.url,
-            "--db",
-            DB,
-            "--measurement",
-            measurement,
-            "--progress",
-            str(progress),
-            "--delay-ms",
-            str(WATERMARK_DELAY_MS),
-        ]
+        return _topic_to_influx_argv(PYTHON, "loop_peer.py", stack, loaded, measurement, progress)
     if peer == "sparkudf":
         spec = write_spec(
             w,
@@ -570,28 +585,15 @@ def peer_argv(
 
         descriptors = folder / "descriptors.pb"
         descriptors.write_bytes(default_registry().descriptor_set)
-        return [
+        return _topic_to_influx_argv(
             str(QUIX_PYTHON),
-            str(ROOT / "bench/peers/quix_peer.py"),
-            "--bootstrap",
-            stack.bootstrap,
-            "--topic",
-            loaded.topic,
-            "--influx",
-            stack.url,
-            "--db",
-            DB,
-            "--measurement",
+            "quix_peer.py",
+            stack,
+            loaded,
             measurement,
-            "--progress",
-            str(progress),
-            "--descriptors",
-            str(descriptors),
-            "--state-dir",
-            str(folder / "quix-state"),
-            "--delay-ms",
-            str(WATERMARK_DELAY_MS),
-        ]
+            progress,
+            ["--descriptors", str(descriptors), "--state-dir", str(folder / "quix-state")],
+        )
     raise ValueError(peer)
 
 
