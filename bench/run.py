@@ -747,6 +747,11 @@ class LiveResult:
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     note: str = ""
+    # each micro-batch after the warm-up: (seconds after the feeder's start at its end, duration ms, rows,
+    # its watermark in seconds after the feeder's start); each window: (end, its watermark event sent,
+    # first and last of its points in InfluxDB), all in seconds after the feeder's start
+    batch_timeline: list[tuple[float, float, int, float | None]] = field(default_factory=list)
+    window_timeline: list[tuple[float, float, float, float]] = field(default_factory=list)
     job_exit: int | None = None  # the dagger's exit code when it exited before the harness stopped it
     job_error: str = ""  # ... and the last lines of its log
 
@@ -938,6 +943,7 @@ def run_live(
             continue  # the warm-up pings' window
         live.windows[end] = series[-1][1]
         wm_at = sent_at[wm_sec]
+        live.window_timeline.append((end - t0, wm_at - t0, series[0][0] - t0, series[-1][0] - t0))
         prev = 0
         for t, n in series:
             delays.extend([t - wm_at] * (n - prev))
@@ -961,6 +967,16 @@ def run_live(
     steady = [b for b in batches if b.get("last_input_rows") and b["updated_at"] >= warm]
     if steady:
         durations = [float(b["batch_duration_ms"]) for b in steady]
+        live.batch_timeline = [
+            (
+                b["updated_at"] - t0,
+                float(b["batch_duration_ms"]),
+                int(b.get("last_input_rows") or 0),
+                _iso_s(b["watermark"]) - t0 if b.get("watermark") else None,
+            )
+            for b in batches
+            if b["updated_at"] >= warm
+        ]
         live.batch_ms_p50, live.batch_ms_p99 = _percentile(durations, 0.5), _percentile(durations, 0.99)
         span = steady[-1]["updated_at"] - steady[0]["updated_at"]
         rows = sum(int(b["last_input_rows"]) for b in steady[1:])
