@@ -218,33 +218,64 @@ class ArrowDecoder:
             messages, _, failures = self.parse(payloads)
             return self.to_batch(messages), failures
 
+    def decode_buffer(
+        self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, nulls: np.ndarray
+    ) -> tuple[pa.RecordBatch, list[DecodeFailure]]:
+        """:meth:`decode` of payloads already back to back in one byte buffer: payload ``i`` is
+        ``buf[starts[i]:ends[i]]``, or NULL where ``nulls[i]``. The flat messages' wire decoder reads them
+        where they are, with no Python object per payload."""
+
+        def payload(i: int) -> bytes | None:
+            return None if nulls[i] else buf[starts[i] : ends[i]].tobytes()
+
+        with gc_paused():
+            if self._wire is not None:
+                decoded = self._decode_wire_buffer(buf, starts, ends, nulls, payload)
+                if decoded is not None:
+                    return decoded
+            messages, _, failures = self.parse([payload(i) for i in range(len(starts))])
+            return self.to_batch(messages), failures
+
     def _decode_wire(
         self, payloads: Sequence[bytes | None]
     ) -> tuple[pa.RecordBatch, list[DecodeFailure]] | None:
         """Decode with the compiled wire decoder; None when a payload it could not vouch for parses
         with upb after all (the caller then decodes the whole batch with upb)."""
-        from job.schema import wire
-
-        assert self._wire is not None
         n = len(payloads)
-        nulls = [i for i, p in enumerate(payloads) if p is None] if None in payloads else []
-        present: Sequence[bytes] = [p or b"" for p in payloads] if nulls else cast(Sequence[bytes], payloads)
+        nulls = np.fromiter((p is None for p in payloads), dtype=np.bool_, count=n)
+        present: Sequence[bytes] = (
+            [p or b"" for p in payloads] if nulls.any() else cast(Sequence[bytes], payloads)
+        )
         buf = np.frombuffer(b"".join(present), dtype=np.uint8)
         lengths = np.fromiter(map(len, present), dtype=np.int64, count=n)
         ends = np.cumsum(lengths)
-        starts = ends - lengths
+        return self._decode_wire_buffer(buf, ends - lengths, ends, nulls, payloads.__getitem__)
+
+    def _decode_wire_buffer(
+        self,
+        buf: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        nulls: np.ndarray,
+        payload: Callable[[int], bytes | None],
+    ) -> tuple[pa.RecordBatch, list[DecodeFailure]] | None:
+        """:meth:`_decode_wire` over payloads in one buffer; ``payload(i)`` returns payload ``i``'s bytes
+        (None when NULL) for the few that upb must look at."""
+        from job.schema import wire
+
+        assert self._wire is not None
+        n = len(starts)
         a = np.zeros((len(self.columns), n), dtype=np.int64)
         b = np.zeros((len(self.columns), n), dtype=np.int64)
-        ok = np.ones(n, dtype=np.bool_)
-        ok[nulls] = False
-        failures = [DecodeFailure(i, "empty (null) value") for i in nulls]
+        ok = ~nulls
+        failures = [DecodeFailure(int(i), "empty (null) value") for i in np.flatnonzero(nulls)]
         if wire.decode_columns(buf, starts, ends, *self._wire, a, b, ok):
             parse = self.cls.FromString
             for i in np.flatnonzero(~ok).tolist():
-                if payloads[i] is None:
+                if nulls[i]:
                     continue
                 try:
-                    parse(payloads[i])
+                    parse(payload(i))
                 except (DecodeError, RuntimeError, ValueError) as exc:
                     failures.append(DecodeFailure(i, f"{type(exc).__name__}: {exc}"))
                     continue

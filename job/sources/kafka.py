@@ -3,7 +3,8 @@
 * Spark partitions are Kafka offset ranges ``[start, end)`` of one topic partition (a long range
   is split so that every core gets work).
 * ``read()`` runs on the executors (:mod:`job.sources.read`): it assigns (no consumer group), seeks,
-  fetches with confluent-kafka and yields ``pyarrow.RecordBatch``es decoded column by column.
+  fetches with librdkafka (:mod:`job.sources.rdkafka`) and yields ``pyarrow.RecordBatch``es decoded
+  column by column.
 * Offsets live only in Spark's checkpoint (``{topic: {partition: next offset}}``), so a restart
   neither loses nor repeats input.
 * Bad records follow the stream's policy: ``fail`` stops the query with the topic, partition and

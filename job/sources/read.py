@@ -9,10 +9,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from job.errors import BadRecordError, SourceError
@@ -23,6 +25,9 @@ from job.sources.bad_records import record_bad
 from job.sources.config import OffsetRange, RangeGroup, SourceConfig
 from job.sources.stall import ClientLog, StallWatch, notice, starvation
 from job.spark import worker_heap
+
+if TYPE_CHECKING:  # imported when first read: numba's import takes ~0.5 s that a driver need not pay
+    from job.sources.rdkafka import BatchConsumer, Fetched
 
 FETCH_BATCH = 10_000  # records decoded per Arrow batch
 
@@ -38,7 +43,7 @@ def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.
     yield from read_range(cfg, partition)
 
 
-_CONSUMERS: dict[str, tuple[Consumer, ClientLog]] = {}
+_CONSUMERS: dict[str, tuple[BatchConsumer, ClientLog]] = {}
 #: How patient this worker's reads of a topic have had to become, per (consumer key, topic): an index into
 #: PATIENT_WAITS_MS (0: the configured fetch.wait.max.ms). It only grows (a partition that made the broker
 #: give up once only gets longer), and it is per topic: each level has a consumer of its own, so the
@@ -78,52 +83,55 @@ def fetch_wait_ms(cfg: SourceConfig, level: int) -> int:
     )
 
 
-def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[Consumer, ClientLog]:
+def _executor_consumer(cfg: SourceConfig, bootstrap: str, level: int = 0) -> tuple[BatchConsumer, ClientLog]:
     """One consumer per Python worker, cluster and patience level, reused across tasks (workers are reused
-    by Spark), with the log of what librdkafka said."""
+    by Spark), with the log of what librdkafka said. Raises SourceError for a ``consumer_config``
+    property librdkafka refuses."""
     key = _consumer_key(cfg, bootstrap, level)
     cached = _CONSUMERS.get(key)
     if cached is None:
         said = ClientLog()
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "daggers-reader",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                # A range's offsets were seen on the broker. If it calls one out of range, say so and
-                # assign again rather than go silently to the partition's first record (with
-                # "earliest", a consumer that went back skipped millions of records below the range).
-                "auto.offset.reset": "error",
-                "fetch.min.bytes": 1,
-                # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
-                # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
-                "max.partition.fetch.bytes": 16 * 1024 * 1024,
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "queued.min.messages": 500_000,
-                "queued.max.messages.kbytes": 262144,
-                "receive.message.max.bytes": 1_000_000_000,
-                "log_level": 4,
-                "logger": said.logger(bootstrap),
-                "error_cb": said.error,
-                **(cfg.consumer_config or {}),
-                # A task's ranges are known to hold their records, so a fetch never has to wait for new
-                # ones; but a newly assigned partition is fetched only once the broker has answered the
-                # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
-                # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
-                # But tansu also stops looking for the records when this time is up and answers empty: past
-                # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
-                # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
-                "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
-            }
-        )
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": "daggers-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            # A range's offsets were seen on the broker. If it calls one out of range, say so and
+            # assign again rather than go silently to the partition's first record (with
+            # "earliest", a consumer that went back skipped millions of records below the range).
+            "auto.offset.reset": "error",
+            "fetch.min.bytes": 1,
+            # Large fetches and a deep prefetch queue: 0.97M msgs/s from one partition instead of
+            # 0.14M with librdkafka's defaults (measured against tansu, 70-byte records).
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "queued.min.messages": 500_000,
+            "queued.max.messages.kbytes": 262144,
+            "receive.message.max.bytes": 1_000_000_000,
+            "log_level": 4,
+            **(cfg.consumer_config or {}),
+            # A task's ranges are known to hold their records, so a fetch never has to wait for new
+            # ones; but a newly assigned partition is fetched only once the broker has answered the
+            # fetch in flight, which it may hold this long: with 100 ms, every range a task read cost
+            # 100 ms of waiting, and 10 light daggers kept both task slots of a shared host waiting.
+            # But tansu also stops looking for the records when this time is up and answers empty: past
+            # some thousands of record batches in a partition (fewer on a busy machine) a 2-ms fetch
+            # never got a record. A stall makes the worker's consumer more patient (_fresh_consumer).
+            "fetch.wait.max.ms": fetch_wait_ms(cfg, level),
+        }
+        from job.sources.rdkafka import BatchConsumer, RdkafkaError
+
+        try:
+            consumer = BatchConsumer(config, log=said.line, error=lambda code, text: said.error(text))
+        except RdkafkaError as exc:
+            raise SourceError(f"consumer_config: {exc}") from None
         cached = _CONSUMERS[key] = (consumer, said)
     return cached
 
 
 def _fresh_consumer(
     cfg: SourceConfig, bootstrap: str, topic: str, patient: bool = False
-) -> tuple[Consumer, ClientLog]:
+) -> tuple[BatchConsumer, ClientLog]:
     """Drop this worker's consumer of ``bootstrap`` that reads ``topic`` and return a new one, on new
     connections; with ``patient``, one whose fetches wait the next of PATIENT_WAITS_MS (and so do this
     worker's later reads of ``topic``).
@@ -166,45 +174,26 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     bootstrap = cfg.bootstrap(rng.cluster)  # the secondary's, once the range moved there
     consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    positions = bool(cfg.positions_dir) and rng.cluster == kfo.PRIMARY
     next_offset = rng.start
     shift: int | None = None  # secondary offset - primary offset, once the range moved to the secondary
-    payloads: list[bytes | None] = []
-    offs: list[int] = []
+    taken: list[_Taken] = []  # records read, not yet decoded
+    pending = 0
     bad: list[dict[str, Any]] = []
-    last: Any = None  # the last record read (its position is recorded for failover)
-    last_offset = -1
+    last: _Taken | None = None  # holds the last record read (its position is recorded for failover)
     starved = starvation()
     watch = StallWatch(cfg.read_timeout_s, lost_at_progress=starved.lost())
     try:
         while next_offset < rng.end:
-            msgs = consumer.consume(num_messages=min(FETCH_BATCH, rng.end - next_offset), timeout=1.0)
+            got = consumer.consume(min(FETCH_BATCH, rng.end - next_offset), timeout=1.0, with_keys=positions)
             moved = 0 if shift is None else shift
             progressed = False
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        progressed = True
-                        if cast(int, msg.offset()) - moved >= rng.end:  # an end event has its offset
-                            next_offset = rng.end
-                        continue
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                        watch.was_out_of_range()  # assigned again below
-                        continue
-                    if err.retriable() or err.code() in _TRANSIENT:
-                        continue  # librdkafka retries on its own; the read timeout bounds the wait
-                    raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {err.str()}")
-                off = cast(int, msg.offset()) - moved  # a record has its offset
-                if off < next_offset:
-                    watch.went_back(1)
-                    continue
-                if off >= rng.end:
-                    continue
-                payloads.append(msg.value())
-                offs.append(off)
-                next_offset = off + 1
-                last, last_offset = msg, off
-                progressed = True
+            if len(got):
+                part, next_offset, progressed = _take(got, moved, next_offset, rng, watch)
+                if len(part.index):
+                    taken.append(part)
+                    pending += len(part.index)
+                    last = part
             now = time.monotonic()
             watch.starved(starved.lost())
             if progressed:
@@ -241,16 +230,17 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 consumer, said = _fresh_consumer(cfg, bootstrap, rng.topic, patient)
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + moved)])
                 watch.reseeked(now)
-            if len(payloads) >= FETCH_BATCH:
-                yield _decode(cfg, decoder, rng, payloads, offs, bad)
-                payloads, offs = [], []
-        if payloads:
-            yield _decode(cfg, decoder, rng, payloads, offs, bad)
+            if pending >= FETCH_BATCH:
+                yield _decode(cfg, decoder, rng, taken, bad)
+                taken, pending = [], 0
+        if pending:
+            yield _decode(cfg, decoder, rng, taken, bad)
     finally:
         consumer.unassign()
     if bad:
         record_bad(cfg, rng, bad)
-    if last is not None and cfg.positions_dir and rng.cluster == kfo.PRIMARY:
+    if last is not None and positions:
+        i = int(last.index[-1])
         kfo.write_position(
             cfg.positions_dir,
             rng.topic,
@@ -258,12 +248,68 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             rng.start,
             rng.end,
             kfo.Position(
-                last_offset,
-                last.timestamp()[1],
-                kfo.fingerprint(last.key(), last.value()),
+                int(last.offsets[-1]),
+                int(last.got.timestamps[i]),
+                kfo.fingerprint(last.got.key(i), last.got.value(i)),
                 moved=shift is not None,
             ),
         )
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The records of one fetch that belong to the range: their indices in ``got``, and their offsets on the
+    cluster the range was planned on."""
+
+    got: Fetched
+    index: np.ndarray
+    offsets: np.ndarray
+
+
+def _take(
+    got: Fetched, moved: int, next_offset: int, rng: OffsetRange, watch: StallWatch
+) -> tuple[_Taken, int, bool]:
+    """Return the records of ``got`` that the range still needs, the next offset it needs, and whether the
+    read moved (a record taken, or the partition's end reached). A record below ``next_offset`` (the
+    consumer went back) is passed over and told to ``watch``; one at or past the range's end is passed over;
+    the end of the partition at or past the range's end ends the read; an "offset out of range" is told to
+    ``watch``; transient errors are left to librdkafka; any other error raises SourceError."""
+    from job.sources import rdkafka as rdk
+
+    offsets = got.offsets - moved if moved else got.offsets
+    errs = got.errs
+    if not errs.any() and offsets[0] >= next_offset and bool(np.all(offsets[1:] > offsets[:-1])):
+        index = np.flatnonzero(offsets < rng.end)  # increasing: the records before the range's end
+        if len(index):
+            next_offset = int(offsets[index[-1]]) + 1
+        return _Taken(got, index, offsets[index]), next_offset, len(index) > 0
+    kept: list[int] = []
+    progressed = False
+    for i, err in enumerate(errs.tolist()):
+        off = int(offsets[i])
+        if err:
+            if err == rdk.ERR_PARTITION_EOF:
+                progressed = True
+                if off >= rng.end:  # an end event has its offset
+                    next_offset = rng.end
+                continue
+            if err == rdk.ERR_AUTO_OFFSET_RESET:
+                watch.was_out_of_range()  # assigned again by the caller
+                continue
+            if err in rdk.TRANSIENT:
+                continue  # librdkafka retries on its own; the read timeout bounds the wait
+            text = (got.value(i) or b"").decode(errors="replace") or rdk.error_text(err)
+            raise SourceError(f"reading {rng.topic}[{rng.partition}] failed: {text}")
+        if off < next_offset:
+            watch.went_back(1)
+            continue
+        if off >= rng.end:
+            continue
+        kept.append(i)
+        next_offset = off + 1
+        progressed = True
+    index = np.array(kept, dtype=np.int64)
+    return _Taken(got, index, offsets[index]), next_offset, progressed
 
 
 def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, waited: float) -> int:
@@ -289,9 +335,6 @@ def _shift_to_secondary(cfg: SourceConfig, rng: OffsetRange, next_offset: int, w
         file=sys.stderr,
     )
     return shift
-
-
-_TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 
 
 def _stall_notice(
@@ -322,28 +365,39 @@ def _decode(
     cfg: SourceConfig,
     decoder: ArrowDecoder,
     rng: OffsetRange,
-    payloads: list[bytes | None],
-    offs: list[int],
+    taken: list[_Taken],
     bad: list[dict[str, Any]],
 ) -> pa.RecordBatch:
-    batch, failures = decoder.decode(payloads)
+    if len(taken) == 1:
+        got, index = taken[0].got, taken[0].index
+        buf, starts, ends, nulls = got.buf, got.starts[index], got.ends[index], got.nulls[index]
+        offs = taken[0].offsets
+    else:  # the fetches' buffers back to back
+        base = np.cumsum([0] + [len(t.got.buf) for t in taken[:-1]])
+        buf = np.concatenate([t.got.buf for t in taken])
+        starts = np.concatenate([t.got.starts[t.index] + b for t, b in zip(taken, base, strict=True)])
+        ends = np.concatenate([t.got.ends[t.index] + b for t, b in zip(taken, base, strict=True)])
+        nulls = np.concatenate([t.got.nulls[t.index] for t in taken])
+        offs = np.concatenate([t.offsets for t in taken])
+    batch, failures = decoder.decode_buffer(buf, starts, ends, nulls)
     if failures:
         first = failures[0]
         if cfg.bad_records == "fail":
-            raise BadRecordError(rng.topic, rng.partition, offs[first.index], first.reason)
+            raise BadRecordError(rng.topic, rng.partition, int(offs[first.index]), first.reason)
         for f in failures:
             print(
                 f"daggers: bad record {rng.topic}[{rng.partition}]@{offs[f.index]} ({cfg.bad_records}): "
                 f"{f.reason}",
                 file=sys.stderr,
             )
+            value = b"" if nulls[f.index] else buf[starts[f.index] : ends[f.index]].tobytes()
             bad.append(
                 {
                     "topic": rng.topic,
                     "partition": rng.partition,
-                    "offset": offs[f.index],
+                    "offset": int(offs[f.index]),
                     "error": f.reason,
-                    "value_b64": base64.b64encode(payloads[f.index] or b"").decode(),
+                    "value_b64": base64.b64encode(value).decode(),
                 }
             )
     return cfg.ordered(cfg.add_derived(batch))

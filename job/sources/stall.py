@@ -50,6 +50,11 @@ class ClientLog(logging.Handler):
         """librdkafka's ``error_cb``: a client-wide error such as all brokers down."""
         self.recent.append(str(err))
 
+    def line(self, level: int, text: str) -> None:
+        """A line librdkafka logged at syslog ``level`` (kept from warnings up: 4 and below)."""
+        if level <= 4:
+            self.recent.append(text)
+
     def logger(self, name: str) -> logging.Logger:
         """A logger that feeds this handler only: outside logging's registry (so it goes with its consumer,
         however many consumers a worker makes) and not propagated to the root."""

@@ -33,6 +33,7 @@ PRELOAD = (
     "google.protobuf.message",
     "confluent_kafka",
     "job.sources.kafka",
+    "job.sources.rdkafka",  # with numba, which the source's readers compile their loops with
     "job.functions.spark_udfs",
 )
 
