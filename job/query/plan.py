@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,9 @@ ENGINE_FEATURES: dict[str, str] = {
     # a heavy windowed dagger reads new records every GATHER_S far from a window boundary, at every trigger
     # near one (job.sources.pacing); "every_trigger": at every trigger
     "read_pacing": "gather",
+    # the source aggregates a task's records per window and key before Spark does, where it can
+    # (job.sql.partial); "spark": Spark aggregates every record
+    "partial_aggregation": "source",
 }
 #: How long a windowed dagger with ``read_pacing: gather`` lets records gather between reads, far from a
 #: window boundary (job.sources.pacing); a trigger interval this long or longer makes it moot.
@@ -91,6 +95,7 @@ _BEFORE_PINNING = {
     "group_keys": "as_written",
     "distinct_count": "collect_set",
     "read_pacing": "every_trigger",
+    "partial_aggregation": "spark",
 }
 
 
@@ -216,6 +221,11 @@ def translate_spec(
         s2_int_keys=features["s2_keys"] == "int64",
         window_keys_last=features["group_keys"] == "window_last",
         distinct_bytes=features["distinct_count"] == "sorted_bytes",
+        # not for a fused dagger (its group's query reads every member's records) or a stream whose
+        # transformers change records before the query sees them
+        partial=features.get("partial_aggregation") == "source"
+        and spec.isolation != "fused"
+        and not any(stream.transformers for stream in spec.streams),
     )
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups
@@ -224,11 +234,16 @@ def translate_spec(
     return translation
 
 
-def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = None) -> DaggerPlan:
+def plan(
+    spec: DaggerSpec,
+    state_dir: Path,
+    registry: SchemaRegistry | None = None,
+    features: dict[str, str] | None = None,
+) -> DaggerPlan:
     """Return the plan of ``spec`` on the host the dagger runs on: it reads what the spec names (its
     ``schema_*`` file, folder or URL, its ``udf_file``, its checkpoint's pinned features) and the
     host's environment (``DAGGERS_DART_STORE``). A server checks a spec with :func:`job.control.spec_check.check_spec`
-    instead, which reads none of them.
+    instead, which reads none of them. ``features`` override engine features (a preview's).
 
     Raises SchemaError (unknown proto class), SpecError (timestamp field missing or not a time)
     or SqlError (the query).
@@ -241,7 +256,7 @@ def plan(spec: DaggerSpec, state_dir: Path, registry: SchemaRegistry | None = No
 
         udfs = catalog_entries(load_user_functions(spec.udf_file))
     _check_dart_store(spec)
-    return plan_with(spec, registry, udfs, engine_features(checkpoint), checkpoint)
+    return plan_with(spec, registry, udfs, {**engine_features(checkpoint), **(features or {})}, checkpoint)
 
 
 def plan_with(
@@ -308,6 +323,14 @@ def plan_with(
                         if features.get("read_pacing") == "gather" and close_period_ms > 0 and paced
                         else 0
                     ),
+                    partial=(
+                        dataclasses.replace(partial, time=stream.timestamp_field).to_json()
+                        if (partial := translation.partial.get(stream.table)) is not None
+                        else None
+                    ),
+                    # a source that aggregates first hands over fewer rows the more records a task groups:
+                    # a micro-batch in as many tasks as the dagger's parallelism, no more
+                    max_tasks=spec.parallelism if stream.table in translation.partial else 0,
                 ),
             )
         )

@@ -154,7 +154,9 @@ def preview(
     from job.query.runner import explain_failure, register_dedup_views
     from job.spark.session import build_session, running_session
 
-    p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview")
+    # Spark aggregates every record: a source that aggregates first (job.sql.partial) would hand over groups,
+    # which the filter on the last minutes below cannot cut at the right record
+    p = plan(spec, Path(tempfile.gettempdir()) / "daggers-preview", features={"partial_aggregation": "spark"})
     spark = spark or running_session()
     own = spark is None
     base = spark or build_session(f"preview-{spec.name}", shuffle_partitions=spec.parallelism)

@@ -30,6 +30,7 @@ from job.query.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.schema.registry import SchemaRegistry
 from job.sinks import Sink, build_sinks
 from job.sinks.base import start_sinks
+from job.sources.config import PARTIAL_RECORDS
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
@@ -88,6 +89,22 @@ def batch_rows_per_s(p: dict[str, Any]) -> float:
         return spark_rate
     duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
     return rows * 1000.0 / duration_ms if duration_ms > 0 else 0.0
+
+
+#: The observed metric (Spark's ``Dataset.observe``) that adds up the records a source that aggregates first
+#: (:mod:`job.sql.partial`) read in a micro-batch: its rows are groups, and ``numInputRows`` counts rows.
+RECORDS_METRIC = "dagger_records"
+
+
+def observed_records(p: dict[str, Any]) -> int | None:
+    """Return the records the micro-batch of progress report ``p`` read, as its streams' frames observed them
+    (:data:`RECORDS_METRIC`); None when no frame observes them."""
+    seen = [
+        int((m or {}).get("records") or 0)
+        for name, m in (p.get("observedMetrics") or {}).items()
+        if name.startswith(RECORDS_METRIC)
+    ]
+    return sum(seen) if seen else None
 
 
 @dataclass
@@ -179,6 +196,10 @@ def stream_frame(
         "rowtime", f"{plan.spec.watermark_delay_ms} milliseconds"
     )
     watermarked = apply_stream_transformers(watermarked, plan.spec.streams[index])
+    if stream.source.partial:  # its rows are groups: add up the records they stand for (observed_records)
+        watermarked = watermarked.observe(
+            f"{RECORDS_METRIC}_{index}", F.sum(PARTIAL_RECORDS).cast("long").alias("records")
+        )
     # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
     # literal of the generated code, which then compiles again in every batch.
     return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())
@@ -258,6 +279,7 @@ class DaggerJob:
         self._seen: set[tuple[str, int]] = set()
         self.batch_listeners: list[Callable[[Progress], None]] = []
         self.log_batches = True  # a fused group's members but one leave the batch lines to it
+        self._partial = any(s.source.partial for s in plan.streams)  # rows are groups, not records
         for sink in self.sinks:
             sink.retry_listener = self.on_sink_retry
 
@@ -309,10 +331,15 @@ class DaggerJob:
             pr = self.progress
             pr.batches += 1
             pr.last_batch_id = int(p.get("batchId", -1))
-            pr.last_input_rows = int(p.get("numInputRows") or 0)
+            rows = int(p.get("numInputRows") or 0)
+            # records read, where the source aggregates first and hands Spark fewer rows (job.sql.partial)
+            counted = observed_records(p) if self._partial else None
+            records = rows if counted is None else counted
+            scale = records / rows if rows else 1.0
+            pr.last_input_rows = records
             pr.input_rows += pr.last_input_rows
-            pr.input_rows_per_s = batch_rows_per_s(p)
-            pr.processed_rows_per_s = float(p.get("processedRowsPerSecond") or 0.0)
+            pr.input_rows_per_s = batch_rows_per_s(p) * scale
+            pr.processed_rows_per_s = float(p.get("processedRowsPerSecond") or 0.0) * scale
             pr.batch_duration_ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
             pr.batch_phases_ms = {str(k): int(v) for k, v in (p.get("durationMs") or {}).items()}
             states = p.get("stateOperators") or []

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from job.errors import SourceError
 from job.schema.arrow import ArrowDecoder
@@ -21,6 +21,9 @@ from job.schema.registry import SchemaRegistry
 from job.sources import failover as kfo
 
 SOURCE_NAME = "dagger_kafka"
+#: The column that, where the source aggregates first (job.sources.partial), holds the records each row stands
+#: for.
+PARTIAL_RECORDS = "__dagger_records"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class SourceConfig:
     #: A batch read's end, ``{topic: {partition: offset}}`` as JSON: each partition is read up to (not
     #: including) its offset here, or its end when that comes first ("": up to the end; batch reads only).
     end_at: str = ""
+    #: What the source aggregates before Spark (job.sql.partial.SourcePartial as JSON; None: nothing): each
+    #: task then hands over one row per window and key (job.sources.partial).
+    partial: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.batch_order:
@@ -76,6 +82,13 @@ class SourceConfig:
     def output_columns(self) -> list[str]:
         """Return the names of the columns each batch hands to Spark: the decoded ones but the hidden,
         then the derived ones."""
+        if self.partial:
+            return [
+                *self.partial["keys"],
+                self.partial["time"],
+                *self.partial["distinct"].values(),
+                PARTIAL_RECORDS,
+            ]
         hidden = set(self.hidden or [])
         return [c for c in self.columns if c not in hidden] + [str(d[0]) for d in self.derived or []]
 
@@ -125,6 +138,7 @@ class SourceConfig:
             read_at_close=options.get("read_at_close", "false") == "true",
             gather_ms=int(options.get("gather_ms", 0)),
             end_at=str(options.get("end_at", "")),
+            partial=json.loads(options.get("partial", "null")),
         )
 
     def decoder(self) -> ArrowDecoder:
@@ -135,14 +149,19 @@ class SourceConfig:
         """Return the rows' schema: the decoded columns but the hidden ones, then the derived ones
         (``s2id``: strings, ``s2cell``: longs)."""
         hidden = set(self.hidden or [])
-        fields = [f for f in self.decoder().spark_schema.fields if f.name not in hidden]
-        return StructType(
-            fields
-            + [
-                StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
-                for name, function, *_ in self.derived or []
-            ]
-        )
+        fields = [f for f in self.decoder().spark_schema.fields if f.name not in hidden] + [
+            StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
+            for name, function, *_ in self.derived or []
+        ]
+        if self.partial:  # the keys and the time as decoded, the DistinctCount buffers, the records (a count)
+            by_name = {f.name: f for f in fields}
+            by_name.update({f.name: f for f in self.decoder().spark_schema.fields})
+            return StructType(
+                [by_name[c] for c in (*self.partial["keys"], self.partial["time"])]
+                + [StructField(c, BinaryType(), True) for c in self.partial["distinct"].values()]
+                + [StructField(PARTIAL_RECORDS, LongType(), True)]
+            )
+        return StructType(fields)
 
     def add_derived(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Append the derived columns to a decoded batch (S2 cells computed with numpy) and drop the
@@ -200,6 +219,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "close_delay_ms": str(cfg.close_delay_ms),
         "gather_ms": str(cfg.gather_ms),
         "end_at": cfg.end_at,
+        "partial": json.dumps(cfg.partial),
     }
 
 

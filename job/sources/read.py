@@ -33,14 +33,27 @@ FETCH_BATCH = 10_000  # records decoded per Arrow batch
 
 
 def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them."""
+    """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them; where the
+    source aggregates first (``cfg.partial``), one row per window and key of those records instead."""
     worker_heap.settle()
-    if isinstance(partition, RangeGroup):
-        for rng in partition.ranges:
-            yield from read_range(cfg, rng)
+    ranges = partition.ranges if isinstance(partition, RangeGroup) else (partition,)
+    assert all(isinstance(r, OffsetRange) for r in ranges)
+    if cfg.partial:  # one row per window and key of the task's records (job.sources.partial)
+        from job.sources import partial
+
+        p = cfg.partial
+        rows = partial.aggregate(
+            [b for rng in ranges for b in read_range(cfg, rng)],
+            p["keys"],
+            p["time"],
+            p["window_ms"],
+            p["distinct"],
+        )
+        if rows is not None:
+            yield rows
         return
-    assert isinstance(partition, OffsetRange)
-    yield from read_range(cfg, partition)
+    for rng in ranges:
+        yield from read_range(cfg, rng)
 
 
 _CONSUMERS: dict[str, tuple[BatchConsumer, ClientLog]] = {}

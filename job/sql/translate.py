@@ -15,6 +15,7 @@ from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.flink_names import name_outputs
 from job.sql.join_lag import join_lag_ms
 from job.sql.parse import parse
+from job.sql.partial import SourcePartial, source_partial
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
 from job.sql.rewrite import (
     add_watermark_barrier,
@@ -52,6 +53,8 @@ class Translation:
     output_columns: list[str] | None = None
     # views the engine registers before the query: a subquery's rows without duplicate keys (job.sql.dedup)
     dedups: list[Deduplication] = field(default_factory=list)
+    # table -> what its source aggregates before Spark does (job.sql.partial)
+    partial: dict[str, SourcePartial] = field(default_factory=dict)
 
 
 def translate(
@@ -62,6 +65,7 @@ def translate(
     s2_int_keys: bool = True,
     window_keys_last: bool = True,
     distinct_bytes: bool = True,
+    partial: bool = False,
 ) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
     Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
@@ -69,7 +73,8 @@ def translate(
     ``udfs`` are the dagger's own functions (lower-case name → description, see
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
     :func:`job.sql.pushdown.push_down_s2`. ``window_keys_last``: see :func:`job.sql.rewrite.put_window_keys_last`.
-    ``distinct_bytes``: see :func:`job.sql.rewrite.rewrite_distinct_count_bytes`.
+    ``distinct_bytes``: see :func:`job.sql.rewrite.rewrite_distinct_count_bytes`. ``partial`` (with
+    ``distinct_bytes``): let the source aggregate first where it can (:mod:`job.sql.partial`).
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -94,6 +99,16 @@ def translate(
     validate.check_spark_functions(spark)
     spark, dedups = extract_deduplications(spark, render)
     columns = {t: set(cols) | {c.name for c in derived.get(t, [])} for t, cols in tables.items()}
+    partials: dict[str, SourcePartial] = {}
+    first = (
+        partial
+        and distinct_bytes
+        and not dedups
+        and source_partial(spark, tables, {t: [c.name for c in cols] for t, cols in derived.items()})
+    )
+    if first:
+        spark, table, what = first
+        partials[table] = what
     return Translation(
         dagger_sql=sql,
         spark_sql=render(spark),
@@ -103,9 +118,10 @@ def translate(
         window=window_args(window)[1:] if window is not None and fname(window) != "SESSION" else None,
         derived=derived,
         derived_only=_derived_only(pushed, derived),
-        batch_order=batch_order(spark, columns),
+        batch_order={} if partials else batch_order(spark, columns),
         output_columns=validate.output_columns(tree, tables),
         dedups=dedups,
+        partial=partials,
     )
 
 

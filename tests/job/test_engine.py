@@ -146,7 +146,7 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
-_SETS = {"distinct_count": "collect_set", "read_pacing": "every_trigger"}
+_SETS = {"distinct_count": "collect_set", "read_pacing": "every_trigger", "partial_aggregation": "spark"}
 _WINDOW_FIRST = "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status"
 
 
@@ -212,9 +212,13 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
             "group_keys": "window_last",
             "distinct_count": "sorted_bytes",
             "read_pacing": "gather",
+            "partial_aggregation": "source",
         }
     )
-    assert "dagger_distinct_count(CAST(driver_id AS BINARY)) AS drivers" in fresh.translation.spark_sql
+    # the source aggregates first (job.sql.partial), Spark merges its DistinctCount buffers
+    assert (
+        "dagger_distinct_count_merge(__dagger_distinct_driver_id) AS drivers" in fresh.translation.spark_sql
+    )
     first = generate("driver_location", 3000, seed=21, start=T0, duration_s=300, drivers=150)
     produce(broker.bootstrap, topic, [first], progress=False)
     checkpoint.mkdir()

@@ -21,15 +21,67 @@ def test_a_grouped_stream_is_sorted_by_its_first_key_unless_a_transformer_reads_
         measurement="m",
         checkpoint=tmp_path / "ckpt",
     )
+    spark_aggregates = {"partial_aggregation": "spark"}  # the source hands over every record
     assert (
-        plan(parse_spec(text, "a.yaml"), tmp_path).streams[0].source.batch_order == "__dagger_s2_lat_long_13"
+        plan(parse_spec(text, "a.yaml"), tmp_path, features=spark_aggregates).streams[0].source.batch_order
+        == "__dagger_s2_lat_long_13"
     )
     dedup = text.replace(
         "    bad_records:",
         "    transformers:\n      - {type: deduplicate, keys: [driver_id], ttl_s: 60}\n    bad_records:",
     )
     assert dedup != text
-    assert plan(parse_spec(dedup, "b.yaml"), tmp_path).streams[0].source.batch_order == ""
+    assert (
+        plan(parse_spec(dedup, "b.yaml"), tmp_path, features=spark_aggregates).streams[0].source.batch_order
+        == ""
+    )
+
+
+def test_the_source_aggregates_distinct_counts_first_unless_a_transformer_reads_its_records(
+    tmp_path: Path,
+) -> None:
+    _, text = make_spec(
+        name="first",
+        bootstrap="127.0.0.1:1",
+        topic="t",
+        proto_class="daggers.events.DriverLocationPing",
+        sql=DRIVERS_SQL,
+        influx_url="http://127.0.0.1:1",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
+    p = plan(parse_spec(text, "a.yaml"), tmp_path)
+    assert p.streams[0].source.partial == {
+        "keys": ["__dagger_s2_lat_long_13", "driver_status"],
+        "window_ms": 60_000,
+        "distinct": {"driver_id": "__dagger_distinct_driver_id"},
+        "time": "event_timestamp",
+    }
+    assert p.streams[0].source.batch_order == "" and p.streams[0].source.max_tasks == p.spec.parallelism
+    assert "dagger_distinct_count_merge(__dagger_distinct_driver_id)" in p.translation.spark_sql
+    assert [f.name for f in p.streams[0].source.spark_schema().fields] == [
+        "__dagger_s2_lat_long_13",
+        "driver_status",
+        "event_timestamp",
+        "__dagger_distinct_driver_id",
+        "__dagger_records",
+    ]
+    dedup = text.replace(
+        "    bad_records:",
+        "    transformers:\n      - {type: deduplicate, keys: [driver_id], ttl_s: 60}\n    bad_records:",
+    )
+    assert plan(parse_spec(dedup, "b.yaml"), tmp_path).streams[0].source.partial is None
+    fused = (
+        text.replace("sinks:", "isolation: fused\nsinks:")
+        if "sinks:" in text
+        else text + "isolation: fused\n"
+    )
+    assert plan(parse_spec(fused, "c.yaml"), tmp_path).streams[0].source.partial is None
+    pinned = plan(parse_spec(text, "d.yaml"), tmp_path, features={"partial_aggregation": "spark"})
+    assert (
+        pinned.streams[0].source.partial is None and "dagger_distinct_count(" in pinned.translation.spark_sql
+    )
 
 
 def _source(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyped-def]

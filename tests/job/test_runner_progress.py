@@ -46,3 +46,18 @@ def test_a_batch_line_says_there_is_no_watermark_yet_instead_of_1970() -> None:
     assert shown_watermark("1970-01-01T00:00:00.000Z") == "none yet"
     assert shown_watermark(None) == "none yet"
     assert shown_watermark("2026-11-29T07:55:48.794Z") == "2026-11-29T07:55:48.794Z"
+
+
+def test_a_batch_counts_the_records_its_streams_observed_not_the_rows_spark_got() -> None:
+    """A source that aggregates first (job.sql.partial) hands Spark one row per group, each with the records it
+    stands for, which the stream's frame adds up (Spark's observed metrics)."""
+    from job.query.runner import RECORDS_METRIC, observed_records
+
+    assert observed_records({"numInputRows": 7}) is None  # nothing observed: count the rows
+    observed = {
+        f"{RECORDS_METRIC}_0": {"records": 30},
+        f"{RECORDS_METRIC}_1": {"records": 12},
+        "other": {"x": 1},
+    }
+    assert observed_records({"numInputRows": 7, "observedMetrics": observed}) == 42
+    assert observed_records({"observedMetrics": {f"{RECORDS_METRIC}_0": {"records": None}}}) == 0

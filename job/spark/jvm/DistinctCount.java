@@ -31,8 +31,10 @@ public class DistinctCount extends Aggregator {
 
     public Object merge(Object a, Object b) { return mergeBlobs((byte[]) a, (byte[]) b); }
 
-    public Object finish(Object buffer) {
-        byte[] blob = (byte[]) buffer;
+    public Object finish(Object buffer) { return Integer.valueOf(count((byte[]) buffer)); }
+
+    /** The number of values in a buffer. */
+    static int count(byte[] blob) {
         int n = 0;
         int pos = 0;
         while (pos < blob.length) {
@@ -47,7 +49,7 @@ public class DistinctCount extends Aggregator {
             pos += len;
             n++;
         }
-        return Integer.valueOf(n);
+        return n;
     }
 
     public Encoder bufferEncoder() { return Encoders.BINARY(); }

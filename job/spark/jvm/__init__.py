@@ -27,8 +27,13 @@ from job.errors import DaggerError
 
 #: The SQL name of the DistinctCount aggregate (job.sql.rewrite emits it); it reads ``CAST(x AS BINARY)``.
 DISTINCT_COUNT = "dagger_distinct_count"
+#: The SQL name of DistinctCount over buffers the Kafka source made (job.sql.partial emits it).
+DISTINCT_COUNT_MERGE = "dagger_distinct_count_merge"
 #: The Java sources, compiled together into one jar.
-SOURCES = (Path(__file__).with_name("DistinctCount.java"),)
+SOURCES = (
+    Path(__file__).with_name("DistinctCount.java"),
+    Path(__file__).with_name("DistinctCountMerge.java"),
+)
 #: The jar's location when set (a file; "off": no jar, DistinctCount keeps collect_set), else the cache.
 JAR_ENV = "DAGGERS_JVM_JAR"
 _DEMO = "org.codehaus.commons.compiler.samples.CompilerDemo"  # Janino's command-line compiler
@@ -152,13 +157,16 @@ def available(spark: Any) -> bool:
 
 
 def register(spark: Any) -> bool:
-    """Register :data:`DISTINCT_COUNT` with ``spark``; return False (registering nothing) when its JVM
-    cannot load the jar's classes, as in a session not built by :func:`job.spark.session.build_session`."""
+    """Register :data:`DISTINCT_COUNT` and :data:`DISTINCT_COUNT_MERGE` with ``spark``; return False
+    (registering nothing) when its JVM cannot load the jar's classes, as in a session not built by
+    :func:`job.spark.session.build_session`."""
     if not available(spark):
         return False
     jvm = spark._jvm
-    function = jvm.org.apache.spark.sql.functions.udaf(
-        jvm.daggers.spark.DistinctCount(), jvm.org.apache.spark.sql.Encoders.BINARY()
+    binary = jvm.org.apache.spark.sql.Encoders.BINARY()
+    udaf = jvm.org.apache.spark.sql.functions.udaf
+    spark._jsparkSession.udf().register(DISTINCT_COUNT, udaf(jvm.daggers.spark.DistinctCount(), binary))
+    spark._jsparkSession.udf().register(
+        DISTINCT_COUNT_MERGE, udaf(jvm.daggers.spark.DistinctCountMerge(), binary)
     )
-    spark._jsparkSession.udf().register(DISTINCT_COUNT, function)
     return True
