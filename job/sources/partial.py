@@ -10,6 +10,7 @@ pyarrow's hash aggregation; the buffers are built by one compiled pass.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +89,7 @@ def _one_chunk(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _buffers(lists: pa.Array) -> pa.Array:
     """Each list of distinct strings (or binaries) → its DistinctCount buffer; a NULL list (no value) → empty."""
     values = lists.values
+    width: type[np.signedinteger[Any]]
     if pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type):
         values = values.cast(pa.large_binary())
         width = np.int64

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from confluent_kafka import TopicPartition
-from llvmlite import ir
+from llvmlite import ir  # type: ignore[import-untyped]
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -55,8 +55,7 @@ class RdkafkaError(Exception):
 # --------------------------------------------------------------------------- the compiled loop
 
 
-@intrinsic
-def _load_word(typingctx: Any, addr: Any) -> Any:
+def _load_word_typing(typingctx: Any, addr: Any) -> Any:
     """The 8-byte word at address ``addr``."""
     sig = types.int64(types.int64)
 
@@ -66,8 +65,10 @@ def _load_word(typingctx: Any, addr: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
-def _copy_bytes(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
+_load_word: Any = intrinsic(_load_word_typing)
+
+
+def _copy_bytes_typing(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
     """memcpy(dst, src, n) on addresses."""
     sig = types.void(types.int64, types.int64, types.int64)
 
@@ -82,8 +83,10 @@ def _copy_bytes(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
-def _call_with_pointer(typingctx: Any, fn: Any, arg: Any) -> Any:
+_copy_bytes: Any = intrinsic(_copy_bytes_typing)
+
+
+def _call_with_pointer_typing(typingctx: Any, fn: Any, arg: Any) -> Any:
     """Call the C function ``void fn(void *arg)`` at address ``fn``."""
     sig = types.void(types.int64, types.int64)
 
@@ -97,8 +100,10 @@ def _call_with_pointer(typingctx: Any, fn: Any, arg: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
-def _call_timestamp(typingctx: Any, fn: Any, msg: Any, kind: Any) -> Any:
+_call_with_pointer: Any = intrinsic(_call_with_pointer_typing)
+
+
+def _call_timestamp_typing(typingctx: Any, fn: Any, msg: Any, kind: Any) -> Any:
     """Call ``int64_t rd_kafka_message_timestamp(const rd_kafka_message_t *msg, int *kind)`` at address ``fn``."""
     sig = types.int64(types.int64, types.int64, types.int64)
 
@@ -111,6 +116,9 @@ def _call_timestamp(typingctx: Any, fn: Any, msg: Any, kind: Any) -> Any:
         )
 
     return sig, codegen
+
+
+_call_timestamp: Any = intrinsic(_call_timestamp_typing)
 
 
 @njit(cache=True, nogil=True)

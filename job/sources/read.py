@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,7 @@ def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.
     """Yield the records of a task: one :class:`OffsetRange` or a :class:`RangeGroup` of them; where the
     source aggregates first (``cfg.partial``), one row per window and key of those records instead."""
     worker_heap.settle()
-    ranges = partition.ranges if isinstance(partition, RangeGroup) else (partition,)
+    ranges = partition.ranges if isinstance(partition, RangeGroup) else (cast(OffsetRange, partition),)
     assert all(isinstance(r, OffsetRange) for r in ranges)
     if cfg.partial:  # one row per window and key of the task's records (job.sources.partial)
         from job.sources import partial

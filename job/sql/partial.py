@@ -140,12 +140,12 @@ def source_partial(
     # every other column named is a key, or the window's
     in_calls = {id(c) for call in calls for c in call.find_all(exp.Column)}
     in_group = {id(c) for c in group.find_all(exp.Column)}
-    for column in tree.find_all(exp.Column):
-        if id(column) in in_calls or id(column) in in_group:
+    for named in tree.find_all(exp.Column):
+        if id(named) in in_calls or id(named) in in_group:
             continue
-        if column.name in keys or (column.table == "window" and column.name in ("start", "end")):
+        if named.name in keys or (named.table == "window" and named.name in ("start", "end")):
             continue
-        if column.name == "window" and not column.table:
+        if named.name == "window" and not named.table:
             continue
         return None
     if any(True for _ in tree.find_all(exp.AggFunc)):
