@@ -1,10 +1,13 @@
 """Every install path works: the wheel, built once, installed with no extra and with each extra alone, runs the
 commands of that extra; a missing extra is one line naming the package and how to install it.
 
-One core virtualenv holds the wheel and its core dependencies (pyspark is 0.5 GB: installing it once keeps this
-test in minutes). Each extra gets its own fresh virtualenv on top of the core one (a ``.pth`` file puts the core
-site-packages after its own), into which pip installs ``daggers[<extra>]``: pip finds the core already there and
-adds only that extra's packages, so each extra is proven alone, never beside another.
+One core virtualenv holds the wheel and its core dependencies. pyspark and py4j come linked from the
+interpreter running the tests (a ``.pth`` file names a folder of links to them and their ``.dist-info``): pip
+sees them installed, checks their versions against the wheel's requirements and installs everything else;
+unpacking pyspark's 0.5 GB of jars again proved nothing about Daggers. Each extra gets its own fresh virtualenv
+on top of the core one (a ``.pth`` file puts the core site-packages after its own), into which pip installs
+``daggers[<extra>]``: pip finds the core already there and adds only that extra's packages, so each extra is
+proven alone, never beside another.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -74,12 +78,36 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(dist.glob("daggers-*.whl"))
 
 
+#: Installed once, in the tests' own interpreter, and linked into the core virtualenv (see the module's text).
+LINKED = ("pyspark", "py4j")
+
+
+def linked_site(into: Path) -> Path:
+    """Make ``into`` a folder of links to :data:`LINKED`'s packages and ``.dist-info`` folders as installed
+    for this interpreter; return it."""
+    into.mkdir()
+    for name in LINKED:
+        dist = metadata.distribution(name)
+        folder = Path(str(dist.locate_file(name)))
+        info = Path(str(dist.locate_file(f"{name}-{dist.version}.dist-info")))
+        assert folder.is_dir() and info.is_dir(), (folder, info)
+        for path in (folder, info):
+            (into / path.name).symlink_to(path)
+    return into
+
+
 @pytest.fixture(scope="session")
 def core(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
-    """A fresh virtualenv with the wheel and its core dependencies, no extra."""
-    venv = tmp_path_factory.mktemp("venvs") / "core"
+    """A fresh virtualenv with the wheel and its core dependencies, no extra (pyspark and py4j linked)."""
+    venvs = tmp_path_factory.mktemp("venvs")
+    venv = venvs / "core"
     _run([sys.executable, "-m", "venv", venv])
+    (_site(venv) / "daggers_linked.pth").write_text(f"{linked_site(venvs / 'linked')}\n")
     _run([venv / "bin/python", "-m", "pip", "install", "-q", "--no-compile", wheel], timeout=PIP_TIMEOUT_S)
+    installed = _run([venv / "bin/python", "-m", "pip", "list", "--path", _site(venv), "--format", "freeze"])
+    assert not {line.split("==")[0].lower() for line in installed.stdout.split()} & set(LINKED), (
+        installed.stdout
+    )
     return venv
 
 
@@ -87,7 +115,7 @@ def with_extra(core: Path, wheel: Path, extra: str) -> Path:
     """A fresh virtualenv on top of ``core`` with ``daggers[extra]``; returns its python."""
     venv = core.parent / extra
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
-    (_site(venv) / "daggers_core.pth").write_text(f"{_site(core)}\n")
+    (_site(venv) / "daggers_core.pth").write_text(f"{_site(core)}\n{core.parent / 'linked'}\n")
     _run(
         [
             core / "bin/python",
