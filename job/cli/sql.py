@@ -91,8 +91,9 @@ def sql_translate(
 
 def _explain(p: DaggerPlan) -> None:
     from job.query.plan import register_plan_functions
-    from job.query.runner import explain_failure, register_stream_views
+    from job.query.runner import register_stream_views
     from job.sources.kafka import register_source
+    from job.spark.failure import explain_failure
     from job.spark.session import borrowed_session
 
     quiet_spark_errors()
