@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import delete, or_, select, update
+from sqlalchemy.orm import Session
 
 from job.control import handoff
 from job.control.errors import ConflictError, ControlError, NotFoundError
@@ -77,7 +78,7 @@ class ClusterAgent:
         self.min_failover_after_s = min_failover_after_s
         self.clock = clock
 
-    def _cluster(self, s: Any) -> Cluster:
+    def _cluster(self, s: Session) -> Cluster:
         c = s.scalar(select(Cluster).where(Cluster.name == self.cluster))
         if c is None:
             raise NotFoundError(f"no cluster {self.cluster!r} in the registry {self.registry.safe_url}")

@@ -170,7 +170,7 @@ def _isolation(spec_text: str) -> str:
 
 def backoff_delay(crashes: int, initial_s: float, max_s: float) -> float:
     """Return the wait before restart number ``crashes`` (1, 2, ...): ``initial * 2**(crashes-1)``, capped."""
-    return min(initial_s * (2 ** max(crashes - 1, 0)), max_s)
+    return min(initial_s * 2.0 ** max(crashes - 1, 0), max_s)
 
 
 @dataclass

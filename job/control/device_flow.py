@@ -61,7 +61,10 @@ def device_signin(
                 raise AuthError(
                     e.get("message", f"the server answered {answer.status_code}"), hint=e.get("hint")
                 )
-            return answer.json()
+            token = answer.json()
+            if not isinstance(token, dict):
+                raise AuthError(f"the server answered a {type(token).__name__}, not a credential")
+            return token
         error = body.get("error")
         if error == "slow_down":
             interval += 5

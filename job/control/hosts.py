@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from job.shared.channel import ENDED, HostFolder, read_json, write_json
+from job.query.liveness import read_json
+from job.shared.channel import ENDED, HostFolder, write_json
 from job.stack.process import group_members, pid_alive, process_start_time
 
 log = logging.getLogger("daggers.controller")

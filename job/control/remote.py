@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -47,6 +47,17 @@ if TYPE_CHECKING:
     from job.query.preview import PreviewProgress
 
 API = "/api/v1"
+_T = TypeVar("_T")
+
+
+def _shaped(value: object, kind: type[_T], what: str) -> _T:
+    """Return ``value``, a server's JSON answer or a field of it, when it is a ``kind`` (dict, list, str);
+    else a ControlError: what answered is not the daggers server this client speaks."""
+    if not isinstance(value, kind):
+        raise ControlError(f"the server answered {what} with a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
 _ERRORS: dict[int, type[ControlError]] = {
     401: AuthError,
     403: PermissionDeniedError,
@@ -174,13 +185,13 @@ class RemoteControlPlane:
 
     def whoami(self) -> dict[str, Any]:
         """Return the signed-in user, superuser flag and roles (and remember the user's name)."""
-        me = self._json("GET", "/whoami")
+        me = _shaped(self._json("GET", "/whoami"), dict, "whoami")
         self.user, self.credential = me["user"], me.get("credential")
         return me
 
     def users(self) -> list[dict[str, Any]]:
         """Return the users you can see."""
-        return self._json("GET", "/users")
+        return _shaped(self._json("GET", "/users"), list, "the users")
 
     def add_user(self, name: str, *, superuser: bool = False) -> None:
         """Add a user (superusers)."""
@@ -192,7 +203,7 @@ class RemoteControlPlane:
 
     def teams(self) -> list[dict[str, Any]]:
         """Return your teams and their members."""
-        return self._json("GET", "/teams")
+        return _shaped(self._json("GET", "/teams"), list, "the teams")
 
     def add_team(self, name: str) -> None:
         """Add a team (superusers)."""
@@ -208,7 +219,8 @@ class RemoteControlPlane:
 
     def role_in(self, team: str) -> str | None:
         """Return your role in ``team`` ("superuser", or None when not a member)."""
-        return self._json("GET", f"/teams/{quote(team, safe='')}/role")["role"]
+        role = self._json("GET", f"/teams/{quote(team, safe='')}/role")["role"]
+        return None if role is None else _shaped(role, str, "the role")
 
     def can(self, team: str, need: str) -> bool:
         """Return whether you have at least ``need`` in ``team``."""
@@ -219,7 +231,7 @@ class RemoteControlPlane:
 
     def datacentres(self) -> list[dict[str, Any]]:
         """Return the data centres."""
-        return self._json("GET", "/datacentres")
+        return _shaped(self._json("GET", "/datacentres"), list, "the data centres")
 
     def add_datacentre(self, name: str, description: str = "") -> None:
         """Add a data centre (superusers)."""
@@ -318,11 +330,12 @@ class RemoteControlPlane:
 
     def cluster_health(self, cluster: str, *, live: bool = False) -> dict[str, Any]:
         """Return the cluster's health."""
-        return self._json("GET", f"/clusters/{quote(cluster, safe='')}/health", live=str(live).lower())
+        health = self._json("GET", f"/clusters/{quote(cluster, safe='')}/health", live=str(live).lower())
+        return _shaped(health, dict, "the cluster's health")
 
     def cluster_topics(self, cluster: str) -> list[str]:
         """Return the topics on the cluster's brokers."""
-        return self._json("GET", f"/clusters/{quote(cluster, safe='')}/topics")
+        return _shaped(self._json("GET", f"/clusters/{quote(cluster, safe='')}/topics"), list, "the topics")
 
     # ---- daggers --------------------------------------------------------------------------------
 
@@ -377,7 +390,7 @@ class RemoteControlPlane:
 
     def diff(self, ref: str, a: int | None = None, b: int | None = None) -> str:
         """Return the diff between two spec versions."""
-        return self._json("GET", f"/daggers/{_seg(ref)}/diff", a=a, b=b)["diff"]
+        return _shaped(self._json("GET", f"/daggers/{_seg(ref)}/diff", a=a, b=b)["diff"], str, "the diff")
 
     def output(self, ref: str, query: OutputQuery, sink: str | None = None) -> Output:
         """Return the dagger's own output read back from its sink, by the server (see ControlPlane.output)."""
@@ -557,7 +570,7 @@ class RemoteClusterAgent:
 
     def settings(self) -> dict[str, Any]:
         """Return the cluster's addresses."""
-        return self._http._json("GET", f"{self._base}/settings")
+        return _shaped(self._http._json("GET", f"{self._base}/settings"), dict, "the settings")
 
     def holder(self) -> tuple[str | None, int | None]:
         """Return the recorded controller (host, pid)."""
@@ -579,11 +592,12 @@ class RemoteClusterAgent:
     def fail_over(self, after_s: float | None = None) -> list[str]:
         """Take over silent clusters' daggers (silent by the server's clock, for at least the server's wait);
         return the refs moved."""
-        return self._http._json("POST", f"{self._base}/failover", {"after_s": after_s})["moved"]
+        moved = self._http._json("POST", f"{self._base}/failover", {"after_s": after_s})["moved"]
+        return _shaped(moved, list, "the fail-over")
 
     def assignments(self) -> list[dict[str, Any]]:
         """Return the cluster's daggers with their specs and status."""
-        return self._http._json("GET", f"{self._base}/assignments")
+        return _shaped(self._http._json("GET", f"{self._base}/assignments"), list, "the assignments")
 
     def report(
         self,

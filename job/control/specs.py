@@ -95,7 +95,8 @@ _Dumper.add_representer(str, _str)
 
 def dump(data: Mapping[str, Any]) -> str:
     """Return ``data`` as YAML, SQL as a literal block, keys in the given order."""
-    return yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    text: str = yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    return text
 
 
 def run_text(text: str, checkpoint: Path) -> str:
