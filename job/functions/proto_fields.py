@@ -38,7 +38,8 @@ def _registry(descriptor_set_b64: str) -> SchemaRegistry:
 @cache
 def _parser(descriptor_set_b64: str, class_name: str) -> Callable[[bytes], Message]:
     try:
-        return _registry(descriptor_set_b64).message_class(class_name).FromString
+        parse: Callable[[bytes], Message] = _registry(descriptor_set_b64).message_class(class_name).FromString
+        return parse
     except Exception as exc:  # SchemaError: unknown class
         raise FunctionError(str(exc)) from None
 
@@ -60,7 +61,10 @@ def read_path(message: Message, path: str) -> Any:
     value = getattr(message, last)
     if field.type == FieldDescriptor.TYPE_ENUM:
         names = field.enum_type.values_by_number
-        as_name = lambda n: names[n].name if n in names else str(n)  # noqa: E731
+
+        def as_name(n: int) -> str:
+            return str(names[n].name) if n in names else str(n)
+
         return [as_name(v) for v in value] if _repeated(field) else as_name(value)
     return value
 

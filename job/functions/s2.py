@@ -148,7 +148,8 @@ def _xyz_to_face_uv(
 def _uv_to_st(u: Float64Array) -> Float64Array:
     """Return s2sphere's quadratic ``uv_to_st(u)``; ``1 - 3u`` equals ``1 + 3|u|`` exactly for u < 0."""
     r = 0.5 * np.sqrt(1 + 3 * np.abs(u))
-    return np.where(u >= 0, r, 1 - r)
+    st: Float64Array = np.where(u >= 0, r, 1 - r)
+    return st
 
 
 def _st_to_ij(s: Float64Array) -> Int64Array:
@@ -331,7 +332,10 @@ def _lsb(ids: UInt64Array) -> UInt64Array:
 
 def _is_valid(ids: UInt64Array) -> npt.NDArray[np.bool_]:
     """Return whether each id is a valid cell id (face < 6 and the trailing 1 at an even bit)."""
-    return ((ids >> np.uint64(_POS_BITS)) < 6) & ((_lsb(ids) & np.uint64(0x1555555555555555)) != 0)
+    valid: npt.NDArray[np.bool_] = ((ids >> np.uint64(_POS_BITS)) < 6) & (
+        (_lsb(ids) & np.uint64(0x1555555555555555)) != 0
+    )
+    return valid
 
 
 def _level_of_valid(ids: UInt64Array) -> Int64Array:
@@ -496,7 +500,7 @@ def _triangle_area(a: Float64Array, b: Float64Array, c: Float64Array) -> Float64
     s = 0.5 * (sa + sb + sc)
     s2 = s * s
     dmin = s - np.maximum(sa, np.maximum(sb, sc))
-    huilier = 4 * np.arctan(
+    huilier: Float64Array = 4 * np.arctan(
         np.sqrt(
             np.maximum(
                 0.0,

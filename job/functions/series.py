@@ -38,9 +38,12 @@ class Points:
 def _epoch_ms(values: pa.Array) -> IntArray:
     """Return epoch milliseconds of a timestamp (or integer epoch ms) array, floored like Java's getTime()."""
     if not pa.types.is_timestamp(values.type):
-        return pc.fill_null(values.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        ms: IntArray = pc.fill_null(values.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        return ms
     unit = values.type.unit
-    raw = pc.fill_null(values.cast(pa.timestamp(unit)).cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    raw: IntArray = pc.fill_null(values.cast(pa.timestamp(unit)).cast(pa.int64()), 0).to_numpy(
+        zero_copy_only=False
+    )
     per_ms = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
     return raw * 1000 if per_ms == 0 else np.floor_divide(raw, per_ms)
 
@@ -71,12 +74,13 @@ def flatten(timestamps: pa.Array, values: pa.Array) -> Points:
     return Points(row[present], ms[present], vals[present], n, ok)
 
 
-def _scalar_column(values: pa.Array, kind: str) -> npt.NDArray:
+def _scalar_column(values: pa.Array, kind: str) -> IntArray | FloatArray:
     """Return a per-row argument as numpy: epoch ms for ``kind='ms'``, else float64 with NaN for NULL."""
     values = _as_array(values)
     if kind == "ms":
         return _epoch_ms(values)
-    return pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    floats: FloatArray = pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+    return floats
 
 
 def _last_per_key(row: IntArray, key: IntArray) -> npt.NDArray[np.bool_]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -34,8 +35,11 @@ _UINT64_MAX = "18446744073709551615"
 _INT64_MIN_ABS = "9223372036854775808"
 
 
-def _floats(values: pa.Array) -> np.ndarray:
-    return pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+def _floats(values: pa.Array) -> npt.NDArray[np.float64]:
+    floats: npt.NDArray[np.float64] = pc.fill_null(values.cast(pa.float64()), np.nan).to_numpy(
+        zero_copy_only=False
+    )
+    return floats
 
 
 def s2id_arrow(lat: pa.Array, lng: pa.Array, level: pa.Array) -> pa.Array:
