@@ -108,7 +108,8 @@ class EventBatch:
     def timestamps_ms(self) -> list[int]:
         """Return each event's time in epoch milliseconds (floor), for Kafka CreateTime."""
         micros = self.table.column("event_timestamp").cast(pa.int64()).to_numpy()
-        return (micros // 1000).tolist()
+        ms: list[int] = (micros // 1000).tolist()
+        return ms
 
     def slice(self, lo: int, hi: int) -> EventBatch:
         """Return the events ``lo`` to ``hi`` (exclusive) as a batch of their own, in the same order."""
@@ -151,7 +152,8 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     x = x + _U64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
+    mixed: np.ndarray = x ^ (x >> _U64(31))
+    return mixed
 
 
 def _hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
@@ -522,7 +524,8 @@ def _enum_values(message_name: str, field_name: str) -> tuple[pa.Array, np.ndarr
 def _enum_codes(message_name: str, field_name: str, names: pa.Array) -> list[int]:
     """Return the enum numbers of a column of enum value names (vectorised)."""
     value_names, numbers = _enum_values(message_name, field_name)
-    return numbers[pc.index_in(names, value_set=value_names).to_numpy()].tolist()
+    codes: list[int] = numbers[pc.index_in(names, value_set=value_names).to_numpy()].tolist()
+    return codes
 
 
 def _encode(message_name: str, columns: list[list[Any]]) -> list[bytes]:

@@ -202,7 +202,8 @@ def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, s
     try:
         future.result(METADATA_TIMEOUT_S)
     except KafkaException as exc:
-        return exc.args[0]
+        error: KafkaError = exc.args[0]  # a KafkaException carries its KafkaError
+        return error
     return None
 
 
