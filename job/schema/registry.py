@@ -102,7 +102,8 @@ class SchemaRegistry:
 
     def message_class(self, full_name: str) -> type[Message]:
         """Return the generated message class of ``full_name``."""
-        return message_factory.GetMessageClass(self.descriptor(full_name))
+        cls: type[Message] = message_factory.GetMessageClass(self.descriptor(full_name))
+        return cls
 
     def fields(self, full_name: str) -> dict[str, FieldInfo]:
         """Return the top-level fields of ``full_name`` by name, in declaration order."""

@@ -49,7 +49,7 @@ _WIRE = np.array([-1, 0, 0, 0, 0, 1, 5, 2, 2, 2], dtype=np.int8)  # the wire typ
 
 
 def _repeated(field: FieldDescriptor) -> bool:
-    return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+    return bool(field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED)
 
 
 def field_kind(field: FieldDescriptor) -> int | None:
