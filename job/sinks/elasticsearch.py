@@ -99,7 +99,7 @@ def _json_column(col: pa.ChunkedArray) -> list[Any]:
     """Return a column's values as JSON values: times as UTC ISO 8601 (each distinct time formatted once),
     NaN and infinities as None, decimals as floats, bytes as hex."""
     kind = col.type
-    values = col.to_pylist()
+    values: list[Any] = col.to_pylist()
     if pa.types.is_timestamp(kind):
         seen: dict[Any, str] = {}
         return [None if v is None else seen.get(v) or seen.setdefault(v, _iso(v)) for v in values]

@@ -134,13 +134,18 @@ class InfluxSink(Sink):
                 hint="create it (influx bucket create), or fix bucket/org on the sink",
             )
 
-    def _query(self, q: str, method: str = "GET") -> dict:
+    def _query(self, q: str, method: str = "GET") -> dict[str, Any]:
         resp = self.http.request(method, f"{self.url}/query", params={"q": q}, timeout=10)
         if resp.status_code == 401 or resp.status_code == 403:
             raise SinkError(f"InfluxDB at {self.url} refused the credentials (HTTP {resp.status_code})")
         if resp.status_code >= 400:
             raise SinkError(f"InfluxDB query failed (HTTP {resp.status_code}): {resp.text.strip()[:300]}")
-        return resp.json()
+        answer = resp.json()
+        if not isinstance(answer, dict):
+            raise SinkError(
+                f"InfluxDB at {self.url} answered a query with a {type(answer).__name__}, not an object"
+            )
+        return answer
 
     def _check_database(self) -> None:
         db = self.spec.database or ""

@@ -98,7 +98,8 @@ def _rfc3339(value: dt.datetime) -> str:
 
 
 def _micros(col: pa.ChunkedArray) -> list[int | None]:
-    return col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64()).to_pylist()
+    micros: list[int | None] = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64()).to_pylist()
+    return micros
 
 
 def _json_value(value: Any) -> Any:
@@ -124,14 +125,15 @@ def _json_value(value: Any) -> Any:
 def _json_column(col: pa.ChunkedArray) -> list[Any]:
     """Return the JSON-ready values of ``col``."""
     t = col.type
+    values: list[Any] = col.to_pylist()
     if (
         pa.types.is_integer(t)
         or pa.types.is_string(t)
         or pa.types.is_large_string(t)
         or pa.types.is_boolean(t)
     ):
-        return col.to_pylist()
-    return [_json_value(v) for v in col.to_pylist()]
+        return values
+    return [_json_value(v) for v in values]
 
 
 def _key_text(value: Any) -> str:
@@ -180,7 +182,7 @@ _INT64 = (FieldDescriptor.CPPTYPE_INT64,)
 _UINT32 = (FieldDescriptor.CPPTYPE_UINT32,)
 _UINT64 = (FieldDescriptor.CPPTYPE_UINT64,)
 
-_FIELD_TYPE_NAMES = {
+_FIELD_TYPE_NAMES: dict[int, str] = {
     v: k.removeprefix("TYPE_").lower() for k, v in vars(FieldDescriptor).items() if k.startswith("TYPE_")
 }
 
@@ -189,19 +191,20 @@ def _field_type(field: FieldDescriptor) -> str:
     if field.type == FieldDescriptor.TYPE_ENUM:
         return f"enum {field.enum_type.full_name}"
     if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
-        return field.message_type.full_name
+        return str(field.message_type.full_name)
     return _FIELD_TYPE_NAMES.get(field.type, str(field.type))
 
 
 def _repeated(field: FieldDescriptor) -> bool:
-    return field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+    return bool(field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED)
 
 
 Converter = Callable[[pa.ChunkedArray], list[Any]]
 
 
 def _plain(col: pa.ChunkedArray) -> list[Any]:
-    return col.to_pylist()
+    values: list[Any] = col.to_pylist()
+    return values
 
 
 def _to_float(col: pa.ChunkedArray) -> list[Any]:

@@ -52,4 +52,4 @@ class LogSink(Sink):
         self.console.print(view, width=max(self.console.width, needed), crop=False)
         if table.num_rows > self.spec.max_rows:
             self.console.print(f"... {counted(table.num_rows - self.spec.max_rows, 'more row')}")
-        return table.num_rows
+        return int(table.num_rows)

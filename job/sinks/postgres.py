@@ -361,7 +361,7 @@ class PostgresSink(Sink):
         if rows.num_rows < table.num_rows:
             self.metrics.rows_skipped += table.num_rows - rows.num_rows
         self._run(lambda conn: self._write_rows(conn, rows))
-        return rows.num_rows
+        return int(rows.num_rows)
 
     def _write_rows(self, conn: psycopg.Connection[Any], rows: pa.Table) -> None:
         upsert = self._upsert
