@@ -17,7 +17,8 @@ router = APIRouter(prefix=API, tags=["daggers"])
 
 def _desired(action: str) -> Callable[..., dict[str, Any]]:
     def route(team: str, name: str, plane: Plane) -> dict[str, Any]:
-        return getattr(plane, action)(ref(team, name)).to_dict()
+        view: dict[str, Any] = getattr(plane, action)(ref(team, name)).to_dict()
+        return view
 
     route.__name__ = action
     route.__doc__ = {
