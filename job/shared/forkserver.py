@@ -56,6 +56,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from job.errors import debug_enabled
 from job.spark.worker_daemon import PRELOAD as WORKER_PRELOAD
@@ -83,7 +84,17 @@ MAX_MESSAGE = 1 << 20
 log = logging.getLogger("daggers.shared")
 
 
-def receive(conn: socket.socket) -> tuple[dict, list[int]]:
+class ForkRequest(TypedDict):
+    """What a client asks the server to run (:func:`job.shared.forkclient.encode`)."""
+
+    module: str
+    cwd: str
+    ignored: list[int]  # the signals the client was started with ignored
+    argv: list[str]
+    env: dict[str, str]
+
+
+def receive(conn: socket.socket) -> tuple[ForkRequest, list[int]]:
     """Return the request (``module``, ``cwd``, ``ignored``, ``argv``, ``env``) and the file descriptors
     attached."""
     fds = array.array("i")
@@ -94,7 +105,7 @@ def receive(conn: socket.socket) -> tuple[dict, list[int]]:
     return decode(msg), list(fds)
 
 
-def decode(msg: bytes) -> dict:
+def decode(msg: bytes) -> ForkRequest:
     """Parse a request (see :func:`job.shared.forkclient.encode`); raises ValueError when it is not one."""
     parts = [os.fsdecode(p) for p in msg.split(b"\0")[:-1]]
     if len(parts) < 4:
@@ -118,7 +129,7 @@ def child_signals(ignored: list[int]) -> None:
         signal.signal(sig, signal.SIG_IGN if int(sig) in ignored else default)
 
 
-def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
+def run_child(conn: socket.socket, request: ForkRequest, fds: list[int]) -> None:
     """In the forked child: take the client's streams, environment and folder, run the module, report
     its exit code to the client, and exit. Never returns."""
     code = 1

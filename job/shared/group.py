@@ -305,7 +305,7 @@ class HostedGroup:
         )
 
     def _run(self) -> None:
-        from job.query.runner import explain_failure
+        from job.spark.failure import explain_failure
 
         query = session = listener = None
         try:
@@ -482,8 +482,8 @@ class HostedGroup:
         and count them in its ``status.json``; from then on it counts the records the generation reads as
         the others do. A member whose catch-up fails (its sinks, its SQL) fails alone."""
         from job.query.offset_log import lag_of
-        from job.query.runner import explain_failure
         from job.shared.catchup import catch_up
+        from job.spark.failure import explain_failure
 
         for key, start in sorted(behind.items()):
             if key not in self.members or key in self.failed:
@@ -565,7 +565,7 @@ class HostedGroup:
 
     def _write_member(self, key: str, table: Any, batch_id: int) -> str | None:
         """Write a member's rows to its sinks; return its error (``Title: message``, hint) or None."""
-        from job.query.runner import explain_failure
+        from job.spark.failure import explain_failure
 
         try:
             for sink in self._jobs[key].sinks:

@@ -149,7 +149,8 @@ class HostedDagger:
         )
 
     def _run(self) -> None:
-        from job.query.runner import DaggerJob, explain_failure
+        from job.query.runner import DaggerJob
+        from job.spark.failure import explain_failure
 
         job: DaggerJob | None = None
         liveness: Any = None
