@@ -129,7 +129,8 @@ def _launch_gateway_apart(conf: dict[str, str]) -> None:
     if SparkContext._gateway is not None or not _terminal_foreground():
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
-    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    # pyspark's launch_gateway has no annotations
+    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
 
 
