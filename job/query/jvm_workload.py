@@ -32,14 +32,14 @@ FROM events GROUP BY window(rowtime, '60 seconds'), S2Id(lat, lng, 13)
 
 
 class _Reader(DataSourceStreamReader):
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"batch": 0}
 
     # the form before Spark 4.2, which PySpark still calls (it inspects the signature)
-    def latestOffset(self) -> dict:  # type: ignore[override]
+    def latestOffset(self) -> dict[str, int]:  # type: ignore[override]
         return {"batch": BATCHES}
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [InputPartition(i) for i in range(start["batch"], end["batch"])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -58,7 +58,7 @@ class _Reader(DataSourceStreamReader):
             names=["rowtime", "lat", "lng", "driver_id"],
         )
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         pass
 
 
