@@ -45,7 +45,7 @@ _PANDAS_FUNCTION: Final[dict[str, str]] = {
 
 def cell_edge_km(level: int) -> float:
     """Return the mean edge of an S2 cell at ``level`` (km)."""
-    return _LEVEL0_EDGE_KM / 2**level
+    return _LEVEL0_EDGE_KM / 2.0**level
 
 
 def auto_level(view: View, data_level: int, min_px: float = MIN_CELL_PX) -> int:

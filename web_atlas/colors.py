@@ -98,7 +98,8 @@ def _interpolate(stops: npt.NDArray[np.float64], t: npt.NDArray[np.float64]) -> 
     pos = np.clip(t, 0.0, 1.0) * (len(stops) - 1)
     lo = np.minimum(np.floor(pos).astype(np.int64), len(stops) - 2)
     frac = (pos - lo)[:, None]
-    return stops[lo] * (1 - frac) + stops[lo + 1] * frac
+    rgb: npt.NDArray[np.float64] = stops[lo] * (1 - frac) + stops[lo + 1] * frac
+    return rgb
 
 
 def _rgba(rgb: npt.NDArray[np.float64], finite: npt.NDArray[np.bool_], alpha: int) -> npt.NDArray[np.uint8]:

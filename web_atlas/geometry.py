@@ -92,7 +92,8 @@ def distance_km(lat: npt.ArrayLike, lng: npt.ArrayLike, lat0: float, lng0: float
     phi, lam = np.radians(np.asarray(lat, dtype=np.float64)), np.radians(np.asarray(lng, dtype=np.float64))
     phi0, lam0 = np.radians(lat0), np.radians(lng0)
     a = np.sin((phi - phi0) / 2) ** 2 + np.cos(phi) * np.cos(phi0) * np.sin((lam - lam0) / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+    km: npt.NDArray[np.float64] = 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+    return km
 
 
 def circle_path(lat0: float, lng0: float, radius_km: float, points: int = 96) -> list[list[float]]:
@@ -105,7 +106,8 @@ def circle_path(lat0: float, lng0: float, radius_km: float, points: int = 96) ->
         np.sin(bearing) * np.sin(d) * np.cos(phi0), np.cos(d) - np.sin(phi0) * np.sin(phi)
     )
     ring = np.stack([(np.degrees(lam) + 540.0) % 360.0 - 180.0, np.degrees(phi)], axis=-1)
-    return np.round(ring, 6).tolist()
+    path: list[list[float]] = np.round(ring, 6).tolist()
+    return path
 
 
 __all__ = ["DEFAULT_MAX_CELLS", "CellGeometry", "CellGeometryCache", "circle_path", "distance_km"]

@@ -170,9 +170,10 @@ class MapData:
                 columns["level"] = self.levels.astype(np.int64)
             for key, values in self.values:
                 columns[key] = values if isinstance(values, list) else _json_column(values)
-            return pd.DataFrame(columns).to_json(
+            text: str = pd.DataFrame(columns).to_json(
                 orient="records", double_precision=self.decimals, force_ascii=False
             )
+            return text
 
     def rows(self) -> list[dict[str, Any]]:
         """Return the deck rows as Python dicts (what :meth:`rows_json` holds)."""
@@ -393,7 +394,8 @@ def build_map(
 
 def _present(frame: pd.DataFrame, columns: Sequence[str]) -> npt.NDArray[np.bool_]:
     """Return, per row, whether any of ``columns`` has a value (the cell had a point in that window)."""
-    return frame[list(columns)].notna().any(axis=1).to_numpy(dtype=bool)
+    present: npt.NDArray[np.bool_] = frame[list(columns)].notna().any(axis=1).to_numpy(dtype=bool)
+    return present
 
 
 def _as_list(column: Any) -> list[Any]:
