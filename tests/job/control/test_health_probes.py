@@ -111,8 +111,9 @@ def test_a_starved_process_tries_again_for_the_time_it_lost(
     with pytest.raises(requests.Timeout):
         patient_get(f"http://{black_hole}/ping", 0.3)
     waited = time.monotonic() - started
-    # never served 0.3 s of CPU: it tries until four times its timeout have passed in wall time
-    assert len(calls) >= 4 and waited >= health.MAX_WAIT_FACTOR * 0.3
+    # never served 0.3 s of CPU: it tries again until four times its timeout have passed in wall time (how
+    # many tries fit in that depends on how long each took on this machine: at least two)
+    assert len(calls) >= 2 and waited >= health.MAX_WAIT_FACTOR * 0.3
     calls.clear()
     monkeypatch.setattr(stall, "starvation", lambda: type("Fed", (), {"lost": staticmethod(lambda: 0.0)})())
     with pytest.raises(requests.Timeout):
