@@ -151,7 +151,8 @@ def preview(
     asked). Raises SqlError/SchemaError/SpecError for a spec that cannot run, SourceError when a broker or
     topic cannot be read, EnrichError when a lookup with fail_on_errors fails.
     """
-    from job.query.runner import explain_failure, register_dedup_views
+    from job.query.runner import register_dedup_views
+    from job.spark.failure import explain_failure
     from job.spark.session import build_session, running_session
 
     # Spark aggregates every record: a source that aggregates first (job.sql.partial) would hand over groups,

@@ -183,7 +183,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tuple[str, int], int
         ] = {}  # (topic, partition) -> the newest probed record's time
 
-    def _during_outage(self, start: dict, exc: SourceError) -> dict:
+    def _during_outage(self, start: dict[str, Any], exc: SourceError) -> dict[str, Any]:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
         ``max_outage_s`` has passed (then the error stops the query). With failover, move to the
         secondary once the primary has been unreachable for ``failover_after_s``."""
@@ -210,7 +210,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("broker unavailable for %.0f s, will retry: %s", waited, exc.message)
         return start
 
-    def _fail_over(self, start: kofs.Offsets, waited: float, exc: SourceError) -> dict:
+    def _fail_over(self, start: kofs.Offsets, waited: float, exc: SourceError) -> dict[str, Any]:
         """Return the switch offsets: where to start on the secondary (a micro-batch that reads nothing)."""
         consumer = self._consumer(kfo.SECONDARY)
         tps = kofs.partitions_of(consumer, self.cfg.topics, self.cfg.failover_bootstrap_servers)
@@ -296,7 +296,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends, self._newest_ms = kofs.probe_ends(self._consumer(cluster), self._partitions(cluster))
         return ends
 
-    def _cluster_of(self, offsets: dict) -> tuple[str, kofs.Offsets]:
+    def _cluster_of(self, offsets: dict[str, Any]) -> tuple[str, kofs.Offsets]:
         cluster, bare = kfo.split_cluster(offsets)
         if cluster == kfo.SECONDARY and not self.cfg.failover:
             raise SourceError(
@@ -307,7 +307,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return cluster, bare
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         tps = self._partitions()
         how = self.cfg.start_from.strip().lower()
         if how == "earliest":
@@ -336,7 +336,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         cluster, bare = self._cluster_of(start)
         if not self._available_now and self._pacer.hold():
             return start  # no new data: Spark closes the windows the last batch's watermark passed in a short batch
@@ -411,7 +411,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             merged = kofs.split_limit(full_start, merged, limit.max_rows)
         return merged
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         (from_cluster, start_), (cluster, end_) = self._cluster_of(start), self._cluster_of(end)
         if from_cluster != cluster:
             return []  # the failover micro-batch: it only moves the offsets to the secondary
@@ -428,7 +428,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_partition(self.cfg, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Spark has committed everything before ``end``: publish that data's bad records, and forget
         the positions of ranges before it."""
         cluster, offsets = self._cluster_of(end)
@@ -446,11 +446,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._drop_clients()
 
 
-def _ahead_of_end(start: dict, end: kofs.Offsets) -> set[tuple[str, str]]:
+def _ahead_of_end(start: kofs.Offsets, end: kofs.Offsets) -> set[tuple[str, str]]:
     return {(t, p) for t, ps in end.items() for p, hi in ps.items() if start.get(t, {}).get(p, 0) > hi}
 
 
-def _has_new(start: dict, end: kofs.Offsets) -> bool:
+def _has_new(start: kofs.Offsets, end: kofs.Offsets) -> bool:
     return any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
 
 
