@@ -84,8 +84,11 @@ SERVICE_FIXTURES = frozenset(
 )
 #: Each test module's seconds in a clean-clone CI run (scripts/test_durations.py writes it).
 DURATIONS = Path(__file__).with_name("durations.json")
-#: Where a module that is not in DURATIONS goes: one marked slow as if it took this long, others last.
+#: Where a module that is not in DURATIONS goes: one marked slow as if it took this long, one with an
+#: integration test (a service to start, often a dagger to wait for) as if it took the median module's time,
+#: others (unit tests, a second or two a module) last.
 UNKNOWN_SLOW_S = 60.0
+UNKNOWN_INTEGRATION_S = 20.0
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: it sees the markers added here
@@ -98,7 +101,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     when it is free: longest first, the workers end within seconds of each other instead of one finishing
     a long module while the others are idle (a clean-clone run: 821 s in the order of the slow marker,
     790 s simulated longest first). The seconds come from ``tests/durations.json``; a module not in it
-    counts as ``UNKNOWN_SLOW_S`` when marked slow, else 0.
+    counts as ``UNKNOWN_SLOW_S`` when marked slow, ``UNKNOWN_INTEGRATION_S`` when it has an integration
+    test, else 0: a new module that starts services never runs in the last minutes, after the unit tests.
     """
     for item in items:
         if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
@@ -108,17 +112,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except (OSError, ValueError):
         seconds = {}
     root = Path(str(config.rootpath))
-    slow_modules = {
-        item.module.__name__
-        for item in items
-        if item.get_closest_marker("slow") is not None and item.module is not None
-    }
+    unknown: dict[str, float] = {}  # module name -> the seconds it counts as
+    for item in items:
+        if item.module is None:
+            continue
+        if item.get_closest_marker("slow") is not None:
+            guess = UNKNOWN_SLOW_S
+        elif item.get_closest_marker("integration") is not None:
+            guess = UNKNOWN_INTEGRATION_S
+        else:
+            continue
+        unknown[item.module.__name__] = max(guess, unknown.get(item.module.__name__, 0.0))
 
     def expected(item: pytest.Item) -> float:
         path = Path(str(item.path)).relative_to(root).as_posix() if item.path else ""
         if path in seconds:
             return seconds[path]
-        return UNKNOWN_SLOW_S if item.module is not None and item.module.__name__ in slow_modules else 0.0
+        return unknown.get(item.module.__name__, 0.0) if item.module is not None else 0.0
 
     items.sort(key=lambda item: -expected(item))
 
