@@ -180,7 +180,10 @@ def produce_command(
     ] = None,
     count: Annotated[int | None, typer.Option(help="Send this many events, then stop.")] = None,
     duration: Annotated[
-        float | None, typer.Option(help="Send for this many seconds at --rate, then stop.")
+        float | None,
+        typer.Option(
+            help="Send for this many seconds (wall time) at --rate, then stop, even when fewer were sent."
+        ),
     ] = None,
     span: Annotated[
         float | None,
@@ -264,6 +267,7 @@ def produce_command(
             progress=progress,
             total=plan.total,
             max_outage_s=max_outage,
+            deadline_s=duration,
         )
     except DaggerError as exc:
         fail(exc)

@@ -27,7 +27,7 @@ import math
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,9 @@ class ProduceReport:
     topic: str = ""
     error_samples: list[str] = field(default_factory=list)
     interrupted: bool = False
+    #: With a wall-time limit that ended the sending first: how many events were asked for.
+    asked: int | None = None
+    deadline_s: float | None = None
 
     def summary(self) -> str:
         """Return a one-line summary for a terminal."""
@@ -103,6 +106,9 @@ class ProduceReport:
         line = f"produced {counted(self.count, 'event', fmt=',')} to {self.topic!r} in {secs} s ({self.events_per_s:,.0f}/s)"
         if self.errors:
             line += f", {self.errors:,} failed"
+        if self.deadline_s is not None:
+            of = f" of {self.asked:,} asked" if self.asked is not None else ""
+            line += f"; stopped at the {self.deadline_s:g}-s limit: {self.count:,}{of} sent"
         return line + (" (interrupted)" if self.interrupted else "")
 
 
@@ -350,11 +356,15 @@ def _progress(enabled: bool, total: int | None) -> tuple[Progress, Any]:
     return progress, progress.add_task("produce", total=total, rate="")
 
 
-def _wait_for_tokens(bucket: TokenBucket | None, n: int, producer: Producer) -> None:
-    """Serve delivery callbacks until the bucket has ``n`` tokens, then take them."""
+def _wait_for_tokens(
+    bucket: TokenBucket | None, n: int, producer: Producer, deadline: float | None = None
+) -> None:
+    """Serve delivery callbacks until the bucket has ``n`` tokens (or ``deadline`` passed), then take them."""
     if bucket is None:
         return
     while (wait := bucket.delay(n)) > 0:
+        if deadline is not None and time.monotonic() >= deadline:
+            return
         producer.poll(min(wait, 0.05))
     bucket.take(n)
 
@@ -368,19 +378,23 @@ def _send_batch(
     advance: Callable[[int], None],
     deliveries: _Deliveries,
     watch: _Watch | None = None,
+    deadline: float | None = None,
 ) -> bool:
     """Enqueue every event of ``batch`` (key, value, CreateTime), in chunks of ``step``; with ``watch``, wait
-    (bounded) for a broker that does not answer, see :class:`_Watch`.
+    (bounded) for a broker that does not answer, see :class:`_Watch`. Nothing more is sent once the monotonic
+    clock passes ``deadline``.
 
-    Returns False (having stopped early) once ``deliveries`` says to stop, else True.
+    Returns False (having stopped early) once ``deliveries`` says to stop or the deadline passed, else True.
     """
     payloads, keys, stamps = batch.payloads, batch.keys, batch.timestamps_ms()
     produce, poll = producer.produce, producer.poll
     for lo in range(0, len(payloads), step):
-        if deliveries.stop:
+        if deliveries.stop or (deadline is not None and time.monotonic() >= deadline):
             return False
         hi = min(len(payloads), lo + step)
-        _wait_for_tokens(bucket, hi - lo, producer)
+        _wait_for_tokens(bucket, hi - lo, producer, deadline)
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
         for i in range(lo, hi):
             while True:
                 try:
@@ -391,6 +405,8 @@ def _send_batch(
                     if watch is not None:
                         watch.check(i - lo)
                 except KafkaException as exc:  # refused before sending, e.g. a message over message.max.bytes
+                    if exc.args[0].fatal():
+                        raise  # the producer cannot go on: produce() says so
                     raise ProduceError(
                         f"cannot send event {i} of a batch to topic {topic!r}: {exc.args[0].str()}"
                     ) from None
@@ -436,6 +452,7 @@ def produce(
     ack_every_s: float | None = None,
     max_outage_s: float = DEFAULT_MAX_OUTAGE_S,
     on_wait: Callable[[str], None] | None = None,
+    deadline_s: float | None = None,
 ) -> ProduceReport:
     """Send every event of ``batch`` (or of each batch in turn, pulled lazily) to ``topic``.
 
@@ -453,6 +470,11 @@ def produce(
     stay queued (``message.timeout.ms``, unless ``producer_config`` sets it, outlasts the wait) and are
     delivered in order, each once, when it answers. ``on_wait`` gets the lines that say so (default: printed
     on stderr).
+
+    ``deadline_s`` bounds the sending in wall time: no event is sent after that many seconds from the start,
+    whether or not every event was (the report's ``asked`` and ``deadline_s`` say so when it cut the sending).
+    A fatal producer error (e.g. an idempotent producer whose sequence a restarted broker lost) raises a
+    ProduceError that says how many events were delivered.
 
     Returns:
         A ProduceReport of the acknowledged events.
@@ -485,8 +507,9 @@ def produce(
     ensure_topic(bootstrap, topic, partitions or DEFAULT_PARTITIONS)
     if total is None and isinstance(batch, EventBatch):
         total = len(batch)
-    sent, interrupted, stopped = 0, False, False
+    sent, interrupted, stopped, cut = 0, False, False, False
     started = time.monotonic()
+    deadline = None if deadline_s is None else started + deadline_s
     bar, task = _progress(progress, total)
     flush_s = float(config["message.timeout.ms"]) / 1000 + 10
     with bar:
@@ -508,13 +531,14 @@ def produce(
             try:
                 for one in _parts(batch, ack_every_s):
                     if not _send_batch(
-                        producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch
+                        producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch, deadline
                     ) or (ack_every_s is not None and _flush(producer, flush_s, watch)):
-                        stopped = True
+                        cut = deadline is not None and time.monotonic() >= deadline
+                        stopped = not cut
                         break
             except KeyboardInterrupt:
                 interrupted = True
-            except _Outage:
+            except (_Outage, KafkaException):
                 raise
             except BaseException:
                 _flush(producer, 10.0)  # deliver what was already queued, then report the failure
@@ -524,7 +548,35 @@ def produce(
             raise _outage_error(
                 bootstrap, topic, producer, watch, outage, time.monotonic() - started
             ) from None
-    return _report(topic, sent, undelivered, deliveries, time.monotonic() - started, interrupted, stopped)
+        except KafkaException as exc:
+            raise _fatal_error(bootstrap, topic, producer, watch, exc, time.monotonic() - started) from None
+    report = _report(topic, sent, undelivered, deliveries, time.monotonic() - started, interrupted, stopped)
+    return replace(report, asked=total, deadline_s=deadline_s) if cut else report
+
+
+def _fatal_error(
+    bootstrap: str, topic: str, producer: Producer, watch: _Watch, exc: KafkaException, seconds: float
+) -> ProduceError:
+    """The error for a producer that cannot go on (a fatal librdkafka error): how many events were delivered."""
+    error: KafkaError = exc.args[0]
+    try:
+        producer.purge(in_queue=True, in_flight=True)
+        producer.flush(1.0)
+    except KafkaException:
+        pass  # a fatal producer may refuse even this: what it held counts as not delivered
+    acked = max(0, watch.acked())
+    failed = watch.sent - acked
+    report = ProduceReport(
+        acked, seconds, acked / seconds if seconds > 0 else 0.0, failed, topic, [f"{error.name()}: {error.str()}"]
+    )
+    fatal = "a fatal producer error" if error.fatal() else "a producer error"
+    return ProduceError(
+        f"the producer stopped on {fatal} from {bootstrap} ({error.name()}): {acked:,} of "
+        f"{counted(watch.sent, 'event', fmt=',')} sent were delivered to topic {topic!r}, {failed:,} were not",
+        hint="the broker lost the producer's state (e.g. it restarted and lost records): run the command again; "
+        "the events not delivered may be partly on the topic (sending them again is at-least-once)",
+        report=report,
+    )
 
 
 def _outage_error(

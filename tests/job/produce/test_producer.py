@@ -6,6 +6,7 @@ on OS-assigned ports. Records are read back with confluent-kafka ``assign`` (no 
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import time
@@ -414,3 +415,26 @@ def test_plans_parse_and_validate() -> None:
     for bad_late in ("a,b", "5,1", "-1,3", "1,2,3"):
         with pytest.raises(UsageError):
             parse_late_by(bad_late)
+
+
+@pytest.mark.integration
+def test_a_deadline_stops_the_sending_in_wall_time_and_says_how_many_of_how_many(tansu_broker: str) -> None:
+    """10,000 events asked at 1,000/s with a 2-s limit: the sending stops at the limit, whatever is left, and
+    the report says how many of how many were sent; every event it counts is on the topic."""
+    topic = _topic("deadline")
+    chunks = generate_chunks("api_log", events_per_s=1_000.0, total=10_000, seed=5, start=START, chunk_s=1.0)
+    chunks = itertools.chain([next(chunks)], chunks)  # the first chunk builds the world: seconds on its own
+    report = produce(
+        tansu_broker, topic, chunks, rate=1_000.0, progress=False, total=10_000, deadline_s=2.0, partitions=2
+    )
+    assert report.asked == 10_000 and report.deadline_s == 2.0
+    assert 0 < report.count < 10_000 and report.errors == 0
+    assert report.summary().endswith(f"; stopped at the 2-s limit: {report.count:,} of 10,000 asked sent")
+    assert len(_consume(tansu_broker, topic, report.count)) == report.count
+
+
+@pytest.mark.integration
+def test_a_deadline_that_is_not_reached_changes_nothing(tansu_broker: str) -> None:
+    report = produce(tansu_broker, _topic("deadline"), _batch("api_log", 500), progress=False, deadline_s=60.0)
+    assert report.count == 500 and report.asked is None and report.deadline_s is None
+    assert "limit" not in report.summary()
