@@ -182,3 +182,58 @@ def test_max_outage_must_be_positive() -> None:
         produce(
             "127.0.0.1:1", "t", generate("api_log", 1, seed=1, start=START, duration_s=1), max_outage_s=-1
         )
+
+
+def test_a_broker_killed_and_restarted_ends_produce_in_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """noida-db killed -9 mid-run loses its newest records: the idempotent producer's sequence no longer
+    matches, a fatal error. produce then ends with one line that says how many were delivered (or, if the
+    broker kept the sequence, delivers every event): never a traceback."""
+    from job.stack.broker import NoidaBroker
+
+    topic = f"fatal-{uuid.uuid4().hex[:8]}"
+    err = tmp_path / "produce.err"
+    port = free_port()
+    broker = NoidaBroker(tmp_path / "noida", port)
+    broker.start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "job.cli", "produce", "--stream", "driver_location", "--topic", topic]
+        + ["--bootstrap", broker.bootstrap, "--count", "60000", "--rate", "2000", "--partitions", "2"]
+        + ["--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=err.open("wb"),
+        text=True,
+    )
+    again = NoidaBroker(tmp_path / "noida", port)
+    try:
+        wait_until(
+            "5,000 events on the topic",
+            lambda: _on_topic(broker.bootstrap, topic, 2) >= 5_000,
+            120,
+            every_s=0.2,
+            proc=proc,
+            log=err,
+        )
+        assert broker.process.pid is not None
+        os.killpg(broker.process.pid, signal.SIGKILL)
+        wait_until("the broker to die", lambda: not broker.process.alive(), 30)
+        again.start()
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        again.stop()
+        broker.stop()
+    stderr = err.read_text()
+    assert "Traceback" not in stderr, stderr
+    if proc.returncode == 0:
+        assert out.startswith(f"produced 60,000 events to '{topic}'"), out
+    else:
+        assert proc.returncode == 2, stderr
+        assert re.search(
+            r"^Produce error: the producer stopped on a fatal producer error from 127\.0\.0\.1:\d+ "
+            r"\(OUT_OF_ORDER_SEQUENCE_NUMBER\): [\d,]+ of [\d,]+ events sent were delivered to topic "
+            rf"'{topic}', [\d,]+ were not$",
+            stderr,
+            re.M,
+        ), stderr
