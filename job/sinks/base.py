@@ -16,6 +16,11 @@ Each sink keeps its own :class:`SinkMetrics` (rows written, write latency, failu
 write is being retried, its metrics say so (``retrying``: attempt, of, next_at, since, error) and the sink's
 ``retry_listener`` hears of it before each wait and once more when the write ends (the runner writes
 ``status.json`` then, see :meth:`job.query.runner.DaggerJob.on_sink_retry`).
+
+A sink whose server does not answer at start (``open()`` raises :class:`SinkUnreachable`) is tried again
+with the same policy as a failed write (its ``max_retries`` and ``max_backoff_s``), saying so the same way
+(:meth:`Sink.open_retrying`); a sink that refuses (credentials, a missing database it may not create) fails
+at once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from job.common.words import counted
 from job.errors import SinkError
 
 log = logging.getLogger("daggers.sink")
@@ -42,6 +48,10 @@ RETRY_ERROR_CHARS = 200
 #: Columns whose values identify a row of a windowed dagger: the default key of upserts and records.
 TIME_COLUMN = "window_timestamp"
 TAG_PREFIXES = ("tag_", "label_")
+
+
+class SinkUnreachable(SinkError):
+    """The sink's server did not answer (no connection, a timeout, a 5xx): trying again later may help."""
 
 
 def backoff_s(retry: int, cap_s: float) -> float:
@@ -154,6 +164,46 @@ class Sink(ABC):
 
         Raises SinkError with what is wrong, before any data is read.
         """
+
+    def open_retrying(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """:meth:`open`, tried again while the server does not answer (:class:`SinkUnreachable`) with the
+        sink's retry policy (spec ``max_retries``, ``max_backoff_s``; none without them), each wait reported
+        like a write's retry (``metrics.retrying`` and the retry listener).
+
+        Raises SinkError: the sink refused, or it still did not answer after its retries.
+        """
+        spec = getattr(self, "spec", None)
+        retries = int(getattr(spec, "max_retries", 0) or 0)
+        cap_s = float(getattr(spec, "max_backoff_s", 30.0) or 30.0)
+        attempt, started = 0, time.monotonic()
+        try:
+            while True:
+                try:
+                    self.open()
+                    return
+                except SinkUnreachable as exc:
+                    attempt += 1
+                    if attempt > retries:
+                        if not retries:
+                            raise
+                        raise SinkUnreachable(
+                            f"{exc.message} (tried {counted(attempt, 'time')} over "
+                            f"{time.monotonic() - started:.0f} s)",
+                            hint=exc.hint,
+                        ) from None
+                    delay = backoff_s(attempt, cap_s)
+                    log.warning(
+                        "sink %s cannot start (%s); retry %d/%d in %.1fs",
+                        self.name,
+                        exc.message,
+                        attempt,
+                        retries,
+                        delay,
+                    )
+                    self._retrying(attempt, retries, delay, exc.message)
+                    sleep(delay)
+        finally:
+            self._retry_over()
 
     def bind(self, schema: pa.Schema) -> None:
         """Check the query's output ``schema`` against the sink and prepare targets that depend on it.
@@ -282,7 +332,7 @@ def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
     current: Sink | None = None
     try:
         for current in sinks:
-            current.open()
+            current.open_retrying()
             opened.append(current)
             if schema is not None:
                 current.bind(schema)

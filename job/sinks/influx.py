@@ -34,7 +34,7 @@ import requests
 from job.common.optional import require
 from job.common.words import counted
 from job.errors import BackpressureError, SinkError
-from job.sinks.base import Sink, backoff_s
+from job.sinks.base import Sink, SinkUnreachable, backoff_s
 from job.sinks.line_protocol import encode
 from job.spec import InfluxSinkSpec
 
@@ -78,10 +78,12 @@ class InfluxSink(Sink):
         try:
             ping = self.http.get(f"{self.url}/ping", timeout=5)
         except requests.RequestException as exc:
-            raise SinkError(
+            raise SinkUnreachable(
                 f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}",
                 hint="start the local stack with `daggers up`, or set the sink's url to your InfluxDB",
             ) from None
+        if ping.status_code >= 500:
+            raise SinkUnreachable(f"InfluxDB at {self.url} answered /ping with HTTP {ping.status_code}")
         if ping.status_code not in (200, 204):
             raise SinkError(f"InfluxDB at {self.url} answered /ping with HTTP {ping.status_code}")
         if self.spec.api == "v1":
@@ -135,7 +137,12 @@ class InfluxSink(Sink):
             )
 
     def _query(self, q: str, method: str = "GET") -> dict[str, Any]:
-        resp = self.http.request(method, f"{self.url}/query", params={"q": q}, timeout=10)
+        try:
+            resp = self.http.request(method, f"{self.url}/query", params={"q": q}, timeout=10)
+        except requests.RequestException as exc:
+            raise SinkUnreachable(f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}") from None
+        if resp.status_code >= 500:
+            raise SinkUnreachable(f"InfluxDB query failed (HTTP {resp.status_code}): {resp.text.strip()[:300]}")
         if resp.status_code == 401 or resp.status_code == 403:
             raise SinkError(f"InfluxDB at {self.url} refused the credentials (HTTP {resp.status_code})")
         if resp.status_code >= 400:
