@@ -33,7 +33,7 @@ import pyarrow as pa
 from job.common.index_pattern import has_window, render_index
 from job.common.optional import require
 from job.errors import SinkError
-from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, backoff_s, key_columns
+from job.sinks.base import TAG_PREFIXES, TIME_COLUMN, Sink, SinkUnreachable, backoff_s, key_columns
 from job.spec import ElasticsearchSinkSpec
 
 log = logging.getLogger("daggers.sink.elasticsearch")
@@ -182,7 +182,7 @@ class ElasticsearchSink(Sink):
         try:
             self._client.info()
         except elastic_transport.TransportError as exc:
-            raise SinkError(
+            raise SinkUnreachable(
                 f"Elasticsearch at {self._where} is unreachable: {type(exc).__name__}",
                 hint="is the server up, and are hosts and TLS settings right?",
             ) from None
