@@ -182,7 +182,9 @@ class ElasticsearchSink(Sink):
         try:
             self._client.info()
         except elastic_transport.TransportError as exc:
-            raise SinkUnreachable(
+            # a certificate the client does not trust is a refusal: waiting cannot fix it
+            down = SinkError if isinstance(exc, elastic_transport.TlsError) else SinkUnreachable
+            raise down(
                 f"Elasticsearch at {self._where} is unreachable: {type(exc).__name__}",
                 hint="is the server up, and are hosts and TLS settings right?",
             ) from None
