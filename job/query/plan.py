@@ -310,6 +310,7 @@ def plan_with(
                     batch_order="" if stream.transformers else translation.batch_order.get(stream.table, ""),
                     consumer_config=dict(stream.consumer_config),
                     max_outage_s=stream.max_outage_s,
+                    fail_on_data_loss=stream.fail_on_data_loss,
                     dead_letter_topic=stream.dead_letter_topic or f"{spec.name}-{stream.table}-dead-letter",
                     failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
                     failover_after_s=stream.failover.after_s if stream.failover else 30.0,

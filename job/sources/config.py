@@ -49,6 +49,7 @@ class SourceConfig:
     consumer_config: dict[str, str] | None = None
     read_timeout_s: float = 60.0
     max_outage_s: float = 600.0
+    fail_on_data_loss: bool = True  # a position the broker no longer holds fails the stream (job.sources.data_loss)
     dead_letter_topic: str = ""
     derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
     hidden: list[str] | None = None  # decoded only to compute derived columns: not handed to Spark
@@ -126,6 +127,7 @@ class SourceConfig:
             consumer_config=json.loads(options.get("consumer_config", "{}")),
             read_timeout_s=float(options.get("read_timeout_s", 60.0)),
             max_outage_s=float(options.get("max_outage_s", 600.0)),
+            fail_on_data_loss=options.get("fail_on_data_loss", "true") == "true",
             dead_letter_topic=str(options.get("dead_letter_topic", "")),
             derived=json.loads(options.get("derived", "[]")),
             hidden=json.loads(options.get("hidden", "[]")),
@@ -207,6 +209,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "consumer_config": json.dumps(cfg.consumer_config or {}),
         "read_timeout_s": str(cfg.read_timeout_s),
         "max_outage_s": str(cfg.max_outage_s),
+        "fail_on_data_loss": "true" if cfg.fail_on_data_loss else "false",
         "dead_letter_topic": cfg.dead_letter_topic,
         "derived": json.dumps(cfg.derived or []),
         "hidden": json.dumps(cfg.hidden or []),

@@ -39,6 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from job.errors import SourceError
+from job.sources import data_loss
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
 from job.sources.bad_records import count_bad_records, publish_dead_letters
@@ -387,17 +388,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for part, hi in parts.items():
                 lo = start.get(topic, {}).get(part, begin.get(topic, {}).get(part, 0))
                 if (topic, part) in behind:
-                    # The topic holds fewer records than the checkpoint has read: it was deleted and
-                    # made again. Like auto.offset.reset=earliest, go back to its first record.
-                    log.warning(
-                        "%s[%s]: checkpoint offset %d is past the end %d; the topic was recreated, "
-                        "reading it again from its beginning",
-                        topic,
-                        part,
-                        lo,
-                        hi,
-                    )
-                    merged.setdefault(topic, {})[part] = begin[topic][part]
+                    # The topic holds fewer records than the checkpoint has read: the broker lost records
+                    # or the topic was recreated. A named fault (job.sources.data_loss), or read on from its end.
+                    first = begin.get(topic, {}).get(part, 0)
+                    if self.cfg.fail_on_data_loss:
+                        raise data_loss.error(topic, part, lo, first, hi)
+                    merged.setdefault(topic, {})[part] = data_loss.skip_to(topic, part, lo, first, hi)
                     continue
                 merged.setdefault(topic, {})[part] = max(hi, lo)
         if behind:

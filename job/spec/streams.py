@@ -65,6 +65,13 @@ class StreamSpec(SpecModel):
         description="How long the broker may be unreachable before the job stops "
         "with an error; until then it waits and retries.",
     )
+    fail_on_data_loss: bool = Field(
+        default=True,
+        description="When the checkpoint's position is past a partition's end (the broker lost records, or the "
+        "topic was recreated) or below its first offset (records deleted before they were read): true stops "
+        "the dagger at once naming the partition and offsets; false reads on from the nearest offset the "
+        "broker has, with a warning naming the records passed over (like Spark's failOnDataLoss).",
+    )
     max_records_per_batch: int = Field(
         default=4_000_000,
         ge=0,

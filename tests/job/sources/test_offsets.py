@@ -9,11 +9,13 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from confluent_kafka import Producer
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from job.produce.generator import generate
 from job.sources import offsets as kofs
+from job.sources.data_loss import DataLossError
 from job.sources.kafka import KafkaStreamReader, SourceConfig
 from tests.helpers import unique
 
@@ -171,8 +173,9 @@ def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -
         reader.stop()
 
 
-def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_the_beginning(broker) -> None:  # type: ignore[no-untyped-def]
-    """The topic was deleted and made again with fewer records than the checkpoint has read."""
+def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_fails_naming_the_loss(broker) -> None:  # type: ignore[no-untyped-def]
+    """The broker lost records (or the topic was made again): the checkpoint has read past the partition's
+    end. A named fault, like Spark's failOnDataLoss: which partition, the position, the end, the way out."""
     topic = unique("recreated")
     broker.create_topic(topic, partitions=1)
     _produce_batches(broker.bootstrap, topic, {0: [4]})
@@ -182,10 +185,39 @@ def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_read_from_
         # a broker starting up can briefly report an empty partition: no new batch until it says so 3 times
         assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
         assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
-        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == {topic: {"0": 0}}
-        assert reader.latestOffset({topic: {"0": 0}}, ReadAllAvailable()) == {topic: {"0": 4}}
+        with pytest.raises(DataLossError) as caught:
+            reader.latestOffset(checkpoint, ReadAllAvailable())
     finally:
         reader.stop()
+    assert caught.value.message == (
+        f"{topic}[0]: the checkpoint's position 50 is past the partition's end 4 by 46 records: "
+        "the broker lost records or the topic was recreated"
+    )
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith(
+        "to read on from offset 4 (the records in between are not read), set `fail_on_data_loss: false`"
+    )
+
+
+def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_on_from_the_end(broker, caplog) -> None:  # type: ignore[no-untyped-def]
+    topic = unique("recreated")
+    broker.create_topic(topic, partitions=1)
+    _produce_batches(broker.bootstrap, topic, {0: [4]})
+    checkpoint = {topic: {"0": 50}}
+    reader = _reader(broker.bootstrap, topic, fail_on_data_loss=False)
+    try:
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == {topic: {"0": 4}}
+        _produce_batches(broker.bootstrap, topic, {0: [3]})
+        assert reader.latestOffset({topic: {"0": 4}}, ReadAllAvailable()) == {topic: {"0": 7}}
+    finally:
+        reader.stop()
+    assert (
+        f"{topic}[0]: the checkpoint's position 50 is past the partition's end 4: the broker lost records or the "
+        "topic was recreated; reading on from offset 4 (records the checkpoint counted at 4..49 are gone; any "
+        "written there since are read)"
+    ) in caplog.text
 
 
 def _produce_at(bootstrap: str, topic: str, n: int, at_s: float) -> None:

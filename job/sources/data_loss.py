@@ -1,0 +1,115 @@
+"""Records the checkpoint counts on that the broker no longer has: a named fault, not an idle dagger.
+
+A checkpoint's position past a partition's end (a broker that lost its newest records in a crash, or a topic
+deleted and made again), or below its first offset (records deleted before they were read), is data loss.
+Like Spark's Kafka source (``failOnDataLoss``), a stream fails at once by default, saying which partition,
+the position, the broker's offsets and the way out; with ``fail_on_data_loss: false`` it reads on from the
+nearest offset the broker has, with a warning that names the records it passed over.
+
+A broker that is starting up can briefly answer with empty partitions: a loss counts only once
+:data:`CONFIRMATIONS` look-ups at least :data:`CONFIRM_EVERY_S` apart all show it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from confluent_kafka import TopicPartition
+
+from job.errors import SourceError
+
+log = logging.getLogger("daggers.source.data_loss")
+
+CONFIRMATIONS = 3
+CONFIRM_EVERY_S = 1.0
+
+
+class DataLossError(SourceError):
+    """The checkpoint's position is outside what the broker holds."""
+
+    title = "Data loss"
+
+
+def describe(topic: str, partition: int | str, position: int, first: int, end: int) -> str | None:
+    """Return what is wrong with ``position`` in a partition holding offsets ``first``..``end - 1``, or None
+    when the broker has it (or it is the end: nothing new yet)."""
+    if position > end:
+        return (
+            f"{topic}[{partition}]: the checkpoint's position {position:,} is past the partition's end "
+            f"{end:,} by {position - end:,} records: the broker lost records or the topic was recreated"
+        )
+    if position < first:
+        return (
+            f"{topic}[{partition}]: the checkpoint's position {position:,} is below the partition's first "
+            f"offset {first:,}: {first - position:,} records were deleted before they were read"
+        )
+    return None
+
+
+def error(topic: str, partition: int | str, position: int, first: int, end: int) -> DataLossError:
+    """The error that stops a stream whose position the broker does not hold."""
+    what = describe(topic, partition, position, first, end) or f"{topic}[{partition}]: data loss"
+    to = end if position > end else first
+    return DataLossError(
+        what,
+        hint=f"to read on from offset {to:,} (the records in between are not read), set "
+        f"`fail_on_data_loss: false` on the stream that reads {topic!r} and deploy again; or deploy the dagger "
+        "with a new "
+        "checkpoint to start afresh from its start_from",
+    )
+
+
+def skip_to(topic: str, partition: int | str, position: int, first: int, end: int) -> int:
+    """With ``fail_on_data_loss: false``: the offset to read on from, said in a warning."""
+    if position > end:
+        log.warning(
+            "%s[%s]: the checkpoint's position %d is past the partition's end %d: the broker lost records or "
+            "the topic was recreated; reading on from offset %d (records the checkpoint counted at %d..%d are "
+            "gone; any written there since are read)",
+            topic, partition, position, end, end, end, position - 1,
+        )
+        return end
+    log.warning(
+        "%s[%s]: records %d..%d (%d) were deleted before they were read; skipping them, reading on from %d",
+        topic, partition, position, first - 1, first - position, first,
+    )
+    return first
+
+
+@dataclass
+class LossWatch:
+    """On a reader's "offset out of range" answers: looks up the partition's offsets (at most every
+    :data:`CONFIRM_EVERY_S`) and says whether the position is lost on :data:`CONFIRMATIONS` look-ups in a row."""
+
+    seen_answers: int = 0
+    confirmed: int = 0
+    last_at: float = field(default=-1e9)
+
+    def due(self, answers: int, now: float) -> bool:
+        """Whether to look again: a new "out of range" answer came and the last look-up is old enough."""
+        if answers <= self.seen_answers or now - self.last_at < CONFIRM_EVERY_S:
+            return False
+        self.seen_answers, self.last_at = answers, now
+        return True
+
+    def lost(self, bootstrap: str, topic: str, partition: int, position: int) -> tuple[int, int] | None:
+        """Return the partition's (first, end) once ``position`` was outside them on enough look-ups in a row,
+        else None (a broker that does not answer the look-up confirms nothing)."""
+        from job.sources import offsets as kofs
+
+        consumer = kofs.driver_consumer(bootstrap)
+        try:
+            tp = TopicPartition(topic, partition)
+            first = kofs.beginning_offsets(consumer, [tp], timeout=5.0)[topic][str(partition)]
+            end = kofs.end_offsets(consumer, [tp], timeout=5.0)[topic][str(partition)]
+        except SourceError:
+            self.confirmed = 0
+            return None
+        finally:
+            consumer.close()
+        if describe(topic, partition, position, first, end) is None:
+            self.confirmed = 0
+            return None
+        self.confirmed += 1
+        return (first, end) if self.confirmed >= CONFIRMATIONS else None
