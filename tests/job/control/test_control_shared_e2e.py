@@ -141,9 +141,9 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(
         back = {
             ref: wait_until(
                 f"{ref} back in a new host",
-                lambda r=ref: (
-                    (d := state(r)).actual_state == "running" and d.pid != host_pid and d.restarts >= 1 and d
-                ),
+                # (not restarts >= 1: a run that has read, written and run for 60 s ends its crash streak
+                # with 0, and on a busy machine the new host's first batch can come after that)
+                lambda r=ref: (d := state(r)).actual_state == "running" and d.pid != host_pid and d,
                 300,
                 log=log,
             )
