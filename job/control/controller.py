@@ -109,8 +109,8 @@ class ControllerSettings(BaseModel):
     stable_after_s: float = Field(
         default=300.0,
         gt=0,
-        description="A run this long forgets the crashes before it (as does one that has run and reported "
-        "for the health model's recovered_after_s).",
+        description="A run this long forgets the crashes before it (as does one that has read and written "
+        "rows and run for the health model's recovered_after_s).",
     )
     stop_timeout_s: float = Field(
         default=60.0, gt=0, description="Seconds a graceful stop (SIGTERM) may take before SIGKILL."
@@ -816,7 +816,7 @@ class Controller:
                 read_rows = int(progress.get("input_rows") or 0) > int(old.get("input_rows") or 0)
             if st.get("restarts") and streak_ended(st.get("started_at"), progress, now, self.health_settings):
                 log.info(
-                    "%s: ran and reported for %.0f s: its crashes in a row are over", item.ref, now - started
+                    "%s: read and wrote rows, up %.0f s: its crashes in a row are over", item.ref, now - started
                 )
                 upd["restarts"] = 0
         # The lag is read in the background: a broker that does not answer must not hold up the rounds

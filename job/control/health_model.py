@@ -11,11 +11,13 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
 ``running``
     it reads what arrives; its lag is small.
 ``catching up``
-    it is behind: its lag stayed at least ``catching_up_lag`` over the whole lag window, and is not shown to
-    grow (its reason says "not growing" only when the window shows it).
+    it is behind: its lag after its newest batch is at least ``catching_up_lag``, and is not shown to grow
+    (its reason says "not growing" only when its troughs show it falling).
 ``lagging``
-    its lag grows over the lag window (:mod:`job.control.lag_trend`: the troughs of the saw-tooth rise
-    batch by batch, and the newest third's lowest clears the oldest third's highest by ``lag_growth_min``).
+    its lag grows over the lag window (:mod:`job.control.lag_trend`, as Burrow's warning: no reading is
+    zero, the lag after each batch is no lower than after the one before, it grew by ``lag_growth_min``, and
+    the dagger left records behind or holds more than the window's span of arrivals; slow batches alone
+    never make it lagging).
 ``stalled``
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
     ``stall_after_s`` while records wait on its topics, or its brokers do not answer (no batch and its
@@ -24,9 +26,11 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     samples of the run before count.
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
-    ``crash_loop_restarts`` times in a row and its current run has not yet run and reported for
-    ``recovered_after_s`` (nor is older than ``crash_window_s``). Once it has (:func:`streak_ended`), its
-    crashes in a row are over: it shows 0 restarts, and the controller records 0.
+    ``crash_loop_restarts`` times in a row and its current run has not yet read rows, written them and run
+    for ``recovered_after_s`` (nor is older than ``crash_window_s``). Once it has (:func:`streak_ended`), its
+    crashes in a row are over: it shows 0 restarts, and the controller records 0. A run that only reports
+    (its brokers do not answer) does not end the streak, and before its first report the stall evidence of
+    the runs before stands.
 
 The lag window holds at least six micro-batches: ``lag_window_s``, stretched back up to ``lag_window_max_s``
 when batches are slow, and never across a gap in the readings longer than ``controller_silent_s`` (a
@@ -300,15 +304,26 @@ def lag_readings(
     return out
 
 
+def ran_and_wrote(started_at: float, progress: Mapping[str, Any]) -> bool:
+    """Return True when the run that started at ``started_at`` reported a batch that read rows, and its sinks
+    wrote rows (a run whose progress names no sink: that read rows)."""
+    batch_at = float(progress.get("batch_at") or progress.get("updated_at") or 0.0)
+    if batch_at < started_at or int(progress.get("input_rows") or 0) <= 0:
+        return False
+    sinks = [sink for sink in (progress.get("sinks") or {}).values() if isinstance(sink, Mapping)]
+    return not sinks or any(int(sink.get("rows_written") or 0) > 0 for sink in sinks)
+
+
 def streak_ended(
     started_at: float | None, progress: Mapping[str, Any], now: float, s: HealthSettings
 ) -> bool:
-    """Return True when the run that started at ``started_at`` has reported since its start and run for
-    ``recovered_after_s``: its crashes in a row are over (the rule that ends crash-looping; the controller
-    then records 0 restarts, and the next crash starts a new streak)."""
+    """Return True when the run that started at ``started_at`` has read rows and written since its start
+    (:func:`ran_and_wrote`) and run for ``recovered_after_s``: its crashes in a row are over (the rule that
+    ends crash-looping; the controller then records 0 restarts, and the next crash starts a new streak). A
+    run that only reported (its brokers do not answer, its sink refuses) does not end it."""
     if not started_at:
         return False
-    return float(progress.get("updated_at") or 0.0) >= started_at and now - started_at >= s.recovered_after_s
+    return ran_and_wrote(started_at, progress) and now - started_at >= s.recovered_after_s
 
 
 def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = True) -> Figure | None:
@@ -417,19 +432,36 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
             f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}",
             restarts=restarts,
         )
-    if updated < started or not updated:
-        if up_s is not None and up_s > s.start_timeout_s:
-            return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
-        return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
     lag_fresh = f.lag is not None and f.lag_at is not None and now - f.lag_at <= s.stall_after_s
     lag = int(f.lag) if lag_fresh and f.lag is not None else None
-    batch_at = float(p.get("batch_at") or updated)
-    idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
     # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
     known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
     unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
     batch_s = float(p.get("batch_duration_ms") or 0) / 1000.0
     silent_after = max(s.brokers_silent_after_s, batch_interval(f.samples, batch_s))
+    if updated < started or not updated:
+        # no report from this run yet: the stall evidence of the runs before still stands
+        last_batch = float(p.get("batch_at") or updated or known_since)
+        if f.lag_error and min(now - last_batch, unreadable_s) > silent_after:
+            return DaggerHealth(
+                STALLED,
+                f"its brokers do not answer: no batch for {now - last_batch:.0f} s (restarted {up_s or 0:.0f} s "
+                f"ago, no report yet), end offsets last read {unreadable_s:.0f} s ago: {f.lag_error}",
+                restarts=restarts,
+            )
+        rows_before = last_rows_at(f.samples) or last_batch
+        if lag and now - rows_before > s.stall_after_s:
+            return DaggerHealth(
+                STALLED,
+                f"read no row for {now - rows_before:.0f} s while {lag} records wait (restarted "
+                f"{up_s or 0:.0f} s ago, no report yet)",
+                restarts=restarts,
+            )
+        if up_s is not None and up_s > s.start_timeout_s:
+            return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
+        return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
+    batch_at = float(p.get("batch_at") or updated)
+    idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
     brokers_silent = bool(f.lag_error) and min(now - batch_at, unreadable_s) > silent_after
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
         RUNNING,
@@ -449,8 +481,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(
             figures,
             state=STALLED,
-            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
-            f"for {unreadable_s:.0f} s: {f.lag_error}",
+            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets last read "
+            f"{unreadable_s:.0f} s ago: {f.lag_error}",
         )
     if now - updated > s.stall_after_s:
         return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
@@ -465,13 +497,14 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     )
     if trend is not None and trend.growing(s.lag_growth_min):
         return replace(figures, state=LAGGING, reason=trend.reason())
-    if trend is not None and trend.low >= s.catching_up_lag:
+    if trend is not None and trend.last >= s.catching_up_lag:
+        # judged from the lag's own troughs, the newest first: never from a floor over older samples
         behind = f"{trend.latest} records behind"
         why = (
             f"{behind}, not growing: {trend.not_growing()}"
-            if trend.shrinking_or_flat()
-            else f"{behind}, at least {trend.low} over {trend.batches} batches in {trend.span_s:.0f} s; "
-            f"not shown to grow or to shrink yet"
+            if trend.falling()
+            else f"{behind}, {trend.last} after its newest batch; not shown to grow or to fall yet, over "
+            f"{trend.batches} batches in {trend.span_s:.0f} s"
         )
         return replace(figures, state=CATCHING_UP, reason=why)
     if sink is not None:

@@ -15,12 +15,20 @@ goes down), this module judges the lag over the last micro-batches:
   answer) are not judged with those after it, and readings that ended more than ``max_gap_s`` ago are not
   judged at all.
 
-The lag grows when the troughs rise third by third, the newest third's lowest trough clears the oldest
-third's highest trough by ``min_growth``, and the troughs of the newest third do not fall (a dagger that
-catches up after a stall does not read as growing). It is *not growing* when the newest third's lowest
-trough came back down to the oldest third's highest. Otherwise the window does not tell. A bounded
-saw-tooth, however tall its teeth, never grows; a dagger that falls behind does within a window. Pure:
-plain numbers in, a verdict out.
+The lag grows, as Burrow's warning, only when no reading in the window is zero, each batch's trough is at
+least the one before (it never went down from one batch to the next), the newest clears the oldest by
+``min_growth``, and the dagger falls behind:
+
+- it left records behind: each batch's trough (but the newest) is above the rows the next batch read, by
+  more than arrives between two lag readings (a trough is read a little after its commit). A batch reads
+  all that waits when it starts, unless the dagger reads less than arrives (a capped batch). Slow batches
+  raise the troughs (a trough is the arrivals of about one batch) but never leave records behind;
+- or the newest trough holds more than the window's span of arrivals: a dagger whose batches read all that
+  waits but grow slower with what they read. A trough of slow batches holds one batch of arrivals, and the
+  window holds six batches.
+
+The lag *falls* when the newest trough is below the oldest. Otherwise the window does not tell. Pure: plain
+numbers in, a verdict out.
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ Reading = tuple[float, int | None, int]  # (at, lag, rows read in all when the l
 @dataclass(frozen=True)
 class LagTrend:
     """The lag troughs of one window: its span (s), its batches, the lowest trough of each third (oldest
-    first), the highest trough of the oldest third, the lowest of all, the newest reading, and whether the
-    newest third's troughs do not fall."""
+    first), the highest trough of the oldest third, the lowest of all, the newest reading, the troughs of
+    the first and the newest batch, how often a trough went down from one batch to the next, how many
+    batches' waiting records the next two batches did not read (of how many that can tell), and whether a
+    reading was zero."""
 
     span_s: float
     batches: int
@@ -50,33 +60,57 @@ class LagTrend:
     first_high: int
     low: int
     latest: int
-    last_rising: bool = True
+    first: int = 0
+    last: int = 0
+    decreases: int = 0
+    left_behind: int = 0
+    judged: int = 0
+    zero: bool = False
+    arrival_per_s: float = 0.0
 
     def growing(self, min_growth: int) -> bool:
-        """Return True when the troughs rise third by third, the newest third's lowest clears the oldest
-        third's highest by at least ``min_growth`` records, and the newest third's troughs do not fall."""
-        a, b, c = self.lows
-        return a < b < c and c - self.first_high >= min_growth and self.last_rising
+        """Return True when no reading was zero, no trough went down from one batch to the next, the newest
+        clears the first by at least ``min_growth`` records, and every batch that can tell left records that
+        the next two batches did not read."""
+        return (
+            not self.zero
+            and self.decreases == 0
+            and self.last - self.first >= min_growth
+            and (self.judged > 0 and self.left_behind == self.judged or self.over_window())
+        )
+
+    def over_window(self) -> bool:
+        """Return True when the newest trough holds more than the window's span of arrivals: more than any
+        slow batch leaves (a dagger whose batches read all that waits, but grow slower with what they read)."""
+        return self.arrival_per_s > 0 and self.last > self.arrival_per_s * self.span_s
+
+    def falling(self) -> bool:
+        """Return True when the newest batch's trough is below the first one's: the lag came down."""
+        return self.last < self.first
 
     def shrinking_or_flat(self) -> bool:
-        """Return True when the newest third's lowest trough is not above the oldest third's highest: the lag
-        came back down to where it was (evidence that it is not growing)."""
+        """Return True when the newest third's lowest trough is not above the oldest third's highest."""
         return self.lows[2] <= self.first_high
 
     def reason(self) -> str:
-        """Say what shows the growth: ``lag 19000 growing over 9 batches in 61 s: its lowest in the last 3
-        batches (12000) is above its highest in the first 3 (4750)``."""
+        """Say what shows the growth: ``lag 19000 growing over 9 batches in 61 s: after each batch it was no
+        lower than after the one before (4750 → 12000), and the next two batches left records unread``."""
+        evidence = (
+            "and each time the next batch left records unread"
+            if self.judged > 0 and self.left_behind == self.judged
+            else f"and it holds more than {self.span_s:.0f} s of arrivals ({self.arrival_per_s:.0f}/s)"
+        )
         return (
-            f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: its lowest in the "
-            f"newest third ({self.lows[2]}) is above its highest in the oldest third ({self.first_high})"
+            f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch "
+            f"it was no lower than after the one before ({self.first} → {self.last}), {evidence}"
         )
 
     def not_growing(self) -> str:
-        """Say what shows it does not grow: ``its lowest in the newest third (900) is not above its highest in
-        the oldest third (1200), over 9 batches in 61 s``."""
+        """Say what shows it comes down: ``after its batches it fell from 50000 to 44000, over 7 batches in
+        60 s``."""
         return (
-            f"its lowest in the newest third ({self.lows[2]}) is not above its highest in the oldest third "
-            f"({self.first_high}), over {self.batches} batches in {self.span_s:.0f} s"
+            f"after its batches it fell from {self.first} to {self.last}, over {self.batches} batches in "
+            f"{self.span_s:.0f} s"
         )
 
 
@@ -91,14 +125,17 @@ def after_gap(points: list[tuple[float, int, int]], max_gap_s: float) -> list[tu
 def troughs(points: list[tuple[float, int, int]]) -> list[tuple[float, int]]:
     """Return each batch's first reading time and lowest lag, oldest first: consecutive readings with the
     same rows read belong to one batch."""
-    out: list[tuple[float, int]] = []
-    key: int | None = None
+    return [(at, lag) for at, lag, _ in batch_troughs(points)]
+
+
+def batch_troughs(points: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """Return each batch's first reading time, lowest lag and rows read in all, oldest first."""
+    out: list[tuple[float, int, int]] = []
     for at, lag, rows in points:
-        if out and rows == key:
-            out[-1] = (out[-1][0], min(out[-1][1], lag))
+        if out and rows == out[-1][2]:
+            out[-1] = (out[-1][0], min(out[-1][1], lag), rows)
         else:
-            out.append((at, lag))
-            key = rows
+            out.append((at, lag, rows))
     return out
 
 
@@ -125,8 +162,8 @@ def lag_trend(
     )
     if not points or now - points[-1][0] > max_gap_s:
         return None
-    batches = troughs(points)
-    start = len(batches) - sum(1 for at, _ in batches if at >= now - window_s)
+    batches = batch_troughs(points)
+    start = len(batches) - sum(1 for at, _, _ in batches if at >= now - window_s)
     newest = points[-1][0]
     # stretch back, a batch at a time, until the window holds six batches and spans enough of window_s
     while start > 0 and (
@@ -137,8 +174,17 @@ def lag_trend(
     if len(batches) < MIN_BATCHES or newest - batches[0][0] < window_s * MIN_SPAN:
         return None
     n = len(batches)
-    thirds = [[lag for _, lag in batches[i * n // 3 : (i + 1) * n // 3]] for i in range(3)]
+    lags = [lag for _, lag, _ in batches]
+    thirds = [lags[i * n // 3 : (i + 1) * n // 3] for i in range(3)]
     a, b, c = (min(t) for t in thirds)
+    elapsed = batches[-1][0] - batches[0][0]
+    arrived = batches[-1][2] - batches[0][2] + lags[-1] - lags[0]  # rows read and lag gained
+    rate = arrived / elapsed if elapsed > 0 and arrived > 0 else 0.0
+    # a batch left records behind when its trough is above what the next batch read by more than what
+    # arrived between two readings (a trough is read a little after its commit, when the next batch runs)
+    window = [p for p in points if p[0] >= batches[0][0]]
+    slack = rate * max((b[0] - a[0] for a, b in zip(window, window[1:], strict=False)), default=0.0)
+    judged = [(lag - slack, batches[i + 1][2] - rows) for i, (_, lag, rows) in enumerate(batches[:-1])]
     return LagTrend(
         span_s=newest - batches[0][0],
         batches=n,
@@ -146,5 +192,11 @@ def lag_trend(
         first_high=max(thirds[0]),
         low=min(a, b, c),
         latest=points[-1][1],
-        last_rising=thirds[2][-1] >= thirds[2][0],
+        first=lags[0],
+        last=lags[-1],
+        decreases=sum(1 for x, y in zip(lags, lags[1:], strict=False) if y < x),
+        left_behind=sum(1 for lag, read in judged if read >= 0 and lag > read),
+        judged=len(judged),
+        zero=any(lag == 0 for at, lag, _ in points if at >= batches[0][0]),
+        arrival_per_s=rate,
     )

@@ -209,7 +209,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 100, 500, 0),),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 95 s: Source error: timed out",
+        "its brokers do not answer: no batch for 100 s, end offsets last read 95 s ago: Source error: timed out",
     ),
     (
         "idle, brokers unreadable for 30 s: longer than a batch",
@@ -220,7 +220,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error="Source error: timed out",
         ),
         STALLED,
-        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 30 s: Source error: timed out",
+        "its brokers do not answer: no batch for 100 s, end offsets last read 30 s ago: Source error: timed out",
     ),
     (
         "idle, brokers unreadable for 15 s only",
@@ -244,8 +244,61 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10)),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 130 s, end offsets unreadable for 130 s: Source error: "
+        "its brokers do not answer: no batch for 130 s, end offsets last read 130 s ago: Source error: "
         "timed out",
+    ),
+    (
+        "restarted after a stall, no report yet: still stalled, same cause",
+        facts(
+            progress=progress(NOW - 40, batch=NOW - 130),
+            started_at=NOW - 15,
+            restarts=1,
+            lag=None,
+            lag_at=NOW - 130,
+            lag_error="Source error: timed out",
+            samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10), Point(NOW - 40, 600)),
+        ),
+        STALLED,
+        "its brokers do not answer: no batch for 130 s (restarted 15 s ago, no report yet), end offsets last "
+        "read 130 s ago: Source error: timed out",
+    ),
+    (
+        "restarted after reading no row while records wait, no report yet",
+        facts(
+            progress=progress(NOW - 30, batch=NOW - 200),
+            started_at=NOW - 15,
+            restarts=1,
+            lag=4000,
+            lag_at=NOW - 3,
+            samples=(Point(NOW - 210, 500), Point(NOW - 200, 600), Point(NOW - 3, 600, 4000)),
+        ),
+        STALLED,
+        "read no row for 200 s while 4000 records wait (restarted 15 s ago, no report yet)",
+    ),
+    (
+        "restarted twice, up 100 s, reports but reads nothing: its streak goes on",
+        facts(
+            restarts=2,
+            started_at=NOW - 100,
+            progress=progress(NOW - 1, batch=NOW - 300, input_rows=5000),
+            lag=None,
+            lag_at=NOW - 300,
+            lag_error="Source error: timed out",
+        ),
+        CRASH_LOOPING,
+        "restarted 2 times in a row, up 100 s: no error",
+    ),
+    (
+        "restarted twice, up 100 s, reads but its sink wrote nothing: its streak goes on",
+        facts(
+            restarts=2,
+            started_at=NOW - 100,
+            progress=progress(NOW - 1, input_rows=5000, sinks={"influx": {"rows_written": 0}}),
+            lag=0,
+            lag_at=NOW - 1,
+        ),
+        CRASH_LOOPING,
+        "restarted 2 times in a row, up 100 s: no error",
     ),
     (
         "idle on an empty topic: no lag yet",
@@ -257,13 +310,13 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "lag growing",
         facts(
             progress=progress(NOW - 1),
-            lag=100 + 12 * 1000,
+            lag=5100 + 12 * 1000,
             lag_at=NOW - 1,
-            samples=reading(NOW - 60, NOW - 1, lag=100, growth=1000),
+            samples=reading(NOW - 60, NOW - 1, lag=5100, growth=1000),
         ),
         LAGGING,
-        "lag 11100 growing over 12 batches in 55 s: its lowest in the newest third (8100) is above its highest "
-        "in the oldest third (3100)",
+        "lag 16100 growing over 12 batches in 55 s: after each batch it was no lower than after the one before "
+        "(5100 → 16100), and each time the next batch left records unread",
     ),
     (
         "a tall saw-tooth, bounded",
@@ -282,11 +335,11 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             progress=progress(NOW - 1),
             lag=19000,
             lag_at=NOW - 1,
-            samples=sawtooth(NOW - 60, NOW - 1, lows=(1000, 6000, 12000), high=5000),
+            samples=sawtooth(NOW - 60, NOW - 1, lows=(3000, 8000, 14000), high=5000),
         ),
         LAGGING,
-        "lag 15750 growing over 6 batches in 58 s: its lowest in the newest third (12000) is above its highest "
-        "in the oldest third (1000)",
+        "lag 17750 growing over 6 batches in 58 s: after each batch it was no lower than after the one before "
+        "(3000 → 14000), and each time the next batch left records unread",
     ),
     (
         "behind, swinging, not growing",
@@ -297,8 +350,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000), high=52000),
         ),
         CATCHING_UP,
-        "83000 records behind, not growing: its lowest in the newest third (44000) is not above its highest in "
-        "the oldest third (45000), over 6 batches in 58 s",
+        "83000 records behind, not growing: after its batches it fell from 45000 to 44000, over 6 batches in 58 s",
     ),
     (
         "behind with a batch longer than the window",
@@ -331,8 +383,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000),
         ),
         CATCHING_UP,
-        "25000 records behind, not growing: its lowest in the newest third (25000) is not above its highest in "
-        "the oldest third (80000), over 12 batches in 55 s",
+        "25000 records behind, not growing: after its batches it fell from 80000 to 25000, over 12 batches in "
+        "55 s",
     ),
     (
         "behind, too little history to tell",
@@ -389,7 +441,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         facts(
             restarts=2,
             started_at=NOW - 100,
-            progress=progress(NOW - 1),
+            progress=progress(NOW - 1, input_rows=5000, sinks={"influx": {"rows_written": 40}}),
             lag=0,
             lag_at=NOW - 1,
             samples=reading(NOW - 120, NOW - 1),
@@ -476,8 +528,27 @@ def test_helpers() -> None:
     assert last_rows_at((Point(1, 10),)) is None
     six = [(NOW - 60 + 12 * i, 10 + 30 * i, i) for i in range(6)]  # six batches, one reading each
     trend = lag_trend(six, NOW, 60)
-    assert trend == LagTrend(span_s=60.0, batches=6, lows=(10, 70, 130), first_high=40, low=10, latest=160)
-    assert trend.growing(90) and not trend.growing(91)
+    assert trend == LagTrend(
+        span_s=60.0,
+        batches=6,
+        lows=(10, 70, 130),
+        first_high=40,
+        low=10,
+        latest=160,
+        first=10,
+        last=160,
+        decreases=0,
+        left_behind=4,
+        judged=5,
+        arrival_per_s=155 / 60,  # 5 rows read and 150 more waiting, in 60 s
+    )
+    assert trend.growing(150) and not trend.growing(151)
+    # the batches after the first read all that waited after it: records were not left behind each time
+    assert not lag_trend([(at, lag, 20 * b) for at, lag, b in six], NOW, 60).growing(1)  # type: ignore[union-attr]
+    dip = [(at, lag - 40 * (i == 3), b) for i, (at, lag, b) in enumerate(six)]  # one trough went down
+    assert not lag_trend(dip, NOW, 60).growing(1)  # type: ignore[union-attr]
+    with_zero = [*six[:2], (NOW - 40, 0, 1), *six[2:]]
+    assert not lag_trend(with_zero, NOW, 60).growing(1)  # type: ignore[union-attr]
     assert lag_trend(six[3:], NOW, 60) is None  # three batches: a third of one batch is one tooth
     assert lag_trend([(at - 40, lag, b) for at, lag, b in six], NOW, 60) is None  # spans 20 of 60 s
     flat = [(NOW - 60 + 12 * i, (0, 50)[i % 2], i) for i in range(6)]

@@ -7,7 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from job.control.health_model import lag_readings
 from job.control.lag_trend import MIN_BATCHES, MIN_PER_THIRD, Reading, lag_trend
+from tests.job.control.busy_dagger import BusyDagger, batches_of
 
 NOW = 1_000_000.0
 WINDOW = 60.0
@@ -30,29 +32,44 @@ def _batches(troughs: list[int], teeth: list[list[int]], start: float, batch_s: 
 _teeth = st.lists(st.integers(0, 5_000_000), min_size=0, max_size=4)
 
 
-@settings(max_examples=300, deadline=None)
-@given(n=st.integers(6, 30), base=st.integers(0, 10_000_000), band=st.integers(0, GROWTH - 1), data=st.data())
-def test_troughs_within_a_band_are_never_growing(n: int, base: int, band: int, data: st.DataObject) -> None:
-    """Every batch's trough lies in [base, base + band] with band < lag_growth_min; the teeth above them are of
-    any height: the newest third's lowest never clears the oldest third's highest by lag_growth_min."""
-    troughs = data.draw(st.lists(st.integers(base, base + band), min_size=n, max_size=n))
-    teeth = data.draw(st.lists(_teeth, min_size=n, max_size=n))
-    trend = lag_trend(_batches(troughs, teeth, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
-    assert trend is not None
-    assert not trend.growing(GROWTH)
+def _simulated(rate: int, lengths: list[float], limit: int | None) -> tuple[list[Reading], float]:
+    """The lag readings of a simulated dagger (busy_dagger.py: records arriving at ``rate``/s, batches back to
+    back of ``lengths`` seconds reading at most ``limit`` records, the lag read every 5 s and soon after each
+    batch), and when its last batch ended."""
+    dagger = BusyDagger(rate=lambda t: float(rate), batches=batches_of(lengths, limit=limit))
+    end = dagger.batches[-1].end
+    facts = dagger.facts(end + 2.0, window_s=end + 10.0)
+    return lag_readings(facts.samples, None, None, 0), end
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
-    n=st.integers(6, 30), rise=st.integers(GROWTH, 100_000), base=st.integers(0, 10_000_000), data=st.data()
+    rate=st.integers(1, 5000),
+    lengths=st.lists(st.floats(1.0, 15.0), min_size=12, max_size=40),
 )
-def test_climbing_troughs_are_growing(n: int, rise: int, base: int, data: st.DataObject) -> None:
-    """Each batch's trough is ``rise`` (at least lag_growth_min) above the one before, give or take half of
-    that; the teeth above them are of any height: a dagger falling behind is lagging within one window."""
-    noise = data.draw(st.lists(st.integers(0, rise // 2), min_size=n, max_size=n))
-    troughs = [base + rise * i + e for i, e in enumerate(noise)]
-    teeth = data.draw(st.lists(_teeth, min_size=n, max_size=n))
-    trend = lag_trend(_batches(troughs, teeth, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
+def test_a_bounded_sawtooth_of_slow_batches_is_never_growing(rate: int, lengths: list[float]) -> None:
+    """Records arrive at a steady rate; batches of 1 to 15 s, in any order (slower and slower too), each read
+    all that waits when it starts: the troughs rise with the batch time, yet the lag is never growing,
+    whenever it is judged."""
+    readings, end = _simulated(rate, lengths, None)
+    now = 30.0
+    while now <= end + 2.0:
+        seen = [r for r in readings if r[0] <= now]
+        trend = lag_trend(seen, now, WINDOW, max_window_s=300.0, max_gap_s=30.0)
+        assert trend is None or not trend.growing(GROWTH), (now, trend)
+        now += 5.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rate=st.integers(500, 5000),
+    lengths=st.lists(st.floats(2.0, 15.0), min_size=30, max_size=40),
+)
+def test_a_dagger_reading_less_than_arrives_is_growing(rate: int, lengths: list[float]) -> None:
+    """Batches of 2 to 15 s read at most half a second of arrivals each: the lag really grows, and a window
+    judged after thirty batches says so."""
+    readings, end = _simulated(rate, lengths, rate // 2)
+    trend = lag_trend(readings, end + 2.0, WINDOW, max_window_s=300.0, max_gap_s=30.0)
     assert trend is not None
     assert trend.growing(GROWTH), trend
 
@@ -108,7 +125,7 @@ def test_catching_up_after_a_stall_is_not_growing(
 ) -> None:
     """Small troughs, then a stall's backlog read off over the last ``m`` batches, each trough below the one
     before: the lag is high but falling, not growing (wherever the backlog begins)."""
-    m = data.draw(st.integers(1, n))
+    m = data.draw(st.integers(2, n))
     troughs = [low] * (n - m) + [max(peak - step * i, low + m - i) for i in range(m)]
     trend = lag_trend(_batches(troughs, [[100]] * n, NOW - WINDOW, WINDOW / n), NOW, WINDOW)
     assert trend is not None
