@@ -11,10 +11,12 @@ Each probe returns a dict and never raises: an unreachable part is ``ok: False``
 ``refused: True`` when the connection was refused (nothing listens: a dead part, not a slow one).
 
 A busy machine makes a probe slow, not failed: its timeout counts only the time this process had the CPU
-(:class:`job.sources.stall.Starvation`, as the Kafka source's reads do), so a probe that went unanswered
-while the process waited for a core is tried again for the time it lost (up to four times its timeout in
-all). The controller counts a part's unanswered probes in a row (:func:`count_failures`); the health model
-calls a part down only after two of them, or one refused connection.
+(:class:`job.sources.stall.Starvation`, as the Kafka source's reads do) and at least its timeout times the
+machine's load per core in wall time (:class:`Patience`), so a probe that went unanswered while the process
+waited for a core is tried again for the time it lost. A probe that gives up before its timeout was real is
+``starved``. The controller counts a part's unanswered probes in a row whose timeouts were real
+(:func:`count_failures`); the health model calls a part down only after two of them, or one refused
+connection.
 """
 
 from __future__ import annotations
@@ -65,27 +67,61 @@ def local_cores(master: str) -> int:
     return int(inside) if inside.isdigit() else cpus
 
 
-#: A probe waits at most this many times its timeout in wall time, however starved the process is.
+#: A probe waits at most this many times its timeout in wall time, however starved the process is (more on a
+#: loaded machine: as many times as its load per core, up to :data:`MAX_LOAD_FACTOR`).
 MAX_WAIT_FACTOR = 4.0
+#: The most a machine's load per core stretches a probe's wait.
+MAX_LOAD_FACTOR = 10.0
 
 
-def patient_get(url: str, timeout: float) -> requests.Response:
-    """GET ``url`` with a timeout that counts only the time this process had the CPU.
+def load_per_core() -> float:
+    """Return the machine's 1-minute load average per core (0 where unknown)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 0.0
+
+
+class Patience:
+    """How long a probe waits for an answer, and whether its timeout was real: the probe had the CPU for its
+    timeout (:class:`job.sources.stall.Starvation`), and at least its timeout times the machine's load per
+    core (up to :data:`MAX_LOAD_FACTOR`) passed in wall time. It gives up then, or after
+    :data:`MAX_WAIT_FACTOR` times its timeout (the load factor when larger) in wall time: that timeout is
+    not real (a starved probe: the part is slow, not down)."""
+
+    def __init__(self, timeout: float) -> None:
+        from job.sources.stall import starvation
+
+        self.timeout = timeout
+        self._starved = starvation()
+        self._lost_at, self._started = self._starved.lost(), time.monotonic()
+        factor = min(max(load_per_core(), 1.0), MAX_LOAD_FACTOR)
+        self._need_s = timeout * factor
+        self._cap_s = timeout * max(MAX_WAIT_FACTOR, factor)
+        self.real = False
+
+    def over(self) -> bool:
+        """Return True when the probe should give up (and set :attr:`real`)."""
+        waited, lost = time.monotonic() - self._started, self._starved.lost() - self._lost_at
+        self.real = waited - lost >= self.timeout and waited >= self._need_s
+        return self.real or waited >= self._cap_s
+
+
+def patient_get(url: str, timeout: float, patience: Patience | None = None) -> requests.Response:
+    """GET ``url`` with a timeout that counts only the time this process had the CPU (see
+    :class:`Patience`; pass one to learn whether a timeout was real).
 
     Raises requests.RequestException as ``requests.get`` does (the last attempt's).
     """
-    from job.sources.stall import starvation
-
-    starved = starvation()
-    lost_at, started = starved.lost(), time.monotonic()
+    wait = patience or Patience(timeout)
     while True:
         try:
             return requests.get(url, timeout=timeout)
         except (requests.Timeout, requests.ConnectionError) as exc:
             if _refused(exc):
+                wait.real = True
                 raise
-            waited, lost = time.monotonic() - started, starved.lost() - lost_at
-            if waited - lost >= timeout or waited >= MAX_WAIT_FACTOR * timeout:
+            if wait.over():
                 raise
 
 
@@ -125,8 +161,9 @@ def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> 
             "active_apps": None,
             "error": None,
         }
+    wait = Patience(timeout)
     try:
-        resp = patient_get(f"{url}/json/", timeout)
+        resp = patient_get(f"{url}/json/", timeout, wait)
         resp.raise_for_status()
         data = resp.json()
     except (requests.RequestException, ValueError) as exc:
@@ -136,6 +173,7 @@ def probe_spark(spark_master: str, ui_url: str | None, timeout: float = 3.0) -> 
             "master": spark_master,
             "status": "UNREACHABLE",
             "refused": _refused(exc),
+            "starved": isinstance(exc, requests.Timeout | requests.ConnectionError) and not wait.real,
             "error": f"{url}/json/: {type(exc).__name__}: {str(exc)[:200]}",
         }
     workers = [
@@ -191,13 +229,10 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from job.sources.stall import starvation
-
     admin = AdminClient(
         {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0}
     )
-    starved = starvation()
-    lost_at, started = starved.lost(), time.monotonic()
+    wait = Patience(timeout)
     while True:
         try:
             md = admin.list_topics(timeout=timeout)
@@ -205,9 +240,9 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
         except KafkaException as exc:
             error = str(exc.args[0] if exc.args else exc)[:200]
             refused = _all_refuse(bootstrap)
-            waited, lost = time.monotonic() - started, starved.lost() - lost_at
-            if refused or waited - lost >= timeout or waited >= MAX_WAIT_FACTOR * timeout:
-                return {"ok": False, "bootstrap": bootstrap, "refused": refused, "error": error}
+            if refused or wait.over():
+                starved = not refused and not wait.real
+                return {"ok": False, "bootstrap": bootstrap, "refused": refused, "starved": starved, "error": error}
     topics = {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
     return {
         "ok": True,
@@ -243,13 +278,15 @@ def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
 
 def probe_influx(url: str, timeout: float = 3.0) -> dict[str, Any]:
     """Return the InfluxDB part of the health: ``/ping`` answered with 204, and the version."""
+    wait = Patience(timeout)
     try:
-        resp = patient_get(f"{url.rstrip('/')}/ping", timeout)
+        resp = patient_get(f"{url.rstrip('/')}/ping", timeout, wait)
     except requests.RequestException as exc:
         return {
             "ok": False,
             "url": url,
             "refused": _refused(exc),
+            "starved": isinstance(exc, requests.Timeout | requests.ConnectionError) and not wait.real,
             "error": f"{type(exc).__name__}: {str(exc)[:200]}",
         }
     ok = resp.status_code == 204
@@ -302,14 +339,16 @@ def _all_refuse(bootstrap: str) -> bool:
 
 
 def count_failures(probe: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """Return ``probe`` with each part's ``failures``: its unanswered probes in a row, counting those of
-    the ``previous`` probe (0 when it answered)."""
+    """Return ``probe`` with each part's ``failures``: its unanswered probes in a row whose timeouts were
+    real, counting those of the ``previous`` probe (0 when it answered); a starved probe (``starved``: its
+    timeout was not real) adds none."""
     out = dict(probe)
     for name in ("spark", "kafka", "influx"):
         part = out.get(name)
         if isinstance(part, dict):
-            before = ((previous or {}).get(name) or {}).get("failures") or 0
-            out[name] = {**part, "failures": 0 if part.get("ok") else int(before) + 1}
+            before = int(((previous or {}).get(name) or {}).get("failures") or 0)
+            failures = 0 if part.get("ok") else before + (0 if part.get("starved") else 1)
+            out[name] = {**part, "failures": failures}
     return out
 
 

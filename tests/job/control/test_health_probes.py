@@ -47,7 +47,10 @@ def black_hole() -> Iterator[str]:
     server.close()
 
 
-def test_a_closed_port_is_refused_and_a_frozen_server_is_not(black_hole: str) -> None:
+def test_a_closed_port_is_refused_and_a_frozen_server_is_not(
+    black_hole: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fed(monkeypatch)
     closed = f"127.0.0.1:{free_port()}"
     dead = probe_influx(f"http://{closed}", timeout=1.0)
     assert (dead["ok"], dead["refused"]) == (False, True)
@@ -58,6 +61,7 @@ def test_a_closed_port_is_refused_and_a_frozen_server_is_not(black_hole: str) ->
         "ok": False,
         "bootstrap": black_hole,
         "refused": False,
+        "starved": False,
         "error": "",
     }
 
@@ -67,7 +71,18 @@ def test_real_parts_answer(influxdb: Any, tansu_broker: str) -> None:
     assert probe_kafka(tansu_broker)["ok"] is True
 
 
-def test_a_part_is_down_after_two_unanswered_probes_or_one_refusal(black_hole: str) -> None:
+def _fed(monkeypatch: pytest.MonkeyPatch, load: float = 0.0) -> None:
+    """A process that had the CPU all along, on a machine whose load per core is ``load``."""
+    import job.sources.stall as stall
+
+    monkeypatch.setattr(stall, "starvation", lambda: type("Fed", (), {"lost": staticmethod(lambda: 0.0)})())
+    monkeypatch.setattr(health, "load_per_core", lambda: load)
+
+
+def test_a_part_is_down_after_two_unanswered_probes_or_one_refusal(
+    black_hole: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fed(monkeypatch)
     s, now = HealthSettings(), 1000.0
     ok = {"spark": {"ok": True}, "kafka": {"ok": True}, "influx": {"ok": True}}
     first = count_failures({**ok, "influx": probe_influx(f"http://{black_hole}", timeout=0.5)}, ok)
@@ -115,7 +130,32 @@ def test_a_starved_process_tries_again_for_the_time_it_lost(
     # many tries fit in that depends on how long each took on this machine: at least two)
     assert len(calls) >= 2 and waited >= health.MAX_WAIT_FACTOR * 0.3
     calls.clear()
-    monkeypatch.setattr(stall, "starvation", lambda: type("Fed", (), {"lost": staticmethod(lambda: 0.0)})())
+    _fed(monkeypatch)
     with pytest.raises(requests.Timeout):
         patient_get(f"http://{black_hole}/ping", 0.3)
     assert len(calls) == 1  # fed: its 0.3 s were served, one try
+
+
+def test_starved_probes_are_slow_never_down(black_hole: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that went unanswered while its process lacked the CPU is ``starved``: however many in a row,
+    the part is slow, not down (a false ``kafka down`` came of two such probes at load 45). A probe that had
+    the CPU for its timeout, on a machine loaded 3 per core, waits three times its timeout and is real."""
+    import job.sources.stall as stall
+
+    s, now = HealthSettings(), 1000.0
+    ok = {"spark": {"ok": True}, "kafka": {"ok": True}, "influx": {"ok": True}}
+    monkeypatch.setattr(stall, "starvation", _Starved)
+    monkeypatch.setattr(health, "load_per_core", lambda: 0.0)
+    probes = ok
+    for _ in range(3):
+        probes = count_failures({**ok, "influx": probe_influx(f"http://{black_hole}", timeout=0.2)}, probes)
+        assert probes["influx"]["starved"] is True
+        assert probes["influx"]["failures"] == 0
+        assert cluster_health(now, probes, now, [], now, s).parts["influx"] == "slow"
+    _fed(monkeypatch, load=3.0)
+    started = time.monotonic()
+    first = count_failures({**ok, "influx": probe_influx(f"http://{black_hole}", timeout=0.2)}, probes)
+    assert time.monotonic() - started >= 0.6  # its timeout times the load per core
+    assert (first["influx"]["starved"], first["influx"]["failures"]) == (False, 1)
+    second = count_failures({**ok, "influx": probe_influx(f"http://{black_hole}", timeout=0.2)}, first)
+    assert cluster_health(now, second, now, [], now, s).parts["influx"] == "down"
