@@ -31,9 +31,17 @@ class DataLossError(SourceError):
     title = "Data loss"
 
 
-def describe(topic: str, partition: int | str, position: int, first: int, end: int) -> str | None:
+def describe(
+    topic: str, partition: int | str, position: int, first: int, end: int, range_end: int | None = None
+) -> str | None:
     """Return what is wrong with ``position`` in a partition holding offsets ``first``..``end - 1``, or None
-    when the broker has it (or it is the end: nothing new yet)."""
+    when the broker has it (or it is the end: nothing new yet). With ``range_end`` (a planned batch's end: the
+    broker held the records up to it), records of the batch past the partition's end are lost too."""
+    if range_end is not None and position <= end < range_end and position >= first:
+        return (
+            f"{topic}[{partition}]: offsets {end:,}..{range_end - 1:,} of a planned batch are past the "
+            f"partition's end {end:,}: the broker lost records or the topic was recreated"
+        )
     if position > end:
         return (
             f"{topic}[{partition}]: the checkpoint's position {position:,} is past the partition's end "
@@ -47,10 +55,12 @@ def describe(topic: str, partition: int | str, position: int, first: int, end: i
     return None
 
 
-def error(topic: str, partition: int | str, position: int, first: int, end: int) -> DataLossError:
+def error(
+    topic: str, partition: int | str, position: int, first: int, end: int, range_end: int | None = None
+) -> DataLossError:
     """The error that stops a stream whose position the broker does not hold."""
-    what = describe(topic, partition, position, first, end) or f"{topic}[{partition}]: data loss"
-    to = end if position > end else first
+    what = describe(topic, partition, position, first, end, range_end) or f"{topic}[{partition}]: data loss"
+    to = end if position >= end else first
     return DataLossError(
         what,
         hint=f"to read on from offset {to:,} (the records in between are not read), set "
@@ -60,8 +70,17 @@ def error(topic: str, partition: int | str, position: int, first: int, end: int)
     )
 
 
-def skip_to(topic: str, partition: int | str, position: int, first: int, end: int) -> int:
+def skip_to(
+    topic: str, partition: int | str, position: int, first: int, end: int, range_end: int | None = None
+) -> int:
     """With ``fail_on_data_loss: false``: the offset to read on from, said in a warning."""
+    if range_end is not None and first <= position <= end < range_end:
+        log.warning(
+            "%s[%s]: offsets %d..%d of a planned batch are past the partition's end %d: the broker lost "
+            "records or the topic was recreated; passing over them",
+            topic, partition, end, range_end - 1, end,
+        )
+        return end
     if position > end:
         log.warning(
             "%s[%s]: the checkpoint's position %d is past the partition's end %d: the broker lost records or "
@@ -79,23 +98,28 @@ def skip_to(topic: str, partition: int | str, position: int, first: int, end: in
 
 @dataclass
 class LossWatch:
-    """On a reader's "offset out of range" answers: looks up the partition's offsets (at most every
-    :data:`CONFIRM_EVERY_S`) and says whether the position is lost on :data:`CONFIRMATIONS` look-ups in a row."""
+    """On a reader's "offset out of range" answers and re-seeks (a broker such as tansu answers a fetch past the
+    end with nothing): looks up the partition's offsets (at most every :data:`CONFIRM_EVERY_S`) and says whether
+    the position is lost on :data:`CONFIRMATIONS` look-ups in a row."""
 
     seen_answers: int = 0
     confirmed: int = 0
     last_at: float = field(default=-1e9)
 
     def due(self, answers: int, now: float) -> bool:
-        """Whether to look again: a new "out of range" answer came and the last look-up is old enough."""
-        if answers <= self.seen_answers or now - self.last_at < CONFIRM_EVERY_S:
+        """Whether to look again: ``answers`` (the reader's count of "out of range" answers and re-seeks)
+        changed and the last look-up is old enough."""
+        if answers == self.seen_answers or now - self.last_at < CONFIRM_EVERY_S:
             return False
         self.seen_answers, self.last_at = answers, now
         return True
 
-    def lost(self, bootstrap: str, topic: str, partition: int, position: int) -> tuple[int, int] | None:
-        """Return the partition's (first, end) once ``position`` was outside them on enough look-ups in a row,
-        else None (a broker that does not answer the look-up confirms nothing)."""
+    def lost(
+        self, bootstrap: str, topic: str, partition: int, position: int, range_end: int
+    ) -> tuple[int, int] | None:
+        """Return the partition's (first, end) once ``position`` (or the rest of a range up to ``range_end``)
+        was outside them on enough look-ups in a row, else None (a broker that does not answer the look-up
+        confirms nothing)."""
         from job.sources import offsets as kofs
 
         consumer = kofs.driver_consumer(bootstrap)
@@ -108,7 +132,7 @@ class LossWatch:
             return None
         finally:
             consumer.close()
-        if describe(topic, partition, position, first, end) is None:
+        if describe(topic, partition, position, first, end, range_end) is None:
             self.confirmed = 0
             return None
         self.confirmed += 1

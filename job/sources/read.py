@@ -19,6 +19,7 @@ from pyspark.sql.datasource import InputPartition
 
 from job.errors import BadRecordError, SourceError
 from job.schema.arrow import ArrowDecoder
+from job.sources import data_loss
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
 from job.sources.bad_records import record_bad
@@ -196,6 +197,7 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     last: _Taken | None = None  # holds the last record read (its position is recorded for failover)
     starved = starvation()
     watch = StallWatch(cfg.read_timeout_s, lost_at_progress=starved.lost())
+    loss = data_loss.LossWatch()  # on "out of range" answers and re-seeks: is the position gone from the broker?
     try:
         while next_offset < rng.end:
             got = consumer.consume(min(FETCH_BATCH, rng.end - next_offset), timeout=1.0, with_keys=positions)
@@ -227,6 +229,21 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 bootstrap = cfg.failover_bootstrap_servers
                 consumer, said = _executor_consumer(cfg, bootstrap, patience(cfg, bootstrap, rng.topic))
                 consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset + shift)])
+                watch.moved(time.monotonic(), starved.lost())
+                continue
+            elif (
+                shift is None
+                and loss.due(watch.out_of_range + watch.short_ends + watch.all_reseeks, now)
+                and (held := loss.lost(bootstrap, rng.topic, rng.partition, next_offset, rng.end)) is not None
+            ):
+                if cfg.fail_on_data_loss:
+                    raise data_loss.error(rng.topic, rng.partition, next_offset, *held, rng.end)
+                to = data_loss.skip_to(rng.topic, rng.partition, next_offset, *held, rng.end)
+                if not next_offset < to < rng.end:
+                    break  # the rest of the range is gone
+                next_offset = to
+                consumer.unassign()
+                consumer.assign([TopicPartition(rng.topic, rng.partition, next_offset)])
                 watch.moved(time.monotonic(), starved.lost())
                 continue
             elif watch.timed_out(now):
@@ -305,6 +322,8 @@ def _take(
                 progressed = True
                 if off >= rng.end:  # an end event has its offset
                     next_offset = rng.end
+                else:
+                    watch.short_ends += 1  # the partition ends before the range: records are gone
                 continue
             if err == rdk.ERR_AUTO_OFFSET_RESET:
                 watch.was_out_of_range()  # assigned again by the caller

@@ -146,6 +146,8 @@ class StallWatch:
     reseeks: int = 0  # of the current stall
     behind: int = 0  # records below the next offset: the consumer had gone back
     out_of_range: int = 0  # fetches the broker answered with "offset out of range"
+    short_ends: int = 0  # end-of-partition answers below the range's end: the broker lost records
+    all_reseeks: int = 0  # of the whole read (``reseeks`` counts the current stall's)
     urgent: bool = False  # an "out of range" since the last re-seek: assign again soon
     lost_at_progress: float = 0.0  # the process's time without CPU when the read last moved
     lost_s: float = 0.0  # ... of the current stall, as of the last call that passed ``lost``
@@ -198,6 +200,7 @@ class StallWatch:
 
     def reseeked(self, now: float) -> None:
         self.reseeks += 1
+        self.all_reseeks += 1
         self.last_reseek = now
         self.urgent = False
 
