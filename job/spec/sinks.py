@@ -83,7 +83,8 @@ class InfluxSinkSpec(_RetryingSinkModel):
     max_retries: int = Field(
         default=15,
         ge=0,
-        description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 5.5 minutes in all, so an InfluxDB restart does not stop the job).",
+        description="Retries of a failed write, with exponential back-off up to max_backoff_s (15 at the default 30 s: about 2.5 to 5.5 minutes in all, so an InfluxDB restart does not stop the job). "
+        "The start check of a server that does not answer is retried the same way.",
     )
     timeout_s: float = Field(
         default=30.0, gt=0, description="Seconds one HTTP write may take before it is retried."
