@@ -13,6 +13,7 @@ A broker that is starting up can briefly answer with empty partitions: a loss co
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
@@ -98,42 +99,57 @@ def skip_to(
 
 @dataclass
 class LossWatch:
-    """On a reader's "offset out of range" answers and re-seeks (a broker such as tansu answers a fetch past the
-    end with nothing): looks up the partition's offsets (at most every :data:`CONFIRM_EVERY_S`) and says whether
-    the position is lost on :data:`CONFIRMATIONS` look-ups in a row."""
+    """On a reader's "offset out of range" answers, end-of-partition answers below its range's end and re-seeks
+    (a broker such as tansu answers a fetch past the end with nothing): looks up the partition's offsets in a
+    thread of its own (a broker that does not answer must not hold up the read), at most every
+    :data:`CONFIRM_EVERY_S`, and says when the position was lost on :data:`CONFIRMATIONS` look-ups in a row."""
 
     seen_answers: int = 0
     confirmed: int = 0
     last_at: float = field(default=-1e9)
+    _running: threading.Thread | None = None
+    _found: list[tuple[int, int, int] | None] = field(default_factory=list)  # (position, first, end) per look-up
 
-    def due(self, answers: int, now: float) -> bool:
-        """Whether to look again: ``answers`` (the reader's count of "out of range" answers and re-seeks)
-        changed and the last look-up is old enough."""
-        if answers == self.seen_answers or now - self.last_at < CONFIRM_EVERY_S:
-            return False
-        self.seen_answers, self.last_at = answers, now
-        return True
-
-    def lost(
-        self, bootstrap: str, topic: str, partition: int, position: int, range_end: int
+    def check(
+        self, answers: int, now: float, bootstrap: str, topic: str, partition: int, position: int, range_end: int
     ) -> tuple[int, int] | None:
         """Return the partition's (first, end) once ``position`` (or the rest of a range up to ``range_end``)
-        was outside them on enough look-ups in a row, else None (a broker that does not answer the look-up
-        confirms nothing)."""
+        was outside them on enough look-ups in a row, else None. ``answers`` is the reader's count of the
+        events above: a look-up starts when it changed (a broker that does not answer confirms nothing)."""
+        while self._found:
+            found = self._found.pop(0)
+            if found is None or found[0] != position:
+                self.confirmed = 0  # no answer, or the read moved on since
+                continue
+            if describe(topic, partition, position, found[1], found[2], range_end) is None:
+                self.confirmed = 0
+                continue
+            self.confirmed += 1
+            if self.confirmed >= CONFIRMATIONS:
+                return found[1], found[2]
+        running = self._running is not None and self._running.is_alive()
+        if answers != self.seen_answers and not running and now - self.last_at >= CONFIRM_EVERY_S:
+            self.seen_answers, self.last_at = answers, now
+            self._running = threading.Thread(
+                target=self._look_up, args=(bootstrap, topic, partition, position), daemon=True
+            )
+            self._running.start()
+        return None
+
+    def _look_up(self, bootstrap: str, topic: str, partition: int, position: int) -> None:
         from job.sources import offsets as kofs
 
-        consumer = kofs.driver_consumer(bootstrap)
+        try:
+            consumer = kofs.driver_consumer(bootstrap)
+        except SourceError:
+            self._found.append(None)
+            return
         try:
             tp = TopicPartition(topic, partition)
             first = kofs.beginning_offsets(consumer, [tp], timeout=5.0)[topic][str(partition)]
             end = kofs.end_offsets(consumer, [tp], timeout=5.0)[topic][str(partition)]
+            self._found.append((position, first, end))
         except SourceError:
-            self.confirmed = 0
-            return None
+            self._found.append(None)
         finally:
             consumer.close()
-        if describe(topic, partition, position, first, end, range_end) is None:
-            self.confirmed = 0
-            return None
-        self.confirmed += 1
-        return (first, end) if self.confirmed >= CONFIRMATIONS else None

@@ -233,8 +233,18 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 continue
             elif (
                 shift is None
-                and loss.due(watch.out_of_range + watch.short_ends + watch.all_reseeks, now)
-                and (held := loss.lost(bootstrap, rng.topic, rng.partition, next_offset, rng.end)) is not None
+                and (
+                    held := loss.check(
+                        watch.out_of_range + watch.short_ends + watch.all_reseeks,
+                        now,
+                        bootstrap,
+                        rng.topic,
+                        rng.partition,
+                        next_offset,
+                        rng.end,
+                    )
+                )
+                is not None
             ):
                 if cfg.fail_on_data_loss:
                     raise data_loss.error(rng.topic, rng.partition, next_offset, *held, rng.end)
