@@ -113,8 +113,10 @@ class ClusterHealthScreen(Screen[None]):
         master = Text.assemble(
             plain(spark.get("master") or "-"),
             "  ",
-            part_text(
-                (verdict.get("parts") or {}).get("spark"), spark_detail(spark), verdict.get("probe_age_s")
+            part_text(  # the title says how old the probe is; a stale part says it again
+                (part := (verdict.get("parts") or {}).get("spark")),
+                spark_detail(spark),
+                verdict.get("probe_age_s") if part == "stale" else None,
             ),
         )
         if spark.get("mode") == "standalone" and spark.get("ok") is not None:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.common.text import safe_text
 from job.common.words import counted
-from job.control.health_model import HealthSettings
+from job.control.health_model import HealthSettings, rate_window
 from job.control.rates import rate_series
 from job.control.views import DaggerScreenView, DaggerView, VersionView
 from job.errors import DaggerError
@@ -115,8 +115,7 @@ class DaggerScreen(RefreshingScreen):
                 f" · restarts {view.restarts}"
             )
             + "\n",
-            f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s in, "
-            f"{number(p.get('processed_rows_per_s')) if h.get('rows_per_s') else '-'} rows/s processed"
+            f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s"
             f" · batch {figure(h.get('batch_ms'))} ms · lag {figure(h.get('lag'))}"
             f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
             f"\nwatermark {safe_text(str(p.get('watermark') or '-'))}"
@@ -124,7 +123,7 @@ class DaggerScreen(RefreshingScreen):
             + f" · last update {age(now, view.status_updated_at)} ago",
         )
         self.query_one("#status", Static).update(status)
-        window = HealthSettings.from_env().rate_window_s
+        window = rate_window(samples, p, HealthSettings.from_env())  # the figure's own window
         series = {  # rows/s: rows read over wall time, as the health model's figure
             "throughput": rate_series(samples, window),
             "lag": [float(s.lag) for s in samples if s.lag is not None],  # the lag reads

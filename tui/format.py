@@ -85,15 +85,14 @@ PART_STYLES = {"ok": "green", "slow": "yellow", "down": "bold red", "stale": "di
 
 
 def part_text(state: str | None, detail: str = "", age_s: float | None = None) -> Text:
-    """Return a cluster part as the health model judges it: ``● ok …`` in green, ``● slow`` in yellow (one
-    probe unanswered: a busy machine, not yet a dead part), ``● down`` in red, ``○ stale 3m`` dim with the
-    age of the probe it comes from, ``○ unknown`` dim (never probed)."""
+    """Return a cluster part as the health model judges it, with the age of the probe it comes from: ``● ok
+    … 4s`` in green, ``● slow 4s`` in yellow (one probe unanswered: a busy machine, not yet a dead part),
+    ``● down 4s`` in red, ``○ stale 3m`` dim, ``○ unknown`` dim (never probed)."""
     state = state if state in PART_STYLES else "unknown"
+    age = f" {span(age_s)}" if age_s is not None and state != "unknown" else ""
     if state == "ok":
-        return Text(f"● ok {detail}".rstrip(), style=PART_STYLES[state])
-    if state == "stale":
-        return Text("○ stale" + (f" {span(age_s)}" if age_s is not None else ""), style=PART_STYLES[state])
-    return Text(f"{'○' if state == 'unknown' else '●'} {state}", style=PART_STYLES[state])
+        return Text(f"● ok {detail}".rstrip() + age, style=PART_STYLES[state])
+    return Text(f"{'○' if state in ('unknown', 'stale') else '●'} {state}{age}", style=PART_STYLES[state])
 
 
 def spark_detail(spark: dict[str, Any] | None) -> str:

@@ -61,7 +61,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from job.control.lag_trend import Reading, lag_trend
-from job.control.rates import batch_interval, rows_rate
+from job.control.rates import Counted, batch_interval, rows_rate
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
 CRASH_LOOPING, FAILED, STOPPED, UNKNOWN = "crash-looping", "failed", "stopped", "unknown"
@@ -326,12 +326,18 @@ def streak_ended(
     return ran_and_wrote(started_at, progress) and now - started_at >= s.recovered_after_s
 
 
+def rate_window(samples: Sequence[Counted], progress: Mapping[str, Any], s: HealthSettings) -> float:
+    """Return the wall time rows/s is taken over: ``rate_window_s``, or three micro-batches when longer (the
+    one window of every surface: the figure and the chart)."""
+    batch_s = float(progress.get("batch_duration_ms") or 0) / 1000.0
+    return max(s.rate_window_s, 3 * batch_interval(samples, batch_s))
+
+
 def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = True) -> Figure | None:
     """Return rows/s: the rows read over the wall time of the newest ``rate_window_s`` of samples (three
     micro-batches when longer), as of the newest sample; not ``current`` (its brokers do not answer): as of
     the last batch, and not fresh. None with fewer than two samples."""
-    batch_s = float(f.progress.get("batch_duration_ms") or 0) / 1000.0
-    rate = rows_rate(f.samples, max(s.rate_window_s, 3 * batch_interval(f.samples, batch_s)))
+    rate = rows_rate(f.samples, rate_window(f.samples, f.progress, s))
     if rate is None:
         return None
     if current:

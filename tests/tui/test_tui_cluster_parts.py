@@ -54,17 +54,17 @@ def row(screen: ClustersScreen) -> list[str]:
 @pytest.mark.parametrize(
     ("health", "age_s", "shown"),
     [
-        (HEALTH, 10, ["healthy", "● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]),
+        (HEALTH, 10, ["healthy", "● ok 2/2w 3/8c 10s", "● ok 96p 10s", "● ok 10s", "● 5s ago"]),
         (HEALTH, 180, ["degraded", "○ stale 3m", "○ stale 3m", "○ stale 3m", "● 5s ago"]),
         (
             {**HEALTH, "kafka": {**TIMED_OUT, "failures": 1}},
             10,
-            ["healthy", "● ok 2/2w 3/8c", "● slow", "● ok", "● 5s ago"],
+            ["healthy", "● ok 2/2w 3/8c 10s", "● slow 10s", "● ok 10s", "● 5s ago"],
         ),
         (
             {**HEALTH, "kafka": {**TIMED_OUT, "failures": 2}},
             10,
-            ["unhealthy", "● ok 2/2w 3/8c", "● down", "● ok", "● 5s ago"],
+            ["unhealthy", "● ok 2/2w 3/8c 10s", "● down 10s", "● ok 10s", "● 5s ago"],
         ),
         (
             {
@@ -72,7 +72,7 @@ def row(screen: ClustersScreen) -> list[str]:
                 "influx": {"ok": False, "refused": True, "failures": 1, "error": "Connection refused"},
             },
             10,
-            ["unhealthy", "● ok 2/2w 3/8c", "● ok 96p", "● down", "● 5s ago"],
+            ["unhealthy", "● ok 2/2w 3/8c 10s", "● ok 96p 10s", "● down 10s", "● 5s ago"],
         ),
     ],
     ids=["fresh", "stale", "slow", "down", "refused"],
@@ -120,4 +120,4 @@ async def test_a_live_probe_shows_its_own_verdict_and_the_spark_screen_its_age(w
         plane.release.set()
         await pilot.press("h")
         await until(pilot, lambda: row(clusters)[2] != "○ stale 3m", "the live probe's verdict", timeout=60)
-        assert row(clusters) == ["unhealthy", "● slow", "● down", "● down", "● 5s ago"]
+        assert row(clusters) == ["unhealthy", "● slow 0s", "● down 0s", "● down 0s", "● 5s ago"]
