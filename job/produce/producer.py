@@ -67,6 +67,10 @@ OUTAGE_REPEAT_S = 30.0
 #: just before the broker stops must outlive the wait for it.
 MESSAGE_TIMEOUT_MARGIN_S = 60.0
 
+#: A wall-time limit lets the events due at it still go: at N events/s, the bucket releases the last of
+#: N x S events exactly S seconds after the first.
+DEADLINE_GRACE_S = 0.25
+
 _LOG = logging.getLogger("job.produce.kafka")
 _LOG.addHandler(logging.NullHandler())  # librdkafka's own log lines; errors reach us through callbacks
 
@@ -509,7 +513,7 @@ def produce(
         total = len(batch)
     sent, interrupted, stopped, cut = 0, False, False, False
     started = time.monotonic()
-    deadline = None if deadline_s is None else started + deadline_s
+    deadline = None if deadline_s is None else started + deadline_s + DEADLINE_GRACE_S
     bar, task = _progress(progress, total)
     flush_s = float(config["message.timeout.ms"]) / 1000 + 10
     with bar:
