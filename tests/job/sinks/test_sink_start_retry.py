@@ -7,12 +7,15 @@ sink was pointed at; no Spark."""
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from job.control.health_model import sink_retrying
 from job.errors import SinkError
 from job.query.plan import plan
 from job.query.runner import DaggerJob
@@ -75,6 +78,10 @@ def test_a_sink_down_at_start_is_retried_says_so_and_starts_when_influxdb_answer
     assert {r["of"] for r in seen} == {200}
     assert {r["error"] for r in seen} == {f"InfluxDB at {url} is unreachable: ConnectionError"}
     assert all(r["since"] < r["next_at"] <= r["since"] + 200 * 0.5 for r in seen)
+    status = json.loads(job.status_path.read_text())
+    reason = sink_retrying(status, time.time())
+    assert reason is not None  # what the dagger's state says, as for a running dagger's retried write
+    assert re.match(rf"sink retrying: influx, attempt \d+/200, next in \d+ s, failing for \d+ s: InfluxDB at {url} ", reason[0])
     with _serving(lambda: InfluxServer(tmp_path / "influx", port, bind_port)) as influx:
         starter.join(120)
         assert not starter.is_alive() and errors == []
