@@ -342,8 +342,12 @@ def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = T
         return None
     if current:
         return _figure(round(rate.rows_per_s, 1), rate.until, now, s)
-    at = float(f.progress.get("batch_at") or f.progress.get("updated_at") or rate.until)
-    return Figure(value=round(rate.rows_per_s, 1), at=at, age_s=_age(now, at), fresh=False)
+    # as of the last batch: the rate of the samples up to it (one value, one time), never later idle ones
+    at = float(f.progress.get("batch_at") or last_rows_at(f.samples) or rate.until)
+    upto = [p for p in f.samples if p.at <= at]
+    then = rows_rate(upto, rate_window(upto, f.progress, s)) if len(upto) >= 2 else None
+    value = round(then.rows_per_s, 1) if then is not None else 0.0
+    return Figure(value=value, at=at, age_s=_age(now, at), fresh=False)
 
 
 def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:
@@ -466,7 +470,10 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
         return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
-    batch_at = float(p.get("batch_at") or updated)
+    if "batch_at" in p and not p.get("batch_at"):  # this run reported, but no batch yet: the last one before
+        batch_at = float(last_rows_at(f.samples) or known_since)
+    else:
+        batch_at = float(p.get("batch_at") or updated)
     idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
     brokers_silent = bool(f.lag_error) and min(now - batch_at, unreadable_s) > silent_after
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason

@@ -263,6 +263,20 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "read 130 s ago: Source error: timed out",
     ),
     (
+        "restarted after a stall, reports idle with no batch yet: still stalled",
+        facts(
+            progress=progress(NOW - 2, batch=0.0),
+            started_at=NOW - 15,
+            restarts=1,
+            lag=None,
+            lag_at=NOW - 130,
+            lag_error="Source error: timed out",
+            samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10), Point(NOW - 2, 0)),
+        ),
+        STALLED,
+        "its brokers do not answer: no batch for 130 s, end offsets last read 130 s ago: Source error: timed out",
+    ),
+    (
         "restarted after reading no row while records wait, no report yet",
         facts(
             progress=progress(NOW - 30, batch=NOW - 200),
