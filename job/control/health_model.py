@@ -22,8 +22,9 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
     ``stall_after_s`` while records wait on its topics, or its brokers do not answer (no batch and its
     brokers' end offsets unreadable for ``brokers_silent_after_s``, or one micro-batch when longer), or a
-    sink has been retrying a write for ``sink_stall_after_s``. A restart does not reset this evidence: the
-    samples of the run before count.
+    sink has been retrying a write for ``sink_stall_after_s``. A restart after a crash does not reset this
+    evidence: the samples of the run before count (a deploy or a rollback, which starts with no restarts,
+    starts afresh).
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
     ``crash_loop_restarts`` times in a row and its current run has not yet read rows, written them and run
@@ -449,7 +450,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
     batch_s = float(p.get("batch_duration_ms") or 0) / 1000.0
     silent_after = max(s.brokers_silent_after_s, batch_interval(f.samples, batch_s))
-    if updated < started or not updated:
+    carried = f.restarts > 0  # restarted after a crash (a deploy or a rollback starts afresh)
+    if (updated < started or not updated) and carried:
         # no report from this run yet: the stall evidence of the runs before still stands
         last_batch = float(p.get("batch_at") or updated or known_since)
         if f.lag_error and min(now - last_batch, unreadable_s) > silent_after:
@@ -467,11 +469,12 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
                 f"{up_s or 0:.0f} s ago, no report yet)",
                 restarts=restarts,
             )
+    if updated < started or not updated:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
         return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
     if "batch_at" in p and not p.get("batch_at"):  # this run reported, but no batch yet: the last one before
-        batch_at = float(last_rows_at(f.samples) or known_since)
+        batch_at = float(last_rows_at(f.samples) or known_since) if carried else started
     else:
         batch_at = float(p.get("batch_at") or updated)
     idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
@@ -522,6 +525,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(figures, state=CATCHING_UP, reason=why)
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])
+    if "batch_at" in p and not p.get("batch_at"):
+        return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 

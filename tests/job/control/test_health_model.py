@@ -277,6 +277,18 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "its brokers do not answer: no batch for 130 s, end offsets last read 130 s ago: Source error: timed out",
     ),
     (
+        "deployed (a rollback) after a failed run, no batch yet: it starts afresh",
+        facts(
+            progress=progress(NOW - 2, batch=0.0),
+            started_at=NOW - 15,
+            lag=4000,
+            lag_at=NOW - 3,
+            samples=(Point(NOW - 900, 500), Point(NOW - 890, 600), Point(NOW - 2, 0), Point(NOW - 3, 0, 4000)),
+        ),
+        RUNNING,
+        "started 15 s ago: no batch yet",
+    ),
+    (
         "restarted after reading no row while records wait, no report yet",
         facts(
             progress=progress(NOW - 30, batch=NOW - 200),
