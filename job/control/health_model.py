@@ -126,7 +126,7 @@ class HealthSettings(BaseModel):
     recovered_after_s: float = Field(
         default=60.0,
         gt=0,
-        description="A restarted dagger that has run and reported for this long is no longer "
+        description="A restarted dagger that has read and written rows and run for this long is no longer "
         "crash-looping, however many restarts came before.",
     )
     sink_stall_after_s: float = Field(
