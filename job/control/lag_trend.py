@@ -23,9 +23,9 @@ least the one before (it never went down from one batch to the next), the newest
   more than arrives between two lag readings (a trough is read a little after its commit). A batch reads
   all that waits when it starts, unless the dagger reads less than arrives (a capped batch). Slow batches
   raise the troughs (a trough is the arrivals of about one batch) but never leave records behind;
-- or the newest trough holds more than the window's span of arrivals: a dagger whose batches read all that
-  waits but grow slower with what they read. A trough of slow batches holds one batch of arrivals, and the
-  window holds six batches.
+- or the newest trough holds more than ``window_s`` of arrivals: a dagger whose batches read all that waits
+  but grow slower with what they read. A trough of slow batches holds about one batch of arrivals (and
+  the lag read a few seconds after it).
 
 The lag *falls* when the newest trough is below the oldest. Otherwise the window does not tell. Pure: plain
 numbers in, a verdict out.
@@ -67,6 +67,7 @@ class LagTrend:
     judged: int = 0
     zero: bool = False
     arrival_per_s: float = 0.0
+    horizon_s: float = 0.0
 
     def growing(self, min_growth: int) -> bool:
         """Return True when no reading was zero, no trough went down from one batch to the next, the newest
@@ -80,9 +81,11 @@ class LagTrend:
         )
 
     def over_window(self) -> bool:
-        """Return True when the newest trough holds more than the window's span of arrivals: more than any
-        slow batch leaves (a dagger whose batches read all that waits, but grow slower with what they read)."""
-        return self.arrival_per_s > 0 and self.last > self.arrival_per_s * self.span_s
+        """Return True when the newest trough holds more than ``window_s`` of arrivals (the span when no
+        window is given): more than a slow batch leaves (a dagger whose batches read all that waits, but grow
+        slower with what they read)."""
+        horizon = self.horizon_s or self.span_s
+        return self.arrival_per_s > 0 and self.last > self.arrival_per_s * horizon
 
     def falling(self) -> bool:
         """Return True when the newest batch's trough is below the first one's: the lag came down."""
@@ -98,7 +101,8 @@ class LagTrend:
         evidence = (
             "and each time the next batch left records unread"
             if self.judged > 0 and self.left_behind == self.judged
-            else f"and it holds more than {self.span_s:.0f} s of arrivals ({self.arrival_per_s:.0f}/s)"
+            else f"and it holds more than {self.horizon_s or self.span_s:.0f} s of arrivals "
+            f"({self.arrival_per_s:.0f}/s)"
         )
         return (
             f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch "
@@ -156,13 +160,17 @@ def lag_trend(
         sorted(
             (at, int(lag), rows)
             for at, lag, rows in readings
-            if lag is not None and now - longest <= at <= now
+            if lag is not None and at <= now
         ),
         max_gap_s,
     )
     if not points or now - points[-1][0] > max_gap_s:
         return None
-    batches = batch_troughs(points)
+    # whole batches only: one that began before the longest window would show a late reading as its trough
+    batches = [b for b in batch_troughs(points) if b[0] >= now - longest]
+    points = [p for p in points if p[0] >= now - longest]
+    if not batches:
+        return None
     start = len(batches) - sum(1 for at, _, _ in batches if at >= now - window_s)
     newest = points[-1][0]
     # stretch back, a batch at a time, until the window holds six batches and spans enough of window_s
@@ -199,4 +207,5 @@ def lag_trend(
         judged=len(judged),
         zero=any(lag == 0 for at, lag, _ in points if at >= batches[0][0]),
         arrival_per_s=rate,
+        horizon_s=window_s,
     )

@@ -567,6 +567,7 @@ def test_helpers() -> None:
         left_behind=4,
         judged=5,
         arrival_per_s=155 / 60,  # 5 rows read and 150 more waiting, in 60 s
+        horizon_s=60,
     )
     assert trend.growing(150) and not trend.growing(151)
     # the batches after the first read all that waited after it: records were not left behind each time

@@ -140,3 +140,17 @@ def test_no_verdict_from_readings_that_ended_long_ago(n: int, silent: float, dat
     readings = _batches(troughs, [[]] * n, NOW - silent - WINDOW, WINDOW / n)
     assert lag_trend(readings, NOW - silent, WINDOW, max_gap_s=30) is not None
     assert lag_trend(readings, NOW, WINDOW, max_window_s=600, max_gap_s=30) is None
+
+
+def test_batches_that_grow_slower_with_what_they_read_are_growing() -> None:
+    """3,000 records/s into a dagger that reads all that waits, each batch 30% longer than the one before (it
+    processes less than arrives): no batch leaves records behind, yet the lag soon holds more than a window
+    of arrivals, and never fell: growing. The same batch times, shortest last, are not (the lag falls)."""
+    lengths = [2.0 * 1.3**k for k in range(15)]  # 2 s ... 79 s
+    readings, end = _simulated(3000, lengths, None)
+    trend = lag_trend(readings, end + 2.0, WINDOW, max_window_s=300.0, max_gap_s=30.0)
+    assert trend is not None and trend.growing(GROWTH), trend
+    assert trend.reason().endswith("and it holds more than 60 s of arrivals (3000/s)")
+    readings, end = _simulated(3000, lengths[::-1], None)
+    trend = lag_trend(readings, end + 2.0, WINDOW, max_window_s=300.0, max_gap_s=30.0)
+    assert trend is None or not trend.growing(GROWTH)
