@@ -10,6 +10,9 @@ Call :func:`register` on the main Typer app. Three modes, all generating in boun
 
 A broker that stops answering is waited for (``--max-outage``, 300 s): a line says so, the events wait in
 the producer and go in order, each once, when it answers.
+A broker that restarts having lost the idempotent producer's state (a fatal error) is survived: a line says
+so and a new producer sends again the events not acknowledged (at least once; up to 3 times a run).
+``--duration`` is wall time: the sending stops at it, and the summary says how many of how many were sent.
 
 Known errors print one red ``title: message`` line (and a hint) and exit with code 2.
 """

@@ -22,6 +22,7 @@ path). Throttled runs hold the rate within ~1% (2,000 events at 1,000/s took 2.0
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import socket
@@ -70,6 +71,10 @@ MESSAGE_TIMEOUT_MARGIN_S = 60.0
 #: A wall-time limit lets the events due at it still go: at N events/s, the bucket releases the last of
 #: N x S events exactly S seconds after the first.
 DEADLINE_GRACE_S = 0.25
+#: A fatal producer error (an idempotent producer whose sequence a restarted broker lost) is survived this many
+#: times in a run: a new producer sends again the events not acknowledged (at most MAX_KEPT of them).
+MAX_RECREATE = 3
+MAX_KEPT = 1_000_000
 
 _LOG = logging.getLogger("job.produce.kafka")
 _LOG.addHandler(logging.NullHandler())  # librdkafka's own log lines; errors reach us through callbacks
@@ -269,6 +274,17 @@ class _Deliveries:
         self.failed = 0
         self.fatal = False
         self.samples: list[str] = []
+        #: The failed events (value, key, timestamp ms), kept to be sent again by a new producer after a fatal
+        #: error; at most MAX_KEPT (past that, a fatal error ends the run).
+        self.kept: list[tuple[bytes | None, bytes | None, int]] = []
+        self.overflow = False
+
+    def take_kept(self) -> list[tuple[bytes | None, bytes | None, int]]:
+        """Return the kept failures and count them as not failed (they are about to be sent again)."""
+        kept, self.kept = self.kept, []
+        self.failed -= len(kept)
+        self.fatal = False
+        return kept
 
     @property
     def stop(self) -> bool:
@@ -279,6 +295,10 @@ class _Deliveries:
         if err is None:
             return
         self.failed += 1
+        if len(self.kept) < MAX_KEPT:
+            self.kept.append((msg.value(), msg.key(), msg.timestamp()[1]))
+        else:
+            self.overflow = True
         reason = f"{err.name()}: {err.str()}"
         if len(self.samples) < MAX_ERROR_SAMPLES and reason not in self.samples:
             self.samples.append(reason)
@@ -383,22 +403,76 @@ def _send_batch(
     deliveries: _Deliveries,
     watch: _Watch | None = None,
     deadline: float | None = None,
-) -> bool:
+    start: int = 0,
+) -> int:
     """Enqueue every event of ``batch`` (key, value, CreateTime), in chunks of ``step``; with ``watch``, wait
     (bounded) for a broker that does not answer, see :class:`_Watch`. Nothing more is sent once the monotonic
     clock passes ``deadline``.
 
-    Returns False (having stopped early) once ``deliveries`` says to stop or the deadline passed, else True.
+    Starts at event ``start``; returns the index of the first event not sent (``len(batch)`` when every one
+    was), having stopped early once ``deliveries`` says to stop or the deadline passed. A fatal producer error
+    raises :class:`_Fatal` with the index to go on from (the events before it are counted as sent).
     """
     payloads, keys, stamps = batch.payloads, batch.keys, batch.timestamps_ms()
-    produce, poll = producer.produce, producer.poll
-    for lo in range(0, len(payloads), step):
+    poll = producer.poll
+    for lo in range(start, len(payloads), step):
         if deliveries.stop or (deadline is not None and time.monotonic() >= deadline):
-            return False
+            return lo
         hi = min(len(payloads), lo + step)
-        _wait_for_tokens(bucket, hi - lo, producer, deadline)
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
+        i = lo
+        try:
+            _wait_for_tokens(bucket, hi - lo, producer, deadline)
+            if deadline is not None and time.monotonic() >= deadline:
+                return lo
+            i = _enqueue(producer, topic, payloads, keys, stamps, lo, hi, watch)
+            poll(0)
+        except _Fatal as fatal:
+            advance(fatal.index - lo)
+            raise
+        except (KafkaException, SystemError) as exc:
+            cause = fatal_cause(exc)
+            if cause is None:
+                raise
+            advance(i - lo)
+            raise _Fatal(cause, i) from None
+        advance(hi - lo)
+        if watch is not None:
+            watch.check()
+    return len(payloads)
+
+
+def fatal_cause(exc: BaseException) -> KafkaException | None:
+    """The fatal KafkaException ``exc`` is or wraps, else None. confluent-kafka can raise a fatal error from
+    within ``poll``/``flush`` as a SystemError ("returned a result with an exception set") caused by it."""
+    for one in (exc, exc.__cause__, exc.__context__):
+        error = one.args[0] if isinstance(one, KafkaException) and one.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            return one  # type: ignore[return-value]  # one is a KafkaException here
+    return None
+
+
+class _Fatal(Exception):
+    """The producer hit a fatal error; ``index`` is the first event of the batch not handed to it."""
+
+    def __init__(self, exc: KafkaException, index: int) -> None:
+        super().__init__(str(exc))
+        self.exc, self.index = exc, index
+
+
+def _enqueue(
+    producer: Producer,
+    topic: str,
+    payloads: list[bytes],
+    keys: list[bytes],
+    stamps: list[int],
+    lo: int,
+    hi: int,
+    watch: _Watch | None,
+) -> int:
+    """Hand events ``lo``..``hi - 1`` to the producer; return ``hi``. Raises _Fatal on a fatal error."""
+    produce, poll = producer.produce, producer.poll
+    i = lo
+    try:
         for i in range(lo, hi):
             while True:
                 try:
@@ -414,11 +488,12 @@ def _send_batch(
                     raise ProduceError(
                         f"cannot send event {i} of a batch to topic {topic!r}: {exc.args[0].str()}"
                     ) from None
-        poll(0)
-        advance(hi - lo)
-        if watch is not None:
-            watch.check()
-    return True
+    except (KafkaException, SystemError) as exc:
+        cause = fatal_cause(exc)
+        if cause is None:
+            raise
+        raise _Fatal(cause, i) from None
+    return hi
 
 
 def _flush(producer: Producer, timeout_s: float, watch: _Watch | None = None) -> int:
@@ -521,7 +596,7 @@ def produce(
             producer,
             deliveries,
             max_outage_s,
-            on_wait or (lambda line: bar.console.print(line, highlight=False, markup=False)),
+            on_wait or (lambda line: bar.console.print(line, highlight=False, markup=False, soft_wrap=True)),
         )
 
         def advance(n: int) -> None:
@@ -531,23 +606,81 @@ def produce(
             elapsed = time.monotonic() - started
             bar.update(task, advance=n, rate=f"{sent / elapsed:,.0f}/s" if elapsed > 0 else "")
 
+        recreated = 0
+
+        def recover(fatal: _Fatal) -> None:
+            """A new producer in place of one that hit a fatal error; it sends the events not acknowledged."""
+            nonlocal producer, recreated
+            error: KafkaError = fatal.exc.args[0]
+            if recreated >= MAX_RECREATE or deliveries.overflow:
+                raise fatal.exc
+            with contextlib.suppress(KafkaException):  # a fatal producer may refuse even this
+                producer.purge(in_queue=True, in_flight=True)
+                producer.flush(1.0)  # serves the purged events' delivery reports: they are kept
+            kept = deliveries.take_kept()
+            producer = Producer(config)
+            watch.producer = producer
+            recreated += 1
+            watch.say(
+                f"the producer stopped on a fatal error ({error.name()}): a new one sends again the "
+                f"{counted(len(kept), 'event', fmt=',')} not acknowledged (some may arrive twice) "
+                f"[{recreated}/{MAX_RECREATE}]"
+            )
+            for value, key, stamp in kept:
+                while True:
+                    try:
+                        producer.produce(topic, value, key, timestamp=stamp)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+
+        def send_all() -> bool:
+            """Send every part; return False when the sending stopped early."""
+            for one in _parts(batch, ack_every_s):
+                at = 0
+                while True:
+                    try:
+                        at = _send_batch(
+                            producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch, deadline,
+                            start=at,
+                        )
+                        if at < len(one) and deliveries.fatal and not deliveries.overflow:
+                            recover(_Fatal(KafkaException(KafkaError(KafkaError._FATAL, fatal=True)), at))
+                            continue
+                        if at < len(one) or (ack_every_s is not None and flush()):
+                            return False
+                        break
+                    except _Fatal as fatal:
+                        at = fatal.index
+                        recover(fatal)
+            return True
+
+        def flush(timeout_s: float = flush_s) -> int:
+            while True:
+                try:
+                    return _flush(producer, timeout_s, watch)
+                except (KafkaException, SystemError) as exc:
+                    cause = fatal_cause(exc)
+                    if cause is None:
+                        raise
+                    recover(_Fatal(cause, 0))
+
         try:
             try:
-                for one in _parts(batch, ack_every_s):
-                    if not _send_batch(
-                        producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch, deadline
-                    ) or (ack_every_s is not None and _flush(producer, flush_s, watch)):
-                        cut = deadline is not None and time.monotonic() >= deadline
-                        stopped = not cut
-                        break
+                if not send_all():
+                    cut = deadline is not None and time.monotonic() >= deadline
+                    stopped = not cut
             except KeyboardInterrupt:
                 interrupted = True
             except (_Outage, KafkaException):
                 raise
-            except BaseException:
+            except BaseException as exc:
+                cause = fatal_cause(exc)
+                if cause is not None:
+                    raise cause from None
                 _flush(producer, 10.0)  # deliver what was already queued, then report the failure
                 raise
-            undelivered = _flush(producer, flush_s, watch)
+            undelivered = flush()
         except _Outage as outage:
             raise _outage_error(
                 bootstrap, topic, producer, watch, outage, time.monotonic() - started
