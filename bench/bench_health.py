@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import health_faults as f  # noqa: E402
 from bench.health_faults import HEALTH_ENV, Detection, HealthWorld  # noqa: E402
 from bench.health_soak import hogs  # noqa: E402
+from job.control.lag_trend import MIN_BATCHES  # noqa: E402
 
 #: The faults in the order they run (each leaves the world as the next expects), by short name.
 STEPS: list[tuple[str, Callable[[HealthWorld], Detection]]] = [
@@ -47,6 +48,10 @@ STEPS: list[tuple[str, Callable[[HealthWorld], Detection]]] = [
     ("late", f.late_events),
     ("broker-down", f.broker_down),
 ]
+
+#: The steps that undo a fault (run with it under ``--only``, and only with it: a second controller, or an
+#: InfluxDB started twice, would spoil the world).
+AFTER = {"redeployed": "stopped", "sink-back": "sink-down", "controller-back": "controller"}
 
 
 def machine() -> str:
@@ -93,7 +98,8 @@ def report(
         f"- machine: {host}",
         *([load] if load else []),
         "- thresholds: "
-        + ", ".join(f"{k.removeprefix('DAGGERS_HEALTH_').lower()}={v}" for k, v in HEALTH_ENV.items()),
+        + ", ".join(f"{k.removeprefix('DAGGERS_HEALTH_').lower()}={v}" for k, v in HEALTH_ENV.items())
+        + f"; the lag is judged over at least {MIN_BATCHES} micro-batches (the window stretches to hold them)",
         "- seconds: from the fault (or the action) until a new `daggers dagger list --json` process showed the "
         "state; each poll costs ~1-2 s of process start, so the times are upper bounds.",
         "",
@@ -151,11 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             world.start()
             loads.append(os.getloadavg()[0])
             for name, step in STEPS:
-                if (
-                    wanted
-                    and name not in wanted
-                    and name not in ("start", "redeployed", "sink-back", "controller-back")
-                ):
+                if wanted and name not in wanted and name != "start" and AFTER.get(name) not in wanted:
                     continue
                 t = time.monotonic()
                 try:
