@@ -47,6 +47,7 @@ STATUS_FIELDS = (
     "lag",
     "lag_at",
     "lag_error",
+    "lag_error_at",
     "log_path",
 )
 #: The fields of a progress sample.

@@ -830,6 +830,9 @@ class Controller:
                 upd["lag"], upd["lag_error"] = None, f"{type(exc).__name__}: {exc}"[:500]
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             asked = self._lag_asked.pop(item.id, {})
+            # when the first failed read in a row was asked for: an outage counts from there
+            failed_since = st.get("lag_error_at") or asked.get("at", now)
+            upd["lag_error_at"] = None if upd["lag"] is not None else failed_since
             if upd["lag"] is not None and "at" in asked:
                 samples.append(_sample(item.id, asked["at"], asked["progress"], upd["lag"]))
         since = now - self._lag_at.get(item.id, 0.0)

@@ -211,6 +211,7 @@ class DaggerFacts:
     lag: int | None = None
     lag_at: float | None = None
     lag_error: str | None = None
+    lag_error_at: float | None = None
     samples: Sequence[Point] = ()
     controller_heartbeat: float | None = None
 
@@ -237,6 +238,7 @@ class DaggerFacts:
             lag=st.get("lag"),
             lag_at=st.get("lag_at"),
             lag_error=st.get("lag_error"),
+            lag_error_at=st.get("lag_error_at"),
             samples=tuple(sorted(samples, key=lambda p: p.at)),
             controller_heartbeat=heartbeat,
         )
@@ -447,7 +449,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     lag = int(f.lag) if lag_fresh and f.lag is not None else None
     # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
     known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
-    unreadable_s = now - (float(f.lag_at) if f.lag_at else known_since)
+    # an outage counts from the first failed read (from the last good one when that is not known)
+    unreadable_s = now - float(f.lag_error_at or f.lag_at or known_since)
     batch_s = float(p.get("batch_duration_ms") or 0) / 1000.0
     silent_after = max(s.brokers_silent_after_s, batch_interval(f.samples, batch_s))
     carried = f.restarts > 0  # restarted after a crash (a deploy or a rollback starts afresh)
@@ -458,7 +461,7 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
             return DaggerHealth(
                 STALLED,
                 f"its brokers do not answer: no batch for {now - last_batch:.0f} s (restarted {up_s or 0:.0f} s "
-                f"ago, no report yet), end offsets last read {unreadable_s:.0f} s ago: {f.lag_error}",
+                f"ago, no report yet), end offsets unreadable for {unreadable_s:.0f} s: {f.lag_error}",
                 restarts=restarts,
             )
         rows_before = last_rows_at(f.samples) or last_batch
@@ -497,8 +500,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(
             figures,
             state=STALLED,
-            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets last read "
-            f"{unreadable_s:.0f} s ago: {f.lag_error}",
+            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
+            f"for {unreadable_s:.0f} s: {f.lag_error}",
         )
     if now - updated > s.stall_after_s:
         return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
@@ -525,6 +528,13 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(figures, state=CATCHING_UP, reason=why)
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])
+    if f.lag_error:  # not idle: nobody knows whether anything waits
+        return replace(
+            figures,
+            state=RUNNING,
+            reason=f"end offsets unreadable for {unreadable_s:.0f} s (stalled after {silent_after:.0f} s): "
+            f"{f.lag_error}",
+        )
     if "batch_at" in p and not p.get("batch_at"):
         return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")

@@ -197,6 +197,8 @@ class DaggerStatus(Base):
     lag_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when ``lag`` was read
     #: Why the last lag read failed (the brokers' end offsets could not be read); None when it worked.
     lag_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: When the first of the failed lag reads in a row was asked for; None when the last one worked.
+    lag_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     dagger: Mapped[Dagger] = relationship(back_populates="status")

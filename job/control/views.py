@@ -93,6 +93,7 @@ _FACT_FIELDS = (
     "lag",
     "lag_at",
     "lag_error",
+    "lag_error_at",
 )
 
 

@@ -209,7 +209,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 100, 500, 0),),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 100 s, end offsets last read 95 s ago: Source error: timed out",
+        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 95 s: Source error: timed out",
     ),
     (
         "idle, brokers unreadable for 30 s: longer than a batch",
@@ -220,7 +220,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error="Source error: timed out",
         ),
         STALLED,
-        "its brokers do not answer: no batch for 100 s, end offsets last read 30 s ago: Source error: timed out",
+        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 30 s: Source error: timed out",
     ),
     (
         "idle, brokers unreadable for 15 s only",
@@ -231,7 +231,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error="Source error: timed out",
         ),
         RUNNING,
-        "idle: nothing new to read",
+        "end offsets unreadable for 15 s (stalled after 20 s): Source error: timed out",
     ),
     (
         "restarted while its brokers do not answer",
@@ -244,7 +244,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10)),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 130 s, end offsets last read 130 s ago: Source error: "
+        "its brokers do not answer: no batch for 130 s, end offsets unreadable for 130 s: Source error: "
         "timed out",
     ),
     (
@@ -259,8 +259,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10), Point(NOW - 40, 600)),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 130 s (restarted 15 s ago, no report yet), end offsets last "
-        "read 130 s ago: Source error: timed out",
+        "its brokers do not answer: no batch for 130 s (restarted 15 s ago, no report yet), end offsets "
+        "unreadable for 130 s: Source error: timed out",
     ),
     (
         "restarted after a stall, reports idle with no batch yet: still stalled",
@@ -274,7 +274,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 140, 500, 0), Point(NOW - 130, 600, 10), Point(NOW - 2, 0)),
         ),
         STALLED,
-        "its brokers do not answer: no batch for 130 s, end offsets last read 130 s ago: Source error: timed out",
+        "its brokers do not answer: no batch for 130 s, end offsets unreadable for 130 s: Source error: timed out",
     ),
     (
         "deployed (a rollback) after a failed run, no batch yet: it starts afresh",
@@ -287,6 +287,30 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         ),
         RUNNING,
         "started 15 s ago: no batch yet",
+    ),
+    (
+        "brokers failing for 25 s after a good read 60 s ago: the outage counts from the first failure",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 100),
+            lag=None,
+            lag_at=NOW - 60,
+            lag_error="Source error: timed out",
+            lag_error_at=NOW - 25,
+        ),
+        STALLED,
+        "its brokers do not answer: no batch for 100 s, end offsets unreadable for 25 s: Source error: timed out",
+    ),
+    (
+        "brokers failing for 10 s only: not yet stalled, however old the last good read",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 100),
+            lag=None,
+            lag_at=NOW - 60,
+            lag_error="Source error: timed out",
+            lag_error_at=NOW - 10,
+        ),
+        RUNNING,
+        "end offsets unreadable for 10 s (stalled after 20 s): Source error: timed out",
     ),
     (
         "restarted after reading no row while records wait, no report yet",

@@ -144,7 +144,7 @@ def test_a_frozen_broker_stalls_the_dagger_within_a_batch_or_two() -> None:
     assert changes(verdicts) == [(325.0, RUNNING, STALLED), (490.0, STALLED, RUNNING)]
     h = dict(verdicts)[380.0]
     assert h.reason == (
-        "its brokers do not answer: no batch for 80 s, end offsets last read 85 s ago: Source error: the brokers "
+        "its brokers do not answer: no batch for 80 s, end offsets unreadable for 85 s: Source error: the brokers "
         "did not answer in 5 s"
     )
     # one value with one time: the rate as of the last batch, old (never the idle reports' 0 at that time)
