@@ -816,7 +816,9 @@ class Controller:
                 read_rows = int(progress.get("input_rows") or 0) > int(old.get("input_rows") or 0)
             if st.get("restarts") and streak_ended(st.get("started_at"), progress, now, self.health_settings):
                 log.info(
-                    "%s: read and wrote rows, up %.0f s: its crashes in a row are over", item.ref, now - started
+                    "%s: read and wrote rows, up %.0f s: its crashes in a row are over",
+                    item.ref,
+                    now - started,
                 )
                 upd["restarts"] = 0
         # The lag is read in the background: a broker that does not answer must not hold up the rounds

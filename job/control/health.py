@@ -242,7 +242,13 @@ def probe_kafka(bootstrap: str, timeout: float = 3.0) -> dict[str, Any]:
             refused = _all_refuse(bootstrap)
             if refused or wait.over():
                 starved = not refused and not wait.real
-                return {"ok": False, "bootstrap": bootstrap, "refused": refused, "starved": starved, "error": error}
+                return {
+                    "ok": False,
+                    "bootstrap": bootstrap,
+                    "refused": refused,
+                    "starved": starved,
+                    "error": error,
+                }
     topics = {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
     return {
         "ok": True,

@@ -157,11 +157,7 @@ def lag_trend(
     batches, or span less than :data:`MIN_SPAN` of ``window_s``."""
     longest = max(window_s, max_window_s or window_s)
     points = after_gap(
-        sorted(
-            (at, int(lag), rows)
-            for at, lag, rows in readings
-            if lag is not None and at <= now
-        ),
+        sorted((at, int(lag), rows) for at, lag, rows in readings if lag is not None and at <= now),
         max_gap_s,
     )
     if not points or now - points[-1][0] > max_gap_s:

@@ -641,7 +641,15 @@ def produce(
                 while True:
                     try:
                         at = _send_batch(
-                            producer, topic, one, bucket, chunk_size(rate), advance, deliveries, watch, deadline,
+                            producer,
+                            topic,
+                            one,
+                            bucket,
+                            chunk_size(rate),
+                            advance,
+                            deliveries,
+                            watch,
+                            deadline,
                             start=at,
                         )
                         if at < len(one) and deliveries.fatal and not deliveries.overflow:
@@ -704,7 +712,12 @@ def _fatal_error(
     acked = max(0, watch.acked())
     failed = watch.sent - acked
     report = ProduceReport(
-        acked, seconds, acked / seconds if seconds > 0 else 0.0, failed, topic, [f"{error.name()}: {error.str()}"]
+        acked,
+        seconds,
+        acked / seconds if seconds > 0 else 0.0,
+        failed,
+        topic,
+        [f"{error.name()}: {error.str()}"],
     )
     fatal = "a fatal producer error" if error.fatal() else "a producer error"
     return ProduceError(

@@ -142,7 +142,9 @@ class InfluxSink(Sink):
         except requests.RequestException as exc:
             raise SinkUnreachable(f"InfluxDB at {self.url} is unreachable: {type(exc).__name__}") from None
         if resp.status_code >= 500:
-            raise SinkUnreachable(f"InfluxDB query failed (HTTP {resp.status_code}): {resp.text.strip()[:300]}")
+            raise SinkUnreachable(
+                f"InfluxDB query failed (HTTP {resp.status_code}): {resp.text.strip()[:300]}"
+            )
         if resp.status_code == 401 or resp.status_code == 403:
             raise SinkError(f"InfluxDB at {self.url} refused the credentials (HTTP {resp.status_code})")
         if resp.status_code >= 400:

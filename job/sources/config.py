@@ -49,7 +49,9 @@ class SourceConfig:
     consumer_config: dict[str, str] | None = None
     read_timeout_s: float = 60.0
     max_outage_s: float = 600.0
-    fail_on_data_loss: bool = True  # a position the broker no longer holds fails the stream (job.sources.data_loss)
+    fail_on_data_loss: bool = (
+        True  # a position the broker no longer holds fails the stream (job.sources.data_loss)
+    )
     dead_letter_topic: str = ""
     derived: list[list[Any]] | None = None  # columns computed from decoded ones (job.sql.pushdown)
     hidden: list[str] | None = None  # decoded only to compute derived columns: not handed to Spark

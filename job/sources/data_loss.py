@@ -79,7 +79,11 @@ def skip_to(
         log.warning(
             "%s[%s]: offsets %d..%d of a planned batch are past the partition's end %d: the broker lost "
             "records or the topic was recreated; passing over them",
-            topic, partition, end, range_end - 1, end,
+            topic,
+            partition,
+            end,
+            range_end - 1,
+            end,
         )
         return end
     if position > end:
@@ -87,12 +91,23 @@ def skip_to(
             "%s[%s]: the checkpoint's position %d is past the partition's end %d: the broker lost records or "
             "the topic was recreated; reading on from offset %d (records the checkpoint counted at %d..%d are "
             "gone; any written there since are read)",
-            topic, partition, position, end, end, end, position - 1,
+            topic,
+            partition,
+            position,
+            end,
+            end,
+            end,
+            position - 1,
         )
         return end
     log.warning(
         "%s[%s]: records %d..%d (%d) were deleted before they were read; skipping them, reading on from %d",
-        topic, partition, position, first - 1, first - position, first,
+        topic,
+        partition,
+        position,
+        first - 1,
+        first - position,
+        first,
     )
     return first
 
@@ -108,10 +123,19 @@ class LossWatch:
     confirmed: int = 0
     last_at: float = field(default=-1e9)
     _running: threading.Thread | None = None
-    _found: list[tuple[int, int, int] | None] = field(default_factory=list)  # (position, first, end) per look-up
+    _found: list[tuple[int, int, int] | None] = field(
+        default_factory=list
+    )  # (position, first, end) per look-up
 
     def check(
-        self, answers: int, now: float, bootstrap: str, topic: str, partition: int, position: int, range_end: int
+        self,
+        answers: int,
+        now: float,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        position: int,
+        range_end: int,
     ) -> tuple[int, int] | None:
         """Return the partition's (first, end) once ``position`` (or the rest of a range up to ``range_end``)
         was outside them on enough look-ups in a row, else None. ``answers`` is the reader's count of the

@@ -197,7 +197,9 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     last: _Taken | None = None  # holds the last record read (its position is recorded for failover)
     starved = starvation()
     watch = StallWatch(cfg.read_timeout_s, lost_at_progress=starved.lost())
-    loss = data_loss.LossWatch()  # on "out of range" answers and re-seeks: is the position gone from the broker?
+    loss = (
+        data_loss.LossWatch()
+    )  # on "out of range" answers and re-seeks: is the position gone from the broker?
     try:
         while next_offset < rng.end:
             got = consumer.consume(min(FETCH_BATCH, rng.end - next_offset), timeout=1.0, with_keys=positions)

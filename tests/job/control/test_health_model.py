@@ -283,7 +283,12 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             started_at=NOW - 15,
             lag=4000,
             lag_at=NOW - 3,
-            samples=(Point(NOW - 900, 500), Point(NOW - 890, 600), Point(NOW - 2, 0), Point(NOW - 3, 0, 4000)),
+            samples=(
+                Point(NOW - 900, 500),
+                Point(NOW - 890, 600),
+                Point(NOW - 2, 0),
+                Point(NOW - 3, 0, 4000),
+            ),
         ),
         RUNNING,
         "started 15 s ago: no batch yet",

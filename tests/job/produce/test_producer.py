@@ -435,6 +435,8 @@ def test_a_deadline_stops_the_sending_in_wall_time_and_says_how_many_of_how_many
 
 @pytest.mark.integration
 def test_a_deadline_that_is_not_reached_changes_nothing(tansu_broker: str) -> None:
-    report = produce(tansu_broker, _topic("deadline"), _batch("api_log", 500), progress=False, deadline_s=60.0)
+    report = produce(
+        tansu_broker, _topic("deadline"), _batch("api_log", 500), progress=False, deadline_s=60.0
+    )
     assert report.count == 500 and report.asked is None and report.deadline_s is None
     assert "limit" not in report.summary()

@@ -81,7 +81,10 @@ def test_a_sink_down_at_start_is_retried_says_so_and_starts_when_influxdb_answer
     status = json.loads(job.status_path.read_text())
     reason = sink_retrying(status, time.time())
     assert reason is not None  # what the dagger's state says, as for a running dagger's retried write
-    assert re.match(rf"sink retrying: influx, attempt \d+/200, next in \d+ s, failing for \d+ s: InfluxDB at {url} ", reason[0])
+    assert re.match(
+        rf"sink retrying: influx, attempt \d+/200, next in \d+ s, failing for \d+ s: InfluxDB at {url} ",
+        reason[0],
+    )
     with _serving(lambda: InfluxServer(tmp_path / "influx", port, bind_port)) as influx:
         starter.join(120)
         assert not starter.is_alive() and errors == []
@@ -105,7 +108,9 @@ def test_a_sink_still_down_after_its_retries_fails_saying_how_often_it_tried(tmp
     job.sinks[0].retry_listener = listen
     with pytest.raises(SinkError, match=r"\(tried 3 times over \d+ s\)") as caught:
         start_sinks(job.sinks)
-    assert caught.value.message.startswith(f"sink 'influx': InfluxDB at {url} is unreachable: ConnectionError")
+    assert caught.value.message.startswith(
+        f"sink 'influx': InfluxDB at {url} is unreachable: ConnectionError"
+    )
     assert [w.get("retrying", {}).get("attempt") for w in written] == [1, 2, None]
 
 
