@@ -43,8 +43,9 @@ NEEDED = ("lat", "long", "driver_id", "event_timestamp")
 
 def plain_source(cfg: Any) -> Any:
     """The source's options with the plain decoded columns: Daggers' plan has the source compute the S2
-    cell itself (a derived column) and hide lat/long, which is what this peer does the PySpark way."""
-    return dataclasses.replace(cfg, derived=None, hidden=None, batch_order="")
+    cell itself (a derived column), hide lat/long and aggregate first, which is what this peer does the PySpark
+    way."""
+    return dataclasses.replace(cfg, derived=None, hidden=None, batch_order="", partial=None)
 
 
 def main() -> int:

@@ -55,17 +55,20 @@ def test_model_alerts_fire_once_and_resolve(tmp_path: Path) -> None:
             status(reg, dagger_id, **running, progress={"updated_at": T - 1, "input_rows": 100})
         run(T)
         assert fired() == []
-        # loop: crashed, retry in 8 s; stall: no report for 100 s; lag: lag 100 -> 5,100 over 60 s
+        # loop: crashed, retry in 8 s; stall: no report for 100 s; lag: 2,000 -> 7,100 over 60 s, each batch
+        # reading 10 of the ~1,000 records that arrive
         status(
             reg, ids["loop"], actual_state="crashed", restarts=3, next_restart_at=T + 208, last_error="boom"
         )
         status(reg, ids["stall"], progress={"updated_at": T + 100, "input_rows": 100}, lag=50, lag_at=T + 199)
         with reg.session() as s:
             s.add_all(
-                Sample(dagger_id=ids["lag"], at=T + 140 + 10 * i, input_rows=100 + 50 * i, lag=100 + 1000 * i)
+                Sample(
+                    dagger_id=ids["lag"], at=T + 140 + 10 * i, input_rows=100 + 10 * i, lag=2000 + 1000 * i
+                )
                 for i in range(6)
             )
-        status(reg, ids["lag"], progress={"updated_at": T + 199, "input_rows": 400}, lag=5100, lag_at=T + 199)
+        status(reg, ids["lag"], progress={"updated_at": T + 199, "input_rows": 160}, lag=7100, lag_at=T + 199)
         run(T + 200)
         run(T + 205)  # still so: no second notification
         assert sorted(fired()) == [

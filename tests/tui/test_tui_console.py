@@ -73,7 +73,7 @@ async def test_clusters_grouped_by_datacentre_with_health(world: Registry) -> No
         assert [str(k.value) for k in table.rows] == ["dc:jkt", "cluster:a-jkt", "dc:sgp", "cluster:a-sgp"]
         jkt = rows(table)[1]
         assert jkt[:5] == ["  a-jkt", "team-a", "spark://gw-1:7077", "healthy", "1/21"]
-        assert jkt[5:] == ["● ok 2/2w 3/8c", "● ok 96p", "● ok", "● 5s ago"]
+        assert jkt[5:] == ["● ok 2/2w 3/8c 10s", "● ok 96p 10s", "● ok 10s", "● 5s ago"]
         assert rows(table)[3][3:] == ["unhealthy", "0/0", "○ unknown", "○ unknown", "○ unknown", "○ none"]
         assert table.cursor_row == 1  # the first cluster, not the data-centre row
         await check_snapshot(pilot, "clusters")
