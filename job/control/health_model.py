@@ -452,7 +452,9 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     # an outage counts from the first failed read (from the last good one when that is not known)
     unreadable_s = now - float(f.lag_error_at or f.lag_at or known_since)
     batch_s = float(p.get("batch_duration_ms") or 0) / 1000.0
-    silent_after = max(s.brokers_silent_after_s, batch_interval(f.samples, batch_s))
+    # one batch when longer, but never the gap of a dagger that reads little (its batches come when data does):
+    # at most half the time a dagger may stay silent
+    silent_after = max(s.brokers_silent_after_s, min(batch_interval(f.samples, batch_s), s.stall_after_s / 2))
     carried = f.restarts > 0  # restarted after a crash (a deploy or a rollback starts afresh)
     if (updated < started or not updated) and carried:
         # no report from this run yet: the stall evidence of the runs before still stands

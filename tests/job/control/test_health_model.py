@@ -223,6 +223,18 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "its brokers do not answer: no batch for 100 s, end offsets unreadable for 30 s: Source error: timed out",
     ),
     (
+        "reads little (batches minutes apart), brokers unreadable for 50 s: the gap is not a batch's time",
+        facts(
+            progress=progress(NOW - 2, batch=NOW - 140),
+            lag=None,
+            lag_at=NOW - 50,
+            lag_error="Source error: timed out",
+            samples=(Point(NOW - 400, 100, 0), Point(NOW - 270, 200, 0), Point(NOW - 140, 300, 0)),
+        ),
+        STALLED,
+        "its brokers do not answer: no batch for 140 s, end offsets unreadable for 50 s: Source error: timed out",
+    ),
+    (
         "idle, brokers unreadable for 15 s only",
         facts(
             progress=progress(NOW - 2, batch=NOW - 100),
