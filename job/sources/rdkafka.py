@@ -18,7 +18,6 @@ stable ABI: ``err`` (int), ``rkt``, ``partition`` (int32), ``payload``, ``len``,
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import glob
 import os
@@ -450,5 +449,8 @@ class BatchConsumer:
             self._lib.rd_kafka_destroy(rk)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit the library may be gone
+        # at interpreter exit the library, and this module's globals (contextlib too), may be gone
+        try:  # noqa: SIM105 - contextlib may be gone at exit
             self.close()
+        except Exception:  # noqa: BLE001, S110 - nothing to report to at exit
+            pass
