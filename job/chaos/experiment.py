@@ -171,7 +171,7 @@ def load_experiment(path: str | Path) -> Experiment:
     try:
         return Experiment.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(format_validation(exc, node, str(p))) from None
+        raise SpecError(format_validation(exc, node, str(p), root=Experiment)) from None
 
 
 TEMPLATE = """name: {name}

@@ -5,15 +5,35 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import ValidationError, model_validator
+from pydantic_core import InitErrorDetails
+
 from job.common.names import DAGGER_NAME_RE, IDENTIFIER_RE
 from job.common.strict_model import StrictModel
+from job.spec.numbers import BOOL_NOT_NUMBER_ERROR, number_kind
 
 NAME_RE = DAGGER_NAME_RE  # \A…\Z: "pg-var\n" is no name
 IDENT_RE = IDENTIFIER_RE  # likewise: "bookings\n" is no table
 
 
 class SpecModel(StrictModel):
-    """A section of the dagger spec."""
+    """A section of the dagger spec. A number field takes no ``true`` or ``false`` (pydantic would read 1 or 0)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        bad = [
+            InitErrorDetails(type=BOOL_NOT_NUMBER_ERROR, loc=(key,), input=value)
+            for key, value in data.items()
+            if isinstance(value, bool)
+            and (field := cls.model_fields.get(key)) is not None
+            and number_kind(field.annotation) is not None
+        ]
+        if bad:
+            raise ValidationError.from_exception_data(cls.__name__, bad)
+        return data
 
 
 #: A ``${NAME}`` or ``${NAME:-default}`` reference to a variable of the host the dagger runs on. A default holds

@@ -10,11 +10,13 @@ from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from job.errors import SpecError
 from job.spec.base import REFERENCE_RE
 from job.spec.dagger import DaggerSpec
 from job.spec.lookups import LOOKUP_TYPES
+from job.spec.numbers import number_problem
 from job.spec.sinks import SINK_TYPES
 from job.spec.transformers import TRANSFORMER_TYPES
 
@@ -58,29 +60,66 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(spec)"
 
 
+def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
+    """Return the YAML node at ``loc`` exactly (a single ``sink:`` standing for ``sinks[0]``), or None."""
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            if isinstance(key, int):
+                continue  # sink: {...} read as sinks[0]
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+            if nxt is None and key == "sinks":
+                nxt = next((v for k, v in node.value if getattr(k, "value", None) == "sink"), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            return None
+        node = nxt
+    return node
+
+
+def _written(node: yaml.Node | None) -> str | None:
+    """Return a YAML scalar's text as the file wrote it (with its quotes), or None."""
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    if node.style in ("'", '"'):
+        return f"{node.style}{node.value}{node.style}"
+    return None if node.style else str(node.value)
+
+
 def format_validation(
     err: ValidationError,
     node: yaml.Node | None = None,
     source: str = "spec",
     variables: dict[int, list[str]] | None = None,
+    root: type[BaseModel] = DaggerSpec,
 ) -> str:
     """Return one line per problem: ``source:LINE: field.path: message``.
 
-    An unknown field gets "did you mean …?"; a problem on a line whose value came from ``${VAR}``
-    names the variable (``variables``: line -> the variables substituted on it).
+    An unknown field gets "did you mean …?" (a field of ``root``, the model validated); a bad number names
+    the value given and what the field allows (:mod:`job.spec.numbers`); a problem on a line whose value came
+    from ``${VAR}`` names the variable (``variables``: line -> the variables substituted on it).
     """
-    lines = []
+    lines: list[str] = []
     for e in err.errors():
         loc = tuple(k for k in e["loc"] if k not in SINK_TYPES + TRANSFORMER_TYPES + LOOKUP_TYPES)
         line = _line_of(node, loc) if node is not None else None
         where = f"{source}:{line}" if line else source
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and e["loc"]:
-            near = difflib.get_close_matches(str(e["loc"][-1]), sorted(_fields_at(e["loc"])), n=3, cutoff=0.6)
+            near = difflib.get_close_matches(
+                str(e["loc"][-1]), sorted(_fields_at(e["loc"], root)), n=3, cutoff=0.6
+            )
             msg = "unknown field" + (f"; did you mean {' or '.join(near)}?" if near else "")
+        number = number_problem(e, _field_at(e["loc"], root), _written(_node_at(node, loc)))
+        if number is not None:
+            msg = number
         if line and variables and line in variables:
             msg += f" (the value comes from {', '.join('${' + v + '}' for v in variables[line])})"
-        lines.append(f"{where}: {_path(loc)}: {msg}")
+        problem = f"{where}: {_path(loc)}: {msg}"
+        if problem not in lines:  # a union's members each report the same bad number
+            lines.append(problem)
     return "\n".join(lines)
 
 
@@ -90,10 +129,10 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
-def _fields_at(loc: tuple[Any, ...]) -> set[str]:
-    """The field names the spec models at ``loc`` (an error's location, its last key the bad field) accept."""
-    models: list[type[BaseModel]] = [DaggerSpec]
-    for key in loc[:-1]:
+def _models_at(keys: tuple[Any, ...], root: type[BaseModel]) -> list[type[BaseModel]]:
+    """The models that may stand at ``keys`` (an error's location) below ``root``."""
+    models: list[type[BaseModel]] = [root]
+    for key in keys:
         if isinstance(key, int):
             continue
         tagged = [
@@ -102,11 +141,29 @@ def _fields_at(loc: tuple[Any, ...]) -> set[str]:
         if tagged:
             models = tagged
             continue
-        models = [
+        inner = [
             sub for m in models if key in m.model_fields for sub in _models_in(m.model_fields[key].annotation)
         ]
+        if inner or any(key in m.model_fields for m in models):
+            models = inner
+        # else a union member's or a validator's name (function-after[...]): the same models
+    return models
+
+
+def _fields_at(loc: tuple[Any, ...], root: type[BaseModel] = DaggerSpec) -> set[str]:
+    """The field names the models at ``loc`` (an error's location, its last key the bad field) accept."""
+    models = _models_at(loc[:-1], root)
     names = {name for m in models for name in m.model_fields}
     return names | ({"sink"} if DaggerSpec in models else set())
+
+
+def _field_at(loc: tuple[Any, ...], root: type[BaseModel]) -> FieldInfo | None:
+    """The field an error's location ends at (None when it ends inside a field's value, or is unknown)."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    return next(
+        (m.model_fields[loc[-1]] for m in _models_at(loc[:-1], root) if loc[-1] in m.model_fields), None
+    )
 
 
 def interpolate_env(

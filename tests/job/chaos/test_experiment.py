@@ -30,7 +30,7 @@ def test_bad_fields_are_named_with_lines(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_experiment(path)
     text = str(info.value)
-    assert f"{path}:7: load.events_per_s: Input should be greater than 0" in text
+    assert f"{path}:7: load.events_per_s: -1 is not a number over 0" in text
     assert f"{path}:13: cases[0].fault: Input should be 'stop', 'kill', 'pause' or 'slow'" in text
 
 
@@ -62,7 +62,7 @@ def test_overlapping_cluster_cases_and_a_zero_failover_are_rejected(tmp_path: Pa
     path.write_text(base.replace("target: dagger", "target: cluster"))  # one after the other: fine
     assert load_experiment(path).controlled
     path.write_text(base + "failover_after_s: 0\n")
-    with pytest.raises(SpecError, match=r"failover_after_s: Input should be greater than 0"):
+    with pytest.raises(SpecError, match=r"failover_after_s: 0 is not a number over 0 and up to 600"):
         load_experiment(path)
 
 

@@ -55,7 +55,7 @@ def test_bad_spec_names_field_and_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", str(spec), "--state-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "Invalid dagger spec" in result.output
-    assert "s.yaml:24: watermark_delay_ms: Input should be greater than or equal to 0" in result.output
+    assert "s.yaml:24: watermark_delay_ms: -5 is not a whole number of at least 0" in result.output
     assert "Traceback" not in result.output
 
 

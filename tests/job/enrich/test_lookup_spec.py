@@ -110,7 +110,7 @@ def test_paths() -> None:
         (
             "capacity: 16",
             "capacity: 0",
-            "s.yaml:31: lookups[2].capacity: Input should be greater than or equal to 1",
+            "s.yaml:31: lookups[2].capacity: 0 is not a whole number from 1 to 256",
         ),
         (
             "hosts: [http://127.0.0.1:9200]",

@@ -59,7 +59,7 @@ def test_transformers_parse_in_order() -> None:
         ),
         (
             "      - {type: deduplicate, keys: [a], ttl_s: 0}",
-            "t.yaml:10: streams[0].transformers[0].ttl_s: Input should be greater than or equal to 1",
+            "t.yaml:10: streams[0].transformers[0].ttl_s: 0 is not a whole number from 1 to 2592000",
         ),
         (
             "      - {type: invalid_record_filter}",
