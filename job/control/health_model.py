@@ -15,7 +15,8 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     (its reason says "not growing" only when its troughs show it falling).
 ``lagging``
     its lag grows over the lag window (:mod:`job.control.lag_trend`, as Burrow's warning: no reading is
-    zero, the lag after each batch is no lower than after the one before, it grew by ``lag_growth_min``, and
+    zero, the lag after each batch is no lower than after the one before (a one-batch dip aside: evidence
+    must outlast one micro-batch), it grew by ``lag_growth_min``, and
     the dagger left records behind or holds more than the window's span of arrivals; slow batches alone
     never make it lagging).
 ``stalled``

@@ -17,7 +17,17 @@ goes down), this module judges the lag over the last micro-batches:
 
 The lag grows, as Burrow's warning, only when no reading in the window is zero, each batch's trough is at
 least the one before (it never went down from one batch to the next), the newest clears the oldest by
-``min_growth``, and the dagger falls behind:
+``min_growth``, and the dagger falls behind. A state changes only on evidence that outlasts one micro-batch,
+so a *one-batch dip* is not a fall:
+
+- a trough below the one before that the next batch made up (its trough at least the one before the dip)
+  is left out of the troughs compared; at most a third of the window's batches may be such dips (more is a
+  saw-tooth, not a trend);
+- a newest trough below the one before, when that one was not itself below its own predecessor, is one
+  batch, not yet evidence: the trend is the window's as of the batch before (``held``: the newest trough),
+  until the next batch tells a dip (made up) from a fall (lower again).
+
+The dagger falls behind when:
 
 - it left records behind: each batch's trough (but the newest) is above the rows the next batch read, by
   more than arrives between two lag readings (a trough is read a little after its commit). A batch reads
@@ -34,7 +44,7 @@ numbers in, a verdict out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: The share of ``window_s`` the readings must span for a verdict (less: not enough evidence yet).
 MIN_SPAN = 0.75
@@ -50,9 +60,10 @@ Reading = tuple[float, int | None, int]  # (at, lag, rows read in all when the l
 class LagTrend:
     """The lag troughs of one window: its span (s), its batches, the lowest trough of each third (oldest
     first), the highest trough of the oldest third, the lowest of all, the newest reading, the troughs of
-    the first and the newest batch, how often a trough went down from one batch to the next, how many
-    batches' waiting records the next two batches did not read (of how many that can tell), and whether a
-    reading was zero."""
+    the first and the newest batch, how often a trough went down from one batch to the next (one-batch dips
+    aside), how many one-batch dips the next batch made up, the first and the newest trough but for those,
+    the newest batch's trough when it dipped and the trend is the batch before's, how many batches' waiting
+    records the next batch did not read (of how many that can tell), and whether a reading was zero."""
 
     span_s: float
     batches: int
@@ -63,6 +74,9 @@ class LagTrend:
     first: int = 0
     last: int = 0
     decreases: int = 0
+    dips: int = 0
+    ends: tuple[int, int] = (0, 0)
+    held: int | None = None
     left_behind: int = 0
     judged: int = 0
     zero: bool = False
@@ -70,13 +84,15 @@ class LagTrend:
     horizon_s: float = 0.0
 
     def growing(self, min_growth: int) -> bool:
-        """Return True when no reading was zero, no trough went down from one batch to the next, the newest
-        clears the first by at least ``min_growth`` records, and every batch that can tell left records that
-        the next two batches did not read."""
+        """Return True when no reading was zero, no trough went down from one batch to the next (one-batch
+        dips aside, at most a third of the batches), the newest clears the first by at least ``min_growth``
+        records (dips left out), and every batch that can tell left records that the next batch did not
+        read."""
         return (
             not self.zero
             and self.decreases == 0
-            and self.last - self.first >= min_growth
+            and self.dips <= self.batches // 3
+            and self.ends[1] - self.ends[0] >= min_growth
             and (self.judged > 0 and self.left_behind == self.judged or self.over_window())
         )
 
@@ -85,7 +101,7 @@ class LagTrend:
         window is given): more than a slow batch leaves (a dagger whose batches read all that waits, but grow
         slower with what they read)."""
         horizon = self.horizon_s or self.span_s
-        return self.arrival_per_s > 0 and self.last > self.arrival_per_s * horizon
+        return self.arrival_per_s > 0 and self.ends[1] > self.arrival_per_s * horizon
 
     def falling(self) -> bool:
         """Return True when the newest batch's trough is below the first one's: the lag came down."""
@@ -104,9 +120,14 @@ class LagTrend:
             else f"and it holds more than {self.horizon_s or self.span_s:.0f} s of arrivals "
             f"({self.arrival_per_s:.0f}/s)"
         )
+        dips = f" but for {self.dips} one-batch dip{'s' if self.dips != 1 else ''}" if self.dips else ""
+        held = (
+            f"; its newest batch's {self.held} is one batch, not yet a fall" if self.held is not None else ""
+        )
         return (
-            f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch "
-            f"it was no lower than after the one before ({self.first} → {self.last}), {evidence}"
+            f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch"
+            f"{dips} it was no lower than after the one before ({self.ends[0]} → {self.ends[1]}{held}), "
+            f"{evidence}"
         )
 
     def not_growing(self) -> str:
@@ -143,6 +164,18 @@ def batch_troughs(points: list[tuple[float, int, int]]) -> list[tuple[float, int
     return out
 
 
+def one_batch_dips(lags: list[int], before: int | None = None) -> set[int]:
+    """Return the indexes of the one-batch dips of the troughs ``lags`` (oldest first; ``before``: the trough
+    of the batch before them, when known) that the next batch made up: a trough below the one before it,
+    whose next trough is at least that one."""
+    out = set()
+    for i, lag in enumerate(lags[:-1]):
+        prior = lags[i - 1] if i > 0 else before
+        if prior is not None and lag < prior <= lags[i + 1]:
+            out.add(i)
+    return out
+
+
 def lag_trend(
     readings: Iterable[Reading],
     now: float,
@@ -154,7 +187,28 @@ def lag_trend(
     """Return the trend of the lag readings ``(at, lag, rows read)`` up to ``now``, over the batches of the
     ``window_s`` before ``now``, stretched back up to ``max_window_s`` to hold :data:`MIN_BATCHES`; None when
     the readings (after the last gap longer than ``max_gap_s``, the newest no older than that) hold fewer
-    batches, or span less than :data:`MIN_SPAN` of ``window_s``."""
+    batches, or span less than :data:`MIN_SPAN` of ``window_s``. A newest trough below the one before (not
+    itself below its own) holds the trend of the batch before, see the module docstring."""
+    readings = list(readings)
+    trend = _window_trend(readings, now, window_s, max_window_s, max_gap_s)
+    if trend is None:
+        return None
+    troughs_ = trend[1]  # a zero is never held: the dagger caught up (Burrow's OK)
+    if len(troughs_) >= 3 and 0 < troughs_[-1][1] < troughs_[-2][1] and troughs_[-2][1] >= troughs_[-3][1]:
+        newest_at = troughs_[-1][0]
+        before = _window_trend(
+            [r for r in readings if r[0] < newest_at], newest_at, window_s, max_window_s, max_gap_s
+        )
+        if before is not None:
+            return replace(before[0], latest=trend[0].latest, held=troughs_[-1][1])
+    return trend[0]
+
+
+def _window_trend(
+    readings: list[Reading], now: float, window_s: float, max_window_s: float | None, max_gap_s: float
+) -> tuple[LagTrend, list[tuple[float, int, int]]] | None:
+    """Return the trend of the window ending at ``now`` (see :func:`lag_trend`, but for a held dip) and the
+    troughs it judged back to the batch before the window, when there is one."""
     longest = max(window_s, max_window_s or window_s)
     points = after_gap(
         sorted((at, int(lag), rows) for at, lag, rows in readings if lag is not None and at <= now),
@@ -174,11 +228,15 @@ def lag_trend(
         len(batches) - start < MIN_BATCHES or newest - batches[start][0] < window_s * MIN_SPAN
     ):
         start -= 1
+    before = batches[start - 1][1] if start > 0 else None
+    judged_troughs = batches[max(start - 1, 0) :]
     batches = batches[start:]
     if len(batches) < MIN_BATCHES or newest - batches[0][0] < window_s * MIN_SPAN:
         return None
     n = len(batches)
     lags = [lag for _, lag, _ in batches]
+    dips = one_batch_dips(lags, before)
+    kept = [lag for i, lag in enumerate(lags) if i not in dips]
     thirds = [lags[i * n // 3 : (i + 1) * n // 3] for i in range(3)]
     a, b, c = (min(t) for t in thirds)
     elapsed = batches[-1][0] - batches[0][0]
@@ -198,10 +256,12 @@ def lag_trend(
         latest=points[-1][1],
         first=lags[0],
         last=lags[-1],
-        decreases=sum(1 for x, y in zip(lags, lags[1:], strict=False) if y < x),
+        decreases=sum(1 for x, y in zip(kept, kept[1:], strict=False) if y < x),
+        dips=len(dips),
+        ends=(kept[0], kept[-1]),
         left_behind=sum(1 for lag, read in judged if read >= 0 and lag > read),
         judged=len(judged),
         zero=any(lag == 0 for at, lag, _ in points if at >= batches[0][0]),
         arrival_per_s=rate,
         horizon_s=window_s,
-    )
+    ), judged_troughs

@@ -605,6 +605,7 @@ def test_helpers() -> None:
         first=10,
         last=160,
         decreases=0,
+        ends=(10, 160),
         left_behind=4,
         judged=5,
         arrival_per_s=155 / 60,  # 5 rows read and 150 more waiting, in 60 s
@@ -613,8 +614,10 @@ def test_helpers() -> None:
     assert trend.growing(150) and not trend.growing(151)
     # the batches after the first read all that waited after it: records were not left behind each time
     assert not lag_trend([(at, lag, 20 * b) for at, lag, b in six], NOW, 60).growing(1)  # type: ignore[union-attr]
-    dip = [(at, lag - 40 * (i == 3), b) for i, (at, lag, b) in enumerate(six)]  # one trough went down
-    assert not lag_trend(dip, NOW, 60).growing(1)  # type: ignore[union-attr]
+    dip = [(at, lag - 40 * (i == 3), b) for i, (at, lag, b) in enumerate(six)]  # one trough went down...
+    assert lag_trend(dip, NOW, 60).growing(1)  # type: ignore[union-attr]  # ...and the next made it up
+    fell = [(at, (10, 40, 70, 60, 65, 160)[i], b) for i, (at, _, b) in enumerate(six)]
+    assert not lag_trend(fell, NOW, 60).growing(1)  # type: ignore[union-attr]  # 65: two batches below 70
     with_zero = [*six[:2], (NOW - 40, 0, 1), *six[2:]]
     assert not lag_trend(with_zero, NOW, 60).growing(1)  # type: ignore[union-attr]
     assert lag_trend(six[3:], NOW, 60) is None  # three batches: a third of one batch is one tooth
