@@ -81,9 +81,10 @@ ENGINE_FEATURES: dict[str, str] = {
     # a heavy windowed dagger reads new records every GATHER_S far from a window boundary, at every trigger
     # near one (job.sources.pacing); "every_trigger": at every trigger
     "read_pacing": "gather",
-    # the source aggregates a task's records per window and key before Spark does, where it can
-    # (job.sql.partial); "spark": Spark aggregates every record
-    "partial_aggregation": "source",
+    # the source aggregates a task's records per window and key before Spark does, where every aggregate is
+    # COUNT, SUM, MIN, MAX, AVG or DistinctCount (job.sql.partial); "source": where every aggregate is a
+    # DistinctCount; "spark": Spark aggregates every record
+    "partial_aggregation": "source_simple",
 }
 #: How long a windowed dagger with ``read_pacing: gather`` lets records gather between reads, far from a
 #: window boundary (job.sources.pacing); a trigger interval this long or longer makes it moot.
@@ -223,9 +224,10 @@ def translate_spec(
         distinct_bytes=features["distinct_count"] == "sorted_bytes",
         # not for a fused dagger (its group's query reads every member's records) or a stream whose
         # transformers change records before the query sees them
-        partial=features.get("partial_aggregation") == "source"
+        partial=features.get("partial_aggregation") in ("source", "source_simple")
         and spec.isolation != "fused"
         and not any(stream.transformers for stream in spec.streams),
+        partial_aggregates=features.get("partial_aggregation") == "source_simple",
     )
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups
@@ -325,7 +327,12 @@ def plan_with(
                         else 0
                     ),
                     partial=(
-                        dataclasses.replace(partial, time=stream.timestamp_field).to_json()
+                        # a sum past BIGINT wraps around where Spark's arithmetic is not ANSI, as Spark's
+                        dataclasses.replace(
+                            partial,
+                            time=stream.timestamp_field,
+                            wrap=spec.spark_conf.get("spark.sql.ansi.enabled", "true").lower() == "false",
+                        ).to_json()
                         if (partial := translation.partial.get(stream.table)) is not None
                         else None
                     ),

@@ -13,7 +13,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DoubleType,
+    FloatType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from job.errors import SourceError
 from job.schema.arrow import ArrowDecoder
@@ -90,6 +99,7 @@ class SourceConfig:
                 *self.partial["keys"],
                 self.partial["time"],
                 *self.partial["distinct"].values(),
+                *(output for _, _, output in self.partial.get("aggregates") or []),
                 PARTIAL_RECORDS,
             ]
         hidden = set(self.hidden or [])
@@ -157,12 +167,17 @@ class SourceConfig:
             StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
             for name, function, *_ in self.derived or []
         ]
-        if self.partial:  # the keys and the time as decoded, the DistinctCount buffers, the records (a count)
+        if self.partial:
+            # the keys and the time as decoded, the DistinctCount buffers, the partial aggregates, the records
             by_name = {f.name: f for f in fields}
             by_name.update({f.name: f for f in self.decoder().spark_schema.fields})
             return StructType(
                 [by_name[c] for c in (*self.partial["keys"], self.partial["time"])]
                 + [StructField(c, BinaryType(), True) for c in self.partial["distinct"].values()]
+                + [
+                    StructField(output, partial_type(function, by_name[column].dataType), True)
+                    for function, column, output in self.partial.get("aggregates") or []
+                ]
                 + [StructField(PARTIAL_RECORDS, LongType(), True)]
             )
         return StructType(fields)
@@ -191,6 +206,17 @@ class SourceConfig:
         if not self.batch_order or batch.num_rows < 2:
             return batch
         return batch.take(pc.sort_indices(batch, [(self.batch_order, "ascending")]))  # nulls last
+
+
+def partial_type(function: str, column: DataType) -> DataType:
+    """The Spark type of a source's partial ``function`` (job.sql.partial.FUNCTIONS) of a column of type
+    ``column``: a count is a BIGINT; a sum a BIGINT of integers, a DOUBLE of FLOATs and DOUBLEs (as Spark's
+    SUM sums them); a minimum and a maximum the column's type."""
+    if function == "count":
+        return LongType()
+    if function == "sum":
+        return DoubleType() if isinstance(column, FloatType | DoubleType) else LongType()
+    return column
 
 
 def source_options(cfg: SourceConfig) -> dict[str, str]:

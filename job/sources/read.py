@@ -49,6 +49,8 @@ def read_partition(cfg: SourceConfig, partition: InputPartition) -> Iterator[pa.
             p["time"],
             p["window_ms"],
             p["distinct"],
+            p.get("aggregates") or (),
+            bool(p.get("wrap")),
         )
         if rows is not None:
             yield rows

@@ -66,6 +66,7 @@ def translate(
     window_keys_last: bool = True,
     distinct_bytes: bool = True,
     partial: bool = False,
+    partial_aggregates: bool = True,
 ) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
     Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
@@ -74,7 +75,8 @@ def translate(
     :func:`job.functions.user.catalog_entries`); they are called as they are. ``s2_int_keys``: see
     :func:`job.sql.pushdown.push_down_s2`. ``window_keys_last``: see :func:`job.sql.rewrite.put_window_keys_last`.
     ``distinct_bytes``: see :func:`job.sql.rewrite.rewrite_distinct_count_bytes`. ``partial`` (with
-    ``distinct_bytes``): let the source aggregate first where it can (:mod:`job.sql.partial`).
+    ``distinct_bytes``): let the source aggregate first where it can (:mod:`job.sql.partial`);
+    ``partial_aggregates`` False: only where every aggregate is a DistinctCount.
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -104,7 +106,9 @@ def translate(
         partial
         and distinct_bytes
         and not dedups
-        and source_partial(spark, tables, {t: [c.name for c in cols] for t, cols in derived.items()})
+        and source_partial(
+            spark, tables, {t: [c.name for c in cols] for t, cols in derived.items()}, partial_aggregates
+        )
     )
     if first:
         spark, table, what = first

@@ -212,7 +212,7 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
             "group_keys": "window_last",
             "distinct_count": "sorted_bytes",
             "read_pacing": "gather",
-            "partial_aggregation": "source",
+            "partial_aggregation": "source_simple",
         }
     )
     # the source aggregates first (job.sql.partial), Spark merges its DistinctCount buffers

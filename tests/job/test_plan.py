@@ -57,6 +57,8 @@ def test_the_source_aggregates_distinct_counts_first_unless_a_transformer_reads_
         "window_ms": 60_000,
         "distinct": {"driver_id": "__dagger_distinct_driver_id"},
         "time": "event_timestamp",
+        "aggregates": [],
+        "wrap": False,
     }
     assert p.streams[0].source.batch_order == "" and p.streams[0].source.max_tasks == p.spec.parallelism
     assert "dagger_distinct_count_merge(__dagger_distinct_driver_id)" in p.translation.spark_sql
@@ -184,3 +186,52 @@ def test_a_light_dagger_that_keeps_no_state_triggers_at_most_every_five_seconds(
     assert (
         trigger(DRIVERS_SQL, "light: true\n") == 1.0
     )  # a window: it reads at close, and notices it by the trigger
+
+
+def test_the_source_aggregates_counts_sums_least_and_greatest_first_with_sparks_types(tmp_path: Path) -> None:
+    sql = """SELECT city_id AS tag_city, COUNT(*) AS bookings, SUM(fare_idr) AS fares, MIN(pickup_lat) AS south,
+       AVG(pickup_lat) AS lat, MAX(city_id) AS top, TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp
+    FROM data_stream GROUP BY city_id, TUMBLE(rowtime, INTERVAL '60' SECOND)"""
+    _, text = make_spec(
+        name="sums",
+        bootstrap="127.0.0.1:1",
+        topic="t",
+        proto_class="daggers.events.BookingLog",
+        sql=sql,
+        influx_url="http://127.0.0.1:1",
+        db="d",
+        measurement="m",
+        checkpoint=tmp_path / "ckpt",
+    )
+    source = plan(parse_spec(text, "a.yaml"), tmp_path).streams[0].source
+    assert source.partial == {
+        "keys": ["city_id"],
+        "window_ms": 60_000,
+        "distinct": {},
+        "time": "event_timestamp",
+        "aggregates": [
+            ["max", "city_id", "__dagger_max_city_id"],
+            ["sum", "fare_idr", "__dagger_sum_fare_idr"],
+            ["count", "pickup_lat", "__dagger_count_pickup_lat"],
+            ["sum", "pickup_lat", "__dagger_sum_pickup_lat"],
+            ["min", "pickup_lat", "__dagger_min_pickup_lat"],
+        ],
+        "wrap": False,
+    }
+    assert [(f.name, f.dataType.simpleString()) for f in source.spark_schema().fields] == [
+        ("city_id", "int"),
+        ("event_timestamp", "timestamp"),
+        ("__dagger_max_city_id", "int"),
+        ("__dagger_sum_fare_idr", "bigint"),
+        ("__dagger_count_pickup_lat", "bigint"),
+        ("__dagger_sum_pickup_lat", "double"),
+        ("__dagger_min_pickup_lat", "double"),
+        ("__dagger_records", "bigint"),
+    ]
+    assert source.output_columns() == [f.name for f in source.spark_schema().fields]
+    # Spark's arithmetic without ANSI wraps a sum around: so does the source's
+    unchecked = plan(parse_spec(text + "spark_conf:\n  spark.sql.ansi.enabled: false\n", "b.yaml"), tmp_path)
+    assert unchecked.streams[0].source.partial is not None and unchecked.streams[0].source.partial["wrap"]
+    # a checkpoint pinned to the DistinctCount-only source keeps Spark's aggregation of these
+    older = plan(parse_spec(text, "c.yaml"), tmp_path, features={"partial_aggregation": "source"})
+    assert older.streams[0].source.partial is None and "COUNT(*) AS bookings" in older.translation.spark_sql
