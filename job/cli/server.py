@@ -20,7 +20,7 @@ token_app = typer.Typer(help="API tokens: personal ones and clusters' controller
 
 def server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8470,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: one the OS picks).")] = 8470,
     cert: Annotated[Path | None, typer.Option("--cert", help="TLS certificate chain (PEM).")] = None,
     key: Annotated[Path | None, typer.Option("--key", help="TLS private key (PEM).")] = None,
     oidc_issuer: Annotated[
@@ -70,7 +70,7 @@ def server(
     With --metrics-port, it also serves the platform's state for Prometheus, alive when a controller is not."""
     from pydantic import ValidationError
 
-    from job.control.errors import ControlError
+    from job.errors import CommandLineError
     from job.server.run import clear_text_warning, serve
     from job.server.settings import OidcSettings, ServerSettings
 
@@ -94,7 +94,16 @@ def server(
             )
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise ControlError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            field = str(first["loc"][0]) if first["loc"] else ""
+            option, given = {
+                "port": ("--port", port),
+                "max_spec_bytes": ("--max-spec-kb", max_spec_kb),
+                "max_body_bytes": ("--max-spec-kb", max_spec_kb),
+                "max_failed_signins": ("--max-failed-signins", max_failed_signins),
+                "failover_after_s": ("--failover-after", failover_after),
+            }.get(field, (field, first["input"]))
+            reason = first["msg"].removeprefix("Value error, ").replace("Input should be", "it must be")
+            raise CommandLineError(f"{option} {given}: {reason}", hint="see daggers server --help") from None
         if warning := clear_text_warning(settings):
             typer.echo(f"Warning: {warning}", err=True)
         serve(

@@ -15,12 +15,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from job.cli.common import SafeConsole, print_table
+from job.cli.common import SafeConsole, fail, print_table
 from job.errors import DaggerError
+from job.stack.errors import StackError
 from job.stack.local import LocalStack, StackStatus, default_state_dir
 
 EXIT_DOWN = 1
-EXIT_ERROR = 2
 
 
 class BrokerChoice(StrEnum):
@@ -39,14 +39,14 @@ StateDirOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the status as JSON.")]
 
 
-def _fail(exc: BaseException) -> NoReturn:
-    err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
-    title = getattr(exc, "title", "Error")
-    first, _, rest = str(exc).partition("\n")
-    err.print(f"[bold red]{escape(title)}:[/bold red] [red]{escape(first)}[/red]")
-    if rest.strip():
-        err.print(f"[dim]{escape(rest)}[/dim]")
-    raise typer.Exit(EXIT_ERROR)
+def _fail(exc: DaggerError | OSError) -> NoReturn:
+    """Print ``exc`` as every command prints an error (``title: message``, the hint; the trace with
+    ``--debug``) and exit 2; an OSError is a local stack error."""
+    if isinstance(exc, OSError):
+        wrapped = StackError(str(exc))
+        wrapped.__cause__ = exc  # --debug shows where it was raised
+        exc = wrapped
+    fail(exc)
 
 
 def _stack(state_dir: Path | None) -> LocalStack:

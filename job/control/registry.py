@@ -108,7 +108,12 @@ class Registry:
             require("psycopg", "postgres", needed_by="a PostgreSQL registry")
         kwargs: dict[str, Any] = {"future": True}
         if self.kind == "sqlite" and parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RegistryError(
+                    f"cannot make the registry's folder {Path(parsed.database).parent}: {exc.strerror}"
+                ) from exc
             kwargs["connect_args"] = {"timeout": 15}
         else:
             kwargs["pool_pre_ping"] = True

@@ -103,7 +103,13 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
             f"the archive is turned off ({ARCHIVE_ENV}=off)",
             hint=f"unset {ARCHIVE_ENV}, or name the file to write (daggers jvm-archive --path FILE)",
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArchiveError(
+            f"cannot make the folder {target.parent}: {exc.strerror}",
+            hint="name a file in a folder you can write (daggers jvm-archive --path FILE)",
+        ) from exc
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.unlink(missing_ok=True)
     done = subprocess.run(

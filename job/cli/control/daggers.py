@@ -111,13 +111,13 @@ def dagger_validate(
     with errors(as_json):
         v = opts.plane().validate(cluster, _read(spec))
     where = f" (SQL line {v.line}, column {v.col})" if v.line else ""
-    emit(
-        v.to_dict(),
-        as_json,
-        lambda: out.print(
-            "[green]OK[/]" if v.ok else f"[red]{escape(v.title)}{where}:[/] {escape(v.message)}"
-        ),
-    )
+
+    def human() -> None:
+        out.print("[green]OK[/]" if v.ok else f"[red]{escape(v.title)}{where}:[/] {escape(v.message)}")
+        if not v.ok and v.hint:
+            out.print(f"[yellow]hint:[/] {escape(v.hint)}")
+
+    emit(v.to_dict(), as_json, human)
     if not v.ok:
         raise typer.Exit(EXIT_ERROR)
 
