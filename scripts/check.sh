@@ -7,8 +7,9 @@
 #   bash scripts/check.sh -x -k s2 # arguments go to pytest
 #
 # The fast tests are those that start no service: not marked integration (tests/conftest.py marks every
-# test that uses a broker, InfluxDB, PostgreSQL, Elasticsearch, VictoriaMetrics or Spark fixture) nor slow,
-# under tests/job, tests/alerting and tests/web_atlas. The console's and the docs' tests run in CI.
+# test that uses a broker, InfluxDB, PostgreSQL, Elasticsearch, VictoriaMetrics or Spark fixture), slow or
+# fault (the tests that kill or freeze a component), under tests/job, tests/alerting and tests/web_atlas.
+# The console's and the docs' tests, and the fault group, run in CI (scripts/test.sh).
 #
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ step "lint" .venv/bin/ruff check "${PATHS[@]}"
 step "import contracts" .venv/bin/lint-imports
 step "types" .venv/bin/mypy
 step "fast tests" .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
-  -m "not integration and not slow" tests/job tests/alerting tests/web_atlas "$@"
+  -m "not integration and not slow and not fault" tests/job tests/alerting tests/web_atlas "$@"
 
 if ((${#failed[@]})); then
   printf '\ncheck: FAILED: %s\n' "$(IFS=,; echo "${failed[*]}" | sed 's/,/, /g')"

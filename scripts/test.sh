@@ -18,7 +18,8 @@ checks=$(mktemp -d)
 # 20-s receiver outage, a new JVM per kill) more than they compute. On a clean clone, 1 Dec 2026: -n 3 took
 # 894 s of pytest with the machine 1.60 cores busy on average, -n 4 843 s at 1.88 cores (scripts/test_cpu.py,
 # tests/cpu_usage.py measure where the CPU goes). The longest modules start first (tests/durations.json; after a
-# run with --junitxml=F, refresh it with .venv/bin/python scripts/test_durations.py F).
+# run with --junitxml=F, refresh it with .venv/bin/python scripts/test_durations.py F). No marker is left out:
+# the fault group (-m fault, the tests that kill or freeze a component) runs here with the rest.
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder --durations=30 "$@" ||
   status=$?

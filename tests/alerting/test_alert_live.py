@@ -35,7 +35,7 @@ from tests.alerting.alert_receivers import HttpReceiver, SmtpReceiver
 from tests.alerting.alert_setup import FAST_DELIVERY, SECRETS, WEBHOOK_SECRET, channels_yaml
 from tests.helpers import make_spec, unique, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 REPO = Path(__file__).resolve().parents[2]
 LIVE_SQL = """SELECT city_id AS tag_city_id,

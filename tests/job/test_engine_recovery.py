@@ -59,6 +59,7 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
     proc.wait(timeout=60)
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_sigkill_mid_stream_then_resume_gives_exact_totals(tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.services import BrokerHandle

@@ -22,7 +22,7 @@ from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_s
 from tests.job.test_engine_recovery import _status
 from tests.services import _serving
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 T0 = datetime(2026, 3, 2, 13, 0, tzinfo=UTC)
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]

@@ -19,7 +19,7 @@ from job.stack.ports import free_ports
 from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
 from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 T0 = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]

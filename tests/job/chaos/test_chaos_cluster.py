@@ -15,7 +15,7 @@ from job.chaos.runner import ChaosRun
 from job.chaos.world import processes_in
 from job.stack.process import pid_alive
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 
 def test_cluster_kill_fails_over_exactly_and_leaves_nothing_running(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from job.chaos.experiment import Case, Experiment, Load
 from job.chaos.runner import ChaosRun
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 
 def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from job.stack.process import pid_alive
 from tests.helpers import BOOKINGS_SQL, booking_spec, expected_bookings, influx_points, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]

@@ -24,7 +24,7 @@ from tests.helpers import influx_points, produce_step, wait_until
 from tests.job.control.control_seed import live_world, stop_controllers
 from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -25,7 +25,7 @@ from bench import health_faults as faults
 from bench.health_faults import HEALTH_ENV, Detection, HealthWorld
 from tests.alerting.alert_setup import model_alert_engine
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 
 class Watch:

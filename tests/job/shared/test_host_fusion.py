@@ -34,7 +34,7 @@ from tests.job.control.test_control_e2e import DELAY_MS, T0, closed
 from tests.job.shared.host_world import HostWorld, World, status, windows
 from tests.job.shared.relay import Relay
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 FUSED = "isolation: fused\nlight: true\n"
 #: not light: a light pass-through's trigger is at least 5 s (job.query.plan.LIGHT_TRIGGER_S), the test's is 1 s

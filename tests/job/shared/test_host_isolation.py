@@ -195,6 +195,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(
         relay.cut()
 
 
+@pytest.mark.fault
 def test_sigkill_of_the_jvm_restarts_the_host_and_each_dagger_resumes_exactly(  # type: ignore[no-untyped-def]
     host_world: HostWorld, tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ def es_documents(url: str, pattern: str) -> tuple[int, dict[tuple, int]]:
     return len(hits), out
 
 
+@pytest.mark.fault
 def test_exact_documents_and_no_duplicates_after_sigkill_and_restart(
     tansu_broker,
     elasticsearch,  # type: ignore[no-untyped-def]
