@@ -59,9 +59,29 @@ def _command_line_errors(root: Context | None = None) -> Iterator[None]:
         where = (
             ctx.command_path if ctx is not None else _command_path(root) if root is not None else "daggers"
         )
-        message = exc.format_message().replace(": Value error, ", ": ")  # pydantic's prefix
+        message = _named_number(exc) or exc.format_message().replace(": Value error, ", ": ")  # pydantic's
         print_error(CommandLineError(message, hint=f"see {where} --help"))
         raise typer.Exit(EXIT_ERROR) from None
+
+
+def _named_number(exc: typer.TyperException) -> str | None:
+    """Return the message of an option given a bad number, naming the value (``Invalid value for '--rate':
+    "abc" is not a number``), from the pydantic error Typer's conversion raised; None for another error."""
+    from pydantic import ValidationError
+    from pydantic.fields import FieldInfo
+
+    from job.spec.numbers import number_problem
+
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError) or not cause.errors():
+        return None
+    error = cause.errors()[0]
+    kind = int if "int" in cause.title else float if "float" in cause.title else None  # "constrained-int"
+    field = FieldInfo.from_annotation(kind) if kind is not None else None
+    given = error["input"] if isinstance(error["input"], str) else None  # as typed
+    number = number_problem(error, field, given)
+    head, sep, _ = exc.format_message().partition(": ")
+    return f"{head}: {number}" if number is not None and sep else None
 
 
 class _Root(TyperGroup):

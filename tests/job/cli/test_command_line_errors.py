@@ -28,8 +28,18 @@ def daggers(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["dagger", "list", "--limit", "x"], "No such option: --limit", "daggers dagger list"),
         (
             ["produce", "--stream", "booking", "--topic", "t", "--rate", "abc"],
-            "Invalid value for '--rate': Input should be a valid number, unable to parse string as a number",
+            "Invalid value for '--rate': abc is not a number",
             "daggers produce",
+        ),
+        (
+            ["produce", "--stream", "booking", "--topic", "t", "--count", "1.5"],
+            "Invalid value for '--count': 1.5 is not a whole number",
+            "daggers produce",
+        ),
+        (
+            ["server", "--port", "70000"],
+            "Invalid value for '--port': 70000 is not a whole number up to 65535",
+            "daggers server",
         ),
         (
             ["produce", "--stream", "nope", "--topic", "t"],
