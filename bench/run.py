@@ -1072,7 +1072,7 @@ def run_components(stack: Stack, topic: str, folder: Path, args: argparse.Namesp
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="Benchmark Daggers end to end against Python peers.")
-    ap.add_argument("--workload", choices=["a", "b", "c", "all"], default="a")
+    ap.add_argument("--workload", choices=["a", "b", "c", "d", "all"], default="a")
     ap.add_argument(
         "--events", type=int, default=None, help="pre-loaded events per workload (default per workload)"
     )

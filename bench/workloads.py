@@ -6,7 +6,9 @@
 * ``b`` — API health: count and p95 latency by path and status code per minute, over gateway logs
   from :func:`job.produce.generate`;
 * ``c`` — pass-through: a projection of the gateway logs with a filter (the slow or failed
-  requests), one InfluxDB point per kept event.
+  requests), one InfluxDB point per kept event;
+* ``d`` — API totals: count, sum, least and greatest latency by path and status code per minute, over the
+  gateway logs of (b): simple aggregates only, which the source aggregates first.
 
 Events are generated with numpy, column by column, and encoded with the project's protobuf classes;
 the expected results are computed here from the same columns (numpy S2, pyarrow group-bys), so the
@@ -50,6 +52,16 @@ API_HEALTH_SQL = f"""SELECT path AS tag_path,
        status_code AS tag_status_code,
        count(1) AS requests,
        percentile_approx(latency_ms, 0.95) AS p95_latency_ms,
+       TUMBLE_END(rowtime, INTERVAL '{WINDOW_S}' SECOND) AS window_timestamp
+FROM data_stream
+GROUP BY TUMBLE(rowtime, INTERVAL '{WINDOW_S}' SECOND), path, status_code"""
+
+API_TOTALS_SQL = f"""SELECT path AS tag_path,
+       status_code AS tag_status_code,
+       COUNT(*) AS requests,
+       SUM(latency_ms) AS total_latency_ms,
+       MIN(latency_ms) AS min_latency_ms,
+       MAX(latency_ms) AS max_latency_ms,
        TUMBLE_END(rowtime, INTERVAL '{WINDOW_S}' SECOND) AS window_timestamp
 FROM data_stream
 GROUP BY TUMBLE(rowtime, INTERVAL '{WINDOW_S}' SECOND), path, status_code"""
@@ -258,6 +270,32 @@ def expected_api_health(table: pa.Table) -> Points:
     return out
 
 
+def expected_api_totals(table: pa.Table) -> Points:
+    """Return (window end s, path, status code) -> (requests, total, least and greatest latency ms) for every
+    window (the total as numpy adds it: the comparison allows floats 1e-9 apart)."""
+    micros = table.column("event_timestamp").cast(pa.int64()).to_numpy()
+    end = (micros // 1_000_000 // WINDOW_S + 1) * WINDOW_S
+    t = pa.table(
+        {
+            "end": end,
+            "path": table.column("path"),
+            "code": table.column("status_code"),
+            "latency": table.column("latency_ms"),
+        }
+    )
+    g = t.group_by(["end", "path", "code"]).aggregate(
+        [("latency", "count"), ("latency", "sum"), ("latency", "min"), ("latency", "max")]
+    )
+    out: Points = {}
+    for e, p, c, n, total, least, most in zip(
+        *(g[name].to_pylist() for name in ("end", "path", "code")),
+        *(g[f"latency_{f}"].to_pylist() for f in ("count", "sum", "min", "max")),
+        strict=True,
+    ):
+        out[(int(e), p, str(c))] = (int(n), float(total), float(least), float(most))
+    return out
+
+
 def expected_pass_through(table: pa.Table) -> Points:
     """Return (time us, service, path, status code) -> (latency ms,) for the kept events.
 
@@ -349,6 +387,22 @@ WORKLOADS: dict[str, Workload] = {
         10_000.0,
         api_logs,
         expected_pass_through,
+    ),
+    "d": Workload(
+        "d",
+        "bench-api-totals",
+        "API totals (count, sum, min, max latency by path and code, 60 s)",
+        API_CLASS,
+        API_TOTALS_SQL,
+        "api_totals",
+        ("requests", "total_latency_ms", "min_latency_ms", "max_latency_ms"),
+        ("tag_path", "tag_status_code"),
+        "s",
+        True,
+        1_000_000,
+        10_000.0,
+        api_logs,
+        expected_api_totals,
     ),
 }
 
