@@ -26,7 +26,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import requests
 
@@ -45,11 +45,14 @@ def _labels(text: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', text))
 
 
-def scrape(url: str) -> tuple[dict[str, str], dict[str, float]]:
-    """Return the state of each dagger (and ``cluster``) and each dagger's lag from a ``/metrics`` text."""
+def scrape(url: str, keep: list[str] | None = None) -> tuple[dict[str, str], dict[str, float]]:
+    """Return the state of each dagger (and ``cluster``) and each dagger's lag from a ``/metrics`` text;
+    ``keep`` (when given) receives its ``daggers_*`` sample lines."""
     states: dict[str, str] = {}
     lags: dict[str, float] = {}
     for line in requests.get(url, timeout=10).text.splitlines():
+        if keep is not None and line.startswith("daggers_"):
+            keep.append(line)
         if (m := _SAMPLE.match(line)) and float(m.group(3)) == 1.0:
             labels = _labels(m.group(2))
             key = "cluster" if m.group(1) == "daggers_cluster_state" else labels.get("dagger", "?")
@@ -94,8 +97,18 @@ def lag_grows(lags: list[float]) -> bool:
     return min(lags[-fifth:]) > max(lags[:fifth])
 
 
-def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
-    """Run the soak in ``root``; return what it saw."""
+def verdicts(world: HealthWorld) -> dict[str, Any]:
+    """Return the health model's verdicts (with their reasons and figures) on the daggers and the cluster,
+    judged in this process with the default thresholds, as the controller judges them."""
+    try:
+        return {"daggers": world.rows_here(), "cluster": world.plane.cluster_health("a-jkt")}
+    except Exception as exc:  # a trace is evidence, never a reason to stop the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run(minutes: float, load: int, rate: float, root: Path, trace: Path | None = None) -> dict[str, Any]:
+    """Run the soak in ``root``; return what it saw. ``trace``: a JSON-lines file that gets every sample's
+    ``daggers_*`` metric lines, and the model's verdicts (reasons, figures, probes) at each state change."""
     world = HealthWorld(root)
     world.env = {
         **os.environ,
@@ -105,6 +118,7 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
     stop = threading.Event()
     burners: list[subprocess.Popen[bytes]] = []
     threads = []
+    opened: list[IO[str]] = []
     try:
         world.start()
         for i, name in enumerate(("soak-a", "soak-b")):
@@ -129,19 +143,35 @@ def run(minutes: float, load: int, rate: float, root: Path) -> dict[str, Any]:
         lags: dict[str, list[float]] = {}
         loads: list[float] = []
         end = time.monotonic() + minutes * 60
+        out = trace.open("w") if trace else None
+        opened.extend([out] if out else [])
         while time.monotonic() < end:
             started = time.monotonic()
+            lines: list[str] = []
             try:
-                states, lag = scrape(url)
+                states, lag = scrape(url, lines)
             except requests.RequestException as exc:
                 print(f"scrape failed: {exc}", flush=True)
             else:
+                if out is not None:
+                    changed = bool(series) and series[-1][1] != states
+                    record: dict[str, Any] = {"at": time.time(), "states": states, "metrics": lines}
+                    if changed or not series:
+                        record["verdicts"] = verdicts(world)
+                        print(
+                            f"state change at {time.time():.0f}: {series[-1][1] if series else {}} -> {states}",
+                            flush=True,
+                        )
+                    out.write(json.dumps(record, default=str) + "\n")
+                    out.flush()
                 series.append((time.time(), states))
                 loads.append(os.getloadavg()[0])
                 for name, value in lag.items():
                     lags.setdefault(name, []).append(value)
             time.sleep(max(0.0, SCRAPE_S - (time.monotonic() - started)))
     finally:
+        for handle in opened:
+            handle.close()
         stop.set()
         for p in burners:
             p.kill()
@@ -170,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=int, default=8, help="CPU-bound processes beside the world")
     ap.add_argument("--rate", type=float, default=200.0, help="events a second per dagger")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="write every sample (and the model's reasons at each state change) as JSON lines here",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="daggers-soak-") as tmp:
         started = datetime.now(UTC)
-        result = run(args.minutes, args.load, args.rate, Path(tmp))
+        result = run(args.minutes, args.load, args.rate, Path(tmp), args.trace)
     result.update(
         {
             "command": " ".join(["python", "bench/health_soak.py", *(argv or sys.argv[1:])]),
