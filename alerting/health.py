@@ -159,7 +159,13 @@ def kafka_end_offsets(
 
 def lag_of(committed: dict[str, dict[str, int]] | None, ends: dict[str, dict[str, int]]) -> int:
     """Return the records between the committed offsets and the ends (a partition not read yet counts whole
-    from offset 0, i.e. its end)."""
+    from offset 0, i.e. its end). Raises LagUnknown when an end is below the committed offset (the broker lost
+    records or answered wrongly: no lag, never 0)."""
+    from job.control.lag import LagUnknown
+    from job.query.offset_log import behind_reason, ends_behind
+
+    if behind := ends_behind(committed or {}, ends):
+        raise LagUnknown(behind_reason(behind))
     total = 0
     for topic, parts in ends.items():
         for part, end in parts.items():

@@ -48,6 +48,7 @@ STATUS_FIELDS = (
     "lag_at",
     "lag_error",
     "lag_error_at",
+    "lag_unknown",
     "log_path",
 )
 #: The fields of a progress sample.

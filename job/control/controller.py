@@ -245,7 +245,7 @@ class Controller:
         self._health_job: Future[dict[str, Any]] | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
         self._lag_pool = ThreadPoolExecutor(2, thread_name_prefix="lag")
-        self._lag_jobs: dict[int, Future[tuple[int | None, str | None]]] = {}
+        self._lag_jobs: dict[int, Future[tuple[int | None, str | None, str | None]]] = {}
         self._pruned_at = 0.0
         self._fencing: dict[int, tuple[Proc | HostedRun, float]] = {}
         self._waiting: set[int] = set()
@@ -827,14 +827,18 @@ class Controller:
         if job is not None and job.done():
             del self._lag_jobs[item.id]
             try:
-                upd["lag"], upd["lag_error"] = job.result()
+                upd["lag"], upd["lag_error"], upd["lag_unknown"] = job.result()
             except Exception as exc:  # a lag read must never stop the controller
-                upd["lag"], upd["lag_error"] = None, f"{type(exc).__name__}: {exc}"[:500]
+                upd["lag"], upd["lag_error"], upd["lag_unknown"] = (
+                    None,
+                    f"{type(exc).__name__}: {exc}"[:500],
+                    None,
+                )
             upd["lag_at"] = now if upd["lag"] is not None else st.get("lag_at")
             asked = self._lag_asked.pop(item.id, {})
             # when the first failed read in a row was asked for: an outage counts from there
             failed_since = st.get("lag_error_at") or asked.get("at", now)
-            upd["lag_error_at"] = None if upd["lag"] is not None else failed_since
+            upd["lag_error_at"] = failed_since if upd["lag_error"] else None
             if upd["lag"] is not None and "at" in asked:
                 samples.append(_sample(item.id, asked["at"], asked["progress"], upd["lag"]))
         since = now - self._lag_at.get(item.id, 0.0)
@@ -869,10 +873,11 @@ class Controller:
         )
         self.metrics.update(series, verdict, now)
 
-    def _lag(self, item: _Item, checkpoint: Path) -> tuple[int | None, str | None]:
-        """Return the dagger's lag (None before its first committed batch) and, when the brokers' end
-        offsets could not be read, why (the lag is None then)."""
-        from job.control.lag import dagger_lag
+    def _lag(self, item: _Item, checkpoint: Path) -> tuple[int | None, str | None, str | None]:
+        """Return the dagger's lag (None before its first committed batch), why the brokers' end offsets could
+        not be read, and why no lag can be told from those they answered (an end below the dagger's position);
+        the lag is None in either case."""
+        from job.control.lag import LagUnknown, dagger_lag
 
         key = (item.id, item.version)
         if key not in self._streams:
@@ -880,15 +885,18 @@ class Controller:
                 spec = specs.parse_text(item.spec_text, self._env())
             except DaggerError as exc:
                 log.warning("%s: cannot read its streams for the lag: %s", item.ref, exc.message)
-                return None, None
+                return None, None, None
             self._streams[key] = [
                 (s.bootstrap_servers, list(s.topics), dict(s.consumer_config)) for s in spec.streams
             ]
         try:
-            return dagger_lag(checkpoint, self._streams[key]), None
+            return dagger_lag(checkpoint, self._streams[key]), None, None
+        except LagUnknown as exc:
+            log.warning("%s: lag unknown: %s", item.ref, exc.message)
+            return None, None, exc.message[:500]
         except DaggerError as exc:
             log.warning("%s: lag unknown: %s", item.ref, exc.message)
-            return None, exc.message[:500]
+            return None, exc.message[:500], None
 
     def _maybe_health(self, items: list[_Item], now: float) -> dict[str, Any] | None:
         """Start a health probe in the background when one is due; return the result of a finished one

@@ -46,7 +46,8 @@ controller that was down): a state changes only on evidence that outlasts a batc
     starting and has reported nothing yet.
 
 Figures (rows/s, lag, batch time) carry the time they were measured and their age; a dagger that is
-stopped, failed, crash-looping or unknown shows none. Rows/s is the rows read over the wall time of the
+stopped, failed, crash-looping or unknown shows none. A lag is unknown (no figure, "lag unknown: …" its
+reason) when its brokers' end offsets are behind its position: they lost records or answered wrongly. Rows/s is the rows read over the wall time of the
 last ``rate_window_s`` of samples (:mod:`job.control.rates`), never one batch's rate; while its brokers do
 not answer it is not current (its time is the last batch's).
 """
@@ -213,6 +214,7 @@ class DaggerFacts:
     lag_at: float | None = None
     lag_error: str | None = None
     lag_error_at: float | None = None
+    lag_unknown: str | None = None
     samples: Sequence[Point] = ()
     controller_heartbeat: float | None = None
 
@@ -240,6 +242,7 @@ class DaggerFacts:
             lag_at=st.get("lag_at"),
             lag_error=st.get("lag_error"),
             lag_error_at=st.get("lag_error_at"),
+            lag_unknown=st.get("lag_unknown"),
             samples=tuple(sorted(samples, key=lambda p: p.at)),
             controller_heartbeat=heartbeat,
         )
@@ -270,6 +273,8 @@ class DaggerHealth:
     watermark_age_s: float | None = None
     sink_errors: int = 0
     late_rows_dropped: int = 0
+    #: Why its lag is unknown though its brokers answered (their end offsets are behind its position).
+    lag_unknown: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -489,12 +494,13 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         RUNNING,
         "",
         rows_per_s=rows_figure(f, now, s, current=not brokers_silent),
-        lag=_figure(f.lag, f.lag_at, now, s),
+        lag=None if f.lag_unknown else _figure(f.lag, f.lag_at, now, s),
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
         watermark_age_s=watermark_age(p.get("watermark"), now),
         sink_errors=_sink_errors(p),
         late_rows_dropped=int(p.get("late_rows_dropped") or 0),
         restarts=restarts,
+        lag_unknown=f.lag_unknown or None,
     )
     sink = sink_retrying(p, now)
     if sink is not None and sink[1] >= s.sink_stall_after_s:
@@ -513,6 +519,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(
             figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait"
         )
+    if f.lag_unknown:  # the brokers answered, with end offsets behind its position: no lag, and no trend
+        return replace(figures, state=RUNNING, reason=f"lag unknown: {f.lag_unknown}")
     readings = lag_readings(f.samples, lag, f.lag_at, int(p.get("input_rows") or 0))
     trend = lag_trend(
         readings, now, s.lag_window_s, max_window_s=s.lag_window_max_s, max_gap_s=s.controller_silent_s

@@ -3,7 +3,8 @@
 Offsets live only in the Spark checkpoint (no consumer group is committed), so the lag is the
 brokers' end offsets minus the offsets of the newest batch in ``<checkpoint>/spark/commits``, as
 planned in ``<checkpoint>/spark/offsets/<batch>`` (a ``v1`` line, a metadata line, then one line per
-source: ``{topic: {partition: next offset}}``).
+source: ``{topic: {partition: next offset}}``). An end offset below the dagger's position is no lag at all
+(the broker lost records or answered wrongly): the lag is unknown then, never 0.
 """
 
 from __future__ import annotations
@@ -11,10 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from job.query.offset_log import Offsets, batch_offsets, committed_batches, committed_offsets, lag_of
+from job.errors import DaggerError
+from job.query.offset_log import (
+    Offsets,
+    batch_offsets,
+    behind_reason,
+    committed_batches,
+    committed_offsets,
+    ends_behind,
+    lag_of,
+)
 from job.sources import offsets as kofs
 
 __all__ = [
+    "LagUnknown",
     "Offsets",
     "batch_offsets",
     "committed_batches",
@@ -23,6 +34,12 @@ __all__ = [
     "end_offsets",
     "lag_of",
 ]
+
+
+class LagUnknown(DaggerError):
+    """The brokers answered, but their end offsets are behind the dagger's position: no lag can be told."""
+
+    title = "Lag unknown"
 
 
 def end_offsets(
@@ -39,11 +56,15 @@ def end_offsets(
 
 def dagger_lag(checkpoint: Path, streams: Iterable[tuple[str, list[str], dict[str, str]]]) -> int | None:
     """Return the lag of the dagger whose checkpoint is ``checkpoint`` reading ``streams`` (bootstrap,
-    topics, consumer config); None before its first committed batch. Raises SourceError."""
+    topics, consumer config); None before its first committed batch. Raises SourceError when the end offsets
+    cannot be read, LagUnknown when one is below the dagger's position."""
     committed = committed_offsets(checkpoint)
     if committed is None:
         return None
     total = 0
     for bootstrap, topics, config in streams:
-        total += lag_of(committed, end_offsets(bootstrap, topics, config))
+        ends = end_offsets(bootstrap, topics, config)
+        if behind := ends_behind(committed, ends):
+            raise LagUnknown(behind_reason(behind))
+        total += lag_of(committed, ends)
     return total

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 
-from job.control.health_model import CLUSTER_STATES, DAGGER_STATES, ClusterHealth, DaggerHealth
+from job.control.health_model import CLUSTER_STATES, DAGGER_STATES, ClusterHealth, DaggerHealth, is_live
 
 #: Every metric the controller serves, by name (as a query names it; counters add ``_total``).
 METRICS: dict[str, str] = {
@@ -27,6 +27,8 @@ METRICS: dict[str, str] = {
     "daggers_dagger_rows_per_second": "Rows read per second of wall time over the last minute of micro-batches "
     "(its age is the last batch's while its brokers do not answer).",
     "daggers_dagger_lag_records": "Records on the dagger's topics its last committed batch has not read.",
+    "daggers_dagger_lag_unknown": "1 when a live dagger's brokers answered with end offsets behind its position "
+    "(records lost or a wrong answer): its lag is unknown, and has no sample.",
     "daggers_dagger_batch_seconds": "Duration of the last micro-batch.",
     "daggers_dagger_figure_age_seconds": "Age of each figure (label figure: rows_per_second, lag, batch).",
     "daggers_dagger_restarts": "Crashes in a row the controller restarted the dagger after.",
@@ -85,6 +87,7 @@ class HealthMetrics:
             )
         )
         ages = _gauge("daggers_dagger_figure_age_seconds", [*keys, "figure"])
+        unknown = _gauge("daggers_dagger_lag_unknown", keys)
         restarts, retry, watermark = (
             _gauge(n, keys)
             for n in (
@@ -111,6 +114,8 @@ class HealthMetrics:
                 if figure is not None:
                     family.add_metric(lv, figure.value * scale)
                     ages.add_metric([*lv, label], figure.age_s)
+            if is_live(h.state):
+                unknown.add_metric(lv, 1.0 if h.lag_unknown else 0.0)
             restarts.add_metric(lv, float(h.restarts))
             if h.next_retry_at is not None:
                 retry.add_metric(lv, h.next_retry_at)
@@ -119,7 +124,7 @@ class HealthMetrics:
             if h.rows_per_s is not None:  # a live dagger's counters (none from a stopped one)
                 sink_errors.add_metric(lv, float(h.sink_errors))
                 late.add_metric(lv, float(h.late_rows_dropped))
-        yield from (state, rows, lag, batch, ages, restarts, retry, watermark, sink_errors, late)
+        yield from (state, rows, lag, unknown, batch, ages, restarts, retry, watermark, sink_errors, late)
         cstate = _gauge("daggers_cluster_state", ["cluster", "state"])
         parts = _gauge("daggers_cluster_part_up", ["cluster", "part"])
         counts = _gauge("daggers_cluster_daggers", ["cluster", "state"])

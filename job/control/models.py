@@ -199,6 +199,8 @@ class DaggerStatus(Base):
     lag_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: When the first of the failed lag reads in a row was asked for; None when the last one worked.
     lag_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Why no lag can be told though the brokers answered (an end offset below the dagger's position).
+    lag_unknown: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float, default=now)
     dagger: Mapped[Dagger] = relationship(back_populates="status")

@@ -94,6 +94,7 @@ _FACT_FIELDS = (
     "lag_at",
     "lag_error",
     "lag_error_at",
+    "lag_unknown",
 )
 
 

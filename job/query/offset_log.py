@@ -59,12 +59,39 @@ def committed_offsets(checkpoint: Path) -> Offsets | None:
 
 def lag_of(committed: Offsets, ends: Offsets) -> int:
     """Return the records between ``committed`` and ``ends`` summed over partitions (a partition the
-    checkpoint has not seen yet counts from offset 0; a negative difference counts as 0)."""
+    checkpoint has not seen yet counts from offset 0; a negative difference counts as 0: right between two
+    batches of one query, never for a broker's end offsets, see :func:`ends_behind`)."""
     total = 0
     for topic, parts in ends.items():
         for part, end in parts.items():
             total += max(int(end) - int(committed.get(topic, {}).get(part, 0)), 0)
     return total
+
+
+def ends_behind(committed: Offsets, ends: Offsets) -> list[tuple[str, str, int, int]]:
+    """Return ``(topic, partition, end, position)`` of each partition whose end offset in ``ends`` is below
+    the position ``committed`` holds for it, by topic and partition: the broker lost records or answered
+    wrongly, and no lag can be told from that answer."""
+    out = []
+    for topic, parts in sorted(ends.items()):
+        for part, end in sorted(parts.items(), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
+            position = committed.get(topic, {}).get(str(part))
+            if position is not None and int(end) < int(position):
+                out.append((topic, str(part), int(end), int(position)))
+    return out
+
+
+def behind_reason(behind: list[tuple[str, str, int, int]]) -> str:
+    """Say why no lag can be told from end offsets behind a dagger's position (:func:`ends_behind`, not
+    empty): ``the broker's end offset 120 of orders/0 is behind the dagger's position 500: records lost or a
+    wrong answer``."""
+    topic, part, end, position = behind[0]
+    more = len(behind) - 1
+    also = f" (and {more} more partition{'s' if more != 1 else ''})" if more else ""
+    return (
+        f"the broker's end offset {end} of {topic}/{part} is behind the dagger's position {position}{also}: "
+        "records lost or a wrong answer"
+    )
 
 
 def batch_metadata(spark: Path, batch: int) -> dict[str, Any] | None:

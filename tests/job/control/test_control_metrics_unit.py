@@ -61,6 +61,7 @@ def test_states_figures_and_cluster() -> None:
     } == {
         k("daggers_dagger_rows_per_second", **a): 950.0,
         k("daggers_dagger_lag_records", **a): 4000.0,
+        k("daggers_dagger_lag_unknown", **a): 0.0,
         k("daggers_dagger_batch_seconds", **a): 1.5,
         k("daggers_dagger_figure_age_seconds", **a, figure="rows_per_second"): 2.0,
         k("daggers_dagger_figure_age_seconds", **a, figure="lag"): 3.0,
@@ -88,3 +89,17 @@ def test_states_figures_and_cluster() -> None:
 
 def test_nothing_before_the_first_round() -> None:
     assert samples(HealthMetrics("c1")) == {}
+
+
+def test_an_unknown_lag_has_no_sample_and_says_so() -> None:
+    """The brokers' end offsets behind a dagger's position: no lag sample (never 0), lag_unknown 1."""
+    m = HealthMetrics("c1")
+    why = "the broker's end offset 120 of orders/0 is behind the dagger's position 500: records lost or a wrong answer"
+    h = DaggerHealth(
+        "running", f"lag unknown: {why}", rows_per_s=Figure(10.0, 100.0, 1.0, True), lag_unknown=why
+    )
+    m.update([DaggerSeries("t", "a", h)], ClusterHealth("healthy", (), {}, {"running": 1}, 1.0), 101.0)
+    got = samples(m)
+    a = {"cluster": "c1", "team": "t", "dagger": "a"}
+    assert got[k("daggers_dagger_lag_unknown", **a)] == 1.0
+    assert not any(key.startswith("daggers_dagger_lag_records") for key in got)

@@ -37,7 +37,7 @@ def test_an_outage_counts_from_its_first_failed_read(tmp_path: Path, monkeypatch
     )
     ctl.claim()
     alice = ControlPlane(registry, "alice")
-    answer: list[tuple[int | None, str | None]] = [(1200, None)]
+    answer: list[tuple[int | None, str | None, str | None]] = [(1200, None, None)]
     monkeypatch.setattr(ctl, "_lag", lambda item, checkpoint: answer[0])
     try:
         alice.create("a-jkt", bookings_spec("steady"), deploy=True)
@@ -45,14 +45,14 @@ def test_an_outage_counts_from_its_first_failed_read(tmp_path: Path, monkeypatch
         until(ctl, alice, "steady", lambda d: _status(registry).lag == 1200)
         good = _status(registry)
         assert good.lag_error_at is None
-        answer[0] = (None, "Source error: the brokers did not answer in 5 s")
+        answer[0] = (None, "Source error: the brokers did not answer in 5 s", None)
         until(ctl, alice, "steady", lambda d: _status(registry).lag_error_at is not None)
         first = _status(registry)
         assert first.lag_at == good.lag_at and first.lag_error_at > good.lag_at  # type: ignore[operator]
         later = float(first.updated_at)
         until(ctl, alice, "steady", lambda d: _status(registry).updated_at > later + 1.0)
         assert _status(registry).lag_error_at == first.lag_error_at  # kept while reads keep failing
-        answer[0] = (900, None)
+        answer[0] = (900, None, None)
         until(ctl, alice, "steady", lambda d: _status(registry).lag == 900)
         assert _status(registry).lag_error_at is None
     finally:
