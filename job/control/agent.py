@@ -11,10 +11,15 @@ credentials.
 Time is the agent's own (``clock``, the server's when it runs in the server): a controller reports what it
 saw, but the heartbeat, the status's ``updated_at`` and the failover decision use the agent's clock, and a
 failover waits at least ``min_failover_after_s`` however short a wait the controller asks for.
+
+A controller and a server of different ages interoperate: a report's status or sample field this version does
+not know (a newer controller's) is dropped, not refused, and a field an older controller does not send is left
+as it is (a report changes only the fields it names).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -27,6 +32,10 @@ from job.control import handoff
 from job.control.errors import ConflictError, ControlError, NotFoundError
 from job.control.models import Cluster, Dagger, DaggerStatus, DaggerVersion, Sample
 from job.control.registry import Registry
+
+log = logging.getLogger(__name__)
+#: The fields of a newer controller this version dropped (each is logged once).
+_DROPPED: set[str] = set()
 
 #: The status fields a controller reports.
 STATUS_FIELDS = (
@@ -61,6 +70,21 @@ SAMPLE_FIELDS = (
     "batch_duration_ms",
     "lag",
 )
+
+
+def known_fields(values: dict[str, Any], known: tuple[str, ...], what: str) -> dict[str, Any]:
+    """Return ``values`` without the fields not in ``known`` (a newer controller's ``what`` fields), logging
+    each such field once."""
+    if not (unknown := set(values) - set(known)):
+        return values
+    if new := sorted(unknown - _DROPPED):
+        _DROPPED.update(new)
+        log.warning(
+            "a controller reports %s fields this version does not know (a newer controller?); dropped: %s",
+            what,
+            ", ".join(new),
+        )
+    return {k: v for k, v in values.items() if k in known}
 
 
 class ClusterAgent:
@@ -205,15 +229,11 @@ class ClusterAgent:
         done, the controller's heartbeat (and health, and where it serves its metrics), all at the agent's
         clock's time, and drop samples older than ``prune_before`` (at most that time).
 
-        Raises ControlError for an unknown status or sample field, NotFoundError for a dagger that is
-        neither on this cluster nor leaving it.
+        A status or sample field this version does not know (a newer controller's) is dropped. Raises
+        NotFoundError for a dagger that is neither on this cluster nor leaving it.
         """
-        for upd in updates.values():
-            if unknown := sorted(set(upd) - set(STATUS_FIELDS)):
-                raise ControlError(f"not status fields: {', '.join(unknown)}")
-        for sample in samples:
-            if unknown := sorted(set(sample) - set(SAMPLE_FIELDS)):
-                raise ControlError(f"not sample fields: {', '.join(unknown)}")
+        updates = {k: known_fields(upd, STATUS_FIELDS, "status") for k, upd in updates.items()}
+        samples = [known_fields(sample, SAMPLE_FIELDS, "sample") for sample in samples]
         now = self.clock()
         with self.registry.session() as s:
             c = self._cluster(s)

@@ -9,6 +9,8 @@ codes do not change. Uses ``requests`` (a core dependency): the client needs no 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -558,15 +560,76 @@ def _table(r: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(json.loads(json.dumps(rows)))
 
 
+_log = logging.getLogger(__name__)
+#: How an older server refuses a field it does not know: a status or sample field (its agent), a body's field
+#: (its request validation).
+_REFUSED = (
+    (re.compile(r"^not (status|sample) fields: ([\w, ]+)$"), None),
+    (re.compile(r"^(\w+): Extra inputs are not permitted"), "body"),
+)
+
+
 class RemoteClusterAgent:
     """A cluster controller's registry operations through the server, with the cluster's controller token:
-    the methods of :class:`job.control.agent.ClusterAgent`."""
+    the methods of :class:`job.control.agent.ClusterAgent`.
+
+    A server older than the controller may refuse a field it does not know (a status field added since, such
+    as ``lag_error_at``): the controller then leaves that field out of what it sends that server, says so
+    once, and sends again; the rest of its round is recorded."""
 
     def __init__(self, url: str, token: str, cluster: str, *, verify: bool | str = True) -> None:
         self._http = RemoteControlPlane(url, token, verify=verify, timeout=30.0)
         self.cluster = cluster
         self.where = url.rstrip("/")
         self._base = f"/controller/{quote(cluster, safe='')}"
+        #: The fields this server refused, by kind (status, sample, body): never sent to it again.
+        self.refused: dict[str, set[str]] = {"status": set(), "sample": set(), "body": set()}
+
+    def _without_refused(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Return ``body`` without the fields this server refused."""
+        out = {k: v for k, v in body.items() if k not in self.refused["body"]}
+        if isinstance(out.get("updates"), dict):
+            out["updates"] = {
+                i: {k: v for k, v in upd.items() if k not in self.refused["status"]}
+                for i, upd in out["updates"].items()
+            }
+        if isinstance(out.get("samples"), list):
+            out["samples"] = [
+                {k: v for k, v in x.items() if k not in self.refused["sample"]} for x in out["samples"]
+            ]
+        return out
+
+    def _learn(self, exc: ControlError) -> bool:
+        """Return True when ``exc`` is an older server refusing fields it does not know (remembered, and said
+        once), False for any other error."""
+        for pattern, kind in _REFUSED:
+            m = pattern.match(exc.message) if type(exc) is ControlError else None
+            if m is None:
+                continue
+            what = kind or m[1]
+            names = {n.strip() for n in (m[1] if kind else m[2]).split(",") if n.strip()}
+            if not names or names <= self.refused[what]:
+                return False
+            self.refused[what] |= names
+            _log.warning(
+                "the server %s does not know the %s field%s %s (an older version): not sent to it",
+                self.where,
+                what,
+                "s" if len(names) > 1 else "",
+                ", ".join(sorted(names)),
+            )
+            return True
+        return False
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to ``path`` under the cluster, leaving out the fields the server refused (see the class
+        docstring)."""
+        while True:
+            try:
+                return self._http._json("POST", f"{self._base}/{path}", self._without_refused(body))
+            except ControlError as exc:
+                if not self._learn(exc):
+                    raise
 
     def settings(self) -> dict[str, Any]:
         """Return the cluster's addresses."""
@@ -579,10 +642,8 @@ class RemoteClusterAgent:
 
     def claim(self, host: str, pid: int, stale_s: float, gone: bool, metrics_url: str | None = None) -> None:
         """Record (host, pid) as the controller; ConflictError when another one is alive."""
-        self._http._json(
-            "POST",
-            f"{self._base}/claim",
-            {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone, "metrics_url": metrics_url},
+        self._post(
+            "claim", {"host": host, "pid": pid, "stale_s": stale_s, "gone": gone, "metrics_url": metrics_url}
         )
 
     def release(self, host: str, pid: int) -> None:
@@ -611,9 +672,8 @@ class RemoteClusterAgent:
         metrics_url: str | None = None,
     ) -> None:
         """Write one round (the heartbeat is the server's time)."""
-        self._http._json(
-            "POST",
-            f"{self._base}/report",
+        self._post(
+            "report",
             {
                 "updates": {str(k): v for k, v in updates.items()},
                 "samples": samples,

@@ -164,7 +164,14 @@ class OidcSigninIn(Body):
     id_token: str = Field(min_length=1, max_length=16_384)
 
 
-class ClaimIn(Body):
+class ControllerBody(Body):
+    """A cluster controller's body: a field this version does not know (a newer controller's) is ignored, not
+    refused, so a controller and a server of different ages interoperate (a person's body refuses one)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ClaimIn(ControllerBody):
     """A controller claiming its cluster."""
 
     host: str = Field(max_length=255)
@@ -174,14 +181,14 @@ class ClaimIn(Body):
     metrics_url: str | None = Field(default=None, max_length=255)
 
 
-class ReleaseIn(Body):
+class ReleaseIn(ControllerBody):
     """A controller letting its cluster go."""
 
     host: str = Field(max_length=255)
     pid: Pid
 
 
-class FailoverRoundIn(Body):
+class FailoverRoundIn(ControllerBody):
     """A controller's failover check. The server decides by its own clock and its ``failover_after_s``;
     ``after_s`` may only make the wait longer, and ``now`` (sent by older controllers) is ignored."""
 
@@ -189,7 +196,7 @@ class FailoverRoundIn(Body):
     now: float | None = None
 
 
-class ReportIn(Body):
+class ReportIn(ControllerBody):
     """One controller round: status changes by dagger id, samples, health, hand-overs done. The heartbeat
     is the server's time when the report arrives; ``now`` (sent by older controllers) is ignored."""
 

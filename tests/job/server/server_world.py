@@ -55,11 +55,19 @@ def seed_tokens(registry: Registry) -> tuple[ControlPlane, dict[str, str]]:
 
 @contextmanager
 def running_server(
-    registry_url: str, log: Path, *args: str, scheme: str = "http", verify: bool | str = True
+    registry_url: str,
+    log: Path,
+    *args: str,
+    scheme: str = "http",
+    verify: bool | str = True,
+    code: Path | None = None,
 ) -> Iterator[str]:
-    """Run ``daggers server`` on a free port (the registry URL by environment); yield its base URL; stop it."""
+    """Run ``daggers server`` on a free port (the registry URL by environment); yield its base URL; stop it.
+    ``code``: a folder holding another version's ``job`` package, run instead of this checkout's."""
     port = free_port()
     env = {**os.environ, "DAGGERS_REGISTRY": registry_url, "PYTHONUNBUFFERED": "1"}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
@@ -67,6 +75,7 @@ def running_server(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=code,
         )
     url = f"{scheme}://127.0.0.1:{port}"
     try:
