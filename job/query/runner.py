@@ -25,6 +25,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
 from job.errors import DaggerError
+from job.query import late
 from job.query.events import QueryEvents
 from job.query.plan import DaggerPlan, pin_schema, register_plan_functions
 from job.schema.registry import SchemaRegistry
@@ -34,6 +35,7 @@ from job.sources.config import PARTIAL_RECORDS
 from job.sources.failover import read_active
 from job.sources.kafka import SOURCE_NAME, count_bad_records, register_source, source_options
 from job.sources.preflight import wait_for_brokers
+from job.spark import jvm as jvm_functions
 from job.spark.failure import explain_failure
 from job.spark.session import HDFS_STATE_STORE, build_session, running_session
 from job.spec import DaggerSpec
@@ -200,6 +202,12 @@ def stream_frame(
         watermarked = watermarked.observe(
             f"{RECORDS_METRIC}_{index}", F.sum(PARTIAL_RECORDS).cast("long").alias("records")
         )
+    # the records per window, which count the records dropped as late (job.query.late); not for a fused
+    # group's query, whose stream every member's branch reads, each with its own filters
+    window_ms = plan.translation.late_window_ms if plan.spec.isolation != "fused" else None
+    if window_ms and bounds is None and jvm_functions.available(spark):
+        records = F.col(PARTIAL_RECORDS) if stream.source.partial else F.lit(1)
+        watermarked = watermarked.observe(f"{late.METRIC}_{index}", late.window_records(records, window_ms))
     # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
     # literal of the generated code, which then compiles again in every batch.
     return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())
@@ -347,8 +355,13 @@ class DaggerJob:
                 pr.batch_phases_ms[f"state.{metric.removesuffix('TimeMs')}"] = sum(
                     int(s.get(metric) or 0) for s in states
                 )
-            pr.late_rows_dropped += sum(
-                int(s.get("numRowsDroppedByWatermark") or 0) for s in p.get("stateOperators") or []
+            # records, where the frame observed them per window (job.query.late): Spark counts the (key,
+            # window) rows its state operator drops; the watermark for late data is the previous batch's
+            windows = late.observed_windows(p)
+            pr.late_rows_dropped += (
+                late.late_records(windows, pr.watermark)
+                if windows is not None
+                else sum(int(s.get("numRowsDroppedByWatermark") or 0) for s in p.get("stateOperators") or [])
             )
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)

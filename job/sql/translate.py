@@ -14,6 +14,7 @@ from job.sql.distinct import rewrite_select_distinct
 from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.flink_names import name_outputs
 from job.sql.join_lag import join_lag_ms
+from job.sql.lateness import late_window_ms
 from job.sql.parse import parse
 from job.sql.partial import SourcePartial, source_partial
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
@@ -55,6 +56,8 @@ class Translation:
     dedups: list[Deduplication] = field(default_factory=list)
     # table -> what its source aggregates before Spark does (job.sql.partial)
     partial: dict[str, SourcePartial] = field(default_factory=dict)
+    # the TUMBLE window's size when the records Spark drops as late can be counted per window (job.sql.lateness)
+    late_window_ms: int | None = None
 
 
 def translate(
@@ -126,6 +129,7 @@ def translate(
         output_columns=validate.output_columns(tree, tables),
         dedups=dedups,
         partial=partials,
+        late_window_ms=None if dedups else late_window_ms(spark, set(tables)),
     )
 
 

@@ -5,7 +5,9 @@ the distinct values, sorted. Spark's ``size(collect_set(x))`` keeps a window key
 in the state store and, for every key a micro-batch touches, rebuilds a hash set of all of them, adds
 the batch's few and writes the whole array back: on workload (a) live (~44,000 keys a batch, ~136
 drivers a key at the window's end) that was 57% of the JVM's samples (JDK Flight Recorder,
-docs/architecture.md). The byte array is merged by one pass of byte copies.
+docs/architecture.md). The byte array is merged by one pass of byte copies. ``WindowRecords``
+(:file:`WindowRecords.java`): a micro-batch's records per window, which tells how many records Spark drops
+as late (:mod:`job.query.late`).
 
 The jar is built with Janino, the Java compiler Spark ships for its generated code, by a ``java``
 process (:func:`jar_path`), once per source and pyspark version, into the user's cache folder; a session
@@ -29,10 +31,13 @@ from job.errors import DaggerError
 DISTINCT_COUNT = "dagger_distinct_count"
 #: The SQL name of DistinctCount over buffers the Kafka source made (job.sql.partial emits it).
 DISTINCT_COUNT_MERGE = "dagger_distinct_count_merge"
+#: The SQL name of the aggregate of a micro-batch's records per window (job.query.late observes it).
+WINDOW_RECORDS = "dagger_window_records"
 #: The Java sources, compiled together into one jar.
 SOURCES = (
     Path(__file__).with_name("DistinctCount.java"),
     Path(__file__).with_name("DistinctCountMerge.java"),
+    Path(__file__).with_name("WindowRecords.java"),
 )
 #: The jar's location when set (a file; "off": no jar, DistinctCount keeps collect_set), else the cache.
 JAR_ENV = "DAGGERS_JVM_JAR"
@@ -157,7 +162,8 @@ def available(spark: Any) -> bool:
 
 
 def register(spark: Any) -> bool:
-    """Register :data:`DISTINCT_COUNT` and :data:`DISTINCT_COUNT_MERGE` with ``spark``; return False
+    """Register :data:`DISTINCT_COUNT`, :data:`DISTINCT_COUNT_MERGE` and :data:`WINDOW_RECORDS` with ``spark``;
+    return False
     (registering nothing) when its JVM cannot load the jar's classes, as in a session not built by
     :func:`job.spark.session.build_session`."""
     if not available(spark):
@@ -169,4 +175,8 @@ def register(spark: Any) -> bool:
     spark._jsparkSession.udf().register(
         DISTINCT_COUNT_MERGE, udaf(jvm.daggers.spark.DistinctCountMerge(), binary)
     )
+    longs = jvm.org.apache.spark.sql.Encoders.tuple(
+        jvm.org.apache.spark.sql.Encoders.LONG(), jvm.org.apache.spark.sql.Encoders.LONG()
+    )
+    spark._jsparkSession.udf().register(WINDOW_RECORDS, udaf(jvm.daggers.spark.WindowRecords(), longs))
     return True
