@@ -117,7 +117,7 @@ def _partials(
             total = np.zeros(groups, np.int64)
             if _integers(values, valid, members, bounds, count, total, least, most) and not wrap:
                 raise DaggerError(
-                    f"the streaming query failed: [ARITHMETIC_OVERFLOW] long overflow: SUM({column}) is past "
+                    f"the streaming query failed: [ARITHMETIC_OVERFLOW] overflow: SUM({column}) is past "
                     "BIGINT's range",
                     hint=f"sum a wider type: SUM(CAST({column} AS DECIMAL(38, 0)))",
                 )

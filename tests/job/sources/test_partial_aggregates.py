@@ -109,7 +109,7 @@ def _check(records: list[tuple[Any, ...]], cut: int, wrap: bool) -> None:
     batches = [whole.slice(0, cut), whole.slice(cut)]
     expected = _reference(records, wrap)
     if expected == "overflow":
-        with pytest.raises(DaggerError, match=r"\[ARITHMETIC_OVERFLOW\] long overflow: SUM\((big|small)\)"):
+        with pytest.raises(DaggerError, match=r"\[ARITHMETIC_OVERFLOW\] overflow: SUM\((big|small)\)"):
             aggregate(batches, ["k", "name"], "ts", WINDOW_MS, {}, AGGREGATES, wrap)
         return
     out = aggregate(batches, ["k", "name"], "ts", WINDOW_MS, {}, AGGREGATES, wrap)
@@ -176,7 +176,7 @@ def test_a_sum_past_bigint_stops_the_dagger_unless_spark_wraps_around() -> None:
     with pytest.raises(DaggerError) as caught:
         aggregate([_batch(records)], ["k", "name"], "ts", WINDOW_MS, {}, AGGREGATES)
     assert caught.value.message == (
-        "the streaming query failed: [ARITHMETIC_OVERFLOW] long overflow: SUM(big) is past BIGINT's range"
+        "the streaming query failed: [ARITHMETIC_OVERFLOW] overflow: SUM(big) is past BIGINT's range"
     )
     assert caught.value.hint == "sum a wider type: SUM(CAST(big AS DECIMAL(38, 0)))"
     out = aggregate([_batch(records)], ["k", "name"], "ts", WINDOW_MS, {}, AGGREGATES, wrap=True)
