@@ -196,17 +196,70 @@ class FailoverRoundIn(ControllerBody):
     now: float | None = None
 
 
+#: A dagger's id, and integers as the registry's 32- and 64-bit columns hold them.
+DaggerId = Annotated[int, Field(gt=0, le=2**63 - 1)]
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class ReportedBody(ControllerBody):
+    """A status or a sample in a controller's report: each field typed as the registry stores it, so a value
+    that does not fit is a 422 naming the field. A field this version does not know is passed on (the
+    control plane drops it and logs it once: a newer controller's)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def sent(self) -> dict[str, Any]:
+        """The fields the controller sent, and only those."""
+        return self.model_dump(exclude_unset=True)
+
+
+class StatusIn(ReportedBody):
+    """A dagger's status as its controller reports it (job.control.models.DaggerStatus)."""
+
+    actual_state: str = Field(default="created", max_length=16)
+    running_version: Int32 | None = None
+    running_generation: Int32 | None = None
+    checkpoint: str | None = None
+    host: str | None = Field(default=None, max_length=255)
+    pid: Int32 | None = None
+    pid_start_time: Int32 | None = None
+    started_at: float | None = None
+    stop_requested_at: float | None = None
+    restarts: Int32 = 0
+    next_restart_at: float | None = None
+    last_exit_code: Int32 | None = None
+    last_error: str | None = None
+    progress: dict[str, Any] | None = None
+    lag: Int64 | None = None
+    lag_at: float | None = None
+    lag_error: str | None = None
+    lag_error_at: float | None = None
+    lag_unknown: str | None = None
+    log_path: str | None = None
+
+
+class SampleIn(ReportedBody):
+    """A dagger's progress sample (job.control.models.Sample)."""
+
+    dagger_id: DaggerId
+    at: float
+    input_rows: Int64 = 0
+    input_rows_per_s: float = 0.0
+    processed_rows_per_s: float = 0.0
+    batch_duration_ms: Int32 = 0
+    lag: Int64 | None = None
+
+
 class ReportIn(ControllerBody):
     """One controller round: status changes by dagger id, samples, health, hand-overs done. The heartbeat
     is the server's time when the report arrives; ``now`` (sent by older controllers) is ignored."""
 
-    updates: dict[Annotated[int, Field(gt=0, le=2**63 - 1)], dict[str, Any]] = Field(
-        default={}, max_length=100_000
-    )
-    samples: list[dict[str, Any]] = Field(default=[], max_length=100_000)
+    updates: dict[DaggerId, StatusIn] = Field(default={}, max_length=100_000)
+    samples: list[SampleIn] = Field(default=[], max_length=100_000)
     health: dict[str, Any] | None = None
     now: float | None = None
-    handed: list[Annotated[int, Field(gt=0, le=2**63 - 1)]] = Field(default=[], max_length=100_000)
+    handed: list[DaggerId] = Field(default=[], max_length=100_000)
     host: str = Field(max_length=255)
     pid: Pid
     prune_before: float | None = None

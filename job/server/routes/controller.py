@@ -57,8 +57,8 @@ def report(body: ReportIn, agent: Agent) -> dict[str, Any]:
     """Write one round: the cluster's daggers' status, samples, hand-overs and health; the heartbeat is
     the server's time."""
     agent.report(
-        body.updates,
-        body.samples,
+        {dagger_id: status.sent() for dagger_id, status in body.updates.items()},
+        [sample.sent() for sample in body.samples],
         body.health,
         body.handed,
         body.host,

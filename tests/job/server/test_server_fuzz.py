@@ -11,7 +11,9 @@ superuser's requests delete and revoke). Every answer must be:
 * no 5xx;
 * as the OpenAPI describes it (its status is one the operation documents, and its body matches that
   status's schema: every error is ``{"error": {"title", "message", "hint"}}``);
-* free of the registry's address (its database name, and ``postgresql``).
+* free of the registry's address (its database name, and ``postgresql``) and of every secret: the registry's
+  password, each token's secret and its hash, whether seeded or handed out by an earlier answer (a new token's
+  answer holds it once, as the OpenAPI says).
 
 The run is bounded and repeatable: ``EXAMPLES`` generated requests per operation and mode (set
 ``DAGGERS_FUZZ_EXAMPLES`` for a longer run), derandomized, no shrinking (a failure is reported with the
@@ -22,7 +24,9 @@ curl command that reproduces it). The previews (Spark in the server) and the bro
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from job.control.registry import Registry
+from job.control.tokens import split_token
 from tests.job.control.control_seed import bookings_spec, postgres_url
 from tests.job.server.server_world import World, running_server, seed_tokens
 
@@ -60,6 +65,15 @@ Fuzzed = tuple[World, str | None, dict[str, Any]]
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 #: The operations without a credential.
 OPEN = {"GET /api/v1/health", "GET /api/v1/auth/oidc", "POST /api/v1/auth/oidc/token"}
+#: The registry's password: the test server trusts any, so the server is given one to keep to itself.
+REGISTRY_PASSWORD = f"regpw{uuid.uuid4().hex[:16]}"
+
+
+def token_secrets(token: str) -> list[str]:
+    """The parts of a token no answer may hold: its secret (after the public id) and the secret's hash."""
+    parts = split_token(token)
+    assert parts is not None, "not a token"
+    return [parts[1], hashlib.sha256(parts[1].encode()).hexdigest()]
 
 
 def budget(who: str | None, label: str) -> int:
@@ -73,7 +87,8 @@ def budget(who: str | None, label: str) -> int:
 @pytest.fixture(params=ROLES, ids=[r or "no-token" for r in ROLES])
 def fuzzed(request: pytest.FixtureRequest, postgres: Any, tmp_path: Path) -> Iterator[Fuzzed]:
     """A server on a freshly seeded registry, the role, and the real resources to aim at."""
-    url = postgres_url(postgres.dsn)
+    url = postgres_url(postgres.dsn).replace("://postgres@", f"://postgres:{REGISTRY_PASSWORD}@", 1)
+    assert REGISTRY_PASSWORD in url
     registry = Registry(url)
     root, tokens = seed_tokens(registry)
     root.create("a-jkt", bookings_spec("fz"))
@@ -137,10 +152,13 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
     session = requests.Session()
     failures: list[tuple[int, str]] = []
     sent = 0
+    reached: set[str] = set()
+    secrets = [REGISTRY_PASSWORD] + [s for token in world.tokens.values() for s in token_secrets(token)]
 
     def check(case: Any) -> None:
         nonlocal sent
         sent += 1
+        reached.add(case.operation.label)
         response = case.call(base_url=world.url, session=session, headers=headers, timeout=120)
         problems = []
         try:
@@ -149,6 +167,15 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
             problems.append(str(exc).split("Reproduce with")[0].strip())
         if database in response.text or "postgresql" in response.text.lower():
             problems.append(f"the answer names the registry: {response.text[:300]}")
+        if leaked := [s for s in secrets if s in response.text]:
+            problems.append(f"the answer holds {len(leaked)} secret(s): {response.text[:300]}")
+        with contextlib.suppress(ValueError):
+            body = response.json()
+            issued = body.get("token") if isinstance(body, dict) and response.status_code < 300 else None
+            if isinstance(issued, str) and split_token(
+                issued
+            ):  # a new token or session: a secret from now on
+                secrets.extend(token_secrets(issued))
         if problems:
             curl = case.as_curl_command(headers=headers, base_url=world.url)
             failures.append(
@@ -181,6 +208,8 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
         with contextlib.suppress(Unsatisfiable):
             run()
     assert sent > 60
+    every = {result.ok().label for result in schema.get_all_operations()}
+    assert sorted(every - reached) == []  # every route the OpenAPI describes got requests
     failures.sort(key=lambda f: -f[0])  # the 5xx first
     by_status = sorted({code: sum(1 for c, _ in failures if c == code) for code, _ in failures}.items())
     assert failures == [], (
