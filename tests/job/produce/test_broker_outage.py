@@ -22,7 +22,7 @@ from job.produce.producer import ProduceError, produce
 from job.stack.broker import TansuBroker
 from job.stack.ports import free_port
 from tests.helpers import wait_until
-from tests.job.produce.test_producer import _consume
+from tests.job.produce.test_producer import _consume, _stopped
 from tests.services import _serving
 
 pytestmark = pytest.mark.integration
@@ -131,6 +131,8 @@ def test_produce_fails_after_max_outage_saying_how_many_were_not_delivered(tmp_p
         def chunks():  # type: ignore[no-untyped-def]
             yield first  # acknowledged before the next is pulled (ack_every_s): then the broker freezes
             os.kill(pid, signal.SIGSTOP)
+            # a stop takes a moment: until then the broker may still acknowledge what comes
+            wait_until("the broker to stop", lambda: _stopped(pid), 30, every_s=0.001)
             yield rest
 
         try:

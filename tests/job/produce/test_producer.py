@@ -41,6 +41,7 @@ from job.cli.produce import (
 from job.produce.generator import MESSAGE_NAMES, EventBatch, generate, generate_chunks
 from job.produce.producer import ProduceError, TokenBucket, corrupt, ensure_topic, produce
 from job.schema import default_registry
+from tests.helpers import wait_until
 
 START = datetime(2025, 3, 14, 8, 0, tzinfo=UTC)
 
@@ -186,9 +187,18 @@ def test_chunks_stream_lazily_and_bad_records_arrive_as_sent(tansu_broker: str) 
     assert undecodable == 35
 
 
+def _stopped(pid: int) -> bool:
+    """Return True when every thread of process ``pid`` is stopped (a SIGSTOP has taken effect)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return all("State:\tT" in (t / "status").read_text() for t in tasks.iterdir())
+
+
 @pytest.mark.integration
 def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
-    """A broker that stops answering after the first chunk: the rest time out and are reported."""
+    """A broker that stops answering after the first chunk, with the default (idempotent) producer: the rest time
+    out and are reported as not acknowledged, never as delivered. A request in flight when the broker froze is
+    written when it resumes: "not delivered" would be false, so the error says they may be on the topic; every
+    event counted as delivered is there, once."""
     import os
     import signal
 
@@ -196,6 +206,7 @@ def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
     from job.stack.ports import free_port
     from tests.services import _serving
 
+    topic = _topic("timeouts")
     with _serving(lambda: TansuBroker(tmp_path, free_port())) as server:
         pid = server.process.pid
         assert pid is not None
@@ -205,25 +216,39 @@ def test_delivery_errors_are_raised_with_a_report(tmp_path: Path) -> None:
         def chunks():  # type: ignore[no-untyped-def]
             yield first  # acknowledged before the next is pulled (ack_every_s): then the broker freezes
             os.kill(pid, signal.SIGSTOP)
+            # a stop takes a moment: until then the broker may still acknowledge what comes
+            wait_until("the broker to stop", lambda: _stopped(pid), 30, every_s=0.001)
             yield rest
 
         try:
-            with pytest.raises(ProduceError, match="not delivered") as info:
+            with pytest.raises(ProduceError) as info:
                 produce(
                     server.bootstrap,
-                    _topic("timeouts"),
+                    topic,
                     chunks(),
                     progress=False,
                     total=5_000,
-                    # timeouts, not the idempotent producer's fatal error (test_broker_outage.py has that)
-                    producer_config={"message.timeout.ms": 2_000, "enable.idempotence": False},
+                    producer_config={"message.timeout.ms": 5_000},
                     ack_every_s=3600,
                 )
         finally:
             os.kill(pid, signal.SIGCONT)
-    report = info.value.report
-    assert report is not None and report.errors == 4_000 and report.count == 1_000
-    assert any("timed out" in s.lower() for s in report.error_samples)
+        records = _consume(server.bootstrap, topic, 5_000, timeout_s=10)
+    error = info.value
+    assert error.message == (
+        f"4,000 of 5,000 events sent were not acknowledged by topic '{topic}': _MSG_TIMED_OUT: Local: Message "
+        "timed out"
+    )
+    assert error.hint == (
+        "4,000 of them timed out or were still in flight: the broker may have written them, so some may be on the "
+        "topic (sending them again is at-least-once)"
+    )
+    report = error.report
+    assert report is not None and (report.count, report.errors) == (1_000, 4_000)
+    keys = [m.key() for m in records]
+    assert len(set(keys)) == len(keys)  # none twice
+    assert set(first.keys) <= set(keys)  # each event counted as delivered is on the topic
+    assert 1_000 < len(keys) <= 5_000  # and some the broker never acknowledged are there too
 
 
 @pytest.mark.integration
