@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from job.errors import DaggerError
+from job.error_titles import error_titles
 from job.stack.process import group_members, pid_alive
 
 #: Builds the command that runs one dagger: (spec file, state folder, Spark master) -> argv.
@@ -54,14 +54,8 @@ def default_standby_command(ready_file: Path, master: str) -> list[str]:
     ]
 
 
-def _error_titles() -> set[str]:
-    titles: set[str] = set()
-    stack: list[type] = [DaggerError]
-    while stack:
-        cls = stack.pop()
-        titles.add(str(getattr(cls, "title", "")))
-        stack.extend(cls.__subclasses__())
-    return {t for t in titles if t}
+def _error_titles() -> frozenset[str]:
+    return error_titles()
 
 
 def last_error(text: str) -> str | None:
