@@ -214,8 +214,24 @@ class ReportedBody(ControllerBody):
         return self.model_dump(exclude_unset=True)
 
 
+#: A dagger's fields that people set (job.control.models.Dagger), which no controller report may write: one in a
+#: report is refused, not dropped as a newer controller's unknown field would be.
+PEOPLES_FIELDS = frozenset(
+    {"name", "team_id", "cluster_id", "current_version", "desired_state", "restart_generation", "tombstone"}
+    | {"moving_from_id", "created_by", "created_at", "dagger_id", "spec_text", "is_superuser"}
+)
+
+
 class StatusIn(ReportedBody):
     """A dagger's status as its controller reports it (job.control.models.DaggerStatus)."""
+
+    @model_validator(mode="after")
+    def _no_peoples_fields(self) -> StatusIn:
+        """Refuse a field that people set (:data:`PEOPLES_FIELDS`): a controller reports, it never decides."""
+        taken = sorted(set(self.model_extra or {}) & PEOPLES_FIELDS)
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: a controller's report may not set it")
+        return self
 
     actual_state: str = Field(default="created", max_length=16)
     running_version: Int32 | None = None
