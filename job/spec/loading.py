@@ -21,24 +21,27 @@ from job.spec.sinks import SINK_TYPES
 from job.spec.transformers import TRANSFORMER_TYPES
 
 
+def _child(node: yaml.Node | None, key: Any) -> yaml.Node | None:
+    """Return the child of a YAML mapping (by key; ``sinks`` found as a single ``sink:`` too) or sequence (by
+    index) at ``key``, or None."""
+    if isinstance(node, yaml.MappingNode):
+        nxt = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+        if nxt is None and key == "sinks":
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == "sink"), None)
+        return nxt
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]
+    return None
+
+
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """Return the 1-based line of the YAML node at ``loc`` (the deepest one that exists)."""
     line = node.start_mark.line + 1 if node is not None else None
     for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-            if nxt is None and key == "sinks":
-                nxt = next((v for k, v in node.value if getattr(k, "value", None) == "sink"), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            nxt = node.value[key]
-        else:
-            nxt = None
-        if nxt is None:
-            if isinstance(node, yaml.SequenceNode) and key == 0 and node.tag.endswith(":map"):
-                continue
-            continue
-        node = nxt
-        line = node.start_mark.line + 1
+        nxt = _child(node, key)
+        if nxt is not None:
+            node = nxt
+            line = node.start_mark.line + 1
     return line
 
 
@@ -63,19 +66,11 @@ def _path(loc: tuple[Any, ...]) -> str:
 def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
     """Return the YAML node at ``loc`` exactly (a single ``sink:`` standing for ``sinks[0]``), or None."""
     for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            if isinstance(key, int):
-                continue  # sink: {...} read as sinks[0]
-            nxt = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-            if nxt is None and key == "sinks":
-                nxt = next((v for k, v in node.value if getattr(k, "value", None) == "sink"), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            nxt = node.value[key]
-        else:
-            nxt = None
-        if nxt is None:
+        if isinstance(node, yaml.MappingNode) and isinstance(key, int):
+            continue  # sink: {...} read as sinks[0]
+        node = _child(node, key)
+        if node is None:
             return None
-        node = nxt
     return node
 
 
