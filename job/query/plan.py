@@ -317,6 +317,7 @@ def plan_with(
                     failover_bootstrap_servers=stream.failover.bootstrap_servers if stream.failover else "",
                     failover_after_s=stream.failover.after_s if stream.failover else 30.0,
                     positions_dir=str(checkpoint / "positions" / stream.table) if stream.failover else "",
+                    loss_dir=str(checkpoint / "data-loss" / stream.table),
                     close_period_ms=close_period_ms,
                     # an interval join emits a window only once the watermark is past its interval too
                     close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),

@@ -68,6 +68,7 @@ class SourceConfig:
     failover_bootstrap_servers: str = ""  # the secondary cluster ("" : no failover)
     failover_after_s: float = 30.0
     positions_dir: str = ""  # where readers record the last record of each range read on the primary
+    loss_dir: str = ""  # where a data loss's first sight is kept (job.sources.loss_mark)
     close_period_ms: int = (
         0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
     )
@@ -147,6 +148,7 @@ class SourceConfig:
             failover_bootstrap_servers=str(options.get("failover_bootstrap_servers", "")),
             failover_after_s=float(options.get("failover_after_s", 30.0)),
             positions_dir=str(options.get("positions_dir", "")),
+            loss_dir=str(options.get("loss_dir", "")),
             close_period_ms=int(options.get("close_period_ms", 0)),
             close_delay_ms=int(options.get("close_delay_ms", 0)),
             read_at_close=options.get("read_at_close", "false") == "true",
@@ -245,6 +247,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "failover_bootstrap_servers": cfg.failover_bootstrap_servers,
         "failover_after_s": str(cfg.failover_after_s),
         "positions_dir": cfg.positions_dir,
+        "loss_dir": cfg.loss_dir,
         "close_period_ms": str(cfg.close_period_ms),
         "read_at_close": "true" if cfg.read_at_close else "false",
         "close_delay_ms": str(cfg.close_delay_ms),

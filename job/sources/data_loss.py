@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 from job.errors import SourceError
+from job.sources import loss_mark
 
 log = logging.getLogger("daggers.source.data_loss")
 
@@ -57,25 +58,47 @@ def describe(
 
 
 def error(
-    topic: str, partition: int | str, position: int, first: int, end: int, range_end: int | None = None
+    topic: str,
+    partition: int | str,
+    position: int,
+    first: int,
+    end: int,
+    range_end: int | None = None,
+    loss_dir: str = "",
 ) -> DataLossError:
-    """The error that stops a stream whose position the broker does not hold."""
+    """The error that stops a stream whose position the broker does not hold. Past the end, the partition's
+    end at the first sight of the loss is kept in ``loss_dir`` (:mod:`job.sources.loss_mark`): the offset
+    the hint names, where ``fail_on_data_loss: false`` reads on from."""
     what = describe(topic, partition, position, first, end, range_end) or f"{topic}[{partition}]: data loss"
-    to = end if position >= end else first
+    if position < first and range_end is None:
+        where = f"to read on from offset {first:,} (the records in between are not read)"
+    else:
+        lost_at = range_end if range_end is not None and position <= end else position
+        to = max(first, loss_mark.remember(loss_dir, topic, partition, lost_at, end))
+        where = (
+            f"to read on from offset {to:,}, where the partition ended when the loss was first seen (every "
+            "record written from there on is read)"
+        )
     return DataLossError(
         what,
-        hint=f"to read on from offset {to:,} (the records in between are not read), set "
-        f"`fail_on_data_loss: false` on the stream that reads {topic!r} and deploy again; or deploy the dagger "
-        "with a new "
-        "checkpoint to start afresh from its start_from",
+        hint=f"{where}, set `fail_on_data_loss: false` on the stream that reads {topic!r} and deploy again; "
+        "or deploy the dagger with a new checkpoint to start afresh from its start_from",
     )
 
 
 def skip_to(
-    topic: str, partition: int | str, position: int, first: int, end: int, range_end: int | None = None
+    topic: str,
+    partition: int | str,
+    position: int,
+    first: int,
+    end: int,
+    range_end: int | None = None,
+    loss_dir: str = "",
 ) -> int:
-    """With ``fail_on_data_loss: false``: the offset to read on from, said in a warning."""
+    """With ``fail_on_data_loss: false``: the offset to read on from, said in a warning. Past the end, that is
+    where the partition ended when the loss was first seen (kept in ``loss_dir``), else its end now."""
     if range_end is not None and first <= position <= end < range_end:
+        loss_mark.remember(loss_dir, topic, partition, range_end, end, replace=True)  # read up to ``end``
         log.warning(
             "%s[%s]: offsets %d..%d of a planned batch are past the partition's end %d: the broker lost "
             "records or the topic was recreated; passing over them",
@@ -87,19 +110,27 @@ def skip_to(
         )
         return end
     if position > end:
+        mark = loss_mark.recall(loss_dir, topic, partition, position)
+        to = max(first, min(mark.end, end)) if mark is not None else max(first, end)
+        since = f"first seen {mark.seen_at()}" if mark is not None else "seen now"
         log.warning(
             "%s[%s]: the checkpoint's position %d is past the partition's end %d: the broker lost records or "
-            "the topic was recreated; reading on from offset %d (records the checkpoint counted at %d..%d are "
-            "gone; any written there since are read)",
+            "the topic was recreated; reading on from offset %d, where the partition ended when the loss was "
+            "%s: the %d records written since (offsets %d..%d) are read; the records the checkpoint counted "
+            "at offsets %d..%d are gone",
             topic,
             partition,
             position,
             end,
-            end,
-            end,
+            to,
+            since,
+            end - to,
+            to,
+            end - 1,
+            to,
             position - 1,
         )
-        return end
+        return to
     log.warning(
         "%s[%s]: records %d..%d (%d) were deleted before they were read; skipping them, reading on from %d",
         topic,

@@ -392,8 +392,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     # or the topic was recreated. A named fault (job.sources.data_loss), or read on from its end.
                     first = begin.get(topic, {}).get(part, 0)
                     if self.cfg.fail_on_data_loss:
-                        raise data_loss.error(topic, part, lo, first, hi)
-                    merged.setdefault(topic, {})[part] = data_loss.skip_to(topic, part, lo, first, hi)
+                        raise data_loss.error(topic, part, lo, first, hi, loss_dir=self.cfg.loss_dir)
+                    merged.setdefault(topic, {})[part] = data_loss.skip_to(
+                        topic, part, lo, first, hi, loss_dir=self.cfg.loss_dir
+                    )
                     continue
                 merged.setdefault(topic, {})[part] = max(hi, lo)
         if behind:

@@ -251,8 +251,12 @@ def read_range(cfg: SourceConfig, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 is not None
             ):
                 if cfg.fail_on_data_loss:
-                    raise data_loss.error(rng.topic, rng.partition, next_offset, *held, rng.end)
-                to = data_loss.skip_to(rng.topic, rng.partition, next_offset, *held, rng.end)
+                    raise data_loss.error(
+                        rng.topic, rng.partition, next_offset, *held, rng.end, loss_dir=cfg.loss_dir
+                    )
+                to = data_loss.skip_to(
+                    rng.topic, rng.partition, next_offset, *held, rng.end, loss_dir=cfg.loss_dir
+                )
                 if not next_offset < to < rng.end:
                     break  # the rest of the range is gone
                 next_offset = to
