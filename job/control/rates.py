@@ -61,10 +61,20 @@ def rows_rate(samples: Sequence[Counted], window_s: float) -> Rate | None:
         if sample.at <= until - window_s:
             start = i
     window = samples[start:]
-    if until - window[0].at <= 0:
-        return None
     rows = sum(max(b.input_rows - a.input_rows, 0) for a, b in zip(window, window[1:], strict=False))
-    return Rate(rows_per_s=rows / (until - window[0].at), since=window[0].at, until=until)
+    # The first batch counted read what arrived since the batch before it: the span starts when the count
+    # the window starts from was first reported, not at a later sample of the same count (three batches'
+    # rows over less than three batches' time read a third too high).
+    while start > 0 and samples[start - 1].input_rows == samples[start].input_rows:
+        start -= 1
+    since = samples[start].at
+    # and it ends at the newest batch, unless no batch came for longer than batches come: the time since then
+    # read nothing (a window ending between two batches counts the wait without the rows it brings)
+    rises = batch_times(samples[start:])
+    end = max(rises[-1], until - batch_interval(samples)) if rises else until
+    if end - since <= 0:
+        return None
+    return Rate(rows_per_s=rows / (end - since), since=since, until=until)
 
 
 def rate_series(samples: Sequence[Counted], window_s: float) -> list[float]:

@@ -196,7 +196,7 @@ def test_rows_per_second_is_never_one_empty_batch() -> None:
         controller_heartbeat=961.0,
     )
     h = dagger_health(f, 962.0, S)
-    assert h.rows_per_s == Figure(value=147.5, at=961.0, age_s=1.0, fresh=True)
+    assert h.rows_per_s == Figure(value=150.0, at=961.0, age_s=1.0, fresh=True)
     spark = {**progress, "input_rows_per_s": 25_050.7}
     assert (
         dagger_health(DaggerFacts(**{**f.__dict__, "progress": spark}), 962.0, S).rows_per_s == h.rows_per_s
