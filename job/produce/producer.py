@@ -288,6 +288,9 @@ class _Deliveries:
         #: error; at most MAX_KEPT (past that, a fatal error ends the run).
         self.kept: list[tuple[bytes | None, bytes | None, int]] = []
         self.overflow = False
+        #: Events left in a producer dropped after a fatal error (neither acknowledged nor reported): not
+        #: delivered as far as anyone can tell, though the broker may have written them.
+        self.abandoned = 0
 
     def take_kept(self) -> list[tuple[bytes | None, bytes | None, int]]:
         """Return the kept failures and count them as not failed (they are about to be sent again)."""
@@ -357,7 +360,7 @@ class _Watch:
 
     def acked(self, extra: int = 0) -> int:
         """Return how many events the broker acknowledged, given ``extra`` sent but not yet counted."""
-        return self.sent + extra - len(self.producer) - self.deliveries.failed
+        return self.sent + extra - len(self.producer) - self.deliveries.failed - self.deliveries.abandoned
 
     def check(self, extra: int = 0) -> None:
         """Look at the producer now (``extra``: events of the current chunk already sent)."""
@@ -453,12 +456,18 @@ def _send_batch(
     return len(payloads)
 
 
+def is_fatal(error: KafkaError) -> bool:
+    """Whether ``error`` means the producer cannot go on: a fatal error, or ``_FATAL`` ("Local: Fatal error"),
+    which produce() and flush() answer (without the fatal flag) once the producer is in that state."""
+    return bool(error.fatal()) or error.code() == KafkaError._FATAL
+
+
 def fatal_cause(exc: BaseException) -> KafkaException | None:
     """The fatal KafkaException ``exc`` is or wraps, else None. confluent-kafka can raise a fatal error from
     within ``poll``/``flush`` as a SystemError ("returned a result with an exception set") caused by it."""
     for one in (exc, exc.__cause__, exc.__context__):
         error = one.args[0] if isinstance(one, KafkaException) and one.args else None
-        if isinstance(error, KafkaError) and error.fatal():
+        if isinstance(error, KafkaError) and is_fatal(error):
             return one  # type: ignore[return-value]  # one is a KafkaException here
     return None
 
@@ -495,7 +504,7 @@ def _enqueue(
                     if watch is not None:
                         watch.check(i - lo)
                 except KafkaException as exc:  # refused before sending, e.g. a message over message.max.bytes
-                    if exc.args[0].fatal():
+                    if is_fatal(exc.args[0]):
                         raise  # the producer cannot go on: produce() says so
                     raise ProduceError(
                         f"cannot send event {i} of a batch to topic {topic!r}: {exc.args[0].str()}"
@@ -626,9 +635,10 @@ def produce(
             error: KafkaError = fatal.exc.args[0]
             if recreated >= MAX_RECREATE or deliveries.overflow:
                 raise fatal.exc
-            with contextlib.suppress(KafkaException):  # a fatal producer may refuse even this
+            with contextlib.suppress(KafkaException, SystemError):  # a fatal producer may refuse even this
                 producer.purge(in_queue=True, in_flight=True)
                 producer.flush(1.0)  # serves the purged events' delivery reports: they are kept
+            deliveries.abandoned += len(producer)  # reported neither way: not counted as delivered
             kept = deliveries.take_kept()
             producer = Producer(config)
             watch.producer = producer
@@ -698,7 +708,8 @@ def produce(
                 cause = fatal_cause(exc)
                 if cause is not None:
                     raise cause from None
-                _flush(producer, 10.0)  # deliver what was already queued, then report the failure
+                with contextlib.suppress(KafkaException, SystemError):  # a fatal producer may refuse
+                    _flush(producer, 10.0)  # deliver what was already queued, then report the failure
                 raise
             undelivered = flush()
         except _Outage as outage:
@@ -772,11 +783,15 @@ def _report(
     stopped: bool,
 ) -> ProduceReport:
     """Build the report; raise ProduceError when anything was not delivered."""
-    failed = deliveries.failed + undelivered
-    unsure = deliveries.maybe_written + undelivered  # the broker may have written these
+    failed = deliveries.failed + undelivered + deliveries.abandoned
+    unsure = (
+        deliveries.maybe_written + undelivered + deliveries.abandoned
+    )  # the broker may have written these
     samples = list(deliveries.samples)
     if undelivered:
         samples.append(f"{counted(undelivered, 'event')} still queued when the flush timed out")
+    if deliveries.abandoned:
+        samples.append(f"{counted(deliveries.abandoned, 'event')} left in a producer that hit a fatal error")
     count = sent - failed
     report = ProduceReport(
         count, seconds, count / seconds if seconds > 0 else 0.0, failed, topic, samples, interrupted
