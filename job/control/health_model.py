@@ -25,7 +25,7 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     brokers' end offsets unreadable for ``brokers_silent_after_s``, or one micro-batch when longer), or a
     sink has been retrying a write for ``sink_stall_after_s``. A restart after a crash does not reset this
     evidence: the samples of the run before count (a deploy or a rollback, which starts with no restarts,
-    starts afresh).
+    starts afresh: it has ``stall_after_s`` from its start to read a row). Two faults at once are both named.
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
     ``crash_loop_restarts`` times in a row and its current run has not yet read rows, written them and run
@@ -40,7 +40,8 @@ controller that was down): a state changes only on evidence that outlasts a batc
 ``failed``
     its controller gave up restarting it.
 ``stopped``
-    it was stopped (or never deployed) on purpose.
+    it was stopped (or never deployed) on purpose. A dagger that should run while its old run stops (a
+    restart, a new version) is not stopped: it shows what the old run shows ("replacing its run: …").
 ``unknown``
     no fresh report: its controller is silent (no heartbeat for ``controller_silent_s``), or it is
     starting and has reported nothing yet.
@@ -432,6 +433,10 @@ def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -
         )
     if actual in ("created", "stopped", "pending"):
         return DaggerHealth(UNKNOWN, "waiting for its controller to start it", restarts=restarts)
+    if actual == "stopping" and f.desired_state == "running":
+        # a restart or a new version: the old run is still finishing; what it shows is what the dagger is
+        old = _live(replace(f, actual_state="running"), now, s)
+        return replace(old, reason=f"replacing its run: the old one is still stopping; {old.reason}")
     if actual == "stopping":
         return DaggerHealth(STOPPED, "stopping", restarts=restarts)
     return _live(f, now, s)
@@ -503,18 +508,21 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         lag_unknown=f.lag_unknown or None,
     )
     sink = sink_retrying(p, now)
-    if sink is not None and sink[1] >= s.sink_stall_after_s:
-        return replace(figures, state=STALLED, reason=sink[0])
-    if brokers_silent:
+    silent_why = (
+        f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
+        f"for {unreadable_s:.0f} s: {f.lag_error}"
+    )
+    if sink is not None and sink[1] >= s.sink_stall_after_s:  # each fault named, both when two
         return replace(
-            figures,
-            state=STALLED,
-            reason=f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
-            f"for {unreadable_s:.0f} s: {f.lag_error}",
+            figures, state=STALLED, reason=f"{sink[0]}; {silent_why}" if brokers_silent else sink[0]
         )
+    if brokers_silent:
+        return replace(figures, state=STALLED, reason=silent_why)
     if now - updated > s.stall_after_s:
         return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
-    rows_at = max(last_rows_at(f.samples) or 0.0, batch_at) or known_since
+    # a deploy or a rollback starts afresh: it has stall_after_s from its start to read a row
+    since_batch = max(batch_at, started) if not carried else batch_at
+    rows_at = max(last_rows_at(f.samples) or 0.0, since_batch) or known_since
     if lag and now - rows_at > s.stall_after_s:
         return replace(
             figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait"
@@ -543,10 +551,10 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(
             figures,
             state=RUNNING,
-            reason=f"end offsets unreadable for {unreadable_s:.0f} s (stalled after {silent_after:.0f} s): "
-            f"{f.lag_error}",
+            reason=f"end offsets unreadable for {unreadable_s:.0f} s, last batch {now - batch_at:.0f} s ago "
+            f"(stalled when both pass {silent_after:.0f} s): {f.lag_error}",
         )
-    if "batch_at" in p and not p.get("batch_at"):
+    if ("batch_at" in p and not p.get("batch_at")) or (not carried and batch_at < started):
         return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 

@@ -243,7 +243,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error="Source error: timed out",
         ),
         RUNNING,
-        "end offsets unreadable for 15 s (stalled after 20 s): Source error: timed out",
+        "end offsets unreadable for 15 s, last batch 100 s ago (stalled when both pass 20 s): Source error: timed out",
     ),
     (
         "restarted while its brokers do not answer",
@@ -327,7 +327,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error_at=NOW - 10,
         ),
         RUNNING,
-        "end offsets unreadable for 10 s (stalled after 20 s): Source error: timed out",
+        "end offsets unreadable for 10 s, last batch 100 s ago (stalled when both pass 20 s): "
+        "Source error: timed out",
     ),
     (
         "restarted after reading no row while records wait, no report yet",
