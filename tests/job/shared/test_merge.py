@@ -242,6 +242,10 @@ def normal(row: dict[str, Any]) -> tuple:
 def test_each_member_of_a_merged_query_gets_exactly_its_own_rows(spark, queries: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from job.spark import jvm
+
+    # the queries' DistinctCount runs in the JVM: registered here, not by whichever test ran a dagger first
+    assert jvm.register(spark)
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     frame = spark.createDataFrame(events())
     for table in ("data_stream", "pings", "later"):
