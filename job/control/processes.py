@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from job.error_titles import error_titles
+from job.control.error_titles import error_titles
 from job.stack.process import group_members, pid_alive
 
 #: Builds the command that runs one dagger: (spec file, state folder, Spark master) -> argv.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from job.errors import DaggerError
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # job/
 
 
 def _base_names(node: ast.ClassDef) -> set[str]:
