@@ -237,6 +237,7 @@ class Controller:
         self.host = host or socket.gethostname()
         self.pid = os.getpid()
         self._procs: dict[int, Proc | HostedRun] = {}
+        self._killed: dict[int, float] = {}  # dagger id -> the stop request its SIGKILL answered (once each)
         self._lag_at: dict[int, float] = {}
         # when each running lag read was asked for, and the progress then
         self._lag_asked: dict[int, dict[str, Any]] = {}
@@ -398,14 +399,17 @@ class Controller:
 
     def _keep_stopping(self, item: _Item, proc: DaggerProcess, now: float) -> dict[str, Any]:
         asked = float(item.status.get("stop_requested_at") or now)
-        if now - asked > self.settings.stop_timeout_s:
+        if now - asked > self.settings.stop_timeout_s and self._killed.get(item.id) != asked:
+            # once per stop: a hosted run ends when its host has aborted its sinks' retries
             log.warning("%s: did not stop within %.0f s; SIGKILL", item.ref, self.settings.stop_timeout_s)
             proc.signal(signal.SIGKILL, group=True)
+            self._killed[item.id] = asked
         return {}
 
     def _exited(self, item: _Item, proc: DaggerProcess | None, actual: str, now: float) -> dict[str, Any]:
         """Record that the dagger's process is gone: a stop that finished, or a crash."""
         self._procs.pop(item.id, None)
+        self._killed.pop(item.id, None)
         code = proc.exit_code() if proc is not None else None
         if proc is not None:
             proc.reap_group()

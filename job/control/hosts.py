@@ -9,7 +9,8 @@ PID and start time in ``host.json``). Hosts outlive the controller, as dedicated
 
 :class:`HostedRun` gives a hosted dagger the interface of :class:`job.control.processes.Proc`, so the
 controller's reconcile loop treats both alike: ``alive`` while the host runs it, ``signal(SIGTERM)``
-removes its assignment (a graceful stop of that query only; no signal reaches the host), ``exit_code``
+removes its assignment (a graceful stop of that query only; no signal reaches the host), ``signal(SIGKILL)``
+also asks the host to end that run now (a kill file: its sinks stop retrying), ``exit_code``
 is 0 after a stop and 2 after a failure, and ``log_since_start`` is the error the host reported.
 The registry's ``pid`` of a hosted dagger is its host's PID. ``<dagger folder>/hosted.json`` records
 which host and key hold the dagger, so that a new controller adopts it.
@@ -112,10 +113,13 @@ class HostedRun:
         )
 
     def signal(self, sig: int, group: bool = False) -> None:
-        """Any signal stops this dagger's query only: its assignment is removed."""
+        """Any signal stops this dagger's query only: its assignment is removed; SIGKILL also asks the host
+        to end the run now (its sinks give up the write they retry)."""
         assigned = self.host.folder.assignment(self.key)
         if assigned is not None and assigned.get("token") == self.token:
             self.host.folder.unassign(self.key)
+        if sig == signal.SIGKILL:
+            self.host.folder.kill(self.key, self.token)
 
     def reap_group(self) -> None:
         """Nothing to reap: the host goes on (a dead one is cleaned up when it is started again)."""

@@ -8,6 +8,7 @@ start time in ``host.json``; a new host starts every assignment it finds, each f
 Layout of a host folder ``D``::
 
     D/assignments/<key>.json   written by the controller: {"key", "spec", "state_dir", "token"}
+    D/kills/<key>.json         written by the controller: {"key", "token", "at"}: stop that run now
     D/daggers/<key>.json       written by the host: {"key", "token", "state", "error", "at", "pool", ...}
     D/host.json                written by the host: {"pid", "start_time", "state", "master", "at", "pools", ...}
     D/host.log                 the host's output (the controller redirects it there)
@@ -17,6 +18,9 @@ Layout of a host folder ``D``::
   appears, stops it (gracefully, as SIGTERM does to a dedicated dagger) when its file goes away, and
   replaces it (stop, then start) when the token changes. A dagger that failed stays failed until its
   token changes: the host never retries by itself; the controller decides (with its back-off).
+* a *kill* asks the host to end a run that was unassigned and does not stop (its sink retrying a write):
+  the host aborts that run's sinks, so that its batch fails and its query ends (SIGKILL of a dedicated
+  dagger). The host removes the file once no run of that key is stopping.
 * ``state`` of a dagger: ``starting`` → ``running`` → ``stopping`` → ``stopped``, or ``failed`` with
   ``error`` (``Title: message``, then ``hint: ...`` on the next line, as :func:`job.control.processes.last_error`
   reads it).
@@ -38,6 +42,7 @@ from typing import Any
 from job.query.liveness import read_json
 
 ASSIGNMENTS = "assignments"
+KILLS = "kills"
 DAGGERS = "daggers"
 HOST_FILE = "host.json"
 HOST_LOG = "host.log"
@@ -80,6 +85,20 @@ class HostFolder:
         """Ask the host to stop ``key`` (a no-op when it is not assigned)."""
         self.assignment_path(check_key(key)).unlink(missing_ok=True)
 
+    def kill(self, key: str, token: str) -> None:
+        """Ask the host to end the run ``token`` of ``key`` now, though it is stopping gracefully."""
+        write_json(
+            self.root / KILLS / f"{check_key(key)}.json", {"key": key, "token": token, "at": time.time()}
+        )
+
+    def kill_asked(self, key: str) -> dict[str, Any] | None:
+        """Return the kill asked for ``key``, or None."""
+        return read_json(self.root / KILLS / f"{key}.json")
+
+    def killed(self, key: str) -> None:
+        """Forget the kill asked for ``key`` (the host's side, once no run of it is stopping)."""
+        (self.root / KILLS / f"{check_key(key)}.json").unlink(missing_ok=True)
+
     def assignment(self, key: str) -> dict[str, Any] | None:
         """Return the assignment of ``key``, or None."""
         return read_json(self.assignment_path(key))
@@ -93,6 +112,11 @@ class HostFolder:
             if data is not None and data.get("key") == path.stem and data.get("token"):
                 out[path.stem] = data
         return out
+
+    def kills(self) -> list[str]:
+        """Return the keys a kill was asked for."""
+        folder = self.root / KILLS
+        return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
     def state(self, key: str) -> dict[str, Any] | None:
         """Return what the host last reported about ``key``, or None."""

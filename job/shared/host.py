@@ -165,6 +165,13 @@ class SharedHost:
                     dagger.request_stop()
                     self._replacing[key] = dagger
                 del self.daggers[key]
+        for key in self.folder.kills():
+            asked = self.folder.kill_asked(key) or {}
+            stopping = self._replacing.get(key)
+            if stopping is None:
+                self.folder.killed(key)  # nothing of that key is stopping (any more)
+            elif stopping.token == asked.get("token"):
+                stopping.abort("its controller stopped it: it did not stop in time")
         for key, want in wanted.items():
             if key in self.daggers or key in self._replacing:
                 continue  # running, ended with this token, or its old run is still stopping

@@ -104,6 +104,8 @@ class HostedDagger:
         self.checkpoint: str | None = None
         self.query_id: str | None = None
         self._stop = threading.Event()
+        self._aborted = False
+        self._job: Any = None  # the running DaggerJob (its sinks, for abort)
         self._retries = 0
         self._pool = pool_name(key)  # LIGHT_POOL once the spec says light
         self._thread = threading.Thread(target=self._run, name=f"dagger-{key}", daemon=True)
@@ -123,6 +125,18 @@ class HostedDagger:
         """Ask the dagger to stop gracefully (returns at once; see :attr:`ended`)."""
         if not self.ended:
             self._stop.set()
+
+    def abort(self, why: str) -> None:
+        """End a stop that does not end: each sink gives up the write it retries (once; see
+        :meth:`job.sinks.base.Sink.abort`), so that the batch fails and the query stops."""
+        if self.ended or self._aborted:
+            return
+        self._aborted = True
+        self._stop.set()
+        log.warning("%s: killed: %s", self.key, why)
+        job = self._job
+        for sink in getattr(job, "sinks", None) or []:
+            sink.abort(why)
 
     @property
     def ended(self) -> bool:
@@ -160,6 +174,7 @@ class HostedDagger:
                 job, session, liveness = self._start()
                 if job is None:
                     return
+                self._job = job
                 self._wait_for_sources(job.query)
             query = job.query
             assert query is not None

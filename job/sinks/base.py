@@ -152,6 +152,7 @@ class Sink(ABC):
         #: then None); it must not raise.
         self.retry_listener: Callable[[Sink], None] | None = None
         self._retry_lock = threading.Lock()  # a sink may retry from several write threads (InfluxDB)
+        self._aborted: str | None = None  # why the run was killed: no more retries
 
     @property
     def target(self) -> str:
@@ -249,10 +250,19 @@ class Sink(ABC):
         self._retry_over()  # after the counts, so that the status it writes has them
         return written
 
+    def abort(self, why: str) -> None:
+        """Give up retrying: the write in progress raises SinkError before its next wait (the run is being
+        killed: a stop that did not end in time)."""
+        self._aborted = why
+
     def _retrying(self, attempt: int, of: int, delay_s: float, error: str) -> None:
         """Record that the write in progress waits ``delay_s`` before retry ``attempt`` of ``of`` after
         ``error`` (short, no secret), and tell the retry listener. A sink's retry loop calls it before it
-        sleeps; :meth:`write` clears it when the write ends."""
+        sleeps; :meth:`write` clears it when the write ends. Raises SinkError once :meth:`abort` was called."""
+        if self._aborted is not None:
+            raise SinkError(
+                f"sink {self.name} stopped retrying after attempt {attempt}: {self._aborted}: {error}"
+            )
         now = time.time()
         with self._retry_lock:
             since = (self.metrics.retrying or {}).get("since", now)

@@ -4,7 +4,10 @@ speaks the host's file protocol (job.shared.channel) without starting Spark.
 ``fake_host.py FOLDER`` writes host.json (ready, with its PID and start time), then every 0.05 s
 starts each new assignment (a token it has not seen), stops removed ones, and replaces re-tokened
 ones. A running dagger writes ``<checkpoint>/status.json`` like the runner does. A dagger whose spec
-name ends in ``-fails`` reports ``failed`` with a Sink error. Each start appends
+name ends in ``-fails`` reports ``failed`` with a Sink error; one whose name ends in ``-hangs`` does not stop
+when unassigned (``stopping``, as a sink retrying a write) until a kill is asked for its run
+(``HostFolder.kill``); then it reports ``stopped`` and appends ``killed <token>`` to ``<checkpoint>/kills.txt``.
+Each start appends
 ``<host pid> <token>`` to ``<checkpoint>/starts.txt``. SIGTERM stops everything and exits 0.
 """
 
@@ -36,13 +39,28 @@ def main() -> int:
     folder.report_host(pid=pid, start_time=process_start_time(pid), state="ready", master=sys.argv[2])
     running: dict[str, tuple[str, Path, int]] = {}  # key -> (token, checkpoint, rows)
     ended: dict[str, str] = {}  # key -> token that ended
+    hanging: dict[str, tuple[str, Path]] = {}  # key -> (token, checkpoint) of a run that does not stop
     while not stopping:
         wanted = folder.assignments()
         for key in list(running):
             if key not in wanted or wanted[key]["token"] != running[key][0]:
-                folder.report(key, running.pop(key)[0], "stopped")
+                token, checkpoint, _ = running.pop(key)
+                if key.endswith("-hangs"):
+                    hanging[key] = (token, checkpoint)
+                    folder.report(key, token, "stopping")
+                else:
+                    folder.report(key, token, "stopped")
+        for key in folder.kills():
+            asked = folder.kill_asked(key) or {}
+            if key in hanging and hanging[key][0] == asked.get("token"):
+                token, checkpoint = hanging.pop(key)
+                with (checkpoint / "kills.txt").open("a") as fh:
+                    fh.write(f"killed {token}\n")
+                folder.report(key, token, "stopped")
+            if key not in hanging:
+                folder.killed(key)
         for key, want in wanted.items():
-            if key in running or ended.get(key) == want["token"]:
+            if key in running or key in hanging or ended.get(key) == want["token"]:
                 continue
             spec = yaml.safe_load(Path(want["spec"]).read_text())
             checkpoint = Path(spec["checkpoint_dir"])
