@@ -238,6 +238,8 @@ class Controller:
         self.pid = os.getpid()
         self._procs: dict[int, Proc | HostedRun] = {}
         self._killed: dict[int, float] = {}  # dagger id -> the stop request its SIGKILL answered (once each)
+        #: dagger id -> sink -> (when its outage began, the run and its writes then): kept across a restart
+        self._sink_outage: dict[int, dict[str, tuple[float, float, int]]] = {}
         self._lag_at: dict[int, float] = {}
         # when each running lag read was asked for, and the progress then
         self._lag_asked: dict[int, dict[str, Any]] = {}
@@ -814,6 +816,7 @@ class Controller:
         old = st.get("progress") or {}
         read_rows = False
         if reported and isinstance(progress, dict):
+            progress = self._sink_outage_since(item.id, started, progress)
             if progress.get("updated_at") != old.get("updated_at"):
                 upd["progress"] = progress
                 samples.append(_sample(item.id, float(progress.get("updated_at") or now), progress, None))
@@ -855,6 +858,27 @@ class Controller:
             }
             self._lag_jobs[item.id] = self._lag_pool.submit(self._lag, item, checkpoint)
         return upd, samples
+
+    def _sink_outage_since(self, dagger_id: int, started: float, progress: dict[str, Any]) -> dict[str, Any]:
+        """Return ``progress`` with each retrying sink's ``since`` set to when its outage began, though a run
+        before this one saw it begin (a restart does not reset the evidence of a sink outage). An outage ends
+        when a run's sink writes again."""
+        known = self._sink_outage.setdefault(dagger_id, {})
+        sinks = dict(progress.get("sinks") or {})
+        for name, sink in sinks.items():
+            if not isinstance(sink, dict):
+                continue
+            retry, writes = sink.get("retrying"), int(sink.get("writes") or 0)
+            seen = known.get(name)
+            if isinstance(retry, dict):
+                since = float(retry.get("since") or 0.0)
+                if seen is not None and seen[0] < since:
+                    sinks[name] = {**sink, "retrying": {**retry, "since": seen[0]}}
+                    since = seen[0]
+                known[name] = (since, started, writes)
+            elif seen is not None and (writes > seen[2] if seen[1] == started else writes > 0):
+                del known[name]  # it wrote again: the outage is over
+        return {**progress, "sinks": sinks} if sinks else progress
 
     def _judge(self, items: list[_Item], samples: list[Sample], now: float) -> None:
         """Judge this round's daggers with the health model (this controller's heartbeat is ``now``) and hand
