@@ -115,8 +115,8 @@ class DaggerScreen(RefreshingScreen):
                 f" · restarts {view.restarts}"
             )
             + "\n",
-            f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'))} rows/s"
-            f" · batch {figure(h.get('batch_ms'))} ms · lag {figure(h.get('lag'))}"
+            f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'), 'rows/s')}"
+            f" · batch {figure(h.get('batch_ms'), 'ms')} · lag {figure(h.get('lag'))}"
             f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
             f"\nwatermark {safe_text(str(p.get('watermark') or '-'))}"
             + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")

@@ -104,10 +104,11 @@ def spark_detail(spark: dict[str, Any] | None) -> str:
     return f"{spark.get('workers_alive', 0)}/{spark.get('workers', 0)}w {spark.get('cores_used', 0)}/{spark.get('cores', 0)}c"
 
 
-def figure(fig: dict[str, Any] | None) -> str:
-    """Return a health-model figure short, with its age when it is old: ``967``, ``967 (4m old)``; "-" for
-    none (a stopped, failed, crash-looping or silent dagger shows no figure)."""
+def figure(fig: dict[str, Any] | None, unit: str = "") -> str:
+    """Return a health-model figure short, with its ``unit`` and then its age when it is old: ``967``,
+    ``967 (4m old)``, ``9.2k ms (9m old)``; "-" for none (a stopped, failed, crash-looping or silent dagger
+    shows no figure)."""
     if not fig:
-        return "-"
-    text = number(fig.get("value"))
+        return f"- {unit}" if unit else "-"
+    text = f"{number(fig.get('value'))} {unit}" if unit else number(fig.get("value"))
     return text if fig.get("fresh") else f"{text} ({span(float(fig.get('age_s') or 0.0))} old)"

@@ -346,7 +346,8 @@ def rate_window(samples: Sequence[Counted], progress: Mapping[str, Any], s: Heal
 def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = True) -> Figure | None:
     """Return rows/s: the rows read over the wall time of the newest ``rate_window_s`` of samples (three
     micro-batches when longer), as of the newest sample; not ``current`` (its brokers do not answer): as of
-    the last batch, and not fresh. None with fewer than two samples."""
+    the last batch, and not fresh (None when no two samples up to it are kept). None with fewer than two
+    samples."""
     rate = rows_rate(f.samples, rate_window(f.samples, f.progress, s))
     if rate is None:
         return None
@@ -356,8 +357,9 @@ def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = T
     at = float(f.progress.get("batch_at") or last_rows_at(f.samples) or rate.until)
     upto = [p for p in f.samples if p.at <= at]
     then = rows_rate(upto, rate_window(upto, f.progress, s)) if len(upto) >= 2 else None
-    value = round(then.rows_per_s, 1) if then is not None else 0.0
-    return Figure(value=value, at=at, age_s=_age(now, at), fresh=False)
+    if then is None:  # the samples up to the last batch are gone: unknown, never a false 0
+        return None
+    return Figure(value=round(then.rows_per_s, 1), at=at, age_s=_age(now, at), fresh=False)
 
 
 def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:

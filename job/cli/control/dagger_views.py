@@ -107,7 +107,12 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
     if "batch_duration_ms" in p:
         phases = sorted(p.get("batch_phases_ms", {}).items(), key=lambda kv: -kv[1])
         slowest = ", ".join(f"{k} {v:,}" for k, v in [kv for kv in phases if kv[0] != "triggerExecution"][:4])
-        lines.append(f"last batch {p['batch_duration_ms']:,} ms" + (f" ({slowest})" if slowest else ""))
+        _, batch_when = _as_of(d, "batch_ms", None, p.get("batch_at") or p.get("updated_at"), now)
+        lines.append(
+            f"last batch {p['batch_duration_ms']:,} ms"
+            + ("" if batch_when == "now" else f", {batch_when}")
+            + (f" ({slowest})" if slowest else "")
+        )
     if p.get("watermark"):
         lines.append(f"watermark {p['watermark']}")
     for name, sink in (p.get("sinks") or {}).items():
@@ -124,7 +129,7 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
             f"sink {name}: {counted(sink.get('rows_written', 0), 'row', fmt=',')} in "
             f"{counted(sink.get('writes', 0), 'write', fmt=',')} ({counted(sink.get('retries', 0), 'retry', fmt=',')}, "
             f"{counted(sink.get('failures', 0), 'failure', fmt=',')}) to "
-            f"{sink.get('target', sink.get('sink_type', '?'))}{windows}{error}"
+            f"{sink.get('target') or str(sink.get('sink_type') or '?') + ' (no write yet)'}{windows}{error}"
         )
     lines += lookup_lines(p.get("lookups") or {})
     return lines

@@ -145,7 +145,7 @@ def test_at_a_narrow_terminal_the_name_and_cluster_are_kept() -> None:
 def test_show_says_what_the_progress_means() -> None:
     assert progress_lines(_dagger()) == [
         "read 10,000 rows in 2 batches (3 late rows dropped, 1 bad record); 1,234 rows/s now; lag 17 records",
-        "last batch 846 ms (addBatch 494, queryPlanning 137, commitOffsets 102, walCommit 101)",
+        "last batch 846 ms, 5 min ago (stale) (addBatch 494, queryPlanning 137, commitOffsets 102, walCommit 101)",
         "watermark 2026-11-29T07:55:48.794Z",
         "sink influx: 176 rows in 2 writes (1 retry, 0 failures) to measurement m in database d; windows 07:55 "
         "to 07:57",

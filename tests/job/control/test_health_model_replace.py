@@ -4,10 +4,12 @@ once, and a reason that agrees with its state."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import replace
 from typing import Any
 
+from job.cli.control.dagger_views import progress_lines
 from job.control.health_model import (
     RUNNING,
     STALLED,
@@ -18,6 +20,7 @@ from job.control.health_model import (
     dagger_health,
 )
 from job.control.rates import rows_rate
+from tests.job.cli.test_cli_views import _dagger
 from tests.job.control.busy_dagger import BusyDagger, batches_of, timeline
 
 S = HealthSettings()
@@ -152,4 +155,28 @@ def test_unreadable_end_offsets_with_a_recent_batch_say_both() -> None:
         RUNNING,
         "end offsets unreadable for 25 s, last batch 3 s ago (stalled when both pass 20 s): Source error: "
         "connection refused",
+    )
+
+
+def test_rows_per_s_as_of_a_batch_whose_samples_are_gone_is_unknown_not_0() -> None:
+    """The brokers silent 372 s after the last batch: the samples up to it were gone and rows/s read "0 (372s
+    old)" while the dagger had read 186/s then. No figure is better than a false one."""
+    samples = tuple(Point(NOW - 100 + 5 * i, 5000, None) for i in range(20))  # idle reports, newer than it
+    f = _facts(
+        progress=_progress(NOW - 2, NOW - 372),
+        lag_at=NOW - 372,
+        lag_error="Source error: timed out",
+        lag_error_at=NOW - 360,
+        samples=samples,
+    )
+    h = dagger_health(f, NOW, S)
+    assert (h.state, h.rows_per_s) == (STALLED, None)
+
+
+def test_show_names_a_sink_that_has_not_written_yet() -> None:
+    """ "sink influx: 0 rows in 0 writes … to ;": a sink's target is known only after its first write."""
+    sinks = {"influx": {"sink_type": "influx", "target": "", "rows_written": 0, "writes": 0}}
+    view = dataclasses.replace(_dagger(), progress={**_dagger().progress, "sinks": sinks})
+    assert progress_lines(view, now=NOW)[3] == (
+        "sink influx: 0 rows in 0 writes (0 retries, 0 failures) to influx (no write yet)"
     )
