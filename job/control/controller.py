@@ -84,6 +84,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("daggers.controller")
 
 
+#: How long a probe of the cluster's parts waits for an answer before its part reads ``slow`` (the probe itself
+#: waits longer on a busy machine before it counts as unanswered: see :class:`job.control.health.Patience`).
+PROBE_TIMEOUT_S = 3.0
+
+
 class ControllerSettings(BaseModel):
     """How a controller paces itself and treats crashes."""
 
@@ -246,6 +251,8 @@ class Controller:
         self._streams: dict[tuple[int, int], list[tuple[str, list[str], dict[str, str]]]] = {}
         self._health_at = 0.0
         self._health_job: Future[dict[str, Any]] | None = None
+        self._answered: set[str] = set()  # the parts of the probe in flight that answered
+        self._slow_told: bool = False  # the probe in flight was recorded as unanswered (once)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="health")
         self._lag_pool = ThreadPoolExecutor(2, thread_name_prefix="lag")
         self._lag_jobs: dict[int, Future[tuple[int | None, str | None, str | None]]] = {}
@@ -938,8 +945,11 @@ class Controller:
             except Exception as exc:  # a probe must never stop the controller
                 log.warning("health probe failed: %s", exc)
             self._health_job = None
+        elif self._health_job is not None and not self._slow_told and self._probe is not None:
+            result = self._unanswered(self._probe[0], now)
         if self._health_job is None and now - self._health_at >= self.settings.health_interval_s:
             self._health_at = now
+            self._answered, self._slow_told = set(), False
             live = [i for i in items if not i.deleted]
             running = sum(1 for i in live if i.status.get("actual_state") == "running")
             self._health_job = self._pool.submit(
@@ -950,8 +960,33 @@ class Controller:
                 self.influx_url,
                 daggers_running=running,
                 daggers_total=len(live),
+                timeout=PROBE_TIMEOUT_S,
+                answered=self._answered,
             )
         return result
+
+    def _unanswered(self, last: dict[str, Any], now: float) -> dict[str, Any] | None:
+        """Return the last probe with each part whose probe in flight has not answered within its timeout
+        marked unanswered (``slow``: not ``ok``, its failures in a row unchanged), once per probe; None while
+        every part answers in time. A probe waits up to its timeout times the load (ten times on a busy
+        machine): a frozen broker must not read ``ok`` for that long."""
+        waited = now - self._health_at
+        late = [n for n in ("spark", "kafka", "influx") if n not in self._answered]
+        if waited <= PROBE_TIMEOUT_S or not late:
+            return None
+        self._slow_told = True
+        out = dict(last)
+        for name in late:
+            part = dict(out.get(name) or {})
+            out[name] = {
+                **part,
+                "ok": False,
+                "slow": True,
+                "refused": False,
+                "failures": int(part.get("failures") or 0),
+                "error": f"no answer for {waited:.0f} s yet (the probe still waits)",
+            }
+        return {**out, "ok": False}
 
     def _write(
         self,

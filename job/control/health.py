@@ -313,12 +313,17 @@ def probe_cluster(
     daggers_running: int,
     daggers_total: int,
     timeout: float = 3.0,
+    answered: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Probe the three parts in parallel; return ``{ok, checked_at, spark, kafka, influx, daggers}``."""
+    """Probe the three parts in parallel; return ``{ok, checked_at, spark, kafka, influx, daggers}``. Each part
+    that answers (or gives up) is added to ``answered`` as it does: a caller can tell which probe still waits."""
     with ThreadPoolExecutor(3) as pool:
         spark = pool.submit(probe_spark, spark_master, spark_ui, timeout)
         kafka = pool.submit(probe_kafka, kafka_bootstrap, timeout)
         influx = pool.submit(probe_influx, influx_url, timeout)
+        if answered is not None:
+            for name, future in (("spark", spark), ("kafka", kafka), ("influx", influx)):
+                future.add_done_callback(lambda _, name=name: answered.add(name))  # type: ignore[misc]
         parts = {"spark": spark.result(), "kafka": kafka.result(), "influx": influx.result()}
     return {
         "ok": all(p["ok"] for p in parts.values()),
