@@ -64,6 +64,7 @@ _PER_MEMBER = (
     "bad_records_dir",
     "dead_letter_topic",
     "positions_dir",
+    "loss_dir",
 )
 
 
@@ -149,12 +150,16 @@ def fusion_key(plan: DaggerPlan) -> str:
 
 
 def merged_source(
-    sources: Sequence[SourceConfig], bad_records_dir: Path, start_from: str | None
+    sources: Sequence[SourceConfig],
+    bad_records_dir: Path,
+    start_from: str | None,
+    loss_dir: Path | None = None,
 ) -> SourceConfig:
     """Return the source of a group whose members read ``sources`` (equal but for :data:`_PER_MEMBER`):
     every column any of them reads, every derived column once, a column hidden only when no member reads
-    it as it is; bad records under the group's ``bad_records_dir``; from ``start_from`` when given (epoch
-    ms, or the JSON of ``{topic: {partition: offset}}``)."""
+    it as it is; bad records under the group's ``bad_records_dir``, its data-loss marks under ``loss_dir``
+    (the group's checkpoint holds its offsets); from ``start_from`` when given (epoch ms, or the JSON of
+    ``{topic: {partition: offset}}``)."""
     first = sources[0]
     columns = sorted({c for s in sources for c in s.columns})
     direct = {c for s in sources for c in s.columns if c not in set(s.hidden or [])}
@@ -171,6 +176,7 @@ def merged_source(
         derived=list(derived.values()),
         batch_order=orders.pop() if len(orders) == 1 else "",
         bad_records_dir=str(bad_records_dir),
+        loss_dir=str(loss_dir) if loss_dir is not None else first.loss_dir,
         start_from=start_from if start_from is not None else first.start_from,
     )
 
@@ -182,7 +188,10 @@ def group_plan(members: Sequence[DaggerPlan], checkpoint: Path, start_from: str 
     streams = []
     for i, stream in enumerate(first.streams):
         source = merged_source(
-            [m.streams[i].source for m in members], checkpoint / "bad_records" / stream.table, start_from
+            [m.streams[i].source for m in members],
+            checkpoint / "bad_records" / stream.table,
+            start_from,
+            loss_dir=checkpoint / "data-loss" / stream.table,
         )
         streams.append(StreamPlan(stream.table, source, stream.timestamp_field, stream.timestamp_kind))
     return dataclasses.replace(first, streams=streams, checkpoint=checkpoint)

@@ -136,6 +136,8 @@ def test_a_groups_source_reads_what_every_member_reads_once(tmp_path: Path) -> N
     assert source.hidden == a.streams[0].source.hidden
     assert source.start_from == "1795708000000"
     assert source.bad_records_dir == str(tmp_path / "g" / "gen-2" / "bad_records" / "data_stream")
+    # the group's offsets are its checkpoint's: so are the marks of a data loss they read past
+    assert source.loss_dir == str(tmp_path / "g" / "gen-2" / "data-loss" / "data_stream")
     assert group.checkpoint == tmp_path / "g" / "gen-2"
 
 
