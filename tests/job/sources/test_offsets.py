@@ -195,7 +195,8 @@ def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_fails_nami
     )
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(
-        "to read on from offset 4 (the records in between are not read), set `fail_on_data_loss: false`"
+        "to read on from offset 4, where the partition ended when the loss was first seen (every record written "
+        "from there on is read), set `fail_on_data_loss: false`"
     )
 
 
@@ -215,8 +216,9 @@ def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_on_from_th
         reader.stop()
     assert (
         f"{topic}[0]: the checkpoint's position 50 is past the partition's end 4: the broker lost records or the "
-        "topic was recreated; reading on from offset 4 (records the checkpoint counted at 4..49 are gone; any "
-        "written there since are read)"
+        "topic was recreated; reading on from offset 4, where the partition ended when the loss was seen now: "
+        "the 0 records written since (offsets 4..3) are read; the records the checkpoint counted at offsets "
+        "4..49 are gone"
     ) in caplog.text
 
 
