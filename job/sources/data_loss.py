@@ -70,11 +70,13 @@ def error(
     end at the first sight of the loss is kept in ``loss_dir`` (:mod:`job.sources.loss_mark`): the offset
     the hint names, where ``fail_on_data_loss: false`` reads on from."""
     what = describe(topic, partition, position, first, end, range_end) or f"{topic}[{partition}]: data loss"
-    if position < first and range_end is None:
+    past_end = position > end or (range_end is not None and first <= position <= end < range_end)
+    if not past_end:
         where = f"to read on from offset {first:,} (the records in between are not read)"
     else:
-        lost_at = range_end if range_end is not None and position <= end else position
-        to = max(first, loss_mark.remember(loss_dir, topic, partition, lost_at, end))
+        # keyed by where the checkpoint will stand: a failed batch is replayed, then planned on from its end
+        lost_at = range_end if range_end is not None else position
+        to = max(first, min(end, loss_mark.remember(loss_dir, topic, partition, lost_at, end)))
         where = (
             f"to read on from offset {to:,}, where the partition ended when the loss was first seen (every "
             "record written from there on is read)"
@@ -110,7 +112,7 @@ def skip_to(
         )
         return end
     if position > end:
-        mark = loss_mark.recall(loss_dir, topic, partition, position)
+        mark = loss_mark.recall(loss_dir, topic, partition, range_end if range_end is not None else position)
         to = max(first, min(mark.end, end)) if mark is not None else max(first, end)
         since = f"first seen {mark.seen_at()}" if mark is not None else "seen now"
         log.warning(

@@ -9,11 +9,14 @@ import logging
 
 import pytest
 
+from job.sources import data_loss
 from job.sources import read as kread
 from job.sources.config import OffsetRange
 from job.sources.data_loss import DataLossError
+from job.sources.kafka import KafkaStreamReader
 from job.sources.read import read_range
 from tests.helpers import unique
+from tests.job.sources.test_data_loss_restart import _plan, _send
 from tests.job.sources.test_stall import _bookings, _cfg
 
 pytestmark = pytest.mark.integration
@@ -49,3 +52,52 @@ def test_with_fail_on_data_loss_false_the_lost_rest_of_a_range_is_passed_over(br
         f"{topic}[0]: offsets 100..199 of a planned batch are past the partition's end 100: the broker lost "
         "records or the topic was recreated; passing over them"
     ) in caplog.text
+
+
+def test_a_loss_a_reader_sees_first_is_read_on_from_there_after_the_batch_is_replayed(
+    broker, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """A planned batch 150..200 whose every record is gone fails in the reader; Spark replays it (reading
+    nothing) once ``fail_on_data_loss: false`` is set, then plans from its end, 200: the source reads on from
+    100, where the partition ended at the first sight, so the 40 records written in between are read."""
+    topic = unique("lost")
+    _bookings(broker, topic, 100)
+    cfg = dataclasses.replace(
+        _cfg(broker.bootstrap, topic, timeout=3_600.0), loss_dir=str(tmp_path / "data-loss" / "bookings")
+    )
+    try:
+        with pytest.raises(DataLossError) as caught:
+            list(read_range(cfg, OffsetRange(topic, 0, 150, 200)))
+    finally:
+        kread.reset_consumers()
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith(
+        "to read on from offset 100, where the partition ended when the loss was first seen (every record "
+        "written from there on is read), set `fail_on_data_loss: false`"
+    )
+    _send(broker.bootstrap, topic, 40, seed=2)
+    fixed = dataclasses.replace(cfg, fail_on_data_loss=False)
+    try:
+        assert list(read_range(fixed, OffsetRange(topic, 0, 150, 200))) == []
+    finally:
+        kread.reset_consumers()
+    reader = KafkaStreamReader(fixed)
+    try:
+        assert _plan(reader, topic, 200) == {topic: {"0": 100}}
+    finally:
+        reader.stop()
+
+
+def test_records_deleted_below_a_batch_are_named_with_the_first_offset_to_read_on_from() -> None:
+    """A planned batch 10..60 of a partition that now holds 20..49: its first records were deleted (retention),
+    so the way out reads on from the first offset held, not from the end."""
+    caught = data_loss.error("t", 0, 10, 20, 50, range_end=60)
+    assert (
+        caught.message
+        == "t[0]: the checkpoint's position 10 is below the partition's first offset 20: 10 records were deleted before they were read"
+    )
+    assert caught.hint == (
+        "to read on from offset 20 (the records in between are not read), set `fail_on_data_loss: false` on the "
+        "stream that reads 't' and deploy again; or deploy the dagger with a new checkpoint to start afresh from "
+        "its start_from"
+    )
