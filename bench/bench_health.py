@@ -103,13 +103,13 @@ def report(
         "- seconds: from the fault (or the action) until a new `daggers dagger list --json` process showed the "
         "state; each poll costs ~1-2 s of process start, so the times are upper bounds.",
         "",
-        "| fault | expected state | detected after (s) | deadline (s) |",
-        "|---|---|---:|---:|",
+        "| fault | expected state | detected after (s) | deadline (s) | state and reason shown last |",
+        "|---|---|---:|---:|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.fault} | {r.expected} | {r.seconds if r.detected else 'NOT DETECTED'} | "
-            f"{r.deadline_s:.0f} |"
+            f"{r.deadline_s:.0f} | {shown(r)} |"
         )
     missed = [r.fault for r in results if not r.detected]
     lines += [
@@ -120,6 +120,16 @@ def report(
         "",
     ]
     return "\n".join(lines)
+
+
+def shown(r: Detection) -> str:
+    """Return the state and reason the dagger's row showed last (the error of a step that broke), for the
+    report's table: why a detection took the time it took."""
+    if "error" in r.row:
+        return str(r.row["error"]).replace("|", "\\|")[:300]
+    health = r.row.get("health") or {}
+    text = f"{health.get('state', '?')}: {health.get('reason') or '-'}" if health else "-"
+    return text.replace("|", "\\|")[:300]
 
 
 def exit_code(results: list[Detection]) -> int:
