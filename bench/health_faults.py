@@ -32,6 +32,7 @@ from job.control import ControlPlane, Registry
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.broker import TansuBroker, create_topic
+from job.stack.errors import StackError
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_port, free_ports
 from job.stack.process import group_members
@@ -120,8 +121,18 @@ class HealthWorld:
         """Start the broker, InfluxDB, the registry and the controller."""
         from tests.job.control.control_seed import seed
 
-        self.broker.start()
-        self.influx.start()
+        for attempt in range(3):  # another program may take a port between its choice and the bind
+            try:
+                self.broker.start()
+                self.influx.start()
+                break
+            except StackError as exc:
+                if attempt == 2 or "exited" not in str(exc):
+                    raise
+                self.broker.stop()
+                self.broker = TansuBroker(self.root / "broker", free_port())
+                port, bind = free_ports(2)
+                self.influx = InfluxServer(self.root / "influx", port, bind)
         create_database(self.influx.url, "health")
         self.registry = Registry(self.url)
         seed(self.registry, kafka=self.broker.bootstrap, influx=self.influx.url, master="local[2]")
