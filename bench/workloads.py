@@ -245,11 +245,12 @@ def _p95(values: np.ndarray) -> Approx:
     )
 
 
-def expected_api_health(table: pa.Table) -> Points:
-    """Return (window end s, path, status code) -> (requests, p95 latency ms as an Approx) for every window."""
+def _api_windows(table: pa.Table) -> pa.Table:
+    """The API log's records as (window end s, path, status code, latency ms), the columns both workloads on it
+    group by."""
     micros = table.column("event_timestamp").cast(pa.int64()).to_numpy()
     end = (micros // 1_000_000 // WINDOW_S + 1) * WINDOW_S
-    t = pa.table(
+    return pa.table(
         {
             "end": end,
             "path": table.column("path"),
@@ -257,6 +258,11 @@ def expected_api_health(table: pa.Table) -> Points:
             "latency": table.column("latency_ms"),
         }
     )
+
+
+def expected_api_health(table: pa.Table) -> Points:
+    """Return (window end s, path, status code) -> (requests, p95 latency ms as an Approx) for every window."""
+    t = _api_windows(table)
     g = t.group_by(["end", "path", "code"]).aggregate([("latency", "list")])
     out: Points = {}
     for e, p, c, lat in zip(
@@ -273,16 +279,7 @@ def expected_api_health(table: pa.Table) -> Points:
 def expected_api_totals(table: pa.Table) -> Points:
     """Return (window end s, path, status code) -> (requests, total, least and greatest latency ms) for every
     window (the total as numpy adds it: the comparison allows floats 1e-9 apart)."""
-    micros = table.column("event_timestamp").cast(pa.int64()).to_numpy()
-    end = (micros // 1_000_000 // WINDOW_S + 1) * WINDOW_S
-    t = pa.table(
-        {
-            "end": end,
-            "path": table.column("path"),
-            "code": table.column("status_code"),
-            "latency": table.column("latency_ms"),
-        }
-    )
+    t = _api_windows(table)
     g = t.group_by(["end", "path", "code"]).aggregate(
         [("latency", "count"), ("latency", "sum"), ("latency", "min"), ("latency", "max")]
     )
