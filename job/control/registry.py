@@ -133,11 +133,19 @@ class Registry:
 
     def create_schema(self) -> None:
         """Create the tables that do not exist yet. Raises RegistryError when the database is unreachable."""
-        try:
-            Base.metadata.create_all(self.engine)
-            self._add_missing_columns()
-        except OperationalError as exc:
-            raise RegistryError(f"cannot open the registry at {self.safe_url}: {_first_line(exc)}") from None
+        for attempt in range(3):
+            try:
+                Base.metadata.create_all(self.engine)
+                self._add_missing_columns()
+                return
+            except OperationalError as exc:
+                # Two processes opening a new registry at once: the other made the table (or column) between
+                # our check and our CREATE. The next pass sees it and goes on.
+                if attempt < 2 and _made_by_another(exc):
+                    continue
+                raise RegistryError(
+                    f"cannot open the registry at {self.safe_url}: {_first_line(exc)}"
+                ) from None
 
     def _add_missing_columns(self) -> None:
         """Add the nullable columns newer code knows and an older registry lacks (e.g. the failover ones)."""
@@ -201,6 +209,12 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({self.safe_url!r})"
+
+
+def _made_by_another(exc: OperationalError) -> bool:
+    """Whether a schema statement failed only because a concurrent opener created the same object first."""
+    text_ = str(exc.orig).lower()
+    return "already exists" in text_ or "duplicate column" in text_
 
 
 def _first_line(exc: BaseException) -> str:
