@@ -12,7 +12,9 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     it reads what arrives; its lag is small.
 ``catching up``
     it is behind: its lag after its newest batch is at least ``catching_up_lag``, and is not shown to grow
-    (its reason says "not growing" only when its troughs show it falling).
+    (its reason says "not growing" only when its troughs show it falling). The lag a catching-up or lagging
+    reason gives as now is the lag figure shown beside it (``52,000 records behind``); other figures are
+    named (``after its batches it fell from 50,000 to 44,000``).
 ``lagging``
     its lag grows over the lag window (:mod:`job.control.lag_trend`, as Burrow's warning: no reading is
     zero, the lag after each batch is no lower than after the one before (a one-batch dip aside: evidence
@@ -535,16 +537,22 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     trend = lag_trend(
         readings, now, s.lag_window_s, max_window_s=s.lag_window_max_s, max_gap_s=s.controller_silent_s
     )
+    # the one lag a reason gives as "now" is the one its view shows beside it (none: no lag read now)
+    shown = None if figures.lag is None else int(figures.lag.value)
     if trend is not None and trend.growing(s.lag_growth_min):
-        return replace(figures, state=LAGGING, reason=trend.reason())
+        return replace(figures, state=LAGGING, reason=trend.reason(shown))
     if trend is not None and trend.last >= s.catching_up_lag:
         # judged from the lag's own troughs, the newest first: never from a floor over older samples
-        behind = f"{trend.latest} records behind"
+        behind = (
+            f"{shown:,} records behind"
+            if shown is not None
+            else f"lag not read now, {trend.last:,} records behind after its newest batch"
+        )
         why = (
             f"{behind}, not growing: {trend.not_growing()}"
             if trend.falling()
-            else f"{behind}, {trend.last} after its newest batch; not shown to grow or to fall yet, over "
-            f"{trend.batches} batches in {trend.span_s:.0f} s"
+            else f"{behind}; not shown to grow or to fall yet, over {trend.batches} batches in "
+            f"{trend.span_s:.0f} s"
         )
         return replace(figures, state=CATCHING_UP, reason=why)
     if sink is not None:

@@ -111,30 +111,34 @@ class LagTrend:
         """Return True when the newest third's lowest trough is not above the oldest third's highest."""
         return self.lows[2] <= self.first_high
 
-    def reason(self) -> str:
-        """Say what shows the growth: ``lag 19000 growing over 9 batches in 61 s: after each batch it was no
-        lower than after the one before (4750 → 12000), and the next two batches left records unread``."""
+    def reason(self, lag: int | None = None) -> str:
+        """Say what shows the growth, with ``lag``, the lag the dagger's view shows (None: no lag read now):
+        ``lag 19,000 growing over 9 batches in 61 s: after each batch it was no lower than after the one before
+        (4,750 → 12,000), and each time the next batch left records unread``."""
         evidence = (
             "and each time the next batch left records unread"
             if self.judged > 0 and self.left_behind == self.judged
             else f"and it holds more than {self.horizon_s or self.span_s:.0f} s of arrivals "
-            f"({self.arrival_per_s:.0f}/s)"
+            f"({self.arrival_per_s:,.0f}/s)"
         )
         dips = f" but for {self.dips} one-batch dip{'s' if self.dips != 1 else ''}" if self.dips else ""
         held = (
-            f"; its newest batch's {self.held} is one batch, not yet a fall" if self.held is not None else ""
+            f"; its newest batch's {self.held:,} is one batch, not yet a fall"
+            if self.held is not None
+            else ""
         )
+        now = f"lag {lag:,}" if lag is not None else "lag (not read now)"
         return (
-            f"lag {self.latest} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch"
-            f"{dips} it was no lower than after the one before ({self.ends[0]} → {self.ends[1]}{held}), "
+            f"{now} growing over {self.batches} batches in {self.span_s:.0f} s: after each batch"
+            f"{dips} it was no lower than after the one before ({self.ends[0]:,} → {self.ends[1]:,}{held}), "
             f"{evidence}"
         )
 
     def not_growing(self) -> str:
-        """Say what shows it comes down: ``after its batches it fell from 50000 to 44000, over 7 batches in
+        """Say what shows it comes down: ``after its batches it fell from 50,000 to 44,000, over 7 batches in
         60 s``."""
         return (
-            f"after its batches it fell from {self.first} to {self.last}, over {self.batches} batches in "
+            f"after its batches it fell from {self.first:,} to {self.last:,}, over {self.batches} batches in "
             f"{self.span_s:.0f} s"
         )
 

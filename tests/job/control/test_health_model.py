@@ -383,8 +383,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=reading(NOW - 60, NOW - 1, lag=5100, growth=1000),
         ),
         LAGGING,
-        "lag 16100 growing over 12 batches in 55 s: after each batch it was no lower than after the one before "
-        "(5100 → 16100), and each time the next batch left records unread",
+        "lag 17,100 growing over 12 batches in 55 s: after each batch it was no lower than after the one before "
+        "(5,100 → 16,100), and each time the next batch left records unread",
     ),
     (
         "a tall saw-tooth, bounded",
@@ -406,8 +406,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=sawtooth(NOW - 60, NOW - 1, lows=(3000, 8000, 14000), high=5000),
         ),
         LAGGING,
-        "lag 17750 growing over 6 batches in 58 s: after each batch it was no lower than after the one before "
-        "(3000 → 14000), and each time the next batch left records unread",
+        "lag 19,000 growing over 6 batches in 58 s: after each batch it was no lower than after the one before "
+        "(3,000 → 14,000), and each time the next batch left records unread",
     ),
     (
         "behind, swinging, not growing",
@@ -418,7 +418,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=sawtooth(NOW - 60, NOW - 1, lows=(45000, 47000, 44000), high=52000),
         ),
         CATCHING_UP,
-        "83000 records behind, not growing: after its batches it fell from 45000 to 44000, over 6 batches in 58 s",
+        "97,000 records behind, not growing: after its batches it fell from 45,000 to 44,000, over 6 batches in "
+        "58 s",
     ),
     (
         "behind with a batch longer than the window",
@@ -451,7 +452,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=reading(NOW - 60, NOW - 1, lag=80000, growth=-5000),
         ),
         CATCHING_UP,
-        "25000 records behind, not growing: after its batches it fell from 80000 to 25000, over 12 batches in "
+        "20,000 records behind, not growing: after its batches it fell from 80,000 to 25,000, over 12 batches in "
         "55 s",
     ),
     (

@@ -98,8 +98,8 @@ def test_a_producer_faster_than_the_dagger_is_lagging_and_stays_so() -> None:
     assert changes(verdicts) == [(320.0, RUNNING, CATCHING_UP), (420.0, CATCHING_UP, LAGGING)]
     at_600 = dict(verdicts)[600.0]
     assert at_600.reason == (
-        "lag 192800 growing over 6 batches in 95 s: after each batch it was no lower than after the one "
-        "before (128800 → 162800), and each time the next batch left records unread"
+        "lag 192,800 growing over 6 batches in 95 s: after each batch it was no lower than after the one "
+        "before (128,800 → 162,800), and each time the next batch left records unread"
     )
     assert all(2000 < h.rows_per_s.value < 3000 for t, h in verdicts if t >= 400 and h.rows_per_s)
 
@@ -115,7 +115,7 @@ def test_catching_up_says_not_growing_only_with_the_samples_that_show_it() -> No
     h = dagger.judge(150.0)
     assert (h.state, h.reason) == (
         CATCHING_UP,
-        "44000 records behind, not growing: after its batches it fell from 50000 to 44000, over 7 batches in "
+        "44,000 records behind, not growing: after its batches it fell from 50,000 to 44,000, over 7 batches in "
         "60 s",
     )
     slower = BusyDagger(
@@ -124,8 +124,7 @@ def test_catching_up_says_not_growing_only_with_the_samples_that_show_it() -> No
     h = slower.judge(150.0)
     assert (h.state, h.reason) == (
         CATCHING_UP,
-        "59400 records behind, 59400 after its newest batch; not shown to grow or to fall yet, over 7 batches "
-        "in 60 s",
+        "59,400 records behind; not shown to grow or to fall yet, over 7 batches in 60 s",
     )
 
 

@@ -151,7 +151,7 @@ def test_batches_that_grow_slower_with_what_they_read_are_growing() -> None:
     readings, end = _simulated(3000, lengths, None)
     trend = lag_trend(readings, end + 2.0, WINDOW, max_window_s=300.0, max_gap_s=30.0)
     assert trend is not None and trend.growing(GROWTH), trend
-    assert trend.reason().endswith("and it holds more than 60 s of arrivals (3000/s)")
+    assert trend.reason().endswith("and it holds more than 60 s of arrivals (3,000/s)")
     readings, end = _simulated(3000, lengths[::-1], None)
     trend = lag_trend(readings, end + 2.0, WINDOW, max_window_s=300.0, max_gap_s=30.0)
     assert trend is None or not trend.growing(GROWTH)

@@ -133,13 +133,13 @@ def test_the_reason_names_the_dips_it_looked_past() -> None:
     made_up = [2000, 3000, 4000, 3500, 5000, 6000, 7000]
     assert _growing_with(made_up) == (
         LAGGING,
-        "lag 7000 growing over 6 batches in 50 s: after each batch but for 1 one-batch dip it was no lower than "
-        "after the one before (3000 → 7000), and each time the next batch left records unread",
+        "lag 7,000 growing over 6 batches in 50 s: after each batch but for 1 one-batch dip it was no lower than "
+        "after the one before (3,000 → 7,000), and each time the next batch left records unread",
     )
     assert _growing_with([*made_up, 6500]) == (
         LAGGING,
-        "lag 6500 growing over 6 batches in 50 s: after each batch but for 1 one-batch dip it was no lower than "
-        "after the one before (3000 → 7000; its newest batch's 6500 is one batch, not yet a fall), and each "
+        "lag 6,500 growing over 6 batches in 50 s: after each batch but for 1 one-batch dip it was no lower than "
+        "after the one before (3,000 → 7,000; its newest batch's 6,500 is one batch, not yet a fall), and each "
         "time the next batch left records unread",
     )
     assert _growing_with([*made_up, 6500, 6800]) == (RUNNING, "reading")  # below 7000 for two batches: a fall
