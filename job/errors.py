@@ -33,8 +33,8 @@ class DaggerError(Exception):
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
     def state_text(self) -> str:
-        """Return the error as a dagger's state file holds it: ``Title: message``, then ``hint: ...`` on
-        the next line when there is one (as :func:`job.control.processes.last_error` reads it)."""
+        """Return the error as a person reads it in a dagger's log or state: ``Title: message``, then
+        ``hint: ...`` on the next line when there is one."""
         return f"{self.title}: {self.message}" + (f"\nhint: {self.hint}" if self.hint else "")
 
 

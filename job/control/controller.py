@@ -11,8 +11,9 @@
   resumes where the last one ended);
 * stops a dagger gracefully (SIGTERM: the runner finishes its query and exits; SIGKILL after
   ``stop_timeout_s``), and rolls a running one over to a new version or restart generation;
-* notices a crash, records its exit code and last error (from the dagger's log), and restarts it
-  after an exponential back-off, at most ``max_restarts`` times in a row before giving up (``failed``);
+* notices a crash, records its exit code and last error (from the failure record the dagger wrote, else
+  from its log), and restarts it after an exponential back-off, at most ``max_restarts`` times in a row
+  before giving up (``failed``);
 * hands daggers over when they move to another cluster (see :mod:`job.control.handoff`): stops the
   ones leaving this cluster, starts arriving ones only once the old cluster has stopped them, and
   takes over the running daggers of a cluster that names this one as its failover when that
@@ -70,11 +71,12 @@ from job.control.processes import (
     StandbyCommand,
     default_command,
     default_standby_command,
-    last_error,
+    exit_error,
     tail_file,
 )
 from job.control.registry import Registry
 from job.errors import DaggerError
+from job.query.failure_record import FailureRecord, read_failure
 from job.query.liveness import QUERY_FILE, read_json
 from job.stack.process import group_members, pid_alive, process_start_time
 
@@ -426,14 +428,11 @@ class Controller:
         if actual == "stopping":
             log.info("%s: stopped (exit code %s)", item.ref, code)
             return {"actual_state": "stopped", "pid": None, "last_exit_code": code, "stop_requested_at": None}
-        text = proc.log_since_start() if proc is not None else tail_file(st.get("log_path"))
-        error = last_error(text) or (
-            f"killed by signal {-code}"
-            if code is not None and code < 0
-            else f"exited with code {code}"
-            if code is not None
-            else "the process is gone"
-        )
+        record = self._failure(proc, st)
+        text = ""  # the log is read only when the run left no record (killed before it could write one)
+        if record is None:
+            text = proc.log_since_start() if proc is not None else tail_file(st.get("log_path"))
+        error = exit_error(record, text, code)
         uptime = now - float(st.get("started_at") or now)
         over = uptime > self.settings.stable_after_s or streak_ended(
             st.get("started_at"), st.get("progress") or {}, now, self.health_settings
@@ -461,6 +460,21 @@ class Controller:
             "restarts": restarts,
             "next_restart_at": now + delay,
         }
+
+    @staticmethod
+    def _failure(proc: DaggerProcess | None, st: dict[str, Any]) -> FailureRecord | None:
+        """Return the failure record of the run that just ended (the process's, else the one in the dagger's
+        folder), or None when it left none: a record written before the run started is an older run's."""
+        started = st.get("started_at")
+        if started is None:
+            return None
+        if proc is not None:
+            record = proc.failure()
+        elif st.get("checkpoint"):
+            record = read_failure(Path(st["checkpoint"]).parent)
+        else:
+            record = None
+        return record if record is not None and record.at >= float(started) else None
 
     def _workdir(self, item: _Item) -> Path:
         """Return the dagger's folder: the one its checkpoint was recorded in (by any cluster's controller:
@@ -547,6 +561,7 @@ class Controller:
             log_path=log_path,
             log_offset=offset,
             popen=popen,
+            state_dir=workdir,
         )
         self._procs[item.id] = proc
         log.info("%s: started v%d as pid %d (checkpoint %s)", item.ref, item.version, popen.pid, checkpoint)
@@ -685,6 +700,7 @@ class Controller:
             log_path=log_path,
             log_offset=offset,
             popen=standby.popen,
+            state_dir=workdir,
         )
 
     def _drop_standby(self) -> None:
@@ -786,7 +802,12 @@ class Controller:
             return hosted
         if st.get("checkpoint") and hosted_marker(Path(st["checkpoint"]).parent) is not None:
             return None  # its host is alive but no longer holds it
-        proc = Proc(pid=int(pid), start_time=start, log_path=Path(st.get("log_path") or os.devnull))
+        proc = Proc(
+            pid=int(pid),
+            start_time=start,
+            log_path=Path(st.get("log_path") or os.devnull),
+            state_dir=Path(st["checkpoint"]).parent if st.get("checkpoint") else None,
+        )
         self._procs[item.id] = proc
         log.info("%s: adopted running pid %s", item.ref, pid)
         return proc

@@ -11,7 +11,8 @@ PID and start time in ``host.json``). Hosts outlive the controller, as dedicated
 controller's reconcile loop treats both alike: ``alive`` while the host runs it, ``signal(SIGTERM)``
 removes its assignment (a graceful stop of that query only; no signal reaches the host), ``signal(SIGKILL)``
 also asks the host to end that run now (a kill file: its sinks stop retrying), ``exit_code``
-is 0 after a stop and 2 after a failure, and ``log_since_start`` is the error the host reported.
+is 0 after a stop and 2 after a failure, ``failure`` is the failure record the host reported for the run
+(or one saying that its host is gone), and ``log_since_start`` the error's text.
 The registry's ``pid`` of a hosted dagger is its host's PID. ``<dagger folder>/hosted.json`` records
 which host and key hold the dagger, so that a new controller adopts it.
 """
@@ -31,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from job.errors import DaggerError
+from job.query.failure_record import FailureRecord
 from job.query.liveness import read_json
 from job.shared.channel import ENDED, HostFolder, write_json
 from job.stack.process import group_members, pid_alive, process_start_time
@@ -127,11 +130,25 @@ class HostedRun:
     def log_since_start(self) -> str:
         """Return the error of this run: the one its host reported, or why the host is gone."""
         if not self.host_alive():
-            info = self.host.folder.host() or {}
-            why = info.get("error") if info.get("pid") == self.pid and info.get("error") else "it exited"
-            return f"Dagger error: its shared application host (pid {self.pid}) is gone: {why}"
+            return self._host_gone().text()
         state = self.host.folder.state(self.key) or {}
         return str(state.get("error") or "") if state.get("token") == self.token else ""
+
+    def failure(self) -> FailureRecord | None:
+        """Return the failure record of this run: the one its host reported with its ``failed`` state, or,
+        when the host is gone, one that says so; None while neither is there."""
+        if not self.host_alive():
+            return self._host_gone()
+        state = self.host.folder.state(self.key) or {}
+        if state.get("token") != self.token or state.get("state") != "failed":
+            return None
+        return FailureRecord.from_json(state.get("failure"))
+
+    def _host_gone(self) -> FailureRecord:
+        info = self.host.folder.host() or {}
+        why = info.get("error") if info.get("pid") == self.pid and info.get("error") else "it exited"
+        err = DaggerError(f"its shared application host (pid {self.pid}) is gone: {why}")
+        return FailureRecord.of(err, self._popen.returncode if self._popen is not None else None)
 
 
 class SharedHosts:

@@ -5,7 +5,8 @@ any dagger is known, then waits for one on stdin: the controller keeps such a wa
 deploy does not wait for Spark to start. Each process still runs exactly one dagger.
 
 It is ``daggers run`` (the same :func:`job.query.runner.run_foreground`, SIGTERM for a graceful stop, known
-errors printed as ``title: message`` with exit code 2) plus a liveness file for the controller:
+errors printed as ``title: message`` with exit code 2) plus the run's failure record in its state folder
+(``failure.json``, see :mod:`job.query.failure_record`) and a liveness file for the controller:
 ``<checkpoint>/query.json``, written by a StreamingQueryListener when Spark reports the query started
 and refreshed on every progress and idle event. The runner's ``status.json`` only changes after a
 micro-batch, so without it a dagger that resumes onto topics with nothing new would look "starting"
@@ -52,8 +53,24 @@ def _wait_for_assignment(ready_file: Path) -> tuple[Path, Path] | None:
     return Path(data["spec"]), Path(data["state_dir"])
 
 
+def _record(state_dir: Path | None, exc: BaseException) -> None:
+    """Write the failure record of ``exc`` into the dagger's state folder (:mod:`job.query.failure_record`),
+    before the error is printed; a record that cannot be written is logged, and the log is what remains."""
+    from job.query.failure_record import failure_of, write_failure
+
+    if state_dir is None:
+        return
+    try:
+        write_failure(state_dir, failure_of(exc))
+    except Exception as err:  # noqa: BLE001 - the error itself is still printed
+        log.warning("cannot write the failure record in %s: %s", state_dir, err)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the dagger of a spec file until SIGTERM; return the exit code (0, or 2 for a known error).
+
+    A run that ends on an error (a known one, or an unexpected exception, which is raised again) leaves its
+    record in ``<state dir>/failure.json`` (:mod:`job.query.failure_record`), which the controller shows.
 
     With ``--standby``, start Spark first and wait for the spec on stdin (see :func:`_wait_for_assignment`).
     """
@@ -104,10 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         spark.streams.addListener(liveness_listener(p.checkpoint / QUERY_FILE))
         progress = run_foreground(p, spark=spark)
     except DaggerError as exc:
+        _record(args.state_dir, exc)
         print(f"{exc.title}: {exc.message}", file=sys.stderr, flush=True)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr, flush=True)
         return 2
+    except Exception as exc:  # a bug: recorded, then Python's traceback and exit code 1
+        _record(args.state_dir, exc)
+        raise
     finally:
         if spark is not None:
             spark.stop()

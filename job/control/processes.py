@@ -1,5 +1,5 @@
 """The processes a controller runs: how a dagger (or a warm standby) is started, watched and signalled,
-and how its last error is read from its log."""
+and what ended it: its failure record (:mod:`job.query.failure_record`), else what its log ends with."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from job.control.error_titles import error_titles
+from job.errors import DaggerError
+from job.query.failure_record import FailureRecord, read_failure
 from job.stack.process import group_members, pid_alive
 
 #: Builds the command that runs one dagger: (spec file, state folder, Spark master) -> argv.
@@ -54,13 +55,26 @@ def default_standby_command(ready_file: Path, master: str) -> list[str]:
     ]
 
 
+#: At most this much of an error's message is recorded as a dagger's last error.
+MAX_ERROR_CHARS = 2000
+
+
 def _error_titles() -> frozenset[str]:
-    return error_titles()
+    """Return the titles of the DaggerError classes this process has loaded."""
+    titles: set[str] = set()
+    stack: list[type] = [DaggerError]
+    while stack:
+        cls = stack.pop()
+        titles.add(str(getattr(cls, "title", "")))
+        stack.extend(cls.__subclasses__())
+    return frozenset(t for t in titles if t)
 
 
 def last_error(text: str) -> str | None:
-    """Return the error a dagger's log ends with: the last ``Title: message`` line of a known error
-    (with its ``hint:`` line), else the last Python exception line, else None."""
+    """Return the error a dagger's log ends with: the last ``Title: message`` line of an error whose class
+    this process has loaded (with its ``hint:`` line), else the last Python exception line, else None.
+
+    Only for a run that left no failure record (see :func:`exit_error`)."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     titles = _error_titles()
     for i in range(len(lines) - 1, -1, -1):
@@ -69,12 +83,28 @@ def last_error(text: str) -> str | None:
             msg = lines[i].strip()
             if i + 1 < len(lines) and lines[i + 1].strip().startswith("hint:"):
                 msg += "\n" + lines[i + 1].strip()
-            return msg[:2000]
+            return msg[:MAX_ERROR_CHARS]
     for line in reversed(lines):
         head = line.split(":", 1)[0].strip()
         if head.endswith(("Error", "Exception")) and " " not in head:
-            return line.strip()[:2000]
+            return line.strip()[:MAX_ERROR_CHARS]
     return None
+
+
+def exit_error(record: FailureRecord | None, log_text: str, code: int | None) -> str:
+    """Return what ended a dagger's run, as its last error: the text of its failure ``record`` (``Title:
+    message``, then ``hint: ...``; the message cut at :data:`MAX_ERROR_CHARS`); without one (a process killed
+    before it could write it) the error its log ends with (:func:`last_error`), else how it ended: killed by a
+    signal (``code`` negative), an exit code, or gone (``code`` None)."""
+    if record is not None:
+        return replace(record, message=record.message[:MAX_ERROR_CHARS]).text()
+    return last_error(log_text) or (
+        f"killed by signal {-code}"
+        if code is not None and code < 0
+        else f"exited with code {code}"
+        if code is not None
+        else "the process is gone"
+    )
 
 
 class DaggerProcess(Protocol):
@@ -85,6 +115,7 @@ class DaggerProcess(Protocol):
     def signal(self, sig: int, group: bool = False) -> None: ...
     def reap_group(self) -> None: ...
     def log_since_start(self) -> str: ...
+    def failure(self) -> FailureRecord | None: ...
 
 
 @dataclass
@@ -96,6 +127,12 @@ class Proc:
     log_path: Path
     log_offset: int = 0
     popen: subprocess.Popen[bytes] | None = None
+    state_dir: Path | None = None  # where it writes its failure record
+
+    def failure(self) -> FailureRecord | None:
+        """Return the failure record in the dagger's state folder (any run's: the caller checks when it was
+        written), or None."""
+        return read_failure(self.state_dir) if self.state_dir is not None else None
 
     def alive(self) -> bool:
         """Return True while the process runs (reaping it when it is our child and has exited)."""

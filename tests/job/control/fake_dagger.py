@@ -3,8 +3,10 @@ dagger towards its controller without starting Spark.
 
 ``fake_dagger.py SPEC MODE`` (or ``fake_dagger.py --standby READY_FILE``, then the spec on stdin):
 ``run`` writes ``<checkpoint>/status.json`` (as the runner's listener
-does) every 0.1 s and exits 0 on SIGTERM; ``crash`` prints a Daggers error and exits 3; ``hang``
-ignores SIGTERM. Each start appends its PID and the cluster's ``DAGGERS_BOOTSTRAP`` to
+does) every 0.1 s and exits 0 on SIGTERM; ``crash`` prints a Daggers error and exits 3 (no failure record,
+as a process killed before it could write one); ``fail`` ends as launch does on a known error: it writes its
+failure record (:data:`FAILED`, a message of two lines) into its state folder (the spec's folder), prints the
+error and exits 2; ``hang`` ignores SIGTERM. Each start appends its PID and the cluster's ``DAGGERS_BOOTSTRAP`` to
 ``<checkpoint>/starts.txt``, and writes its environment to ``<checkpoint>/env.json``.
 """
 
@@ -18,6 +20,15 @@ import time
 from pathlib import Path
 
 import yaml
+
+from job.errors import SinkError
+from job.query.failure_record import failure_of, write_failure
+
+#: The error a dagger in mode ``fail`` ends on.
+FAILED = SinkError(
+    "InfluxDB at http://127.0.0.1:9 refused batch 3:\n  point 1: «tag_city» ≠ 雅加达",
+    hint="check the measurement's tags — or start InfluxDB",
+)
 
 
 def main() -> int:
@@ -33,6 +44,12 @@ def main() -> int:
     with (checkpoint / "starts.txt").open("a") as fh:
         fh.write(f"{os.getpid()} {os.environ.get('DAGGERS_BOOTSTRAP')} {spec_path.name}\n")
     (checkpoint / "env.json").write_text(json.dumps(dict(os.environ)))
+    if mode == "fail":
+        time.sleep(0.1)
+        write_failure(spec_path.parent, failure_of(FAILED))
+        print(f"{FAILED.title}: {FAILED.message}", file=sys.stderr, flush=True)
+        print(f"hint: {FAILED.hint}", file=sys.stderr, flush=True)
+        return 2
     if mode == "crash":
         time.sleep(0.1)
         print("Sink error: cannot reach InfluxDB at http://127.0.0.1:9/write: connection refused", flush=True)

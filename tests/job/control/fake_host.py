@@ -4,11 +4,11 @@ speaks the host's file protocol (job.shared.channel) without starting Spark.
 ``fake_host.py FOLDER`` writes host.json (ready, with its PID and start time), then every 0.05 s
 starts each new assignment (a token it has not seen), stops removed ones, and replaces re-tokened
 ones. A running dagger writes ``<checkpoint>/status.json`` like the runner does. A dagger whose spec
-name ends in ``-fails`` reports ``failed`` with a Sink error; one whose name ends in ``-hangs`` does not stop
-when unassigned (``stopping``, as a sink retrying a write) until a kill is asked for its run
-(``HostFolder.kill``); then it reports ``stopped`` and appends ``killed <token>`` to ``<checkpoint>/kills.txt``.
-Each start appends
-``<host pid> <token>`` to ``<checkpoint>/starts.txt``. SIGTERM stops everything and exits 0.
+name ends in ``-fails`` reports ``failed`` with a Sink error (as text and as its failure record, as the
+host does); one whose name ends in ``-hangs`` does not stop when unassigned (``stopping``, as a sink
+retrying a write) until a kill is asked for its run (``HostFolder.kill``); then it reports ``stopped`` and
+appends ``killed <token>`` to ``<checkpoint>/kills.txt``. Each start appends ``<host pid> <token>`` to
+``<checkpoint>/starts.txt``. SIGTERM stops everything and exits 0.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from job.errors import SinkError
+from job.query.failure_record import FailureRecord
 from job.shared.channel import HostFolder
 from job.stack.process import process_start_time
 
@@ -68,12 +70,13 @@ def main() -> int:
             with (checkpoint / "starts.txt").open("a") as fh:
                 fh.write(f"{pid} {want['token']}\n")
             if spec["name"].endswith("-fails"):
+                error = SinkError("InfluxDB at http://127.0.0.1:9 is unreachable", hint="is influxd running?")
                 folder.report(
                     key,
                     want["token"],
                     "failed",
-                    error="Sink error: InfluxDB at http://127.0.0.1:9 "
-                    "is unreachable\nhint: is influxd running?",
+                    error=error.state_text(),
+                    failure=FailureRecord.of(error).as_json(),
                 )
                 ended[key] = want["token"]
                 continue
