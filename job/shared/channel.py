@@ -9,7 +9,7 @@ Layout of a host folder ``D``::
 
     D/assignments/<key>.json   written by the controller: {"key", "spec", "state_dir", "token"}
     D/kills/<key>.json         written by the controller: {"key", "token", "at"}: stop that run now
-    D/daggers/<key>.json       written by the host: {"key", "token", "state", "error", "at", "pool", ...}
+    D/daggers/<key>.json       written by the host: {"key", "token", "state", "failure", "error", "at", ...}
     D/host.json                written by the host: {"pid", "start_time", "state", "master", "at", "pools", ...}
     D/host.log                 the host's output (the controller redirects it there)
 
@@ -22,8 +22,9 @@ Layout of a host folder ``D``::
   the host aborts that run's sinks, so that its batch fails and its query ends (SIGKILL of a dedicated
   dagger). The host removes the file once no run of that key is stopping.
 * ``state`` of a dagger: ``starting`` → ``running`` → ``stopping`` → ``stopped``, or ``failed`` with
-  ``error`` (``Title: message``, then ``hint: ...`` on the next line, as :func:`job.control.processes.last_error`
-  reads it).
+  ``failure``, the run's failure record (``{"title", "message", "hint", "at", "exit_code"}``, see
+  :mod:`job.query.failure_record`), which the controller shows, and ``error``, the same as text (``Title:
+  message``, then ``hint: ...`` on the next line).
 * ``state`` of the host: ``starting`` (Spark starting), ``ready``, ``exited`` (with ``error`` when it
   lost its Spark application, e.g. the JVM was killed; it then exits with code 3).
 

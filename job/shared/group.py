@@ -46,6 +46,7 @@ from typing import Any
 
 from job.common.words import counted
 from job.errors import DaggerError, SourceError
+from job.query.failure_record import FailureRecord, as_dagger_error
 from job.query.liveness import read_json
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
@@ -291,13 +292,16 @@ class HostedGroup:
 
     # ---- the thread -----------------------------------------------------------------------------
 
-    def _report(self, key: str, state: str, error: str | None = None) -> None:
+    def _report(self, key: str, state: str, error: DaggerError | None = None) -> None:
+        """Report member ``key``'s ``state``; a failure carries its error as text (``error``) and as the
+        member's failure record (``failure``, see :mod:`job.query.failure_record`)."""
         member = self.members[key]
         self.folder.report(
             key,
             member.token,
             state,
-            error=error,
+            error=error.state_text() if error is not None else None,
+            failure=FailureRecord.of(error).as_json() if error is not None else None,
             pool=self.pool,
             group=self.key,
             generation=self.generation,
@@ -334,7 +338,7 @@ class HostedGroup:
             if not self.jvm_alive():
                 log.warning("group %s: the Spark application is gone", self.key)
                 return
-            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+            err = as_dagger_error(exc)
             text = err.state_text()
             if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
                 self._retries += 1  # the application's hiccup, not the daggers': the same generation again
@@ -359,7 +363,7 @@ class HostedGroup:
             ):
                 return self._split(query, session, listener, live, text)
             log.error("group %s: failed: %s", self.key, text.replace("\n", " "))
-            self._end(query, session, listener, text)
+            self._end(query, session, listener, err)
 
     def _split(self, query: Any, session: Any, listener: Any, live: dict[str, str], error: str) -> None:
         """End the generation without failing its members ``live`` (key -> token), which the host then runs
@@ -433,7 +437,7 @@ class HostedGroup:
                 try:
                     start_sinks(job.sinks, self._branches[key].schema)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
-                    self._fail(key, exc.state_text())
+                    self._fail(key, exc)
             if not window:  # members back from their groups of one (a resumed generation caught up already)
                 self._catch_up({k: v for k, v in gen.seen_by.items() if k in joining})
             write_json(
@@ -483,7 +487,6 @@ class HostedGroup:
         the others do. A member whose catch-up fails (its sinks, its SQL) fails alone."""
         from job.query.offset_log import lag_of
         from job.shared.catchup import catch_up
-        from job.spark.failure import explain_failure
 
         for key, start in sorted(behind.items()):
             if key not in self.members or key in self.failed:
@@ -495,8 +498,7 @@ class HostedGroup:
             try:
                 table = catch_up(self.base, self.members[key].plan, start, self._seen)
             except Exception as exc:
-                err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-                self._fail(key, err.state_text())
+                self._fail(key, as_dagger_error(exc))
                 continue
             error = self._write_member(
                 key,
@@ -556,23 +558,21 @@ class HostedGroup:
                 (time.monotonic() - split) * 1000,
             )
 
-    def _fail(self, key: str, error: str) -> None:
-        """Fail one member with ``error`` (``Title: message``, then its hint): its rows are no longer written."""
-        log.error("%s (group %s): failed: %s", key, self.key, error.replace("\n", " "))
-        self.failed[key] = error
-        self._jobs[key].mark("failed", error.split("\nhint: ")[0])
+    def _fail(self, key: str, error: DaggerError) -> None:
+        """Fail one member with ``error``: its rows are no longer written."""
+        text = error.state_text()
+        log.error("%s (group %s): failed: %s", key, self.key, text.replace("\n", " "))
+        self.failed[key] = text
+        self._jobs[key].mark("failed", f"{error.title}: {error.message}")
         self._report(key, "failed", error)
 
-    def _write_member(self, key: str, table: Any, batch_id: int) -> str | None:
-        """Write a member's rows to its sinks; return its error (``Title: message``, hint) or None."""
-        from job.spark.failure import explain_failure
-
+    def _write_member(self, key: str, table: Any, batch_id: int) -> DaggerError | None:
+        """Write a member's rows to its sinks; return its error or None."""
         try:
             for sink in self._jobs[key].sinks:
                 sink.write(table, batch_id)
         except Exception as exc:  # this member's sink: it fails alone
-            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
-            return err.state_text()
+            return as_dagger_error(exc)
         return None
 
     def on_progress(self, progress: dict[str, Any]) -> None:
@@ -619,7 +619,7 @@ class HostedGroup:
             log.warning("group %s: while stopping: %s", self.key, exc)
         return True
 
-    def _end(self, query: Any, session: Any, listener: Any, error: str | None) -> None:
+    def _end(self, query: Any, session: Any, listener: Any, error: DaggerError | None) -> None:
         """Close the query (see :meth:`_close`) and report each member's end."""
         if not self._close(query, session, listener):
             return
@@ -629,7 +629,7 @@ class HostedGroup:
                 continue
             if error is not None:
                 if job is not None:
-                    job.mark("failed", error.split("\nhint: ")[0])
+                    job.mark("failed", f"{error.title}: {error.message}")
                 self._report(key, "failed", error)
             elif key in self.leaving or not self._stop.is_set():
                 if job is not None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from job.errors import DaggerError
+from job.query.failure_record import FailureRecord, as_dagger_error
 from job.shared.channel import HostFolder
 
 log = logging.getLogger("daggers.shared")
@@ -101,6 +102,7 @@ class HostedDagger:
         self.start_gate = start_gate or threading.Lock()
         self.state = "starting"
         self.error: str | None = None
+        self.failure: FailureRecord | None = None  # the record of the error it failed on
         self.checkpoint: str | None = None
         self.query_id: str | None = None
         self._stop = threading.Event()
@@ -148,15 +150,19 @@ class HostedDagger:
 
     # ---- the thread -----------------------------------------------------------------------------
 
-    def _report(self, state: str, error: str | None = None) -> None:
+    def _report(self, state: str, error: DaggerError | None = None) -> None:
+        """Report ``state`` in the dagger's state file; a failure carries its error as text (``error``) and as
+        its failure record (``failure``, see :mod:`job.query.failure_record`)."""
         self.state = state
         if error is not None:
-            self.error = error
+            self.error = error.state_text()
+            self.failure = FailureRecord.of(error)
         self.folder.report(
             self.key,
             self.token,
             state,
             error=self.error,
+            failure=self.failure.as_json() if self.failure is not None else None,
             pool=self.pool,
             checkpoint=self.checkpoint,
             query_id=self.query_id,
@@ -193,7 +199,7 @@ class HostedDagger:
             if not self.jvm_alive():
                 log.warning("%s: the Spark application is gone", self.key)
                 return  # the host exits; nothing about this dagger changed
-            err = exc if isinstance(exc, DaggerError) else explain_failure(exc)
+            err = as_dagger_error(exc)
             text = err.state_text()
             if TRANSIENT in text and self._retries < MAX_TRANSIENT_RETRIES and not self._stop.is_set():
                 self._retries += 1
@@ -210,7 +216,7 @@ class HostedDagger:
             log.error("%s: failed: %s", self.key, text.replace("\n", " "))
             if job is not None:
                 job.mark("failed", f"{err.title}: {err.message}")
-            self._finish(job, session, liveness, text)
+            self._finish(job, session, liveness, err)
 
     def _start(self) -> tuple[Any, Any, Any]:
         """Plan the dagger and start its query on a new session in its own pool; return (job, session,
@@ -276,7 +282,9 @@ class HostedDagger:
                 return
             time.sleep(0.2)
 
-    def _finish(self, job: Any, session: Any, liveness: Any, error: str | None, report: bool = True) -> None:
+    def _finish(
+        self, job: Any, session: Any, liveness: Any, error: DaggerError | None, report: bool = True
+    ) -> None:
         try:
             if job is not None:
                 job.stop()
