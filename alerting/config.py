@@ -34,6 +34,7 @@ from alerting.matchers import Matcher, parse_matchers
 from alerting.rules import DeadmanRule, Rule, ThresholdRule
 from job.common.strict_model import StrictModel
 from job.errors import SpecError
+from job.spec.wording import problem, written_as
 
 CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
 
@@ -504,8 +505,7 @@ def format_errors(
         loc = _clean_loc(tuple(e["loc"]))
         target = _node_at(node, loc)
         where = f"{source}:{target.start_mark.line + 1}" if target is not None else source
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {_path_text(prefix + loc, data)}: {msg}")
+        lines.append(f"{where}: {_path_text(prefix + loc, data)}: {problem(e, written=written_as(target))}")
     return "\n".join(lines)
 
 

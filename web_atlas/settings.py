@@ -41,6 +41,7 @@ from pydantic import (
     model_validator,
 )
 
+from job.spec.wording import problem
 from web_atlas.basemap import BaseMap, BaseMapKind, base_map
 from web_atlas.errors import AtlasError
 
@@ -177,9 +178,11 @@ class AtlasSettings(BaseModel):
             for error in exc.errors():
                 field = str(error["loc"][0]) if error["loc"] else ""
                 where = names.get(field, field)
-                problems.append(
-                    f"{where}: {error['msg']}" if where else str(error["msg"]).removeprefix("Value error, ")
-                )
+                given = (
+                    error["input"] if isinstance(error["input"], str) else None
+                )  # as the variable holds it
+                message = problem(error, cls.model_fields.get(field), given)
+                problems.append(f"{where}: {message}" if where else message)
             raise AtlasError(
                 "; ".join(problems), hint="fix the variable, or pass --influx/--db to daggers atlas"
             ) from None

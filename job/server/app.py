@@ -66,8 +66,8 @@ async def _dagger_error(_request: Request, exc: DaggerError) -> JSONResponse:
     return JSONResponse(error_body(exc), status_of(exc), headers=headers)
 
 
-async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    code, message = validation_message(exc)
+async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    code, message = validation_message(exc, request)
     title = "Malformed request" if code == 400 else "Invalid request"
     return JSONResponse({"error": {"title": title, "message": message, "hint": None}}, code)
 

@@ -8,13 +8,16 @@ No message names the registry's address, user or database: the server logs those
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException
 
 from job.control.errors import (
@@ -29,6 +32,7 @@ from job.control.errors import (
 from job.control.registry import RegistryValueError
 from job.errors import DaggerError
 from job.server.plain import PLAIN_VALUE
+from job.spec.wording import field_at, models_at, problem
 
 
 class TooLargeError(ControlError):
@@ -73,9 +77,54 @@ def error_body(exc: DaggerError) -> dict[str, Any]:
     return {"error": body}
 
 
-def validation_message(exc: RequestValidationError) -> tuple[int, str]:
+def field_of(request: Request | None, loc: tuple[Any, ...]) -> FieldInfo | None:
+    """Return the declared field behind an error's location (``("body", "pid")``, ``("query", "since_s")``)
+    in the route that ``request`` reached, so that its message can give the field's type and range; None
+    when it is not known."""
+    dependant = getattr(request.scope.get("route") if request is not None else None, "dependant", None)
+    if dependant is None or len(loc) < 2 or loc[0] not in ("body", "query", "path", "header"):
+        return None
+    params = list(_params(dependant, str(loc[0])))
+    rest = tuple(loc[1:])
+    model = _body_model(request) if loc[0] == "body" else None
+    if model is not None:
+        return field_at(rest, model)
+    param = next((p for p in params if p.alias == rest[0]), None)
+    if param is None:
+        return None
+    if len(rest) == 1:
+        return cast(FieldInfo, param.field_info)
+    model = param.field_info.annotation
+    return field_at(rest[1:], model) if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _body_model(request: Request | None) -> type[BaseModel] | None:
+    """The model of the route's one body parameter, if it has exactly one."""
+    dependant = getattr(request.scope.get("route") if request is not None else None, "dependant", None)
+    params = list(_params(dependant, "body")) if dependant is not None else []
+    model = params[0].field_info.annotation if len(params) == 1 else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _known_at(request: Request | None, loc: tuple[Any, ...]) -> set[str]:
+    """The field names the body's model accepts where an unknown field ``loc`` was sent."""
+    model = _body_model(request) if loc[:1] == ("body",) else None
+    if model is None:
+        return set()
+    return {name for m in models_at(tuple(loc[1:-1]), model) for name in m.model_fields}
+
+
+def _params(dependant: Any, where: str) -> Iterator[Any]:
+    """Yield the parameters of one kind (``body``, ``query``…) of a route's dependant and its dependencies."""
+    yield from getattr(dependant, f"{where}_params", ())
+    for sub in dependant.dependencies:
+        yield from _params(sub, where)
+
+
+def validation_message(exc: RequestValidationError, request: Request | None = None) -> tuple[int, str]:
     """Return the status (400 for a body that is not JSON or not an object, else 422) and one line naming
-    the first bad field."""
+    the first bad field, worded as every user input's errors are (:func:`job.spec.wording.problem`), with the
+    declared field's type and range when ``request`` shows which route it reached."""
     errors = exc.errors()
     first = errors[0] if errors else {}
     if first.get("type") == PLAIN_VALUE:  # job.server.plain names the field in the message itself
@@ -90,7 +139,14 @@ def validation_message(exc: RequestValidationError) -> tuple[int, str]:
         return 400, "the request body is not a JSON object (send Content-Type: application/json)"
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return 422, f"{where}: {first.get('msg', 'invalid')}{more}"
+    if "type" not in first:
+        return 422, f"{where}: {first.get('msg', 'invalid')}{more}"
+    loc = tuple(first.get("loc", ()))
+    known = _known_at(request, loc) if first["type"] == "extra_forbidden" else set()
+    given = first.get("input")
+    written = given if loc[:1] in (("query",), ("path",), ("header",)) and isinstance(given, str) else None
+    message = problem(cast(ErrorDetails, first), field_of(request, loc), written, known)
+    return 422, f"{where}: {message}{more}"
 
 
 class ErrorDetail(BaseModel):

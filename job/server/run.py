@@ -88,8 +88,13 @@ def serve_metrics(registry: Registry, port: int, host: str) -> MetricsServer:
     try:
         health = HealthSettings.from_env()
     except ValidationError as exc:
+        from job.spec.wording import problem
+
         first = exc.errors()[0]
-        raise ControlError(f"${ENV_PREFIX}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+        name = str(first["loc"][0]) if first["loc"] else ""
+        given = first["input"] if isinstance(first["input"], str) else None  # as the variable holds it
+        message = problem(first, HealthSettings.model_fields.get(name), given)
+        raise ControlError(f"${ENV_PREFIX}{name.upper()}: {message}") from None
     try:
         server = serve_platform_metrics(registry, port, host, health)
     except OSError as exc:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
 from job.errors import SpecError
 from job.spec.base import REFERENCE_RE
@@ -19,6 +17,7 @@ from job.spec.lookups import LOOKUP_TYPES
 from job.spec.numbers import number_problem
 from job.spec.sinks import SINK_TYPES
 from job.spec.transformers import TRANSFORMER_TYPES
+from job.spec.wording import field_at, models_at, unknown_field, written_as
 
 
 def _child(node: yaml.Node | None, key: Any) -> yaml.Node | None:
@@ -74,15 +73,6 @@ def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
     return node
 
 
-def _written(node: yaml.Node | None) -> str | None:
-    """Return a YAML scalar's text as the file wrote it (with its quotes), or None."""
-    if not isinstance(node, yaml.ScalarNode):
-        return None
-    if node.style in ("'", '"'):
-        return f"{node.style}{node.value}{node.style}"
-    return None if node.style else str(node.value)
-
-
 def format_validation(
     err: ValidationError,
     node: yaml.Node | None = None,
@@ -103,11 +93,8 @@ def format_validation(
         where = f"{source}:{line}" if line else source
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and e["loc"]:
-            near = difflib.get_close_matches(
-                str(e["loc"][-1]), sorted(_fields_at(e["loc"], root)), n=3, cutoff=0.6
-            )
-            msg = "unknown field" + (f"; did you mean {' or '.join(near)}?" if near else "")
-        number = number_problem(e, _field_at(e["loc"], root), _written(_node_at(node, loc)))
+            msg = unknown_field(str(e["loc"][-1]), _fields_at(e["loc"], root))
+        number = number_problem(e, field_at(e["loc"], root), written_as(_node_at(node, loc)))
         if number is not None:
             msg = number
         if line and variables and line in variables:
@@ -118,47 +105,11 @@ def format_validation(
     return "\n".join(lines)
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
-
-
-def _models_at(keys: tuple[Any, ...], root: type[BaseModel]) -> list[type[BaseModel]]:
-    """The models that may stand at ``keys`` (an error's location) below ``root``."""
-    models: list[type[BaseModel]] = [root]
-    for key in keys:
-        if isinstance(key, int):
-            continue
-        tagged = [
-            m for m in models if key in get_args(getattr(m.model_fields.get("type"), "annotation", None))
-        ]
-        if tagged:
-            models = tagged
-            continue
-        inner = [
-            sub for m in models if key in m.model_fields for sub in _models_in(m.model_fields[key].annotation)
-        ]
-        if inner or any(key in m.model_fields for m in models):
-            models = inner
-        # else a union member's or a validator's name (function-after[...]): the same models
-    return models
-
-
 def _fields_at(loc: tuple[Any, ...], root: type[BaseModel] = DaggerSpec) -> set[str]:
     """The field names the models at ``loc`` (an error's location, its last key the bad field) accept."""
-    models = _models_at(loc[:-1], root)
+    models = models_at(loc[:-1], root)
     names = {name for m in models for name in m.model_fields}
     return names | ({"sink"} if DaggerSpec in models else set())
-
-
-def _field_at(loc: tuple[Any, ...], root: type[BaseModel]) -> FieldInfo | None:
-    """The field an error's location ends at (None when it ends inside a field's value, or is unknown)."""
-    if not loc or not isinstance(loc[-1], str):
-        return None
-    return next(
-        (m.model_fields[loc[-1]] for m in _models_at(loc[:-1], root) if loc[-1] in m.model_fields), None
-    )
 
 
 def interpolate_env(

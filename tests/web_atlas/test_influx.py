@@ -114,13 +114,11 @@ def test_settings_from_environment() -> None:
     )
     assert s.password is not None and s.password.get_secret_value() == "hunter2"
     assert "hunter2" not in repr(s) and "hunter2" not in str(s)
-    with pytest.raises(AtlasError, match="DAGGERS_INFLUX: Value error, 'localhost:8086' is not an http"):
+    with pytest.raises(AtlasError, match="DAGGERS_INFLUX: 'localhost:8086' is not an http"):
         AtlasSettings.from_env({"DAGGERS_INFLUX": "localhost:8086"})
     with pytest.raises(AtlasError, match="not the URL"):
         AtlasSettings.from_env({"DAGGERS_INFLUX": "http://u:p@h:8086"})
-    with pytest.raises(
-        AtlasError, match="DAGGERS_ATLAS_REFRESH_S: Input should be greater than or equal to 1"
-    ):
+    with pytest.raises(AtlasError, match="DAGGERS_ATLAS_REFRESH_S: 0 is not a number from 1 to 3600"):
         AtlasSettings.from_env({"DAGGERS_ATLAS_REFRESH_S": "0"})
 
 

@@ -38,7 +38,7 @@ def report(w: World, **body: Any) -> requests.Response:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"samples": [{}]}, "samples.0.dagger_id: Field required (and 1 more)"),
+        ({"samples": [{}]}, "samples.0.dagger_id: is required (and 1 more)"),
         ({"samples": [{"dagger_id": "{id}", "at": 1.0, "input_rows": "lots"}]}, "samples.0.input_rows: "),
         (
             {"samples": [{"dagger_id": "{id}", "at": 1.0, "batch_duration_ms": 2**40}]},
