@@ -141,19 +141,23 @@ def run_flink_peer(
     stop: Any,
     compare: Any,
     result_cls: Any,
+    label: str | None = None,
 ) -> Any:
     """Run Flink (``peer``: flink-udf or flink-builtin) over the CSV files until its job ends; return a
     RunResult (``result_cls``): events/s from job submission to its end, peak memory and CPU over that
-    time, the points checked against ``expected``. ``spawn``/``stop``/``compare`` are bench/run.py's."""
+    time, the points checked against ``expected``. ``spawn``/``stop``/``compare`` are bench/run.py's.
+    ``label`` names the run (``flink-udf_2``: a repeated run), the peer by default: its output folder,
+    timings and log, so that a run reads only what it wrote."""
+    label = label or peer
     mode = peer.split("-", 1)[1]
-    res = result_cls(peer, load_before=load_average())
+    res = result_cls(label, load_before=load_average())
     if not FLINK_PYTHON.exists():
         res.check = "not run"
         res.note = f"not run: no Flink virtualenv at {FLINK_PYTHON.parent.parent} (bash bench/setup_flink.sh)"
         return res
-    out = folder / f"flink-{mode}-out"
-    timings = folder / f"flink-{mode}-timings.json"
-    log = folder / f"a-{peer}.log"
+    out = folder / f"{label}-out"
+    timings = folder / f"{label}-timings.json"
+    log = folder / f"a-{label}.log"
     proc = spawn(
         [
             str(FLINK_PYTHON),

@@ -21,6 +21,10 @@ TITLES = {
     "quix": "Quix Streams 3.28 (group_by + tumbling window)",
     "baseline": "Daggers, --baseline engine features pinned",
 }
+#: The peers of bench/run.py (every other runner is Daggers: the engine, a baseline, a variant) and the
+#: Daggers run each is compared with: Daggers on the same query, the engine unless named here.
+PEERS = ("loop", "sparkudf", "quix", "flink-udf", "flink-builtin")
+DAGGERS_SIDE = {"flink-builtin": "engine-builtin"}
 
 
 def machine() -> str:
@@ -123,7 +127,8 @@ def _pss(d: dict[str, Any]) -> str:
 
 
 def summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per runner run more than once (``bench/run.py --runs``): the median and the worst of its figures."""
+    """One line per runner run more than once (``bench/run.py --runs``): the median and the worst of its
+    figures; then one line per peer run more than once: Daggers against it, the ratio of their medians."""
     units = {
         "events_per_s": ("events/s", ",.0f"),
         "cpu_us_per_event": ("CPU µs/event", ".2f"),
@@ -142,6 +147,31 @@ def summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
             if k in units
         ]
         lines.append(f"{runner}, {runs} runs: " + "; ".join(parts))
+    return lines + ratio_lines(summary)
+
+
+def ratio_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Per peer run more than once, Daggers (:data:`DAGGERS_SIDE`) against it: the ratio of the median
+    events/s and of the median CPU µs an event of both."""
+    lines = []
+    for peer in PEERS:
+        theirs = summary.get(peer, {})
+        ours_name = DAGGERS_SIDE.get(peer, "engine")
+        ours = summary.get(ours_name, {})
+        if theirs.get("events_per_s", {}).get("runs", 0) < 2 or not ours.get("events_per_s"):
+            continue
+        a, b = ours["events_per_s"]["median"], theirs["events_per_s"]["median"]
+        if not b:
+            continue
+        line = (
+            f"{ours_name} against {peer}, medians: {a / b:.1f}x the events/s ({a:,.0f} against {b:,.0f}, "
+            f"{ours['events_per_s']['runs']} and {theirs['events_per_s']['runs']} runs)"
+        )
+        oc = ours.get("cpu_us_per_event", {}).get("median") or 0.0
+        tc = theirs.get("cpu_us_per_event", {}).get("median") or 0.0
+        if oc and tc:
+            line += f"; {peer} takes {tc / oc:.1f}x the CPU an event ({tc:.2f} against {oc:.2f} µs)"
+        lines.append(line)
     return lines
 
 
@@ -320,6 +350,9 @@ def record(results: dict[str, Any], stamp: str) -> Path:
         "",
     ]
     for key, entry in results["workloads"].items():
+        summary = summary_lines(entry.get("summary") or {})
+        if summary:
+            parts += [f"- ({key}) {line}" for line in summary] + [""]
         if "live" in entry:
             parts += [f"- ({key}) {live_line(entry['live'])}", ""]
         stages = (entry.get("components") or {}).get("stages") or {}

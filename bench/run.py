@@ -27,6 +27,11 @@ What one run does (everything on 127.0.0.1, ports from the OS, all in a temporar
    to its points being visible in InfluxDB (polled), p50 and p99 over points, and memory over time;
 5. the **components** of workload (a) alone (``bench/components.py``).
 
+With ``--runs N`` steps 2 and 3 are made in N rounds, each the engine's run(s) then every peer's run
+(labels ``engine``, ``loop``, ..., then ``engine_2``, ``loop_2``, ...; each run its own measurement,
+progress file, log and state), and the live run N times; the median and the worst of each runner are
+printed, and Daggers against each peer as the ratio of their medians.
+
 The table is printed; ``bench/results/<UTC time>.json`` keeps every figure; ``--record`` appends a
 section to bench/results/history.md and writes plots to ``bench/results/plots/``.
 """
@@ -548,9 +553,13 @@ def peer_argv(
     folder: Path,
     args: argparse.Namespace,
     progress: Path,
+    label: str | None = None,
 ) -> list[str] | None:
-    """Return the command line of ``peer`` (None when it cannot run here)."""
-    measurement = w.measurement_for(peer)
+    """Return the command line of ``peer`` (None when it cannot run here); ``label`` names the run (its
+    measurement, spec and state: ``loop``, then ``loop_2``, ... with ``--runs``), the peer's name by default."""
+    label = label or peer
+    suffix = label.removeprefix(peer)  # "" or "_2", ...
+    measurement = w.measurement_for(label)
     if peer == "loop":
         return _topic_to_influx_argv(PYTHON, "loop_peer.py", stack, loaded, measurement, progress)
     if peer == "sparkudf":
@@ -559,7 +568,7 @@ def peer_argv(
             stack,
             loaded.topic,
             folder,
-            runner="sparkudf",
+            runner=label,
             trigger_s=0,
             max_records=args.max_records,
             tag="pre",
@@ -573,6 +582,8 @@ def peer_argv(
             measurement,
             "--progress",
             str(progress),
+            "--checkpoint",
+            str(folder / f"{label}-checkpoint"),
             "--master",
             f"local[{args.cores}]",
             "--max-seconds",
@@ -592,7 +603,7 @@ def peer_argv(
             loaded,
             measurement,
             progress,
-            ["--descriptors", str(descriptors), "--state-dir", str(folder / "quix-state")],
+            ["--descriptors", str(descriptors), "--state-dir", str(folder / f"quix-state{suffix}")],
         )
     raise ValueError(peer)
 
@@ -605,21 +616,25 @@ def run_peer(
     folder: Path,
     args: argparse.Namespace,
     expected: Points,
+    label: str | None = None,
 ) -> RunResult:
     """Run one peer over the pre-loaded topic until it wrote every point, exited, or ran out of time.
 
-    Its points are checked against ``expected`` (which the engine's points were checked equal to).
+    ``label`` names the run (``loop``, ``loop_2``, ...: its measurement, progress file, log and state, so
+    that no run sees another's). Its points are checked against ``expected`` (which the engine's points were
+    checked equal to).
     """
-    res = RunResult(peer, load_before=load_average())
-    progress = folder / f"{peer}-progress.json"
-    argv = peer_argv(peer, w, stack, loaded, folder, args, progress)
+    label = label or peer
+    res = RunResult(label, load_before=load_average())
+    progress = folder / f"{label}-progress.json"
+    argv = peer_argv(peer, w, stack, loaded, folder, args, progress, label)
     if argv is None:
         res.note = (
             f"not run: no Quix Streams virtualenv at {QUIX_PYTHON.parent.parent} (bash bench/setup_quix.sh)"
         )
         res.check = "not run"
         return res
-    log = folder / f"{w.key}-{peer}.log"
+    log = folder / f"{w.key}-{label}.log"
     started = time.time()
     proc = spawn(argv, log, cores=args.cores)
     sampler = TreeSampler(proc.pid, extra=stack.pids()).start()
@@ -661,7 +676,7 @@ def run_peer(
     res.complete = finished
     _resources(res, sampler, first, t_end)
     res.load_after = load_average()
-    got = influx_read.points(stack.url, DB, w.measurement_for(peer), w.fields, w.tags, w.time_epoch)
+    got = influx_read.points(stack.url, DB, w.measurement_for(label), w.fields, w.tags, w.time_epoch)
     windows = {k[0] for k in got}
     if finished:
         res.check = compare(expected, got, w)
@@ -688,9 +703,13 @@ def run_flink_side(
     folder: Path,
     args: argparse.Namespace,
     cache: dict[str, Any],
+    label: str | None = None,
 ) -> RunResult:
     """Run a Flink peer (bench/flink_bench.py: flink-udf, flink-builtin) or Daggers' run of the built-in query
-    (engine-builtin). Flink reads the pre-load's events from CSV files written once per run (``cache``)."""
+    (engine-builtin). Flink reads the pre-load's events from CSV files written once per run (``cache``).
+    ``label`` names the run (``flink-udf``, ``flink-udf_2``, ...): its output, log, measurement and
+    checkpoint."""
+    label = label or peer
     from bench import flink_bench
 
     if "input" not in cache:
@@ -703,12 +722,13 @@ def run_flink_side(
             dataclasses.replace(loaded, expected=flink_input.builtin_expected),
             folder,
             args,
+            runner="engine" + label.removeprefix(peer),
         )
-        res.runner = peer
+        res.runner = label
         return res
     expected = loaded.expected if peer == "flink-udf" else flink_input.builtin_expected
     return flink_bench.run_flink_peer(
-        peer, w, expected, flink_input, folder, args, spawn, stop, compare, RunResult
+        peer, w, expected, flink_input, folder, args, spawn, stop, compare, RunResult, label=label
     )
 
 
@@ -1147,8 +1167,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--runs",
         type=int,
         default=1,
-        help="make each engine run (pre-loaded and live) this many times and report the median and the "
-        "worst; the pre-loaded topic is produced once, every run must pass",
+        help="make each engine run (pre-loaded and live) and each peer's run this many times and report "
+        "the median and the worst; a round is the engine run(s) then every peer; the pre-loaded topic is "
+        "produced once, every run must pass",
     )
     ap.add_argument(
         "--features",
@@ -1242,15 +1263,38 @@ def engine_runs(args: argparse.Namespace) -> list[EngineRun]:
     ]
 
 
+#: A run over the pre-loaded topic: (label, peer, pinned features, Spark settings); peer None for an engine run.
+PreloadRun = tuple[str, str | None, dict[str, str] | None, list[str]]
+#: The peers bench/flink_bench.py runs (Flink reads CSV files; engine-builtin is Daggers on Flink's query).
+FLINK_SIDE = ("flink-udf", "flink-builtin", "engine-builtin")
+
+
+def preload_runs(args: argparse.Namespace, peers: list[str]) -> list[PreloadRun]:
+    """Return the runs over a pre-loaded topic, in order: ``--runs`` rounds, each the round's engine runs
+    (:func:`engine_runs`: the engine, then any baseline and variants) and then each of ``peers`` once, so
+    that the engine and its peers see the machine alike. A peer's runs are labelled ``loop``, ``loop_2``,
+    ... as the engine's are."""
+    engines = engine_runs(args)
+    per_round = len(engines) // args.runs
+    out: list[PreloadRun] = []
+    for i in range(args.runs):
+        out += [
+            (label, None, pinned, conf)
+            for label, pinned, conf in engines[i * per_round : (i + 1) * per_round]
+        ]
+        out += [(peer if i == 0 else f"{peer}_{i + 1}", peer, None, []) for peer in peers]
+    return out
+
+
 def _variant(text: str, features: dict[str, str] | None) -> tuple[str, dict[str, str] | None, list[str]]:
     """``NAME:KEY=VALUE;KEY=VALUE`` (``--variant``) → (NAME, pinned features, settings): a KEY ``feature.F`` pins
     the engine feature F; any other is a Spark setting or a spec line (:data:`SPEC_PREFIXES`). Raises
     ValueError for a bad NAME or item."""
     name, sep, rest = text.partition(":")
-    if not sep or not re.fullmatch(r"[a-z][a-z0-9]*", name) or name in ("engine", "baseline"):
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9]*", name) or name in ("engine", "baseline", *PEER_TITLES):
         raise ValueError(
             f"--variant {text!r}: give NAME:KEY=VALUE[;KEY=VALUE...], NAME lower-case letters and "
-            "digits (not engine or baseline)"
+            "digits (not engine, baseline or a peer's name)"
         )
     pinned = dict(features or {})
     conf = []
@@ -1348,21 +1392,18 @@ def main(argv: list[str] | None = None) -> int:
                     entry["events"] = loaded.events
                     entry["points"] = len(loaded.expected)
                     entry["runs"] = {}
-                    for label, features, conf in engine_runs(args):
-                        engine = run_engine(
-                            w, stack, loaded, folder, args, runner=label, features=features, conf=conf
-                        )
-                        entry["runs"][label] = engine.__dict__
-                        print("  " + report.run_line(engine), flush=True)
-                    if key == "a":
-                        flink_cache: dict[str, Any] = {}
-                        for peer in peers:
-                            if peer in ("flink-udf", "flink-builtin", "engine-builtin"):
-                                res = run_flink_side(peer, w, stack, loaded, folder, args, flink_cache)
-                            else:
-                                res = run_peer(peer, w, stack, loaded, folder, args, loaded.expected)
-                            entry["runs"][peer] = res.__dict__
-                            print("  " + report.run_line(res), flush=True)
+                    flink_cache: dict[str, Any] = {}
+                    for label, peer, features, conf in preload_runs(args, peers if key == "a" else []):
+                        if peer is None:
+                            res = run_engine(
+                                w, stack, loaded, folder, args, runner=label, features=features, conf=conf
+                            )
+                        elif peer in FLINK_SIDE:
+                            res = run_flink_side(peer, w, stack, loaded, folder, args, flink_cache, label)
+                        else:
+                            res = run_peer(peer, w, stack, loaded, folder, args, loaded.expected, label)
+                        entry["runs"][label] = res.__dict__
+                        print("  " + report.run_line(res), flush=True)
                     if key == "a" and not args.no_components:
                         entry["components"] = run_components(stack, loaded.topic, folder, args)
                 if key == "a" and args.rate:

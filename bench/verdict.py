@@ -14,7 +14,8 @@ and when its live run (``--rate``)
 * could not be offered the rate (the feeder fell behind: the run did not measure what it says), or
 * missed its goal: a watermark → InfluxDB p99 over ``--live-goal-s`` (:data:`LIVE_P99_GOAL_S`).
 
-With ``--runs N`` every run is judged: one run that misses fails the benchmark.
+With ``--runs N`` every run is judged, the engine's and each peer's (``loop_2`` is the loop's second run): one run
+that misses fails the benchmark.
 
 A step of ``bench/bench_density.py`` fails when a dagger failed (at start or during the step), a dagger
 wrote no window the step could measure, or the heavy dagger read fewer than ``KEEP_UP`` of its offered

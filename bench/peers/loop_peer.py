@@ -70,7 +70,7 @@ def main() -> int:
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
-            "group.id": "bench-loop",
+            "group.id": f"bench-loop-{args.measurement}",  # a group of its own per run
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",

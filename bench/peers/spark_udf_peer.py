@@ -8,7 +8,7 @@ append mode, ``foreachBatch`` writing line protocol to InfluxDB.
 Usage::
 
     python bench/peers/spark_udf_peer.py --spec SPEC.yaml --measurement M --progress FILE \
-        [--master local[2]] [--max-seconds S]
+        [--checkpoint DIR] [--master local[2]] [--max-seconds S]
 
 Runs until SIGTERM (or ``--max-seconds``), writing the progress file after every micro-batch.
 """
@@ -53,6 +53,7 @@ def main() -> int:
     ap.add_argument("--spec", required=True)
     ap.add_argument("--measurement", required=True)
     ap.add_argument("--progress", required=True)
+    ap.add_argument("--checkpoint", default=None, help="the query's checkpoint (default: next to --progress)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--max-seconds", type=float, default=600.0)
     args = ap.parse_args()
@@ -102,7 +103,9 @@ def main() -> int:
     query = (
         result.writeStream.outputMode("append")
         .foreachBatch(write)
-        .option("checkpointLocation", str(Path(args.progress).parent / "spark-udf-checkpoint"))
+        .option(
+            "checkpointLocation", args.checkpoint or str(Path(args.progress).parent / "spark-udf-checkpoint")
+        )
         .trigger(processingTime="0 seconds")
         .start()
     )
