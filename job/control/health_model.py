@@ -34,7 +34,9 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     for ``recovered_after_s`` (nor is older than ``crash_window_s``). Once it has (:func:`streak_ended`), its
     crashes in a row are over: it shows 0 restarts, and the controller records 0. A run that only reports
     (its brokers do not answer) does not end the streak, and before its first report the stall evidence of
-    the runs before stands.
+    the runs before stands. When its last lag read failed, the reason says so beside the crash's text
+    (``crashed: …; its brokers do not answer: end offsets unreadable for 35 s: …``): a crash while a broker
+    is frozen need not name the broker.
 
 The lag window holds at least six micro-batches: ``lag_window_s``, stretched back up to ``lag_window_max_s``
 when batches are slow, and never across a gap in the readings longer than ``controller_silent_s`` (a
@@ -405,6 +407,16 @@ def controller_silent(heartbeat: float | None, now: float, s: HealthSettings) ->
     return heartbeat is None or now - heartbeat > s.controller_silent_s
 
 
+def brokers_unanswered(f: DaggerFacts, now: float) -> str:
+    """Return ``; its brokers do not answer: end offsets unreadable for 35 s: …`` when its last lag read
+    failed (a crash's own text may not name them: a frozen broker), else "". The outage counts from the
+    first failed read in a row, as a stalled dagger's does."""
+    if not f.lag_error:
+        return ""
+    since = float(f.lag_error_at or f.lag_at or now)
+    return f"; its brokers do not answer: end offsets unreadable for {max(now - since, 0.0):.0f} s: {f.lag_error}"
+
+
 def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -> DaggerHealth:
     """Return the state of the dagger described by ``f`` at ``now`` (see the module docstring)."""
     s = s or HealthSettings()
@@ -431,7 +443,7 @@ def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -
         when = f"restart {restarts} in {max((retry or now) - now, 0):.0f} s" if retry else "restart pending"
         return DaggerHealth(
             CRASH_LOOPING,
-            f"crashed: {f.last_error or 'no error'}; {when}",
+            f"crashed: {f.last_error or 'no error'}{brokers_unanswered(f, now)}; {when}",
             next_retry_at=retry,
             restarts=restarts,
         )
@@ -457,7 +469,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     if restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s:
         return DaggerHealth(
             CRASH_LOOPING,
-            f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}",
+            f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}"
+            f"{brokers_unanswered(f, now)}",
             restarts=restarts,
         )
     lag_fresh = f.lag is not None and f.lag_at is not None and now - f.lag_at <= s.stall_after_s

@@ -134,6 +134,22 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "crashed: Source error: no records; restart 1 in 4 s",
     ),
     (
+        "crashed while its brokers do not answer",
+        facts(
+            actual_state="crashed",
+            restarts=1,
+            next_restart_at=NOW + 4,
+            last_error="Dagger error: killed by signal 9",
+            lag=None,
+            lag_at=NOW - 60,
+            lag_error="Source error: the brokers did not answer in 5 s",
+            lag_error_at=NOW - 35,
+        ),
+        CRASH_LOOPING,
+        "crashed: Dagger error: killed by signal 9; its brokers do not answer: end offsets unreadable for 35 s: "
+        "Source error: the brokers did not answer in 5 s; restart 1 in 4 s",
+    ),
+    (
         "restarted twice, up 100 s, no report",
         facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 200), last_error="boom"),
         CRASH_LOOPING,
@@ -354,7 +370,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_error="Source error: timed out",
         ),
         CRASH_LOOPING,
-        "restarted 2 times in a row, up 100 s: no error",
+        "restarted 2 times in a row, up 100 s: no error; its brokers do not answer: end offsets unreadable for "
+        "300 s: Source error: timed out",
     ),
     (
         "restarted twice, up 100 s, reads but its sink wrote nothing: its streak goes on",
