@@ -12,6 +12,12 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
   same generation from its checkpoint: exact totals.
 * Other members start a new generation (see :func:`start_of_generation`).
 * A member whose sink fails past its retries fails alone: its rows are no longer written, the others go on.
+* A member that leaves (unassigned or replaced) stops with its generation: it reports ``stopping`` until
+  the generation's query has stopped, which waits for the micro-batch in progress. A *kill* of a leaving
+  member (its controller's, once its stop timed out: a sink retrying a write) ends that generation now
+  (:meth:`HostedGroup.abort`): every sink of the generation gives up the write it retries, and that batch
+  is not committed, so no member fails: those that stay get the batch again from the next generation
+  (it reads from the oldest window still open, or from the offsets the last one committed).
 * A failure of the query itself that is not its source's (a member's SQL failing at run time, e.g. a
   division by zero) *splits* the group: :data:`SPLIT_FILE` records its members, and the host runs each of
   them as a group of one (:func:`solo_key`) whose first generation starts where the failed one would have
@@ -45,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from job.common.words import counted
-from job.errors import DaggerError, SourceError
+from job.errors import DaggerError, SinkError, SourceError
 from job.query.failure_record import FailureRecord, as_dagger_error
 from job.query.liveness import read_json
 from job.shared.channel import HostFolder, write_json
@@ -252,6 +258,7 @@ class HostedGroup:
         self._stop = threading.Event()
         self._retries = 0
         self._settle = True
+        self._killed: str | None = None  # why the generation was killed (a leaving member's stop timed out)
         self._pool = ThreadPoolExecutor(max_workers=SINK_THREADS, thread_name_prefix=f"sinks-{group_key}")
         self._thread = threading.Thread(target=self._run, name=f"group-{group_key}", daemon=True)
 
@@ -285,6 +292,23 @@ class HostedGroup:
         self.leaving |= set(leaving or ())
         self._settle = self._settle and settle
         self._stop.set()
+
+    def abort(self, key: str, token: str, why: str) -> bool:
+        """End the stopping generation now for its leaving member ``key`` (run ``token``), as SIGKILL ends a
+        dagger of its own: each sink of the generation gives up the write it retries (once; see
+        :meth:`job.sinks.base.Sink.abort`), the batch in progress fails uncommitted and the query stops. The
+        members that stay are not failed: the next generation writes that batch again. Return False when
+        ``key`` is not a leaving member of this generation with that token (nothing done)."""
+        member = self.members.get(key)
+        if self.ended or key not in self.leaving or member is None or member.token != token:
+            return False
+        if self._killed is None:
+            self._killed = why
+            log.warning("%s: killed: %s (group %s gen %d)", key, why, self.key, self.generation)
+            for job in list(self._jobs.values()):
+                for sink in getattr(job, "sinks", None) or []:
+                    sink.abort(why)
+        return True
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread.is_alive():
@@ -331,6 +355,10 @@ class HostedGroup:
             )
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.5)
+            if self._stop.is_set() and query.isActive:
+                for key in sorted(self.leaving - set(self.failed)):
+                    if key in self.members:
+                        self._report(key, "stopping")
             if not self._stop.is_set() and query.exception() is not None:
                 raise explain_failure(query.exception())
             self._end(query, session, listener, None)
@@ -540,7 +568,10 @@ class HostedGroup:
         live = [(key, table) for key, table in tables.items() if key not in self.failed]
         split = time.monotonic()
         # each member's sinks in a thread of their own: one slow or retrying sink does not hold the others
-        errors = self._pool.map(lambda kt: self._write_member(kt[0], kt[1], batch_id), live)
+        errors = list(self._pool.map(lambda kt: self._write_member(kt[0], kt[1], batch_id), live))
+        if self._killed is not None and any(errors):
+            # killed while it stopped: no member fails, and the batch stays uncommitted (written again next)
+            raise SinkError(f"group {self.key} gen {self.generation} was killed: {self._killed}")
         for key, error in zip([k for k, _ in live], errors, strict=True):
             if error is not None:
                 self._fail(key, error)

@@ -167,11 +167,16 @@ class SharedHost:
                 del self.daggers[key]
         for key in self.folder.kills():
             asked = self.folder.kill_asked(key) or {}
+            why, token = "its controller stopped it: it did not stop in time", str(asked.get("token"))
             stopping = self._replacing.get(key)
-            if stopping is None:
+            # a fused member stops with its group's generation: a kill ends that generation
+            leaving = [g for g in self._regrouping.values() if not g.ended and key in g.leaving]
+            if stopping is None and not leaving:
                 self.folder.killed(key)  # nothing of that key is stopping (any more)
-            elif stopping.token == asked.get("token"):
-                stopping.abort("its controller stopped it: it did not stop in time")
+            elif stopping is not None and stopping.token == token:
+                stopping.abort(why)
+            for group in leaving:
+                group.abort(key, token, why)
         for key, want in wanted.items():
             if key in self.daggers or key in self._replacing:
                 continue  # running, ended with this token, or its old run is still stopping
