@@ -3,8 +3,11 @@
 A checkpoint's position past a partition's end (a broker that lost its newest records in a crash, or a topic
 deleted and made again), or below its first offset (records deleted before they were read), is data loss.
 Like Spark's Kafka source (``failOnDataLoss``), a stream fails at once by default, saying which partition,
-the position, the broker's offsets and the way out; with ``fail_on_data_loss: false`` it reads on from the
-nearest offset the broker has, with a warning that names the records it passed over.
+the position, the broker's offsets and the way out; with ``fail_on_data_loss: false`` it reads on, with a
+warning that names the records it reads and the ones gone: past the end, from the first offset the broker
+holds (a broker that came back empty holds only records written since; one that kept some of its records
+gives those again), so that nothing written after the broker came back is skipped, however long the loss
+took to be seen; below the first offset, from the first offset.
 
 A broker that is starting up can briefly answer with empty partitions: a loss counts only once
 :data:`CONFIRMATIONS` look-ups at least :data:`CONFIRM_EVERY_S` apart all show it.
@@ -66,9 +69,10 @@ def error(
     range_end: int | None = None,
     loss_dir: str = "",
 ) -> DataLossError:
-    """The error that stops a stream whose position the broker does not hold. Past the end, the partition's
-    end at the first sight of the loss is kept in ``loss_dir`` (:mod:`job.sources.loss_mark`): the offset
-    the hint names, where ``fail_on_data_loss: false`` reads on from."""
+    """The error that stops a stream whose position the broker does not hold. Past the end, where the new data
+    begins (the partition's first offset at the first sight of the loss; for a planned batch whose start the
+    broker still holds, its end) is kept in ``loss_dir`` (:mod:`job.sources.loss_mark`): the offset the hint
+    names, where ``fail_on_data_loss: false`` reads on from."""
     what = describe(topic, partition, position, first, end, range_end) or f"{topic}[{partition}]: data loss"
     past_end = position > end or (range_end is not None and first <= position <= end < range_end)
     if not past_end:
@@ -76,11 +80,18 @@ def error(
     else:
         # keyed by where the checkpoint will stand: a failed batch is replayed, then planned on from its end
         lost_at = range_end if range_end is not None else position
-        to = max(first, min(end, loss_mark.remember(loss_dir, topic, partition, lost_at, end)))
-        where = (
-            f"to read on from offset {to:,}, where the partition ended when the loss was first seen (every "
-            "record written from there on is read)"
-        )
+        if position > end:  # the broker's log begins again below the position: all of it is read
+            to = max(first, min(end, loss_mark.remember(loss_dir, topic, partition, lost_at, first)))
+            where = (
+                f"to read on from offset {to:,}, the partition's first offset when the loss was first seen "
+                "(every record written since the broker came back is read; any it kept from before, again)"
+            )
+        else:
+            to = max(first, min(end, loss_mark.remember(loss_dir, topic, partition, lost_at, end)))
+            where = (
+                f"to read on from offset {to:,}, where the partition ended when the loss was first seen "
+                "(every record written from there on is read)"
+            )
     return DataLossError(
         what,
         hint=f"{where}, set `fail_on_data_loss: false` on the stream that reads {topic!r} and deploy again; "
@@ -98,7 +109,8 @@ def skip_to(
     loss_dir: str = "",
 ) -> int:
     """With ``fail_on_data_loss: false``: the offset to read on from, said in a warning. Past the end, that is
-    where the partition ended when the loss was first seen (kept in ``loss_dir``), else its end now."""
+    where the new data begins as kept in ``loss_dir`` at the first sight of the loss (kept now when this is
+    it): the partition's first offset, so that no record written after the broker came back is skipped."""
     if range_end is not None and first <= position <= end < range_end:
         loss_mark.remember(loss_dir, topic, partition, range_end, end, replace=True)  # read up to ``end``
         log.warning(
@@ -112,14 +124,19 @@ def skip_to(
         )
         return end
     if position > end:
-        mark = loss_mark.recall(loss_dir, topic, partition, range_end if range_end is not None else position)
-        to = max(first, min(mark.end, end)) if mark is not None else max(first, end)
+        lost_at = range_end if range_end is not None else position
+        mark = loss_mark.recall(loss_dir, topic, partition, lost_at)
+        begins = (
+            mark.end if mark is not None else loss_mark.remember(loss_dir, topic, partition, lost_at, first)
+        )
+        to = max(first, min(begins, end))
         since = f"first seen {mark.seen_at()}" if mark is not None else "seen now"
         log.warning(
             "%s[%s]: the checkpoint's position %d is past the partition's end %d: the broker lost records or "
-            "the topic was recreated; reading on from offset %d, where the partition ended when the loss was "
-            "%s: the %d records written since (offsets %d..%d) are read; the records the checkpoint counted "
-            "at offsets %d..%d are gone",
+            "the topic was recreated; reading on from offset %d, where the new data began when the loss was "
+            "%s: the %d records it holds from there (offsets %d..%d) are read, every one written since the "
+            "broker came back (and any it kept from before, again); the records the checkpoint counted at "
+            "offsets %d..%d are gone",
             topic,
             partition,
             position,

@@ -2,10 +2,13 @@
 
 A broker that lost its newest records (killed -9), or came back empty (in memory), reuses the offsets the
 checkpoint has already read: offsets alone cannot tell the records written since from the ones read before.
-What can: the partition's end when the loss was first seen. Every record at or past it was written after the
-loss. The first sight is kept (one small JSON file per partition, keyed by the checkpoint's position), so the
-hint of the failing stream ("read on from offset N") and the reading on with ``fail_on_data_loss: false``, in
-a later run, name the same offset."""
+What can: where the broker's log began again. A position past the partition's end means its log restarted
+below it: every record it holds then was written after the loss (a broker that came back empty), or kept from
+before it (one that kept part of its log, read again): the partition's first offset when the loss was first
+seen. A planned batch whose start the broker still holds, but not its end, lost its tail: new records begin at
+the partition's end. The first sight is kept (one small JSON file per partition, keyed by the checkpoint's
+position), so the hint of the failing stream ("read on from offset N") and the reading on with
+``fail_on_data_loss: false``, in a later run, name the same offset."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Mark:
-    """The checkpoint's ``position`` the broker lost, and the partition's ``end`` when that was first seen."""
+    """The checkpoint's ``position`` the broker lost, and ``end``: where the new data begins, as first seen."""
 
     position: int
     end: int

@@ -59,7 +59,8 @@ def test_a_loss_a_reader_sees_first_is_read_on_from_there_after_the_batch_is_rep
 ) -> None:  # type: ignore[no-untyped-def]
     """A planned batch 150..200 whose every record is gone fails in the reader; Spark replays it (reading
     nothing) once ``fail_on_data_loss: false`` is set, then plans from its end, 200: the source reads on from
-    100, where the partition ended at the first sight, so the 40 records written in between are read."""
+    0, the partition's first offset at the first sight (its log began again below the checkpoint's position),
+    so the 40 records written in between are read, and the 100 it kept, again."""
     topic = unique("lost")
     _bookings(broker, topic, 100)
     cfg = dataclasses.replace(
@@ -72,8 +73,9 @@ def test_a_loss_a_reader_sees_first_is_read_on_from_there_after_the_batch_is_rep
         kread.reset_consumers()
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(
-        "to read on from offset 100, where the partition ended when the loss was first seen (every record "
-        "written from there on is read), set `fail_on_data_loss: false`"
+        "to read on from offset 0, the partition's first offset when the loss was first seen (every record "
+        "written since the broker came back is read; any it kept from before, again), set "
+        "`fail_on_data_loss: false`"
     )
     _send(broker.bootstrap, topic, 40, seed=2)
     fixed = dataclasses.replace(cfg, fail_on_data_loss=False)
@@ -83,7 +85,7 @@ def test_a_loss_a_reader_sees_first_is_read_on_from_there_after_the_batch_is_rep
         kread.reset_consumers()
     reader = KafkaStreamReader(fixed)
     try:
-        assert _plan(reader, topic, 200) == {topic: {"0": 100}}
+        assert _plan(reader, topic, 200) == {topic: {"0": 0}}
     finally:
         reader.stop()
 

@@ -1,7 +1,8 @@
 """A broker killed -9 and started again (tansu: in memory, it comes back empty; noida-db: it keeps what it had
 written) reuses offsets the checkpoint has already read. The stream fails naming the loss, its hint names the
-offset where the new data begins, and once ``fail_on_data_loss: false`` is set the source reads on from exactly
-there: every record written after the restart and before the fix is read. Real brokers of the test's own."""
+offset where the new data begins (the partition's first offset), and once ``fail_on_data_loss: false`` is set
+the source reads on from there: every record written after the restart is read, those written before the
+loss was seen too. Real brokers of the test's own."""
 
 from __future__ import annotations
 
@@ -64,9 +65,13 @@ def _plan(reader: KafkaStreamReader, topic: str, position: int) -> dict[str, dic
 
 
 @pytest.mark.parametrize("kind", ["tansu", "noida"])
-def test_after_a_restart_with_lost_records_the_new_records_are_read_from_where_the_hint_says(
+def test_after_a_restart_with_lost_records_every_record_written_since_is_read(
     kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """40 records are written right after the restart, before the source sees the loss (it took ~3 s, and
+    their offsets were skipped: the source read on from the partition's end at its first sight); 40 more once
+    the stream has failed. With ``fail_on_data_loss: false`` the source reads on from the partition's first
+    offset: all 80 are read (noida kept some of its records from before the loss: those come again)."""
     port = free_port()
     broker = make_broker(kind, tmp_path / "broker", port)  # type: ignore[arg-type]
     again = make_broker(kind, tmp_path / "broker", port)  # type: ignore[arg-type]
@@ -75,13 +80,14 @@ def test_after_a_restart_with_lost_records_the_new_records_are_read_from_where_t
     broker.start()
     try:
         broker.create_topic(topic, 1)
-        _send(broker.bootstrap, topic, 100, seed=1)
+        old = _send(broker.bootstrap, topic, 100, seed=1)
         assert broker.process.pid is not None
         os.killpg(broker.process.pid, signal.SIGKILL)
         wait_until("the broker to die", lambda: not broker.process.alive(), 30)
         again.start()
         again.create_topic(topic, 1)
         held = _end(again.bootstrap, topic)  # tansu: 0; noida: what it had written of the 100
+        early = _send(again.bootstrap, topic, 40, seed=2)  # right after the restart, before the loss is seen
         cfg = dataclasses.replace(_cfg(again.bootstrap, topic), loss_dir=loss_dir)
 
         failing = KafkaStreamReader(cfg)
@@ -92,31 +98,33 @@ def test_after_a_restart_with_lost_records_the_new_records_are_read_from_where_t
             failing.stop()
         assert caught.value.hint is not None
         assert caught.value.hint.startswith(
-            f"to read on from offset {held:,}, where the partition ended when the loss was first seen (every "
-            "record written from there on is read), set `fail_on_data_loss: false`"
+            "to read on from offset 0, the partition's first offset when the loss was first seen (every record "
+            "written since the broker came back is read; any it kept from before, again), set "
+            "`fail_on_data_loss: false`"
         )
 
-        new = _send(again.bootstrap, topic, 40, seed=2)  # written while the dagger is failed, before the fix
+        late = _send(again.bootstrap, topic, 40, seed=3)  # written while the dagger is failed, before the fix
         caplog.set_level(logging.WARNING, logger="daggers.source.data_loss")
         fixed = KafkaStreamReader(dataclasses.replace(cfg, fail_on_data_loss=False))
         try:
-            assert _plan(fixed, topic, CHECKPOINT) == {topic: {"0": held}}
-            assert _plan(fixed, topic, held) == {topic: {"0": held + 40}}
+            assert _plan(fixed, topic, CHECKPOINT) == {topic: {"0": 0}}
+            assert _plan(fixed, topic, 0) == {topic: {"0": held + 80}}
         finally:
             fixed.stop()
         try:
-            batches = list(read_range(cfg, OffsetRange(topic, 0, held, held + 40)))
+            batches = list(read_range(cfg, OffsetRange(topic, 0, 0, held + 80)))
         finally:
             kread.reset_consumers()
-        assert [n for b in batches for n in b.column("order_number").to_pylist()] == new
+        assert [n for b in batches for n in b.column("order_number").to_pylist()] == old[:held] + early + late
         assert (
-            f"{topic}[0]: the checkpoint's position {CHECKPOINT} is past the partition's end {held + 40}: the "
-            f"broker lost records or the topic was recreated; reading on from offset {held}, where the "
-            "partition ended when the loss was first seen "
+            f"{topic}[0]: the checkpoint's position {CHECKPOINT} is past the partition's end {held + 80}: the "
+            "broker lost records or the topic was recreated; reading on from offset 0, where the new data began "
+            "when the loss was first seen "
         ) in caplog.text
         assert (
-            f": the 40 records written since (offsets {held}..{held + 39}) are read; the records the checkpoint "
-            f"counted at offsets {held}..{CHECKPOINT - 1} are gone"
+            f": the {held + 80} records it holds from there (offsets 0..{held + 79}) are read, every one written "
+            "since the broker came back (and any it kept from before, again); the records the checkpoint counted "
+            f"at offsets 0..{CHECKPOINT - 1} are gone"
         ) in caplog.text
     finally:
         again.stop()

@@ -195,12 +195,14 @@ def test_a_checkpoint_past_the_end_is_believed_after_three_looks_then_fails_nami
     )
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(
-        "to read on from offset 4, where the partition ended when the loss was first seen (every record written "
-        "from there on is read), set `fail_on_data_loss: false`"
+        "to read on from offset 0, the partition's first offset when the loss was first seen (every record "
+        "written since the broker came back is read; any it kept from before, again), set "
+        "`fail_on_data_loss: false`"
     )
 
 
-def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_on_from_the_end(broker, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_from_the_start(broker, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The topic was made again: its 4 records were all written since; none is skipped."""
     topic = unique("recreated")
     broker.create_topic(topic, partitions=1)
     _produce_batches(broker.bootstrap, topic, {0: [4]})
@@ -209,16 +211,16 @@ def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_on_from_th
     try:
         assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
         assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint
-        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == {topic: {"0": 4}}
+        assert reader.latestOffset(checkpoint, ReadAllAvailable()) == {topic: {"0": 0}}
         _produce_batches(broker.bootstrap, topic, {0: [3]})
-        assert reader.latestOffset({topic: {"0": 4}}, ReadAllAvailable()) == {topic: {"0": 7}}
+        assert reader.latestOffset({topic: {"0": 0}}, ReadAllAvailable()) == {topic: {"0": 7}}
     finally:
         reader.stop()
     assert (
         f"{topic}[0]: the checkpoint's position 50 is past the partition's end 4: the broker lost records or the "
-        "topic was recreated; reading on from offset 4, where the partition ended when the loss was seen now: "
-        "the 0 records written since (offsets 4..3) are read; the records the checkpoint counted at offsets "
-        "4..49 are gone"
+        "topic was recreated; reading on from offset 0, where the new data began when the loss was seen now: the "
+        "4 records it holds from there (offsets 0..3) are read, every one written since the broker came back "
+        "(and any it kept from before, again); the records the checkpoint counted at offsets 0..49 are gone"
     ) in caplog.text
 
 
