@@ -118,9 +118,9 @@ def test_settings_choose_the_base_map_from_the_environment() -> None:
         ),
         (
             {"DAGGERS_ATLAS_BASEMAP_URL": "ftp://h/s.json"},
-            "DAGGERS_ATLAS_BASEMAP_URL: Value error, 'ftp://h/s.json'",
+            "DAGGERS_ATLAS_BASEMAP_URL: 'ftp://h/s.json' is not an http(s) URL",
         ),
-        ({"DAGGERS_ATLAS_TILE_SIZE": "300"}, "DAGGERS_ATLAS_TILE_SIZE: Value error, 300 is not 256 or 512"),
+        ({"DAGGERS_ATLAS_TILE_SIZE": "300"}, "DAGGERS_ATLAS_TILE_SIZE: 300 is not 256 or 512"),
     ]:
         with pytest.raises(AtlasError, match=re.escape(message)):
             AtlasSettings.from_env(env)
