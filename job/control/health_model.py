@@ -498,7 +498,7 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         if lag and now - rows_before > s.stall_after_s:
             return DaggerHealth(
                 STALLED,
-                f"read no row for {now - rows_before:.0f} s while {lag} records wait (restarted "
+                f"read no row for {now - rows_before:.0f} s while {lag:,} records wait (restarted "
                 f"{up_s or 0:.0f} s ago, no report yet)",
                 restarts=restarts,
             )
@@ -542,7 +542,7 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     rows_at = max(last_rows_at(f.samples) or 0.0, since_batch) or known_since
     if lag and now - rows_at > s.stall_after_s:
         return replace(
-            figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag} records wait"
+            figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag:,} records wait"
         )
     if f.lag_unknown:  # the brokers answered, with end offsets behind its position: no lag, and no trend
         return replace(figures, state=RUNNING, reason=f"lag unknown: {f.lag_unknown}")

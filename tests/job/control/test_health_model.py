@@ -213,7 +213,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 200, 500, 0), Point(NOW - 100, 500, 3000), Point(NOW - 1, 500, 3000)),
         ),
         STALLED,
-        "read no row for 200 s while 3000 records wait",
+        "read no row for 200 s while 3,000 records wait",
     ),
     (
         "idle reports, brokers unreadable",
@@ -357,7 +357,7 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             samples=(Point(NOW - 210, 500), Point(NOW - 200, 600), Point(NOW - 3, 600, 4000)),
         ),
         STALLED,
-        "read no row for 200 s while 4000 records wait (restarted 15 s ago, no report yet)",
+        "read no row for 200 s while 4,000 records wait (restarted 15 s ago, no report yet)",
     ),
     (
         "restarted twice, up 100 s, reports but reads nothing: its streak goes on",

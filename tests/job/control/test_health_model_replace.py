@@ -105,7 +105,7 @@ def test_a_stopping_dagger_that_should_stop_is_stopped() -> None:
 
 
 def test_a_rollback_starts_afresh_until_its_run_has_had_time_to_read() -> None:
-    """A rollback of a failed dagger read ``stalled`` "read no row for 117 s while 23815 records wait", up 8 s:
+    """A rollback of a failed dagger read ``stalled`` "read no row for 117 s while 23,815 records wait", up 8 s:
     its first report carried the last batch of the run before. A new run (no restarts) has stall_after_s from
     its start to read."""
     samples = (Point(NOW - 200, 1000, 5000), Point(NOW - 117, 2000, 23815))
@@ -122,7 +122,7 @@ def test_a_rollback_starts_afresh_until_its_run_has_had_time_to_read() -> None:
     later = dagger_health(
         replace(f, progress=later_progress, lag_at=NOW + 90, controller_heartbeat=NOW + 94), NOW + 95, S
     )
-    assert (later.state, later.reason) == (STALLED, "read no row for 103 s while 23815 records wait")
+    assert (later.state, later.reason) == (STALLED, "read no row for 103 s while 23,815 records wait")
 
 
 def test_two_faults_at_once_are_both_named() -> None:
