@@ -46,10 +46,41 @@ def batch_offsets(spark: Path, batch: int) -> Offsets | None:
     return merged
 
 
+#: In a fused member's checkpoint: the folder of the checkpoint its group's query commits its offsets in
+#: (the member has no query of its own; its lag is the group's on the member's topics).
+OFFSETS_FROM = "offsets-from"
+
+
+def offsets_checkpoint(checkpoint: Path) -> Path:
+    """Return the checkpoint whose offsets are ``checkpoint``'s: its group's (:data:`OFFSETS_FROM`) while it
+    is a fused member, else itself (also once a query of its own has committed since it was pointed)."""
+    pointer = Path(checkpoint) / OFFSETS_FROM
+    try:
+        named = pointer.read_text(encoding="utf-8").strip()
+        pointed_at = pointer.stat().st_mtime
+    except OSError:
+        return Path(checkpoint)
+    try:
+        own = (Path(checkpoint) / "spark" / "commits").stat().st_mtime
+    except OSError:
+        own = None
+    return Path(named) if named and (own is None or own < pointed_at) else Path(checkpoint)
+
+
+def point_offsets(checkpoint: Path, group_checkpoint: Path) -> None:
+    """Record in a fused member's ``checkpoint`` that its offsets are committed in ``group_checkpoint``
+    (written to a temporary file, then renamed: a reader sees the old folder or the new one)."""
+    pointer = Path(checkpoint) / OFFSETS_FROM
+    tmp = pointer.with_name(f".{OFFSETS_FROM}.tmp")
+    tmp.write_text(str(group_checkpoint), encoding="utf-8")
+    tmp.replace(pointer)
+
+
 def committed_offsets(checkpoint: Path) -> Offsets | None:
     """Return the next offset to read per topic and partition after the last committed batch, merged
-    over the query's sources; None when no batch has been committed yet."""
-    spark = Path(checkpoint) / "spark"
+    over the query's sources (a fused member's: its group's, see :func:`offsets_checkpoint`); None when no
+    batch has been committed yet."""
+    spark = offsets_checkpoint(checkpoint) / "spark"
     for batch in reversed(committed_batches(spark)):
         merged = batch_offsets(spark, batch)
         if merged is not None:

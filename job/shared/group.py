@@ -54,6 +54,7 @@ from job.common.words import counted
 from job.errors import DaggerError, SinkError, SourceError
 from job.query.failure_record import FailureRecord, as_dagger_error
 from job.query.liveness import read_json
+from job.query.offset_log import point_offsets
 from job.shared.channel import HostFolder, write_json
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT, pool_session
 
@@ -460,6 +461,7 @@ class HostedGroup:
                 job = DaggerJob(member.plan, session)
                 job.log_batches = not self._jobs  # one line a batch for the group, not one a member
                 member.plan.checkpoint.mkdir(parents=True, exist_ok=True)
+                point_offsets(member.plan.checkpoint, checkpoint)  # its lag is the group's
                 pin_schema(member.plan)
                 self._jobs[key] = job
                 try:
