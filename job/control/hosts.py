@@ -146,9 +146,25 @@ class HostedRun:
 
     def _host_gone(self) -> FailureRecord:
         info = self.host.folder.host() or {}
-        why = info.get("error") if info.get("pid") == self.pid and info.get("error") else "it exited"
+        code = self._popen.returncode if self._popen is not None else None
+        if info.get("pid") == self.pid and info.get("error"):
+            why = str(info["error"])
+        elif code is not None and code < 0:
+            why = f"killed by signal {-code} ({_signal_name(-code)})"
+        elif code is not None:
+            why = f"it exited with code {code}"
+        else:
+            why = "it ended (its exit code is not known: an earlier controller started it)"
         err = DaggerError(f"its shared application host (pid {self.pid}) is gone: {why}")
-        return FailureRecord.of(err, self._popen.returncode if self._popen is not None else None)
+        return FailureRecord.of(err, code)
+
+
+def _signal_name(number: int) -> str:
+    """Return a signal's name (SIGKILL), or "signal N" for one Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class SharedHosts:

@@ -99,7 +99,7 @@ def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(
         assert back.restarts == 1 and back.last_exit_code == -9
         assert (
             back.last_error
-            == f"Dagger error: its shared application host (pid {keeps.pid}) is gone: it exited"
+            == f"Dagger error: its shared application host (pid {keeps.pid}) is gone: killed by signal 9 (SIGKILL)"
         )
         assert [line.split()[0] for line in starts(back)] == [str(keeps.pid), str(back.pid)]
         assert starts(back)[0].split()[1] == starts(back)[1].split()[1]  # the same assignment, resumed
