@@ -73,6 +73,10 @@ def pool_session(base: Any, parallelism: int, pool: str) -> Any:
     return session
 
 
+class _StoppedStarting(Exception):
+    """A stop (or a kill) came while the dagger was starting: it ends without starting its query."""
+
+
 class HostedDagger:
     """One assignment (key + token) running in a thread of the host.
 
@@ -176,11 +180,14 @@ class HostedDagger:
         liveness: Any = None
         session: Any = None
         try:
+            # Planned and its sinks opened on its own: a sink that waits to start holds up no other dagger.
+            job, session = self._prepare()
+            if job is None:
+                return
             with self.start_gate:  # one query starts at a time (see _wait_for_sources)
-                job, session, liveness = self._start()
-                if job is None:
-                    return
-                self._job = job
+                if self._stop.is_set():
+                    raise _StoppedStarting
+                liveness = self._start(job, session)
                 self._wait_for_sources(job.query)
             query = job.query
             assert query is not None
@@ -195,6 +202,9 @@ class HostedDagger:
             elif (failure := query.exception()) is not None:
                 raise explain_failure(failure)
             self._finish(job, session, liveness, None)
+        except _StoppedStarting:
+            log.info("%s: stopped before its query started", self.key)
+            self._finish(self._job, session, liveness, None)
         except Exception as exc:  # the dagger ends; the host and the other daggers go on
             if not self.jvm_alive():
                 log.warning("%s: the Spark application is gone", self.key)
@@ -218,12 +228,13 @@ class HostedDagger:
                 job.mark("failed", f"{err.title}: {err.message}")
             self._finish(job, session, liveness, err)
 
-    def _start(self) -> tuple[Any, Any, Any]:
-        """Plan the dagger and start its query on a new session in its own pool; return (job, session,
-        liveness listener), or (None, None, None) when a stop came first."""
-        from job.query.liveness import QUERY_FILE, liveness_listener
+    def _prepare(self) -> tuple[Any, Any]:
+        """Plan the dagger, make its session (in its own pool) and its job, and open the job's sinks,
+        retrying as the sinks' policy says; return (job, session), or (None, None) when a stop came first.
+        A stop or a kill ends a wait between two tries at once (:class:`_StoppedStarting`)."""
         from job.query.plan import plan
         from job.query.runner import DaggerJob
+        from job.sinks.base import start_sinks
         from job.spec import load_spec
 
         spec = load_spec(self.spec_path)
@@ -252,11 +263,24 @@ class HostedDagger:
             )
         if self._stop.is_set():
             self._report("stopped")
-            return None, None, None
+            return None, None
         session = pool_session(self.base, spec.parallelism, self.pool)
-        liveness = liveness_listener(p.checkpoint / QUERY_FILE)
-        session.streams.addListener(liveness)
         job = DaggerJob(p, session)
+        self._job = job  # a kill from now on aborts its sinks
+        start_sinks(job.sinks, None, self._wait_to_retry)
+        return job, session
+
+    def _wait_to_retry(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop."""
+        if self._stop.wait(delay_s):
+            raise _StoppedStarting
+
+    def _start(self, job: Any, session: Any) -> Any:
+        """Start the query of ``job`` (its sinks open) on ``session``; return its liveness listener."""
+        from job.query.liveness import QUERY_FILE, liveness_listener
+
+        liveness = liveness_listener(job.plan.checkpoint / QUERY_FILE)
+        session.streams.addListener(liveness)
         started = time.monotonic()
         query = job.start()
         self.query_id = str(query.id)
@@ -265,9 +289,9 @@ class HostedDagger:
             self.key,
             self.query_id,
             time.monotonic() - started,
-            p.checkpoint,
+            job.plan.checkpoint,
         )
-        return job, session, liveness
+        return liveness
 
     def _wait_for_sources(self, query: Any, timeout_s: float = 60.0) -> None:
         """Wait until the query has planned its first batch (its sources are open) or ``timeout_s``.

@@ -153,6 +153,8 @@ class Sink(ABC):
         self.retry_listener: Callable[[Sink], None] | None = None
         self._retry_lock = threading.Lock()  # a sink may retry from several write threads (InfluxDB)
         self._aborted: str | None = None  # why the run was killed: no more retries
+        self._abort_event = threading.Event()  # ends a wait of open_retrying at once
+        self._opened = False  # open_retrying succeeded (a shared host opens sinks before its query starts)
 
     @property
     def target(self) -> str:
@@ -166,13 +168,17 @@ class Sink(ABC):
         Raises SinkError with what is wrong, before any data is read.
         """
 
-    def open_retrying(self, sleep: Callable[[float], None] = time.sleep) -> None:
+    def open_retrying(self, sleep: Callable[[float], None] | None = None) -> None:
         """:meth:`open`, tried again while the server does not answer (:class:`SinkUnreachable`) with the
         sink's retry policy (spec ``max_retries``, ``max_backoff_s``; none without them), each wait reported
-        like a write's retry (``metrics.retrying`` and the retry listener).
+        like a write's retry (``metrics.retrying`` and the retry listener). Each wait is ``sleep`` (which may
+        raise to end the start), by default one that :meth:`abort` ends at once. Once it succeeded, it does
+        nothing until :func:`start_sinks` closes the sink again.
 
-        Raises SinkError: the sink refused, or it still did not answer after its retries.
+        Raises SinkError: the sink refused, it still did not answer after its retries, or it was aborted.
         """
+        if self._opened:
+            return
         spec = getattr(self, "spec", None)
         retries = int(getattr(spec, "max_retries", 0) or 0)
         cap_s = float(getattr(spec, "max_backoff_s", 30.0) or 30.0)
@@ -181,6 +187,7 @@ class Sink(ABC):
             while True:
                 try:
                     self.open()
+                    self._opened = True
                     return
                 except SinkUnreachable as exc:
                     attempt += 1
@@ -202,7 +209,12 @@ class Sink(ABC):
                         delay,
                     )
                     self._retrying(attempt, retries, delay, exc.message)
-                    sleep(delay)
+                    if sleep is not None:
+                        sleep(delay)
+                    elif self._abort_event.wait(delay):
+                        raise SinkError(
+                            f"sink {self.name} stopped retrying to start: {self._aborted}"
+                        ) from None
         finally:
             self._retry_over()
 
@@ -254,6 +266,7 @@ class Sink(ABC):
         """Give up retrying: the write in progress raises SinkError before its next wait (the run is being
         killed: a stop that did not end in time)."""
         self._aborted = why
+        self._abort_event.set()
 
     def _retrying(self, attempt: int, of: int, delay_s: float, error: str) -> None:
         """Record that the write in progress waits ``delay_s`` before retry ``attempt`` of ``of`` after
@@ -329,8 +342,11 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     return True
 
 
-def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
-    """Open every sink and, given the query's output ``schema``, bind each to it.
+def start_sinks(
+    sinks: Sequence[Sink], schema: pa.Schema | None = None, sleep: Callable[[float], None] | None = None
+) -> None:
+    """Open every sink and, given the query's output ``schema``, bind each to it; ``sleep`` is each wait
+    between two tries to open (see :meth:`Sink.open_retrying`).
 
     When one cannot work, whatever it raised (a SinkError, a missing package, a bug, Ctrl-C), the sinks opened
     so far are closed again before it goes on, so no connection is left behind. A SinkError is raised again
@@ -342,12 +358,13 @@ def start_sinks(sinks: Sequence[Sink], schema: pa.Schema | None = None) -> None:
     current: Sink | None = None
     try:
         for current in sinks:
-            current.open_retrying()
+            current.open_retrying(sleep)
             opened.append(current)
             if schema is not None:
                 current.bind(schema)
     except BaseException as exc:
         for done in opened:
+            done._opened = False
             try:
                 done.close()
             except Exception:  # closing is best effort; the first error is the one to report
