@@ -203,6 +203,16 @@ class _Item:
         return f"{self.team}/{self.name}"
 
 
+def running_cause(progress: Any, query_up: bool, started: float) -> str:
+    """Return why a dagger started at ``started`` reads as running, given its ``status.json`` (``progress``)
+    and whether its query reported that it started: a batch, only when one was reported since (the file
+    also moves before any, e.g. at each wait of a sink that retries to start)."""
+    batch_at = float(progress.get("batch_at") or 0.0) if isinstance(progress, dict) else 0.0
+    if batch_at and batch_at >= started:
+        return "first batch reported"
+    return "query started" if query_up else "reported, no batch yet"
+
+
 def _sample(dagger_id: int, at: float, progress: dict[str, Any], lag: int | None) -> Sample:
     """Return a progress sample of ``progress`` taken at ``at`` (with the lag read then, or None)."""
     return Sample(
@@ -839,7 +849,7 @@ class Controller:
             and float(query.get("at") or 0.0) >= started
         )
         if (reported or query_up) and st.get("actual_state") == "starting":
-            log.info("%s: running (%s)", item.ref, "first batch reported" if reported else "query started")
+            log.info("%s: running (%s)", item.ref, running_cause(progress, query_up, started))
             upd["actual_state"] = "running"
         old = st.get("progress") or {}
         read_rows = False
