@@ -227,3 +227,39 @@ class LossWatch:
             self._found.append(None)
         finally:
             consumer.close()
+
+
+def _replaced_what(topic: str, partition: int | str, position: int, offset: int, end: int) -> str:
+    return (
+        f"{topic}[{partition}]: the record at offset {offset:,} is not the one the checkpoint read there: the "
+        f"broker's log was replaced (it came back empty, or the topic was recreated) and its new log has "
+        f"passed the checkpoint's position {position:,} (its end is {end:,})"
+    )
+
+
+def replaced_error(
+    topic: str, partition: int | str, position: int, offset: int, first: int, end: int
+) -> DataLossError:
+    """The error that stops a stream whose partition's log was replaced by one that passed its position
+    (:mod:`job.sources.log_identity`): its offsets below the position were never read."""
+    return DataLossError(
+        _replaced_what(topic, partition, position, offset, end),
+        hint=f"to read on from offset {first:,}, the partition's first offset (every record of the new log is "
+        f"read), set `fail_on_data_loss: false` on the stream that reads {topic!r} and deploy again; "
+        "or deploy the dagger with a new checkpoint to start afresh from its start_from",
+    )
+
+
+def replaced_skip(topic: str, partition: int | str, position: int, offset: int, first: int, end: int) -> int:
+    """With ``fail_on_data_loss: false``: read a replaced log on from its first offset, said in a warning."""
+    log.warning(
+        "%s; reading on from offset %d, the partition's first offset: the %d records of the new log "
+        "(offsets %d..%d) are read; the records the checkpoint counted at offsets 0..%d are gone",
+        _replaced_what(topic, partition, position, offset, end),
+        first,
+        end - first,
+        first,
+        end - 1,
+        position - 1,
+    )
+    return first

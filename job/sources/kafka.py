@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from job.errors import SourceError
-from job.sources import data_loss
+from job.sources import data_loss, log_identity
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
 from job.sources.bad_records import count_bad_records, publish_dead_letters
@@ -183,6 +183,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._newest_ms: dict[
             tuple[str, int], int
         ] = {}  # (topic, partition) -> the newest probed record's time
+        self._log_watch = log_identity.LogWatch(cfg.loss_dir, cfg.fail_on_data_loss)
 
     def _during_outage(self, start: dict[str, Any], exc: SourceError) -> dict[str, Any]:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -192,6 +193,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._outage_since is None:
             self._outage_since = now
         waited = now - self._outage_since
+        self._log_watch.forget()  # the broker may come back with another log
         self._drop_clients()  # start afresh: a restarted broker may have new metadata
         cluster, offsets = kfo.split_cluster(start)
         if self.cfg.failover and cluster == kfo.PRIMARY and waited >= self.cfg.failover_after_s:
@@ -352,6 +354,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             kfo.write_active(self.cfg.positions_dir, cluster, self.cfg.bootstrap(cluster))
         if self.cfg.positions_dir and cluster == kfo.PRIMARY:
             self._ensure_positions(bare)
+        try:  # a log replaced by one past the position (job.sources.log_identity)
+            checked = self._log_watch.check(self._consumer(cluster), cluster, bare, end)
+        except data_loss.DataLossError:
+            raise
+        except SourceError as exc:
+            return self._during_outage(start, exc)
+        if checked is not bare:
+            return start if checked is None else kfo.tag(checked, cluster, self.cfg.failover)
         planned = self._plan_end(cluster, bare, end, limit)
         newest = _newest_read(planned, end, self._newest_ms)
         if _advances(bare, planned):
@@ -360,6 +370,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not self._available_now and not self._pacer.worth_reading(newest_s, now):
                 return start  # read at window close: the records wait until they close a window
             self._pacer.planned(newest_s, now)
+        self._log_watch.planned(cluster, planned)
         return kfo.tag(planned, cluster, self.cfg.failover)
 
     def _plan_end(
