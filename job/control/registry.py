@@ -133,15 +133,16 @@ class Registry:
 
     def create_schema(self) -> None:
         """Create the tables that do not exist yet. Raises RegistryError when the database is unreachable."""
-        for attempt in range(3):
+        # Processes opening a new registry at once: another made a table (or column) between our check and
+        # our CREATE. Each such loss means one more object exists, so the passes are bounded by their count.
+        attempts = 2 + sum(1 + len(t.columns) for t in Base.metadata.sorted_tables)
+        for attempt in range(attempts):
             try:
                 Base.metadata.create_all(self.engine)
                 self._add_missing_columns()
                 return
             except OperationalError as exc:
-                # Two processes opening a new registry at once: the other made the table (or column) between
-                # our check and our CREATE. The next pass sees it and goes on.
-                if attempt < 2 and _made_by_another(exc):
+                if attempt < attempts - 1 and _made_by_another(exc):
                     continue
                 raise RegistryError(
                     f"cannot open the registry at {self.safe_url}: {_first_line(exc)}"
