@@ -420,3 +420,17 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+
+
+def committed_checkpoint(folder: Path, positions: dict[str, dict[str, int]], batch: int = 0) -> Path:
+    """A query checkpoint ``folder`` whose committed batch ``batch`` planned ``positions`` (topic -> partition ->
+    next offset), as Spark's offset and commit logs hold it."""
+    import json
+
+    spark = folder / "spark"
+    (spark / "offsets").mkdir(parents=True, exist_ok=True)
+    (spark / "commits").mkdir(parents=True, exist_ok=True)
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
+    (spark / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(positions)}\n")
+    (spark / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    return folder

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -12,21 +11,11 @@ import pytest
 from job.control.lag import dagger_lag
 from job.errors import SourceError
 from job.query.offset_log import committed_offsets, offsets_checkpoint, point_offsets
-
-
-def _checkpoint(folder: Path, positions: dict[str, dict[str, int]], batch: int = 0) -> Path:
-    """A query checkpoint whose committed batch ``batch`` planned ``positions`` (as Spark's offset log has it)."""
-    spark = folder / "spark"
-    (spark / "offsets").mkdir(parents=True, exist_ok=True)
-    (spark / "commits").mkdir(parents=True, exist_ok=True)
-    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
-    (spark / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(positions)}\n")
-    (spark / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
-    return folder
+from tests.helpers import committed_checkpoint
 
 
 def test_a_member_reads_its_groups_offsets(tmp_path: Path) -> None:
-    group = _checkpoint(tmp_path / "group" / "gen-2", {"bookings": {"0": 700, "1": 300}})
+    group = committed_checkpoint(tmp_path / "group" / "gen-2", {"bookings": {"0": 700, "1": 300}})
     member = tmp_path / "member" / "checkpoint-1"
     member.mkdir(parents=True)
     assert committed_offsets(member) is None  # before: "idle", never a lag read
@@ -36,13 +25,15 @@ def test_a_member_reads_its_groups_offsets(tmp_path: Path) -> None:
 
 
 def test_a_query_of_its_own_after_the_pointer_wins(tmp_path: Path) -> None:
-    group = _checkpoint(tmp_path / "group" / "gen-1", {"bookings": {"0": 700}})
+    group = committed_checkpoint(tmp_path / "group" / "gen-1", {"bookings": {"0": 700}})
     member = tmp_path / "member"
     member.mkdir()
     point_offsets(member, group)
     past = time.time() - 60
     os.utime(member / "offsets-from", (past, past))
-    _checkpoint(member, {"bookings": {"0": 900}})  # it left the group and committed a batch of its own
+    committed_checkpoint(
+        member, {"bookings": {"0": 900}}
+    )  # it left the group and committed a batch of its own
     assert committed_offsets(member) == {"bookings": {"0": 900}}
     point_offsets(member, group)  # fused again
     assert committed_offsets(member) == {"bookings": {"0": 700}}
@@ -51,7 +42,7 @@ def test_a_query_of_its_own_after_the_pointer_wins(tmp_path: Path) -> None:
 def test_a_member_whose_brokers_do_not_answer_has_a_lag_error_not_idle(tmp_path: Path) -> None:
     """Nothing listens on port 9: reading the member's lag raises (the health model's "brokers do not answer"),
     where before it returned None (no committed batch of its own: "idle: nothing new to read")."""
-    group = _checkpoint(tmp_path / "gen-1", {"bookings": {"0": 700}})
+    group = committed_checkpoint(tmp_path / "gen-1", {"bookings": {"0": 700}})
     member = tmp_path / "member"
     member.mkdir()
     streams = [("127.0.0.1:9", ["bookings"], {"socket.timeout.ms": "2000"})]

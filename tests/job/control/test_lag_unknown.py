@@ -19,6 +19,7 @@ from job.control.health_model import RUNNING, DaggerFacts, dagger_health
 from job.control.lag import LagUnknown, dagger_lag
 from job.control.models import DaggerStatus
 from job.query.offset_log import behind_reason, ends_behind, lag_of
+from tests.helpers import committed_checkpoint
 from tests.job.control.control_seed import bookings_spec, seed
 from tests.job.control.test_controller import FAKE, settings, until
 
@@ -57,22 +58,11 @@ def test_the_model_says_the_lag_is_unknown_and_why() -> None:
     assert (idle.state, idle.reason, idle.lag_unknown) == (RUNNING, "idle: nothing new to read", None)
 
 
-def _checkpoint(folder: Path, positions: dict[str, dict[str, int]]) -> Path:
-    """A query checkpoint whose one committed batch planned ``positions`` (as Spark's offset log has it)."""
-    spark = folder / "spark"
-    (spark / "offsets").mkdir(parents=True, exist_ok=True)
-    (spark / "commits").mkdir(parents=True, exist_ok=True)
-    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
-    (spark / "offsets" / "0").write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(positions)}\n")
-    (spark / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
-    return folder
-
-
 def test_the_platform_alerts_source_says_the_lag_is_unknown(tmp_path: Path) -> None:
     """The alert engine's checkpoint source (its end offsets given): no consumer lag, and why, never 0."""
     from alerting.health import CheckpointHealthSource, WatchedDagger
 
-    checkpoint = _checkpoint(tmp_path / "cp", {"orders": {"0": 500}})
+    checkpoint = committed_checkpoint(tmp_path / "cp", {"orders": {"0": 500}})
     (checkpoint / "status.json").write_text(
         json.dumps({"state": "running", "updated_at": NOW, "input_rows": 9})
     )
@@ -109,9 +99,9 @@ def test_a_checkpoint_ahead_of_the_broker_is_lag_unknown(
     _fill(bootstrap, topic, 120)
     streams = [(bootstrap, [topic], {})]
     with pytest.raises(LagUnknown) as info:
-        dagger_lag(_checkpoint(tmp_path / "ahead", {topic: {"0": 500}}), streams)
+        dagger_lag(committed_checkpoint(tmp_path / "ahead", {topic: {"0": 500}}), streams)
     assert info.value.message == WHY.replace("orders", topic)
-    assert dagger_lag(_checkpoint(tmp_path / "behind", {topic: {"0": 100}}), streams) == 20
+    assert dagger_lag(committed_checkpoint(tmp_path / "behind", {topic: {"0": 100}}), streams) == 20
 
 
 def _status(registry: Registry) -> DaggerStatus:
@@ -144,7 +134,7 @@ def test_the_controller_records_an_unknown_lag_and_the_plane_shows_it(
         alice.create("a-jkt", bookings_spec("ahead"), deploy=True)
         until(ctl, alice, "ahead", lambda d: d.actual_state == "running")
         checkpoint = Path(str(_status(registry).checkpoint))
-        _checkpoint(checkpoint, {topic: {"0": 500}})
+        committed_checkpoint(checkpoint, {topic: {"0": 500}})
         why = WHY.replace("orders", topic)
         until(ctl, alice, "ahead", lambda d: _status(registry).lag_unknown is not None, timeout=120)
         st = _status(registry)
@@ -156,7 +146,7 @@ def test_the_controller_records_an_unknown_lag_and_the_plane_shows_it(
             None,
             None,
         )
-        _checkpoint(checkpoint, {topic: {"0": 100}})
+        committed_checkpoint(checkpoint, {topic: {"0": 100}})
         until(ctl, alice, "ahead", lambda d: _status(registry).lag == 20, timeout=120)
         assert _status(registry).lag_unknown is None
     finally:
