@@ -146,7 +146,12 @@ def test_the_dashboard_queries_only_metrics_the_controller_serves(
         lambda: alice.dagger("loop").state == "crash-looping" and alice.dagger("steady").state == "running",
         60,
     )
-    text = requests.get(url, timeout=10).text
+
+    def scraped() -> str | None:  # once steady has reported a micro-batch: every family of a live dagger
+        text = requests.get(url, timeout=10).text
+        return text if "\ndaggers_dagger_rows_per_second{" in text else None
+
+    text = str(wait_until("steady's first figures in a scrape", scraped, 60))
     served = set()
     for line in text.splitlines():
         m = re.match(r"# TYPE (\S+) ", line)

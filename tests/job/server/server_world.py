@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import requests
@@ -64,29 +65,39 @@ def running_server(
 ) -> Iterator[str]:
     """Run ``daggers server`` on a free port (the registry URL by environment); yield its base URL; stop it.
     ``code``: a folder holding another version's ``job`` package, run instead of this checkout's."""
-    port = free_port()
     env = {**os.environ, "DAGGERS_REGISTRY": registry_url, "PYTHONUNBUFFERED": "1"}
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=code,
-        )
-    url = f"{scheme}://127.0.0.1:{port}"
+
+    def start() -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "job.cli", "server", "--port", str(port), *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=code,
+            )
+        return proc, f"{scheme}://127.0.0.1:{port}"
+
+    def up_or_exited(proc: subprocess.Popen, url: str) -> bool:
+        if proc.poll() is not None:
+            return True
+        try:
+            return requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok
+        except requests.RequestException:
+            return False
+
+    for _ in range(3):  # a port free when chosen may be taken by another program before the server binds it
+        before = log.stat().st_size if log.exists() else 0
+        proc, url = start()
+        wait_until("the server to start", partial(up_or_exited, proc, url), 60, every_s=0.2, log=log)
+        if proc.poll() is None or b"address already in use" not in log.read_bytes()[before:]:
+            break
     try:
-
-        def healthy() -> bool:
-            try:
-                return requests.get(f"{url}/api/v1/health", timeout=2, verify=verify).ok
-            except requests.RequestException:
-                return False
-
-        wait_until("the server to start", healthy, 60, every_s=0.2, proc=proc, log=log)
+        wait_until("the server to start", lambda: up_or_exited(proc, url), 1, proc=proc, log=log)
         yield url
     finally:
         proc.terminate()
