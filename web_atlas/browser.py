@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import requests
 
 from job.cli.atlas import atlas_env, streamlit_argv
+from job.common.exits import how_it_ended
 from job.stack.ports import free_port
 from web_atlas.areas import View, project
 from web_atlas.errors import AtlasError
@@ -112,7 +113,9 @@ def serve_atlas(
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise AtlasError(f"the Atlas exited with code {process.returncode}:\n{server.log_tail()}")
+                raise AtlasError(
+                    f"the Atlas {how_it_ended(process.returncode, after_name=True)}:\n{server.log_tail()}"
+                )
             with contextlib.suppress(requests.RequestException):
                 if requests.get(f"{server.url}/_stcore/health", timeout=2).status_code == 200:
                     break

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from job.common.exits import how_it_ended
 from job.control import handoff, specs
 from job.control.agent import SAMPLE_FIELDS, ClusterAgent
 from job.control.errors import ConflictError, RegistryError
@@ -432,11 +433,13 @@ class Controller:
         self._procs.pop(item.id, None)
         self._killed.pop(item.id, None)
         code = proc.exit_code() if proc is not None else None
+        # in words: a negative code is a signal; a hosted run's query ended in its host, no process exited
+        ended = proc.ended_how() if proc is not None else "its process is gone"
         if proc is not None:
             proc.reap_group()
         st = item.status
         if actual == "stopping":
-            log.info("%s: stopped (exit code %s)", item.ref, code)
+            log.info("%s: stopped (%s)", item.ref, ended)
             return {"actual_state": "stopped", "pid": None, "last_exit_code": code, "stop_requested_at": None}
         record = self._failure(proc, st)
         text = ""  # the log is read only when the run left no record (killed before it could write one)
@@ -459,9 +462,7 @@ class Controller:
                 "next_restart_at": None,
             }
         delay = backoff_delay(restarts, self.settings.backoff_initial_s, self.settings.backoff_max_s)
-        log.warning(
-            "%s: crashed (exit code %s): %s; restart %d in %.0f s", item.ref, code, error, restarts, delay
-        )
+        log.warning("%s: crashed (%s): %s; restart %d in %.0f s", item.ref, ended, error, restarts, delay)
         return {
             "actual_state": "crashed",
             "pid": None,
@@ -646,8 +647,8 @@ class Controller:
             if self._standby.popen.poll() is None:
                 return
             log.warning(
-                "the standby process exited (code %s); see %s",
-                self._standby.popen.returncode,
+                "the standby process ended (%s); see %s",
+                how_it_ended(self._standby.popen.returncode),
                 self._standby.log_path,
             )
             self._standby = None

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from job.common.exits import how_it_ended
 from job.errors import DaggerError
 from job.query.failure_record import FailureRecord
 from job.query.liveness import read_json
@@ -115,6 +116,16 @@ class HostedRun:
             else None
         )
 
+    def ended_how(self) -> str:
+        """Return how this run ended, in words: no process of its own exited, so it is what its query did in
+        the host (failed, stopped), or that its host is gone (its failure record says how)."""
+        if not self.host_alive():
+            return f"its shared application host (pid {self.pid}) is gone"
+        state = self.host.folder.state(self.key) or {}
+        done = str(state.get("state")) if state.get("token") == self.token else ""
+        verb = {"failed": "failed", "stopped": "stopped"}.get(done, "ended")
+        return f"its query {verb} in the shared application host (pid {self.pid})"
+
     def signal(self, sig: int, group: bool = False) -> None:
         """Any signal stops this dagger's query only: its assignment is removed; SIGKILL also asks the host
         to end the run now (its sinks give up the write they retry)."""
@@ -149,22 +160,12 @@ class HostedRun:
         code = self._popen.returncode if self._popen is not None else None
         if info.get("pid") == self.pid and info.get("error"):
             why = str(info["error"])
-        elif code is not None and code < 0:
-            why = f"killed by signal {-code} ({_signal_name(-code)})"
         elif code is not None:
-            why = f"it exited with code {code}"
+            why = how_it_ended(code)
         else:
             why = "it ended (its exit code is not known: an earlier controller started it)"
         err = DaggerError(f"its shared application host (pid {self.pid}) is gone: {why}")
         return FailureRecord.of(err, code)
-
-
-def _signal_name(number: int) -> str:
-    """Return a signal's name (SIGKILL), or "signal N" for one Python does not name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class SharedHosts:
@@ -215,7 +216,9 @@ class SharedHosts:
             return host
         if host.pid is not None:
             log.warning(
-                "the shared host pid %s is gone (exit code %s); starting it again", host.pid, host.exit_code()
+                "the shared host pid %s is gone (%s); starting it again",
+                host.pid,
+                how_it_ended(host.exit_code()),
             )
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if group_members(host.pid):

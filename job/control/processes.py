@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from job.common.exits import how_it_ended
 from job.errors import DaggerError
 from job.query.failure_record import FailureRecord, read_failure
 from job.stack.process import group_members, pid_alive
@@ -98,13 +99,7 @@ def exit_error(record: FailureRecord | None, log_text: str, code: int | None) ->
     signal (``code`` negative), an exit code, or gone (``code`` None)."""
     if record is not None:
         return replace(record, message=record.message[:MAX_ERROR_CHARS]).text()
-    return last_error(log_text) or (
-        f"killed by signal {-code}"
-        if code is not None and code < 0
-        else f"exited with code {code}"
-        if code is not None
-        else "the process is gone"
-    )
+    return last_error(log_text) or (how_it_ended(code) if code is not None else "the process is gone")
 
 
 class DaggerProcess(Protocol):
@@ -112,6 +107,7 @@ class DaggerProcess(Protocol):
 
     def alive(self) -> bool: ...
     def exit_code(self) -> int | None: ...
+    def ended_how(self) -> str: ...
     def signal(self, sig: int, group: bool = False) -> None: ...
     def reap_group(self) -> None: ...
     def log_since_start(self) -> str: ...
@@ -143,6 +139,11 @@ class Proc:
     def exit_code(self) -> int | None:
         """Return the exit code (negative: killed by that signal); None when unknown (adopted) or running."""
         return self.popen.returncode if self.popen is not None else None
+
+    def ended_how(self) -> str:
+        """Return how the process ended, in words: ``killed by signal 9 (SIGKILL)``, ``exited with code 2``
+        (or that its exit code is not known: a process this controller adopted)."""
+        return how_it_ended(self.exit_code())
 
     def signal(self, sig: int, group: bool = False) -> None:
         """Send ``sig`` to the process (or its whole process group); a process already gone is fine."""

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from job.common.exits import how_it_ended
 from job.errors import DaggerError, debug_enabled
 
 #: Where the archive lives: this file when set ("off" turns the archive off), else the user's cache folder.
@@ -120,7 +121,7 @@ def build(path: Path | None = None, timeout_s: float = 600) -> tuple[Path, float
     )
     if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
-        last = ((done.stderr or "").strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        last = ((done.stderr or "").strip().splitlines() or [how_it_ended(done.returncode)])[-1]
         raise ArchiveError(
             f"the JVM did not write its class archive ({last})",
             hint="daggers --debug jvm-archive shows Spark's own output",

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from job.common.exits import how_it_ended
 from job.stack.errors import StackError
 from job.stack.process import pid_alive, tail
 
@@ -106,7 +107,7 @@ class PostgresServer:
             out = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
             log = tail(self.log_path) if self.log_path.exists() else ""
             raise StackError(
-                f"PostgreSQL: {what} failed (exit code {done.returncode}):\n{out}"
+                f"PostgreSQL: {what} failed ({how_it_ended(done.returncode)}):\n{out}"
                 + (f"\nlast lines of {self.log_path}:\n{log}" if log else "")
             )
 

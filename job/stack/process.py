@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from job.common.exits import how_it_ended
 from job.stack.errors import StackError
 
 _PROC = Path("/proc")
@@ -273,10 +274,9 @@ class ManagedProcess:
         while True:
             if not self.alive():
                 code = self._popen.returncode if self._popen is not None else None
-                how = f" with exit code {code}" if code is not None else ""
+                how = how_it_ended(code, after_name=True) if code is not None else "exited"
                 raise StackError(
-                    f"{self.name} exited{how} while starting; last lines of {self.log_path}:\n"
-                    f"{tail(self.log_path)}"
+                    f"{self.name} {how} while starting; last lines of {self.log_path}:\n{tail(self.log_path)}"
                 )
             try:
                 if check():

@@ -102,6 +102,6 @@ def test_the_controller_shows_the_record_and_reads_the_log_only_without_one() ->
     assert exit_error(long, "", 2) == f"Sink error: {'x' * 2000}\nhint: {HINT}"
     # no record: a process killed before it could write one
     assert exit_error(None, log, 2) == "Sink error: from the log\nhint: from the log"
-    assert exit_error(None, "=== start\n", -9) == "killed by signal 9"
+    assert exit_error(None, "=== start\n", -9) == "killed by signal 9 (SIGKILL)"
     assert exit_error(None, "", 137) == "exited with code 137"
     assert exit_error(None, "", None) == "the process is gone"

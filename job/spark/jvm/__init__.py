@@ -25,6 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from job.common.exits import how_it_ended
 from job.errors import DaggerError
 
 #: The SQL name of the DistinctCount aggregate (job.sql.rewrite emits it); it reads ``CAST(x AS BINARY)``.
@@ -123,7 +124,7 @@ def build(target: Path, timeout_s: float = 120) -> Path:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise JvmFunctionsError(
                 f"Janino did not compile {', '.join(s.name for s in SOURCES)}: "
-                f"{said[0] if said else f'exit code {done.returncode}'}"
+                f"{said[0] if said else how_it_ended(done.returncode)}"
             )
         partial = target.with_name(f".{target.name}.{os.getpid()}.part")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:

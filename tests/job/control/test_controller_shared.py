@@ -8,10 +8,13 @@ test_control_shared_e2e.py and tests/job/shared/."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
 from pathlib import Path
+
+import pytest
 
 from job.control import ControlPlane, Registry
 from job.control.controller import Controller
@@ -77,13 +80,18 @@ def test_shared_daggers_share_a_host_and_stop_and_roll_over_alone(
 
 
 def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(
-    sqlite_registry: Registry, tmp_path: Path
+    sqlite_registry: Registry, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="daggers.controller")
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", shared("keeps"), deploy=True)
     alice.create("a-jkt", shared("it-fails"), deploy=True)
     ctl = controller(sqlite_registry, tmp_path, max_restarts=1)
+
+    def said(start: str) -> list[str]:
+        return [m for r in caplog.records if (m := r.getMessage()).startswith(start)]
+
     try:
         keeps = until(ctl, alice, "keeps", lambda d: d.actual_state == "running")
         failed = until(ctl, alice, "it-fails", lambda d: d.actual_state == "failed")
@@ -93,6 +101,11 @@ def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(
         )
         assert failed.restarts == 2 and failed.last_exit_code == 2 and len(starts(failed)) == 2  # one restart
         assert alice.dagger("keeps").actual_state == "running" and len(starts(keeps)) == 1
+        # no process exited: its query failed in the host ("crashed (exit code 2)" said otherwise)
+        assert said("team-a/it-fails: crashed (") == [
+            f"team-a/it-fails: crashed (its query failed in the shared application host (pid {keeps.pid})): "
+            "Sink error: InfluxDB at http://127.0.0.1:9 is unreachable\nhint: is influxd running?; restart 1 in 0 s"
+        ]
 
         os.kill(keeps.pid, signal.SIGKILL)  # the host dies: its dagger crashes, the host is started again
         back = until(ctl, alice, "keeps", lambda d: d.actual_state == "running" and d.pid != keeps.pid)
@@ -103,6 +116,13 @@ def test_a_failure_in_the_host_is_a_crash_and_a_dead_host_comes_back(
         )
         assert [line.split()[0] for line in starts(back)] == [str(keeps.pid), str(back.pid)]
         assert starts(back)[0].split()[1] == starts(back)[1].split()[1]  # the same assignment, resumed
+        gone = f"its shared application host (pid {keeps.pid}) is gone"
+        assert said("team-a/keeps: crashed (") == [
+            f"team-a/keeps: crashed ({gone}): Dagger error: {gone}: killed by signal 9 (SIGKILL); restart 1 in 0 s"
+        ]
+        assert said(f"the shared host pid {keeps.pid} is gone") == [
+            f"the shared host pid {keeps.pid} is gone (killed by signal 9 (SIGKILL)); starting it again"
+        ]
     finally:
         ctl.stop_all(10)
 

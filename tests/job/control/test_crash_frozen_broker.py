@@ -78,7 +78,7 @@ def test_a_crash_while_its_broker_is_frozen_names_the_broker(tmp_path: Path) -> 
         assert error is not None
         assert crashed.health["state"] == CRASH_LOOPING
         assert re.fullmatch(
-            rf"crashed: killed by signal 9; its brokers do not answer: end offsets unreadable for \d+ s: "
+            rf"crashed: killed by signal 9 \(SIGKILL\); its brokers do not answer: end offsets unreadable for \d+ s: "
             rf"{re.escape(error)}; restart 1 in \d+ s",
             crashed.health["reason"],
         ), crashed.health["reason"]

@@ -5,11 +5,14 @@ does on a known error, ``crash`` leaves no record); the real dagger is in test_f
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from job.control import ControlPlane, Registry
 from job.control.controller import Controller
@@ -67,10 +70,11 @@ def test_a_record_older_than_the_run_is_never_shown(sqlite_registry: Registry, t
 
 
 def test_a_run_killed_after_one_that_failed_does_not_show_the_old_record(
-    sqlite_registry: Registry, tmp_path: Path
+    sqlite_registry: Registry, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The realistic stale record: the first run fails and writes one; the restarted run is killed (SIGKILL)
     before it could write its own, so the one in its folder is the first run's."""
+    caplog.set_level(logging.INFO, logger="daggers.controller")
     seed(sqlite_registry)
     alice = ControlPlane(sqlite_registry, "alice")
     alice.create("a-jkt", bookings_spec("twice"), deploy=True)
@@ -89,7 +93,11 @@ def test_a_run_killed_after_one_that_failed_does_not_show_the_old_record(
     assert starts == ["fail", "run"]
     os.kill(running.pid, signal.SIGKILL)
     killed = until(ctl, alice, "twice", lambda d: d.actual_state == "crashed")
-    assert killed.last_error == "killed by signal 9" and killed.last_exit_code == -9
+    assert killed.last_error == "killed by signal 9 (SIGKILL)" and killed.last_exit_code == -9
+    crashed_lines = [m for r in caplog.records if (m := r.getMessage()).startswith("team-a/twice: crashed (")]
+    assert crashed_lines[-1].startswith(
+        "team-a/twice: crashed (killed by signal 9 (SIGKILL)): killed by signal 9 (SIGKILL); restart 2 in "
+    ), crashed_lines  # "crashed (exit code -9)" read as an exit
     assert read_failure(Path(killed.checkpoint).parent) is not None  # the first run's, not shown
     alice.stop("twice")
     until(ctl, alice, "twice", lambda d: d.actual_state == "stopped")

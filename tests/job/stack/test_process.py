@@ -51,3 +51,25 @@ def test_a_process_that_takes_sigint_gets_it_first(tmp_path: Path) -> None:
 
 def test_a_gone_process_ignores_nothing() -> None:
     assert not ignores_signal(2**22 + 12345, signal.SIGINT)
+
+
+def test_a_service_killed_while_starting_says_it_was_killed_by_a_signal(tmp_path: Path) -> None:
+    """A negative return code is the signal that killed it: "exited with exit code -9" read as an exit."""
+    import os
+
+    import pytest
+
+    from job.stack.errors import StackError
+
+    proc = _started(tmp_path, [sys.executable, "-c", TAKING])
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    with pytest.raises(StackError) as info:
+        proc.wait_healthy(lambda: False, 60)
+    assert info.value.message.startswith("the probe was killed by signal 9 (SIGKILL) while starting; "), (
+        info.value.message
+    )
+    done = _started(tmp_path, [sys.executable, "-c", "print('ready', flush=True); raise SystemExit(3)"])
+    with pytest.raises(StackError) as info:
+        done.wait_healthy(lambda: False, 60)
+    assert info.value.message.startswith("the probe exited with code 3 while starting; "), info.value.message
