@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Label, Sparkline, Static,
 
 from job.common.text import safe_text
 from job.common.words import counted
-from job.control.health_model import HealthSettings, rate_window
+from job.control.health_model import HealthSettings, event_watermark, rate_window
 from job.control.rates import rate_series
 from job.control.views import DaggerScreenView, DaggerView, VersionView
 from job.errors import DaggerError
@@ -118,7 +118,7 @@ class DaggerScreen(RefreshingScreen):
             f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'), 'rows/s')}"
             f" · batch {figure(h.get('batch_ms'), 'ms')} · lag {figure(h.get('lag'))}"
             f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
-            f"\nwatermark {safe_text(str(p.get('watermark') or '-'))}"
+            f"\nwatermark {safe_text(event_watermark(p.get('watermark')) or '-')}"
             + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")
             + f" · last update {age(now, view.status_updated_at)} ago",
         )

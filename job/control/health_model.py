@@ -384,9 +384,19 @@ def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] 
     return None
 
 
+def event_watermark(watermark: Any) -> str | None:
+    """Return a query's event-time watermark as Spark reported it (ISO 8601, ``Z``), or None when the query
+    has none: Spark reports the epoch (``1970-01-01T00:00:00.000Z``) for a query without event time, and for
+    one whose batches have seen no event time yet."""
+    if not isinstance(watermark, str) or not watermark or watermark.startswith("1970-01-01"):
+        return None
+    return watermark
+
+
 def watermark_age(watermark: Any, now: float) -> float | None:
     """Return how old a Spark watermark (ISO 8601, ``Z``) is at ``now``; None for none or the epoch."""
-    if not isinstance(watermark, str) or not watermark or watermark.startswith("1970-01-01"):
+    watermark = event_watermark(watermark)
+    if watermark is None:
         return None
     try:
         return _age(now, datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp())

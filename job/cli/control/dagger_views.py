@@ -8,6 +8,7 @@ from rich.table import Column, Table
 
 from job.cli.control.reply import span
 from job.common.words import counted
+from job.control.health_model import CRASH_LOOPING, FAILED, STOPPED, UNKNOWN, event_watermark
 
 
 def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
@@ -50,8 +51,8 @@ def dagger_table(rows: list[Any]) -> Table:
     return t
 
 
-#: A figure older than this is stale when the health model gives none (its own ``figure_fresh_s``, 30 s).
-FIGURE_FRESH_S = 30.0
+#: The states the health model shows no figure of (rows/s, lag, batch time), rather than their last values.
+NO_FIGURES = (CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
 
 
 def _ago(seconds: float) -> str:
@@ -62,59 +63,57 @@ def _ago(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def _as_of(d: Any, name: str, value: float | None, at: float | None, now: float) -> tuple[float | None, str]:
-    """Return a figure's value and when it holds, from the health model's figure ``name`` when there is one (else
-    ``value`` measured at ``at``): "now" only for a fresh figure of a live dagger, else its age ("6 min ago
-    (stale)"); a figure whose time is not known is "at an unknown time (stale)"."""
-    fig = (d.health or {}).get(name)
-    if fig:
-        value, age, fresh = fig.get("value"), float(fig.get("age_s") or 0.0), bool(fig.get("fresh"))
-    elif at:
-        age = max(0.0, now - float(at))
-        fresh = age <= FIGURE_FRESH_S
-    else:
-        return value, "at an unknown time (stale)"
+def _when(d: Any, figure: dict[str, Any]) -> str:
+    """Return when a figure of the health model holds: "now" only for a fresh figure of a live dagger, else its
+    age ("6 min ago (stale)")."""
+    age, fresh = float(figure.get("age_s") or 0.0), bool(figure.get("fresh"))
     if fresh and d.actual_state in ("starting", "running"):
-        return value, "now"
-    return value, f"{_ago(age)} ago" + ("" if fresh else " (stale)")
+        return "now"
+    return f"{_ago(age)} ago" + ("" if fresh else " (stale)")
 
 
 def progress_lines(d: Any, now: float | None = None) -> list[str]:
-    """Return what a person reads of a dagger's last progress report (``--json`` has all of it). A rate or a
-    lag says "now" only when it is fresh, else how old it is (it said "206 rows/s now" of a figure 6 minutes
-    old)."""
+    """Return what a person reads of a dagger's last progress report (``--json`` has all of it). Its rows/s,
+    lag and batch time are the health model's figures, as the console and /metrics show them: none (``-``) for
+    a state that shows none (a crash-looping dagger printed its last rate and lag), and a figure says "now" only
+    when it is fresh, else how old it is. A watermark is shown only when the query has one."""
     import time
 
     p = d.progress
     if not p:
         return []
     now = time.time() if now is None else now
-    rate, rate_when = _as_of(
-        d, "rows_per_s", p.get("input_rows_per_s", 0), p.get("batch_at") or p.get("updated_at"), now
-    )
-    lag = ""
-    if d.lag is not None:
-        lag_value, lag_when = _as_of(d, "lag", d.lag, getattr(d, "lag_at", None), now)
-        lag = f"; lag {counted(int(lag_value or 0), 'record', fmt=',')}" + (
+    h = d.health or {}
+    rate_fig, lag_fig, batch_fig = h.get("rows_per_s"), h.get("lag"), h.get("batch_ms")
+    rate = f"{float(rate_fig['value']):,.0f} rows/s {_when(d, rate_fig)}" if rate_fig else "rows/s -"
+    lag = "; lag -"
+    if lag_fig:
+        lag_when = _when(d, lag_fig)
+        lag = f"; lag {counted(int(lag_fig['value']), 'record', fmt=',')}" + (
             "" if lag_when == "now" else f" {lag_when}"
         )
+    state = str(h.get("state") or UNKNOWN)
     lines = [
         f"read {counted(p.get('input_rows', 0), 'row', fmt=',')} in {counted(p.get('batches', 0), 'batch', fmt=',')} "
         f"({counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped, "
-        f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); "
-        f"{float(rate or 0):,.0f} rows/s {rate_when}{lag}"
+        f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); {rate}{lag}"
+        + (
+            f" ({'an' if state[0] in 'aeiou' else 'a'} {state} dagger shows no figure)"
+            if state in NO_FIGURES
+            else ""
+        )
     ]
-    if "batch_duration_ms" in p:
+    if batch_fig:
         phases = sorted(p.get("batch_phases_ms", {}).items(), key=lambda kv: -kv[1])
         slowest = ", ".join(f"{k} {v:,}" for k, v in [kv for kv in phases if kv[0] != "triggerExecution"][:4])
-        _, batch_when = _as_of(d, "batch_ms", None, p.get("batch_at") or p.get("updated_at"), now)
+        batch_when = _when(d, batch_fig)
         lines.append(
-            f"last batch {p['batch_duration_ms']:,} ms"
+            f"last batch {int(batch_fig['value']):,} ms"
             + ("" if batch_when == "now" else f", {batch_when}")
             + (f" ({slowest})" if slowest else "")
         )
-    if p.get("watermark"):
-        lines.append(f"watermark {p['watermark']}")
+    if watermark := event_watermark(p.get("watermark")):
+        lines.append(f"watermark {watermark}")
     for name, sink in (p.get("sinks") or {}).items():
         windows = (
             f"; windows {sink['first_window']} to {sink['last_window']}" if sink.get("first_window") else ""

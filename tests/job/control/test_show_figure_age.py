@@ -1,6 +1,7 @@
-"""Issue 51: ``daggers dagger show`` never prints an old figure as "now". It printed "206 rows/s now; lag 11,757" of a
-failed dagger whose last batch was 6 minutes old; now a figure says its age when it is not fresh, from the health
-model's figure (``fresh``, ``age_s``) or, when the model shows none (a failed dagger), from when it was measured."""
+"""``daggers dagger show`` never prints an old figure as "now", nor a figure the health model does not show. It
+printed "206 rows/s now; lag 11,757" of a failed dagger whose last batch was 6 minutes old, and "0 rows/s 30 s ago;
+lag 4,198 records 9 s ago" of a crash-looping one; now its rows/s, lag and batch time are the health model's figures
+(``fresh``, ``age_s``), as the console and /metrics show them: none for a state that shows none."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from job.cli.control.dagger_views import progress_lines
 from job.control import ControlPlane, Registry
-from job.control.models import DaggerStatus
+from job.control.models import Cluster, DaggerStatus
 from tests.job.cli.test_cli_views import _dagger
 from tests.job.control.control_seed import bookings_spec, seed
 from tests.job.control.test_control_cli import cli
@@ -36,7 +38,9 @@ def test_a_stale_figure_of_the_health_model_says_its_age() -> None:
     assert _first(_dagger()) == "1,234 rows/s now; lag 17 records"  # fresh, running: now
 
 
-def test_without_a_figure_the_age_comes_from_when_it_was_measured() -> None:
+def test_without_a_figure_of_the_health_model_none_is_shown() -> None:
+    """Show follows the health model: where it gives no figure (a failed, crash-looping, stopped or unknown
+    dagger; a running one before two samples), show prints none, not the last value it can find."""
     base = replace(
         _dagger(), health={"state": "failed", "reason": "gave up"}, actual_state="failed", lag=11757
     )
@@ -45,32 +49,32 @@ def test_without_a_figure_the_age_comes_from_when_it_was_measured() -> None:
         progress={**base.progress, "input_rows_per_s": 206.4, "batch_at": NOW - 360, "updated_at": NOW - 300},
         lag_at=NOW - 400,
     )
-    assert _first(old) == "206 rows/s 6 min ago (stale); lag 11,757 records 7 min ago (stale)"
-    recent = replace(old, progress={**old.progress, "batch_at": NOW - 12}, lag_at=NOW - 12)
-    assert (
-        _first(recent) == "206 rows/s 12 s ago; lag 11,757 records 12 s ago"
-    )  # fresh, but it is not running
-    running = replace(recent, actual_state="running")
-    assert _first(running) == "206 rows/s now; lag 11,757 records"
-    unknown = replace(
-        old,
-        progress={k: v for k, v in old.progress.items() if k not in ("batch_at", "updated_at")},
-        lag_at=None,
-    )
-    assert _first(unknown) == (
-        "206 rows/s at an unknown time (stale); lag 11,757 records at an unknown time (stale)"
-    )
-    days = replace(old, progress={**old.progress, "batch_at": NOW - 3 * 86400}, lag_at=NOW - 5400)
-    assert _first(days) == "206 rows/s 3 d ago (stale); lag 11,757 records 2 h ago (stale)"
+    assert progress_lines(old, now=NOW)[:2] == [
+        f"{READ}rows/s -; lag - (a failed dagger shows no figure)",
+        "watermark 2026-11-29T07:55:48.794Z",  # no batch time either: the model gives none
+    ]
+    starting = replace(old, health={"state": "running", "reason": "reading"}, actual_state="running")
+    assert _first(starting) == "rows/s -; lag -"
 
 
-def test_dagger_show_of_a_failed_dagger_prints_its_figures_age(tmp_path: Path) -> None:
+def _show(registry: Registry, name: str) -> str:
+    result = CliRunner().invoke(
+        cli(),
+        ["dagger", "show", name, "--registry", registry.url],
+        env={"DAGGERS_USER": "alice", "COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    return str(result.output)
+
+
+def test_dagger_show_of_a_failed_dagger_prints_no_figure(tmp_path: Path) -> None:
     registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     try:
         seed(registry)
         view = ControlPlane(registry, "alice").create("a-jkt", bookings_spec("gave-up"), deploy=True)
         six_min_ago = time.time() - 360
         with registry.session() as s:
+            s.scalars(select(Cluster).where(Cluster.name == "a-jkt")).one().controller_heartbeat = time.time()
             st = s.get(DaggerStatus, view.id)
             assert st is not None
             st.actual_state, st.restarts, st.last_error = (
@@ -86,17 +90,68 @@ def test_dagger_show_of_a_failed_dagger_prints_its_figures_age(tmp_path: Path) -
                 "updated_at": six_min_ago,
             }
             st.lag, st.lag_at = 11_757, six_min_ago
-        result = CliRunner().invoke(
-            cli(),
-            ["dagger", "show", "gave-up", "--registry", registry.url],
-            env={"DAGGERS_USER": "alice", "COLUMNS": "200"},
-        )
-        assert result.exit_code == 0, result.output
-        line = next(x for x in result.output.splitlines() if x.startswith("read 91,000 rows"))
-        assert line.endswith("; 206 rows/s 6 min ago (stale); lag 11,757 records 6 min ago (stale)"), line
-        assert not re.search(r"\bnow\b", result.output)
+        output = _show(registry, "gave-up")
+        line = next(x for x in output.splitlines() if x.startswith("read 91,000 rows"))
+        assert line.endswith("; rows/s -; lag - (a failed dagger shows no figure)"), line
+        assert not re.search(r"\bnow\b", output)
     finally:
         registry.close()
+
+
+def test_dagger_show_of_a_crash_looping_dagger_prints_no_figure_and_no_epoch_watermark(
+    tmp_path: Path,
+) -> None:
+    """It printed "0 rows/s 30 s ago; lag 4,198 records 9 s ago" of a crash-looping dagger, and the watermark
+    "1970-01-01T00:00:00.000Z" that Spark reports for a query without event time. The console's row and
+    /metrics show no figure of it: neither does show."""
+    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        seed(registry)
+        view = ControlPlane(registry, "alice").create("a-jkt", bookings_spec("loops"), deploy=True)
+        now = time.time()
+        with registry.session() as s:
+            s.scalars(select(Cluster).where(Cluster.name == "a-jkt")).one().controller_heartbeat = time.time()
+            st = s.get(DaggerStatus, view.id)
+            assert st is not None
+            st.actual_state, st.restarts, st.next_restart_at = "crashed", 3, now + 5
+            st.last_error = (
+                "Dagger error: the streaming query failed: ZeroDivisionError: float division by zero"
+            )
+            st.progress = {
+                "batches": 7,
+                "input_rows": 4_000,
+                "input_rows_per_s": 0.0,
+                "batch_duration_ms": 310,
+                "watermark": "1970-01-01T00:00:00.000Z",
+                "batch_at": now - 30,
+                "updated_at": now - 9,
+            }
+            st.lag, st.lag_at = 4_198, now - 9
+        shown = ControlPlane(registry, "alice").dagger("loops")
+        assert shown.state == "crash-looping"
+        assert (shown.health.get("rows_per_s"), shown.health.get("lag"), shown.health.get("batch_ms")) == (
+            None,
+            None,
+            None,
+        )
+        lines = _show(registry, "loops").splitlines()
+        line = next(x for x in lines if x.startswith("read 4,000 rows"))
+        assert line == (
+            "read 4,000 rows in 7 batches (0 late rows dropped, 0 bad records); rows/s -; lag - "
+            "(a crash-looping dagger shows no figure)"
+        ), line
+        assert not any(x.startswith(("watermark", "last batch")) for x in lines), lines
+        row = next(x for x in lines if "team-a/loops" in x)
+        assert [c.strip() for c in row.split("│")[7:10]] == ["-", "-", "-"], row  # the table's figures agree
+    finally:
+        registry.close()
+
+
+def test_a_query_without_event_time_shows_no_watermark() -> None:
+    """Spark reports the epoch as the watermark of a query without one (a pass-through, no window)."""
+    epoch = replace(_dagger(), progress={**_dagger().progress, "watermark": "1970-01-01T00:00:00.000Z"})
+    assert not any(line.startswith("watermark") for line in progress_lines(epoch, now=NOW))
+    assert "watermark 2026-11-29T07:55:48.794Z" in progress_lines(_dagger(), now=NOW)
 
 
 def test_show_says_a_sink_is_retrying() -> None:
