@@ -12,6 +12,9 @@ it started reading) and each generation's checkpoint ``gen-<n>/``. Each member k
   same generation from its checkpoint: exact totals.
 * Other members start a new generation (see :func:`start_of_generation`).
 * A member whose sink fails past its retries fails alone: its rows are no longer written, the others go on.
+* A generation opens its members' sinks (with their start retries) before it takes the host's start
+  gate, which it holds only to start its query: a sink that waits to start holds up its own group, no
+  other dagger of the host, and a stop ends that wait at once (the members that leave report ``stopped``).
 * A member that leaves (unassigned or replaced) stops with its generation: it reports ``stopping`` until
   the generation's query has stopped, which waits for the micro-batch in progress. A *kill* of a leaving
   member (its controller's, once its stop timed out: a sink retrying a write) ends that generation now
@@ -223,6 +226,25 @@ def _merge_offsets(into: dict[str, dict[str, int]], offsets: dict[str, dict[str,
             )
 
 
+class _StoppedStarting(Exception):
+    """A stop came while the group's members' sinks were opening: it ends without starting its query."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A generation made ready to start (:meth:`HostedGroup._prepare`): its members' sinks are open."""
+
+    session: Any
+    conf: dict[str, str]  # the SQL settings its query runs with
+    frame: Any  # the group's streaming DataFrame
+    group: Any  # the plan of its sources (job.shared.fusion.group_plan)
+    checkpoint: Path
+    first: Any  # the first member's plan (job.query.plan.DaggerPlan)
+    window: list[str | None] | None
+    joining: dict[str, Path]
+    generation: Generation
+
+
 class HostedGroup:
     """One generation of a group's query, in a thread of the host (see the module docstring)."""
 
@@ -338,10 +360,16 @@ class HostedGroup:
 
         query = session = listener = None
         try:
-            with self.start_gate:
+            if self._stop.is_set():
+                return self._end(None, None, None, None)
+            # planned and its members' sinks opened before the host's start gate: a sink that waits to
+            # start holds up this group only, and a stop ends that wait (_StoppedStarting)
+            prepared = self._prepare()
+            session = prepared.session
+            with self.start_gate:  # one query starts at a time
                 if self._stop.is_set():
-                    return self._end(None, None, None, None)
-                query, session, listener = self._start()
+                    raise _StoppedStarting
+                query, listener = self._start(prepared)
             for key in self.members:
                 if key not in self.failed:
                     self._jobs[key].mark("running")
@@ -363,6 +391,9 @@ class HostedGroup:
             if not self._stop.is_set() and query.exception() is not None:
                 raise explain_failure(query.exception())
             self._end(query, session, listener, None)
+        except _StoppedStarting:
+            log.info("group %s gen %d: stopped before its query started", self.key, self.generation)
+            self._end(None, session, None, None)
         except Exception as exc:
             if not self.jvm_alive():
                 log.warning("group %s: the Spark application is gone", self.key)
@@ -419,7 +450,10 @@ class HostedGroup:
         self.went_apart = True
         self.state = "failed"
 
-    def _start(self) -> tuple[Any, Any, Any]:
+    def _prepare(self) -> _Prepared:
+        """Plan the generation, make its session (in the group's pool), its frame and each member's job,
+        and open each member's sinks, retrying as their policies say (a member whose sink cannot work
+        fails alone). A stop ends a wait between two tries at once (:class:`_StoppedStarting`)."""
         from job.query.plan import pin_schema, register_plan_functions
         from job.query.runner import DaggerJob, query_sql_conf, session_conf
         from job.shared.fusion import group_frame, group_plan
@@ -448,7 +482,8 @@ class HostedGroup:
         session = pool_session(self.base, first.spec.parallelism, self.pool)
         register_plan_functions(session, first)
         register_source(session)
-        with session_conf(session, {**query_sql_conf(first.spec), **GROUP_SQL_CONF}):
+        conf = {**query_sql_conf(first.spec), **GROUP_SQL_CONF}
+        with session_conf(session, conf):
             frame, self._branches = group_frame(
                 session,
                 group,
@@ -465,9 +500,24 @@ class HostedGroup:
                 pin_schema(member.plan)
                 self._jobs[key] = job
                 try:
-                    start_sinks(job.sinks, self._branches[key].schema)
+                    start_sinks(job.sinks, self._branches[key].schema, self._wait_to_retry)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
                     self._fail(key, exc)
+        return _Prepared(session, conf, frame, group, checkpoint, first, window, joining, gen)
+
+    def _wait_to_retry(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop."""
+        if self._stop.wait(delay_s):
+            raise _StoppedStarting
+
+    def _start(self, prepared: _Prepared) -> tuple[Any, Any]:
+        """Start the query of the ``prepared`` generation (its members' sinks open); return (the query, its
+        listener)."""
+        from job.query.runner import session_conf
+
+        session, gen, joining, first = prepared.session, prepared.generation, prepared.joining, prepared.first
+        start_ms, window, checkpoint = gen.start_ms, prepared.window, prepared.checkpoint
+        with session_conf(session, prepared.conf):
             if not window:  # members back from their groups of one (a resumed generation caught up already)
                 self._catch_up({k: v for k, v in gen.seen_by.items() if k in joining})
             write_json(
@@ -489,7 +539,7 @@ class HostedGroup:
             listener = _group_listener(self)
             session.streams.addListener(listener)
             writer = (
-                frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
+                prepared.frame.writeStream.queryName(f"group_{self.key}_{self.generation}".replace("-", "_"))
                 .outputMode("append")
                 .option("checkpointLocation", str(checkpoint / "spark"))
                 .foreachBatch(self._write_batch)
@@ -504,10 +554,10 @@ class HostedGroup:
             self.key,
             self.generation,
             counted(len(self.members), "dagger"),
-            group.streams[0].source.start_from,
+            prepared.group.streams[0].source.start_from,
             checkpoint,
         )
-        return query, session, listener
+        return query, listener
 
     def _catch_up(self, behind: dict[str, dict[str, dict[str, int]]]) -> None:
         """Write, for each member of a group of pass-throughs that comes back from a group of one short of
