@@ -122,7 +122,9 @@ class ControlPlane(AdminOps, TokenOps):
             return served_spec(checked, self._vars(cluster), what)
         import os
 
-        return specs.parse_text(text, {**os.environ, **self._vars(cluster)}, source)
+        from job.control.udf_carry import with_local_udf
+
+        return with_local_udf(specs.parse_text(text, {**os.environ, **self._vars(cluster)}, source))
 
     # ---- reading ------------------------------------------------------------------------------
 

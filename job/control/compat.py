@@ -116,6 +116,10 @@ def compatibility(old: DaggerSpec, new: DaggerSpec) -> Compatibility:
             )
         else:
             notes.append("the query changed (it keeps no state)")
+    if (old.udf_file, old.udf_file_base64) != (new.udf_file, new.udf_file_base64):
+        notes.append(
+            "the functions of udf_file changed: open windows keep what they counted under the old ones"
+        )
     if old.parallelism != new.parallelism:
         notes.append(f"parallelism stays {old.parallelism}: the checkpoint fixes the shuffle partitions")
     if old.watermark_delay_ms != new.watermark_delay_ms:

@@ -511,7 +511,13 @@ class Controller:
         workdir.mkdir(parents=True, exist_ok=True)
         checkpoint = workdir / f"checkpoint-{item.epoch}"
         spec_path = workdir / f"v{item.version}.yaml"
-        spec_path.write_text(specs.run_text(item.spec_text, checkpoint))
+        try:  # the udf_file the spec carries goes beside this version's copy (job.control.udf_carry)
+            text = specs.run_text(item.spec_text, checkpoint, workdir / f"v{item.version}-udf")
+        except DaggerError as exc:
+            error = FailureRecord.of(exc).text()
+            log.error("%s: cannot write its spec to run: %s", item.ref, error)
+            return {"actual_state": "failed", "pid": None, "last_error": error, "next_restart_at": None}
+        spec_path.write_text(text)
         spec_path.chmod(0o600)
         log_path = workdir / "dagger.log"
         if log_path.exists() and log_path.stat().st_size > LOG_ROTATE_BYTES:

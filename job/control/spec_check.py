@@ -103,6 +103,7 @@ def _check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> 
     check_no_clear_secrets(data)
     known = {k: v for k, v in cluster.items() if k in CLUSTER_VARIABLES}
     spec = parse_spec(text, source, known, keep_unset=True)
+    _require_carried_udf(spec)
     references = [n for n in references_of(text) if n not in known]
     deferred = _deferred(spec, references)  # parses the SQL: SqlError with line and column
     if any(getattr(spec, k) for k in ("schema_file", "schema_dir", "schema_url")) or spec.udf_file:
@@ -111,6 +112,20 @@ def _check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> 
 
     planned = plan_with(spec, default_registry(), None, dict(ENGINE_FEATURES), _NO_CHECKPOINT / spec.name)
     return CheckedSpec(spec, planned, references, deferred)
+
+
+def _require_carried_udf(spec: DaggerSpec) -> None:
+    """Refuse a ``udf_file`` relative to a spec file that did not come with the spec: the controller, on another
+    host, would find no file beside its copy (an absolute one names a file on that host; a ``${NAME}`` is
+    resolved there)."""
+    udf = spec.udf_file
+    if udf and not spec.udf_file_base64 and not Path(udf).is_absolute() and "${" not in udf:
+        raise SpecError(
+            f"udf_file: {udf!r} is relative to the spec file, but its content did not come with the spec "
+            "(udf_file_base64): the dagger's controller would find no such file",
+            hint="create or edit the dagger with daggers dagger create/edit SPEC, which sends the file beside "
+            "the spec; or name a file on the controller's host with an absolute path",
+        )
 
 
 def served_spec(checked: CheckedSpec, cluster: Mapping[str, str], what: str) -> DaggerSpec:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from job.spec.base import NAME_RE, SpecModel
 from job.spec.lookups import LookupSpec
 from job.spec.sinks import SinkSpec
 from job.spec.streams import StreamSpec
 from job.spec.transformers import TransformerSpec
+from job.spec.udf_carried import carried_name_problem, decode_carried
 
 
 class DaggerSpec(SpecModel):
@@ -66,7 +67,14 @@ class DaggerSpec(SpecModel):
     udf_file: str | None = Field(
         default=None,
         description="A Python file of the dagger's own SQL functions (marked with @dagger_function), "
-        "relative to the spec file's folder.",
+        "relative to the spec file's folder (its content then travels with the spec: udf_file_base64), or an "
+        "absolute path on the host the dagger runs on.",
+    )
+    udf_file_base64: str | None = Field(
+        default=None,
+        description="The content of udf_file (at most 128 KiB of UTF-8 text), as base64: daggers dagger "
+        "create, edit and validate add it from the file beside the spec, so that the dagger's controller, "
+        "on another host, writes the file into the dagger's folder and runs it. Not written by hand.",
     )
     dart_store: str | None = Field(
         default=None,
@@ -152,6 +160,16 @@ class DaggerSpec(SpecModel):
             data = dict(data)
             data["sinks"] = [data.pop("sink")]
         return data
+
+    @field_validator("udf_file_base64")
+    @classmethod
+    def _udf_file_base64(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        if problem := carried_name_problem(info.data.get("udf_file")):
+            raise ValueError(problem)
+        decode_carried(v)  # ValueError: no base64, too large, no UTF-8 text
+        return v
 
     @field_validator("name")
     @classmethod

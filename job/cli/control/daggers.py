@@ -22,11 +22,14 @@ dagger_app = typer.Typer(help="Create, preview, deploy, edit and stop daggers.",
 
 
 def _read(path: Path) -> str:
+    """Return the spec text of file ``path`` as it goes to the control plane: carrying the ``udf_file`` beside
+    it (:func:`job.control.udf_carry.attach_udf`), which the dagger's controller cannot read."""
+    from job.control.udf_carry import attach_udf
     from job.errors import SpecError
 
     if not path.is_file():
         raise SpecError(f"no spec file at {path}")
-    return path.read_text()
+    return attach_udf(path.read_text(), path)
 
 
 @dagger_app.command("list")
