@@ -85,6 +85,9 @@ ENGINE_FEATURES: dict[str, str] = {
     # COUNT, SUM, MIN, MAX, AVG or DistinctCount (job.sql.partial); "source": where every aggregate is a
     # DistinctCount; "spark": Spark aggregates every record
     "partial_aggregation": "source_simple",
+    # a numeric GROUP BY key such as CAST(FLOOR(lat * 100) AS BIGINT) is computed by the source
+    # (job.sql.numeric_keys); "spark": by Spark
+    "numeric_keys": "source",
 }
 #: How long a windowed dagger with ``read_pacing: gather`` lets records gather between reads, far from a
 #: window boundary (job.sources.pacing); a trigger interval this long or longer makes it moot.
@@ -97,6 +100,7 @@ _BEFORE_PINNING = {
     "distinct_count": "collect_set",
     "read_pacing": "every_trigger",
     "partial_aggregation": "spark",
+    "numeric_keys": "spark",
 }
 
 
@@ -228,6 +232,8 @@ def translate_spec(
         and spec.isolation != "fused"
         and not any(stream.transformers for stream in spec.streams),
         partial_aggregates=features.get("partial_aggregation") == "source_simple",
+        numeric_keys=features.get("numeric_keys") == "source"
+        and not any(stream.transformers for stream in spec.streams),
     )
     if spec.lookups and translation.output_columns is not None:  # else checked at start on Spark's schema
         from job.spec import check_lookups

@@ -166,7 +166,7 @@ class SourceConfig:
         (``s2id``: strings, ``s2cell``: longs)."""
         hidden = set(self.hidden or [])
         fields = [f for f in self.decoder().spark_schema.fields if f.name not in hidden] + [
-            StructField(str(name), LongType() if function == "s2cell" else StringType(), True)
+            StructField(str(name), LongType() if function in ("s2cell", "bigint_of") else StringType(), True)
             for name, function, *_ in self.derived or []
         ]
         if self.partial:
@@ -185,19 +185,24 @@ class SourceConfig:
         return StructType(fields)
 
     def add_derived(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Append the derived columns to a decoded batch (S2 cells computed with numpy) and drop the
-        hidden ones. Raises SourceError for a derived column of an unknown function."""
+        """Append the derived columns to a decoded batch (S2 cells and numeric keys computed with numpy) and
+        drop the hidden ones. Raises SourceError for a derived column of an unknown function."""
         if not self.derived:
             return batch
         from job.functions.spark_udfs import s2cell_arrow, s2id_arrow
+        from job.sources.numeric_key import bigint_of
 
         functions = {"s2id": s2id_arrow, "s2cell": s2cell_arrow}
         arrays, names = list(batch.columns), list(batch.schema.names)
-        for name, function, lat, lng, level in self.derived:
-            if function not in functions:
+        for name, function, *args in self.derived:
+            if function == "bigint_of":
+                arrays.append(bigint_of(args[0], batch))
+            elif function in functions:
+                lat, lng, level = args
+                levels = pa.repeat(pa.scalar(int(level), pa.int32()), batch.num_rows)
+                arrays.append(functions[function](batch.column(lat), batch.column(lng), levels))
+            else:
                 raise SourceError(f"unknown derived column function {function!r} for {name!r}")
-            levels = pa.repeat(pa.scalar(int(level), pa.int32()), batch.num_rows)
-            arrays.append(functions[function](batch.column(lat), batch.column(lng), levels))
             names.append(str(name))
         hidden = set(self.hidden or [])
         keep = [i for i, n in enumerate(names) if n not in hidden]

@@ -140,9 +140,12 @@ def _literal(node: exp.Literal) -> exp.DataType | None:
 
 def _numeric(a: exp.DataType | None, b: exp.DataType | None) -> exp.DataType | None:
     """The type of ``a op b`` for + - * / (Flink: the wider integer; FLOAT for a FLOAT with a FLOAT or an
-    integer; DOUBLE for a DOUBLE with a DOUBLE or an integer; None for the rest)."""
+    integer; DOUBLE for a DOUBLE with a DOUBLE or an integer, and for a FLOAT or DOUBLE with a DECIMAL;
+    None for the rest)."""
     if is_integer(a) and is_integer(b):
         return wider_integer(a, b)
+    if (is_float(a) and is_decimal(b)) or (is_decimal(a) and is_float(b)):
+        return dtype("DOUBLE")
     if (a == dtype("FLOAT") or b == dtype("FLOAT")) and all(is_float(k) or is_integer(k) for k in (a, b)):
         return dtype("FLOAT")  # Flink: a FLOAT with a DOUBLE is a FLOAT too
     for name in ("FLOAT", "DOUBLE"):

@@ -32,6 +32,11 @@ class DerivedColumn:
     lng: str
     level: int
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The stream's columns it is computed from."""
+        return (self.lat, self.lng)
+
     def spark_expr(self) -> str:
         """Return the Spark SQL expression (over the stream's columns) that computes this column, for a
         batch over data that did not come through the source."""
@@ -49,7 +54,7 @@ class DerivedColumn:
         return cls(str(name), str(function), str(lat), str(lng), int(str(level)))
 
 
-def _source_table(select: exp.Select, streams: Collection[str]) -> tuple[str, set[str]] | None:
+def source_table(select: exp.Select, streams: Collection[str]) -> tuple[str, set[str]] | None:
     """Return (stream table, the names that may qualify its columns) when ``select`` reads exactly one
     stream table directly (no joins, no lateral tables); else None."""
     src = select.args.get("from_") or select.args.get("from")
@@ -80,7 +85,7 @@ def push_down_s2(
     tree = tree.copy()
     derived: dict[str, dict[str, DerivedColumn]] = {}
     for select in list(tree.find_all(exp.Select)):
-        found = _source_table(select, streams)
+        found = source_table(select, streams)
         if found is None:
             continue
         table, qualifiers = found
@@ -133,7 +138,7 @@ def batch_order(tree: exp.Expr, streams: Mapping[str, set[str]]) -> dict[str, st
             readers.setdefault(table, []).append(select)
     order: dict[str, str] = {}
     for table, selects in readers.items():
-        found = _source_table(selects[0], streams) if len(selects) == 1 else None
+        found = source_table(selects[0], streams) if len(selects) == 1 else None
         group = selects[0].args.get("group") if found else None
         if found is None or group is None or not group.expressions:
             continue

@@ -15,6 +15,7 @@ from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.flink_names import name_outputs
 from job.sql.join_lag import join_lag_ms
 from job.sql.lateness import late_window_ms
+from job.sql.numeric_keys import NumericKey, push_down_numeric_keys
 from job.sql.parse import parse
 from job.sql.partial import SourcePartial, source_partial
 from job.sql.pushdown import DerivedColumn, batch_order, push_down_s2
@@ -40,7 +41,7 @@ class Translation:
     aggregates: bool  # whether results are emitted per window (append after the watermark)
     window: tuple[str, str | None] | None = None  # (size, slide) of the outermost window
     notes: list[str] = field(default_factory=list)
-    derived: dict[str, list[DerivedColumn]] = field(
+    derived: dict[str, list[DerivedColumn | NumericKey]] = field(
         default_factory=dict
     )  # table -> columns its source computes
     # table -> the columns the query reads only through its derived columns (the source decodes them
@@ -70,6 +71,7 @@ def translate(
     distinct_bytes: bool = True,
     partial: bool = False,
     partial_aggregates: bool = True,
+    numeric_keys: bool = True,
 ) -> Translation:
     """Return the Spark SQL of ``sql`` over ``tables`` (stream table → its column names, or → column →
     Spark type text, which lets nested fields and UNNEST be checked and UNNEST pick its generator).
@@ -79,7 +81,8 @@ def translate(
     :func:`job.sql.pushdown.push_down_s2`. ``window_keys_last``: see :func:`job.sql.rewrite.put_window_keys_last`.
     ``distinct_bytes``: see :func:`job.sql.rewrite.rewrite_distinct_count_bytes`. ``partial`` (with
     ``distinct_bytes``): let the source aggregate first where it can (:mod:`job.sql.partial`);
-    ``partial_aggregates`` False: only where every aggregate is a DistinctCount.
+    ``partial_aggregates`` False: only where every aggregate is a DistinctCount. ``numeric_keys``: the source
+    computes a numeric GROUP BY key (:mod:`job.sql.numeric_keys`).
 
     Raises SqlError with line and column for a query that does not parse, reads an unknown table,
     column or function, calls a function with the wrong arguments, or aggregates a stream without
@@ -95,7 +98,12 @@ def translate(
     tree = rewrite_comma_joins(tree)
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     window = validate.group_window(select) if select is not None else None
-    pushed, derived = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
+    pushed, s2_cells = push_down_s2(tree, set(tables), int_keys=s2_int_keys)
+    derived: dict[str, list[DerivedColumn | NumericKey]] = {t: list(c) for t, c in s2_cells.items()}
+    if numeric_keys:
+        pushed, keys = push_down_numeric_keys(pushed, set(tables), lambda key: render(to_spark(key, udfs)))
+        for table, cols in keys.items():
+            derived.setdefault(table, []).extend(cols)
     spark = add_watermark_barrier(cumulate_windows(to_spark(pushed, udfs)), set(tables))
     if distinct_bytes:
         spark = rewrite_distinct_count_bytes(spark)
@@ -133,11 +141,13 @@ def translate(
     )
 
 
-def _derived_only(pushed: exp.Expr, derived: dict[str, list[DerivedColumn]]) -> dict[str, list[str]]:
+def _derived_only(
+    pushed: exp.Expr, derived: dict[str, list[DerivedColumn | NumericKey]]
+) -> dict[str, list[str]]:
     """Return, per table, the derived columns' inputs that the rewritten query no longer names (none when
     it selects ``*``: every column is read then)."""
     if any(True for _ in pushed.find_all(exp.Star)):
         return {}
     named = {c.name for c in pushed.find_all(exp.Column)}
-    out = {t: sorted({n for c in cols for n in (c.lat, c.lng)} - named) for t, cols in derived.items()}
+    out = {t: sorted({n for c in cols for n in c.inputs} - named) for t, cols in derived.items()}
     return {t: cols for t, cols in out.items() if cols}

@@ -4,7 +4,8 @@ aggregating first (``partial_aggregation: source_simple``) and once with Spark a
 (``spark``); every row each writes (values and Arrow types) and every point read back are the same.
 
 The bookings hold late records (a minute's, sent after the watermark passed it), records without an event
-time (NULL: the window leaves them out), several keys and an S2 cell, and values whose sums are exact in any
+time (NULL: the window leaves them out), several keys, an S2 cell and a grid of numeric keys the source
+computes (job.sql.numeric_keys), and values whose sums are exact in any
 order (coordinates on a 1/64 grid, integer fares), so that the two groupings of the additions agree to the
 bit, as they do for every integer."""
 
@@ -56,6 +57,10 @@ QUERIES = {
     f"MIN(pickup_long) AS west, {END} FROM data_stream GROUP BY {W}, S2Id(pickup_lat, pickup_long, 13)",
     "arithmetic": f"SELECT city_id AS tag_city, SUM(fare_idr) / COUNT(*) AS mean, "
     f"COUNT(*) * 2 + MAX(city_id) AS score, {END} FROM data_stream GROUP BY {W}, city_id",
+    "grid_key": "SELECT CAST(FLOOR(pickup_lat * 8) AS BIGINT) AS tag_lat_bin, "
+    "CAST(CEIL(-pickup_long / 0.125 + 0.5) AS BIGINT) AS tag_long_bin, COUNT(*) AS n, SUM(fare_idr) AS fares, "
+    f"DistinctCount(driver_id) AS drivers, {END} FROM data_stream GROUP BY {W}, "
+    "CAST(FLOOR(pickup_lat * 8) AS BIGINT), CAST(CEIL(-pickup_long / 0.125 + 0.5) AS BIGINT)",
     "no_key": f"SELECT COUNT(*) AS n, SUM(fare_idr) AS fares, MIN(pickup_lat) AS south, {END} "
     f"FROM data_stream GROUP BY {W}",
 }
@@ -152,7 +157,9 @@ def _run(
 
     monkeypatch.setattr(DaggerJob, "write_rows", write_rows)
     monkeypatch.setattr(DaggerJob, "_on_progress", progressed)
-    planned = plan(spec, tmp_path, features={"partial_aggregation": engine})
+    # with Spark aggregating every record, Spark computes numeric keys too (job.sql.numeric_keys)
+    numeric = "spark" if engine == "spark" else "source"
+    planned = plan(spec, tmp_path, features={"partial_aggregation": engine, "numeric_keys": numeric})
     progress = run_foreground(planned, available_now=True, spark=spark)
     progress.spark_late = spark_late[0]  # type: ignore[attr-defined]
     return written, planned, progress
@@ -199,6 +206,8 @@ def test_the_source_aggregating_first_writes_exactly_sparks_rows(  # type: ignor
     )
     assert first_plan.streams[0].source.partial is not None  # the source did aggregate first
     assert spark_plan.streams[0].source.partial is None
+    assert bool(first_plan.streams[0].source.derived) == (name in ("s2_key", "grid_key"))
+    assert not any("__dagger_key_" in str(d) for d in spark_plan.streams[0].source.derived or [])
     schema, rows = _rows(first)
     assert rows
     assert _rows(spark_rows) == (schema, rows)

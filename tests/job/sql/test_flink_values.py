@@ -71,7 +71,8 @@ def spark(select: str, table: str = "bookings", tail: str = "") -> str:
         ("speed_kmh / 100", "FLOAT"),
         ("speed_kmh * lat", "FLOAT"),
         ("lat - 1", "DOUBLE"),
-        ("lat + 1.5", None),
+        ("lat + 1.5", "DOUBLE"),  # Flink: a DOUBLE with a DECIMAL is a DOUBLE
+        ("speed_kmh * 0.5", "DOUBLE"),  # and a FLOAT with a DECIMAL too
         ("CAST(city_id AS BIGINT)", "BIGINT"),
         ("COUNT(*)", "BIGINT"),
         ("SUM(city_id)", "INT"),
