@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from job.common.exits import how_it_ended
 from job.shared.channel import HostFolder
 from job.shared.group import GROUPS, SPLIT_FILE, HostedGroup, Member, solo_key, split_members
 from job.shared.hosted import HostedDagger
@@ -325,7 +326,8 @@ class SharedHost:
 
     def _lost(self) -> int:
         code = self._jvm.poll() if self._jvm is not None else None
-        error = f"the Spark application was lost (its JVM exited{f' with code {code}' if code is not None else ''})"
+        how = how_it_ended(code, after_name=True) if code is not None else "exited"  # -9: killed, not exited
+        error = f"the Spark application was lost (its JVM {how})"
         log.error("%s; exiting so that the daggers restart in a new application", error)
         self._report("exited", error)
         return EXIT_APPLICATION_LOST
