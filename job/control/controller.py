@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from job.common.exits import how_it_ended
-from job.control import handoff, specs
+from job.control import handoff, specs, udf_carry
 from job.control.agent import SAMPLE_FIELDS, ClusterAgent
 from job.control.errors import ConflictError, RegistryError
 from job.control.health_model import (
@@ -512,7 +512,7 @@ class Controller:
         checkpoint = workdir / f"checkpoint-{item.epoch}"
         spec_path = workdir / f"v{item.version}.yaml"
         try:  # the udf_file the spec carries goes beside this version's copy (job.control.udf_carry)
-            text = specs.run_text(item.spec_text, checkpoint, workdir / f"v{item.version}-udf")
+            text = udf_carry.run_text(item.spec_text, checkpoint, workdir / f"v{item.version}-udf")
         except DaggerError as exc:
             error = FailureRecord.of(exc).text()
             log.error("%s: cannot write its spec to run: %s", item.ref, error)

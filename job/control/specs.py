@@ -99,20 +99,6 @@ def dump(data: Mapping[str, Any]) -> str:
     return text
 
 
-def run_text(text: str, checkpoint: Path, udf_folder: Path | None = None) -> str:
-    """Return the spec text a controller runs: ``text`` with ``checkpoint_dir`` set to ``checkpoint``
-    (``${VAR}`` references stay for the dagger process to resolve), and the ``udf_file`` it carries
-    (``udf_file_base64``) written into ``udf_folder`` and named by its path there
-    (:func:`job.control.udf_carry.write_carried_udf`; raises SpecError for one a spec may not carry)."""
-    from job.control.udf_carry import write_carried_udf
-
-    data = raw_spec(text)
-    data["checkpoint_dir"] = str(checkpoint)
-    if udf_folder is not None:
-        write_carried_udf(data, udf_folder)
-    return dump(data)
-
-
 def with_kafka_sink(
     text: str, topic: str, bootstrap_servers: str, *, fmt: str = "json", proto_class: str | None = None
 ) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from job.control.specs import dump, raw_spec
 from job.errors import SpecError
 from job.spec.udf_carried import CARRIED, MAX_UDF_BYTES, carried_name_problem, decode_carried, encode_carried
 
@@ -55,7 +56,6 @@ def attach_udf(text: str, spec_path: Path) -> str:
     written again from its data. Raises SpecError naming udf_file (missing, too large, not UTF-8) and
     what :func:`job.control.specs.raw_spec` raises.
     """
-    from job.control.specs import dump, raw_spec
 
     data = raw_spec(text, str(spec_path))
     udf_file = data.get("udf_file")
@@ -77,7 +77,6 @@ def attach_udf(text: str, spec_path: Path) -> str:
 def _carries(text: str, data: dict[str, Any], value: str) -> bool:
     """Whether ``text`` reads as ``data`` with ``udf_file_base64`` set to ``value`` (a text whose top level is
     not a block mapping, e.g. ``{...}``, does not take an appended field)."""
-    from job.control.specs import raw_spec
 
     try:
         again = raw_spec(text)
@@ -129,3 +128,15 @@ def with_local_udf(spec: DaggerSpec) -> DaggerSpec:
     data: dict[str, Any] = {"udf_file": spec.udf_file, CARRIED: spec.udf_file_base64}
     path = write_carried_udf(data, folder)
     return spec.model_copy(update={"udf_file": str(path), "udf_file_base64": None})
+
+
+def run_text(text: str, checkpoint: Path, udf_folder: Path | None = None) -> str:
+    """Return the spec text a controller runs: ``text`` with ``checkpoint_dir`` set to ``checkpoint``
+    (``${VAR}`` references stay for the dagger process to resolve), and the ``udf_file`` it carries
+    (``udf_file_base64``) written into ``udf_folder`` and named by its path there
+    (:func:`write_carried_udf`; raises SpecError for one a spec may not carry)."""
+    data = raw_spec(text)
+    data["checkpoint_dir"] = str(checkpoint)
+    if udf_folder is not None:
+        write_carried_udf(data, udf_folder)
+    return dump(data)

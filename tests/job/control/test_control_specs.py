@@ -7,7 +7,8 @@ from pathlib import Path
 from job.control.compat import compatibility, state_signature
 from job.control.controller import backoff_delay
 from job.control.processes import last_error
-from job.control.specs import DaggerForm, raw_spec, run_text, with_kafka_sink
+from job.control.specs import DaggerForm, raw_spec, with_kafka_sink
+from job.control.udf_carry import run_text
 from job.spec import parse_spec
 from tests.job.control.control_seed import bookings_spec
 
