@@ -9,7 +9,7 @@ last probe of the cluster's parts, and ``now``.
 A dagger is in exactly one of :data:`DAGGER_STATES`:
 
 ``running``
-    it reads what arrives; its lag is small.
+    it reads what arrives; its lag is small. A micro-batch in flight is reading (see ``stalled``).
 ``catching up``
     it is behind: its lag after its newest batch is at least ``catching_up_lag``, and is not shown to grow
     (its reason says "not growing" only when its troughs show it falling). The lag a catching-up or lagging
@@ -19,8 +19,8 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     its lag grows over the lag window (:mod:`job.control.lag_trend`, as Burrow's warning: no reading is
     zero, the lag after each batch is no lower than after the one before (a one-batch dip aside: evidence
     must outlast one micro-batch), it grew by ``lag_growth_min``, and
-    the dagger left records behind or holds more than the window's span of arrivals; slow batches alone
-    never make it lagging).
+    the dagger left records behind or holds more than the window's span of arrivals, its troughs risen before
+    the newest too; slow batches alone, or one long batch among short ones, never make it lagging).
 ``stalled``
     its process is alive, yet it reported nothing for ``stall_after_s``, or read no row for
     ``stall_after_s`` while records wait on its topics, or its brokers do not answer (no batch and its
@@ -28,6 +28,9 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     sink has been retrying a write for ``sink_stall_after_s``. A restart after a crash does not reset this
     evidence: the samples of the run before count (a deploy or a rollback, which starts with no restarts,
     starts afresh: it has ``stall_after_s`` from its start to read a row). Two faults at once are both named.
+    A micro-batch in flight (:func:`batch_in_flight`) is reading: it is not "read no row" nor "no report",
+    and the reason names it once it has run for one micro-batch (``first batch after restart running for
+    68 s (24,504 records wait)``), until it has run for ``batch_stall_after_s``: then it is stalled.
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
     ``crash_loop_restarts`` times in a row and its current run has not yet read rows, written them and run
@@ -141,6 +144,12 @@ class HealthSettings(BaseModel):
         gt=0,
         description="A sink retrying one write for this long makes its dagger stalled (with "
         "the sink, the attempt and the next try in the reason).",
+    )
+    batch_stall_after_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="A micro-batch still running this long after it started makes its dagger stalled; "
+        "before, a dagger with a batch in flight is reading (not stalled for rows it has not reported yet).",
     )
     lag_window_s: float = Field(
         default=60.0,
@@ -366,6 +375,23 @@ def rows_figure(f: DaggerFacts, now: float, s: HealthSettings, current: bool = T
     return Figure(value=round(then.rows_per_s, 1), at=at, age_s=_age(now, at), fresh=False)
 
 
+def batch_in_flight(progress: Mapping[str, Any], started: float) -> tuple[int, float] | None:
+    """Return (id, when it started) of the micro-batch the run that started at ``started`` is running
+    (status.json's ``running_batch``, written when the batch starts and cleared when it is reported), or
+    None: no batch runs, or the one recorded is a run's before (a process killed during its batch)."""
+    batch = progress.get("running_batch")
+    if not isinstance(batch, Mapping) or batch.get("since") is None:
+        return None
+    since = float(batch["since"])
+    return (int(batch.get("id", -1)), since) if since >= started else None
+
+
+def _batch_words(batch_id: int, ran_s: float, first: bool, carried: bool) -> str:
+    """Return ``batch 110 running for 68 s`` (``first batch after restart …`` for a run's first)."""
+    what = f"batch {batch_id}" if not first else "first batch after restart" if carried else "first batch"
+    return f"{what} running for {ran_s:.0f} s"
+
+
 def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:
     """Return the reason and how long it has lasted when a sink retries a write (status.json's
     ``sinks.<name>.retrying``: attempt, of, next_at, since, error), else None."""
@@ -545,12 +571,27 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         )
     if brokers_silent:
         return replace(figures, state=STALLED, reason=silent_why)
-    if now - updated > s.stall_after_s:
+    in_flight = batch_in_flight(p, started)
+    flight = ""  # the batch in flight in words, when there is one
+    if in_flight is not None:
+        ran_s = now - in_flight[1]
+        first = not p.get("batch_at") or float(p["batch_at"]) < started  # this run reported none
+        flight = _batch_words(in_flight[0], ran_s, first, carried)
+        if ran_s > s.batch_stall_after_s:
+            waiting = f", while {lag:,} records wait" if lag else ""
+            return replace(
+                figures, state=STALLED, reason=f"{flight}, over {s.batch_stall_after_s:.0f} s{waiting}"
+            )
+        # a batch that ran one micro-batch or more is named (shorter ones: "reading")
+        flight = (f"{flight} ({lag:,} records wait)" if lag else flight) if ran_s >= silent_after else ""
+    elif now - updated > s.stall_after_s:
         return replace(figures, state=STALLED, reason=f"no report for {now - updated:.0f} s")
     # a deploy or a rollback starts afresh: it has stall_after_s from its start to read a row
     since_batch = max(batch_at, started) if not carried else batch_at
     rows_at = max(last_rows_at(f.samples) or 0.0, since_batch) or known_since
     if lag and now - rows_at > s.stall_after_s:
+        if in_flight is not None:  # it reads them: its batch has not been reported yet
+            return replace(figures, state=RUNNING, reason=flight or "reading")
         return replace(
             figures, state=STALLED, reason=f"read no row for {now - rows_at:.0f} s while {lag:,} records wait"
         )
@@ -587,8 +628,11 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
             reason=f"end offsets unreadable for {unreadable_s:.0f} s, last batch {now - batch_at:.0f} s ago "
             f"(stalled when both pass {silent_after:.0f} s): {f.lag_error}",
         )
+    if flight:
+        return replace(figures, state=RUNNING, reason=flight)
     if ("batch_at" in p and not p.get("batch_at")) or (not carried and batch_at < started):
         return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
+    idle = idle and in_flight is None  # a report at a batch's start is not an idle one
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 

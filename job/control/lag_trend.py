@@ -35,7 +35,8 @@ The dagger falls behind when:
   raise the troughs (a trough is the arrivals of about one batch) but never leave records behind;
 - or the newest trough holds more than ``window_s`` of arrivals: a dagger whose batches read all that waits
   but grow slower with what they read. A trough of slow batches holds about one batch of arrivals (and
-  the lag read a few seconds after it).
+  the lag read a few seconds after it); so the troughs must have risen before the newest one too: one
+  long batch (the first after a restart on a busy machine) among short ones is one batch, not evidence.
 
 The lag *falls* when the newest trough is below the oldest. Otherwise the window does not tell. Pure: plain
 numbers in, a verdict out.
@@ -44,7 +45,7 @@ numbers in, a verdict out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 #: The share of ``window_s`` the readings must span for a verdict (less: not enough evidence yet).
 MIN_SPAN = 0.75
@@ -82,18 +83,21 @@ class LagTrend:
     zero: bool = False
     arrival_per_s: float = 0.0
     horizon_s: float = 0.0
+    #: how far the trough before the newest is above the first (dips left out)
+    risen: int = field(default=0, compare=False)
 
     def growing(self, min_growth: int) -> bool:
         """Return True when no reading was zero, no trough went down from one batch to the next (one-batch
         dips aside, at most a third of the batches), the newest clears the first by at least ``min_growth``
         records (dips left out), and every batch that can tell left records that the next batch did not
-        read."""
+        read, or the newest trough holds more than the window's arrivals and the troughs rose before it too
+        (one long batch is not evidence)."""
         return (
             not self.zero
             and self.decreases == 0
             and self.dips <= self.batches // 3
             and self.ends[1] - self.ends[0] >= min_growth
-            and (self.judged > 0 and self.left_behind == self.judged or self.over_window())
+            and (self.judged > 0 and self.left_behind == self.judged or self.over_window() and self.risen > 0)
         )
 
     def over_window(self) -> bool:
@@ -263,6 +267,7 @@ def _window_trend(
         decreases=sum(1 for x, y in zip(kept, kept[1:], strict=False) if y < x),
         dips=len(dips),
         ends=(kept[0], kept[-1]),
+        risen=kept[-2] - kept[0] if len(kept) >= 2 else 0,
         left_behind=sum(1 for lag, read in judged if read >= 0 and lag > read),
         judged=len(judged),
         zero=any(lag == 0 for at, lag, _ in points if at >= batches[0][0]),

@@ -30,7 +30,9 @@ class Batch:
 class BusyDagger:
     """Records arriving at ``rate(t)`` per second; ``batches`` read them. ``lag_fails`` says when the brokers'
     end offsets cannot be read; ``idle_every_s`` adds idle reports (updated_at moves, batch_at does not)
-    while no batch runs; ``silent`` are the spans a controller was down (nothing recorded)."""
+    while no batch runs; ``silent`` are the spans a controller was down (nothing recorded). With
+    ``reports_batch_start`` the dagger reports each batch's start (``running_batch``; updated_at moves);
+    ``run_started_at`` and ``restarts`` are its current run's (a restart), when not ``started_at`` and 0."""
 
     rate: Callable[[float], float]
     batches: list[Batch]
@@ -39,6 +41,9 @@ class BusyDagger:
     silent: Sequence[tuple[float, float]] = ()
     started_at: float = 0.0
     extra_progress: Callable[[float], dict[str, Any]] = lambda t: {}
+    reports_batch_start: bool = False
+    run_started_at: float | None = None
+    restarts: int = 0
     _arrived_steps: list[float] = field(default_factory=lambda: [0.0])
 
     def arrived(self, t: float) -> int:
@@ -102,6 +107,13 @@ class BusyDagger:
                 ):
                     points.append(Point(at=t, input_rows=rows))
                 t += self.idle_every_s
+        running: tuple[int, Batch] | None = None
+        if self.reports_batch_start:
+            for i, b in enumerate(self.batches):
+                if now - window_s <= b.start <= now and not self._down(b.start):
+                    points.append(Point(at=b.start, input_rows=self.committed(b.start)[0]))
+                if b.start <= now < b.end:
+                    running = (i, b)
         lag = lag_at = lag_error = None
         for t in self.reads(now):
             if self.lag_fails(t):
@@ -124,9 +136,12 @@ class BusyDagger:
                 "batch_duration_ms": int((last.end - last.start) * 1000),
                 **self.extra_progress(now),
             }
+            if running is not None:
+                progress["running_batch"] = {"id": running[0], "since": running[1].start}
         status = {
             "actual_state": "running",
-            "started_at": self.started_at,
+            "started_at": self.started_at if self.run_started_at is None else self.run_started_at,
+            "restarts": self.restarts,
             "progress": progress,
             "lag": lag,
             "lag_at": lag_at,
