@@ -134,6 +134,8 @@ class Progress:
     last_error: str | None = None
     updated_at: float = 0.0
     batch_at: float = 0.0  # when the last micro-batch was reported (updated_at also moves on idle events)
+    #: the micro-batch in flight, {id, since}, from its start until it is reported (None: none runs)
+    running_batch: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -306,6 +308,7 @@ class DaggerJob:
         for metrics in progress.sinks.values():  # a retry of a run that is over is no news
             if isinstance(metrics, dict):
                 metrics.pop("retrying", None)
+        progress.running_batch = None  # nor is its batch in flight
         # A process killed after Spark committed a batch but before its progress event was counted
         # leaves that batch out of status.json, and Spark does not run it again: count it from the
         # checkpoint's offset log.
@@ -364,6 +367,8 @@ class DaggerJob:
                 else sum(int(s.get("numRowsDroppedByWatermark") or 0) for s in p.get("stateOperators") or [])
             )
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
+            if pr.running_batch is not None and int(pr.running_batch.get("id", -1)) <= pr.last_batch_id:
+                pr.running_batch = None
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
             if self.enricher is not None:
@@ -394,6 +399,7 @@ class DaggerJob:
     # ---- start --------------------------------------------------------------------------------
 
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
+        self.batch_started(batch_id)
         try:
             self.write_rows(self.enrich(df.toArrow(), batch_id), batch_id)
         except DaggerError as exc:  # kept as it is: Spark hands it back as py4j's text (explain_failure)
@@ -480,6 +486,18 @@ class DaggerJob:
             self.progress.updated_at = time.time()
             self._save_progress()
 
+    def batch_started(self, batch_id: int) -> None:
+        """Record in status.json that micro-batch ``batch_id`` runs from now (``running_batch``) until it is
+        reported: a batch that runs long (the first after a restart, on a busy machine) is a dagger reading,
+        not one that reads nothing (:func:`job.control.health_model.batch_in_flight`)."""
+        with self._lock:
+            if self._ended:
+                return
+            now = time.time()
+            self.progress.running_batch = {"id": batch_id, "since": now}
+            self.progress.updated_at = now
+            self._save_progress()
+
     def on_sink_retry(self, sink: Sink) -> None:
         """Write a sink's retry (or the end of it) to status.json at once: a write retried for minutes
         would otherwise show nothing until its micro-batch ends (:attr:`Progress.sinks`)."""
@@ -495,6 +513,8 @@ class DaggerJob:
         with self._lock:
             self._ended = state in ("stopped", "failed")
             self.progress.state = state
+            if self._ended:
+                self.progress.running_batch = None
             if (
                 self.enricher is not None
             ):  # a lookup that failed the query did so after the last progress event

@@ -613,6 +613,9 @@ class HostedGroup:
     def _write_batch(self, df: Any, batch_id: int) -> None:
         from job.shared.fusion import split_rows
 
+        for key, job in list(self._jobs.items()):
+            if key not in self.failed:
+                job.batch_started(batch_id)  # each member reads: its batch is in flight
         started = time.monotonic()
         rows = df.toArrow()
         collected = time.monotonic()

@@ -1,5 +1,6 @@
 """A TCP relay in front of a real service, which a test can cut: the service stays up for everyone
-else, but whoever talks through the relay finds it unreachable (connection refused)."""
+else, but whoever talks through the relay finds it unreachable (connection refused); or hold: whoever talks
+through it waits, as on a service that hangs, until the test releases it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ class Relay:
         self.port = self._server.getsockname()[1]
         self._open: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._flowing = threading.Event()  # cleared: every byte is held (see hold)
+        self._flowing.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -35,13 +38,22 @@ class Relay:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
+                self._flowing.wait()
                 dst.sendall(data)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+
+    def hold(self) -> None:
+        """Hold every byte from now on, both ways, until :meth:`release`: the service seems to hang (its
+        connections stay open)."""
+        self._flowing.clear()
+
+    def release(self) -> None:
+        """Pass on what was held, and all that comes after."""
+        self._flowing.set()
 
     def cut(self) -> None:
         """Stop listening and drop every connection: the port now refuses connections.
