@@ -131,6 +131,41 @@ class HostProc:
         return code
 
 
+class ModuleHost(HostProc):
+    """One host process that the tests of a module share (one JVM start, not one a test): the first
+    :meth:`start` starts it, later ones find it running; each test gives back what it assigned
+    (:meth:`leave`) and reads only its own part of the log (:meth:`log`)."""
+
+    since: int = 0
+
+    def start(self) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            super().start()
+
+    def begin(self) -> None:
+        """Mark where the log stands as a test begins."""
+        path = self.folder.log_path
+        self.since = path.stat().st_size if path.exists() else 0
+
+    def log(self) -> str:
+        """Return the host's log written since the test began."""
+        with self.folder.log_path.open("rb") as f:
+            f.seek(self.since)
+            return f.read().decode(errors="replace")
+
+    def leave(self) -> None:
+        """Unassign every dagger still assigned and wait until each has stopped: the next test finds the
+        host as the first found it, running nothing."""
+        keys = list(self.folder.assignments())
+        for key in keys:
+            self.folder.unassign(key)
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        for key in keys:
+            self.wait_state(key, "stopped", timeout=120)
+        wait_until("the kills forgotten", lambda: not self.folder.kills(), 60, log=self.folder.log_path)
+
+
 def windows(influxdb: Any, db: str) -> dict[tuple, int]:
     return influx_points(influxdb, db, "bookings", "num_of_bookings", TAGS)
 
