@@ -13,7 +13,9 @@ superuser's requests delete and revoke). Every answer must be:
   status's schema: every error is ``{"error": {"title", "message", "hint"}}``);
 * free of the registry's address (its database name, and ``postgresql``) and of every secret: the registry's
   password, each token's secret and its hash, whether seeded or handed out by an earlier answer (a new token's
-  answer holds it once, as the OpenAPI says).
+  answer holds it once, as the OpenAPI says);
+* free of a stack trace (Python's ``Traceback`` line or a frame's ``File "/...``), and of the media type
+  the OpenAPI does not document; a request the OpenAPI calls invalid is refused (4xx).
 
 The run is bounded and repeatable: ``EXAMPLES`` generated requests per operation and mode (set
 ``DAGGERS_FUZZ_EXAMPLES`` for a longer run), derandomized, no shrinking (a failure is reported with the
@@ -39,7 +41,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from job.control.registry import Registry
 from job.control.tokens import split_token
@@ -62,7 +69,15 @@ GENERATED_ONLY = {
 }
 #: A server, the role, and the real resources to aim at.
 Fuzzed = tuple[World, str | None, dict[str, Any]]
-CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+    negative_data_rejection,
+]
+#: What a stack trace in an answer would hold: its first line, or a frame of a file.
+TRACE = ("Traceback (most recent call last)", 'File "/')
 #: The operations without a credential.
 OPEN = {"GET /api/v1/health", "GET /api/v1/auth/oidc", "POST /api/v1/auth/oidc/token"}
 #: The registry's password: the test server trusts any, so the server is given one to keep to itself.
@@ -165,6 +180,8 @@ def test_no_5xx_and_answers_as_described_for_every_role(fuzzed: Fuzzed) -> None:
             case.validate_response(response, checks=CHECKS, headers=headers)
         except BaseException as exc:  # schemathesis's FailureGroup names every failed check
             problems.append(str(exc).split("Reproduce with")[0].strip())
+        if any(t in response.text for t in TRACE):
+            problems.append(f"the answer holds a stack trace: {response.text[:300]}")
         if database in response.text or "postgresql" in response.text.lower():
             problems.append(f"the answer names the registry: {response.text[:300]}")
         if leaked := [s for s in secrets if s in response.text]:
