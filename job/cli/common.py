@@ -11,6 +11,7 @@ exits with status 2. The full traceback is printed only with ``daggers --debug``
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -128,7 +129,14 @@ def setup_logging(verbose: bool) -> None:
     )
     for noisy in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING if debug_enabled() else logging.CRITICAL + 1)
+    if not debug_enabled():  # py4j also logs some errors on the root logger, with their traceback
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_from_py4j)
     quiet_spark_errors()
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def quiet_spark_errors() -> None:
@@ -140,3 +148,14 @@ def quiet_spark_errors() -> None:
 
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+    from pyspark import accumulators
+
+    # their socketserver prints a traceback on stderr when the JVM goes away mid-update (an EOFError)
+    for server in (accumulators.AccumulatorTCPServer, accumulators.AccumulatorUnixServer):
+        server.handle_error = _accumulator_error  # type: ignore[method-assign]
+
+
+def _accumulator_error(self: object, request: object, client_address: object) -> None:
+    logging.getLogger("daggers.spark").debug(
+        "accumulator update from %s failed", client_address, exc_info=True
+    )

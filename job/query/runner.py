@@ -691,12 +691,24 @@ def run_foreground(
         job.mark("failed", f"{err.title}: {err.message}")
         raise err from None
     finally:
-        job.stop()
+        try:
+            job.stop()
+        except Exception as exc:  # noqa: BLE001 - a JVM that is gone: the run's own error is what is said
+            log.debug("the query could not be stopped cleanly: %s", explain_failure(exc).message)
         if job.progress.state != "failed":
             job.mark("stopped")
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
         if own_session:
-            spark.stop()
+            _stop_session(spark)
     return job.progress
+
+
+def _stop_session(spark: SparkSession) -> None:
+    """Stop the session this run built; a JVM that is already gone (killed, crashed) is logged, not raised: the
+    run's own error, if any, is what the user reads."""
+    try:
+        spark.stop()
+    except Exception as exc:  # noqa: BLE001 - py4j's errors, or the socket's to a JVM that is gone
+        log.debug("the Spark session could not be stopped, its JVM is gone: %s", type(exc).__name__)

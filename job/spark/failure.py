@@ -33,6 +33,12 @@ def explain_failure(exc: BaseException, raised: BaseException | None = None) -> 
         return exc
     if isinstance(raised, DaggerError):
         return raised
+    if _jvm_gone(exc):
+        return DaggerError(
+            "the Spark JVM under this dagger is gone (killed or crashed): the query stopped",
+            hint="the run goes on from its checkpoint when started again; a JVM killed for memory: "
+            "see the kernel's log (dmesg) and the dagger's resources",
+        )
     chain = list(causes(exc))
     python_error = None
     for link in chain:
@@ -50,6 +56,13 @@ def explain_failure(exc: BaseException, raised: BaseException | None = None) -> 
         (link for link in reversed(chain) if condition_of(link) not in (None, "STREAM_FAILED")), chain[-1]
     )
     return DaggerError(f"the streaming query failed: {one_line(innermost)[:500]}")
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the driver lost its JVM: py4j's network error, or a refused connection to it."""
+    from py4j.protocol import Py4JNetworkError
+
+    return isinstance(exc, Py4JNetworkError | ConnectionRefusedError | ConnectionResetError | BrokenPipeError)
 
 
 def causes(exc: BaseException) -> Iterator[BaseException]:

@@ -79,6 +79,18 @@ def _daggers(*args: str, log: Path) -> subprocess.Popen:
     return proc
 
 
+def _java_children(pid: int) -> list[int]:
+    """The pids of the ``java`` processes below ``pid`` (its Spark JVM)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for child in Path(f"/proc/{parent}/task/{parent}/children").read_text().split():
+            todo.append(int(child))
+            if Path(f"/proc/{child}/comm").read_text().strip() == "java":
+                found.append(int(child))
+    return found
+
+
 def _bookings_with_closer():  # type: ignore[no-untyped-def]
     batch = generate("booking", 3000, seed=41, start=T0, duration_s=300)
     closer = generate("booking", 1, seed=42, start=T0 + timedelta(minutes=15), duration_s=1)
@@ -348,3 +360,36 @@ def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # t
     lines = log.read_text().strip().splitlines()
     assert lines[-1] == "interrupted: stopped at once (the next run resumes from the checkpoint)"
     assert not [n for n in NOISE if n in log.read_text()]
+
+
+def test_a_jvm_killed_under_a_running_dagger_is_one_line_without_traces(
+    tansu_broker, influxdb, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    topic, db = unique("jvm-kill"), unique("db").replace("-", "_")
+    create_topic(tansu_broker, topic, 2, kind="tansu")
+    influxdb.create_database(db)
+    batch, closer = _bookings_with_closer()
+    produce(tansu_broker, topic, [batch, closer], progress=False)
+    spec = _spec(tmp_path, tansu_broker, topic, influxdb.url, db, max_outage_s=60)
+    log = tmp_path / "run.log"
+    proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
+    status = tmp_path / "ckpt" / "status.json"
+    try:
+        wait_until(
+            "the dagger to read every event",
+            lambda: status.is_file() and '"input_rows": 3001' in status.read_text(),
+            600,
+            proc=proc,
+            log=log,
+        )
+        (jvm,) = _java_children(proc.pid)
+        before = len(log.read_text())
+        os.kill(jvm, signal.SIGKILL)  # as the kernel's OOM killer, or an operator's kill -9
+        code = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()[before:]
+    assert code != 0, text[-3000:]
+    assert not [n for n in NOISE if n in text], text[-3000:]
+    assert text.strip(), "no word at all of why the dagger stopped"
