@@ -146,7 +146,12 @@ def test_spark_conf_applies_to_the_dagger_only(spark, tansu_broker, influxdb, tm
     assert (spark.conf.get(key), spark.conf.get("spark.sql.shuffle.partitions")) == before
 
 
-_SETS = {"distinct_count": "collect_set", "read_pacing": "every_trigger", "partial_aggregation": "spark"}
+_SETS = {
+    "distinct_count": "collect_set",
+    "read_pacing": "every_trigger",
+    "partial_aggregation": "spark",
+    "numeric_keys": "spark",
+}
 _WINDOW_FIRST = "GROUP BY window(rowtime, '60 seconds'), __dagger_s2_lat_long_13, driver_status"
 
 
@@ -213,6 +218,7 @@ def test_an_older_engines_checkpoint_keeps_its_state_layout_after_an_upgrade(  #
             "distinct_count": "sorted_bytes",
             "read_pacing": "gather",
             "partial_aggregation": "source_simple",
+            "numeric_keys": "source",
         }
     )
     # the source aggregates first (job.sql.partial), Spark merges its DistinctCount buffers
