@@ -355,7 +355,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.cfg.positions_dir and cluster == kfo.PRIMARY:
             self._ensure_positions(bare)
         try:  # a log replaced by one past the position (job.sources.log_identity)
-            checked = self._log_watch.check(self._consumer(cluster), cluster, bare, end)
+            checked = self._log_watch.check(
+                self._consumer(cluster),
+                cluster,
+                bare,
+                end,
+                lambda: kofs.driver_consumer(self.cfg.bootstrap(cluster), self.cfg.consumer_config),
+            )
         except data_loss.DataLossError:
             raise
         except SourceError as exc:

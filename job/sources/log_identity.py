@@ -6,8 +6,11 @@ read: per partition, the offset, Kafka timestamp and fingerprint (a hash of key 
 the position are kept in the checkpoint's data-loss folder (one small JSON file per cluster). When a batch is
 planned after a gap (the query's start, a position that is not the previous batch's end, a long pause) the
 record at that offset is fetched again (one fetch per partition): another record there means the log was
-replaced, the same data loss as a position past the partition's end. Between gaps the kept record is moved
-up to the position at most every :data:`REFRESH_S` (so retention does not delete it), one fetch a partition.
+replaced, the same data loss as a position past the partition's end. Between gaps the kept record is checked
+and moved up to the position at most every :data:`REFRESH_S` (so retention does not delete it), one fetch a
+partition each, in a thread of its own with a consumer of its own: a broker such as tansu finds a record by
+walking back from its end (seconds for a record a few million back), and the plan of a batch does not wait for
+it. Its finding is acted on at the next plan.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -132,13 +137,24 @@ class LogWatch:
     _last_look: float = -1e9
     _refreshed_at: float = -1e9
     _kept: dict[str, dict[Key, Seen]] = field(default_factory=dict)  # cluster -> the records kept
+    _refresh: Future[Looked] | None = None  # the refresh in its thread (see the module doc)
+    _refresh_cluster: str = ""
+    _pool: ThreadPoolExecutor | None = None
 
     def check(
-        self, consumer: Consumer, cluster: str, start: kofs.Offsets, end: kofs.Offsets
+        self,
+        consumer: Consumer,
+        cluster: str,
+        start: kofs.Offsets,
+        end: kofs.Offsets,
+        connect: Callable[[], Consumer] | None = None,
     ) -> kofs.Offsets | None:
         """Return ``start`` itself when the batch may be planned from it; None to plan nothing yet (the
         records could not be fetched); else the end of a batch that reads nothing and moves the partitions
-        whose log was replaced to their first offset (``fail`` false). Raises DataLossError (``fail``)."""
+        whose log was replaced to their first offset (``fail`` false). Raises DataLossError (``fail``).
+
+        After a gap the records are fetched with ``consumer`` before planning; a refresh between gaps runs in
+        a thread with a consumer of its own from ``connect`` (with ``consumer`` now when none is given)."""
         now = time.monotonic()
         paused, self._last_look = now - self._last_look >= PAUSE_S, now
         held = {
@@ -150,28 +166,40 @@ class LogWatch:
         if cluster not in self._kept:
             self._kept[cluster] = load(self.folder, cluster)
         kept = self._kept[cluster]
+        looked = self._refreshed(cluster)
         every = REFRESH_S if all(k in kept or o == 0 for k, o in held.items()) else 1.0
-        refresh = now - self._refreshed_at >= every
-        if not (gap or refresh):
+        due = now - self._refreshed_at >= every and self._refresh is None
+        if gap:  # checked before planning; a refresh due then (a query's start) with it
+            if due:
+                self._refreshed_at = now
+            looked = _look(consumer, held if due else gap, dict(kept), below=due)
+        elif looked is None:
+            if not due:
+                return start
+            self._refreshed_at = now
+            if connect is None:
+                looked = _look(consumer, held, dict(kept))
+            else:
+                self._start_refresh(connect, cluster, held, dict(kept))
+                return start
+        if looked.silent and not gap:  # a refresh the broker did not answer: the batch goes on, again soon
+            log.info(
+                "%s: no answer to the logs' check; checking again",
+                sorted(f"{t}[{p}]" for t, p in looked.silent),
+            )
+            self._refreshed_at = now - REFRESH_S + 1.0
             return start
-        tps = [TopicPartition(t, int(p)) for t, p in (held if refresh else gap)]
-        firsts = kofs.beginning_offsets(consumer, tps)
-        first = {(t, p): o for t, ps in firsts.items() for p, o in ps.items()}
-        verify = held if refresh else gap
-        wanted = {
-            k: kept[k].offset
-            for k, o in verify.items()
-            if k in kept and first.get(k, 0) <= kept[k].offset < o
-        }
-        now_seen, silent = fetch(consumer, wanted)
-        if silent:
+        if looked.silent:
             log.warning(
                 "%s: the broker did not give the records to check its logs against; waiting to plan",
-                sorted(f"{t}[{p}]" for t, p in silent),
+                sorted(f"{t}[{p}]" for t, p in looked.silent),
             )
             return None
+        first = looked.first
         moved = dict(held)
-        for (t, p), (was, _) in sorted(replaced(kept, now_seen).items()):
+        for (t, p), (was, _) in sorted(replaced(kept, looked.seen).items()):
+            if (t, p) not in held:
+                continue
             hi = end[t][p]
             if self.fail:
                 raise data_loss.replaced_error(t, p, held[(t, p)], was.offset, first.get((t, p), 0), hi)
@@ -179,10 +207,8 @@ class LogWatch:
             del kept[(t, p)]
         for k, o in moved.items():
             self._trusted[(cluster, *k)] = o
-        if refresh or moved != held:
-            self._refreshed_at = now
-            ahead = {k: o - 1 for k, o in moved.items() if o - 1 >= first.get(k, 0) and o == held[k]}
-            kept.update(fetch(consumer, ahead)[0])
+        kept.update({k: seen for k, seen in looked.ahead.items() if k in held and moved[k] == held[k]})
+        if looked.ahead or moved != held:
             save(self.folder, cluster, kept)
         if moved == held:
             return start
@@ -191,12 +217,65 @@ class LogWatch:
             out[t][p] = o
         return out
 
+    def _start_refresh(
+        self, connect: Callable[[], Consumer], cluster: str, held: dict[Key, int], kept: dict[Key, Seen]
+    ) -> None:
+        def run() -> Looked:
+            consumer = connect()
+            try:
+                return _look(consumer, held, kept)
+            finally:
+                consumer.close()
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="daggers-log-identity")
+        self._refresh, self._refresh_cluster = self._pool.submit(run), cluster
+
+    def _refreshed(self, cluster: str) -> Looked | None:
+        """The finished refresh's findings for ``cluster`` (None while it runs, or for none). Raises
+        SourceError when its fetches failed."""
+        job = self._refresh
+        if job is None or not job.done():
+            return None
+        self._refresh = None
+        if self._refresh_cluster != cluster:
+            return None
+        return job.result()
+
     def forget(self) -> None:
         """The broker did not answer: the next batch is planned after a gap."""
         self._trusted.clear()
+        self._refresh = None
 
     def planned(self, cluster: str, planned: kofs.Offsets) -> None:
         """The batch planned up to ``planned``: the next one from there is no gap."""
         for t, ps in planned.items():
             for p, o in ps.items():
                 self._trusted[(cluster, t, p)] = o
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a check of the kept records found: each partition's first offset, the record now at each kept
+    offset, the partitions that did not answer, and the records just below the positions (to keep next)."""
+
+    first: dict[Key, int]
+    seen: dict[Key, Seen]
+    silent: set[Key]
+    ahead: dict[Key, Seen]
+
+
+def _look(consumer: Consumer, verify: dict[Key, int], kept: dict[Key, Seen], below: bool = True) -> Looked:
+    """Fetch, for the partitions of ``verify`` (-> the stream's position), the record at each ``kept`` offset
+    below the position, and with ``below`` the record just below the position. Raises SourceError when a
+    fetch fails."""
+    firsts = kofs.beginning_offsets(consumer, [TopicPartition(t, int(p)) for t, p in verify])
+    first = {(t, p): o for t, ps in firsts.items() for p, o in ps.items()}
+    wanted = {
+        k: kept[k].offset for k, o in verify.items() if k in kept and first.get(k, 0) <= kept[k].offset < o
+    }
+    seen, silent = fetch(consumer, wanted)
+    if silent or not below:
+        return Looked(first, seen, silent, {})
+    under = {k: o - 1 for k, o in verify.items() if o - 1 >= first.get(k, 0)}
+    return Looked(first, seen, set(), fetch(consumer, under)[0])

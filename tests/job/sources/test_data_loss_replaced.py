@@ -181,3 +181,68 @@ def test_a_broker_that_kept_its_log_is_no_loss(tmp_path: Path) -> None:
     finally:
         again.stop()
         broker.stop()
+
+
+def test_a_refresh_between_gaps_does_not_hold_up_the_plan_and_is_acted_on_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between gaps the kept record is checked in a thread of its own (tansu takes seconds to find a record
+    millions back): the plan goes on while the check waits, and the next plan acts on what it found."""
+    import threading
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    from job.sources import offsets as kofs
+
+    port = free_port()
+    broker = make_broker("tansu", tmp_path / "broker", port)
+    again = make_broker("tansu", tmp_path / "again", port)  # comes back empty
+    topic = unique("replaced-refresh")
+    loss_dir = str(tmp_path / "checkpoint" / "data-loss" / "bookings")
+    at = {topic: {"0": POSITION}}
+    broker.start()
+    consumer = None
+    try:
+        broker.create_topic(topic, 1)
+        _send(broker.bootstrap, topic, POSITION, seed=1)
+        watch = log_identity.LogWatch(loss_dir, fail=True)
+        consumer = kofs.driver_consumer(broker.bootstrap)
+        assert watch.check(consumer, "primary", at, at) is at  # the query's start: checked, the last kept
+        watch.planned("primary", at)
+        assert [s.offset for s in log_identity.load(loss_dir, "primary").values()] == [POSITION - 1]
+
+        assert broker.process.pid is not None
+        os.killpg(broker.process.pid, signal.SIGKILL)
+        wait_until("the broker to die", lambda: not broker.process.alive(), 30)
+        again.start()
+        again.create_topic(topic, 1)
+        _send(again.bootstrap, topic, NEW, seed=2)
+        end = {topic: {"0": NEW}}
+
+        monkeypatch.setattr(log_identity, "REFRESH_S", 0.0)
+        go, asked = threading.Event(), threading.Event()
+
+        def connect():  # type: ignore[no-untyped-def]
+            asked.set()
+            assert go.wait(60)
+            return kofs.driver_consumer(again.bootstrap)
+
+        began = time.monotonic()
+        assert watch.check(consumer, "primary", at, end, connect) is at  # no gap: the plan goes on
+        assert time.monotonic() - began < 5 and asked.wait(5)
+        assert watch.check(consumer, "primary", at, end, connect) is at  # still checking: no second check
+        go.set()
+        job = watch._refresh
+        assert job is not None
+        job.result(60)
+        with pytest.raises(
+            DataLossError, match=r"the record at offset 99 is not the one the checkpoint read"
+        ):
+            watch.check(consumer, "primary", at, end, connect)
+        assert kofs.beginning_offsets(consumer, [TopicPartition(topic, 0)]) == {topic: {"0": 0}}
+    finally:
+        if consumer is not None:
+            consumer.close()
+        again.stop()
+        broker.stop()
