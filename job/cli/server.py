@@ -61,6 +61,13 @@ def server(
         ),
     ] = None,
     metrics_host: Annotated[str, typer.Option(help="Address the metrics port listens on.")] = "127.0.0.1",
+    allow_carried_udfs: Annotated[
+        bool,
+        typer.Option(
+            help="Take a udf_file's code carried in a spec from clients (daggers dagger create/edit send it). "
+            "It runs on the controllers' hosts as their user: only where every editor may run code there."
+        ),
+    ] = False,
     registry: RegistryOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
@@ -91,6 +98,7 @@ def server(
                 failover_after_s=failover_after,
                 max_spec_bytes=max_spec_kb * 1024,
                 max_body_bytes=max(1 << 20, 4 * max_spec_kb * 1024),
+                allow_carried_udfs=allow_carried_udfs,
             )
         except ValidationError as exc:
             first = exc.errors()[0]

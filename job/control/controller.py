@@ -76,7 +76,7 @@ from job.control.processes import (
     tail_file,
 )
 from job.control.registry import Registry
-from job.errors import DaggerError
+from job.errors import DaggerError, SpecError
 from job.query.failure_record import FailureRecord, read_failure
 from job.query.liveness import QUERY_FILE, read_json
 from job.stack.process import group_members, pid_alive, process_start_time
@@ -513,7 +513,11 @@ class Controller:
         spec_path = workdir / f"v{item.version}.yaml"
         try:  # the udf_file the spec carries goes beside this version's copy (job.control.udf_carry)
             text = udf_carry.run_text(item.spec_text, checkpoint, workdir / f"v{item.version}-udf")
-        except DaggerError as exc:
+        except (DaggerError, OSError) as exc:
+            if isinstance(
+                exc, OSError
+            ):  # a file the host cannot write (its name, no space): this dagger's fault
+                exc = SpecError(f"udf_file: cannot write the file the spec carries: {exc.strerror or exc}")
             error = FailureRecord.of(exc).text()
             log.error("%s: cannot write its spec to run: %s", item.ref, error)
             return {"actual_state": "failed", "pid": None, "last_error": error, "next_restart_at": None}

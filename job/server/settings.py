@@ -42,6 +42,9 @@ class ServerSettings(BaseModel):
     """Single sign-on with OpenID Connect (None: personal tokens only)."""
     allow_preview: bool = True
     """Run previews (Spark, in the server's process) for users who may preview."""
+    allow_carried_udfs: bool = False
+    """Take a ``udf_file``'s code carried in a spec (``udf_file_base64``) from a client. It runs on the
+    controllers' hosts as their user, who may read what those hosts hold: off unless every editor may."""
     failover_after_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     """A controller takes over the daggers of a cluster that fails over to its own once that cluster's
     controller heartbeat is this old, by the server's clock. A controller may ask for a longer wait (its

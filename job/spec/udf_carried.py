@@ -15,6 +15,10 @@ from pathlib import PurePosixPath
 
 #: The largest udf_file a spec carries, in bytes (within the 256 KiB a spec's text may have, as base64).
 MAX_UDF_BYTES = 128 * 1024
+#: The longest name (``udf_file``) of a carried file, and its most folders and file: well within what a file
+#: system takes under the controller's folder.
+MAX_NAME_CHARS = 120
+MAX_NAME_PARTS = 4
 #: The spec's field that carries the file.
 CARRIED = "udf_file_base64"
 _SPACE_RE = re.compile(r"\s+")
@@ -26,6 +30,12 @@ def carried_name_problem(udf_file: str | None) -> str | None:
     if not udf_file:
         return "the spec names no udf_file for it to carry"
     path = PurePosixPath(udf_file)
+    if len(udf_file) > MAX_NAME_CHARS or len(path.parts) > MAX_NAME_PARTS:
+        return (
+            f"udf_file is {len(udf_file):,} characters in {len(path.parts)} part"
+            f"{'' if len(path.parts) == 1 else 's'}: a carried file's name is at "
+            f"most {MAX_NAME_CHARS} characters in at most {MAX_NAME_PARTS} parts"
+        )
     if (
         path.is_absolute()
         or udf_file.startswith("~")

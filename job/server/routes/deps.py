@@ -188,13 +188,38 @@ Agent = Annotated[ClusterAgent, Depends(agent_of)]
 
 
 def spec_ok(state: ServerState, text: str) -> str:
-    """Return ``text`` when it is within the server's spec size limit; raise TooLargeError otherwise."""
+    """Return ``text`` when it is within the server's spec size limit and carries no code this server does not
+    take. Raises TooLargeError (the size) or SpecError (``udf_file_base64`` without ``allow_carried_udfs``)."""
     size = len(text.encode())
     if size > state.settings.max_spec_bytes:
         raise TooLargeError(
             f"spec: {size:,} bytes is over the limit of {state.settings.max_spec_bytes:,} bytes"
         )
+    if not state.settings.allow_carried_udfs and _carries_code(text):
+        from job.errors import SpecError
+        from job.spec.udf_carried import CARRIED
+
+        raise SpecError(
+            f"{CARRIED}: this server takes no udf_file code from a client (it would run on the controller's "
+            "host, as the controller's user)",
+            hint="name a udf_file an operator placed on the controller's host (an absolute path), or ask the "
+            "operator to start daggers server --allow-carried-udfs",
+        )
     return text
+
+
+def _carries_code(text: str) -> bool:
+    """Whether the spec ``text``'s top level has a ``udf_file_base64`` key (any text that does not parse is
+    left to the spec's own checks, which refuse it)."""
+    from job.control.specs import raw_spec
+    from job.spec.udf_carried import CARRIED
+
+    if CARRIED not in text:
+        return False
+    try:
+        return CARRIED in raw_spec(text)
+    except Exception:  # noqa: BLE001 - not a spec: its own checks say why
+        return False
 
 
 def ref(team: str, name: str) -> str:

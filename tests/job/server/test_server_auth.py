@@ -698,3 +698,35 @@ def test_daggers_controller_runs_through_the_server_with_its_cluster_token(
     assert world.root.cluster("c-ctl").controller_heartbeat is None  # released on a clean stop
     assert "controller of c-ctl on" in log.read_text() and world.url in log.read_text()
     assert token.split("_", 2)[2] not in log.read_text() + wrong.stdout + wrong.stderr
+
+
+def test_code_carried_in_a_spec_is_refused_unless_the_server_takes_it(world: World, tmp_path: Path) -> None:
+    """A ``udf_file``'s code carried in a spec (``udf_file_base64``) would run on the controller's host as its
+    user: by default the server refuses it on every route that takes a spec, naming the field, and changes
+    nothing; ``daggers server --allow-carried-udfs`` takes it."""
+    import base64
+
+    code = base64.b64encode(b"def peek():\n    return open('/proc/1/environ').read()\n").decode()
+    spec = bookings_spec("carried") + f"udf_file: peek.py\nudf_file_base64: {code}\n"
+    before = fingerprint(world.registry)
+    for method, path, body in (
+        ("POST", "/validate", {"cluster": "a-jkt", "spec": spec}),
+        ("POST", "/daggers", {"cluster": "a-jkt", "spec": spec, "deploy": True}),
+        ("POST", "/preview", {"cluster": "a-jkt", "spec": spec}),
+    ):
+        r = call(world, "alice", method, path, body)
+        assert r.status_code == 422, (path, r.text)
+        error = r.json()["error"]
+        assert error["message"].startswith(
+            "udf_file_base64: this server takes no udf_file code from a client"
+        ), (path, error)
+        assert "--allow-carried-udfs" in error["hint"]
+    assert fingerprint(world.registry) == before
+    with running_server(world.registry.url, tmp_path / "allowing.log", "--allow-carried-udfs") as base:
+        r = requests.post(
+            f"{base}/api/v1/validate",
+            json={"cluster": "a-jkt", "spec": spec},
+            headers=world.headers("alice"),
+            timeout=120,
+        )
+        assert r.status_code == 200 and r.json()["ok"] is True, r.text
