@@ -633,6 +633,11 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     if ("batch_at" in p and not p.get("batch_at")) or (not carried and batch_at < started):
         return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
     idle = idle and in_flight is None  # a report at a batch's start is not an idle one
+    if idle and lag and lag >= s.catching_up_lag:  # a backlog is never "nothing new", whatever its trend
+        backlog = shown if shown is not None else lag
+        return replace(
+            figures, state=RUNNING, reason=f"{backlog:,} records wait; last batch {now - batch_at:.0f} s ago"
+        )
     return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
 
 

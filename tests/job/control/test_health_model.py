@@ -199,6 +199,12 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "idle: nothing new to read",
     ),
     (
+        "idle reports with a backlog (a fused member in a burst): never nothing new to read",
+        facts(progress=progress(NOW - 1, batch=NOW - 20), lag=133_444, lag_at=NOW - 2),
+        RUNNING,
+        "133,444 records wait; last batch 20 s ago",
+    ),
+    (
         "silent process (broker paused)",
         facts(progress=progress(NOW - 91), lag=5000, lag_at=NOW - 95),
         STALLED,
