@@ -226,13 +226,15 @@ def test_a_missing_topic_gets_a_produce_command_that_works(tansu_broker, tmp_pat
     assert total == 10000
 
 
-def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    topic, db = unique("ctrl-c"), unique("db").replace("-", "_")
-    create_topic(tansu_broker, topic, 2, kind="tansu")
+def _reading_dagger(name: str, bootstrap: str, influxdb, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``daggers run`` of a bookings dagger on a new topic of ``bootstrap`` (tansu), once it read every event;
+    returns (the bookings, the InfluxDB database, the run's log, its process). The caller stops it."""
+    topic, db = unique(name), unique("db").replace("-", "_")
+    create_topic(bootstrap, topic, 2, kind="tansu")
     influxdb.create_database(db)
     batch, closer = _bookings_with_closer()
-    produce(tansu_broker, topic, [batch, closer], progress=False)
-    spec = _spec(tmp_path, tansu_broker, topic, influxdb.url, db, max_outage_s=60)
+    produce(bootstrap, topic, [batch, closer], progress=False)
+    spec = _spec(tmp_path, bootstrap, topic, influxdb.url, db, max_outage_s=60)
     log = tmp_path / "run.log"
     proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
     status = tmp_path / "ckpt" / "status.json"
@@ -244,6 +246,15 @@ def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp
             proc=proc,
             log=log,
         )
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return batch, db, log, proc
+
+
+def test_ctrl_c_stops_a_running_dagger_with_one_line(tansu_broker, influxdb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    batch, db, log, proc = _reading_dagger("ctrl-c", tansu_broker, influxdb, tmp_path)
+    try:
         before = len(log.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground process group
         code = proc.wait(timeout=180)
@@ -365,23 +376,8 @@ def test_ctrl_c_while_waiting_for_the_broker_is_one_line(tmp_path) -> None:  # t
 def test_a_jvm_killed_under_a_running_dagger_is_one_line_without_traces(
     tansu_broker, influxdb, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    topic, db = unique("jvm-kill"), unique("db").replace("-", "_")
-    create_topic(tansu_broker, topic, 2, kind="tansu")
-    influxdb.create_database(db)
-    batch, closer = _bookings_with_closer()
-    produce(tansu_broker, topic, [batch, closer], progress=False)
-    spec = _spec(tmp_path, tansu_broker, topic, influxdb.url, db, max_outage_s=60)
-    log = tmp_path / "run.log"
-    proc = _daggers("run", str(spec), "--master", "local[2]", "--state-dir", str(tmp_path), log=log)
-    status = tmp_path / "ckpt" / "status.json"
+    _, _, log, proc = _reading_dagger("jvm-kill", tansu_broker, influxdb, tmp_path)
     try:
-        wait_until(
-            "the dagger to read every event",
-            lambda: status.is_file() and '"input_rows": 3001' in status.read_text(),
-            600,
-            proc=proc,
-            log=log,
-        )
         (jvm,) = _java_children(proc.pid)
         before = len(log.read_text())
         os.kill(jvm, signal.SIGKILL)  # as the kernel's OOM killer, or an operator's kill -9
