@@ -11,8 +11,10 @@ and rebuilt with its message and hint.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
+from pathlib import PurePath
 from typing import Any
 
 from job.errors import DaggerError
@@ -49,8 +51,10 @@ def explain_failure(exc: BaseException, raised: BaseException | None = None) -> 
             found = error_in_traceback(text)
             if found is not None:
                 return found
-            python_error = python_error or final[0]
-    if python_error is not None:  # Python code Spark ran raised something else (a bug): its last line
+            python_error = python_error or f"{final[0]}{raised_at(text)}"
+    if (
+        python_error is not None
+    ):  # Python code Spark ran raised something else (a bug): its last line, and where
         return DaggerError(f"the streaming query failed: {python_error[:500]}")
     innermost = next(
         (link for link in reversed(chain) if condition_of(link) not in (None, "STREAM_FAILED")), chain[-1]
@@ -143,6 +147,22 @@ def final_exception(text: str) -> tuple[str, list[str]] | None:
         return None
     head, *rest = lines[starts[0] :]
     return head, rest
+
+
+_FRAME_RE = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)$')
+
+
+def raised_at(text: str) -> str:
+    """`` (in <file> line <n>, <function>)`` of the last frame of the last Python traceback in ``text`` (where a
+    user's function raised: a udf_file's), or "" when it names none."""
+    if _TRACEBACK_HEAD not in text:
+        return ""
+    frames = [_FRAME_RE.match(line) for line in text[text.rindex(_TRACEBACK_HEAD) :].splitlines()]
+    found = [m for m in frames if m is not None]
+    if not found:
+        return ""
+    last = found[-1]
+    return f" (in {PurePath(last['path']).name} line {last['line']}, {last['func']})"
 
 
 def error_in_traceback(text: str) -> DaggerError | None:

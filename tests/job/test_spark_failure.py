@@ -3,12 +3,13 @@ or in ``foreachBatch`` with its class, message and hint; Spark's own error as it
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from job.errors import BadRecordError, DaggerError, SinkError, SourceError
-from job.spark.failure import error_in_traceback, explain_failure, final_exception, rebuild
+from job.spark.failure import error_in_traceback, explain_failure, final_exception, raised_at, rebuild
 
 CHAINED = """Traceback (most recent call last):
   File "/x/a.py", line 3, in f
@@ -31,6 +32,11 @@ def test_the_final_exception_of_a_traceback_is_rebuilt_with_its_class() -> None:
     assert (err.title, err.message, err.hint) == ("Sink error", "cannot reach it", "is it up?")
     assert error_in_traceback(CHAINED.replace("job.errors.SinkError", "ValueError")) is None
     assert error_in_traceback(CHAINED.replace("job.errors.SinkError", "os.SinkError")) is None  # not ours
+
+
+def test_where_a_traceback_raised_is_its_last_frame() -> None:
+    assert raised_at(CHAINED) == " (in a.py line 5, f)"  # the last traceback's: the handler that raised
+    assert raised_at("ValueError: no traceback") == ""
 
 
 def test_a_spark_error_raised_in_python_is_its_first_line_not_the_generated_sql() -> None:
@@ -83,7 +89,11 @@ def test_a_dagger_error_in_a_udf_keeps_its_class_and_hint(spark: Any) -> None:
     with pytest.raises(Exception) as info:
         spark.range(1).select(_raising(ValueError("a bug"))(col("id"))).collect()
     err = explain_failure(info.value)
-    assert type(err) is DaggerError and err.message == "the streaming query failed: ValueError: a bug"
+    assert type(err) is DaggerError
+    assert re.fullmatch(  # and where: a udf_file's function names its file, line and function
+        r"the streaming query failed: ValueError: a bug \(in test_spark_failure\.py line \d+, fails\)",
+        err.message,
+    ), err.message
 
 
 @pytest.mark.integration
