@@ -22,7 +22,7 @@ from job.sources.config import OffsetRange
 from job.sources.data_loss import DataLossError
 from job.sources.kafka import KafkaStreamReader
 from job.sources.read import read_range
-from job.stack.broker import make_broker
+from job.stack.broker import Broker, make_broker
 from job.stack.ports import free_port
 from tests.helpers import unique, wait_until
 from tests.job.sources.test_data_loss_restart import _end, _send
@@ -34,16 +34,22 @@ POSITION = 100  # the dagger read the 100 records of the old log
 NEW = 140  # written to the new log before the dagger reads again: more than the position
 
 
+def _brokers(kind: str, tmp_path: Path, *, keeps_log: bool = False) -> tuple[Broker, Broker, str]:
+    """(a broker, the one started again on its port: on a new folder, so it comes back empty, or with
+    ``keeps_log`` on its own folder; the checkpoint's data-loss folder of the stream)."""
+    port = free_port()
+    broker = make_broker(kind, tmp_path / "broker", port)  # type: ignore[arg-type]
+    again = make_broker(kind, tmp_path / ("broker" if keeps_log else "again"), port)  # type: ignore[arg-type]
+    return broker, again, str(tmp_path / "checkpoint" / "data-loss" / "bookings")
+
+
 @pytest.mark.parametrize("fail", [True, False])
 @pytest.mark.parametrize("kind", ["tansu", "noida"])
 def test_a_new_log_past_the_position_is_data_loss(
     kind: str, fail: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = free_port()
-    broker = make_broker(kind, tmp_path / "broker", port)  # type: ignore[arg-type]
-    again = make_broker(kind, tmp_path / "again", port)  # type: ignore[arg-type]  # comes back empty
+    broker, again, loss_dir = _brokers(kind, tmp_path)
     topic = unique("replaced-log")
-    loss_dir = str(tmp_path / "checkpoint" / "data-loss" / "bookings")
     at = {topic: {"0": POSITION}}
     broker.start()
     try:
@@ -111,11 +117,8 @@ def test_a_new_log_past_the_position_is_data_loss(
 def test_a_running_stream_checks_the_log_after_an_outage(kind: str, tmp_path: Path) -> None:
     """The same query reads on: the broker is killed and comes back while it runs; the first batch planned
     after the outage is a gap, and the new log, past the position, is read from its first offset."""
-    port = free_port()
-    broker = make_broker(kind, tmp_path / "broker", port)  # type: ignore[arg-type]
-    again = make_broker(kind, tmp_path / "again", port)  # type: ignore[arg-type]  # comes back empty
+    broker, again, loss_dir = _brokers(kind, tmp_path)
     topic = unique("replaced-live")
-    loss_dir = str(tmp_path / "checkpoint" / "data-loss" / "bookings")
     broker.start()
     try:
         broker.create_topic(topic, 1)
@@ -153,11 +156,8 @@ def test_a_running_stream_checks_the_log_after_an_outage(kind: str, tmp_path: Pa
 def test_a_broker_that_kept_its_log_is_no_loss(tmp_path: Path) -> None:
     """noida-db stopped and started on its own data folder keeps its log: the records below the position
     are the ones read, and the stream reads on from the position."""
-    port = free_port()
-    broker = make_broker("noida", tmp_path / "broker", port)
-    again = make_broker("noida", tmp_path / "broker", port)
+    broker, again, loss_dir = _brokers("noida", tmp_path, keeps_log=True)
     topic = unique("kept-log")
-    loss_dir = str(tmp_path / "checkpoint" / "data-loss" / "bookings")
     at = {topic: {"0": POSITION}}
     broker.start()
     try:
@@ -191,15 +191,12 @@ def test_a_refresh_between_gaps_does_not_hold_up_the_plan_and_is_acted_on_next(
     import threading
     import time
 
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     from job.sources import offsets as kofs
 
-    port = free_port()
-    broker = make_broker("tansu", tmp_path / "broker", port)
-    again = make_broker("tansu", tmp_path / "again", port)  # comes back empty
+    broker, again, loss_dir = _brokers("tansu", tmp_path)
     topic = unique("replaced-refresh")
-    loss_dir = str(tmp_path / "checkpoint" / "data-loss" / "bookings")
     at = {topic: {"0": POSITION}}
     broker.start()
     consumer = None
@@ -223,7 +220,7 @@ def test_a_refresh_between_gaps_does_not_hold_up_the_plan_and_is_acted_on_next(
         monkeypatch.setattr(log_identity, "REFRESH_S", 0.0)
         go, asked = threading.Event(), threading.Event()
 
-        def connect():  # type: ignore[no-untyped-def]
+        def connect() -> Consumer:
             asked.set()
             assert go.wait(60)
             return kofs.driver_consumer(again.bootstrap)
