@@ -458,6 +458,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
 
     def stop(self) -> None:
+        self._log_watch.close()
         self._drop_clients()
 
 

@@ -242,6 +242,12 @@ class LogWatch:
             return None
         return job.result()
 
+    def close(self) -> None:
+        """Let a refresh in its thread end on its own (its fetches are bounded); start no other."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool, self._refresh = None, None
+
     def forget(self) -> None:
         """The broker did not answer: the next batch is planned after a gap."""
         self._trusted.clear()
