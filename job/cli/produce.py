@@ -5,7 +5,9 @@ Call :func:`register` on the main Typer app. Three modes, all generating in boun
 * ``--count N``: N events whose event times cover ``--span`` seconds from ``--start`` (default
   ``N / --rate``, or 60 s), sent at ``--rate`` or as fast as possible;
 * ``--duration S``: ``--rate`` (default 5000) events/s for S seconds, event times following the
-  wall clock from ``--start``;
+  wall clock from ``--start``; from ``now`` (the default) they keep up with it when the sending falls behind
+  the rate (a busy machine): an event is never stamped more than a slice (1 s) before it is sent, so
+  several producers on one topic stay within a dagger's watermark delay of one another;
 * neither: like ``--duration`` until Ctrl-C.
 
 A broker that stops answering is waited for (``--max-outage``, 300 s): a line says so, the events wait in
@@ -244,6 +246,9 @@ def produce_command(
             "late_by_s": parse_late_by(late_by),
             "out_of_order_fraction": out_of_order,
         }
+        # --duration (or none) from now: event times follow the wall clock even when the sending falls behind
+        follows = count is None and start.strip().lower() == "now"
+        skipped = [0.0]
         batches = generate_chunks(
             stream.value,
             events_per_s=plan.events_per_s,
@@ -252,6 +257,8 @@ def produce_command(
             start=parse_start(start),
             chunk_s=plan.chunk_s,
             drivers=drivers,
+            clock=(lambda: datetime.now(UTC)) if follows else None,
+            skipped=skipped,
             **options,
         )
         first = next(
@@ -274,7 +281,13 @@ def produce_command(
         )
     except DaggerError as exc:
         fail(exc)
-    extras = [f"{late[0]:,} late" if late_fraction else "", f"{bad[0]:,} corrupt" if corrupt_fraction else ""]
+    extras = [
+        f"{late[0]:,} late" if late_fraction else "",
+        f"{bad[0]:,} corrupt" if corrupt_fraction else "",
+        f"sent behind the rate: event times moved on {skipped[0]:,.0f} s with the clock"
+        if skipped[0] >= 1
+        else "",
+    ]
     extra = ", ".join(e for e in extras if e)
     typer.echo(report.summary() + (f" [{extra}]" if extra else ""))
     if report.interrupted and plan.total is not None:

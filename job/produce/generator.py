@@ -39,7 +39,7 @@ protobuf encoding alone runs at 1.3–1.6M messages/s (payloads of 55, 78 and 10
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -950,6 +950,8 @@ def generate_chunks(
     start: datetime,
     chunk_s: float = 1.0,
     drivers: int | None = None,
+    clock: Callable[[], datetime] | None = None,
+    skipped: list[float] | None = None,
     **options: Any,
 ) -> Iterator[EventBatch]:
     """Yield batches of consecutive ``chunk_s`` slices of event time from ``start``, lazily.
@@ -960,6 +962,12 @@ def generate_chunks(
     rate's) and number their events on from each other (``first_index``). ``options`` go to
     :func:`generate` (cities, late_fraction, late_by_s, out_of_order_fraction).
 
+    With ``clock`` (event times that follow the wall clock), a slice generated more than ``chunk_s`` after its
+    start time begins at ``clock()`` instead and the slices after it follow on from there: a sender that falls behind its rate
+    (a busy machine, a slow broker) sends events stamped when they are sent, not ever older ones, which a
+    dagger whose watermark other producers moved on would drop as late. The seconds of event time so
+    skipped are added up in ``skipped[0]``.
+
     Raises:
         GenerateError: a non-positive ``events_per_s`` or ``chunk_s``, or a bad generate() option.
     """
@@ -967,15 +975,23 @@ def generate_chunks(
         raise GenerateError(f"events_per_s and chunk_s must be > 0, not {events_per_s} and {chunk_s}")
     drivers = drivers or default_drivers(max(1, round(events_per_s)), 1.0)
     k = made = 0
+    shift = timedelta(0)
     while total is None or made < total:
         n = round(events_per_s * chunk_s * (k + 1)) - made
         n = n if total is None else min(n, total - made)
         if n > 0:
+            begins = start + shift + timedelta(seconds=k * chunk_s)
+            now = clock() if clock is not None else None
+            if now is not None and now - begins > timedelta(seconds=chunk_s):
+                shift += now - begins
+                if skipped is not None:
+                    skipped[0] += (now - begins).total_seconds()
+                begins = now
             yield generate(
                 stream,
                 n,
                 seed=seed,
-                start=start + timedelta(seconds=k * chunk_s),
+                start=begins,
                 duration_s=chunk_s,
                 drivers=drivers,
                 first_index=made,

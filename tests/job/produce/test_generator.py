@@ -378,6 +378,37 @@ def test_chunks_share_one_world_and_count_exactly() -> None:
     assert len(set(orders)) == 3_000
 
 
+def test_chunks_that_fall_behind_the_clock_start_at_it() -> None:
+    """A sender slower than its rate: each slice generated more than a slice late starts at the clock, the
+    ones on time keep the schedule, and the skipped event time is added up."""
+    # the clock when each slice is generated: on time, 0.5 s late (kept), 5 s late, on its new time, 2.5 s late
+    late_by = iter([0.0, 0.5, 5.0, 5.0, 7.5])
+    slice_no = iter(range(5))
+    skipped = [0.0]
+
+    def clock() -> datetime:
+        return START + timedelta(seconds=next(slice_no) + next(late_by))
+
+    chunks = list(
+        generate_chunks(
+            "booking",
+            events_per_s=100.0,
+            total=500,
+            seed=5,
+            start=START,
+            chunk_s=1.0,
+            clock=clock,
+            skipped=skipped,
+        )
+    )
+    firsts = [(int(_micros(c).min()) - START_US) / 1e6 for c in chunks]
+    lasts = [(int(_micros(c).max()) - START_US) / 1e6 for c in chunks]
+    assert [math.floor(f) for f in firsts] == [0, 1, 7, 8, 11]
+    assert all(hi - lo < 1.0 for lo, hi in zip(firsts, lasts, strict=True))
+    assert skipped == [7.5]
+    assert sum(len(c) for c in chunks) == 500
+
+
 # ---- bad arguments --------------------------------------------------------------------------------
 
 
