@@ -117,7 +117,8 @@ class DaggerScreen(RefreshingScreen):
             + "\n",
             f"rows read {number(p.get('input_rows'))} · {figure(h.get('rows_per_s'), 'rows/s')}"
             f" · batch {figure(h.get('batch_ms'), 'ms')} · lag {figure(h.get('lag'))}"
-            f" · late dropped {number(p.get('late_rows_dropped'))} · bad records {number(p.get('bad_records'))}"
+            f" · late dropped {'≤ ' if p.get('late_before_filter') else ''}{number(p.get('late_rows_dropped'))}"
+            f" · bad records {number(p.get('bad_records'))}"
             f"\nwatermark {safe_text(event_watermark(p.get('watermark')) or '-')}"
             + (f" ({span(h['watermark_age_s'])} behind)" if h.get("watermark_age_s") is not None else "")
             + f" · last update {age(now, view.status_updated_at)} ago",

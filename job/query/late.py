@@ -9,12 +9,15 @@ before (Spark's ``eventTimeWatermarkForLateEvents``, the ``watermark`` the previ
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from job.spark.jvm import WINDOW_RECORDS
+
+if TYPE_CHECKING:
+    from job.query.plan import DaggerPlan
 
 #: The observed metric (Spark's ``Dataset.observe``) of a stream's records per window end.
 METRIC = "dagger_windows"
@@ -50,3 +53,12 @@ def late_records(windows: dict[int, int], watermark: str | None) -> int:
         return 0
     limit = (datetime.fromisoformat(watermark.replace("Z", "+00:00")) - _EPOCH) // timedelta(microseconds=1)
     return sum(records for end, records in windows.items() if end <= limit)
+
+
+def counted_before_filter(plan: DaggerPlan) -> bool:
+    """Whether a dagger's late records are counted before its WHERE, so that at most that many were its own: a
+    fused member whose query filters (its group observes the stream once for all, see
+    :func:`job.shared.fusion.late_window_ms`)."""
+    return plan.spec.isolation == "fused" and (
+        plan.translation.late_window_ms is None or plan.translation.late_where is not None
+    )

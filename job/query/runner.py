@@ -119,6 +119,8 @@ class Progress:
     batches: int = 0
     input_rows: int = 0
     late_rows_dropped: int = 0
+    # the late records are a fused member's stream's, before its WHERE: at most that many were its own
+    late_before_filter: bool = False
     bad_records: int = 0
     last_batch_id: int = -1
     last_input_rows: int = 0
@@ -204,11 +206,13 @@ def stream_frame(
         watermarked = watermarked.observe(
             f"{RECORDS_METRIC}_{index}", F.sum(PARTIAL_RECORDS).cast("long").alias("records")
         )
-    # the records per window, which count the records dropped as late (job.query.late); not for a fused
-    # group's query, whose stream every member's branch reads, each with its own filters
+    # the records per window (those its WHERE keeps), which count the records dropped as late (job.query.late);
+    # a fused group observes its stream itself (job.shared.fusion.group_frame)
     window_ms = plan.translation.late_window_ms if plan.spec.isolation != "fused" else None
     if window_ms and bounds is None and jvm_functions.available(spark):
         records = F.col(PARTIAL_RECORDS) if stream.source.partial else F.lit(1)
+        if plan.translation.late_where:
+            records = F.when(F.expr(plan.translation.late_where), records).otherwise(F.lit(0))
         watermarked = watermarked.observe(f"{late.METRIC}_{index}", late.window_records(records, window_ms))
     # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
     # literal of the generated code, which then compiles again in every batch.
@@ -366,6 +370,7 @@ class DaggerJob:
                 if windows is not None
                 else sum(int(s.get("numRowsDroppedByWatermark") or 0) for s in p.get("stateOperators") or [])
             )
+            pr.late_before_filter = windows is not None and late.counted_before_filter(self.plan)
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
             if pr.running_batch is not None and int(pr.running_batch.get("id", -1)) <= pr.last_batch_id:
                 pr.running_batch = None

@@ -33,7 +33,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,14 +270,22 @@ def group_frame(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from job.query import late
     from job.query.runner import stream_frame
     from job.shared.merge import member_shape
+    from job.sources.config import PARTIAL_RECORDS
+    from job.spark import jvm as jvm_functions
 
     reach = group.translation.join_lag_ms or 0
+    late_ms = late_window_ms(group, members.values())
     for i, stream in enumerate(group.streams):
         frame = stream_frame(spark, group, i)
         if start_ms is not None:
             frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms - reach)))
+        if late_ms is not None and jvm_functions.available(spark):
+            # the stream's records per window, which count each member's records dropped as late
+            records = F.col(PARTIAL_RECORDS) if stream.source.partial else F.lit(1)
+            frame = frame.observe(f"{late.METRIC}_{i}", late.window_records(records, late_ms))
         frame.createOrReplaceTempView(stream.table)
     tables = {s.table for s in group.streams}
     hop = bool((group.translation.window or (None, None))[1])
@@ -330,6 +338,23 @@ def group_frame(
             )
         )
     return reduce(lambda a, b: a.unionAll(b), frames), branches
+
+
+def late_window_ms(group: DaggerPlan, members: Iterable[DaggerPlan]) -> int | None:
+    """The TUMBLE window's size when a fused group observes its stream's records per window
+    (:mod:`job.query.late`): one stream, a TUMBLE window and members that read only it; else None. A member
+    whose query filters its records (:attr:`job.sql.translate.Translation.late_where`) counts those its
+    WHERE would have dropped too: its figure is an upper bound (:func:`job.query.late.counted_before_filter`)."""
+    window = group.translation.window
+    if len(group.streams) != 1 or window is None or window[1] or group.translation.join_lag_ms:
+        return None
+    sizes = {m.translation.late_window_ms for m in members}
+    if sizes == {None}:
+        try:
+            return interval_ms(window[0])
+        except Exception:  # noqa: BLE001 - a size not read here: Spark's figure stays
+            return None
+    return next((s for s in sizes if s is not None), None)
 
 
 def member_result(spark: SparkSession, plan: DaggerPlan) -> tuple[DataFrame, list[str | None]]:

@@ -14,7 +14,7 @@ from job.sql.distinct import rewrite_select_distinct
 from job.sql.flink import check_unsupported, rewrite_comma_joins
 from job.sql.flink_names import name_outputs
 from job.sql.join_lag import join_lag_ms
-from job.sql.lateness import late_window_ms
+from job.sql.lateness import late_where, late_window_ms
 from job.sql.numeric_keys import NumericKey, push_down_numeric_keys
 from job.sql.parse import parse
 from job.sql.partial import SourcePartial, source_partial
@@ -59,6 +59,8 @@ class Translation:
     partial: dict[str, SourcePartial] = field(default_factory=dict)
     # the TUMBLE window's size when the records Spark drops as late can be counted per window (job.sql.lateness)
     late_window_ms: int | None = None
+    # the WHERE that keeps the records counted per window then, over the stream's view (job.sql.lateness)
+    late_where: str | None = None
 
 
 def translate(
@@ -138,6 +140,7 @@ def translate(
         dedups=dedups,
         partial=partials,
         late_window_ms=None if dedups else late_window_ms(spark, set(tables)),
+        late_where=None if dedups else late_where(spark),
     )
 
 

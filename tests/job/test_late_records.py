@@ -38,8 +38,10 @@ def test_a_batch_drops_the_records_of_windows_ending_at_or_before_the_previous_w
     [
         (f"SELECT k, COUNT(*) AS c FROM s GROUP BY {TUMBLE}, k", 60_000),
         (f"SELECT UPPER(k) AS u, SUM(n) AS c FROM s GROUP BY {TUMBLE}, UPPER(k) HAVING SUM(n) > 1", 60_000),
-        # a filter drops records before the aggregation: they are not late
-        (f"SELECT COUNT(*) AS c FROM s WHERE n > 1 GROUP BY {TUMBLE}", None),
+        # a filter drops records before the aggregation: those it keeps are counted (late_where)
+        (f"SELECT COUNT(*) AS c FROM s WHERE n > 1 GROUP BY {TUMBLE}", 60_000),
+        # unless it calls a function (a UDF would run twice a record)
+        (f"SELECT COUNT(*) AS c FROM s WHERE UPPER(k) = 'A' GROUP BY {TUMBLE}", None),
         # a record in several windows
         (
             "SELECT COUNT(*) AS c FROM s GROUP BY HOP(rowtime, INTERVAL '10' SECOND, INTERVAL '60' SECOND)",
@@ -53,3 +55,24 @@ def test_late_records_are_counted_per_window_for_one_streams_tumble_aggregation(
 ) -> None:
     assert translate(sql, STREAM).late_window_ms == window_ms
     assert translate(sql, STREAM, partial=True).late_window_ms == window_ms
+
+
+@pytest.mark.parametrize(
+    ("where", "kept"),
+    [
+        ("n > 1", "n > 1"),
+        (
+            "t.k IN ('a', 'b') AND n BETWEEN 1 AND 5 OR NOT n IS NULL",
+            "(k IN ('a', 'b') AND n BETWEEN 1 AND 5 OR NOT n IS NULL)",
+        ),
+        ("k LIKE 'a%' AND CAST(n AS DOUBLE) > 1.5", "k LIKE 'a%' AND TRY_CAST(n AS DOUBLE) > 1.5"),
+        ("UPPER(k) = 'A'", None),
+    ],
+)
+def test_the_where_that_keeps_the_late_records_counted_reads_the_streams_view(
+    where: str, kept: str | None
+) -> None:
+    """The WHERE without the engine's watermark barrier and table names: Spark SQL over the stream's view."""
+    translation = translate(f"SELECT COUNT(*) AS c FROM s AS t WHERE {where} GROUP BY {TUMBLE}", STREAM)
+    assert translation.late_where == kept
+    assert "__dagger_wm" in translation.spark_sql  # the barrier is in the query, not in the observed WHERE

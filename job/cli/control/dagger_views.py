@@ -95,7 +95,9 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
     state = str(h.get("state") or UNKNOWN)
     lines = [
         f"read {counted(p.get('input_rows', 0), 'row', fmt=',')} in {counted(p.get('batches', 0), 'batch', fmt=',')} "
-        f"({counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped, "
+        f"({'up to ' if p.get('late_before_filter') else ''}"
+        f"{counted(p.get('late_rows_dropped', 0), 'late row', fmt=',')} dropped"
+        f"{' (of its stream, before its WHERE)' if p.get('late_before_filter') else ''}, "
         f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); {rate}{lag}"
         + (
             f" ({'an' if state[0] in 'aeiou' else 'a'} {state} dagger shows no figure)"

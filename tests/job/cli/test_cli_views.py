@@ -151,6 +151,10 @@ def test_show_says_what_the_progress_means() -> None:
         "to 07:57",
     ]
     assert progress_lines(replace(_dagger(), progress={})) == []
+    fused = replace(_dagger(), progress={**_dagger().progress, "late_before_filter": True})
+    assert progress_lines(fused)[0].startswith(
+        "read 10,000 rows in 2 batches (up to 3 late rows dropped (of its stream, before its WHERE), 1 bad record)"
+    )
 
 
 def test_an_empty_list_says_how_to_make_the_first_one(tmp_path: Path) -> None:

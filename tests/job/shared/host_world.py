@@ -184,6 +184,7 @@ class World:
         self.topic = unique("shared-bookings")
         create_topic(broker, self.topic, 2)
         self.rows: list[dict] = []
+        self.late_rows: list[dict] = []  # sent after their window closed: read and counted, in no window
         self.dbs: dict[str, str] = {}
 
     def db(self, key: str) -> str:
@@ -240,7 +241,7 @@ class World:
         )
         wait_until(
             f"{key}: every event counted",
-            lambda: status(self.checkpoint(key)).get("input_rows") == len(self.rows),
+            lambda: status(self.checkpoint(key)).get("input_rows") == len(self.rows) + len(self.late_rows),
             60,
             log=host.folder.log_path,
         )
