@@ -59,6 +59,7 @@ from job.control.health_model import (
     cluster_health,
     dagger_health,
     streak_ended,
+    up_since,
 )
 from job.control.hosts import HostCommand, HostedRun, SharedHosts, default_host_command, hosted_marker
 from job.control.metrics import DaggerSeries, HealthMetrics, MetricsServer, serve
@@ -872,9 +873,9 @@ class Controller:
                 read_rows = int(progress.get("input_rows") or 0) > int(old.get("input_rows") or 0)
             if st.get("restarts") and streak_ended(st.get("started_at"), progress, now, self.health_settings):
                 log.info(
-                    "%s: read and wrote rows, up %.0f s: its crashes in a row are over",
+                    "%s: read and wrote rows, its query up %.0f s: its crashes in a row are over",
                     item.ref,
-                    now - started,
+                    now - up_since(started, progress),
                 )
                 upd["restarts"] = 0
         # The lag is read in the background: a broker that does not answer must not hold up the rounds

@@ -346,7 +346,15 @@ def streak_ended(
     run that only reported (its brokers do not answer, its sink refuses) does not end it."""
     if not started_at:
         return False
-    return ran_and_wrote(started_at, progress) and now - started_at >= s.recovered_after_s
+    return ran_and_wrote(started_at, progress) and now - up_since(started_at, progress) >= s.recovered_after_s
+
+
+def up_since(started_at: float, progress: Mapping[str, Any]) -> float:
+    """Return when the run that started at ``started_at`` came up: its query's start (status.json's
+    ``query_started_at``; a shared host that was gone starts it long after the run was assigned), else
+    ``started_at``."""
+    query = float(progress.get("query_started_at") or 0.0)
+    return query if query >= started_at else started_at
 
 
 def rate_window(samples: Sequence[Counted], progress: Mapping[str, Any], s: HealthSettings) -> float:
@@ -561,6 +569,14 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         lag_unknown=f.lag_unknown or None,
     )
     sink = sink_retrying(p, now)
+    held = p.get("held_up")
+    if isinstance(held, Mapping) and float(held.get("since") or 0.0) >= started:
+        held_s = max(now - float(held["since"]), 0.0)
+        return replace(
+            figures,
+            state=STALLED if held_s >= s.sink_stall_after_s else RUNNING,
+            reason=f"held up for {held_s:.0f} s: {held.get('by')}",
+        )
     silent_why = (
         f"its brokers do not answer: no batch for {now - batch_at:.0f} s, end offsets unreadable "
         f"for {unreadable_s:.0f} s: {f.lag_error}"

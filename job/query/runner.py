@@ -138,6 +138,10 @@ class Progress:
     batch_at: float = 0.0  # when the last micro-batch was reported (updated_at also moves on idle events)
     #: the micro-batch in flight, {id, since}, from its start until it is reported (None: none runs)
     running_batch: dict[str, Any] | None = None
+    # a fused member held up by its group before its query starts: {"since": epoch s, "by": why}
+    held_up: dict[str, Any] | None = None
+    # when this run's query started (epoch s): a run is up from then, not from its process's start
+    query_started_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -313,6 +317,8 @@ class DaggerJob:
             if isinstance(metrics, dict):
                 metrics.pop("retrying", None)
         progress.running_batch = None  # nor is its batch in flight
+        progress.held_up = None
+        progress.query_started_at = None
         # A process killed after Spark committed a batch but before its progress event was counted
         # leaves that batch out of status.json, and Spark does not run it again: count it from the
         # checkpoint's offset log.
@@ -372,7 +378,9 @@ class DaggerJob:
             )
             pr.late_before_filter = windows is not None and late.counted_before_filter(self.plan)
             pr.watermark = (p.get("eventTime") or {}).get("watermark")
-            if pr.running_batch is not None and int(pr.running_batch.get("id", -1)) <= pr.last_batch_id:
+            if pr.running_batch is not None and (
+                pr.running_batch.get("planning") or int(pr.running_batch.get("id", -1)) <= pr.last_batch_id
+            ):
                 pr.running_batch = None
             pr.bad_records = count_bad_records(self.plan.bad_records_dir)
             pr.sinks = {s.name: s.metrics.to_dict() for s in self.sinks}
@@ -476,6 +484,7 @@ class DaggerJob:
         self.plan.checkpoint.mkdir(parents=True, exist_ok=True)
         pin_schema(self.plan)
         self.query = writer.start()
+        self.query_started()
         return self.query
 
     def _heartbeat(self, query_id: str) -> None:
@@ -488,7 +497,40 @@ class DaggerJob:
             if self._ended:
                 return
             self.progress.state = "running"
+            if self.progress.running_batch is not None and self.progress.running_batch.get("planning"):
+                self.progress.running_batch = None  # the first plan found nothing to read
             self.progress.updated_at = time.time()
+            self._save_progress()
+
+    def query_started(self) -> None:
+        """Record in status.json that the query's first micro-batch is being planned from now: planning the
+        first batch after a restart (Spark's offsets, the source's look-ups) can take as long as a batch on a
+        busy machine, and that dagger is starting to read, not silent (``running_batch`` with ``planning``,
+        cleared by the first report or idle event)."""
+        with self._lock:
+            if self._ended:
+                return
+            now = time.time()
+            self.progress.running_batch = {
+                "id": self.progress.last_batch_id + 1,
+                "since": now,
+                "planning": True,
+            }
+            self.progress.held_up = None
+            self.progress.query_started_at = now
+            self.progress.updated_at = now
+            self._save_progress()
+
+    def held_up(self, why: str) -> None:
+        """Record in status.json that this dagger's query cannot start yet, and why (a fused member whose group
+        waits for another member's sink): ``held_up`` {since, by}, until its query starts."""
+        with self._lock:
+            if self._ended:
+                return
+            now = time.time()
+            if self.progress.held_up is None or self.progress.held_up.get("by") != why:
+                self.progress.held_up = {"since": now, "by": why}
+            self.progress.updated_at = now
             self._save_progress()
 
     def batch_started(self, batch_id: int) -> None:

@@ -277,6 +277,7 @@ class HostedGroup:
             str, dict[str, dict[str, int]]
         ] = {}  # members that had read less (see Generation)
         self._jobs: dict[str, Any] = {}
+        self._opening: str | None = None  # the member whose sinks are being opened
         self._branches: dict[str, Any] = {}
         self._stop = threading.Event()
         self._retries = 0
@@ -499,14 +500,22 @@ class HostedGroup:
                 point_offsets(member.plan.checkpoint, checkpoint)  # its lag is the group's
                 pin_schema(member.plan)
                 self._jobs[key] = job
+            for key, job in self._jobs.items():
+                self._opening = key
                 try:
                     start_sinks(job.sinks, self._branches[key].schema, self._wait_to_retry)
                 except DaggerError as exc:  # a sink that cannot work: this member fails alone
                     self._fail(key, exc)
+            self._opening = None
         return _Prepared(session, conf, frame, group, checkpoint, first, window, joining, gen)
 
     def _wait_to_retry(self, delay_s: float) -> None:
-        """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop."""
+        """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop. The
+        other members are held up meanwhile: each one's status.json says by whom (``held_up``)."""
+        waiting = self._opening
+        for key, job in self._jobs.items():
+            if waiting is not None and key != waiting and key not in self.failed:
+                job.held_up(f"waiting for {waiting}'s sink to start in their fused group")
         if self._stop.wait(delay_s):
             raise _StoppedStarting
 
@@ -549,6 +558,7 @@ class HostedGroup:
         for job in self._jobs.values():
             job.query = query
             job._interval_s = first.trigger_interval_s
+            job.query_started()
         log.info(
             "group %s gen %d: %s from %s (checkpoint %s)",
             self.key,

@@ -19,6 +19,7 @@ from job.control.health_model import (
     Point,
     dagger_health,
     lag_readings,
+    up_since,
 )
 from job.control.lag_trend import lag_trend
 from tests.job.control.busy_dagger import Batch, BusyDagger, batches_of, changes, timeline
@@ -219,3 +220,12 @@ def test_a_healthy_run_ends_the_streak_of_crashes() -> None:
     assert (looping.state, looping.restarts) == (CRASH_LOOPING, 2)
     healthy = dagger_health(DaggerFacts(**{**base, "started_at": 1000.0 - 1200}), 1000.0, S)
     assert healthy.restarts == 0
+    # assigned 20 minutes ago into a host that was gone, its query up 40 s: not yet over (up from its query)
+    late_query = {**progress, "query_started_at": 960.0}
+    relaunched = dagger_health(
+        DaggerFacts(**{**base, "started_at": 1000.0 - 1200, "progress": late_query}), 1000.0, S
+    )
+    assert relaunched.restarts == 2
+    assert (
+        up_since(1000.0 - 1200, late_query) == 960.0 and up_since(970.0, {"query_started_at": 900.0}) == 970.0
+    )

@@ -55,6 +55,28 @@ def test_the_first_batch_after_a_restart_is_reading_while_it_runs() -> None:
     assert h.lag is not None and h.lag.value == 24_504
 
 
+def test_the_first_plan_after_a_restart_is_reading_too() -> None:
+    """The run's query started 68 s ago and plans its first batch (Spark's offsets, the source's look-ups: 23.8 s
+    in the fourth outsider's trial): the runner records it at the query's start (``planning``), so the dagger
+    is starting to read, not silent with "no report yet"."""
+    planning = {"id": 110, "since": NOW - 68.0, "planning": True}
+    h = dagger_health(_restarted({"updated_at": NOW - 68.0, "running_batch": planning}), NOW, S)
+    assert (h.state, h.reason) == (
+        RUNNING,
+        "first batch after restart running for 68 s (24,504 records wait)",
+    )
+
+
+def test_a_fused_member_held_up_by_its_group_says_by_whom() -> None:
+    """Its group waits for another member's sink to start (the fourth outsider's fh): its status.json says so
+    (``held_up``), running for a while, then stalled, always with the cause."""
+    why = "waiting for fh's sink to start in their fused group"
+    for ago, state in ((20.0, RUNNING), (94.0, STALLED)):
+        facts = _restarted({"updated_at": NOW - 1.0, "held_up": {"since": NOW - ago, "by": why}})
+        h = dagger_health(replace(facts, restarts=0), NOW, S)
+        assert (h.state, h.reason) == (state, f"held up for {ago:.0f} s: {why}")
+
+
 def test_no_batch_in_flight_is_still_read_no_row() -> None:
     """The same dagger whose run reported (it started its query) but runs no batch: stalled, as before."""
     h = dagger_health(_restarted({"updated_at": NOW - 68.0}), NOW, S)
