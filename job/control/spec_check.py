@@ -104,6 +104,7 @@ def _check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> 
     known = {k: v for k, v in cluster.items() if k in CLUSTER_VARIABLES}
     spec = parse_spec(text, source, known, keep_unset=True)
     _require_carried_udf(spec)
+    _refuse_relative_paths(spec)
     references = [n for n in references_of(text) if n not in known]
     deferred = _deferred(spec, references)  # parses the SQL: SqlError with line and column
     if any(getattr(spec, k) for k in ("schema_file", "schema_dir", "schema_url")) or spec.udf_file:
@@ -125,6 +126,23 @@ def _require_carried_udf(spec: DaggerSpec) -> None:
             "(udf_file_base64): the dagger's controller would find no such file",
             hint="create or edit the dagger with daggers dagger create/edit SPEC, which sends the file beside "
             "the spec; or name a file on the controller's host with an absolute path",
+        )
+
+
+def _refuse_relative_paths(spec: DaggerSpec) -> None:
+    """Refuse a ``schema_dir``, ``schema_file`` or ``dart_store`` relative to the spec file: the dagger's
+    controller runs its own copy of the spec, in a folder of its own (on another host, perhaps), where no such
+    path is (a ``udf_file`` is carried instead: :func:`_require_carried_udf`)."""
+    for name in ("schema_dir", "schema_file", "dart_store"):
+        value = getattr(spec, name)
+        if not value or "${" in value or "://" in value or Path(value).is_absolute():
+            continue
+        where = "a file:// or http(s):// URL, or " if name == "dart_store" else ""
+        raise SpecError(
+            f"{name}: {value!r} is relative to the spec file, which the dagger's controller does not run from: "
+            "it would find no such path",
+            hint=f"give {where}an absolute path on the controller's host"
+            + (" (or schema_url: a compiled descriptor set at a URL)" if name != "dart_store" else ""),
         )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from job.spec.base import NAME_RE, SpecModel
 from job.spec.lookups import LookupSpec
@@ -161,13 +162,26 @@ class DaggerSpec(SpecModel):
             data["sinks"] = [data.pop("sink")]
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _carried_name(cls, data: Any) -> Any:
+        """A carried file's name is checked as ``udf_file``'s problem (its line), not the content's."""
+        if isinstance(data, dict) and data.get("udf_file_base64") is not None:
+            name = data.get("udf_file")
+            if problem := carried_name_problem(name if isinstance(name, str) else None):
+                detail = InitErrorDetails(
+                    type=PydanticCustomError("value_error", "Value error, {problem}", {"problem": problem}),
+                    loc=("udf_file",) if name is not None else ("udf_file_base64",),
+                    input=name,
+                )
+                raise ValidationError.from_exception_data(cls.__name__, [detail])
+        return data
+
     @field_validator("udf_file_base64")
     @classmethod
     def _udf_file_base64(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is None:
             return v
-        if problem := carried_name_problem(info.data.get("udf_file")):
-            raise ValueError(problem)
         decode_carried(v)  # ValueError: no base64, too large, no UTF-8 text
         return v
 

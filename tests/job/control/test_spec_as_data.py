@@ -144,6 +144,22 @@ def test_a_path_is_never_read_so_it_answers_nothing_about_the_server(
     assert len({repr(v) for v in answers.values()}) == 1  # the same answer: no existence oracle
 
 
+@pytest.mark.parametrize("field", ["schema_file", "schema_dir", "dart_store"])
+def test_a_path_relative_to_the_spec_file_is_refused(plane: dict[str, ControlPlane], field: str) -> None:
+    """The controller runs its own copy of the spec in a folder of its own: a relative path finds nothing there."""
+    v = plane["vera"].validate("a-jkt", _with(f"{field}: team/things\n"))
+    assert (v.ok, v.title) == (False, "Invalid dagger spec"), v
+    assert v.message == (
+        f"{field}: 'team/things' is relative to the spec file, which the dagger's controller does not run "
+        "from: it would find no such path"
+    )
+    # absolute, a URL (dart_store) or a host variable: named where the dagger runs
+    assert plane["vera"].validate("a-jkt", _with(f"{field}: /opt/team/things\n")).ok
+    assert plane["vera"].validate("a-jkt", _with(f"{field}: ${{TEAM_DIR}}/things\n")).ok
+    if field == "dart_store":
+        assert plane["vera"].validate("a-jkt", _with(f"{field}: file:///opt/darts\n")).ok
+
+
 def test_schema_url_is_never_fetched(plane: dict[str, ControlPlane], listener: _Listener) -> None:
     v = plane["vera"].validate("a-jkt", _with(f"schema_url: {listener.url}/v/${{PGPASSWORD}}\n"))
     assert (

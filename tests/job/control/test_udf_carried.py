@@ -150,27 +150,27 @@ def test_a_relative_udf_file_whose_content_did_not_come_is_refused_naming_the_fi
     [
         (
             "udf_file: ../../outside.py\n" + CARRIED_FROM_A_CLIENT,
-            "spec:25: udf_file_base64: udf_file '../../outside.py' must name a .py file relative to the spec "
+            "spec:24: udf_file: udf_file '../../outside.py' must name a .py file relative to the spec "
             "file's folder (no '..') to be carried with the spec",
         ),
         (
             "udf_file: /etc/cron.daily/boom.py\n" + CARRIED_FROM_A_CLIENT,
-            "spec:25: udf_file_base64: udf_file '/etc/cron.daily/boom.py' must name a .py file relative to the "
+            "spec:24: udf_file: udf_file '/etc/cron.daily/boom.py' must name a .py file relative to the "
             "spec file's folder (no '..') to be carried with the spec",
         ),
         (
             "udf_file: dagger.log\n" + CARRIED_FROM_A_CLIENT,
-            "spec:25: udf_file_base64: udf_file 'dagger.log' must name a .py file relative to the spec file's "
+            "spec:24: udf_file: udf_file 'dagger.log' must name a .py file relative to the spec file's "
             "folder (no '..') to be carried with the spec",
         ),
         (
             "udf_file: " + "a" * 300 + ".py\n" + CARRIED_FROM_A_CLIENT,  # killed the controller writing it
-            "spec:25: udf_file_base64: udf_file is 303 characters in 1 part: a carried file's name is at most "
+            "spec:24: udf_file: udf_file is 303 characters in 1 part: a carried file's name is at most "
             "120 characters in at most 4 parts",
         ),
         (
             "udf_file: " + "d/" * 30 + "x.py\n" + CARRIED_FROM_A_CLIENT,
-            "spec:25: udf_file_base64: udf_file is 64 characters in 31 parts: a carried file's name is at most "
+            "spec:24: udf_file: udf_file is 64 characters in 31 parts: a carried file's name is at most "
             "120 characters in at most 4 parts",
         ),
         (CARRIED_FROM_A_CLIENT, "spec:24: udf_file_base64: the spec names no udf_file for it to carry"),
