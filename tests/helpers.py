@@ -290,6 +290,25 @@ sink:
     return parse_spec(text, f"{name}.yaml"), text
 
 
+def bookings_to_influx(
+    prefix: str, bootstrap: str, topic: str, influx_url: str, db: str, checkpoint: Path, **kw: Any
+) -> tuple[DaggerSpec, str]:
+    """The spec (and its YAML) of :data:`BOOKINGS_SQL` over BookingLog events of ``topic`` into measurement ``m``
+    of ``db`` (a name from ``prefix``; ``kw`` go to :func:`make_spec`)."""
+    return make_spec(
+        name=unique(prefix),
+        bootstrap=bootstrap,
+        topic=topic,
+        proto_class="daggers.events.BookingLog",
+        sql=BOOKINGS_SQL,
+        influx_url=influx_url,
+        db=db,
+        measurement="m",
+        checkpoint=checkpoint,
+        **kw,
+    )
+
+
 @contextlib.contextmanager
 def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
     """Serve ``root`` over HTTP on 127.0.0.1 at a port the OS picks; yield (base URL, the request

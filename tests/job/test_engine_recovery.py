@@ -20,6 +20,7 @@ from job.query.runner import run_foreground
 from job.schema import default_registry
 from tests.helpers import (
     BOOKINGS_SQL,
+    bookings_to_influx,
     expected_bookings,
     influx_points,
     make_spec,
@@ -168,17 +169,8 @@ def test_late_events_within_delay_count_and_later_ones_are_dropped(
     topic, db = unique("late"), unique("db").replace("-", "_")
     broker.create_topic(topic, partitions=2)
     influxdb.create_database(db)
-    spec, _ = make_spec(
-        name=unique("late"),
-        bootstrap=broker.bootstrap,
-        topic=topic,
-        proto_class="daggers.events.BookingLog",
-        sql=BOOKINGS_SQL,
-        influx_url=influxdb.url,
-        db=db,
-        measurement="m",
-        checkpoint=tmp_path / "ckpt",
-        watermark_delay_ms=30_000,
+    spec, _ = bookings_to_influx(
+        "late", broker.bootstrap, topic, influxdb.url, db, tmp_path / "ckpt", watermark_delay_ms=30_000
     )
     phase_a = generate("booking", 1500, seed=5, start=T0, duration_s=120)
     produce(broker.bootstrap, topic, phase_a, progress=False)

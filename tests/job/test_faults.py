@@ -16,7 +16,13 @@ from job.produce.producer import produce
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.influx import InfluxServer, create_database
 from job.stack.ports import free_ports
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
+from tests.helpers import (
+    bookings_to_influx,
+    expected_bookings,
+    influx_points,
+    unique,
+    wait_until,
+)
 from tests.job.test_engine_recovery import _kill_group, _start_dagger, _status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
@@ -52,16 +58,13 @@ def _dagger(
     topic: str,  # type: ignore[no-untyped-def]
     sink_extra: str = "",
 ):
-    spec, text = make_spec(
-        name=unique("fault"),
-        bootstrap=bootstrap,
-        topic=topic,
-        proto_class="daggers.events.BookingLog",
-        sql=BOOKINGS_SQL,
-        influx_url=influx_url,
-        db=db,
-        measurement="m",
-        checkpoint=tmp_path / "ckpt",
+    spec, text = bookings_to_influx(
+        "fault",
+        bootstrap,
+        topic,
+        influx_url,
+        db,
+        tmp_path / "ckpt",
         max_records_per_batch=1500,
         trigger_interval_s=1.0,
         sink_extra=sink_extra,

@@ -20,7 +20,7 @@ from job.query.plan import plan
 from job.query.runner import DaggerJob
 from job.stack.broker import make_broker
 from job.stack.ports import free_port
-from tests.helpers import BOOKINGS_SQL, make_spec, unique, wait_until
+from tests.helpers import bookings_to_influx, unique, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -48,17 +48,7 @@ def test_the_first_plan_is_a_batch_in_flight(spark, influxdb, tmp_path: Path) ->
             progress=False,
         )
         influxdb.create_database(db)
-        spec, _ = make_spec(
-            name=unique("plan"),
-            bootstrap=broker.bootstrap,
-            topic=topic,
-            proto_class="daggers.events.BookingLog",
-            sql=BOOKINGS_SQL,
-            influx_url=influxdb.url,
-            db=db,
-            measurement="m",
-            checkpoint=tmp_path / "ckpt",
-        )
+        spec, _ = bookings_to_influx("plan", broker.bootstrap, topic, influxdb.url, db, tmp_path / "ckpt")
         job = DaggerJob(plan(spec, tmp_path), spark)
         assert broker.process.pid is not None
         os.kill(broker.process.pid, signal.SIGSTOP)  # the first plan's look-ups wait for it

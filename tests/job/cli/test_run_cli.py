@@ -24,7 +24,13 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.broker import NoidaBroker, create_topic
 from job.stack.ports import free_port
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique, wait_until
+from tests.helpers import (
+    bookings_to_influx,
+    expected_bookings,
+    influx_points,
+    unique,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -35,17 +41,8 @@ NOISE = ("Traceback", "py4j", "KeyboardInterrupt", "\tat org.apache", "SparkExce
 
 
 def _spec(tmp_path: Path, bootstrap: str, topic: str, influx_url: str, db: str, max_outage_s: float) -> Path:
-    _, text = make_spec(
-        name=unique("run"),
-        bootstrap=bootstrap,
-        topic=topic,
-        proto_class="daggers.events.BookingLog",
-        sql=BOOKINGS_SQL,
-        influx_url=influx_url,
-        db=db,
-        measurement="m",
-        checkpoint=tmp_path / "ckpt",
-        trigger_interval_s=0.5,
+    _, text = bookings_to_influx(
+        "run", bootstrap, topic, influx_url, db, tmp_path / "ckpt", trigger_interval_s=0.5
     )
     text = text.replace(
         "    start_from: earliest\n", f"    start_from: earliest\n    max_outage_s: {max_outage_s}\n"

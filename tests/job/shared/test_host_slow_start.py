@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from job.control.health_model import DaggerFacts, HealthSettings, dagger_health
+from job.shared.channel import HostFolder
 from tests.helpers import wait_until
-from tests.job.shared.host_world import HostWorld, ModuleHost, status
+from tests.job.shared.host_world import HostWorld, ModuleHost, World, status
 from tests.job.shared.test_host_fusion import FUSED
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -39,6 +40,16 @@ def refused_url() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
+def _started(hw: HostWorld) -> tuple[World, ModuleHost, HostFolder]:
+    """The module's host, started once and ready, and the test's first step of events."""
+    w, host = hw.world, hw.host
+    assert isinstance(host, ModuleHost)
+    host.start()
+    host.ready()
+    w.step(0)
+    return w, host, host.folder
+
+
 def _start_retry(checkpoint: Path) -> dict[str, Any]:
     """Return the start retry its sink reports in ``status.json`` ({} when none)."""
     return dict(((status(checkpoint).get("sinks") or {}).get("influx") or {}).get("retrying") or {})
@@ -48,13 +59,8 @@ def _start_retry(checkpoint: Path) -> dict[str, Any]:
 def test_a_sink_that_cannot_start_holds_up_no_other_dagger(
     module_host_world: HostWorld, refused_url: str, end: str
 ) -> None:
-    w, host = module_host_world.world, module_host_world.host
-    assert isinstance(host, ModuleHost)
-    host.start()
-    host.ready()
-    f = host.folder
-    bad, good = f"bad-{end}", f"good-{end}"  # the module's host runs both cases
-    w.step(0)
+    w, host, f = _started(module_host_world)
+    bad, good = f"bad-{end}", f"good-{end}"  # the module's host runs every case
     f.assign(bad, w.spec(bad, influx_url=refused_url, sink_extra=RETRIES), w.tmp, "b1")
     bad_checkpoint = w.checkpoint(bad)
     wait_until("bad's sink retrying to start", lambda: _start_retry(bad_checkpoint), 240, log=f.log_path)
@@ -93,13 +99,8 @@ def hung_url() -> Iterator[str]:
 def test_a_fused_sink_that_hangs_holds_up_no_other_dagger(
     module_host_world: HostWorld, hung_url: str, end: str
 ) -> None:
-    w, host = module_host_world.world, module_host_world.host
-    assert isinstance(host, ModuleHost)
-    host.start()
-    host.ready()
-    f = host.folder
-    fz, good = f"fz-{end}", f"good-{end}"  # the module's host runs both cases
-    w.step(0)
+    w, host, f = _started(module_host_world)
+    fz, good = f"fz-{end}", f"fgood-{end}"  # the module's host runs every case
     fy = f"fy-{end}"  # a sibling in fz's group, whose own sink works: held up, and told by whom
     if end == "stop":
         f.assign(fy, w.spec(fy, extra=FUSED), w.tmp, "y1")
