@@ -287,6 +287,8 @@ class DaggerHealth:
     watermark_age_s: float | None = None
     sink_errors: int = 0
     late_rows_dropped: int = 0
+    #: The late rows are an upper bound: a fused member's stream's, before its WHERE (job.query.late).
+    late_rows_upper_bound: bool = False
     #: Why its lag is unknown though its brokers answered (their end offsets are behind its position).
     lag_unknown: str | None = None
 
@@ -519,6 +521,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         )
     lag_fresh = f.lag is not None and f.lag_at is not None and now - f.lag_at <= s.stall_after_s
     lag = int(f.lag) if lag_fresh and f.lag is not None else None
+    held = p.get("held_up") if isinstance(p.get("held_up"), Mapping) else None
+    held = held if held is not None and float(held.get("since") or 0.0) >= started else None
     # The evidence of a stall outlives a restart: it goes back to the oldest sample, not to this run's start.
     known_since = min([started, *(pt.at for pt in f.samples)]) if f.samples else started
     # an outage counts from the first failed read (from the last good one when that is not known)
@@ -559,18 +563,18 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
         RUNNING,
         "",
-        rows_per_s=rows_figure(f, now, s, current=not brokers_silent),
+        rows_per_s=rows_figure(f, now, s, current=not brokers_silent and held is None),
         lag=None if f.lag_unknown else _figure(f.lag, f.lag_at, now, s),
         batch_ms=_figure(p.get("batch_duration_ms"), batch_at, now, s),
         watermark_age_s=watermark_age(p.get("watermark"), now),
         sink_errors=_sink_errors(p),
         late_rows_dropped=int(p.get("late_rows_dropped") or 0),
+        late_rows_upper_bound=bool(p.get("late_before_filter")),
         restarts=restarts,
         lag_unknown=f.lag_unknown or None,
     )
     sink = sink_retrying(p, now)
-    held = p.get("held_up")
-    if isinstance(held, Mapping) and float(held.get("since") or 0.0) >= started:
+    if held is not None:  # its query cannot start: no figure of it is now
         held_s = max(now - float(held["since"]), 0.0)
         return replace(
             figures,
@@ -588,6 +592,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     if brokers_silent:
         return replace(figures, state=STALLED, reason=silent_why)
     in_flight = batch_in_flight(p, started)
+    if in_flight is not None and (p.get("running_batch") or {}).get("planning") and not lag:
+        in_flight = None  # a first plan with nothing waiting is an idle query, not a batch
     flight = ""  # the batch in flight in words, when there is one
     if in_flight is not None:
         ran_s = now - in_flight[1]

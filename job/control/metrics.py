@@ -35,8 +35,8 @@ METRICS: dict[str, str] = {
     "daggers_dagger_next_retry_timestamp_seconds": "When a crashed dagger is restarted next (epoch seconds).",
     "daggers_dagger_watermark_age_seconds": "How far the dagger's event-time watermark is behind now.",
     "daggers_dagger_sink_errors_total": "Sink writes that failed after their retries, since the checkpoint began.",
-    "daggers_dagger_late_rows_dropped_total": "Rows dropped as later than the watermark, since the checkpoint "
-    "began.",
+    "daggers_dagger_late_rows_dropped_total": "Records dropped as later than the watermark, since the checkpoint "
+    "began (bound=upper: a fused dagger's stream's, before its WHERE; at most that many were its own).",
     "daggers_cluster_state": "1 for the cluster's state of the health model (healthy, degraded, unhealthy).",
     "daggers_cluster_part_up": "1 when a part of the cluster (controller, spark, kafka, influx) is ok.",
     "daggers_cluster_daggers": "The cluster's daggers in each state.",
@@ -100,7 +100,9 @@ class HealthMetrics:
             "daggers_dagger_sink_errors", METRICS["daggers_dagger_sink_errors_total"], labels=keys
         )
         late = CounterMetricFamily(
-            "daggers_dagger_late_rows_dropped", METRICS["daggers_dagger_late_rows_dropped_total"], labels=keys
+            "daggers_dagger_late_rows_dropped",
+            METRICS["daggers_dagger_late_rows_dropped_total"],
+            labels=[*keys, "bound"],
         )
         for d in daggers:
             h, lv = d.health, [self.cluster, d.team, d.name]
@@ -123,7 +125,9 @@ class HealthMetrics:
                 watermark.add_metric(lv, h.watermark_age_s)
             if h.rows_per_s is not None:  # a live dagger's counters (none from a stopped one)
                 sink_errors.add_metric(lv, float(h.sink_errors))
-                late.add_metric(lv, float(h.late_rows_dropped))
+                late.add_metric(
+                    [*lv, "upper" if h.late_rows_upper_bound else "exact"], float(h.late_rows_dropped)
+                )
         yield from (state, rows, lag, unknown, batch, ages, restarts, retry, watermark, sink_errors, late)
         cstate = _gauge("daggers_cluster_state", ["cluster", "state"])
         parts = _gauge("daggers_cluster_part_up", ["cluster", "part"])

@@ -18,6 +18,7 @@ What it cannot check it reports in :attr:`CheckedSpec.deferred`: those checks ru
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,7 @@ def _check_spec(text: str, cluster: Mapping[str, str], source: str = "spec") -> 
     known = {k: v for k, v in cluster.items() if k in CLUSTER_VARIABLES}
     spec = parse_spec(text, source, known, keep_unset=True)
     _require_carried_udf(spec)
-    _refuse_relative_paths(spec)
+    _refuse_relative_paths(spec, text, source)
     references = [n for n in references_of(text) if n not in known]
     deferred = _deferred(spec, references)  # parses the SQL: SqlError with line and column
     if any(getattr(spec, k) for k in ("schema_file", "schema_dir", "schema_url")) or spec.udf_file:
@@ -129,18 +130,21 @@ def _require_carried_udf(spec: DaggerSpec) -> None:
         )
 
 
-def _refuse_relative_paths(spec: DaggerSpec) -> None:
-    """Refuse a ``schema_dir``, ``schema_file`` or ``dart_store`` relative to the spec file: the dagger's
-    controller runs its own copy of the spec, in a folder of its own (on another host, perhaps), where no such
-    path is (a ``udf_file`` is carried instead: :func:`_require_carried_udf`)."""
+def _refuse_relative_paths(spec: DaggerSpec, text: str, source: str) -> None:
+    """Refuse a ``schema_dir``, ``schema_file`` or ``dart_store`` relative to the spec file (``~`` is not
+    expanded): the dagger's controller runs its own copy of the spec, in a folder of its own (on another host,
+    perhaps), where no such path is (a ``udf_file`` is carried instead: :func:`_require_carried_udf`). The
+    message names the field's line of ``text``."""
     for name in ("schema_dir", "schema_file", "dart_store"):
         value = getattr(spec, name)
         if not value or "${" in value or "://" in value or Path(value).is_absolute():
             continue
         where = "a file:// or http(s):// URL, or " if name == "dart_store" else ""
+        line = next((n for n, row in enumerate(text.splitlines(), 1) if re.match(rf"{name}\s*:", row)), None)
+        home = " ('~' is not expanded)" if value.startswith("~") else ""
         raise SpecError(
-            f"{name}: {value!r} is relative to the spec file, which the dagger's controller does not run from: "
-            "it would find no such path",
+            f"{f'{source}:{line}: ' if line else ''}{name}: {value!r} is relative to the spec file{home}, which "
+            "the dagger's controller does not run from: it would find no such path",
             hint=f"give {where}an absolute path on the controller's host"
             + (" (or schema_url: a compiled descriptor set at a URL)" if name != "dart_store" else ""),
         )

@@ -497,8 +497,6 @@ class DaggerJob:
             if self._ended:
                 return
             self.progress.state = "running"
-            if self.progress.running_batch is not None and self.progress.running_batch.get("planning"):
-                self.progress.running_batch = None  # the first plan found nothing to read
             self.progress.updated_at = time.time()
             self._save_progress()
 
@@ -506,7 +504,9 @@ class DaggerJob:
         """Record in status.json that the query's first micro-batch is being planned from now: planning the
         first batch after a restart (Spark's offsets, the source's look-ups) can take as long as a batch on a
         busy machine, and that dagger is starting to read, not silent (``running_batch`` with ``planning``,
-        cleared by the first report or idle event)."""
+        cleared by the first batch's report). A plan may find nothing to read yet (its source checks the logs
+        first, or nothing waits) and the next trigger plans again: idle events leave it; the health model reads
+        it as a batch in flight only while records wait."""
         with self._lock:
             if self._ended:
                 return

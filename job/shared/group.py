@@ -513,9 +513,10 @@ class HostedGroup:
         """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop. The
         other members are held up meanwhile: each one's status.json says by whom (``held_up``)."""
         waiting = self._opening
+        name = self._jobs[waiting].plan.spec.name if waiting in self._jobs else waiting
         for key, job in self._jobs.items():
             if waiting is not None and key != waiting and key not in self.failed:
-                job.held_up(f"waiting for {waiting}'s sink to start in their fused group")
+                job.held_up(f"waiting for {name}'s sink to start in their fused group")
         if self._stop.wait(delay_s):
             raise _StoppedStarting
 

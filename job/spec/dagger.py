@@ -80,8 +80,9 @@ class DaggerSpec(SpecModel):
     dart_store: str | None = Field(
         default=None,
         description="Where DartGet/DartContains read their collections: a folder (relative to the spec file's "
-        "folder), a file:// URL or an http(s):// URL holding dart-get/<name> and dart-contains/<name> "
-        "JSON files (the original's GCS layout). Default: the DAGGERS_DART_STORE environment variable.",
+        "folder for daggers run; through a controller, an absolute folder on its host), a file:// URL or an "
+        "http(s):// URL holding dart-get/<name> and dart-contains/<name> JSON files (the original's GCS "
+        "layout). Default: the DAGGERS_DART_STORE environment variable.",
     )
     transformers: list[TransformerSpec] = Field(
         default_factory=list,
@@ -102,8 +103,9 @@ class DaggerSpec(SpecModel):
     )
     schema_dir: str | None = Field(
         default=None,
-        description="A team's own folder of .proto files (relative to the spec file's folder), compiled when the "
-        "dagger first starts and then pinned in its checkpoint, like the project's protos/.",
+        description="A team's own folder of .proto files (relative to the spec file's folder for daggers run; "
+        "through a controller, an absolute folder on its host), compiled when the dagger first starts and then "
+        "pinned in its checkpoint, like the project's protos/.",
     )
     schema_url: str | None = Field(
         default=None,

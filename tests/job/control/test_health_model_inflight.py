@@ -67,6 +67,18 @@ def test_the_first_plan_after_a_restart_is_reading_too() -> None:
     )
 
 
+def test_a_first_plan_is_in_flight_only_while_records_wait() -> None:
+    """Idle events come while a first plan finds nothing to read yet (its source checks the logs first): the
+    planning record stays, and reads as a batch in flight while records wait (the fifth outsider's fused group:
+    94 s of planning read `stalled` once an idle event had cleared it); with nothing waiting it is idle."""
+    planning = {"id": 27, "since": NOW - 80.0, "planning": True}
+    waiting = replace(_restarted({"updated_at": NOW - 2.0, "running_batch": planning}), restarts=0)
+    h = dagger_health(waiting, NOW, S)
+    assert (h.state, h.reason) == (RUNNING, "first batch running for 80 s (24,504 records wait)")
+    h = dagger_health(replace(waiting, lag=0), NOW, S)
+    assert h.state == RUNNING and "running for" not in h.reason
+
+
 def test_a_fused_member_held_up_by_its_group_says_by_whom() -> None:
     """Its group waits for another member's sink to start (the fourth outsider's fh): its status.json says so
     (``held_up``), running for a while, then stalled, always with the cause."""
@@ -75,6 +87,7 @@ def test_a_fused_member_held_up_by_its_group_says_by_whom() -> None:
         facts = _restarted({"updated_at": NOW - 1.0, "held_up": {"since": NOW - ago, "by": why}})
         h = dagger_health(replace(facts, restarts=0), NOW, S)
         assert (h.state, h.reason) == (state, f"held up for {ago:.0f} s: {why}")
+        assert h.rows_per_s is None or not h.rows_per_s.fresh  # no figure of it is now
 
 
 def test_no_batch_in_flight_is_still_read_no_row() -> None:

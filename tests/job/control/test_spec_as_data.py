@@ -149,9 +149,15 @@ def test_a_path_relative_to_the_spec_file_is_refused(plane: dict[str, ControlPla
     """The controller runs its own copy of the spec in a folder of its own: a relative path finds nothing there."""
     v = plane["vera"].validate("a-jkt", _with(f"{field}: team/things\n"))
     assert (v.ok, v.title) == (False, "Invalid dagger spec"), v
+    line = _with(f"{field}: team/things\n").splitlines().index(f"{field}: team/things") + 1
     assert v.message == (
-        f"{field}: 'team/things' is relative to the spec file, which the dagger's controller does not run "
-        "from: it would find no such path"
+        f"spec:{line}: {field}: 'team/things' is relative to the spec file, which the dagger's controller does "
+        "not run from: it would find no such path"
+    )
+    home = plane["vera"].validate("a-jkt", _with(f"{field}: ~/things\n"))
+    assert (
+        not home.ok
+        and f"{field}: '~/things' is relative to the spec file ('~' is not expanded)" in home.message
     )
     # absolute, a URL (dart_store) or a host variable: named where the dagger runs
     assert plane["vera"].validate("a-jkt", _with(f"{field}: /opt/team/things\n")).ok
