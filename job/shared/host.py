@@ -34,6 +34,7 @@ import argparse
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -325,7 +326,12 @@ class SharedHost:
         return 0
 
     def _lost(self) -> int:
-        code = self._jvm.poll() if self._jvm is not None else None
+        code = None
+        if self._jvm is not None:
+            try:  # its socket closes a moment before its exit status can be read (a loaded machine: longer)
+                code = self._jvm.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                code = None
         how = how_it_ended(code, after_name=True) if code is not None else "exited"  # -9: killed, not exited
         error = f"the Spark application was lost (its JVM {how})"
         log.error("%s; exiting so that the daggers restart in a new application", error)
