@@ -397,7 +397,7 @@ class DaggerJob:
             listener(self.progress)
         if self.log_batches and (pr.last_input_rows or pr.late_rows_dropped):
             log.info(
-                "%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d, watermark %s; phases %s",
+                "%s: batch %d: %d rows in %d ms (%.0f rows/s), late dropped %d, bad %d so far, watermark %s; phases %s",
                 self.plan.spec.name,
                 pr.last_batch_id,
                 pr.last_input_rows,
