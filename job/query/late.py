@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from job.sources.config import PARTIAL_RECORDS
 from job.spark.jvm import WINDOW_RECORDS
 
 if TYPE_CHECKING:
@@ -30,6 +31,18 @@ def window_records(records: Column, window_ms: int) -> Column:
     micros = F.unix_micros(F.col("rowtime"))
     end = micros - F.pmod(micros, F.lit(size)) + F.lit(size)  # a TUMBLE window's end, as Spark's window()
     return F.call_function(WINDOW_RECORDS, end, records.cast("long")).alias("windows")
+
+
+def observe_windows(
+    frame: DataFrame, index: int, partial: bool, window_ms: int, where: str | None = None
+) -> DataFrame:
+    """Return stream ``index``'s ``frame`` observing its records per window of ``window_ms`` (:data:`METRIC`):
+    1 a record, or the records a row stands for where the source aggregated first (``partial``), only those
+    ``where`` (Spark SQL over the frame) keeps."""
+    records = F.col(PARTIAL_RECORDS) if partial else F.lit(1)
+    if where:
+        records = F.when(F.expr(where), records).otherwise(F.lit(0))
+    return frame.observe(f"{METRIC}_{index}", window_records(records, window_ms))
 
 
 def observed_windows(p: dict[str, Any]) -> dict[int, int] | None:

@@ -214,10 +214,9 @@ def stream_frame(
     # a fused group observes its stream itself (job.shared.fusion.group_frame)
     window_ms = plan.translation.late_window_ms if plan.spec.isolation != "fused" else None
     if window_ms and bounds is None and jvm_functions.available(spark):
-        records = F.col(PARTIAL_RECORDS) if stream.source.partial else F.lit(1)
-        if plan.translation.late_where:
-            records = F.when(F.expr(plan.translation.late_where), records).otherwise(F.lit(0))
-        watermarked = watermarked.observe(f"{late.METRIC}_{index}", late.window_records(records, window_ms))
+        watermarked = late.observe_windows(
+            watermarked, index, bool(stream.source.partial), window_ms, plan.translation.late_where
+        )
     # spark_partition_id(), not rand(): Spark reseeds rand() in every micro-batch, and the seed is a
     # literal of the generated code, which then compiles again in every batch.
     return watermarked.withColumn(BARRIER_COLUMN, F.spark_partition_id())

@@ -273,7 +273,6 @@ def group_frame(
     from job.query import late
     from job.query.runner import stream_frame
     from job.shared.merge import member_shape
-    from job.sources.config import PARTIAL_RECORDS
     from job.spark import jvm as jvm_functions
 
     reach = group.translation.join_lag_ms or 0
@@ -284,8 +283,7 @@ def group_frame(
             frame = frame.where(F.col("rowtime") >= F.timestamp_millis(F.lit(start_ms - reach)))
         if late_ms is not None and jvm_functions.available(spark):
             # the stream's records per window, which count each member's records dropped as late
-            records = F.col(PARTIAL_RECORDS) if stream.source.partial else F.lit(1)
-            frame = frame.observe(f"{late.METRIC}_{i}", late.window_records(records, late_ms))
+            frame = late.observe_windows(frame, i, bool(stream.source.partial), late_ms)
         frame.createOrReplaceTempView(stream.table)
     tables = {s.table for s in group.streams}
     hop = bool((group.translation.window or (None, None))[1])
