@@ -276,9 +276,14 @@ class HealthWorld:
         deadline_s: float,
         also: Callable[[dict[str, Any]], bool] = lambda row: True,
         during: Callable[[], object] | None = None,
+        transient: bool = False,
     ) -> Detection:
         """Return how long until dagger ``name``'s health state is ``expected`` (one of them) and ``also(row)``;
-        ``during`` is called at once when it is (while the fault lasts, for other surfaces to be looked at)."""
+        ``during`` is called at once when it is (while the fault lasts, for other surfaces to be looked at).
+
+        ``transient``: the state may last only seconds (a crash whose restart is quick), less than a CLI
+        process takes on a busy machine; it is looked for here every 0.2 s, and ``dagger list --json`` must
+        then show ``also`` (the evidence that stays: a restart counted, its error), in whatever state."""
         want = {expected} if isinstance(expected, str) else set(expected)
 
         def shows(row: dict[str, Any]) -> bool:
@@ -290,13 +295,18 @@ class HealthWorld:
             # Looked at here first (a few ms), then in a CLI process when it shows: each `daggers` process
             # costs ~1 core-s, and a fault is waited on for minutes (140 of them were 7% of the suite's CPU).
             row = self.rows_here().get(name, {})
-            if shows(row) and shows(row := self.rows().get(name, {})):
+            if transient and shows(row):
+                seen_s = round(time.monotonic() - started, 1)
+                row = self.rows().get(name, {})
+                if also(row):
+                    return Detection(fault, "/".join(sorted(want)), deadline_s, seen_s, row)
+            elif shows(row) and shows(row := self.rows().get(name, {})):
                 if during is not None:
                     during()
                 return Detection(
                     fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1), row
                 )
-            time.sleep(1.0)
+            time.sleep(0.2 if transient else 1.0)
         return Detection(fault, "/".join(sorted(want)), deadline_s, None, row)
 
     def host_pids(self) -> tuple[int, list[int]]:
@@ -428,6 +438,7 @@ def host_jvm_killed(w: HealthWorld, name: str = "steady") -> Detection:
         ("crash-looping", "unknown", "stalled"),
         120,
         lambda r: r["restarts"] > before,
+        transient=True,
     )
 
 
@@ -438,7 +449,12 @@ def host_killed(w: HealthWorld, name: str = "steady") -> Detection:
     before = w.rows()[name]["restarts"]
     assert signal_group(pid, signal.SIGKILL), f"no process group {pid}"  # the chaos tool's fault
     return w.wait(
-        "shared host killed", name, ("crash-looping", "unknown"), 120, lambda r: r["restarts"] > before
+        "shared host killed",
+        name,
+        ("crash-looping", "unknown"),
+        120,
+        lambda r: r["restarts"] > before,
+        transient=True,
     )
 
 

@@ -210,6 +210,18 @@ class ManagedProcess:
         # A killed multi-threaded process shows as a zombie before waitpid can reap it: count it as dead.
         return pid_alive(self.pid, self.start_time)
 
+    def _exit_code(self) -> int | None:
+        """Return the exit status of a started child that is gone, or None when it is not ours.
+
+        A killed process can show as a zombie before ``waitpid`` reaps it; the status is waited for
+        up to 5 s so that a kill reads as one, not as a plain exit.
+        """
+        if self._popen is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=5)
+        return self._popen.returncode
+
     def _wait_gone(self, timeout: float) -> bool:
         assert self.pid is not None
         deadline = time.monotonic() + timeout
@@ -273,7 +285,7 @@ class ManagedProcess:
         deadline = time.monotonic() + timeout
         while True:
             if not self.alive():
-                code = self._popen.returncode if self._popen is not None else None
+                code = self._exit_code()
                 how = how_it_ended(code, after_name=True) if code is not None else "exited"
                 raise StackError(
                     f"{self.name} {how} while starting; last lines of {self.log_path}:\n{tail(self.log_path)}"
