@@ -112,10 +112,18 @@ def live_line(live: Any) -> str:
         f"{d['input_rows_per_s']:,.0f} rows/s; batch p50 {d['batch_ms_p50']:.0f} ms p99 {d['batch_ms_p99']:.0f} ms; "
         f"driver {d['driver_peak_mb']:.0f} MB, workers {d['worker_peak_mb']:.0f} MB{_pss(d)} (growth "
         f"{d.get('driver_growth_mb_per_min', 0):+.1f} and {d.get('worker_growth_mb_per_min', 0):+.1f} MB/min), "
-        f"CPU {d['job_cores']:.2f} cores (+broker {d['broker_cores']:.2f}, influxd {d['influx_cores']:.2f}); "
+        f"CPU {d['job_cores']:.2f} cores{_second_half(d)} (+broker {d['broker_cores']:.2f}, "
+        f"influxd {d['influx_cores']:.2f}); "
         f"feeder behind by at most {d['feeder_behind_s']:.1f} s; load {_load(d['load_before'])} → "
         f"{_load(d['load_after'])}" + (f". {d['note']}" if d.get("note") else "")
     )
+
+
+def _second_half(d: dict[str, Any]) -> str:
+    """`` (second half of the feed: X)`` when the run read it (runs before 7 Dec 2026 did not)."""
+    if not d.get("job_cores_second_half"):
+        return ""
+    return f" (second half of the feed: {d['job_cores_second_half']:.2f})"
 
 
 def _pss(d: dict[str, Any]) -> str:
@@ -132,6 +140,7 @@ def summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
     units = {
         "events_per_s": ("events/s", ",.0f"),
         "cpu_us_per_event": ("CPU µs/event", ".2f"),
+        "cpu_us_per_event_second_half": ("the feed's second half", ".2f"),
         "delay_p99_s": ("watermark → InfluxDB p99 s", ".2f"),
         "batch_ms_p99": ("batch p99 ms", ",.0f"),
         "input_rows_per_s": ("input rows/s", ",.0f"),

@@ -203,3 +203,24 @@ def test_steal_is_the_hypervisors_share_of_proc_stat_in_seconds() -> None:
     before = steal_s()
     assert before == pytest.approx(jiffies / os.sysconf("SC_CLK_TCK"), abs=1.0)
     assert steal_s() >= before
+
+
+def test_a_live_run_gives_its_cpu_an_event_over_the_whole_feed_and_its_second_half() -> None:
+    from bench.report import live_line, summary_lines
+    from bench.run import summarize
+
+    lives = {
+        f"engine{n}": {"input_rows_per_s": 100_000.0, "job_cores": cores, "job_cores_second_half": half}
+        for n, cores, half in (("", 0.74, 0.52), ("_2", 0.77, 0.50), ("_3", 0.70, 0.55))
+    }
+    lines = summary_lines(summarize({"lives": lives}))
+    assert lines[0].startswith("engine live, 3 runs: ")
+    assert "CPU µs/event median 7.40 worst 7.70; the feed's second half median 5.20 worst 5.50" in lines[0]
+    line = live_line({**_live_dict(), "job_cores": 0.74, "job_cores_second_half": 0.52})
+    assert "CPU 0.74 cores (second half of the feed: 0.52) (+broker" in line
+
+
+def _live_dict() -> dict[str, object]:
+    from bench.run import LiveResult
+
+    return dict(LiveResult(rate=100_000.0, seconds=150).__dict__)
