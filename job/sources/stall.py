@@ -223,5 +223,6 @@ class StallWatch:
 
 
 def notice(text: str) -> None:
-    """One line on the executor's stderr (the dagger's log)."""
-    print(f"daggers: {text}", file=sys.stderr, flush=True)
+    """One line on the executor's stderr (the dagger's log), stamped as the runner's lines are (``HH:MM:SS``,
+    local time), so that a stall can be set against the micro-batches around it."""
+    print(f"{time.strftime('%H:%M:%S')} daggers: {text}", file=sys.stderr, flush=True)
