@@ -260,6 +260,17 @@ def query_sql_conf(spec: DaggerSpec) -> dict[str, str]:
     }
 
 
+def eviction_conf(plan: DaggerPlan, available_now: bool = False) -> dict[str, str]:
+    """Return the setting that turns off Spark's micro-batches without new data for a query whose sources
+    gather (``read_pacing: gather``): Spark runs one after every batch that moved the watermark, which after
+    every gathered read was one more micro-batch (planning, the state store's scan and commit) that closed no
+    window. Its sources ask for the batches that do close one (job.sources.kafka.TICK_KEY). Nothing for a run
+    of all input (``available_now``), whose last windows close in such batches."""
+    if available_now or not any(s.source.gather_ms > 0 for s in plan.streams):
+        return {}
+    return {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+
+
 @contextmanager
 def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Set SQL ``settings`` on ``spark`` for the block, then put back what was there (a shared or warm
@@ -449,7 +460,7 @@ class DaggerJob:
         Raises SinkError when a sink cannot work, before anything is read.
         """
         with session_conf(
-            self.spark, query_sql_conf(self.plan.spec)
+            self.spark, {**eviction_conf(self.plan, available_now), **query_sql_conf(self.plan.spec)}
         ):  # the query keeps them: it runs on a clone of the session
             return self._start(available_now, trigger_interval_s)
 

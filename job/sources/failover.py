@@ -63,7 +63,8 @@ def split_cluster(offsets: dict[str, Any]) -> tuple[str, kofs.Offsets]:
     cluster = str(offsets.get(CLUSTER_KEY, PRIMARY))
     if cluster not in (PRIMARY, SECONDARY):
         raise SourceError(f"the checkpoint's offsets name an unknown cluster {cluster!r}")
-    return cluster, {t: ps for t, ps in offsets.items() if t != CLUSTER_KEY}
+    # "@" starts no topic name: such keys are the source's own (the cluster, the eviction tick)
+    return cluster, {t: ps for t, ps in offsets.items() if not t.startswith("@")}
 
 
 def tag(offsets: kofs.Offsets, cluster: str, failover: bool) -> dict[str, Any]:

@@ -64,6 +64,10 @@ __all__ = [
 
 log = logging.getLogger("daggers.source.kafka")
 
+#: In the offsets of a gathering source (``cfg.gather_ms``), whose query runs no micro-batch without new data
+#: (:func:`job.query.runner.eviction_conf`): a count the source moves on when it wants one batch that reads
+#: nothing, the one that closes the windows the last batch's watermark passed (job.sources.pacing).
+TICK_KEY = "@tick"
 RECREATED_CONFIRMATIONS = 3  # consecutive look-ups that must show a topic shorter than the checkpoint
 
 
@@ -184,6 +188,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tuple[str, int], int
         ] = {}  # (topic, partition) -> the newest probed record's time
         self._log_watch = log_identity.LogWatch(cfg.loss_dir, cfg.fail_on_data_loss)
+        self._unclosed = False  # a batch read records since the last one that read none (see _tick)
 
     def _during_outage(self, start: dict[str, Any], exc: SourceError) -> dict[str, Any]:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -342,7 +347,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         cluster, bare = self._cluster_of(start)
         if not self._available_now and self._pacer.hold():
-            return start  # no new data: Spark closes the windows the last batch's watermark passed in a short batch
+            # no new data: the windows the last batch's watermark passed close in a short batch
+            return self._tick(start)
         try:
             if self._available_now and (self._target is None or self._target[0] != cluster):
                 self._target = (cluster, self._ends(cluster))  # the end of "now", once per cluster
@@ -367,7 +373,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except SourceError as exc:
             return self._during_outage(start, exc)
         if checked is not bare:
-            return start if checked is None else kfo.tag(checked, cluster, self.cfg.failover)
+            return start if checked is None else _ticked(start, kfo.tag(checked, cluster, self.cfg.failover))
         planned = self._plan_end(cluster, bare, end, limit)
         newest = _newest_read(planned, end, self._newest_ms)
         if _advances(bare, planned):
@@ -376,8 +382,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not self._available_now and not self._pacer.worth_reading(newest_s, now):
                 return start  # read at window close: the records wait until they close a window
             self._pacer.planned(newest_s, now)
+            self._unclosed = True
+        elif self._unclosed and not self._available_now:
+            # nothing new on the brokers: close what the last batch's watermark passed (record timestamps
+            # that are not event times can hide a boundary from the pacer)
+            return self._tick(start)
         self._log_watch.planned(cluster, planned)
-        return kfo.tag(planned, cluster, self.cfg.failover)
+        return _ticked(start, kfo.tag(planned, cluster, self.cfg.failover))
+
+    def _tick(self, start: dict[str, Any]) -> dict[str, Any]:
+        """Return the offsets of a batch that reads nothing after ``start``. Spark runs such a batch itself
+        when its watermark moved (a no-data micro-batch), unless the query turned them off, as a gathering
+        source's does (after every gathered read, it was one more micro-batch that closed no window): the
+        source then moves its tick on, and Spark sees new offsets."""
+        self._unclosed = False
+        if not self.cfg.gather_ms:
+            return start
+        return {**start, TICK_KEY: int(start.get(TICK_KEY, 0)) + 1}
 
     def _plan_end(
         self, cluster: str, start: kofs.Offsets, end: kofs.Offsets, limit: ReadLimit
@@ -460,6 +481,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         self._log_watch.close()
         self._drop_clients()
+
+
+def _ticked(start: dict[str, Any], planned: dict[str, Any]) -> dict[str, Any]:
+    """``planned`` with the tick of ``start`` (the count goes on from batch to batch), when it has one."""
+    return {**planned, TICK_KEY: start[TICK_KEY]} if TICK_KEY in start else planned
 
 
 def _ahead_of_end(start: kofs.Offsets, end: kofs.Offsets) -> set[tuple[str, str]]:

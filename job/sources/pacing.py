@@ -31,6 +31,14 @@ quick as without it. Much of a windowed aggregation's work in a micro-batch is p
 (the state store's read and write of the key's whole state, the sort, the shuffle) and per batch (its
 planning, the state store's scan for windows to evict), and a batch of 4 s touches hardly more keys than
 one of 1 s: gathering spreads that work over more records.
+
+**No batch without new data, but the ones that close a window** (a gathering source's query,
+``job.query.runner.eviction_conf``): Spark runs a no-data micro-batch after every batch that moved the
+watermark, so after every gathered read it ran one more (its planning, the state store's scan for windows to
+evict and its commit) that closed nothing. Such a query turns them off, and its source asks for the ones that
+close a window by moving the tick in its offsets on (``job.sources.kafka.TICK_KEY``): when :meth:`ClosePacer.hold`
+says so, and once when nothing new waits after a batch that read records (record timestamps that are not event
+times can hide a boundary from the pacer; a quiet topic's last windows close then).
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ def _send(bootstrap: str, topic: str, stamps_ms: list[int]) -> None:
     assert producer.flush(30) == 0
 
 
-def _reader(bootstrap: str, topic: str, period_ms: int, read_at_close: bool = False) -> KafkaStreamReader:
+def _reader(
+    bootstrap: str, topic: str, period_ms: int, read_at_close: bool = False, gather_ms: int = 0
+) -> KafkaStreamReader:
     return KafkaStreamReader(
         SourceConfig(
             bootstrap_servers=bootstrap,
@@ -55,6 +57,7 @@ def _reader(bootstrap: str, topic: str, period_ms: int, read_at_close: bool = Fa
             close_period_ms=period_ms,
             close_delay_ms=0,
             read_at_close=read_at_close,
+            gather_ms=gather_ms,
         )
     )
 
@@ -115,6 +118,54 @@ def test_read_at_window_close_reads_only_what_closes_a_window_then_closes_it(bro
         _send(broker.bootstrap, topic, [T0_MS + 61_000])  # closes [T0, T0 + 60 s): read everything waiting
         assert _plan(reader, _end(topic, 2)) == _end(topic, 5)
         assert _plan(reader, _end(topic, 5)) == _end(topic, 5)  # then the short batch
+    finally:
+        reader.stop()
+
+
+def _ticked(offsets: dict, tick: int) -> dict:
+    return {**offsets, "@tick": tick}
+
+
+def test_a_gathering_reader_asks_for_each_closing_batch_with_a_tick(broker) -> None:  # type: ignore[no-untyped-def]
+    """A gathering source's query runs no batch without new data (job.query.runner.eviction_conf): the batch
+    that closes a window is asked for by moving the offsets' tick on, once a boundary was read past, and no
+    other: records held back between boundaries make no batch."""
+    topic = unique("pace-tick")
+    broker.create_topic(topic, partitions=1)
+    reader = _reader(broker.bootstrap, topic, 60_000, gather_ms=30_000)  # no wall-clock period passes here
+    try:
+        _send(broker.bootstrap, topic, [T0_MS + 1_000 * (i + 1) for i in range(5)])
+        assert _plan(reader, {}) == _end(topic, 5)  # the first read is always made
+        # it passes the boundary before it, as far as the source knows: one closing batch, then none
+        assert _plan(reader, _end(topic, 5)) == _ticked(_end(topic, 5), 1)
+        assert _plan(reader, _ticked(_end(topic, 5), 1)) == _ticked(_end(topic, 5), 1)
+        _send(broker.bootstrap, topic, [T0_MS + 10_000])  # far from the next boundary: it gathers
+        assert _plan(reader, _ticked(_end(topic, 5), 1)) == _ticked(_end(topic, 5), 1)
+        _send(broker.bootstrap, topic, [T0_MS + 61_000, T0_MS + 62_000])  # past T0 + 60 s: read at once
+        assert _plan(reader, _ticked(_end(topic, 5), 1)) == _ticked(_end(topic, 8), 1)
+        assert _plan(reader, _ticked(_end(topic, 8), 1)) == _ticked(_end(topic, 8), 2)  # the closing batch
+        assert _plan(reader, _ticked(_end(topic, 8), 2)) == _ticked(_end(topic, 8), 2)
+        assert (
+            reader.partitions(_ticked(_end(topic, 8), 1), _ticked(_end(topic, 8), 2)) == []
+        )  # reads nothing
+    finally:
+        reader.stop()
+
+
+def test_a_gathering_reader_closes_what_is_due_when_its_topic_goes_quiet(broker) -> None:  # type: ignore[no-untyped-def]
+    """Record timestamps that are not event times can hide a boundary from the pacer: when nothing new waits
+    after a batch that read records, one batch that reads nothing closes what its watermark passed."""
+    topic = unique("pace-quiet")
+    broker.create_topic(topic, partitions=1)
+    reader = _reader(broker.bootstrap, topic, 60_000, gather_ms=1)  # reads whatever waits
+    try:
+        _send(broker.bootstrap, topic, [T0_MS + 1_000, T0_MS + 2_000])
+        assert _plan(reader, {}) == _end(topic, 2)
+        assert _plan(reader, _end(topic, 2)) == _ticked(_end(topic, 2), 1)  # the boundary before it
+        _send(broker.bootstrap, topic, [T0_MS + 3_000])
+        assert _plan(reader, _ticked(_end(topic, 2), 1)) == _ticked(_end(topic, 3), 1)
+        assert _plan(reader, _ticked(_end(topic, 3), 1)) == _ticked(_end(topic, 3), 2)  # quiet: one batch
+        assert _plan(reader, _ticked(_end(topic, 3), 2)) == _ticked(_end(topic, 3), 2)  # then none
     finally:
         reader.stop()
 

@@ -163,6 +163,35 @@ def test_a_windowed_dagger_gathers_records_between_boundaries_unless_its_checkpo
     )  # a checkpoint that reads at every trigger keeps doing so
 
 
+def test_a_gathering_query_runs_no_batch_without_new_data_its_source_asks_for_those(tmp_path: Path) -> None:
+    """Spark's batch after every one that moved the watermark closed no window between boundaries: a query
+    whose source gathers turns them off (the source ticks for the ones that close a window), unless it reads
+    all input once (its last windows close in such batches)."""
+    from job.query.runner import eviction_conf
+
+    def conf(sql: str, extra: str = "", available_now: bool = False) -> dict[str, str]:
+        _, text = make_spec(
+            name="ev",
+            bootstrap="127.0.0.1:1",
+            topic="t",
+            proto_class="daggers.events.DriverLocationPing",
+            sql=sql,
+            influx_url="http://127.0.0.1:1",
+            db="d",
+            measurement="m",
+            checkpoint=tmp_path / "ckpt",
+            watermark_delay_ms=7_000,
+        )
+        return eviction_conf(plan(parse_spec(text + extra, "c.yaml"), tmp_path), available_now)
+
+    off = {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+    assert conf(DRIVERS_SQL) == off
+    assert conf(DRIVERS_SQL, available_now=True) == {}
+    assert conf(DRIVERS_SQL, "close_windows_promptly: false\n") == {}  # Spark's own pacing
+    assert conf(DRIVERS_SQL, "light: true\n") == off  # reads at window close, and ticks to close it
+    assert conf("SELECT driver_id FROM data_stream WHERE driver_id <> ''") == {}  # no window
+
+
 def test_a_light_dagger_that_keeps_no_state_triggers_at_most_every_five_seconds(tmp_path: Path) -> None:
     def trigger(sql: str, extra: str = "", every_s: float = 1.0) -> float:
         _, text = make_spec(
