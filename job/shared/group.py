@@ -456,7 +456,7 @@ class HostedGroup:
         and open each member's sinks, retrying as their policies say (a member whose sink cannot work
         fails alone). A stop ends a wait between two tries at once (:class:`_StoppedStarting`)."""
         from job.query.plan import pin_schema, register_plan_functions
-        from job.query.runner import DaggerJob, query_sql_conf, session_conf
+        from job.query.runner import DaggerJob, eviction_conf, query_sql_conf, session_conf
         from job.shared.fusion import group_frame, group_plan
         from job.sinks.base import start_sinks
         from job.sources.kafka import register_source
@@ -483,7 +483,8 @@ class HostedGroup:
         session = pool_session(self.base, first.spec.parallelism, self.pool)
         register_plan_functions(session, first)
         register_source(session)
-        conf = {**query_sql_conf(first.spec), **GROUP_SQL_CONF}
+        # its sources ask for the batches that close windows, as a dagger's of its own do
+        conf = {**eviction_conf(group), **query_sql_conf(first.spec), **GROUP_SQL_CONF}
         with session_conf(session, conf):
             frame, self._branches = group_frame(
                 session,
