@@ -205,6 +205,8 @@ def test_a_range_read_from_the_wrong_offset_is_assigned_again_and_reads_exactly_
     err = capfd.readouterr().err
     assert f"no records from {topic}[0] at offset 2000 for " in err
     assert f"{topic}[0] reads again after " in err and "(range 2000..2500; 1 re-seek" in err
+    # stamped as the runner's lines are, so a stall can be set against the batches around it
+    assert re.search(rf"^\d\d:\d\d:\d\d daggers: no records from {re.escape(topic)}\[0\]", err, re.M), err
     if broker.kind == "tansu":  # tansu answers a fetch past the end with nothing: the quiet re-seek, whose
         # new consumer waits longer for its fetches (what cures tansu's empty answers: issue 36)
         assert took >= RESEEK_AFTER_S  # (how much later, on a busy machine, is not this test's business)
