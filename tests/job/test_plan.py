@@ -87,6 +87,10 @@ def test_the_source_aggregates_distinct_counts_first_unless_a_transformer_reads_
 
 
 def _source(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    return _plan(tmp_path, sql, extra).streams[0].source
+
+
+def _plan(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyped-def]
     _, text = make_spec(
         name="close",
         bootstrap="127.0.0.1:1",
@@ -99,7 +103,7 @@ def _source(tmp_path: Path, sql: str, extra: str = ""):  # type: ignore[no-untyp
         checkpoint=tmp_path / "ckpt",
         watermark_delay_ms=7_000,
     )
-    return plan(parse_spec(text + extra, "c.yaml"), tmp_path).streams[0].source
+    return plan(parse_spec(text + extra, "c.yaml"), tmp_path)
 
 
 def test_the_source_knows_when_windows_close_every_size_or_slide_after_the_watermark_delay(
@@ -170,19 +174,7 @@ def test_a_gathering_query_runs_no_batch_without_new_data_its_source_asks_for_th
     from job.query.runner import eviction_conf
 
     def conf(sql: str, extra: str = "", available_now: bool = False) -> dict[str, str]:
-        _, text = make_spec(
-            name="ev",
-            bootstrap="127.0.0.1:1",
-            topic="t",
-            proto_class="daggers.events.DriverLocationPing",
-            sql=sql,
-            influx_url="http://127.0.0.1:1",
-            db="d",
-            measurement="m",
-            checkpoint=tmp_path / "ckpt",
-            watermark_delay_ms=7_000,
-        )
-        return eviction_conf(plan(parse_spec(text + extra, "c.yaml"), tmp_path), available_now)
+        return eviction_conf(_plan(tmp_path, sql, extra), available_now)
 
     off = {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
     assert conf(DRIVERS_SQL) == off
