@@ -24,7 +24,7 @@ def test_committed_but_unreported_batches_are_counted_from_offsets(tmp_path: Pat
     spark = tmp_path / "spark"
     _batch(spark, 0, {"t": {"0": 10, "1": 5}})
     _batch(spark, 1, {"t": {"0": 40, "1": 25}, "@cluster": "primary"})
-    _batch(spark, 2, {"t": {"0": 100, "1": 25}})
+    _batch(spark, 2, {"t": {"0": 100, "1": 25}, "@tick": 4})  # a gathering source's tick: not a topic
     _batch(spark, 3, {"t": {"0": 160, "1": 30}}, commit=False)  # planned, not committed: Spark runs it again
     assert committed_since(spark, 0) == (30 + 20 + 60, 2)
     assert committed_since(spark, 1) == (60, 2)

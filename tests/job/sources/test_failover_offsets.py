@@ -32,6 +32,7 @@ def test_offsets_without_the_key_are_the_primarys() -> None:
     tagged = kfo.tag({"t": {"0": 5}}, "secondary", True)
     assert tagged == {"@cluster": "secondary", "t": {"0": 5}}
     assert kfo.split_cluster(tagged) == ("secondary", {"t": {"0": 5}})
+    assert kfo.split_cluster({**tagged, "@tick": 3}) == ("secondary", {"t": {"0": 5}})  # the source's own key
     assert kfo.tag({"t": {"0": 5}}, "primary", False) == {"t": {"0": 5}}  # no failover: the old format
     with pytest.raises(SourceError, match="unknown cluster"):
         kfo.split_cluster({"@cluster": "tertiary"})
