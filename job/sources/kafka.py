@@ -188,7 +188,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tuple[str, int], int
         ] = {}  # (topic, partition) -> the newest probed record's time
         self._log_watch = log_identity.LogWatch(cfg.loss_dir, cfg.fail_on_data_loss)
-        self._unclosed = False  # a batch read records since the last one that read none (see _tick)
+        # a batch read records since the last one that read none (see _tick); a run that resumes a checkpoint
+        # starts with True: a run killed right after the batch that moved the watermark closes what it passed
+        # at its first plan (a new query's initialOffset sets False: nothing was read)
+        self._unclosed = True
 
     def _during_outage(self, start: dict[str, Any], exc: SourceError) -> dict[str, Any]:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
@@ -316,6 +319,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return cluster, bare
 
     def initialOffset(self) -> dict[str, Any]:
+        self._unclosed = False  # a new query: nothing read, nothing to close
         tps = self._partitions()
         how = self.cfg.start_from.strip().lower()
         if how == "earliest":

@@ -170,6 +170,26 @@ def test_a_gathering_reader_closes_what_is_due_when_its_topic_goes_quiet(broker)
         reader.stop()
 
 
+def test_a_resumed_gathering_reader_closes_what_is_due_at_its_first_plan(broker) -> None:  # type: ignore[no-untyped-def]
+    """A run killed right after the batch that moved the watermark (before the batch that closes the window)
+    resumes its checkpoint: its first plan with nothing new closes what is due; a new query's does not."""
+    topic = unique("pace-resume")
+    broker.create_topic(topic, partitions=1)
+    _send(broker.bootstrap, topic, [T0_MS + 1_000, T0_MS + 61_000])
+    fresh = _reader(broker.bootstrap, topic, 60_000, gather_ms=4_000)
+    resumed = _reader(broker.bootstrap, topic, 60_000, gather_ms=4_000)
+    try:
+        assert fresh.initialOffset() == _end(topic, 0)  # start_from earliest
+        assert _plan(fresh, _end(topic, 2)) == _end(topic, 2)  # (as if read) nothing new: no batch
+        assert _plan(resumed, _ticked(_end(topic, 2), 7)) == _ticked(
+            _end(topic, 2), 8
+        )  # Spark gave no initialOffset
+        assert _plan(resumed, _ticked(_end(topic, 2), 8)) == _ticked(_end(topic, 2), 8)  # once
+    finally:
+        fresh.stop()
+        resumed.stop()
+
+
 # ---- a live dagger, fed step by step: every window exactly, each closed by a no-data batch -------------
 
 SQL = """SELECT COUNT(*) AS n, TUMBLE_END(rowtime, INTERVAL '2' SECOND) AS window_timestamp
