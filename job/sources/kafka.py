@@ -387,9 +387,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start  # read at window close: the records wait until they close a window
             self._pacer.planned(newest_s, now)
             self._unclosed = True
-        elif self._unclosed and not self._available_now:
+        elif self._unclosed and self.cfg.gather_ms and not self._available_now:
             # nothing new on the brokers: close what the last batch's watermark passed (record timestamps
-            # that are not event times can hide a boundary from the pacer)
+            # that are not event times can hide a boundary from the pacer); without gathering, Spark does
             return self._tick(start)
         self._log_watch.planned(cluster, planned)
         return _ticked(start, kfo.tag(planned, cluster, self.cfg.failover))
