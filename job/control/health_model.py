@@ -49,9 +49,14 @@ controller that was down): a state changes only on evidence that outlasts a batc
 ``stopped``
     it was stopped (or never deployed) on purpose. A dagger that should run while its old run stops (a
     restart, a new version) is not stopped: it shows what the old run shows ("replacing its run: …").
+``starting``
+    its controller started a run (a first start, a restart, or a new version rolling out) that has not
+    reported yet, for at most ``start_timeout_s``: a deploy of an edited spec reads ``rolling out version 3:
+    its new run started 4 s ago, no report yet``. It is healthy for its cluster (a rollover degrades nothing),
+    shows no figure, and the stall evidence of the runs before a restart after a crash still stands.
 ``unknown``
-    no fresh report: its controller is silent (no heartbeat for ``controller_silent_s``), or it is
-    starting and has reported nothing yet.
+    no fresh report: its controller is silent (no heartbeat for ``controller_silent_s``), or it waits for
+    its controller to start it.
 
 Figures (rows/s, lag, batch time) carry the time they were measured and their age; a dagger that is
 stopped, failed, crash-looping or unknown shows none. A lag is unknown (no figure, "lag unknown: …" its
@@ -75,15 +80,17 @@ from job.control.lag_trend import Reading, lag_trend
 from job.control.rates import Counted, batch_interval, rows_rate
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
+STARTING = "starting"
 CRASH_LOOPING, FAILED, STOPPED, UNKNOWN = "crash-looping", "failed", "stopped", "unknown"
 #: Every dagger state, best first.
-DAGGER_STATES = (RUNNING, CATCHING_UP, LAGGING, STALLED, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
+DAGGER_STATES = (RUNNING, STARTING, CATCHING_UP, LAGGING, STALLED, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 #: Every cluster state, best first (a cluster is the worst of its parts).
 CLUSTER_STATES = (HEALTHY, DEGRADED, UNHEALTHY)
 #: What each dagger state makes of its cluster.
 CLUSTER_LEVEL_OF = {
     RUNNING: HEALTHY,
+    STARTING: HEALTHY,
     CATCHING_UP: HEALTHY,
     STOPPED: HEALTHY,
     LAGGING: DEGRADED,
@@ -221,6 +228,7 @@ class DaggerFacts:
     actual_state: str = "created"
     restarts: int = 0
     started_at: float | None = None
+    running_version: int | None = None
     next_restart_at: float | None = None
     last_error: str | None = None
     progress: Mapping[str, Any] = field(default_factory=dict)
@@ -249,6 +257,7 @@ class DaggerFacts:
             actual_state=str(st.get("actual_state") or "created"),
             restarts=int(st.get("restarts") or 0),
             started_at=st.get("started_at"),
+            running_version=st.get("running_version"),
             next_restart_at=st.get("next_restart_at"),
             last_error=st.get("last_error"),
             progress=dict(st.get("progress") or {}),
@@ -394,6 +403,19 @@ def batch_in_flight(progress: Mapping[str, Any], started: float) -> tuple[int, f
         return None
     since = float(batch["since"])
     return (int(batch.get("id", -1)), since) if since >= started else None
+
+
+def starting_words(f: DaggerFacts, up_s: float) -> str:
+    """Return what a run that has not reported yet is, ``up_s`` after its start: ``rolling out version 3: its
+    new run started 4 s ago, no report yet`` (a run before it reported: a new version or a restart),
+    ``restarting after 1 crash: …``, or ``starting version 1: started 4 s ago, no report yet``."""
+    version = f" version {f.running_version}" if f.running_version is not None else ""
+    if f.restarts > 0:
+        crashes = f"{f.restarts} crash{'es' if f.restarts != 1 else ''}"
+        return f"restarting{version} after {crashes}: its new run started {up_s:.0f} s ago, no report yet"
+    if float(f.progress.get("updated_at") or 0.0) > 0.0:  # a run before this one reported
+        return f"rolling out{version or ' a new run'}: its new run started {up_s:.0f} s ago, no report yet"
+    return f"starting{version}: started {up_s:.0f} s ago, no report yet"
 
 
 def _batch_words(batch_id: int, ran_s: float, first: bool, carried: bool) -> str:
@@ -553,7 +575,7 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     if updated < started or not updated:
         if up_s is not None and up_s > s.start_timeout_s:
             return DaggerHealth(STALLED, f"no report {up_s:.0f} s after its start", restarts=restarts)
-        return DaggerHealth(UNKNOWN, "starting: no report yet", restarts=restarts)
+        return DaggerHealth(STARTING, starting_words(f, up_s or 0.0), restarts=restarts)
     if "batch_at" in p and not p.get("batch_at"):  # this run reported, but no batch yet: the last one before
         batch_at = float(last_rows_at(f.samples) or known_since) if carried else started
     else:

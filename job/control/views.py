@@ -87,6 +87,7 @@ _FACT_FIELDS = (
     "actual_state",
     "restarts",
     "started_at",
+    "running_version",
     "next_restart_at",
     "last_error",
     "progress",
@@ -164,7 +165,7 @@ class DaggerView:
 
     @property
     def state(self) -> str:
-        """The health model's state: running, catching up, lagging, stalled, crash-looping, failed,
+        """The health model's state: running, starting, catching up, lagging, stalled, crash-looping, failed,
         stopped or unknown."""
         return str(self.health.get("state") or "unknown")
 

@@ -8,7 +8,7 @@ from rich.table import Column, Table
 
 from job.cli.control.reply import span
 from job.common.words import counted
-from job.control.health_model import CRASH_LOOPING, FAILED, STOPPED, UNKNOWN, event_watermark
+from job.control.health_model import CRASH_LOOPING, FAILED, STARTING, STOPPED, UNKNOWN, event_watermark
 
 
 def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
@@ -52,7 +52,7 @@ def dagger_table(rows: list[Any]) -> Table:
 
 
 #: The states the health model shows no figure of (rows/s, lag, batch time), rather than their last values.
-NO_FIGURES = (CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
+NO_FIGURES = (STARTING, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
 
 
 def _ago(seconds: float) -> str:

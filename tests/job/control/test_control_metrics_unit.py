@@ -55,7 +55,7 @@ def test_states_figures_and_cluster() -> None:
         k("daggers_dagger_state", **a, state="lagging"): 1.0,
         k("daggers_dagger_state", **b, state="crash-looping"): 1.0,
     }
-    assert sum(1 for k in got if k.startswith("daggers_dagger_state")) == 16  # 8 states x 2 daggers
+    assert sum(1 for k in got if k.startswith("daggers_dagger_state")) == 18  # 9 states x 2 daggers
     assert {
         k: v for k, v in got.items() if not k.startswith(("daggers_dagger_state", "daggers_cluster"))
     } == {

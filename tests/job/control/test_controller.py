@@ -6,6 +6,7 @@ The real dagger process (Spark, broker, InfluxDB) is in test_control_e2e.py."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -275,3 +276,35 @@ def test_a_deploy_is_handed_to_the_warm_standby(sqlite_registry: Registry, tmp_p
     next_standby = ctl._standby.popen
     ctl.close()
     assert next_standby.poll() is not None  # closing the controller ends its standby
+
+
+def test_a_rollover_reads_starting_and_keeps_the_cluster_healthy(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
+    """A deploy of an edited spec: the round that launches the new version leaves it ``starting`` with no
+    report (its old run's status.json is the last one). An outside tester's /metrics sample read ``unknown``
+    there, which made the cluster degraded: it reads what it is, and the cluster stays healthy."""
+    seed(sqlite_registry, kafka="127.0.0.1:19092")
+    alice = ControlPlane(sqlite_registry, "alice")
+    text = bookings_spec("roll")
+    alice.create("a-jkt", text, deploy=True)
+    ctl = Controller(sqlite_registry, "a-jkt", tmp_path / "state", settings=settings(), command=fake({}))
+    ctl.claim()
+    first = until(ctl, alice, "roll", lambda d: d.actual_state == "running" and d.progress.get("updated_at"))
+    alice.edit("roll", text.replace("trigger_interval_s: 1", "trigger_interval_s: 2"))
+    seen: list[tuple[str, int | None, str]] = []
+    deadline = time.monotonic() + 60
+    while not seen or seen[-1][:2] != ("running", 2):
+        assert time.monotonic() < deadline, seen
+        ctl.reconcile_once()
+        view = alice.dagger("roll")
+        verdict = alice.cluster_health("a-jkt")["state"]
+        seen.append((view.state, view.running_version, view.health["reason"]))
+        assert not any("dagger" in why for why in verdict["reasons"]), (seen, verdict)
+        time.sleep(0.05)
+    starting = [s for s in seen if s[0] == "starting"]
+    assert starting and {s[0] for s in seen} <= {"running", "starting"}, seen
+    assert starting[0][1] == 2 and first.running_version == 1
+    assert re.fullmatch(
+        r"rolling out version 2: its new run started \d s ago, no report yet", starting[0][2]
+    ), starting

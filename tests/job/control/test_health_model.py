@@ -15,6 +15,7 @@ from job.control.health_model import (
     LAGGING,
     RUNNING,
     STALLED,
+    STARTING,
     STOPPED,
     UNHEALTHY,
     UNKNOWN,
@@ -170,9 +171,9 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
     ),
     (
         "starting, no report yet",
-        facts(actual_state="starting", started_at=NOW - 20),
-        UNKNOWN,
-        "starting: no report yet",
+        facts(actual_state="starting", started_at=NOW - 20, running_version=1),
+        STARTING,
+        "starting version 1: started 20 s ago, no report yet",
     ),
     (
         "starting, no report after 301 s",
@@ -183,8 +184,20 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
     (
         "report from before this start",
         facts(actual_state="starting", started_at=NOW - 20, progress=progress(NOW - 40)),
-        UNKNOWN,
-        "starting: no report yet",
+        STARTING,
+        "rolling out a new run: its new run started 20 s ago, no report yet",
+    ),
+    (
+        "a new version rolling out, its old run's report the last",
+        facts(actual_state="starting", started_at=NOW - 1, running_version=3, progress=progress(NOW - 2)),
+        STARTING,
+        "rolling out version 3: its new run started 1 s ago, no report yet",
+    ),
+    (
+        "restarted once after a crash, no report yet",
+        facts(actual_state="starting", started_at=NOW - 4, restarts=1, running_version=2),
+        STARTING,
+        "restarting version 2 after 1 crash: its new run started 4 s ago, no report yet",
     ),
     (
         "reading, small lag",
@@ -676,6 +689,7 @@ CLUSTERS: list[
     tuple[str, float | None, dict[str, Any] | None, float | None, list[str], str, tuple[str, ...]]
 ] = [
     ("all good", BEAT, probe(), NOW - 5, [RUNNING, STOPPED, CATCHING_UP], HEALTHY, ()),
+    ("a version rolling out degrades nothing", BEAT, probe(), NOW - 5, [RUNNING, STARTING], HEALTHY, ()),
     (
         "silent controller",
         NOW - 45,
