@@ -91,7 +91,7 @@ ENGINE_FEATURES: dict[str, str] = {
 }
 #: How long a windowed dagger with ``read_pacing: gather`` lets records gather between reads, far from a
 #: window boundary (job.sources.pacing); a trigger interval this long or longer makes it moot.
-GATHER_S = 4.0
+GATHER_S = 8.0
 # What a checkpoint ran with before a feature was pinned: a checkpoint with no engine.json (started before
 # any was pinned), and a feature missing from an engine.json written before that feature existed.
 _BEFORE_PINNING = {

@@ -350,6 +350,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         cluster, bare = self._cluster_of(start)
+        if not self._available_now:
+            self._pacer.plan_starts(time.monotonic())  # the batch planned last has ended: time it
         if not self._available_now and self._pacer.hold():
             # no new data: the windows the last batch's watermark passed close in a short batch
             return self._tick(start)

@@ -27,7 +27,12 @@ needs, where each micro-batch costs a few hundred milliseconds of CPU whatever i
 from a boundary, the source plans new data only every ``gather_s`` of wall time, so a micro-batch holds
 that many seconds of records; once the newest record waiting is stamped within ``gather_s`` of the next
 boundary, it reads at every trigger again, so the batch that reads the closing record is as small and
-quick as without it. Much of a windowed aggregation's work in a micro-batch is per window key it touches
+quick as without it. How long before the boundary is the *lead*: a gathered batch planned just before the lead
+must have ended by the boundary, or the batch that reads the closing record waits for it. So the lead follows
+the source's own measure of its gathered batches: the wall time from planning one to planning the next
+(Spark plans the next micro-batch when the last one ended), the longest of the last ``LEAD_SAMPLES`` times
+``LEAD_FACTOR`` plus ``LEAD_MARGIN_S``; ``gather_s`` until one has been measured. A slow machine, a cold JIT or a
+larger batch lengthens the lead; a quick batch lets records gather longer. Much of a windowed aggregation's work in a micro-batch is per window key it touches
 (the state store's read and write of the key's whole state, the sort, the shuffle) and per batch (its
 planning, the state store's scan for windows to evict), and a batch of 4 s touches hardly more keys than
 one of 1 s: gathering spreads that work over more records.
@@ -44,7 +49,14 @@ times can hide a boundary from the pacer; a quiet topic's last windows close the
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
+
+#: The lead of a gathering source (how long before a boundary it reads at every trigger again) is this many
+#: times the longest of its last ``LEAD_SAMPLES`` gathered micro-batches, plus ``LEAD_MARGIN_S``.
+LEAD_FACTOR = 1.5
+LEAD_MARGIN_S = 0.5
+LEAD_SAMPLES = 3
 
 
 def boundary_before(t_s: float, period_ms: int, delay_ms: int) -> float:
@@ -71,6 +83,11 @@ class ClosePacer:
     _closed_for: float = field(
         default=-math.inf, init=False
     )  # the last boundary an empty batch was planned for
+    _gathered: bool = field(default=False, init=False)  # the last read allowed was a gathered one
+    _timing: bool = field(default=False, init=False)  # a gathered batch planned, its end not seen yet
+    _took: deque[float] = field(
+        default_factory=lambda: deque(maxlen=LEAD_SAMPLES), init=False
+    )  # wall seconds of the last gathered batches
 
     @property
     def enabled(self) -> bool:
@@ -88,10 +105,26 @@ class ClosePacer:
         self._closed_for = boundary
         return True
 
+    def plan_starts(self, now_s: float) -> None:
+        """Record that a micro-batch is being planned at monotonic ``now_s``: the batch planned before it has
+        ended. The first plan after a gathered read times that read (see :meth:`lead_s`)."""
+        if self._timing and self._read_at is not None:
+            self._took.append(max(0.0, now_s - self._read_at))
+        self._timing = False
+
+    def lead_s(self) -> float:
+        """Return how long before a boundary a gathering source reads at every trigger: ``LEAD_FACTOR`` times
+        the longest of its last gathered batches plus ``LEAD_MARGIN_S`` (``gather_s`` before one was timed),
+        at most one window period."""
+        if not self._took:
+            return self.gather_s
+        return min(LEAD_FACTOR * max(self._took) + LEAD_MARGIN_S, self.period_ms / 1000)
+
     def planned(self, newest_s: float | None, now_s: float = 0.0) -> None:
         """Record that the batch just planned (at monotonic ``now_s``) reads records up to one stamped
         ``newest_s`` (None: not known, e.g. a batch capped by a read limit)."""
         self._read_at = now_s
+        self._timing, self._gathered = self._gathered, False
         if newest_s is not None:
             self._newest_s = newest_s if self._newest_s is None else max(self._newest_s, newest_s)
 
@@ -99,17 +132,20 @@ class ClosePacer:
         """With ``read_at_close`` or ``gather_s``: whether the batch to plan at monotonic ``now_s`` should read
         the records waiting, the newest stamped ``newest_s`` (None: not known). Always True without either
         or without windows, for the first read, for a newest record not known, when ``newest_s`` (plus
-        ``gather_s`` when gathering) is past the boundary after the newest record read so far, and a period
+        :meth:`lead_s` when gathering) is past the boundary after the newest record read so far, and a period
         (``gather_s`` when gathering) of wall time after the last read."""
         if self.read_at_close:
             wait_s, lead_s = self.period_ms / 1000, 0.0
         elif self.gather_s > 0:
-            wait_s, lead_s = self.gather_s, self.gather_s
+            wait_s, lead_s = self.gather_s, self.lead_s()
         else:
             return True
         if not self.enabled or self._newest_s is None or newest_s is None:
             return True
-        if self._read_at is None or now_s - self._read_at >= wait_s:
+        if self._read_at is None:
+            return True
+        if now_s - self._read_at >= wait_s:
+            self._gathered = self.gather_s > 0 and not self.read_at_close
             return True
         return boundary_before(newest_s + lead_s, self.period_ms, self.delay_ms) > boundary_before(
             self._newest_s, self.period_ms, self.delay_ms

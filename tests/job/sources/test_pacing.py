@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from job.sources.pacing import ClosePacer, boundary_before
 
 T0 = 1_800_000_000.0  # a whole minute since the epoch
@@ -60,6 +66,7 @@ def _reads(pacer: ClosePacer, waiting: list[tuple[float, float]]) -> list[str]:
     'wait' (read at window close: the records stay in Kafka)."""
     out = []
     for now, newest in waiting:
+        pacer.plan_starts(now)
         if pacer.hold():
             out.append("hold")
         elif pacer.worth_reading(T0 + newest, now):
@@ -121,39 +128,123 @@ def test_read_at_close_without_windows_or_stamps_reads_every_batch() -> None:
 
 def test_gather_reads_every_gather_s_far_from_a_boundary_and_every_trigger_near_one() -> None:
     pacer = ClosePacer(60_000, 10_000, gather_s=4.0)  # boundaries at 10 and 70 (event time)
-    # one trigger a second, the newest record waiting stamped 0.2 s before the wall time
-    waiting = [(float(t), t - 0.2) for t in range(0, 24)] + [(float(t), t - 0.2) for t in range(60, 76)]
+    # one trigger a second, every batch over within it, the newest record waiting stamped 0.2 s before the
+    # wall time
+    waiting = [(float(t), t - 0.2) for t in range(0, 76)]
     got = [
         f"{int(now)}:{what}"
         for (now, _), what in zip(waiting, _reads(pacer, waiting), strict=True)
         if what != "wait"
     ]
-    # the first read crosses the boundary at -50: an empty batch; then a read every 4 s until the records
-    # waiting are within 4 s of the boundary at 10, at every trigger until one crosses it, the empty batch
-    # that closes the window, and every 4 s again
+    # the first read crosses the boundary at -50: an empty batch. The read at 4 is the first gathered one;
+    # it took 1 s (the next plan came a trigger later), so the lead is 1.5 * 1 + 0.5 = 2 s: a read every 4 s
+    # until the records waiting are within 2 s of the boundary at 10, then at every trigger until one
+    # crosses it, the empty batch that closes the window, and every 4 s again
     assert got == [
         "0:read",
         "1:hold",
         "4:read",
-        "7:read",
         "8:read",
         "9:read",
         "10:read",
         "11:read",
         "12:hold",
-        "15:read",
-        "19:read",
-        "23:read",
-        "60:read",
-        "64:read",
-        "67:read",
-        "68:read",
+        *[f"{t}:read" for t in range(15, 68, 4)],
         "69:read",
         "70:read",
         "71:read",
         "72:hold",
         "75:read",
     ]
+    assert pacer.lead_s() == 2.0
+
+
+def _simulate(
+    pacer: ClosePacer, cost: Callable[[float], float], seconds: float, lag_s: float = 0.2
+) -> list[tuple[float, float, str]]:
+    """Run ``pacer`` as Spark runs a source: a trigger a second, the next plan when the last batch ended.
+    Records arrive stamped with the wall time, ``lag_s`` late; a batch reading ``s`` seconds of them takes
+    ``cost(s)`` (an empty one ``cost(0)``). Return each batch as (start, end, what): "gathered" (a read
+    ``gather_s`` after the last one), "read", "hold" (empty)."""
+    out: list[tuple[float, float, str]] = []
+    now, read_to, last_read = 0.0, 0.0, -math.inf
+    while now < seconds:
+        pacer.plan_starts(now)
+        newest = now - lag_s
+        if pacer.hold():
+            what, took = "hold", cost(0.0)
+        elif newest > read_to and pacer.worth_reading(T0 + newest, now):
+            what = "gathered" if now - last_read >= pacer.gather_s else "read"
+            pacer.planned(T0 + newest, now)
+            took, read_to, last_read = cost(newest - read_to), newest, now
+        else:
+            now += 1.0
+            continue
+        out.append((now, now + took, what))
+        now = max(now + 1.0, now + took)
+    return out
+
+
+def _in_flight(batches: list[tuple[float, float, str]], at: float) -> str:
+    return next((what for start, end, what in batches if start <= at < end), "none")
+
+
+def test_the_lead_follows_how_long_a_gathered_batch_takes() -> None:
+    # a batch of s seconds of records takes 0.4 + 0.3 s per second of records: a gathered one (8 s) 2.8 s
+    pacer = ClosePacer(60_000, 10_000, gather_s=8.0)
+    batches = _simulate(pacer, lambda s: 0.4 + 0.3 * s, 200.0)
+    # the next plan comes when a batch ends: its length is what the pacer measures
+    took = [end - start for start, end, what in batches if what == "gathered"][-3:]
+    assert 2.8 <= max(took) < 3.1
+    assert pacer.lead_s() == 1.5 * max(took) + 0.5
+    # the closing record of each window (stamped 10, 70, 130, 190) arrives while no gathered batch runs,
+    # and the batch that reads it starts at once after the short one in flight
+    for boundary in (10.2, 70.2, 130.2, 190.2):
+        assert _in_flight(batches, boundary) in ("read", "none")
+        reads_it = next(start for start, _, what in batches if start >= boundary and what != "hold")
+        assert reads_it - boundary < 1.5
+    # far from a boundary it reads every 8 s (at the first plan 8 s after the last read): 4 batches in 40 s
+    # where reading at every trigger takes 39
+    gathered = [start for start, _, what in batches if what == "gathered" and 80 < start < 120]
+    assert all(8.0 <= b - a < 9.0 for a, b in zip(gathered, gathered[1:], strict=False))
+    assert len([b for b in batches if 80 < b[0] < 120]) == 4
+    eager = _simulate(ClosePacer(60_000, 10_000), lambda s: 0.4 + 0.3 * s, 200.0)
+    assert len([b for b in eager if 80 < b[0] < 120]) == 39
+
+
+def test_before_a_gathered_batch_was_timed_the_lead_is_gather_s() -> None:
+    pacer = ClosePacer(60_000, 10_000, gather_s=8.0)
+    assert pacer.lead_s() == 8.0
+    pacer.plan_starts(0.0)
+    pacer.planned(T0 + 0.0, 0.0)  # the first read is not a gathered one
+    pacer.plan_starts(30.0)
+    assert pacer.lead_s() == 8.0
+    # a gathered batch that ran 50 s: the lead is at most a window period
+    assert pacer.worth_reading(T0 + 40.0, 40.0) is True
+    pacer.planned(T0 + 40.0, 40.0)
+    pacer.plan_starts(90.0)
+    assert pacer.lead_s() == 60.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fixed=st.floats(0.05, 1.5),
+    per_s=st.floats(0.0, 0.45),
+    period_s=st.sampled_from([10, 30, 60, 300]),
+    delay_s=st.sampled_from([0, 2, 10]),
+)
+def test_a_steady_machine_never_has_a_gathered_batch_in_flight_at_a_boundary(
+    fixed: float, per_s: float, period_s: int, delay_s: int
+) -> None:
+    """Whatever a batch costs, as long as the dagger keeps up and its batches cost the same from one minute to
+    the next, the record that closes a window never waits for a gathered batch."""
+    pacer = ClosePacer(period_s * 1000, delay_s * 1000, gather_s=8.0)
+    batches = _simulate(pacer, lambda s: fixed + per_s * s, 4 * period_s + 30.0)
+    first_timed = next(end for _, end, what in batches if what == "gathered")
+    for k in range(1, 5):
+        boundary = k * period_s + delay_s + 0.2
+        if boundary > first_timed + 8.0 + period_s / 2:
+            assert _in_flight(batches, boundary) != "gathered", (boundary, batches)
 
 
 def test_gather_gives_way_to_read_at_close_and_needs_windows_and_stamps() -> None:
