@@ -12,7 +12,9 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
     it reads what arrives; its lag is small. A micro-batch in flight is reading (see ``stalled``).
 ``catching up``
     it is behind: its lag after its newest batch is at least ``catching_up_lag``, and is not shown to grow
-    (its reason says "not growing" only when its troughs show it falling). The lag a catching-up or lagging
+    (its reason says "not growing" only when its troughs show it falling). Batches too slow for a trend (a
+    fused group's, fewer than six in ``lag_window_max_s``) do not change that: the newest batch's lag is the
+    evidence, whatever the run's kind. The lag a catching-up or lagging
     reason gives as now is the lag figure shown beside it (``52,000 records behind``); other figures are
     named (``after its batches it fell from 50,000 to 44,000``).
 ``lagging``
@@ -76,7 +78,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from job.control.lag_trend import Reading, lag_trend
+from job.control.lag_trend import MIN_BATCHES, Reading, lag_trend, newest_trough
 from job.control.rates import Counted, batch_interval, rows_rate
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
@@ -649,20 +651,31 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     shown = None if figures.lag is None else int(figures.lag.value)
     if trend is not None and trend.growing(s.lag_growth_min):
         return replace(figures, state=LAGGING, reason=trend.reason(shown))
-    if trend is not None and trend.last >= s.catching_up_lag:
+    # too few batches for a trend (slow ones: a fused group's): judged by its newest batch, as any dagger
+    slow = (
+        newest_trough(readings, now, max(s.lag_window_s, s.lag_window_max_s), s.controller_silent_s)
+        if trend is None
+        else None
+    )
+    if slow is not None and lag is not None and lag < s.catching_up_lag:
+        slow = None  # its lag read now is lower: no older reading makes it behind
+    last = trend.last if trend is not None else slow.lag if slow is not None else None
+    if last is not None and last >= s.catching_up_lag:
         # judged from the lag's own troughs, the newest first: never from a floor over older samples
         behind = (
             f"{shown:,} records behind"
             if shown is not None
-            else f"lag not read now, {trend.last:,} records behind after its newest batch"
+            else f"lag not read now, {last:,} records behind after its newest batch"
         )
-        why = (
-            f"{behind}, not growing: {trend.not_growing()}"
-            if trend.falling()
-            else f"{behind}; not shown to grow or to fall yet, over {trend.batches} batches in "
-            f"{trend.span_s:.0f} s"
-        )
-        return replace(figures, state=CATCHING_UP, reason=why)
+        if trend is not None and trend.falling():
+            why = f"{behind}, not growing: {trend.not_growing()}"
+        elif trend is not None:
+            why = f"{behind}; not shown to grow or to fall yet, over {trend.batches} batches in {trend.span_s:.0f} s"
+        else:
+            n, span = (slow.batches, slow.span_s) if slow is not None else (0, 0.0)
+            seen = f"over {n} batches in {span:.0f} s" if n > 1 else "one batch seen"
+            why = f"{behind}; not shown to grow or to fall yet, {seen} (a trend takes {MIN_BATCHES})"
+        return replace(figures, state=CATCHING_UP, reason=f"{why}; {flight}" if flight else why)
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])
     if f.lag_error:  # not idle: nobody knows whether anything waits

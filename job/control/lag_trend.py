@@ -274,3 +274,31 @@ def _window_trend(
         arrival_per_s=rate,
         horizon_s=window_s,
     ), judged_troughs
+
+
+@dataclass(frozen=True)
+class NewestTrough:
+    """The newest batch's trough of readings too few for a trend: its lag, the batches read, their span (s)."""
+
+    lag: int
+    batches: int
+    span_s: float
+
+
+def newest_trough(
+    readings: Iterable[Reading], now: float, window_s: float, max_gap_s: float = float("inf")
+) -> NewestTrough | None:
+    """Return the newest batch's trough (its lowest lag reading) of the readings of the ``window_s`` up to
+    ``now`` after the last gap longer than ``max_gap_s``, with how many batches they hold and their span (the
+    first batch's first reading to the newest reading); None when there is none, or the newest is older
+    than ``max_gap_s``. A dagger whose batches are too slow for :func:`lag_trend` (fewer than
+    :data:`MIN_BATCHES` in its longest window: a fused group's) is still judged by it."""
+    points = after_gap(
+        sorted((at, int(lag), rows) for at, lag, rows in readings if lag is not None and at <= now), max_gap_s
+    )
+    if not points or now - points[-1][0] > max_gap_s:
+        return None
+    # whole batches only, as lag_trend counts them; the newest is always judged
+    every = batch_troughs(points)
+    batches = [b for b in every if b[0] >= now - window_s] or every[-1:]
+    return NewestTrough(lag=batches[-1][1], batches=len(batches), span_s=points[-1][0] - batches[0][0])

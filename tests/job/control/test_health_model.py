@@ -214,8 +214,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
     (
         "idle reports with a backlog (a fused member in a burst): never nothing new to read",
         facts(progress=progress(NOW - 1, batch=NOW - 20), lag=133_444, lag_at=NOW - 2),
-        RUNNING,
-        "133,444 records wait; last batch 20 s ago",
+        CATCHING_UP,
+        "133,444 records behind; not shown to grow or to fall yet, one batch seen (a trend takes 6)",
     ),
     (
         "silent process (broker paused)",
@@ -465,8 +465,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_at=NOW - 1,
             samples=reading(NOW - 60, NOW - 1, lag=30000, step=24),
         ),
-        RUNNING,
-        "reading",
+        CATCHING_UP,
+        "30,000 records behind; not shown to grow or to fall yet, over 3 batches in 48 s (a trend takes 6)",
     ),
     (
         "lag growing, too little history",
@@ -499,8 +499,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
             lag_at=NOW - 1,
             samples=reading(NOW - 20, NOW - 1, lag=20000),
         ),
-        RUNNING,
-        "reading",
+        CATCHING_UP,
+        "20,000 records behind; not shown to grow or to fall yet, over 4 batches in 15 s (a trend takes 6)",
     ),
     (
         "a sink retrying for 12 s",

@@ -112,7 +112,11 @@ def test_catching_up_says_not_growing_only_with_the_samples_that_show_it() -> No
     dagger = BusyDagger(
         rate=lambda t: 3000.0 if t < 20 else 200.0, batches=batches_of([10.0] * 40, limit=3000)
     )
-    assert changes(timeline(dagger, 55, 300)) == [(60.0, RUNNING, CATCHING_UP)]
+    verdicts = timeline(dagger, 55, 300)
+    assert changes(verdicts) == []  # behind from its first batches on: too few for a trend, not for its lag
+    assert dict(verdicts)[55.0].reason == (
+        "55,000 records behind; not shown to grow or to fall yet, over 5 batches in 55 s (a trend takes 6)"
+    )
     h = dagger.judge(150.0)
     assert (h.state, h.reason) == (
         CATCHING_UP,
@@ -153,8 +157,8 @@ def test_a_frozen_broker_stalls_the_dagger_within_a_batch_or_two() -> None:
 
 def test_a_stopped_sink_is_one_change_toward_the_fault_and_one_back() -> None:
     """InfluxDB stopped at 300 s: the batch waits on its write (the first failure 60 s in, then retries) and
-    commits at 721 s; the backlog is read in the next batch. One change to stalled (the sink named) and one
-    back to running."""
+    commits at 721 s; the backlog is read in the next batch. One change to stalled (the sink named), then
+    catching up while that batch reads the 84,400 records behind, and running once it has."""
 
     def sinks(t: float) -> dict[str, object]:
         retry = {"attempt": 3, "of": 15, "next_at": t + 10, "since": 360.0, "error": "connection refused"}
@@ -166,7 +170,11 @@ def test_a_stopped_sink_is_one_change_toward_the_fault_and_one_back() -> None:
         extra_progress=sinks,
     )
     verdicts = timeline(dagger, 280, 900)
-    assert changes(verdicts) == [(390.0, RUNNING, STALLED), (725.0, STALLED, RUNNING)]
+    assert changes(verdicts) == [
+        (390.0, RUNNING, STALLED),
+        (725.0, STALLED, CATCHING_UP),
+        (730.0, CATCHING_UP, RUNNING),
+    ]
     assert dict(verdicts)[400.0].reason == (
         "sink retrying: influx, attempt 3/15, next in 10 s, failing for 40 s: connection refused"
     )
@@ -228,4 +236,24 @@ def test_a_healthy_run_ends_the_streak_of_crashes() -> None:
     assert relaunched.restarts == 2
     assert (
         up_since(1000.0 - 1200, late_query) == 960.0 and up_since(970.0, {"query_started_at": 900.0}) == 970.0
+    )
+
+
+def test_a_backlog_reads_the_same_whatever_the_batches_length() -> None:
+    """Issue 51: fused members read ``running`` with a backlog where a plain dagger with the same backlog read
+    ``catching up``. A fused group runs one query for all its members: its batches are long (70 s here), so
+    its lag window (stretched to lag_window_max_s, 300 s) never holds the six batches a trend takes, and the
+    trend's verdict (catching up) never came. A backlog of 30,000 kept by batches that read what arrives: the
+    same state whatever the batches' length, its lag after its newest batch (not a trend) the evidence."""
+
+    def kept_behind(length: float) -> BusyDagger:
+        n = int(1000 / length) + 2
+        burst = lambda t: 60000.0 if t < 0.5 else 1000.0  # noqa: E731
+        return BusyDagger(rate=burst, batches=batches_of([length] * n, start=1.0, limit=int(1000 * length)))
+
+    plain, fused = kept_behind(10.0), kept_behind(70.0)
+    assert {h.state for _, h in timeline(plain, 300, 900)} == {CATCHING_UP}
+    assert {h.state for _, h in timeline(fused, 300, 900)} == {CATCHING_UP}
+    assert fused.judge(500.0).reason == (
+        "76,000 records behind; not shown to grow or to fall yet, over 5 batches in 285 s (a trend takes 6)"
     )
