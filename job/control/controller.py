@@ -56,6 +56,7 @@ from job.control.health_model import (
     DaggerFacts,
     HealthSettings,
     Point,
+    came_up_at,
     cluster_health,
     dagger_health,
     streak_ended,
@@ -118,7 +119,8 @@ class ControllerSettings(BaseModel):
     stable_after_s: float = Field(
         default=300.0,
         gt=0,
-        description="A run this long forgets the crashes before it (as does one that has read and written "
+        description="A run up this long (from its query's start: a relaunch into a host that is gone is not up) "
+        "forgets the crashes before it (as does one that has read and written "
         "rows and run for the health model's recovered_after_s).",
     )
     stop_timeout_s: float = Field(
@@ -447,7 +449,9 @@ class Controller:
         if record is None:
             text = proc.log_since_start() if proc is not None else tail_file(st.get("log_path"))
         error = exit_error(record, text, code)
-        uptime = now - float(st.get("started_at") or now)
+        # up from its query's start: a relaunch into a host that is gone was never up, however long it waited
+        came_up = came_up_at(float(st.get("started_at") or now), st.get("progress") or {})
+        uptime = now - came_up if came_up is not None else 0.0
         over = uptime > self.settings.stable_after_s or streak_ended(
             st.get("started_at"), st.get("progress") or {}, now, self.health_settings
         )

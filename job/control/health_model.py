@@ -36,7 +36,8 @@ A dagger is in exactly one of :data:`DAGGER_STATES`:
 ``crash-looping``
     it crashed and waits for its next retry (``next_retry_at``), or it was restarted at least
     ``crash_loop_restarts`` times in a row and its current run has not yet read rows, written them and run
-    for ``recovered_after_s`` (nor is older than ``crash_window_s``). Once it has (:func:`streak_ended`), its
+    for ``recovered_after_s`` (nor is older than ``crash_window_s``); its reason says ``up 30 s`` from its
+    query's start (:func:`came_up_at`), ``relaunched 100 s ago, its query not started yet`` before. Once it has (:func:`streak_ended`), its
     crashes in a row are over: it shows 0 restarts, and the controller records 0. A run that only reports
     (its brokers do not answer) does not end the streak, and before its first report the stall evidence of
     the runs before stands. When its last lag read failed, the reason says so beside the crash's text
@@ -370,6 +371,18 @@ def up_since(started_at: float, progress: Mapping[str, Any]) -> float:
     return query if query >= started_at else started_at
 
 
+def came_up_at(started_at: float, progress: Mapping[str, Any]) -> float | None:
+    """Return when the run that started at ``started_at`` came up: its query's start (status.json's
+    ``query_started_at``), or ``started_at`` for a run whose reports do not record it; None while it has not:
+    no report from this run (a relaunch into a shared host that is gone), or its query not started yet."""
+    if float(progress.get("updated_at") or 0.0) < started_at:
+        return None
+    if "query_started_at" not in progress:
+        return started_at
+    query = float(progress.get("query_started_at") or 0.0)
+    return query if query >= started_at else None
+
+
 def rate_window(samples: Sequence[Counted], progress: Mapping[str, Any], s: HealthSettings) -> float:
     """Return the wall time rows/s is taken over: ``rate_window_s``, or three micro-batches when longer (the
     one window of every surface: the figure and the chart)."""
@@ -537,10 +550,17 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
     recovered = streak_ended(f.started_at, p, now, s)
     restarts = 0 if recovered else f.restarts
     if restarts >= s.crash_loop_restarts and up_s is not None and up_s < s.crash_window_s:
+        came_up = came_up_at(
+            started, p
+        )  # "up" from its query's start, never from a relaunch into a dead host
+        up = (
+            f"up {now - came_up:.0f} s"
+            if came_up is not None
+            else f"relaunched {up_s:.0f} s ago, its query not started yet"
+        )
         return DaggerHealth(
             CRASH_LOOPING,
-            f"restarted {restarts} times in a row, up {up_s:.0f} s: {f.last_error or 'no error'}"
-            f"{brokers_unanswered(f, now)}",
+            f"restarted {restarts} times in a row, {up}: {f.last_error or 'no error'}{brokers_unanswered(f, now)}",
             restarts=restarts,
         )
     lag_fresh = f.lag is not None and f.lag_at is not None and now - f.lag_at <= s.stall_after_s

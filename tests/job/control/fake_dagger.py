@@ -6,7 +6,8 @@ dagger towards its controller without starting Spark.
 does) every 0.1 s and exits 0 on SIGTERM; ``crash`` prints a Daggers error and exits 3 (no failure record,
 as a process killed before it could write one); ``fail`` ends as launch does on a known error: it writes its
 failure record (:data:`FAILED`, a message of two lines) into its state folder (the spec's folder), prints the
-error and exits 2; ``hang`` ignores SIGTERM. Each start appends its PID and the cluster's ``DAGGERS_BOOTSTRAP`` to
+error and exits 2; ``hang`` ignores SIGTERM; ``silent`` reports nothing for 1.5 s, then exits 3 (a run that never
+came up: a relaunch into a shared host that is gone). Each start appends its PID and the cluster's ``DAGGERS_BOOTSTRAP`` to
 ``<checkpoint>/starts.txt``, and writes its environment to ``<checkpoint>/env.json``.
 """
 
@@ -50,6 +51,10 @@ def main() -> int:
         print(f"{FAILED.title}: {FAILED.message}", file=sys.stderr, flush=True)
         print(f"hint: {FAILED.hint}", file=sys.stderr, flush=True)
         return 2
+    if mode == "silent":  # a relaunch into a host that is gone: it never comes up, and ends after a while
+        time.sleep(1.5)
+        print("Dagger error: its shared host is gone", flush=True)
+        return 3
     if mode == "crash":
         time.sleep(0.1)
         print("Sink error: cannot reach InfluxDB at http://127.0.0.1:9/write: connection refused", flush=True)

@@ -6,6 +6,7 @@ lag read is a sample of its own, and a report carries no lag it did not read."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,3 +96,37 @@ def test_a_report_carries_no_lag_it_did_not_read(
     with registry.session() as s:
         lags = set(s.scalars(select(Sample.lag)))
     assert 777_777 not in lags
+
+
+def test_a_run_that_never_came_up_does_not_end_the_streak(tmp_path: Path) -> None:
+    """Issue 51: "up 170 s: its crashes in a row are over" counted from the relaunch into a dead host. A run is up
+    from its query's start: one relaunched into a host that is gone, silent for longer than stable_after_s, was
+    never up, so its crash is one more in a row (before: each such crash counted 1, and it was never given up)."""
+    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    seed(registry)
+    launched: list[str] = []
+
+    def command(spec: Path, state: Path, master: str) -> list[str]:
+        launched.append(spec.name)
+        return [sys.executable, str(FAKE), str(spec), "silent"]
+
+    ctl = Controller(
+        registry, "a-jkt", tmp_path / "state", settings=settings(stable_after_s=1.0), command=command
+    )
+    ctl.claim()
+    alice = ControlPlane(registry, "alice")
+    try:
+        alice.create("a-jkt", bookings_spec("ghost"), deploy=True)
+        looping = until(ctl, alice, "ghost", lambda d: d.restarts == 2 and d.actual_state == "starting")
+        assert looping.state == "crash-looping"
+        assert re.fullmatch(
+            r"restarted 2 times in a row, relaunched \d s ago, its query not started yet: "
+            r"Dagger error: its shared host is gone",
+            looping.health["reason"],
+        ), looping.health
+        failed = until(ctl, alice, "ghost", lambda d: d.actual_state == "failed" or len(launched) > 3, 60)
+        assert (failed.actual_state, failed.restarts, len(launched)) == ("failed", 3, 3)
+    finally:
+        alice.stop("ghost")
+        until(ctl, alice, "ghost", lambda d: d.actual_state in ("stopped", "failed"))
+        registry.close()

@@ -151,10 +151,21 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
         "Source error: the brokers did not answer in 5 s; restart 1 in 4 s",
     ),
     (
-        "restarted twice, up 100 s, no report",
+        "restarted twice, relaunched 100 s ago, no report",
         facts(restarts=2, started_at=NOW - 100, progress=progress(NOW - 200), last_error="boom"),
         CRASH_LOOPING,
-        "restarted 2 times in a row, up 100 s: boom",
+        "restarted 2 times in a row, relaunched 100 s ago, its query not started yet: boom",
+    ),
+    (
+        "restarted twice, its query up 30 s of the 100 since its relaunch",
+        facts(
+            restarts=2,
+            started_at=NOW - 100,
+            progress=progress(NOW - 1, query_started_at=NOW - 30),
+            last_error="boom",
+        ),
+        CRASH_LOOPING,
+        "restarted 2 times in a row, up 30 s: boom",
     ),
     (
         "restarted twice, up long ago",
