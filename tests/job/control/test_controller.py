@@ -308,3 +308,6 @@ def test_a_rollover_reads_starting_and_keeps_the_cluster_healthy(
     assert re.fullmatch(
         r"rolling out version 2: its new run started \d s ago, no report yet", starting[0][2]
     ), starting
+    alice.stop("roll")  # no process left behind
+    stopped = until(ctl, alice, "roll", lambda d: d.actual_state == "stopped")
+    assert stopped.pid is None and not pid_alive(first.pid)
