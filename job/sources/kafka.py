@@ -42,6 +42,7 @@ from job.errors import SourceError
 from job.sources import data_loss, log_identity
 from job.sources import failover as kfo
 from job.sources import offsets as kofs
+from job.sources.align import aligned_limit, record_times
 from job.sources.bad_records import count_bad_records, publish_dead_letters
 from job.sources.config import SOURCE_NAME, OffsetRange, RangeGroup, SourceConfig, source_options
 from job.sources.pacing import ClosePacer
@@ -68,6 +69,8 @@ log = logging.getLogger("daggers.source.kafka")
 #: (:func:`job.query.runner.eviction_conf`): a count the source moves on when it wants one batch that reads
 #: nothing, the one that closes the windows the last batch's watermark passed (job.sources.pacing).
 TICK_KEY = "@tick"
+#: The suffix of the record-time client's key among the driver's clients (one per cluster).
+ALIGN_CLIENT = "/align"
 RECREATED_CONFIRMATIONS = 3  # consecutive look-ups that must show a topic shorter than the checkpoint
 
 
@@ -295,6 +298,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return self._clients[cluster]
 
+    def _times_consumer(self, cluster: str) -> Consumer:
+        """The client that looks up record times in the middle of partitions (:mod:`job.sources.align`): a
+        probe there is never at the end, so it may fetch again at once (the offset look-ups' client waits
+        100 ms before fetching a partition again, ~0.1-0.2 s a probe)."""
+        key = f"{cluster}{ALIGN_CLIENT}"
+        if key not in self._clients:
+            self._clients[key] = kofs.driver_consumer(
+                self.cfg.bootstrap(cluster),
+                {**(self.cfg.consumer_config or {}), "fetch.queue.backoff.ms": "1"},
+            )
+        return self._clients[key]
+
     def _partitions(self, cluster: str = kfo.PRIMARY) -> list[TopicPartition]:
         return kofs.partitions_of(
             self._consumer(cluster),
@@ -450,7 +465,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for t, ps in merged.items()
         }
         if isinstance(limit, ReadMaxRows):
-            merged = kofs.split_limit(full_start, merged, limit.max_rows)
+            # a share of the limit that reads every partition to one moment of record time
+            try:  # (its client made when a batch is capped)
+                merged = aligned_limit(
+                    full_start,
+                    merged,
+                    limit.max_rows,
+                    lambda want: record_times(self._times_consumer(cluster), want),
+                )
+            except SourceError as exc:  # the share in proportion to what is pending, this once
+                log.warning(
+                    "%s: cannot align the batch's partitions on record time: %s", self.cfg.topics, exc.message
+                )
+                merged = kofs.split_limit(full_start, merged, limit.max_rows)
         return merged
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:

@@ -162,7 +162,11 @@ def _reader(bootstrap: str, topic: str, **options: int) -> KafkaStreamReader:
 def test_the_driver_plans_from_the_beginning_and_within_the_read_limit(broker) -> None:  # type: ignore[no-untyped-def]
     topic = unique("plan")
     broker.create_topic(topic, partitions=2)
-    _produce_batches(broker.bootstrap, topic, {0: [10], 1: [3]})
+    # record times: partition 0 one a second, partition 1 one in 4 s (a capped batch reads both to one moment)
+    for i in range(10):
+        _produce_at(broker.bootstrap, topic, 1, 1_800_000_000.0 + i)
+    for i in range(3):
+        _produce_at(broker.bootstrap, topic, 1, 1_800_000_000.0 + 4 * i, partition=1)
     reader = _reader(broker.bootstrap, topic)
     try:
         assert reader.initialOffset() == {topic: {"0": 0, "1": 0}}
@@ -228,11 +232,11 @@ def test_with_fail_on_data_loss_false_a_checkpoint_past_the_end_reads_from_the_s
     ) in caplog.text
 
 
-def _produce_at(bootstrap: str, topic: str, n: int, at_s: float) -> None:
-    """Send ``n`` records stamped ``at_s`` (epoch seconds) to partition 0, in one record batch."""
+def _produce_at(bootstrap: str, topic: str, n: int, at_s: float, partition: int = 0) -> None:
+    """Send ``n`` records stamped ``at_s`` (epoch seconds) to ``partition``, in one record batch."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for i in range(n):
-        producer.produce(topic, f"r{i}".encode(), partition=0, timestamp=int(at_s * 1000))
+        producer.produce(topic, f"r{i}".encode(), partition=partition, timestamp=int(at_s * 1000))
     assert producer.flush(30) == 0
 
 
@@ -277,7 +281,7 @@ def test_after_reading_past_a_window_boundary_the_driver_plans_one_batch_with_no
     topic = unique("pacing-backfill")
     broker.create_topic(topic, partitions=2)
     _produce_at(broker.bootstrap, topic, 1, minute + 75)
-    _produce_batches(broker.bootstrap, topic, {1: [20]})
+    _produce_at(broker.bootstrap, topic, 20, minute + 76, partition=1)  # after it: a capped batch reads both
     backfill = _paced_reader(broker.bootstrap, topic)
     try:
         backfill.prepareForTriggerAvailableNow()

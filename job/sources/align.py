@@ -1,0 +1,182 @@
+"""A capped micro-batch reads every partition up to one moment of record time.
+
+Spark's watermark is the newest event time read on any partition, less the delay: a micro-batch that reads
+one partition further in event time than another makes the other's records still waiting late, although that
+partition was written in order (Flink keeps a watermark per partition and takes the smallest, so it drops none
+of them). A batch that reads every partition to its end is one moment's (:func:`job.sources.offsets.probe_ends`);
+one capped by ``max_records_per_batch`` shares the cap in proportion to what each partition has pending
+(:func:`job.sources.offsets.split_limit`), which reads a partition whose backlog holds a burst far ahead of one
+that holds only the steady feed. :func:`align_ends` then cuts every partition back to the record time of the
+first record left unread on a partition the cap cut: no record left unread is older than one read.
+
+Record times are the Kafka timestamps, which ``daggers produce`` sets to the event time; where the broker gives
+none, the proportional share stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+
+from job.errors import SourceError
+from job.sources.offsets import Offsets, split_limit
+
+Key = tuple[str, str]
+#: Looks up the record time (epoch ms) at each offset asked for; a key whose record has no time is left out.
+TimesAt = Callable[[dict[Key, int]], dict[Key, int]]
+#: At most this many shares of a limit: what an alignment leaves of it is shared again (and aligned) while it
+#: is more than a tenth of the limit.
+PASSES = 3
+
+
+def aligned_limit(start: Offsets, end: Offsets, max_rows: int, times_at: TimesAt) -> Offsets:
+    """Return the ends of a micro-batch from ``start`` that reads at most ``max_rows`` records, all partitions
+    to one moment of record time (see :func:`align_ends`): ``end`` itself when everything fits. What an
+    alignment leaves of the limit is shared again from where it cut, in proportion to what each partition
+    read up to that moment (its recent rate; what it has pending when it read none), up to :data:`PASSES`
+    shares."""
+    ends = split_limit(start, end, max_rows)
+    for n in range(PASSES):
+        if ends == end:
+            return ends
+        ends = align_ends(start, ends, end, times_at)
+        left = max_rows - _records(start, ends)
+        if n == PASSES - 1 or left <= max_rows // 10:
+            break
+        more = _share(start, ends, end, left)
+        if more == ends:
+            break
+        ends = more
+    return ends
+
+
+def _records(start: Offsets, ends: Offsets) -> int:
+    return sum(hi - start.get(t, {}).get(p, 0) for t, ps in ends.items() for p, hi in ps.items())
+
+
+def _share(start: Offsets, ends: Offsets, end: Offsets, left: int) -> Offsets:
+    """Return ``ends`` moved on by at most ``left`` records in all, shared in proportion to what each
+    partition read from ``start`` (:func:`job.sources.offsets.split_limit` when none read any), none past
+    ``end``."""
+    weights = {(t, p): hi - start.get(t, {}).get(p, 0) for t, ps in ends.items() for p, hi in ps.items()}
+    room = {(t, p): end.get(t, {}).get(p, hi) - hi for t, ps in ends.items() for p, hi in ps.items()}
+    total = sum(w for k, w in weights.items() if room[k] > 0)
+    if total <= 0:
+        return split_limit(ends, end, left)
+    out: Offsets = {t: dict(ps) for t, ps in ends.items()}
+    for (t, p), w in weights.items():
+        out[t][p] += min(room[(t, p)], w * left // total) if room[(t, p)] > 0 else 0
+    return out
+
+
+def align_ends(start: Offsets, capped: Offsets, end: Offsets, times_at: TimesAt) -> Offsets:
+    """Return ``capped`` (ends under a read limit, from ``start``, short of the look-up's ``end`` on at least one
+    partition) with every partition cut back to the records whose time is at or before the horizon: the time of
+    the first record left unread on a partition the limit cut, the earliest of them. The partition that sets
+    the horizon keeps its share, so the batch reads at least one record when ``capped`` did. Returns
+    ``capped`` itself when a record needed has no time (the proportional share then stays).
+
+    Each partition is taken as written in record-time order; a record out of order by less than the watermark
+    delay is not late either way."""
+    read = {
+        (t, p): (start.get(t, {}).get(p, 0), hi)
+        for t, ps in capped.items()
+        for p, hi in ps.items()
+        if hi > start.get(t, {}).get(p, 0)
+    }
+    cut = {(t, p): hi for t, ps in capped.items() for p, hi in ps.items() if hi < end.get(t, {}).get(p, hi)}
+    if not read or not cut:
+        return capped
+    firsts = times_at(cut)  # the first record each cut partition leaves unread
+    lasts = times_at({k: hi - 1 for k, (_, hi) in read.items()})  # the last record each reads
+    if len(firsts) < len(cut) or len(lasts) < len(read):
+        return capped
+    horizon = min(firsts.values())
+    # per partition that reads past the horizon: the first offset whose record is newer is in (a, b]
+    search = {
+        k: _Bracket(lo - 1, None, hi - 1, lasts[k]) for k, (lo, hi) in read.items() if lasts[k] > horizon
+    }
+    while any(b.open for b in search.values()):
+        probe = {k: b.probe(horizon) for k, b in search.items() if b.open}
+        times = times_at(probe)
+        if len(times) < len(probe):
+            return capped
+        for k, at in probe.items():
+            search[k] = search[k].narrowed(at, times[k], horizon)
+    out: Offsets = {t: dict(ps) for t, ps in capped.items()}
+    for (t, p), b in search.items():
+        out[t][p] = b.b
+    # records out of order around the horizon could leave nothing to read: the stream must go on
+    return out if any(out[t][p] > lo for (t, p), (lo, _) in read.items()) else capped
+
+
+@dataclass(frozen=True)
+class _Bracket:
+    """Offsets ``a`` (its record at or before the horizon; ``ta`` its time, None for the one before the start)
+    and ``b`` (its record newer, at ``tb``): the first newer record is in ``(a, b]``. ``halve`` says that the
+    next probe bisects (an interpolation that did not halve the bracket is not tried twice in a row)."""
+
+    a: int
+    ta: int | None
+    b: int
+    tb: int
+    halve: bool = False
+
+    @property
+    def open(self) -> bool:
+        return self.b - self.a > 1
+
+    def probe(self, horizon: int) -> int:
+        """The offset to look at next: where the horizon falls between the times of ``a`` and ``b`` (record
+        times grow about evenly with offsets), else halfway."""
+        if self.halve or self.ta is None or self.tb <= self.ta:
+            return (self.a + self.b) // 2
+        at = self.a + 1 + (self.b - self.a - 1) * (horizon - self.ta) // (self.tb - self.ta)
+        return min(max(at, self.a + 1), self.b - 1)
+
+    def narrowed(self, at: int, t: int, horizon: int) -> _Bracket:
+        """The bracket once the record at ``at`` is known to be at ``t``."""
+        width = self.b - self.a
+        nxt = _Bracket(self.a, self.ta, at, t) if t > horizon else _Bracket(at, t, self.b, self.tb)
+        return dataclasses.replace(nxt, halve=not self.halve and 2 * (nxt.b - nxt.a) > width)
+
+
+def record_times(consumer: Consumer, wanted: dict[Key, int], timeout: float = 10.0) -> dict[Key, int]:
+    """Return the Kafka timestamp (epoch ms) of the record at each wanted offset (all fetched at once), leaving
+    out a record with none. Raises SourceError when a fetch fails or does not answer within ``timeout``."""
+    if not wanted:
+        return {}
+    consumer.assign([TopicPartition(t, int(p), off) for (t, p), off in wanted.items()])
+    out: dict[Key, int] = {}
+    pending = set(wanted)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending:
+            if time.monotonic() >= deadline:
+                raise SourceError(f"no answer to a fetch of {sorted(pending)} within {timeout:.0f} s")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            key = (str(msg.topic()), str(msg.partition()))
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(key)  # nothing there (deleted meanwhile): no time
+                    continue
+                raise SourceError(f"fetch from {key[0]}[{key[1]}] failed: {err.str()}")
+            offset = msg.offset()
+            if key not in pending or offset is None or offset < wanted[key]:
+                continue  # the first record at or after the offset (a transaction's marker has none)
+            kind, ts = msg.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0:
+                out[key] = int(ts)
+            pending.discard(key)
+    except KafkaException as exc:
+        raise SourceError(f"cannot fetch record times: {exc.args[0]}") from None
+    finally:
+        consumer.unassign()
+    return out

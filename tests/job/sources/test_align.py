@@ -1,0 +1,74 @@
+"""A capped micro-batch's ends cut back to one moment of record time (job.sources.align), over partitions given
+as lists of record times (a unit test: the broker's look-up is a dict)."""
+
+from __future__ import annotations
+
+from job.sources.align import Key, align_ends, aligned_limit
+from job.sources.offsets import Offsets
+
+
+def timeline(parts: dict[str, list[int]]) -> tuple[Offsets, list[dict[Key, int]]]:
+    """Return the ends of partitions holding records at ``parts``' times, and a log of the look-ups made."""
+    return {"t": {p: len(ts) for p, ts in parts.items()}}, []
+
+
+def looker(parts: dict[str, list[int]], asked: list[dict[Key, int]]):  # type: ignore[no-untyped-def]
+    def times_at(want: dict[Key, int]) -> dict[Key, int]:
+        asked.append(dict(want))
+        return {k: parts[k[1]][off] for k, off in want.items() if off < len(parts[k[1]])}
+
+    return times_at
+
+
+def read_times(parts: dict[str, list[int]], start: Offsets, ends: Offsets) -> tuple[int, int]:
+    """(newest time read, oldest time left unread on a partition not read to its end)."""
+    newest = max(parts[p][i] for p, hi in ends["t"].items() for i in range(start["t"][p], hi))
+    oldest = min(parts[p][hi] for p, hi in ends["t"].items() if hi < len(parts[p]))
+    return newest, oldest
+
+
+# partition 0: one record a second for 60 s, then a burst of 20 a second for 180 s; partition 1: one a second
+BURST = {"0": list(range(60)) + [60 + i // 20 for i in range(3600)], "1": list(range(240))}
+
+
+def test_a_burst_is_read_no_further_in_time_than_the_steady_partition() -> None:
+    end, asked = timeline(BURST)
+    start = {"t": {"0": 0, "1": 0}}
+    ends = aligned_limit(start, end, 400, looker(BURST, asked))
+    newest, oldest = read_times(BURST, start, ends)
+    assert newest <= oldest  # nothing left unread is older than what was read
+    assert 360 <= sum(ends["t"].values()) <= 400  # the limit shared again after a cut
+    # a share in proportion to what is pending reads partition 0 ~60 s ahead of partition 1
+    capped = {"t": {"0": 400 * 3660 // 3900, "1": 400 * 240 // 3900}}
+    assert read_times(BURST, start, capped) == (BURST["0"][375 - 1], 24)
+    assert len(asked) <= 30
+
+
+def test_the_ends_at_the_horizon_exactly() -> None:
+    end, asked = timeline(BURST)
+    start = {"t": {"0": 0, "1": 0}}
+    capped = {"t": {"0": 375, "1": 24}}
+    # partition 1's first unread record is at 24 s: partition 0 reads every record up to 24 s, none after
+    assert align_ends(start, capped, end, looker(BURST, asked)) == {"t": {"0": 25, "1": 24}}
+
+
+def test_a_limit_that_fits_or_records_without_time_keep_the_proportional_share() -> None:
+    end, asked = timeline(BURST)
+    start = {"t": {"0": 0, "1": 0}}
+    assert aligned_limit(start, end, 10_000, looker(BURST, asked)) == end
+    assert asked == []  # nothing looked up
+    capped = {"t": {"0": 375, "1": 24}}
+    assert align_ends(start, capped, end, lambda want: {}) == capped
+
+
+def test_a_partition_all_ahead_reads_nothing_and_out_of_order_records_never_leave_a_batch_empty() -> None:
+    parts = {"0": [100, 101, 102, 103], "1": [50, 51, 52, 53]}
+    end, asked = timeline(parts)
+    start = {"t": {"0": 0, "1": 0}}
+    capped = {"t": {"0": 1, "1": 1}}
+    # partition 0's only record read is newer than partition 1's first unread, which sets the horizon
+    assert align_ends(start, capped, end, looker(parts, asked)) == {"t": {"0": 0, "1": 1}}
+    # a horizon older than every record read (out of order): the proportional share stays
+    parts = {"0": [100, 101], "1": [100, 0]}
+    end, asked = timeline(parts)
+    assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 1, "1": 1}}
