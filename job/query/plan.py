@@ -327,6 +327,7 @@ def plan_with(
                     close_period_ms=close_period_ms,
                     # an interval join emits a window only once the watermark is past its interval too
                     close_delay_ms=spec.watermark_delay_ms + (translation.join_lag_ms or 0),
+                    align_ms=spec.watermark_delay_ms // 2,
                     read_at_close=(spec.read_at_window_close or spec.light) and close_period_ms > 0 and paced,
                     gather_ms=(
                         int(GATHER_S * 1000)

@@ -33,23 +33,30 @@ TimesAt = Callable[[dict[Key, int]], dict[Key, int]]
 PASSES = 3
 
 
-def aligned_limit(start: Offsets, end: Offsets, max_rows: int, times_at: TimesAt) -> Offsets:
+def aligned_limit(
+    start: Offsets,
+    end: Offsets,
+    max_rows: int,
+    times_at: TimesAt,
+    newest: dict[Key, int] | None = None,
+    tolerance_ms: int = 0,
+) -> Offsets:
     """Return the ends of a micro-batch from ``start`` that reads at most ``max_rows`` records, all partitions
-    to one moment of record time (see :func:`align_ends`): ``end`` itself when everything fits. What an
-    alignment leaves of the limit is shared again from where it cut, in proportion to what each partition
-    read up to that moment (its recent rate; what it has pending when it read none), up to :data:`PASSES`
-    shares."""
+    to one moment of record time give or take ``tolerance_ms`` (see :func:`align_ends`; ``newest``: the time
+    of each partition's last record, where known): ``end`` itself when everything fits. What an alignment
+    leaves of the limit after a cut is shared again from there, in proportion to what each partition read up
+    to that moment (its recent rate; what it has pending when it read none), up to :data:`PASSES` shares."""
     ends = split_limit(start, end, max_rows)
     for n in range(PASSES):
         if ends == end:
             return ends
-        ends = align_ends(start, ends, end, times_at)
-        left = max_rows - _records(start, ends)
-        if n == PASSES - 1 or left <= max_rows // 10:
-            break
-        more = _share(start, ends, end, left)
-        if more == ends:
-            break
+        aligned = align_ends(start, ends, end, times_at, newest, tolerance_ms)
+        left = max_rows - _records(start, aligned)
+        if aligned == ends or n == PASSES - 1 or left <= max_rows // 10:
+            return aligned
+        more = _share(start, aligned, end, left)
+        if more == aligned:
+            return aligned
         ends = more
     return ends
 
@@ -73,15 +80,26 @@ def _share(start: Offsets, ends: Offsets, end: Offsets, left: int) -> Offsets:
     return out
 
 
-def align_ends(start: Offsets, capped: Offsets, end: Offsets, times_at: TimesAt) -> Offsets:
+def align_ends(
+    start: Offsets,
+    capped: Offsets,
+    end: Offsets,
+    times_at: TimesAt,
+    newest: dict[Key, int] | None = None,
+    tolerance_ms: int = 0,
+) -> Offsets:
     """Return ``capped`` (ends under a read limit, from ``start``, short of the look-up's ``end`` on at least one
-    partition) with every partition cut back to the records whose time is at or before the horizon: the time of
-    the first record left unread on a partition the limit cut, the earliest of them. The partition that sets
-    the horizon keeps its share, so the batch reads at least one record when ``capped`` did. Returns
-    ``capped`` itself when a record needed has no time (the proportional share then stays).
+    partition) with every partition cut back so that it reads no record newer than the horizon (the time of the
+    first record left unread on a partition the limit cut, the earliest of them) plus ``tolerance_ms``, and
+    leaves none unread older than the horizon less ``tolerance_ms``. ``newest``: the time of each partition's
+    last record, where known (a partition read to its end is not looked up then). The partition that sets the
+    horizon keeps its share, so the batch reads at least one record when ``capped`` did. Returns ``capped``
+    itself when a record needed has no time (the proportional share then stays).
 
-    Each partition is taken as written in record-time order; a record out of order by less than the watermark
-    delay is not late either way."""
+    With a tolerance of half the watermark delay, no record left unread is later than the delay behind one
+    read. Each partition is taken as written in record-time order; a record out of order by less than the
+    watermark delay is not late either way. Look-ups: one round when the share is aligned already, then a few
+    rounds of an interpolation search in the partitions read too far."""
     read = {
         (t, p): (start.get(t, {}).get(p, 0), hi)
         for t, ps in capped.items()
@@ -91,25 +109,33 @@ def align_ends(start: Offsets, capped: Offsets, end: Offsets, times_at: TimesAt)
     cut = {(t, p): hi for t, ps in capped.items() for p, hi in ps.items() if hi < end.get(t, {}).get(p, hi)}
     if not read or not cut:
         return capped
-    firsts = times_at(cut)  # the first record each cut partition leaves unread
-    lasts = times_at({k: hi - 1 for k, (_, hi) in read.items()})  # the last record each reads
-    if len(firsts) < len(cut) or len(lasts) < len(read):
+    # what each read partition reaches: the first record a cut one leaves unread (its last read is no newer),
+    # the last record of one read to its end
+    whole = {k: hi - 1 for k, (_, hi) in read.items() if k not in cut}
+    known = {k: (newest or {})[k] for k in whole if k in (newest or {})}
+    asked = {**cut, **{k: at for k, at in whole.items() if k not in known}}
+    times = times_at(asked)
+    if len(times) < len(asked):
         return capped
-    horizon = min(firsts.values())
-    # per partition that reads past the horizon: the first offset whose record is newer is in (a, b]
+    reach = {**known, **times}
+    horizon = min(reach[k] for k in cut)
+    # per partition read past the horizon (and the tolerance): its first record newer than the horizon is in
+    # (a, b]; b is the first unread record of a cut partition, the last record of one read to its end
     search = {
-        k: _Bracket(lo - 1, None, hi - 1, lasts[k]) for k, (lo, hi) in read.items() if lasts[k] > horizon
+        k: _Bracket(lo - 1, None, cut.get(k, hi - 1), reach[k])
+        for k, (lo, hi) in read.items()
+        if reach[k] > horizon + tolerance_ms
     }
-    while any(b.open for b in search.values()):
-        probe = {k: b.probe(horizon) for k, b in search.items() if b.open}
-        times = times_at(probe)
-        if len(times) < len(probe):
+    while any(b.open(tolerance_ms) for b in search.values()):
+        probe = {k: b.probe(horizon) for k, b in search.items() if b.open(tolerance_ms)}
+        found = times_at(probe)
+        if len(found) < len(probe):
             return capped
         for k, at in probe.items():
-            search[k] = search[k].narrowed(at, times[k], horizon)
+            search[k] = search[k].narrowed(at, found[k], horizon)
     out: Offsets = {t: dict(ps) for t, ps in capped.items()}
     for (t, p), b in search.items():
-        out[t][p] = b.b
+        out[t][p] = b.end()
     # records out of order around the horizon could leave nothing to read: the stream must go on
     return out if any(out[t][p] > lo for (t, p), (lo, _) in read.items()) else capped
 
@@ -126,9 +152,14 @@ class _Bracket:
     tb: int
     halve: bool = False
 
-    @property
-    def open(self) -> bool:
-        return self.b - self.a > 1
+    def open(self, tolerance_ms: int) -> bool:
+        """Whether to look further: more than one record in the bracket, and its times not within the
+        tolerance (then reading through ``a`` leaves no record unread older than ``tb`` less it)."""
+        return self.b - self.a > 1 and (self.ta is None or self.tb - self.ta > tolerance_ms)
+
+    def end(self) -> int:
+        """The partition's end: the first newer record, or past ``a`` where the bracket closed on time."""
+        return self.b if self.b - self.a <= 1 else self.a + 1
 
     def probe(self, horizon: int) -> int:
         """The offset to look at next: where the horizon falls between the times of ``a`` and ``b`` (record

@@ -73,6 +73,9 @@ class SourceConfig:
         0  # window boundaries every this much event time (0: no windows; job.sources.pacing)
     )
     close_delay_ms: int = 0  # ... closed this long after, by the watermark
+    #: A batch capped by the read limit reads its partitions to one record time give or take this (half the
+    #: watermark delay: no record left unread is a delay older than one read; job.sources.align)
+    align_ms: int = 0
     read_at_close: bool = False  # plan new data only when it closes a window (job.sources.pacing)
     gather_ms: int = 0  # far from a window boundary, plan new data at most this often (job.sources.pacing)
     #: A batch read's end, ``{topic: {partition: offset}}`` as JSON: each partition is read up to (not
@@ -151,6 +154,7 @@ class SourceConfig:
             loss_dir=str(options.get("loss_dir", "")),
             close_period_ms=int(options.get("close_period_ms", 0)),
             close_delay_ms=int(options.get("close_delay_ms", 0)),
+            align_ms=int(options.get("align_ms", 0)),
             read_at_close=options.get("read_at_close", "false") == "true",
             gather_ms=int(options.get("gather_ms", 0)),
             end_at=str(options.get("end_at", "")),
@@ -256,6 +260,7 @@ def source_options(cfg: SourceConfig) -> dict[str, str]:
         "close_period_ms": str(cfg.close_period_ms),
         "read_at_close": "true" if cfg.read_at_close else "false",
         "close_delay_ms": str(cfg.close_delay_ms),
+        "align_ms": str(cfg.align_ms),
         "gather_ms": str(cfg.gather_ms),
         "end_at": cfg.end_at,
         "partial": json.dumps(cfg.partial),

@@ -472,6 +472,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     merged,
                     limit.max_rows,
                     lambda want: record_times(self._times_consumer(cluster), want),
+                    {(t, str(p)): ms for (t, p), ms in self._newest_ms.items()},
+                    self.cfg.align_ms,
                 )
             except SourceError as exc:  # the share in proportion to what is pending, this once
                 log.warning(

@@ -44,6 +44,24 @@ def test_a_burst_is_read_no_further_in_time_than_the_steady_partition() -> None:
     assert len(asked) <= 30
 
 
+def test_within_a_tolerance_fewer_look_ups_and_no_record_left_further_behind() -> None:
+    end, asked = timeline(BURST)
+    start = {"t": {"0": 0, "1": 0}}
+    exact: list[dict[Key, int]] = []
+    aligned_limit(start, end, 400, looker(BURST, exact))
+    ends = aligned_limit(start, end, 400, looker(BURST, asked), tolerance_ms=5)
+    newest, oldest = read_times(BURST, start, ends)
+    assert newest - oldest <= 2 * 5
+    assert len(asked) < len(exact)
+    # a partition read to its end whose last record's time is known is not looked up
+    parts = {"0": [0, 1, 2, 3], "1": [0, 1]}
+    end, asked = timeline(parts)
+    assert align_ends(start, {"t": {"0": 2, "1": 2}}, end, looker(parts, asked), newest={("t", "1"): 1}) == {
+        "t": {"0": 2, "1": 2}
+    }
+    assert asked == [{("t", "0"): 2}]
+
+
 def test_the_ends_at_the_horizon_exactly() -> None:
     end, asked = timeline(BURST)
     start = {"t": {"0": 0, "1": 0}}
@@ -68,7 +86,11 @@ def test_a_partition_all_ahead_reads_nothing_and_out_of_order_records_never_leav
     capped = {"t": {"0": 1, "1": 1}}
     # partition 0's only record read is newer than partition 1's first unread, which sets the horizon
     assert align_ends(start, capped, end, looker(parts, asked)) == {"t": {"0": 0, "1": 1}}
-    # a horizon older than every record read (out of order): the proportional share stays
+    # partition 1 out of order in itself: its own order decides (its record at 0 s comes after one at 100 s)
     parts = {"0": [100, 101], "1": [100, 0]}
+    end, asked = timeline(parts)
+    assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 0, "1": 1}}
+    # a horizon older than every record read: the proportional share stays (the stream goes on)
+    parts = {"0": [100, 0], "1": [100, 0]}
     end, asked = timeline(parts)
     assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 1, "1": 1}}
