@@ -65,6 +65,7 @@ _PER_MEMBER = (
     "dead_letter_topic",
     "positions_dir",
     "loss_dir",
+    "align_ms",  # half the watermark delay, which the key holds: out of the key, which it kept before it came
 )
 
 
