@@ -154,8 +154,8 @@ def test_a_windowed_dagger_gathers_records_between_boundaries_unless_its_checkpo
 
     from job.query.plan import GATHER_S, PINNED_ENGINE
 
-    assert GATHER_S == 4.0
-    assert _source(tmp_path, DRIVERS_SQL).gather_ms == 4_000
+    assert GATHER_S == 8.0
+    assert _source(tmp_path, DRIVERS_SQL).gather_ms == 8_000
     assert (
         _source(tmp_path, "SELECT driver_id FROM data_stream WHERE driver_id <> ''").gather_ms == 0
     )  # no window
