@@ -407,6 +407,8 @@ class Controller:
         if proc is not None or (st.get("pid") and actual in ("starting", "running", "stopping")):
             upd = self._exited(item, proc, actual, now)
             actual = upd.get("actual_state", actual)
+        if item.deleted or item.desired == "deleted" or not want_running or actual == "failed":
+            self._release(item)  # its run is gone: a shared host started again must not resume it
         if item.deleted or item.desired == "deleted":
             return {**upd, "actual_state": "deleted", "pid": None}
         if not want_running:
@@ -421,6 +423,11 @@ class Controller:
             own = {"restarts": 0} if st.get("running_version") not in (None, item.version) else {}
             return {**upd, **own, **self._launch(item, now)}
         return upd
+
+    def _release(self, item: _Item) -> None:
+        """Remove the dagger's assignment from this controller's shared hosts, where one is left."""
+        if self._hosts.release(f"{item.id}-{item.name}"):
+            log.info("%s: its assignment to a shared host removed (not running: %s)", item.ref, item.desired)
 
     def _keep_stopping(self, item: _Item, proc: DaggerProcess, now: float) -> dict[str, Any]:
         asked = float(item.status.get("stop_requested_at") or now)

@@ -277,6 +277,17 @@ class SharedHosts:
         write_json(workdir / HOSTED_FILE, {"host": str(host.folder.root), "key": key})
         return HostedRun(host, key, token)
 
+    def release(self, key: str) -> bool:
+        """Remove dagger ``key``'s assignment from every host this controller knows, so that a host started
+        again for other daggers does not resume it (a dagger stopped or given up while its host was dead);
+        return whether there was one."""
+        found = False
+        for host in self.hosts.values():
+            if host.folder.assignment(key) is not None:
+                host.folder.unassign(key)
+                found = True
+        return found
+
     def adopt(self, workdir: Path, pid: int | None) -> HostedRun | None:
         """Return the run of the dagger in ``workdir`` when a live host (pid ``pid``) holds it, else None."""
         marker = read_json(workdir / HOSTED_FILE)

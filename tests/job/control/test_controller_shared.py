@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,36 @@ def test_a_new_controller_adopts_the_host_and_its_daggers(sqlite_registry: Regis
     finally:
         second.stop_all(10)
     assert not pid_alive(running.pid)
+
+
+def test_a_dagger_stopped_while_its_host_is_dead_is_not_resumed_by_the_new_host(
+    sqlite_registry: Registry, tmp_path: Path
+) -> None:
+    """An outsider's finding: a dagger stopped while it waited for its restart (its host dead) was resumed
+    from its leftover assignment when the host came back for another dagger, and ran on while `stopped`."""
+    seed(sqlite_registry)
+    alice = ControlPlane(sqlite_registry, "alice")
+    alice.create("a-jkt", shared("gone"), deploy=True)
+    alice.create("a-jkt", shared("keeps"), deploy=True)
+    ctl = controller(sqlite_registry, tmp_path)
+    try:
+        gone = until(ctl, alice, "gone", lambda d: d.actual_state == "running")
+        keeps = until(ctl, alice, "keeps", lambda d: d.actual_state == "running")
+        assert gone.pid == keeps.pid and len(starts(gone)) == 1
+        host = tmp_path / "s" / "shared" / "host-0"
+        assert (host / "assignments" / f"{gone.id}-gone.json").exists()
+
+        os.kill(keeps.pid, signal.SIGKILL)  # the host dies with both daggers in it
+        alice.stop("gone")  # stopped before the controller's next round sees the crash
+        back = until(ctl, alice, "keeps", lambda d: d.actual_state == "running" and d.pid != keeps.pid)
+        stopped = until(ctl, alice, "gone", lambda d: d.actual_state == "stopped")
+        assert not (host / "assignments" / f"{gone.id}-gone.json").exists()
+        settle = time.monotonic() + 2.0  # the new host reads its assignments every poll: "gone" never starts
+        while time.monotonic() < settle:
+            ctl.reconcile_once()
+            time.sleep(0.1)
+        assert [line.split()[0] for line in starts(stopped)] == [str(gone.pid)]
+        assert [line.split()[0] for line in starts(back)] == [str(keeps.pid), str(back.pid)]
+        assert alice.dagger("gone").actual_state == "stopped"
+    finally:
+        ctl.stop_all(10)
