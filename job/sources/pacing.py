@@ -83,7 +83,6 @@ class ClosePacer:
     _closed_for: float = field(
         default=-math.inf, init=False
     )  # the last boundary an empty batch was planned for
-    _gathered: bool = field(default=False, init=False)  # the last read allowed was a gathered one
     _timing: bool = field(default=False, init=False)  # a gathered batch planned, its end not seen yet
     _took: deque[float] = field(
         default_factory=lambda: deque(maxlen=LEAD_SAMPLES), init=False
@@ -123,8 +122,17 @@ class ClosePacer:
     def planned(self, newest_s: float | None, now_s: float = 0.0) -> None:
         """Record that the batch just planned (at monotonic ``now_s``) reads records up to one stamped
         ``newest_s`` (None: not known, e.g. a batch capped by a read limit)."""
+        # a gathered read: records waited gather_s since the last read, the newest of both known (not the
+        # first read, nor a capped one while catching up)
+        self._timing = (
+            self.gather_s > 0
+            and not self.read_at_close
+            and newest_s is not None
+            and self._newest_s is not None
+            and self._read_at is not None
+            and now_s - self._read_at >= self.gather_s
+        )
         self._read_at = now_s
-        self._timing, self._gathered = self._gathered, False
         if newest_s is not None:
             self._newest_s = newest_s if self._newest_s is None else max(self._newest_s, newest_s)
 
@@ -142,10 +150,7 @@ class ClosePacer:
             return True
         if not self.enabled or self._newest_s is None or newest_s is None:
             return True
-        if self._read_at is None:
-            return True
-        if now_s - self._read_at >= wait_s:
-            self._gathered = self.gather_s > 0 and not self.read_at_close
+        if self._read_at is None or now_s - self._read_at >= wait_s:
             return True
         return boundary_before(newest_s + lead_s, self.period_ms, self.delay_ms) > boundary_before(
             self._newest_s, self.period_ms, self.delay_ms
