@@ -407,8 +407,12 @@ class Controller:
         if proc is not None or (st.get("pid") and actual in ("starting", "running", "stopping")):
             upd = self._exited(item, proc, actual, now)
             actual = upd.get("actual_state", actual)
-        if item.deleted or item.desired == "deleted" or not want_running or actual == "failed":
-            self._release(item)  # its run is gone: a shared host started again must not resume it
+        at_rest = ("created", "stopped", "deleted", "failed")
+        if (item.deleted or item.desired == "deleted" or not want_running or actual == "failed") and (
+            st.get("actual_state") or "created"
+        ) not in at_rest:
+            # once, as it comes to rest: its run is gone, and a shared host started again must not resume it
+            self._release(item)
         if item.deleted or item.desired == "deleted":
             return {**upd, "actual_state": "deleted", "pid": None}
         if not want_running:
