@@ -79,7 +79,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from job.control.lag_trend import MIN_BATCHES, Reading, lag_trend, newest_trough
+from job.control.lag_trend import MIN_BATCHES, MIN_SPAN, Reading, lag_trend, newest_trough
 from job.control.rates import Counted, batch_interval, rows_rate
 
 RUNNING, CATCHING_UP, LAGGING, STALLED = "running", "catching up", "lagging", "stalled"
@@ -691,10 +691,14 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
             why = f"{behind}, not growing: {trend.not_growing()}"
         elif trend is not None:
             why = f"{behind}; not shown to grow or to fall yet, over {trend.batches} batches in {trend.span_s:.0f} s"
+        elif slow is not None and slow.falling():  # too few for a trend, but they show it come down
+            why = f"{behind}, not growing: {slow.not_growing()}"
         else:
             n, span = (slow.batches, slow.span_s) if slow is not None else (0, 0.0)
             seen = f"over {n} batches in {span:.0f} s" if n > 1 else "one batch seen"
-            why = f"{behind}; not shown to grow or to fall yet, {seen} (a trend takes {MIN_BATCHES})"
+            # enough batches, too short a span: a trend spans most of the lag window
+            takes = f"takes {MIN_BATCHES}" if n < MIN_BATCHES else f"spans {s.lag_window_s * MIN_SPAN:.0f} s"
+            why = f"{behind}; not shown to grow or to fall yet, {seen} (a trend {takes})"
         return replace(figures, state=CATCHING_UP, reason=f"{why}; {flight}" if flight else why)
     if sink is not None:
         return replace(figures, state=RUNNING, reason=sink[0])

@@ -108,8 +108,9 @@ class LagTrend:
         return self.arrival_per_s > 0 and self.ends[1] > self.arrival_per_s * horizon
 
     def falling(self) -> bool:
-        """Return True when the newest batch's trough is below the first one's: the lag came down."""
-        return self.last < self.first
+        """Return True when the newest batch's trough is below the first one's: the lag came down (a newest
+        trough held as one batch, :attr:`held`, counts: it is lower still than the batch before's)."""
+        return (self.held if self.held is not None else self.last) < self.first
 
     def shrinking_or_flat(self) -> bool:
         """Return True when the newest third's lowest trough is not above the oldest third's highest."""
@@ -141,6 +142,11 @@ class LagTrend:
     def not_growing(self) -> str:
         """Say what shows it comes down: ``after its batches it fell from 50,000 to 44,000, over 7 batches in
         60 s``."""
+        if self.held is not None:
+            return (
+                f"after its batches it fell from {self.first:,} to {self.held:,} (its newest batch's), over "
+                f"{self.batches} batches in {self.span_s:.0f} s before it"
+            )
         return (
             f"after its batches it fell from {self.first:,} to {self.last:,}, over {self.batches} batches in "
             f"{self.span_s:.0f} s"
@@ -278,11 +284,26 @@ def _window_trend(
 
 @dataclass(frozen=True)
 class NewestTrough:
-    """The newest batch's trough of readings too few for a trend: its lag, the batches read, their span (s)."""
+    """The newest batch's trough of readings too few for a trend: its lag, the batches read, their span (s), and
+    the first of those batches' trough."""
 
     lag: int
     batches: int
     span_s: float
+    first: int | None = None
+
+    def falling(self) -> bool:
+        """Return True when the batches show the lag falling: more than one, the newest trough below the
+        first."""
+        return self.batches > 1 and self.first is not None and self.lag < self.first
+
+    def not_growing(self) -> str:
+        """Say what shows it comes down: ``after its batches it fell from 1,980,000 to 1,840,000, over 8
+        batches in 42 s``."""
+        return (
+            f"after its batches it fell from {self.first or 0:,} to {self.lag:,}, over {self.batches} batches in "
+            f"{self.span_s:.0f} s"
+        )
 
 
 def newest_trough(
@@ -301,4 +322,6 @@ def newest_trough(
     # whole batches only, as lag_trend counts them; the newest is always judged
     every = batch_troughs(points)
     batches = [b for b in every if b[0] >= now - window_s] or every[-1:]
-    return NewestTrough(lag=batches[-1][1], batches=len(batches), span_s=points[-1][0] - batches[0][0])
+    return NewestTrough(
+        lag=batches[-1][1], batches=len(batches), span_s=points[-1][0] - batches[0][0], first=batches[0][1]
+    )
