@@ -413,6 +413,8 @@ class Controller:
         ) not in at_rest:
             # once, as it comes to rest: its run is gone, and a shared host started again must not resume it
             self._release(item)
+            if st.get("progress"):  # the next start is a start, not a roll-out (health_model.AT_REST)
+                upd["progress"] = {**st["progress"], "state": "failed" if actual == "failed" else "stopped"}
         if item.deleted or item.desired == "deleted":
             return {**upd, "actual_state": "deleted", "pid": None}
         if not want_running:

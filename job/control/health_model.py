@@ -420,15 +420,22 @@ def batch_in_flight(progress: Mapping[str, Any], started: float) -> tuple[int, f
     return (int(batch.get("id", -1)), since) if since >= started else None
 
 
+#: ``state`` of the progress its controller records when a dagger comes to rest (its run stopped or failed
+#: for good): a start after it is a start, not a roll-out.
+AT_REST = ("stopped", "failed")
+
+
 def starting_words(f: DaggerFacts, up_s: float) -> str:
     """Return what a run that has not reported yet is, ``up_s`` after its start: ``rolling out version 3: its
-    new run started 4 s ago, no report yet`` (a run before it reported: a new version or a restart),
-    ``restarting after 1 crash: …``, or ``starting version 1: started 4 s ago, no report yet``."""
+    new run started 4 s ago, no report yet`` (a run before it reported and ran until this one replaced it: a
+    new version or a restart), ``restarting after 1 crash: …``, or ``starting version 1: started 4 s ago, no
+    report yet`` (a first start, or a start after a stop: :data:`AT_REST`)."""
     version = f" version {f.running_version}" if f.running_version is not None else ""
     if f.restarts > 0:
         crashes = f"{f.restarts} crash{'es' if f.restarts != 1 else ''}"
         return f"restarting{version} after {crashes}: its new run started {up_s:.0f} s ago, no report yet"
-    if float(f.progress.get("updated_at") or 0.0) > 0.0:  # a run before this one reported
+    replaced = f.progress.get("state") not in AT_REST  # the run before it ran until this one replaced it
+    if float(f.progress.get("updated_at") or 0.0) > 0.0 and replaced:  # a run before this one reported
         return f"rolling out{version or ' a new run'}: its new run started {up_s:.0f} s ago, no report yet"
     return f"starting{version}: started {up_s:.0f} s ago, no report yet"
 
@@ -530,8 +537,8 @@ def dagger_health(f: DaggerFacts, now: float, s: HealthSettings | None = None) -
             next_retry_at=retry,
             restarts=restarts,
         )
-    if actual in ("created", "stopped", "pending"):
-        return DaggerHealth(UNKNOWN, "waiting for its controller to start it", restarts=restarts)
+    if actual in ("created", "stopped", "pending"):  # deployed: its controller, alive, starts it next round
+        return DaggerHealth(STARTING, "starting: waiting for its controller to start it", restarts=restarts)
     if actual == "stopping" and f.desired_state == "running":
         # a restart or a new version: the old run is still finishing; what it shows is what the dagger is
         old = _live(replace(f, actual_state="running"), now, s)

@@ -117,8 +117,8 @@ CASES: list[tuple[str, DaggerFacts, str, str]] = [
     (
         "pending with a controller",
         facts(actual_state="pending"),
-        UNKNOWN,
-        "waiting for its controller to start it",
+        STARTING,
+        "starting: waiting for its controller to start it",
     ),
     (
         "failed",
