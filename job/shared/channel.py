@@ -25,6 +25,9 @@ Layout of a host folder ``D``::
   ``failure``, the run's failure record (``{"title", "message", "hint", "at", "exit_code"}``, see
   :mod:`job.query.failure_record`), which the controller shows, and ``error``, the same as text (``Title:
   message``, then ``hint: ...`` on the next line).
+* a host that starts reports ``stopped`` for each run that a host process before it left not ended (it
+  ended with that process) and that no assignment asks for any more (its key unassigned, or given a new
+  token): a stop asked while the new host still starts Spark ends at once, not never.
 * ``state`` of the host: ``starting`` (Spark starting), ``ready``, ``exited`` (with ``error`` when it
   lost its Spark application, e.g. the JVM was killed; it then exits with code 3).
 
@@ -122,6 +125,16 @@ class HostFolder:
     def state(self, key: str) -> dict[str, Any] | None:
         """Return what the host last reported about ``key``, or None."""
         return read_json(self.root / DAGGERS / f"{key}.json")
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """Return what the host last reported about each key, by key."""
+        out: dict[str, dict[str, Any]] = {}
+        folder = self.root / DAGGERS
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            data = read_json(path)
+            if data is not None and data.get("key") == path.stem:
+                out[path.stem] = data
+        return out
 
     def host(self) -> dict[str, Any] | None:
         """Return ``host.json``, or None before the host wrote it."""

@@ -16,7 +16,8 @@ assignment was removed and replaces those whose token changed, each without touc
   exit code 0. Signals are handled here only, never per dagger.
 * When the Spark application is lost (the JVM exits or is killed), the host records it in
   ``host.json`` and exits with code 3 at once; whoever supervises it (the controller) starts a new
-  host on the same folder, which starts every assignment again from its own checkpoint.
+  host on the same folder, which starts every assignment again from its own checkpoint, and reports
+  ``stopped`` for each run of the lost one that is no longer assigned (:func:`end_left_over`).
 
 Each query's streaming Python source keeps a Python process on the driver: in a host they are forked
 from a fork server started with it (:mod:`job.shared.forkserver`), a few MB each instead of ~70.
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from job.common.exits import how_it_ended
-from job.shared.channel import HostFolder
+from job.shared.channel import ENDED, HostFolder
 from job.shared.group import GROUPS, SPLIT_FILE, HostedGroup, Member, solo_key, split_members
 from job.shared.hosted import HostedDagger
 
@@ -72,6 +73,7 @@ class SharedHost:
         self.stopping = threading.Event()
         self._start_gate = threading.Lock()  # one query starts at a time
         self._jvm = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM PySpark launched, if any
+        self._first_round = True  # the runs a host process before this one left are settled in it
         self.fork_server_pid: int | None = None  # job.shared.forkserver, when it runs
 
     # ---- the application ------------------------------------------------------------------------
@@ -145,6 +147,9 @@ class SharedHost:
 
     def reconcile(self) -> None:
         """Start, stop and replace daggers so that they match the assignments."""
+        if self._first_round:  # before this process starts any run: every run not ended is an old one's
+            end_left_over(self.folder)
+            self._first_round = False
         wanted = self.folder.assignments()
         fused: dict[str, dict[str, Member]] = {}
         for key, want in list(wanted.items()):
@@ -357,6 +362,30 @@ class SharedHost:
         self._report("exited")
 
 
+def end_left_over(folder: HostFolder) -> list[str]:
+    """Report ``stopped`` for each run whose state file says it has not ended though no assignment asks for it
+    (its key unassigned, or assigned with another token): a run of a host process before this one, which
+    ended with that process. Before, a dagger unassigned while a restarted host still started Spark kept its
+    dead host's ``running`` for good (the new host never took it): its controller waited for it to stop,
+    killed it after ``stop_timeout_s`` (a kill the host dropped: nothing of that key was stopping) and the
+    dagger read ``stopping`` until the host went. Call it only before this process starts any run.
+
+    Returns the keys reported stopped."""
+    assigned = folder.assignments()
+    ended: list[str] = []
+    for key, state in folder.states().items():
+        token, want = str(state.get("token")), assigned.get(key) or {}
+        if state.get("state") in ENDED or str(want.get("token")) == token:
+            continue  # ended, or to be started again here
+        kept = {
+            k: v for k, v in state.items() if k not in ("key", "token", "state", "at", "error", "failure")
+        }
+        folder.report(key, token, "stopped", **kept)
+        log.info("%s: its run %s ended with the host process before this one: stopped", key, token)
+        ended.append(key)
+    return ended
+
+
 def build_host_session(master: str) -> Any:
     """Return the host's SparkSession: the daggers' usual settings, plus the FAIR scheduler."""
     from job.spark.session import build_session
@@ -418,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     folder.report_host(pid=os.getpid(), state="starting", master=args.master)
+    end_left_over(folder)  # at once: a stop need not wait for Spark to start (the first round does it again)
     fork = None
     if not args.no_fork_server:
         from job.shared import forkserver
