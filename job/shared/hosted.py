@@ -184,11 +184,14 @@ class HostedDagger:
             job, session = self._prepare()
             if job is None:
                 return
-            with self.start_gate:  # one query starts at a time (see _wait_for_sources)
+            self._take_gate()  # one query starts at a time (see _wait_for_sources)
+            try:
                 if self._stop.is_set():
                     raise _StoppedStarting
                 liveness = self._start(job, session)
                 self._wait_for_sources(job.query)
+            finally:
+                self.start_gate.release()
             query = job.query
             assert query is not None
             job.mark("running")
@@ -269,6 +272,14 @@ class HostedDagger:
         self._job = job  # a kill from now on aborts its sinks
         start_sinks(job.sinks, None, self._wait_to_retry)
         return job, session
+
+    def _take_gate(self, every_s: float = 0.2) -> None:
+        """Take the host's start gate; raise :class:`_StoppedStarting` when a stop or a kill comes while
+        another query holds it (a restarted host starts its daggers one at a time, each up to a minute: a
+        stop must not wait for all those ahead of it)."""
+        while not self.start_gate.acquire(timeout=every_s):
+            if self._stop.is_set():
+                raise _StoppedStarting
 
     def _wait_to_retry(self, delay_s: float) -> None:
         """Wait ``delay_s`` before a sink's next try to open; raise :class:`_StoppedStarting` on a stop."""
