@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from job.errors import SourceError
-from job.sources.offsets import Offsets, split_limit
+from job.sources.offsets import Offsets, beginning_offsets, end_offsets, split_limit
 
 Key = tuple[str, str]
 #: Looks up the record time (epoch ms) at each offset asked for; a key whose record has no time is left out.
@@ -174,6 +174,60 @@ class _Bracket:
         width = self.b - self.a
         nxt = _Bracket(self.a, self.ta, at, t) if t > horizon else _Bracket(at, t, self.b, self.tb)
         return dataclasses.replace(nxt, halve=not self.halve and 2 * (nxt.b - nxt.a) > width)
+
+
+def first_stamped(
+    times_at: TimesAt, at_ms: int, lows: dict[Key, int], highs: dict[Key, int]
+) -> dict[Key, int]:
+    """Return, per partition of ``highs``, the first offset in ``[low, high)`` whose record is stamped at or
+    after ``at_ms``, ``high`` when none is (records taken as written in time order). Looks back from
+    ``high`` 1, 2, 4, ... records until one is older, then halves the gap: about ``2 log2(n)`` look-ups for
+    ``n`` records back, all partitions in each round. A partition whose record has no time answers ``low``
+    (read it all)."""
+    out: dict[Key, int] = {}
+    old = {k: lows[k] - 1 for k in highs}  # the newest offset known older than at_ms (low - 1: none)
+    new = {k: hi for k, hi in highs.items()}  # the oldest offset known at or after at_ms (high: none)
+    step = {k: 1 for k in highs}  # looking back: how far from high; 0 once an older record was found
+    while True:
+        for k in [k for k in new if k not in out and new[k] - old[k] <= 1]:
+            out[k] = new[k]
+        probe = {
+            k: max(highs[k] - step[k], lows[k]) if step[k] else (old[k] + new[k]) // 2
+            for k in new
+            if k not in out
+        }
+        if not probe:
+            return out
+        found = times_at(probe)
+        for k, at in probe.items():
+            if k not in found:
+                out[k] = lows[k]
+            elif found[k] >= at_ms:
+                new[k] = at
+                step[k] = 2 * step[k] if step[k] and at > lows[k] else 0
+                if at == lows[k]:
+                    old[k] = at - 1
+            else:
+                old[k], step[k] = at, 0
+
+
+def offsets_back_to(consumer: Consumer, at_ms: int, highs: Offsets, timeout: float = 10.0) -> Offsets:
+    """Return, per partition of ``highs`` (offsets read so far), the first offset at or before it whose
+    record is stamped at or after ``at_ms`` (:func:`first_stamped`, looked up by record times), within the
+    partition's bounds. ``offsets_for_times`` is not used: tansu answers it by the broker's append time of
+    each record batch, and a backlog loaded after its events answers offset 0 (the whole topic again).
+    Raises SourceError when the broker cannot be reached."""
+    tps = [TopicPartition(t, int(p)) for t, ps in highs.items() for p in ps]
+    firsts, ends = beginning_offsets(consumer, tps, timeout), end_offsets(consumer, tps, timeout)
+    lows = {(t, p): firsts[t][p] for t, ps in highs.items() for p in ps}
+    tops = {
+        (t, p): max(min(int(hi), ends[t][p]), lows[(t, p)]) for t, ps in highs.items() for p, hi in ps.items()
+    }
+    found = first_stamped(lambda want: record_times(consumer, want, timeout), at_ms, lows, tops)
+    out: Offsets = {}
+    for (t, p), off in sorted(found.items()):
+        out.setdefault(t, {})[p] = off
+    return out
 
 
 def record_times(consumer: Consumer, wanted: dict[Key, int], timeout: float = 10.0) -> dict[Key, int]:

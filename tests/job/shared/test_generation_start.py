@@ -1,0 +1,117 @@
+"""Where a fused group's next generation starts reading (job.shared.group.generation_start), on a real tansu
+broker: back from the offsets the last generation had read, by record time, to the oldest open window's first
+record. Tansu answers offsets for times by the broker's append time of each record batch: a backlog loaded
+after its events (every event older than its append) answered offset 0, and the member read the whole topic
+again (1.8 M records: lag 0 -> 1,820,019)."""
+
+from __future__ import annotations
+
+import bisect
+import json
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from job.query.plan import plan
+from job.shared.fusion import group_plan, restart_ms
+from job.shared.group import GROUP_FILE, PLAN_FORM, generation_start, start_of_generation
+from job.sources.align import Key, first_stamped
+from job.sources.kafka import KafkaStreamReader
+from job.spec import parse_spec
+from job.stack.broker import create_topic
+from tests.helpers import BOOKINGS_SQL, booking_spec, unique
+
+T0_MS = 1_772_442_000_000  # 2026-03-02 09:00 UTC, a minute boundary, long before the records' append
+PER_PARTITION = {0: 30_000, 1: 20_000}  # records over 10 minutes of event time
+SPAN_MS = 600_000
+
+
+def stamps(partition: int) -> list[int]:
+    """The event times of a partition's records, in order."""
+    n = PER_PARTITION[partition]
+    return [T0_MS + partition * 7 + i * SPAN_MS // n for i in range(n)]
+
+
+def test_the_search_looks_back_from_the_end_and_finds_the_first_record_at_or_after_a_time() -> None:
+    parts = {"0": [1, 2, 2, 5, 7, 7, 9], "1": [3, 3, 3], "2": [10, 11]}
+    asked: list[dict[Key, int]] = []
+
+    def times_at(want: dict[Key, int]) -> dict[Key, int]:
+        asked.append(dict(want))
+        return {k: parts[k[1]][off] for k, off in want.items() if off < len(parts[k[1]])}
+
+    lows = {("t", p): 0 for p in parts}
+    highs = {("t", p): len(ts) for p, ts in parts.items()}
+    # at 7: offset 4 on partition 0; partition 1 has none that new (its end); partition 2 from its low
+    assert first_stamped(times_at, 7, lows, highs) == {("t", "0"): 4, ("t", "1"): 3, ("t", "2"): 0}
+    assert asked[0] == {("t", "0"): 6, ("t", "1"): 2, ("t", "2"): 1}  # each partition's last record first
+    assert first_stamped(times_at, 2, lows, {**highs, ("t", "0"): 5}) == {
+        ("t", "0"): 1,
+        ("t", "1"): 0,
+        ("t", "2"): 0,
+    }
+    # never past high; an empty range answers its high; a record with no time answers low
+    assert first_stamped(times_at, 100, {("t", "0"): 2}, {("t", "0"): 2}) == {("t", "0"): 2}
+    assert first_stamped(lambda want: {}, 7, lows, highs) == lows
+
+
+def test_a_groups_next_generation_reads_from_the_oldest_open_window_not_from_offset_zero(
+    tansu_broker: str, tmp_path: Path
+) -> None:
+    topic = unique("gen")
+    create_topic(tansu_broker, topic, len(PER_PARTITION))
+    producer = Producer({"bootstrap.servers": tansu_broker, "linger.ms": 50, "batch.num.messages": 10_000})
+    for p in PER_PARTITION:
+        for ts in stamps(p):
+            while True:
+                try:
+                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+    assert producer.flush(60) == 0
+    ends = {topic: {str(p): n for p, n in PER_PARTITION.items()}}
+
+    def member(name: str):  # type: ignore[no-untyped-def]
+        text = booking_spec(
+            f"d-{name}",
+            topic=topic,
+            bootstrap=tansu_broker,
+            group="g",
+            sql=BOOKINGS_SQL,
+            settings="isolation: fused\nwatermark_delay_ms: 10000\n",
+        )
+        return plan(parse_spec(text, f"{name}.yaml"), tmp_path / name)
+
+    fa, fb = member("fa"), member("fb")
+    window = list(fb.translation.window)
+    # the pair's first generation read everything (lag 0) up to a watermark 10 s behind its newest event
+    folder = tmp_path / "groups" / "g"
+    watermark = T0_MS + SPAN_MS - 10_000
+    spark = folder / "gen-1" / "spark"
+    (spark / "offsets").mkdir(parents=True)
+    (spark / "commits").mkdir(parents=True)
+    (spark / "offsets" / "0").write_text(
+        f'v1\n{{"batchWatermarkMs":{watermark},"batchTimestampMs":1}}\n{json.dumps(ends)}\n'
+    )
+    (spark / "commits" / "0").write_text("v1\n{}\n")
+    (folder / GROUP_FILE).write_text(
+        json.dumps({"generation": 1, "members": {"fa": "fa-1", "fb": "fb-1"}, "form": PLAN_FORM})
+    )
+    # fa stopped: fb goes on in the group's next generation
+    gen = start_of_generation(folder, {"fb": "fb-1"}, window)
+    assert (gen.number, gen.start_ms, gen.seen) == (2, restart_ms(watermark, window), ends)
+    start_from = generation_start(fb, window, gen.start_ms, gen.seen)
+    source = group_plan([fb], folder / "gen-2", start_from).streams[0].source
+    reader = KafkaStreamReader(source)
+    try:
+        first = reader.initialOffset()
+    finally:
+        reader.stop()
+    # the first record of each partition stamped at or after the oldest open window's start, less the
+    # watermark delay (a record out of order by less is not missed): the last 70 s of 600
+    at_ms = gen.start_ms - 10_000
+    want = {topic: {str(p): bisect.bisect_left(stamps(p), at_ms) for p in PER_PARTITION}}
+    assert first == want
+    assert want == {topic: {"0": 26_500, "1": 17_667}}
+    assert fa.spec.watermark_delay_ms == 10_000
