@@ -3,6 +3,11 @@ as lists of record times (a unit test: the broker's look-up is a dict)."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
+from job.errors import SourceError
 from job.sources.align import Key, align_ends, aligned_limit
 from job.sources.offsets import Offsets
 
@@ -94,3 +99,23 @@ def test_a_partition_all_ahead_reads_nothing_and_out_of_order_records_never_leav
     parts = {"0": [100, 0], "1": [100, 0]}
     end, asked = timeline(parts)
     assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 1, "1": 1}}
+
+
+def test_a_record_time_is_looked_up_once_a_plan_and_the_look_ups_end_at_the_budget() -> None:
+    end, asked = timeline(BURST)
+    start = {"t": {"0": 0, "1": 0}}
+    ends = aligned_limit(start, end, 400, looker(BURST, asked))
+    newest, oldest = read_times(BURST, start, ends)
+    assert ends == {"t": {"0": 300, "1": 73}} and newest <= oldest
+    each = [(k, at) for want in asked for k, at in want.items()]
+    assert len(each) == len(set(each)) == 18  # none twice (23 offsets in 20 rounds before)
+    assert len(asked) == 15
+
+    def slow(want: dict[Key, int]) -> dict[Key, int]:
+        time.sleep(0.05)
+        return looker(BURST, [])(want)
+
+    began = time.monotonic()
+    with pytest.raises(SourceError, match="record times not all found within 0.1 s"):
+        aligned_limit(start, end, 400, slow, budget_s=0.1)
+    assert time.monotonic() - began < 0.5
