@@ -194,11 +194,8 @@ class _Bracket:
 
     def probe(self, horizon: int) -> int:
         """The offset to look at next: where the horizon falls between the times of ``a`` and ``b`` (record
-        times grow about evenly with offsets), else halfway; the first record when no time below is known (to
-        interpolate from)."""
-        if self.ta is None:
-            return self.a + 1
-        if self.halve or self.tb <= self.ta:
+        times grow about evenly with offsets), else halfway."""
+        if self.halve or self.ta is None or self.tb <= self.ta:
             return (self.a + self.b) // 2
         at = self.a + 1 + (self.b - self.a - 1) * (horizon - self.ta) // (self.tb - self.ta)
         return min(max(at, self.a + 1), self.b - 1)
