@@ -8,11 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.influx_watch import ArrivalWatch, bucketer
+from bench.influx_watch import ArrivalWatch, bucketer, subscription_drops
 from job.shared.channel import HostFolder
 from job.stack.broker import create_topic
 from job.stack.process import group_members
@@ -260,3 +262,39 @@ class HostWorld:
         """Count every point written to each key's database, by second, until the test ends."""
         for key in keys:
             self.watches[key] = self.world.watch(key)
+
+    def written_once(self, key: str, want: Counter[tuple[str, int]], timeout_s: float = 30) -> None:
+        """Wait until ``key``'s watch counted exactly ``want`` (its points by bucket) and return.
+
+        Raises AssertionError, naming the buckets, if a bucket got more points than ``want`` (written twice),
+        or fewer while InfluxDB forwarded every write to its subscriptions. Fewer with writes InfluxDB did
+        not forward (its subscriber queue full on a loaded machine) is what can be seen of the points, not a
+        second write: the caller checks the rows themselves in InfluxDB."""
+        watch = self.watches[key]
+
+        def got() -> Counter[tuple[str, int]]:
+            return Counter({b: n[-1][1] for b, n in list(watch.arrivals.items())})
+
+        try:
+            wait_until(
+                f"{key}: each row written once",
+                lambda: got() == want,
+                timeout_s,
+                log=self.host.folder.log_path,
+            )
+        except AssertionError as exc:
+            seen = got()
+            over = {b: (seen[b], n) for b, n in seen.items() if n > want[b]}
+            under = {b: (seen[b], n) for b, n in want.items() if seen[b] < n}
+            influx_url = self.world.influxdb.url  # type: ignore[attr-defined]
+            dropped = subscription_drops(influx_url) - watch._drops0
+            if over or dropped <= 0:
+                raise AssertionError(
+                    f"{key}: buckets written more than once (seen, wanted): {dict(list(over.items())[:10])}; "
+                    f"fewer: {dict(list(under.items())[:10])}; InfluxDB dropped {dropped} subscription writes"
+                ) from exc
+            warnings.warn(
+                f"{key}: {sum(w - s for s, w in under.values())} points not seen: InfluxDB dropped {dropped} "
+                "subscription writes (a loaded machine); none was seen twice",
+                stacklevel=2,
+            )

@@ -107,10 +107,5 @@ def test_a_member_that_fails_at_run_time_fails_alone_and_the_others_come_back_to
 
     # no window of fa or fb was written twice: not at the split, their return, fx's or the restart
     want = Counter(("bookings", end) for end, *_ in closed(w.rows))
-    for key, watch in host_world.watches.items():
-        wait_until(
-            f"{key}: each window's points once",
-            lambda v=watch: Counter({k: n[-1][1] for k, n in v.arrivals.items()}) == want,
-            30,
-            log=f.log_path,
-        )
+    for key in host_world.watches:
+        host_world.written_once(key, want)

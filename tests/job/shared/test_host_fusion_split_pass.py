@@ -108,13 +108,8 @@ def test_pass_throughs_come_back_together_after_one_fails_and_each_event_arrives
             log=f.log_path,
         )
     want = per_second(w.rows)
-    for key, watch in host_world.watches.items():
-        wait_until(
-            f"{key}: each row written once",
-            lambda v=watch: Counter({k: n[-1][1] for k, n in v.arrivals.items()}) == want,
-            30,
-            log=f.log_path,
-        )
+    for key in host_world.watches:
+        host_world.written_once(key, want)
     assert host.dagger("pa")["group"] == gkey and host.dagger("pb")["group"] == gkey
 
 
@@ -220,10 +215,5 @@ def test_a_pass_through_that_comes_back_behind_catches_up_exactly_once(  # type:
         )
     # pb got step 1 once (the catch-up) and step 2 once; pa only step 2 (it had step 1)
     wanted = {"pa": per_second(step_2), "pb": per_second(step_1 + step_2)}
-    for key, watch in host_world.watches.items():
-        wait_until(
-            f"{key}: each row written once",
-            lambda k=key, v=watch: Counter({b: n[-1][1] for b, n in v.arrivals.items()}) == wanted[k],
-            30,
-            log=f.log_path,
-        )
+    for key in host_world.watches:
+        host_world.written_once(key, wanted[key])
