@@ -9,7 +9,8 @@ last probe of the cluster's parts, and ``now``.
 A dagger is in exactly one of :data:`DAGGER_STATES`:
 
 ``running``
-    it reads what arrives; its lag is small. A micro-batch in flight is reading (see ``stalled``).
+    it reads what arrives; its lag is small. A micro-batch in flight is reading (see ``stalled``). Between
+    batches it is idle only when nothing waits and its rows/s shows nothing read (:func:`between_batches`).
 ``catching up``
     it is behind: its lag after its newest batch is at least ``catching_up_lag``, and is not shown to grow
     (its reason says "not growing" only when its troughs show it falling). Batches too slow for a trend (a
@@ -446,6 +447,20 @@ def _batch_words(batch_id: int, ran_s: float, first: bool, carried: bool) -> str
     return f"{what} running for {ran_s:.0f} s"
 
 
+def between_batches(waiting: int | None, rows_per_s: Figure | None, since_batch_s: float) -> str:
+    """Return what a dagger that reported since its last batch, with none in flight, is doing, in words its
+    figures do not contradict: ``reading: 7,540 records wait; last batch 3 s ago`` while its lag shows records
+    waiting (however few: only a lag of 0 is nothing new), ``caught up: nothing new to read; last batch 3 s
+    ago`` when none wait but its rows/s shows rows read in its window (an average that decays after a burst),
+    else ``idle: nothing new to read`` (its lag 0 or not read yet, and its rows/s 0 or none)."""
+    last = f"last batch {max(since_batch_s, 0.0):.0f} s ago"
+    if waiting:
+        return f"reading: {waiting:,} record{' waits' if waiting == 1 else 's wait'}; {last}"
+    if rows_per_s is not None and rows_per_s.value > 0:
+        return f"caught up: nothing new to read; {last}"
+    return "idle: nothing new to read"
+
+
 def sink_retrying(progress: Mapping[str, Any], now: float) -> tuple[str, float] | None:
     """Return the reason and how long it has lasted when a sink retries a write (status.json's
     ``sinks.<name>.retrying``: attempt, of, next_at, since, error), else None."""
@@ -609,7 +624,8 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         batch_at = float(last_rows_at(f.samples) or known_since) if carried else started
     else:
         batch_at = float(p.get("batch_at") or updated)
-    idle = updated - batch_at > 0.0  # reports since the last batch are idle: nothing new to read
+    # a report since the last batch: between batches (idle only when nothing waits, see between_batches)
+    idle = updated - batch_at > 0.0
     brokers_silent = bool(f.lag_error) and min(now - batch_at, unreadable_s) > silent_after
     figures = DaggerHealth(  # the figures; each verdict below replaces the state and the reason
         RUNNING,
@@ -720,13 +736,11 @@ def _live(f: DaggerFacts, now: float, s: HealthSettings) -> DaggerHealth:
         return replace(figures, state=RUNNING, reason=flight)
     if ("batch_at" in p and not p.get("batch_at")) or (not carried and batch_at < started):
         return replace(figures, state=RUNNING, reason=f"started {up_s or 0:.0f} s ago: no batch yet")
-    idle = idle and in_flight is None  # a report at a batch's start is not an idle one
-    if idle and lag and lag >= s.catching_up_lag:  # a backlog is never "nothing new", whatever its trend
-        backlog = shown if shown is not None else lag
-        return replace(
-            figures, state=RUNNING, reason=f"{backlog:,} records wait; last batch {now - batch_at:.0f} s ago"
-        )
-    return replace(figures, state=RUNNING, reason="idle: nothing new to read" if idle else "reading")
+    if not idle or in_flight is not None:  # a report at a batch (or at a batch's start) is not an idle one
+        return replace(figures, state=RUNNING, reason="reading")
+    # the records that wait are the lag shown beside the reason (the one read now, when it is fresh)
+    unread = shown if shown is not None else lag
+    return replace(figures, state=RUNNING, reason=between_batches(unread, figures.rows_per_s, now - batch_at))
 
 
 #: A part's states: ``ok``; ``slow``: its last probe went unanswered but the one before answered (a busy
