@@ -127,10 +127,13 @@ def align_ends(
     itself when a record needed has no time (the proportional share then stays).
 
     With a tolerance of half the watermark delay, no record left unread is later than the delay behind one
-    read. Each partition is taken as written in record-time order; a record out of order by less than the
-    watermark delay is not late either way. Look-ups: one round when the share is aligned already, then a few
-    rounds of an interpolation search in the partitions read too far, which starts from the record times
-    ``learnt`` (partition -> offset -> time) where they narrow it."""
+    read. Each partition is taken as written in record-time order, in runs: a record older (by more than the
+    tolerance) than one before it in its partition ends the run (what follows is late: a tail copied or
+    replayed, a burst of old records), and no partition is read past the end of its run. A partition whose
+    first unread or last record is such a drop (its time older than its first record read) is searched for
+    the end of its run first; the last time of that run is then its share of the horizon. Look-ups: one round
+    for the ends and one for the first records read, then a few rounds of an interpolation search in the
+    partitions read too far, which starts from the record times ``learnt`` (partition -> offset -> time)."""
     read = {
         (t, p): (start.get(t, {}).get(p, 0), hi)
         for t, ps in capped.items()
@@ -140,78 +143,149 @@ def align_ends(
     cut = {(t, p): hi for t, ps in capped.items() for p, hi in ps.items() if hi < end.get(t, {}).get(p, hi)}
     if not read or not cut:
         return capped
+    # partition -> offset -> time, as found
+    seen = {k: dict((learnt or {}).get(k, {})) for k in {*read, *cut}}
+
+    def look(want: dict[Key, int]) -> bool:
+        found = times_at(want) if want else {}
+        for k, t in found.items():
+            seen[k][want[k]] = t
+        return len(found) == len(want)
+
     # what each read partition reaches: the first record a cut one leaves unread (its last read is no newer),
     # the last record of one read to its end
-    whole = {k: hi - 1 for k, (_, hi) in read.items() if k not in cut}
-    known = {k: (newest or {})[k] for k in whole if k in (newest or {})}
-    asked = {**cut, **{k: at for k, at in whole.items() if k not in known}}
-    times = times_at(asked)
-    if len(times) < len(asked):
+    top = {**{k: hi - 1 for k, (_, hi) in read.items()}, **cut}
+    for k, at in top.items():
+        if k not in cut and k in (newest or {}):
+            seen[k].setdefault(at, (newest or {})[k])
+    if not look({k: at for k, at in top.items() if at not in seen[k]}):
         return capped
-    reach = {**known, **times}
-    horizon = min(reach[k] for k in cut)
-    # per partition read past the horizon (and the tolerance): its first record newer than the horizon is in
-    # (a, b]; b is the first unread record of a cut partition, the last record of one read to its end
-    search = {
-        k: _Bracket(lo - 1, None, cut.get(k, hi - 1), reach[k]).seeded((learnt or {}).get(k, {}), horizon)
-        for k, (lo, hi) in read.items()
-        if reach[k] > horizon + tolerance_ms
+    if not look({k: lo for k, (lo, _) in read.items() if lo not in seen[k]}):
+        return capped
+    reach = {k: seen[k][at] for k, at in top.items()}
+    # a reach older than a record before it in its partition: the run ended on the way, where it is found
+    ended = {
+        k: _Bracket(lo - 1, None, top[k], reach[k]).seeded(seen[k], None, tolerance_ms)
+        for k, (lo, _) in read.items()
+        if reach[k]
+        < max((t for at, t in seen[k].items() if lo <= at < top[k]), default=reach[k]) - tolerance_ms
     }
-    while any(b.open(tolerance_ms) for b in search.values()):
-        probe = {k: b.probe(horizon) for k, b in search.items() if b.open(tolerance_ms)}
-        found = times_at(probe)
-        if len(found) < len(probe):
-            return capped
-        for k, at in probe.items():
-            search[k] = search[k].narrowed(at, found[k], horizon)
+    dropped = _searched(ended, look, seen, None, tolerance_ms)
+    if dropped is None:
+        return capped
+    last = {**reach, **{k: b.ta for k, b in dropped.items() if b.ta is not None}}
+    horizon = min(last[k] for k in cut)
+    # per partition read past the horizon (and the tolerance): its first record newer than the horizon, or
+    # the end of its run, is in (a, b]; b is the first unread record of a cut partition, the last record of
+    # one read to its end, the end of the run of one searched above
+    search = {
+        k: _Bracket(lo - 1, None, *_past(dropped.get(k), top[k], reach[k])).seeded(
+            seen[k], horizon, tolerance_ms
+        )
+        for k, (lo, _) in read.items()
+        if last[k] > horizon + tolerance_ms
+    }
+    searched = _searched(search, look, seen, horizon, tolerance_ms)
+    if searched is None:
+        return capped
     out: Offsets = {t: dict(ps) for t, ps in capped.items()}
-    for (t, p), b in search.items():
+    for (t, p), b in {**dropped, **searched}.items():
         out[t][p] = b.end()
     # records out of order around the horizon could leave nothing to read: the stream must go on
     return out if any(out[t][p] > lo for (t, p), (lo, _) in read.items()) else capped
 
 
+def _past(bracket: _Bracket | None, top: int, reach: int) -> tuple[int, int]:
+    """Return (offset, time) of the record a partition is read short of: the end of its run where one was
+    searched (``bracket``), else ``top`` at ``reach``."""
+    return (bracket.b, bracket.tb) if bracket is not None else (top, reach)
+
+
+def _searched(
+    search: dict[Key, _Bracket],
+    look: Callable[[dict[Key, int]], bool],
+    seen: dict[Key, dict[int, int]],
+    horizon: int | None,
+    tolerance_ms: int,
+) -> dict[Key, _Bracket] | None:
+    """Return the brackets of ``search`` narrowed until closed (:meth:`_Bracket.open`), one look-up per open
+    partition a round (``look`` records the times found in ``seen``); None when a record has no time."""
+    while any(b.open(tolerance_ms, horizon) for b in search.values()):
+        probe = {k: b.probe(horizon) for k, b in search.items() if b.open(tolerance_ms, horizon)}
+        if not look({k: at for k, at in probe.items() if at not in seen[k]}):
+            return None
+        for k, at in probe.items():
+            search[k] = search[k].narrowed(at, seen[k][at], horizon, tolerance_ms)
+    return search
+
+
 @dataclass(frozen=True)
 class _Bracket:
-    """Offsets ``a`` (its record at or before the horizon; ``ta`` its time, None for the one before the start)
-    and ``b`` (its record newer, at ``tb``): the first newer record is in ``(a, b]``. ``halve`` says that the
-    next probe bisects (an interpolation that did not halve the bracket is not tried twice in a row)."""
+    """Offsets ``a`` (its record at or before the horizon and in the partition's run; ``ta`` its time, None
+    for the one before the start) and ``b`` (its record newer, at ``tb``, or older than the run by more than
+    the tolerance: the run ended): the first such record is in ``(a, b]``. ``peak``: the newest time known
+    at or before ``a``. ``halve`` says that the next probe bisects (an interpolation that did not halve the
+    bracket is not tried twice in a row). A horizon of None looks for the end of the run alone."""
 
     a: int
     ta: int | None
     b: int
     tb: int
     halve: bool = False
+    peak: int | None = None
 
-    def open(self, tolerance_ms: int) -> bool:
+    def open(self, tolerance_ms: int, horizon: int | None) -> bool:
         """Whether to look further: more than one record in the bracket, and its times not within the
-        tolerance (then reading through ``a`` leaves no record unread older than ``tb`` less it)."""
-        return self.b - self.a > 1 and (self.ta is None or self.tb - self.ta > tolerance_ms)
+        tolerance (then reading through ``a`` leaves no record unread older than ``tb`` less it); a bracket
+        that ends on a drop (``tb`` not newer than the horizon) is narrowed to one record."""
+        if self.b - self.a <= 1:
+            return False
+        drop = horizon is None or self.tb <= horizon
+        return drop or self.ta is None or self.tb - self.ta > tolerance_ms
 
     def end(self) -> int:
         """The partition's end: the first newer record, or past ``a`` where the bracket closed on time."""
         return self.b if self.b - self.a <= 1 else self.a + 1
 
-    def probe(self, horizon: int) -> int:
+    def probe(self, horizon: int | None) -> int:
         """The offset to look at next: where the horizon falls between the times of ``a`` and ``b`` (record
         times grow about evenly with offsets), else halfway."""
-        if self.halve or self.ta is None or self.tb <= self.ta:
+        if self.halve or self.ta is None or horizon is None or not self.ta <= horizon < self.tb:
             return (self.a + self.b) // 2
         at = self.a + 1 + (self.b - self.a - 1) * (horizon - self.ta) // (self.tb - self.ta)
         return min(max(at, self.a + 1), self.b - 1)
 
-    def seeded(self, times: dict[int, int], horizon: int) -> _Bracket:
-        """The bracket narrowed by the record ``times`` known in it (offset -> time)."""
-        below = [(at, t) for at, t in times.items() if self.a < at < self.b and t <= horizon]
-        a, ta = max(below) if below else (self.a, self.ta)
-        above = [(at, t) for at, t in times.items() if a < at < self.b and t > horizon]
-        b, tb = min(above) if above else (self.b, self.tb)
-        return _Bracket(a, ta, b, tb)
+    def past(self, t: int, horizon: int | None, tolerance_ms: int) -> bool:
+        """Whether a record at ``t`` after ``a`` is newer than the horizon or ends the run (older than
+        :attr:`peak` by more than the tolerance)."""
+        return (horizon is not None and t > horizon) or (
+            self.peak is not None and t < self.peak - tolerance_ms
+        )
 
-    def narrowed(self, at: int, t: int, horizon: int) -> _Bracket:
+    def seeded(self, times: dict[int, int], horizon: int | None, tolerance_ms: int) -> _Bracket:
+        """The bracket narrowed by the record ``times`` known in it (offset -> time), in offset order up to
+        the first one past (:meth:`past`). The first record read (just after ``a``) sets :attr:`peak` but not
+        ``a``: a bracket closed on the tolerance there would read one record."""
+        out = self
+        for at in sorted(at for at in times if self.a < at < self.b):
+            t = times[at]
+            if out.past(t, horizon, tolerance_ms):
+                return dataclasses.replace(out, b=at, tb=t)
+            peak = t if out.peak is None else max(out.peak, t)
+            out = (
+                dataclasses.replace(out, peak=peak)
+                if at == self.a + 1
+                else dataclasses.replace(out, a=at, ta=t, peak=peak)
+            )
+        return out
+
+    def narrowed(self, at: int, t: int, horizon: int | None, tolerance_ms: int) -> _Bracket:
         """The bracket once the record at ``at`` is known to be at ``t``."""
         width = self.b - self.a
-        nxt = _Bracket(self.a, self.ta, at, t) if t > horizon else _Bracket(at, t, self.b, self.tb)
+        if self.past(t, horizon, tolerance_ms):
+            nxt = dataclasses.replace(self, b=at, tb=t)
+        else:
+            nxt = dataclasses.replace(self, a=at, ta=t, peak=t if self.peak is None else max(self.peak, t))
         return dataclasses.replace(nxt, halve=not self.halve and 2 * (nxt.b - nxt.a) > width)
 
 

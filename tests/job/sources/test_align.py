@@ -58,13 +58,14 @@ def test_within_a_tolerance_fewer_look_ups_and_no_record_left_further_behind() -
     newest, oldest = read_times(BURST, start, ends)
     assert newest - oldest <= 2 * 5
     assert len(asked) < len(exact)
-    # a partition read to its end whose last record's time is known is not looked up
+    # a partition read to its end whose last record's time is known: only its first record is looked up
+    # (a last record older than the first would end its run of rising times)
     parts = {"0": [0, 1, 2, 3], "1": [0, 1]}
     end, asked = timeline(parts)
     assert align_ends(start, {"t": {"0": 2, "1": 2}}, end, looker(parts, asked), newest={("t", "1"): 1}) == {
         "t": {"0": 2, "1": 2}
     }
-    assert asked == [{("t", "0"): 2}]
+    assert asked == [{("t", "0"): 2}, {("t", "0"): 0, ("t", "1"): 0}]
 
 
 def test_the_ends_at_the_horizon_exactly() -> None:
@@ -91,10 +92,11 @@ def test_a_partition_all_ahead_reads_nothing_and_out_of_order_records_never_leav
     capped = {"t": {"0": 1, "1": 1}}
     # partition 0's only record read is newer than partition 1's first unread, which sets the horizon
     assert align_ends(start, capped, end, looker(parts, asked)) == {"t": {"0": 0, "1": 1}}
-    # partition 1 out of order in itself: its own order decides (its record at 0 s comes after one at 100 s)
+    # partition 1 out of order in itself: its record at 0 s after one at 100 s is late (its run ended), so it
+    # sets no horizon: both read their record at 100 s, and partition 0's at 101 s stays unread
     parts = {"0": [100, 101], "1": [100, 0]}
     end, asked = timeline(parts)
-    assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 0, "1": 1}}
+    assert align_ends(start, {"t": {"0": 1, "1": 1}}, end, looker(parts, asked)) == {"t": {"0": 1, "1": 1}}
     # a horizon older than every record read: the proportional share stays (the stream goes on)
     parts = {"0": [100, 0], "1": [100, 0]}
     end, asked = timeline(parts)
@@ -108,8 +110,10 @@ def test_a_record_time_is_looked_up_once_a_plan_and_the_look_ups_end_at_the_budg
     newest, oldest = read_times(BURST, start, ends)
     assert ends == {"t": {"0": 300, "1": 73}} and newest <= oldest
     each = [(k, at) for want in asked for k, at in want.items()]
-    assert len(each) == len(set(each)) == 20  # none twice (23 offsets in 20 rounds before)
-    assert len(asked) == 17
+    # none twice (23 offsets in 20 rounds before a plan remembered them; 20 in 17 before the first record
+    # read of each partition was looked up too, whose time a drop is told by)
+    assert len(each) == len(set(each)) == 22
+    assert len(asked) == 18
 
     def slow(want: dict[Key, int]) -> dict[Key, int]:
         time.sleep(0.05)
@@ -140,3 +144,50 @@ def test_under_a_tolerance_every_batch_reads_about_the_limit() -> None:
         offsets = aligned_limit(offsets, end, 2000, looker(parts, []), newest, tolerance_ms=5000)
         batches += 1
     assert batches == 101
+
+
+def late_tail_topic() -> dict[str, list[int]]:
+    """Four partitions written in time order over 1,800 s (ms), then a burst of 600 records stamped 600-620 s
+    appended to each, and the first 2,400 records of partition 0 copied onto the end of partition 2: tails
+    much older than their partitions' middles (the tester's topic, a hundredth of it)."""
+    parts: dict[str, list[int]] = {}
+    for p, n in enumerate([4500, 4600, 4400, 4550]):
+        run = [i * 1_800_000 // n + 7 * p for i in range(n)]
+        parts[str(p)] = run + [600_000 + j * 20_000 // 600 for j in range(600)]
+    parts["2"] += parts["0"][:2400]
+    return parts
+
+
+def late_on_time(parts: dict[str, list[int]], cap: int, delay_ms: int) -> tuple[int, int, int]:
+    """Read ``parts`` in batches of at most ``cap`` aligned on record time, the way Spark's watermark drops:
+    return (on-time records dropped as late, truly late records, batches). A record is truly late when it is
+    older than the watermark delay behind one before it in its own partition."""
+    end = {"t": {p: len(ts) for p, ts in parts.items()}}
+    newest = {("t", p): ts[-1] for p, ts in parts.items()}
+    offsets, watermark, batches = {"t": {p: 0 for p in parts}}, -(10**12), 0
+    dropped, late = 0, 0
+    peak = {p: -(10**12) for p in parts}
+    while offsets != end:
+        ends = aligned_limit(offsets, end, cap, looker(parts, []), newest, tolerance_ms=delay_ms // 2)
+        assert sum(ends["t"][p] - offsets["t"][p] for p in parts) <= cap
+        top = watermark
+        for p, hi in ends["t"].items():
+            for t in parts[p][offsets["t"][p] : hi]:
+                if t < peak[p] - delay_ms:
+                    late += 1
+                elif t < watermark:
+                    dropped += 1
+                peak[p] = max(peak[p], t)
+                top = max(top, t - delay_ms)
+        watermark, offsets, batches = top, ends, batches + 1
+    return dropped, late, batches
+
+
+def test_a_partition_that_ends_in_older_records_is_not_read_past_the_others() -> None:
+    """A look-up that met the old tail of partition 2 (or any partition's burst of old records) took the
+    partition as all before the horizon and read it through its newest records: the watermark jumped past
+    the other partitions' records still unread (766 on-time records dropped here; 46,473 on the tester's
+    2.2 M). A drop in time ends a partition's run: it is read no further than the others."""
+    parts = late_tail_topic()
+    assert late_on_time(parts, 1000, 10_000) == (0, 4800, 25)
+    assert late_on_time(parts, 5000, 10_000) == (0, 4800, 5)  # 2,231 dropped before
