@@ -15,6 +15,7 @@ none, the proportional share stays.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import time
 from collections.abc import Callable
@@ -35,6 +36,9 @@ PASSES = 3
 #: partition has pending stays for that batch (SourceError, which job.sources.kafka answers so). One partition
 #: at a time (:func:`record_times`), the plans of 2 M records on 4 partitions on tansu took 0.34-0.70 s at most.
 BUDGET_S = 2.0
+#: The monotonic time by which a plan's look-ups must end (set by :class:`_Memo` while it looks up): a fetch
+#: of :func:`record_times` waits no longer (a fetch under way on noida-db waited out its own 10 s).
+_PLAN_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("plan_deadline", default=None)
 
 
 def aligned_limit(
@@ -83,9 +87,19 @@ class _Memo:
         """Return the times at ``want`` (see :data:`TimesAt`). Raises SourceError past the budget."""
         ask = {k: at for k, at in want.items() if at not in self.learnt.get(k, {})}
         if ask:
+            late = SourceError(f"record times not all found within {self.budget_s:g} s")
             if time.monotonic() > self.deadline:
-                raise SourceError(f"record times not all found within {self.budget_s:g} s")
-            for k, t in self.times_at(ask).items():
+                raise late
+            token = _PLAN_DEADLINE.set(self.deadline)
+            try:
+                found = self.times_at(ask)
+            except SourceError:
+                if time.monotonic() >= self.deadline:
+                    raise late from None
+                raise
+            finally:
+                _PLAN_DEADLINE.reset(token)
+            for k, t in found.items():
                 self.learnt.setdefault(k, {})[ask[k]] = t
         return {k: self.learnt[k][at] for k, at in want.items() if at in self.learnt.get(k, {})}
 
@@ -348,8 +362,12 @@ def record_times(consumer: Consumer, wanted: dict[Key, int], timeout: float = 10
     none. Partitions are fetched one after another: tansu answers a fetch of several partitions in the middle
     of a backlog in 0.1-1.8 s, each of them alone in ~5-20 ms (4 partitions of 500k records; noida-db may
     send whole partitions to a fetch of several and not answer at all). Raises SourceError when a fetch fails
-    or the look-ups do not end within ``timeout``."""
+    or the look-ups do not end within ``timeout``, or by the deadline of the plan that looks them up
+    (:class:`_Memo`), whichever comes first."""
     deadline = time.monotonic() + timeout
+    plan = _PLAN_DEADLINE.get()
+    if plan is not None and plan < deadline:
+        deadline, timeout = plan, max(plan - time.monotonic(), 0.0)
     out: dict[Key, int] = {}
     for key, offset in wanted.items():
         found = _record_time(consumer, key, offset, deadline, timeout)
@@ -367,9 +385,9 @@ def _record_time(consumer: Consumer, key: Key, offset: int, deadline: float, tim
         while True:
             if time.monotonic() >= deadline:
                 raise SourceError(
-                    f"no answer to a fetch of {key[0]}[{key[1]}] at {offset} within {timeout:.0f} s"
+                    f"no answer to a fetch of {key[0]}[{key[1]}] at {offset} within {timeout:.1f} s"
                 )
-            msg = consumer.poll(0.2)
+            msg = consumer.poll(min(0.2, max(deadline - time.monotonic(), 0.001)))
             if msg is None or (str(msg.topic()), str(msg.partition())) != key:
                 continue
             err = msg.error()
