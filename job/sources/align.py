@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
@@ -307,35 +307,71 @@ def first_stamped(
     times_at: TimesAt, at_ms: int, lows: dict[Key, int], highs: dict[Key, int]
 ) -> dict[Key, int]:
     """Return, per partition of ``highs``, the first offset in ``[low, high)`` whose record is stamped at or
-    after ``at_ms``, ``high`` when none is (records taken as written in time order). Looks back from
-    ``high`` 1, 2, 4, ... records until one is older, then halves the gap: about ``2 log2(n)`` look-ups for
-    ``n`` records back, all partitions in each round. A partition whose record has no time answers ``low``
-    (read it all)."""
+    after ``at_ms``, ``high`` when none is (:func:`_stamped_from`: a partition may end in records older than
+    its middle), all partitions in each round of look-ups. A partition whose record has no time answers
+    ``low`` (read it all)."""
+    searches = {k: _stamped_from(lows[k], hi, at_ms) for k, hi in highs.items()}
     out: dict[Key, int] = {}
-    old = {k: lows[k] - 1 for k in highs}  # the newest offset known older than at_ms (low - 1: none)
-    new = {k: hi for k, hi in highs.items()}  # the oldest offset known at or after at_ms (high: none)
-    step = {k: 1 for k in highs}  # looking back: how far from high; 0 once an older record was found
+    want: dict[Key, int] = {}
+    for k, search in searches.items():
+        try:
+            want[k] = next(search)
+        except StopIteration as done:
+            out[k] = done.value
+    while want:
+        found = times_at(want)
+        asked, want = want, {}
+        for k in asked:
+            try:
+                want[k] = searches[k].send(found.get(k))
+            except StopIteration as done:
+                out[k] = done.value
+    return out
+
+
+def _stamped_from(low: int, high: int, at_ms: int) -> Generator[int, int | None, int]:
+    """Search one partition (see :func:`first_stamped`): yields the offsets to look up, is sent their times
+    (None: no time), returns the offset found.
+
+    Looks back from ``high`` 1, 2, 4, ... records down to ``low``; then, in offset order, the first pair of
+    those samples that crosses ``at_ms`` is halved down to the first record at or after it. A record older
+    than one before it ends a run of rising times (a tail copied, a burst of old records): a pair whose later
+    sample is older than its earlier one holds the end of a run, which is halved first (its last records
+    may be at or after ``at_ms``). About ``3 log2(n)`` look-ups for ``n`` records."""
+    if high <= low:
+        return high
+    samples: dict[int, int] = {}
+    step = 1
     while True:
-        for k in [k for k in new if k not in out and new[k] - old[k] <= 1]:
-            out[k] = new[k]
-        probe = {
-            k: max(highs[k] - step[k], lows[k]) if step[k] else (old[k] + new[k]) // 2
-            for k in new
-            if k not in out
-        }
-        if not probe:
-            return out
-        found = times_at(probe)
-        for k, at in probe.items():
-            if k not in found:
-                out[k] = lows[k]
-            elif found[k] >= at_ms:
-                new[k] = at
-                step[k] = 2 * step[k] if step[k] and at > lows[k] else 0
-                if at == lows[k]:
-                    old[k] = at - 1
+        at = max(high - step, low)
+        t = yield at
+        if t is None:
+            return low
+        samples[at] = t
+        if at == low:
+            break
+        step *= 2
+    if samples[low] >= at_ms:
+        return low
+    order = sorted(samples)
+    for x, y in zip(order, order[1:], strict=False):
+        tx, ty = samples[x], samples[y]
+        if ty >= tx and ty < at_ms:
+            continue
+        peak, crossing = tx, ty >= at_ms
+        while y - x > 1:  # the first record in (x, y] at or after at_ms, or that ends x's run
+            m = (x + y) // 2
+            t = yield m
+            if t is None:
+                return low
+            if t >= at_ms or t < peak:
+                y, ty = m, t
             else:
-                old[k], step[k] = at, 0
+                x, peak = m, max(peak, t)
+        if crossing or ty >= at_ms:
+            return y  # (from the end of a run there when it ended before at_ms: the crossing is after it)
+        # x's run ended before at_ms: the records at or after it are further on
+    return high
 
 
 def offsets_back_to(consumer: Consumer, at_ms: int, highs: Offsets, timeout: float = 10.0) -> Offsets:

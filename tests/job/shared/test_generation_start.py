@@ -115,3 +115,61 @@ def test_a_groups_next_generation_reads_from_the_oldest_open_window_not_from_off
     assert first == want
     assert want == {topic: {"0": 26_500, "1": 17_667}}
     assert fa.spec.watermark_delay_ms == 10_000
+
+
+def test_the_search_back_passes_a_tail_older_than_the_partitions_middle() -> None:
+    # partition 0 rises to 99, then ends in a copy of its first 37 records; partition 1 rises to 59, then
+    # ends in a burst of older records (30, then 40-44); partition 2 rises to 60, then ends in 0-8
+    run = list(range(100))
+    parts = {
+        "0": run + run[:37],
+        "1": list(range(60)) + [30] * 3 + list(range(40, 45)),
+        "2": run[:61] + run[:9],
+    }
+    lows = {("t", p): 0 for p in parts}
+    highs = {("t", p): len(ts) for p, ts in parts.items()}
+
+    def times_at(want: dict[Key, int]) -> dict[Key, int]:
+        return {k: parts[k[1]][off] for k, off in want.items() if off < len(parts[k[1]])}
+
+    # at 50: each partition's record 50 (the search back met the old tails first: it answered their ends)
+    assert first_stamped(times_at, 50, lows, highs) == {("t", "0"): 50, ("t", "1"): 50, ("t", "2"): 50}
+    # at 70: partition 0's record 70; none on 1 or 2 (their ends)
+    assert first_stamped(times_at, 70, lows, highs) == {("t", "0"): 70, ("t", "1"): 68, ("t", "2"): 70}
+
+
+def test_a_partition_that_ends_in_older_records_is_read_again_from_the_open_window(
+    tansu_broker: str, tmp_path: Path
+) -> None:
+    """Partition 0 ends in a copy of its first 12,000 records (times 0-4 min, after its 10 min): the search
+    back met that tail first, took the whole partition as older than the open window and started the next
+    generation at its end: the open window's records were never read again (fa lost window 09:29)."""
+    topic = unique("gen")
+    create_topic(tansu_broker, topic, len(PER_PARTITION))
+    producer = Producer({"bootstrap.servers": tansu_broker, "linger.ms": 50, "batch.num.messages": 10_000})
+    written = {0: stamps(0) + stamps(0)[:12_000], 1: stamps(1)}
+    for p, times in written.items():
+        for ts in times:
+            while True:
+                try:
+                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+    assert producer.flush(60) == 0
+    ends = {topic: {str(p): len(times) for p, times in written.items()}}
+    text = booking_spec(
+        "d-fb",
+        topic=topic,
+        bootstrap=tansu_broker,
+        group="g",
+        sql=BOOKINGS_SQL,
+        settings="isolation: fused\nwatermark_delay_ms: 10000\n",
+    )
+    fb = plan(parse_spec(text, "fb.yaml"), tmp_path / "fb")
+    window = list(fb.translation.window)
+    start_ms = restart_ms(T0_MS + SPAN_MS - 10_000, window)
+    first = json.loads(generation_start(fb, window, start_ms, ends) or "{}")
+    at_ms = start_ms - 10_000
+    want = {topic: {str(p): bisect.bisect_left(stamps(p), at_ms) for p in PER_PARTITION}}
+    assert first == want == {topic: {"0": 26_500, "1": 17_667}}  # {"0": 42_000, ...} before
