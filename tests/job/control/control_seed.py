@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -129,3 +130,22 @@ def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registr
     reg = Registry(url)
     yield reg
     reg.close()
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def start_controller(url: str, tmp_path: Path, log: Path, *, standby: bool = True) -> subprocess.Popen[bytes]:
+    """Start ``daggers controller`` for cluster ``a-jkt`` of the registry at ``url`` (its state under
+    ``tmp_path / "state"``, a round every 0.5 s, a 1-s back-off, its daggers stopped when it exits; with
+    ``standby=False`` it takes no standby's place), in a session of its own, writing to ``log``; returns it."""
+    argv = [sys.executable, "-m", "job.cli", "controller", "--cluster", "a-jkt", "--registry", url]
+    argv += ["--state-dir", str(tmp_path / "state"), "--poll", "0.5", "--backoff", "1"]
+    argv += [] if standby else ["--no-standby"]
+    return subprocess.Popen(
+        [*argv, "--stop-daggers-on-exit"],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=REPO,
+    )

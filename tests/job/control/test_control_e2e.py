@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,14 +21,13 @@ from job.produce.generator import generate
 from job.produce.producer import produce
 from job.stack.process import pid_alive
 from tests.helpers import BOOKINGS_SQL, booking_spec, expected_bookings, influx_points, wait_until
-from tests.job.control.control_seed import live_world, stop_controllers
+from tests.job.control.control_seed import live_world, start_controller, stop_controllers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 TAGS = ["tag_city_id", "tag_s2id", "tag_vehicle_type"]
 DELAY_MS = 30_000
-REPO = Path(__file__).resolve().parents[3]
 
 
 def spec_text(name: str, topic: str, db: str, trigger_s: float, isolation: str = "dedicated") -> str:
@@ -66,29 +63,7 @@ def test_create_run_crash_edit_keep_totals_and_stop(tansu_broker: str, influxdb,
     rows1 = first.table.to_pylist() + closer1.table.to_pylist()
 
     log = tmp_path / "controller.log"
-    controller = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "job.cli",
-            "controller",
-            "--cluster",
-            "a-jkt",
-            "--registry",
-            url,
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--poll",
-            "0.5",
-            "--backoff",
-            "1",
-            "--stop-daggers-on-exit",
-        ],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=REPO,
-    )
+    controller = start_controller(url, tmp_path, log)
     pids: set[int] = set()
     try:
         t_deploy = time.monotonic()

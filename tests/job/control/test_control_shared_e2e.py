@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,12 +19,10 @@ from job.control.views import DaggerView
 from job.query.liveness import read_json
 from job.stack.process import group_members, pid_alive
 from tests.helpers import influx_points, produce_step, wait_until
-from tests.job.control.control_seed import live_world, stop_controllers
+from tests.job.control.control_seed import live_world, start_controller, stop_controllers
 from tests.job.control.test_control_e2e import T0, TAGS, closed, spec_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(
@@ -44,30 +40,7 @@ def test_shared_daggers_run_in_one_host_and_survive_its_jvm_being_killed(
         rows.extend(produce_step(tansu_broker, topic, k, 1500, 90, T0))
 
     log = tmp_path / "controller.log"
-    controller = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "job.cli",
-            "controller",
-            "--cluster",
-            "a-jkt",
-            "--registry",
-            url,
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--poll",
-            "0.5",
-            "--backoff",
-            "1",
-            "--no-standby",
-            "--stop-daggers-on-exit",
-        ],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=REPO,
-    )
+    controller = start_controller(url, tmp_path, log, standby=False)
     pids: set[int] = set()
 
     def state(ref: str) -> DaggerView:

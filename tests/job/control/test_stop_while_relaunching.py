@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,12 +19,11 @@ from job.control import ControlPlane
 from job.control.views import DaggerView
 from job.stack.process import pid_alive
 from tests.helpers import produce_step, wait_until
-from tests.job.control.control_seed import live_world, stop_controllers
+from tests.job.control.control_seed import live_world, start_controller, stop_controllers
 from tests.job.control.test_control_e2e import T0, spec_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fault]
 
-REPO = Path(__file__).resolve().parents[3]
 #: The stop must end before the controller's stop timeout (60 s) would kill the run.
 STOP_BOUND_S = 60.0
 
@@ -40,30 +37,7 @@ def test_a_stop_while_relaunching_ends_and_a_deploy_runs_it_again(
     alice = ControlPlane(registry, "alice")
     produce_step(tansu_broker, topic, 0, 1500, 90, T0)
     log = tmp_path / "controller.log"
-    controller = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "job.cli",
-            "controller",
-            "--cluster",
-            "a-jkt",
-            "--registry",
-            url,
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--poll",
-            "0.5",
-            "--backoff",
-            "1",
-            "--no-standby",
-            "--stop-daggers-on-exit",
-        ],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=REPO,
-    )
+    controller = start_controller(url, tmp_path, log, standby=False)
     pids: set[int] = set()
     host_log = tmp_path / "state" / "controller" / "a-jkt" / "shared" / "host-0" / "host.log"
 
