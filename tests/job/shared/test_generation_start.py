@@ -32,6 +32,20 @@ def stamps(partition: int) -> list[int]:
     return [T0_MS + partition * 7 + i * SPAN_MS // n for i in range(n)]
 
 
+def write_stamped(broker: str, topic: str, written: dict[int, list[int]]) -> None:
+    """Write one small record a time in ``written[p]`` (Kafka timestamps, ms) to each partition ``p``."""
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50, "batch.num.messages": 10_000})
+    for p, times in written.items():
+        for ts in times:
+            while True:
+                try:
+                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+    assert producer.flush(60) == 0
+
+
 def test_the_search_looks_back_from_the_end_and_finds_the_first_record_at_or_after_a_time() -> None:
     parts = {"0": [1, 2, 2, 5, 7, 7, 9], "1": [3, 3, 3], "2": [10, 11]}
     asked: list[dict[Key, int]] = []
@@ -60,16 +74,7 @@ def test_a_groups_next_generation_reads_from_the_oldest_open_window_not_from_off
 ) -> None:
     topic = unique("gen")
     create_topic(tansu_broker, topic, len(PER_PARTITION))
-    producer = Producer({"bootstrap.servers": tansu_broker, "linger.ms": 50, "batch.num.messages": 10_000})
-    for p in PER_PARTITION:
-        for ts in stamps(p):
-            while True:
-                try:
-                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-    assert producer.flush(60) == 0
+    write_stamped(tansu_broker, topic, {p: stamps(p) for p in PER_PARTITION})
     ends = {topic: {str(p): n for p, n in PER_PARTITION.items()}}
 
     def member(name: str):  # type: ignore[no-untyped-def]
@@ -146,17 +151,8 @@ def test_a_partition_that_ends_in_older_records_is_read_again_from_the_open_wind
     generation at its end: the open window's records were never read again (fa lost window 09:29)."""
     topic = unique("gen")
     create_topic(tansu_broker, topic, len(PER_PARTITION))
-    producer = Producer({"bootstrap.servers": tansu_broker, "linger.ms": 50, "batch.num.messages": 10_000})
     written = {0: stamps(0) + stamps(0)[:12_000], 1: stamps(1)}
-    for p, times in written.items():
-        for ts in times:
-            while True:
-                try:
-                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-    assert producer.flush(60) == 0
+    write_stamped(tansu_broker, topic, written)
     ends = {topic: {str(p): len(times) for p, times in written.items()}}
     text = booking_spec(
         "d-fb",
