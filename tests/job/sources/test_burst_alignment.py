@@ -85,16 +85,17 @@ def produce_skewed(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return rows
 
 
-def test_a_burst_on_one_partition_drops_no_on_time_record(
-    spark, tansu_broker: str, influxdb, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    topic, db = unique("burst"), unique("db").replace("-", "_")
-    create_topic(tansu_broker, topic, PARTITIONS)
+def capped_run(broker: str, influxdb, db: str, tmp_path: Path, spark, name: str, produce_into):  # type: ignore[no-untyped-def]
+    """Make a topic of ``PARTITIONS`` partitions and the InfluxDB database ``db``, fill the topic with
+    ``produce_into(broker, topic)``, then read it all with a dagger capped at ``CAP`` records a batch;
+    return what ``produce_into`` returned and the run's progress."""
+    topic = unique(name)
+    create_topic(broker, topic, PARTITIONS)
     influxdb.create_database(db)
-    rows = produce_skewed(tansu_broker, topic)
+    produced = produce_into(broker, topic)
     spec, _ = make_spec(
-        name=unique("burst"),
-        bootstrap=tansu_broker,
+        name=unique(name),
+        bootstrap=broker,
         topic=topic,
         proto_class="daggers.events.BookingLog",
         sql=BOOKINGS_SQL,
@@ -104,7 +105,14 @@ def test_a_burst_on_one_partition_drops_no_on_time_record(
         checkpoint=tmp_path / "ckpt",
         max_records_per_batch=CAP,
     )
-    progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+    return produced, run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+
+
+def test_a_burst_on_one_partition_drops_no_on_time_record(
+    spark, tansu_broker: str, influxdb, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    db = unique("db").replace("-", "_")
+    rows, progress = capped_run(tansu_broker, influxdb, db, tmp_path, spark, "burst", produce_skewed)
 
     want = {k: v for k, v in expected_bookings(rows).items() if k[0] <= CLOSES_AT_S}
     got = influx_points(influxdb, db, "m", "num_of_bookings", TAGS)
@@ -157,23 +165,10 @@ def test_a_partition_that_ends_in_older_records_drops_no_on_time_record(
     """The alignment looked up the first unread record of partition 2 in its old tail, took the tail's time
     for the horizon, and read partition 2 through minute 10 while the others stayed behind: the watermark
     passed their records still unread (the tester's 46,473 on-time records dropped at cap 100,000)."""
-    topic, db = unique("tail"), unique("db").replace("-", "_")
-    create_topic(tansu_broker, topic, PARTITIONS)
-    influxdb.create_database(db)
-    rows, copies = produce_old_tail(tansu_broker, topic)
-    spec, _ = make_spec(
-        name=unique("tail"),
-        bootstrap=tansu_broker,
-        topic=topic,
-        proto_class="daggers.events.BookingLog",
-        sql=BOOKINGS_SQL,
-        influx_url=influxdb.url,
-        db=db,
-        measurement="m",
-        checkpoint=tmp_path / "ckpt",
-        max_records_per_batch=CAP,
+    db = unique("db").replace("-", "_")
+    (rows, copies), progress = capped_run(
+        tansu_broker, influxdb, db, tmp_path, spark, "tail", produce_old_tail
     )
-    progress = run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
 
     closes_at_s = (T0 + timedelta(minutes=20) - timedelta(seconds=30)).timestamp()
     want = {k: v for k, v in expected_bookings(rows).items() if k[0] <= closes_at_s}
