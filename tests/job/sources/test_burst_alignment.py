@@ -108,20 +108,24 @@ def capped_run(broker: str, influxdb, db: str, tmp_path: Path, spark, name: str,
     return produced, run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
 
 
+def assert_windows(influxdb, db: str, rows: list[dict[str, Any]], closes_at_s: float) -> None:  # type: ignore[no-untyped-def]
+    """Assert ``db`` holds exactly the bookings of ``rows`` in every window closed by ``closes_at_s``: first
+    minute by minute (the readable difference), then point by point."""
+    want = {k: v for k, v in expected_bookings(rows).items() if k[0] <= closes_at_s}
+    got = influx_points(influxdb, db, "m", "num_of_bookings", TAGS)
+    ends = sorted({k[0] for k in want})
+    per_minute = {end: sum(v for k, v in got.items() if k[0] == end) for end in ends}
+    assert per_minute == {end: sum(v for k, v in want.items() if k[0] == end) for end in ends}
+    assert got == want
+
+
 def test_a_burst_on_one_partition_drops_no_on_time_record(
     spark, tansu_broker: str, influxdb, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     db = unique("db").replace("-", "_")
     rows, progress = capped_run(tansu_broker, influxdb, db, tmp_path, spark, "burst", produce_skewed)
 
-    want = {k: v for k, v in expected_bookings(rows).items() if k[0] <= CLOSES_AT_S}
-    got = influx_points(influxdb, db, "m", "num_of_bookings", TAGS)
-    per_minute = {end: sum(v for k, v in got.items() if k[0] == end) for end in sorted({k[0] for k in want})}
-    want_minute = {
-        end: sum(v for k, v in want.items() if k[0] == end) for end in sorted({k[0] for k in want})
-    }
-    assert per_minute == want_minute
-    assert got == want
+    assert_windows(influxdb, db, rows, CLOSES_AT_S)
     assert progress.input_rows == len(rows) == 4 * 601 + 12_000
     assert progress.late_rows_dropped == 0
 
@@ -170,15 +174,7 @@ def test_a_partition_that_ends_in_older_records_drops_no_on_time_record(
         tansu_broker, influxdb, db, tmp_path, spark, "tail", produce_old_tail
     )
 
-    closes_at_s = (T0 + timedelta(minutes=20) - timedelta(seconds=30)).timestamp()
-    want = {k: v for k, v in expected_bookings(rows).items() if k[0] <= closes_at_s}
-    got = influx_points(influxdb, db, "m", "num_of_bookings", TAGS)
-    per_minute = {end: sum(v for k, v in got.items() if k[0] == end) for end in sorted({k[0] for k in want})}
-    want_minute = {
-        end: sum(v for k, v in want.items() if k[0] == end) for end in sorted({k[0] for k in want})
-    }
-    assert per_minute == want_minute
-    assert got == want
+    assert_windows(influxdb, db, rows, (T0 + timedelta(minutes=20) - timedelta(seconds=30)).timestamp())
     assert progress.input_rows == len(rows) + len(copies) == 4 * 2001 + 1500
     # every copy is late (the completed ones reach the window's state); no other record is
     assert progress.late_rows_dropped == sum(r["status"] == "COMPLETED" for r in copies) == 844
