@@ -356,6 +356,19 @@ def on_cluster(spec_text: str) -> str:
     return spec_text + "spark_conf:\n" + "".join(f'  {k}: "{v}"\n' for k, v in CLUSTER_CONF.items())
 
 
+def send_one(
+    producer: Any, topic: str, value: bytes, key: bytes | None, partition: int, timestamp: int
+) -> None:
+    """Hand one record to a confluent-kafka ``producer`` for ``partition`` of ``topic``, stamped ``timestamp``
+    (epoch ms), waiting while its local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition=partition, timestamp=timestamp)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def produce_step(bootstrap: str, topic: str, k: int, n: int, seed: int, start: Any) -> list[dict[str, Any]]:
     """Produce ``n`` bookings over three minutes from ``start`` + 20·k minutes, then one event ten minutes
     after that, which closes their windows; return the rows produced (for the expected windows).

@@ -19,7 +19,7 @@ from job.sources.align import Key, first_stamped
 from job.sources.kafka import KafkaStreamReader
 from job.spec import parse_spec
 from job.stack.broker import create_topic
-from tests.helpers import BOOKINGS_SQL, booking_spec, unique
+from tests.helpers import BOOKINGS_SQL, booking_spec, send_one, unique
 
 T0_MS = 1_772_442_000_000  # 2026-03-02 09:00 UTC, a minute boundary, long before the records' append
 PER_PARTITION = {0: 30_000, 1: 20_000}  # records over 10 minutes of event time
@@ -37,12 +37,7 @@ def write_stamped(broker: str, topic: str, written: dict[int, list[int]]) -> Non
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 50, "batch.num.messages": 10_000})
     for p, times in written.items():
         for ts in times:
-            while True:
-                try:
-                    producer.produce(topic, b"x" * 40, partition=p, timestamp=ts)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            send_one(producer, topic, b"x" * 40, None, p, ts)
     assert producer.flush(60) == 0
 
 

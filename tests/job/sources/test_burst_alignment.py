@@ -22,7 +22,7 @@ from job.produce.generator import EventBatch, generate
 from job.query.plan import plan
 from job.query.runner import run_foreground
 from job.stack.broker import create_topic
-from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, unique
+from tests.helpers import BOOKINGS_SQL, expected_bookings, influx_points, make_spec, send_one, unique
 
 pytestmark = pytest.mark.integration
 
@@ -74,12 +74,7 @@ def produce_skewed(bootstrap: str, topic: str) -> list[dict[str, Any]]:
             )
         )
         for stamp, key, payload, row in rows_in_time_order(parts):
-            while True:
-                try:
-                    producer.produce(topic, payload, key, partition=p, timestamp=stamp)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            send_one(producer, topic, payload, key, p, stamp)
             rows.append(row)
     assert producer.flush(60) == 0
     return rows
@@ -151,12 +146,7 @@ def produce_old_tail(bootstrap: str, topic: str) -> tuple[list[dict[str, Any]], 
         for n, (stamp, key, payload, row) in enumerate(
             runs[p] + (copies if p == 2 else []) + rows_in_time_order([closer])
         ):
-            while True:
-                try:
-                    producer.produce(topic, payload, key, partition=p, timestamp=stamp)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            send_one(producer, topic, payload, key, p, stamp)
             if not (p == 2 and 2000 <= n < 2000 + len(copies)):
                 rows.append(row)
     assert producer.flush(60) == 0
