@@ -103,8 +103,10 @@ class Detection:
 class HealthWorld:
     """The world of the fault runs (see the module docstring); :meth:`close` stops everything it started."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, backoff: tuple[float, float] = (4.0, 16.0)) -> None:
+        """``backoff``: the controller's first restart wait and its longest (it doubles in between)."""
         self.root = Path(root)
+        self.backoff = backoff
         self.root.mkdir(parents=True, exist_ok=True)
         self.broker = TansuBroker(self.root / "broker", free_port())
         port, bind = free_ports(2)
@@ -140,8 +142,8 @@ class HealthWorld:
         return self
 
     def start_controller(self) -> None:
-        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s, first restart after 4 s, then 8, then 16
-        each time: a crash loop lasts about a minute before the controller gives up)."""
+        """Start ``daggers controller --cluster a-jkt`` (poll 0.5 s; by default the first restart after 4 s,
+        then 8, then 16 each time: a crash loop lasts about a minute before the controller gives up)."""
         log = (self.root / "controller.log").open("ab")
         self.controller = subprocess.Popen(
             [
@@ -158,9 +160,9 @@ class HealthWorld:
                 "--poll",
                 "0.5",
                 "--backoff",
-                "4",
+                str(self.backoff[0]),
                 "--max-backoff",
-                "16",
+                str(self.backoff[1]),
                 "--no-standby",
                 "--stop-daggers-on-exit",
             ],
@@ -178,8 +180,21 @@ class HealthWorld:
         self.controller.wait(30)
         self.controller = None
 
-    def close(self) -> None:
-        """Stop the controller (and with it the daggers), then every process left, the broker and InfluxDB."""
+    def close(self, graceful: bool = True) -> None:
+        """Stop the controller (and with it the daggers), then every process left, the broker and InfluxDB.
+
+        ``graceful=False``: SIGKILL the controller and the daggers' process groups instead of waiting for
+        their stops (after a broker that is down, a stop waits out the source's fetch)."""
+        if self.controller is not None and not graceful:
+            with contextlib.suppress(Exception):
+                self.rows_here()  # note the process groups running now, and every host's
+            for marker in (self.root / "state").glob("controller/*/shared/*/host.json"):
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    self.pids.add(int(json.loads(marker.read_text())["pid"]))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.controller.pid, signal.SIGKILL)
+            self.controller.wait(30)
+            self.controller = None
         if self.controller is not None:
             self.controller.send_signal(signal.SIGTERM)
             try:
@@ -306,7 +321,7 @@ class HealthWorld:
                 return Detection(
                     fault, "/".join(sorted(want)), deadline_s, round(time.monotonic() - started, 1), row
                 )
-            time.sleep(0.2 if transient else 1.0)
+            time.sleep(0.2 if transient else 0.5)
         return Detection(fault, "/".join(sorted(want)), deadline_s, None, row)
 
     def host_pids(self) -> tuple[int, list[int]]:
