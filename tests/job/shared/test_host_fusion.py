@@ -146,13 +146,21 @@ def hop_points(influxdb, db: str) -> dict[tuple, int]:  # type: ignore[no-untype
 
 def send_late(w: World, records: list[tuple[int, int]]) -> None:
     """Send bookings (status, city) stamped 30 s into the first step's first window, long closed, to one
-    partition; count them as late (a pass-through passes them)."""
+    partition; count them as late (a pass-through passes them).
+
+    Their Kafka timestamp is the time they are sent on the test's clock, the event time: a window period
+    after the newest event sent. Stamped with the wall clock instead (months after every event), they made
+    a source that reads at window close (a light dagger's, job.sources.pacing) take each later record for
+    an older one and wait a window period of wall time (60 s) before each read; stamped with their own event
+    time, it waited that long to read them."""
     from confluent_kafka import Producer
 
     from job.schema import default_registry
 
     cls = default_registry().message_class("daggers.events.BookingLog")
     producer = Producer({"bootstrap.servers": w.broker})
+    sent_at = max(r["event_timestamp"] for r in w.rows) + timedelta(seconds=WINDOW_S)
+    stamp_ms = int(sent_at.timestamp() * 1000)
     for i, (state, city) in enumerate(records):
         msg = cls(
             order_number=f"late-{i}",
@@ -163,7 +171,7 @@ def send_late(w: World, records: list[tuple[int, int]]) -> None:
             pickup_long=106.8,
         )
         msg.event_timestamp.FromDatetime(T0 + timedelta(seconds=30))
-        producer.produce(w.topic, msg.SerializeToString(), partition=0)
+        producer.produce(w.topic, msg.SerializeToString(), partition=0, timestamp=stamp_ms)
         w.late_rows.append({"order_number": msg.order_number, "event_timestamp": T0 + timedelta(seconds=30)})
     producer.flush()
 
