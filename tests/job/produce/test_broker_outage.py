@@ -199,7 +199,7 @@ def test_a_broker_killed_and_restarted_is_survived_with_a_new_producer(tmp_path:
     broker.start()
     proc = subprocess.Popen(
         [sys.executable, "-m", "job.cli", "produce", "--stream", "driver_location", "--topic", topic]
-        + ["--bootstrap", broker.bootstrap, "--count", "60000", "--rate", "2000", "--partitions", "2"]
+        + ["--bootstrap", broker.bootstrap, "--count", "60000", "--rate", "8000", "--partitions", "2"]
         + ["--no-progress"],
         stdout=subprocess.PIPE,
         stderr=err.open("wb"),
