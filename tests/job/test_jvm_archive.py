@@ -75,13 +75,29 @@ def test_pyspark_installed_again_in_the_same_place_gets_another_archive(tmp_path
     assert jvm_archive.key(tmp_path) != first
 
 
-def _probe(env: dict[str, str]) -> tuple[dict, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+def _probe(env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start the probe with ``env``; ``_probed`` reads what it says."""
+    return subprocess.Popen(
+        [sys.executable, "-c", PROBE],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]), done.stdout + done.stderr
+
+
+def _probed(proc: subprocess.Popen[str]) -> tuple[dict, str]:
+    """Return the probe's JSON line and its whole output, once it ended; AssertionError when it failed."""
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    lines = out.strip().splitlines()
+    return json.loads(lines[-1]), out + err
 
 
 @pytest.mark.integration
@@ -111,7 +127,17 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
         assert not list(tmp_path.glob(".*.part"))
     assert archive.stat().st_size > 50e6
 
-    got, _ = _probe(env)
+    # a broken (or another JDK's) archive: started without it, silently; both JVMs start at once
+    broken = tmp_path / "broken.jsa"
+    broken.write_bytes(os.urandom(4096))
+    probes = [_probe(env), _probe({**env, jvm_archive.ARCHIVE_ENV: str(broken)})]
+    try:
+        (got, _), (got_broken, output) = [_probed(p) for p in probes]
+    finally:
+        for p in probes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     # (and the JVM trims its native heap: job.spark.session.JVM_OPTIONS)
     assert got == {
         "sum": 499500,
@@ -119,8 +145,5 @@ def test_a_jvm_maps_the_archive_written_and_ignores_a_broken_one(tmp_path: Path)
         "options": ["-Ddaggers.probe=1", "-Ddaggers.probe.two=a b"],
         "trim_ms": "30000",
     }
-
-    archive.write_bytes(os.urandom(4096))  # a broken (or another JDK's) archive: started without it, silently
-    got, output = _probe(env)
-    assert got["sum"] == 499500 and got["mapped"] is False
+    assert got_broken["sum"] == 499500 and got_broken["mapped"] is False
     assert "cds" not in output.lower() and "shared archive" not in output.lower()
