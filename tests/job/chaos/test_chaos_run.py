@@ -19,15 +19,16 @@ def test_short_experiment_is_exact_and_reported(tmp_path: Path) -> None:
         name="short",
         description="kill the dagger, stop the broker, slow InfluxDB down",
         dagger="examples/bookings-per-s2.yaml",
-        load=Load(stream="booking", topic="chaos-short", events_per_s=300, duration_s=60, partitions=2),
+        # 18,000 events in 45 s; the faults one after another while the load runs
+        load=Load(stream="booking", topic="chaos-short", events_per_s=400, duration_s=45, partitions=2),
         cases=[
-            Case(name="dagger killed", target="dagger", fault="kill", at_s=20, after_read=1, downtime_s=2),
-            Case(name="broker down", target="broker", fault="stop", at_s=35, downtime_s=10),
+            Case(name="dagger killed", target="dagger", fault="kill", at_s=15, after_read=1, downtime_s=2),
+            Case(name="broker down", target="broker", fault="stop", at_s=24, downtime_s=10),
             Case(
                 name="influxdb slow",
                 target="influxdb",
                 fault="slow",
-                at_s=48,
+                at_s=35,
                 downtime_s=10,
                 slow_fraction=0.9,
             ),
