@@ -56,11 +56,20 @@ EXIT_APPLICATION_LOST = 3
 class SharedHost:
     """The host's loop over one SparkSession (see the module docstring)."""
 
-    def __init__(self, folder: Path, spark: Any, *, master: str = "local[*]", poll_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        spark: Any,
+        *,
+        master: str = "local[*]",
+        poll_s: float = 0.5,
+        report_s: float = 5.0,
+    ) -> None:
         self.folder = HostFolder(folder)
         self.spark = spark
         self.master = master
         self.poll_s = poll_s
+        self.report_s = report_s  # seconds between two reports of host.json while nothing else changes
         self.daggers: dict[str, HostedDagger] = {}
         self._replacing: dict[str, HostedDagger] = {}  # old runs being stopped before their key restarts
         self.groups: dict[str, HostedGroup] = {}  # fused groups by group key (job.shared.fusion)
@@ -323,7 +332,7 @@ class SharedHost:
             if not self.jvm_alive():
                 return self._lost()
             self.reconcile()
-            if time.monotonic() - reported > 5.0 or not reported:
+            if time.monotonic() - reported > self.report_s or not reported:
                 self._report("ready")
                 reported = time.monotonic()
             self.stopping.wait(self.poll_s)
@@ -431,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         "--poll", type=float, default=0.5, help="Seconds between two reads of the assignments."
     )
     parser.add_argument(
+        "--report",
+        type=float,
+        default=5.0,
+        help="Seconds between two reports of host.json (its daggers, its FAIR pools).",
+    )
+    parser.add_argument(
         "--no-fork-server",
         action="store_true",
         help="Start each query's Python source runner afresh (see job.shared.forkserver).",
@@ -460,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Spark error: cannot start the shared application: {first[:300]}", file=sys.stderr, flush=True)
         folder.report_host(pid=os.getpid(), state="exited", master=args.master, error=first[:300])
         return 2
-    host = SharedHost(args.folder, spark, master=args.master, poll_s=args.poll)
+    host = SharedHost(args.folder, spark, master=args.master, poll_s=args.poll, report_s=args.report)
     host.fork_server_pid = fork[0].pid if fork is not None else None
     host.stopping = stopping
     code = host.run()

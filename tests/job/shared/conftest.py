@@ -15,25 +15,26 @@ from tests.job.shared.host_world import HostProc, HostWorld, ModuleHost, World
 
 @pytest.fixture
 def host_world(tansu_broker: str, influxdb, tmp_path: Path) -> Iterator[HostWorld]:  # type: ignore[no-untyped-def]
-    """A world on the tansu broker and InfluxDB with a host process to start; the host is stopped (its
-    processes killed) and the watches closed at the end, whatever the test did."""
+    """A world on the tansu broker and InfluxDB with a host process to start; the host's processes are
+    killed (no graceful stop: nothing checks it) and the watches closed at the end, whatever the test did."""
     hw = HostWorld(World(tansu_broker, influxdb, tmp_path), HostProc(HostFolder(tmp_path / "host")))
     try:
         yield hw
     finally:
-        hw.host.stop()
+        hw.host.kill()
         for watch in hw.watches.values():
             watch.stop()
 
 
 @pytest.fixture(scope="module")
 def module_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleHost]:
-    """One host process for the tests of a module (started by the first that starts it)."""
+    """One host process for the tests of a module (started by the first that starts it), killed at the
+    module's end."""
     host = ModuleHost(HostFolder(tmp_path_factory.mktemp("module-host") / "host"))
     try:
         yield host
     finally:
-        host.stop()
+        host.kill()
 
 
 @pytest.fixture

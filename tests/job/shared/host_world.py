@@ -79,6 +79,8 @@ class HostProc:
                     self.master,
                     "--poll",
                     "0.3",
+                    "--report",
+                    "1",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -127,10 +129,18 @@ class HostProc:
             self.popen.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self.popen.wait(120)
+        self.kill()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL every host process group started (the host, its JVM, its fork server) and reap the host:
+        a test's clean-up, which checks nothing of a graceful stop (that waits for every query to stop)."""
         for pid in self.started:
             if group_members(pid):
                 os.killpg(pid, signal.SIGKILL)
-        return code
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(30)
 
 
 class ModuleHost(HostProc):

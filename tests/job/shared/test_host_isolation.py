@@ -117,7 +117,7 @@ def test_a_failing_dagger_stops_alone_and_edits_leave_the_others_running(
         )
         run_a = read_json(w.checkpoint("one") / "query.json")["run_id"]  # type: ignore[index]
         # every dagger's jobs ran in its own FAIR pool, but the light one's in the light daggers' pool
-        # (the host reports every 5 s: a report may predate the failed dagger's pool, which came last)
+        # (the host reports every second here: a report may predate the failed dagger's pool, which came last)
         pools = wait_until(
             "the pools",
             lambda: (
