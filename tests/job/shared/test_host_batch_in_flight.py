@@ -2,7 +2,9 @@
 fused one, whose group's query writes it) reports the micro-batch it runs in its status.json
 (``running_batch``: id, since) from the batch's start until it is reported, so the health model tells a batch
 in flight from a dagger that reads nothing. The batch is held in its sink's write (InfluxDB behind a relay
-that holds every byte, its timeout long), then released: the report is cleared and every window is exact."""
+that holds every byte, its timeout long), then released: the report is cleared and every window is exact.
+
+Both cases run in one host process (one JVM start), each on a dagger of its own."""
 
 from __future__ import annotations
 
@@ -23,20 +25,23 @@ QUICK = HealthSettings(stall_after_s=2.0, brokers_silent_after_s=1.0)
 
 
 @pytest.mark.parametrize("extra", ["", FUSED], ids=["own-query", "fused"])
-def test_a_batch_in_flight_is_reported_until_it_ends(host_world: HostWorld, influxdb, extra: str) -> None:  # type: ignore[no-untyped-def]
-    w, host = host_world.world, host_world.host
+def test_a_batch_in_flight_is_reported_until_it_ends(  # type: ignore[no-untyped-def]
+    module_host_world: HostWorld, influxdb, extra: str
+) -> None:
+    w, host = module_host_world.world, module_host_world.host
     relay = Relay(int(influxdb.url.rsplit(":", 1)[1]))
     f = host.folder
+    key = "held-fused" if extra else "held"  # the module's host runs both cases
     try:
         w.step(0)
         held = w.spec(
-            "held", extra=extra, influx_url=f"http://127.0.0.1:{relay.port}", sink_extra="  timeout_s: 120\n"
+            key, extra=extra, influx_url=f"http://127.0.0.1:{relay.port}", sink_extra="  timeout_s: 120\n"
         )
-        f.assign("held", held, w.tmp, "h1")
+        f.assign(key, held, w.tmp, "h1")
         host.start()
         host.ready()
-        w.exact("held", host)
-        cp = w.checkpoint("held")
+        w.exact(key, host)
+        cp = w.checkpoint(key)
         # the batch that wrote the windows is reported a little later (listener events come after the batch)
         wait_until(
             "no batch in flight",
@@ -69,7 +74,7 @@ def test_a_batch_in_flight_is_reported_until_it_ends(host_world: HostWorld, infl
         assert (h.state, h.reason) == (STALLED, f"no report for {now - flight['since']:.0f} s")
 
         relay.release()
-        w.exact("held", host)
+        w.exact(key, host)
         # the held batch's record is cleared; the next micro-batch may already be in flight (its own record)
         wait_until(
             "the held batch reported",
@@ -80,7 +85,7 @@ def test_a_batch_in_flight_is_reported_until_it_ends(host_world: HostWorld, infl
             ),
             60,
         )
-        assert host.dagger("held")["state"] == "running"
+        assert host.dagger(key)["state"] == "running"
     finally:
         relay.release()
         relay.cut()
