@@ -1,6 +1,6 @@
 """The slow fault tests stay a group of their own: a test module over FAULT_S in tests/durations.json that sends a
-component SIGKILL or SIGSTOP marks its fault tests ``fault``, so that scripts/check.sh can leave them out while
-scripts/test.sh (CI) runs them."""
+component SIGKILL or SIGSTOP marks its fault tests ``fault``, so that scripts/check.sh and scripts/test.sh can
+leave them out while CI (scripts/test.sh --all) runs them."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def test_every_slow_module_that_kills_a_component_marks_its_fault_tests() -> Non
 def test_the_fast_check_leaves_the_fault_group_out_and_ci_runs_it() -> None:
     check = (ROOT / "scripts" / "check.sh").read_text()
     assert '-m "not integration and not slow and not fault"' in check
-    ci = (ROOT / "scripts" / "test.sh").read_text()
-    pytest_line = next(line for line in ci.splitlines() if "-m pytest" in line)
-    assert " -m " not in pytest_line.split("-m pytest", 1)[1], pytest_line
+    tests = (ROOT / "scripts" / "test.sh").read_text()
+    assert 'group=(-m "not fault")' in tests and "--all) group=(); shift ;;" in tests
+    assert "--faults) group=(-m fault); shift ;;" in tests
+    pytest_line = tests.split("-m pytest", 1)[1].split("||")[0]
+    assert ' ${group[@]+"${group[@]}"} "$@"' in pytest_line and " -m " not in pytest_line, pytest_line
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
+    assert "bash scripts/test.sh --all" in ci, ci
