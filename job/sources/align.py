@@ -49,28 +49,51 @@ def aligned_limit(
     newest: dict[Key, int] | None = None,
     tolerance_ms: int = 0,
     budget_s: float = BUDGET_S,
+    falls: set[Key] | None = None,
 ) -> Offsets:
     """Return the ends of a micro-batch from ``start`` that reads at most ``max_rows`` records, all partitions
     to one moment of record time give or take ``tolerance_ms`` (see :func:`align_ends`; ``newest``: the time
     of each partition's last record, where known): ``end`` itself when everything fits. What an alignment
     leaves of the limit after a cut is shared again from there, in proportion to what each partition read up
     to that moment (its recent rate; what it has pending when it read none), up to :data:`PASSES` shares.
-    A record time found is not looked up again. Raises SourceError when the look-ups are not done within
-    ``budget_s`` (or one fails)."""
+    A record time found is not looked up again. ``falls``: the partitions known to fall back in record time
+    somewhere (kept from plan to plan by the caller, which passes the same set each time; this plan adds
+    the ones whose record times looked up show it): their ranges are looked up in the middle too
+    (:func:`_middles`). Raises SourceError when the look-ups are not done within ``budget_s`` (or one
+    fails)."""
     ends = split_limit(start, end, max_rows)
     memo = _Memo(times_at, budget_s)
-    for n in range(PASSES):
-        if ends == end:
-            return ends
-        aligned = align_ends(start, ends, end, memo, newest, tolerance_ms, memo.learnt)
-        left = max_rows - _records(start, aligned)
-        if aligned == ends or n == PASSES - 1 or left <= max_rows // 10:
-            return aligned
-        more = _share(start, aligned, end, left)
-        if more == aligned:
-            return aligned
-        ends = more
-    return ends
+    aligned = ends
+    try:
+        for n in range(PASSES):
+            if ends == end:
+                return ends
+            # a share again that cannot be aligned keeps the alignment before it
+            aligned = align_ends(
+                start, ends, end, memo, newest, tolerance_ms, memo.learnt, falls, aligned if n else None
+            )
+            left = max_rows - _records(start, aligned)
+            if aligned == ends or n == PASSES - 1 or left <= max_rows // 10:
+                return aligned
+            more = _share(start, aligned, end, left)
+            if more == aligned:
+                return aligned
+            ends = more
+        return ends
+    finally:
+        if falls is not None:
+            falls.update(_fallen(memo.learnt, newest or {}, tolerance_ms))
+
+
+def _fallen(learnt: dict[Key, dict[int, int]], newest: dict[Key, int], tolerance_ms: int) -> set[Key]:
+    """Return the partitions whose record times ``learnt`` (partition -> offset -> time) fall back, by more
+    than the tolerance, or are newer than the partition's last record (``newest``) by more than it."""
+    return {
+        k
+        for k, times in learnt.items()
+        if _falls(times, 0, max(times, default=0), tolerance_ms)
+        or (k in newest and max(times.values(), default=newest[k]) > newest[k] + tolerance_ms)
+    }
 
 
 class _Memo:
@@ -131,23 +154,31 @@ def align_ends(
     newest: dict[Key, int] | None = None,
     tolerance_ms: int = 0,
     learnt: dict[Key, dict[int, int]] | None = None,
+    falls: set[Key] | None = None,
+    fallback: Offsets | None = None,
 ) -> Offsets:
     """Return ``capped`` (ends under a read limit, from ``start``, short of the look-up's ``end`` on at least one
     partition) with every partition cut back so that it reads no record newer than the horizon (the time of the
     first record left unread on a partition the limit cut, the earliest of them) plus ``tolerance_ms``, and
     leaves none unread older than the horizon less ``tolerance_ms``. ``newest``: the time of each partition's
     last record, where known (a partition read to its end is not looked up then). The partition that sets the
-    horizon keeps its share, so the batch reads at least one record when ``capped`` did. Returns ``capped``
-    itself when a record needed has no time (the proportional share then stays).
+    horizon keeps its share, so the batch reads at least one record when ``capped`` did. Returns ``fallback``
+    (``capped`` when None: the stream goes on) when no partition would read a record or a record needed
+    has no time (the proportional share then stays).
 
     With a tolerance of half the watermark delay, no record left unread is later than the delay behind one
     read. Each partition is taken as written in record-time order, in runs: a record older (by more than the
     tolerance) than one before it in its partition ends the run (what follows is late: a tail copied or
     replayed, a burst of old records), and no partition is read past the end of its run. A partition whose
     first unread or last record is such a drop (its time older than its first record read) is searched for
-    the end of its run first; the last time of that run is then its share of the horizon. Look-ups: one round
-    for the ends and one for the first records read, then a few rounds of an interpolation search in the
-    partitions read too far, which starts from the record times ``learnt`` (partition -> offset -> time)."""
+    the end of its run first; the last time of that run is then its share of the horizon, whether the limit
+    cut it or not (its older records wait). A run that ends between two look-ups, before a tail whose times
+    stay above the first record read, is seen by none of them: in a partition of ``falls`` (known to fall
+    back in time somewhere), the middle of the range is looked up too, which sees it when it falls there
+    (one more round; a sure test would read every record). Look-ups: one round for the ends and one for
+    the first records read, one for the middles of ``falls``, then a few rounds of an interpolation search
+    in the partitions read too far, which starts from the record times ``learnt`` (partition -> offset ->
+    time)."""
     read = {
         (t, p): (start.get(t, {}).get(p, 0), hi)
         for t, ps in capped.items()
@@ -156,7 +187,7 @@ def align_ends(
     }
     cut = {(t, p): hi for t, ps in capped.items() for p, hi in ps.items() if hi < end.get(t, {}).get(p, hi)}
     if not read or not cut:
-        return capped
+        return capped if fallback is None else fallback
     # partition -> offset -> time, as found
     seen = {k: dict((learnt or {}).get(k, {})) for k in {*read, *cut}}
 
@@ -173,22 +204,24 @@ def align_ends(
         if k not in cut and k in (newest or {}):
             seen[k].setdefault(at, (newest or {})[k])
     if not look({k: at for k, at in top.items() if at not in seen[k]}):
-        return capped
+        return capped if fallback is None else fallback
     if not look({k: lo for k, (lo, _) in read.items() if lo not in seen[k]}):
-        return capped
+        return capped if fallback is None else fallback
+    if not look(_middles({k: r for k, r in read.items() if k in (falls or set())}, top, seen)):
+        return capped if fallback is None else fallback
     reach = {k: seen[k][at] for k, at in top.items()}
-    # a reach older than a record before it in its partition: the run ended on the way, where it is found
+    # a record known older than one before it in its partition: the run ended on the way, where it is found
     ended = {
         k: _Bracket(lo - 1, None, top[k], reach[k]).seeded(seen[k], None, tolerance_ms)
         for k, (lo, _) in read.items()
-        if reach[k]
-        < max((t for at, t in seen[k].items() if lo <= at < top[k]), default=reach[k]) - tolerance_ms
+        if _falls(seen[k], lo, top[k], tolerance_ms)
     }
     dropped = _searched(ended, look, seen, None, tolerance_ms)
     if dropped is None:
-        return capped
+        return capped if fallback is None else fallback
     last = {**reach, **{k: b.ta for k, b in dropped.items() if b.ta is not None}}
-    horizon = min(last[k] for k in cut)
+    # a partition read to the end of its run holds the others back as one the limit cut there
+    horizon = min(last[k] for k in {*cut, *(k for k, b in dropped.items() if b.ta is not None)})
     # per partition read past the horizon (and the tolerance): its first record newer than the horizon, or
     # the end of its run, is in (a, b]; b is the first unread record of a cut partition, the last record of
     # one read to its end, the end of the run of one searched above
@@ -201,12 +234,40 @@ def align_ends(
     }
     searched = _searched(search, look, seen, horizon, tolerance_ms)
     if searched is None:
-        return capped
+        return capped if fallback is None else fallback
     out: Offsets = {t: dict(ps) for t, ps in capped.items()}
     for (t, p), b in {**dropped, **searched}.items():
         out[t][p] = b.end()
     # records out of order around the horizon could leave nothing to read: the stream must go on
-    return out if any(out[t][p] > lo for (t, p), (lo, _) in read.items()) else capped
+    if any(out[t][p] > lo for (t, p), (lo, _) in read.items()):
+        return out
+    return capped if fallback is None else fallback
+
+
+def _falls(times: dict[int, int], lo: int, top: int, tolerance_ms: int) -> bool:
+    """Whether a record time known in ``[lo, top]`` (``times``: offset -> time) is older, by more than the
+    tolerance, than one known before it there (the later one may be newer again than both: a tail that
+    rises past the end of the run before it)."""
+    peak: int | None = None
+    for at in sorted(at for at in times if lo <= at <= top):
+        if peak is not None and times[at] < peak - tolerance_ms:
+            return True
+        peak = times[at] if peak is None else max(peak, times[at])
+    return False
+
+
+def _middles(
+    read: dict[Key, tuple[int, int]], top: dict[Key, int], seen: dict[Key, dict[int, int]]
+) -> dict[Key, int]:
+    """Return the offset halfway between the first record read and the one a partition reaches (``top``),
+    per partition of ``read`` with no record time known in between yet (``seen``): a run that ends between
+    them and a tail after it whose times stay above the first record's leave the two alike (a drop hidden
+    between look-ups)."""
+    out: dict[Key, int] = {}
+    for k, (lo, _) in read.items():
+        if top[k] - lo > 1 and not any(lo < at < top[k] for at in seen[k]):
+            out[k] = (lo + top[k]) // 2
+    return out
 
 
 def _past(bracket: _Bracket | None, top: int, reach: int) -> tuple[int, int]:

@@ -190,6 +190,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._newest_ms: dict[
             tuple[str, int], int
         ] = {}  # (topic, partition) -> the newest probed record's time
+        # partitions whose record times were seen to fall back (job.sources.align.aligned_limit)
+        self._falls: set[tuple[str, str]] = set()
         self._log_watch = log_identity.LogWatch(cfg.loss_dir, cfg.fail_on_data_loss)
         # a batch read records since the last one that read none (see _tick); a run that resumes a checkpoint
         # starts with True: a run killed right after the batch that moved the watermark closes what it passed
@@ -474,6 +476,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     lambda want: record_times(self._times_consumer(cluster), want),
                     {(t, str(p)): ms for (t, p), ms in self._newest_ms.items()},
                     self.cfg.align_ms,
+                    falls=self._falls,
                 )
             except SourceError as exc:  # the share in proportion to what is pending, this once
                 log.warning(
