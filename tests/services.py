@@ -250,7 +250,8 @@ def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Victo
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: daggers\n"
         f"    file_sd_configs:\n      - files: ['{targets}/*.json']\n"
     )
-    args = (f"-promscrape.config={scrape}", "-promscrape.fileSDCheckInterval=1s")
+    # a query sees the newest sample (the default hides the last 30 s: a test would read what was true then)
+    args = (f"-promscrape.config={scrape}", "-promscrape.fileSDCheckInterval=1s", "-search.latencyOffset=0s")
     with _serving(lambda: VictoriaServer(root, free_port(), args)) as server:
         yield VictoriaHandle(server.url, targets)
 
