@@ -22,11 +22,11 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
 
-from job.control import ControlPlane, Registry
+from job.control import ControlPlane, Registry, health
 from job.sinks.influx import InfluxSink
 from job.spec import InfluxSinkSpec
 from tests.job.control.control_seed import bookings_spec
-from tests.tui.tui_world import NOW, HeldPlane, build, until
+from tests.tui.tui_world import NOW, HeldPlane, build, copy_registry, until
 from tui.app import DaggersApp
 from tui.cluster_health import ClusterHealthScreen
 from tui.clusters import ClustersScreen
@@ -39,10 +39,33 @@ REFRESH_S = 0.2
 OUTPUT_DB = "tui_late_refresh"
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[Registry]:
-    reg = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+@pytest.fixture(autouse=True)
+def _quick_topic_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The world's Kafka (127.0.0.1:9) refuses connections: a form's list of its topics gives up after 0.5 s
+    there instead of the 5 s default, with the same error (no check here reads it, only when the answer
+    lands). A broker that is up keeps the default."""
+    slow = health.list_topics
+
+    def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
+        return slow(bootstrap, 0.5 if bootstrap == "127.0.0.1:9" else timeout)
+
+    monkeypatch.setattr(health, "list_topics", list_topics)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The registry file of :func:`build`, filled once for the module (~3 s a time)."""
+    path = tmp_path_factory.mktemp("world") / "registry.db"
+    reg = Registry(f"sqlite:///{path}")
     build(reg)
+    reg.close()
+    return path
+
+
+@pytest.fixture
+def world(built: Path, tmp_path: Path) -> Iterator[Registry]:
+    """The world of :func:`build`: a copy of the module's, each test its own."""
+    reg = copy_registry(built, tmp_path / "registry.db")
     yield reg
     reg.close()
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -53,6 +54,18 @@ HEALTH = {
     "influx": {"ok": True, "version": "1.6.7"},
     "daggers": {"running": 1, "total": 21},
 }
+
+
+def copy_registry(source: Path, target: Path) -> Registry:
+    """Return a registry on a copy (``target``, an SQLite file) of the SQLite registry file ``source``: a
+    world :func:`build` filled once for a module, fresh for each test that may change it. The copy goes
+    through SQLite's backup API, so a write-ahead log not yet folded into ``source`` is copied too."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
+    return Registry(f"sqlite:///{target}")
 
 
 def build(registry: Registry, *, kafka: str = "127.0.0.1:9", influx: str = "http://127.0.0.1:9") -> None:
