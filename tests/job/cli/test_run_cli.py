@@ -115,6 +115,7 @@ def test_a_dagger_waits_for_a_broker_that_is_not_up_yet_then_gives_exact_results
             "the waiting line",
             lambda: "waiting for the Kafka broker at 127.0.0.1:" in log.read_text(),
             120,
+            every_s=0.1,
             proc=proc,
             log=log,
         )
@@ -211,13 +212,11 @@ def test_a_missing_topic_gets_a_produce_command_that_works(tansu_broker, tmp_pat
     consumer = Consumer({"bootstrap.servers": tansu_broker, "group.id": unique("g")})
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        # every partition at once, read until none gives anything for 2 s (one wait, not one a partition)
+        consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
         total = 0
-        for p in meta.partitions:
-            consumer.assign([TopicPartition(topic, p, 0)])
-            n = 0
-            while (msg := consumer.poll(2.0)) is not None:
-                n += 0 if msg.error() else 1
-            total += n
+        while (msg := consumer.poll(2.0)) is not None:
+            total += 0 if msg.error() else 1
     finally:
         consumer.close()
     assert total == 10000
@@ -240,6 +239,7 @@ def _reading_dagger(name: str, bootstrap: str, influxdb, tmp_path: Path):  # typ
             "the dagger to read every event",
             lambda: status.is_file() and '"input_rows": 3001' in status.read_text(),
             600,
+            every_s=0.2,
             proc=proc,
             log=log,
         )
@@ -328,6 +328,7 @@ def _waiting_for_a_broker(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
             "the waiting line",
             lambda: "waiting for the Kafka broker" in log.read_text(),
             120,
+            every_s=0.1,
             proc=proc,
             log=log,
         )
@@ -341,10 +342,14 @@ def test_sigusr1_prints_where_each_thread_is_and_the_command_goes_on(tmp_path) -
     proc, log = _waiting_for_a_broker(tmp_path)
     try:
         os.kill(proc.pid, signal.SIGUSR1)
-        wait_until("the stacks", lambda: "most recent call first" in log.read_text(), 30, proc=proc, log=log)
-        time.sleep(0.5)
-        dump = log.read_text().split("waiting for the Kafka broker", 1)[1]
-        assert re.search(r'File ".*/job/sources/preflight.py", line \d+ in _wait_for', dump), dump
+        frame = re.compile(r'File ".*/job/sources/preflight.py", line \d+ in _wait_for')
+
+        def dumped() -> bool:  # the stacks, down to the frame of the waiting thread (written line by line)
+            dump = log.read_text().split("waiting for the Kafka broker", 1)[1]
+            return "most recent call first" in dump and frame.search(dump) is not None
+
+        wait_until("the waiting thread's stack", dumped, 30, every_s=0.1, proc=proc, log=log)
+        time.sleep(0.5)  # a handler that dumps, then ends the command, would have done so by now
         assert proc.poll() is None  # it goes on waiting
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
