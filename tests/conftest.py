@@ -29,18 +29,6 @@ os.environ.setdefault(
 )
 
 
-# Spark's default checkpoint file manager goes through Hadoop's FileContext, whose rename asks for the
-# target's link status: without Hadoop's native library, a `readlink` process for every offset, commit,
-# metadata and state file written (616 of the 854 processes one tumbling-window case started in 7 runs).
-# The FileSystem-based manager renames with java.io (atomic on a local disk) and writes the same files:
-# one dagger run 1.7-1.8 → 1.3-1.4 core-s. The in-process runs' checkpoints are local directories.
-CHECKPOINT_FILES = {
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-    )
-}
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local[2] SparkSession for the in-process dagger runs of the whole test session.
@@ -62,7 +50,7 @@ def spark() -> Iterator[object]:
             "daggers-tests",
             master="local[2]",
             shuffle_partitions=2,
-            extra={"spark.driver.memory": "3g", **CHECKPOINT_FILES, **forkserver.spark_conf()},
+            extra={"spark.driver.memory": "3g", **forkserver.spark_conf()},
         )
     finally:
         for key, value in saved.items():

@@ -42,3 +42,29 @@ def test_a_session_that_registers_twice_prints_only_the_warning_a_user_can_act_o
     assert warnings and all(
         "'spark.yarn.executor.memoryOverhead' has been deprecated" in w for w in warnings
     ), done.stderr[-3000:]
+
+
+def test_checkpoint_files_are_renamed_without_a_process_per_file(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The session writes a query's checkpoint through Hadoop's FileSystem, not FileContext (whose rename starts a
+    ``readlink`` process per file without Hadoop's native library); the checkpoint is whole."""
+    from job.spark.session import CHECKPOINT_FILE_MANAGER
+
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == CHECKPOINT_FILE_MANAGER
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\ny\n")
+    query = (
+        spark.readStream.format("text")
+        .load(str(tmp_path / "in"))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.lastProgress["numInputRows"] == 2
+    assert sorted(
+        p.name for p in (tmp_path / "ckpt" / "commits").iterdir() if not p.name.startswith(".")
+    ) == ["0"]
+    assert sorted(
+        p.name for p in (tmp_path / "ckpt" / "offsets").iterdir() if not p.name.startswith(".")
+    ) == ["0"]
