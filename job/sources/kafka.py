@@ -198,13 +198,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # at its first plan (a new query's initialOffset sets False: nothing was read)
         self._unclosed = True
 
-    def _during_outage(self, start: dict[str, Any], exc: SourceError) -> dict[str, Any]:
+    def _during_outage(self, start: dict[str, Any], exc: SourceError, asked_at: float) -> dict[str, Any]:
         """The broker cannot be reached: plan no new data and try again at the next trigger, until
         ``max_outage_s`` has passed (then the error stops the query). With failover, move to the
-        secondary once the primary has been unreachable for ``failover_after_s``."""
+        secondary once the primary has been unreachable for ``failover_after_s``. The outage is counted
+        from ``asked_at``, when the first call that got no answer was made (monotonic): a metadata call
+        waits up to 10 s before it fails, and that wait is part of the outage."""
         now = time.monotonic()
         if self._outage_since is None:
-            self._outage_since = now
+            self._outage_since = asked_at
         waited = now - self._outage_since
         self._log_watch.forget()  # the broker may come back with another log
         self._drop_clients()  # start afresh: a restarted broker may have new metadata
@@ -372,12 +374,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self._available_now and self._pacer.hold():
             # no new data: the windows the last batch's watermark passed close in a short batch
             return self._tick(start)
+        asked_at = time.monotonic()
         try:
             if self._available_now and (self._target is None or self._target[0] != cluster):
                 self._target = (cluster, self._ends(cluster))  # the end of "now", once per cluster
             end = self._target[1] if self._target is not None else self._ends(cluster)
         except SourceError as exc:
-            return self._during_outage(start, exc)
+            return self._during_outage(start, exc, asked_at)
         self._outage_since = None
         if self.cfg.positions_dir and kfo.read_active(self.cfg.positions_dir) != cluster:
             kfo.write_active(self.cfg.positions_dir, cluster, self.cfg.bootstrap(cluster))
@@ -394,7 +397,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except data_loss.DataLossError:
             raise
         except SourceError as exc:
-            return self._during_outage(start, exc)
+            return self._during_outage(start, exc, asked_at)
         if checked is not bare:
             return start if checked is None else _ticked(start, kfo.tag(checked, cluster, self.cfg.failover))
         planned = self._plan_end(cluster, bare, end, limit)

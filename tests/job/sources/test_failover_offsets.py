@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from job.errors import SourceError, SpecError
 from job.produce.generator import generate
@@ -254,3 +255,29 @@ def test_a_missing_position_is_fetched_from_the_primary(tansu_broker, tmp_path: 
     assert kfo.find_position(tmp_path / "reader", topic, 0, 3) == kfo.Position(
         2, 1_772_000_000_002, kfo.fingerprint(b"k", b"v2")
     )
+
+
+@pytest.mark.integration
+def test_the_outage_is_counted_from_the_first_unanswered_call(tansu_broker) -> None:  # type: ignore[no-untyped-def]
+    """A lost primary is seen only when a metadata call gives up (10 s): that wait counts as outage, so with
+    ``failover_after_s`` 5 the first plan that gets no answer fails over, not the one after it (~20 s)."""
+    topic = unique("failover-clock")
+    create_topic(tansu_broker, topic, 1)
+    _produce(tansu_broker, topic, [(f"v{i}".encode(), 1_772_000_000_000 + i) for i in range(3)])
+    reader = KafkaStreamReader(
+        SourceConfig(
+            bootstrap_servers=f"127.0.0.1:{free_port()}",
+            topics=[topic],
+            proto_class="x",
+            descriptor_set_b64="",
+            columns=[],
+            failover_bootstrap_servers=tansu_broker,
+            failover_after_s=5,
+            start_from="earliest",
+        )
+    )
+    asked = time.monotonic()
+    planned = reader.latestOffset({"@cluster": "primary", topic: {"0": 0}}, ReadAllAvailable())
+    took = time.monotonic() - asked
+    assert planned == {"@cluster": "secondary", topic: {"0": 0}}, planned
+    assert 5 <= took < 30, took
