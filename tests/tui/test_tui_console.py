@@ -11,11 +11,11 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Collapsible, DataTable, Input, Select, SelectionList, Sparkline, Static, Switch
 
-from job.control import ControlPlane, Registry, health
+from job.control import ControlPlane, Registry
 from job.control.models import Dagger
 from job.control.rates import rate_series
 from job.control.specs import raw_spec
-from tests.tui.tui_world import NOW, build, check_snapshot, copy_registry, keys, settle, until
+from tests.tui.tui_world import NOW, check_snapshot, copy_registry, keys, settle, until
 from tui.app import DaggersApp
 from tui.clusters import ClustersScreen
 from tui.daggers import DaggersScreen
@@ -25,29 +25,6 @@ from tui.modals import AskScreen, ConfirmScreen
 from tui.sql_area import SqlArea
 
 SIZE = (120, 40)
-
-
-@pytest.fixture(autouse=True)
-def _quick_topic_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The world's Kafka (127.0.0.1:9) refuses connections: a form's list of its topics gives up after 0.5 s
-    there instead of the 5 s default, with the same error (a notification no check here reads). A broker
-    that is up keeps the default."""
-    slow = health.list_topics
-
-    def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
-        return slow(bootstrap, 0.5 if bootstrap == "127.0.0.1:9" else timeout)
-
-    monkeypatch.setattr(health, "list_topics", list_topics)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The registry file of :func:`build`, filled once for the module (~3 s a time)."""
-    path = tmp_path_factory.mktemp("world") / "registry.db"
-    reg = Registry(f"sqlite:///{path}")
-    build(reg)
-    reg.close()
-    return path
 
 
 @pytest.fixture

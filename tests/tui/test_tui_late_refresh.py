@@ -22,7 +22,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
 
-from job.control import ControlPlane, Registry, health
+from job.control import ControlPlane, Registry
 from job.sinks.influx import InfluxSink
 from job.spec import InfluxSinkSpec
 from tests.job.control.control_seed import bookings_spec
@@ -37,29 +37,6 @@ from tui.form import DaggerFormScreen
 SIZE = (120, 40)
 REFRESH_S = 0.2
 OUTPUT_DB = "tui_late_refresh"
-
-
-@pytest.fixture(autouse=True)
-def _quick_topic_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The world's Kafka (127.0.0.1:9) refuses connections: a form's list of its topics gives up after 0.5 s
-    there instead of the 5 s default, with the same error (no check here reads it, only when the answer
-    lands). A broker that is up keeps the default."""
-    slow = health.list_topics
-
-    def list_topics(bootstrap: str, timeout: float = 5.0) -> list[str]:
-        return slow(bootstrap, 0.5 if bootstrap == "127.0.0.1:9" else timeout)
-
-    monkeypatch.setattr(health, "list_topics", list_topics)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The registry file of :func:`build`, filled once for the module (~3 s a time)."""
-    path = tmp_path_factory.mktemp("world") / "registry.db"
-    reg = Registry(f"sqlite:///{path}")
-    build(reg)
-    reg.close()
-    return path
 
 
 @pytest.fixture
