@@ -179,6 +179,7 @@ def align_ends(
     the first records read, one for the middles of ``falls``, then a few rounds of an interpolation search
     in the partitions read too far, which starts from the record times ``learnt`` (partition -> offset ->
     time)."""
+    kept = capped if fallback is None else fallback  # what an alignment that cannot be made returns
     read = {
         (t, p): (start.get(t, {}).get(p, 0), hi)
         for t, ps in capped.items()
@@ -187,7 +188,7 @@ def align_ends(
     }
     cut = {(t, p): hi for t, ps in capped.items() for p, hi in ps.items() if hi < end.get(t, {}).get(p, hi)}
     if not read or not cut:
-        return capped if fallback is None else fallback
+        return kept
     # partition -> offset -> time, as found
     seen = {k: dict((learnt or {}).get(k, {})) for k in {*read, *cut}}
 
@@ -204,11 +205,11 @@ def align_ends(
         if k not in cut and k in (newest or {}):
             seen[k].setdefault(at, (newest or {})[k])
     if not look({k: at for k, at in top.items() if at not in seen[k]}):
-        return capped if fallback is None else fallback
+        return kept
     if not look({k: lo for k, (lo, _) in read.items() if lo not in seen[k]}):
-        return capped if fallback is None else fallback
+        return kept
     if not look(_middles({k: r for k, r in read.items() if k in (falls or set())}, top, seen)):
-        return capped if fallback is None else fallback
+        return kept
     reach = {k: seen[k][at] for k, at in top.items()}
     # a record known older than one before it in its partition: the run ended on the way, where it is found
     ended = {
@@ -218,7 +219,7 @@ def align_ends(
     }
     dropped = _searched(ended, look, seen, None, tolerance_ms)
     if dropped is None:
-        return capped if fallback is None else fallback
+        return kept
     last = {**reach, **{k: b.ta for k, b in dropped.items() if b.ta is not None}}
     # a partition read to the end of its run holds the others back as one the limit cut there
     horizon = min(last[k] for k in {*cut, *(k for k, b in dropped.items() if b.ta is not None)})
@@ -234,14 +235,14 @@ def align_ends(
     }
     searched = _searched(search, look, seen, horizon, tolerance_ms)
     if searched is None:
-        return capped if fallback is None else fallback
+        return kept
     out: Offsets = {t: dict(ps) for t, ps in capped.items()}
     for (t, p), b in {**dropped, **searched}.items():
         out[t][p] = b.end()
     # records out of order around the horizon could leave nothing to read: the stream must go on
     if any(out[t][p] > lo for (t, p), (lo, _) in read.items()):
         return out
-    return capped if fallback is None else fallback
+    return kept
 
 
 def _falls(times: dict[int, int], lo: int, top: int, tolerance_ms: int) -> bool:

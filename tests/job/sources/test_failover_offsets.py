@@ -3,6 +3,7 @@ the start on the secondary by timestamp (with real brokers for the last part).""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -264,18 +265,8 @@ def test_the_outage_is_counted_from_the_first_unanswered_call(tansu_broker) -> N
     topic = unique("failover-clock")
     create_topic(tansu_broker, topic, 1)
     _produce(tansu_broker, topic, [(f"v{i}".encode(), 1_772_000_000_000 + i) for i in range(3)])
-    reader = KafkaStreamReader(
-        SourceConfig(
-            bootstrap_servers=f"127.0.0.1:{free_port()}",
-            topics=[topic],
-            proto_class="x",
-            descriptor_set_b64="",
-            columns=[],
-            failover_bootstrap_servers=tansu_broker,
-            failover_after_s=5,
-            start_from="earliest",
-        )
-    )
+    cfg = dataclasses.replace(_cfg(tansu_broker), topics=[topic], failover_after_s=5, start_from="earliest")
+    reader = KafkaStreamReader(cfg)
     asked = time.monotonic()
     planned = reader.latestOffset({"@cluster": "primary", topic: {"0": 0}}, ReadAllAvailable())
     took = time.monotonic() - asked
