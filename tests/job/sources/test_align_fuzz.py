@@ -52,12 +52,19 @@ def truly_late(times: list[int], delay_ms: int) -> list[bool]:
     return out
 
 
+def falls_known(known: dict[int, int], tolerance_ms: int) -> bool:
+    """Whether the record times ``known`` (offset -> time) show one older, by more than the tolerance, than
+    one before it."""
+    return any(truly_late([known[at] for at in sorted(known)], tolerance_ms))
+
+
 @dataclass
 class Reading:
     """What a capped, aligned read of a topic did: the on-time records dropped (not truly late), the
     batches, the first batch that dropped one (None: none did), the batches that read through a drop
     hidden between look-ups (a partition's record read newer, by more than the tolerance, than every
-    record time looked up from its first record read to its end), the look-ups (offsets, rounds)."""
+    record time looked up from its first record read to its end, or a range read that falls back in time
+    by more than the tolerance where no time looked up in it does), the look-ups (offsets, rounds)."""
 
     dropped: int = 0
     batches: int = 0
@@ -104,8 +111,10 @@ def read_capped(
         for p, hi in ends["t"].items():
             lo = offsets["t"][p]
             if hi > lo:
-                known = [parts[p][at] for at in asked[p] if lo <= at <= hi and at < len(parts[p])]
-                if max(parts[p][lo:hi]) > max(known, default=NEVER) + delay_ms // 2:
+                known = {at: parts[p][at] for at in asked[p] if lo <= at <= hi and at < len(parts[p])}
+                if max(parts[p][lo:hi]) > max(known.values(), default=NEVER) + delay_ms // 2 or (
+                    any(truly_late(parts[p][lo:hi], delay_ms // 2)) and not falls_known(known, delay_ms // 2)
+                ):
                     out.hidden.append(out.batches)
             for i in range(lo, hi):
                 t = parts[p][i]
@@ -152,6 +161,18 @@ topics = st.dictionaries(st.sampled_from("0123"), partition(), min_size=2, max_s
         "1": [50 * i for i in range(188)] + [1000 * i for i in range(18)] + [17_000] * 7,
     },
     cap=63,
+    delay_ms=2000,
+)
+# partition 2's run rises to 7.0 s, falls to 4.8 s and rises again to 6.0 s: looked up at 4.8 s where the
+# batch starts and at the tail's 4.8 s where it is cut, it reads through 7.0 s, which makes partition 1's
+# 5.0 s late (a drop hidden between look-ups: no look-up in the range sees the fall)
+@example(
+    parts={
+        "0": [0, 0],
+        "1": [1000 * i for i in range(12)],
+        "2": [4801 + 200 * i for i in range(12)] + [4801, 4801, 6001, 6001],
+    },
+    cap=20,
     delay_ms=2000,
 )
 def test_a_capped_aligned_read_drops_only_truly_late_records_but_past_a_hidden_drop(
