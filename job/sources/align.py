@@ -175,10 +175,11 @@ def align_ends(
     cut it or not (its older records wait). A run that ends between two look-ups, before a tail whose times
     stay above the first record read, is seen by none of them: in a partition of ``falls`` (known to fall
     back in time somewhere), the middle of the range is looked up too, which sees it when it falls there
-    (one more round; a sure test would read every record). Look-ups: one round for the ends and one for
-    the first records read, one for the middles of ``falls``, then a few rounds of an interpolation search
-    in the partitions read too far, which starts from the record times ``learnt`` (partition -> offset ->
-    time)."""
+    (one more round; a sure test would read every record); so is the middle of a range whose ends are
+    within the tolerance of each other (a burst, or a tail risen again to where the range starts).
+    Look-ups: one round for the ends and one for the first records read, one for those middles, then a few
+    rounds of an interpolation search in the partitions read too far, which starts from the record times
+    ``learnt`` (partition -> offset -> time)."""
     kept = capped if fallback is None else fallback  # what an alignment that cannot be made returns
     read = {
         (t, p): (start.get(t, {}).get(p, 0), hi)
@@ -208,7 +209,10 @@ def align_ends(
         return kept
     if not look({k: lo for k, (lo, _) in read.items() if lo not in seen[k]}):
         return kept
-    if not look(_middles({k: r for k, r in read.items() if k in (falls or set())}, top, seen)):
+    doubtful = {
+        k: r for k, r in read.items() if k in (falls or set()) or _flat(seen[k], r[0], top[k], tolerance_ms)
+    }
+    if not look(_middles(doubtful, top, seen)):
         return kept
     reach = {k: seen[k][at] for k, at in top.items()}
     # a record known older than one before it in its partition: the run ended on the way, where it is found
@@ -255,6 +259,13 @@ def _falls(times: dict[int, int], lo: int, top: int, tolerance_ms: int) -> bool:
             return True
         peak = times[at] if peak is None else max(peak, times[at])
     return False
+
+
+def _flat(times: dict[int, int], lo: int, top: int, tolerance_ms: int) -> bool:
+    """Whether the record a partition reaches (``top``) is no newer, by more than the tolerance, than its first
+    record read (``lo``; ``times``: offset -> time): a burst, or a run that ended between them and a tail
+    that rose again to about where the range starts (a drop the two look-ups cannot tell apart)."""
+    return lo in times and top in times and times[top] <= times[lo] + tolerance_ms
 
 
 def _middles(
