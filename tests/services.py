@@ -350,8 +350,12 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     root = tmp_path_factory.mktemp("spark-cluster")
 
     def make() -> SparkStandalone:
+        from job.spark import jvm_archive  # the daemons map the classes the tests' JVMs map (pyspark)
+
         port, ui, *worker_uis = free_ports(4)
-        return SparkStandalone(root, port, ui, worker_uis, cores=1, memory="1g")
+        return SparkStandalone(
+            root, port, ui, worker_uis, cores=1, memory="1g", daemon_java_options=jvm_archive.java_options()
+        )
 
     with _serving(make) as server:
         yield SparkClusterHandle(

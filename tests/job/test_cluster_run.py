@@ -19,6 +19,7 @@ import pytest
 from job.produce.generator import generate
 from job.produce.producer import produce
 from job.shared.hosted import MAX_TRANSIENT_RETRIES, TRANSIENT
+from job.spark import jvm_archive
 from job.spark.session import JVM_OPTIONS_ENV
 from tests.helpers import (
     BOOKINGS_SQL,
@@ -111,6 +112,8 @@ def test_a_dagger_runs_on_the_workers_with_exact_windows(
             errors="replace"
         )
         assert "Finished task" in stderr, f"no task ran on worker {index + 1}"
-        # the executor's JVM got the options Daggers gives its own JVMs (tests/conftest.py sets them)
+        # the executor's JVM got the options Daggers gives its own JVMs (tests/conftest.py sets them) and maps
+        # the class archive the driver maps (setup.sh writes it)
         launch = next(line for line in stderr.splitlines() if line.startswith("Spark Executor Command:"))
-        assert all(f'"{o}"' in launch for o in shlex.split(os.environ[JVM_OPTIONS_ENV])), launch
+        options = [*shlex.split(os.environ[JVM_OPTIONS_ENV]), *jvm_archive.java_options()]
+        assert all(f'"{o}"' in launch for o in options), launch

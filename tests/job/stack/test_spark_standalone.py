@@ -38,7 +38,14 @@ def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
     monkeypatch.setenv("DAGGERS_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -Ddaggers.test.mark=standalone")
     monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Ddaggers.test.own=kept")
     port, ui, worker_ui = free_ports(3)
-    cluster = SparkStandalone(tmp_path, port, ui, [worker_ui], die_with_parent=True)
+    cluster = SparkStandalone(
+        tmp_path,
+        port,
+        ui,
+        [worker_ui],
+        daemon_java_options=["-Ddaggers.test.given=a b"],
+        die_with_parent=True,
+    )
     cluster.start()
     try:
         for proc in cluster.processes:
@@ -47,6 +54,7 @@ def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
                 b"-XX:TieredStopAtLevel=1",
                 b"-Ddaggers.test.mark=standalone",
                 b"-Ddaggers.test.own=kept",
+                b"-Ddaggers.test.given=a b",
             } <= set(argv), (proc.name, argv)
     finally:
         cluster.stop()
