@@ -30,15 +30,17 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run a dagger in the foreground until Ctrl-C; the next run resumes from its checkpoint."""
-    from job.query.plan import plan
-    from job.query.runner import run_foreground
-    from job.shared import forkserver
     from job.spec import load_spec
 
-    setup_logging(verbose)
     loaded = None
     try:
-        loaded = load_spec(spec)
+        loaded = load_spec(spec)  # logs nothing
+        # once the spec is read: Spark (and quieting it), Arrow and the Kafka client cost a missing spec 0.5 s
+        setup_logging(verbose)
+        from job.query.plan import plan
+        from job.query.runner import run_foreground
+        from job.shared import forkserver
+
         p = plan(loaded, state_dir_or_default(state_dir))
         out.print(f"[bold]dagger[/] {p.spec.name}: checkpoint {p.checkpoint}")
         last_batch_before = _last_batch(p.checkpoint / "status.json")

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.syntax import Syntax
 
 from job.cli.common import SpecPath, StateDir, err, fail, out, quiet_spark_errors, state_dir_or_default
 from job.errors import DaggerError
@@ -34,11 +33,13 @@ def sql_check(
 ) -> None:
     """Validate a spec and its SQL; print OK or the error with its line and column."""
     from job.errors import SqlError
-    from job.query.plan import plan
     from job.spec import load_spec
 
     try:
-        p = plan(load_spec(spec), state_dir_or_default(state_dir))
+        loaded = load_spec(spec)
+        from job.query.plan import plan  # once the spec is read: Spark and Arrow cost a missing spec 0.5 s
+
+        p = plan(loaded, state_dir_or_default(state_dir))
     except DaggerError as exc:
         if as_json:
             out.print_json(
@@ -82,6 +83,8 @@ def sql_translate(
     """Print the Spark SQL a spec's Dagger SQL becomes (and with --explain, Spark's plan)."""
     p = _plan_or_fail(spec, state_dir)
     if out.is_terminal:
+        from rich.syntax import Syntax
+
         out.print(Syntax(p.translation.spark_sql, "sql", word_wrap=True))
     else:  # pipes and scripts get the SQL as one plain line
         out.print(p.translation.spark_sql, markup=False, highlight=False)

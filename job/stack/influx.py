@@ -6,8 +6,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from job.stack.errors import StackError
 from job.stack.process import ManagedProcess
 from job.stack.service import LocalHttpService
@@ -31,6 +29,8 @@ def influxd_binary() -> str:
 
 def influx_ping(url: str, timeout: float = 2.0) -> bool:
     """Return True when ``GET <url>/ping`` answers 204 within ``timeout`` seconds."""
+    import requests  # here: every ``daggers`` command imports this module, few of them speak HTTP
+
     try:
         return requests.get(f"{url}/ping", timeout=timeout).status_code == 204
     except requests.RequestException:
@@ -45,6 +45,8 @@ def influx_query(
     Raises:
         StackError: HTTP failure, or the server reports an error for a statement.
     """
+    import requests
+
     params = {"q": q, **({"db": db} if db else {})}
     try:
         resp = requests.request(method, f"{url}/query", params=params, timeout=timeout)

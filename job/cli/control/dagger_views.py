@@ -8,7 +8,6 @@ from rich.table import Column, Table
 
 from job.cli.control.reply import span
 from job.common.words import counted
-from job.control.health_model import CRASH_LOOPING, FAILED, STARTING, STOPPED, UNKNOWN, event_watermark
 
 
 def figure_text(figure: dict[str, Any] | None, fmt: str = "{:.0f}") -> str:
@@ -51,10 +50,6 @@ def dagger_table(rows: list[Any]) -> Table:
     return t
 
 
-#: The states the health model shows no figure of (rows/s, lag, batch time), rather than their last values.
-NO_FIGURES = (STARTING, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
-
-
 def _ago(seconds: float) -> str:
     """``45 s``, ``6 min``, ``3 h``, ``2 d``: how long ago, for a figure's age."""
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
@@ -79,6 +74,11 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
     when it is fresh, else how old it is. A watermark is shown only when the query has one."""
     import time
 
+    # imported here: the health model's pydantic models cost every ``daggers`` command a tenth of a second
+    from job.control.health_model import CRASH_LOOPING, FAILED, STARTING, STOPPED, UNKNOWN, event_watermark
+
+    #: the states the health model shows no figure of (rows/s, lag, batch time), rather than their last values
+    no_figures = (STARTING, CRASH_LOOPING, FAILED, STOPPED, UNKNOWN)
     p = d.progress
     if not p:
         return []
@@ -101,7 +101,7 @@ def progress_lines(d: Any, now: float | None = None) -> list[str]:
         f"{counted(p.get('bad_records', 0), 'bad record', fmt=',')}); {rate}{lag}"
         + (
             f" ({'an' if state[0] in 'aeiou' else 'a'} {state} dagger shows no figure)"
-            if state in NO_FIGURES
+            if state in no_figures
             else ""
         )
     ]
