@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from job.spark import jvm_archive
 from job.stack.ports import free_ports
 from job.stack.spark_standalone import SparkStandalone
 
@@ -21,7 +22,14 @@ def test_a_worker_whose_ui_port_was_taken_is_found_where_it_answers(tmp_path: Pa
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", worker_ui))
         taken.listen()
-        cluster = SparkStandalone(tmp_path, port, ui, [worker_ui], die_with_parent=True)
+        cluster = SparkStandalone(
+            tmp_path,
+            port,
+            ui,
+            [worker_ui],
+            daemon_java_options=jvm_archive.java_options(),
+            die_with_parent=True,
+        )
         cluster.start()
         try:
             [url] = cluster.worker_ui_urls
@@ -43,7 +51,7 @@ def test_the_master_and_workers_get_the_jvm_options_daggers_gives_its_own_jvms(
         port,
         ui,
         [worker_ui],
-        daemon_java_options=["-Ddaggers.test.given=a b"],
+        daemon_java_options=[*jvm_archive.java_options(), "-Ddaggers.test.given=a b"],
         die_with_parent=True,
     )
     cluster.start()
