@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 class DaggerCommands(Provider):
     """Command palette entries: open a cluster, open a dagger, create a dagger on a cluster."""
 
+    _listed: list[tuple[str, Callable[[], Any], str]]  # the entries, listed at the palette's opening
+
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
         app = self.app
         assert isinstance(app, DaggersApp)
@@ -62,13 +64,18 @@ class DaggerCommands(Provider):
         out.append(("alerts feed", app.open_alerts, "active alerts of your teams"))
         return out
 
+    async def startup(self) -> None:
+        """List the clusters and daggers once per opening of the palette, not at each key typed (a key read
+        them all, with every dagger's health, from the registry or over HTTP from the server)."""
+        self._listed = self._commands()
+
     async def discover(self) -> Hits:
-        for text, callback, help_text in self._commands():
+        for text, callback, help_text in self._listed:
             yield DiscoveryHit(text, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for text, callback, help_text in self._commands():
+        for text, callback, help_text in self._listed:
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), callback, help=help_text)

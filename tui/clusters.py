@@ -26,6 +26,8 @@ COLUMNS = ("cluster", "team", "master", "health", "daggers", "spark", "kafka", "
 class ClustersScreen(RefreshingScreen):
     """Clusters by data centre. Enter opens a cluster's daggers; ``h`` probes health live from here."""
 
+    reload_on_resume = True
+
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("n", "new", "New dagger"),
@@ -59,9 +61,6 @@ class ClustersScreen(RefreshingScreen):
         self.query_one("#whoami", Static).update(plain(self.app.identity_line()))
         self.reload()
         self.refresh_every()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
 
     def fetch(self) -> list[ClusterView]:
         """Read the clusters and their recorded health."""

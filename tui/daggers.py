@@ -43,6 +43,8 @@ def _counts(daggers: list[DaggerView]) -> list[tuple[str, int]]:
 class DaggersScreen(RefreshingScreen):
     """One cluster's daggers. ``/`` searches, ``s`` sorts, ``[`` ``]`` page, Enter opens, ``n`` creates."""
 
+    reload_on_resume = True
+
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("n", "new", "New"),
@@ -78,9 +80,6 @@ class DaggersScreen(RefreshingScreen):
         self.reload()
         self.query_one(DataTable).focus()
         self.refresh_every()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
 
     @property
     def filtered(self) -> list[DaggerView]:

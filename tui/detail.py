@@ -30,6 +30,8 @@ from tui.widgets import FlatSparkline
 class DaggerScreen(RefreshingScreen):
     """A dagger's detail. Actions: deploy, stop, restart, edit, publish to Kafka, preview, rollback, delete."""
 
+    reload_on_resume = True
+
     BINDINGS = [
         Binding("d", "deploy", "Deploy"),
         Binding("s", "stop", "Stop"),
@@ -82,9 +84,6 @@ class DaggerScreen(RefreshingScreen):
         self.query_one("#audit", DataTable).add_columns("when (UTC)", "user", "action", "allowed")
         self.reload()
         self.refresh_every()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
 
     def fetch(self) -> DaggerScreenView:
         """Read the dagger, its samples, versions and audit trail (one request through a server)."""

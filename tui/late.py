@@ -8,8 +8,8 @@ widget is still on the screen stack; a late one is dropped (nobody is looking at
 
 :class:`RefreshingScreen` reads (:meth:`~RefreshingScreen.fetch`, any thread) and draws
 (:meth:`~RefreshingScreen.draw`, the app's thread): :meth:`~RefreshingScreen.reload` does both at once (on
-mount, on resume, after an action); every ``refresh_s`` a worker thread reads, so a slow plane never freezes the
-keyboard, and its answer lands through :func:`land`. One refresh at a time, and none while another screen
+mount, on coming back from under another screen, after an action); every ``refresh_s`` a worker thread reads,
+so a slow plane never freezes the keyboard, and its answer lands through :func:`land`. One refresh at a time, and none while another screen
 covers this one (it reloads when it comes back). Its timer stops with the screen (Textual stops a screen's
 timers as its removal starts).
 """
@@ -68,10 +68,24 @@ class RefreshingScreen(Screen[None]):
     app: ConsoleApp
     #: What a read may raise that :meth:`failed` reports (anything else is a bug, and surfaces).
     errors: ClassVar[tuple[type[Exception], ...]] = (DaggerError,)
+    #: Whether the screen reads again when it comes back from under another one.
+    reload_on_resume: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
         self._refreshing = False
+        self._covered = False  # another screen covered this one since it last read
+
+    def on_screen_suspend(self) -> None:
+        self._covered = True
+
+    def on_screen_resume(self) -> None:
+        """Read and draw again when the screen comes back from under another one (if ``reload_on_resume``);
+        not as it is first shown, when its ``on_mount`` has just read (Textual resumes a screen as it is pushed:
+        that read it twice)."""
+        if self._covered and self.reload_on_resume:
+            self.reload()
+        self._covered = False
 
     def fetch(self) -> Any:
         """Read what the screen shows (in any thread: no widget here)."""

@@ -406,6 +406,43 @@ async def test_command_palette_opens_a_dagger(world: Registry) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_screen_reads_once_as_it_opens_and_again_when_it_comes_back(world: Registry) -> None:
+    app = console(world, "alice")
+    reads: list[str] = []
+    for name in ("clusters", "dagger_screen"):
+        read = getattr(app.plane, name)
+        setattr(app.plane, name, lambda *a, _n=name, _r=read, **k: reads.append(_n) or _r(*a, **k))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert reads == ["clusters"]
+        app.open_dagger("team-a/dag-05")
+        await pilot.pause()
+        assert isinstance(app.screen, DaggerScreen)
+        assert reads == ["clusters", "dagger_screen"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ClustersScreen)
+        assert reads == ["clusters", "dagger_screen", "clusters"]
+
+
+@pytest.mark.asyncio
+async def test_the_command_palette_lists_the_daggers_once_per_opening(world: Registry) -> None:
+    app = console(world, "alice")
+    listed: list[int] = []
+    daggers = app.plane.daggers
+    app.plane.daggers = lambda *a, **k: listed.append(1) or daggers(*a, **k)  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert listed == []  # the clusters screen lists no dagger
+        await pilot.press("ctrl+p", *keys("open dagger team-a/dag-05"))
+        await pilot.pause(0.5)
+        assert listed == [1]  # once as the palette opened, not once a key typed
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DaggerScreen) and app.screen.ref == "team-a/dag-05"
+
+
+@pytest.mark.asyncio
 async def test_alerts_feed_shows_only_my_teams(world: Registry, tmp_path: Path) -> None:
     from alerting import AlertState, AlertStore, Level
     from alerting.store import HistoryEvent
