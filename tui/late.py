@@ -9,9 +9,9 @@ widget is still on the screen stack; a late one is dropped (nobody is looking at
 :class:`RefreshingScreen` reads (:meth:`~RefreshingScreen.fetch`, any thread) and draws
 (:meth:`~RefreshingScreen.draw`, the app's thread): :meth:`~RefreshingScreen.reload` does both at once (on
 mount, on coming back from under another screen, after an action); every ``refresh_s`` a worker thread reads,
-so a slow plane never freezes the keyboard, and its answer lands through :func:`land`. One refresh at a time, and none while another screen
-covers this one (it reloads when it comes back). Its timer stops with the screen (Textual stops a screen's
-timers as its removal starts).
+so a slow plane never freezes the keyboard, and its answer lands through :func:`land`. One refresh at a time,
+and none while another screen covers this one (it reloads when it comes back). Its timer stops with the screen
+(Textual stops a screen's timers as its removal starts).
 """
 
 from __future__ import annotations
