@@ -54,8 +54,9 @@ HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedSta
 #: times in one session: 22-40 compilations a query on every round at 100, none after the first at 2,000;
 #: 87 queries kept +1.8 MB of metaspace. A spec's spark_conf may set another size.
 CODEGEN_CACHE_ENTRIES = 2000
-#: How checkpoint files are written (see build_session).
-CHECKPOINT_FILE_MANAGER = (
+#: How checkpoint files are written (see build_session): Spark's manager through Hadoop's FileSystem, or,
+#: with the JVM functions' jar, its subclass that writes a local checkpoint with no process per file.
+SPARK_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
 
@@ -80,6 +81,8 @@ def build_session(
     ``extra`` settings override the defaults.
     """
     prepare_environment()
+    # the functions that run in the JVM (job.spark.jvm: DistinctCount), registered by register_functions
+    functions = jvm_functions.spark_conf(extra)
     conf = {
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
@@ -102,9 +105,15 @@ def build_session(
         # Checkpoint files (offsets, commits, metadata, state) renamed into place through Hadoop's FileSystem:
         # the default (FileContext) asks for the target's link status on every rename, which without
         # Hadoop's native library starts a `readlink` process per file: 616 of the 854 processes one
-        # tumbling-window dagger started in 7 runs, ~1.7 -> ~1.3 core-s a run. A rename on a local disk (or
-        # HDFS) is atomic either way; a spec's spark_conf may set the other class back.
-        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        # tumbling-window dagger started in 7 runs, ~1.7 -> ~1.3 core-s a run. Hadoop's local file system
+        # also starts a `chmod` process for every file and folder it creates: the jar's manager sets the
+        # same permission by a system call: an aggregation's 24 micro-batches (2 state partitions) started
+        # 230 -> 11 processes (the rest: RocksDB's snapshot uploads, which take Hadoop's file system
+        # directly). A rename on a local disk (or HDFS) is atomic either way; a spec's spark_conf may set
+        # another class.
+        "spark.sql.streaming.checkpointFileManagerClass": (
+            jvm_functions.CHECKPOINT_FILE_MANAGER if functions else SPARK_CHECKPOINT_FILE_MANAGER
+        ),
         # SELECT ... FROM text.`/path` reads a file: a dagger's query reads its streams only
         "spark.sql.runSQLOnFiles": "false",
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
@@ -112,8 +121,7 @@ def build_session(
         # pyspark.py (or any module) in that folder off their import path (job/shared/spark_python.sh too)
         "spark.executorEnv.PYTHONSAFEPATH": "1",
         **(extra or {}),
-        # the functions that run in the JVM (job.spark.jvm: DistinctCount), registered by register_functions
-        **jvm_functions.spark_conf(extra),
+        **functions,
     }
     if "spark.local.dir" not in conf and not os.environ.get("SPARK_LOCAL_DIRS"):
         # RocksDB's working copies, shuffle blocks: in a folder of this process's, which the next session

@@ -7,7 +7,9 @@ the batch's few and writes the whole array back: on workload (a) live (~44,000 k
 drivers a key at the window's end) that was 57% of the JVM's samples (JDK Flight Recorder,
 docs/architecture.md). The byte array is merged by one pass of byte copies. ``WindowRecords``
 (:file:`WindowRecords.java`): a micro-batch's records per window, which tells how many records Spark drops
-as late (:mod:`job.query.late`).
+as late (:mod:`job.query.late`). ``LocalCheckpointFileManager`` (:file:`LocalCheckpointFileManager.java`,
+:file:`NioLocalFileSystem.java`): Spark's checkpoint file manager, writing a local checkpoint with no
+``chmod`` process per file (:mod:`job.spark.session` sets it).
 
 The jar is built with Janino, the Java compiler Spark ships for its generated code, by a ``java``
 process (:func:`jar_path`), once per source and pyspark version, into the user's cache folder; a session
@@ -39,7 +41,12 @@ SOURCES = (
     Path(__file__).with_name("DistinctCount.java"),
     Path(__file__).with_name("DistinctCountMerge.java"),
     Path(__file__).with_name("WindowRecords.java"),
+    Path(__file__).with_name("NioLocalFileSystem.java"),
+    Path(__file__).with_name("LocalCheckpointFileManager.java"),
 )
+#: Spark's checkpoint file manager for a checkpoint on the local disk with no process per file
+#: (:file:`LocalCheckpointFileManager.java`); :func:`spark_conf` sets it when the jar is there.
+CHECKPOINT_FILE_MANAGER = "daggers.spark.LocalCheckpointFileManager"
 #: The jar's location when set (a file; "off": no jar, DistinctCount keeps collect_set), else the cache.
 JAR_ENV = "DAGGERS_JVM_JAR"
 _DEMO = "org.codehaus.commons.compiler.samples.CompilerDemo"  # Janino's command-line compiler
