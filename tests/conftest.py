@@ -82,6 +82,18 @@ SERVICE_FIXTURES = frozenset(
         "postgres",
     }
 )
+#: Test modules one xdist worker runs together (``-n N --dist loadfile``), by the name of what they share: the
+#: four that use the session's standalone cluster start it once (a master and two workers, ~8 core-s and
+#: 1.5 GB) instead of once on each worker that drew one of them. tests/test_scheduling.py keeps it true.
+SAME_WORKER: dict[str, tuple[str, ...]] = {
+    "spark_cluster": (
+        "tests/job/shared/test_host_on_cluster.py",
+        "tests/job/test_cluster_run.py",
+        "tests/job/control/test_control_health.py",
+        "tests/tui/test_tui_cluster_health.py",
+    ),
+}
+_SCOPE = {path: name for name, paths in SAME_WORKER.items() for path in paths}
 #: Each test module's seconds in a clean-clone CI run (scripts/test_durations.py writes it).
 DURATIONS = Path(__file__).with_name("durations.json")
 #: Where a module that is not in DURATIONS goes: one marked slow as if it took this long, one with an
@@ -140,3 +152,18 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.cpu_usage import CpuUsage
 
         config.pluginmanager.register(CpuUsage(prefix), "daggers-cpu-usage")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """With ``--dist loadfile``, a module is a unit of work, except the modules of one :data:`SAME_WORKER`
+    group, which are one unit together; other modes keep xdist's scheduler."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Grouped(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return _SCOPE.get(path, path)
+
+    return Grouped(config, log)  # type: ignore[arg-type]
