@@ -26,8 +26,10 @@ needs, where each micro-batch costs a few hundred milliseconds of CPU whatever i
 **Gathering** (``gather_s``): the same idea for a heavy dagger, whose windows must close within seconds. Far
 from a boundary, the source plans new data only every ``gather_s`` of wall time, so a micro-batch holds
 that many seconds of records; once the newest record waiting is stamped within ``gather_s`` of the next
-boundary, it reads at every trigger again, so the batch that reads the closing record is as small and
-quick as without it. How long before the boundary is the *lead*: a gathered batch planned just before the lead
+boundary, it reads at every trigger again while a batch planned then would end before the closing record
+comes, then reads nothing until that record is waiting: the batch that reads it starts within a trigger of
+its arrival instead of after the batch under way (a heavy window's batch near a boundary takes seconds, most
+of them per window key, whatever its size). How long before the boundary is the *lead*: a gathered batch planned just before the lead
 must have ended by the boundary, or the batch that reads the closing record waits for it. So the lead follows
 the source's own measure of its gathered batches: the wall time from planning one to planning the next
 (Spark plans the next micro-batch when the last one ended), the longest of the last ``LEAD_SAMPLES`` times
@@ -87,6 +89,11 @@ class ClosePacer:
     _took: deque[float] = field(
         default_factory=lambda: deque(maxlen=LEAD_SAMPLES), init=False
     )  # wall seconds of the last gathered batches
+    _reading: bool = field(default=False, init=False)  # a batch that reads planned, its end not seen yet
+    _last_took: float | None = field(default=None, init=False)  # wall seconds of the last batch that read
+    _held_at: float | None = field(
+        default=None, init=False
+    )  # when it first held within the lead, since a read
 
     @property
     def enabled(self) -> bool:
@@ -109,7 +116,9 @@ class ClosePacer:
         ended. The first plan after a gathered read times that read (see :meth:`lead_s`)."""
         if self._timing and self._read_at is not None:
             self._took.append(max(0.0, now_s - self._read_at))
-        self._timing = False
+        if self._reading and self._read_at is not None:
+            self._last_took = max(0.0, now_s - self._read_at)
+        self._timing = self._reading = False
 
     def lead_s(self) -> float:
         """Return how long before a boundary a gathering source reads at every trigger: ``LEAD_FACTOR`` times
@@ -133,25 +142,42 @@ class ClosePacer:
             and now_s - self._read_at >= self.gather_s
         )
         self._read_at = now_s
+        self._reading = True
+        self._held_at = None
         if newest_s is not None:
             self._newest_s = newest_s if self._newest_s is None else max(self._newest_s, newest_s)
 
     def worth_reading(self, newest_s: float | None, now_s: float) -> bool:
         """With ``read_at_close`` or ``gather_s``: whether the batch to plan at monotonic ``now_s`` should read
         the records waiting, the newest stamped ``newest_s`` (None: not known). Always True without either
-        or without windows, for the first read, for a newest record not known, when ``newest_s`` (plus
-        :meth:`lead_s` when gathering) is past the boundary after the newest record read so far, and a period
-        (``gather_s`` when gathering) of wall time after the last read."""
+        or without windows, for the first read, for a newest record not known, when ``newest_s`` is past the
+        boundary after the newest record read so far, and a period (``gather_s`` when gathering) of wall time
+        after the last read.
+
+        Gathering, within :meth:`lead_s` of that boundary, it reads only while a batch planned now would end
+        before the closing record arrives (``newest_s`` plus the last reading batch's length and
+        ``LEAD_MARGIN_S`` short of the boundary, record stamps taken to move with the wall clock), then holds
+        until that record is waiting, at most twice that length plus the margin from its first hold: the
+        closing record then starts its batch within a trigger, instead of waiting for a batch that started
+        just before it came (on workload (a) live, 1-4 s of a window's latency)."""
         if self.read_at_close:
-            wait_s, lead_s = self.period_ms / 1000, 0.0
+            wait_s = self.period_ms / 1000
         elif self.gather_s > 0:
-            wait_s, lead_s = self.gather_s, self.lead_s()
+            wait_s = self.gather_s
         else:
             return True
-        if not self.enabled or self._newest_s is None or newest_s is None:
+        if not self.enabled or self._newest_s is None or newest_s is None or self._read_at is None:
             return True
-        if self._read_at is None or now_s - self._read_at >= wait_s:
-            return True
-        return boundary_before(newest_s + lead_s, self.period_ms, self.delay_ms) > boundary_before(
-            self._newest_s, self.period_ms, self.delay_ms
-        )
+        boundary = boundary_before(self._newest_s, self.period_ms, self.delay_ms) + self.period_ms / 1000
+        if newest_s >= boundary:
+            return True  # the record that closes the window is waiting
+        if self.read_at_close or newest_s + self.lead_s() < boundary:
+            return now_s - self._read_at >= wait_s
+        # within the lead of the boundary
+        took = self._last_took if self._last_took is not None else self.lead_s()
+        if newest_s + took + LEAD_MARGIN_S < boundary:
+            return True  # a batch planned now ends before the closing record comes
+        if self._held_at is None:
+            self._held_at = now_s
+        # stamps that fall behind the clock (a producer that stopped, stamps that are not event times)
+        return now_s - self._held_at >= 2 * took + LEAD_MARGIN_S
