@@ -96,6 +96,45 @@ def run_line(r: Any) -> str:
     )
 
 
+def latency_split(
+    windows: list[tuple[float, float, float, float]], batches: list[tuple[float, float, int, float | None]]
+) -> list[tuple[float, float, float, float]]:
+    """Split each window's latency (a live run's ``window_timeline``: end, closing record sent, first and last
+    point in InfluxDB; ``batch_timeline``: reported at, duration ms, rows, watermark; seconds after the feed's
+    start) into (the closing record waiting for its batch to start, that batch, the eviction batch after it,
+    the rest: from the eviction's end to the window's last point). A batch starts at its report time less its
+    duration; the closing record's batch is the first that reads rows and starts after the record was sent,
+    the eviction the first batch without rows that starts after it. A window whose batches the timeline does
+    not hold is left out."""
+    spans = [(at - ms / 1000, at, rows) for at, ms, rows, _ in batches]
+    out: list[tuple[float, float, float, float]] = []
+    for _, sent, _, last in windows:
+        reads = next(((s, e) for s, e, rows in spans if rows > 0 and s >= sent - 0.05), None)
+        if reads is None:
+            continue
+        evicts = next(((s, e) for s, e, rows in spans if rows == 0 and s >= reads[1] - 0.2), None)
+        if evicts is None:
+            continue
+        out.append(
+            (
+                round(max(0.0, reads[0] - sent), 2),
+                round(reads[1] - reads[0], 2),
+                round(evicts[1] - evicts[0], 2),
+                round(max(0.0, last - evicts[1]), 2),
+            )
+        )
+    return out
+
+
+def _split(d: dict[str, Any]) -> str:
+    """`` (each window: wait/batch/eviction/rest s ...)`` from the run's timelines, where they hold one."""
+    split = latency_split(d.get("window_timeline") or [], d.get("batch_timeline") or [])
+    if not split:
+        return ""
+    each = ", ".join("/".join(f"{x:.1f}" for x in w) for w in split)
+    return f"; per window, s waiting/closing batch/eviction/rest: {each}"
+
+
 def live_line(live: Any) -> str:
     """One line about a live run."""
     d = live if isinstance(live, dict) else live.__dict__
@@ -103,7 +142,7 @@ def live_line(live: Any) -> str:
         delays = (
             f"{len(d['windows'])} windows, watermark→InfluxDB p50 {d['delay_p50_s']:.2f} s p99 "
             f"{d['delay_p99_s']:.2f} s (from the job's own watermark: p50 {_f(d['delay_status_p50_s'])} p99 "
-            f"{_f(d['delay_status_p99_s'])})"
+            f"{_f(d['delay_status_p99_s'])}){_split(d)}"
         )
     else:
         delays = "no window closed while measured"
