@@ -67,6 +67,14 @@ def boundary_before(t_s: float, period_ms: int, delay_ms: int) -> float:
     return math.floor((t_s - delay) / period) * period + delay
 
 
+def hold_over(held_s: float, took_s: float) -> bool:
+    """Return whether a hold before a boundary, ``held_s`` seconds long, has lasted long enough for stamps
+    that move with the clock (twice the last reading batch, ``took_s``, plus ``LEAD_MARGIN_S``): the stamps
+    fell behind it (a producer that stopped, a partition that runs ahead of the others and stopped, stamps
+    that are not event times)."""
+    return held_s >= 2 * took_s + LEAD_MARGIN_S
+
+
 @dataclass
 class ClosePacer:
     """Decides, at each plan of a micro-batch, whether to plan it empty (see the module docstring).
@@ -94,6 +102,9 @@ class ClosePacer:
     _held_at: float | None = field(
         default=None, init=False
     )  # when it first held within the lead, since a read
+    _held_out: float = field(
+        default=-math.inf, init=False
+    )  # the last boundary whose hold ran out before its closing record came
 
     @property
     def enabled(self) -> bool:
@@ -159,7 +170,10 @@ class ClosePacer:
         ``LEAD_MARGIN_S`` short of the boundary, record stamps taken to move with the wall clock), then holds
         until that record is waiting, at most twice that length plus the margin from its first hold: the
         closing record then starts its batch within a trigger, instead of waiting for a batch that started
-        just before it came (on workload (a) live, 1-4 s of a window's latency)."""
+        just before it came (on workload (a) live, 1-4 s of a window's latency). A hold that ran out means the
+        stamps do not follow the clock (the newest one can stay put while records come, as when a partition
+        ahead of the others stops): until that boundary is read past, it reads every ``gather_s`` as far from
+        one, not hold after hold, each twice the batch the last one made (the batches grew without end)."""
         if self.read_at_close:
             wait_s = self.period_ms / 1000
         elif self.gather_s > 0:
@@ -173,11 +187,15 @@ class ClosePacer:
             return True  # the record that closes the window is waiting
         if self.read_at_close or newest_s + self.lead_s() < boundary:
             return now_s - self._read_at >= wait_s
+        if self._held_out >= boundary:  # its hold ran out: the stamps do not follow the clock, gather
+            return now_s - self._read_at >= wait_s
         # within the lead of the boundary
         took = self._last_took if self._last_took is not None else self.lead_s()
         if newest_s + took + LEAD_MARGIN_S < boundary:
             return True  # a batch planned now ends before the closing record comes
         if self._held_at is None:
             self._held_at = now_s
-        # stamps that fall behind the clock (a producer that stopped, stamps that are not event times)
-        return now_s - self._held_at >= 2 * took + LEAD_MARGIN_S
+        if not hold_over(now_s - self._held_at, took):
+            return False
+        self._held_out = boundary
+        return True
