@@ -67,12 +67,17 @@ def boundary_before(t_s: float, period_ms: int, delay_ms: int) -> float:
     return math.floor((t_s - delay) / period) * period + delay
 
 
-def hold_over(held_s: float, took_s: float) -> bool:
-    """Return whether a hold before a boundary, ``held_s`` seconds long, has lasted long enough for stamps
-    that move with the clock (twice the last reading batch, ``took_s``, plus ``LEAD_MARGIN_S``): the stamps
-    fell behind it (a producer that stopped, a partition that runs ahead of the others and stopped, stamps
-    that are not event times)."""
-    return held_s >= 2 * took_s + LEAD_MARGIN_S
+def stamps_stalled(
+    near_s: float, held_s: float | None, lead_s: float, took_s: float, gather_s: float
+) -> bool:
+    """Return whether the stamps stopped following the clock before a boundary: the source has been within
+    ``lead_s`` of it ``near_s`` seconds, or has held ``held_s`` (None: not holding), longer than stamps that
+    move with the clock allow (the lead, then twice the last reading batch, ``took_s``, plus ``LEAD_MARGIN_S``; a
+    hold no longer than ``gather_s``, what records wait far from a boundary): a producer that stopped, a
+    partition that runs ahead of the others and stopped, a replay slower than the clock."""
+    if held_s is not None and held_s >= min(2 * took_s + LEAD_MARGIN_S, gather_s):
+        return True
+    return near_s >= lead_s + 2 * took_s + LEAD_MARGIN_S
 
 
 @dataclass
@@ -102,9 +107,12 @@ class ClosePacer:
     _held_at: float | None = field(
         default=None, init=False
     )  # when it first held within the lead, since a read
-    _held_out: float = field(
+    _near: tuple[float, float] = field(
+        default=(-math.inf, 0.0), init=False
+    )  # the boundary it came within the lead of, and when (monotonic s)
+    _stalled: float = field(
         default=-math.inf, init=False
-    )  # the last boundary whose hold ran out before its closing record came
+    )  # the last boundary the stamps stalled before (see stamps_stalled)
 
     @property
     def enabled(self) -> bool:
@@ -168,12 +176,13 @@ class ClosePacer:
         Gathering, within :meth:`lead_s` of that boundary, it reads only while a batch planned now would end
         before the closing record arrives (``newest_s`` plus the last reading batch's length and
         ``LEAD_MARGIN_S`` short of the boundary, record stamps taken to move with the wall clock), then holds
-        until that record is waiting, at most twice that length plus the margin from its first hold: the
-        closing record then starts its batch within a trigger, instead of waiting for a batch that started
-        just before it came (on workload (a) live, 1-4 s of a window's latency). A hold that ran out means the
-        stamps do not follow the clock (the newest one can stay put while records come, as when a partition
-        ahead of the others stops): until that boundary is read past, it reads every ``gather_s`` as far from
-        one, not hold after hold, each twice the batch the last one made (the batches grew without end)."""
+        until that record is waiting, at most twice that length plus the margin (and ``gather_s``) from its
+        first hold: the closing record then starts its batch within a trigger, instead of waiting for a batch
+        that started just before it came (on workload (a) live, 1-4 s of a window's latency). A hold that ran out, or a
+        stay within the lead longer than the lead and such a hold, means the stamps do not follow the clock
+        (the newest one can stay put while records come, as when a partition ahead of the others stops): until
+        that boundary is read past, it reads every ``gather_s`` as far from one, not at every trigger, nor
+        hold after hold, each twice the batch the last one made (the batches grew without end)."""
         if self.read_at_close:
             wait_s = self.period_ms / 1000
         elif self.gather_s > 0:
@@ -187,15 +196,19 @@ class ClosePacer:
             return True  # the record that closes the window is waiting
         if self.read_at_close or newest_s + self.lead_s() < boundary:
             return now_s - self._read_at >= wait_s
-        if self._held_out >= boundary:  # its hold ran out: the stamps do not follow the clock, gather
-            return now_s - self._read_at >= wait_s
         # within the lead of the boundary
+        if self._near[0] != boundary:
+            self._near = (boundary, now_s)
         took = self._last_took if self._last_took is not None else self.lead_s()
+        held_s = None if self._held_at is None else now_s - self._held_at
+        if self._stalled < boundary and stamps_stalled(
+            now_s - self._near[1], held_s, self.lead_s(), took, wait_s
+        ):
+            self._stalled = boundary
+        if self._stalled >= boundary:  # gather as far from a boundary until it is read past
+            return now_s - self._read_at >= wait_s
         if newest_s + took + LEAD_MARGIN_S < boundary:
             return True  # a batch planned now ends before the closing record comes
         if self._held_at is None:
             self._held_at = now_s
-        if not hold_over(now_s - self._held_at, took):
-            return False
-        self._held_out = boundary
-        return True
+        return False

@@ -113,6 +113,22 @@ def test_a_newest_stamp_stuck_before_a_boundary_does_not_grow_the_batches() -> N
     )
 
 
+def test_a_newest_stamp_stuck_within_the_lead_does_not_read_at_every_trigger() -> None:
+    """While the newest stamp stays within the lead of a boundary but further from it than a batch (the
+    partition ahead stopped at 246.5, 3.5 s before the boundary at 250), records keep coming: the source read
+    them at every trigger for minutes (140 batches in 140 s, as before the hold); it gathers them once stamps
+    following the clock would have brought the boundary."""
+    stamp = lambda t: t + 180.0 if t < 66.5 else max(246.5, t)  # noqa: E731
+    pacer = ClosePacer(60_000, 10_000, gather_s=GATHER_S)
+    cost = _linear(0.5, 0.2)
+    batches = simulate(pacer, stamp, cost, 420.0, lambda t: t)
+    stuck = [b for b in batches if 100.0 < b.start < 240.0 and b.what == "read"]
+    assert 140.0 / GATHER_S - 1 <= len(stuck) <= 140.0 / GATHER_S + 1, stuck
+    latencies = closing_latencies(batches, stamp, 60, 10, 390.0)
+    assert [b for b, _, _ in latencies] == [190.0, 250.0, 310.0, 370.0]
+    assert all(lat < 2 * cost(2 * GATHER_S) + 1.0 + cost(0.0) for _, _, lat in latencies), latencies
+
+
 #: how the newest stamp moves in a stretch of wall time: (stamp seconds per wall second, records per second)
 KINDS = {
     "clock": (1.0, 1.0),
@@ -167,8 +183,8 @@ def test_whatever_the_stamps_do_batches_stay_gathered_and_every_window_closes(
     stretches: list[tuple[str, float, float]],
 ) -> None:
     """Stamps that replay faster or slower than the clock, stop while records keep coming, jump, go quiet,
-    run minutes behind or ahead: no batch reads more than twice ``gather_s`` of records (but the first, and
-    while a burst is read), and every window a record's stamp passes closes within two such batches, a
+    run minutes behind or ahead: no batch reads more than twice ``gather_s`` of records (but the first), a
+    stamp that stays put makes no batch per trigger, and every window a record's stamp passes closes within two such batches, a
     trigger and a closing batch of the arrival of that record."""
     case = (fixed, per_record, period_s, delay_s, lag_s, stretches)
     top_rate = max(KINDS[k][1] for k, _, _ in [*stretches, ("clock", 0.0, 0.0)])
@@ -180,6 +196,14 @@ def test_whatever_the_stamps_do_batches_stay_gathered_and_every_window_closes(
         ClosePacer(period_s * 1000, delay_s * 1000, gather_s=GATHER_S), stamp, cost, seconds, arrived
     )
     assert all(b.records <= top_rate * (2 * GATHER_S + 1.0) for b in batches[1:]), case
+    # a stamp that stays put is no boundary coming: no read per trigger once the lead (at most a period),
+    # then twice a batch, have passed
+    start, settle = 0.0, period_s + 3 * max(cost(top_rate * 2 * GATHER_S), 1.0) + 1.0
+    for kind, length, _ in stretches:
+        if kind == "stuck" and length > settle + 2 * GATHER_S:
+            reads = [b for b in batches if start + settle <= b.start < start + length and b.what == "read"]
+            assert len(reads) <= (length - settle) / GATHER_S + 1, (case, reads)
+        start += length
     # the batch in flight when the record comes, the trigger after it, the batch that reads it, a closing one
     bound = 2 * max(cost(top_rate * 4 * GATHER_S), 1.0) + 1.0 + cost(0.0)
     for boundary, came, latency in closing_latencies(batches, stamp, period_s, delay_s, seconds - 30.0):
