@@ -7,6 +7,7 @@ cleared it (755 where Spark's manager left 2755)."""
 from __future__ import annotations
 
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,60 @@ def test_a_checkpoint_under_a_setgid_folder_has_the_modes_spark_s_manager_gives(
         by_jar[name] for name in ("offsets/0", "offsets/.0.crc", "commits/0", "state/0/0/1.changelog")
     } == {0o644}
     assert {oct(m) for m in by_jar.values()} == {"0o2755", "0o644"}
+
+
+def drop_last_commit(checkpoint: Path) -> int:
+    """Remove the newest commit (and its checksum file) of the query under ``checkpoint``, as a dagger killed
+    between its offsets and its commit leaves it; return that batch's id."""
+    commits = checkpoint / "spark" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink()
+    return last
+
+
+def test_a_checkpoint_moves_between_managers_with_exact_windows(  # type: ignore[no-untyped-def]
+    spark, tansu_broker, influxdb, tmp_path: Path
+) -> None:
+    """Upgrade and downgrade: Spark's manager writes a checkpoint, the jar's continues it (re-running a batch the
+    other left uncommitted, whose state files are there already), then Spark's again: the windows are exact."""
+    from job.produce.generator import generate
+    from job.produce.producer import produce
+    from job.query.plan import plan
+    from job.query.runner import run_foreground
+    from tests.helpers import bookings_to_influx, expected_bookings, influx_points, topic_and_db
+    from tests.services import BrokerHandle
+
+    broker = BrokerHandle("tansu", tansu_broker)
+    topic, db = topic_and_db(broker, influxdb, "ckpt-managers", 2)
+    checkpoint = tmp_path / "ckpt"
+    spec, _ = bookings_to_influx(
+        "managers", broker.bootstrap, topic, influxdb.url, db, checkpoint, max_records_per_batch=400
+    )
+    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    chunks = [
+        generate("booking", 600, seed=80 + i, start=t0 + timedelta(minutes=i), duration_s=60)
+        for i in range(3)
+    ]
+    closer = generate("booking", 1, seed=89, start=t0 + timedelta(minutes=30), duration_s=1)
+    dropped: list[int] = []
+    try:
+        for i, manager in enumerate(
+            (SPARK_CHECKPOINT_FILE_MANAGER, jvm.CHECKPOINT_FILE_MANAGER, SPARK_CHECKPOINT_FILE_MANAGER)
+        ):
+            produce(broker.bootstrap, topic, [chunks[i], closer] if i == 2 else chunks[i], progress=False)
+            spark.conf.set(KEY, manager)
+            run_foreground(plan(spec, tmp_path), available_now=True, spark=spark)
+            if dropped:  # the other manager's uncommitted batch ran again and is committed now
+                assert (checkpoint / "spark" / "commits" / str(dropped[-1])).is_file()
+            if i < 2:
+                dropped.append(drop_last_commit(checkpoint))
+    finally:
+        spark.conf.set(KEY, jvm.CHECKPOINT_FILE_MANAGER)
+    want = expected_bookings(r for c in chunks for r in c.table.to_pylist())
+    assert (
+        influx_points(influxdb, db, "m", "num_of_bookings", ["tag_city_id", "tag_s2id", "tag_vehicle_type"])
+        == want
+    )
+    assert sum(want.values()) > 300
+    assert dropped == [2, 5]
