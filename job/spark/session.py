@@ -55,7 +55,7 @@ HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedSta
 #: 87 queries kept +1.8 MB of metaspace. A spec's spark_conf may set another size.
 CODEGEN_CACHE_ENTRIES = 2000
 #: How checkpoint files are written (see build_session): Spark's manager through Hadoop's FileSystem, or,
-#: with the JVM functions' jar, its subclass that writes a local checkpoint with no process per file.
+#: with the JVM functions' jar (one that holds it), its subclass that writes a local checkpoint with no process per file.
 SPARK_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
@@ -112,7 +112,7 @@ def build_session(
         # directly). A rename on a local disk (or HDFS) is atomic either way; a spec's spark_conf may set
         # another class.
         "spark.sql.streaming.checkpointFileManagerClass": (
-            jvm_functions.CHECKPOINT_FILE_MANAGER if functions else SPARK_CHECKPOINT_FILE_MANAGER
+            jvm_functions.checkpoint_file_manager() or SPARK_CHECKPOINT_FILE_MANAGER
         ),
         # SELECT ... FROM text.`/path` reads a file: a dagger's query reads its streams only
         "spark.sql.runSQLOnFiles": "false",

@@ -7,6 +7,8 @@ cleared it (755 where Spark's manager left 2755)."""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +20,9 @@ from job.spark.session import SPARK_CHECKPOINT_FILE_MANAGER
 pytestmark = pytest.mark.integration
 
 KEY = "spark.sql.streaming.checkpointFileManagerClass"
+REPO = Path(__file__).resolve().parents[2]
+#: The jar's sources an earlier version did not have.
+CHECKPOINT_SOURCES = ("LocalCheckpointFileManager", "NioLocalFileSystem")
 
 
 def modes(checkpoint: Path) -> dict[str, int]:
@@ -128,3 +133,42 @@ def test_a_checkpoint_moves_between_managers_with_exact_windows(  # type: ignore
     )
     assert sum(want.values()) > 300
     assert dropped == [2, 5]
+
+
+#: A dagger's session over the jar at ``$DAGGERS_JVM_JAR``: one micro-batch of an aggregation with a checkpoint.
+PROBE = """
+import sys
+from job.spark.session import build_session
+spark = build_session("stale-jar", master="local[1]")
+query = (
+    spark.readStream.format("text").load(sys.argv[1] + "/in").groupBy("value").count()
+    .writeStream.format("noop").outputMode("update")
+    .option("checkpointLocation", sys.argv[1] + "/ckpt").trigger(availableNow=True).start()
+)
+query.awaitTermination(120)
+print(spark.conf.get("spark.sql.streaming.checkpointFileManagerClass"), query.lastProgress["numInputRows"])
+spark.stop()
+"""
+
+
+def test_a_jar_an_earlier_version_built_at_daggers_jvm_jar_still_runs_daggers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DAGGERS_JVM_JAR=<file>`` keeps the jar built there; one built before the checkpoint manager was
+    added lacks its class: every query failed to start (CANNOT_LOAD_CHECKPOINT_FILE_MANAGER,
+    ClassNotFoundException). The session now keeps Spark's manager with such a jar."""
+    stale = tmp_path / "jvm-functions.jar"
+    monkeypatch.setattr(jvm, "SOURCES", tuple(s for s in jvm.SOURCES if s.stem not in CHECKPOINT_SOURCES))
+    jvm.build(stale)
+    monkeypatch.undo()
+    monkeypatch.setenv(jvm.JAR_ENV, str(stale))
+    assert (jvm.holds(stale, "daggers.spark.DistinctCount"), jvm.checkpoint_file_manager()) == (True, None)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\ny\nx\n")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [SPARK_CHECKPOINT_FILE_MANAGER, "3"]
+    monkeypatch.delenv(jvm.JAR_ENV)
+    assert jvm.checkpoint_file_manager() == jvm.CHECKPOINT_FILE_MANAGER

@@ -153,6 +153,24 @@ def jar_path() -> Path | None:
     return target
 
 
+def holds(jar: Path, class_name: str) -> bool:
+    """Return whether ``jar`` holds the class ``class_name`` (False when it cannot be read as a jar)."""
+    entry = class_name.replace(".", "/") + ".class"
+    try:
+        with zipfile.ZipFile(jar) as opened:
+            return entry in opened.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def checkpoint_file_manager() -> str | None:
+    """Return :data:`CHECKPOINT_FILE_MANAGER` when the jar holds it; None when the jar is turned off or is one
+    an earlier version built at ``$DAGGERS_JVM_JAR`` (without the class: Spark could not load it and every
+    query would fail to start). Raises JvmFunctionsError when the jar cannot be built."""
+    jar = jar_path()
+    return CHECKPOINT_FILE_MANAGER if jar is not None and holds(jar, CHECKPOINT_FILE_MANAGER) else None
+
+
 def spark_conf(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Return ``spark.jars`` with the jar added to the one in ``extra`` (empty when turned off)."""
     jar = jar_path()
