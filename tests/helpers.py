@@ -293,14 +293,14 @@ sink:
 def bookings_to_influx(
     prefix: str, bootstrap: str, topic: str, influx_url: str, db: str, checkpoint: Path, **kw: Any
 ) -> tuple[DaggerSpec, str]:
-    """The spec (and its YAML) of :data:`BOOKINGS_SQL` over BookingLog events of ``topic`` into measurement ``m``
-    of ``db`` (a name from ``prefix``; ``kw`` go to :func:`make_spec`)."""
+    """The spec (and its YAML) of :data:`BOOKINGS_SQL` (or ``kw``'s ``sql``) over BookingLog events of ``topic``
+    into measurement ``m`` of ``db`` (a name from ``prefix``; ``kw`` go to :func:`make_spec`)."""
+    kw.setdefault("sql", BOOKINGS_SQL)
     return make_spec(
         name=unique(prefix),
         bootstrap=bootstrap,
         topic=topic,
         proto_class="daggers.events.BookingLog",
-        sql=BOOKINGS_SQL,
         influx_url=influx_url,
         db=db,
         measurement="m",

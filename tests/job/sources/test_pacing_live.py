@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from job.query.plan import plan
 from job.query.runner import DaggerJob, observed_records
-from tests.helpers import influx_points, make_spec, topic_and_db, unique, wait_until
+from tests.helpers import bookings_to_influx, influx_points, topic_and_db, unique, wait_until
 from tests.services import BrokerHandle
 
 # A live latency bound (6 s) over 95 s of producing: in the fault group, which runs apart from the suite's
@@ -107,16 +107,14 @@ def test_a_gathering_dagger_with_stamps_behind_the_clock_closes_every_window_exa
 ) -> None:
     broker = BrokerHandle("tansu", tansu_broker)
     topic, db = topic_and_db(broker, influxdb, "pace-live", partitions=1)
-    spec, _ = make_spec(
-        name=unique("pace-live"),
-        bootstrap=broker.bootstrap,
-        topic=topic,
-        proto_class="daggers.events.BookingLog",
+    spec, _ = bookings_to_influx(
+        "pace-live",
+        broker.bootstrap,
+        topic,
+        influxdb.url,
+        db,
+        tmp_path / "ckpt",
         sql=SQL,
-        influx_url=influxdb.url,
-        db=db,
-        measurement="m",
-        checkpoint=tmp_path / "ckpt",
         watermark_delay_ms=0,
     )
     job = DaggerJob(plan(spec, tmp_path), spark)
