@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -70,10 +71,14 @@ def test_a_udf_file_is_registered_at_every_call_the_library_once(
     udfs = tmp_path / "udfs.py"
     body = "from job.functions.user import dagger_function\n\n@dagger_function(returns='bigint')\ndef Seven(x: int) -> int:\n    return {}\n"
     udfs.write_text(body.format(7))
+    first = udfs.stat()
     register_functions(session, udf_file=udfs)
     assert session.sql("SELECT Seven(1) AS c").collect()[0]["c"] == 7
     registered.clear()
-    udfs.write_text(body.format(8))  # the file changed between two daggers
+    # the file changed between two daggers, within the same second and to the same length (the import
+    # system's bytecode cache, keyed by both, gave the old code)
+    udfs.write_text(body.format(8))
+    os.utime(udfs, ns=(first.st_atime_ns, first.st_mtime_ns))
     register_functions(session, udf_file=udfs)
     assert registered == ["Seven"]
     assert session.sql("SELECT Seven(1) AS c").collect()[0]["c"] == 8
