@@ -279,9 +279,15 @@ def settling_arrow_udf(fn: Callable[..., Any], returns: str) -> Any:
 _REGISTERED: weakref.WeakKeyDictionary[SparkSession, dict[str, tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
-def _register(spark: SparkSession, name: str, key: tuple[str, ...], make: Callable[[], Any]) -> None:
-    """Register ``make()`` under ``name`` unless ``spark`` holds the function ``key`` stands for already."""
-    done = _REGISTERED.setdefault(spark, {})
+def _register(
+    spark: SparkSession,
+    done: dict[str, tuple[str, ...]],
+    name: str,
+    key: tuple[str, ...],
+    make: Callable[[], Any],
+) -> None:
+    """Register ``make()`` under ``name`` unless ``done`` (``spark``'s in :data:`_REGISTERED`) says the session
+    holds the function ``key`` stands for already."""
     if done.get(name) == key:
         return
     spark.udf.register(name, make())
@@ -302,9 +308,9 @@ def register_functions(
 
     Raises SpecError when the file cannot be loaded (see :func:`job.functions.user.load_user_functions`).
     """
-    for name, (fn, returns) in LIBRARY_UDFS.items():
-        _register(spark, name, ("library",), functools.partial(settling_arrow_udf, fn, returns))
     done = _REGISTERED.setdefault(spark, {})
+    for name, (fn, returns) in LIBRARY_UDFS.items():
+        _register(spark, done, name, ("library",), functools.partial(settling_arrow_udf, fn, returns))
     # DistinctCount's aggregate (job.spark.jvm), when the session has its jar
     if done.get(jvm_functions.DISTINCT_COUNT) != ("jvm",) and jvm_functions.register(spark):
         for name in (
@@ -315,11 +321,13 @@ def register_functions(
             done[name] = ("jvm",)
     store = dart_store or os.environ.get("DAGGERS_DART_STORE") or ""
     for name, fn in dart_functions(dart_store).items():
-        _register(spark, name, ("dart", store), functools.partial(settling_arrow_udf, fn, DART_UDFS[name]))
+        _register(
+            spark, done, name, ("dart", store), functools.partial(settling_arrow_udf, fn, DART_UDFS[name])
+        )
     schema = hashlib.sha256((descriptor_set_b64 or "").encode()).hexdigest()
     for name, fn in schema_functions(descriptor_set_b64).items():
         returns = "array<binary>" if name == FILTERS_UDF else "array<string>"
-        _register(spark, name, ("schema", schema), functools.partial(settling_arrow_udf, fn, returns))
+        _register(spark, done, name, ("schema", schema), functools.partial(settling_arrow_udf, fn, returns))
     if udf_file:
         from job.functions.user import load_user_functions
 
@@ -328,4 +336,4 @@ def register_functions(
                 settling_arrow_udf(f.fn, f.returns) if f.vectorized else udf(f.fn, f.returns, useArrow=True)
             )
             spark.udf.register(f.name, wrapped)
-            _REGISTERED.setdefault(spark, {})[f.name] = ("user",)
+            done[f.name] = ("user",)

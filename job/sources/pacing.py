@@ -29,8 +29,8 @@ that many seconds of records; once the newest record waiting is stamped within `
 boundary, it reads at every trigger again, so the batch that reads the closing record is as small and
 quick as without it. (Holding instead until the closing record waits, so that it never waits for a batch
 under way, was tried and measured worse: the closing batch then held 2-9 s of records instead of 1-2, and
-took 1.7-2.6 s instead of 1.0-1.5, more than the short batch it no longer waited for.) How long before the boundary is the *lead*: a gathered batch planned just before the lead
-must have ended by the boundary, or the batch that reads the closing record waits for it. So the lead follows
+took 1.7-2.6 s instead of 1.0-1.5, more than the short batch it no longer waited for.) How long before the
+boundary is the *lead*: a gathered batch planned just before the lead must have ended by the boundary, or the batch that reads the closing record waits for it. So the lead follows
 the source's own measure of its gathered batches: the wall time from planning one to planning the next
 (Spark plans the next micro-batch when the last one ended), the longest of the last ``LEAD_SAMPLES`` times
 ``LEAD_FACTOR`` plus ``LEAD_MARGIN_S``; ``gather_s`` until one has been measured. A slow machine, a cold JIT or a

@@ -55,7 +55,8 @@ HDFS_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedSta
 #: 87 queries kept +1.8 MB of metaspace. A spec's spark_conf may set another size.
 CODEGEN_CACHE_ENTRIES = 2000
 #: How checkpoint files are written (see build_session): Spark's manager through Hadoop's FileSystem, or,
-#: with the JVM functions' jar (one that holds it), its subclass that writes a local checkpoint with no process per file.
+#: with the JVM functions' jar (one that holds it), its subclass that writes a local checkpoint with no
+#: process per file.
 SPARK_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
@@ -81,8 +82,6 @@ def build_session(
     ``extra`` settings override the defaults.
     """
     prepare_environment()
-    # the functions that run in the JVM (job.spark.jvm: DistinctCount), registered by register_functions
-    functions = jvm_functions.spark_conf(extra)
     conf = {
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
@@ -121,7 +120,8 @@ def build_session(
         # pyspark.py (or any module) in that folder off their import path (job/shared/spark_python.sh too)
         "spark.executorEnv.PYTHONSAFEPATH": "1",
         **(extra or {}),
-        **functions,
+        # the functions that run in the JVM (job.spark.jvm: DistinctCount), registered by register_functions
+        **jvm_functions.spark_conf(extra),
     }
     if "spark.local.dir" not in conf and not os.environ.get("SPARK_LOCAL_DIRS"):
         # RocksDB's working copies, shuffle blocks: in a folder of this process's, which the next session
